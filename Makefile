@@ -1,0 +1,45 @@
+# gptmem — build the trainer, its tests and its benchmarks.
+#   make            build ./train (CPU path; gcc, C11, OpenMP)
+#   make test       build and run every test; ends with "N passed, N failed"
+#   make data       fetch the default corpus into data/
+#   make bench      the CPU benchmark (GPT-2 124M, B=4 T=64, 2 threads)
+#   make asan       build and run the tests under AddressSanitizer + UBSan
+# ARCH=-march=x86-64-v3 builds for another machine than this one.
+
+CC     ?= gcc
+ARCH   ?= -march=native $(if $(filter x86_64,$(shell uname -m)),-mprefer-vector-width=512)
+OPT    ?= -O3
+CFLAGS ?= $(OPT) $(ARCH) -ffp-contract=fast
+CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp
+LDLIBS  = -lm
+
+HEADERS = memory.h model.h predict.h optimizer.h data.h
+
+.PHONY: all test data bench asan clean
+
+all: train
+
+train: train.c $(HEADERS)
+	$(CC) $(CFLAGS) -o $@ train.c $(LDLIBS)
+
+tests/test_cpu: tests/test_cpu.c $(HEADERS)
+	$(CC) $(CFLAGS) -I. -o $@ tests/test_cpu.c $(LDLIBS)
+
+test: train tests/test_cpu data
+	bash tests/run.sh
+
+data: data/tinyshakespeare.txt
+
+data/tinyshakespeare.txt:
+	bash data/get_data.sh
+
+bench: train
+	bash scripts/bench_cpu.sh
+
+asan:
+	$(MAKE) clean
+	$(MAKE) test OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer"
+	$(MAKE) clean
+
+clean:
+	rm -f train tests/test_cpu

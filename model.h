@@ -1,0 +1,717 @@
+// model.h — the GPT-2 model: config, parameter layout, the CPU ops, and the
+// forward and backward passes. Plain C11 + OpenMP, fp32 math.
+//
+// Shapes use the usual letters:
+//   B batch, T sequence length, C channels, H heads, hs = C/H head size,
+//   L layers, V vocabulary, Vp vocabulary padded to a multiple of 64,
+//   N = B*T rows (one row per token position).
+//
+// Every op has its forward and its backward next to each other. Backward
+// functions *accumulate* (+=) into weight gradients, so gradient accumulation
+// over micro-batches is free; they overwrite or accumulate into input
+// gradients as their comment says.
+//
+// Determinism: every output element is computed by exactly one thread with a
+// fixed summation order, so results do not depend on the thread count. That is
+// what lets resume, checkpointing and ZeRO be tested for bitwise equality.
+#ifndef GPTMEM_MODEL_H
+#define GPTMEM_MODEL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "memory.h"
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+typedef struct {
+    int layers;    // L
+    int channels;  // C
+    int heads;     // H
+    int vocab;     // V: real vocabulary size (256 for the byte tokenizer)
+    int max_seq;   // maxT: number of learned positions
+} GPTConfig;
+
+typedef struct {
+    const char *name;
+    GPTConfig cfg;
+    const char *note;
+} ModelPreset;
+
+const ModelPreset model_presets[] = {
+    {"small", {4, 128, 4, 256, 256}, "the default: learns Shakespeare in minutes on 2 cores"},
+    {"gpt2", {12, 768, 12, 50257, 1024}, "GPT-2 124M"},
+    {"gpt2-medium", {24, 1024, 16, 50257, 1024}, "GPT-2 350M"},
+    {"gpt2-large", {36, 1280, 20, 50257, 1024}, "GPT-2 774M"},
+    {"gpt2-xl", {48, 1600, 25, 50257, 1024}, "GPT-2 1558M"},
+};
+const int n_model_presets = sizeof model_presets / sizeof model_presets[0];
+
+// The vocabulary padded to a multiple of 64 so the LM head's matmul tiles
+// evenly; padded logits are masked out of the loss.
+int padded_vocab(const GPTConfig *c) { return (c->vocab + 63) / 64 * 64; }
+
+// ---------------------------------------------------------------------------
+// Parameter layout
+//
+// All parameters live in one flat array, in this order:
+//   wte   (Vp, C)      token embedding, also the LM head (tied)
+//   wpe   (maxT, C)    position embedding
+//   then for each layer l = 0..L-1, one contiguous block:
+//     ln1w (C), ln1b (C), qkvw (3C, C), qkvb (3C), attprojw (C, C), attprojb (C),
+//     ln2w (C), ln2b (C), fcw (4C, C), fcb (4C), fcprojw (C, 4C), fcprojb (C)
+//   lnfw  (C), lnfb (C)   final layernorm
+// Keeping each layer contiguous means one layer's weights (or gradients) are
+// one slice of the array: what ZeRO stage 2/3 reduce and gather per layer.
+// Linear weights are (out, in), as in PyTorch's nn.Linear.
+
+size_t layer_param_count(int C) { return (size_t)12 * C * C + (size_t)13 * C; }
+
+size_t param_count(const GPTConfig *c) {
+    size_t C = c->channels;
+    return (size_t)padded_vocab(c) * C + (size_t)c->max_seq * C + c->layers * layer_param_count(c->channels) + 2 * C;
+}
+
+// Offset of layer l's block in the flat array.
+size_t layer_offset(const GPTConfig *c, int l) {
+    return ((size_t)padded_vocab(c) + c->max_seq) * c->channels + (size_t)l * layer_param_count(c->channels);
+}
+
+typedef struct {
+    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+    float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} LayerWeights;
+
+// Pointers into layer l's block of `base` (the params or the grads array).
+LayerWeights layer_weights(float *base, const GPTConfig *c, int l) {
+    size_t C = c->channels;
+    float *p = base + layer_offset(c, l);
+    LayerWeights w;
+    w.ln1w = p; p += C;
+    w.ln1b = p; p += C;
+    w.qkvw = p; p += 3 * C * C;
+    w.qkvb = p; p += 3 * C;
+    w.attprojw = p; p += C * C;
+    w.attprojb = p; p += C;
+    w.ln2w = p; p += C;
+    w.ln2b = p; p += C;
+    w.fcw = p; p += 4 * C * C;
+    w.fcb = p; p += 4 * C;
+    w.fcprojw = p; p += 4 * C * C;
+    w.fcprojb = p;
+    return w;
+}
+
+float *wte_of(float *base) { return base; }
+float *wpe_of(float *base, const GPTConfig *c) { return base + (size_t)padded_vocab(c) * c->channels; }
+float *lnf_of(float *base, const GPTConfig *c) { return base + layer_offset(c, c->layers); }
+
+// One named tensor of the layout: used by init (std and which get weight
+// decay) and by the optimizer (weight decay only on 2-D weights).
+typedef struct {
+    size_t offset, count;
+    int is_matrix;     // 2-D weight: gets weight decay
+    float init_std;    // 0 means "ones" (layernorm weight) or "zeros" (bias), see init
+    int init_ones;
+} ParamTensor;
+
+// Append one tensor to the table and advance the running offset.
+void add_tensor(ParamTensor *out, int *n, size_t *off, size_t count, int is_matrix, float std, int ones) {
+    ParamTensor *t = &out[(*n)++];
+    t->offset = *off; t->count = count; t->is_matrix = is_matrix; t->init_std = std; t->init_ones = ones;
+    *off += count;
+}
+
+int param_tensor_count(const GPTConfig *c) { return 4 + 12 * c->layers; }
+
+// Fill `out` (param_tensor_count entries) with the tensors in layout order.
+void param_tensors(const GPTConfig *c, ParamTensor *out) {
+    size_t C = c->channels;
+    float proj_std = 0.02f / sqrtf(2.0f * c->layers);  // residual projections: GPT-2 scaling
+    int n = 0;
+    size_t off = 0;
+    add_tensor(out, &n, &off, (size_t)padded_vocab(c) * C, 1, 0.02f, 0);  // wte
+    add_tensor(out, &n, &off, (size_t)c->max_seq * C, 1, 0.02f, 0);       // wpe
+    for (int l = 0; l < c->layers; l++) {
+        add_tensor(out, &n, &off, C, 0, 0, 1);                // ln1w
+        add_tensor(out, &n, &off, C, 0, 0, 0);                // ln1b
+        add_tensor(out, &n, &off, 3 * C * C, 1, 0.02f, 0);    // qkvw
+        add_tensor(out, &n, &off, 3 * C, 0, 0, 0);            // qkvb
+        add_tensor(out, &n, &off, C * C, 1, proj_std, 0);     // attprojw
+        add_tensor(out, &n, &off, C, 0, 0, 0);                // attprojb
+        add_tensor(out, &n, &off, C, 0, 0, 1);                // ln2w
+        add_tensor(out, &n, &off, C, 0, 0, 0);                // ln2b
+        add_tensor(out, &n, &off, 4 * C * C, 1, 0.02f, 0);    // fcw
+        add_tensor(out, &n, &off, 4 * C, 0, 0, 0);            // fcb
+        add_tensor(out, &n, &off, 4 * C * C, 1, proj_std, 0); // fcprojw
+        add_tensor(out, &n, &off, C, 0, 0, 0);                // fcprojb
+    }
+    add_tensor(out, &n, &off, C, 0, 0, 1);  // lnfw
+    add_tensor(out, &n, &off, C, 0, 0, 0);  // lnfb
+}
+
+// ---------------------------------------------------------------------------
+// Random numbers: a 64-bit xorshift* generator, so runs are reproducible
+// bit for bit from --seed and checkpoints can store the state.
+
+uint64_t rng_next(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1DULL;
+}
+
+// Uniform in [0, 1) with 24 random bits.
+float rng_uniform(uint64_t *s) { return (rng_next(s) >> 40) / 16777216.0f; }
+
+// Standard normal via Box-Muller.
+float rng_normal(uint64_t *s) {
+    float u1 = rng_uniform(s), u2 = rng_uniform(s);
+    if (u1 < 1e-12f) u1 = 1e-12f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+}
+
+uint64_t rng_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL; }
+
+// GPT-2 init: linear and embedding weights ~ N(0, 0.02), residual output
+// projections ~ N(0, 0.02/sqrt(2L)), layernorm weights 1, biases 0.
+// The padded vocabulary rows of wte are left at zero (they are never used).
+void init_params(float *params, const GPTConfig *c, uint64_t seed) {
+    int n = param_tensor_count(c);
+    ParamTensor *t = malloc(sizeof(ParamTensor) * n);
+    param_tensors(c, t);
+    uint64_t s = rng_seed(seed);
+    for (int i = 0; i < n; i++) {
+        float *p = params + t[i].offset;
+        size_t count = t[i].count;
+        if (i == 0) count = (size_t)c->vocab * c->channels;  // wte: real rows only
+        for (size_t j = 0; j < count; j++)
+            p[j] = t[i].init_ones ? 1.0f : t[i].init_std > 0 ? t[i].init_std * rng_normal(&s) : 0.0f;
+    }
+    free(t);
+}
+
+// ===========================================================================
+// The ops. Each op: forward, then backward, with shapes.
+// ===========================================================================
+
+// --- encoder: token + position embedding ----------------------------------
+// out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]
+void encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *we = wte + (size_t)inp[bt] * C, *pe = wpe + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+        for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
+    }
+}
+
+// dwte[inp[b,t], :] += dout[b,t,:];  dwpe[t,:] += dout[b,t,:]
+// Serial over positions: the same token can appear twice, and a fixed order
+// keeps the sum deterministic.
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C) {
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *d = dout + (size_t)bt * C;
+        float *dwe = dwte + (size_t)inp[bt] * C, *dpe = dwpe + (size_t)(bt % T) * C;
+        for (int c = 0; c < C; c++) { dwe[c] += d[c]; dpe[c] += d[c]; }
+    }
+}
+
+// --- layernorm ---------------------------------------------------------------
+// For each of the N rows x[C]: out = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5).
+// Saves mean[N] and rstd[N] for the backward.
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                       int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        float m = 0.0f;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        float v = 0.0f;
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        float s = 1.0f / sqrtf(v + 1e-5f);
+        float *o = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        mean[i] = m;
+        rstd[i] = s;
+    }
+}
+
+// dinp[N,C] += ..., dw[C] += sum_rows dout * xhat, db[C] += sum_rows dout.
+// With xhat = (x - mean) * rstd and g = dout * w:
+//   dx = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                        const float *mean, const float *rstd, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *d = dout + (size_t)i * C;
+        float m = mean[i], s = rstd[i];
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float g = d[c] * w[c];
+            g_mean += g;
+            gx_mean += g * (x[c] - m) * s;
+        }
+        g_mean /= C;
+        gx_mean /= C;
+        float *dx = dinp + (size_t)i * C;
+        for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
+    }
+    // weight and bias gradients: a fixed row order, vectorized over channels
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *d = dout + (size_t)i * C;
+        float m = mean[i], s = rstd[i];
+        for (int c = 0; c < C; c++) {
+            dw[c] += d[c] * (x[c] - m) * s;
+            db[c] += d[c];
+        }
+    }
+}
+
+// --- matmul (the GEMM core) ----------------------------------------------------
+// Cm[m][n] (+)= sum_k A(m,k) * Bm(k,n), where A(m,k) = A[m*a_m + k*a_k] and
+// Bm(k,n) = Bm[k*b_k + n*b_n]; the strides let one routine serve all three
+// products of a linear layer (forward, input gradient, weight gradient)
+// without transposing anything in memory.
+//
+// How it is fast without BLAS: the output is cut into column tiles NR = 32
+// wide. For each tile, a KC x NR slice of Bm is copied ("packed") into a small
+// contiguous buffer on the stack that stays in L1 cache; then six rows of the
+// output are computed at once, keeping a 6 x 32 block of sums in registers:
+// each step reads 32 packed values and 6 values of A and does 192
+// multiply-adds. The six rows are six named arrays because that is the shape
+// gcc keeps in vector registers (a 2-D acc[6][32] gets spilled to the stack
+// and runs 8x slower; measured).
+// Each output element is owned by one thread and summed in k order, always.
+enum { GEMM_MR = 6, GEMM_NR = 32, GEMM_KC = 256, GEMM_MCHUNK = 384 };
+
+// Six rows of Cm (at cm, row stride ldc) += A rows (at a) times the packed
+// tile bp (kc x NR). (Always loading Cm, never a conditional zero, is another
+// thing that keeps the sums in registers.)
+void gemm_block6(int kc, const float *a, long a_m, long a_k, const float *bp, float *cm, long ldc) {
+    float c0[GEMM_NR], c1[GEMM_NR], c2[GEMM_NR], c3[GEMM_NR], c4[GEMM_NR], c5[GEMM_NR];
+    for (int j = 0; j < GEMM_NR; j++) {
+        c0[j] = cm[j]; c1[j] = cm[ldc + j]; c2[j] = cm[2 * ldc + j];
+        c3[j] = cm[3 * ldc + j]; c4[j] = cm[4 * ldc + j]; c5[j] = cm[5 * ldc + j];
+    }
+    for (int k = 0; k < kc; k++) {
+        const float *b = bp + (size_t)k * GEMM_NR;
+        float a0 = a[k * a_k], a1 = a[a_m + k * a_k], a2 = a[2 * a_m + k * a_k];
+        float a3 = a[3 * a_m + k * a_k], a4 = a[4 * a_m + k * a_k], a5 = a[5 * a_m + k * a_k];
+        for (int j = 0; j < GEMM_NR; j++) {
+            c0[j] += a0 * b[j]; c1[j] += a1 * b[j]; c2[j] += a2 * b[j];
+            c3[j] += a3 * b[j]; c4[j] += a4 * b[j]; c5[j] += a5 * b[j];
+        }
+    }
+    for (int j = 0; j < GEMM_NR; j++) {
+        cm[j] = c0[j]; cm[ldc + j] = c1[j]; cm[2 * ldc + j] = c2[j];
+        cm[3 * ldc + j] = c3[j]; cm[4 * ldc + j] = c4[j]; cm[5 * ldc + j] = c5[j];
+    }
+}
+
+// The same for one row and only the first nr columns: the edges of the output.
+void gemm_block1(int nr, int kc, const float *a, long a_k, const float *bp, float *cm) {
+    float c0[GEMM_NR];
+    for (int j = 0; j < GEMM_NR; j++) c0[j] = j < nr ? cm[j] : 0.0f;
+    for (int k = 0; k < kc; k++) {
+        const float *b = bp + (size_t)k * GEMM_NR;
+        float a0 = a[k * a_k];
+        for (int j = 0; j < GEMM_NR; j++) c0[j] += a0 * b[j];
+    }
+    for (int j = 0; j < nr; j++) cm[j] = c0[j];
+}
+
+// Copy Bm[k0:k0+kc, n0:n0+nr] into the contiguous tile bp (kc x NR),
+// zero-padding columns past nr. The loop order follows whichever index of Bm
+// is contiguous in memory; rows that are contiguous are copied whole.
+void gemm_pack(float *bp, const float *Bm, long b_k, long b_n, int k0, int kc, int n0, int nr) {
+    if (b_n == 1 && nr == GEMM_NR) {
+        for (int k = 0; k < kc; k++) memcpy(bp + k * GEMM_NR, Bm + (long)(k0 + k) * b_k + n0, sizeof(float) * GEMM_NR);
+    } else if (b_k == 1) {
+        for (int j = 0; j < GEMM_NR; j++) {
+            const float *src = Bm + (long)(n0 + j) * b_n + k0;
+            if (j < nr) for (int k = 0; k < kc; k++) bp[k * GEMM_NR + j] = src[k];
+            else for (int k = 0; k < kc; k++) bp[k * GEMM_NR + j] = 0.0f;
+        }
+    } else {
+        for (int k = 0; k < kc; k++)
+            for (int j = 0; j < GEMM_NR; j++)
+                bp[k * GEMM_NR + j] = j < nr ? Bm[(long)(k0 + k) * b_k + (long)(n0 + j) * b_n] : 0.0f;
+    }
+}
+
+void gemm(int M, int N, int K, const float *A, long a_m, long a_k, const float *Bm, long b_k, long b_n, float *Cm,
+          long ldc, int accumulate) {
+    if (!accumulate) {
+#pragma omp parallel for schedule(static)
+        for (int m = 0; m < M; m++) memset(Cm + (long)m * ldc, 0, sizeof(float) * N);
+    }
+    int ntiles = (N + GEMM_NR - 1) / GEMM_NR;
+    int mchunks = (M + GEMM_MCHUNK - 1) / GEMM_MCHUNK;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int mc = 0; mc < mchunks; mc++) {      // a chunk of rows of A stays in L2 cache
+        for (int nt = 0; nt < ntiles; nt++) {   // while every column tile is computed
+            float bp[GEMM_KC * GEMM_NR];
+            int n0 = nt * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
+            int m0 = mc * GEMM_MCHUNK, m1 = m0 + GEMM_MCHUNK < M ? m0 + GEMM_MCHUNK : M;
+            for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+                int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+                gemm_pack(bp, Bm, b_k, b_n, k0, kc, n0, nr);
+                int m = m0;
+                if (nr == GEMM_NR)  // full tiles: six rows at a time
+                    for (; m + GEMM_MR <= m1; m += GEMM_MR)
+                        gemm_block6(kc, A + m * a_m + k0 * a_k, a_m, a_k, bp, Cm + m * ldc + n0, ldc);
+                for (; m < m1; m++)  // the rows left over, and the last partial tile
+                    gemm_block1(nr, kc, A + m * a_m + k0 * a_k, a_k, bp, Cm + m * ldc + n0);
+            }
+        }
+    }
+}
+
+// out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC]   (bias may be NULL)
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
+    gemm(N, OC, C, inp, C, 1, w, 1, C, out, OC, 0);
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < N; i++)
+            for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] += bias[o];
+    }
+}
+
+// dinp[N,C] = dout[N,OC] @ w[OC,C]          (overwrites)
+// dw[OC,C] += dout^T[OC,N] @ inp[N,C]       (accumulates)
+// dbias[OC] += sum over rows of dout        (accumulates; may be NULL)
+void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                     int N, int C, int OC) {
+    if (dinp) gemm(N, C, OC, dout, OC, 1, w, C, 1, dinp, C, 0);
+    gemm(OC, C, N, dout, 1, OC, inp, C, 1, dw, C, 1);
+    if (dbias) {
+#pragma omp parallel for schedule(static)
+        for (int o0 = 0; o0 < OC; o0 += 64) {
+            int o1 = o0 + 64 < OC ? o0 + 64 : OC;
+            for (int i = 0; i < N; i++)
+                for (int o = o0; o < o1; o++) dbias[o] += dout[(size_t)i * OC + o];
+        }
+    }
+}
+
+// --- causal self-attention (naive: keeps the T x T probabilities) ------------
+// qkv[B,T,3C] holds q, k, v side by side; head h uses channels h*hs..(h+1)*hs.
+// att[B,H,T,T]: softmax(q.k / sqrt(hs)) over t2 <= t (row t; entries t2 > t are 0)
+// out[B,T,C]:   out[b,t,h] = sum_t2 att[b,h,t,t2] * v[b,t2,h]
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H) {
+    int hs = C / H;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(3) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                float *a = att + (((size_t)b * H + h) * T + t) * T;
+                float maxv = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    float s = 0.0f;
+                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
+                    s *= scale;
+                    a[t2] = s;
+                    if (s > maxv) maxv = s;
+                }
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxv); sum += a[t2]; }
+                float inv = 1.0f / sum;
+                for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+                float *o = out + ((size_t)b * T + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) o[i] = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
+                }
+            }
+}
+
+// dqkv[B,T,3C] = gradient of q, k, v (overwrites). Per row t of head h:
+//   datt[t2] = dout[t] . v[t2]
+//   dscore[t2] = att[t2] * (datt[t2] - sum_j att[j] datt[j])   (softmax backward)
+//   dq[t] += scale * dscore[t2] k[t2];  dk[t2] += scale * dscore[t2] q[t];  dv[t2] += att[t2] dout[t]
+// One thread per (b, h): k and v gradients sum over rows t, in row order.
+void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C,
+                        int H) {
+    int hs = C / H;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            float *datt = malloc(sizeof(float) * (size_t)T);  // T floats of per-thread row scratch
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < 3; j++)
+                    memset(dqkv + ((size_t)b * T + t) * 3 * C + j * C + h * hs, 0, sizeof(float) * hs);
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                const float *a = att + (((size_t)b * H + h) * T + t) * T;
+                const float *d = dout + ((size_t)b * T + t) * C + h * hs;
+                float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                float dot = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    float s = 0.0f;
+                    for (int i = 0; i < hs; i++) s += d[i] * v[i];
+                    datt[t2] = s;
+                    dot += a[t2] * s;
+                }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    float *dk = dqkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    float *dv = dqkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    float ds = a[t2] * (datt[t2] - dot) * scale;
+                    for (int i = 0; i < hs; i++) {
+                        dq[i] += ds * k[i];
+                        dk[i] += ds * q[i];
+                        dv[i] += a[t2] * d[i];
+                    }
+                }
+            }
+            free(datt);
+        }
+}
+
+// --- GELU (tanh approximation) --------------------------------------------------
+// out[n] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+#define GELU_K 0.7978845608028654f  // sqrt(2/pi)
+void gelu_forward(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+    }
+}
+
+// dinp[n] = gelu'(inp) * dout   (overwrites; dinp may be dout, in place)
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = GELU_K * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = grad * dout[i];
+    }
+}
+
+// --- residual add ----------------------------------------------------------------
+// out[n] = a[n] + b[n]  (out may alias a or b)
+void residual_forward(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+// da += dout, db += dout. The model never calls this: the gradient of a sum is
+// the same for both branches, so the backward pass just keeps using one buffer
+// (dres) for the residual stream. It is here so the test pins that identity.
+void residual_backward(float *da, float *db, const float *dout, size_t n) {
+    for (size_t i = 0; i < n; i++) { da[i] += dout[i]; db[i] += dout[i]; }
+}
+
+// --- softmax + cross-entropy, fused ------------------------------------------------
+// logits[N,Vp] -> probs, in place (the logits are not needed again, so the
+// probabilities never need a buffer of their own). Only the first V entries
+// of a row are real; the padded ones get probability 0.
+// Returns the mean over rows of -log probs[target].
+float crossentropy_forward(float *logits, const int *targets, int N, int V, int Vp) {
+    double loss = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : loss)
+    for (int i = 0; i < N; i++) {
+        float *x = logits + (size_t)i * Vp;
+        float maxv = -INFINITY;
+        for (int v = 0; v < V; v++) if (x[v] > maxv) maxv = x[v];
+        float sum = 0.0f;
+        for (int v = 0; v < V; v++) { x[v] = expf(x[v] - maxv); sum += x[v]; }
+        float inv = 1.0f / sum;
+        for (int v = 0; v < V; v++) x[v] *= inv;
+        for (int v = V; v < Vp; v++) x[v] = 0.0f;
+        loss += -logf(x[targets[i]] > 1e-30f ? x[targets[i]] : 1e-30f);
+    }
+    return (float)(loss / N);
+}
+
+// probs[N,Vp] -> dlogits, in place: dlogits = (probs - onehot(target)) * dloss.
+// dloss is the gradient of the final loss w.r.t. each row's loss (1/N for a mean).
+void crossentropy_backward(float *probs, const int *targets, int N, int Vp, float dloss) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float *p = probs + (size_t)i * Vp;
+        for (int v = 0; v < Vp; v++) p[v] *= dloss;
+        p[targets[i]] -= dloss;
+    }
+}
+
+// ===========================================================================
+// The model: forward and backward over the ops above.
+// ===========================================================================
+
+// The tensors one layer saves for its backward (all on the activation stack).
+typedef struct {
+    float *ln1, *ln1_mean, *ln1_rstd;  // (N,C), (N), (N)
+    float *qkv;                        // (N,3C)
+    float *att;                        // (B,H,T,T) probabilities
+    float *atty;                       // (N,C) attention output, before the projection
+    float *res2;                       // (N,C) residual after attention
+    float *ln2, *ln2_mean, *ln2_rstd;  // (N,C), (N), (N)
+    float *fch, *fch_gelu;             // (N,4C) MLP hidden, before and after GELU
+    float *res3;                       // (N,C) layer output = residual after the MLP
+    int mark;                          // stack mark before this layer's pushes
+} LayerActs;
+
+typedef struct {
+    GPTConfig cfg;
+    size_t nparams;
+    float *params, *grads;  // (nparams) each
+    // activations of the current forward pass (pointers into the stack)
+    float *encoded;                   // (N,C)
+    LayerActs *acts;                  // L entries
+    float *lnf, *lnf_mean, *lnf_rstd; // (N,C), (N), (N)
+    float *logits;                    // (N,Vp): logits, then probs, then dlogits
+    int B, T;                         // shape of the current forward pass
+    int arena_mark;                   // stack mark before the forward pass
+    int final_mark;                   // stack mark before the final layernorm's pushes
+    // backward scratch, reused by every layer: sized for the training batch
+    float *dres;   // (N,C)  gradient of the residual stream
+    float *dln;    // (N,C)  gradient of a layernorm output
+    float *dqkv;   // (N,3C)
+    float *datty;  // (N,C)
+    float *dfch;   // (N,4C) gradient of the MLP hidden (before and after GELU, in place)
+} GPT;
+
+// Allocate parameters, gradients and backward scratch (for batches of B x T).
+void gpt_build(GPT *m, const GPTConfig *cfg, int B, int T) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->nparams = param_count(cfg);
+    size_t N = (size_t)B * T, C = cfg->channels;
+    m->params = mem_alloc(MEM_PARAMS, m->nparams * sizeof(float), "params");
+    m->grads = mem_alloc(MEM_GRADS, m->nparams * sizeof(float), "grads");
+    m->dres = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "dres");
+    m->dln = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "dln");
+    m->dqkv = mem_alloc(MEM_SCRATCH, N * 3 * C * sizeof(float), "dqkv");
+    m->datty = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "datty");
+    m->dfch = mem_alloc(MEM_SCRATCH, N * 4 * C * sizeof(float), "dfch");
+    m->acts = calloc(cfg->layers, sizeof(LayerActs));
+}
+
+void gpt_free(GPT *m) {
+    mem_free(m->params); mem_free(m->grads);
+    mem_free(m->dres); mem_free(m->dln); mem_free(m->dqkv); mem_free(m->datty); mem_free(m->dfch);
+    free(m->acts);
+}
+
+void gpt_zero_grad(GPT *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
+
+// One transformer block, forward: x (N,C) -> a->res3 (N,C). Pushes its tensors.
+void block_forward(GPT *m, int l, const float *x, int B, int T) {
+    const GPTConfig *c = &m->cfg;
+    int C = c->channels, H = c->heads, N = B * T;
+    LayerWeights w = layer_weights(m->params, c, l);
+    LayerActs *a = &m->acts[l];
+    a->mark = arena_mark();
+    a->ln1 = arena_push_floats("ln1", (size_t)N * C);
+    a->ln1_mean = arena_push_floats("ln1_mean", N);
+    a->ln1_rstd = arena_push_floats("ln1_rstd", N);
+    a->qkv = arena_push_floats("qkv", (size_t)N * 3 * C);
+    a->att = arena_push_floats("att", (size_t)B * H * T * T);
+    a->atty = arena_push_floats("atty", (size_t)N * C);
+    a->res2 = arena_push_floats("res2", (size_t)N * C);
+    a->ln2 = arena_push_floats("ln2", (size_t)N * C);
+    a->ln2_mean = arena_push_floats("ln2_mean", N);
+    a->ln2_rstd = arena_push_floats("ln2_rstd", N);
+    a->fch = arena_push_floats("fch", (size_t)N * 4 * C);
+    a->fch_gelu = arena_push_floats("fch_gelu", (size_t)N * 4 * C);
+    a->res3 = arena_push_floats("res3", (size_t)N * C);
+
+    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
+    matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
+    attention_forward(a->atty, a->att, a->qkv, B, T, C, H);
+    matmul_forward(a->res2, a->atty, w.attprojw, w.attprojb, N, C, C);
+    residual_forward(a->res2, a->res2, x, (size_t)N * C);              // res2 = x + attn(x)
+    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
+    matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, 4 * C);
+    gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+    matmul_forward(a->res3, a->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
+    residual_forward(a->res3, a->res3, a->res2, (size_t)N * C);        // res3 = res2 + mlp(res2)
+}
+
+// One transformer block, backward. On entry m->dres holds d(res3); on exit it
+// holds d(x). Weight gradients accumulate into m->grads.
+void block_backward(GPT *m, int l, const float *x, int B, int T) {
+    const GPTConfig *c = &m->cfg;
+    int C = c->channels, H = c->heads, N = B * T;
+    LayerWeights w = layer_weights(m->params, c, l), g = layer_weights(m->grads, c, l);
+    LayerActs *a = &m->acts[l];
+    // res3 = res2 + fcproj(gelu(fc(ln2(res2)))): d(res2) starts as d(res3), kept in dres
+    matmul_backward(m->dfch, g.fcprojw, g.fcprojb, m->dres, a->fch_gelu, w.fcprojw, N, 4 * C, C);
+    gelu_backward(m->dfch, a->fch, m->dfch, (size_t)N * 4 * C);
+    matmul_backward(m->dln, g.fcw, g.fcb, m->dfch, a->ln2, w.fcw, N, C, 4 * C);
+    layernorm_backward(m->dres, g.ln2w, g.ln2b, m->dln, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd, N, C);
+    // res2 = x + attproj(attention(qkv(ln1(x)))): d(x) starts as d(res2), kept in dres
+    matmul_backward(m->datty, g.attprojw, g.attprojb, m->dres, a->atty, w.attprojw, N, C, C);
+    attention_backward(m->dqkv, m->datty, a->qkv, a->att, B, T, C, H);
+    matmul_backward(m->dln, g.qkvw, g.qkvb, m->dqkv, a->ln1, w.qkvw, N, C, 3 * C);
+    layernorm_backward(m->dres, g.ln1w, g.ln1b, m->dln, x, w.ln1w, a->ln1_mean, a->ln1_rstd, N, C);
+}
+
+const float *block_input(const GPT *m, int l) { return l == 0 ? m->encoded : m->acts[l - 1].res3; }
+
+// Forward pass over tokens inp[B,T]. Leaves logits (N,Vp) on the stack, so
+// the caller can sample from them. With targets, turns them into probabilities
+// and returns the mean loss; without, returns 0 and leaves raw logits.
+float gpt_forward(GPT *m, const int *inp, const int *targets, int B, int T) {
+    const GPTConfig *c = &m->cfg;
+    int C = c->channels, N = B * T, Vp = padded_vocab(c);
+    m->B = B; m->T = T;
+    m->arena_mark = arena_mark();
+    m->encoded = arena_push_floats("encoded", (size_t)N * C);
+    encoder_forward(m->encoded, inp, wte_of(m->params), wpe_of(m->params, c), B, T, C);
+    for (int l = 0; l < c->layers; l++) block_forward(m, l, block_input(m, l), B, T);
+    float *lnfw = lnf_of(m->params, c);
+    m->final_mark = arena_mark();
+    m->lnf = arena_push_floats("lnf", (size_t)N * C);
+    m->lnf_mean = arena_push_floats("lnf_mean", N);
+    m->lnf_rstd = arena_push_floats("lnf_rstd", N);
+    m->logits = arena_push_floats("logits", (size_t)N * Vp);
+    layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, block_input(m, c->layers), lnfw, lnfw + C, N, C);
+    matmul_forward(m->logits, m->lnf, wte_of(m->params), NULL, N, C, Vp);  // LM head tied to wte
+    if (!targets) return 0.0f;
+    return crossentropy_forward(m->logits, targets, N, c->vocab, Vp);
+}
+
+// Drop the activations of a forward pass without a backward (eval, sampling).
+void gpt_discard_activations(GPT *m) { arena_pop_to(m->arena_mark, "forward"); }
+
+// Backward pass for the last gpt_forward (which must have had targets).
+// dloss is d(total loss)/d(each row's loss): 1/N for a plain mean.
+// Accumulates into m->grads and pops the activation stack as it goes.
+void gpt_backward(GPT *m, const int *inp, const int *targets, float dloss) {
+    const GPTConfig *c = &m->cfg;
+    int B = m->B, T = m->T, C = c->channels, N = B * T, Vp = padded_vocab(c);
+    float *lnfw = lnf_of(m->params, c), *dlnfw = lnf_of(m->grads, c);
+    crossentropy_backward(m->logits, targets, N, Vp, dloss);
+    matmul_backward(m->dln, wte_of(m->grads), NULL, m->logits, m->lnf, wte_of(m->params), N, C, Vp);
+    memset(m->dres, 0, sizeof(float) * (size_t)N * C);
+    layernorm_backward(m->dres, dlnfw, dlnfw + C, m->dln, block_input(m, c->layers), lnfw, m->lnf_mean,
+                       m->lnf_rstd, N, C);
+    arena_pop_to(m->final_mark, "final");
+    for (int l = c->layers - 1; l >= 0; l--) {
+        block_backward(m, l, block_input(m, l), B, T);
+        arena_pop_to(m->acts[l].mark, "layer");
+    }
+    encoder_backward(wte_of(m->grads), wpe_of(m->grads, c), m->dres, inp, B, T, C);
+    arena_pop_to(m->arena_mark, "encoded");
+}
+
+#endif

@@ -1,0 +1,84 @@
+// optimizer.h — AdamW, the learning-rate schedule, and gradient clipping.
+#ifndef GPTMEM_OPTIMIZER_H
+#define GPTMEM_OPTIMIZER_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    float lr;            // peak learning rate
+    float beta1, beta2;  // 0.9, 0.95
+    float eps;           // 1e-8
+    float weight_decay;  // applied only to 2-D weights (matrices and embeddings)
+    int warmup;          // linear warmup steps
+    int total_steps;     // cosine decay reaches min_lr at the last step
+    float min_lr_frac;   // min_lr = lr * min_lr_frac
+} AdamWConfig;
+
+// Learning rate at step s (0-based): linear warmup from lr/warmup to lr over
+// `warmup` steps, then cosine decay from lr to min_lr at the last step.
+float lr_at(const AdamWConfig *o, int s) {
+    if (s < o->warmup) return o->lr * (float)(s + 1) / (float)o->warmup;
+    int decay_steps = o->total_steps - o->warmup;
+    if (decay_steps <= 1) return o->lr;
+    float progress = (float)(s - o->warmup) / (float)(decay_steps - 1);
+    if (progress > 1.0f) progress = 1.0f;
+    float min_lr = o->lr * o->min_lr_frac;
+    return min_lr + 0.5f * (o->lr - min_lr) * (1.0f + cosf(3.14159265358979f * progress));
+}
+
+// Sum of squares of g[0..n) in double, in a fixed order (independent of the
+// thread count): 64 fixed chunks, each summed in 8 independent lanes (lane i
+// takes every 8th element, so the compiler can use vector registers without
+// reordering any sum), then lanes and chunks are added in order.
+double sum_squares(const float *g, size_t n) {
+    enum { CHUNKS = 64, LANES = 8 };
+    double part[CHUNKS];
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < CHUNKS; c++) {
+        size_t i0 = n * c / CHUNKS, i1 = n * (c + 1) / CHUNKS, i = i0;
+        double lane[LANES] = {0};
+        for (; i + LANES <= i1; i += LANES)
+            for (int j = 0; j < LANES; j++) lane[j] += (double)g[i + j] * g[i + j];
+        double s = 0.0;
+        for (int j = 0; j < LANES; j++) s += lane[j];
+        for (; i < i1; i++) s += (double)g[i] * g[i];
+        part[c] = s;
+    }
+    double s = 0.0;
+    for (int c = 0; c < CHUNKS; c++) s += part[c];
+    return s;
+}
+
+// Scale that clips the global gradient norm to max_norm (1 if no clipping needed
+// or clipping is off, max_norm <= 0).
+float clip_scale(double grad_norm, float max_norm) {
+    if (max_norm <= 0.0f || grad_norm <= max_norm) return 1.0f;
+    return (float)(max_norm / (grad_norm + 1e-6));
+}
+
+// One AdamW update of params[0..n) from grads (multiplied by grad_scale first,
+// which carries the clipping). `decay` says whether this range is a 2-D weight.
+// t is the 1-based step count, for bias correction.
+//   g = grad * grad_scale
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+//   mhat = m / (1 - b1^t); vhat = v / (1 - b2^t)
+//   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
+void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, const AdamWConfig *o, float lr,
+                  int t, float grad_scale, int decay) {
+    float b1c = 1.0f - powf(o->beta1, (float)t), b2c = 1.0f - powf(o->beta2, (float)t);
+    float wd = decay ? o->weight_decay : 0.0f;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i] * grad_scale;
+        float mi = o->beta1 * m[i] + (1.0f - o->beta1) * g;
+        float vi = o->beta2 * v[i] + (1.0f - o->beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = mi / b1c, vhat = vi / b2c;
+        params[i] -= lr * (mhat / (sqrtf(vhat) + o->eps) + wd * params[i]);
+    }
+}
+
+#endif

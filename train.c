@@ -1,0 +1,575 @@
+// train.c — gptmem's main program: read the flags, build the model, and run
+// the training loop: forward, backward, step. Everything else (ops, memory,
+// optimizer, data) lives in the headers it includes; each binary is one
+// translation unit.
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "memory.h"
+#include "model.h"
+#include "predict.h"
+#include "optimizer.h"
+#include "data.h"
+
+// ---------------------------------------------------------------------------
+// Options
+
+typedef struct {
+    const char *model;  // preset name
+    int layers, channels, heads, vocab, max_seq;  // overrides, 0 = the preset's
+    const char *data;
+    int batch, seq_len, steps;
+    float lr, min_lr_frac, weight_decay, clip;
+    int warmup;
+    uint64_t seed;
+    int threads;
+    int eval_every, eval_batches, sample_every, sample_len;
+    float temperature;
+    const char *save, *resume;
+    int save_every;
+    int mem, dry_run, trace;
+    const char *mem_json;
+} Options;
+
+Options default_options(void) {
+    Options o;
+    memset(&o, 0, sizeof o);
+    o.model = "small";
+    o.data = "data/tinyshakespeare.txt";
+    o.batch = 16;
+    o.steps = 1200;
+    o.lr = 2e-3f;
+    o.min_lr_frac = 0.1f;
+    o.weight_decay = 0.1f;
+    o.clip = 1.0f;
+    o.warmup = -1;  // -1: 5% of the steps
+    o.seed = 1337;
+    o.eval_every = 200;
+    o.eval_batches = 16;
+    o.sample_every = 600;
+    o.sample_len = 240;
+    o.temperature = 0.8f;
+    o.save_every = 0;
+    return o;
+}
+
+// The flag table: name, value kind, help. --help prints it with the defaults.
+enum { ARG_FLAG, ARG_INT, ARG_FLOAT, ARG_STR, ARG_U64 };
+typedef struct {
+    const char *name;
+    int kind;
+    size_t offset;  // where in Options the value goes
+    long lo, hi;    // allowed range for ints
+    const char *help;
+} FlagSpec;
+
+#define OPT(field) offsetof(Options, field)
+const FlagSpec flag_specs[] = {
+    {"model", ARG_STR, OPT(model), 0, 0, "preset: small, gpt2, gpt2-medium, gpt2-large, gpt2-xl"},
+    {"layers", ARG_INT, OPT(layers), 1, 1024, "override the preset's number of layers L"},
+    {"channels", ARG_INT, OPT(channels), 1, 65536, "override the preset's channels C"},
+    {"heads", ARG_INT, OPT(heads), 1, 1024, "override the preset's heads H (must divide C)"},
+    {"vocab", ARG_INT, OPT(vocab), 256, 1 << 20, "override the vocabulary V (>= 256: tokens are bytes)"},
+    {"max-seq", ARG_INT, OPT(max_seq), 1, 65536, "override the model's learned positions maxT"},
+    {"data", ARG_STR, OPT(data), 0, 0, "text file to train on (bytes are tokens)"},
+    {"batch", ARG_INT, OPT(batch), 1, 65536, "sequences per step B"},
+    {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (0 = the model's maxT)"},
+    {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps"},
+    {"lr", ARG_FLOAT, OPT(lr), 0, 0, "peak learning rate"},
+    {"min-lr-frac", ARG_FLOAT, OPT(min_lr_frac), 0, 0, "final lr as a fraction of --lr (cosine decay)"},
+    {"warmup", ARG_INT, OPT(warmup), -1, INT_MAX, "linear warmup steps (-1 = 5% of --steps)"},
+    {"weight-decay", ARG_FLOAT, OPT(weight_decay), 0, 0, "AdamW weight decay (2-D weights only)"},
+    {"clip", ARG_FLOAT, OPT(clip), 0, 0, "clip the global gradient norm to this (0 = off)"},
+    {"seed", ARG_U64, OPT(seed), 0, 0, "seed for init, batches and sampling"},
+    {"threads", ARG_INT, OPT(threads), 0, 1024, "OpenMP threads (0 = OMP_NUM_THREADS or all cores)"},
+    {"eval-every", ARG_INT, OPT(eval_every), 0, INT_MAX, "validation loss every N steps (0 = only at the end)"},
+    {"eval-batches", ARG_INT, OPT(eval_batches), 1, 100000, "batches per validation"},
+    {"sample-every", ARG_INT, OPT(sample_every), 0, INT_MAX, "print a text sample every M steps (0 = only at the end)"},
+    {"sample-len", ARG_INT, OPT(sample_len), 0, 100000, "bytes per sample (0 = no samples)"},
+    {"temperature", ARG_FLOAT, OPT(temperature), 0, 0, "sampling temperature"},
+    {"save", ARG_STR, OPT(save), 0, 0, "write a checkpoint here (every --save-every steps and at the end)"},
+    {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
+    {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint"},
+    {"mem", ARG_FLAG, OPT(mem), 0, 0, "print the memory ledger: predicted vs measured, per phase and at peak"},
+    {"mem-json", ARG_STR, OPT(mem_json), 0, 0, "write the memory ledger as JSON to this file"},
+    {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
+    {"trace", ARG_FLAG, OPT(trace), 0, 0, "print every activation push and pop of the first step"},
+};
+#undef OPT
+const int n_flag_specs = sizeof flag_specs / sizeof flag_specs[0];
+
+void usage_error(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "error: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, " (see ./train --help)\n");
+    exit(2);
+}
+
+void print_default(const FlagSpec *f, const Options *d) {
+    const char *p = (const char *)d + f->offset;
+    switch (f->kind) {
+    case ARG_FLAG: printf("off"); break;
+    case ARG_INT: printf("%d", *(const int *)p); break;
+    case ARG_FLOAT: printf("%g", *(const float *)p); break;
+    case ARG_U64: printf("%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case ARG_STR: printf("%s", *(const char *const *)p ? *(const char *const *)p : "none"); break;
+    }
+}
+
+void print_help(void) {
+    Options d = default_options();
+    printf("gptmem: train a GPT-2 style model in plain C and see where every byte of memory goes.\n\n"
+           "usage: ./train [--flag value | --flag=value]...\n\n");
+    for (int i = 0; i < n_flag_specs; i++) {
+        const FlagSpec *f = &flag_specs[i];
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", f->name, f->kind == ARG_FLAG ? "" : f->kind == ARG_STR ? " S" :
+                                                       f->kind == ARG_FLOAT ? " X" : " N");
+        printf("  %-20s %s (default: ", left, f->help);
+        print_default(f, &d);
+        printf(")\n");
+    }
+    printf("  %-20s %s\n\nmodel presets:\n", "--help", "this text");
+    for (int i = 0; i < n_model_presets; i++) {
+        const GPTConfig *c = &model_presets[i].cfg;
+        printf("  %-12s L%d C%d H%d V%d maxT %d  %.1fM params  %s\n", model_presets[i].name, c->layers,
+               c->channels, c->heads, c->vocab, c->max_seq, param_count(c) / 1e6, model_presets[i].note);
+    }
+    printf("\nexamples:\n  ./train                          train the small model on tiny shakespeare\n"
+           "  ./train --model gpt2-xl --dry-run   how much memory would GPT-2 XL need?\n"
+           "  ./train --steps 20 --mem            predicted vs measured memory, per category\n");
+}
+
+// Parse one value into the option it belongs to; exits 2 on a bad value.
+void parse_value(const FlagSpec *f, const char *v, Options *o) {
+    char *p = (char *)o + f->offset, *end;
+    errno = 0;
+    if (f->kind == ARG_INT) {
+        long x = strtol(v, &end, 10);
+        if (errno || end == v || *end || x < f->lo || x > f->hi) {
+            char range[64];
+            snprintf(range, sizeof range, "an integer from %ld to %ld", f->lo, f->hi);
+            fprintf(stderr, "error: --%s must be %s (got '%s') (see ./train --help)\n", f->name, range, v);
+            exit(2);
+        }
+        *(int *)p = (int)x;
+    } else if (f->kind == ARG_FLOAT) {
+        float x = strtof(v, &end);
+        if (errno || end == v || *end || !isfinite(x) || x < 0)
+            usage_error("--%s must be a number >= 0 (got '%s')", f->name, v);
+        *(float *)p = x;
+    } else if (f->kind == ARG_U64) {
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-') usage_error("--%s must be an integer >= 0 (got '%s')", f->name, v);
+        *(uint64_t *)p = x;
+    } else {
+        if (!*v) usage_error("--%s needs a value%s", f->name, "");
+        *(const char **)p = v;
+    }
+}
+
+Options parse_args(int argc, char **argv) {
+    Options o = default_options();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { print_help(); exit(0); }
+        if (strncmp(a, "--", 2) != 0) usage_error("unexpected argument '%s'%s; flags start with --", a, "");
+        char name[64];
+        const char *eq = strchr(a + 2, '='), *value = NULL;
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (len >= sizeof name) len = sizeof name - 1;
+        memcpy(name, a + 2, len);
+        name[len] = 0;
+        const FlagSpec *f = NULL;
+        for (int k = 0; k < n_flag_specs; k++)
+            if (!strcmp(flag_specs[k].name, name)) f = &flag_specs[k];
+        if (!f) usage_error("unknown flag '--%s'%s", name, "");
+        if (f->kind == ARG_FLAG) {
+            if (eq) usage_error("--%s takes no value (got '%s')", name, eq + 1);
+            *(int *)((char *)&o + f->offset) = 1;
+            continue;
+        }
+        if (eq) value = eq + 1;
+        else if (i + 1 < argc) value = argv[++i];
+        else usage_error("--%s needs a value%s", name, "");
+        parse_value(f, value, &o);
+    }
+    return o;
+}
+
+// Resolve the preset and overrides into a model config; check it makes sense.
+GPTConfig resolve_config(Options *o) {
+    const ModelPreset *p = NULL;
+    for (int i = 0; i < n_model_presets; i++)
+        if (!strcmp(model_presets[i].name, o->model)) p = &model_presets[i];
+    if (!p) usage_error("--model must be one of small, gpt2, gpt2-medium, gpt2-large, gpt2-xl (got '%s')%s",
+                        o->model, "");
+    GPTConfig c = p->cfg;
+    if (o->layers) c.layers = o->layers;
+    if (o->channels) c.channels = o->channels;
+    if (o->heads) c.heads = o->heads;
+    if (o->vocab) c.vocab = o->vocab;
+    if (o->max_seq) c.max_seq = o->max_seq;
+    if (c.channels % c.heads) {
+        fprintf(stderr, "error: --channels %d is not divisible by --heads %d; pick heads that divide "
+                "channels (see ./train --help)\n", c.channels, c.heads);
+        exit(2);
+    }
+    if (o->seq_len == 0) o->seq_len = c.max_seq;
+    if (o->seq_len > c.max_seq) {
+        fprintf(stderr, "error: --seq-len %d is over the model's maximum of %d positions; use --seq-len "
+                "1..%d or raise --max-seq (see ./train --help)\n", o->seq_len, c.max_seq, c.max_seq);
+        exit(2);
+    }
+    if ((long long)o->batch * o->seq_len > INT_MAX / 8) usage_error("--batch x --seq-len is too large%s%s", "", "");
+    if (o->lr <= 0) usage_error("--lr must be a number > 0 (got %s)%s", "0", "");
+    if (o->min_lr_frac > 1) usage_error("--min-lr-frac must be from 0 to 1%s%s", "", "");
+    if (o->temperature <= 0) usage_error("--temperature must be a number > 0%s%s", "", "");
+    if (o->warmup < 0) o->warmup = o->steps / 20;
+    return c;
+}
+
+// ---------------------------------------------------------------------------
+// Checkpoints
+//
+// Layout (little-endian, as written by this machine):
+//   "GPTMEMCK" magic, u32 version, i32 L C H V maxT B T, i32 step,
+//   u64 data_rng, u64 sample_rng, u64 nparams,
+//   f32 params[nparams], f32 adam_m[nparams], f32 adam_v[nparams],
+//   u64 FNV-1a checksum of every byte before it.
+// Written to FILE.tmp and renamed, so a crash never leaves half a checkpoint.
+
+#define CKPT_MAGIC "GPTMEMCK"
+#define CKPT_VERSION 1u
+
+typedef struct {
+    int32_t L, C, H, V, maxT, B, T, step;
+    uint64_t data_rng, sample_rng, nparams;
+} CkptHeader;
+
+uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 0x100000001B3ULL; }
+    return h;
+}
+
+int write_hashed(FILE *f, uint64_t *h, const void *p, size_t n) {
+    *h = fnv1a(*h, p, n);
+    return fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+int ckpt_save(const char *path, const CkptHeader *hd, const float *params, const float *m, const float *v) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) { fprintf(stderr, "error: cannot write checkpoint '%s': %s\n", tmp, strerror(errno)); return -1; }
+    uint64_t h = 0xCBF29CE484222325ULL;
+    uint32_t version = CKPT_VERSION;
+    size_t n = hd->nparams * sizeof(float);
+    int bad = write_hashed(f, &h, CKPT_MAGIC, 8) | write_hashed(f, &h, &version, 4) |
+              write_hashed(f, &h, hd, sizeof *hd) | write_hashed(f, &h, params, n) |
+              write_hashed(f, &h, m, n) | write_hashed(f, &h, v, n);
+    bad |= fwrite(&h, 8, 1, f) != 1;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        fprintf(stderr, "error: writing checkpoint '%s' failed (disk full?)\n", path);
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int read_hashed(FILE *f, uint64_t *h, void *p, size_t n) {
+    if (fread(p, 1, n, f) != n) return -1;
+    *h = fnv1a(*h, p, n);
+    return 0;
+}
+
+// Load a checkpoint into params/m/v after checking it matches `want`.
+// Exits with a clear error if the file is missing, truncated, corrupt or for
+// another model; returns the header.
+CkptHeader ckpt_load(const char *path, const CkptHeader *want, float *params, float *m, float *v) {
+    CkptHeader hd;
+    FILE *f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "error: cannot open checkpoint '%s': %s\n", path, strerror(errno)); exit(1); }
+    long long size = file_size(path);
+    char magic[8];
+    uint32_t version;
+    uint64_t h = 0xCBF29CE484222325ULL, stored;
+    if (read_hashed(f, &h, magic, 8) || memcmp(magic, CKPT_MAGIC, 8)) {
+        fprintf(stderr, "error: '%s' is not a gptmem checkpoint (bad magic)\n", path);
+        exit(1);
+    }
+    if (read_hashed(f, &h, &version, 4) || version != CKPT_VERSION) {
+        fprintf(stderr, "error: checkpoint '%s' has version %u; this build reads version %u\n", path, version,
+                CKPT_VERSION);
+        exit(1);
+    }
+    if (read_hashed(f, &h, &hd, sizeof hd)) {
+        fprintf(stderr, "error: checkpoint '%s' is truncated (no complete header)\n", path);
+        exit(1);
+    }
+    if (hd.L != want->L || hd.C != want->C || hd.H != want->H || hd.V != want->V || hd.maxT != want->maxT ||
+        hd.nparams != want->nparams) {
+        fprintf(stderr, "error: checkpoint '%s' is for a different model (L%d C%d H%d V%d maxT %d) than this "
+                "run (L%d C%d H%d V%d maxT %d); pass the same --model and overrides\n", path, hd.L, hd.C, hd.H,
+                hd.V, hd.maxT, want->L, want->C, want->H, want->V, want->maxT);
+        exit(1);
+    }
+    size_t n = hd.nparams * sizeof(float);
+    long long expect = 8 + 4 + (long long)sizeof hd + 3LL * (long long)n + 8;
+    if (size != expect) {
+        fprintf(stderr, "error: checkpoint '%s' has %lld bytes, expected %lld: it is %s\n", path, size, expect,
+                size < expect ? "truncated" : "longer than its header says");
+        exit(1);
+    }
+    if (read_hashed(f, &h, params, n) || read_hashed(f, &h, m, n) || read_hashed(f, &h, v, n) ||
+        fread(&stored, 8, 1, f) != 1 || stored != h) {
+        fprintf(stderr, "error: checkpoint '%s' is corrupt (checksum mismatch)\n", path);
+        exit(1);
+    }
+    fclose(f);
+    if (hd.B != want->B || hd.T != want->T)
+        fprintf(stderr, "warning: checkpoint was trained with batch %d x %d, this run uses %d x %d\n", hd.B, hd.T,
+                want->B, want->T);
+    return hd;
+}
+
+// ---------------------------------------------------------------------------
+// Evaluation and sampling
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+float evaluate(GPT *model, Dataset *data, int B, int T, int n_batches) {
+    double sum = 0.0;
+    for (int k = 0; k < n_batches; k++) {
+        data_val_batch(data, B, T, k, n_batches);
+        sum += gpt_forward(model, data->inputs, data->targets, B, T);
+        gpt_discard_activations(model);
+    }
+    return (float)(sum / n_batches);
+}
+
+// Generate `len` bytes after a newline, each from the model's distribution
+// over the last T bytes of context (scaled by 1/temperature). Uses the batch
+// buffer data->inputs (B*T >= T) as the context.
+void sample_text(GPT *model, Dataset *data, int T, int len, float temperature, uint64_t *rng) {
+    const GPTConfig *c = &model->cfg;
+    int Vp = padded_vocab(c);
+    int *ctx = data->inputs, n = 1;
+    ctx[0] = '\n';
+    printf("---- sample ----\n");
+    for (int i = 0; i < len; i++) {
+        gpt_forward(model, ctx, NULL, 1, n);
+        const float *logits = model->logits + (size_t)(n - 1) * Vp;  // the last position predicts the next byte
+        float maxv = -INFINITY;
+        for (int v = 0; v < 256; v++) if (logits[v] > maxv) maxv = logits[v];
+        double sum = 0.0;
+        for (int v = 0; v < 256; v++) sum += exp((logits[v] - maxv) / temperature);
+        double r = rng_uniform(rng) * sum, acc = 0.0;
+        int tok = 255;
+        for (int v = 0; v < 256; v++) {
+            acc += exp((logits[v] - maxv) / temperature);
+            if (acc > r) { tok = v; break; }
+        }
+        gpt_discard_activations(model);
+        if (n == T) { memmove(ctx, ctx + 1, sizeof(int) * (T - 1)); n--; }  // slide the window
+        ctx[n++] = tok;
+        putchar(tok >= 32 || tok == '\n' || tok == '\t' ? tok : '?');
+    }
+    printf("\n----------------\n");
+    fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------
+// The optimizer step over every parameter tensor (weight decay on 2-D only).
+
+typedef struct {
+    AdamWConfig cfg;
+    float *m, *v;        // (nparams) each
+    ParamTensor *tensors;
+    int ntensors;
+} Optimizer;
+
+void optimizer_step(Optimizer *o, GPT *model, float lr, int t, float grad_scale) {
+    for (int i = 0; i < o->ntensors; i++) {
+        const ParamTensor *pt = &o->tensors[i];
+        adamw_update(model->params + pt->offset, model->grads + pt->offset, o->m + pt->offset,
+                     o->v + pt->offset, pt->count, &o->cfg, lr, t, grad_scale, pt->is_matrix);
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+void print_config_line(const GPTConfig *c, const Options *o) {
+    printf("model %s: L%d C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens | %d steps",
+           o->model, c->layers, c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
+           param_count(c) / 1e6, o->batch, o->seq_len, o->steps);
+#ifdef _OPENMP
+    printf(" | %d threads", omp_get_max_threads());
+#endif
+    printf("\n");
+}
+
+// Stop early, with a clear message, if the run cannot fit in this machine.
+void check_fits(size_t peak_bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return;
+    double have = (double)pages * page;
+    if (peak_bytes > have * 0.9) {
+        fprintf(stderr, "error: this run needs %.2f GiB at its peak but the machine has %.2f GiB; use a smaller "
+                "--model, --batch or --seq-len (./train --dry-run shows the breakdown)\n",
+                peak_bytes / 1073741824.0, have / 1073741824.0);
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv) {
+    Options o = parse_args(argc, argv);
+    GPTConfig cfg = resolve_config(&o);
+#ifdef _OPENMP
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+#endif
+    int B = o.batch, T = o.seq_len;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    // 1. predict the memory from the config alone
+    long long corpus = file_size(o.data);
+    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0};
+    MemReport predicted;
+    predict_memory(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, &shape, &predicted);
+    if (o.dry_run) {
+        print_config_line(&cfg, &o);
+        if (corpus < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", o.data);
+        printf("predicted memory (dry run: nothing allocated)\n");
+        print_mem_report(stdout, &predicted, NULL);
+        if (o.mem_json && write_mem_json(o.mem_json, &predicted, NULL)) {
+            fprintf(stderr, "error: cannot write '%s'\n", o.mem_json);
+            return 1;
+        }
+        return 0;
+    }
+    check_fits(predicted.peak_total);
+
+    // 2. build: data, model, optimizer (every buffer through the ledger)
+    Dataset data;
+    if (data_load(&data, o.data, B, T, o.seed)) return 1;
+    GPT model;
+    gpt_build(&model, &cfg, B, T);
+    arena_reserve(predict_activation_bytes(cfg.layers, cfg.channels, cfg.heads, padded_vocab(&cfg), B, T));
+    init_params(model.params, &cfg, o.seed);
+    Optimizer opt;
+    opt.cfg = (AdamWConfig){o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
+    opt.m = mem_alloc(MEM_ADAM_M, model.nparams * sizeof(float), "adam_m");
+    opt.v = mem_alloc(MEM_ADAM_V, model.nparams * sizeof(float), "adam_v");
+    opt.ntensors = param_tensor_count(&cfg);
+    opt.tensors = malloc(sizeof(ParamTensor) * opt.ntensors);
+    param_tensors(&cfg, opt.tensors);
+    uint64_t sample_rng = rng_seed(o.seed ^ 0x5A3B1E);
+
+    CkptHeader hd = {cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, B, T, 0, 0, 0, model.nparams};
+    int start_step = 0;
+    if (o.resume) {
+        CkptHeader got = ckpt_load(o.resume, &hd, model.params, opt.m, opt.v);
+        start_step = got.step;
+        data.rng = got.data_rng;
+        sample_rng = got.sample_rng;
+        printf("resumed from %s at step %d\n", o.resume, start_step);
+    }
+    print_config_line(&cfg, &o);
+
+    MemReport measured;
+    memset(&measured, 0, sizeof measured);
+    measured.phase[PHASE_INIT] = ledger_snapshot();
+
+    // 3. the training loop: forward, backward, step
+    double t_start = now_seconds(), t_train = 0.0;
+    long long tokens_seen = 0;
+    float val_loss = NAN;
+    int first = 1;
+    for (int step = start_step; step < o.steps; step++) {
+        double t0 = now_seconds();
+        g_ledger.trace = o.trace && first;
+        if (g_ledger.trace) printf("trace of step %d: the activation stack\n", step + 1);
+
+        data_next_train(&data, B, T);
+        gpt_zero_grad(&model);
+        float loss = gpt_forward(&model, data.inputs, data.targets, B, T);   // forward
+        if (first) measured.phase[PHASE_FORWARD] = ledger_snapshot();
+        gpt_backward(&model, data.inputs, data.targets, 1.0f / (B * T));     // backward
+        if (first) measured.phase[PHASE_BACKWARD] = ledger_snapshot();
+        double norm = sqrt(sum_squares(model.grads, model.nparams));
+        float lr = lr_at(&opt.cfg, step);
+        optimizer_step(&opt, &model, lr, step + 1, clip_scale(norm, o.clip)); // step
+        if (first) measured.phase[PHASE_STEP] = ledger_snapshot();
+        g_ledger.trace = 0;
+        first = 0;
+
+        double dt = now_seconds() - t0;
+        t_train += dt;
+        tokens_seen += (long long)B * T;
+        printf("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s | mem %.1f MiB\n",
+               step + 1, o.steps, loss, lr, norm, dt * 1e3, B * T / dt, mib(g_ledger.peak_total));
+        if (!isfinite(loss)) {
+            fprintf(stderr, "error: the loss is %f at step %d; lower --lr or raise --warmup\n", loss, step + 1);
+            return 1;
+        }
+
+        int last = step + 1 == o.steps;
+        if ((o.eval_every && (step + 1) % o.eval_every == 0) || last) {
+            val_loss = evaluate(&model, &data, B, T, o.eval_batches);
+            printf("val loss %.4f (%d batches of %d x %d)\n", val_loss, o.eval_batches, B, T);
+        }
+        if (o.sample_len && ((o.sample_every && (step + 1) % o.sample_every == 0) || last))
+            sample_text(&model, &data, T, o.sample_len, o.temperature, &sample_rng);
+        if (o.save && ((o.save_every && (step + 1) % o.save_every == 0) || last)) {
+            hd.step = step + 1;
+            hd.data_rng = data.rng;
+            hd.sample_rng = sample_rng;
+            if (ckpt_save(o.save, &hd, model.params, opt.m, opt.v)) return 1;
+            printf("saved checkpoint %s at step %d\n", o.save, step + 1);
+        }
+    }
+
+    // 4. summary
+    int steps_run = o.steps - start_step;
+    printf("done: %d steps in %.1f s (%.0f tok/s training) | final val loss %.4f | peak memory %.2f MiB\n",
+           steps_run, now_seconds() - t_start, t_train > 0 ? tokens_seen / t_train : 0.0, val_loss,
+           mib(g_ledger.peak_total));
+    if (steps_run > 0) {
+        memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
+        measured.peak_total = g_ledger.peak_total;
+        if (o.mem) {
+            printf("memory ledger: predicted vs measured (bytes)\n");
+            print_mem_report(stdout, &predicted, &measured);
+            printf("  activation stack: %zu bytes reserved from the prediction, high-water mark %zu\n",
+                   g_arena.capacity, g_ledger.peak[MEM_ACTIVATIONS]);
+        }
+        if (o.mem_json && write_mem_json(o.mem_json, &predicted, &measured)) {
+            fprintf(stderr, "error: cannot write '%s'\n", o.mem_json);
+            return 1;
+        }
+    }
+    free(opt.tensors);
+    mem_free(opt.m);
+    mem_free(opt.v);
+    gpt_free(&model);
+    data_free(&data);
+    arena_release();
+    return 0;
+}

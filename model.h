@@ -400,6 +400,21 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, co
     }
 }
 
+// Dot product of a[0..n) and b[0..n), summed in 8 independent lanes (lane j
+// takes elements j, j+8, ...), then the lanes in order. A single running sum
+// is a chain of dependent adds the compiler may not reorder; eight chains
+// become one vector FMA per step. Deterministic, like every sum here.
+float dot8(const float *a, const float *b, int n) {
+    float lane[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) lane[j] += a[i + j] * b[i + j];
+    float s = 0.0f;
+    for (int j = 0; j < 8; j++) s += lane[j];
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
 // --- causal self-attention (naive: keeps the T x T probabilities) ------------
 // qkv[B,T,3C] holds q, k, v side by side; head h uses channels h*hs..(h+1)*hs.
 // att[B,H,T,T]: softmax(q.k / sqrt(hs)) over t2 <= t (row t; entries t2 > t are 0)
@@ -416,9 +431,7 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
                 float maxv = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float s = 0.0f;
-                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
-                    s *= scale;
+                    float s = dot8(q, k, hs) * scale;
                     a[t2] = s;
                     if (s > maxv) maxv = s;
                 }
@@ -448,7 +461,8 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            float *datt = malloc(sizeof(float) * (size_t)T);  // T floats of per-thread row scratch
+            // per-thread row scratch: datt (T floats) and a dq accumulator (hs floats)
+            float *datt = malloc(sizeof(float) * ((size_t)T + hs)), *dq_acc = datt + T;
             for (int t = 0; t < T; t++)
                 for (int j = 0; j < 3; j++)
                     memset(dqkv + ((size_t)b * T + t) * 3 * C + j * C + h * hs, 0, sizeof(float) * hs);
@@ -456,26 +470,27 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
                 const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
                 const float *a = att + (((size_t)b * H + h) * T + t) * T;
                 const float *d = dout + ((size_t)b * T + t) * C + h * hs;
-                float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
                 float dot = 0.0f;
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float s = 0.0f;
-                    for (int i = 0; i < hs; i++) s += d[i] * v[i];
+                    float s = dot8(d, v, hs);
                     datt[t2] = s;
                     dot += a[t2] * s;
                 }
+                for (int i = 0; i < hs; i++) dq_acc[i] = 0.0f;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float *dk = dqkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float *dv = dqkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    // restrict: q, k and the three gradient rows never overlap, which
+                    // lets the compiler vectorize these loops
+                    const float *restrict k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    float *restrict dk = dqkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    float *restrict dv = dqkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
                     float ds = a[t2] * (datt[t2] - dot) * scale;
-                    for (int i = 0; i < hs; i++) {
-                        dq[i] += ds * k[i];
-                        dk[i] += ds * q[i];
-                        dv[i] += a[t2] * d[i];
-                    }
+                    for (int i = 0; i < hs; i++) dq_acc[i] += ds * k[i];
+                    for (int i = 0; i < hs; i++) dk[i] += ds * q[i];
+                    for (int i = 0; i < hs; i++) dv[i] += a[t2] * d[i];
                 }
+                float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                for (int i = 0; i < hs; i++) dq[i] = dq_acc[i];
             }
             free(datt);
         }
@@ -483,12 +498,16 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
 
 // --- GELU (tanh approximation) --------------------------------------------------
 // out[n] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// tanh(u) is computed as 1 - 2 / (1 + exp(2u)): one expf instead of tanhf,
+// which costs twice as much; at large |u| it saturates to +-1 exactly.
 #define GELU_K 0.7978845608028654f  // sqrt(2/pi)
+float tanh_via_exp(float u) { return 1.0f - 2.0f / (1.0f + expf(2.0f * u)); }
+
 void gelu_forward(float *out, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x)));
     }
 }
 
@@ -497,8 +516,7 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        float u = GELU_K * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
+        float th = tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x));
         float sech2 = 1.0f - th * th;
         float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = grad * dout[i];

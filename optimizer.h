@@ -5,6 +5,9 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include "memory.h"
+#include "model.h"
 
 typedef struct {
     float lr;            // peak learning rate
@@ -78,6 +81,43 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
         v[i] = vi;
         float mhat = mi / b1c, vhat = vi / b2c;
         params[i] -= lr * (mhat / (sqrtf(vhat) + o->eps) + wd * params[i]);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The optimizer: AdamW state for every parameter, applied tensor by tensor so
+// that weight decay reaches only the 2-D weights.
+
+typedef struct {
+    AdamWConfig cfg;
+    float *m, *v;  // (nparams) each: ledger adam_m and adam_v
+    ParamTensor *tensors;
+    int ntensors;
+} Optimizer;
+
+void optimizer_build(Optimizer *o, const AdamWConfig *cfg, const GPTConfig *model) {
+    size_t n = param_count(model);
+    o->cfg = *cfg;
+    o->m = mem_alloc(MEM_ADAM_M, n * sizeof(float), "adam_m");
+    o->v = mem_alloc(MEM_ADAM_V, n * sizeof(float), "adam_v");
+    o->ntensors = param_tensor_count(model);
+    o->tensors = malloc(sizeof(ParamTensor) * o->ntensors);
+    param_tensors(model, o->tensors);
+}
+
+void optimizer_free(Optimizer *o) {
+    mem_free(o->m);
+    mem_free(o->v);
+    free(o->tensors);
+}
+
+// One AdamW step at learning rate lr; t is the 1-based step number, grad_scale
+// multiplies every gradient first (it carries the clipping).
+void optimizer_step(Optimizer *o, float *params, const float *grads, float lr, int t, float grad_scale) {
+    for (int i = 0; i < o->ntensors; i++) {
+        const ParamTensor *pt = &o->tensors[i];
+        adamw_update(params + pt->offset, grads + pt->offset, o->m + pt->offset, o->v + pt->offset, pt->count,
+                     &o->cfg, lr, t, grad_scale, pt->is_matrix);
     }
 }
 

@@ -37,7 +37,7 @@ typedef struct {
     int eval_every, eval_batches, sample_every, sample_len;
     float temperature;
     const char *save, *resume;
-    int save_every;
+    int save_every, stop_after;
     int mem, dry_run, trace;
     const char *mem_json;
 } Options;
@@ -101,6 +101,8 @@ const FlagSpec flag_specs[] = {
     {"save", ARG_STR, OPT(save), 0, 0, "write a checkpoint here (every --save-every steps and at the end)"},
     {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
     {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint"},
+    {"stop-after", ARG_INT, OPT(stop_after), 0, INT_MAX,
+     "stop after this many steps of the --steps schedule, saving if --save (0 = run all)"},
     {"mem", ARG_FLAG, OPT(mem), 0, 0, "print the memory ledger: predicted vs measured, per phase and at peak"},
     {"mem-json", ARG_STR, OPT(mem_json), 0, 0, "write the memory ledger as JSON to this file"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
@@ -397,32 +399,18 @@ void sample_text(GPT *model, Dataset *data, int T, int len, float temperature, u
 }
 
 // ---------------------------------------------------------------------------
-// The optimizer step over every parameter tensor (weight decay on 2-D only).
 
-typedef struct {
-    AdamWConfig cfg;
-    float *m, *v;        // (nparams) each
-    ParamTensor *tensors;
-    int ntensors;
-} Optimizer;
-
-void optimizer_step(Optimizer *o, GPT *model, float lr, int t, float grad_scale) {
-    for (int i = 0; i < o->ntensors; i++) {
-        const ParamTensor *pt = &o->tensors[i];
-        adamw_update(model->params + pt->offset, model->grads + pt->offset, o->m + pt->offset,
-                     o->v + pt->offset, pt->count, &o->cfg, lr, t, grad_scale, pt->is_matrix);
-    }
-}
-
-// ---------------------------------------------------------------------------
-
+// One line saying what will run; a dry run leaves out steps and threads.
 void print_config_line(const GPTConfig *c, const Options *o) {
-    printf("model %s: L%d C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens | %d steps",
+    printf("model %s: L%d C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens",
            o->model, c->layers, c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
-           param_count(c) / 1e6, o->batch, o->seq_len, o->steps);
+           param_count(c) / 1e6, o->batch, o->seq_len);
+    if (!o->dry_run) {
+        printf(" | %d steps", o->steps);
 #ifdef _OPENMP
-    printf(" | %d threads", omp_get_max_threads());
+        printf(" | %d threads", omp_get_max_threads());
 #endif
+    }
     printf("\n");
 }
 
@@ -456,8 +444,8 @@ int main(int argc, char **argv) {
     if (o.dry_run) {
         print_config_line(&cfg, &o);
         if (corpus < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", o.data);
-        printf("predicted memory (dry run: nothing allocated)\n");
-        print_mem_report(stdout, &predicted, NULL);
+        printf("predicted memory (dry run: nothing allocated; total peak = the largest total of any phase)\n");
+        print_prediction(stdout, &predicted);
         if (o.mem_json && write_mem_json(o.mem_json, &predicted, NULL)) {
             fprintf(stderr, "error: cannot write '%s'\n", o.mem_json);
             return 1;
@@ -474,12 +462,8 @@ int main(int argc, char **argv) {
     arena_reserve(predict_activation_bytes(cfg.layers, cfg.channels, cfg.heads, padded_vocab(&cfg), B, T));
     init_params(model.params, &cfg, o.seed);
     Optimizer opt;
-    opt.cfg = (AdamWConfig){o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
-    opt.m = mem_alloc(MEM_ADAM_M, model.nparams * sizeof(float), "adam_m");
-    opt.v = mem_alloc(MEM_ADAM_V, model.nparams * sizeof(float), "adam_v");
-    opt.ntensors = param_tensor_count(&cfg);
-    opt.tensors = malloc(sizeof(ParamTensor) * opt.ntensors);
-    param_tensors(&cfg, opt.tensors);
+    AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
+    optimizer_build(&opt, &adam, &cfg);
     uint64_t sample_rng = rng_seed(o.seed ^ 0x5A3B1E);
 
     CkptHeader hd = {cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, B, T, 0, 0, 0, model.nparams};
@@ -515,7 +499,7 @@ int main(int argc, char **argv) {
         if (first) measured.phase[PHASE_BACKWARD] = ledger_snapshot();
         double norm = sqrt(sum_squares(model.grads, model.nparams));
         float lr = lr_at(&opt.cfg, step);
-        optimizer_step(&opt, &model, lr, step + 1, clip_scale(norm, o.clip)); // step
+        optimizer_step(&opt, model.params, model.grads, lr, step + 1, clip_scale(norm, o.clip)); // step
         if (first) measured.phase[PHASE_STEP] = ledger_snapshot();
         g_ledger.trace = 0;
         first = 0;
@@ -530,7 +514,7 @@ int main(int argc, char **argv) {
             return 1;
         }
 
-        int last = step + 1 == o.steps;
+        int last = step + 1 == o.steps || step + 1 == o.stop_after;
         if ((o.eval_every && (step + 1) % o.eval_every == 0) || last) {
             val_loss = evaluate(&model, &data, B, T, o.eval_batches);
             printf("val loss %.4f (%d batches of %d x %d)\n", val_loss, o.eval_batches, B, T);
@@ -544,10 +528,12 @@ int main(int argc, char **argv) {
             if (ckpt_save(o.save, &hd, model.params, opt.m, opt.v)) return 1;
             printf("saved checkpoint %s at step %d\n", o.save, step + 1);
         }
+        if (step + 1 == o.stop_after) break;
     }
 
     // 4. summary
-    int steps_run = o.steps - start_step;
+    int end_step = o.stop_after && o.stop_after < o.steps ? o.stop_after : o.steps;
+    int steps_run = end_step > start_step ? end_step - start_step : 0;
     printf("done: %d steps in %.1f s (%.0f tok/s training) | final val loss %.4f | peak memory %.2f MiB\n",
            steps_run, now_seconds() - t_start, t_train > 0 ? tokens_seen / t_train : 0.0, val_loss,
            mib(g_ledger.peak_total));
@@ -565,9 +551,7 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    free(opt.tensors);
-    mem_free(opt.m);
-    mem_free(opt.v);
+    optimizer_free(&opt);
     gpt_free(&model);
     data_free(&data);
     arena_release();

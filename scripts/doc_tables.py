@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Regenerate (or, with --check, verify) the command output pasted in doc/ and README.md.
+
+A block in a Markdown file looks like this:
+
+    <!-- gptmem: ./train --model gpt2 --dry-run -->
+    ```text
+    ...what that command prints...
+    ```
+    <!-- /gptmem -->
+
+Without arguments every such block is rewritten with the command's current
+output. With --check nothing is written; it exits 1 and names each block whose
+text differs from what the binary prints now (tests/run.sh runs this, so a doc
+can never drift from the code). Only ./train commands are allowed, and they
+must be cheap (dry runs, --help, short runs).
+"""
+import glob
+import re
+import shlex
+import subprocess
+import sys
+
+BLOCK = re.compile(r"(<!-- gptmem: (.*?) -->\n```text\n)(.*?)(```\n<!-- /gptmem -->)", re.S)
+
+
+def run(cmd):
+    args = shlex.split(cmd)
+    if not args or args[0] != "./train":
+        sys.exit(f"doc_tables: only ./train commands may be embedded, not: {cmd}")
+    r = subprocess.run(args, capture_output=True, text=True, env={"OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin"})
+    if r.returncode != 0:
+        sys.exit(f"doc_tables: `{cmd}` failed ({r.returncode}): {r.stderr.strip()}")
+    return r.stdout
+
+
+def main():
+    check = "--check" in sys.argv[1:]
+    drift = []
+    for path in sorted(glob.glob("doc/*.md")) + ["README.md"]:
+        try:
+            text = open(path).read()
+        except FileNotFoundError:
+            continue
+        if check:
+            drift += [f"{path}: {m.group(2)}" for m in BLOCK.finditer(text) if m.group(3) != run(m.group(2))]
+            continue
+        new = BLOCK.sub(lambda m: m.group(1) + run(m.group(2)) + m.group(4), text)
+        if new != text:
+            open(path, "w").write(new)
+            print("updated", path)
+    if drift:
+        print("these doc blocks differ from the binary's output (run: python3 scripts/doc_tables.py):")
+        for d in drift:
+            print("  ", d)
+        sys.exit(1)
+
+
+main()

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# tests/run.sh — every gptmem test; `make test` runs it. Ends with "N passed, N failed".
+#   tests/test_cpu       the math: finite differences, PyTorch parity, optimizer
+#   the checks below     the program: memory ledger, resume, determinism, errors, docs
+set -u
+cd "$(dirname "$0")/.."
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+# a small, fast config for the program-level checks
+SMALL=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --batch 4 --sample-len 0 --eval-batches 2)
+
+# --- 1. the math (C) ----------------------------------------------------------
+out=$(./tests/test_cpu)
+echo "$out" | grep -E '^(PASS|FAIL) '
+pass=$((pass + $(echo "$out" | grep -c '^PASS ')))
+fail=$((fail + $(echo "$out" | grep -c '^FAIL ')))
+echo "$out" | grep -q 'test_cpu: ' || bad "test_cpu ran to the end"
+
+# --- 2. memory ledger: predicted == measured, per category, per phase, at peak --
+# mem_equal FILE: every number in "predicted" equals the one in "measured"
+mem_equal() {
+  python3 - "$1" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p, m = d["predicted"], d["measured"]
+bad = [(ph, k, p[ph][k], m[ph][k]) for ph in p for k in p[ph] if p[ph][k] != m[ph][k]]
+for b in bad: print("  mismatch", *b)
+sys.exit(1 if bad or not p else 0)
+EOF
+}
+i=0
+for cfg in "" "--layers 3 --channels 48 --heads 3 --batch 3 --seq-len 17" \
+           "--layers 1 --channels 24 --heads 4 --vocab 300 --max-seq 9 --seq-len 9 --batch 5" \
+           "--model small --batch 2"; do
+  i=$((i + 1))
+  if ./train "${SMALL[@]}" $cfg --steps 2 --mem-json "$tmp/mem$i.json" >"$tmp/log$i" 2>&1 && mem_equal "$tmp/mem$i.json"; then
+    ok "ledger predicted == measured: ${cfg:-small test config}"
+  else
+    bad "ledger predicted == measured: ${cfg:-small test config}"; tail -3 "$tmp/log$i"
+  fi
+done
+# the dry run predicts exactly what the real run measured
+./train "${SMALL[@]}" --dry-run --mem-json "$tmp/dry.json" >/dev/null 2>&1
+if python3 - "$tmp/dry.json" "$tmp/mem1.json" <<'EOF'
+import json, sys
+dry, real = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+sys.exit(0 if dry["measured"] is None and dry["predicted"] == real["measured"] else 1)
+EOF
+then ok "dry run equals the ledger of a real run"; else bad "dry run equals the ledger of a real run"; fi
+# the activation row rises through the forward and falls through the backward
+./train "${SMALL[@]}" --steps 1 --trace >"$tmp/trace" 2>&1
+pushes=$(grep -c '^  push' "$tmp/trace"); pops=$(grep -c '^  pop' "$tmp/trace")
+if [ "$pushes" -eq $((1 + 2 * 13 + 4)) ] && [ "$pops" -ge 3 ] && grep -qE 'pop  encoded.*live activations +0 B' "$tmp/trace"; then
+  ok "trace: 31 pushes, the stack is empty after the backward"
+else bad "trace: pushes $pushes pops $pops"; fi
+# gpt2-xl dry run: instant, and the published 16 bytes/param shape (here fp32: 16 bytes/param too)
+if ./train --model gpt2-xl --dry-run >"$tmp/xl" 2>&1 && grep -q 'params  *6230745600' "$tmp/xl"; then
+  ok "gpt2-xl dry run (params 4 x 1557686400 bytes)"; else bad "gpt2-xl dry run"; cat "$tmp/xl" | head -5; fi
+
+# --- 3. training ----------------------------------------------------------------
+./train "${SMALL[@]}" --steps 40 --lr 3e-3 --eval-every 0 >"$tmp/fall" 2>&1
+first=$(grep -m1 '^step' "$tmp/fall" | sed 's/.*loss \([0-9.]*\).*/\1/')
+last=$(grep '^step' "$tmp/fall" | tail -1 | sed 's/.*loss \([0-9.]*\).*/\1/')
+if python3 -c "import sys; sys.exit(0 if $last < $first - 1.5 else 1)" 2>/dev/null; then
+  ok "training loss falls ($first -> $last in 40 steps)"; else bad "training loss falls ($first -> $last)"; fi
+
+# resume: 8 steps, save, resume to 16 == 16 straight (the final checkpoints are bitwise equal)
+./train "${SMALL[@]}" --steps 16 --save "$tmp/a.ckpt" >"$tmp/ra" 2>&1
+./train "${SMALL[@]}" --steps 16 --stop-after 8 --save "$tmp/b.ckpt" >"$tmp/rb" 2>&1
+./train "${SMALL[@]}" --steps 16 --resume "$tmp/b.ckpt" --save "$tmp/c.ckpt" >"$tmp/rc" 2>&1
+if cmp -s "$tmp/a.ckpt" "$tmp/c.ckpt" && [ "$(grep '^step *1[0-6]/' "$tmp/ra" | cut -d'|' -f2-4)" = \
+      "$(grep '^step *1[0-6]/' "$tmp/rc" | cut -d'|' -f2-4)" ]; then
+  ok "resume at step 8 is bit-identical to an uninterrupted run"
+else bad "resume at step 8 is bit-identical to an uninterrupted run"; fi
+# determinism: 1 thread and 2 threads give the same bits
+./train "${SMALL[@]}" --steps 4 --threads 1 --save "$tmp/t1.ckpt" >/dev/null 2>&1
+./train "${SMALL[@]}" --steps 4 --threads 2 --save "$tmp/t2.ckpt" >/dev/null 2>&1
+if cmp -s "$tmp/t1.ckpt" "$tmp/t2.ckpt"; then ok "1 and 2 threads give bitwise equal weights"
+else bad "1 and 2 threads give bitwise equal weights"; fi
+
+# --- 4. bad input: a clear message and a non-zero exit, never a crash ---------
+# expect CODE "message part" args...
+expect() {
+  local code=$1 msg=$2; shift 2
+  ./train "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
+  if [ $got -eq "$code" ] && grep -q -- "$msg" "$tmp/err"; then ok "error: $* -> exit $code"
+  else bad "error: $* -> exit $got (want $code), stderr: $(head -2 "$tmp/err")"; fi
+}
+expect 2 "unknown flag '--bogus'" --bogus
+expect 2 "--batch must be an integer from 1" --batch 0
+expect 2 "--lr must be a number" --lr=abc
+expect 2 "--steps needs a value" --steps
+expect 2 "not divisible by --heads" --channels 30 --heads 4
+expect 2 "over the model's maximum" --seq-len 300
+expect 2 "--model must be one of" --model gpt5
+expect 2 "--vocab must be an integer from 256" --vocab 100
+expect 2 "--mem takes no value" --mem=1
+expect 1 "make data" --data /nonexistent/file.txt
+printf 'tiny' >"$tmp/tiny.txt"
+expect 1 "needs at least" --data "$tmp/tiny.txt"
+expect 1 "needs .* GiB at its peak" --model gpt2-xl --batch 64
+# checkpoints: not one, truncated, corrupted, another model
+printf 'hello' >"$tmp/junk.ckpt"
+expect 1 "not a gptmem checkpoint" "${SMALL[@]}" --steps 1 --resume "$tmp/junk.ckpt"
+head -c 5000 "$tmp/a.ckpt" >"$tmp/trunc.ckpt"
+expect 1 "truncated" "${SMALL[@]}" --steps 20 --resume "$tmp/trunc.ckpt"
+cp "$tmp/a.ckpt" "$tmp/flip.ckpt"
+printf '\x55' | dd of="$tmp/flip.ckpt" bs=1 seek=3000 conv=notrunc 2>/dev/null
+expect 1 "corrupt (checksum" "${SMALL[@]}" --steps 20 --resume "$tmp/flip.ckpt"
+expect 1 "different model" "${SMALL[@]}" --layers 3 --steps 20 --resume "$tmp/a.ckpt"
+expect 1 "cannot open checkpoint" "${SMALL[@]}" --steps 2 --resume "$tmp/missing.ckpt"
+expect 1 "cannot write checkpoint" "${SMALL[@]}" --steps 1 --save /nonexistent/dir/x.ckpt
+
+# --- 5. docs match the binary -----------------------------------------------------
+if ./train --help >"$tmp/help" && [ "$(grep -c '^  --' "$tmp/help")" -ge 25 ]; then
+  missing=$(grep -o '^  --[a-z-]*' "$tmp/help" | tr -d ' ' | while read -r f; do grep -q -- "\`$f" README.md || echo "$f"; done)
+  if [ -z "$missing" ]; then ok "README's flag table lists every flag of --help"
+  else bad "README's flag table lacks: $missing"; fi
+else bad "--help lists the flags"; fi
+for f in doc/memory.md doc/architecture.md; do
+  if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
+done
+# the dry-run table in doc/memory.md is the binary's output, verbatim
+if python3 scripts/doc_tables.py --check >"$tmp/doc" 2>&1; then ok "doc tables match the binary"
+else bad "doc tables match the binary: $(head -3 "$tmp/doc")"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

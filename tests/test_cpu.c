@@ -1,0 +1,437 @@
+// tests/test_cpu.c — checks of the CPU reference math.
+//
+// Prints one line per check, "PASS name: detail" or "FAIL name: detail";
+// tests/run.sh counts them. Run from the project root (it reads
+// tests/fixtures/torch_tiny.txt).
+//
+// Finite differences: every op's backward is compared with central
+// differences of a scalar loss L = sum(out * r), r random, with the loss
+// summed in double. The ops themselves compute in fp32 (they are the code
+// under test), so the tolerance is set by fp32 rounding: the relative error
+// of the whole gradient vector, ||analytic - numeric|| / ||numeric||, must be
+// under 1e-2. A wrong term in a backward gives errors of order 1.
+#include <stdarg.h>
+#include "model.h"
+#include "predict.h"
+#include "optimizer.h"
+
+int n_pass, n_fail;
+
+void check(int ok, const char *name, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s %s: ", ok ? "PASS" : "FAIL", name);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (ok) n_pass++;
+    else n_fail++;
+}
+
+uint64_t test_rng = 42;
+void fill_normal(float *x, size_t n, float std) { for (size_t i = 0; i < n; i++) x[i] = std * rng_normal(&test_rng); }
+float *fvec(size_t n) { return calloc(n, sizeof(float)); }
+
+// ||a - b|| / ||b|| in double.
+double rel_err(const float *a, const double *b, size_t n) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) { d += (a[i] - b[i]) * (a[i] - b[i]); s += b[i] * b[i]; }
+    return sqrt(d / (s > 0 ? s : 1e-30));
+}
+
+double rel_err_ff(const float *a, const float *b, size_t n) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) { d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]); s += (double)b[i] * b[i]; }
+    return sqrt(d / (s > 0 ? s : 1e-30));
+}
+
+double dot(const float *a, const float *r, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * r[i];
+    return s;
+}
+
+// A finite-difference check: `loss` evaluates the scalar loss at the current
+// inputs; x is the input being perturbed; analytic its gradient.
+typedef double (*LossFn)(void);
+
+void fd_check(const char *name, LossFn loss, float *x, const float *analytic, size_t n) {
+    double *num = malloc(sizeof(double) * n);
+    const float eps = 1e-2f;
+    for (size_t i = 0; i < n; i++) {
+        float keep = x[i];
+        x[i] = keep + eps;
+        double lp = loss();
+        x[i] = keep - eps;
+        double lm = loss();
+        x[i] = keep;
+        num[i] = (lp - lm) / (2.0 * eps);
+    }
+    double e = rel_err(analytic, num, n);
+    check(e < 1e-2, name, "relative error %.2e over %zu elements", e, n);
+    free(num);
+}
+
+// --- one global "case" per op; the loss functions read these -----------------
+enum { TB = 2, TT = 7, TC = 12, TH = 3, TOC = 10, TV = 37, TVP = 64 };
+float *in1, *in2, *in3, *w1, *b1, *outb, *rr, *mean_b, *rstd_b, *att_b;
+int tok[TB * TT];
+
+double loss_encoder(void) {
+    encoder_forward(outb, tok, w1, b1, TB, TT, TC);
+    return dot(outb, rr, TB * TT * TC);
+}
+
+void test_encoder(void) {
+    size_t N = TB * TT;
+    w1 = fvec(TV * TC); b1 = fvec(TT * TC); outb = fvec(N * TC); rr = fvec(N * TC);
+    fill_normal(w1, TV * TC, 1); fill_normal(b1, TT * TC, 1); fill_normal(rr, N * TC, 1);
+    for (size_t i = 0; i < N; i++) tok[i] = (int)(rng_next(&test_rng) % 5);  // repeats on purpose
+    float *dw = fvec(TV * TC), *dp = fvec(TT * TC);
+    encoder_backward(dw, dp, rr, tok, TB, TT, TC);
+    fd_check("fd encoder dwte", loss_encoder, w1, dw, TV * TC);
+    fd_check("fd encoder dwpe", loss_encoder, b1, dp, TT * TC);
+    free(w1); free(b1); free(outb); free(rr); free(dw); free(dp);
+}
+
+double loss_layernorm(void) {
+    layernorm_forward(outb, mean_b, rstd_b, in1, w1, b1, TB * TT, TC);
+    return dot(outb, rr, TB * TT * TC);
+}
+
+void test_layernorm(void) {
+    size_t N = TB * TT;
+    in1 = fvec(N * TC); w1 = fvec(TC); b1 = fvec(TC); outb = fvec(N * TC); rr = fvec(N * TC);
+    mean_b = fvec(N); rstd_b = fvec(N);
+    fill_normal(in1, N * TC, 1); fill_normal(w1, TC, 1); fill_normal(b1, TC, 1); fill_normal(rr, N * TC, 1);
+    float *dx = fvec(N * TC), *dw = fvec(TC), *db = fvec(TC);
+    loss_layernorm();
+    layernorm_backward(dx, dw, db, rr, in1, w1, mean_b, rstd_b, N, TC);
+    fd_check("fd layernorm dinp", loss_layernorm, in1, dx, N * TC);
+    fd_check("fd layernorm dw", loss_layernorm, w1, dw, TC);
+    fd_check("fd layernorm db", loss_layernorm, b1, db, TC);
+    free(in1); free(w1); free(b1); free(outb); free(rr); free(mean_b); free(rstd_b); free(dx); free(dw); free(db);
+}
+
+double loss_matmul(void) {
+    matmul_forward(outb, in1, w1, b1, TB * TT, TC, TOC);
+    return dot(outb, rr, TB * TT * TOC);
+}
+
+void test_matmul(void) {
+    size_t N = TB * TT;
+    in1 = fvec(N * TC); w1 = fvec(TOC * TC); b1 = fvec(TOC); outb = fvec(N * TOC); rr = fvec(N * TOC);
+    fill_normal(in1, N * TC, 1); fill_normal(w1, TOC * TC, 1); fill_normal(b1, TOC, 1); fill_normal(rr, N * TOC, 1);
+    float *dx = fvec(N * TC), *dw = fvec(TOC * TC), *db = fvec(TOC);
+    matmul_backward(dx, dw, db, rr, in1, w1, N, TC, TOC);
+    fd_check("fd matmul dinp", loss_matmul, in1, dx, N * TC);
+    fd_check("fd matmul dw", loss_matmul, w1, dw, TOC * TC);
+    fd_check("fd matmul dbias", loss_matmul, b1, db, TOC);
+    free(in1); free(w1); free(b1); free(outb); free(rr); free(dx); free(dw); free(db);
+}
+
+// The blocked GEMM against a plain triple loop, on sizes that exercise every
+// edge (rows not a multiple of 6, columns not a multiple of 32, K over KC).
+void test_gemm_edges(void) {
+    int sizes[][3] = {{1, 1, 1}, {7, 33, 5}, {13, 65, 300}, {64, 31, 257}, {390, 70, 513}};
+    for (int s = 0; s < 5; s++) {
+        int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+        float *a = fvec((size_t)M * K), *b = fvec((size_t)K * N), *c = fvec((size_t)M * N);
+        double *ref = calloc((size_t)M * N, sizeof(double));
+        fill_normal(a, (size_t)M * K, 1); fill_normal(b, (size_t)K * N, 1); fill_normal(c, (size_t)M * N, 1);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double acc = c[(size_t)i * N + j];  // accumulate mode adds to C
+                for (int k = 0; k < K; k++) acc += (double)a[(size_t)i * K + k] * b[(size_t)k * N + j];
+                ref[(size_t)i * N + j] = acc;
+            }
+        gemm(M, N, K, a, K, 1, b, N, 1, c, N, 1);
+        double e = rel_err(c, ref, (size_t)M * N);
+        check(e < 1e-5, "gemm vs triple loop", "M %d N %d K %d: relative error %.2e", M, N, K, e);
+        free(a); free(b); free(c); free(ref);
+    }
+}
+
+double loss_attention(void) {
+    attention_forward(outb, att_b, in1, TB, TT, TC, TH);
+    return dot(outb, rr, TB * TT * TC);
+}
+
+void test_attention(void) {
+    size_t N = TB * TT;
+    in1 = fvec(N * 3 * TC); outb = fvec(N * TC); rr = fvec(N * TC); att_b = fvec(TB * TH * TT * TT);
+    fill_normal(in1, N * 3 * TC, 1); fill_normal(rr, N * TC, 1);
+    float *dqkv = fvec(N * 3 * TC);
+    loss_attention();
+    attention_backward(dqkv, rr, in1, att_b, TB, TT, TC, TH);
+    fd_check("fd attention dqkv", loss_attention, in1, dqkv, N * 3 * TC);
+    // causality: the output at t must not change when a later token's k or v changes
+    float keep = in1[(TT - 1) * 3 * TC + TC];  // k of the last position, batch 0
+    loss_attention();
+    float before = outb[0];
+    in1[(TT - 1) * 3 * TC + TC] = keep + 5.0f;
+    loss_attention();
+    check(outb[0] == before, "attention is causal", "output at t=0 unchanged by a change at t=%d", TT - 1);
+    in1[(TT - 1) * 3 * TC + TC] = keep;
+    free(in1); free(outb); free(rr); free(att_b); free(dqkv);
+}
+
+double loss_gelu(void) {
+    gelu_forward(outb, in1, TB * TT * TC);
+    return dot(outb, rr, TB * TT * TC);
+}
+
+void test_gelu(void) {
+    size_t n = TB * TT * TC;
+    in1 = fvec(n); outb = fvec(n); rr = fvec(n);
+    fill_normal(in1, n, 2); fill_normal(rr, n, 1);
+    float *dx = fvec(n);
+    gelu_backward(dx, in1, rr, n);
+    fd_check("fd gelu", loss_gelu, in1, dx, n);
+    free(in1); free(outb); free(rr); free(dx);
+}
+
+double loss_residual(void) {
+    residual_forward(outb, in1, in2, TB * TT * TC);
+    return dot(outb, rr, TB * TT * TC);
+}
+
+void test_residual(void) {
+    size_t n = TB * TT * TC;
+    in1 = fvec(n); in2 = fvec(n); outb = fvec(n); rr = fvec(n);
+    fill_normal(in1, n, 1); fill_normal(in2, n, 1); fill_normal(rr, n, 1);
+    float *da = fvec(n), *db = fvec(n);
+    residual_backward(da, db, rr, n);
+    fd_check("fd residual da", loss_residual, in1, da, n);
+    fd_check("fd residual db", loss_residual, in2, db, n);
+    free(in1); free(in2); free(outb); free(rr); free(da); free(db);
+}
+
+double loss_crossentropy(void) {
+    size_t n = (size_t)TB * TT * TVP;
+    memcpy(outb, in1, n * sizeof(float));  // forward works in place
+    return crossentropy_forward(outb, tok, TB * TT, TV, TVP);
+}
+
+void test_crossentropy(void) {
+    size_t n = (size_t)TB * TT * TVP;
+    in1 = fvec(n); outb = fvec(n);
+    fill_normal(in1, n, 2);
+    for (int i = 0; i < TB * TT; i++) tok[i] = (int)(rng_next(&test_rng) % TV);
+    // crossentropy_forward returns the mean, so each row's loss has weight dloss = 1/N
+    loss_crossentropy();
+    crossentropy_backward(outb, tok, TB * TT, TVP, 1.0f / (TB * TT));
+    float *d = fvec(n);
+    memcpy(d, outb, n * sizeof(float));
+    fd_check("fd softmax-crossentropy", loss_crossentropy, in1, d, n);
+    double pad = 0;
+    for (int i = 0; i < TB * TT; i++)
+        for (int v = TV; v < TVP; v++) pad += fabsf(d[(size_t)i * TVP + v]);
+    check(pad == 0.0, "padded logits masked", "sum |dlogits| over padded vocab = %g", pad);
+    free(in1); free(outb); free(d);
+}
+
+// --- the whole model -----------------------------------------------------------
+GPT tm;
+int tm_in[64], tm_tg[64];
+int tm_B, tm_T;
+
+double loss_model(void) {
+    double l = gpt_forward(&tm, tm_in, tm_tg, tm_B, tm_T);
+    gpt_discard_activations(&tm);
+    return l;
+}
+
+void model_setup(const GPTConfig *c, int B, int T) {
+    tm_B = B; tm_T = T;
+    gpt_build(&tm, c, B, T);
+    arena_reserve(predict_activation_bytes(c->layers, c->channels, c->heads, padded_vocab(c), B, T));
+}
+
+void model_teardown(void) { gpt_free(&tm); arena_release(); }
+
+void test_model_fd(void) {
+    // odd sizes: C = 18 (not a power of two), H = 3 (head size 6), T = 7, V = 70 (padded to 128)
+    GPTConfig c = {2, 18, 3, 70, 9};
+    model_setup(&c, 2, 7);
+    init_params(tm.params, &c, 7);
+    // 3x the init scale so every path carries signal; eps 3e-3 keeps the
+    // truncation error of the central difference well under the tolerance
+    for (size_t i = 0; i < tm.nparams; i++) tm.params[i] *= 3.0f;
+    for (int i = 0; i < 14; i++) { tm_in[i] = (int)(rng_next(&test_rng) % 70); tm_tg[i] = (int)(rng_next(&test_rng) % 70); }
+    gpt_zero_grad(&tm);
+    gpt_forward(&tm, tm_in, tm_tg, 2, 7);
+    gpt_backward(&tm, tm_in, tm_tg, 1.0f / 14);
+    // every tensor of the layout gets checked on a sample of its elements
+    int nt = param_tensor_count(&c);
+    ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
+    param_tensors(&c, t);
+    size_t picked[600];
+    int np = 0;
+    for (int i = 0; i < nt && np < 600; i++)
+        for (int k = 0; k < 12 && np < 600; k++) {
+            size_t off = t[i].offset + (size_t)(rng_next(&test_rng) % t[i].count);
+            if (i == 0 && off >= (size_t)70 * 18) continue;  // padded wte rows: no gradient by design
+            picked[np++] = off;
+        }
+    float *x = fvec(np), *an = fvec(np);
+    double *num = malloc(sizeof(double) * np);
+    const float eps = 3e-3f;
+    for (int i = 0; i < np; i++) {
+        float keep = tm.params[picked[i]];
+        tm.params[picked[i]] = keep + eps;
+        double lp = loss_model();
+        tm.params[picked[i]] = keep - eps;
+        double lm = loss_model();
+        tm.params[picked[i]] = keep;
+        num[i] = (lp - lm) / (2 * eps);
+        an[i] = tm.grads[picked[i]];
+    }
+    double e = rel_err(an, num, np);
+    check(e < 1e-2, "fd whole model", "relative error %.2e over %d parameters in all %d tensors", e, np, nt);
+    free(t); free(x); free(an); free(num);
+    model_teardown();
+}
+
+// --- parity with PyTorch ----------------------------------------------------------
+float *read_array(FILE *f, const char *name, int *count) {
+    char got[64];
+    if (fscanf(f, "%63s %d", got, count) != 2 || strcmp(got, name)) return NULL;
+    float *a = malloc(sizeof(float) * (*count > 0 ? *count : 1));
+    for (int i = 0; i < *count; i++)
+        if (fscanf(f, "%f", &a[i]) != 1) { free(a); return NULL; }
+    return a;
+}
+
+void test_torch_parity(void) {
+    FILE *f = fopen("tests/fixtures/torch_tiny.txt", "r");
+    if (!f) { check(0, "torch parity", "cannot open tests/fixtures/torch_tiny.txt (run from the project root)"); return; }
+    char line[512];
+    if (!fgets(line, sizeof line, f)) line[0] = 0;  // the comment line
+    GPTConfig c;
+    int B, T, steps;
+    float lr, wd, clip;
+    if (fscanf(f, " config L %d C %d H %d V %d maxT %d B %d T %d steps %d lr %f wd %f clip %f", &c.layers,
+               &c.channels, &c.heads, &c.vocab, &c.max_seq, &B, &T, &steps, &lr, &wd, &clip) != 11) {
+        check(0, "torch parity", "bad fixture header");
+        fclose(f);
+        return;
+    }
+    int np, ni, nt, nl, nlog, ng, ns;
+    float *params = read_array(f, "params", &np), *inp = read_array(f, "inputs", &ni);
+    float *tgt = read_array(f, "targets", &nt), *loss = read_array(f, "loss", &nl);
+    float *logits = read_array(f, "logits", &nlog), *grads = read_array(f, "grads", &ng);
+    float *step_losses = read_array(f, "step_losses", &ns);
+    fclose(f);
+    if (!params || !inp || !tgt || !loss || !logits || !grads || !step_losses || (size_t)np != param_count(&c)) {
+        check(0, "torch parity", "fixture arrays missing or the wrong size");
+        return;
+    }
+    for (int i = 0; i < ni; i++) { tm_in[i] = (int)inp[i]; tm_tg[i] = (int)tgt[i]; }
+    model_setup(&c, B, T);
+    memcpy(tm.params, params, sizeof(float) * np);
+    int Vp = padded_vocab(&c);
+    gpt_forward(&tm, tm_in, NULL, B, T);
+    double e_logits = rel_err_ff(tm.logits, logits, (size_t)B * T * Vp);
+    gpt_discard_activations(&tm);
+    check(e_logits < 1e-5, "torch parity logits", "relative error %.2e", e_logits);
+    gpt_zero_grad(&tm);
+    float l = gpt_forward(&tm, tm_in, tm_tg, B, T);
+    gpt_backward(&tm, tm_in, tm_tg, 1.0f / (B * T));
+    check(fabsf(l - loss[0]) < 1e-5f * loss[0], "torch parity loss", "%.7f vs torch %.7f", l, loss[0]);
+    double e_grads = rel_err_ff(tm.grads, grads, np);
+    check(e_grads < 1e-5, "torch parity gradients", "relative error %.2e over %d", e_grads, np);
+    // 10 AdamW steps with clipping on the same batch, constant lr
+    Optimizer opt;
+    AdamWConfig ac = {lr, 0.9f, 0.95f, 1e-8f, wd, 0, steps, 1.0f};
+    optimizer_build(&opt, &ac, &c);
+    double worst = 0;
+    for (int s = 0; s < steps; s++) {
+        gpt_zero_grad(&tm);
+        float ls = gpt_forward(&tm, tm_in, tm_tg, B, T);
+        gpt_backward(&tm, tm_in, tm_tg, 1.0f / (B * T));
+        double norm = sqrt(sum_squares(tm.grads, tm.nparams));
+        optimizer_step(&opt, tm.params, tm.grads, lr, s + 1, clip_scale(norm, clip));
+        double e = fabs(ls - step_losses[s]) / step_losses[s];
+        if (e > worst) worst = e;
+    }
+    check(worst < 1e-5, "torch parity 10 AdamW steps", "worst relative loss difference %.2e (last %.6f)", worst,
+          step_losses[steps - 1]);
+    optimizer_free(&opt);
+    model_teardown();
+    free(params); free(inp); free(tgt); free(loss); free(logits); free(grads); free(step_losses);
+}
+
+// --- optimizer pieces ----------------------------------------------------------------
+void test_adamw_by_hand(void) {
+    // one weight p = 1 with decay, g = 0.5, then g = -0.25; lr 0.1, wd 0.1, b1 .9, b2 .95
+    AdamWConfig o = {0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 0, 10, 0.1f};
+    float p = 1.0f, g = 0.5f, m = 0, v = 0;
+    adamw_update(&p, &g, &m, &v, 1, &o, 0.1f, 1, 1.0f, 1);
+    // m = 0.05, v = 0.0125, mhat = 0.5, vhat = 0.25, p = 1 - 0.1 (0.5/0.5 + 0.1) = 0.89
+    check(fabsf(m - 0.05f) < 1e-7f && fabsf(v - 0.0125f) < 1e-7f && fabsf(p - 0.89f) < 1e-6f, "adamw step 1 by hand",
+          "m %.7f v %.7f p %.7f (want 0.05 0.0125 0.89)", m, v, p);
+    g = -0.25f;
+    adamw_update(&p, &g, &m, &v, 1, &o, 0.1f, 2, 1.0f, 1);
+    // m = 0.9*0.05 - 0.025 = 0.02; v = 0.95*0.0125 + 0.05*0.0625 = 0.015
+    // mhat = 0.02/0.19; vhat = 0.015/0.0975; p = 0.89 - 0.1 (mhat/(sqrt(vhat)+1e-8) + 0.1*0.89)
+    double mh = 0.02 / 0.19, vh = 0.015 / 0.0975, want = 0.89 - 0.1 * (mh / (sqrt(vh) + 1e-8) + 0.089);
+    check(fabs(p - want) < 1e-6, "adamw step 2 by hand", "p %.7f want %.7f", p, want);
+    // without decay: a zero gradient leaves the weight alone
+    float q = 2.0f, gz = 0, mz = 0, vz = 0;
+    adamw_update(&q, &gz, &mz, &vz, 1, &o, 0.1f, 1, 1.0f, 0);
+    check(q == 2.0f, "adamw no decay on 1-D", "p %.7f", q);
+    // grad_scale (clipping) scales the gradient before the moments
+    float p2 = 1.0f, g2 = 4.0f, m2 = 0, v2 = 0;
+    adamw_update(&p2, &g2, &m2, &v2, 1, &o, 0.1f, 1, 0.125f, 1);
+    check(fabsf(m2 - 0.05f) < 1e-7f, "adamw grad_scale", "m %.7f (4 * 0.125 * 0.1 = 0.05)", m2);
+}
+
+void test_schedule_and_clip(void) {
+    AdamWConfig o = {1.0f, 0.9f, 0.95f, 1e-8f, 0, 10, 111, 0.1f};
+    float a = lr_at(&o, 0), b = lr_at(&o, 9), c = lr_at(&o, 10), d = lr_at(&o, 60), e = lr_at(&o, 110);
+    // warmup: (s+1)/10; cosine over 101 steps: progress (s-10)/100; at 0.5 -> 0.1 + 0.45 (1 + cos(pi/2)) = 0.55
+    check(fabsf(a - 0.1f) < 1e-6f && fabsf(b - 1.0f) < 1e-6f && fabsf(c - 1.0f) < 1e-6f && fabsf(d - 0.55f) < 1e-6f &&
+          fabsf(e - 0.1f) < 1e-6f, "lr schedule", "%.4f %.4f %.4f %.4f %.4f (want 0.1 1 1 0.55 0.1)", a, b, c, d, e);
+    float g[1000];
+    for (int i = 0; i < 1000; i++) g[i] = (i % 2) ? 3.0f : 4.0f;  // sum of squares = 500 * 25
+    double ss = sum_squares(g, 1000);
+    check(ss == 12500.0, "grad norm", "sum of squares %.1f (want 12500)", ss);
+    float s1 = clip_scale(sqrt(ss), 1.0f), s2 = clip_scale(0.5, 1.0f), s3 = clip_scale(100.0, 0.0f);
+    check(fabsf(s1 - 1.0f / sqrtf(12500.0f)) < 1e-6f && s2 == 1.0f && s3 == 1.0f, "clipping",
+          "scale %.6f (want %.6f), 1 below the limit, 1 when off", s1, 1.0f / sqrtf(12500.0f));
+}
+
+// The predictor's parameter count equals the layout's, for every preset.
+void test_param_count(void) {
+    for (int i = 0; i < n_model_presets; i++) {
+        const GPTConfig *c = &model_presets[i].cfg;
+        size_t a = param_count(c), b = predict_param_count(c->layers, c->channels, padded_vocab(c), c->max_seq);
+        int nt = param_tensor_count(c);
+        ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
+        param_tensors(c, t);
+        size_t sum = t[nt - 1].offset + t[nt - 1].count;
+        free(t);
+        check(a == b && a == sum, "param count", "%s: layout %zu, tensors %zu, predictor %zu", model_presets[i].name,
+              a, sum, b);
+    }
+    check(param_count(&model_presets[1].cfg) == 124475904, "gpt2 is 124M", "%zu", param_count(&model_presets[1].cfg));
+}
+
+int main(void) {
+    test_encoder();
+    test_layernorm();
+    test_matmul();
+    test_gemm_edges();
+    test_attention();
+    test_gelu();
+    test_residual();
+    test_crossentropy();
+    test_model_fd();
+    test_torch_parity();
+    test_adamw_by_hand();
+    test_schedule_and_clip();
+    test_param_count();
+    printf("test_cpu: %d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}

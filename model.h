@@ -42,7 +42,7 @@ typedef struct {
 } ModelPreset;
 
 const ModelPreset model_presets[] = {
-    {"small", {4, 128, 4, 256, 256}, "the default: learns Shakespeare in minutes on 2 cores"},
+    {"small", {4, 128, 4, 256, 128}, "the default: learns Shakespeare in about 4 minutes on 2 cores"},
     {"gpt2", {12, 768, 12, 50257, 1024}, "GPT-2 124M"},
     {"gpt2-medium", {24, 1024, 16, 50257, 1024}, "GPT-2 350M"},
     {"gpt2-large", {36, 1280, 20, 50257, 1024}, "GPT-2 774M"},
@@ -496,6 +496,94 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
         }
 }
 
+// --- flash attention: the same function, never materializing T x T ---------------
+// out[B,T,C] as attention_forward; lse[B,H,T] = log sum_t2 exp(score[t,t2]) per row.
+// Each query row visits the keys in tiles of FLASH_TILE and keeps a running
+// max m, a running sum l of exp(score - m) and a running output o (hs floats);
+// when a tile raises the max, l and o are rescaled by exp(m_old - m_new) (the
+// "online softmax"). At the end out = o / l and lse = m + log l. Only out and
+// lse are saved: B*H*T floats instead of the B*H*T*T probabilities.
+enum { FLASH_TILE = 64 };
+
+void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int H) {
+    int hs = C / H;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            float s[FLASH_TILE];
+            float *o = malloc(sizeof(float) * hs);  // the running output of one row
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                float m = -INFINITY, l = 0.0f;
+                for (int i = 0; i < hs; i++) o[i] = 0.0f;
+                for (int j0 = 0; j0 <= t; j0 += FLASH_TILE) {
+                    int j1 = j0 + FLASH_TILE <= t + 1 ? j0 + FLASH_TILE : t + 1;
+                    float tile_max = -INFINITY;
+                    for (int j = j0; j < j1; j++) {
+                        s[j - j0] = dot8(q, qkv + ((size_t)b * T + j) * 3 * C + C + h * hs, hs) * scale;
+                        if (s[j - j0] > tile_max) tile_max = s[j - j0];
+                    }
+                    float m_new = m > tile_max ? m : tile_max;
+                    float correction = expf(m - m_new);  // 0 on the first tile (m = -inf)
+                    l *= correction;
+                    for (int i = 0; i < hs; i++) o[i] *= correction;
+                    for (int j = j0; j < j1; j++) {
+                        float p = expf(s[j - j0] - m_new);
+                        const float *restrict v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
+                        l += p;
+                        for (int i = 0; i < hs; i++) o[i] += p * v[i];
+                    }
+                    m = m_new;
+                }
+                float *y = out + ((size_t)b * T + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) y[i] = o[i] / l;
+                lse[((size_t)b * H + h) * T + t] = m + logf(l);
+            }
+            free(o);
+        }
+}
+
+// dqkv[B,T,3C] (overwrites), from dout, the saved out and lse. The scores are
+// recomputed tile by tile; each probability is p = exp(score - lse). With
+// D[t] = dout[t] . out[t] (equal to sum_t2 p[t2] (dout[t] . v[t2])), the
+// softmax backward is ds = p (dout[t] . v[t2] - D[t]), and then as in
+// attention_backward. One thread per (b, h).
+void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                              int B, int T, int C, int H) {
+    int hs = C / H;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            float *dq_acc = malloc(sizeof(float) * hs);
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < 3; j++)
+                    memset(dqkv + ((size_t)b * T + t) * 3 * C + j * C + h * hs, 0, sizeof(float) * hs);
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                const float *d = dout + ((size_t)b * T + t) * C + h * hs;
+                float D = dot8(d, out + ((size_t)b * T + t) * C + h * hs, hs);
+                float row_lse = lse[((size_t)b * H + h) * T + t];
+                for (int i = 0; i < hs; i++) dq_acc[i] = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *restrict k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    const float *restrict v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    float *restrict dk = dqkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    float *restrict dv = dqkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    float p = expf(dot8(q, k, hs) * scale - row_lse);
+                    float ds = p * (dot8(d, v, hs) - D) * scale;
+                    for (int i = 0; i < hs; i++) dq_acc[i] += ds * k[i];
+                    for (int i = 0; i < hs; i++) dk[i] += ds * q[i];
+                    for (int i = 0; i < hs; i++) dv[i] += p * d[i];
+                }
+                float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                for (int i = 0; i < hs; i++) dq[i] = dq_acc[i];
+            }
+            free(dq_acc);
+        }
+}
+
 // --- GELU (tanh approximation) --------------------------------------------------
 // out[n] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 // tanh(u) is computed as 1 - 2 / (1 + exp(2u)): one expf instead of tanhf,
@@ -578,7 +666,8 @@ void crossentropy_backward(float *probs, const int *targets, int N, int Vp, floa
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // (N,C), (N), (N)
     float *qkv;                        // (N,3C)
-    float *att;                        // (B,H,T,T) probabilities
+    float *att;                        // (B,H,T,T) probabilities (naive attention)
+    float *lse;                        // (B,H,T) row log-sum-exp (--flash, instead of att)
     float *atty;                       // (N,C) attention output, before the projection
     float *res2;                       // (N,C) residual after attention
     float *ln2, *ln2_mean, *ln2_rstd;  // (N,C), (N), (N)
@@ -589,6 +678,8 @@ typedef struct {
 
 typedef struct {
     GPTConfig cfg;
+    int flash;  // --flash: attention without the T x T matrix
+    int ckpt;   // --ckpt: keep only each block's output, recompute the rest in the backward
     size_t nparams;
     float *params, *grads;  // (nparams) each
     // activations of the current forward pass (pointers into the stack)
@@ -608,9 +699,11 @@ typedef struct {
 } GPT;
 
 // Allocate parameters, gradients and backward scratch (for batches of B x T).
-void gpt_build(GPT *m, const GPTConfig *cfg, int B, int T) {
+void gpt_build(GPT *m, const GPTConfig *cfg, int B, int T, int flash, int ckpt) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
+    m->flash = flash;
+    m->ckpt = ckpt;
     m->nparams = param_count(cfg);
     size_t N = (size_t)B * T, C = cfg->channels;
     m->params = mem_alloc(MEM_PARAMS, m->nparams * sizeof(float), "params");
@@ -642,7 +735,8 @@ void block_forward(GPT *m, int l, const float *x, int B, int T) {
     a->ln1_mean = arena_push_floats("ln1_mean", N);
     a->ln1_rstd = arena_push_floats("ln1_rstd", N);
     a->qkv = arena_push_floats("qkv", (size_t)N * 3 * C);
-    a->att = arena_push_floats("att", (size_t)B * H * T * T);
+    if (m->flash) a->lse = arena_push_floats("lse", (size_t)B * H * T);
+    else a->att = arena_push_floats("att", (size_t)B * H * T * T);
     a->atty = arena_push_floats("atty", (size_t)N * C);
     a->res2 = arena_push_floats("res2", (size_t)N * C);
     a->ln2 = arena_push_floats("ln2", (size_t)N * C);
@@ -654,7 +748,8 @@ void block_forward(GPT *m, int l, const float *x, int B, int T) {
 
     layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
     matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
-    attention_forward(a->atty, a->att, a->qkv, B, T, C, H);
+    if (m->flash) flash_attention_forward(a->atty, a->lse, a->qkv, B, T, C, H);
+    else attention_forward(a->atty, a->att, a->qkv, B, T, C, H);
     matmul_forward(a->res2, a->atty, w.attprojw, w.attprojb, N, C, C);
     residual_forward(a->res2, a->res2, x, (size_t)N * C);              // res2 = x + attn(x)
     layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
@@ -678,12 +773,27 @@ void block_backward(GPT *m, int l, const float *x, int B, int T) {
     layernorm_backward(m->dres, g.ln2w, g.ln2b, m->dln, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd, N, C);
     // res2 = x + attproj(attention(qkv(ln1(x)))): d(x) starts as d(res2), kept in dres
     matmul_backward(m->datty, g.attprojw, g.attprojb, m->dres, a->atty, w.attprojw, N, C, C);
-    attention_backward(m->dqkv, m->datty, a->qkv, a->att, B, T, C, H);
+    if (m->flash) flash_attention_backward(m->dqkv, m->datty, a->qkv, a->atty, a->lse, B, T, C, H);
+    else attention_backward(m->dqkv, m->datty, a->qkv, a->att, B, T, C, H);
     matmul_backward(m->dln, g.qkvw, g.qkvb, m->dqkv, a->ln1, w.qkvw, N, C, 3 * C);
     layernorm_backward(m->dres, g.ln1w, g.ln1b, m->dln, x, w.ln1w, a->ln1_mean, a->ln1_rstd, N, C);
 }
 
 const float *block_input(const GPT *m, int l) { return l == 0 ? m->encoded : m->acts[l - 1].res3; }
+
+// --ckpt, in the forward: of block l's 13 tensors keep only its output res3
+// (the next block's input). The output is copied down to where the block's
+// first tensor began, and everything above it is popped, so the stack holds
+// one (N,C) tensor per block instead of thirteen.
+void ckpt_keep_output(GPT *m, int l) {
+    LayerActs *a = &m->acts[l];
+    size_t n = (size_t)m->B * m->T * m->cfg.channels;
+    const float *out = a->res3;
+    arena_pop_to(a->mark, "ckpt");
+    float *kept = arena_push_floats("block_out", n);  // where ln1 began, below res3
+    memmove(kept, out, n * sizeof(float));
+    a->res3 = kept;
+}
 
 // Forward pass over tokens inp[B,T]. Leaves logits (N,Vp) on the stack, so
 // the caller can sample from them. With targets, turns them into probabilities
@@ -695,7 +805,10 @@ float gpt_forward(GPT *m, const int *inp, const int *targets, int B, int T) {
     m->arena_mark = arena_mark();
     m->encoded = arena_push_floats("encoded", (size_t)N * C);
     encoder_forward(m->encoded, inp, wte_of(m->params), wpe_of(m->params, c), B, T, C);
-    for (int l = 0; l < c->layers; l++) block_forward(m, l, block_input(m, l), B, T);
+    for (int l = 0; l < c->layers; l++) {
+        block_forward(m, l, block_input(m, l), B, T);
+        if (m->ckpt) ckpt_keep_output(m, l);
+    }
     float *lnfw = lnf_of(m->params, c);
     m->final_mark = arena_mark();
     m->lnf = arena_push_floats("lnf", (size_t)N * C);
@@ -725,8 +838,15 @@ void gpt_backward(GPT *m, const int *inp, const int *targets, float dloss) {
                        m->lnf_rstd, N, C);
     arena_pop_to(m->final_mark, "final");
     for (int l = c->layers - 1; l >= 0; l--) {
+        int mark = m->acts[l].mark;  // with --ckpt: where the kept output sits
+        if (m->ckpt) {
+            // recompute the block from its input: pushes its 13 tensors again,
+            // bit for bit the ones the forward computed and dropped
+            if (g_ledger.trace) printf("  recompute layer %d\n", l);
+            block_forward(m, l, block_input(m, l), B, T);
+        }
         block_backward(m, l, block_input(m, l), B, T);
-        arena_pop_to(m->acts[l].mark, "layer");
+        arena_pop_to(mark, "layer");
     }
     encoder_backward(wte_of(m->grads), wpe_of(m->grads, c), m->dres, inp, B, T, C);
     arena_pop_to(m->arena_mark, "encoded");

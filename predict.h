@@ -18,8 +18,10 @@
 
 // What the prediction depends on besides the model shape.
 typedef struct {
-    int batch, seq_len;
+    int batch, seq_len;   // the micro-batch: --accum repeats it, so it sets the activations
     size_t corpus_bytes;  // the text file is held in memory as bytes
+    int flash;            // --flash: lse (B*H*T) instead of probabilities (B*H*T^2)
+    int ckpt;             // --ckpt: keep one (N,C) tensor per block, recompute the rest
 } RunShape;
 
 // P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
@@ -30,17 +32,40 @@ size_t predict_param_count(int L, int C, int Vp, int maxT) {
     return (size_t)Vp * C + (size_t)maxT * C + (size_t)L * (12 * (size_t)C * C + 13 * (size_t)C) + 2 * (size_t)C;
 }
 
-// Bytes the forward pass keeps on the activation stack, fp32:
+// The activation stack, in fp32 bytes, at its two moments that matter:
+// after the forward (everything the backward will need is live) and at its
+// peak (the largest it ever gets).
 //   encoded                                   N*C
-//   per layer (13 tensors): ln1 N*C, ln1 mean+rstd 2N, qkv 3N*C, att B*H*T^2,
+//   one block, all 13 tensors ("full"): ln1 N*C, ln1 mean+rstd 2N, qkv 3N*C,
+//     attention: att B*H*T^2 (naive) or lse B*H*T (--flash),
 //     atty N*C, res2 N*C, ln2 N*C, ln2 mean+rstd 2N, fch 4N*C, fch_gelu 4N*C, res3 N*C
-//     = 16*N*C + 4*N + B*H*T^2 floats
+//     = 16*N*C + 4*N + (B*H*T^2 or B*H*T) floats
 //   final: lnf N*C, lnf mean+rstd 2N, logits N*Vp
-size_t predict_activation_bytes(int L, int C, int H, int Vp, int B, int T) {
-    size_t N = (size_t)B * T;
-    size_t per_layer = 16 * N * C + 4 * N + (size_t)B * H * T * T;
-    size_t floats = N * C + (size_t)L * per_layer + N * C + 2 * N + N * Vp;
-    return floats * 4;
+// Without --ckpt: after forward = peak = encoded + L*full + final.
+// With --ckpt each block keeps only its output (N*C):
+//   after forward = encoded + L*N*C + final
+//   peak = encoded + L*N*C + max(full, final): the backward recomputes one
+//   block (full) on top of the kept outputs, after the final tensors are popped;
+//   the forward's own worst moment, encoded + (L-1)*N*C + full, is smaller.
+typedef struct {
+    size_t after_forward, peak;
+} ActivationBytes;
+
+ActivationBytes predict_activations(int L, int C, int H, int Vp, const RunShape *s) {
+    size_t B = s->batch, T = s->seq_len, N = B * T;
+    size_t attention = s->flash ? B * H * T : B * H * T * T;
+    size_t full = 16 * N * C + 4 * N + attention;
+    size_t encoded = N * C, final = N * C + 2 * N + N * Vp;
+    ActivationBytes a;
+    if (s->ckpt) {
+        a.after_forward = encoded + (size_t)L * N * C + final;
+        a.peak = encoded + (size_t)L * N * C + (full > final ? full : final);
+    } else {
+        a.after_forward = a.peak = encoded + (size_t)L * full + final;
+    }
+    a.after_forward *= 4;
+    a.peak *= 4;
+    return a;
 }
 
 // Fill `r` with the predicted ledger for one training run.
@@ -62,19 +87,18 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
 
-    size_t act = predict_activation_bytes(L, C, H, Vp, s->batch, s->seq_len);
+    ActivationBytes act = predict_activations(L, C, H, Vp, s);
     for (int ph = 0; ph < MEM_NPHASE; ph++) r->phase[ph] = base;
-    // after the forward, every saved tensor is still on the stack;
-    // the backward pops them all, so after it (and the step) none are live
-    r->phase[PHASE_FORWARD].bytes[MEM_ACTIVATIONS] = act;
-    r->phase[PHASE_FORWARD].total += act;
+    // after the forward, what the backward needs is on the stack; the
+    // backward pops it all, so after it (and the step) none is live
+    r->phase[PHASE_FORWARD].bytes[MEM_ACTIVATIONS] = act.after_forward;
+    r->phase[PHASE_FORWARD].total += act.after_forward;
 
-    // every category peaks at its largest phase value; the total peaks after
-    // the forward pass, when the whole stack is live
-    for (int c = 0; c < MEM_NCAT; c++)
-        for (int ph = 0; ph < MEM_NPHASE; ph++)
-            if (r->phase[ph].bytes[c] > r->peak[c]) r->peak[c] = r->phase[ph].bytes[c];
-    r->peak_total = r->phase[PHASE_FORWARD].total;
+    // every other category is constant; activations peak at act.peak, and so
+    // does the total, since nothing else changes while the stack is high
+    for (int c = 0; c < MEM_NCAT; c++) r->peak[c] = base.bytes[c];
+    r->peak[MEM_ACTIVATIONS] = act.peak;
+    r->peak_total = base.total + act.peak;
 }
 
 #endif

@@ -29,7 +29,8 @@ typedef struct {
     const char *model;  // preset name
     int layers, channels, heads, vocab, max_seq;  // overrides, 0 = the preset's
     const char *data;
-    int batch, seq_len, steps;
+    int batch, seq_len, steps, accum;
+    int flash, ckpt;
     float lr, min_lr_frac, weight_decay, clip;
     int warmup;
     uint64_t seed;
@@ -47,9 +48,10 @@ Options default_options(void) {
     memset(&o, 0, sizeof o);
     o.model = "small";
     o.data = "data/tinyshakespeare.txt";
-    o.batch = 16;
-    o.steps = 1200;
-    o.lr = 2e-3f;
+    o.batch = 32;
+    o.accum = 1;
+    o.steps = 1000;
+    o.lr = 3e-3f;
     o.min_lr_frac = 0.1f;
     o.weight_decay = 0.1f;
     o.clip = 1.0f;
@@ -57,7 +59,7 @@ Options default_options(void) {
     o.seed = 1337;
     o.eval_every = 200;
     o.eval_batches = 16;
-    o.sample_every = 600;
+    o.sample_every = 500;
     o.sample_len = 240;
     o.temperature = 0.8f;
     o.save_every = 0;
@@ -83,7 +85,10 @@ const FlagSpec flag_specs[] = {
     {"vocab", ARG_INT, OPT(vocab), 256, 1 << 20, "override the vocabulary V (>= 256: tokens are bytes)"},
     {"max-seq", ARG_INT, OPT(max_seq), 1, 65536, "override the model's learned positions maxT"},
     {"data", ARG_STR, OPT(data), 0, 0, "text file to train on (bytes are tokens)"},
-    {"batch", ARG_INT, OPT(batch), 1, 65536, "sequences per step B"},
+    {"batch", ARG_INT, OPT(batch), 1, 65536, "sequences per micro-batch B"},
+    {"accum", ARG_INT, OPT(accum), 1, 65536, "gradient accumulation: micro-batches per optimizer step"},
+    {"ckpt", ARG_FLAG, OPT(ckpt), 0, 0, "activation checkpointing: keep block outputs, recompute the rest"},
+    {"flash", ARG_FLAG, OPT(flash), 0, 0, "flash attention: online softmax, no T x T matrix kept"},
     {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (0 = the model's maxT)"},
     {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps"},
     {"lr", ARG_FLOAT, OPT(lr), 0, 0, "peak learning rate"},
@@ -405,6 +410,9 @@ void print_config_line(const GPTConfig *c, const Options *o) {
     printf("model %s: L%d C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens",
            o->model, c->layers, c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
            param_count(c) / 1e6, o->batch, o->seq_len);
+    if (o->accum > 1) printf(" x %d accum", o->accum);
+    if (o->flash) printf(" | flash");
+    if (o->ckpt) printf(" | ckpt");
     if (!o->dry_run) {
         printf(" | %d steps", o->steps);
 #ifdef _OPENMP
@@ -438,7 +446,7 @@ int main(int argc, char **argv) {
 
     // 1. predict the memory from the config alone
     long long corpus = file_size(o.data);
-    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0};
+    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt};
     MemReport predicted;
     predict_memory(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, &shape, &predicted);
     if (o.dry_run) {
@@ -458,8 +466,8 @@ int main(int argc, char **argv) {
     Dataset data;
     if (data_load(&data, o.data, B, T, o.seed)) return 1;
     GPT model;
-    gpt_build(&model, &cfg, B, T);
-    arena_reserve(predict_activation_bytes(cfg.layers, cfg.channels, cfg.heads, padded_vocab(&cfg), B, T));
+    gpt_build(&model, &cfg, B, T, o.flash, o.ckpt);
+    arena_reserve(predict_activations(cfg.layers, cfg.channels, cfg.heads, padded_vocab(&cfg), &shape).peak);
     init_params(model.params, &cfg, o.seed);
     Optimizer opt;
     AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
@@ -491,12 +499,15 @@ int main(int argc, char **argv) {
         g_ledger.trace = o.trace && first;
         if (g_ledger.trace) printf("trace of step %d: the activation stack\n", step + 1);
 
-        data_next_train(&data, B, T);
         gpt_zero_grad(&model);
-        float loss = gpt_forward(&model, data.inputs, data.targets, B, T);   // forward
-        if (first) measured.phase[PHASE_FORWARD] = ledger_snapshot();
-        gpt_backward(&model, data.inputs, data.targets, 1.0f / (B * T));     // backward
-        if (first) measured.phase[PHASE_BACKWARD] = ledger_snapshot();
+        float loss = 0.0f;
+        for (int micro = 0; micro < o.accum; micro++) {  // --accum: gradients add up over micro-batches
+            data_next_train(&data, B, T);
+            loss += gpt_forward(&model, data.inputs, data.targets, B, T) / o.accum;  // forward
+            if (first && micro == 0) measured.phase[PHASE_FORWARD] = ledger_snapshot();
+            gpt_backward(&model, data.inputs, data.targets, 1.0f / (B * T * o.accum)); // backward
+            if (first && micro == 0) measured.phase[PHASE_BACKWARD] = ledger_snapshot();
+        }
         double norm = sqrt(sum_squares(model.grads, model.nparams));
         float lr = lr_at(&opt.cfg, step);
         optimizer_step(&opt, model.params, model.grads, lr, step + 1, clip_scale(norm, o.clip)); // step
@@ -506,9 +517,12 @@ int main(int argc, char **argv) {
 
         double dt = now_seconds() - t0;
         t_train += dt;
-        tokens_seen += (long long)B * T;
-        printf("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s | mem %.1f MiB\n",
-               step + 1, o.steps, loss, lr, norm, dt * 1e3, B * T / dt, mib(g_ledger.peak_total));
+        long long step_tokens = (long long)B * T * o.accum;
+        tokens_seen += step_tokens;
+        printf("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s | mem %.1f MiB",
+               step + 1, o.steps, loss, lr, norm, dt * 1e3, step_tokens / dt, mib(g_ledger.peak_total));
+        if (o.accum > 1) printf(" | tokens %d micro, %lld step", B * T, step_tokens);
+        printf("\n");
         if (!isfinite(loss)) {
             fprintf(stderr, "error: the loss is %f at step %d; lower --lr or raise --warmup\n", loss, step + 1);
             return 1;

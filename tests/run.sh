@@ -60,7 +60,7 @@ if [ "$pushes" -eq $((1 + 2 * 13 + 4)) ] && [ "$pops" -ge 3 ] && grep -qE 'pop  
   ok "trace: 31 pushes, the stack is empty after the backward"
 else bad "trace: pushes $pushes pops $pops"; fi
 # gpt2-xl dry run: instant, and the published 16 bytes/param shape (here fp32: 16 bytes/param too)
-if ./train --model gpt2-xl --dry-run >"$tmp/xl" 2>&1 && grep -q 'params  *6230745600' "$tmp/xl"; then
+if ./train --model gpt2-xl --dry-run >"$tmp/xl" 2>&1 && grep -qE '^  params .* 6230745600$' "$tmp/xl"; then
   ok "gpt2-xl dry run (params 4 x 1557686400 bytes)"; else bad "gpt2-xl dry run"; cat "$tmp/xl" | head -5; fi
 
 # --- 3. training ----------------------------------------------------------------

@@ -244,8 +244,9 @@ double loss_model(void) {
 
 void model_setup(const GPTConfig *c, int B, int T) {
     tm_B = B; tm_T = T;
-    gpt_build(&tm, c, B, T);
-    arena_reserve(predict_activation_bytes(c->layers, c->channels, c->heads, padded_vocab(c), B, T));
+    gpt_build(&tm, c, B, T, 0, 0);
+    RunShape shape = {B, T, 0, 0, 0};
+    arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
 }
 
 void model_teardown(void) { gpt_free(&tm); arena_release(); }

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "memory.h"
 
 // ---------------------------------------------------------------------------
@@ -192,6 +193,12 @@ void init_params(float *params, const GPTConfig *c, uint64_t seed) {
             p[j] = t[i].init_ones ? 1.0f : t[i].init_std > 0 ? t[i].init_std * rng_normal(&s) : 0.0f;
     }
     free(t);
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // ===========================================================================
@@ -680,6 +687,7 @@ typedef struct {
     GPTConfig cfg;
     int flash;  // --flash: attention without the T x T matrix
     int ckpt;   // --ckpt: keep only each block's output, recompute the rest in the backward
+    double recompute_seconds;  // --ckpt: time spent recomputing blocks (the price of the memory saved)
     size_t nparams;
     float *params, *grads;  // (nparams) each
     // activations of the current forward pass (pointers into the stack)
@@ -843,7 +851,9 @@ void gpt_backward(GPT *m, const int *inp, const int *targets, float dloss) {
             // recompute the block from its input: pushes its 13 tensors again,
             // bit for bit the ones the forward computed and dropped
             if (g_ledger.trace) printf("  recompute layer %d\n", l);
+            double t0 = now_seconds();
             block_forward(m, l, block_input(m, l), B, T);
+            m->recompute_seconds += now_seconds() - t0;
         }
         block_backward(m, l, block_input(m, l), B, T);
         arena_pop_to(mark, "layer");

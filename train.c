@@ -356,12 +356,6 @@ CkptHeader ckpt_load(const char *path, const CkptHeader *want, float *params, fl
 // ---------------------------------------------------------------------------
 // Evaluation and sampling
 
-double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 float evaluate(GPT *model, Dataset *data, int B, int T, int n_batches) {
     double sum = 0.0;
     for (int k = 0; k < n_batches; k++) {
@@ -500,6 +494,7 @@ int main(int argc, char **argv) {
         if (g_ledger.trace) printf("trace of step %d: the activation stack\n", step + 1);
 
         gpt_zero_grad(&model);
+        model.recompute_seconds = 0.0;
         float loss = 0.0f;
         for (int micro = 0; micro < o.accum; micro++) {  // --accum: gradients add up over micro-batches
             data_next_train(&data, B, T);
@@ -522,6 +517,7 @@ int main(int argc, char **argv) {
         printf("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s | mem %.1f MiB",
                step + 1, o.steps, loss, lr, norm, dt * 1e3, step_tokens / dt, mib(g_ledger.peak_total));
         if (o.accum > 1) printf(" | tokens %d micro, %lld step", B * T, step_tokens);
+        if (o.ckpt) printf(" | recompute %.1f ms", model.recompute_seconds * 1e3);
         printf("\n");
         if (!isfinite(loss)) {
             fprintf(stderr, "error: the loss is %f at step %d; lower --lr or raise --warmup\n", loss, step + 1);

@@ -84,6 +84,41 @@ else bad "resume at step 8 is bit-identical to an uninterrupted run"; fi
 if cmp -s "$tmp/t1.ckpt" "$tmp/t2.ckpt"; then ok "1 and 2 threads give bitwise equal weights"
 else bad "1 and 2 threads give bitwise equal weights"; fi
 
+# --- 3b. the memory flags --------------------------------------------------------
+# every combination of accum x ckpt x flash: predicted == measured
+for accum in 1 3; do for ckpt in "" --ckpt; do for flash in "" --flash; do
+  name="accum $accum ${ckpt:-no-ckpt} ${flash:-naive}"
+  if ./train "${SMALL[@]}" --steps 2 --accum $accum $ckpt $flash --mem-json "$tmp/f.json" >"$tmp/flog" 2>&1 &&
+     mem_equal "$tmp/f.json"; then ok "ledger predicted == measured: $name"
+  else bad "ledger predicted == measured: $name"; tail -3 "$tmp/flog"; fi
+done; done; done
+# --ckpt and --flash --ckpt: bitwise the same weights after 4 steps (cmp of the checkpoints)
+./train "${SMALL[@]}" --steps 4 --save "$tmp/n.ckpt" >/dev/null 2>&1
+./train "${SMALL[@]}" --steps 4 --ckpt --save "$tmp/k.ckpt" >"$tmp/klog" 2>&1
+if cmp -s "$tmp/n.ckpt" "$tmp/k.ckpt" && grep -q 'recompute [0-9.]* ms' "$tmp/klog"; then
+  ok "--ckpt: bitwise identical training, step line shows the recompute time"
+else bad "--ckpt: bitwise identical training"; fi
+./train "${SMALL[@]}" --steps 4 --flash --save "$tmp/f1.ckpt" >/dev/null 2>&1
+./train "${SMALL[@]}" --steps 4 --flash --ckpt --save "$tmp/f2.ckpt" >/dev/null 2>&1
+if cmp -s "$tmp/f1.ckpt" "$tmp/f2.ckpt"; then ok "--flash --ckpt: bitwise identical to --flash"
+else bad "--flash --ckpt: bitwise identical to --flash"; fi
+# --accum 4 --batch 2 trains like --batch 8: the same losses, step by step
+./train "${SMALL[@]}" --steps 5 --batch 8 >"$tmp/b8" 2>&1
+./train "${SMALL[@]}" --steps 5 --batch 2 --accum 4 >"$tmp/a4" 2>&1
+if [ "$(grep '^step' "$tmp/b8" | cut -d'|' -f2)" = "$(grep '^step' "$tmp/a4" | cut -d'|' -f2)" ] &&
+   grep -q 'tokens 64 micro, 256 step' "$tmp/a4"; then ok "--accum 4 --batch 2: the losses of --batch 8"
+else bad "--accum 4 --batch 2: the losses of --batch 8"; fi
+# --flash removes exactly the T^2 terms: 12 layers x B x H x (T^2 - T) floats for gpt2 at T=1024
+peak_act() { ./train --model gpt2 --batch 1 --seq-len 1024 --dry-run "$@" | awk '$1 == "activations" {print $NF}'; }
+naive=$(peak_act); flash=$(peak_act --flash)
+if [ -n "$naive" ] && [ $((naive - flash)) -eq $((12 * 12 * (1024 * 1024 - 1024) * 4)) ]; then
+  ok "--flash in the gpt2 dry run: activations drop by exactly 12 x H x (T^2 - T) x 4 bytes"
+else bad "--flash dry run: naive $naive flash $flash"; fi
+# --ckpt in the gpt2 dry run: activations drop from L x full to L x N x C + one full block
+ckpt=$(peak_act --ckpt)
+if [ -n "$ckpt" ] && [ "$ckpt" -lt $((naive / 4)) ]; then ok "--ckpt in the gpt2 dry run: $naive -> $ckpt bytes"
+else bad "--ckpt dry run: naive $naive ckpt $ckpt"; fi
+
 # --- 4. bad input: a clear message and a non-zero exit, never a crash ---------
 # expect CODE "message part" args...
 expect() {
@@ -123,7 +158,7 @@ if ./train --help >"$tmp/help" && [ "$(grep -c '^  --' "$tmp/help")" -ge 25 ]; t
   if [ -z "$missing" ]; then ok "README's flag table lists every flag of --help"
   else bad "README's flag table lacks: $missing"; fi
 else bad "--help lists the flags"; fi
-for f in doc/memory.md doc/architecture.md; do
+for f in doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md; do
   if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
 done
 # the dry-run table in doc/memory.md is the binary's output, verbatim

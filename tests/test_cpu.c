@@ -294,6 +294,96 @@ void test_model_fd(void) {
     model_teardown();
 }
 
+// --- flash attention: equal to the naive path, and its own finite differences ---
+int fl_B, fl_T, fl_C, fl_H;
+
+double loss_flash(void) {
+    flash_attention_forward(outb, att_b, in1, fl_B, fl_T, fl_C, fl_H);
+    return dot(outb, rr, (size_t)fl_B * fl_T * fl_C);
+}
+
+void test_flash(void) {
+    // odd T (75 crosses a 64-key tile), odd head sizes (5 and 7)
+    int shapes[][4] = {{2, 75, 15, 3}, {1, 13, 14, 2}, {3, 1, 8, 1}};
+    for (int k = 0; k < 3; k++) {
+        int B = shapes[k][0], T = shapes[k][1], C = shapes[k][2], H = shapes[k][3];
+        size_t N = (size_t)B * T;
+        float *qkv = fvec(N * 3 * C), *out_n = fvec(N * C), *out_f = fvec(N * C), *att = fvec((size_t)B * H * T * T);
+        float *lse = fvec((size_t)B * H * T), *dout = fvec(N * C), *dn = fvec(N * 3 * C), *df = fvec(N * 3 * C);
+        fill_normal(qkv, N * 3 * C, 1.5f); fill_normal(dout, N * C, 1);
+        attention_forward(out_n, att, qkv, B, T, C, H);
+        flash_attention_forward(out_f, lse, qkv, B, T, C, H);
+        attention_backward(dn, dout, qkv, att, B, T, C, H);
+        flash_attention_backward(df, dout, qkv, out_f, lse, B, T, C, H);
+        double ef = rel_err_ff(out_f, out_n, N * C), eb = rel_err_ff(df, dn, N * 3 * C);
+        check(ef < 1e-5 && eb < 1e-5, "flash == naive attention", "B %d T %d C %d H %d: forward %.2e, backward %.2e",
+              B, T, C, H, ef, eb);
+        free(qkv); free(out_n); free(out_f); free(att); free(lse); free(dout); free(dn); free(df);
+    }
+    fl_B = 2; fl_T = 9; fl_C = 10; fl_H = 2;
+    size_t N = (size_t)fl_B * fl_T;
+    in1 = fvec(N * 3 * fl_C); outb = fvec(N * fl_C); rr = fvec(N * fl_C); att_b = fvec((size_t)fl_B * fl_H * fl_T);
+    fill_normal(in1, N * 3 * fl_C, 1); fill_normal(rr, N * fl_C, 1);
+    float *dqkv = fvec(N * 3 * fl_C);
+    loss_flash();
+    flash_attention_backward(dqkv, rr, in1, outb, att_b, fl_B, fl_T, fl_C, fl_H);
+    fd_check("fd flash attention dqkv", loss_flash, in1, dqkv, N * 3 * fl_C);
+    free(in1); free(outb); free(rr); free(att_b); free(dqkv);
+}
+
+// Gradients of one step for a model built with (flash, ckpt), B x T tokens
+// from tokens[] split into `micro` micro-batches; returns the mean loss.
+float grads_of(const GPTConfig *c, int flash, int ckpt, int B, int T, int micro, const int *in, const int *tg,
+               float *grads_out) {
+    int b = B / micro;
+    gpt_build(&tm, c, b, T, flash, ckpt);
+    RunShape shape = {b, T, 0, flash, ckpt};
+    arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
+    init_params(tm.params, c, 11);
+    gpt_zero_grad(&tm);
+    float loss = 0;
+    for (int k = 0; k < micro; k++) {
+        loss += gpt_forward(&tm, in + k * b * T, tg + k * b * T, b, T) / micro;
+        gpt_backward(&tm, in + k * b * T, tg + k * b * T, 1.0f / (b * T * micro));
+    }
+    memcpy(grads_out, tm.grads, tm.nparams * sizeof(float));
+    model_teardown();
+    return loss;
+}
+
+// max |a - b| / max |b|: relative to the largest gradient, so tiny elements
+// do not turn rounding into a large ratio
+double max_rel_diff(const float *a, const float *b, size_t n) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs((double)a[i] - b[i]) > d) d = fabs((double)a[i] - b[i]);
+        if (fabs(b[i]) > m) m = fabs(b[i]);
+    }
+    return d / (m > 0 ? m : 1);
+}
+
+void test_flags_equivalence(void) {
+    GPTConfig c = {3, 24, 3, 77, 20};
+    int B = 8, T = 19, in[8 * 19], tg[8 * 19];
+    for (int i = 0; i < B * T; i++) { in[i] = (int)(rng_next(&test_rng) % 77); tg[i] = (int)(rng_next(&test_rng) % 77); }
+    size_t P = param_count(&c);
+    float *g_ref = fvec(P), *g = fvec(P);
+    float l_ref = grads_of(&c, 0, 0, B, T, 1, in, tg, g_ref);
+    float l_ck = grads_of(&c, 0, 1, B, T, 1, in, tg, g);
+    check(l_ck == l_ref && !memcmp(g, g_ref, P * sizeof(float)), "ckpt: bitwise identical gradients and loss",
+          "loss %.7f vs %.7f", l_ck, l_ref);
+    float l_fl = grads_of(&c, 1, 0, B, T, 1, in, tg, g_ref);
+    float l_flck = grads_of(&c, 1, 1, B, T, 1, in, tg, g);
+    check(l_flck == l_fl && !memcmp(g, g_ref, P * sizeof(float)), "flash+ckpt: bitwise identical to flash",
+          "loss %.7f vs %.7f", l_flck, l_fl);
+    l_ref = grads_of(&c, 0, 0, B, T, 1, in, tg, g_ref);
+    float l_acc = grads_of(&c, 0, 0, B, T, 4, in, tg, g);
+    double e = max_rel_diff(g, g_ref, P);
+    check(e < 1e-5 && fabsf(l_acc - l_ref) < 1e-5f * l_ref, "accum 4 x batch 2 == batch 8",
+          "gradients max relative difference %.2e, loss %.7f vs %.7f", e, l_acc, l_ref);
+    free(g_ref); free(g);
+}
+
 // --- parity with PyTorch ----------------------------------------------------------
 float *read_array(FILE *f, const char *name, int *count) {
     char got[64];
@@ -429,6 +519,8 @@ int main(void) {
     test_residual();
     test_crossentropy();
     test_model_fd();
+    test_flash();
+    test_flags_equivalence();
     test_torch_parity();
     test_adamw_by_hand();
     test_schedule_and_clip();

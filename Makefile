@@ -13,7 +13,7 @@ CFLAGS ?= $(OPT) $(ARCH) -ffp-contract=fast
 CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp
 LDLIBS  = -lm
 
-HEADERS = memory.h model.h predict.h optimizer.h data.h
+HEADERS = memory.h model.h predict.h optimizer.h data.h dtype.h
 
 .PHONY: all test data bench asan clean
 

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "dtype.h"
 #include "memory.h"
 
 // ---------------------------------------------------------------------------
@@ -86,10 +87,8 @@ typedef struct {
     float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 } LayerWeights;
 
-// Pointers into layer l's block of `base` (the params or the grads array).
-LayerWeights layer_weights(float *base, const GPTConfig *c, int l) {
-    size_t C = c->channels;
-    float *p = base + layer_offset(c, l);
+// Pointers into one layer's block of 12 tensors, starting at p.
+LayerWeights layer_weights_at(float *p, size_t C) {
     LayerWeights w;
     w.ln1w = p; p += C;
     w.ln1b = p; p += C;
@@ -104,6 +103,11 @@ LayerWeights layer_weights(float *base, const GPTConfig *c, int l) {
     w.fcprojw = p; p += 4 * C * C;
     w.fcprojb = p;
     return w;
+}
+
+// Pointers into layer l's block of `base` (the params or the grads array).
+LayerWeights layer_weights(float *base, const GPTConfig *c, int l) {
+    return layer_weights_at(base + layer_offset(c, l), c->channels);
 }
 
 float *wte_of(float *base) { return base; }
@@ -667,9 +671,23 @@ void crossentropy_backward(float *probs, const int *targets, int N, int Vp, floa
 
 // ===========================================================================
 // The model: forward and backward over the ops above.
+//
+// Storage and arithmetic (--dtype). The ops always compute in fp32. With
+// --dtype fp32 they work directly on the stored tensors. With bf16 or fp16,
+// weights, gradients and saved activations are stored in 16 bits, and each
+// block computes in fp32 *working buffers* (ledger: scratch): weights are
+// widened into them before use, every op's output is rounded to 16 bits when
+// it is saved (and in the working copy too, so the next op reads exactly what
+// was saved), and the backward widens the saved tensors again. The helpers
+// below (push_act, keep, load_saved, weights_for, grads_for, grads_done) are
+// where that happens; for fp32 they hand back the stored tensors and do nothing.
 // ===========================================================================
 
-// The tensors one layer saves for its backward (all on the activation stack).
+enum { SAVED_PER_LAYER = 13 };
+
+// The tensors one layer saves for its backward. The named pointers are the
+// fp32 views the ops use; saved[] are the tensors on the activation stack in
+// the storage dtype (for fp32 the same memory), in push order.
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // (N,C), (N), (N)
     float *qkv;                        // (N,3C)
@@ -681,99 +699,275 @@ typedef struct {
     float *fch, *fch_gelu;             // (N,4C) MLP hidden, before and after GELU
     float *res3;                       // (N,C) layer output = residual after the MLP
     int mark;                          // stack mark before this layer's pushes
+    int n;                             // tensors pushed so far (SAVED_PER_LAYER when done)
+    void *saved[SAVED_PER_LAYER];
+    float *view[SAVED_PER_LAYER];
+    size_t count[SAVED_PER_LAYER];
 } LayerActs;
+
+// fp32 views of the weights that are not in a layer: embeddings and final layernorm.
+typedef struct {
+    float *wte, *wpe, *lnfw, *lnfb;
+} GlobalWeights;
 
 typedef struct {
     GPTConfig cfg;
+    int dtype;  // --dtype: DT_FP32, DT_BF16 or DT_FP16 (storage of weights, grads, activations)
     int flash;  // --flash: attention without the T x T matrix
     int ckpt;   // --ckpt: keep only each block's output, recompute the rest in the backward
     double recompute_seconds;  // --ckpt: time spent recomputing blocks (the price of the memory saved)
     size_t nparams;
-    float *params, *grads;  // (nparams) each
-    // activations of the current forward pass (pointers into the stack)
-    float *encoded;                   // (N,C)
+    float *params;     // fp32 weights: what the optimizer updates (ledger: params, or master with 16-bit)
+    float *grads;      // fp32 gradients (fp32 runs only)
+    void *params_lp;   // 16-bit runs: the weights the model computes with (ledger: params)
+    void *grads_lp;    // 16-bit runs: the gradients (ledger: grads)
+    // activations of the current forward pass
+    void *encoded;                    // (N,C) saved embedding output
     LayerActs *acts;                  // L entries
-    float *lnf, *lnf_mean, *lnf_rstd; // (N,C), (N), (N)
-    float *logits;                    // (N,Vp): logits, then probs, then dlogits
+    LayerActs final;                  // lnf (N,C), lnf_mean, lnf_rstd (N), logits (N,Vp)
+    float *logits;                    // fp32 view of the logits: logits, then probs, then dlogits
     int B, T;                         // shape of the current forward pass
     int arena_mark;                   // stack mark before the forward pass
-    int final_mark;                   // stack mark before the final layernorm's pushes
     // backward scratch, reused by every layer: sized for the training batch
     float *dres;   // (N,C)  gradient of the residual stream
     float *dln;    // (N,C)  gradient of a layernorm output
     float *dqkv;   // (N,3C)
     float *datty;  // (N,C)
     float *dfch;   // (N,4C) gradient of the MLP hidden (before and after GELU, in place)
+    // 16-bit runs only: the fp32 working buffers (ledger: scratch)
+    float *x_work;      // (N,C) the current block's input
+    float *act_work;    // one block's 13 tensors, or the final 4, in fp32
+    float *w_layer;     // one layer's weights (12C^2 + 13C)
+    float *g_layer;     // one layer's gradients
+    float *w_global;    // wte, wpe, lnf: (Vp + maxT) C + 2C
+    float *g_global;    // their gradients
 } GPT;
 
-// Allocate parameters, gradients and backward scratch (for batches of B x T).
-void gpt_build(GPT *m, const GPTConfig *cfg, int B, int T, int flash, int ckpt) {
+size_t global_param_count(const GPTConfig *c) {
+    return ((size_t)padded_vocab(c) + c->max_seq) * c->channels + 2 * (size_t)c->channels;
+}
+
+// Floats in one block's working set (all 13 tensors), and in the final one.
+size_t block_act_floats(const GPTConfig *c, int B, int T, int flash) {
+    size_t N = (size_t)B * T, C = c->channels;
+    return 16 * N * C + 4 * N + (flash ? (size_t)B * c->heads * T : (size_t)B * c->heads * T * T);
+}
+size_t final_act_floats(const GPTConfig *c, int B, int T) {
+    size_t N = (size_t)B * T;
+    return N * c->channels + 2 * N + N * padded_vocab(c);
+}
+
+// Allocate weights, gradients and scratch (for micro-batches of B x T).
+void gpt_build(GPT *m, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
+    m->dtype = dtype;
     m->flash = flash;
     m->ckpt = ckpt;
     m->nparams = param_count(cfg);
-    size_t N = (size_t)B * T, C = cfg->channels;
-    m->params = mem_alloc(MEM_PARAMS, m->nparams * sizeof(float), "params");
-    m->grads = mem_alloc(MEM_GRADS, m->nparams * sizeof(float), "grads");
+    size_t N = (size_t)B * T, C = cfg->channels, P = m->nparams;
+    if (dtype == DT_FP32) {
+        m->params = mem_alloc(MEM_PARAMS, P * sizeof(float), "params");
+        m->grads = mem_alloc(MEM_GRADS, P * sizeof(float), "grads");
+    } else {
+        m->params_lp = mem_alloc(MEM_PARAMS, P * 2, "params (16-bit)");
+        m->params = mem_alloc(MEM_MASTER, P * sizeof(float), "master weights");
+        m->grads_lp = mem_alloc(MEM_GRADS, P * 2, "grads (16-bit)");
+    }
     m->dres = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "dres");
     m->dln = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "dln");
     m->dqkv = mem_alloc(MEM_SCRATCH, N * 3 * C * sizeof(float), "dqkv");
     m->datty = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "datty");
     m->dfch = mem_alloc(MEM_SCRATCH, N * 4 * C * sizeof(float), "dfch");
+    if (dtype != DT_FP32) {
+        size_t block = block_act_floats(cfg, B, T, flash), final = final_act_floats(cfg, B, T);
+        m->x_work = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "x work");
+        m->act_work = mem_alloc(MEM_SCRATCH, (block > final ? block : final) * sizeof(float), "activation work");
+        m->w_layer = mem_alloc(MEM_SCRATCH, layer_param_count(cfg->channels) * sizeof(float), "layer weights work");
+        m->g_layer = mem_alloc(MEM_SCRATCH, layer_param_count(cfg->channels) * sizeof(float), "layer grads work");
+        m->w_global = mem_alloc(MEM_SCRATCH, global_param_count(cfg) * sizeof(float), "global weights work");
+        m->g_global = mem_alloc(MEM_SCRATCH, global_param_count(cfg) * sizeof(float), "global grads work");
+    }
     m->acts = calloc(cfg->layers, sizeof(LayerActs));
 }
 
 void gpt_free(GPT *m) {
-    mem_free(m->params); mem_free(m->grads);
-    mem_free(m->dres); mem_free(m->dln); mem_free(m->dqkv); mem_free(m->datty); mem_free(m->dfch);
+    void *bufs[] = {m->params, m->grads, m->params_lp, m->grads_lp, m->dres, m->dln, m->dqkv, m->datty, m->dfch,
+                    m->x_work, m->act_work, m->w_layer, m->g_layer, m->w_global, m->g_global};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mem_free(bufs[i]);
     free(m->acts);
 }
 
-void gpt_zero_grad(GPT *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
+void gpt_zero_grad(GPT *m) {
+    if (m->dtype == DT_FP32) memset(m->grads, 0, m->nparams * sizeof(float));
+    else memset(m->grads_lp, 0, m->nparams * 2);
+}
 
-// One transformer block, forward: x (N,C) -> a->res3 (N,C). Pushes its tensors.
+// After the optimizer changed the fp32 weights: round them into the 16-bit
+// weights the model computes with. (fp32: nothing to do.)
+void gpt_sync_params(GPT *m) {
+    if (m->dtype != DT_FP32) dtype_store(m->params_lp, m->params, m->nparams, m->dtype);
+}
+
+// The gradients as stored, with their dtype (for the norm and the optimizer).
+const void *gpt_grads(const GPT *m) { return m->dtype == DT_FP32 ? (const void *)m->grads : m->grads_lp; }
+
+// --- the dtype helpers ---------------------------------------------------------
+
+// Layer l's weights as fp32: the stored ones, or widened into w_layer.
+LayerWeights weights_for(GPT *m, int l) {
+    if (m->dtype == DT_FP32) return layer_weights(m->params, &m->cfg, l);
+    size_t off = layer_offset(&m->cfg, l), n = layer_param_count(m->cfg.channels);
+    dtype_load(m->w_layer, (const uint16_t *)m->params_lp + off, n, m->dtype);
+    return layer_weights_at(m->w_layer, m->cfg.channels);
+}
+
+// Where layer l's backward accumulates its weight gradients: the stored fp32
+// grads, or g_layer (zeroed), which grads_done then adds into the 16-bit grads.
+LayerWeights grads_for(GPT *m, int l) {
+    if (m->dtype == DT_FP32) return layer_weights(m->grads, &m->cfg, l);
+    memset(m->g_layer, 0, layer_param_count(m->cfg.channels) * sizeof(float));
+    return layer_weights_at(m->g_layer, m->cfg.channels);
+}
+
+void grads_done(GPT *m, int l) {
+    if (m->dtype == DT_FP32) return;
+    size_t off = layer_offset(&m->cfg, l);
+    dtype_accumulate((uint16_t *)m->grads_lp + off, m->g_layer, layer_param_count(m->cfg.channels), m->dtype);
+}
+
+// The embeddings and final layernorm as fp32 (widened into w_global for 16-bit).
+GlobalWeights global_weights(GPT *m) {
+    const GPTConfig *c = &m->cfg;
+    GlobalWeights g;
+    if (m->dtype == DT_FP32) {
+        g.wte = wte_of(m->params); g.wpe = wpe_of(m->params, c); g.lnfw = lnf_of(m->params, c);
+    } else {
+        size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels;
+        dtype_load(m->w_global, m->params_lp, emb, m->dtype);
+        dtype_load(m->w_global + emb, (const uint16_t *)m->params_lp + layer_offset(c, c->layers), 2 * c->channels,
+                   m->dtype);
+        g.wte = m->w_global; g.wpe = m->w_global + (size_t)padded_vocab(c) * c->channels; g.lnfw = m->w_global + emb;
+    }
+    g.lnfb = g.lnfw + c->channels;
+    return g;
+}
+
+// Their gradients: the stored fp32 ones, or g_global (zeroed here; added into
+// the 16-bit grads by global_grads_done).
+GlobalWeights global_grads(GPT *m) {
+    const GPTConfig *c = &m->cfg;
+    GlobalWeights g;
+    if (m->dtype == DT_FP32) {
+        g.wte = wte_of(m->grads); g.wpe = wpe_of(m->grads, c); g.lnfw = lnf_of(m->grads, c);
+    } else {
+        size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels;
+        memset(m->g_global, 0, global_param_count(c) * sizeof(float));
+        g.wte = m->g_global; g.wpe = m->g_global + (size_t)padded_vocab(c) * c->channels; g.lnfw = m->g_global + emb;
+    }
+    g.lnfb = g.lnfw + c->channels;
+    return g;
+}
+
+void global_grads_done(GPT *m) {
+    if (m->dtype == DT_FP32) return;
+    const GPTConfig *c = &m->cfg;
+    size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels;
+    dtype_accumulate(m->grads_lp, m->g_global, emb, m->dtype);
+    dtype_accumulate((uint16_t *)m->grads_lp + layer_offset(c, c->layers), m->g_global + emb, 2 * c->channels,
+                     m->dtype);
+}
+
+// Push a tensor of `count` elements on the stack in the storage dtype and
+// return the fp32 view the ops write: the tensor itself (fp32), or the next
+// `count` floats of the working buffer at *work.
+float *push_act(GPT *m, LayerActs *a, const char *name, size_t count, float **work) {
+    int i = a->n++;
+    a->saved[i] = arena_push(name, count * dtype_size(m->dtype));
+    a->count[i] = count;
+    if (m->dtype == DT_FP32) a->view[i] = a->saved[i];
+    else { a->view[i] = *work; *work += count; }
+    return a->view[i];
+}
+
+// An op has written x (a view of a's tensor): round it to the storage dtype,
+// in the saved tensor and in x itself. (fp32: nothing to do.)
+void keep(GPT *m, LayerActs *a, float *x) {
+    if (m->dtype == DT_FP32) return;
+    for (int i = 0; i < a->n; i++)
+        if (a->view[i] == x) dtype_round_store(x, a->saved[i], a->count[i], m->dtype);
+}
+
+// Widen every saved tensor of a back into its fp32 view, for the backward.
+void load_saved(GPT *m, LayerActs *a) {
+    if (m->dtype == DT_FP32) return;
+    for (int i = 0; i < a->n; i++) dtype_load(a->view[i], a->saved[i], a->count[i], m->dtype);
+}
+
+// The fp32 input of block l: the embedding output or the previous block's
+// output; for 16-bit runs, widened from the stack into x_work.
+const float *block_input(GPT *m, int l) {
+    const void *saved = l == 0 ? m->encoded : m->acts[l - 1].saved[SAVED_PER_LAYER - 1];
+    if (m->dtype == DT_FP32) return saved;
+    dtype_load(m->x_work, saved, (size_t)m->B * m->T * m->cfg.channels, m->dtype);
+    return m->x_work;
+}
+
+// --- the blocks -------------------------------------------------------------------
+
+// One transformer block, forward: x (N,C) -> a->res3 (N,C). Pushes its 13 tensors.
 void block_forward(GPT *m, int l, const float *x, int B, int T) {
     const GPTConfig *c = &m->cfg;
     int C = c->channels, H = c->heads, N = B * T;
-    LayerWeights w = layer_weights(m->params, c, l);
+    LayerWeights w = weights_for(m, l);
     LayerActs *a = &m->acts[l];
+    float *work = m->act_work;
     a->mark = arena_mark();
-    a->ln1 = arena_push_floats("ln1", (size_t)N * C);
-    a->ln1_mean = arena_push_floats("ln1_mean", N);
-    a->ln1_rstd = arena_push_floats("ln1_rstd", N);
-    a->qkv = arena_push_floats("qkv", (size_t)N * 3 * C);
-    if (m->flash) a->lse = arena_push_floats("lse", (size_t)B * H * T);
-    else a->att = arena_push_floats("att", (size_t)B * H * T * T);
-    a->atty = arena_push_floats("atty", (size_t)N * C);
-    a->res2 = arena_push_floats("res2", (size_t)N * C);
-    a->ln2 = arena_push_floats("ln2", (size_t)N * C);
-    a->ln2_mean = arena_push_floats("ln2_mean", N);
-    a->ln2_rstd = arena_push_floats("ln2_rstd", N);
-    a->fch = arena_push_floats("fch", (size_t)N * 4 * C);
-    a->fch_gelu = arena_push_floats("fch_gelu", (size_t)N * 4 * C);
-    a->res3 = arena_push_floats("res3", (size_t)N * C);
+    a->n = 0;
+    a->ln1 = push_act(m, a, "ln1", (size_t)N * C, &work);
+    a->ln1_mean = push_act(m, a, "ln1_mean", N, &work);
+    a->ln1_rstd = push_act(m, a, "ln1_rstd", N, &work);
+    a->qkv = push_act(m, a, "qkv", (size_t)N * 3 * C, &work);
+    if (m->flash) a->lse = push_act(m, a, "lse", (size_t)B * H * T, &work);
+    else a->att = push_act(m, a, "att", (size_t)B * H * T * T, &work);
+    a->atty = push_act(m, a, "atty", (size_t)N * C, &work);
+    a->res2 = push_act(m, a, "res2", (size_t)N * C, &work);
+    a->ln2 = push_act(m, a, "ln2", (size_t)N * C, &work);
+    a->ln2_mean = push_act(m, a, "ln2_mean", N, &work);
+    a->ln2_rstd = push_act(m, a, "ln2_rstd", N, &work);
+    a->fch = push_act(m, a, "fch", (size_t)N * 4 * C, &work);
+    a->fch_gelu = push_act(m, a, "fch_gelu", (size_t)N * 4 * C, &work);
+    a->res3 = push_act(m, a, "res3", (size_t)N * C, &work);
 
     layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
+    keep(m, a, a->ln1); keep(m, a, a->ln1_mean); keep(m, a, a->ln1_rstd);
     matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
-    if (m->flash) flash_attention_forward(a->atty, a->lse, a->qkv, B, T, C, H);
-    else attention_forward(a->atty, a->att, a->qkv, B, T, C, H);
+    keep(m, a, a->qkv);
+    if (m->flash) { flash_attention_forward(a->atty, a->lse, a->qkv, B, T, C, H); keep(m, a, a->lse); }
+    else { attention_forward(a->atty, a->att, a->qkv, B, T, C, H); keep(m, a, a->att); }
+    keep(m, a, a->atty);
     matmul_forward(a->res2, a->atty, w.attprojw, w.attprojb, N, C, C);
     residual_forward(a->res2, a->res2, x, (size_t)N * C);              // res2 = x + attn(x)
+    keep(m, a, a->res2);
     layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
+    keep(m, a, a->ln2); keep(m, a, a->ln2_mean); keep(m, a, a->ln2_rstd);
     matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, 4 * C);
+    keep(m, a, a->fch);
     gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+    keep(m, a, a->fch_gelu);
     matmul_forward(a->res3, a->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
     residual_forward(a->res3, a->res3, a->res2, (size_t)N * C);        // res3 = res2 + mlp(res2)
+    keep(m, a, a->res3);
 }
 
 // One transformer block, backward. On entry m->dres holds d(res3); on exit it
-// holds d(x). Weight gradients accumulate into m->grads.
+// holds d(x). Weight gradients accumulate into the model's gradients.
 void block_backward(GPT *m, int l, const float *x, int B, int T) {
     const GPTConfig *c = &m->cfg;
     int C = c->channels, H = c->heads, N = B * T;
-    LayerWeights w = layer_weights(m->params, c, l), g = layer_weights(m->grads, c, l);
+    LayerWeights w = weights_for(m, l), g = grads_for(m, l);
     LayerActs *a = &m->acts[l];
+    load_saved(m, a);
     // res3 = res2 + fcproj(gelu(fc(ln2(res2)))): d(res2) starts as d(res3), kept in dres
     matmul_backward(m->dfch, g.fcprojw, g.fcprojb, m->dres, a->fch_gelu, w.fcprojw, N, 4 * C, C);
     gelu_backward(m->dfch, a->fch, m->dfch, (size_t)N * 4 * C);
@@ -785,9 +979,8 @@ void block_backward(GPT *m, int l, const float *x, int B, int T) {
     else attention_backward(m->dqkv, m->datty, a->qkv, a->att, B, T, C, H);
     matmul_backward(m->dln, g.qkvw, g.qkvb, m->dqkv, a->ln1, w.qkvw, N, C, 3 * C);
     layernorm_backward(m->dres, g.ln1w, g.ln1b, m->dln, x, w.ln1w, a->ln1_mean, a->ln1_rstd, N, C);
+    grads_done(m, l);
 }
-
-const float *block_input(const GPT *m, int l) { return l == 0 ? m->encoded : m->acts[l - 1].res3; }
 
 // --ckpt, in the forward: of block l's 13 tensors keep only its output res3
 // (the next block's input). The output is copied down to where the block's
@@ -795,70 +988,88 @@ const float *block_input(const GPT *m, int l) { return l == 0 ? m->encoded : m->
 // one (N,C) tensor per block instead of thirteen.
 void ckpt_keep_output(GPT *m, int l) {
     LayerActs *a = &m->acts[l];
-    size_t n = (size_t)m->B * m->T * m->cfg.channels;
-    const float *out = a->res3;
+    int last = SAVED_PER_LAYER - 1;
+    size_t bytes = a->count[last] * dtype_size(m->dtype);
+    const void *out = a->saved[last];
     arena_pop_to(a->mark, "ckpt");
-    float *kept = arena_push_floats("block_out", n);  // where ln1 began, below res3
-    memmove(kept, out, n * sizeof(float));
-    a->res3 = kept;
+    void *kept = arena_push("block_out", bytes);  // where ln1 began, below res3
+    memmove(kept, out, bytes);
+    a->saved[last] = kept;
+    if (m->dtype == DT_FP32) a->res3 = a->view[last] = kept;
 }
 
-// Forward pass over tokens inp[B,T]. Leaves logits (N,Vp) on the stack, so
-// the caller can sample from them. With targets, turns them into probabilities
-// and returns the mean loss; without, returns 0 and leaves raw logits.
+// Forward pass over tokens inp[B,T]. Leaves the logits (N,Vp) on the stack
+// (m->logits is their fp32 view), so the caller can sample from them. With
+// targets, turns them into probabilities and returns the mean loss; without,
+// returns 0 and leaves raw logits.
 float gpt_forward(GPT *m, const int *inp, const int *targets, int B, int T) {
     const GPTConfig *c = &m->cfg;
     int C = c->channels, N = B * T, Vp = padded_vocab(c);
+    GlobalWeights gw = global_weights(m);
     m->B = B; m->T = T;
     m->arena_mark = arena_mark();
-    m->encoded = arena_push_floats("encoded", (size_t)N * C);
-    encoder_forward(m->encoded, inp, wte_of(m->params), wpe_of(m->params, c), B, T, C);
+    m->encoded = arena_push("encoded", (size_t)N * C * dtype_size(m->dtype));
+    float *enc = m->dtype == DT_FP32 ? m->encoded : m->x_work;
+    encoder_forward(enc, inp, gw.wte, gw.wpe, B, T, C);
+    dtype_round_store(enc, m->encoded, (size_t)N * C, m->dtype);
     for (int l = 0; l < c->layers; l++) {
         block_forward(m, l, block_input(m, l), B, T);
         if (m->ckpt) ckpt_keep_output(m, l);
     }
-    float *lnfw = lnf_of(m->params, c);
-    m->final_mark = arena_mark();
-    m->lnf = arena_push_floats("lnf", (size_t)N * C);
-    m->lnf_mean = arena_push_floats("lnf_mean", N);
-    m->lnf_rstd = arena_push_floats("lnf_rstd", N);
-    m->logits = arena_push_floats("logits", (size_t)N * Vp);
-    layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, block_input(m, c->layers), lnfw, lnfw + C, N, C);
-    matmul_forward(m->logits, m->lnf, wte_of(m->params), NULL, N, C, Vp);  // LM head tied to wte
+    const float *x = block_input(m, c->layers);
+    LayerActs *f = &m->final;
+    float *work = m->act_work;
+    f->mark = arena_mark();
+    f->n = 0;
+    float *lnf = push_act(m, f, "lnf", (size_t)N * C, &work);
+    float *lnf_mean = push_act(m, f, "lnf_mean", N, &work);
+    float *lnf_rstd = push_act(m, f, "lnf_rstd", N, &work);
+    m->logits = push_act(m, f, "logits", (size_t)N * Vp, &work);
+    layernorm_forward(lnf, lnf_mean, lnf_rstd, x, gw.lnfw, gw.lnfb, N, C);
+    keep(m, f, lnf); keep(m, f, lnf_mean); keep(m, f, lnf_rstd);
+    matmul_forward(m->logits, lnf, gw.wte, NULL, N, C, Vp);  // LM head tied to wte
     if (!targets) return 0.0f;
-    return crossentropy_forward(m->logits, targets, N, c->vocab, Vp);
+    float loss = crossentropy_forward(m->logits, targets, N, c->vocab, Vp);
+    keep(m, f, m->logits);
+    return loss;
 }
 
 // Drop the activations of a forward pass without a backward (eval, sampling).
 void gpt_discard_activations(GPT *m) { arena_pop_to(m->arena_mark, "forward"); }
 
 // Backward pass for the last gpt_forward (which must have had targets).
-// dloss is d(total loss)/d(each row's loss): 1/N for a plain mean.
-// Accumulates into m->grads and pops the activation stack as it goes.
+// dloss is d(total loss)/d(each row's loss): 1/N for a plain mean (times the
+// loss scale with fp16). Accumulates into the gradients and pops the
+// activation stack as it goes.
 void gpt_backward(GPT *m, const int *inp, const int *targets, float dloss) {
     const GPTConfig *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, N = B * T, Vp = padded_vocab(c);
-    float *lnfw = lnf_of(m->params, c), *dlnfw = lnf_of(m->grads, c);
+    GlobalWeights gw = global_weights(m), gg = global_grads(m);
+    LayerActs *f = &m->final;
+    load_saved(m, f);
+    float *lnf = f->view[0], *lnf_mean = f->view[1], *lnf_rstd = f->view[2];
     crossentropy_backward(m->logits, targets, N, Vp, dloss);
-    matmul_backward(m->dln, wte_of(m->grads), NULL, m->logits, m->lnf, wte_of(m->params), N, C, Vp);
+    matmul_backward(m->dln, gg.wte, NULL, m->logits, lnf, gw.wte, N, C, Vp);
     memset(m->dres, 0, sizeof(float) * (size_t)N * C);
-    layernorm_backward(m->dres, dlnfw, dlnfw + C, m->dln, block_input(m, c->layers), lnfw, m->lnf_mean,
-                       m->lnf_rstd, N, C);
-    arena_pop_to(m->final_mark, "final");
+    layernorm_backward(m->dres, gg.lnfw, gg.lnfb, m->dln, block_input(m, c->layers), gw.lnfw, lnf_mean, lnf_rstd,
+                       N, C);
+    arena_pop_to(f->mark, "final");
     for (int l = c->layers - 1; l >= 0; l--) {
         int mark = m->acts[l].mark;  // with --ckpt: where the kept output sits
+        const float *x = block_input(m, l);
         if (m->ckpt) {
             // recompute the block from its input: pushes its 13 tensors again,
             // bit for bit the ones the forward computed and dropped
             if (g_ledger.trace) printf("  recompute layer %d\n", l);
             double t0 = now_seconds();
-            block_forward(m, l, block_input(m, l), B, T);
+            block_forward(m, l, x, B, T);
             m->recompute_seconds += now_seconds() - t0;
         }
-        block_backward(m, l, block_input(m, l), B, T);
+        block_backward(m, l, x, B, T);
         arena_pop_to(mark, "layer");
     }
-    encoder_backward(wte_of(m->grads), wpe_of(m->grads, c), m->dres, inp, B, T, C);
+    encoder_backward(gg.wte, gg.wpe, m->dres, inp, B, T, C);
+    global_grads_done(m);
     arena_pop_to(m->arena_mark, "encoded");
 }
 

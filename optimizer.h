@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include "memory.h"
 #include "model.h"
+#include "dtype.h"
 
 typedef struct {
     float lr;            // peak learning rate
@@ -31,28 +32,40 @@ float lr_at(const AdamWConfig *o, int s) {
     return min_lr + 0.5f * (o->lr - min_lr) * (1.0f + cosf(3.14159265358979f * progress));
 }
 
-// Sum of squares of g[0..n) in double, in a fixed order (independent of the
-// thread count): 64 fixed chunks, each summed in 8 independent lanes (lane i
-// takes every 8th element, so the compiler can use vector registers without
-// reordering any sum), then lanes and chunks are added in order.
-double sum_squares(const float *g, size_t n) {
+// Sum of squares of g[0..n) (stored as dtype dt) in double, in a fixed order
+// (independent of the thread count): 64 fixed chunks; each is widened to fp32
+// GRAD_BLOCK values at a time and summed in 8 independent lanes (lane i takes
+// every 8th element, so the compiler can use vector registers without
+// reordering any sum); then lanes and chunks are added in order.
+enum { GRAD_BLOCK = 4096 };
+
+double sum_squares_dt(const void *g, size_t n, int dt) {
     enum { CHUNKS = 64, LANES = 8 };
     double part[CHUNKS];
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < CHUNKS; c++) {
-        size_t i0 = n * c / CHUNKS, i1 = n * (c + 1) / CHUNKS, i = i0;
-        double lane[LANES] = {0};
-        for (; i + LANES <= i1; i += LANES)
-            for (int j = 0; j < LANES; j++) lane[j] += (double)g[i + j] * g[i + j];
-        double s = 0.0;
+        float buf[GRAD_BLOCK];
+        size_t i0 = n * c / CHUNKS, i1 = n * (c + 1) / CHUNKS;
+        double lane[LANES] = {0}, s = 0.0;
+        for (size_t b0 = i0; b0 < i1; b0 += GRAD_BLOCK) {
+            size_t len = i1 - b0 < GRAD_BLOCK ? i1 - b0 : GRAD_BLOCK, i = 0;
+            const float *x = buf;
+            if (dt == DT_FP32) x = (const float *)g + b0;
+            else for (size_t j = 0; j < len; j++)
+                buf[j] = dt == DT_BF16 ? bf16_to_float(((const uint16_t *)g)[b0 + j]) : fp16_to_float(((const uint16_t *)g)[b0 + j]);
+            for (; i + LANES <= len; i += LANES)
+                for (int j = 0; j < LANES; j++) lane[j] += (double)x[i + j] * x[i + j];
+            for (; i < len; i++) s += (double)x[i] * x[i];
+        }
         for (int j = 0; j < LANES; j++) s += lane[j];
-        for (; i < i1; i++) s += (double)g[i] * g[i];
         part[c] = s;
     }
     double s = 0.0;
     for (int c = 0; c < CHUNKS; c++) s += part[c];
     return s;
 }
+
+double sum_squares(const float *g, size_t n) { return sum_squares_dt(g, n, DT_FP32); }
 
 // Scale that clips the global gradient norm to max_norm (1 if no clipping needed
 // or clipping is off, max_norm <= 0).
@@ -112,12 +125,27 @@ void optimizer_free(Optimizer *o) {
 }
 
 // One AdamW step at learning rate lr; t is the 1-based step number, grad_scale
-// multiplies every gradient first (it carries the clipping).
-void optimizer_step(Optimizer *o, float *params, const float *grads, float lr, int t, float grad_scale) {
+// multiplies every gradient first (it carries the clipping and, with fp16, the
+// loss-scale division). grads are stored as dtype grad_dtype; 16-bit ones are
+// widened GRAD_BLOCK at a time into a buffer on the stack.
+void optimizer_step(Optimizer *o, float *params, const void *grads, int grad_dtype, float lr, int t,
+                    float grad_scale) {
     for (int i = 0; i < o->ntensors; i++) {
         const ParamTensor *pt = &o->tensors[i];
-        adamw_update(params + pt->offset, grads + pt->offset, o->m + pt->offset, o->v + pt->offset, pt->count,
-                     &o->cfg, lr, t, grad_scale, pt->is_matrix);
+        if (grad_dtype == DT_FP32) {
+            adamw_update(params + pt->offset, (const float *)grads + pt->offset, o->m + pt->offset, o->v + pt->offset,
+                         pt->count, &o->cfg, lr, t, grad_scale, pt->is_matrix);
+            continue;
+        }
+        long nblocks = (long)((pt->count + GRAD_BLOCK - 1) / GRAD_BLOCK);
+#pragma omp parallel for schedule(static)  // the regions inside run on one thread each
+        for (long b = 0; b < nblocks; b++) {
+            float buf[GRAD_BLOCK];
+            size_t b0 = (size_t)b * GRAD_BLOCK;
+            size_t len = pt->count - b0 < GRAD_BLOCK ? pt->count - b0 : GRAD_BLOCK, off = pt->offset + b0;
+            dtype_load(buf, (const uint16_t *)grads + off, len, grad_dtype);
+            adamw_update(params + off, buf, o->m + off, o->v + off, len, &o->cfg, lr, t, grad_scale, pt->is_matrix);
+        }
     }
 }
 

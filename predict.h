@@ -22,6 +22,7 @@ typedef struct {
     size_t corpus_bytes;  // the text file is held in memory as bytes
     int flash;            // --flash: lse (B*H*T) instead of probabilities (B*H*T^2)
     int ckpt;             // --ckpt: keep one (N,C) tensor per block, recompute the rest
+    int dtype;            // --dtype: 0 fp32, 1 bf16, 2 fp16 (dtype.h)
 } RunShape;
 
 // P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
@@ -63,8 +64,9 @@ ActivationBytes predict_activations(int L, int C, int H, int Vp, const RunShape 
     } else {
         a.after_forward = a.peak = encoded + (size_t)L * full + final;
     }
-    a.after_forward *= 4;
-    a.peak *= 4;
+    size_t bytes_per = s->dtype == 0 ? 4 : 2;  // every saved tensor is stored in the --dtype
+    a.after_forward *= bytes_per;
+    a.peak *= bytes_per;
     return a;
 }
 
@@ -77,12 +79,32 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
 
     MemSnapshot base;
     memset(&base, 0, sizeof base);
-    base.bytes[MEM_PARAMS] = 4 * P;  // fp32 weights
-    base.bytes[MEM_GRADS] = 4 * P;   // fp32 gradients
-    base.bytes[MEM_ADAM_M] = 4 * P;  // AdamW m and v: 8P together
+    if (s->dtype == 0) {
+        base.bytes[MEM_PARAMS] = 4 * P;  // fp32 weights
+        base.bytes[MEM_GRADS] = 4 * P;   // fp32 gradients
+    } else {
+        // mixed precision, the ZeRO paper's 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter
+        base.bytes[MEM_PARAMS] = 2 * P;  // 16-bit weights the model computes with
+        base.bytes[MEM_MASTER] = 4 * P;  // fp32 master weights the optimizer updates
+        base.bytes[MEM_GRADS] = 2 * P;   // 16-bit gradients
+    }
+    base.bytes[MEM_ADAM_M] = 4 * P;  // AdamW m and v, always fp32: 8P together
     base.bytes[MEM_ADAM_V] = 4 * P;
     // backward scratch: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C floats
-    base.bytes[MEM_SCRATCH] = 4 * 10 * N * C;
+    size_t scratch = 10 * N * C;
+    if (s->dtype != 0) {
+        // 16-bit runs compute in fp32 working buffers (model.h, gpt_build):
+        //   x_work N*C; act_work = max(one block's 13 tensors, the final 4):
+        //     block = 16*N*C + 4*N + (B*H*T^2, or B*H*T with --flash), final = N*C + 2N + N*Vp;
+        //   one layer's weights and its gradients: 2 (12C^2 + 13C);
+        //   wte, wpe, lnf and their gradients: 2 ((Vp + maxT) C + 2C)
+        size_t B = s->batch, T = s->seq_len;
+        size_t block = 16 * N * C + 4 * N + (s->flash ? B * H * T : B * H * T * T);
+        size_t final = N * C + 2 * N + N * Vp;
+        size_t layer = 12 * (size_t)C * C + 13 * (size_t)C, global = ((size_t)Vp + maxT) * C + 2 * (size_t)C;
+        scratch += N * C + (block > final ? block : final) + 2 * layer + 2 * global;
+    }
+    base.bytes[MEM_SCRATCH] = 4 * scratch;
     // data: the corpus bytes + inputs and targets, N int32 each
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];

@@ -31,6 +31,9 @@ typedef struct {
     const char *data;
     int batch, seq_len, steps, accum;
     int flash, ckpt;
+    const char *dtype_str;
+    int dtype;
+    float loss_scale;
     float lr, min_lr_frac, weight_decay, clip;
     int warmup;
     uint64_t seed;
@@ -47,6 +50,8 @@ Options default_options(void) {
     Options o;
     memset(&o, 0, sizeof o);
     o.model = "small";
+    o.dtype_str = "fp32";
+    o.loss_scale = 65536.0f;
     o.data = "data/tinyshakespeare.txt";
     o.batch = 32;
     o.accum = 1;
@@ -89,6 +94,8 @@ const FlagSpec flag_specs[] = {
     {"accum", ARG_INT, OPT(accum), 1, 65536, "gradient accumulation: micro-batches per optimizer step"},
     {"ckpt", ARG_FLAG, OPT(ckpt), 0, 0, "activation checkpointing: keep block outputs, recompute the rest"},
     {"flash", ARG_FLAG, OPT(flash), 0, 0, "flash attention: online softmax, no T x T matrix kept"},
+    {"dtype", ARG_STR, OPT(dtype_str), 0, 0, "storage of weights, grads, activations: fp32, bf16 or fp16"},
+    {"loss-scale", ARG_FLOAT, OPT(loss_scale), 0, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
     {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (0 = the model's maxT)"},
     {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps"},
     {"lr", ARG_FLOAT, OPT(lr), 0, 0, "peak learning rate"},
@@ -244,6 +251,11 @@ GPTConfig resolve_config(Options *o) {
     if (o->min_lr_frac > 1) usage_error("--min-lr-frac must be from 0 to 1%s%s", "", "");
     if (o->temperature <= 0) usage_error("--temperature must be a number > 0%s%s", "", "");
     if (o->warmup < 0) o->warmup = o->steps / 20;
+    o->dtype = -1;
+    for (int d = DT_FP32; d <= DT_FP16; d++)
+        if (!strcmp(o->dtype_str, dtype_name[d])) o->dtype = d;
+    if (o->dtype < 0) usage_error("--dtype must be one of fp32, bf16, fp16 (got '%s')%s", o->dtype_str, "");
+    if (o->loss_scale < 1.0f) usage_error("--loss-scale must be a number >= 1%s%s", "", "");
     return c;
 }
 
@@ -252,17 +264,23 @@ GPTConfig resolve_config(Options *o) {
 //
 // Layout (little-endian, as written by this machine):
 //   "GPTMEMCK" magic, u32 version, i32 L C H V maxT B T, i32 step,
-//   u64 data_rng, u64 sample_rng, u64 nparams,
-//   f32 params[nparams], f32 adam_m[nparams], f32 adam_v[nparams],
+//   u64 data_rng, u64 sample_rng, u64 nparams, i32 dtype, i32 updates,
+//   f32 loss_scale, i32 good_steps,
+//   f32 params[nparams] (the fp32 weights: master copy for 16-bit runs),
+//   f32 adam_m[nparams], f32 adam_v[nparams],
 //   u64 FNV-1a checksum of every byte before it.
 // Written to FILE.tmp and renamed, so a crash never leaves half a checkpoint.
 
 #define CKPT_MAGIC "GPTMEMCK"
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u
 
 typedef struct {
     int32_t L, C, H, V, maxT, B, T, step;
     uint64_t data_rng, sample_rng, nparams;
+    int32_t dtype;       // the weights are fp32 (the master copy for 16-bit runs); dtype must match to resume
+    int32_t updates;     // optimizer updates applied (fp16 skips steps): AdamW's bias-correction count
+    float loss_scale;    // fp16 dynamic loss scale
+    int32_t good_steps;  // fp16: steps since the scale last changed
 } CkptHeader;
 
 uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
@@ -325,6 +343,12 @@ CkptHeader ckpt_load(const char *path, const CkptHeader *want, float *params, fl
     }
     if (read_hashed(f, &h, &hd, sizeof hd)) {
         fprintf(stderr, "error: checkpoint '%s' is truncated (no complete header)\n", path);
+        exit(1);
+    }
+    if (hd.dtype != want->dtype) {
+        fprintf(stderr, "error: checkpoint '%s' was trained with --dtype %s; pass --dtype %s to resume it\n", path,
+                hd.dtype >= 0 && hd.dtype <= DT_FP16 ? dtype_name[hd.dtype] : "?",
+                hd.dtype >= 0 && hd.dtype <= DT_FP16 ? dtype_name[hd.dtype] : "?");
         exit(1);
     }
     if (hd.L != want->L || hd.C != want->C || hd.H != want->H || hd.V != want->V || hd.maxT != want->maxT ||
@@ -405,6 +429,7 @@ void print_config_line(const GPTConfig *c, const Options *o) {
            o->model, c->layers, c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
            param_count(c) / 1e6, o->batch, o->seq_len);
     if (o->accum > 1) printf(" x %d accum", o->accum);
+    if (o->dtype != DT_FP32) printf(" | %s", dtype_name[o->dtype]);
     if (o->flash) printf(" | flash");
     if (o->ckpt) printf(" | ckpt");
     if (!o->dry_run) {
@@ -414,6 +439,21 @@ void print_config_line(const GPTConfig *c, const Options *o) {
 #endif
     }
     printf("\n");
+}
+
+// fp16 dynamic loss scaling: halve the scale on an overflow (the step was
+// skipped), double it after 1000 good steps in a row. bf16 needs none: it has
+// fp32's exponent range, so its gradients neither overflow nor underflow.
+enum { LOSS_SCALE_WINDOW = 1000 };
+
+void update_loss_scale(CkptHeader *hd, int skipped) {
+    if (skipped) {
+        hd->loss_scale = hd->loss_scale / 2 > 1.0f ? hd->loss_scale / 2 : 1.0f;
+        hd->good_steps = 0;
+    } else if (++hd->good_steps == LOSS_SCALE_WINDOW) {
+        hd->loss_scale *= 2;
+        hd->good_steps = 0;
+    }
 }
 
 // Stop early, with a clear message, if the run cannot fit in this machine.
@@ -440,7 +480,7 @@ int main(int argc, char **argv) {
 
     // 1. predict the memory from the config alone
     long long corpus = file_size(o.data);
-    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt};
+    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.dtype};
     MemReport predicted;
     predict_memory(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, &shape, &predicted);
     if (o.dry_run) {
@@ -460,21 +500,24 @@ int main(int argc, char **argv) {
     Dataset data;
     if (data_load(&data, o.data, B, T, o.seed)) return 1;
     GPT model;
-    gpt_build(&model, &cfg, B, T, o.flash, o.ckpt);
+    gpt_build(&model, &cfg, B, T, o.dtype, o.flash, o.ckpt);
     arena_reserve(predict_activations(cfg.layers, cfg.channels, cfg.heads, padded_vocab(&cfg), &shape).peak);
     init_params(model.params, &cfg, o.seed);
+    gpt_sync_params(&model);
     Optimizer opt;
     AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
     optimizer_build(&opt, &adam, &cfg);
     uint64_t sample_rng = rng_seed(o.seed ^ 0x5A3B1E);
 
-    CkptHeader hd = {cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, B, T, 0, 0, 0, model.nparams};
+    CkptHeader hd = {cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, B, T, 0, 0, 0, model.nparams,
+                     o.dtype, 0, o.dtype == DT_FP16 ? o.loss_scale : 1.0f, 0};
     int start_step = 0;
     if (o.resume) {
-        CkptHeader got = ckpt_load(o.resume, &hd, model.params, opt.m, opt.v);
-        start_step = got.step;
-        data.rng = got.data_rng;
-        sample_rng = got.sample_rng;
+        hd = ckpt_load(o.resume, &hd, model.params, opt.m, opt.v);
+        gpt_sync_params(&model);
+        start_step = hd.step;
+        data.rng = hd.data_rng;
+        sample_rng = hd.sample_rng;
         printf("resumed from %s at step %d\n", o.resume, start_step);
     }
     print_config_line(&cfg, &o);
@@ -495,17 +538,28 @@ int main(int argc, char **argv) {
 
         gpt_zero_grad(&model);
         model.recompute_seconds = 0.0;
-        float loss = 0.0f;
+        float loss = 0.0f, scale = hd.loss_scale;  // fp16: the loss is scaled so small gradients survive
         for (int micro = 0; micro < o.accum; micro++) {  // --accum: gradients add up over micro-batches
             data_next_train(&data, B, T);
-            loss += gpt_forward(&model, data.inputs, data.targets, B, T) / o.accum;  // forward
+            loss += gpt_forward(&model, data.inputs, data.targets, B, T) / o.accum;          // forward
             if (first && micro == 0) measured.phase[PHASE_FORWARD] = ledger_snapshot();
-            gpt_backward(&model, data.inputs, data.targets, 1.0f / (B * T * o.accum)); // backward
+            gpt_backward(&model, data.inputs, data.targets, scale / (B * T * o.accum));    // backward
             if (first && micro == 0) measured.phase[PHASE_BACKWARD] = ledger_snapshot();
         }
-        double norm = sqrt(sum_squares(model.grads, model.nparams));
+        double norm = sqrt(sum_squares_dt(gpt_grads(&model), model.nparams, model.dtype)) / scale;
         float lr = lr_at(&opt.cfg, step);
-        optimizer_step(&opt, model.params, model.grads, lr, step + 1, clip_scale(norm, o.clip)); // step
+        int skipped = !isfinite(norm);  // fp16 overflow: skip the step, halve the scale
+        if (skipped && o.dtype != DT_FP16) {
+            fprintf(stderr, "error: the gradients are not finite at step %d; lower --lr\n", step + 1);
+            return 1;
+        }
+        if (!skipped) {
+            hd.updates++;
+            optimizer_step(&opt, model.params, gpt_grads(&model), model.dtype, lr, hd.updates,
+                           clip_scale(norm, o.clip) / scale);                                 // step
+            gpt_sync_params(&model);
+        }
+        if (o.dtype == DT_FP16) update_loss_scale(&hd, skipped);
         if (first) measured.phase[PHASE_STEP] = ledger_snapshot();
         g_ledger.trace = 0;
         first = 0;
@@ -518,8 +572,10 @@ int main(int argc, char **argv) {
                step + 1, o.steps, loss, lr, norm, dt * 1e3, step_tokens / dt, mib(g_ledger.peak_total));
         if (o.accum > 1) printf(" | tokens %d micro, %lld step", B * T, step_tokens);
         if (o.ckpt) printf(" | recompute %.1f ms", model.recompute_seconds * 1e3);
+        if (skipped) printf(" | skipped: inf/nan gradients, loss scale %g -> %g", scale, hd.loss_scale);
+        else if (o.dtype == DT_FP16) printf(" | loss scale %g", scale);
         printf("\n");
-        if (!isfinite(loss)) {
+        if (!isfinite(loss) && !skipped) {
             fprintf(stderr, "error: the loss is %f at step %d; lower --lr or raise --warmup\n", loss, step + 1);
             return 1;
         }

@@ -836,37 +836,37 @@ void grads_done(GPT *m, int l) {
     dtype_accumulate((uint16_t *)m->grads_lp + off, m->g_layer, layer_param_count(m->cfg.channels), m->dtype);
 }
 
+// Where wte, wpe and the final layernorm sit: in an array with the flat
+// parameter layout (fp32 runs), or in a working buffer packed as
+// [wte | wpe | lnfw lnfb] (16-bit runs).
+GlobalWeights globals_in_flat(float *base, const GPTConfig *c) {
+    GlobalWeights g = {wte_of(base), wpe_of(base, c), lnf_of(base, c), lnf_of(base, c) + c->channels};
+    return g;
+}
+
+GlobalWeights globals_in_work(float *work, const GPTConfig *c) {
+    float *lnf = work + ((size_t)padded_vocab(c) + c->max_seq) * c->channels;
+    GlobalWeights g = {work, work + (size_t)padded_vocab(c) * c->channels, lnf, lnf + c->channels};
+    return g;
+}
+
 // The embeddings and final layernorm as fp32 (widened into w_global for 16-bit).
 GlobalWeights global_weights(GPT *m) {
     const GPTConfig *c = &m->cfg;
-    GlobalWeights g;
-    if (m->dtype == DT_FP32) {
-        g.wte = wte_of(m->params); g.wpe = wpe_of(m->params, c); g.lnfw = lnf_of(m->params, c);
-    } else {
-        size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels;
-        dtype_load(m->w_global, m->params_lp, emb, m->dtype);
-        dtype_load(m->w_global + emb, (const uint16_t *)m->params_lp + layer_offset(c, c->layers), 2 * c->channels,
-                   m->dtype);
-        g.wte = m->w_global; g.wpe = m->w_global + (size_t)padded_vocab(c) * c->channels; g.lnfw = m->w_global + emb;
-    }
-    g.lnfb = g.lnfw + c->channels;
-    return g;
+    if (m->dtype == DT_FP32) return globals_in_flat(m->params, c);
+    size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels;
+    dtype_load(m->w_global, m->params_lp, emb, m->dtype);
+    dtype_load(m->w_global + emb, (const uint16_t *)m->params_lp + layer_offset(c, c->layers), 2 * c->channels,
+               m->dtype);
+    return globals_in_work(m->w_global, c);
 }
 
 // Their gradients: the stored fp32 ones, or g_global (zeroed here; added into
 // the 16-bit grads by global_grads_done).
 GlobalWeights global_grads(GPT *m) {
-    const GPTConfig *c = &m->cfg;
-    GlobalWeights g;
-    if (m->dtype == DT_FP32) {
-        g.wte = wte_of(m->grads); g.wpe = wpe_of(m->grads, c); g.lnfw = lnf_of(m->grads, c);
-    } else {
-        size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels;
-        memset(m->g_global, 0, global_param_count(c) * sizeof(float));
-        g.wte = m->g_global; g.wpe = m->g_global + (size_t)padded_vocab(c) * c->channels; g.lnfw = m->g_global + emb;
-    }
-    g.lnfb = g.lnfw + c->channels;
-    return g;
+    if (m->dtype == DT_FP32) return globals_in_flat(m->grads, &m->cfg);
+    memset(m->g_global, 0, global_param_count(&m->cfg) * sizeof(float));
+    return globals_in_work(m->g_global, &m->cfg);
 }
 
 void global_grads_done(GPT *m) {

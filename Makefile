@@ -6,6 +6,17 @@
 #   make asan       build and run the tests under AddressSanitizer + UBSan
 # ARCH=-march=x86-64-v3 builds for another machine than this one.
 
+# MPI (ZeRO over several ranks) when mpicc is found; otherwise one rank only.
+MPICC  := $(shell command -v mpicc 2>/dev/null)
+ifeq ($(MPICC),)
+TRAIN_CC    = $(CC)
+TRAIN_FLAGS =
+$(info gptmem: mpicc not found: building ./train without MPI (one rank; install libopenmpi-dev openmpi-bin for ZeRO))
+else
+TRAIN_CC    = OMPI_CC=$(CC) $(MPICC)
+TRAIN_FLAGS = -DGPTMEM_MPI
+endif
+
 CC     ?= gcc
 ARCH   ?= -march=native $(if $(filter x86_64,$(shell uname -m)),-mprefer-vector-width=512)
 OPT    ?= -O3
@@ -13,14 +24,14 @@ CFLAGS ?= $(OPT) $(ARCH) -ffp-contract=fast
 CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp
 LDLIBS  = -lm
 
-HEADERS = memory.h model.h predict.h optimizer.h data.h dtype.h
+HEADERS = memory.h model.h predict.h optimizer.h data.h dtype.h comm.h
 
 .PHONY: all test data bench asan clean
 
 all: train
 
 train: train.c $(HEADERS)
-	$(CC) $(CFLAGS) -o $@ train.c $(LDLIBS)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -o $@ train.c $(LDLIBS)
 
 tests/test_cpu: tests/test_cpu.c $(HEADERS)
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_cpu.c $(LDLIBS)

@@ -76,10 +76,16 @@ void data_window(Dataset *d, int b, int T, size_t start) {
     }
 }
 
-// The next training batch: B random windows from the training split.
-void data_next_train(Dataset *d, int B, int T) {
+// The next training micro-batch of this rank: the global micro-batch is
+// nranks * B random windows from the training split (every rank draws all of
+// them, so all ranks stay in step); rank r keeps windows r*B .. r*B + B - 1.
+// So N ranks of B see exactly the windows one process with N*B would.
+void data_next_train(Dataset *d, int B, int T, int rank, int nranks) {
     size_t span = d->n_train - (size_t)T - 1;
-    for (int b = 0; b < B; b++) data_window(d, b, T, (size_t)(rng_next(&d->rng) % span));
+    for (int k = 0; k < nranks * B; k++) {
+        size_t start = (size_t)(rng_next(&d->rng) % span);
+        if (k / B == rank) data_window(d, k % B, T, start);
+    }
 }
 
 // Validation batch k of n_batches: B*n_batches windows spread evenly over the

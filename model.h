@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "comm.h"
 #include "dtype.h"
 #include "memory.h"
 
@@ -184,20 +185,26 @@ uint64_t rng_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 0x12345
 // GPT-2 init: linear and embedding weights ~ N(0, 0.02), residual output
 // projections ~ N(0, 0.02/sqrt(2L)), layernorm weights 1, biases 0.
 // The padded vocabulary rows of wte are left at zero (they are never used).
-void init_params(float *params, const GPTConfig *c, uint64_t seed) {
+// Only the parameters [lo, hi) of the flat array are written, to dst[0..hi-lo):
+// a ZeRO rank that owns a shard draws the whole sequence (so every rank agrees)
+// and keeps its part. lo = 0, hi = P fills a full array.
+void init_params_range(float *dst, size_t lo, size_t hi, const GPTConfig *c, uint64_t seed) {
     int n = param_tensor_count(c);
     ParamTensor *t = malloc(sizeof(ParamTensor) * n);
     param_tensors(c, t);
     uint64_t s = rng_seed(seed);
     for (int i = 0; i < n; i++) {
-        float *p = params + t[i].offset;
-        size_t count = t[i].count;
-        if (i == 0) count = (size_t)c->vocab * c->channels;  // wte: real rows only
-        for (size_t j = 0; j < count; j++)
-            p[j] = t[i].init_ones ? 1.0f : t[i].init_std > 0 ? t[i].init_std * rng_normal(&s) : 0.0f;
+        size_t count = t[i].count, random = i == 0 ? (size_t)c->vocab * c->channels : count;  // wte: real rows only
+        for (size_t j = 0; j < count; j++) {
+            float v = j >= random ? 0.0f : t[i].init_ones ? 1.0f : t[i].init_std > 0 ? t[i].init_std * rng_normal(&s) : 0.0f;
+            size_t at = t[i].offset + j;
+            if (at >= lo && at < hi) dst[at - lo] = v;
+        }
     }
     free(t);
 }
+
+void init_params(float *params, const GPTConfig *c, uint64_t seed) { init_params_range(params, 0, param_count(c), c, seed); }
 
 double now_seconds(void) {
     struct timespec ts;
@@ -712,6 +719,12 @@ typedef struct {
 
 typedef struct {
     GPTConfig cfg;
+    // --zero S over N ranks. Each rank owns the parameters [own_lo, own_hi) of
+    // the flat array: shard = ceil(P / N) of them (the last rank's share is
+    // padded); full-size arrays are padded to N * shard. Which arrays are
+    // sharded grows with the stage (comment of gpt_build). One rank: zero = 0.
+    int zero, rank, nranks;
+    size_t shard, own_lo, own_hi, padded;
     int dtype;  // --dtype: DT_FP32, DT_BF16 or DT_FP16 (storage of weights, grads, activations)
     int flash;  // --flash: attention without the T x T matrix
     int ckpt;   // --ckpt: keep only each block's output, recompute the rest in the backward
@@ -721,6 +734,7 @@ typedef struct {
     float *grads;      // fp32 gradients (fp32 runs only)
     void *params_lp;   // 16-bit runs: the weights the model computes with (ledger: params)
     void *grads_lp;    // 16-bit runs: the gradients (ledger: grads)
+    size_t params_base, master_base, grads_base;  // flat index of element 0 (0, or own_lo if a shard)
     // activations of the current forward pass
     void *encoded;                    // (N,C) saved embedding output
     LayerActs *acts;                  // L entries
@@ -741,7 +755,14 @@ typedef struct {
     float *g_layer;     // one layer's gradients
     float *w_global;    // wte, wpe, lnf: (Vp + maxT) C + 2C
     float *g_global;    // their gradients
+    // ZeRO buffers (ledger: comm)
+    int bucketed;       // gradients go through the fp32 buckets g_layer / g_global
+    float *reduce_buf;  // stages 0, 1: N * REDUCE_CHUNK floats for the chunked gradient reduction
+    void *gather_layer, *gather_global;  // stage 3: one layer's / the global weights, gathered
 } GPT;
+
+// Stages 0 and 1 reduce the gradients in chunks of this many elements per rank.
+enum { REDUCE_CHUNK = 1 << 16 };
 
 size_t global_param_count(const GPTConfig *c) {
     return ((size_t)padded_vocab(c) + c->max_seq) * c->channels + 2 * (size_t)c->channels;
@@ -757,83 +778,232 @@ size_t final_act_floats(const GPTConfig *c, int B, int T) {
     return N * c->channels + 2 * N + N * padded_vocab(c);
 }
 
-// Allocate weights, gradients and scratch (for micro-batches of B x T).
-void gpt_build(GPT *m, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt) {
+// Allocate weights, gradients and scratch (for micro-batches of B x T), for
+// rank `rank` of `nranks` at ZeRO stage `zero`. What each rank holds
+// (P~ = the padded full size, S = shard):
+//   stage 0: everything full (P~)                      + comm: the reduction chunk buffer
+//   stage 1: master, adam_m, adam_v: S; the rest full    + comm: the reduction chunk buffer
+//   stage 2: also grads: S                              + comm: fp32 gradient buckets (a layer, the globals)
+//   stage 3: also the weights: S                        + comm: buckets, and gather buffers (a layer, the globals)
+// fp32 runs have no master: the fp32 weights are what the optimizer updates.
+void gpt_build(GPT *m, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt, int zero, int rank,
+               int nranks) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->dtype = dtype;
     m->flash = flash;
     m->ckpt = ckpt;
     m->nparams = param_count(cfg);
-    size_t N = (size_t)B * T, C = cfg->channels, P = m->nparams;
+    m->rank = rank;
+    m->nranks = nranks;
+    m->zero = nranks > 1 ? zero : 0;  // one rank: nothing to shard
+    size_t N = (size_t)B * T, C = cfg->channels, P = m->nparams, e = dtype_size(dtype);
+    m->shard = (P + nranks - 1) / nranks;
+    m->padded = nranks > 1 ? m->shard * nranks : P;
+    m->own_lo = nranks > 1 ? (size_t)rank * m->shard : 0;
+    m->own_hi = nranks > 1 ? (m->own_lo + m->shard < P ? m->own_lo + m->shard : P) : P;
+    if (m->own_lo > P) m->own_lo = P;
+    size_t weights_n = m->zero == 3 ? m->shard : m->padded;      // the compute weights
+    size_t master_n = m->zero >= 1 ? m->shard : m->padded;       // what the optimizer updates
+    size_t grads_n = m->zero >= 2 ? m->shard : m->padded;
+    m->params_base = m->zero == 3 ? m->own_lo : 0;
+    m->grads_base = m->zero >= 2 ? m->own_lo : 0;
     if (dtype == DT_FP32) {
-        m->params = mem_alloc(MEM_PARAMS, P * sizeof(float), "params");
-        m->grads = mem_alloc(MEM_GRADS, P * sizeof(float), "grads");
+        // fp32: the weights are their own master; sharded only at stage 3
+        m->params = mem_alloc(MEM_PARAMS, weights_n * sizeof(float), "params");
+        m->master_base = m->params_base;
+        m->grads = mem_alloc(MEM_GRADS, grads_n * sizeof(float), "grads");
     } else {
-        m->params_lp = mem_alloc(MEM_PARAMS, P * 2, "params (16-bit)");
-        m->params = mem_alloc(MEM_MASTER, P * sizeof(float), "master weights");
-        m->grads_lp = mem_alloc(MEM_GRADS, P * 2, "grads (16-bit)");
+        m->params_lp = mem_alloc(MEM_PARAMS, weights_n * 2, "params (16-bit)");
+        m->params = mem_alloc(MEM_MASTER, master_n * sizeof(float), "master weights");
+        m->master_base = m->zero >= 1 ? m->own_lo : 0;
+        m->grads_lp = mem_alloc(MEM_GRADS, grads_n * 2, "grads (16-bit)");
     }
     m->dres = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "dres");
     m->dln = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "dln");
     m->dqkv = mem_alloc(MEM_SCRATCH, N * 3 * C * sizeof(float), "dqkv");
     m->datty = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "datty");
     m->dfch = mem_alloc(MEM_SCRATCH, N * 4 * C * sizeof(float), "dfch");
+    size_t layer = layer_param_count(cfg->channels), global = global_param_count(cfg);
     if (dtype != DT_FP32) {
         size_t block = block_act_floats(cfg, B, T, flash), final = final_act_floats(cfg, B, T);
         m->x_work = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "x work");
         m->act_work = mem_alloc(MEM_SCRATCH, (block > final ? block : final) * sizeof(float), "activation work");
-        m->w_layer = mem_alloc(MEM_SCRATCH, layer_param_count(cfg->channels) * sizeof(float), "layer weights work");
-        m->g_layer = mem_alloc(MEM_SCRATCH, layer_param_count(cfg->channels) * sizeof(float), "layer grads work");
-        m->w_global = mem_alloc(MEM_SCRATCH, global_param_count(cfg) * sizeof(float), "global weights work");
-        m->g_global = mem_alloc(MEM_SCRATCH, global_param_count(cfg) * sizeof(float), "global grads work");
+        m->w_layer = mem_alloc(MEM_SCRATCH, layer * sizeof(float), "layer weights work");
+        m->w_global = mem_alloc(MEM_SCRATCH, global * sizeof(float), "global weights work");
+    }
+    // gradient buckets: 16-bit runs collect each layer's fp32 gradients there;
+    // stages 2 and 3 reduce-scatter them there (then they are comm buffers)
+    m->bucketed = dtype != DT_FP32 || m->zero >= 2;
+    if (m->bucketed) {
+        int cat = m->zero >= 2 ? MEM_COMM : MEM_SCRATCH;
+        m->g_layer = mem_alloc(cat, layer * sizeof(float), "layer grads bucket");
+        m->g_global = mem_alloc(cat, global * sizeof(float), "global grads bucket");
+    }
+    if (m->nranks > 1 && m->zero <= 1) {
+        size_t k = m->shard < REDUCE_CHUNK ? m->shard : REDUCE_CHUNK;
+        m->reduce_buf = mem_alloc(MEM_COMM, (size_t)nranks * k * sizeof(float), "reduce chunk");
+    }
+    if (m->zero == 3) {
+        m->gather_layer = mem_alloc(MEM_COMM, layer * e, "layer gather");
+        m->gather_global = mem_alloc(MEM_COMM, global * e, "global gather");
     }
     m->acts = calloc(cfg->layers, sizeof(LayerActs));
 }
 
 void gpt_free(GPT *m) {
     void *bufs[] = {m->params, m->grads, m->params_lp, m->grads_lp, m->dres, m->dln, m->dqkv, m->datty, m->dfch,
-                    m->x_work, m->act_work, m->w_layer, m->g_layer, m->w_global, m->g_global};
+                    m->x_work, m->act_work, m->w_layer, m->g_layer, m->w_global, m->g_global, m->reduce_buf,
+                    m->gather_layer, m->gather_global};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mem_free(bufs[i]);
     free(m->acts);
 }
 
+size_t grads_count(const GPT *m) { return m->zero >= 2 ? m->shard : m->padded; }
+
 void gpt_zero_grad(GPT *m) {
-    if (m->dtype == DT_FP32) memset(m->grads, 0, m->nparams * sizeof(float));
-    else memset(m->grads_lp, 0, m->nparams * 2);
+    if (m->dtype == DT_FP32) memset(m->grads, 0, grads_count(m) * sizeof(float));
+    else memset(m->grads_lp, 0, grads_count(m) * 2);
 }
 
-// After the optimizer changed the fp32 weights: round them into the 16-bit
-// weights the model computes with. (fp32: nothing to do.)
+// The weights the model computes with, in the storage dtype.
+void *compute_weights(const GPT *m) { return m->dtype == DT_FP32 ? (void *)m->params : m->params_lp; }
+
+// After the optimizer changed the fp32 weights this rank updates: round them
+// into the 16-bit weights (fp32: they are the same array), then, at stages 1
+// and 2, all-gather every rank's updated shard into the full weights.
 void gpt_sync_params(GPT *m) {
-    if (m->dtype != DT_FP32) dtype_store(m->params_lp, m->params, m->nparams, m->dtype);
+    if (m->dtype != DT_FP32) {
+        size_t lo = m->zero >= 1 ? m->own_lo : 0, hi = m->zero >= 1 ? m->own_hi : m->nparams;
+        dtype_store((uint16_t *)m->params_lp + (lo - m->params_base), m->params + (lo - m->master_base), hi - lo,
+                    m->dtype);
+    }
+    if (m->zero == 1 || m->zero == 2)
+        comm_allgather_block(compute_weights(m), (long long)m->shard * dtype_size(m->dtype));
+}
+
+// Initialize the weights (GPT-2 init from the seed) on every rank: each rank
+// fills the fp32 weights it keeps (all, or its shard), then gpt_sync_params
+// makes the 16-bit copy and, at stages 1 and 2, gathers the full weights.
+void gpt_init(GPT *m, uint64_t seed) {
+    int sharded = m->dtype == DT_FP32 ? m->zero == 3 : m->zero >= 1;
+    init_params_range(m->params, sharded ? m->own_lo : 0, sharded ? m->own_hi : m->nparams, &m->cfg, seed);
+    gpt_sync_params(m);
 }
 
 // The gradients as stored, with their dtype (for the norm and the optimizer).
 const void *gpt_grads(const GPT *m) { return m->dtype == DT_FP32 ? (const void *)m->grads : m->grads_lp; }
 
+// --- ZeRO: the per-rank pieces of a range of the flat parameter array ----------
+
+// counts[r] = how many of the parameters [lo, hi) rank r owns; first[r] = the
+// first of them (flat index). Ranks own consecutive shards, so the pieces of
+// [lo, hi) are consecutive too, rank by rank.
+void shard_pieces(const GPT *m, size_t lo, size_t hi, int *counts, size_t *first) {
+    for (int r = 0; r < m->nranks; r++) {
+        size_t a = (size_t)r * m->shard, b = a + m->shard;
+        size_t x = lo > a ? lo : a, y = hi < b ? hi : b;
+        counts[r] = y > x ? (int)(y - x) : 0;
+        first[r] = x;
+    }
+}
+
+// Stages 2, 3: bucket holds this rank's fp32 gradients of the parameters
+// [lo, hi). Sum them over ranks, each rank receiving the part it owns, and add
+// that part into its gradient shard.
+void reduce_scatter_range(GPT *m, float *bucket, size_t lo, size_t hi) {
+    int *counts = malloc(sizeof(int) * m->nranks);
+    size_t *first = malloc(sizeof(size_t) * m->nranks);
+    shard_pieces(m, lo, hi, counts, first);
+    comm_reduce_scatter(bucket, counts);
+    int mine = counts[m->rank];
+    if (mine > 0) {
+        size_t at = first[m->rank] - m->grads_base;
+        if (m->dtype == DT_FP32) dtype_accumulate(m->grads + at, bucket, mine, DT_FP32);
+        else dtype_accumulate((uint16_t *)m->grads_lp + at, bucket, mine, m->dtype);
+    }
+    free(counts);
+    free(first);
+}
+
+// Stage 3: every rank contributes the weights of [lo, hi) it owns; dst (in the
+// storage dtype) receives all of them.
+void gather_range(GPT *m, void *dst, size_t lo, size_t hi) {
+    size_t e = dtype_size(m->dtype);
+    int *counts = malloc(sizeof(int) * m->nranks), *displs = malloc(sizeof(int) * m->nranks);
+    size_t *first = malloc(sizeof(size_t) * m->nranks);
+    shard_pieces(m, lo, hi, counts, first);
+    for (int r = 0; r < m->nranks; r++) {
+        displs[r] = counts[r] ? (int)((first[r] - lo) * e) : 0;
+        counts[r] = (int)(counts[r] * e);
+    }
+    if (counts[m->rank])
+        memcpy((char *)dst + displs[m->rank], (const char *)compute_weights(m) + (first[m->rank] - m->params_base) * e,
+               counts[m->rank]);
+    comm_allgather(dst, counts, displs);
+    free(counts); free(displs); free(first);
+}
+
+// Stages 0, 1: sum the full gradient buffers over ranks, REDUCE_CHUNK elements
+// of every rank's shard at a time, through the fp32 buffer reduce_buf:
+// reduce-scatter gives each rank the sum of its own chunk; stage 0 then
+// all-gathers the sums so every rank has the whole reduced gradient, stage 1
+// keeps only its own (the optimizer reads no other).
+void reduce_full_grads(GPT *m) {
+    int N = m->nranks;
+    size_t S = m->shard, K = S < REDUCE_CHUNK ? S : REDUCE_CHUNK, e = dtype_size(m->dtype);
+    char *g = m->dtype == DT_FP32 ? (char *)m->grads : (char *)m->grads_lp;
+    for (size_t c0 = 0; c0 < S; c0 += K) {
+        size_t k = S - c0 < K ? S - c0 : K;
+        for (int r = 0; r < N; r++) dtype_load(m->reduce_buf + (size_t)r * k, g + ((size_t)r * S + c0) * e, k, m->dtype);
+        comm_reduce_scatter_block(m->reduce_buf, (int)k);
+        if (m->zero == 0) {
+            memmove(m->reduce_buf + (size_t)m->rank * k, m->reduce_buf, k * sizeof(float));
+            comm_allgather_block(m->reduce_buf, (long long)k * sizeof(float));
+            for (int r = 0; r < N; r++) dtype_store(g + ((size_t)r * S + c0) * e, m->reduce_buf + (size_t)r * k, k, m->dtype);
+        } else {
+            dtype_store(g + ((size_t)m->rank * S + c0) * e, m->reduce_buf, k, m->dtype);
+        }
+    }
+}
+
 // --- the dtype helpers ---------------------------------------------------------
 
 // Layer l's weights as fp32: the stored ones, or widened into w_layer.
+// Stage 3: first gathered from every rank's shard (before the forward, again
+// before the backward, and before a --ckpt recompute).
 LayerWeights weights_for(GPT *m, int l) {
-    if (m->dtype == DT_FP32) return layer_weights(m->params, &m->cfg, l);
     size_t off = layer_offset(&m->cfg, l), n = layer_param_count(m->cfg.channels);
-    dtype_load(m->w_layer, (const uint16_t *)m->params_lp + off, n, m->dtype);
+    const void *src = (const char *)compute_weights(m) + off * dtype_size(m->dtype);
+    if (m->zero == 3) {
+        if (g_ledger.trace) printf("  gather layer %d: %zu B\n", l, n * dtype_size(m->dtype));
+        gather_range(m, m->gather_layer, off, off + n);
+        src = m->gather_layer;
+    }
+    if (m->dtype == DT_FP32) return layer_weights_at((float *)src, m->cfg.channels);
+    dtype_load(m->w_layer, src, n, m->dtype);
     return layer_weights_at(m->w_layer, m->cfg.channels);
 }
 
 // Where layer l's backward accumulates its weight gradients: the stored fp32
 // grads, or g_layer (zeroed), which grads_done then adds into the 16-bit grads.
 LayerWeights grads_for(GPT *m, int l) {
-    if (m->dtype == DT_FP32) return layer_weights(m->grads, &m->cfg, l);
+    if (!m->bucketed) return layer_weights(m->grads, &m->cfg, l);
     memset(m->g_layer, 0, layer_param_count(m->cfg.channels) * sizeof(float));
     return layer_weights_at(m->g_layer, m->cfg.channels);
 }
 
+// Stages 2, 3: this is where a layer's gradients are reduce-scattered, as
+// soon as its backward has produced them.
 void grads_done(GPT *m, int l) {
-    if (m->dtype == DT_FP32) return;
-    size_t off = layer_offset(&m->cfg, l);
-    dtype_accumulate((uint16_t *)m->grads_lp + off, m->g_layer, layer_param_count(m->cfg.channels), m->dtype);
+    if (!m->bucketed) return;
+    size_t off = layer_offset(&m->cfg, l), n = layer_param_count(m->cfg.channels);
+    if (m->zero >= 2) {
+        if (g_ledger.trace) printf("  reduce-scatter layer %d: %zu B\n", l, n * sizeof(float));
+        reduce_scatter_range(m, m->g_layer, off, off + n);
+    } else {
+        dtype_accumulate((uint16_t *)m->grads_lp + off, m->g_layer, n, m->dtype);
+    }
 }
 
 // Where wte, wpe and the final layernorm sit: in an array with the flat
@@ -853,29 +1023,43 @@ GlobalWeights globals_in_work(float *work, const GPTConfig *c) {
 // The embeddings and final layernorm as fp32 (widened into w_global for 16-bit).
 GlobalWeights global_weights(GPT *m) {
     const GPTConfig *c = &m->cfg;
+    size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels, lnf = layer_offset(c, c->layers);
+    size_t e = dtype_size(m->dtype);
+    if (m->zero == 3) {  // gather [wte | wpe] and the final layernorm, packed
+        if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", global_param_count(c) * e);
+        gather_range(m, m->gather_global, 0, emb);
+        gather_range(m, (char *)m->gather_global + emb * e, lnf, lnf + 2 * c->channels);
+        if (m->dtype == DT_FP32) return globals_in_work(m->gather_global, c);
+        dtype_load(m->w_global, m->gather_global, global_param_count(c), m->dtype);
+        return globals_in_work(m->w_global, c);
+    }
     if (m->dtype == DT_FP32) return globals_in_flat(m->params, c);
-    size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels;
     dtype_load(m->w_global, m->params_lp, emb, m->dtype);
-    dtype_load(m->w_global + emb, (const uint16_t *)m->params_lp + layer_offset(c, c->layers), 2 * c->channels,
-               m->dtype);
+    dtype_load(m->w_global + emb, (const uint16_t *)m->params_lp + lnf, 2 * c->channels, m->dtype);
     return globals_in_work(m->w_global, c);
 }
 
 // Their gradients: the stored fp32 ones, or g_global (zeroed here; added into
 // the 16-bit grads by global_grads_done).
 GlobalWeights global_grads(GPT *m) {
-    if (m->dtype == DT_FP32) return globals_in_flat(m->grads, &m->cfg);
+    if (!m->bucketed) return globals_in_flat(m->grads, &m->cfg);
     memset(m->g_global, 0, global_param_count(&m->cfg) * sizeof(float));
     return globals_in_work(m->g_global, &m->cfg);
 }
 
 void global_grads_done(GPT *m) {
-    if (m->dtype == DT_FP32) return;
+    if (!m->bucketed) return;
     const GPTConfig *c = &m->cfg;
-    size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels;
+    size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels, lnf = layer_offset(c, c->layers);
+    if (m->zero >= 2) {
+        if (g_ledger.trace) printf("  reduce-scatter embeddings and final layernorm: %zu B\n",
+                                   global_param_count(c) * sizeof(float));
+        reduce_scatter_range(m, m->g_global, 0, emb);
+        reduce_scatter_range(m, m->g_global + emb, lnf, lnf + 2 * c->channels);
+        return;
+    }
     dtype_accumulate(m->grads_lp, m->g_global, emb, m->dtype);
-    dtype_accumulate((uint16_t *)m->grads_lp + layer_offset(c, c->layers), m->g_global + emb, 2 * c->channels,
-                     m->dtype);
+    dtype_accumulate((uint16_t *)m->grads_lp + lnf, m->g_global + emb, 2 * c->channels, m->dtype);
 }
 
 // Push a tensor of `count` elements on the stack in the storage dtype and

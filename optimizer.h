@@ -67,6 +67,14 @@ double sum_squares_dt(const void *g, size_t n, int dt) {
 
 double sum_squares(const float *g, size_t n) { return sum_squares_dt(g, n, DT_FP32); }
 
+// Sum of squares of the gradients of all ranks, for the global norm: each rank
+// sums the parameters it owns (with one rank: all), added in rank order.
+double gpt_grad_sum_squares(const GPT *m) {
+    const char *g = m->dtype == DT_FP32 ? (const char *)m->grads : (const char *)m->grads_lp;
+    size_t at = m->own_lo - m->grads_base;
+    return comm_sum_ordered(sum_squares_dt(g + at * dtype_size(m->dtype), m->own_hi - m->own_lo, m->dtype));
+}
+
 // Scale that clips the global gradient norm to max_norm (1 if no clipping needed
 // or clipping is off, max_norm <= 0).
 float clip_scale(double grad_norm, float max_norm) {
@@ -103,16 +111,21 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
 
 typedef struct {
     AdamWConfig cfg;
-    float *m, *v;  // (nparams) each: ledger adam_m and adam_v
+    size_t lo, hi;  // the parameters this rank updates: all of them, or its ZeRO shard
+    float *m, *v;   // AdamW state; element 0 is parameter lo (ledger adam_m, adam_v)
     ParamTensor *tensors;
     int ntensors;
 } Optimizer;
 
-void optimizer_build(Optimizer *o, const AdamWConfig *cfg, const GPTConfig *model) {
-    size_t n = param_count(model);
+// State for the parameters [lo, hi), n_alloc elements each (>= hi - lo: a
+// ZeRO shard is padded so every rank allocates the same).
+void optimizer_build(Optimizer *o, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
+                     size_t n_alloc) {
     o->cfg = *cfg;
-    o->m = mem_alloc(MEM_ADAM_M, n * sizeof(float), "adam_m");
-    o->v = mem_alloc(MEM_ADAM_V, n * sizeof(float), "adam_v");
+    o->lo = lo;
+    o->hi = hi;
+    o->m = mem_alloc(MEM_ADAM_M, n_alloc * sizeof(float), "adam_m");
+    o->v = mem_alloc(MEM_ADAM_V, n_alloc * sizeof(float), "adam_v");
     o->ntensors = param_tensor_count(model);
     o->tensors = malloc(sizeof(ParamTensor) * o->ntensors);
     param_tensors(model, o->tensors);
@@ -124,27 +137,32 @@ void optimizer_free(Optimizer *o) {
     free(o->tensors);
 }
 
-// One AdamW step at learning rate lr; t is the 1-based step number, grad_scale
-// multiplies every gradient first (it carries the clipping and, with fp16, the
-// loss-scale division). grads are stored as dtype grad_dtype; 16-bit ones are
-// widened GRAD_BLOCK at a time into a buffer on the stack.
-void optimizer_step(Optimizer *o, float *params, const void *grads, int grad_dtype, float lr, int t,
+// One AdamW step at learning rate lr over this optimizer's parameters; t is
+// the 1-based update count, grad_scale multiplies every gradient first (it
+// carries the clipping and, with fp16, the loss-scale division). The fp32
+// weights w and the gradients g (stored as dtype gdt) are arrays whose
+// element 0 is parameter w_base / g_base. 16-bit gradients are widened
+// GRAD_BLOCK at a time into a buffer on the stack.
+void optimizer_step(Optimizer *o, float *w, size_t w_base, const void *g, size_t g_base, int gdt, float lr, int t,
                     float grad_scale) {
     for (int i = 0; i < o->ntensors; i++) {
         const ParamTensor *pt = &o->tensors[i];
-        if (grad_dtype == DT_FP32) {
-            adamw_update(params + pt->offset, (const float *)grads + pt->offset, o->m + pt->offset, o->v + pt->offset,
-                         pt->count, &o->cfg, lr, t, grad_scale, pt->is_matrix);
+        size_t a = pt->offset > o->lo ? pt->offset : o->lo;                       // this tensor's part
+        size_t b = pt->offset + pt->count < o->hi ? pt->offset + pt->count : o->hi;  // of [lo, hi)
+        if (a >= b) continue;
+        if (gdt == DT_FP32) {
+            adamw_update(w + (a - w_base), (const float *)g + (a - g_base), o->m + (a - o->lo), o->v + (a - o->lo),
+                         b - a, &o->cfg, lr, t, grad_scale, pt->is_matrix);
             continue;
         }
-        long nblocks = (long)((pt->count + GRAD_BLOCK - 1) / GRAD_BLOCK);
+        long nblocks = (long)((b - a + GRAD_BLOCK - 1) / GRAD_BLOCK);
 #pragma omp parallel for schedule(static)  // the regions inside run on one thread each
-        for (long b = 0; b < nblocks; b++) {
+        for (long k = 0; k < nblocks; k++) {
             float buf[GRAD_BLOCK];
-            size_t b0 = (size_t)b * GRAD_BLOCK;
-            size_t len = pt->count - b0 < GRAD_BLOCK ? pt->count - b0 : GRAD_BLOCK, off = pt->offset + b0;
-            dtype_load(buf, (const uint16_t *)grads + off, len, grad_dtype);
-            adamw_update(params + off, buf, o->m + off, o->v + off, len, &o->cfg, lr, t, grad_scale, pt->is_matrix);
+            size_t off = a + (size_t)k * GRAD_BLOCK, len = b - off < GRAD_BLOCK ? b - off : GRAD_BLOCK;
+            dtype_load(buf, (const uint16_t *)g + (off - g_base), len, gdt);
+            adamw_update(w + (off - w_base), buf, o->m + (off - o->lo), o->v + (off - o->lo), len, &o->cfg, lr, t,
+                         grad_scale, pt->is_matrix);
         }
     }
 }

@@ -23,6 +23,7 @@ typedef struct {
     int flash;            // --flash: lse (B*H*T) instead of probabilities (B*H*T^2)
     int ckpt;             // --ckpt: keep one (N,C) tensor per block, recompute the rest
     int dtype;            // --dtype: 0 fp32, 1 bf16, 2 fp16 (dtype.h)
+    int zero, ranks;      // --zero S on N ranks (ranks 0 or 1: one rank, nothing sharded)
 } RunShape;
 
 // P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
@@ -79,30 +80,43 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
 
     MemSnapshot base;
     memset(&base, 0, sizeof base);
-    if (s->dtype == 0) {
-        base.bytes[MEM_PARAMS] = 4 * P;  // fp32 weights
-        base.bytes[MEM_GRADS] = 4 * P;   // fp32 gradients
-    } else {
-        // mixed precision, the ZeRO paper's 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter
-        base.bytes[MEM_PARAMS] = 2 * P;  // 16-bit weights the model computes with
-        base.bytes[MEM_MASTER] = 4 * P;  // fp32 master weights the optimizer updates
-        base.bytes[MEM_GRADS] = 2 * P;   // 16-bit gradients
+    // ZeRO on N ranks: each rank owns a shard of S = ceil(P/N) parameters; the
+    // arrays that stay whole are padded to N*S (one rank: S = P, nothing padded)
+    size_t ranks = s->ranks > 1 ? (size_t)s->ranks : 1;
+    int zero = ranks > 1 ? s->zero : 0;
+    size_t S = (P + ranks - 1) / ranks, full = ranks > 1 ? S * ranks : P;
+    size_t weights_n = zero == 3 ? S : full;  // stage 3 shards the weights
+    size_t master_n = zero >= 1 ? S : full;   // stage 1 shards master and Adam
+    size_t grads_n = zero >= 2 ? S : full;    // stage 2 shards the gradients
+    size_t e = s->dtype == 0 ? 4 : 2;         // bytes per stored weight or gradient
+    base.bytes[MEM_PARAMS] = e * weights_n;   // fp32: 4P; mixed precision: 2P
+    base.bytes[MEM_MASTER] = s->dtype == 0 ? 0 : 4 * master_n;  // fp32 weights are their own master
+    base.bytes[MEM_GRADS] = e * grads_n;
+    base.bytes[MEM_ADAM_M] = 4 * master_n;    // AdamW m and v, always fp32
+    base.bytes[MEM_ADAM_V] = 4 * master_n;
+    // so mixed precision on one rank is the ZeRO paper's 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter,
+    // and stage 1 is 2P + 2P + 12P/N, stage 2 2P + (2 + 12)P/N, stage 3 (2 + 2 + 12)P/N (plus padding)
+    size_t layer = 12 * (size_t)C * C + 13 * (size_t)C, global = ((size_t)Vp + maxT) * C + 2 * (size_t)C;
+    if (ranks > 1 && zero <= 1) {
+        // stages 0, 1: the full gradients are reduced in chunks of K = min(S, 65536) per rank
+        size_t K = S < 65536 ? S : 65536;
+        base.bytes[MEM_COMM] = 4 * ranks * K;
     }
-    base.bytes[MEM_ADAM_M] = 4 * P;  // AdamW m and v, always fp32: 8P together
-    base.bytes[MEM_ADAM_V] = 4 * P;
+    if (zero >= 2) base.bytes[MEM_COMM] = 4 * (layer + global);      // fp32 gradient buckets
+    if (zero == 3) base.bytes[MEM_COMM] += e * (layer + global);     // gathered weights
     // backward scratch: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C floats
     size_t scratch = 10 * N * C;
     if (s->dtype != 0) {
         // 16-bit runs compute in fp32 working buffers (model.h, gpt_build):
         //   x_work N*C; act_work = max(one block's 13 tensors, the final 4):
         //     block = 16*N*C + 4*N + (B*H*T^2, or B*H*T with --flash), final = N*C + 2N + N*Vp;
-        //   one layer's weights and its gradients: 2 (12C^2 + 13C);
-        //   wte, wpe, lnf and their gradients: 2 ((Vp + maxT) C + 2C)
+        //   one layer's weights (12C^2 + 13C) and the global ones ((Vp + maxT) C + 2C);
+        //   and their gradients, unless stages 2 and 3 count those buckets as comm
         size_t B = s->batch, T = s->seq_len;
         size_t block = 16 * N * C + 4 * N + (s->flash ? B * H * T : B * H * T * T);
         size_t final = N * C + 2 * N + N * Vp;
-        size_t layer = 12 * (size_t)C * C + 13 * (size_t)C, global = ((size_t)Vp + maxT) * C + 2 * (size_t)C;
-        scratch += N * C + (block > final ? block : final) + 2 * layer + 2 * global;
+        scratch += N * C + (block > final ? block : final) + layer + global;
+        if (zero < 2) scratch += layer + global;
     }
     base.bytes[MEM_SCRATCH] = 4 * scratch;
     // data: the corpus bytes + inputs and targets, N int32 each

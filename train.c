@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "predict.h"
 #include "optimizer.h"
 #include "data.h"
+#include "comm.h"
 
 // ---------------------------------------------------------------------------
 // Options
@@ -34,6 +36,7 @@ typedef struct {
     const char *dtype_str;
     int dtype;
     float loss_scale;
+    int zero, ranks;
     float lr, min_lr_frac, weight_decay, clip;
     int warmup;
     uint64_t seed;
@@ -44,6 +47,7 @@ typedef struct {
     int save_every, stop_after;
     int mem, dry_run, trace;
     const char *mem_json;
+    const char *log;
 } Options;
 
 Options default_options(void) {
@@ -95,6 +99,8 @@ const FlagSpec flag_specs[] = {
     {"ckpt", ARG_FLAG, OPT(ckpt), 0, 0, "activation checkpointing: keep block outputs, recompute the rest"},
     {"flash", ARG_FLAG, OPT(flash), 0, 0, "flash attention: online softmax, no T x T matrix kept"},
     {"dtype", ARG_STR, OPT(dtype_str), 0, 0, "storage of weights, grads, activations: fp32, bf16 or fp16"},
+    {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the mpirun ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
+    {"ranks", ARG_INT, OPT(ranks), 1, 1 << 20, "with --dry-run: predict each rank's memory on N ranks"},
     {"loss-scale", ARG_FLOAT, OPT(loss_scale), 0, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
     {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (0 = the model's maxT)"},
     {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps"},
@@ -117,6 +123,7 @@ const FlagSpec flag_specs[] = {
      "stop after this many steps of the --steps schedule, saving if --save (0 = run all)"},
     {"mem", ARG_FLAG, OPT(mem), 0, 0, "print the memory ledger: predicted vs measured, per phase and at peak"},
     {"mem-json", ARG_STR, OPT(mem_json), 0, 0, "write the memory ledger as JSON to this file"},
+    {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
     {"trace", ARG_FLAG, OPT(trace), 0, 0, "print every activation push and pop of the first step"},
 };
@@ -377,6 +384,15 @@ CkptHeader ckpt_load(const char *path, const CkptHeader *want, float *params, fl
     return hd;
 }
 
+// printf on rank 0 only: with several ranks, one copy of each line.
+void say(const char *fmt, ...) {
+    if (comm_rank_id != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+}
+
 // ---------------------------------------------------------------------------
 // Evaluation and sampling
 
@@ -398,7 +414,7 @@ void sample_text(GPT *model, Dataset *data, int T, int len, float temperature, u
     int Vp = padded_vocab(c);
     int *ctx = data->inputs, n = 1;
     ctx[0] = '\n';
-    printf("---- sample ----\n");
+    say("---- sample ----\n");
     for (int i = 0; i < len; i++) {
         gpt_forward(model, ctx, NULL, 1, n);
         const float *logits = model->logits + (size_t)(n - 1) * Vp;  // the last position predicts the next byte
@@ -415,9 +431,9 @@ void sample_text(GPT *model, Dataset *data, int T, int len, float temperature, u
         gpt_discard_activations(model);
         if (n == T) { memmove(ctx, ctx + 1, sizeof(int) * (T - 1)); n--; }  // slide the window
         ctx[n++] = tok;
-        putchar(tok >= 32 || tok == '\n' || tok == '\t' ? tok : '?');
+        if (comm_rank_id == 0) putchar(tok >= 32 || tok == '\n' || tok == '\t' ? tok : '?');
     }
-    printf("\n----------------\n");
+    say("\n----------------\n");
     fflush(stdout);
 }
 
@@ -431,6 +447,9 @@ void print_config_line(const GPTConfig *c, const Options *o) {
     if (o->accum > 1) printf(" x %d accum", o->accum);
     if (o->dtype != DT_FP32) printf(" | %s", dtype_name[o->dtype]);
     if (o->flash) printf(" | flash");
+    if (o->zero) printf(" | zero %d", o->zero);
+    if (o->ranks > 1) printf(" on %d ranks", o->ranks);
+    else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
     if (o->ckpt) printf(" | ckpt");
     if (!o->dry_run) {
         printf(" | %d steps", o->steps);
@@ -469,6 +488,61 @@ void check_fits(size_t peak_bytes) {
     }
 }
 
+// Are the weights the same on every rank? Each rank hashes the weights it
+// holds whole (stages 0 to 2; at stage 3 each rank holds only its shard, so
+// there is nothing to compare) and rank 0 compares: 1 yes, 0 no.
+int replicas_identical(const GPT *m) {
+    if (m->nranks == 1 || m->zero == 3) return 1;
+    const unsigned char *w = compute_weights(m);
+    uint64_t h = fnv1a(0xCBF29CE484222325ULL, w, m->nparams * dtype_size(m->dtype));
+    uint64_t *all = malloc(sizeof(uint64_t) * m->nranks);
+    comm_gather_to_root(&h, all, sizeof h);
+    int same = 1;
+    for (int r = 1; r < m->nranks; r++) same &= all[r] == all[0];
+    free(all);
+    return same;
+}
+
+// The end of a run with --mem / --mem-json: this rank's ledger against the
+// prediction; with several ranks, one line per rank (gathered to rank 0).
+typedef struct {
+    size_t peak_total, predicted_peak;
+    int equal;
+    long long comm_bytes;
+} RankLedger;
+
+int report_memory(const Options *o, const MemReport *predicted, const MemReport *measured, long long step_comm,
+                  size_t P, int zero) {
+    RankLedger mine = {measured->peak_total, predicted->peak_total,
+                       !memcmp(predicted, measured, sizeof *measured), step_comm};
+    RankLedger *all = malloc(sizeof(RankLedger) * comm_nranks);
+    comm_gather_to_root(&mine, all, sizeof mine);
+    if (o->mem && comm_rank_id == 0) {
+        printf("memory ledger: predicted vs measured (bytes)%s\n", comm_nranks > 1 ? ", rank 0" : "");
+        print_mem_report(stdout, predicted, measured);
+        printf("  activation stack: %zu bytes reserved from the prediction, high-water mark %zu\n",
+               g_arena.capacity, measured->peak[MEM_ACTIVATIONS]);
+        for (int r = 0; comm_nranks > 1 && r < comm_nranks; r++)
+            printf("  rank %d: peak %zu B measured, %zu B predicted: %s\n", r, all[r].peak_total,
+                   all[r].predicted_peak, all[r].equal ? "equal in every row" : "DIFFERENT");
+        if (comm_nranks > 1) {
+            size_t e = dtype_size(o->dtype);
+            printf("  communication: %lld B sent per step by rank 0 (ring volumes: (N-1)/N of each collective); "
+                   "textbook %d x params = %zu B\n", all[0].comm_bytes, zero == 3 ? 3 : 2, (zero == 3 ? 3 : 2) * e * P);
+        }
+    }
+    free(all);
+    if (!o->mem_json) return 0;
+    char path[4096];
+    if (comm_rank_id == 0) snprintf(path, sizeof path, "%s", o->mem_json);
+    else snprintf(path, sizeof path, "%s.rank%d", o->mem_json, comm_rank_id);
+    if (write_mem_json(path, predicted, measured)) {
+        fprintf(stderr, "error: cannot write '%s'\n", path);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     GPTConfig cfg = resolve_config(&o);
@@ -480,13 +554,14 @@ int main(int argc, char **argv) {
 
     // 1. predict the memory from the config alone
     long long corpus = file_size(o.data);
-    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.dtype};
+    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.dtype, o.zero, o.ranks};
     MemReport predicted;
-    predict_memory(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, &shape, &predicted);
     if (o.dry_run) {
+        predict_memory(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, &shape, &predicted);
         print_config_line(&cfg, &o);
         if (corpus < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", o.data);
-        printf("predicted memory (dry run: nothing allocated; total peak = the largest total of any phase)\n");
+        printf("predicted memory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",
+               o.ranks > 1 ? " of each rank" : "");
         print_prediction(stdout, &predicted);
         if (o.mem_json && write_mem_json(o.mem_json, &predicted, NULL)) {
             fprintf(stderr, "error: cannot write '%s'\n", o.mem_json);
@@ -494,19 +569,35 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    check_fits(predicted.peak_total);
 
-    // 2. build: data, model, optimizer (every buffer through the ledger)
+    // 2. the ranks: one process, or N under mpirun
+    comm_init(&argc, &argv);
+    int rank = comm_rank_id, nranks = comm_nranks;
+    if (o.ranks) usage_error("--ranks is for --dry-run; a real run gets its ranks from mpirun -np N%s%s", "", "");
+    if (nranks > 1 && (o.save || o.resume))
+        usage_error("--save and --resume are not supported with several ranks yet (%s%s)", "run on one rank", "");
+    if (o.zero && nranks == 1)
+        say("note: --zero %d on one rank: nothing to shard, training as usual; shard with `mpirun -np 4 ./train "
+            "--zero %d`%s\n", o.zero, o.zero, comm_have_mpi() ? "" : " (this build has no MPI: install "
+            "libopenmpi-dev and rebuild)");
+    shape.ranks = nranks;
+    predict_memory(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, &shape, &predicted);
+    check_fits(predicted.peak_total * (size_t)nranks);
+
+    // 3. build: data, model, optimizer (every buffer through the ledger)
     Dataset data;
-    if (data_load(&data, o.data, B, T, o.seed)) return 1;
+    if (comm_any(data_load(&data, o.data, B, T, o.seed) != 0)) {
+        if (nranks > 1) fprintf(stderr, "error: rank %d stops: a rank could not load its data\n", rank);
+        return 1;
+    }
     GPT model;
-    gpt_build(&model, &cfg, B, T, o.dtype, o.flash, o.ckpt);
+    gpt_build(&model, &cfg, B, T, o.dtype, o.flash, o.ckpt, o.zero, rank, nranks);
     arena_reserve(predict_activations(cfg.layers, cfg.channels, cfg.heads, padded_vocab(&cfg), &shape).peak);
-    init_params(model.params, &cfg, o.seed);
-    gpt_sync_params(&model);
+    gpt_init(&model, o.seed);
     Optimizer opt;
     AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
-    optimizer_build(&opt, &adam, &cfg);
+    if (model.zero >= 1) optimizer_build(&opt, &adam, &cfg, model.own_lo, model.own_hi, model.shard);
+    else optimizer_build(&opt, &adam, &cfg, 0, model.nparams, model.padded);
     uint64_t sample_rng = rng_seed(o.seed ^ 0x5A3B1E);
 
     CkptHeader hd = {cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, B, T, 0, 0, 0, model.nparams,
@@ -518,35 +609,47 @@ int main(int argc, char **argv) {
         start_step = hd.step;
         data.rng = hd.data_rng;
         sample_rng = hd.sample_rng;
-        printf("resumed from %s at step %d\n", o.resume, start_step);
+        say("resumed from %s at step %d\n", o.resume, start_step);
     }
-    print_config_line(&cfg, &o);
+    if (comm_rank_id == 0) print_config_line(&cfg, &o);
 
     MemReport measured;
     memset(&measured, 0, sizeof measured);
     measured.phase[PHASE_INIT] = ledger_snapshot();
 
-    // 3. the training loop: forward, backward, step
+    FILE *log = NULL;
+    if (o.log && rank == 0) {
+        log = fopen(o.log, "w");
+        if (!log) { fprintf(stderr, "error: cannot write the log '%s': %s\n", o.log, strerror(errno)); return 1; }
+        fprintf(log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical\n");
+    }
+
+    // 4. the training loop: forward, backward, reduce, step
     double t_start = now_seconds(), t_train = 0.0;
-    long long tokens_seen = 0;
+    long long tokens_seen = 0, first_step_comm = 0;
     float val_loss = NAN;
     int first = 1;
     for (int step = start_step; step < o.steps; step++) {
         double t0 = now_seconds();
-        g_ledger.trace = o.trace && first;
-        if (g_ledger.trace) printf("trace of step %d: the activation stack\n", step + 1);
+        comm_bytes_sent = 0;
+        g_ledger.trace = o.trace && first && rank == 0;
+        if (g_ledger.trace) printf("trace of step %d: the activation stack%s\n", step + 1,
+                                   model.zero ? ", ZeRO gathers and reductions" : "");
 
         gpt_zero_grad(&model);
         model.recompute_seconds = 0.0;
         float loss = 0.0f, scale = hd.loss_scale;  // fp16: the loss is scaled so small gradients survive
+        float dloss = scale / ((float)B * T * o.accum * nranks);  // the mean over the global batch
         for (int micro = 0; micro < o.accum; micro++) {  // --accum: gradients add up over micro-batches
-            data_next_train(&data, B, T);
-            loss += gpt_forward(&model, data.inputs, data.targets, B, T) / o.accum;          // forward
+            data_next_train(&data, B, T, rank, nranks);
+            loss += gpt_forward(&model, data.inputs, data.targets, B, T) / o.accum;  // forward
             if (first && micro == 0) measured.phase[PHASE_FORWARD] = ledger_snapshot();
-            gpt_backward(&model, data.inputs, data.targets, scale / (B * T * o.accum));    // backward
+            gpt_backward(&model, data.inputs, data.targets, dloss);                // backward
             if (first && micro == 0) measured.phase[PHASE_BACKWARD] = ledger_snapshot();
         }
-        double norm = sqrt(sum_squares_dt(gpt_grads(&model), model.nparams, model.dtype)) / scale;
+        if (model.nranks > 1 && model.zero <= 1) reduce_full_grads(&model);      // reduce (stages 0, 1)
+        loss = (float)(comm_sum_ordered(loss) / nranks);  // the global batch's mean loss, for the step line
+        double norm = sqrt(gpt_grad_sum_squares(&model)) / scale;
         float lr = lr_at(&opt.cfg, step);
         int skipped = !isfinite(norm);  // fp16 overflow: skip the step, halve the scale
         if (skipped && o.dtype != DT_FP16) {
@@ -555,35 +658,48 @@ int main(int argc, char **argv) {
         }
         if (!skipped) {
             hd.updates++;
-            optimizer_step(&opt, model.params, gpt_grads(&model), model.dtype, lr, hd.updates,
-                           clip_scale(norm, o.clip) / scale);                                 // step
-            gpt_sync_params(&model);
+            optimizer_step(&opt, model.params, model.master_base, gpt_grads(&model), model.grads_base,
+                           model.dtype, lr, hd.updates, clip_scale(norm, o.clip) / scale);  // step
+            gpt_sync_params(&model);  // stages 1, 2: all-gather the updated shards
         }
         if (o.dtype == DT_FP16) update_loss_scale(&hd, skipped);
-        if (first) measured.phase[PHASE_STEP] = ledger_snapshot();
+        if (first) {
+            measured.phase[PHASE_STEP] = ledger_snapshot();
+            first_step_comm = comm_bytes_sent;
+        }
         g_ledger.trace = 0;
         first = 0;
 
         double dt = now_seconds() - t0;
         t_train += dt;
-        long long step_tokens = (long long)B * T * o.accum;
+        long long step_tokens = (long long)B * T * o.accum * nranks;
         tokens_seen += step_tokens;
-        printf("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s | mem %.1f MiB",
-               step + 1, o.steps, loss, lr, norm, dt * 1e3, step_tokens / dt, mib(g_ledger.peak_total));
-        if (o.accum > 1) printf(" | tokens %d micro, %lld step", B * T, step_tokens);
-        if (o.ckpt) printf(" | recompute %.1f ms", model.recompute_seconds * 1e3);
-        if (skipped) printf(" | skipped: inf/nan gradients, loss scale %g -> %g", scale, hd.loss_scale);
-        else if (o.dtype == DT_FP16) printf(" | loss scale %g", scale);
-        printf("\n");
+        say("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s | mem %.1f MiB",
+            step + 1, o.steps, loss, lr, norm, dt * 1e3, step_tokens / dt, mib(g_ledger.peak_total));
+        if (o.accum > 1 || nranks > 1) say(" | tokens %d micro, %lld step", B * T, step_tokens);
+        if (nranks > 1) say(" | sent %.2f MiB", comm_bytes_sent / 1048576.0);
+        if (o.ckpt) say(" | recompute %.1f ms", model.recompute_seconds * 1e3);
+        if (skipped) say(" | skipped: inf/nan gradients, loss scale %g -> %g", scale, hd.loss_scale);
+        else if (o.dtype == DT_FP16) say(" | loss scale %g", scale);
+        say("\n");
         if (!isfinite(loss) && !skipped) {
             fprintf(stderr, "error: the loss is %f at step %d; lower --lr or raise --warmup\n", loss, step + 1);
             return 1;
         }
 
-        int last = step + 1 == o.steps || step + 1 == o.stop_after;
+        int last = step + 1 == o.steps || step + 1 == o.stop_after, evaluated = 0;
         if ((o.eval_every && (step + 1) % o.eval_every == 0) || last) {
             val_loss = evaluate(&model, &data, B, T, o.eval_batches);
-            printf("val loss %.4f (%d batches of %d x %d)\n", val_loss, o.eval_batches, B, T);
+            evaluated = 1;
+            say("val loss %.4f (%d batches of %d x %d)\n", val_loss, o.eval_batches, B, T);
+        }
+        if (o.log) {  // every rank takes part in the replica check; rank 0 writes
+            int same = replicas_identical(&model);
+            if (log) {
+                fprintf(log, "%d,%.9g,", step + 1, loss);
+                if (evaluated) fprintf(log, "%.9g", val_loss);
+                fprintf(log, ",%.9g,%.9g,%.3f,%lld,%d\n", lr, norm, dt * 1e3, step_tokens, same);
+            }
         }
         if (o.sample_len && ((o.sample_every && (step + 1) % o.sample_every == 0) || last))
             sample_text(&model, &data, T, o.sample_len, o.temperature, &sample_rng);
@@ -592,34 +708,28 @@ int main(int argc, char **argv) {
             hd.data_rng = data.rng;
             hd.sample_rng = sample_rng;
             if (ckpt_save(o.save, &hd, model.params, opt.m, opt.v)) return 1;
-            printf("saved checkpoint %s at step %d\n", o.save, step + 1);
+            say("saved checkpoint %s at step %d\n", o.save, step + 1);
         }
         if (step + 1 == o.stop_after) break;
     }
 
-    // 4. summary
+    // 5. summary
     int end_step = o.stop_after && o.stop_after < o.steps ? o.stop_after : o.steps;
     int steps_run = end_step > start_step ? end_step - start_step : 0;
-    printf("done: %d steps in %.1f s (%.0f tok/s training) | final val loss %.4f | peak memory %.2f MiB\n",
-           steps_run, now_seconds() - t_start, t_train > 0 ? tokens_seen / t_train : 0.0, val_loss,
-           mib(g_ledger.peak_total));
+    say("done: %d steps in %.1f s (%.0f tok/s training) | final val loss %.4f | peak memory %.2f MiB%s\n",
+        steps_run, now_seconds() - t_start, t_train > 0 ? tokens_seen / t_train : 0.0, val_loss,
+        mib(g_ledger.peak_total), nranks > 1 ? " (rank 0)" : "");
     if (steps_run > 0) {
         memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
         measured.peak_total = g_ledger.peak_total;
-        if (o.mem) {
-            printf("memory ledger: predicted vs measured (bytes)\n");
-            print_mem_report(stdout, &predicted, &measured);
-            printf("  activation stack: %zu bytes reserved from the prediction, high-water mark %zu\n",
-                   g_arena.capacity, g_ledger.peak[MEM_ACTIVATIONS]);
-        }
-        if (o.mem_json && write_mem_json(o.mem_json, &predicted, &measured)) {
-            fprintf(stderr, "error: cannot write '%s'\n", o.mem_json);
+        if ((o.mem || o.mem_json) && report_memory(&o, &predicted, &measured, first_step_comm, model.nparams, model.zero))
             return 1;
-        }
     }
+    if (log) fclose(log);
     optimizer_free(&opt);
     gpt_free(&model);
     data_free(&data);
     arena_release();
+    comm_finalize();
     return 0;
 }

@@ -244,7 +244,7 @@ double loss_model(void) {
 
 void model_setup(const GPTConfig *c, int B, int T) {
     tm_B = B; tm_T = T;
-    gpt_build(&tm, c, B, T, DT_FP32, 0, 0);
+    gpt_build(&tm, c, B, T, DT_FP32, 0, 0, 0, 0, 1);
     RunShape shape = {B, T, 0, 0, 0, DT_FP32};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
 }
@@ -336,7 +336,7 @@ void test_flash(void) {
 float grads_of(const GPTConfig *c, int flash, int ckpt, int B, int T, int micro, const int *in, const int *tg,
                float *grads_out) {
     int b = B / micro;
-    gpt_build(&tm, c, b, T, DT_FP32, flash, ckpt);
+    gpt_build(&tm, c, b, T, DT_FP32, flash, ckpt, 0, 0, 1);
     RunShape shape = {b, T, 0, flash, ckpt, DT_FP32};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
     init_params(tm.params, c, 11);
@@ -431,7 +431,7 @@ void test_dtype_model(void) {
     for (int i = 0; i < B * T; i++) { in[i] = (int)(rng_next(&test_rng) % 77); tg[i] = (int)(rng_next(&test_rng) % 77); }
     float loss[3];
     for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
-        gpt_build(&tm, &c, B, T, dt, 0, 0);
+        gpt_build(&tm, &c, B, T, dt, 0, 0, 0, 0, 1);
         RunShape shape = {B, T, 0, 0, 0, dt};
         arena_reserve(predict_activations(c.layers, c.channels, c.heads, padded_vocab(&c), &shape).peak);
         init_params(tm.params, &c, 5);
@@ -508,14 +508,14 @@ void test_torch_parity(void) {
     // 10 AdamW steps with clipping on the same batch, constant lr
     Optimizer opt;
     AdamWConfig ac = {lr, 0.9f, 0.95f, 1e-8f, wd, 0, steps, 1.0f};
-    optimizer_build(&opt, &ac, &c);
+    optimizer_build(&opt, &ac, &c, 0, param_count(&c), param_count(&c));
     double worst = 0;
     for (int s = 0; s < steps; s++) {
         gpt_zero_grad(&tm);
         float ls = gpt_forward(&tm, tm_in, tm_tg, B, T);
         gpt_backward(&tm, tm_in, tm_tg, 1.0f / (B * T));
         double norm = sqrt(sum_squares(tm.grads, tm.nparams));
-        optimizer_step(&opt, tm.params, tm.grads, DT_FP32, lr, s + 1, clip_scale(norm, clip));
+        optimizer_step(&opt, tm.params, 0, tm.grads, 0, DT_FP32, lr, s + 1, clip_scale(norm, clip));
         double e = fabs(ls - step_losses[s]) / step_losses[s];
         if (e > worst) worst = e;
     }

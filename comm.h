@@ -1,0 +1,164 @@
+// comm.h — the communication layer: every collective gptmem uses, in one place.
+//
+// With MPI (the Makefile builds with mpicc when it finds it, defining
+// GPTMEM_MPI) these are MPI calls; without, one rank and each call is the
+// trivial single-rank answer. Either way the rest of the code calls only
+// these functions, so another backend (NCCL, later) goes in here.
+//
+// Every call adds the bytes this rank sends to comm_bytes_sent, counted as a
+// ring algorithm sends them: a reduce-scatter or an all-gather of n bytes in
+// total sends (N-1)/N * n from each rank; an all-reduce twice that.
+#ifndef GPTMEM_COMM_H
+#define GPTMEM_COMM_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef GPTMEM_MPI
+#include <mpi.h>
+#endif
+
+int comm_rank_id, comm_nranks = 1;
+long long comm_bytes_sent;  // this rank's bytes sent since the counter was last cleared
+int comm_finalized;
+
+#ifdef GPTMEM_MPI
+// A rank that exits without finishing (a bad file, a failed allocation, any
+// error path calling exit) must not leave the others waiting in a collective
+// forever: it takes the whole job down.
+void comm_abort_at_exit(void) {
+    int up = 0;
+    MPI_Initialized(&up);
+    if (!up || comm_finalized) return;
+    if (comm_nranks > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    comm_finalized = 1;
+    MPI_Finalize();  // one rank: keep the exit code the program chose
+}
+#endif
+
+void comm_init(int *argc, char ***argv) {
+#ifdef GPTMEM_MPI
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &comm_rank_id);
+    MPI_Comm_size(MPI_COMM_WORLD, &comm_nranks);
+    atexit(comm_abort_at_exit);
+#else
+    (void)argc; (void)argv;
+#endif
+}
+
+void comm_finalize(void) {
+#ifdef GPTMEM_MPI
+    comm_finalized = 1;
+    MPI_Finalize();
+#endif
+}
+
+int comm_have_mpi(void) {
+#ifdef GPTMEM_MPI
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+void comm_barrier(void) {
+#ifdef GPTMEM_MPI
+    MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+// Did any rank fail? Every rank calls this with its own flag; all get the OR.
+int comm_any(int flag) {
+#ifdef GPTMEM_MPI
+    int any = 0;
+    MPI_Allreduce(&flag, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+    return any;
+#else
+    return flag;
+#endif
+}
+
+// Reduce-scatter, summing fp32: buf holds comm_nranks blocks of n floats; on
+// return this rank's block (the sum over ranks of everyone's block number
+// rank) is in buf[0..n).
+void comm_reduce_scatter_block(float *buf, int n) {
+#ifdef GPTMEM_MPI
+    if (comm_nranks > 1) {
+        MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        comm_bytes_sent += (long long)(comm_nranks - 1) * n * 4;
+    }
+#else
+    (void)buf; (void)n;
+#endif
+}
+
+// Reduce-scatter with a count per rank (some may be 0): buf holds
+// sum(counts) floats, rank r's part after rank r-1's; on return this rank's
+// summed part is in buf[0..counts[rank]).
+void comm_reduce_scatter(float *buf, const int *counts) {
+#ifdef GPTMEM_MPI
+    if (comm_nranks > 1) {
+        long long total = 0;
+        for (int r = 0; r < comm_nranks; r++) total += counts[r];
+        MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        comm_bytes_sent += (total - counts[comm_rank_id]) * 4;
+    }
+#else
+    (void)buf; (void)counts;
+#endif
+}
+
+// All-gather of bytes with a count and offset per rank: this rank's part is
+// already in place at buf + displs[rank]; on return every part is.
+void comm_allgather(void *buf, const int *counts, const int *displs) {
+#ifdef GPTMEM_MPI
+    if (comm_nranks > 1) {
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
+        comm_bytes_sent += (long long)counts[comm_rank_id] * (comm_nranks - 1);
+    }
+#else
+    (void)buf; (void)counts; (void)displs;
+#endif
+}
+
+// All-gather of equal blocks of `bytes` bytes: block r comes from rank r.
+void comm_allgather_block(void *buf, long long bytes) {
+#ifdef GPTMEM_MPI
+    if (comm_nranks > 1) {
+        MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, buf, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+        comm_bytes_sent += bytes * (comm_nranks - 1);
+    }
+#else
+    (void)buf; (void)bytes;
+#endif
+}
+
+// The sum of one double from every rank, added in rank order so that every
+// rank gets the very same bits.
+double comm_sum_ordered(double x) {
+#ifdef GPTMEM_MPI
+    if (comm_nranks > 1) {
+        double *all = malloc(sizeof(double) * comm_nranks), s = 0.0;
+        MPI_Allgather(&x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+        for (int r = 0; r < comm_nranks; r++) s += all[r];
+        free(all);
+        return s;
+    }
+#endif
+    return x;
+}
+
+// Gather a small fixed-size record from every rank to rank 0 (for the per-rank
+// ledger table); out must hold comm_nranks records on rank 0.
+void comm_gather_to_root(const void *rec, void *out, int bytes) {
+#ifdef GPTMEM_MPI
+    if (comm_nranks > 1) {
+        MPI_Gather(rec, bytes, MPI_BYTE, out, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+        return;
+    }
+#endif
+    memcpy(out, rec, bytes);
+}
+
+#endif

@@ -878,8 +878,10 @@ void gpt_sync_params(GPT *m) {
         dtype_store((uint16_t *)m->params_lp + (lo - m->params_base), m->params + (lo - m->master_base), hi - lo,
                     m->dtype);
     }
-    if (m->zero == 1 || m->zero == 2)
+    if (m->zero == 1 || m->zero == 2) {
+        if (g_ledger.trace) printf("  all-gather the updated weights: %zu B\n", m->padded * dtype_size(m->dtype));
         comm_allgather_block(compute_weights(m), (long long)m->shard * dtype_size(m->dtype));
+    }
 }
 
 // Initialize the weights (GPT-2 init from the seed) on every rank: each rank
@@ -953,6 +955,9 @@ void reduce_full_grads(GPT *m) {
     int N = m->nranks;
     size_t S = m->shard, K = S < REDUCE_CHUNK ? S : REDUCE_CHUNK, e = dtype_size(m->dtype);
     char *g = m->dtype == DT_FP32 ? (char *)m->grads : (char *)m->grads_lp;
+    if (g_ledger.trace)
+        printf("  %s the gradients: %zu B in chunks of %zu floats per rank\n",
+               m->zero == 0 ? "all-reduce (reduce-scatter + all-gather)" : "reduce-scatter", S * N * sizeof(float), K);
     for (size_t c0 = 0; c0 < S; c0 += K) {
         size_t k = S - c0 < K ? S - c0 : K;
         for (int r = 0; r < N; r++) dtype_load(m->reduce_buf + (size_t)r * k, g + ((size_t)r * S + c0) * e, k, m->dtype);

@@ -272,14 +272,16 @@ GPTConfig resolve_config(Options *o) {
 // Layout (little-endian, as written by this machine):
 //   "GPTMEMCK" magic, u32 version, i32 L C H V maxT B T, i32 step,
 //   u64 data_rng, u64 sample_rng, u64 nparams, i32 dtype, i32 updates,
-//   f32 loss_scale, i32 good_steps,
-//   f32 params[nparams] (the fp32 weights: master copy for 16-bit runs),
-//   f32 adam_m[nparams], f32 adam_v[nparams],
+//   f32 loss_scale, i32 good_steps, i32 zero nranks rank, u64 lo hi,
+//   f32 weights[hi - lo] (the fp32 weights: master copy for 16-bit runs),
+//   f32 adam_m[hi - lo], f32 adam_v[hi - lo],
 //   u64 FNV-1a checksum of every byte before it.
 // Written to FILE.tmp and renamed, so a crash never leaves half a checkpoint.
+// With several ranks each rank writes the parameters it owns: rank 0 to FILE,
+// rank r to FILE.rank<r>; one rank writes everything to FILE.
 
 #define CKPT_MAGIC "GPTMEMCK"
-#define CKPT_VERSION 2u
+#define CKPT_VERSION 3u
 
 typedef struct {
     int32_t L, C, H, V, maxT, B, T, step;
@@ -288,6 +290,8 @@ typedef struct {
     int32_t updates;     // optimizer updates applied (fp16 skips steps): AdamW's bias-correction count
     float loss_scale;    // fp16 dynamic loss scale
     int32_t good_steps;  // fp16: steps since the scale last changed
+    int32_t zero, nranks, rank;  // ZeRO: the file of rank `rank` of `nranks` at stage `zero`
+    uint64_t lo, hi;             // the parameters [lo, hi) this file holds (one rank: all of them)
 } CkptHeader;
 
 uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
@@ -308,7 +312,7 @@ int ckpt_save(const char *path, const CkptHeader *hd, const float *params, const
     if (!f) { fprintf(stderr, "error: cannot write checkpoint '%s': %s\n", tmp, strerror(errno)); return -1; }
     uint64_t h = 0xCBF29CE484222325ULL;
     uint32_t version = CKPT_VERSION;
-    size_t n = hd->nparams * sizeof(float);
+    size_t n = (hd->hi - hd->lo) * sizeof(float);
     int bad = write_hashed(f, &h, CKPT_MAGIC, 8) | write_hashed(f, &h, &version, 4) |
               write_hashed(f, &h, hd, sizeof *hd) | write_hashed(f, &h, params, n) |
               write_hashed(f, &h, m, n) | write_hashed(f, &h, v, n);
@@ -365,7 +369,14 @@ CkptHeader ckpt_load(const char *path, const CkptHeader *want, float *params, fl
                 hd.V, hd.maxT, want->L, want->C, want->H, want->V, want->maxT);
         exit(1);
     }
-    size_t n = hd.nparams * sizeof(float);
+    if (hd.zero != want->zero || hd.nranks != want->nranks || hd.rank != want->rank || hd.lo != want->lo ||
+        hd.hi != want->hi) {
+        fprintf(stderr, "error: checkpoint '%s' is rank %d of %d at --zero %d; this is rank %d of %d at --zero %d: "
+                "resume with the same mpirun -np and --zero\n", path, hd.rank, hd.nranks, hd.zero, want->rank,
+                want->nranks, want->zero);
+        exit(1);
+    }
+    size_t n = (hd.hi - hd.lo) * sizeof(float);
     long long expect = 8 + 4 + (long long)sizeof hd + 3LL * (long long)n + 8;
     if (size != expect) {
         fprintf(stderr, "error: checkpoint '%s' has %lld bytes, expected %lld: it is %s\n", path, size, expect,
@@ -574,8 +585,6 @@ int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     int rank = comm_rank_id, nranks = comm_nranks;
     if (o.ranks) usage_error("--ranks is for --dry-run; a real run gets its ranks from mpirun -np N%s%s", "", "");
-    if (nranks > 1 && (o.save || o.resume))
-        usage_error("--save and --resume are not supported with several ranks yet (%s%s)", "run on one rank", "");
     if (o.zero && nranks == 1)
         say("note: --zero %d on one rank: nothing to shard, training as usual; shard with `mpirun -np 4 ./train "
             "--zero %d`%s\n", o.zero, o.zero, comm_have_mpi() ? "" : " (this build has no MPI: install "
@@ -601,10 +610,22 @@ int main(int argc, char **argv) {
     uint64_t sample_rng = rng_seed(o.seed ^ 0x5A3B1E);
 
     CkptHeader hd = {cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, B, T, 0, 0, 0, model.nparams,
-                     o.dtype, 0, o.dtype == DT_FP16 ? o.loss_scale : 1.0f, 0};
+                     o.dtype, 0, o.dtype == DT_FP16 ? o.loss_scale : 1.0f, 0, model.zero, nranks, rank,
+                     model.own_lo, model.own_hi};
+    // this rank's part of the state: the fp32 weights, m and v of the parameters it owns
+    float *ck_w = model.params + (model.own_lo - model.master_base);
+    float *ck_m = opt.m + (model.own_lo - opt.lo), *ck_v = opt.v + (model.own_lo - opt.lo);
+    char save_path[4096] = "", resume_path[4096] = "";
+    if (o.save) snprintf(save_path, sizeof save_path, rank ? "%s.rank%d" : "%s", o.save, rank);
+    if (o.resume) snprintf(resume_path, sizeof resume_path, rank ? "%s.rank%d" : "%s", o.resume, rank);
     int start_step = 0;
     if (o.resume) {
-        hd = ckpt_load(o.resume, &hd, model.params, opt.m, opt.v);
+        hd = ckpt_load(resume_path, &hd, ck_w, ck_m, ck_v);
+        if (model.zero == 0 && nranks > 1) {  // stage 0 replicas: every rank gets every rank's part
+            comm_allgather_block(model.params, (long long)model.shard * sizeof(float));
+            comm_allgather_block(opt.m, (long long)model.shard * sizeof(float));
+            comm_allgather_block(opt.v, (long long)model.shard * sizeof(float));
+        }
         gpt_sync_params(&model);
         start_step = hd.step;
         data.rng = hd.data_rng;
@@ -707,8 +728,9 @@ int main(int argc, char **argv) {
             hd.step = step + 1;
             hd.data_rng = data.rng;
             hd.sample_rng = sample_rng;
-            if (ckpt_save(o.save, &hd, model.params, opt.m, opt.v)) return 1;
-            say("saved checkpoint %s at step %d\n", o.save, step + 1);
+            if (ckpt_save(save_path, &hd, ck_w, ck_m, ck_v)) return 1;
+            say("saved checkpoint %s%s at step %d\n", o.save, nranks > 1 ? " (and .rank1 ... for the other ranks)" : "",
+                step + 1);
         }
         if (step + 1 == o.stop_after) break;
     }

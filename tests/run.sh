@@ -228,10 +228,21 @@ EOF2
      grep -q 'a rank could not load its data' "$tmp/zfail"; then
     ok "a failing rank stops all ranks with a clear error (exit $rc, no hang)"
   else bad "a failing rank stops all ranks (exit $rc)"; tail -3 "$tmp/zfail"; fi
-  "${MPI[@]}" -np 2 ./train "${Z[@]}" --steps 2 --save "$tmp/z.ckpt" >"$tmp/zsave" 2>&1; rc=$?
-  if [ $rc -ne 0 ] && grep -q 'not supported with several ranks yet' "$tmp/zsave"; then
-    ok "--save on several ranks: refused with a clear message (exit $rc)"
-  else bad "--save on several ranks (exit $rc)"; fi
+  # checkpoints on N ranks: 4 steps, save, resume to 8 == 8 straight, every file of every rank bit for bit
+  for z in 0 2 3; do for dtype in fp32 fp16; do
+    rm -f "$tmp"/za.ckpt* "$tmp"/zb.ckpt* "$tmp"/zc.ckpt*
+    C=("${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 8 --batch 2 --zero $z --dtype $dtype)
+    "${C[@]}" --save "$tmp/za.ckpt" >/dev/null 2>&1
+    "${C[@]}" --stop-after 4 --save "$tmp/zb.ckpt" >/dev/null 2>&1
+    "${C[@]}" --resume "$tmp/zb.ckpt" --save "$tmp/zc.ckpt" >"$tmp/zr" 2>&1
+    same=0; for r in "" .rank1 .rank2; do cmp -s "$tmp/za.ckpt$r" "$tmp/zc.ckpt$r" && same=$((same + 1)); done
+    if [ "$same" -eq 3 ]; then ok "zero $z $dtype on 3 ranks: save at 4, resume to 8 == 8 straight (3 files)"
+    else bad "zero $z $dtype on 3 ranks: resume ($same of 3 files equal)"; tail -2 "$tmp/zr"; fi
+  done; done
+  "${MPI[@]}" -np 2 ./train "${Z[@]}" --steps 8 --batch 2 --zero 2 --dtype fp16 --resume "$tmp/za.ckpt" >"$tmp/zbad" 2>&1; rc=$?
+  if [ $rc -ne 0 ] && grep -q 'resume with the same mpirun -np and --zero' "$tmp/zbad"; then
+    ok "a checkpoint of 3 ranks is refused on 2 (exit $rc)"
+  else bad "a checkpoint of 3 ranks on 2 ranks (exit $rc)"; fi
 else
   echo "SKIP ZeRO over MPI: no mpirun/mpicc (install libopenmpi-dev openmpi-bin)"; skipped=$((skipped + 1))
 fi

@@ -161,7 +161,9 @@ void print_help(void) {
         print_default(f, &d);
         printf(")\n");
     }
-    printf("  %-20s %s\n\nmodel presets:\n", "--help", "this text");
+    printf("  %-20s %s\n\n", "--help", "this text");
+    printf("this build: MPI %s\n\nmodel presets:\n", comm_have_mpi() ? "yes (mpirun -np N ./train --zero S)" :
+           "no (one rank; install libopenmpi-dev openmpi-bin and rebuild for ZeRO over ranks)");
     for (int i = 0; i < n_model_presets; i++) {
         const GPTConfig *c = &model_presets[i].cfg;
         printf("  %-12s L%d C%d H%d V%d maxT %d  %.1fM params  %s\n", model_presets[i].name, c->layers,

@@ -175,7 +175,7 @@ if [ "$(row params "$tmp/xl8")" -eq $((2 * S)) ] && [ "$(row grads "$tmp/xl8")" 
    [ "$(row master "$tmp/xl8")" -eq $((4 * S)) ] && [ "$(row adam_m "$tmp/xl8")" -eq $((4 * S)) ]; then
   ok "gpt2-xl --zero 3 --ranks 8 dry run: (2 + 2 + 12) P / 8 per rank"
 else bad "gpt2-xl --zero 3 --ranks 8 dry run"; fi
-if command -v mpirun >/dev/null && grep -q 'GPTMEM_MPI' Makefile && [ -n "$(command -v mpicc)" ]; then
+if command -v mpirun >/dev/null && ./train --help | grep -q 'this build: MPI yes'; then
   MPI=(mpirun --oversubscribe)
   Z=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1)
   # N ranks x B = 8 sequences == one process with B = 8: 10 steps, every stage, fp32 and bf16

@@ -24,9 +24,11 @@ CFLAGS ?= $(OPT) $(ARCH) -ffp-contract=fast
 CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp
 LDLIBS  = -lm
 
+STB := $(wildcard /usr/include/stb/stb_image_write.h)
+
 HEADERS = memory.h model.h predict.h optimizer.h data.h dtype.h comm.h
 
-.PHONY: all test data bench asan clean
+.PHONY: all test data bench asan clean chart compare
 
 all: train
 
@@ -36,7 +38,7 @@ train: train.c $(HEADERS)
 tests/test_cpu: tests/test_cpu.c $(HEADERS)
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_cpu.c $(LDLIBS)
 
-test: train tests/test_cpu data
+test: train tests/test_cpu data $(if $(STB),scripts/chart)
 	bash tests/run.sh
 
 data: data/tinyshakespeare.txt
@@ -46,6 +48,34 @@ data/tinyshakespeare.txt:
 
 bench: train
 	bash scripts/bench_cpu.sh
+
+# PNG charts need stb (Debian: libstb-dev); without it the chart tool is left out.
+chart: scripts/chart
+scripts/chart: scripts/chart.c
+ifeq ($(STB),)
+	@echo "gptmem: stb not found (install libstb-dev): scripts/chart left out, no PNG charts"
+else
+	$(CC) -O2 -std=c11 -Wall -Wextra -o $@ scripts/chart.c -lm
+endif
+
+# The class demo: memory of GPT-2 across settings (dry runs), the small model for real, loss curves.
+GPT2 = --model gpt2 --batch 8 --seq-len 1024
+SMALL_RUN = --steps 6 --eval-batches 1 --eval-every 0
+compare: train chart data
+	mkdir -p doc/img
+	python3 scripts/compare.py --dry-run --base "$(GPT2)" --csv doc/img/memory_gpt2.csv --png doc/img/memory_gpt2.png \
+	  --title "GPT-2 124M, batch 8 x 1024 tokens: peak memory per GPU (dry run)" \
+	  "fp32=" "bf16=--dtype bf16" "bf16+ckpt=--dtype bf16 --ckpt" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \
+	  "bf16+zero3 x8=--dtype bf16 --zero 3 --ranks 8"
+	python3 scripts/compare.py --base "$(SMALL_RUN)" --csv doc/img/memory_small.csv --png doc/img/memory_small.png \
+	  --title "small model, batch 32 x 128, 2 cores: measured peak memory" \
+	  "fp32=" "bf16=--dtype bf16" "ckpt=--ckpt" "flash=--flash" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \
+	  "zero2 x2=--zero 2 --ranks 2 --batch 16"
+	for d in fp32 bf16 fp16; do ./train --steps 200 --warmup 40 --eval-every 25 --sample-len 0 --dtype $$d \
+	  --log doc/img/loss_$$d.csv >/dev/null || exit 1; done
+	scripts/chart loss doc/img/loss_small.png "small model on tiny shakespeare: fp32 vs mixed precision" \
+	  fp32=doc/img/loss_fp32.csv bf16=doc/img/loss_bf16.csv fp16=doc/img/loss_fp16.csv
+	@echo "wrote doc/img/memory_gpt2.png doc/img/memory_small.png doc/img/loss_small.png"
 
 # Two passes: without MPI, with leak checking (all of our code); then with MPI,
 # leak checking off (OpenMPI's plugins leak at MPI_Init, which is not ours to fix).
@@ -58,4 +88,4 @@ asan:
 	$(MAKE) clean
 
 clean:
-	rm -f train tests/test_cpu
+	rm -f train tests/test_cpu scripts/chart

@@ -12,8 +12,9 @@ A block in a Markdown file looks like this:
 Without arguments every such block is rewritten with the command's current
 output. With --check nothing is written; it exits 1 and names each block whose
 text differs from what the binary prints now (tests/run.sh runs this, so a doc
-can never drift from the code). Only ./train commands are allowed, and they
-must be cheap (dry runs, --help, short runs).
+can never drift from the code). Only ./train and `python3 scripts/compare.py
+--dry-run` commands are allowed, and they must be cheap and deterministic
+(dry runs, --help), since the tests run them all.
 """
 import glob
 import re
@@ -26,9 +27,10 @@ BLOCK = re.compile(r"(<!-- gptmem: (.*?) -->\n```text\n)(.*?)(```\n<!-- /gptmem 
 
 def run(cmd):
     args = shlex.split(cmd)
-    if not args or args[0] != "./train":
-        sys.exit(f"doc_tables: only ./train commands may be embedded, not: {cmd}")
-    r = subprocess.run(args, capture_output=True, text=True, env={"OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin"})
+    allowed = args[:1] == ["./train"] or args[:3] == ["python3", "scripts/compare.py", "--dry-run"]
+    if not allowed:
+        sys.exit(f"doc_tables: only ./train and scripts/compare.py --dry-run commands may be embedded, not: {cmd}")
+    r = subprocess.run(args, capture_output=True, text=True, env={"OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin:/usr/local/bin"})
     if r.returncode != 0:
         sys.exit(f"doc_tables: `{cmd}` failed ({r.returncode}): {r.stderr.strip()}")
     return r.stdout

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what gptmem needs and is missing (Debian/Ubuntu, apt-get).
 #   required: gcc (with OpenMP), make, python3 (tests), curl (data download)
-#   optional: OpenMPI (ZeRO over ranks); the build says what it left out when it is missing
+#   optional: OpenMPI (ZeRO over ranks), stb (PNG charts); the build says what it left out without them
 # Runs apt-get only when something is missing; uses sudo when not root.
 set -euo pipefail
 need=()
@@ -13,6 +13,8 @@ command -v sha256sum >/dev/null || need+=(coreutils)
 command -v cmp >/dev/null || need+=(diffutils)
 # optional, installed when missing: OpenMPI for ZeRO over ranks (the build works without it)
 command -v mpicc >/dev/null || need+=(libopenmpi-dev openmpi-bin)
+# optional: stb for the PNG charts of `make compare`
+[ -f /usr/include/stb/stb_image_write.h ] || need+=(libstb-dev)
 if [ "${#need[@]}" -eq 0 ]; then exit 0; fi
 echo "setup: installing ${need[*]}"
 sudo=""

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Compare memory (and speed) of flag settings side by side: the class demo.
+
+    scripts/compare.py [--dry-run] [--base "FLAGS"] [--csv OUT.csv] [--png OUT.png] [--title T] LABEL=FLAGS ...
+
+Each setting is a label and the ./train flags that make it, e.g. "bf16+ckpt=--dtype bf16 --ckpt";
+--base flags go in front of every setting. With --dry-run every setting is predicted (instant, any
+preset); without, each runs for real (use small presets and few --steps) and the table gains a
+tok/s row. A setting with --ranks N runs under mpirun -np N (dry runs just predict N ranks).
+
+Prints one table: rows are the memory categories at their peak, the peak total and tok/s; columns
+are the settings, each with its difference to the first column. --csv writes the same numbers in
+bytes; --png draws the stacked bars with scripts/chart (built by `make chart`, needs libstb-dev).
+"""
+import csv
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+CATEGORIES = ["params", "master", "grads", "adam_m", "adam_v", "activations", "scratch", "comm", "data"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fail(msg):
+    print(f"compare: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def run_setting(label, flags, dry, tmp):
+    """Run ./train for one setting; returns (peaks per category + 'peak_total', tok/s or None)."""
+    args = shlex.split(flags)
+    prefix = ["./train"]
+    ranks = None
+    if "--ranks" in args:
+        i = args.index("--ranks")
+        ranks = args[i + 1] if i + 1 < len(args) else None
+        if not dry:
+            del args[i:i + 2]
+            prefix = ["mpirun", "--oversubscribe", "-np", str(ranks), "./train"]
+    mem = os.path.join(tmp, "mem.json")
+    log = os.path.join(tmp, "log.csv")
+    extra = ["--dry-run", "--mem-json", mem] if dry else ["--mem-json", mem, "--log", log, "--sample-len", "0"]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    r = subprocess.run(prefix + args + extra, cwd=ROOT, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        err = r.stderr.strip().splitlines()
+        fail(f"setting '{label}' ({flags.strip()}) failed: {err[0] if err else 'exit ' + str(r.returncode)}")
+    report = json.load(open(mem))
+    side = report["predicted"] if dry else report["measured"]
+    peaks = {c: side["peak"][c] for c in CATEGORIES}
+    peaks["peak_total"] = side["peak"]["total"]
+    toks = None
+    if not dry:
+        rows = list(csv.DictReader(open(log)))
+        timed = rows[1:] or rows  # the first step warms up
+        ms = sum(float(x["ms"]) for x in timed)
+        toks = sum(int(x["tokens"]) for x in timed) / (ms / 1000.0) if ms > 0 else 0.0
+    return peaks, toks
+
+
+def human(b):
+    return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
+
+
+def delta(v, base):
+    if base == 0:
+        return "" if v == 0 else "(new)"
+    return f"({(v - base) / base * 100:+.0f}%)"
+
+
+def main():
+    argv = sys.argv[1:]
+    dry, base, out_csv, out_png, title, settings = False, "", None, None, None, []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--dry-run":
+            dry = True
+        elif a in ("--base", "--csv", "--png", "--title"):
+            if i + 1 >= len(argv):
+                fail(f"{a} needs a value")
+            v = argv[i + 1]
+            i += 1
+            if a == "--base": base = v
+            elif a == "--csv": out_csv = v
+            elif a == "--png": out_png = v
+            else: title = v
+        elif a in ("-h", "--help"):
+            print(__doc__)
+            return
+        elif "=" in a and not a.startswith("--"):
+            label, flags = a.split("=", 1)
+            settings.append((label, flags))
+        else:
+            fail(f"unknown argument '{a}': settings are LABEL=FLAGS, e.g. 'bf16=--dtype bf16' (see --help)")
+        i += 1
+    if not settings:
+        fail("no settings given: pass LABEL=FLAGS ..., e.g. 'fp32=' 'bf16=--dtype bf16' (see --help)")
+    if not os.path.exists(os.path.join(ROOT, "train")):
+        fail("./train is not built: run make")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, flags in settings:
+            results.append((label, *run_setting(label, base + " " + flags, dry, tmp)))
+
+    labels = [r[0] for r in results]
+    rows = CATEGORIES + ["peak_total"]
+    table = [["peak memory" + (" (predicted)" if dry else " (measured)")] + labels]
+    for row in rows:
+        if row != "peak_total" and all(r[1][row] == 0 for r in results):
+            continue  # a category no setting uses
+        first = results[0][1][row]
+        table.append(["total" if row == "peak_total" else row] +
+                     [human(r[1][row]) + ("" if k == 0 else " " + delta(r[1][row], first)) for k, r in enumerate(results)])
+    if not dry:
+        first = results[0][2]
+        table.append(["tok/s"] + [f"{r[2]:.0f}" + ("" if k == 0 else " " + delta(r[2], first)) for k, r in enumerate(results)])
+    widths = [max(len(line[c]) for line in table) + 2 for c in range(len(table[0]))]
+    for line in table:
+        print(f"{line[0]:<{widths[0]}}" + "".join(f"{cell:>{w}}" for cell, w in zip(line[1:], widths[1:])))
+
+    if out_csv or out_png:
+        path = out_csv or os.path.join(tempfile.gettempdir(), "gptmem_compare.csv")
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["category"] + labels)
+            for row in rows:
+                w.writerow([row] + [r[1][row] for r in results])
+            if not dry:
+                w.writerow(["tok/s"] + [f"{r[2]:.1f}" for r in results])
+        if out_png:
+            chart = os.path.join(ROOT, "scripts", "chart")
+            if not os.path.exists(chart):
+                fail("scripts/chart is not built: `make chart` (needs libstb-dev)")
+            r = subprocess.run([chart, "memory", path, out_png, title or "peak memory by setting"],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                fail(r.stderr.strip())
+            print(f"wrote {out_png}")
+        if out_csv:
+            print(f"wrote {out_csv}")
+
+
+main()

@@ -126,7 +126,7 @@ def main():
     if out_csv or out_png:
         path = out_csv or os.path.join(tempfile.gettempdir(), "gptmem_compare.csv")
         with open(path, "w", newline="") as f:
-            w = csv.writer(f)
+            w = csv.writer(f, lineterminator="\n")
             w.writerow(["category"] + labels)
             for row in rows:
                 w.writerow([row] + [r[1][row] for r in results])

@@ -95,6 +95,7 @@ const FlagSpec flag_specs[] = {
     {"max-seq", ARG_INT, OPT(max_seq), 1, 65536, "override the model's learned positions maxT"},
     {"data", ARG_STR, OPT(data), 0, 0, "text file to train on (bytes are tokens)"},
     {"batch", ARG_INT, OPT(batch), 1, 65536, "sequences per micro-batch B"},
+    {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (auto = the model's maxT)"},
     {"accum", ARG_INT, OPT(accum), 1, 65536, "gradient accumulation: micro-batches per optimizer step"},
     {"ckpt", ARG_FLAG, OPT(ckpt), 0, 0, "activation checkpointing: keep block outputs, recompute the rest"},
     {"flash", ARG_FLAG, OPT(flash), 0, 0, "flash attention: online softmax, no T x T matrix kept"},
@@ -102,7 +103,6 @@ const FlagSpec flag_specs[] = {
     {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the mpirun ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
     {"ranks", ARG_INT, OPT(ranks), 1, 1 << 20, "with --dry-run: predict each rank's memory on N ranks"},
     {"loss-scale", ARG_FLOAT, OPT(loss_scale), 0, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
-    {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (0 = the model's maxT)"},
     {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps"},
     {"lr", ARG_FLOAT, OPT(lr), 0, 0, "peak learning rate"},
     {"min-lr-frac", ARG_FLOAT, OPT(min_lr_frac), 0, 0, "final lr as a fraction of --lr (cosine decay)"},
@@ -125,7 +125,7 @@ const FlagSpec flag_specs[] = {
     {"mem-json", ARG_STR, OPT(mem_json), 0, 0, "write the memory ledger as JSON to this file"},
     {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
-    {"trace", ARG_FLAG, OPT(trace), 0, 0, "print every activation push and pop of the first step"},
+    {"trace", ARG_FLAG, OPT(trace), 0, 0, "print each activation push and pop, ZeRO gather and reduction of the first step"},
 };
 #undef OPT
 const int n_flag_specs = sizeof flag_specs / sizeof flag_specs[0];
@@ -141,7 +141,10 @@ void print_default(const FlagSpec *f, const Options *d) {
     const char *p = (const char *)d + f->offset;
     switch (f->kind) {
     case ARG_FLAG: printf("off"); break;
-    case ARG_INT: printf("%d", *(const int *)p); break;
+    case ARG_INT:  // 0 where 0 is not allowed means "work it out" (the preset's value, one rank)
+        if (*(const int *)p == 0 && f->lo >= 1) printf("auto");
+        else printf("%d", *(const int *)p);
+        break;
     case ARG_FLOAT: printf("%g", *(const float *)p); break;
     case ARG_U64: printf("%llu", (unsigned long long)*(const uint64_t *)p); break;
     case ARG_STR: printf("%s", *(const char *const *)p ? *(const char *const *)p : "none"); break;
@@ -162,6 +165,7 @@ void print_help(void) {
         printf(")\n");
     }
     printf("  %-20s %s\n\n", "--help", "this text");
+    printf("auto: the preset's value (--seq-len: the model's maxT; --ranks: 1)\n");
     printf("this build: MPI %s\n\nmodel presets:\n", comm_have_mpi() ? "yes (mpirun -np N ./train --zero S)" :
            "no (one rank; install libopenmpi-dev openmpi-bin and rebuild for ZeRO over ranks)");
     for (int i = 0; i < n_model_presets; i++) {
@@ -169,9 +173,14 @@ void print_help(void) {
         printf("  %-12s L%d C%d H%d V%d maxT %d  %.1fM params  %s\n", model_presets[i].name, c->layers,
                c->channels, c->heads, c->vocab, c->max_seq, param_count(c) / 1e6, model_presets[i].note);
     }
-    printf("\nexamples:\n  ./train                          train the small model on tiny shakespeare\n"
-           "  ./train --model gpt2-xl --dry-run   how much memory would GPT-2 XL need?\n"
-           "  ./train --steps 20 --mem            predicted vs measured memory, per category\n");
+    printf("\nexamples:\n"
+           "  ./train                                  train the small model on tiny shakespeare\n"
+           "  ./train --model gpt2-xl --dry-run        how much memory would GPT-2 XL need?\n"
+           "  ./train --steps 20 --mem                 predicted vs measured memory, per category\n"
+           "  ./train --dtype bf16 --ckpt --flash      every memory flag of one process\n"
+           "  mpirun -np 4 ./train --zero 2            ZeRO stage 2 over 4 ranks\n"
+           "  scripts/compare.py --dry-run --base '--model gpt2' fp32= bf16='--dtype bf16'\n"
+           "                                           settings side by side\n");
 }
 
 // Parse one value into the option it belongs to; exits 2 on a bad value.

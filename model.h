@@ -740,6 +740,8 @@ typedef struct {
     LayerActs *acts;                  // L entries
     LayerActs final;                  // lnf (N,C), lnf_mean, lnf_rstd (N), logits (N,Vp)
     float *logits;                    // fp32 view of the logits: logits, then probs, then dlogits
+                                      // (16-bit runs: only HEAD_ROWS rows at a time, see head_forward)
+    void *logits_saved;               // 16-bit runs: the logits on the stack (N,Vp)
     int B, T;                         // shape of the current forward pass
     int arena_mark;                   // stack mark before the forward pass
     // backward scratch, reused by every layer: sized for the training batch
@@ -773,9 +775,13 @@ size_t block_act_floats(const GPTConfig *c, int B, int T, int flash) {
     size_t N = (size_t)B * T, C = c->channels;
     return 16 * N * C + 4 * N + (flash ? (size_t)B * c->heads * T : (size_t)B * c->heads * T * T);
 }
+// 16-bit runs compute the LM head and the loss HEAD_ROWS rows at a time, so
+// their fp32 working copy of the logits is HEAD_ROWS x Vp, not N x Vp.
+enum { HEAD_ROWS = 256 };
+
 size_t final_act_floats(const GPTConfig *c, int B, int T) {
-    size_t N = (size_t)B * T;
-    return N * c->channels + 2 * N + N * padded_vocab(c);
+    size_t N = (size_t)B * T, rows = N < HEAD_ROWS ? N : HEAD_ROWS;
+    return N * c->channels + 2 * N + rows * padded_vocab(c);
 }
 
 // Allocate weights, gradients and scratch (for micro-batches of B x T), for
@@ -1187,6 +1193,21 @@ void ckpt_keep_output(GPT *m, int l) {
     if (m->dtype == DT_FP32) a->res3 = a->view[last] = kept;
 }
 
+// 16-bit runs: the LM head and the loss HEAD_ROWS rows at a time, through the
+// fp32 buffer m->logits (HEAD_ROWS x Vp); each chunk's logits (probabilities,
+// with targets) are rounded into the saved 16-bit logits. Returns the mean loss.
+float head_forward_chunked(GPT *m, const float *lnf, const float *wte, const int *targets, int N) {
+    int C = m->cfg.channels, Vp = padded_vocab(&m->cfg);
+    double loss = 0.0;
+    for (int r0 = 0; r0 < N; r0 += HEAD_ROWS) {
+        int rows = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
+        matmul_forward(m->logits, lnf + (size_t)r0 * C, wte, NULL, rows, C, Vp);
+        if (targets) loss += (double)crossentropy_forward(m->logits, targets + r0, rows, m->cfg.vocab, Vp) * rows;
+        dtype_round_store(m->logits, (uint16_t *)m->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp, m->dtype);
+    }
+    return (float)(loss / N);
+}
+
 // Forward pass over tokens inp[B,T]. Leaves the logits (N,Vp) on the stack
 // (m->logits is their fp32 view), so the caller can sample from them. With
 // targets, turns them into probabilities and returns the mean loss; without,
@@ -1213,14 +1234,25 @@ float gpt_forward(GPT *m, const int *inp, const int *targets, int B, int T) {
     float *lnf = push_act(m, f, "lnf", (size_t)N * C, &work);
     float *lnf_mean = push_act(m, f, "lnf_mean", N, &work);
     float *lnf_rstd = push_act(m, f, "lnf_rstd", N, &work);
-    m->logits = push_act(m, f, "logits", (size_t)N * Vp, &work);
     layernorm_forward(lnf, lnf_mean, lnf_rstd, x, gw.lnfw, gw.lnfb, N, C);
     keep(m, f, lnf); keep(m, f, lnf_mean); keep(m, f, lnf_rstd);
+    if (m->dtype != DT_FP32) {  // the logits are saved in 16 bits but computed in chunks of rows
+        m->logits_saved = arena_push("logits", (size_t)N * Vp * 2);
+        m->logits = work;
+        return head_forward_chunked(m, lnf, gw.wte, targets, N);
+    }
+    m->logits = push_act(m, f, "logits", (size_t)N * Vp, &work);
     matmul_forward(m->logits, lnf, gw.wte, NULL, N, C, Vp);  // LM head tied to wte
     if (!targets) return 0.0f;
-    float loss = crossentropy_forward(m->logits, targets, N, c->vocab, Vp);
-    keep(m, f, m->logits);
-    return loss;
+    return crossentropy_forward(m->logits, targets, N, c->vocab, Vp);
+}
+
+// The logits of row i of the last forward pass, fp32 (for sampling).
+const float *gpt_logits_row(GPT *m, int i) {
+    int Vp = padded_vocab(&m->cfg);
+    if (m->dtype == DT_FP32) return m->logits + (size_t)i * Vp;
+    dtype_load(m->logits, (const uint16_t *)m->logits_saved + (size_t)i * Vp, Vp, m->dtype);
+    return m->logits;
 }
 
 // Drop the activations of a forward pass without a backward (eval, sampling).
@@ -1237,8 +1269,17 @@ void gpt_backward(GPT *m, const int *inp, const int *targets, float dloss) {
     LayerActs *f = &m->final;
     load_saved(m, f);
     float *lnf = f->view[0], *lnf_mean = f->view[1], *lnf_rstd = f->view[2];
-    crossentropy_backward(m->logits, targets, N, Vp, dloss);
-    matmul_backward(m->dln, gg.wte, NULL, m->logits, lnf, gw.wte, N, C, Vp);
+    if (m->dtype == DT_FP32) {
+        crossentropy_backward(m->logits, targets, N, Vp, dloss);
+        matmul_backward(m->dln, gg.wte, NULL, m->logits, lnf, gw.wte, N, C, Vp);
+    } else {  // the same, HEAD_ROWS rows at a time (head_forward_chunked)
+        for (int r0 = 0; r0 < N; r0 += HEAD_ROWS) {
+            int rows = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
+            dtype_load(m->logits, (const uint16_t *)m->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp, m->dtype);
+            crossentropy_backward(m->logits, targets + r0, rows, Vp, dloss);
+            matmul_backward(m->dln + (size_t)r0 * C, gg.wte, NULL, m->logits, lnf + (size_t)r0 * C, gw.wte, rows, C, Vp);
+        }
+    }
     memset(m->dres, 0, sizeof(float) * (size_t)N * C);
     layernorm_backward(m->dres, gg.lnfw, gg.lnfb, m->dln, block_input(m, c->layers), gw.lnfw, lnf_mean, lnf_rstd,
                        N, C);

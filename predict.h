@@ -108,13 +108,14 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
     size_t scratch = 10 * N * C;
     if (s->dtype != 0) {
         // 16-bit runs compute in fp32 working buffers (model.h, gpt_build):
-        //   x_work N*C; act_work = max(one block's 13 tensors, the final 4):
-        //     block = 16*N*C + 4*N + (B*H*T^2, or B*H*T with --flash), final = N*C + 2N + N*Vp;
+        //   x_work N*C; act_work = max(one block's 13 tensors, the final layernorm and a chunk of logits):
+        //     block = 16*N*C + 4*N + (B*H*T^2, or B*H*T with --flash), final = N*C + 2N + min(N, 256)*Vp;
         //   one layer's weights (12C^2 + 13C) and the global ones ((Vp + maxT) C + 2C);
         //   and their gradients, unless stages 2 and 3 count those buckets as comm
         size_t B = s->batch, T = s->seq_len;
         size_t block = 16 * N * C + 4 * N + (s->flash ? B * H * T : B * H * T * T);
-        size_t final = N * C + 2 * N + N * Vp;
+        size_t head_rows = N < 256 ? N : 256;  // the LM head runs 256 rows at a time (HEAD_ROWS)
+        size_t final = N * C + 2 * N + head_rows * Vp;
         scratch += N * C + (block > final ? block : final) + layer + global;
         if (zero < 2) scratch += layer + global;
     }

@@ -432,14 +432,12 @@ float evaluate(GPT *model, Dataset *data, int B, int T, int n_batches) {
 // over the last T bytes of context (scaled by 1/temperature). Uses the batch
 // buffer data->inputs (B*T >= T) as the context.
 void sample_text(GPT *model, Dataset *data, int T, int len, float temperature, uint64_t *rng) {
-    const GPTConfig *c = &model->cfg;
-    int Vp = padded_vocab(c);
     int *ctx = data->inputs, n = 1;
     ctx[0] = '\n';
     say("---- sample ----\n");
     for (int i = 0; i < len; i++) {
         gpt_forward(model, ctx, NULL, 1, n);
-        const float *logits = model->logits + (size_t)(n - 1) * Vp;  // the last position predicts the next byte
+        const float *logits = gpt_logits_row(model, n - 1);  // the last position predicts the next byte
         float maxv = -INFINITY;
         for (int v = 0; v < 256; v++) if (logits[v] > maxv) maxv = logits[v];
         double sum = 0.0;

@@ -134,6 +134,19 @@ void comm_allgather_block(void *buf, long long bytes) {
 #endif
 }
 
+// Broadcast `bytes` bytes from rank `root` to every rank (the NCCL unique id
+// travels this way in the GPU issue).
+void comm_broadcast(void *buf, long long bytes, int root) {
+#ifdef GPTMEM_MPI
+    if (comm_nranks > 1) {
+        MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+        if (comm_rank_id == root) comm_bytes_sent += bytes * (comm_nranks - 1);
+    }
+#else
+    (void)buf; (void)bytes; (void)root;
+#endif
+}
+
 // The sum of one double from every rank, added in rank order so that every
 // rank gets the very same bits.
 double comm_sum_ordered(double x) {

@@ -608,6 +608,13 @@ int main(int argc, char **argv) {
         if (nranks > 1) fprintf(stderr, "error: rank %d stops: a rank could not load its data\n", rank);
         return 1;
     }
+    // every rank must draw the same batch windows: check that they start from the same state
+    uint64_t rng_root = data.rng;
+    comm_broadcast(&rng_root, sizeof rng_root, 0);
+    if (comm_any(rng_root != data.rng)) {
+        fprintf(stderr, "error: rank %d: the ranks disagree on the data stream (same --seed on every rank?)\n", rank);
+        return 1;
+    }
     GPT model;
     gpt_build(&model, &cfg, B, T, o.dtype, o.flash, o.ckpt, o.zero, rank, nranks);
     arena_reserve(predict_activations(cfg.layers, cfg.channels, cfg.heads, padded_vocab(&cfg), &shape).peak);

@@ -228,6 +228,12 @@ EOF2
      grep -q 'a rank could not load its data' "$tmp/zfail"; then
     ok "a failing rank stops all ranks with a clear error (exit $rc, no hang)"
   else bad "a failing rank stops all ranks (exit $rc)"; tail -3 "$tmp/zfail"; fi
+  # ranks with different seeds would train on different data streams: refused (comm_broadcast + comm_any)
+  timeout 60 "${MPI[@]}" -np 1 ./train "${Z[@]}" --steps 2 --batch 2 : -np 1 ./train "${Z[@]}" --steps 2 --batch 2 \
+    --seed 7 >"$tmp/zseed" 2>&1; rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q 'the ranks disagree on the data stream' "$tmp/zseed"; then
+    ok "ranks with different --seed are refused (broadcast check, exit $rc)"
+  else bad "ranks with different --seed (exit $rc)"; tail -2 "$tmp/zseed"; fi
   # checkpoints on N ranks: 4 steps, save, resume to 8 == 8 straight, every file of every rank bit for bit
   for z in 0 2 3; do for dtype in fp32 fp16; do
     rm -f "$tmp"/za.ckpt* "$tmp"/zb.ckpt* "$tmp"/zc.ckpt*

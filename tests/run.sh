@@ -196,6 +196,18 @@ EOF2
       else bad "zero $z on $n ranks == 1 process, $dtype"; tail -3 "$tmp/zlog"; fi
     done; done
   done
+  # with --accum: 2 ranks x 2 micro-batches of 2 == one process, batch 4, accum 2 (every stage)
+  ./train "${Z[@]}" --steps 6 --batch 4 --accum 2 --log "$tmp/acc1.csv" >/dev/null 2>&1
+  for z in 0 1 2 3; do
+    timeout 120 "${MPI[@]}" -np 2 ./train "${Z[@]}" --steps 6 --batch 2 --accum 2 --zero $z --log "$tmp/acc2.csv" >/dev/null 2>&1
+    if python3 - "$tmp/acc1.csv" "$tmp/acc2.csv" <<'EOF2'
+import csv, sys
+a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
+worst = max(abs(float(x["loss"]) - float(y["loss"])) / float(x["loss"]) for x, y in zip(a, b))
+sys.exit(0 if len(a) == len(b) == 6 and worst < 1e-5 and all(y["replicas_identical"] == "1" for y in b) else 1)
+EOF2
+    then ok "zero $z with --accum 2 on 2 ranks == 1 process"; else bad "zero $z with --accum 2 on 2 ranks"; fi
+  done
   # every rank's ledger: predicted == measured, for each (N, stage, dtype, ckpt); 3 ranks: uneven shards
   for n in 2 3; do for z in 0 1 2 3; do for dtype in fp32 bf16; do for ckpt in "" --ckpt; do
     rm -f "$tmp"/zm.json*

@@ -199,10 +199,6 @@ void *arena_push(const char *name, size_t bytes) {
     return p;
 }
 
-float *arena_push_floats(const char *name, size_t n) {
-    return (float *)arena_push(name, n * sizeof(float));
-}
-
 // A mark is the number of tensors on the stack; pop back down to it.
 int arena_mark(void) { return g_arena.n; }
 

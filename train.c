@@ -130,10 +130,14 @@ const FlagSpec flag_specs[] = {
 #undef OPT
 const int n_flag_specs = sizeof flag_specs / sizeof flag_specs[0];
 
-void usage_error(const char *fmt, const char *a, const char *b) {
+// A bad flag or value: one line naming it, exit code 2.
+void usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "error: ");
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (see ./train --help)\n");
+    va_end(ap);
     exit(2);
 }
 
@@ -206,7 +210,7 @@ void parse_value(const FlagSpec *f, const char *v, Options *o) {
         if (errno || end == v || *end || v[0] == '-') usage_error("--%s must be an integer >= 0 (got '%s')", f->name, v);
         *(uint64_t *)p = x;
     } else {
-        if (!*v) usage_error("--%s needs a value%s", f->name, "");
+        if (!*v) usage_error("--%s needs a value", f->name);
         *(const char **)p = v;
     }
 }
@@ -216,7 +220,7 @@ Options parse_args(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { print_help(); exit(0); }
-        if (strncmp(a, "--", 2) != 0) usage_error("unexpected argument '%s'%s; flags start with --", a, "");
+        if (strncmp(a, "--", 2) != 0) usage_error("unexpected argument '%s'; flags start with --", a);
         char name[64];
         const char *eq = strchr(a + 2, '='), *value = NULL;
         size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
@@ -226,7 +230,7 @@ Options parse_args(int argc, char **argv) {
         const FlagSpec *f = NULL;
         for (int k = 0; k < n_flag_specs; k++)
             if (!strcmp(flag_specs[k].name, name)) f = &flag_specs[k];
-        if (!f) usage_error("unknown flag '--%s'%s", name, "");
+        if (!f) usage_error("unknown flag '--%s'", name);
         if (f->kind == ARG_FLAG) {
             if (eq) usage_error("--%s takes no value (got '%s')", name, eq + 1);
             *(int *)((char *)&o + f->offset) = 1;
@@ -234,7 +238,7 @@ Options parse_args(int argc, char **argv) {
         }
         if (eq) value = eq + 1;
         else if (i + 1 < argc) value = argv[++i];
-        else usage_error("--%s needs a value%s", name, "");
+        else usage_error("--%s needs a value", name);
         parse_value(f, value, &o);
     }
     return o;
@@ -245,8 +249,8 @@ GPTConfig resolve_config(Options *o) {
     const ModelPreset *p = NULL;
     for (int i = 0; i < n_model_presets; i++)
         if (!strcmp(model_presets[i].name, o->model)) p = &model_presets[i];
-    if (!p) usage_error("--model must be one of small, gpt2, gpt2-medium, gpt2-large, gpt2-xl (got '%s')%s",
-                        o->model, "");
+    if (!p) usage_error("--model must be one of small, gpt2, gpt2-medium, gpt2-large, gpt2-xl (got '%s')",
+                        o->model);
     GPTConfig c = p->cfg;
     if (o->layers) c.layers = o->layers;
     if (o->channels) c.channels = o->channels;
@@ -264,16 +268,16 @@ GPTConfig resolve_config(Options *o) {
                 "1..%d or raise --max-seq (see ./train --help)\n", o->seq_len, c.max_seq, c.max_seq);
         exit(2);
     }
-    if ((long long)o->batch * o->seq_len > INT_MAX / 8) usage_error("--batch x --seq-len is too large%s%s", "", "");
-    if (o->lr <= 0) usage_error("--lr must be a number > 0 (got %s)%s", "0", "");
-    if (o->min_lr_frac > 1) usage_error("--min-lr-frac must be from 0 to 1%s%s", "", "");
-    if (o->temperature <= 0) usage_error("--temperature must be a number > 0%s%s", "", "");
+    if ((long long)o->batch * o->seq_len > INT_MAX / 8) usage_error("--batch x --seq-len is too large");
+    if (o->lr <= 0) usage_error("--lr must be a number > 0 (got 0)");
+    if (o->min_lr_frac > 1) usage_error("--min-lr-frac must be from 0 to 1");
+    if (o->temperature <= 0) usage_error("--temperature must be a number > 0");
     if (o->warmup < 0) o->warmup = o->steps / 20;
     o->dtype = -1;
     for (int d = DT_FP32; d <= DT_FP16; d++)
         if (!strcmp(o->dtype_str, dtype_name[d])) o->dtype = d;
-    if (o->dtype < 0) usage_error("--dtype must be one of fp32, bf16, fp16 (got '%s')%s", o->dtype_str, "");
-    if (o->loss_scale < 1.0f) usage_error("--loss-scale must be a number >= 1%s%s", "", "");
+    if (o->dtype < 0) usage_error("--dtype must be one of fp32, bf16, fp16 (got '%s')", o->dtype_str);
+    if (o->loss_scale < 1.0f) usage_error("--loss-scale must be a number >= 1");
     return c;
 }
 
@@ -513,8 +517,16 @@ void check_fits(size_t peak_bytes) {
 // there is nothing to compare) and rank 0 compares: 1 yes, 0 no.
 int replicas_identical(const GPT *m) {
     if (m->nranks == 1 || m->zero == 3) return 1;
+    // hash 8-byte words (any differing bit changes the hash); the tail bytes, if any, with FNV-1a
+    size_t bytes = m->nparams * dtype_size(m->dtype), words = bytes / 8;
     const unsigned char *w = compute_weights(m);
-    uint64_t h = fnv1a(0xCBF29CE484222325ULL, w, m->nparams * dtype_size(m->dtype));
+    uint64_t h = 0x9E3779B97F4A7C15ULL, x;
+    for (size_t i = 0; i < words; i++) {
+        memcpy(&x, w + 8 * i, 8);
+        h = (h ^ x) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 33;
+    }
+    h = fnv1a(h, w + 8 * words, bytes - 8 * words);
     uint64_t *all = malloc(sizeof(uint64_t) * m->nranks);
     comm_gather_to_root(&h, all, sizeof h);
     int same = 1;
@@ -593,7 +605,7 @@ int main(int argc, char **argv) {
     // 2. the ranks: one process, or N under mpirun
     comm_init(&argc, &argv);
     int rank = comm_rank_id, nranks = comm_nranks;
-    if (o.ranks) usage_error("--ranks is for --dry-run; a real run gets its ranks from mpirun -np N%s%s", "", "");
+    if (o.ranks) usage_error("--ranks is for --dry-run; a real run gets its ranks from mpirun -np N");
     if (o.zero && nranks == 1)
         say("note: --zero %d on one rank: nothing to shard, training as usual; shard with `mpirun -np 4 ./train "
             "--zero %d`%s\n", o.zero, o.zero, comm_have_mpi() ? "" : " (this build has no MPI: install "

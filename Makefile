@@ -4,6 +4,8 @@
 #   make data       fetch the default corpus into data/
 #   make bench      the CPU benchmark (GPT-2 124M, B=4 T=64, 2 threads)
 #   make asan       build and run the tests under AddressSanitizer + UBSan
+#   make test-cuda  the GPU tests (needs a GPU): each kernel against its CPU op, then the model
+#   make bench-gpu  the GPU benchmark (GPT-2 124M, B=16 T=1024): tok/s, MFU, peak memory
 # ARCH=-march=x86-64-v3 builds for another machine than this one.
 
 # MPI (ZeRO over several ranks) when mpicc is found; otherwise one rank only.
@@ -17,6 +19,21 @@ TRAIN_CC    = OMPI_CC=$(CC) $(MPICC)
 TRAIN_FLAGS = -DGPTMEM_MPI
 endif
 
+# CUDA (--device cuda) when nvcc is found; otherwise cuda/none.c says so at run time.
+NVCC   ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/ops.h
+ifeq ($(NVCC),)
+GPU_OBJ  = cuda/none.o
+GPU_LIBS =
+$(info gptmem: nvcc not found: building ./train without CUDA (--device cpu only; install the CUDA toolkit for --device cuda))
+else
+GPU_OBJ  = cuda/kernels.o
+GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++
+endif
+
 CC     ?= gcc
 ARCH   ?= -march=native $(if $(filter x86_64,$(shell uname -m)),-mprefer-vector-width=512)
 OPT    ?= -O3
@@ -26,19 +43,36 @@ LDLIBS  = -lm
 
 STB := $(wildcard /usr/include/stb/stb_image_write.h)
 
-HEADERS = memory.h model.h predict.h optimizer.h data.h dtype.h comm.h
+HEADERS = memory.h model.h predict.h optimizer.h data.h dtype.h comm.h cuda/ops.h cuda/model_gpu.h
 
-.PHONY: all test data bench asan clean chart compare
+.PHONY: all test data bench asan clean chart compare test-cuda bench-gpu
 
 all: train
 
-train: train.c $(HEADERS)
-	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -o $@ train.c $(LDLIBS)
+train: train.c $(HEADERS) $(GPU_OBJ)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -o $@ train.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
+
+# The kernels: one nvcc translation unit (cuda/kernels.cu includes the op files).
+cuda/kernels.o: $(CUDA_SRC)
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
+
+cuda/none.o: cuda/none.c cuda/ops.h
+	$(CC) -O2 -std=c11 -Wall -Wextra -c cuda/none.c -o $@
+
+# GPU tests: kernels against the CPU ops (tests/test_cuda.c), then the model (tests/run_cuda.sh).
+tests/test_cuda: tests/test_cuda.c $(HEADERS) $(GPU_OBJ)
+	$(CC) $(CFLAGS) -I. -o $@ tests/test_cuda.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
+
+test-cuda: train tests/test_cuda data
+	bash tests/run_cuda.sh
+
+bench-gpu: train tests/test_cuda
+	bash scripts/bench_gpu.sh
 
 tests/test_cpu: tests/test_cpu.c $(HEADERS)
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_cpu.c $(LDLIBS)
 
-test: train tests/test_cpu data $(if $(STB),scripts/chart)
+test: train tests/test_cpu tests/test_cuda data $(if $(STB),scripts/chart)
 	bash tests/run.sh
 
 data: data/tinyshakespeare.txt
@@ -88,4 +122,4 @@ asan:
 	$(MAKE) clean
 
 clean:
-	rm -f train tests/test_cpu scripts/chart
+	rm -f train tests/test_cpu tests/test_cuda scripts/chart cuda/*.o

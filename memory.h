@@ -65,6 +65,7 @@ typedef struct {
     size_t bytes;
     int category;
     const char *name;
+    int on_gpu;  // a device buffer (--device cuda): allocated and freed by cuda/model_gpu.h
 } MemBlock;
 
 #define MEM_MAX_BLOCKS 256
@@ -73,6 +74,7 @@ typedef struct {
     size_t live[MEM_NCAT];
     size_t peak[MEM_NCAT];
     size_t total, peak_total;
+    size_t gpu_reserved;  // bytes cudaMalloc'ed through the ledger (buffers + the activation arena)
     MemBlock blocks[MEM_MAX_BLOCKS];
     int nblocks;
     int trace;  // --trace: print every arena push and pop
@@ -100,11 +102,33 @@ void ledger_sub(int category, size_t bytes) {
     g_ledger.total -= bytes;
 }
 
+// Record a buffer someone allocated: its category, size and name. mem_alloc
+// uses it for host memory; the GPU path (cuda/model_gpu.h) for device memory,
+// so both land in the same ledger and the same --mem table.
+void mem_track(void *p, int category, size_t bytes, const char *name, int on_gpu) {
+    if (g_ledger.nblocks == MEM_MAX_BLOCKS) fatal("too many tracked buffers (at %s)", name);
+    MemBlock *b = &g_ledger.blocks[g_ledger.nblocks++];
+    b->ptr = p; b->bytes = bytes; b->category = category; b->name = name; b->on_gpu = on_gpu;
+    if (on_gpu) g_ledger.gpu_reserved += bytes;
+    ledger_add(category, bytes);
+}
+
+// Forget a tracked buffer (the caller frees it); 0, or -1 if it was not tracked.
+int mem_untrack(void *p) {
+    for (int i = 0; i < g_ledger.nblocks; i++) {
+        if (g_ledger.blocks[i].ptr != p) continue;
+        ledger_sub(g_ledger.blocks[i].category, g_ledger.blocks[i].bytes);
+        if (g_ledger.blocks[i].on_gpu) g_ledger.gpu_reserved -= g_ledger.blocks[i].bytes;
+        g_ledger.blocks[i] = g_ledger.blocks[--g_ledger.nblocks];
+        return 0;
+    }
+    return -1;
+}
+
 // Allocate `bytes` zeroed bytes in `category`. 64-byte aligned for SIMD.
 // The ledger counts exactly the bytes asked for (alignment padding is the C
 // library's business and is the same for every run).
 void *mem_alloc(int category, size_t bytes, const char *name) {
-    if (g_ledger.nblocks == MEM_MAX_BLOCKS) fatal("too many tracked buffers (at %s)", name);
     size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded == 0) rounded = 64;
     void *p = aligned_alloc(64, rounded);
@@ -115,22 +139,14 @@ void *mem_alloc(int category, size_t bytes, const char *name) {
         exit(1);
     }
     memset(p, 0, rounded);
-    MemBlock *b = &g_ledger.blocks[g_ledger.nblocks++];
-    b->ptr = p; b->bytes = bytes; b->category = category; b->name = name;
-    ledger_add(category, bytes);
+    mem_track(p, category, bytes, name, 0);
     return p;
 }
 
 void mem_free(void *p) {
     if (!p) return;
-    for (int i = 0; i < g_ledger.nblocks; i++) {
-        if (g_ledger.blocks[i].ptr != p) continue;
-        ledger_sub(g_ledger.blocks[i].category, g_ledger.blocks[i].bytes);
-        g_ledger.blocks[i] = g_ledger.blocks[--g_ledger.nblocks];
-        free(p);
-        return;
-    }
-    fatal("mem_free of a pointer the ledger does not know (%s)", "bug");
+    if (mem_untrack(p)) fatal("mem_free of a pointer the ledger does not know (%s)", "bug");
+    free(p);
 }
 
 MemSnapshot ledger_snapshot(void) {
@@ -153,6 +169,7 @@ MemSnapshot ledger_snapshot(void) {
 
 typedef struct {
     char *base;
+    int adopted;  // the memory is someone else's (the GPU's): not freed here
     size_t capacity;
     size_t top;
     int n;                                  // tensors on the stack
@@ -176,8 +193,18 @@ void arena_reserve(size_t capacity) {
     g_arena.n = 0;
 }
 
+// The same stack over memory the caller reserved (device memory for
+// --device cuda): push and pop only do arithmetic on the addresses.
+void arena_adopt(void *base, size_t capacity) {
+    g_arena.base = base;
+    g_arena.adopted = 1;
+    g_arena.capacity = capacity;
+    g_arena.top = 0;
+    g_arena.n = 0;
+}
+
 void arena_release(void) {
-    free(g_arena.base);
+    if (!g_arena.adopted) free(g_arena.base);
     memset(&g_arena, 0, sizeof g_arena);
 }
 

@@ -188,19 +188,26 @@ uint64_t rng_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 0x12345
 // Only the parameters [lo, hi) of the flat array are written, to dst[0..hi-lo):
 // a ZeRO rank that owns a shard draws the whole sequence (so every rank agrees)
 // and keeps its part. lo = 0, hi = P fills a full array.
+// Element j of tensor i (the i-th of param_tensors), drawing from *s: called
+// for every element in layout order, it gives the whole init sequence.
+float init_value(const ParamTensor *t, int i, size_t j, const GPTConfig *c, uint64_t *s) {
+    size_t random = i == 0 ? (size_t)c->vocab * c->channels : t->count;  // wte: real rows only
+    if (j >= random) return 0.0f;
+    if (t->init_ones) return 1.0f;
+    return t->init_std > 0 ? t->init_std * rng_normal(s) : 0.0f;
+}
+
 void init_params_range(float *dst, size_t lo, size_t hi, const GPTConfig *c, uint64_t seed) {
     int n = param_tensor_count(c);
     ParamTensor *t = malloc(sizeof(ParamTensor) * n);
     param_tensors(c, t);
     uint64_t s = rng_seed(seed);
-    for (int i = 0; i < n; i++) {
-        size_t count = t[i].count, random = i == 0 ? (size_t)c->vocab * c->channels : count;  // wte: real rows only
-        for (size_t j = 0; j < count; j++) {
-            float v = j >= random ? 0.0f : t[i].init_ones ? 1.0f : t[i].init_std > 0 ? t[i].init_std * rng_normal(&s) : 0.0f;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < t[i].count; j++) {
+            float v = init_value(&t[i], i, j, c, &s);
             size_t at = t[i].offset + j;
             if (at >= lo && at < hi) dst[at - lo] = v;
         }
-    }
     free(t);
 }
 

@@ -24,6 +24,7 @@ typedef struct {
     int ckpt;             // --ckpt: keep one (N,C) tensor per block, recompute the rest
     int dtype;            // --dtype: 0 fp32, 1 bf16, 2 fp16 (dtype.h)
     int zero, ranks;      // --zero S on N ranks (ranks 0 or 1: one rank, nothing sharded)
+    int gpu;              // --device cuda: the GPU's layout (predict_memory_gpu)
 } RunShape;
 
 // P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
@@ -71,8 +72,12 @@ ActivationBytes predict_activations(int L, int C, int H, int Vp, const RunShape 
     return a;
 }
 
+void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r);
+void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemReport *r);
+
 // Fill `r` with the predicted ledger for one training run.
 void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r) {
+    if (s->gpu) { predict_memory_gpu(L, C, H, V, maxT, s, r); return; }
     memset(r, 0, sizeof *r);
     int Vp = (V + 63) / 64 * 64;
     size_t P = predict_param_count(L, C, Vp, maxT);
@@ -125,17 +130,52 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
 
     ActivationBytes act = predict_activations(L, C, H, Vp, s);
-    for (int ph = 0; ph < MEM_NPHASE; ph++) r->phase[ph] = base;
-    // after the forward, what the backward needs is on the stack; the
-    // backward pops it all, so after it (and the step) none is live
-    r->phase[PHASE_FORWARD].bytes[MEM_ACTIVATIONS] = act.after_forward;
-    r->phase[PHASE_FORWARD].total += act.after_forward;
+    predict_phases(&base, &act, r);
+}
 
-    // every other category is constant; activations peak at act.peak, and so
-    // does the total, since nothing else changes while the stack is high
-    for (int c = 0; c < MEM_NCAT; c++) r->peak[c] = base.bytes[c];
-    r->peak[MEM_ACTIVATIONS] = act.peak;
-    r->peak_total = base.total + act.peak;
+// Fill the phases and peaks from the constant part `base` and the activations:
+// after the forward, what the backward needs is on the stack; the backward
+// pops it all, so after it (and the step) none is live. Every other category
+// is constant; activations peak at act.peak, and so does the total, since
+// nothing else changes while the stack is high.
+void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemReport *r) {
+    for (int ph = 0; ph < MEM_NPHASE; ph++) r->phase[ph] = *base;
+    r->phase[PHASE_FORWARD].bytes[MEM_ACTIVATIONS] = act->after_forward;
+    r->phase[PHASE_FORWARD].total += act->after_forward;
+    for (int c = 0; c < MEM_NCAT; c++) r->peak[c] = base->bytes[c];
+    r->peak[MEM_ACTIVATIONS] = act->peak;
+    r->peak_total = base->total + act->peak;
+}
+
+// --device cuda (cuda/model_gpu.h, gpu_gpt_build), one rank. The same
+// activation stack as on the CPU; the differences are in the fixed part:
+//   params e*P, master 4P (16-bit only), grads e*P, adam_m 4P, adam_v 4P (e = 4 or 2)
+//   scratch: no fp32 working copies (the GPU computes on the 16-bit tensors);
+//     backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype,
+//     per-row losses 4N, the norm's 264 partial sums (doubles), cuBLASLt's
+//     32 MiB workspace, and with --flash D = rowsum(dout * out), 4*B*H*T
+//   data: the corpus and the host batches (as on the CPU), the batches on the
+//     GPU 8N, the positions bucketed by token, 4(3N+1) on the host and on the GPU,
+//     and a count per vocabulary entry 4*Vp on the host
+// What the ledger cannot see (the CUDA context, cuBLASLt's own state) is
+// measured at run time and printed as its own "runtime" row.
+void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r) {
+    memset(r, 0, sizeof *r);
+    int Vp = (V + 63) / 64 * 64;
+    size_t P = predict_param_count(L, C, Vp, maxT);
+    size_t B = s->batch, T = s->seq_len, N = B * T, e = s->dtype == 0 ? 4 : 2;
+    MemSnapshot base;
+    memset(&base, 0, sizeof base);
+    base.bytes[MEM_PARAMS] = e * P;
+    base.bytes[MEM_MASTER] = s->dtype == 0 ? 0 : 4 * P;
+    base.bytes[MEM_GRADS] = e * P;
+    base.bytes[MEM_ADAM_M] = 4 * P;
+    base.bytes[MEM_ADAM_V] = 4 * P;
+    base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * 264 + ((size_t)32 << 20) + (s->flash ? 4 * B * H * T : 0);
+    base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 2 * 4 * (3 * N + 1) + 4 * (size_t)Vp;
+    for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
+    ActivationBytes act = predict_activations(L, C, H, Vp, s);
+    predict_phases(&base, &act, r);
 }
 
 #endif

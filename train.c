@@ -23,6 +23,8 @@
 #include "optimizer.h"
 #include "data.h"
 #include "comm.h"
+#include "cuda/ops.h"
+#include "cuda/model_gpu.h"
 
 // ---------------------------------------------------------------------------
 // Options
@@ -33,6 +35,8 @@ typedef struct {
     const char *data;
     int batch, seq_len, steps, accum;
     int flash, ckpt;
+    const char *device_str;
+    int cuda;  // --device cuda
     const char *dtype_str;
     int dtype;
     float loss_scale;
@@ -55,6 +59,7 @@ Options default_options(void) {
     memset(&o, 0, sizeof o);
     o.model = "small";
     o.dtype_str = "fp32";
+    o.device_str = "cpu";
     o.loss_scale = 65536.0f;
     o.data = "data/tinyshakespeare.txt";
     o.batch = 32;
@@ -99,6 +104,7 @@ const FlagSpec flag_specs[] = {
     {"accum", ARG_INT, OPT(accum), 1, 65536, "gradient accumulation: micro-batches per optimizer step"},
     {"ckpt", ARG_FLAG, OPT(ckpt), 0, 0, "activation checkpointing: keep block outputs, recompute the rest"},
     {"flash", ARG_FLAG, OPT(flash), 0, 0, "flash attention: online softmax, no T x T matrix kept"},
+    {"device", ARG_STR, OPT(device_str), 0, 0, "where to train: cpu (the reference) or cuda (the GPU)"},
     {"dtype", ARG_STR, OPT(dtype_str), 0, 0, "storage of weights, grads, activations: fp32, bf16 or fp16"},
     {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the mpirun ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
     {"ranks", ARG_INT, OPT(ranks), 1, 1 << 20, "with --dry-run: predict each rank's memory on N ranks"},
@@ -170,8 +176,10 @@ void print_help(void) {
     }
     printf("  %-20s %s\n\n", "--help", "this text");
     printf("auto: the preset's value (--seq-len: the model's maxT; --ranks: 1)\n");
-    printf("this build: MPI %s\n\nmodel presets:\n", comm_have_mpi() ? "yes (mpirun -np N ./train --zero S)" :
+    printf("this build: MPI %s\n", comm_have_mpi() ? "yes (mpirun -np N ./train --zero S)" :
            "no (one rank; install libopenmpi-dev openmpi-bin and rebuild for ZeRO over ranks)");
+    printf("            CUDA %s\n\nmodel presets:\n", gpu_built() ? "yes (--device cuda)" :
+           "no (nvcc was not found at build time: --device cpu only)");
     for (int i = 0; i < n_model_presets; i++) {
         const GPTConfig *c = &model_presets[i].cfg;
         printf("  %-12s L%d C%d H%d V%d maxT %d  %.1fM params  %s\n", model_presets[i].name, c->layers,
@@ -278,6 +286,17 @@ GPTConfig resolve_config(Options *o) {
         if (!strcmp(o->dtype_str, dtype_name[d])) o->dtype = d;
     if (o->dtype < 0) usage_error("--dtype must be one of fp32, bf16, fp16 (got '%s')", o->dtype_str);
     if (o->loss_scale < 1.0f) usage_error("--loss-scale must be a number >= 1");
+    if (strcmp(o->device_str, "cpu") && strcmp(o->device_str, "cuda"))
+        usage_error("--device must be cpu or cuda (got '%s')", o->device_str);
+    o->cuda = !strcmp(o->device_str, "cuda");
+    if (o->cuda && o->flash && c.channels / c.heads > GPU_FLASH_MAX_HEAD) {
+        fprintf(stderr, "error: --device cuda --flash supports head sizes up to %d; this model's is %d "
+                "(--channels / --heads); drop --flash or use more heads\n", GPU_FLASH_MAX_HEAD,
+                c.channels / c.heads);
+        exit(2);
+    }
+    if (o->cuda && o->zero && o->ranks > 1)
+        usage_error("--device cuda runs on one rank for now: ZeRO on the GPU is not built yet (drop --ranks)");
     return c;
 }
 
@@ -320,7 +339,25 @@ int write_hashed(FILE *f, uint64_t *h, const void *p, size_t n) {
     return fwrite(p, 1, n, f) == n ? 0 : -1;
 }
 
-int ckpt_save(const char *path, const CkptHeader *hd, const float *params, const float *m, const float *v) {
+// The big arrays go through a 1 MiB host buffer, so that they can come from
+// (or go to) GPU memory: on_gpu says which. CPU arrays are read in place.
+enum { CKPT_CHUNK = 1 << 20 };
+
+int write_array(FILE *f, uint64_t *h, const float *src, size_t bytes, int on_gpu) {
+    if (!on_gpu) return write_hashed(f, h, src, bytes);
+    char *chunk = malloc(CKPT_CHUNK);
+    int bad = 0;
+    for (size_t at = 0; at < bytes && !bad; at += CKPT_CHUNK) {
+        size_t n = bytes - at < CKPT_CHUNK ? bytes - at : CKPT_CHUNK;
+        gpu_download(chunk, (const char *)src + at, n);
+        bad = write_hashed(f, h, chunk, n);
+    }
+    free(chunk);
+    return bad;
+}
+
+int ckpt_save(const char *path, const CkptHeader *hd, const float *params, const float *m, const float *v,
+              int on_gpu) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
@@ -329,8 +366,8 @@ int ckpt_save(const char *path, const CkptHeader *hd, const float *params, const
     uint32_t version = CKPT_VERSION;
     size_t n = (hd->hi - hd->lo) * sizeof(float);
     int bad = write_hashed(f, &h, CKPT_MAGIC, 8) | write_hashed(f, &h, &version, 4) |
-              write_hashed(f, &h, hd, sizeof *hd) | write_hashed(f, &h, params, n) |
-              write_hashed(f, &h, m, n) | write_hashed(f, &h, v, n);
+              write_hashed(f, &h, hd, sizeof *hd) | write_array(f, &h, params, n, on_gpu) |
+              write_array(f, &h, m, n, on_gpu) | write_array(f, &h, v, n, on_gpu);
     bad |= fwrite(&h, 8, 1, f) != 1;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
@@ -347,10 +384,23 @@ int read_hashed(FILE *f, uint64_t *h, void *p, size_t n) {
     return 0;
 }
 
+int read_array(FILE *f, uint64_t *h, float *dst, size_t bytes, int on_gpu) {
+    if (!on_gpu) return read_hashed(f, h, dst, bytes);
+    char *chunk = malloc(CKPT_CHUNK);
+    int bad = 0;
+    for (size_t at = 0; at < bytes && !bad; at += CKPT_CHUNK) {
+        size_t n = bytes - at < CKPT_CHUNK ? bytes - at : CKPT_CHUNK;
+        bad = read_hashed(f, h, chunk, n);
+        if (!bad) gpu_upload((char *)dst + at, chunk, n);
+    }
+    free(chunk);
+    return bad;
+}
+
 // Load a checkpoint into params/m/v after checking it matches `want`.
 // Exits with a clear error if the file is missing, truncated, corrupt or for
 // another model; returns the header.
-CkptHeader ckpt_load(const char *path, const CkptHeader *want, float *params, float *m, float *v) {
+CkptHeader ckpt_load(const char *path, const CkptHeader *want, float *params, float *m, float *v, int on_gpu) {
     CkptHeader hd;
     FILE *f = fopen(path, "rb");
     if (!f) { fprintf(stderr, "error: cannot open checkpoint '%s': %s\n", path, strerror(errno)); exit(1); }
@@ -398,7 +448,7 @@ CkptHeader ckpt_load(const char *path, const CkptHeader *want, float *params, fl
                 size < expect ? "truncated" : "longer than its header says");
         exit(1);
     }
-    if (read_hashed(f, &h, params, n) || read_hashed(f, &h, m, n) || read_hashed(f, &h, v, n) ||
+    if (read_array(f, &h, params, n, on_gpu) || read_array(f, &h, m, n, on_gpu) || read_array(f, &h, v, n, on_gpu) ||
         fread(&stored, 8, 1, f) != 1 || stored != h) {
         fprintf(stderr, "error: checkpoint '%s' is corrupt (checksum mismatch)\n", path);
         exit(1);
@@ -420,14 +470,67 @@ void say(const char *fmt, ...) {
 }
 
 // ---------------------------------------------------------------------------
+// The model on its device: the CPU reference (model.h, with optimizer.h's
+// AdamW) or the GPU (cuda/model_gpu.h, which keeps AdamW's state on the GPU
+// too). These functions are the only places the loop asks which.
+
+typedef struct {
+    int cuda;
+    GPT cpu;
+    Optimizer opt;  // --device cpu
+    GpuGPT gpu;     // --device cuda
+    float *row;     // --device cuda: one row of logits copied to the host for sampling (Vp floats)
+} Net;
+
+void net_zero_grad(Net *n) {
+    if (n->cuda) gpu_gpt_zero_grad(&n->gpu);
+    else gpt_zero_grad(&n->cpu);
+    n->cpu.recompute_seconds = n->gpu.recompute_seconds = 0.0;
+}
+
+float net_forward(Net *n, const int *inp, const int *targets, int B, int T) {
+    return n->cuda ? gpu_gpt_forward(&n->gpu, inp, targets, B, T) : gpt_forward(&n->cpu, inp, targets, B, T);
+}
+
+void net_backward(Net *n, const int *inp, const int *targets, float dloss) {
+    if (n->cuda) gpu_gpt_backward(&n->gpu, dloss);
+    else gpt_backward(&n->cpu, inp, targets, dloss);
+}
+
+void net_discard_activations(Net *n) {
+    if (n->cuda) gpu_discard_activations(&n->gpu);
+    else gpt_discard_activations(&n->cpu);
+}
+
+const float *net_logits_row(Net *n, int i) {
+    if (!n->cuda) return gpt_logits_row(&n->cpu, i);
+    gpu_logits_row(&n->gpu, i, n->row);
+    return n->row;
+}
+
+double net_grad_sum_squares(Net *n) {
+    return n->cuda ? gpu_grad_sum_squares(&n->gpu) : gpt_grad_sum_squares(&n->cpu);
+}
+
+// AdamW over the parameters this rank owns, then the weights every rank computes with.
+void net_step(Net *n, float lr, int t, float grad_scale) {
+    if (n->cuda) { gpu_adamw_step(&n->gpu, &n->opt.cfg, lr, t, grad_scale); return; }
+    GPT *m = &n->cpu;
+    optimizer_step(&n->opt, m->params, m->master_base, gpt_grads(m), m->grads_base, m->dtype, lr, t, grad_scale);
+    gpt_sync_params(m);  // stages 1, 2: all-gather the updated shards
+}
+
+double net_recompute_seconds(const Net *n) { return n->cuda ? n->gpu.recompute_seconds : n->cpu.recompute_seconds; }
+
+// ---------------------------------------------------------------------------
 // Evaluation and sampling
 
-float evaluate(GPT *model, Dataset *data, int B, int T, int n_batches) {
+float evaluate(Net *model, Dataset *data, int B, int T, int n_batches) {
     double sum = 0.0;
     for (int k = 0; k < n_batches; k++) {
         data_val_batch(data, B, T, k, n_batches);
-        sum += gpt_forward(model, data->inputs, data->targets, B, T);
-        gpt_discard_activations(model);
+        sum += net_forward(model, data->inputs, data->targets, B, T);
+        net_discard_activations(model);
     }
     return (float)(sum / n_batches);
 }
@@ -435,13 +538,13 @@ float evaluate(GPT *model, Dataset *data, int B, int T, int n_batches) {
 // Generate `len` bytes after a newline, each from the model's distribution
 // over the last T bytes of context (scaled by 1/temperature). Uses the batch
 // buffer data->inputs (B*T >= T) as the context.
-void sample_text(GPT *model, Dataset *data, int T, int len, float temperature, uint64_t *rng) {
+void sample_text(Net *model, Dataset *data, int T, int len, float temperature, uint64_t *rng) {
     int *ctx = data->inputs, n = 1;
     ctx[0] = '\n';
     say("---- sample ----\n");
     for (int i = 0; i < len; i++) {
-        gpt_forward(model, ctx, NULL, 1, n);
-        const float *logits = gpt_logits_row(model, n - 1);  // the last position predicts the next byte
+        net_forward(model, ctx, NULL, 1, n);
+        const float *logits = net_logits_row(model, n - 1);  // the last position predicts the next byte
         float maxv = -INFINITY;
         for (int v = 0; v < 256; v++) if (logits[v] > maxv) maxv = logits[v];
         double sum = 0.0;
@@ -452,7 +555,7 @@ void sample_text(GPT *model, Dataset *data, int T, int len, float temperature, u
             acc += exp((logits[v] - maxv) / temperature);
             if (acc > r) { tok = v; break; }
         }
-        gpt_discard_activations(model);
+        net_discard_activations(model);
         if (n == T) { memmove(ctx, ctx + 1, sizeof(int) * (T - 1)); n--; }  // slide the window
         ctx[n++] = tok;
         if (comm_rank_id == 0) putchar(tok >= 32 || tok == '\n' || tok == '\t' ? tok : '?');
@@ -475,10 +578,11 @@ void print_config_line(const GPTConfig *c, const Options *o) {
     if (o->ranks > 1) printf(" on %d ranks", o->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
     if (o->ckpt) printf(" | ckpt");
+    if (o->cuda) printf(" | cuda%s%s", o->dry_run ? "" : " ", o->dry_run ? "" : gpu_name());
     if (!o->dry_run) {
         printf(" | %d steps", o->steps);
 #ifdef _OPENMP
-        printf(" | %d threads", omp_get_max_threads());
+        if (!o->cuda) printf(" | %d threads", omp_get_max_threads());
 #endif
     }
     printf("\n");
@@ -496,6 +600,19 @@ void update_loss_scale(CkptHeader *hd, int skipped) {
     } else if (++hd->good_steps == LOSS_SCALE_WINDOW) {
         hd->loss_scale *= 2;
         hd->good_steps = 0;
+    }
+}
+
+// Stop early, with a clear message, if the run cannot fit on the GPU.
+void check_fits_gpu(size_t peak_bytes) {
+    size_t free_b, total_b;
+    gpu_mem_info(&free_b, &total_b);
+    if (peak_bytes > free_b) {
+        fprintf(stderr, "error: this run needs %.2f GiB of GPU memory at its peak but %.2f GiB of %.2f GiB are "
+                "free; use a smaller --model, --batch or --seq-len, or --ckpt, --flash, --dtype bf16 "
+                "(./train --device cuda --dry-run shows the breakdown)\n", peak_bytes / 1073741824.0,
+                free_b / 1073741824.0, total_b / 1073741824.0);
+        exit(1);
     }
 }
 
@@ -554,6 +671,14 @@ int report_memory(const Options *o, const MemReport *predicted, const MemReport 
         print_mem_report(stdout, predicted, measured);
         printf("  activation stack: %zu bytes reserved from the prediction, high-water mark %zu\n",
                g_arena.capacity, measured->peak[MEM_ACTIVATIONS]);
+        if (o->cuda) {  // what cudaMemGetInfo sees beyond the ledger's own device buffers
+            size_t free_b, total_b;
+            gpu_mem_info(&free_b, &total_b);
+            size_t used = total_b - free_b, ours = g_ledger.gpu_reserved;
+            printf("    %-12s %16lld B: GPU memory in use (%.2f MiB) minus the ledger's device buffers "
+                   "(%.2f MiB): the CUDA context, cuBLASLt, allocator rounding; not predicted\n",
+                   "runtime", (long long)used - (long long)ours, mib(used), mib(ours));
+        }
         for (int r = 0; comm_nranks > 1 && r < comm_nranks; r++)
             printf("  rank %d: peak %zu B measured, %zu B predicted: %s\n", r, all[r].peak_total,
                    all[r].predicted_peak, all[r].equal ? "equal in every row" : "DIFFERENT");
@@ -586,14 +711,14 @@ int main(int argc, char **argv) {
 
     // 1. predict the memory from the config alone
     long long corpus = file_size(o.data);
-    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.dtype, o.zero, o.ranks};
+    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.dtype, o.zero, o.ranks, o.cuda};
     MemReport predicted;
     if (o.dry_run) {
         predict_memory(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, &shape, &predicted);
         print_config_line(&cfg, &o);
         if (corpus < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", o.data);
-        printf("predicted memory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",
-               o.ranks > 1 ? " of each rank" : "");
+        printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",
+               o.cuda ? "GPU " : "", o.ranks > 1 ? " of each rank" : "");
         print_prediction(stdout, &predicted);
         if (o.mem_json && write_mem_json(o.mem_json, &predicted, NULL)) {
             fprintf(stderr, "error: cannot write '%s'\n", o.mem_json);
@@ -602,17 +727,28 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    // 2. the ranks: one process, or N under mpirun
+    // 2. the ranks: one process, or N under mpirun; and the GPU, with --device cuda
     comm_init(&argc, &argv);
     int rank = comm_rank_id, nranks = comm_nranks;
     if (o.ranks) usage_error("--ranks is for --dry-run; a real run gets its ranks from mpirun -np N");
+    if (o.cuda && nranks > 1) {
+        fprintf(stderr, "error: --device cuda runs on one rank for now: ZeRO on the GPU is not built yet; run "
+                "without mpirun, or without --device cuda\n");
+        return 1;
+    }
+    char why[256];
+    if (o.cuda && gpu_open(why, sizeof why)) {
+        fprintf(stderr, "error: --device cuda: %s; train on the CPU instead (--device cpu)\n", why);
+        return 1;
+    }
     if (o.zero && nranks == 1)
         say("note: --zero %d on one rank: nothing to shard, training as usual; shard with `mpirun -np 4 ./train "
             "--zero %d`%s\n", o.zero, o.zero, comm_have_mpi() ? "" : " (this build has no MPI: install "
             "libopenmpi-dev and rebuild)");
     shape.ranks = nranks;
     predict_memory(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, &shape, &predicted);
-    check_fits(predicted.peak_total * (size_t)nranks);
+    if (o.cuda) check_fits_gpu(predicted.peak_total);
+    else check_fits(predicted.peak_total * (size_t)nranks);
 
     // 3. build: data, model, optimizer (every buffer through the ledger)
     Dataset data;
@@ -627,34 +763,53 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: rank %d: the ranks disagree on the data stream (same --seed on every rank?)\n", rank);
         return 1;
     }
-    GPT model;
-    gpt_build(&model, &cfg, B, T, o.dtype, o.flash, o.ckpt, o.zero, rank, nranks);
-    arena_reserve(predict_activations(cfg.layers, cfg.channels, cfg.heads, padded_vocab(&cfg), &shape).peak);
-    gpt_init(&model, o.seed);
-    Optimizer opt;
+    Net net;
+    memset(&net, 0, sizeof net);
+    net.cuda = o.cuda;
+    GPT *model = &net.cpu;  // --device cpu
+    Optimizer *opt = &net.opt;
     AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
-    if (model.zero >= 1) optimizer_build(&opt, &adam, &cfg, model.own_lo, model.own_hi, model.shard);
-    else optimizer_build(&opt, &adam, &cfg, 0, model.nparams, model.padded);
+    size_t activation_stack = predict_activations(cfg.layers, cfg.channels, cfg.heads, padded_vocab(&cfg), &shape).peak;
+    size_t nparams = param_count(&cfg), own_lo = 0, own_hi = nparams;
+    float *ck_w, *ck_m, *ck_v;  // this rank's part of the state: the fp32 weights, m and v of the parameters it owns
+    if (o.cuda) {
+        gpu_gpt_build(&net.gpu, &cfg, B, T, o.dtype, o.flash, o.ckpt);
+        gpu_arena_reserve(activation_stack);
+        gpu_gpt_init(&net.gpu, o.seed);
+        opt->cfg = adam;
+        net.row = malloc(sizeof(float) * padded_vocab(&cfg));
+        ck_w = net.gpu.master, ck_m = net.gpu.adam_m, ck_v = net.gpu.adam_v;
+    } else {
+        gpt_build(model, &cfg, B, T, o.dtype, o.flash, o.ckpt, o.zero, rank, nranks);
+        arena_reserve(activation_stack);
+        gpt_init(model, o.seed);
+        if (model->zero >= 1) optimizer_build(opt, &adam, &cfg, model->own_lo, model->own_hi, model->shard);
+        else optimizer_build(opt, &adam, &cfg, 0, model->nparams, model->padded);
+        own_lo = model->own_lo, own_hi = model->own_hi;
+        ck_w = model->params + (own_lo - model->master_base);
+        ck_m = opt->m + (own_lo - opt->lo), ck_v = opt->v + (own_lo - opt->lo);
+    }
+    int zero = o.cuda ? 0 : model->zero;
     uint64_t sample_rng = rng_seed(o.seed ^ 0x5A3B1E);
 
-    CkptHeader hd = {cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, B, T, 0, 0, 0, model.nparams,
-                     o.dtype, 0, o.dtype == DT_FP16 ? o.loss_scale : 1.0f, 0, model.zero, nranks, rank,
-                     model.own_lo, model.own_hi};
-    // this rank's part of the state: the fp32 weights, m and v of the parameters it owns
-    float *ck_w = model.params + (model.own_lo - model.master_base);
-    float *ck_m = opt.m + (model.own_lo - opt.lo), *ck_v = opt.v + (model.own_lo - opt.lo);
+    CkptHeader hd = {cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, B, T, 0, 0, 0, nparams,
+                     o.dtype, 0, o.dtype == DT_FP16 ? o.loss_scale : 1.0f, 0, zero, nranks, rank, own_lo, own_hi};
     char save_path[4096] = "", resume_path[4096] = "";
     if (o.save) snprintf(save_path, sizeof save_path, rank ? "%s.rank%d" : "%s", o.save, rank);
     if (o.resume) snprintf(resume_path, sizeof resume_path, rank ? "%s.rank%d" : "%s", o.resume, rank);
     int start_step = 0;
     if (o.resume) {
-        hd = ckpt_load(resume_path, &hd, ck_w, ck_m, ck_v);
-        if (model.zero == 0 && nranks > 1) {  // stage 0 replicas: every rank gets every rank's part
-            comm_allgather_block(model.params, (long long)model.shard * sizeof(float));
-            comm_allgather_block(opt.m, (long long)model.shard * sizeof(float));
-            comm_allgather_block(opt.v, (long long)model.shard * sizeof(float));
+        hd = ckpt_load(resume_path, &hd, ck_w, ck_m, ck_v, o.cuda);
+        if (o.cuda) {
+            gpu_gpt_sync_params(&net.gpu);
+        } else {
+            if (zero == 0 && nranks > 1) {  // stage 0 replicas: every rank gets every rank's part
+                comm_allgather_block(model->params, (long long)model->shard * sizeof(float));
+                comm_allgather_block(opt->m, (long long)model->shard * sizeof(float));
+                comm_allgather_block(opt->v, (long long)model->shard * sizeof(float));
+            }
+            gpt_sync_params(model);
         }
-        gpt_sync_params(&model);
         start_step = hd.step;
         data.rng = hd.data_rng;
         sample_rng = hd.sample_rng;
@@ -683,23 +838,22 @@ int main(int argc, char **argv) {
         comm_bytes_sent = 0;
         g_ledger.trace = o.trace && first && rank == 0;
         if (g_ledger.trace) printf("trace of step %d: the activation stack%s\n", step + 1,
-                                   model.zero ? ", ZeRO gathers and reductions" : "");
+                                   zero ? ", ZeRO gathers and reductions" : "");
 
-        gpt_zero_grad(&model);
-        model.recompute_seconds = 0.0;
+        net_zero_grad(&net);
         float loss = 0.0f, scale = hd.loss_scale;  // fp16: the loss is scaled so small gradients survive
         float dloss = scale / ((float)B * T * o.accum * nranks);  // the mean over the global batch
         for (int micro = 0; micro < o.accum; micro++) {  // --accum: gradients add up over micro-batches
             data_next_train(&data, B, T, rank, nranks);
-            loss += gpt_forward(&model, data.inputs, data.targets, B, T) / o.accum;  // forward
+            loss += net_forward(&net, data.inputs, data.targets, B, T) / o.accum;    // forward
             if (first && micro == 0) measured.phase[PHASE_FORWARD] = ledger_snapshot();
-            gpt_backward(&model, data.inputs, data.targets, dloss);                // backward
+            net_backward(&net, data.inputs, data.targets, dloss);                  // backward
             if (first && micro == 0) measured.phase[PHASE_BACKWARD] = ledger_snapshot();
         }
-        if (model.nranks > 1 && model.zero <= 1) reduce_full_grads(&model);      // reduce (stages 0, 1)
+        if (nranks > 1 && zero <= 1) reduce_full_grads(model);                   // reduce (stages 0, 1)
         loss = (float)(comm_sum_ordered(loss) / nranks);  // the global batch's mean loss, for the step line
-        double norm = sqrt(gpt_grad_sum_squares(&model)) / scale;
-        float lr = lr_at(&opt.cfg, step);
+        double norm = sqrt(net_grad_sum_squares(&net)) / scale;
+        float lr = lr_at(&adam, step);
         int skipped = !isfinite(norm);  // fp16 overflow: skip the step, halve the scale
         if (skipped && o.dtype != DT_FP16) {
             fprintf(stderr, "error: the gradients are not finite at step %d; lower --lr\n", step + 1);
@@ -707,9 +861,7 @@ int main(int argc, char **argv) {
         }
         if (!skipped) {
             hd.updates++;
-            optimizer_step(&opt, model.params, model.master_base, gpt_grads(&model), model.grads_base,
-                           model.dtype, lr, hd.updates, clip_scale(norm, o.clip) / scale);  // step
-            gpt_sync_params(&model);  // stages 1, 2: all-gather the updated shards
+            net_step(&net, lr, hd.updates, clip_scale(norm, o.clip) / scale);    // step
         }
         if (o.dtype == DT_FP16) update_loss_scale(&hd, skipped);
         if (first) {
@@ -727,7 +879,7 @@ int main(int argc, char **argv) {
             step + 1, o.steps, loss, lr, norm, dt * 1e3, step_tokens / dt, mib(g_ledger.peak_total));
         if (o.accum > 1 || nranks > 1) say(" | tokens %d micro, %lld step", B * T, step_tokens);
         if (nranks > 1) say(" | sent %.2f MiB", comm_bytes_sent / 1048576.0);
-        if (o.ckpt) say(" | recompute %.1f ms", model.recompute_seconds * 1e3);
+        if (o.ckpt) say(" | recompute %.1f ms", net_recompute_seconds(&net) * 1e3);
         if (skipped) say(" | skipped: inf/nan gradients, loss scale %g -> %g", scale, hd.loss_scale);
         else if (o.dtype == DT_FP16) say(" | loss scale %g", scale);
         say("\n");
@@ -738,12 +890,12 @@ int main(int argc, char **argv) {
 
         int last = step + 1 == o.steps || step + 1 == o.stop_after, evaluated = 0;
         if ((o.eval_every && (step + 1) % o.eval_every == 0) || last) {
-            val_loss = evaluate(&model, &data, B, T, o.eval_batches);
+            val_loss = evaluate(&net, &data, B, T, o.eval_batches);
             evaluated = 1;
             say("val loss %.4f (%d batches of %d x %d)\n", val_loss, o.eval_batches, B, T);
         }
         if (o.log) {  // every rank takes part in the replica check; rank 0 writes
-            int same = replicas_identical(&model);
+            int same = o.cuda ? 1 : replicas_identical(model);
             if (log) {
                 fprintf(log, "%d,%.9g,", step + 1, loss);
                 if (evaluated) fprintf(log, "%.9g", val_loss);
@@ -751,12 +903,12 @@ int main(int argc, char **argv) {
             }
         }
         if (o.sample_len && ((o.sample_every && (step + 1) % o.sample_every == 0) || last))
-            sample_text(&model, &data, T, o.sample_len, o.temperature, &sample_rng);
+            sample_text(&net, &data, T, o.sample_len, o.temperature, &sample_rng);
         if (o.save && ((o.save_every && (step + 1) % o.save_every == 0) || last)) {
             hd.step = step + 1;
             hd.data_rng = data.rng;
             hd.sample_rng = sample_rng;
-            if (ckpt_save(save_path, &hd, ck_w, ck_m, ck_v)) return 1;
+            if (ckpt_save(save_path, &hd, ck_w, ck_m, ck_v, o.cuda)) return 1;
             say("saved checkpoint %s%s at step %d\n", o.save, nranks > 1 ? " (and .rank1 ... for the other ranks)" : "",
                 step + 1);
         }
@@ -772,14 +924,20 @@ int main(int argc, char **argv) {
     if (steps_run > 0) {
         memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
         measured.peak_total = g_ledger.peak_total;
-        if ((o.mem || o.mem_json) && report_memory(&o, &predicted, &measured, first_step_comm, model.nparams, model.zero))
+        if ((o.mem || o.mem_json) && report_memory(&o, &predicted, &measured, first_step_comm, nparams, zero))
             return 1;
     }
     if (log) fclose(log);
-    optimizer_free(&opt);
-    gpt_free(&model);
+    if (o.cuda) {
+        gpu_gpt_free(&net.gpu);
+        gpu_arena_release();
+        free(net.row);
+    } else {
+        optimizer_free(opt);
+        gpt_free(model);
+        arena_release();
+    }
     data_free(&data);
-    arena_release();
     comm_finalize();
     return 0;
 }

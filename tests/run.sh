@@ -330,13 +330,50 @@ else
   echo "SKIP charts: scripts/chart not built (install libstb-dev)"; skipped=$((skipped + 1))
 fi
 
+# --- 4c. the GPU path, on a machine without a GPU (CI): what can be checked here --------
+# (the GPU itself is tested by `make test-cuda`, tests/run_cuda.sh)
+expect 2 "--device must be cpu or cuda (got 'gpu')" --device gpu
+expect 2 "supports head sizes up to 128" --device cuda --flash --channels 512 --heads 2 --dry-run
+out=$(./tests/test_cuda 2>&1); rc=$?
+if echo "$out" | grep -q '^SKIP GPU tests:'; then
+  # no GPU here: --device cuda must say so and stop
+  expect 1 "error: --device cuda: " "${SMALL[@]}" --device cuda --steps 1
+  if grep -qE "(no usable CUDA GPU|this build has no CUDA).*train on the CPU instead" "$tmp/err"; then
+    ok "no GPU: the message says why and what to do"; else bad "no GPU: $(cat "$tmp/err")"; fi
+  ok "tests/test_cuda builds and skips without a GPU"
+else
+  [ $rc -eq 0 ] && ok "tests/test_cuda: $(echo "$out" | tail -1)" || bad "tests/test_cuda: $(echo "$out" | grep FAIL | head -3)"
+fi
+if [ -n "${MPI+set}" ]; then
+  "${MPI[@]}" -np 2 ./train "${SMALL[@]}" --device cuda --steps 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+  if [ $rc -ne 0 ] && grep -q 'runs on one rank for now' "$tmp/err"; then ok "--device cuda under mpirun -np 2: a clear error"
+  else bad "--device cuda under mpirun -np 2 (exit $rc)"; fi
+fi
+# the GPU's predictor (works anywhere): the same activation stack as the CPU, 16 bytes per
+# parameter of model states with 16-bit storage, no fp32 working copies, cuBLASLt's workspace
+gpu_dry() { ./train --model gpt2 --batch 4 --seq-len 256 --dry-run "$@" | awk -v r="$ROW" '$1 == r {print $NF}'; }
+gpu_ok=1
+for flags in "" "--dtype bf16" "--dtype fp16 --flash" "--dtype bf16 --ckpt --flash" "--ckpt"; do
+  ROW=activations; [ "$(gpu_dry $flags)" = "$(gpu_dry $flags --device cuda)" ] || { gpu_ok=0; echo "  activations differ: $flags"; }
+done
+ROW=params; p=$(gpu_dry --dtype bf16 --device cuda); P=$((p / 2))
+states=0; for r in params master grads adam_m adam_v; do ROW=$r; states=$((states + $(gpu_dry --dtype bf16 --device cuda))); done
+[ "$states" -eq $((16 * P)) ] || { gpu_ok=0; echo "  bf16 model states $states != 16 x $P"; }
+ROW=scratch; s16=$(gpu_dry --dtype bf16 --device cuda); s32=$(gpu_dry --device cuda); cpu16=$(gpu_dry --dtype bf16)
+[ $((s32 - s16)) -eq $((10 * 4 * 256 * 768 * 2)) ] && [ "$s16" -lt "$cpu16" ] || { gpu_ok=0; echo "  scratch $s32 $s16 $cpu16"; }
+sf=$(gpu_dry --device cuda --flash)
+[ $((sf - s32)) -eq $((4 * 4 * 12 * 256)) ] || { gpu_ok=0; echo "  flash D $sf - $s32"; }
+if [ $gpu_ok -eq 1 ] && ./train --device cuda --dry-run | grep -q 'predicted GPU memory'; then
+  ok "GPU dry run: same activations as the CPU, 16 B/param with bf16, backward buffers in the dtype, flash's D"
+else bad "GPU dry run predictor"; fi
+
 # --- 5. docs match the binary -----------------------------------------------------
 if ./train --help >"$tmp/help" && [ "$(grep -c '^  --' "$tmp/help")" -ge 25 ]; then
   missing=$(grep -o '^  --[a-z-]*' "$tmp/help" | tr -d ' ' | while read -r f; do grep -q -- "\`$f" README.md || echo "$f"; done)
   if [ -z "$missing" ]; then ok "README's flag table lists every flag of --help"
   else bad "README's flag table lacks: $missing"; fi
 else bad "--help lists the flags"; fi
-for f in doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/README.md; do
+for f in doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/README.md; do
   if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
 done
 # the dry-run table in doc/memory.md is the binary's output, verbatim

@@ -1,0 +1,335 @@
+// cuda/attention.cu — causal self-attention on the GPU: the naive kernels
+// (the T x T probabilities are stored, as without --flash on the CPU) and
+// flash attention (only the output and the row log-sum-exp are stored).
+//
+// Shapes, as in model.h: qkv[B,T,3C] holds q, k, v side by side; head h uses
+// channels h*hs .. (h+1)*hs, hs = C / H. att[B,H,T,T]; out[B,T,C];
+// lse[B,H,T]. scale = 1/sqrt(hs). Everything is fp32 arithmetic on loaded
+// values; stores round to the storage type.
+#include "common.cuh"
+
+__device__ __forceinline__ size_t qkv_row(int b, int t, int Tn, int C) { return ((size_t)b * Tn + t) * 3 * C; }
+
+// ---------------------------------------------------------------------------
+// Naive attention.
+//
+// Forward: one block per query row (t, b*H+h). The scores of row t against
+// keys 0..t go to shared memory (T floats), are soft-maxed there (block max,
+// block sum), written to att (zeros above the diagonal), and then each thread
+// computes output channels out[t, i] = sum_t2 p[t2] v[t2, i].
+template <typename T> __global__ void attention_forward_kernel(T *out, T *att, const T *qkv, int Tn, int C, int H) {
+    extern __shared__ float sm[];  // scores[Tn], q[hs]
+    int t = blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
+    float *s = sm, *q = sm + Tn;
+    float scale = 1.0f / sqrtf((float)hs);
+    const T *qr = qkv + qkv_row(b, t, Tn, C) + h * hs;
+    for (int i = threadIdx.x; i < hs; i += blockDim.x) q[i] = ld(qr[i]);
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
+        const T *k = qkv + qkv_row(b, t2, Tn, C) + C + h * hs;
+        float d = 0.0f;
+        for (int i = 0; i < hs; i++) d += q[i] * ld(k[i]);
+        s[t2] = d * scale;
+        mx = fmaxf(mx, s[t2]);
+    }
+    mx = block_max(mx);
+    float sum = 0.0f;
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) { s[t2] = expf(s[t2] - mx); sum += s[t2]; }
+    float inv = 1.0f / block_sum(sum);
+    T *a = att + ((size_t)bh * Tn + t) * Tn;
+    for (int t2 = threadIdx.x; t2 < Tn; t2 += blockDim.x) {
+        float p = t2 <= t ? s[t2] * inv : 0.0f;
+        if (t2 <= t) s[t2] = p;
+        a[t2] = st<T>(p);
+    }
+    __syncthreads();
+    T *o = out + ((size_t)b * Tn + t) * C + h * hs;
+    for (int i = threadIdx.x; i < hs; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) acc += s[t2] * ld(qkv[qkv_row(b, t2, Tn, C) + 2 * C + h * hs + i]);
+        o[i] = st<T>(acc);
+    }
+}
+
+// Backward, three passes, no atomics (every output element has one writer):
+//  1. dv[t2] = sum_{t >= t2} att[t, t2] dout[t]           one block per key row t2
+//  2. ds[t, t2] = att[t, t2] (datt[t2] - sum_j att[t, j] datt[j]) * scale,
+//     datt[t2] = dout[t] . v[t2]; written over att (att is not needed again)
+//  3. dq[t] = sum_{t2 <= t} ds[t, t2] k[t2]   (blockIdx.z 0, query rows)
+//     dk[t2] = sum_{t >= t2} ds[t, t2] q[t]   (blockIdx.z 1, key rows)
+template <typename T>
+__global__ void attention_backward_dv_kernel(T *dqkv, const T *dout, const T *att, int Tn, int C, int H) {
+    int t2 = blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
+    for (int i = threadIdx.x; i < hs; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int t = t2; t < Tn; t++)
+            acc += ld(att[((size_t)bh * Tn + t) * Tn + t2]) * ld(dout[((size_t)b * Tn + t) * C + h * hs + i]);
+        dqkv[qkv_row(b, t2, Tn, C) + 2 * C + h * hs + i] = st<T>(acc);
+    }
+}
+
+template <typename T>
+__global__ void attention_backward_ds_kernel(T *att, const T *dout, const T *qkv, int Tn, int C, int H) {
+    extern __shared__ float sm[];  // datt[Tn], dout row[hs]
+    int t = blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
+    float *datt = sm, *d = sm + Tn;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int i = threadIdx.x; i < hs; i += blockDim.x) d[i] = ld(dout[((size_t)b * Tn + t) * C + h * hs + i]);
+    __syncthreads();
+    T *a = att + ((size_t)bh * Tn + t) * Tn;
+    float dot = 0.0f;
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
+        const T *v = qkv + qkv_row(b, t2, Tn, C) + 2 * C + h * hs;
+        float x = 0.0f;
+        for (int i = 0; i < hs; i++) x += d[i] * ld(v[i]);
+        datt[t2] = x;
+        dot += ld(a[t2]) * x;
+    }
+    dot = block_sum(dot);
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) a[t2] = st<T>(ld(a[t2]) * (datt[t2] - dot) * scale);
+}
+
+template <typename T>
+__global__ void attention_backward_dqk_kernel(T *dqkv, const T *ds, const T *qkv, int Tn, int C, int H) {
+    int r = blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
+    const T *row = ds + (size_t)bh * Tn * Tn;
+    for (int i = threadIdx.x; i < hs; i += blockDim.x) {
+        float acc = 0.0f;
+        if (blockIdx.z == 0) {  // dq[r] = sum_{t2 <= r} ds[r, t2] k[t2]
+            for (int t2 = 0; t2 <= r; t2++) acc += ld(row[(size_t)r * Tn + t2]) * ld(qkv[qkv_row(b, t2, Tn, C) + C + h * hs + i]);
+            dqkv[qkv_row(b, r, Tn, C) + h * hs + i] = st<T>(acc);
+        } else {  // dk[r] = sum_{t >= r} ds[t, r] q[t]
+            for (int t = r; t < Tn; t++) acc += ld(row[(size_t)t * Tn + r]) * ld(qkv[qkv_row(b, t, Tn, C) + h * hs + i]);
+            dqkv[qkv_row(b, r, Tn, C) + C + h * hs + i] = st<T>(acc);
+        }
+    }
+}
+
+template <typename T> static void attention_forward_t(T *out, T *att, const T *qkv, int B, int Tn, int C, int H) {
+    size_t smem = sizeof(float) * ((size_t)Tn + C / H);
+    cuda_check(cudaFuncSetAttribute(attention_forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+               "cudaFuncSetAttribute(attention_forward_kernel)");
+    attention_forward_kernel<<<dim3(Tn, B * H), 128, smem>>>(out, att, qkv, Tn, C, H);
+    launch_check("attention_forward_kernel");
+}
+
+template <typename T>
+static void attention_backward_t(T *dqkv, const T *dout, const T *qkv, T *att, int B, int Tn, int C, int H) {
+    attention_backward_dv_kernel<<<dim3(Tn, B * H), 64>>>(dqkv, dout, att, Tn, C, H);
+    launch_check("attention_backward_dv_kernel");
+    size_t smem = sizeof(float) * ((size_t)Tn + C / H);
+    cuda_check(cudaFuncSetAttribute(attention_backward_ds_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem), "cudaFuncSetAttribute(attention_backward_ds_kernel)");
+    attention_backward_ds_kernel<<<dim3(Tn, B * H), 128, smem>>>(att, dout, qkv, Tn, C, H);
+    launch_check("attention_backward_ds_kernel");
+    attention_backward_dqk_kernel<<<dim3(Tn, B * H, 2), 64>>>(dqkv, att, qkv, Tn, C, H);
+    launch_check("attention_backward_dqk_kernel");
+}
+
+// ---------------------------------------------------------------------------
+// Flash attention (reference version: CUDA cores, fp32).
+//
+// Forward: a block of FQ = 64 threads owns 64 query rows of one (b, h), one
+// row per thread, with its q and running output o (hs floats each), running
+// max m and sum l. The keys and values stream through shared memory in tiles
+// of FK = 32 rows; per tile each row computes its scores, raises m if needed
+// (rescaling l and o by exp(m_old - m_new)) and adds p * v. At the end
+// out = o / l and lse = m + log l. Shared memory: 2 * FK * hs floats.
+//
+//            keys (tiles of FK) ->
+//   queries  [##########..........]   a block: FQ query rows, one per thread,
+//   (FQ per  [###########.........]   walking the key tiles left to right up
+//    block)  [############........]   to the diagonal (causal)
+//
+// Backward recomputes p = exp(q.k * scale - lse) tile by tile:
+//   D[t] = dout[t] . out[t]                          (flash_D_kernel)
+//   ds = p (dout[t] . v[t2] - D[t]) * scale
+//   dq[t] = sum_t2 ds k[t2]     one thread per query row, keys stream  (flash_backward_dq_kernel)
+//   dk[t2] = sum_t ds q[t], dv[t2] = sum_t p dout[t]
+//                               one thread per key row, queries stream (flash_backward_dkv_kernel)
+// Two kernels instead of atomics: every output has one writer, results are deterministic.
+enum { FQ = 64, FK = 32, FLASH_MAX_HS = GPU_FLASH_MAX_HEAD };
+
+template <typename T> __global__ void flash_forward_kernel(T *out, T *lse, const T *qkv, int Tn, int C, int H) {
+    __shared__ float ks[FK][FLASH_MAX_HS], vs[FK][FLASH_MAX_HS];
+    int bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
+    int t = blockIdx.x * FQ + threadIdx.x, last = min(Tn - 1, (int)blockIdx.x * FQ + FQ - 1);
+    float scale = 1.0f / sqrtf((float)hs);
+    float q[FLASH_MAX_HS], o[FLASH_MAX_HS], s[FK];
+    if (t < Tn)
+        for (int i = 0; i < hs; i++) { q[i] = ld(qkv[qkv_row(b, t, Tn, C) + h * hs + i]); o[i] = 0.0f; }
+    float m = -INFINITY, l = 0.0f;
+    for (int j0 = 0; j0 <= last; j0 += FK) {
+        __syncthreads();  // the previous tile is no longer read
+        for (int x = threadIdx.x; x < FK * hs; x += blockDim.x) {
+            int r = x / hs, i = x % hs, j = j0 + r;
+            ks[r][i] = j < Tn ? ld(qkv[qkv_row(b, j, Tn, C) + C + h * hs + i]) : 0.0f;
+            vs[r][i] = j < Tn ? ld(qkv[qkv_row(b, j, Tn, C) + 2 * C + h * hs + i]) : 0.0f;
+        }
+        __syncthreads();
+        if (t >= Tn || j0 > t) continue;
+        int n = min(FK, t + 1 - j0);
+        float tile_max = -INFINITY;
+        for (int r = 0; r < n; r++) {
+            float d = 0.0f;
+            for (int i = 0; i < hs; i++) d += q[i] * ks[r][i];
+            s[r] = d * scale;
+            tile_max = fmaxf(tile_max, s[r]);
+        }
+        float m_new = fmaxf(m, tile_max), correction = expf(m - m_new);  // 0 on the first tile
+        l *= correction;
+        for (int i = 0; i < hs; i++) o[i] *= correction;
+        for (int r = 0; r < n; r++) {
+            float p = expf(s[r] - m_new);
+            l += p;
+            for (int i = 0; i < hs; i++) o[i] += p * vs[r][i];
+        }
+        m = m_new;
+    }
+    if (t >= Tn) return;
+    for (int i = 0; i < hs; i++) out[((size_t)b * Tn + t) * C + h * hs + i] = st<T>(o[i] / l);
+    lse[(size_t)bh * Tn + t] = st<T>(m + logf(l));
+}
+
+template <typename T> __global__ void flash_D_kernel(float *D, const T *dout, const T *out, int B, int Tn, int C, int H) {
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= (size_t)B * H * Tn) return;
+    int t = (int)(x % Tn), bh = (int)(x / Tn), b = bh / H, h = bh % H, hs = C / H;
+    size_t at = ((size_t)b * Tn + t) * C + h * hs;
+    float d = 0.0f;
+    for (int i = 0; i < hs; i++) d += ld(dout[at + i]) * ld(out[at + i]);
+    D[x] = d;
+}
+
+template <typename T>
+__global__ void flash_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv, const T *lse, const float *D, int Tn,
+                                         int C, int H) {
+    __shared__ float ks[FK][FLASH_MAX_HS], vs[FK][FLASH_MAX_HS];
+    int bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
+    int t = blockIdx.x * FQ + threadIdx.x, last = min(Tn - 1, (int)blockIdx.x * FQ + FQ - 1);
+    float scale = 1.0f / sqrtf((float)hs);
+    float q[FLASH_MAX_HS], d[FLASH_MAX_HS], dq[FLASH_MAX_HS];
+    float row_lse = 0.0f, row_D = 0.0f;
+    if (t < Tn) {
+        for (int i = 0; i < hs; i++) {
+            q[i] = ld(qkv[qkv_row(b, t, Tn, C) + h * hs + i]);
+            d[i] = ld(dout[((size_t)b * Tn + t) * C + h * hs + i]);
+            dq[i] = 0.0f;
+        }
+        row_lse = ld(lse[(size_t)bh * Tn + t]);
+        row_D = D[(size_t)bh * Tn + t];
+    }
+    for (int j0 = 0; j0 <= last; j0 += FK) {
+        __syncthreads();
+        for (int x = threadIdx.x; x < FK * hs; x += blockDim.x) {
+            int r = x / hs, i = x % hs, j = j0 + r;
+            ks[r][i] = j < Tn ? ld(qkv[qkv_row(b, j, Tn, C) + C + h * hs + i]) : 0.0f;
+            vs[r][i] = j < Tn ? ld(qkv[qkv_row(b, j, Tn, C) + 2 * C + h * hs + i]) : 0.0f;
+        }
+        __syncthreads();
+        if (t >= Tn || j0 > t) continue;
+        int n = min(FK, t + 1 - j0);
+        for (int r = 0; r < n; r++) {
+            float qk = 0.0f, dv = 0.0f;
+            for (int i = 0; i < hs; i++) { qk += q[i] * ks[r][i]; dv += d[i] * vs[r][i]; }
+            float p = expf(qk * scale - row_lse);
+            float ds = p * (dv - row_D) * scale;
+            for (int i = 0; i < hs; i++) dq[i] += ds * ks[r][i];
+        }
+    }
+    if (t >= Tn) return;
+    for (int i = 0; i < hs; i++) dqkv[qkv_row(b, t, Tn, C) + h * hs + i] = st<T>(dq[i]);
+}
+
+template <typename T>
+__global__ void flash_backward_dkv_kernel(T *dqkv, const T *dout, const T *qkv, const T *lse, const float *D, int Tn,
+                                          int C, int H) {
+    __shared__ float qs[FK][FLASH_MAX_HS], ds_[FK][FLASH_MAX_HS], ls[FK], Ds[FK];
+    int bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
+    int j = blockIdx.x * FQ + threadIdx.x, first = blockIdx.x * FQ;  // this thread's key row; the block's first
+    float scale = 1.0f / sqrtf((float)hs);
+    float k[FLASH_MAX_HS], v[FLASH_MAX_HS], dk[FLASH_MAX_HS], dv[FLASH_MAX_HS];
+    if (j < Tn)
+        for (int i = 0; i < hs; i++) {
+            k[i] = ld(qkv[qkv_row(b, j, Tn, C) + C + h * hs + i]);
+            v[i] = ld(qkv[qkv_row(b, j, Tn, C) + 2 * C + h * hs + i]);
+            dk[i] = dv[i] = 0.0f;
+        }
+    for (int t0 = first / FK * FK; t0 < Tn; t0 += FK) {  // query tiles that can see this block's keys
+        __syncthreads();
+        for (int x = threadIdx.x; x < FK * hs; x += blockDim.x) {
+            int r = x / hs, i = x % hs, t = t0 + r;
+            qs[r][i] = t < Tn ? ld(qkv[qkv_row(b, t, Tn, C) + h * hs + i]) : 0.0f;
+            ds_[r][i] = t < Tn ? ld(dout[((size_t)b * Tn + t) * C + h * hs + i]) : 0.0f;
+        }
+        for (int r = threadIdx.x; r < FK; r += blockDim.x) {
+            ls[r] = t0 + r < Tn ? ld(lse[(size_t)bh * Tn + t0 + r]) : 0.0f;
+            Ds[r] = t0 + r < Tn ? D[(size_t)bh * Tn + t0 + r] : 0.0f;
+        }
+        __syncthreads();
+        if (j >= Tn) continue;
+        for (int r = 0; r < FK; r++) {
+            int t = t0 + r;
+            if (t < j || t >= Tn) continue;  // causal: query t sees key j only when t >= j
+            float qk = 0.0f, dov = 0.0f;
+            for (int i = 0; i < hs; i++) { qk += qs[r][i] * k[i]; dov += ds_[r][i] * v[i]; }
+            float p = expf(qk * scale - ls[r]);
+            float ds = p * (dov - Ds[r]) * scale;
+            for (int i = 0; i < hs; i++) { dv[i] += p * ds_[r][i]; dk[i] += ds * qs[r][i]; }
+        }
+    }
+    if (j >= Tn) return;
+    for (int i = 0; i < hs; i++) {
+        dqkv[qkv_row(b, j, Tn, C) + C + h * hs + i] = st<T>(dk[i]);
+        dqkv[qkv_row(b, j, Tn, C) + 2 * C + h * hs + i] = st<T>(dv[i]);
+    }
+}
+
+template <typename T> static void flash_forward_t(T *out, T *lse, const T *qkv, int B, int Tn, int C, int H) {
+    flash_forward_kernel<<<dim3(blocks_for(Tn, FQ), B * H), FQ>>>(out, lse, qkv, Tn, C, H);
+    launch_check("flash_forward_kernel");
+}
+
+template <typename T>
+static void flash_backward_t(T *dqkv, const T *dout, const T *qkv, const T *out, const T *lse, float *D, int B, int Tn,
+                             int C, int H) {
+    flash_D_kernel<<<blocks_for((size_t)B * H * Tn, 256), 256>>>(D, dout, out, B, Tn, C, H);
+    launch_check("flash_D_kernel");
+    flash_backward_dq_kernel<<<dim3(blocks_for(Tn, FQ), B * H), FQ>>>(dqkv, dout, qkv, lse, D, Tn, C, H);
+    launch_check("flash_backward_dq_kernel");
+    flash_backward_dkv_kernel<<<dim3(blocks_for(Tn, FQ), B * H), FQ>>>(dqkv, dout, qkv, lse, D, Tn, C, H);
+    launch_check("flash_backward_dkv_kernel");
+}
+
+// ---------------------------------------------------------------------------
+extern "C" void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H) {
+    if (dt == DTYPE_FP32) attention_forward_t((float *)out, (float *)att, (const float *)qkv, B, T, C, H);
+    else if (dt == DTYPE_BF16) attention_forward_t((bf16 *)out, (bf16 *)att, (const bf16 *)qkv, B, T, C, H);
+    else attention_forward_t((fp16 *)out, (fp16 *)att, (const fp16 *)qkv, B, T, C, H);
+}
+extern "C" void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T,
+                                      int C, int H) {
+    if (dt == DTYPE_FP32)
+        attention_backward_t((float *)dqkv, (const float *)dout, (const float *)qkv, (float *)att, B, T, C, H);
+    else if (dt == DTYPE_BF16)
+        attention_backward_t((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, (bf16 *)att, B, T, C, H);
+    else attention_backward_t((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, (fp16 *)att, B, T, C, H);
+}
+extern "C" void cu_flash_forward(int dt, void *out, void *lse, const void *qkv, int B, int T, int C, int H) {
+    if (dt == DTYPE_FP32) flash_forward_t((float *)out, (float *)lse, (const float *)qkv, B, T, C, H);
+    else if (dt == DTYPE_BF16) flash_forward_t((bf16 *)out, (bf16 *)lse, (const bf16 *)qkv, B, T, C, H);
+    else flash_forward_t((fp16 *)out, (fp16 *)lse, (const fp16 *)qkv, B, T, C, H);
+}
+extern "C" void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out,
+                                  const void *lse, float *D, int B, int T, int C, int H) {
+    if (dt == DTYPE_FP32)
+        flash_backward_t((float *)dqkv, (const float *)dout, (const float *)qkv, (const float *)out,
+                         (const float *)lse, D, B, T, C, H);
+    else if (dt == DTYPE_BF16)
+        flash_backward_t((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, (const bf16 *)out, (const bf16 *)lse,
+                         D, B, T, C, H);
+    else
+        flash_backward_t((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, (const fp16 *)out, (const fp16 *)lse,
+                         D, B, T, C, H);
+}

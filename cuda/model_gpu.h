@@ -1,0 +1,386 @@
+// cuda/model_gpu.h — the model on the GPU (--device cuda): model.h's forward
+// and backward, op for op, with the ops of cuda/ops.h on device memory.
+//
+// What is the same as on the CPU: the flat parameter layout (one array, the
+// same offsets), the order of the ops, which tensors the forward saves and
+// when the backward pops them (the activation stack of memory.h, here over
+// device memory), --ckpt and --flash, the ledger categories, the
+// checkpoint contents.
+//
+// What differs: with --dtype bf16/fp16 the GPU computes on the 16-bit
+// tensors directly (cuBLASLt and the kernels widen to fp32 in registers), so
+// there are no fp32 working copies; the backward buffers (dres, dln, ...) are
+// stored in the dtype too. predict.h's predict_memory_gpu has the resulting
+// closed form. One rank only: ZeRO on the GPU is the next step (doc/cuda.md).
+//
+// This file is C (train.c includes it); the kernels are in cuda/*.cu.
+#ifndef GPTMEM_MODEL_GPU_H
+#define GPTMEM_MODEL_GPU_H
+
+#include "ops.h"
+
+// cuBLASLt's workspace: a ledger buffer (scratch).
+enum { GPU_GEMM_WORKSPACE = 32 << 20 };
+
+// The tensors one layer saves (device pointers, stored in the dtype), in push order.
+typedef struct {
+    void *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *lse, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu,
+        *res3;
+    int mark;  // stack mark before this layer's pushes
+} GpuActs;
+
+// One layer's 12 tensors inside a flat device array (weights or gradients).
+typedef struct {
+    void *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} GpuLayer;
+
+typedef struct {
+    GPTConfig cfg;
+    int dtype, flash, ckpt;
+    size_t nparams, e;  // e: bytes per stored element (4 or 2)
+    ParamTensor *tensors;
+    int ntensors;
+    // model states (ledger: params, master, grads, adam_m, adam_v)
+    void *params;            // the weights the model computes with, in the dtype
+    float *master;           // fp32 weights the optimizer updates: 16-bit runs' master copy; fp32: == params
+    void *grads;             // in the dtype
+    float *adam_m, *adam_v;  // AdamW state, fp32
+    // activations of the current forward pass (on the activation stack)
+    void *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits;
+    GpuActs *acts;
+    int B, T, arena_mark, final_mark;
+    // backward buffers, reused by every layer (ledger: scratch), in the dtype
+    void *dres, *dln, *dqkv, *datty, *dfch;
+    float *losses;           // (N) per-row losses
+    float *flash_D;          // --flash: (B,H,T) rowsum(dout * out) for the backward
+    double *norm_partials;   // GPU_NORM_BLOCKS partial sums of the gradient norm
+    void *gemm_workspace;
+    // the token batch on the device, and the positions bucketed by token for
+    // the embedding backward (ledger: data): [pos (N) | start (N+1) | tok (N)]
+    int *inputs, *targets, *buckets, nbuckets;
+    int *buckets_host, *token_count_host;  // host: the same layout, and a count per vocabulary entry
+    double recompute_seconds;
+} GpuGPT;
+
+// --- allocation through the ledger -----------------------------------------------
+
+void *gpu_alloc(int category, size_t bytes, const char *name) {
+    void *p = gpu_malloc(bytes, name);
+    mem_track(p, category, bytes, name, 1);
+    return p;
+}
+
+void gpu_release(void *p) {
+    if (!p) return;
+    if (mem_untrack(p)) fatal("gpu_release of a pointer the ledger does not know (%s)", "bug");
+    gpu_free(p);
+}
+
+void *at_elem(const GpuGPT *m, void *base, size_t i) { return (char *)base + i * m->e; }
+
+GpuLayer gpu_layer(const GpuGPT *m, void *base, int l) {
+    const ParamTensor *t = &m->tensors[2 + 12 * l];  // after wte and wpe, 12 per layer (model.h param_tensors)
+    void *p[12];
+    for (int j = 0; j < 12; j++) p[j] = at_elem(m, base, t[j].offset);
+    GpuLayer w = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
+    return w;
+}
+
+void *gpu_wte(const GpuGPT *m, void *base) { return at_elem(m, base, m->tensors[0].offset); }
+void *gpu_wpe(const GpuGPT *m, void *base) { return at_elem(m, base, m->tensors[1].offset); }
+void *gpu_lnfw(const GpuGPT *m, void *base) { return at_elem(m, base, m->tensors[m->ntensors - 2].offset); }
+void *gpu_lnfb(const GpuGPT *m, void *base) { return at_elem(m, base, m->tensors[m->ntensors - 1].offset); }
+
+// Allocate everything for micro-batches of B x T (predict_memory_gpu has the sum).
+void gpu_gpt_build(GpuGPT *m, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->dtype = dtype;
+    m->flash = flash;
+    m->ckpt = ckpt;
+    m->nparams = param_count(cfg);
+    m->e = dtype_size(dtype);
+    m->ntensors = param_tensor_count(cfg);
+    m->tensors = malloc(sizeof(ParamTensor) * m->ntensors);
+    param_tensors(cfg, m->tensors);
+    size_t P = m->nparams, N = (size_t)B * T, C = cfg->channels, e = m->e;
+    if (dtype == DT_FP32) {
+        m->params = gpu_alloc(MEM_PARAMS, P * 4, "params");
+        m->master = m->params;
+    } else {
+        m->params = gpu_alloc(MEM_PARAMS, P * 2, "params (16-bit)");
+        m->master = gpu_alloc(MEM_MASTER, P * 4, "master weights");
+    }
+    m->grads = gpu_alloc(MEM_GRADS, P * e, dtype == DT_FP32 ? "grads" : "grads (16-bit)");
+    m->adam_m = gpu_alloc(MEM_ADAM_M, P * 4, "adam_m");
+    m->adam_v = gpu_alloc(MEM_ADAM_V, P * 4, "adam_v");
+    m->dres = gpu_alloc(MEM_SCRATCH, N * C * e, "dres");
+    m->dln = gpu_alloc(MEM_SCRATCH, N * C * e, "dln");
+    m->dqkv = gpu_alloc(MEM_SCRATCH, N * 3 * C * e, "dqkv");
+    m->datty = gpu_alloc(MEM_SCRATCH, N * C * e, "datty");
+    m->dfch = gpu_alloc(MEM_SCRATCH, N * 4 * C * e, "dfch");
+    m->losses = gpu_alloc(MEM_SCRATCH, N * 4, "losses");
+    if (flash) m->flash_D = gpu_alloc(MEM_SCRATCH, (size_t)B * cfg->heads * T * 4, "flash D");
+    m->norm_partials = gpu_alloc(MEM_SCRATCH, GPU_NORM_BLOCKS * sizeof(double), "norm partials");
+    m->gemm_workspace = gpu_alloc(MEM_SCRATCH, GPU_GEMM_WORKSPACE, "cuBLASLt workspace");
+    cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE);
+    m->inputs = gpu_alloc(MEM_DATA, N * 4, "inputs (GPU)");
+    m->targets = gpu_alloc(MEM_DATA, N * 4, "targets (GPU)");
+    m->buckets = gpu_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets (GPU)");
+    m->buckets_host = mem_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets");
+    m->token_count_host = mem_alloc(MEM_DATA, (size_t)padded_vocab(cfg) * 4, "token counts");
+    m->acts = calloc(cfg->layers, sizeof(GpuActs));
+}
+
+void gpu_gpt_free(GpuGPT *m) {
+    void *dev[] = {m->params, m->grads, m->adam_m, m->adam_v, m->dres, m->dln, m->dqkv, m->datty, m->dfch,
+                   m->losses, m->flash_D, m->norm_partials, m->gemm_workspace, m->inputs, m->targets, m->buckets};
+    if (m->master != m->params) gpu_release(m->master);
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_release(dev[i]);
+    mem_free(m->buckets_host);
+    mem_free(m->token_count_host);
+    free(m->acts);
+    free(m->tensors);
+}
+
+// The activation stack on the device: `capacity` bytes (the predicted peak).
+void gpu_arena_reserve(size_t capacity) {
+    arena_adopt(gpu_malloc(capacity, "the activation stack"), capacity);
+    g_ledger.gpu_reserved += capacity;
+}
+
+void gpu_arena_release(void) {
+    g_ledger.gpu_reserved -= g_arena.capacity;
+    gpu_free(g_arena.base);
+    arena_release();
+}
+
+// After the master weights changed (init, resume): round them into the
+// 16-bit compute weights (fp32: they are the same array).
+void gpu_gpt_sync_params(GpuGPT *m) {
+    if (m->dtype != DT_FP32) cu_store_dtype(m->dtype, m->params, m->master, m->nparams);
+}
+
+// GPT-2 init, the same numbers as model.h's init_params (same generator, same
+// order), made on the host a chunk at a time and uploaded into the master.
+void gpu_gpt_init(GpuGPT *m, uint64_t seed) {
+    enum { CHUNK = 1 << 18 };
+    float *chunk = malloc(sizeof(float) * CHUNK);  // 1 MiB of host staging, not a model buffer
+    uint64_t s = rng_seed(seed);
+    size_t filled = 0, at = 0;
+    for (int i = 0; i < m->ntensors; i++)
+        for (size_t j = 0; j < m->tensors[i].count; j++) {
+            chunk[filled++] = init_value(&m->tensors[i], i, j, &m->cfg, &s);
+            if (filled == CHUNK) { gpu_upload(m->master + at, chunk, filled * 4); at += filled; filled = 0; }
+        }
+    gpu_upload(m->master + at, chunk, filled * 4);
+    free(chunk);
+    gpu_gpt_sync_params(m);
+}
+
+void gpu_gpt_zero_grad(GpuGPT *m) { gpu_zero(m->grads, m->nparams * m->e); }
+
+// Bucket the positions 0..N-1 by the token they hold, for encoder_backward: a
+// counting sort (positions stay in order within a token: deterministic).
+// out = [pos (N) | start (N+1) | tok (N)]: bucket u holds token tok[u] at the
+// positions pos[start[u] .. start[u+1]). count: Vp ints of scratch. Returns
+// the number of buckets.
+int bucket_tokens(const int *inp, int N, int Vp, int *out, int *count) {
+    int *pos = out, *start = pos + N, *tok = start + N + 1;
+    memset(count, 0, sizeof(int) * Vp);
+    for (int i = 0; i < N; i++) count[inp[i]]++;
+    int u = 0, acc = 0;
+    for (int v = 0; v < Vp; v++) {
+        if (!count[v]) continue;
+        tok[u] = v;
+        start[u++] = acc;
+        int first = acc;
+        acc += count[v];
+        count[v] = first;  // from now on: where this token's next position goes
+    }
+    start[u] = acc;
+    for (int i = 0; i < N; i++) pos[count[inp[i]]++] = i;
+    return u;
+}
+
+// Upload a token batch; with targets (training), also its token buckets.
+void gpu_upload_batch(GpuGPT *m, const int *inp, const int *targets, int N) {
+    gpu_upload(m->inputs, inp, (size_t)N * 4);
+    if (!targets) return;
+    gpu_upload(m->targets, targets, (size_t)N * 4);
+    m->nbuckets = bucket_tokens(inp, N, padded_vocab(&m->cfg), m->buckets_host, m->token_count_host);
+    gpu_upload(m->buckets, m->buckets_host, (size_t)(3 * N + 1) * 4);
+}
+
+// --- forward ----------------------------------------------------------------------
+
+void *gpu_push(GpuGPT *m, const char *name, size_t count) { return arena_push(name, count * m->e); }
+
+// One transformer block, forward: x (N,C) -> a->res3. Pushes its 13 tensors (model.h block_forward).
+void gpu_block_forward(GpuGPT *m, int l, const void *x, int B, int T) {
+    const GPTConfig *c = &m->cfg;
+    int C = c->channels, H = c->heads, N = B * T, dt = m->dtype;
+    GpuLayer w = gpu_layer(m, m->params, l);
+    GpuActs *a = &m->acts[l];
+    a->mark = arena_mark();
+    a->ln1 = gpu_push(m, "ln1", (size_t)N * C);
+    a->ln1_mean = gpu_push(m, "ln1_mean", N);
+    a->ln1_rstd = gpu_push(m, "ln1_rstd", N);
+    a->qkv = gpu_push(m, "qkv", (size_t)N * 3 * C);
+    if (m->flash) a->lse = gpu_push(m, "lse", (size_t)B * H * T);
+    else a->att = gpu_push(m, "att", (size_t)B * H * T * T);
+    a->atty = gpu_push(m, "atty", (size_t)N * C);
+    a->res2 = gpu_push(m, "res2", (size_t)N * C);
+    a->ln2 = gpu_push(m, "ln2", (size_t)N * C);
+    a->ln2_mean = gpu_push(m, "ln2_mean", N);
+    a->ln2_rstd = gpu_push(m, "ln2_rstd", N);
+    a->fch = gpu_push(m, "fch", (size_t)N * 4 * C);
+    a->fch_gelu = gpu_push(m, "fch_gelu", (size_t)N * 4 * C);
+    a->res3 = gpu_push(m, "res3", (size_t)N * C);
+
+    cu_layernorm_forward(dt, a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
+    cu_matmul_forward(dt, a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
+    if (m->flash) cu_flash_forward(dt, a->atty, a->lse, a->qkv, B, T, C, H);
+    else cu_attention_forward(dt, a->atty, a->att, a->qkv, B, T, C, H);
+    cu_matmul_forward(dt, a->res2, a->atty, w.attprojw, w.attprojb, N, C, C);
+    cu_residual_forward(dt, a->res2, a->res2, x, (size_t)N * C);            // res2 = x + attn(x)
+    cu_layernorm_forward(dt, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
+    cu_matmul_forward(dt, a->fch, a->ln2, w.fcw, w.fcb, N, C, 4 * C);
+    cu_gelu_forward(dt, a->fch_gelu, a->fch, (size_t)N * 4 * C);
+    cu_matmul_forward(dt, a->res3, a->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
+    cu_residual_forward(dt, a->res3, a->res3, a->res2, (size_t)N * C);      // res3 = res2 + mlp(res2)
+}
+
+// --ckpt: keep only the block's output, moved down to where its first tensor
+// began (model.h ckpt_keep_output).
+void gpu_ckpt_keep_output(GpuGPT *m, int l) {
+    GpuActs *a = &m->acts[l];
+    size_t bytes = (size_t)m->B * m->T * m->cfg.channels * m->e;
+    const void *out = a->res3;
+    arena_pop_to(a->mark, "ckpt");
+    void *kept = arena_push("block_out", bytes);
+    // kept starts where ln1 began, far below res3 (11 tensors of at least
+    // N floats lie between), so the two ranges never overlap
+    gpu_copy(kept, out, bytes);
+    a->res3 = kept;
+}
+
+const void *gpu_block_input(GpuGPT *m, int l) { return l == 0 ? m->encoded : m->acts[l - 1].res3; }
+
+// Forward over inp[B,T] (host). Leaves the logits (N,Vp) on the stack. With
+// targets, returns the mean loss (model.h gpt_forward).
+float gpu_gpt_forward(GpuGPT *m, const int *inp, const int *targets, int B, int T) {
+    const GPTConfig *c = &m->cfg;
+    int C = c->channels, N = B * T, Vp = padded_vocab(c), dt = m->dtype;
+    gpu_upload_batch(m, inp, targets, N);
+    m->B = B; m->T = T;
+    m->arena_mark = arena_mark();
+    m->encoded = gpu_push(m, "encoded", (size_t)N * C);
+    cu_encoder_forward(dt, m->encoded, m->inputs, gpu_wte(m, m->params), gpu_wpe(m, m->params), B, T, C);
+    for (int l = 0; l < c->layers; l++) {
+        gpu_block_forward(m, l, gpu_block_input(m, l), B, T);
+        if (m->ckpt) gpu_ckpt_keep_output(m, l);
+    }
+    m->final_mark = arena_mark();
+    m->lnf = gpu_push(m, "lnf", (size_t)N * C);
+    m->lnf_mean = gpu_push(m, "lnf_mean", N);
+    m->lnf_rstd = gpu_push(m, "lnf_rstd", N);
+    cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, gpu_block_input(m, c->layers),
+                         gpu_lnfw(m, m->params), gpu_lnfb(m, m->params), N, C);
+    m->logits = gpu_push(m, "logits", (size_t)N * Vp);
+    cu_matmul_forward(dt, m->logits, m->lnf, gpu_wte(m, m->params), NULL, N, C, Vp);  // LM head tied to wte
+    if (!targets) return 0.0f;
+    cu_crossentropy_forward(dt, m->losses, m->logits, m->targets, N, c->vocab, Vp);
+    float *losses = malloc(sizeof(float) * N);
+    gpu_download(losses, m->losses, sizeof(float) * N);
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += losses[i];  // in row order, in double
+    free(losses);
+    return (float)(sum / N);
+}
+
+// Row i of the last forward's logits, widened to fp32 into host[Vp] (sampling).
+void gpu_logits_row(GpuGPT *m, int i, float *host) {
+    int Vp = padded_vocab(&m->cfg);
+    if (m->dtype == DT_FP32) { gpu_download(host, at_elem(m, m->logits, (size_t)i * Vp), (size_t)Vp * 4); return; }
+    uint16_t *row = malloc(2 * (size_t)Vp);
+    gpu_download(row, at_elem(m, m->logits, (size_t)i * Vp), 2 * (size_t)Vp);
+    dtype_load(host, row, Vp, m->dtype);
+    free(row);
+}
+
+void gpu_discard_activations(GpuGPT *m) { arena_pop_to(m->arena_mark, "forward"); }
+
+// --- backward ---------------------------------------------------------------------
+
+// One block, backward: m->dres holds d(res3) on entry, d(x) on exit (model.h block_backward).
+void gpu_block_backward(GpuGPT *m, int l, const void *x, int B, int T) {
+    const GPTConfig *c = &m->cfg;
+    int C = c->channels, H = c->heads, N = B * T, dt = m->dtype;
+    GpuLayer w = gpu_layer(m, m->params, l), g = gpu_layer(m, m->grads, l);
+    GpuActs *a = &m->acts[l];
+    cu_matmul_backward(dt, m->dfch, g.fcprojw, g.fcprojb, m->dres, a->fch_gelu, w.fcprojw, N, 4 * C, C);
+    cu_gelu_backward(dt, m->dfch, a->fch, m->dfch, (size_t)N * 4 * C);
+    cu_matmul_backward(dt, m->dln, g.fcw, g.fcb, m->dfch, a->ln2, w.fcw, N, C, 4 * C);
+    cu_layernorm_backward(dt, m->dres, g.ln2w, g.ln2b, m->dln, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd, N, C);
+    cu_matmul_backward(dt, m->datty, g.attprojw, g.attprojb, m->dres, a->atty, w.attprojw, N, C, C);
+    if (m->flash) cu_flash_backward(dt, m->dqkv, m->datty, a->qkv, a->atty, a->lse, m->flash_D, B, T, C, H);
+    else cu_attention_backward(dt, m->dqkv, m->datty, a->qkv, a->att, B, T, C, H);  // consumes att
+    cu_matmul_backward(dt, m->dln, g.qkvw, g.qkvb, m->dqkv, a->ln1, w.qkvw, N, C, 3 * C);
+    cu_layernorm_backward(dt, m->dres, g.ln1w, g.ln1b, m->dln, x, w.ln1w, a->ln1_mean, a->ln1_rstd, N, C);
+}
+
+// Backward for the last gpu_gpt_forward (with targets); dloss as in model.h.
+void gpu_gpt_backward(GpuGPT *m, float dloss) {
+    const GPTConfig *c = &m->cfg;
+    int B = m->B, T = m->T, C = c->channels, N = B * T, Vp = padded_vocab(c), dt = m->dtype;
+    cu_crossentropy_backward(dt, m->logits, m->targets, N, c->vocab, Vp, dloss);  // logits -> dlogits in place
+    cu_matmul_backward(dt, m->dln, gpu_wte(m, m->grads), NULL, m->logits, m->lnf, gpu_wte(m, m->params), N, C, Vp);
+    gpu_zero(m->dres, (size_t)N * C * m->e);
+    cu_layernorm_backward(dt, m->dres, gpu_lnfw(m, m->grads), gpu_lnfb(m, m->grads), m->dln,
+                          gpu_block_input(m, c->layers), gpu_lnfw(m, m->params), m->lnf_mean, m->lnf_rstd, N, C);
+    arena_pop_to(m->final_mark, "final");
+    for (int l = c->layers - 1; l >= 0; l--) {
+        int mark = m->acts[l].mark;
+        const void *x = gpu_block_input(m, l);
+        if (m->ckpt) {
+            if (g_ledger.trace) printf("  recompute layer %d\n", l);
+            double t0 = now_seconds();
+            gpu_block_forward(m, l, x, B, T);
+            gpu_sync("recompute");  // so the time is the recompute's, not the queue's
+            m->recompute_seconds += now_seconds() - t0;
+        }
+        gpu_block_backward(m, l, x, B, T);
+        arena_pop_to(mark, "layer");
+    }
+    int *pos = m->buckets, *start = pos + N, *tok = start + N + 1;
+    cu_encoder_backward(dt, gpu_wte(m, m->grads), gpu_wpe(m, m->grads), m->dres, pos, start, tok, m->nbuckets, B, T,
+                        C);
+    arena_pop_to(m->arena_mark, "encoded");
+}
+
+// --- the optimizer -------------------------------------------------------------------
+
+// Sum of squares of every gradient: partials on the GPU, added here in order.
+double gpu_grad_sum_squares(GpuGPT *m) {
+    double part[GPU_NORM_BLOCKS], s = 0.0;
+    cu_sum_squares_partials(m->dtype, m->norm_partials, m->grads, m->nparams);
+    gpu_download(part, m->norm_partials, sizeof part);
+    for (int i = 0; i < GPU_NORM_BLOCKS; i++) s += part[i];
+    return s;
+}
+
+// One AdamW step, tensor by tensor so weight decay reaches only 2-D weights
+// (optimizer.h optimizer_step); the 16-bit weights are rewritten from the master.
+void gpu_adamw_step(GpuGPT *m, const AdamWConfig *o, float lr, int t, float grad_scale) {
+    float b1c = 1.0f - powf(o->beta1, (float)t), b2c = 1.0f - powf(o->beta2, (float)t);
+    for (int i = 0; i < m->ntensors; i++) {
+        const ParamTensor *pt = &m->tensors[i];
+        size_t a = pt->offset;
+        cu_adamw(m->dtype, m->master + a, m->dtype == DT_FP32 ? NULL : at_elem(m, m->params, a),
+                 at_elem(m, m->grads, a), m->adam_m + a, m->adam_v + a, pt->count, lr, o->beta1, o->beta2, o->eps,
+                 pt->is_matrix ? o->weight_decay : 0.0f, b1c, b2c, grad_scale);
+    }
+}
+
+#endif

@@ -1,0 +1,171 @@
+// cuda/none.c — the build without nvcc: every GPU entry point of cuda/ops.h,
+// none of them usable. gpu_open says why, so `--device cuda` stops with a
+// clear message and nothing else here is ever reached.
+// One stub per declaration, in the same order.
+#include <stdio.h>
+#include <stdlib.h>
+#include "ops.h"
+
+static const char *const no_cuda = "this build has no CUDA: nvcc was not found when it was built "
+                                   "(install the CUDA toolkit and run make again)";
+
+int gpu_built(void) { return 0; }
+
+int gpu_open(char *why, size_t why_len) {
+    snprintf(why, why_len, "%s", no_cuda);
+    return -1;
+}
+
+static void unreachable(const char *what) {
+    fprintf(stderr, "error: %s called, but %s\n", what, no_cuda);
+    exit(1);
+}
+
+const char * gpu_name(void) {
+    unreachable("gpu_name"); return "";
+}
+
+void * gpu_malloc(size_t bytes, const char *name) {
+    (void)bytes; (void)name;
+    unreachable("gpu_malloc"); return 0;
+}
+
+void gpu_free(void *p) {
+    (void)p;
+    unreachable("gpu_free");
+}
+
+void gpu_upload(void *dst, const void *host_src, size_t bytes) {
+    (void)dst; (void)host_src; (void)bytes;
+    unreachable("gpu_upload");
+}
+
+void gpu_download(void *host_dst, const void *src, size_t bytes) {
+    (void)host_dst; (void)src; (void)bytes;
+    unreachable("gpu_download");
+}
+
+void gpu_copy(void *dst, const void *src, size_t bytes) {
+    (void)dst; (void)src; (void)bytes;
+    unreachable("gpu_copy");
+}
+
+void gpu_zero(void *p, size_t bytes) {
+    (void)p; (void)bytes;
+    unreachable("gpu_zero");
+}
+
+void gpu_sync(const char *what) {
+    (void)what;
+    unreachable("gpu_sync");
+}
+
+void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    (void)free_bytes; (void)total_bytes;
+    unreachable("gpu_mem_info");
+}
+
+void cu_matmul_setup(void *workspace, size_t bytes) {
+    (void)workspace; (void)bytes;
+    unreachable("cu_matmul_setup");
+}
+
+void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    (void)dt; (void)out; (void)inp; (void)w; (void)bias; (void)N; (void)C; (void)OC;
+    unreachable("cu_matmul_forward");
+}
+
+void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w, int N, int C, int OC) {
+    (void)dt; (void)dinp; (void)dw; (void)dbias; (void)dout; (void)inp; (void)w; (void)N; (void)C; (void)OC;
+    unreachable("cu_matmul_backward");
+}
+
+void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K) {
+    (void)dt; (void)c; (void)a; (void)b; (void)M; (void)N; (void)K;
+    unreachable("cu_gemm_nt");
+}
+
+void cu_encoder_forward(int dt, void *out, const int *inp, const void *wte, const void *wpe, int B, int T, int C) {
+    (void)dt; (void)out; (void)inp; (void)wte; (void)wpe; (void)B; (void)T; (void)C;
+    unreachable("cu_encoder_forward");
+}
+
+void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const int *pos, const int *start, const int *tok, int nbuckets, int B, int T, int C) {
+    (void)dt; (void)dwte; (void)dwpe; (void)dout; (void)pos; (void)start; (void)tok; (void)nbuckets; (void)B; (void)T; (void)C;
+    unreachable("cu_encoder_backward");
+}
+
+void cu_layernorm_forward(int dt, void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C) {
+    (void)dt; (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b; (void)N; (void)C;
+    unreachable("cu_layernorm_forward");
+}
+
+void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, const void *mean, const void *rstd, int N, int C) {
+    (void)dt; (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd; (void)N; (void)C;
+    unreachable("cu_layernorm_backward");
+}
+
+void cu_gelu_forward(int dt, void *out, const void *inp, size_t n) {
+    (void)dt; (void)out; (void)inp; (void)n;
+    unreachable("cu_gelu_forward");
+}
+
+void cu_gelu_backward(int dt, void *dinp, const void *inp, const void *dout, size_t n) {
+    (void)dt; (void)dinp; (void)inp; (void)dout; (void)n;
+    unreachable("cu_gelu_backward");
+}
+
+void cu_residual_forward(int dt, void *out, const void *a, const void *b, size_t n) {
+    (void)dt; (void)out; (void)a; (void)b; (void)n;
+    unreachable("cu_residual_forward");
+}
+
+void cu_add_into(int dt, void *dst, const void *src, size_t n) {
+    (void)dt; (void)dst; (void)src; (void)n;
+    unreachable("cu_add_into");
+}
+
+void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H) {
+    (void)dt; (void)out; (void)att; (void)qkv; (void)B; (void)T; (void)C; (void)H;
+    unreachable("cu_attention_forward");
+}
+
+void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T, int C, int H) {
+    (void)dt; (void)dqkv; (void)dout; (void)qkv; (void)att; (void)B; (void)T; (void)C; (void)H;
+    unreachable("cu_attention_backward");
+}
+
+void cu_flash_forward(int dt, void *out, void *lse, const void *qkv, int B, int T, int C, int H) {
+    (void)dt; (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)C; (void)H;
+    unreachable("cu_flash_forward");
+}
+
+void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse, float *D, int B, int T, int C, int H) {
+    (void)dt; (void)dqkv; (void)dout; (void)qkv; (void)out; (void)lse; (void)D; (void)B; (void)T; (void)C; (void)H;
+    unreachable("cu_flash_backward");
+}
+
+void cu_crossentropy_forward(int dt, float *losses, const void *logits, const int *targets, int N, int V, int Vp) {
+    (void)dt; (void)losses; (void)logits; (void)targets; (void)N; (void)V; (void)Vp;
+    unreachable("cu_crossentropy_forward");
+}
+
+void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, int V, int Vp, float dloss) {
+    (void)dt; (void)logits; (void)targets; (void)N; (void)V; (void)Vp; (void)dloss;
+    unreachable("cu_crossentropy_backward");
+}
+
+void cu_sum_squares_partials(int dt, double *partials, const void *g, size_t n) {
+    (void)dt; (void)partials; (void)g; (void)n;
+    unreachable("cu_sum_squares_partials");
+}
+
+void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction, float grad_scale) {
+    (void)dt; (void)master; (void)weights; (void)grads; (void)m; (void)v; (void)n; (void)lr; (void)beta1; (void)beta2; (void)eps; (void)weight_decay; (void)b1_correction; (void)b2_correction; (void)grad_scale;
+    unreachable("cu_adamw");
+}
+
+void cu_store_dtype(int dt, void *dst, const float *src, size_t n) {
+    (void)dt; (void)dst; (void)src; (void)n;
+    unreachable("cu_store_dtype");
+}

@@ -1,0 +1,103 @@
+// cuda/ops.h — what the C side sees of the GPU: plain C declarations of the
+// launchers in cuda/*.cu. Every pointer argument is a *device* pointer unless
+// its name says host. `dt` is the storage dtype of dtype.h (0 fp32, 1 bf16,
+// 2 fp16): tensors named with a T below are stored in it; arithmetic is fp32,
+// as on the CPU. Every launcher checks its launch and exits with a message
+// naming the kernel on any CUDA error.
+//
+// The ops mirror model.h one for one, with the same shapes and the same
+// overwrite-or-accumulate rules; tests/test_cuda.c checks each against its
+// CPU twin.
+#ifndef GPTMEM_CUDA_OPS_H
+#define GPTMEM_CUDA_OPS_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// --- runtime (cuda/runtime.cu) ----------------------------------------------
+int gpu_built(void);  // 1 if this build has the CUDA path (cuda/kernels.o), 0 if not (cuda/none.c)
+// 0 when a GPU is usable; otherwise -1 and `why` says what is missing.
+int gpu_open(char *why, size_t why_len);
+const char *gpu_name(void);
+void *gpu_malloc(size_t bytes, const char *name);  // exits with a message (and the ledger's advice) on failure
+void gpu_free(void *p);
+void gpu_upload(void *dst, const void *host_src, size_t bytes);
+void gpu_download(void *host_dst, const void *src, size_t bytes);
+void gpu_copy(void *dst, const void *src, size_t bytes);  // device to device
+void gpu_zero(void *p, size_t bytes);
+void gpu_sync(const char *what);
+void gpu_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+// --- GEMM through cuBLASLt (cuda/matmul.cu) ------------------------------------
+// The workspace is a ledger buffer (scratch) handed over once.
+void cu_matmul_setup(void *workspace, size_t bytes);
+// out[N,OC] (T) = inp[N,C] @ w[OC,C]^T + bias[OC]   (overwrites; bias may be NULL)
+void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
+// dinp[N,C] = dout[N,OC] @ w[OC,C]   (overwrites; NULL skips it)
+// dw[OC,C] += dout^T @ inp           (accumulates)
+// dbias[OC] += column sums of dout   (accumulates; NULL skips it)
+void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
+                        int N, int C, int OC);
+// C[M,N] (fp32/T) = A[M,K] @ B[N,K]^T, plain, for the benchmark's peak measurement
+void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K);
+
+// --- encoder (cuda/encoder.cu) ----------------------------------------------
+// out[B,T,C] = wte[inp[b,t]] + wpe[t]
+void cu_encoder_forward(int dt, void *out, const int *inp, const void *wte, const void *wpe, int B, int T, int C);
+// dwpe[t] += sum_b dout[b,t]; dwte[v] += sum over the positions holding token v, in position order.
+// The positions are bucketed by token on the host (encoder_buckets): bucket u holds token tok[u] at
+// positions pos[start[u] .. start[u+1]).
+void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const int *pos, const int *start,
+                         const int *tok, int nbuckets, int B, int T, int C);
+
+// --- layernorm (cuda/layernorm.cu) ----------------------------------------------
+void cu_layernorm_forward(int dt, void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b,
+                          int N, int C);
+// dinp += ..., dw += ..., db += ... (as model.h)
+void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
+                           const void *mean, const void *rstd, int N, int C);
+
+// --- GELU, residual (cuda/elementwise.cu) ---------------------------------------
+void cu_gelu_forward(int dt, void *out, const void *inp, size_t n);
+void cu_gelu_backward(int dt, void *dinp, const void *inp, const void *dout, size_t n);  // dinp may be dout
+void cu_residual_forward(int dt, void *out, const void *a, const void *b, size_t n);    // out may alias a or b
+void cu_add_into(int dt, void *dst, const void *src, size_t n);                          // dst += src
+
+// --- attention (cuda/attention.cu) --------------------------------------------
+void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H);
+// dqkv (overwrites). att is consumed: it is overwritten with the score gradients.
+void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T, int C,
+                           int H);
+enum { GPU_FLASH_MAX_HEAD = 128 };  // --flash on the GPU: head size hs = C/H up to this
+void cu_flash_forward(int dt, void *out, void *lse, const void *qkv, int B, int T, int C, int H);
+// dqkv (overwrites); D is fp32 scratch of B*H*T floats
+void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
+                       float *D, int B, int T, int C, int H);
+
+// --- softmax + cross-entropy (cuda/crossentropy.cu) -----------------------------
+// losses[N] (fp32) = -log softmax(logits[i, :V])[targets[i]]; the logits stay as they are.
+void cu_crossentropy_forward(int dt, float *losses, const void *logits, const int *targets, int N, int V, int Vp);
+// logits -> dlogits in place: (softmax - onehot(target)) * dloss over the first V, 0 on the padding.
+void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, int V, int Vp, float dloss);
+
+// --- optimizer (cuda/adamw.cu) --------------------------------------------------
+// Sum of squares of g[0..n) (T): the kernel writes GPU_NORM_BLOCKS partial sums (double) to
+// partials; the host adds them in order (deterministic).
+enum { GPU_NORM_BLOCKS = 264 };
+void cu_sum_squares_partials(int dt, double *partials, const void *g, size_t n);
+// AdamW on n parameters: master (fp32) -= ...; with 16-bit, the new weights are rounded into
+// weights (T); for fp32 weights == master and only master is written.
+void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr,
+              float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction,
+              float grad_scale);
+// dst (T) = round(src (fp32)), n elements
+void cu_store_dtype(int dt, void *dst, const float *src, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,53 @@
+// cuda/runtime.cu — opening the GPU and moving bytes: the few runtime calls
+// the C side needs, each checked (cuda/ops.h).
+#include "common.cuh"
+#include <string.h>
+
+static cudaDeviceProp g_prop;
+
+int gpu_built(void) { return 1; }
+
+int gpu_open(char *why, size_t why_len) {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n == 0) {
+        snprintf(why, why_len, "no usable CUDA GPU (%s)",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "the driver sees 0 devices");
+        return -1;
+    }
+    cuda_check(cudaSetDevice(0), "cudaSetDevice(0)");
+    cuda_check(cudaGetDeviceProperties(&g_prop, 0), "cudaGetDeviceProperties");
+    cuda_check(cudaFree(0), "creating the CUDA context");  // creates the context now, not in the first step
+    return 0;
+}
+
+const char *gpu_name(void) { return g_prop.name; }
+
+void *gpu_malloc(size_t bytes, const char *name) {
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "error: out of GPU memory allocating %s (%zu bytes, %.1f MiB): %s; try a smaller "
+                "--model, --batch or --seq-len, or --ckpt (see --device cuda --dry-run)\n",
+                name, bytes, bytes / 1048576.0, cudaGetErrorString(err));
+        exit(1);
+    }
+    cuda_check(cudaMemset(p, 0, bytes ? bytes : 1), "cudaMemset (new buffer)");
+    return p;
+}
+
+void gpu_free(void *p) { cuda_check(cudaFree(p), "cudaFree"); }
+void gpu_upload(void *dst, const void *src, size_t bytes) {
+    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
+}
+void gpu_download(void *dst, const void *src, size_t bytes) {
+    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
+}
+void gpu_copy(void *dst, const void *src, size_t bytes) {
+    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy on the GPU");
+}
+void gpu_zero(void *p, size_t bytes) { cuda_check(cudaMemset(p, 0, bytes), "cudaMemset"); }
+void gpu_sync(const char *what) { cuda_check(cudaDeviceSynchronize(), what); }
+void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    cuda_check(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# scripts/bench_gpu.sh — the GPU benchmark: GPT-2 124M (V 50304 padded), B 16, T 1024,
+# for each setting: tok/s, MFU and the peak memory (ledger, and what the GPU reports).
+#
+# MFU is against a peak this script measures itself on this GPU (a large bf16
+# GEMM through cuBLASLt: tests/test_cuda --gemm-peak), not a table of GPU names.
+# Model FLOPs per token: 6 * P (weights, forward and backward) plus attention
+# 6 * L * T * C (QK^T and PV, forward and backward, causal: half of 12 L T C),
+# with the LM head (Vp x C) included in P.
+#
+# Anchors measured on the same machine kind (the H100 of issue #5):
+#   llm.c bf16 + cuDNN flash   497.8K tok/s   llm.c own attention 323.7K
+#   PyTorch 2.11 compile bf16  470.6K tok/s, 8.45 GiB; + checkpointing 400.5K, 3.73 GiB
+# Usage: scripts/bench_gpu.sh [STEPS] (default 30; the first 5 are warm-up)
+set -eu
+cd "$(dirname "$0")/.."
+STEPS=${1:-30}
+BASE=(--device cuda --model gpt2 --batch 16 --seq-len 1024 --steps "$STEPS" --eval-every 0 --eval-batches 1
+      --sample-len 0 --warmup 5 --lr 6e-4)
+peak=$(./tests/test_cuda --gemm-peak | awk '/TFLOP/ {print $(NF-1)}')
+echo "measured bf16 GEMM peak: $peak TFLOP/s"
+printf '%-28s %12s %8s %14s %14s\n' setting "tok/s" MFU "peak (ledger)" "GPU in use"
+for setting in "--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf16" "--dtype fp32 --flash"; do
+  out=$(./train "${BASE[@]}" $setting --mem 2>&1) || { echo "$setting: failed"; echo "$out" | tail -3; continue; }
+  # tok/s: the median of the steps after the 5 warm-up steps
+  toks=$(echo "$out" | awk -F'|' '/^step/ { n++; if (n > 5) { split($6, a, " "); print a[1] } }' | sort -n |
+         awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+  gib=$(echo "$out" | awk '/^  peak/ { p = 1 } p && /^    total/ { printf "%.2f", $5 / 1073741824; exit }')
+  gpu=$(echo "$out" | awk '/runtime/ { for (i = 1; i <= NF; i++) if ($i == "use") { gsub(/[()]/, "", $(i+1)); print $(i+1) " MiB" } }')
+  mfu=$(awk -v t="$toks" -v p="$peak" 'BEGIN {
+    P = 124475904; L = 12; T = 1024; C = 768
+    flops = 6 * P + 6 * L * T * C
+    printf "%.1f%%", 100 * t * flops / (p * 1e12) }')
+  printf '%-28s %12s %8s %10s GiB %14s\n' "$setting" "$toks" "$mfu" "$gib" "$gpu"
+done

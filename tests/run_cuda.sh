@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# tests/run_cuda.sh — the GPU tests; `make test-cuda` runs it on a machine with
+# a GPU. Ends with "N passed, N failed". Without a GPU it says so and skips.
+#   tests/test_cuda      each kernel against its CPU op, all three dtypes
+#   the checks below     the model on the GPU against the CPU reference, every
+#                        flag's equivalence, the ledger, checkpoints across
+#                        devices, compute-sanitizer
+set -u
+cd "$(dirname "$0")/.."
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+SMALL=(--layers 2 --channels 64 --heads 2 --max-seq 64 --seq-len 64 --batch 8 --sample-len 0 --eval-every 0
+       --eval-batches 2)
+
+# --- 1. kernels ----------------------------------------------------------------
+out=$(./tests/test_cuda)
+echo "$out" | grep -E '^(PASS|FAIL|SKIP|GPU)'
+if echo "$out" | grep -q '^SKIP'; then
+  echo "0 passed, 0 failed, 1 skipped (no GPU)"
+  exit 0
+fi
+pass=$((pass + $(echo "$out" | grep -c '^PASS ')))
+fail=$((fail + $(echo "$out" | grep -c '^FAIL ')))
+echo "$out" | grep -qE '^[0-9]+ passed' || bad "test_cuda ran to the end"
+
+# losses FILE: the loss column of a --log CSV
+losses() { tail -n +2 "$1" | cut -d, -f2; }
+# close A.csv B.csv TOL: every step's loss agrees to a relative TOL
+close() {
+  paste -d' ' <(losses "$1") <(losses "$2") | awk -v tol="$3" '
+    { n++; d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > worst) worst = r }
+    END { printf "worst relative difference %.2e over %d steps\n", worst, n; exit !(n > 0 && worst <= tol) }'
+}
+run() {  # run NAME ARGS...: train, log to $tmp/NAME.csv, output to $tmp/NAME.out
+  local name=$1; shift
+  ./train "${SMALL[@]}" --log "$tmp/$name.csv" "$@" >"$tmp/$name.out" 2>&1 || { tail -3 "$tmp/$name.out"; return 1; }
+}
+
+# --- 2. the model on the GPU tracks the CPU reference ------------------------------
+for dt in fp32 bf16 fp16; do
+  tol=2e-4; [ $dt = bf16 ] && tol=3e-2; [ $dt = fp16 ] && tol=1e-2
+  if run cpu_$dt --steps 10 --dtype $dt && run gpu_$dt --steps 10 --dtype $dt --device cuda &&
+     msg=$(close "$tmp/gpu_$dt.csv" "$tmp/cpu_$dt.csv" $tol); then
+    ok "10 steps on the GPU track the CPU, $dt: $msg (tolerance $tol)"
+  else
+    bad "10 steps on the GPU track the CPU, $dt: ${msg:-a run failed}"
+  fi
+done
+
+# --- 3. every flag's equivalence, on the GPU --------------------------------------
+G=(--device cuda --steps 6)
+if run acc1 "${G[@]}" --batch 8 && run acc4 "${G[@]}" --batch 2 --accum 4 && msg=$(close "$tmp/acc4.csv" "$tmp/acc1.csv" 1e-5); then
+  ok "GPU --accum 4 --batch 2 equals --batch 8: $msg"
+else bad "GPU --accum 4 --batch 2 equals --batch 8: ${msg:-a run failed}"; fi
+for dt in fp32 bf16; do
+  if run plain_$dt "${G[@]}" --dtype $dt && run ckpt_$dt "${G[@]}" --dtype $dt --ckpt &&
+     cmp -s <(losses "$tmp/plain_$dt.csv") <(losses "$tmp/ckpt_$dt.csv"); then
+    ok "GPU --ckpt gives bit-identical losses, $dt"
+  else bad "GPU --ckpt gives bit-identical losses, $dt"; fi
+  tol=1e-5; [ $dt = bf16 ] && tol=1e-2
+  if run flash_$dt "${G[@]}" --dtype $dt --flash && msg=$(close "$tmp/flash_$dt.csv" "$tmp/plain_$dt.csv" $tol); then
+    ok "GPU --flash equals naive attention, $dt: $msg"
+  else bad "GPU --flash equals naive attention, $dt: ${msg:-a run failed}"; fi
+done
+# determinism: the same run twice gives the same losses, bit for bit
+if run again "${G[@]}" && cmp -s <(losses "$tmp/plain_fp32.csv") <(losses "$tmp/again.csv"); then
+  ok "GPU runs are deterministic"
+else bad "GPU runs are deterministic"; fi
+
+# --- 4. the ledger on the GPU: predicted == measured, and the dry run equals it ----
+mem_equal() {
+  python3 - "$1" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p, m = d["predicted"], d["measured"]
+bad = [(ph, k, p[ph][k], m[ph][k]) for ph in p for k in p[ph] if p[ph][k] != m[ph][k]]
+for b in bad: print("  mismatch", *b)
+sys.exit(1 if bad or not p else 0)
+EOF
+}
+for flags in "" "--dtype bf16" "--dtype bf16 --flash" "--dtype fp16 --ckpt --accum 2" "--flash --ckpt"; do
+  key=$(echo "x$flags" | tr -c 'a-z0-9' _)
+  if ./train "${SMALL[@]}" --device cuda --steps 2 $flags --mem --mem-json "$tmp/$key.json" >"$tmp/$key.out" 2>&1 &&
+     mem_equal "$tmp/$key.json" && grep -q '^    runtime' "$tmp/$key.out"; then
+    ok "GPU ledger predicted == measured, runtime row shown: ${flags:-fp32}"
+  else bad "GPU ledger predicted == measured: ${flags:-fp32}"; tail -5 "$tmp/$key.out"; fi
+done
+./train "${SMALL[@]}" --device cuda --dry-run --mem-json "$tmp/dry.json" >/dev/null 2>&1
+if python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(a["predicted"] != b["measured"])' \
+     "$tmp/dry.json" "$tmp/x.json"; then
+  ok "GPU dry run equals the measured ledger"
+else bad "GPU dry run equals the measured ledger"; fi
+
+# --- 5. checkpoints move between devices -----------------------------------------
+# 10 steps straight on each device; then 5 on one device, resumed for 5 on the other
+C10=(--steps 10 --save-every 0)
+after5() { echo header; tail -n +7 "$1"; }  # a log's steps 6..10, with a header line for close()
+for pair in "cuda cpu" "cpu cuda"; do
+  set -- $pair
+  if run full_$1 "${C10[@]}" --device $1 &&
+     run half_$1 "${C10[@]}" --device $1 --stop-after 5 --save "$tmp/$1.ckpt" &&
+     run rest_$2 "${C10[@]}" --device $2 --resume "$tmp/$1.ckpt" &&
+     msg=$(close "$tmp/rest_$2.csv" <(after5 "$tmp/full_$1.csv") 1e-3); then
+    ok "a checkpoint written on $1 resumes on $2: $msg"
+  else bad "a checkpoint written on $1 resumes on $2: ${msg:-a run failed}"; fi
+done
+if run gpu_resume_same "${C10[@]}" --device cuda --resume "$tmp/cuda.ckpt" &&
+   cmp -s <(losses "$tmp/gpu_resume_same.csv") <(after5 "$tmp/full_cuda.csv" | tail -n +2 | cut -d, -f2); then
+  ok "GPU resume on the GPU is bit-exact"
+else bad "GPU resume on the GPU is bit-exact"; fi
+
+# --- 6. sampling and evaluation run on the GPU ------------------------------------
+if ./train "${SMALL[@]}" --device cuda --steps 20 --sample-len 40 --eval-every 10 >"$tmp/sample.out" 2>&1 &&
+   grep -q '^val loss' "$tmp/sample.out" && grep -q -- '---- sample ----' "$tmp/sample.out"; then
+  ok "GPU evaluation and sampling"
+else bad "GPU evaluation and sampling"; tail -3 "$tmp/sample.out"; fi
+
+# --- 7. compute-sanitizer on a short run -------------------------------------------
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [ -n "$SAN" ]; then
+  for flags in "" "--dtype bf16 --flash --ckpt"; do
+    "$SAN" --tool memcheck --error-exitcode 9 ./train "${SMALL[@]}" --device cuda --steps 2 $flags \
+      >"$tmp/san.out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' "$tmp/san.out"; then
+      ok "compute-sanitizer memcheck: no errors (${flags:-fp32})"
+    else bad "compute-sanitizer memcheck (${flags:-fp32}), exit $rc"; grep -m5 -E 'ERROR|Invalid' "$tmp/san.out"; fi
+  done
+else
+  echo "SKIP compute-sanitizer not found"
+fi
+
+# --- 8. errors name the problem --------------------------------------------------
+if ./train --device cuda --model gpt2-xl --batch 512 --steps 1 >"$tmp/big.out" 2>&1; then
+  bad "a model that cannot fit on the GPU is refused"
+elif grep -q 'GPU memory' "$tmp/big.out"; then ok "a model that cannot fit on the GPU is refused with a message"
+else bad "a model that cannot fit on the GPU is refused with a message"; cat "$tmp/big.out"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

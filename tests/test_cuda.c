@@ -1,0 +1,342 @@
+// tests/test_cuda.c — every GPU kernel against its CPU twin in model.h.
+//
+// For each op and each dtype (fp32, bf16, fp16): random inputs are made on
+// the host and rounded to the dtype, so the CPU op and the GPU op see the
+// same numbers; the CPU op computes in fp32 on them; the GPU op runs on
+// device copies. Output buffers on the GPU are first poisoned (every byte
+// 0xFF: NaN in all three types), so an element a kernel forgets to write
+// shows up as NaN and fails the check. Then the relative error
+// ||gpu - cpu|| / ||cpu|| must be under the dtype's tolerance: fp32 1e-5
+// (only the order of additions differs), bf16 2e-2, fp16 4e-3 (the GPU
+// rounds intermediate tensors to the dtype; the CPU reference does not).
+//
+// Prints "PASS name: ..." / "FAIL name: ..." lines and "SKIP" if there is no
+// GPU; tests/run_cuda.sh counts them.
+#include <stdarg.h>
+#include "memory.h"
+#include "model.h"
+#include "predict.h"
+#include "optimizer.h"
+#include "cuda/ops.h"
+#include "cuda/model_gpu.h"
+
+int n_pass, n_fail;
+
+void check(int ok, const char *name, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s %s: ", ok ? "PASS" : "FAIL", name);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (ok) n_pass++;
+    else n_fail++;
+}
+
+uint64_t test_rng = 7;
+const double tolerance[3] = {1e-5, 2e-2, 4e-3};
+
+float *fvec(size_t n) { return calloc(n, sizeof(float)); }
+
+// Random values with standard deviation std, already rounded to dtype dt.
+float *randv(size_t n, float std, int dt) {
+    float *x = fvec(n);
+    for (size_t i = 0; i < n; i++) x[i] = std * rng_normal(&test_rng);
+    if (dt != DT_FP32) {
+        uint16_t *tmp = malloc(2 * n);
+        dtype_round_store(x, tmp, n, dt);
+        free(tmp);
+    }
+    return x;
+}
+
+// A device copy of x in dtype dt.
+void *up(const float *x, size_t n, int dt) {
+    size_t e = dtype_size(dt);
+    void *host = malloc(n * e), *dev = gpu_malloc(n * e, "test input");
+    dtype_store(host, x, n, dt);
+    gpu_upload(dev, host, n * e);
+    free(host);
+    return dev;
+}
+
+// A device buffer of n elements, every byte 0xFF (NaN in fp32, bf16, fp16).
+void *poisoned(size_t n, int dt) {
+    size_t bytes = n * dtype_size(dt);
+    unsigned char *ff = malloc(bytes);
+    memset(ff, 0xFF, bytes);
+    void *dev = gpu_malloc(bytes, "test output");
+    gpu_upload(dev, ff, bytes);
+    free(ff);
+    return dev;
+}
+
+// The device buffer's n elements, widened to fp32.
+float *down(const void *dev, size_t n, int dt) {
+    size_t e = dtype_size(dt);
+    void *host = malloc(n * e);
+    float *x = fvec(n);
+    gpu_download(host, dev, n * e);
+    dtype_load(x, host, n, dt);
+    free(host);
+    return x;
+}
+
+// ||got - want|| / ||want||; NaN anywhere (an unwritten element) gives inf.
+double rel(const float *got, const float *want, size_t n) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) return INFINITY;
+        d += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        s += (double)want[i] * want[i];
+    }
+    return sqrt(d / (s > 0 ? s : 1e-30));
+}
+
+void expect(const char *op, int dt, const void *dev, const float *want, size_t n) {
+    float *got = down(dev, n, dt);
+    double err = rel(got, want, n);
+    char name[128];
+    snprintf(name, sizeof name, "%s %s", op, dtype_name[dt]);
+    check(err < tolerance[dt], name, "relative error %.2e (tolerance %.0e, %zu elements)", err, tolerance[dt], n);
+    free(got);
+}
+
+// --- the ops ---------------------------------------------------------------------
+
+void test_encoder(int dt) {
+    int B = 3, T = 17, C = 40, V = 70, N = B * T;
+    int *inp = malloc(sizeof(int) * N);
+    for (int i = 0; i < N; i++) inp[i] = (int)(rng_next(&test_rng) % 9);  // few tokens: many repeats
+    float *wte = randv((size_t)V * C, 1, dt), *wpe = randv((size_t)T * C, 1, dt), *out = fvec((size_t)N * C);
+    encoder_forward(out, inp, wte, wpe, B, T, C);
+    int *d_inp = gpu_malloc(sizeof(int) * N, "inp");
+    gpu_upload(d_inp, inp, sizeof(int) * N);
+    void *d_wte = up(wte, (size_t)V * C, dt), *d_wpe = up(wpe, (size_t)T * C, dt), *d_out = poisoned((size_t)N * C, dt);
+    cu_encoder_forward(dt, d_out, d_inp, d_wte, d_wpe, B, T, C);
+    expect("encoder_forward", dt, d_out, out, (size_t)N * C);
+    // backward: gradients accumulate into nonzero starting values
+    float *dout = randv((size_t)N * C, 1, dt), *dwte = randv((size_t)V * C, 1, dt), *dwpe = randv((size_t)T * C, 1, dt);
+    void *d_dout = up(dout, (size_t)N * C, dt), *d_dwte = up(dwte, (size_t)V * C, dt), *d_dwpe = up(dwpe, (size_t)T * C, dt);
+    encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+    int *buckets = malloc(sizeof(int) * (3 * N + 1)), *count = malloc(sizeof(int) * V);
+    int nb = bucket_tokens(inp, N, V, buckets, count);
+    int *d_buckets = gpu_malloc(sizeof(int) * (3 * N + 1), "buckets");
+    gpu_upload(d_buckets, buckets, sizeof(int) * (3 * N + 1));
+    cu_encoder_backward(dt, d_dwte, d_dwpe, d_dout, d_buckets, d_buckets + N, d_buckets + 2 * N + 1, nb, B, T, C);
+    expect("encoder_backward dwte", dt, d_dwte, dwte, (size_t)V * C);
+    expect("encoder_backward dwpe", dt, d_dwpe, dwpe, (size_t)T * C);
+    gpu_free(d_inp); gpu_free(d_wte); gpu_free(d_wpe); gpu_free(d_out); gpu_free(d_dout); gpu_free(d_dwte);
+    gpu_free(d_dwpe); gpu_free(d_buckets);
+    free(inp); free(wte); free(wpe); free(out); free(dout); free(dwte); free(dwpe); free(buckets); free(count);
+}
+
+void test_layernorm(int dt) {
+    int N = 37, C = 200;
+    float *x = randv((size_t)N * C, 2, dt), *w = randv(C, 1, dt), *b = randv(C, 1, dt);
+    float *out = fvec((size_t)N * C), *mean = fvec(N), *rstd = fvec(N);
+    layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    void *d_x = up(x, (size_t)N * C, dt), *d_w = up(w, C, dt), *d_b = up(b, C, dt);
+    void *d_out = poisoned((size_t)N * C, dt), *d_mean = poisoned(N, dt), *d_rstd = poisoned(N, dt);
+    cu_layernorm_forward(dt, d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C);
+    expect("layernorm_forward out", dt, d_out, out, (size_t)N * C);
+    expect("layernorm_forward mean", dt, d_mean, mean, N);
+    expect("layernorm_forward rstd", dt, d_rstd, rstd, N);
+    // the backward reads the saved mean and rstd as stored (rounded to the dtype)
+    float *mean_s = down(d_mean, N, dt), *rstd_s = down(d_rstd, N, dt);
+    float *dout = randv((size_t)N * C, 1, dt), *dinp = randv((size_t)N * C, 1, dt), *dw = randv(C, 1, dt),
+          *db = randv(C, 1, dt);
+    void *d_dout = up(dout, (size_t)N * C, dt), *d_dinp = up(dinp, (size_t)N * C, dt), *d_dw = up(dw, C, dt),
+         *d_db = up(db, C, dt);
+    layernorm_backward(dinp, dw, db, dout, x, w, mean_s, rstd_s, N, C);
+    cu_layernorm_backward(dt, d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
+    expect("layernorm_backward dinp", dt, d_dinp, dinp, (size_t)N * C);
+    expect("layernorm_backward dw", dt, d_dw, dw, C);
+    expect("layernorm_backward db", dt, d_db, db, C);
+    void *dev[] = {d_x, d_w, d_b, d_out, d_mean, d_rstd, d_dout, d_dinp, d_dw, d_db};
+    for (int i = 0; i < 10; i++) gpu_free(dev[i]);
+    free(x); free(w); free(b); free(out); free(mean); free(rstd); free(mean_s); free(rstd_s);
+    free(dout); free(dinp); free(dw); free(db);
+}
+
+void test_matmul(int dt) {
+    int N = 45, C = 72, OC = 100;  // odd sizes: cuBLASLt must handle unaligned edges
+    float *x = randv((size_t)N * C, 1, dt), *w = randv((size_t)OC * C, 0.1f, dt), *bias = randv(OC, 1, dt);
+    float *out = fvec((size_t)N * OC);
+    matmul_forward(out, x, w, bias, N, C, OC);
+    void *d_x = up(x, (size_t)N * C, dt), *d_w = up(w, (size_t)OC * C, dt), *d_bias = up(bias, OC, dt);
+    void *d_out = poisoned((size_t)N * OC, dt);
+    cu_matmul_forward(dt, d_out, d_x, d_w, d_bias, N, C, OC);
+    expect("matmul_forward", dt, d_out, out, (size_t)N * OC);
+    float *dout = randv((size_t)N * OC, 1, dt), *dinp = fvec((size_t)N * C), *dw = randv((size_t)OC * C, 1, dt),
+          *db = randv(OC, 1, dt);
+    void *d_dout = up(dout, (size_t)N * OC, dt), *d_dinp = poisoned((size_t)N * C, dt),
+         *d_dw = up(dw, (size_t)OC * C, dt), *d_db = up(db, OC, dt);
+    matmul_backward(dinp, dw, db, dout, x, w, N, C, OC);
+    cu_matmul_backward(dt, d_dinp, d_dw, d_db, d_dout, d_x, d_w, N, C, OC);
+    expect("matmul_backward dinp", dt, d_dinp, dinp, (size_t)N * C);
+    expect("matmul_backward dw", dt, d_dw, dw, (size_t)OC * C);
+    expect("matmul_backward dbias", dt, d_db, db, OC);
+    void *dev[] = {d_x, d_w, d_bias, d_out, d_dout, d_dinp, d_dw, d_db};
+    for (int i = 0; i < 8; i++) gpu_free(dev[i]);
+    free(x); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(db);
+}
+
+void test_elementwise(int dt) {
+    size_t n = 10007;
+    float *x = randv(n, 2, dt), *y = randv(n, 1, dt), *out = fvec(n), *dinp = fvec(n);
+    void *d_x = up(x, n, dt), *d_y = up(y, n, dt), *d_out = poisoned(n, dt);
+    gelu_forward(out, x, n);
+    cu_gelu_forward(dt, d_out, d_x, n);
+    expect("gelu_forward", dt, d_out, out, n);
+    gelu_backward(dinp, x, y, n);
+    cu_gelu_backward(dt, d_out, d_x, d_y, n);
+    expect("gelu_backward", dt, d_out, dinp, n);
+    residual_forward(out, x, y, n);
+    cu_residual_forward(dt, d_out, d_x, d_y, n);
+    expect("residual_forward", dt, d_out, out, n);
+    gpu_free(d_x); gpu_free(d_y); gpu_free(d_out);
+    free(x); free(y); free(out); free(dinp);
+}
+
+// Naive and flash attention, forward and backward, on an odd shape.
+void test_attention(int dt) {
+    int B = 2, T = 37, H = 3, hs = 24, C = H * hs, N = B * T;
+    float *qkv = randv((size_t)N * 3 * C, 1, dt), *out = fvec((size_t)N * C), *att = fvec((size_t)B * H * T * T);
+    attention_forward(out, att, qkv, B, T, C, H);
+    void *d_qkv = up(qkv, (size_t)N * 3 * C, dt), *d_out = poisoned((size_t)N * C, dt),
+         *d_att = poisoned((size_t)B * H * T * T, dt);
+    cu_attention_forward(dt, d_out, d_att, d_qkv, B, T, C, H);
+    expect("attention_forward out", dt, d_out, out, (size_t)N * C);
+    expect("attention_forward att", dt, d_att, att, (size_t)B * H * T * T);
+    float *att_s = down(d_att, (size_t)B * H * T * T, dt);  // the backward reads att as stored
+    float *dout = randv((size_t)N * C, 1, dt), *dqkv = fvec((size_t)N * 3 * C);
+    void *d_dout = up(dout, (size_t)N * C, dt), *d_dqkv = poisoned((size_t)N * 3 * C, dt);
+    attention_backward(dqkv, dout, qkv, att_s, B, T, C, H);
+    cu_attention_backward(dt, d_dqkv, d_dout, d_qkv, d_att, B, T, C, H);
+    expect("attention_backward", dt, d_dqkv, dqkv, (size_t)N * 3 * C);
+
+    float *lse = fvec((size_t)B * H * T);
+    flash_attention_forward(out, lse, qkv, B, T, C, H);
+    void *d_lse = poisoned((size_t)B * H * T, dt);
+    float *D = gpu_malloc(sizeof(float) * B * H * T, "D");
+    gpu_free(d_out);
+    d_out = poisoned((size_t)N * C, dt);
+    cu_flash_forward(dt, d_out, d_lse, d_qkv, B, T, C, H);
+    expect("flash_forward out", dt, d_out, out, (size_t)N * C);
+    expect("flash_forward lse", dt, d_lse, lse, (size_t)B * H * T);
+    float *out_s = down(d_out, (size_t)N * C, dt), *lse_s = down(d_lse, (size_t)B * H * T, dt);
+    flash_attention_backward(dqkv, dout, qkv, out_s, lse_s, B, T, C, H);
+    gpu_free(d_dqkv);
+    d_dqkv = poisoned((size_t)N * 3 * C, dt);
+    cu_flash_backward(dt, d_dqkv, d_dout, d_qkv, d_out, d_lse, D, B, T, C, H);
+    expect("flash_backward", dt, d_dqkv, dqkv, (size_t)N * 3 * C);
+    gpu_free(d_qkv); gpu_free(d_out); gpu_free(d_att); gpu_free(d_dout); gpu_free(d_dqkv); gpu_free(d_lse);
+    gpu_free(D);
+    free(qkv); free(out); free(att); free(att_s); free(dout); free(dqkv); free(lse); free(out_s); free(lse_s);
+}
+
+void test_crossentropy(int dt) {
+    int N = 29, V = 300, Vp = 320;
+    float *logits = randv((size_t)N * Vp, 2, dt), *probs = fvec((size_t)N * Vp);
+    int *tg = malloc(sizeof(int) * N);
+    for (int i = 0; i < N; i++) tg[i] = (int)(rng_next(&test_rng) % V);
+    memcpy(probs, logits, sizeof(float) * N * Vp);
+    float loss = crossentropy_forward(probs, tg, N, V, Vp);
+    void *d_logits = up(logits, (size_t)N * Vp, dt);
+    int *d_tg = gpu_malloc(sizeof(int) * N, "targets");
+    gpu_upload(d_tg, tg, sizeof(int) * N);
+    float *d_losses = poisoned(N, DT_FP32);
+    cu_crossentropy_forward(dt, d_losses, d_logits, d_tg, N, V, Vp);
+    float *losses = down(d_losses, N, DT_FP32);
+    double sum = 0;
+    for (int i = 0; i < N; i++) sum += losses[i];
+    double err = fabs(sum / N - loss) / loss;
+    char name[64];
+    snprintf(name, sizeof name, "crossentropy_forward %s", dtype_name[dt]);
+    check(err < 1e-5, name, "mean loss %.6f vs CPU %.6f (the loss is fp32 on both)", sum / N, loss);
+    float dloss = 1.0f / N;
+    crossentropy_backward(probs, tg, N, Vp, dloss);
+    cu_crossentropy_backward(dt, d_logits, d_tg, N, V, Vp, dloss);
+    expect("crossentropy_backward", dt, d_logits, probs, (size_t)N * Vp);
+    gpu_free(d_logits); gpu_free(d_tg); gpu_free(d_losses);
+    free(logits); free(probs); free(tg); free(losses);
+}
+
+// The gradient norm and one AdamW update against optimizer.h.
+void test_optimizer(int dt) {
+    size_t n = 100003;
+    float *g = randv(n, 1e-2f, dt), *w = randv(n, 1, DT_FP32), *m = randv(n, 1e-3f, DT_FP32), *v = fvec(n);
+    for (size_t i = 0; i < n; i++) v[i] = 1e-4f * (1 + i % 7);
+    double want = sum_squares(g, n), part[GPU_NORM_BLOCKS], got = 0;
+    void *d_g = up(g, n, dt);
+    double *d_part = gpu_malloc(sizeof part, "partials");
+    cu_sum_squares_partials(dt, d_part, d_g, n);
+    gpu_download(part, d_part, sizeof part);
+    for (int i = 0; i < GPU_NORM_BLOCKS; i++) got += part[i];
+    char name[64];
+    snprintf(name, sizeof name, "sum_squares %s", dtype_name[dt]);
+    check(fabs(got - want) / want < 1e-9, name, "%.12g vs CPU %.12g", got, want);
+    AdamWConfig cfg = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0, 10, 0.1f};
+    float *d_w = up(w, n, DT_FP32), *d_m = up(m, n, DT_FP32), *d_v = up(v, n, DT_FP32);
+    void *d_lp = dt == DT_FP32 ? NULL : poisoned(n, dt);
+    int t = 3;
+    float b1c = 1.0f - powf(cfg.beta1, (float)t), b2c = 1.0f - powf(cfg.beta2, (float)t);
+    adamw_update(w, g, m, v, n, &cfg, 1e-3f, t, 0.5f, 1);
+    cu_adamw(dt, d_w, d_lp, d_g, d_m, d_v, n, 1e-3f, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, b1c, b2c, 0.5f);
+    {
+        float *gw = down(d_w, n, DT_FP32), *gm = down(d_m, n, DT_FP32), *gv = down(d_v, n, DT_FP32);
+        double ew = rel(gw, w, n), em = rel(gm, m, n), ev = rel(gv, v, n);
+        snprintf(name, sizeof name, "adamw %s", dtype_name[dt]);
+        check(ew < 1e-6 && em < 1e-6 && ev < 1e-6, name, "master %.1e, m %.1e, v %.1e", ew, em, ev);
+        if (d_lp) expect("adamw 16-bit weights", dt, d_lp, w, n);
+        free(gw); free(gm); free(gv);
+    }
+    gpu_free(d_g); gpu_free(d_part); gpu_free(d_w); gpu_free(d_m); gpu_free(d_v);
+    if (d_lp) gpu_free(d_lp);
+    free(g); free(w); free(m); free(v);
+}
+
+// --gemm-peak: the bf16 matmul rate of this GPU through cuBLASLt (8192^3
+// GEMMs), what scripts/bench_gpu.sh computes MFU against.
+void gemm_peak(void) {
+    int n = 8192, reps = 20;
+    void *a = gpu_malloc((size_t)n * n * 2, "A"), *b = gpu_malloc((size_t)n * n * 2, "B"),
+         *c = gpu_malloc((size_t)n * n * 2, "C");
+    cu_gemm_nt(DT_BF16, c, a, b, n, n, n);  // warm-up
+    gpu_sync("warm-up");
+    double t0 = now_seconds();
+    for (int i = 0; i < reps; i++) cu_gemm_nt(DT_BF16, c, a, b, n, n, n);
+    gpu_sync("gemm");
+    double s = now_seconds() - t0;
+    printf("bf16 GEMM %d^3 through cuBLASLt: %.1f TFLOP/s\n", n, 2.0 * n * n * (double)n * reps / s / 1e12);
+    gpu_free(a); gpu_free(b); gpu_free(c);
+}
+
+int main(int argc, char **argv) {
+    char why[256];
+    if (gpu_open(why, sizeof why)) {
+        printf("SKIP GPU tests: %s\n", why);
+        return 0;
+    }
+    printf("GPU: %s\n", gpu_name());
+    void *workspace = gpu_malloc(GPU_GEMM_WORKSPACE, "cuBLASLt workspace");
+    cu_matmul_setup(workspace, GPU_GEMM_WORKSPACE);
+    if (argc > 1 && !strcmp(argv[1], "--gemm-peak")) {
+        gemm_peak();
+        return 0;
+    }
+    for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
+        test_encoder(dt);
+        test_layernorm(dt);
+        test_matmul(dt);
+        test_elementwise(dt);
+        test_attention(dt);
+        test_crossentropy(dt);
+        test_optimizer(dt);
+    }
+    gpu_sync("the tests");
+    gpu_free(workspace);
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}

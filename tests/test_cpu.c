@@ -245,7 +245,7 @@ double loss_model(void) {
 void model_setup(const GPTConfig *c, int B, int T) {
     tm_B = B; tm_T = T;
     gpt_build(&tm, c, B, T, DT_FP32, 0, 0, 0, 0, 1);
-    RunShape shape = {B, T, 0, 0, 0, DT_FP32, 0, 1};
+    RunShape shape = {B, T, 0, 0, 0, DT_FP32, 0, 1, 0};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
 }
 
@@ -337,7 +337,7 @@ float grads_of(const GPTConfig *c, int flash, int ckpt, int B, int T, int micro,
                float *grads_out) {
     int b = B / micro;
     gpt_build(&tm, c, b, T, DT_FP32, flash, ckpt, 0, 0, 1);
-    RunShape shape = {b, T, 0, flash, ckpt, DT_FP32, 0, 1};
+    RunShape shape = {b, T, 0, flash, ckpt, DT_FP32, 0, 1, 0};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
     init_params(tm.params, c, 11);
     gpt_zero_grad(&tm);
@@ -432,7 +432,7 @@ void test_dtype_model(void) {
     float loss[3];
     for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
         gpt_build(&tm, &c, B, T, dt, 0, 0, 0, 0, 1);
-        RunShape shape = {B, T, 0, 0, 0, dt, 0, 1};
+        RunShape shape = {B, T, 0, 0, 0, dt, 0, 1, 0};
         arena_reserve(predict_activations(c.layers, c.channels, c.heads, padded_vocab(&c), &shape).peak);
         init_params(tm.params, &c, 5);
         gpt_sync_params(&tm);

@@ -60,7 +60,7 @@ cuda/none.o: cuda/none.c cuda/ops.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -c cuda/none.c -o $@
 
 # GPU tests: kernels against the CPU ops (tests/test_cuda.c), then the model (tests/run_cuda.sh).
-tests/test_cuda: tests/test_cuda.c $(HEADERS) $(GPU_OBJ)
+tests/test_cuda: tests/test_cuda.c tests/check.h $(HEADERS) $(GPU_OBJ)
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_cuda.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
 
 test-cuda: train tests/test_cuda data
@@ -69,7 +69,7 @@ test-cuda: train tests/test_cuda data
 bench-gpu: train tests/test_cuda
 	bash scripts/bench_gpu.sh
 
-tests/test_cpu: tests/test_cpu.c $(HEADERS)
+tests/test_cpu: tests/test_cpu.c tests/check.h $(HEADERS)
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_cpu.c $(LDLIBS)
 
 test: train tests/test_cpu tests/test_cuda data $(if $(STB),scripts/chart)

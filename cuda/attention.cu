@@ -151,6 +151,21 @@ static void attention_backward_t(T *dqkv, const T *dout, const T *qkv, T *att, i
 // Two kernels instead of atomics: every output has one writer, results are deterministic.
 enum { FQ = 64, FK = 32, FLASH_MAX_HS = GPU_FLASH_MAX_HEAD };
 
+// Keys and values j0 .. j0 + FK - 1 of head (b, h) into shared memory (zeros
+// past the end), by the whole block, between two barriers: the previous tile
+// is no longer read when it is overwritten, and the new one is complete after.
+template <typename T>
+__device__ void load_kv_tile(float (*ks)[FLASH_MAX_HS], float (*vs)[FLASH_MAX_HS], const T *qkv, int b, int h, int j0,
+                             int Tn, int C, int hs) {
+    __syncthreads();
+    for (int x = threadIdx.x; x < FK * hs; x += blockDim.x) {
+        int r = x / hs, i = x % hs, j = j0 + r;
+        ks[r][i] = j < Tn ? ld(qkv[qkv_row(b, j, Tn, C) + C + h * hs + i]) : 0.0f;
+        vs[r][i] = j < Tn ? ld(qkv[qkv_row(b, j, Tn, C) + 2 * C + h * hs + i]) : 0.0f;
+    }
+    __syncthreads();
+}
+
 template <typename T> __global__ void flash_forward_kernel(T *out, T *lse, const T *qkv, int Tn, int C, int H) {
     __shared__ float ks[FK][FLASH_MAX_HS], vs[FK][FLASH_MAX_HS];
     int bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
@@ -161,13 +176,7 @@ template <typename T> __global__ void flash_forward_kernel(T *out, T *lse, const
         for (int i = 0; i < hs; i++) { q[i] = ld(qkv[qkv_row(b, t, Tn, C) + h * hs + i]); o[i] = 0.0f; }
     float m = -INFINITY, l = 0.0f;
     for (int j0 = 0; j0 <= last; j0 += FK) {
-        __syncthreads();  // the previous tile is no longer read
-        for (int x = threadIdx.x; x < FK * hs; x += blockDim.x) {
-            int r = x / hs, i = x % hs, j = j0 + r;
-            ks[r][i] = j < Tn ? ld(qkv[qkv_row(b, j, Tn, C) + C + h * hs + i]) : 0.0f;
-            vs[r][i] = j < Tn ? ld(qkv[qkv_row(b, j, Tn, C) + 2 * C + h * hs + i]) : 0.0f;
-        }
-        __syncthreads();
+        load_kv_tile(ks, vs, qkv, b, h, j0, Tn, C, hs);
         if (t >= Tn || j0 > t) continue;
         int n = min(FK, t + 1 - j0);
         float tile_max = -INFINITY;
@@ -221,13 +230,7 @@ __global__ void flash_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv, c
         row_D = D[(size_t)bh * Tn + t];
     }
     for (int j0 = 0; j0 <= last; j0 += FK) {
-        __syncthreads();
-        for (int x = threadIdx.x; x < FK * hs; x += blockDim.x) {
-            int r = x / hs, i = x % hs, j = j0 + r;
-            ks[r][i] = j < Tn ? ld(qkv[qkv_row(b, j, Tn, C) + C + h * hs + i]) : 0.0f;
-            vs[r][i] = j < Tn ? ld(qkv[qkv_row(b, j, Tn, C) + 2 * C + h * hs + i]) : 0.0f;
-        }
-        __syncthreads();
+        load_kv_tile(ks, vs, qkv, b, h, j0, Tn, C, hs);
         if (t >= Tn || j0 > t) continue;
         int n = min(FK, t + 1 - j0);
         for (int r = 0; r < n; r++) {

@@ -25,16 +25,7 @@ echo "$out" | grep -q 'test_cpu: ' || bad "test_cpu ran to the end"
 
 # --- 2. memory ledger: predicted == measured, per category, per phase, at peak --
 # mem_equal FILE: every number in "predicted" equals the one in "measured"
-mem_equal() {
-  python3 - "$1" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-p, m = d["predicted"], d["measured"]
-bad = [(ph, k, p[ph][k], m[ph][k]) for ph in p for k in p[ph] if p[ph][k] != m[ph][k]]
-for b in bad: print("  mismatch", *b)
-sys.exit(1 if bad or not p else 0)
-EOF
-}
+mem_equal() { python3 tests/mem_equal.py "$1"; }
 i=0
 for cfg in "" "--layers 3 --channels 48 --heads 3 --batch 3 --seq-len 17" \
            "--layers 1 --channels 24 --heads 4 --vocab 300 --max-seq 9 --seq-len 9 --batch 5" \

@@ -74,16 +74,7 @@ if run again "${G[@]}" && cmp -s <(losses "$tmp/plain_fp32.csv") <(losses "$tmp/
 else bad "GPU runs are deterministic"; fi
 
 # --- 4. the ledger on the GPU: predicted == measured, and the dry run equals it ----
-mem_equal() {
-  python3 - "$1" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-p, m = d["predicted"], d["measured"]
-bad = [(ph, k, p[ph][k], m[ph][k]) for ph in p for k in p[ph] if p[ph][k] != m[ph][k]]
-for b in bad: print("  mismatch", *b)
-sys.exit(1 if bad or not p else 0)
-EOF
-}
+mem_equal() { python3 tests/mem_equal.py "$1"; }
 for flags in "" "--dtype bf16" "--dtype bf16 --flash" "--dtype fp16 --ckpt --accum 2" "--flash --ckpt"; do
   key=$(echo "x$flags" | tr -c 'a-z0-9' _)
   if ./train "${SMALL[@]}" --device cuda --steps 2 $flags --mem --mem-json "$tmp/$key.json" >"$tmp/$key.out" 2>&1 &&

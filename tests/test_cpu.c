@@ -10,23 +10,11 @@
 // under test), so the tolerance is set by fp32 rounding: the relative error
 // of the whole gradient vector, ||analytic - numeric|| / ||numeric||, must be
 // under 1e-2. A wrong term in a backward gives errors of order 1.
-#include <stdarg.h>
 #include "model.h"
 #include "predict.h"
 #include "optimizer.h"
+#include "tests/check.h"
 
-int n_pass, n_fail;
-
-void check(int ok, const char *name, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %s: ", ok ? "PASS" : "FAIL", name);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok) n_pass++;
-    else n_fail++;
-}
 
 uint64_t test_rng = 42;
 void fill_normal(float *x, size_t n, float std) { for (size_t i = 0; i < n; i++) x[i] = std * rng_normal(&test_rng); }

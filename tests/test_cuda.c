@@ -12,26 +12,14 @@
 //
 // Prints "PASS name: ..." / "FAIL name: ..." lines and "SKIP" if there is no
 // GPU; tests/run_cuda.sh counts them.
-#include <stdarg.h>
 #include "memory.h"
 #include "model.h"
 #include "predict.h"
 #include "optimizer.h"
+#include "tests/check.h"
 #include "cuda/ops.h"
 #include "cuda/model_gpu.h"
 
-int n_pass, n_fail;
-
-void check(int ok, const char *name, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %s: ", ok ? "PASS" : "FAIL", name);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok) n_pass++;
-    else n_fail++;
-}
 
 uint64_t test_rng = 7;
 const double tolerance[3] = {1e-5, 2e-2, 4e-3};

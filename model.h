@@ -182,12 +182,6 @@ float rng_normal(uint64_t *s) {
 
 uint64_t rng_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL; }
 
-// GPT-2 init: linear and embedding weights ~ N(0, 0.02), residual output
-// projections ~ N(0, 0.02/sqrt(2L)), layernorm weights 1, biases 0.
-// The padded vocabulary rows of wte are left at zero (they are never used).
-// Only the parameters [lo, hi) of the flat array are written, to dst[0..hi-lo):
-// a ZeRO rank that owns a shard draws the whole sequence (so every rank agrees)
-// and keeps its part. lo = 0, hi = P fills a full array.
 // Element j of tensor i (the i-th of param_tensors), drawing from *s: called
 // for every element in layout order, it gives the whole init sequence.
 float init_value(const ParamTensor *t, int i, size_t j, const GPTConfig *c, uint64_t *s) {
@@ -197,6 +191,12 @@ float init_value(const ParamTensor *t, int i, size_t j, const GPTConfig *c, uint
     return t->init_std > 0 ? t->init_std * rng_normal(s) : 0.0f;
 }
 
+// GPT-2 init: linear and embedding weights ~ N(0, 0.02), residual output
+// projections ~ N(0, 0.02/sqrt(2L)), layernorm weights 1, biases 0.
+// The padded vocabulary rows of wte are left at zero (they are never used).
+// Only the parameters [lo, hi) of the flat array are written, to dst[0..hi-lo):
+// a ZeRO rank that owns a shard draws the whole sequence (so every rank agrees)
+// and keeps its part. lo = 0, hi = P fills a full array.
 void init_params_range(float *dst, size_t lo, size_t hi, const GPTConfig *c, uint64_t seed) {
     int n = param_tensor_count(c);
     ParamTensor *t = malloc(sizeof(ParamTensor) * n);

@@ -295,7 +295,7 @@ GPTConfig resolve_config(Options *o) {
                 c.channels / c.heads);
         exit(2);
     }
-    if (o->cuda && o->zero && o->ranks > 1)
+    if (o->cuda && o->ranks > 1)
         usage_error("--device cuda runs on one rank for now: ZeRO on the GPU is not built yet (drop --ranks)");
     return c;
 }
@@ -485,6 +485,7 @@ typedef struct {
 void net_zero_grad(Net *n) {
     if (n->cuda) gpu_gpt_zero_grad(&n->gpu);
     else gpt_zero_grad(&n->cpu);
+    n->gpu.recompute_pending = 0;  // a new step: forget the last one's recompute time
     n->cpu.recompute_seconds = n->gpu.recompute_seconds = 0.0;
 }
 
@@ -520,7 +521,7 @@ void net_step(Net *n, float lr, int t, float grad_scale) {
     gpt_sync_params(m);  // stages 1, 2: all-gather the updated shards
 }
 
-double net_recompute_seconds(const Net *n) { return n->cuda ? n->gpu.recompute_seconds : n->cpu.recompute_seconds; }
+double net_recompute_seconds(Net *n) { return n->cuda ? gpu_gpt_recompute_seconds(&n->gpu) : n->cpu.recompute_seconds; }
 
 // ---------------------------------------------------------------------------
 // Evaluation and sampling
@@ -578,7 +579,8 @@ void print_config_line(const GPTConfig *c, const Options *o) {
     if (o->ranks > 1) printf(" on %d ranks", o->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
     if (o->ckpt) printf(" | ckpt");
-    if (o->cuda) printf(" | cuda%s%s", o->dry_run ? "" : " ", o->dry_run ? "" : gpu_name());
+    if (o->cuda) printf(" | cuda");
+    if (o->cuda && !o->dry_run) printf(" %s", gpu_name());
     if (!o->dry_run) {
         printf(" | %d steps", o->steps);
 #ifdef _OPENMP

@@ -59,6 +59,10 @@ typedef struct {
     // the embedding backward (ledger: data): [pos (N) | start (N+1) | tok (N)]
     int *inputs, *targets, *buckets, nbuckets;
     int *buckets_host, *token_count_host;  // host: the same layout, and a count per vocabulary entry
+    // --ckpt: the recompute of layer l is timed by events [2l] and [2l+1], in the GPU's
+    // stream (a host sync per layer would stall the queue); read by gpu_gpt_recompute_seconds
+    void **recompute_events;
+    int recompute_pending;  // events recorded and not yet added into recompute_seconds
     double recompute_seconds;
 } GpuGPT;
 
@@ -130,6 +134,10 @@ void gpu_gpt_build(GpuGPT *m, const GPTConfig *cfg, int B, int T, int dtype, int
     m->buckets_host = mem_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets");
     m->token_count_host = mem_alloc(MEM_DATA, (size_t)padded_vocab(cfg) * 4, "token counts");
     m->acts = calloc(cfg->layers, sizeof(GpuActs));
+    if (ckpt) {
+        m->recompute_events = malloc(sizeof(void *) * 2 * cfg->layers);
+        for (int i = 0; i < 2 * cfg->layers; i++) m->recompute_events[i] = gpu_event_new();
+    }
 }
 
 void gpu_gpt_free(GpuGPT *m) {
@@ -139,8 +147,20 @@ void gpu_gpt_free(GpuGPT *m) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_release(dev[i]);
     mem_free(m->buckets_host);
     mem_free(m->token_count_host);
+    for (int i = 0; m->recompute_events && i < 2 * m->cfg.layers; i++) gpu_event_free(m->recompute_events[i]);
+    free(m->recompute_events);
     free(m->acts);
     free(m->tensors);
+}
+
+// --ckpt: the time spent recomputing blocks so far: adds the last backward's
+// recomputes (waiting for them, if they are still running) to the total.
+double gpu_gpt_recompute_seconds(GpuGPT *m) {
+    if (m->recompute_pending)
+        for (int l = 0; l < m->cfg.layers; l++)
+            m->recompute_seconds += gpu_event_ms(m->recompute_events[2 * l], m->recompute_events[2 * l + 1]) / 1e3;
+    m->recompute_pending = 0;
+    return m->recompute_seconds;
 }
 
 // The activation stack on the device: `capacity` bytes (the predicted peak).
@@ -340,15 +360,15 @@ void gpu_gpt_backward(GpuGPT *m, float dloss) {
     cu_layernorm_backward(dt, m->dres, gpu_lnfw(m, m->grads), gpu_lnfb(m, m->grads), m->dln,
                           gpu_block_input(m, c->layers), gpu_lnfw(m, m->params), m->lnf_mean, m->lnf_rstd, N, C);
     arena_pop_to(m->final_mark, "final");
+    if (m->ckpt) gpu_gpt_recompute_seconds(m);  // the events are about to be recorded again
     for (int l = c->layers - 1; l >= 0; l--) {
         int mark = m->acts[l].mark;
         const void *x = gpu_block_input(m, l);
         if (m->ckpt) {
             if (g_ledger.trace) printf("  recompute layer %d\n", l);
-            double t0 = now_seconds();
+            gpu_event_record(m->recompute_events[2 * l]);
             gpu_block_forward(m, l, x, B, T);
-            gpu_sync("recompute");  // so the time is the recompute's, not the queue's
-            m->recompute_seconds += now_seconds() - t0;
+            gpu_event_record(m->recompute_events[2 * l + 1]);
         }
         gpu_block_backward(m, l, x, B, T);
         arena_pop_to(mark, "layer");
@@ -357,6 +377,7 @@ void gpu_gpt_backward(GpuGPT *m, float dloss) {
     cu_encoder_backward(dt, gpu_wte(m, m->grads), gpu_wpe(m, m->grads), m->dres, pos, start, tok, m->nbuckets, B, T,
                         C);
     arena_pop_to(m->arena_mark, "encoded");
+    m->recompute_pending = m->ckpt;
 }
 
 // --- the optimizer -------------------------------------------------------------------

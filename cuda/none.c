@@ -65,6 +65,25 @@ void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     unreachable("gpu_mem_info");
 }
 
+void *gpu_event_new(void) {
+    unreachable("gpu_event_new"); return 0;
+}
+
+void gpu_event_record(void *event) {
+    (void)event;
+    unreachable("gpu_event_record");
+}
+
+float gpu_event_ms(void *start, void *stop) {
+    (void)start; (void)stop;
+    unreachable("gpu_event_ms"); return 0;
+}
+
+void gpu_event_free(void *event) {
+    (void)event;
+    unreachable("gpu_event_free");
+}
+
 void cu_matmul_setup(void *workspace, size_t bytes) {
     (void)workspace; (void)bytes;
     unreachable("cu_matmul_setup");

@@ -30,6 +30,12 @@ void gpu_copy(void *dst, const void *src, size_t bytes);  // device to device
 void gpu_zero(void *p, size_t bytes);
 void gpu_sync(const char *what);
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes);
+// Timing inside the GPU's stream without stopping the host: record events
+// around the work, read the time between two of them later (waits for `stop`).
+void *gpu_event_new(void);
+void gpu_event_record(void *event);
+float gpu_event_ms(void *start, void *stop);
+void gpu_event_free(void *event);
 
 // --- GEMM through cuBLASLt (cuda/matmul.cu) ------------------------------------
 // The workspace is a ledger buffer (scratch) handed over once.

@@ -51,3 +51,17 @@ void gpu_sync(const char *what) { cuda_check(cudaDeviceSynchronize(), what); }
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     cuda_check(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
 }
+
+void *gpu_event_new(void) {
+    cudaEvent_t e;
+    cuda_check(cudaEventCreate(&e), "cudaEventCreate");
+    return (void *)e;
+}
+void gpu_event_record(void *event) { cuda_check(cudaEventRecord((cudaEvent_t)event, 0), "cudaEventRecord"); }
+float gpu_event_ms(void *start, void *stop) {
+    float ms = 0.0f;
+    cuda_check(cudaEventSynchronize((cudaEvent_t)stop), "cudaEventSynchronize");
+    cuda_check(cudaEventElapsedTime(&ms, (cudaEvent_t)start, (cudaEvent_t)stop), "cudaEventElapsedTime");
+    return ms;
+}
+void gpu_event_free(void *event) { cuda_check(cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy"); }

@@ -4,15 +4,9 @@
 #   the checks below     the program: memory ledger, resume, determinism, errors, docs
 set -u
 cd "$(dirname "$0")/.."
-pass=0
-fail=0
+source tests/lib.sh
 skipped=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 # a small, fast config for the program-level checks
 SMALL=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --batch 4 --sample-len 0 --eval-batches 2)
 
@@ -24,8 +18,6 @@ fail=$((fail + $(echo "$out" | grep -c '^FAIL ')))
 echo "$out" | grep -q 'test_cpu: ' || bad "test_cpu ran to the end"
 
 # --- 2. memory ledger: predicted == measured, per category, per phase, at peak --
-# mem_equal FILE: every number in "predicted" equals the one in "measured"
-mem_equal() { python3 tests/mem_equal.py "$1"; }
 i=0
 for cfg in "" "--layers 3 --channels 48 --heads 3 --batch 3 --seq-len 17" \
            "--layers 1 --channels 24 --heads 4 --vocab 300 --max-seq 9 --seq-len 9 --batch 5" \
@@ -325,6 +317,7 @@ fi
 # (the GPU itself is tested by `make test-cuda`, tests/run_cuda.sh)
 expect 2 "--device must be cpu or cuda (got 'gpu')" --device gpu
 expect 2 "supports head sizes up to 128" --device cuda --flash --channels 512 --heads 2 --dry-run
+expect 2 "runs on one rank for now" --device cuda --dry-run --ranks 2
 out=$(./tests/test_cuda 2>&1); rc=$?
 if echo "$out" | grep -q '^SKIP GPU tests:'; then
   # no GPU here: --device cuda must say so and stop

@@ -7,14 +7,8 @@
 #                        devices, compute-sanitizer
 set -u
 cd "$(dirname "$0")/.."
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source tests/lib.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
-
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 SMALL=(--layers 2 --channels 64 --heads 2 --max-seq 64 --seq-len 64 --batch 8 --sample-len 0 --eval-every 0
        --eval-batches 2)
 
@@ -74,7 +68,6 @@ if run again "${G[@]}" && cmp -s <(losses "$tmp/plain_fp32.csv") <(losses "$tmp/
 else bad "GPU runs are deterministic"; fi
 
 # --- 4. the ledger on the GPU: predicted == measured, and the dry run equals it ----
-mem_equal() { python3 tests/mem_equal.py "$1"; }
 for flags in "" "--dtype bf16" "--dtype bf16 --flash" "--dtype fp16 --ckpt --accum 2" "--flash --ckpt"; do
   key=$(echo "x$flags" | tr -c 'a-z0-9' _)
   if ./train "${SMALL[@]}" --device cuda --steps 2 $flags --mem --mem-json "$tmp/$key.json" >"$tmp/$key.out" 2>&1 &&

@@ -170,6 +170,7 @@ MemSnapshot ledger_snapshot(void) {
 typedef struct {
     char *base;
     int adopted;  // the memory is someone else's (the GPU's): not freed here
+    size_t align;  // every push starts on a multiple of this (1: packed, as on the CPU)
     size_t capacity;
     size_t top;
     int n;                                  // tensors on the stack
@@ -189,15 +190,19 @@ void arena_reserve(size_t capacity) {
                 "try a smaller --batch or --seq-len (see --dry-run)\n", capacity / 1048576.0);
         exit(1);
     }
+    g_arena.align = 1;
     g_arena.top = 0;
     g_arena.n = 0;
 }
 
 // The same stack over memory the caller reserved (device memory for
-// --device cuda): push and pop only do arithmetic on the addresses.
-void arena_adopt(void *base, size_t capacity) {
+// --device cuda): push and pop only do arithmetic on the addresses. Each push
+// is rounded up to `align` bytes, so every tensor starts aligned (the GPU's
+// GEMMs and vector loads want 16 bytes or more, whatever the tensor's size).
+void arena_adopt(void *base, size_t capacity, size_t align) {
     g_arena.base = base;
     g_arena.adopted = 1;
+    g_arena.align = align;
     g_arena.capacity = capacity;
     g_arena.top = 0;
     g_arena.n = 0;
@@ -208,7 +213,10 @@ void arena_release(void) {
     memset(&g_arena, 0, sizeof g_arena);
 }
 
+// Push `bytes` (rounded up to the arena's alignment: the ledger counts the
+// rounded size, since that is what the tensor occupies).
 void *arena_push(const char *name, size_t bytes) {
+    if (g_arena.align > 1) bytes = (bytes + g_arena.align - 1) / g_arena.align * g_arena.align;
     if (g_arena.top + bytes > g_arena.capacity || g_arena.n == ARENA_MAX_TENSORS) {
         fprintf(stderr, "error: activation stack overflow pushing '%s' (%zu bytes) at %zu of %zu "
                 "reserved bytes: the predictor and the forward pass disagree (a bug)\n",

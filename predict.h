@@ -147,8 +147,43 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
     r->peak_total = base->total + act->peak;
 }
 
-// --device cuda (cuda/model_gpu.h, gpu_gpt_build), one rank. The same
-// activation stack as on the CPU; the differences are in the fixed part:
+// The GPU's activation stack (cuda/model_gpu.h): the same tensors as above,
+// with two differences. The row statistics (layernorm mean and rstd, flash's
+// lse) are fp32 whatever the dtype, and every tensor starts on a 256-byte
+// boundary, so each push is rounded up: A(x) = x rounded up to 256 bytes.
+//   one block = A(e N C) [ln1] + 4 A(4N) [ln1, ln2 mean and rstd] + A(3 e N C) [qkv]
+//             + A(e B H T^2) [att] or A(4 B H T) [lse] + 4 A(e N C) [atty, res2, ln2, res3]
+//             + 2 A(4 e N C) [fch, fch_gelu]
+//   encoded and each kept block output (--ckpt) A(e N C); final A(e N C) + 2 A(4N) + A(e N Vp)
+enum { GPU_ACT_ALIGN = 256 };
+size_t gpu_act(size_t bytes) { return (bytes + GPU_ACT_ALIGN - 1) / GPU_ACT_ALIGN * GPU_ACT_ALIGN; }
+
+ActivationBytes predict_activations_gpu(int L, int C, int H, int Vp, const RunShape *s) {
+    size_t B = s->batch, T = s->seq_len, N = B * T, e = s->dtype == 0 ? 4 : 2;
+    size_t nc = gpu_act(e * N * C), stat = gpu_act(4 * N);
+    size_t attention = s->flash ? gpu_act(4 * B * H * T) : gpu_act(e * B * H * T * T);
+    size_t full = nc + 4 * stat + gpu_act(3 * e * N * C) + attention + 4 * nc + 2 * gpu_act(4 * e * N * C);
+    size_t final = nc + 2 * stat + gpu_act(e * N * Vp);
+    ActivationBytes a;
+    if (s->ckpt) {
+        a.after_forward = nc + (size_t)L * nc + final;
+        a.peak = nc + (size_t)L * nc + (full > final ? full : final);
+    } else {
+        a.after_forward = a.peak = nc + (size_t)L * full + final;
+    }
+    return a;
+}
+
+// The bytes of the GPU run's ledger that live on the host, not the GPU (all in
+// `data`): the corpus, the token batches (8N), the positions bucketed by token
+// (4(3N+1)) and a count per vocabulary entry (4 Vp). The fits-check leaves them out.
+size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
+    size_t N = (size_t)s->batch * s->seq_len;
+    return s->corpus_bytes + 2 * 4 * N + 4 * (3 * N + 1) + 4 * (size_t)Vp;
+}
+
+// --device cuda (cuda/model_gpu.h, gpu_gpt_build), one rank. The activation
+// stack above; the differences from the CPU in the fixed part:
 //   params e*P, master 4P (16-bit only), grads e*P, adam_m 4P, adam_v 4P (e = 4 or 2)
 //   scratch: no fp32 working copies (the GPU computes on the 16-bit tensors);
 //     backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype,
@@ -174,7 +209,7 @@ void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s,
     base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * 264 + ((size_t)32 << 20) + (s->flash ? 4 * B * H * T : 0);
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 2 * 4 * (3 * N + 1) + 4 * (size_t)Vp;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
-    ActivationBytes act = predict_activations(L, C, H, Vp, s);
+    ActivationBytes act = predict_activations_gpu(L, C, H, Vp, s);
     predict_phases(&base, &act, r);
 }
 

@@ -605,14 +605,20 @@ void update_loss_scale(CkptHeader *hd, int skipped) {
     }
 }
 
-// Stop early, with a clear message, if the run cannot fit on the GPU.
-void check_fits_gpu(size_t peak_bytes) {
+// Stop early, before allocating anything, if the run cannot fit on the GPU:
+// the ledger's device buffers at their peak (the host-side data left out),
+// plus headroom for what the ledger cannot see and the context does not yet
+// hold (cuBLASLt's state, the kernels' local memory: about 0.3 GiB measured on
+// an H100), against the memory free now, after the CUDA context was created.
+enum { GPU_HEADROOM = 512 << 20 };
+void check_fits_gpu(size_t device_peak_bytes) {
     size_t free_b, total_b;
     gpu_mem_info(&free_b, &total_b);
-    if (peak_bytes > free_b) {
-        fprintf(stderr, "error: this run needs %.2f GiB of GPU memory at its peak but %.2f GiB of %.2f GiB are "
-                "free; use a smaller --model, --batch or --seq-len, or --ckpt, --flash, --dtype bf16 "
-                "(./train --device cuda --dry-run shows the breakdown)\n", peak_bytes / 1073741824.0,
+    if (device_peak_bytes + GPU_HEADROOM > free_b) {
+        fprintf(stderr, "error: this run needs %.2f GiB of GPU memory at its peak (plus %.1f GiB headroom for "
+                "the CUDA libraries) but %.2f GiB of %.2f GiB are free; use a smaller --model, --batch or "
+                "--seq-len, or --ckpt, --flash, --dtype bf16 (./train --device cuda --dry-run shows the "
+                "breakdown)\n", device_peak_bytes / 1073741824.0, GPU_HEADROOM / 1073741824.0,
                 free_b / 1073741824.0, total_b / 1073741824.0);
         exit(1);
     }
@@ -749,7 +755,7 @@ int main(int argc, char **argv) {
             "libopenmpi-dev and rebuild)");
     shape.ranks = nranks;
     predict_memory(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, &shape, &predicted);
-    if (o.cuda) check_fits_gpu(predicted.peak_total);
+    if (o.cuda) check_fits_gpu(predicted.peak_total - predict_host_bytes_gpu(padded_vocab(&cfg), &shape));
     else check_fits(predicted.peak_total * (size_t)nranks);
 
     // 3. build: data, model, optimizer (every buffer through the ledger)
@@ -771,7 +777,7 @@ int main(int argc, char **argv) {
     GPT *model = &net.cpu;  // --device cpu
     Optimizer *opt = &net.opt;
     AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
-    size_t activation_stack = predict_activations(cfg.layers, cfg.channels, cfg.heads, padded_vocab(&cfg), &shape).peak;
+    size_t activation_stack = predicted.peak[MEM_ACTIVATIONS];  // the stack is sized from the prediction
     size_t nparams = param_count(&cfg), own_lo = 0, own_hi = nparams;
     float *ck_w, *ck_m, *ck_v;  // this rank's part of the state: the fp32 weights, m and v of the parameters it owns
     if (o.cuda) {

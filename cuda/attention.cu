@@ -4,7 +4,7 @@
 //
 // Shapes, as in model.h: qkv[B,T,3C] holds q, k, v side by side; head h uses
 // channels h*hs .. (h+1)*hs, hs = C / H. att[B,H,T,T]; out[B,T,C];
-// lse[B,H,T]. scale = 1/sqrt(hs). Everything is fp32 arithmetic on loaded
+// lse[B,H,T] (fp32 whatever the storage type). scale = 1/sqrt(hs). Everything is fp32 arithmetic on loaded
 // values; stores round to the storage type.
 #include "common.cuh"
 
@@ -166,7 +166,7 @@ __device__ void load_kv_tile(float (*ks)[FLASH_MAX_HS], float (*vs)[FLASH_MAX_HS
     __syncthreads();
 }
 
-template <typename T> __global__ void flash_forward_kernel(T *out, T *lse, const T *qkv, int Tn, int C, int H) {
+template <typename T> __global__ void flash_forward_kernel(T *out, float *lse, const T *qkv, int Tn, int C, int H) {
     __shared__ float ks[FK][FLASH_MAX_HS], vs[FK][FLASH_MAX_HS];
     int bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
     int t = blockIdx.x * FQ + threadIdx.x, last = min(Tn - 1, (int)blockIdx.x * FQ + FQ - 1);
@@ -198,7 +198,7 @@ template <typename T> __global__ void flash_forward_kernel(T *out, T *lse, const
     }
     if (t >= Tn) return;
     for (int i = 0; i < hs; i++) out[((size_t)b * Tn + t) * C + h * hs + i] = st<T>(o[i] / l);
-    lse[(size_t)bh * Tn + t] = st<T>(m + logf(l));
+    lse[(size_t)bh * Tn + t] = m + logf(l);
 }
 
 template <typename T> __global__ void flash_D_kernel(float *D, const T *dout, const T *out, int B, int Tn, int C, int H) {
@@ -212,7 +212,7 @@ template <typename T> __global__ void flash_D_kernel(float *D, const T *dout, co
 }
 
 template <typename T>
-__global__ void flash_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv, const T *lse, const float *D, int Tn,
+__global__ void flash_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int Tn,
                                          int C, int H) {
     __shared__ float ks[FK][FLASH_MAX_HS], vs[FK][FLASH_MAX_HS];
     int bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
@@ -226,7 +226,7 @@ __global__ void flash_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv, c
             d[i] = ld(dout[((size_t)b * Tn + t) * C + h * hs + i]);
             dq[i] = 0.0f;
         }
-        row_lse = ld(lse[(size_t)bh * Tn + t]);
+        row_lse = lse[(size_t)bh * Tn + t];
         row_D = D[(size_t)bh * Tn + t];
     }
     for (int j0 = 0; j0 <= last; j0 += FK) {
@@ -246,7 +246,7 @@ __global__ void flash_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv, c
 }
 
 template <typename T>
-__global__ void flash_backward_dkv_kernel(T *dqkv, const T *dout, const T *qkv, const T *lse, const float *D, int Tn,
+__global__ void flash_backward_dkv_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int Tn,
                                           int C, int H) {
     __shared__ float qs[FK][FLASH_MAX_HS], ds_[FK][FLASH_MAX_HS], ls[FK], Ds[FK];
     int bh = blockIdx.y, b = bh / H, h = bh % H, hs = C / H;
@@ -267,7 +267,7 @@ __global__ void flash_backward_dkv_kernel(T *dqkv, const T *dout, const T *qkv, 
             ds_[r][i] = t < Tn ? ld(dout[((size_t)b * Tn + t) * C + h * hs + i]) : 0.0f;
         }
         for (int r = threadIdx.x; r < FK; r += blockDim.x) {
-            ls[r] = t0 + r < Tn ? ld(lse[(size_t)bh * Tn + t0 + r]) : 0.0f;
+            ls[r] = t0 + r < Tn ? lse[(size_t)bh * Tn + t0 + r] : 0.0f;
             Ds[r] = t0 + r < Tn ? D[(size_t)bh * Tn + t0 + r] : 0.0f;
         }
         __syncthreads();
@@ -289,13 +289,13 @@ __global__ void flash_backward_dkv_kernel(T *dqkv, const T *dout, const T *qkv, 
     }
 }
 
-template <typename T> static void flash_forward_t(T *out, T *lse, const T *qkv, int B, int Tn, int C, int H) {
+template <typename T> static void flash_forward_t(T *out, float *lse, const T *qkv, int B, int Tn, int C, int H) {
     flash_forward_kernel<<<dim3(blocks_for(Tn, FQ), B * H), FQ>>>(out, lse, qkv, Tn, C, H);
     launch_check("flash_forward_kernel");
 }
 
 template <typename T>
-static void flash_backward_t(T *dqkv, const T *dout, const T *qkv, const T *out, const T *lse, float *D, int B, int Tn,
+static void flash_backward_t(T *dqkv, const T *dout, const T *qkv, const T *out, const float *lse, float *D, int B, int Tn,
                              int C, int H) {
     flash_D_kernel<<<blocks_for((size_t)B * H * Tn, 256), 256>>>(D, dout, out, B, Tn, C, H);
     launch_check("flash_D_kernel");
@@ -319,20 +319,20 @@ extern "C" void cu_attention_backward(int dt, void *dqkv, const void *dout, cons
         attention_backward_t((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, (bf16 *)att, B, T, C, H);
     else attention_backward_t((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, (fp16 *)att, B, T, C, H);
 }
-extern "C" void cu_flash_forward(int dt, void *out, void *lse, const void *qkv, int B, int T, int C, int H) {
-    if (dt == DTYPE_FP32) flash_forward_t((float *)out, (float *)lse, (const float *)qkv, B, T, C, H);
-    else if (dt == DTYPE_BF16) flash_forward_t((bf16 *)out, (bf16 *)lse, (const bf16 *)qkv, B, T, C, H);
-    else flash_forward_t((fp16 *)out, (fp16 *)lse, (const fp16 *)qkv, B, T, C, H);
+extern "C" void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H) {
+    if (dt == DTYPE_FP32) flash_forward_t((float *)out, lse, (const float *)qkv, B, T, C, H);
+    else if (dt == DTYPE_BF16) flash_forward_t((bf16 *)out, lse, (const bf16 *)qkv, B, T, C, H);
+    else flash_forward_t((fp16 *)out, lse, (const fp16 *)qkv, B, T, C, H);
 }
 extern "C" void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out,
-                                  const void *lse, float *D, int B, int T, int C, int H) {
+                                  const float *lse, float *D, int B, int T, int C, int H) {
     if (dt == DTYPE_FP32)
         flash_backward_t((float *)dqkv, (const float *)dout, (const float *)qkv, (const float *)out,
-                         (const float *)lse, D, B, T, C, H);
+                         lse, D, B, T, C, H);
     else if (dt == DTYPE_BF16)
-        flash_backward_t((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, (const bf16 *)out, (const bf16 *)lse,
+        flash_backward_t((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, (const bf16 *)out, lse,
                          D, B, T, C, H);
     else
-        flash_backward_t((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, (const fp16 *)out, (const fp16 *)lse,
+        flash_backward_t((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, (const fp16 *)out, lse,
                          D, B, T, C, H);
 }

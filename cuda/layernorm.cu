@@ -1,12 +1,12 @@
 // cuda/layernorm.cu — layernorm forward and backward (model.h has the math).
-//   forward:  out[N,C] = (x - mean) * rstd * w + b; saves mean[N], rstd[N]
+//   forward:  out[N,C] = (x - mean) * rstd * w + b; saves mean[N], rstd[N] (fp32 whatever T)
 //   backward: dinp[N,C] += rstd * (g - mean_c(g) - xhat * mean_c(g * xhat)), g = dout * w
 //             dw[C] += sum_rows dout * xhat;  db[C] += sum_rows dout
 #include "common.cuh"
 
 // One warp per row: the 32 lanes stride over the C channels, then a warp sum.
 template <typename T>
-__global__ void layernorm_forward_kernel(T *out, T *mean, T *rstd, const T *inp, const T *w, const T *b, int N,
+__global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b, int N,
                                          int C) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
@@ -19,17 +19,17 @@ __global__ void layernorm_forward_kernel(T *out, T *mean, T *rstd, const T *inp,
     float r = 1.0f / sqrtf(warp_sum(v) / C + 1e-5f);
     T *o = out + (size_t)row * C;
     for (int c = lane; c < C; c += 32) o[c] = st<T>((ld(x[c]) - m) * r * ld(w[c]) + ld(b[c]));
-    if (lane == 0) { mean[row] = st<T>(m); rstd[row] = st<T>(r); }
+    if (lane == 0) { mean[row] = m; rstd[row] = r; }
 }
 
 // dinp, one warp per row (the two row means need a warp sum each).
 template <typename T>
-__global__ void layernorm_backward_dx_kernel(T *dinp, const T *dout, const T *inp, const T *w, const T *mean,
-                                             const T *rstd, int N, int C) {
+__global__ void layernorm_backward_dx_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
+                                             const float *rstd, int N, int C) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
     const T *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
-    float m = ld(mean[row]), s = ld(rstd[row]);
+    float m = mean[row], s = rstd[row];
     float g_mean = 0.0f, gx_mean = 0.0f;
     for (int c = lane; c < C; c += 32) {
         float g = ld(d[c]) * ld(w[c]);
@@ -47,15 +47,15 @@ __global__ void layernorm_backward_dx_kernel(T *dinp, const T *dout, const T *in
 // channels; thread row ty sums rows ty, ty + 8, ...; the 8 partial sums are
 // added in a fixed order through shared memory. Deterministic, no atomics.
 template <typename T>
-__global__ void layernorm_backward_dw_kernel(T *dw, T *db, const T *dout, const T *inp, const T *mean,
-                                             const T *rstd, int N, int C) {
+__global__ void layernorm_backward_dw_kernel(T *dw, T *db, const T *dout, const T *inp, const float *mean,
+                                             const float *rstd, int N, int C) {
     __shared__ float sw[8][33], sb[8][33];
     int c = blockIdx.x * 32 + threadIdx.x, ty = threadIdx.y;
     float aw = 0.0f, ab = 0.0f;
     if (c < C)
         for (int i = ty; i < N; i += 8) {
             float d = ld(dout[(size_t)i * C + c]);
-            aw += d * (ld(inp[(size_t)i * C + c]) - ld(mean[i])) * ld(rstd[i]);
+            aw += d * (ld(inp[(size_t)i * C + c]) - mean[i]) * rstd[i];
             ab += d;
         }
     sw[ty][threadIdx.x] = aw;
@@ -70,42 +70,42 @@ __global__ void layernorm_backward_dw_kernel(T *dw, T *db, const T *dout, const 
 }
 
 template <typename T>
-static void layernorm_forward_t(T *out, T *mean, T *rstd, const T *inp, const T *w, const T *b, int N, int C) {
+static void layernorm_forward_t(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b, int N, int C) {
     layernorm_forward_kernel<<<blocks_for(N, 8), 256>>>(out, mean, rstd, inp, w, b, N, C);
     launch_check("layernorm_forward_kernel");
 }
 
 template <typename T>
-static void layernorm_backward_t(T *dinp, T *dw, T *db, const T *dout, const T *inp, const T *w, const T *mean,
-                                 const T *rstd, int N, int C) {
+static void layernorm_backward_t(T *dinp, T *dw, T *db, const T *dout, const T *inp, const T *w,
+                                 const float *mean, const float *rstd, int N, int C) {
     layernorm_backward_dx_kernel<<<blocks_for(N, 8), 256>>>(dinp, dout, inp, w, mean, rstd, N, C);
     launch_check("layernorm_backward_dx_kernel");
     layernorm_backward_dw_kernel<<<blocks_for(C, 32), dim3(32, 8)>>>(dw, db, dout, inp, mean, rstd, N, C);
     launch_check("layernorm_backward_dw_kernel");
 }
 
-extern "C" void cu_layernorm_forward(int dt, void *out, void *mean, void *rstd, const void *inp, const void *w,
+extern "C" void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const void *inp, const void *w,
                                      const void *b, int N, int C) {
     if (dt == DTYPE_FP32)
-        layernorm_forward_t((float *)out, (float *)mean, (float *)rstd, (const float *)inp, (const float *)w,
+        layernorm_forward_t((float *)out, mean, rstd, (const float *)inp, (const float *)w,
                             (const float *)b, N, C);
     else if (dt == DTYPE_BF16)
-        layernorm_forward_t((bf16 *)out, (bf16 *)mean, (bf16 *)rstd, (const bf16 *)inp, (const bf16 *)w,
+        layernorm_forward_t((bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w,
                             (const bf16 *)b, N, C);
     else
-        layernorm_forward_t((fp16 *)out, (fp16 *)mean, (fp16 *)rstd, (const fp16 *)inp, (const fp16 *)w,
+        layernorm_forward_t((fp16 *)out, mean, rstd, (const fp16 *)inp, (const fp16 *)w,
                             (const fp16 *)b, N, C);
 }
 
 extern "C" void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp,
-                                      const void *w, const void *mean, const void *rstd, int N, int C) {
+                                      const void *w, const float *mean, const float *rstd, int N, int C) {
     if (dt == DTYPE_FP32)
         layernorm_backward_t((float *)dinp, (float *)dw, (float *)db, (const float *)dout, (const float *)inp,
-                             (const float *)w, (const float *)mean, (const float *)rstd, N, C);
+                             (const float *)w, mean, rstd, N, C);
     else if (dt == DTYPE_BF16)
         layernorm_backward_t((bf16 *)dinp, (bf16 *)dw, (bf16 *)db, (const bf16 *)dout, (const bf16 *)inp,
-                             (const bf16 *)w, (const bf16 *)mean, (const bf16 *)rstd, N, C);
+                             (const bf16 *)w, mean, rstd, N, C);
     else
         layernorm_backward_t((fp16 *)dinp, (fp16 *)dw, (fp16 *)db, (const fp16 *)dout, (const fp16 *)inp,
-                             (const fp16 *)w, (const fp16 *)mean, (const fp16 *)rstd, N, C);
+                             (const fp16 *)w, mean, rstd, N, C);
 }

@@ -10,8 +10,12 @@
 // What differs: with --dtype bf16/fp16 the GPU computes on the 16-bit
 // tensors directly (cuBLASLt and the kernels widen to fp32 in registers), so
 // there are no fp32 working copies; the backward buffers (dres, dln, ...) are
-// stored in the dtype too. predict.h's predict_memory_gpu has the resulting
-// closed form. One rank only: ZeRO on the GPU is the next step (doc/cuda.md).
+// stored in the dtype too. Kept in fp32 whatever the dtype: the layernorms'
+// row mean and rstd and flash attention's row log-sum-exp (N or B*H*T floats;
+// the backward recomputes from them, and a 16-bit lse would put every
+// recomputed probability off by up to 1.6%). Every activation starts on a
+// 256-byte boundary (GPU_ALIGN). predict.h's predict_memory_gpu has the
+// resulting closed form. One rank only: ZeRO on the GPU is the next step (doc/cuda.md).
 //
 // This file is C (train.c includes it); the kernels are in cuda/*.cu.
 #ifndef GPTMEM_MODEL_GPU_H
@@ -21,11 +25,14 @@
 
 // cuBLASLt's workspace: a ledger buffer (scratch).
 enum { GPU_GEMM_WORKSPACE = 32 << 20 };
+// Every tensor on the GPU's activation stack starts on this boundary (predict.h: GPU_ACT_ALIGN).
+enum { GPU_ALIGN = 256 };
 
-// The tensors one layer saves (device pointers, stored in the dtype), in push order.
+// The tensors one layer saves (device pointers): in the dtype, except the
+// row statistics (mean, rstd, lse), which are fp32.
 typedef struct {
-    void *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *lse, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu,
-        *res3;
+    void *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
+    float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
     int mark;  // stack mark before this layer's pushes
 } GpuActs;
 
@@ -46,7 +53,8 @@ typedef struct {
     void *grads;             // in the dtype
     float *adam_m, *adam_v;  // AdamW state, fp32
     // activations of the current forward pass (on the activation stack)
-    void *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits;
+    void *encoded, *lnf, *logits;
+    float *lnf_mean, *lnf_rstd;
     GpuActs *acts;
     int B, T, arena_mark, final_mark;
     // backward buffers, reused by every layer (ledger: scratch), in the dtype
@@ -165,7 +173,7 @@ double gpu_gpt_recompute_seconds(GpuGPT *m) {
 
 // The activation stack on the device: `capacity` bytes (the predicted peak).
 void gpu_arena_reserve(size_t capacity) {
-    arena_adopt(gpu_malloc(capacity, "the activation stack"), capacity);
+    arena_adopt(gpu_malloc(capacity, "the activation stack"), capacity, GPU_ALIGN);
     g_ledger.gpu_reserved += capacity;
 }
 
@@ -235,6 +243,7 @@ void gpu_upload_batch(GpuGPT *m, const int *inp, const int *targets, int N) {
 // --- forward ----------------------------------------------------------------------
 
 void *gpu_push(GpuGPT *m, const char *name, size_t count) { return arena_push(name, count * m->e); }
+float *gpu_push_f32(const char *name, size_t count) { return arena_push(name, count * sizeof(float)); }
 
 // One transformer block, forward: x (N,C) -> a->res3. Pushes its 13 tensors (model.h block_forward).
 void gpu_block_forward(GpuGPT *m, int l, const void *x, int B, int T) {
@@ -244,16 +253,16 @@ void gpu_block_forward(GpuGPT *m, int l, const void *x, int B, int T) {
     GpuActs *a = &m->acts[l];
     a->mark = arena_mark();
     a->ln1 = gpu_push(m, "ln1", (size_t)N * C);
-    a->ln1_mean = gpu_push(m, "ln1_mean", N);
-    a->ln1_rstd = gpu_push(m, "ln1_rstd", N);
+    a->ln1_mean = gpu_push_f32("ln1_mean", N);
+    a->ln1_rstd = gpu_push_f32("ln1_rstd", N);
     a->qkv = gpu_push(m, "qkv", (size_t)N * 3 * C);
-    if (m->flash) a->lse = gpu_push(m, "lse", (size_t)B * H * T);
+    if (m->flash) a->lse = gpu_push_f32("lse", (size_t)B * H * T);
     else a->att = gpu_push(m, "att", (size_t)B * H * T * T);
     a->atty = gpu_push(m, "atty", (size_t)N * C);
     a->res2 = gpu_push(m, "res2", (size_t)N * C);
     a->ln2 = gpu_push(m, "ln2", (size_t)N * C);
-    a->ln2_mean = gpu_push(m, "ln2_mean", N);
-    a->ln2_rstd = gpu_push(m, "ln2_rstd", N);
+    a->ln2_mean = gpu_push_f32("ln2_mean", N);
+    a->ln2_rstd = gpu_push_f32("ln2_rstd", N);
     a->fch = gpu_push(m, "fch", (size_t)N * 4 * C);
     a->fch_gelu = gpu_push(m, "fch_gelu", (size_t)N * 4 * C);
     a->res3 = gpu_push(m, "res3", (size_t)N * C);
@@ -279,8 +288,8 @@ void gpu_ckpt_keep_output(GpuGPT *m, int l) {
     const void *out = a->res3;
     arena_pop_to(a->mark, "ckpt");
     void *kept = arena_push("block_out", bytes);
-    // kept starts where ln1 began, far below res3 (11 tensors of at least
-    // N floats lie between), so the two ranges never overlap
+    // kept starts where ln1 began, far below res3 (ln1, qkv, atty, res2, ln2,
+    // fch and fch_gelu, each at least as large, lie between): no overlap
     gpu_copy(kept, out, bytes);
     a->res3 = kept;
 }
@@ -303,8 +312,8 @@ float gpu_gpt_forward(GpuGPT *m, const int *inp, const int *targets, int B, int 
     }
     m->final_mark = arena_mark();
     m->lnf = gpu_push(m, "lnf", (size_t)N * C);
-    m->lnf_mean = gpu_push(m, "lnf_mean", N);
-    m->lnf_rstd = gpu_push(m, "lnf_rstd", N);
+    m->lnf_mean = gpu_push_f32("lnf_mean", N);
+    m->lnf_rstd = gpu_push_f32("lnf_rstd", N);
     cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, gpu_block_input(m, c->layers),
                          gpu_lnfw(m, m->params), gpu_lnfb(m, m->params), N, C);
     m->logits = gpu_push(m, "logits", (size_t)N * Vp);

@@ -114,12 +114,12 @@ void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const
     unreachable("cu_encoder_backward");
 }
 
-void cu_layernorm_forward(int dt, void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C) {
+void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
     (void)dt; (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b; (void)N; (void)C;
     unreachable("cu_layernorm_forward");
 }
 
-void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, const void *mean, const void *rstd, int N, int C) {
+void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, const float *mean, const float *rstd, int N, int C) {
     (void)dt; (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd; (void)N; (void)C;
     unreachable("cu_layernorm_backward");
 }
@@ -154,12 +154,12 @@ void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv
     unreachable("cu_attention_backward");
 }
 
-void cu_flash_forward(int dt, void *out, void *lse, const void *qkv, int B, int T, int C, int H) {
+void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H) {
     (void)dt; (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)C; (void)H;
     unreachable("cu_flash_forward");
 }
 
-void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse, float *D, int B, int T, int C, int H) {
+void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse, float *D, int B, int T, int C, int H) {
     (void)dt; (void)dqkv; (void)dout; (void)qkv; (void)out; (void)lse; (void)D; (void)B; (void)T; (void)C; (void)H;
     unreachable("cu_flash_backward");
 }

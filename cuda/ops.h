@@ -60,11 +60,12 @@ void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const
                          const int *tok, int nbuckets, int B, int T, int C);
 
 // --- layernorm (cuda/layernorm.cu) ----------------------------------------------
-void cu_layernorm_forward(int dt, void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b,
+// out[N,C] (T); mean[N], rstd[N] in fp32 (the backward needs them exact)
+void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b,
                           int N, int C);
 // dinp += ..., dw += ..., db += ... (as model.h)
 void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
-                           const void *mean, const void *rstd, int N, int C);
+                           const float *mean, const float *rstd, int N, int C);
 
 // --- GELU, residual (cuda/elementwise.cu) ---------------------------------------
 void cu_gelu_forward(int dt, void *out, const void *inp, size_t n);
@@ -78,9 +79,10 @@ void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, 
 void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T, int C,
                            int H);
 enum { GPU_FLASH_MAX_HEAD = 128 };  // --flash on the GPU: head size hs = C/H up to this
-void cu_flash_forward(int dt, void *out, void *lse, const void *qkv, int B, int T, int C, int H);
+// out[B,T,C] (T); lse[B,H,T] in fp32 (the backward recomputes every probability from it)
+void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H);
 // dqkv (overwrites); D is fp32 scratch of B*H*T floats
-void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
+void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
                        float *D, int B, int T, int C, int H);
 
 // --- softmax + cross-entropy (cuda/crossentropy.cu) -----------------------------

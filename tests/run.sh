@@ -333,12 +333,22 @@ if [ -n "${MPI+set}" ]; then
   if [ $rc -ne 0 ] && grep -q 'runs on one rank for now' "$tmp/err"; then ok "--device cuda under mpirun -np 2: a clear error"
   else bad "--device cuda under mpirun -np 2 (exit $rc)"; fi
 fi
-# the GPU's predictor (works anywhere): the same activation stack as the CPU, 16 bytes per
-# parameter of model states with 16-bit storage, no fp32 working copies, cuBLASLt's workspace
+# the GPU's predictor (works anywhere): in fp32 the same activation stack as the CPU (at this
+# shape every tensor is a multiple of 256 bytes, so the GPU's alignment adds nothing); with
+# 16-bit storage the GPU keeps the row statistics in fp32: 2 more bytes for each of the 4N
+# layernorm mean/rstd values per block and the 2N of the final layernorm, and with --flash
+# for each of the B*H*T lse values per block; 16 bytes per parameter of model states with
+# 16-bit storage, no fp32 working copies, cuBLASLt's workspace
 gpu_dry() { ./train --model gpt2 --batch 4 --seq-len 256 --dry-run "$@" | awk -v r="$ROW" '$1 == r {print $NF}'; }
 gpu_ok=1
-for flags in "" "--dtype bf16" "--dtype fp16 --flash" "--dtype bf16 --ckpt --flash" "--ckpt"; do
+for flags in "" "--ckpt" "--flash" "--ckpt --flash"; do
   ROW=activations; [ "$(gpu_dry $flags)" = "$(gpu_dry $flags --device cuda)" ] || { gpu_ok=0; echo "  activations differ: $flags"; }
+done
+N=1024; L=12; BHT=$((4 * 12 * 256))
+for flags in "--dtype bf16" "--dtype fp16 --flash"; do
+  flash=0; [[ $flags == *--flash* ]] && flash=1
+  ROW=activations; d=$(( $(gpu_dry $flags --device cuda) - $(gpu_dry $flags) ))
+  [ $d -eq $((L * (2 * 4 * N + flash * 2 * BHT) + 2 * 2 * N)) ] || { gpu_ok=0; echo "  16-bit activations: $flags: +$d"; }
 done
 ROW=params; p=$(gpu_dry --dtype bf16 --device cuda); P=$((p / 2))
 states=0; for r in params master grads adam_m adam_v; do ROW=$r; states=$((states + $(gpu_dry --dtype bf16 --device cuda))); done
@@ -348,7 +358,7 @@ ROW=scratch; s16=$(gpu_dry --dtype bf16 --device cuda); s32=$(gpu_dry --device c
 sf=$(gpu_dry --device cuda --flash)
 [ $((sf - s32)) -eq $((4 * 4 * 12 * 256)) ] || { gpu_ok=0; echo "  flash D $sf - $s32"; }
 if [ $gpu_ok -eq 1 ] && ./train --device cuda --dry-run | grep -q 'predicted GPU memory'; then
-  ok "GPU dry run: same activations as the CPU, 16 B/param with bf16, backward buffers in the dtype, flash's D"
+  ok "GPU dry run: activations as the CPU but fp32 row statistics, 16 B/param with bf16, backward buffers in the dtype, flash's D"
 else bad "GPU dry run predictor"; fi
 
 # --- 5. docs match the binary -----------------------------------------------------

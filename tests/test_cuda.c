@@ -5,10 +5,13 @@
 // same numbers; the CPU op computes in fp32 on them; the GPU op runs on
 // device copies. Output buffers on the GPU are first poisoned (every byte
 // 0xFF: NaN in all three types), so an element a kernel forgets to write
-// shows up as NaN and fails the check. Then the relative error
-// ||gpu - cpu|| / ||cpu|| must be under the dtype's tolerance: fp32 1e-5
-// (only the order of additions differs), bf16 2e-2, fp16 4e-3 (the GPU
-// rounds intermediate tensors to the dtype; the CPU reference does not).
+// shows up as NaN and fails the check. Then two errors must be under the
+// dtype's tolerance: the relative norm ||gpu - cpu|| / ||cpu|| and the worst
+// element, max |gpu - cpu| / max |cpu| (so one wrong element among thousands
+// fails too). Tolerances: fp32 1e-5 (only the order of additions differs),
+// bf16 2e-2, fp16 4e-3 (the GPU rounds intermediate tensors to the dtype; the
+// CPU reference does not). Row statistics (layernorm mean and rstd, flash's
+// lse) are fp32 on the GPU whatever the dtype and are held to fp32's tolerance.
 //
 // Prints "PASS name: ..." / "FAIL name: ..." lines and "SKIP" if there is no
 // GPU; tests/run_cuda.sh counts them.
@@ -81,13 +84,40 @@ double rel(const float *got, const float *want, size_t n) {
     return sqrt(d / (s > 0 ? s : 1e-30));
 }
 
-void expect(const char *op, int dt, const void *dev, const float *want, size_t n) {
-    float *got = down(dev, n, dt);
-    double err = rel(got, want, n);
+// max |got - want| / max |want|; NaN anywhere gives inf.
+double worst(const float *got, const float *want, size_t n) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) return INFINITY;
+        d = fmax(d, fabs((double)got[i] - want[i]));
+        s = fmax(s, fabs((double)want[i]));
+    }
+    return d / (s > 0 ? s : 1e-30);
+}
+
+// The device buffer (n elements of dtype `stored`) against the CPU's values;
+// `dt` names the run's dtype (and the tolerance, unless the buffer is fp32
+// on the GPU whatever the run's dtype: then fp32's).
+void expect_stored(const char *op, int dt, int stored, const void *dev, const float *want, size_t n) {
+    float *got = down(dev, n, stored);
+    double err = rel(got, want, n), max_err = worst(got, want, n);
+    double tol = tolerance[stored == DT_FP32 ? DT_FP32 : dt];
     char name[128];
     snprintf(name, sizeof name, "%s %s", op, dtype_name[dt]);
-    check(err < tolerance[dt], name, "relative error %.2e (tolerance %.0e, %zu elements)", err, tolerance[dt], n);
+    check(err < tol && max_err < tol, name, "relative error %.2e, worst element %.2e (tolerance %.0e, %zu elements)",
+          err, max_err, tol, n);
     free(got);
+}
+
+void expect(const char *op, int dt, const void *dev, const float *want, size_t n) {
+    expect_stored(op, dt, dt, dev, want, n);
+}
+
+// "op shape" in a static buffer (one name in use at a time).
+const char *label(const char *op, const char *shape) {
+    static char buf[128];
+    snprintf(buf, sizeof buf, "%s %s", op, shape);
+    return buf;
 }
 
 // --- the ops ---------------------------------------------------------------------
@@ -125,13 +155,13 @@ void test_layernorm(int dt) {
     float *out = fvec((size_t)N * C), *mean = fvec(N), *rstd = fvec(N);
     layernorm_forward(out, mean, rstd, x, w, b, N, C);
     void *d_x = up(x, (size_t)N * C, dt), *d_w = up(w, C, dt), *d_b = up(b, C, dt);
-    void *d_out = poisoned((size_t)N * C, dt), *d_mean = poisoned(N, dt), *d_rstd = poisoned(N, dt);
+    void *d_out = poisoned((size_t)N * C, dt), *d_mean = poisoned(N, DT_FP32), *d_rstd = poisoned(N, DT_FP32);
     cu_layernorm_forward(dt, d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C);
     expect("layernorm_forward out", dt, d_out, out, (size_t)N * C);
-    expect("layernorm_forward mean", dt, d_mean, mean, N);
-    expect("layernorm_forward rstd", dt, d_rstd, rstd, N);
-    // the backward reads the saved mean and rstd as stored (rounded to the dtype)
-    float *mean_s = down(d_mean, N, dt), *rstd_s = down(d_rstd, N, dt);
+    expect_stored("layernorm_forward mean (fp32)", dt, DT_FP32, d_mean, mean, N);
+    expect_stored("layernorm_forward rstd (fp32)", dt, DT_FP32, d_rstd, rstd, N);
+    // the backward reads the saved mean and rstd as the GPU stored them
+    float *mean_s = down(d_mean, N, DT_FP32), *rstd_s = down(d_rstd, N, DT_FP32);
     float *dout = randv((size_t)N * C, 1, dt), *dinp = randv((size_t)N * C, 1, dt), *dw = randv(C, 1, dt),
           *db = randv(C, 1, dt);
     void *d_dout = up(dout, (size_t)N * C, dt), *d_dinp = up(dinp, (size_t)N * C, dt), *d_dw = up(dw, C, dt),
@@ -187,38 +217,40 @@ void test_elementwise(int dt) {
     free(x); free(y); free(out); free(dinp);
 }
 
-// Naive and flash attention, forward and backward, on an odd shape.
-void test_attention(int dt) {
-    int B = 2, T = 37, H = 3, hs = 24, C = H * hs, N = B * T;
+// Naive and flash attention, forward and backward, on one shape.
+void test_attention(int dt, int B, int T, int H, int hs) {
+    int C = H * hs, N = B * T;
+    char shape[64];
+    snprintf(shape, sizeof shape, "B%d T%d H%d hs%d", B, T, H, hs);
     float *qkv = randv((size_t)N * 3 * C, 1, dt), *out = fvec((size_t)N * C), *att = fvec((size_t)B * H * T * T);
     attention_forward(out, att, qkv, B, T, C, H);
     void *d_qkv = up(qkv, (size_t)N * 3 * C, dt), *d_out = poisoned((size_t)N * C, dt),
          *d_att = poisoned((size_t)B * H * T * T, dt);
     cu_attention_forward(dt, d_out, d_att, d_qkv, B, T, C, H);
-    expect("attention_forward out", dt, d_out, out, (size_t)N * C);
-    expect("attention_forward att", dt, d_att, att, (size_t)B * H * T * T);
+    expect(label("attention_forward out", shape), dt, d_out, out, (size_t)N * C);
+    expect(label("attention_forward att", shape), dt, d_att, att, (size_t)B * H * T * T);
     float *att_s = down(d_att, (size_t)B * H * T * T, dt);  // the backward reads att as stored
     float *dout = randv((size_t)N * C, 1, dt), *dqkv = fvec((size_t)N * 3 * C);
     void *d_dout = up(dout, (size_t)N * C, dt), *d_dqkv = poisoned((size_t)N * 3 * C, dt);
     attention_backward(dqkv, dout, qkv, att_s, B, T, C, H);
     cu_attention_backward(dt, d_dqkv, d_dout, d_qkv, d_att, B, T, C, H);
-    expect("attention_backward", dt, d_dqkv, dqkv, (size_t)N * 3 * C);
+    expect(label("attention_backward", shape), dt, d_dqkv, dqkv, (size_t)N * 3 * C);
 
     float *lse = fvec((size_t)B * H * T);
     flash_attention_forward(out, lse, qkv, B, T, C, H);
-    void *d_lse = poisoned((size_t)B * H * T, dt);
+    void *d_lse = poisoned((size_t)B * H * T, DT_FP32);
     float *D = gpu_malloc(sizeof(float) * B * H * T, "D");
     gpu_free(d_out);
     d_out = poisoned((size_t)N * C, dt);
     cu_flash_forward(dt, d_out, d_lse, d_qkv, B, T, C, H);
-    expect("flash_forward out", dt, d_out, out, (size_t)N * C);
-    expect("flash_forward lse", dt, d_lse, lse, (size_t)B * H * T);
-    float *out_s = down(d_out, (size_t)N * C, dt), *lse_s = down(d_lse, (size_t)B * H * T, dt);
+    expect(label("flash_forward out", shape), dt, d_out, out, (size_t)N * C);
+    expect_stored(label("flash_forward lse (fp32)", shape), dt, DT_FP32, d_lse, lse, (size_t)B * H * T);
+    float *out_s = down(d_out, (size_t)N * C, dt), *lse_s = down(d_lse, (size_t)B * H * T, DT_FP32);
     flash_attention_backward(dqkv, dout, qkv, out_s, lse_s, B, T, C, H);
     gpu_free(d_dqkv);
     d_dqkv = poisoned((size_t)N * 3 * C, dt);
     cu_flash_backward(dt, d_dqkv, d_dout, d_qkv, d_out, d_lse, D, B, T, C, H);
-    expect("flash_backward", dt, d_dqkv, dqkv, (size_t)N * 3 * C);
+    expect(label("flash_backward", shape), dt, d_dqkv, dqkv, (size_t)N * 3 * C);
     gpu_free(d_qkv); gpu_free(d_out); gpu_free(d_att); gpu_free(d_dout); gpu_free(d_dqkv); gpu_free(d_lse);
     gpu_free(D);
     free(qkv); free(out); free(att); free(att_s); free(dout); free(dqkv); free(lse); free(out_s); free(lse_s);
@@ -301,6 +333,94 @@ void gemm_peak(void) {
     gpu_free(a); gpu_free(b); gpu_free(c);
 }
 
+// --op-times: where a GPT-2 124M step's time goes (B 16, T 1024, bf16): each op
+// at its real shape, timed with events over a few repetitions, then the sum
+// per step (12 layers; the LM head and loss once). Inputs are zeros: timing
+// only, nothing is checked.
+enum { OT_B = 16, OT_T = 1024, OT_C = 768, OT_H = 12, OT_V = 50257, OT_VP = 50304, OT_L = 12 };
+static const size_t OT_P = 124475904;  // GPT-2 124M's parameters with Vp = 50304
+
+typedef struct {
+    char *x, *y, *qkv, *dqkv, *w, *dw, *att, *logits;
+    float *stat, *stat2, *D, *losses, *master, *m, *v;
+    int *targets;
+} OpBufs;
+
+// The ops in a step's order; `times` is how often a step runs each.
+static const struct { const char *name; int times; } op_list[] = {
+    {"layernorm fwd", 2 * OT_L},        {"matmul fwd qkv", OT_L},      {"attention fwd (naive)", OT_L},
+    {"flash fwd", OT_L},                {"matmul fwd attproj", OT_L},  {"residual fwd", 2 * OT_L},
+    {"matmul fwd fc", OT_L},            {"gelu fwd", OT_L},            {"matmul fwd fcproj", OT_L},
+    {"lm head fwd", 1},                 {"crossentropy fwd", 1},       {"crossentropy bwd", 1},
+    {"lm head bwd", 1},                 {"matmul bwd fcproj", OT_L},   {"gelu bwd", OT_L},
+    {"matmul bwd fc", OT_L},            {"layernorm bwd", 2 * OT_L},   {"matmul bwd attproj", OT_L},
+    {"attention bwd (naive)", OT_L},    {"flash bwd", OT_L},           {"matmul bwd qkv", OT_L},
+    {"grad norm", 1},                   {"adamw", 1},
+};
+enum { N_OPS = sizeof op_list / sizeof op_list[0] };
+
+void run_op(int i, OpBufs *b) {
+    int B = OT_B, T = OT_T, C = OT_C, H = OT_H, N = B * T, dt = DT_BF16;
+    switch (i) {
+    case 0: cu_layernorm_forward(dt, b->y, b->stat, b->stat2, b->x, b->w, b->w, N, C); break;
+    case 1: cu_matmul_forward(dt, b->qkv, b->x, b->w, b->w, N, C, 3 * C); break;
+    case 2: cu_attention_forward(dt, b->y, b->att, b->qkv, B, T, C, H); break;
+    case 3: cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H); break;
+    case 4: cu_matmul_forward(dt, b->y, b->x, b->w, b->w, N, C, C); break;
+    case 5: cu_residual_forward(dt, b->y, b->y, b->x, (size_t)N * C); break;
+    case 6: cu_matmul_forward(dt, b->y, b->x, b->w, b->w, N, C, 4 * C); break;
+    case 7: cu_gelu_forward(dt, b->y, b->x, (size_t)N * 4 * C); break;
+    case 8: cu_matmul_forward(dt, b->y, b->x, b->w, b->w, N, 4 * C, C); break;
+    case 9: cu_matmul_forward(dt, b->logits, b->x, b->w, NULL, N, C, OT_VP); break;
+    case 10: cu_crossentropy_forward(dt, b->losses, b->logits, b->targets, N, OT_V, OT_VP); break;
+    case 11: cu_crossentropy_backward(dt, b->logits, b->targets, N, OT_V, OT_VP, 1.0f / N); break;
+    case 12: cu_matmul_backward(dt, b->y, b->dw, NULL, b->logits, b->x, b->w, N, C, OT_VP); break;
+    case 13: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, 4 * C, C); break;
+    case 14: cu_gelu_backward(dt, b->y, b->x, b->y, (size_t)N * 4 * C); break;
+    case 15: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, 4 * C); break;
+    case 16: cu_layernorm_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, b->stat, b->stat2, N, C); break;
+    case 17: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, C); break;
+    case 18: cu_attention_backward(dt, b->dqkv, b->y, b->qkv, b->att, B, T, C, H); break;
+    case 19: cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H); break;
+    case 20: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->dqkv, b->x, b->w, N, C, 3 * C); break;
+    case 21: cu_sum_squares_partials(dt, (double *)b->D, b->dw, OT_P); break;
+    case 22: cu_adamw(dt, b->master, b->dw, b->dw, b->m, b->v, OT_P, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.5f, 1.0f);
+        break;
+    }
+}
+
+void op_times(void) {
+    size_t B = OT_B, T = OT_T, C = OT_C, H = OT_H, N = B * T, e = 2;
+    int reps = 5;
+    OpBufs b = {
+        gpu_malloc(N * 4 * C * e, "x"), gpu_malloc(N * 4 * C * e, "y"), gpu_malloc(N * 3 * C * e, "qkv"),
+        gpu_malloc(N * 3 * C * e, "dqkv"), gpu_malloc(OT_P * e, "w"),
+        gpu_malloc(OT_P * e, "dw"),  // all P parameters: the optimizer ops run over them gpu_malloc(B * H * T * T * e, "att"),
+        gpu_malloc(N * OT_VP * e, "logits"), gpu_malloc(B * H * T * 4, "stat"), gpu_malloc(N * 4, "stat2"),
+        gpu_malloc(B * H * T * 4, "D"), gpu_malloc(N * 4, "losses"), gpu_malloc(OT_P * 4, "master"),
+        gpu_malloc(OT_P * 4, "m"), gpu_malloc(OT_P * 4, "v"), gpu_malloc(N * 4, "targets")};
+    void *start = gpu_event_new(), *stop = gpu_event_new();
+    double naive = 0, flash = 0;
+    printf("%-24s %10s %8s %12s\n", "op (GPT-2 B16 T1024 bf16)", "ms", "x/step", "ms/step");
+    for (int i = 0; i < N_OPS; i++) {
+        run_op(i, &b);  // warm-up (and cuBLASLt's heuristic)
+        gpu_event_record(start);
+        for (int r = 0; r < reps; r++) run_op(i, &b);
+        gpu_event_record(stop);
+        double ms = gpu_event_ms(start, stop) / reps, step = ms * op_list[i].times;
+        if (!strstr(op_list[i].name, "flash")) naive += step;
+        if (!strstr(op_list[i].name, "naive")) flash += step;
+        printf("%-24s %10.3f %8d %12.2f\n", op_list[i].name, ms, op_list[i].times, step);
+    }
+    printf("step (ops only): %.1f ms naive = %.0f tok/s; %.1f ms --flash = %.0f tok/s\n", naive, N / naive * 1e3,
+           flash, N / flash * 1e3);
+    void *bufs[] = {b.x, b.y, b.qkv, b.dqkv, b.w, b.dw, b.att, b.logits, b.stat, b.stat2, b.D, b.losses,
+                    b.master, b.m, b.v, b.targets};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_free(bufs[i]);
+    gpu_event_free(start);
+    gpu_event_free(stop);
+}
+
 int main(int argc, char **argv) {
     char why[256];
     if (gpu_open(why, sizeof why)) {
@@ -314,12 +434,18 @@ int main(int argc, char **argv) {
         gemm_peak();
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "--op-times")) {
+        op_times();
+        return 0;
+    }
     for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
         test_encoder(dt);
         test_layernorm(dt);
         test_matmul(dt);
         test_elementwise(dt);
-        test_attention(dt);
+        test_attention(dt, 2, 37, 3, 24);   // odd: partial tiles, a head size no power of two
+        test_attention(dt, 2, 200, 2, 64);  // GPT-2's head size; several flash query blocks; naive rows > 128
+        test_attention(dt, 1, 70, 1, 128);  // the largest head size --flash takes
         test_crossentropy(dt);
         test_optimizer(dt);
     }

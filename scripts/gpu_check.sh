@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh — the whole GPU check in one go, from a bare machine:
+#   1. build     make train tests/test_cuda (nvcc, cuBLASLt)
+#   2. kernels   tests/test_cuda: every kernel against its CPU op, three dtypes
+#   3. model     make test-cuda (tests/run_cuda.sh): the model on the GPU against the CPU
+#   4. sanitize  compute-sanitizer memcheck and racecheck, on the kernel tests and on a 2-step run
+#   5. bench     make bench-gpu (GPT-2 124M, B16 T1024): tok/s, MFU, peak memory
+#   6. ops       tests/test_cuda --op-times: each op's time at GPT-2's shapes (where a step goes)
+# Each phase writes its log; a phase stops at its first failure, but the next
+# phase still runs, so one pass shows everything that is wrong. The last file,
+# summary.txt, is one page: each phase's result and the lines that matter.
+# Usage: scripts/gpu_check.sh [LOGDIR] (default $OUT, else gpu_check_logs)
+#        PHASES="build kernels" scripts/gpu_check.sh   runs only some phases
+#        BENCH_STEPS=N sets the benchmark's steps per setting (default 15)
+set -u
+cd "$(dirname "$0")/.."
+LOG=${1:-${OUT:-gpu_check_logs}}
+mkdir -p "$LOG"
+PHASES=${PHASES:-build kernels model sanitize bench ops}
+SUM=$LOG/summary.txt
+: >"$SUM"
+start=$(date +%s)
+note() { echo "$*" | tee -a "$SUM"; }
+want() { [[ " $PHASES " == *" $1 "* ]]; }
+# phase NAME LIMIT_S CMD...: run CMD with a time limit, its output to NAME.log
+phase() {
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" >"$LOG/$name.log" 2>&1
+  local rc=$?
+  local took=$(($(date +%s) - t0))
+  if [ $rc -eq 0 ]; then note "== $name: ok (${took}s)"
+  elif [ $rc -eq 124 ]; then note "== $name: TIMED OUT after ${limit}s"
+  else note "== $name: FAILED, exit $rc (${took}s)"; fi
+  return $rc
+}
+
+note "gptmem GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+note "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+note "$(nvcc --version 2>&1 | tail -1)"
+
+# The corpus: tests read data/tinyshakespeare.txt (copied from ../shared/data, or carried to the device).
+[ -f data/tinyshakespeare.txt ] || make data >/dev/null 2>&1 || note "no corpus: data/tinyshakespeare.txt missing"
+
+if want build; then
+  phase build 180 make -j"$(nproc)" train tests/test_cuda
+  grep -E 'warning|error' "$LOG/build.log" | head -5 | tee -a "$SUM"
+fi
+
+if want kernels; then
+  phase kernels 60 ./tests/test_cuda
+  grep -E '^(FAIL|SKIP)|passed' "$LOG/kernels.log" | head -40 | tee -a "$SUM"
+fi
+
+if want model; then
+  # tests/run_cuda.sh runs test_cuda again (cheap) and the model-level checks
+  phase model 240 bash tests/run_cuda.sh
+  grep -E '^(FAIL|SKIP)|passed, ' "$LOG/model.log" | tail -30 | tee -a "$SUM"
+fi
+
+if want sanitize; then
+  SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  SMALL="--layers 2 --channels 64 --heads 2 --max-seq 64 --seq-len 37 --batch 3 --sample-len 8 --eval-every 0
+         --eval-batches 1 --steps 2 --device cuda"
+  # memcheck (out-of-bounds and misaligned accesses, leaks of device memory) and racecheck
+  # (shared-memory hazards) on the kernel tests and on 2-step runs; exit 1 if any reports errors
+  sanitize() {
+    local bad=0 tool target rc
+    for tool in memcheck racecheck; do
+      for target in "./tests/test_cuda" "./train $SMALL" "./train $SMALL --dtype bf16 --flash --ckpt"; do
+        echo "### $tool: $target"
+        # shellcheck disable=SC2086
+        "$SAN" --tool $tool --error-exitcode 9 $target 2>&1 | grep -vE '^(step|PASS)' | tail -15
+        rc=${PIPESTATUS[0]}
+        echo "### exit $rc"
+        [ "$rc" -eq 0 ] || bad=1
+      done
+    done
+    return $bad
+  }
+  if [ -z "$SAN" ]; then note "== sanitize: compute-sanitizer not found"
+  else
+    export SAN SMALL
+    export -f sanitize
+    phase sanitize 200 bash -c sanitize
+    grep -E '^###|ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitize.log" | tee -a "$SUM"
+  fi
+fi
+
+if want bench; then
+  phase bench 180 bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}"
+  cat "$LOG/bench.log" | tail -8 | tee -a "$SUM"
+fi
+
+if want ops; then
+  phase ops 60 ./tests/test_cuda --op-times
+  tail -1 "$LOG/ops.log" | tee -a "$SUM"
+fi
+
+note "total $(($(date +%s) - start))s"

@@ -188,7 +188,8 @@ size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
 //   scratch: no fp32 working copies (the GPU computes on the 16-bit tensors);
 //     backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype,
 //     per-row losses 4N, the norm's 264 partial sums (doubles), cuBLASLt's
-//     32 MiB workspace, and with --flash D = rowsum(dout * out), 4*B*H*T
+//     32 MiB workspace, the column sums' partials 64 x 4C floats, and with
+//     --flash D = rowsum(dout * out), 4*B*H*T
 //   data: the corpus and the host batches (as on the CPU), the batches on the
 //     GPU 8N, the positions bucketed by token, 4(3N+1) on the host and on the GPU,
 //     and a count per vocabulary entry 4*Vp on the host
@@ -206,7 +207,8 @@ void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s,
     base.bytes[MEM_GRADS] = e * P;
     base.bytes[MEM_ADAM_M] = 4 * P;
     base.bytes[MEM_ADAM_V] = 4 * P;
-    base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * 264 + ((size_t)32 << 20) + (s->flash ? 4 * B * H * T : 0);
+    base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * 264 + ((size_t)32 << 20) + 4 * 64 * 4 * (size_t)C +
+                              (s->flash ? 4 * B * H * T : 0);
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 2 * 4 * (3 * N + 1) + 4 * (size_t)Vp;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
     ActivationBytes act = predict_activations_gpu(L, C, H, Vp, s);

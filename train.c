@@ -588,6 +588,11 @@ void print_config_line(const GPTConfig *c, const Options *o) {
 #endif
     }
     printf("\n");
+    // --flash on the GPU: the tensor-core kernels take 16-bit runs with head size 64 or 128
+    if (o->cuda && o->flash && !o->dry_run && !cu_flash_uses_mma(o->dtype, c->channels / c->heads))
+        printf("note: --flash runs on the reference kernels (CUDA cores, slow) for %s with head size %d; the "
+               "tensor-core kernels take --dtype bf16 or fp16 with head size 64 or 128\n", dtype_name[o->dtype],
+               c->channels / c->heads);
 }
 
 // fp16 dynamic loss scaling: halve the scale on an overflow (the step was

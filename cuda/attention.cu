@@ -319,13 +319,36 @@ extern "C" void cu_attention_backward(int dt, void *dqkv, const void *dout, cons
         attention_backward_t((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, (bf16 *)att, B, T, C, H);
     else attention_backward_t((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, (fp16 *)att, B, T, C, H);
 }
+// --flash picks the tensor-core kernels (cuda/flash_mma.cu) when they apply
+// (bf16/fp16, head size 64 or 128), unless a test asked for the reference.
+static int g_flash_reference_only;
+extern "C" void cu_flash_force_reference(int on) { g_flash_reference_only = on; }
+static int flash_mma_applies(int dt, int C, int H) { return !g_flash_reference_only && cu_flash_uses_mma(dt, C / H); }
+
 extern "C" void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H) {
+    if (flash_mma_applies(dt, C, H)) {
+        if (dt == DTYPE_BF16) flash_mma_forward_hs((bf16 *)out, lse, (const bf16 *)qkv, B, T, C, H);
+        else flash_mma_forward_hs((fp16 *)out, lse, (const fp16 *)qkv, B, T, C, H);
+        return;
+    }
     if (dt == DTYPE_FP32) flash_forward_t((float *)out, lse, (const float *)qkv, B, T, C, H);
     else if (dt == DTYPE_BF16) flash_forward_t((bf16 *)out, lse, (const bf16 *)qkv, B, T, C, H);
     else flash_forward_t((fp16 *)out, lse, (const fp16 *)qkv, B, T, C, H);
 }
 extern "C" void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out,
                                   const float *lse, float *D, int B, int T, int C, int H) {
+    if (flash_mma_applies(dt, C, H)) {  // D = rowsum(dout * out) first, as the reference does
+        if (dt == DTYPE_BF16) {
+            flash_D_kernel<<<blocks_for((size_t)B * H * T, 256), 256>>>(D, (const bf16 *)dout, (const bf16 *)out, B, T, C, H);
+            launch_check("flash_D_kernel");
+            flash_mma_backward_hs((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, lse, D, B, T, C, H);
+        } else {
+            flash_D_kernel<<<blocks_for((size_t)B * H * T, 256), 256>>>(D, (const fp16 *)dout, (const fp16 *)out, B, T, C, H);
+            launch_check("flash_D_kernel");
+            flash_mma_backward_hs((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, lse, D, B, T, C, H);
+        }
+        return;
+    }
     if (dt == DTYPE_FP32)
         flash_backward_t((float *)dqkv, (const float *)dout, (const float *)qkv, (const float *)out,
                          lse, D, B, T, C, H);

@@ -43,17 +43,20 @@ __global__ void layernorm_backward_dx_kernel(T *dinp, const T *dout, const T *in
         dx[c] = st<T>(ld(dx[c]) + s * (ld(d[c]) * ld(w[c]) - g_mean - (ld(x[c]) - m) * s * gx_mean));
 }
 
-// dw and db: column sums over the N rows. A block of 32 x 8 threads owns 32
-// channels; thread row ty sums rows ty, ty + 8, ...; the 8 partial sums are
-// added in a fixed order through shared memory. Deterministic, no atomics.
+// dw and db: column sums over the N rows, in the two stages of matmul.cu's
+// column sums. Stage 1: a block of 32 x 8 threads owns 32 channels of one
+// chunk of rows; thread row ty sums rows ty, ty + 8, ... of the chunk; the 8
+// partials are added in a fixed order. partial[chunk][c] holds dw's sum,
+// partial[chunk][C + c] db's. Deterministic, no atomics.
 template <typename T>
-__global__ void layernorm_backward_dw_kernel(T *dw, T *db, const T *dout, const T *inp, const float *mean,
+__global__ void layernorm_backward_dw_kernel(float *partial, const T *dout, const T *inp, const float *mean,
                                              const float *rstd, int N, int C) {
     __shared__ float sw[8][33], sb[8][33];
     int c = blockIdx.x * 32 + threadIdx.x, ty = threadIdx.y;
+    int rows = (N + COLSUM_CHUNKS - 1) / COLSUM_CHUNKS, r0 = blockIdx.y * rows, r1 = min(N, r0 + rows);
     float aw = 0.0f, ab = 0.0f;
     if (c < C)
-        for (int i = ty; i < N; i += 8) {
+        for (int i = r0 + ty; i < r1; i += 8) {
             float d = ld(dout[(size_t)i * C + c]);
             aw += d * (ld(inp[(size_t)i * C + c]) - mean[i]) * rstd[i];
             ab += d;
@@ -64,9 +67,22 @@ __global__ void layernorm_backward_dw_kernel(T *dw, T *db, const T *dout, const 
     if (ty == 0 && c < C) {
         float tw = 0.0f, tb = 0.0f;
         for (int k = 0; k < 8; k++) { tw += sw[k][threadIdx.x]; tb += sb[k][threadIdx.x]; }
-        dw[c] = st<T>(ld(dw[c]) + tw);
-        db[c] = st<T>(ld(db[c]) + tb);
+        partial[(size_t)blockIdx.y * 2 * C + c] = tw;
+        partial[(size_t)blockIdx.y * 2 * C + C + c] = tb;
     }
+}
+
+// Stage 2: dw[c] += the chunks' dw partials in order, db[c] likewise.
+template <typename T> __global__ void layernorm_dw_finish_kernel(T *dw, T *db, const float *partial, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float tw = 0.0f, tb = 0.0f;
+    for (int k = 0; k < COLSUM_CHUNKS; k++) {
+        tw += partial[(size_t)k * 2 * C + c];
+        tb += partial[(size_t)k * 2 * C + C + c];
+    }
+    dw[c] = st<T>(ld(dw[c]) + tw);
+    db[c] = st<T>(ld(db[c]) + tb);
 }
 
 template <typename T>
@@ -80,8 +96,12 @@ static void layernorm_backward_t(T *dinp, T *dw, T *db, const T *dout, const T *
                                  const float *mean, const float *rstd, int N, int C) {
     layernorm_backward_dx_kernel<<<blocks_for(N, 8), 256>>>(dinp, dout, inp, w, mean, rstd, N, C);
     launch_check("layernorm_backward_dx_kernel");
-    layernorm_backward_dw_kernel<<<blocks_for(C, 32), dim3(32, 8)>>>(dw, db, dout, inp, mean, rstd, N, C);
+    float *partial = colsum_partials(2 * C);
+    layernorm_backward_dw_kernel<<<dim3(blocks_for(C, 32), COLSUM_CHUNKS), dim3(32, 8)>>>(partial, dout, inp, mean,
+                                                                                        rstd, N, C);
     launch_check("layernorm_backward_dw_kernel");
+    layernorm_dw_finish_kernel<<<blocks_for(C, 256), 256>>>(dw, db, partial, C);
+    launch_check("layernorm_dw_finish_kernel");
 }
 
 extern "C" void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const void *inp, const void *w,

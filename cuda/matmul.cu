@@ -12,9 +12,11 @@
 //
 // Arithmetic is fp32 (CUBLAS_COMPUTE_32F, no TF32), so fp32 runs match the
 // CPU to rounding; bf16/fp16 inputs use the tensor cores with fp32 accumulation.
+// Each shape's descriptors and algorithm are made once and kept (GemmPlan).
 #include "common.cuh"
 #include <cublasLt.h>
 #include <stdint.h>
+#include <string.h>
 
 static cublasLtHandle_t g_lt;
 static void *g_workspace;
@@ -26,10 +28,15 @@ static void lt_check(cublasStatus_t s, const char *what) {
     exit(1);
 }
 
-extern "C" void cu_matmul_setup(void *workspace, size_t bytes) {
+static float *g_colsum;
+static size_t g_colsum_floats;
+
+extern "C" void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats) {
     if (!g_lt) lt_check(cublasLtCreate(&g_lt), "cublasLtCreate");
     g_workspace = workspace;
     g_workspace_bytes = bytes;
+    g_colsum = colsum;
+    g_colsum_floats = colsum_floats;
 }
 
 static cudaDataType_t cuda_type(int dt) { return dt == DTYPE_FP32 ? CUDA_R_32F : dt == DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
@@ -43,74 +50,153 @@ static uint32_t alignment_of(const void *p) {
     return a;
 }
 
+// A GEMM's plan: its descriptors, layouts and the algorithm cuBLASLt's
+// heuristic chose. Made on the first call of each shape (and alignment) and
+// kept: a training step calls the same dozen shapes every time, and the
+// heuristic query costs more than a small GEMM. Shapes past GEMM_PLANS (the
+// growing forwards of sampling) get a plan made and freed per call.
+typedef struct {
+    int dt, m, n, k, transa, transb, lda, ldb, ldd, bias;
+    uint32_t al_a, al_b, al_c;
+} GemmKey;
+typedef struct {
+    GemmKey key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} GemmPlan;
+enum { GEMM_PLANS = 64 };
+static GemmPlan g_plans[GEMM_PLANS];
+static int g_nplans;
+
+static void plan_make(GemmPlan *p, const GemmKey *key) {
+    memset(p, 0, sizeof *p);
+    p->key = *key;
+    cudaDataType_t type = cuda_type(key->dt);
+    lt_check(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
+    lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
+    if (key->bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "set EPILOGUE");
+    }
+    int m = key->m, n = key->n, k = key->k;
+    lt_check(cublasLtMatrixLayoutCreate(&p->la, type, key->transa ? k : m, key->transa ? m : k, key->lda), "layout A");
+    lt_check(cublasLtMatrixLayoutCreate(&p->lb, type, key->transb ? n : k, key->transb ? k : n, key->ldb), "layout B");
+    lt_check(cublasLtMatrixLayoutCreate(&p->lc, type, m, n, key->ldd), "layout C");
+    cublasLtMatmulPreference_t pref;
+    lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g_workspace_bytes,
+                                                  sizeof g_workspace_bytes), "set MAX_WORKSPACE_BYTES");
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->al_a,
+                                                  sizeof key->al_a), "set MIN_ALIGNMENT_A");
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->al_b,
+                                                  sizeof key->al_b), "set MIN_ALIGNMENT_B");
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->al_c,
+                                                  sizeof key->al_c), "set MIN_ALIGNMENT_C");
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_c,
+                                                  sizeof key->al_c), "set MIN_ALIGNMENT_D");
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    lt_check(cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur, &found),
+             "cublasLtMatmulAlgoGetHeuristic");
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found == 0) {
+        fprintf(stderr, "error: cuBLASLt has no algorithm for a %d x %d x %d GEMM (dtype %d)\n", m, n, k, key->dt);
+        exit(1);
+    }
+    p->algo = heur.algo;
+}
+
+static void plan_free(GemmPlan *p) {
+    cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatrixLayoutDestroy(p->lb);
+    cublasLtMatrixLayoutDestroy(p->lc);
+    cublasLtMatmulDescDestroy(p->op);
+}
+
 // D (m x n, column-major, ld ldd) = op(A) op(B) + beta * D [+ bias over rows].
 // op(A) is m x k (A stored k x m with lda when transa), op(B) is k x n.
 static void lt_matmul(int dt, void *d, const void *a, const void *b, const void *bias, int m, int n, int k,
                       int transa, int transb, int lda, int ldb, int ldd, float beta) {
     if (!g_lt) { fprintf(stderr, "error: cu_matmul_setup was not called\n"); exit(1); }
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulPreference_t pref;
-    cudaDataType_t type = cuda_type(dt);
-    lt_check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-    cublasOperation_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
-    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
-    if (bias) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "set EPILOGUE");
-        lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+    GemmKey key;
+    memset(&key, 0, sizeof key);  // the padding too: keys are compared with memcmp
+    key.dt = dt; key.m = m; key.n = n; key.k = k; key.transa = transa; key.transb = transb;
+    key.lda = lda; key.ldb = ldb; key.ldd = ldd; key.bias = bias != NULL;
+    key.al_a = alignment_of(a); key.al_b = alignment_of(b); key.al_c = alignment_of(d);
+    GemmPlan *p = NULL, once;
+    for (int i = 0; i < g_nplans && !p; i++)
+        if (!memcmp(&g_plans[i].key, &key, sizeof key)) p = &g_plans[i];
+    if (!p) {
+        p = g_nplans < GEMM_PLANS ? &g_plans[g_nplans++] : &once;
+        plan_make(p, &key);
+    }
+    if (bias)
+        lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
                  "set BIAS_POINTER");
-    }
-    lt_check(cublasLtMatrixLayoutCreate(&la, type, transa ? k : m, transa ? m : k, lda), "layout A");
-    lt_check(cublasLtMatrixLayoutCreate(&lb, type, transb ? n : k, transb ? k : n, ldb), "layout B");
-    lt_check(cublasLtMatrixLayoutCreate(&lc, type, m, n, ldd), "layout C");
-    lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g_workspace_bytes,
-                                                  sizeof g_workspace_bytes), "set MAX_WORKSPACE_BYTES");
-    uint32_t al_a = alignment_of(a), al_b = alignment_of(b), al_c = alignment_of(d);
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a),
-             "set MIN_ALIGNMENT_A");
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b),
-             "set MIN_ALIGNMENT_B");
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c),
-             "set MIN_ALIGNMENT_C");
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c),
-             "set MIN_ALIGNMENT_D");
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    lt_check(cublasLtMatmulAlgoGetHeuristic(g_lt, op, la, lb, lc, lc, pref, 1, &heur, &found),
-             "cublasLtMatmulAlgoGetHeuristic");
-    if (found == 0) {
-        fprintf(stderr, "error: cuBLASLt has no algorithm for a %d x %d x %d GEMM (dtype %d)\n", m, n, k, dt);
-        exit(1);
-    }
     float alpha = 1.0f;
-    lt_check(cublasLtMatmul(g_lt, op, &alpha, a, la, b, lb, &beta, d, lc, d, lc, &heur.algo, g_workspace,
+    lt_check(cublasLtMatmul(g_lt, p->op, &alpha, a, p->la, b, p->lb, &beta, d, p->lc, d, p->lc, &p->algo, g_workspace,
                             g_workspace_bytes, 0), "cublasLtMatmul");
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
+    if (p == &once) plan_free(p);
 }
 
-// dbias[OC] += sum over the N rows of dout[N,OC]. Blocks of 32 x 8 threads own
-// 32 columns; thread row ty sums rows ty, ty + 8, ...; the 8 partials are
-// added in a fixed order. Deterministic.
-template <typename T> __global__ void bias_backward_kernel(T *dbias, const T *dout, int N, int OC) {
+// Column sums, deterministic and spread over many blocks: the rows are cut in
+// COLSUM_CHUNKS chunks; stage 1 writes one fp32 partial sum per (chunk,
+// column) into g_colsum (a ledger scratch buffer, handed over by
+// cu_matmul_setup), stage 2 adds each column's partials in chunk order into
+// the destination. Used for the bias gradient here and layernorm's dw, db.
+enum { COLSUM_CHUNKS = GPU_COLSUM_CHUNKS };
+
+static float *colsum_partials(int ncols) {
+    if ((size_t)COLSUM_CHUNKS * ncols > g_colsum_floats) {
+        fprintf(stderr, "error: column sums of %d columns need %zu floats of scratch, %zu were set up (a bug)\n",
+                ncols, (size_t)COLSUM_CHUNKS * ncols, g_colsum_floats);
+        exit(1);
+    }
+    return g_colsum;
+}
+
+// dst[c] += sum over the chunks of partial[chunk][c], in chunk order
+template <typename T> __global__ void colsum_finish_kernel(T *dst, const float *partial, int ncols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= ncols) return;
+    float s = 0.0f;
+    for (int k = 0; k < COLSUM_CHUNKS; k++) s += partial[(size_t)k * ncols + c];
+    dst[c] = st<T>(ld(dst[c]) + s);
+}
+
+template <typename T> static void colsum_finish(T *dst, const float *partial, int ncols) {
+    colsum_finish_kernel<<<blocks_for(ncols, 256), 256>>>(dst, partial, ncols);
+    launch_check("colsum_finish_kernel");
+}
+
+// dbias[OC] += sum over the N rows of dout[N,OC], in two stages (above).
+// Stage 1: block (32 x 8 threads) = 32 columns of one chunk of rows; thread
+// row ty sums rows ty, ty + 8, ... of the chunk; the 8 partials are added in
+// a fixed order.
+template <typename T> __global__ void bias_partial_kernel(float *partial, const T *dout, int N, int OC) {
     __shared__ float part[8][33];
     int o = blockIdx.x * 32 + threadIdx.x, ty = threadIdx.y;
+    int rows = (N + COLSUM_CHUNKS - 1) / COLSUM_CHUNKS, r0 = blockIdx.y * rows, r1 = min(N, r0 + rows);
     float s = 0.0f;
     if (o < OC)
-        for (int i = ty; i < N; i += 8) s += ld(dout[(size_t)i * OC + o]);
+        for (int i = r0 + ty; i < r1; i += 8) s += ld(dout[(size_t)i * OC + o]);
     part[ty][threadIdx.x] = s;
     __syncthreads();
     if (ty == 0 && o < OC) {
         float t = 0.0f;
         for (int k = 0; k < 8; k++) t += part[k][threadIdx.x];
-        dbias[o] = st<T>(ld(dbias[o]) + t);
+        partial[(size_t)blockIdx.y * OC + o] = t;
     }
+}
+
+template <typename T> static void bias_backward_t(T *dbias, const T *dout, int N, int OC) {
+    float *partial = colsum_partials(OC);
+    bias_partial_kernel<<<dim3(blocks_for(OC, 32), COLSUM_CHUNKS), dim3(32, 8)>>>(partial, dout, N, OC);
+    launch_check("bias_partial_kernel");
+    colsum_finish(dbias, partial, OC);
 }
 
 extern "C" void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C,
@@ -123,11 +209,9 @@ extern "C" void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, co
     if (dinp) lt_matmul(dt, dinp, w, dout, NULL, C, N, OC, 0, 0, C, OC, C, 0.0f);
     lt_matmul(dt, dw, inp, dout, NULL, C, OC, N, 0, 1, C, OC, C, 1.0f);
     if (dbias) {
-        dim3 block(32, 8);
-        if (dt == DTYPE_FP32) bias_backward_kernel<<<blocks_for(OC, 32), block>>>((float *)dbias, (const float *)dout, N, OC);
-        else if (dt == DTYPE_BF16) bias_backward_kernel<<<blocks_for(OC, 32), block>>>((bf16 *)dbias, (const bf16 *)dout, N, OC);
-        else bias_backward_kernel<<<blocks_for(OC, 32), block>>>((fp16 *)dbias, (const fp16 *)dout, N, OC);
-        launch_check("bias_backward_kernel");
+        if (dt == DTYPE_FP32) bias_backward_t((float *)dbias, (const float *)dout, N, OC);
+        else if (dt == DTYPE_BF16) bias_backward_t((bf16 *)dbias, (const bf16 *)dout, N, OC);
+        else bias_backward_t((fp16 *)dbias, (const fp16 *)dout, N, OC);
     }
 }
 

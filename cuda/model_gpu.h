@@ -63,6 +63,7 @@ typedef struct {
     float *flash_D;          // --flash: (B,H,T) rowsum(dout * out) for the backward
     double *norm_partials;   // GPU_NORM_BLOCKS partial sums of the gradient norm
     void *gemm_workspace;
+    float *colsum;           // partial sums of the bias and layernorm weight gradients (64 x 4C)
     // the token batch on the device, and the positions bucketed by token for
     // the embedding backward (ledger: data): [pos (N) | start (N+1) | tok (N)]
     int *inputs, *targets, *buckets, nbuckets;
@@ -135,7 +136,10 @@ void gpu_gpt_build(GpuGPT *m, const GPTConfig *cfg, int B, int T, int dtype, int
     if (flash) m->flash_D = gpu_alloc(MEM_SCRATCH, (size_t)B * cfg->heads * T * 4, "flash D");
     m->norm_partials = gpu_alloc(MEM_SCRATCH, GPU_NORM_BLOCKS * sizeof(double), "norm partials");
     m->gemm_workspace = gpu_alloc(MEM_SCRATCH, GPU_GEMM_WORKSPACE, "cuBLASLt workspace");
-    cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE);
+    // column sums are at most 4C wide (the fc bias; layernorm's dw|db is 2C)
+    size_t colsum_floats = (size_t)GPU_COLSUM_CHUNKS * 4 * C;
+    m->colsum = gpu_alloc(MEM_SCRATCH, colsum_floats * 4, "column-sum partials");
+    cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, colsum_floats);
     m->inputs = gpu_alloc(MEM_DATA, N * 4, "inputs (GPU)");
     m->targets = gpu_alloc(MEM_DATA, N * 4, "targets (GPU)");
     m->buckets = gpu_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets (GPU)");
@@ -150,7 +154,7 @@ void gpu_gpt_build(GpuGPT *m, const GPTConfig *cfg, int B, int T, int dtype, int
 
 void gpu_gpt_free(GpuGPT *m) {
     void *dev[] = {m->params, m->grads, m->adam_m, m->adam_v, m->dres, m->dln, m->dqkv, m->datty, m->dfch,
-                   m->losses, m->flash_D, m->norm_partials, m->gemm_workspace, m->inputs, m->targets, m->buckets};
+                   m->losses, m->flash_D, m->norm_partials, m->gemm_workspace, m->colsum, m->inputs, m->targets, m->buckets};
     if (m->master != m->params) gpu_release(m->master);
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_release(dev[i]);
     mem_free(m->buckets_host);

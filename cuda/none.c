@@ -84,8 +84,8 @@ void gpu_event_free(void *event) {
     unreachable("gpu_event_free");
 }
 
-void cu_matmul_setup(void *workspace, size_t bytes) {
-    (void)workspace; (void)bytes;
+void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats) {
+    (void)workspace; (void)bytes; (void)colsum; (void)colsum_floats;
     unreachable("cu_matmul_setup");
 }
 
@@ -153,6 +153,13 @@ void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv
     (void)dt; (void)dqkv; (void)dout; (void)qkv; (void)att; (void)B; (void)T; (void)C; (void)H;
     unreachable("cu_attention_backward");
 }
+
+int cu_flash_uses_mma(int dt, int hs) {
+    (void)dt; (void)hs;
+    return 0;
+}
+
+void cu_flash_force_reference(int on) { (void)on; }
 
 void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H) {
     (void)dt; (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)C; (void)H;

@@ -38,8 +38,11 @@ float gpu_event_ms(void *start, void *stop);
 void gpu_event_free(void *event);
 
 // --- GEMM through cuBLASLt (cuda/matmul.cu) ------------------------------------
-// The workspace is a ledger buffer (scratch) handed over once.
-void cu_matmul_setup(void *workspace, size_t bytes);
+// Handed over once, both ledger buffers (scratch): cuBLASLt's workspace, and
+// the partial sums of the column sums (bias gradients, layernorm's dw and db):
+// GPU_COLSUM_CHUNKS x (the widest column sum) floats.
+enum { GPU_COLSUM_CHUNKS = 64 };
+void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats);
 // out[N,OC] (T) = inp[N,C] @ w[OC,C]^T + bias[OC]   (overwrites; bias may be NULL)
 void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
 // dinp[N,C] = dout[N,OC] @ w[OC,C]   (overwrites; NULL skips it)
@@ -79,6 +82,10 @@ void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, 
 void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T, int C,
                            int H);
 enum { GPU_FLASH_MAX_HEAD = 128 };  // --flash on the GPU: head size hs = C/H up to this
+// 1 when --flash runs on the tensor cores (cuda/flash_mma.cu: bf16/fp16, head size 64 or 128);
+// 0: the reference kernels (CUDA cores, any dtype, head sizes up to GPU_FLASH_MAX_HEAD)
+int cu_flash_uses_mma(int dt, int hs);
+void cu_flash_force_reference(int on);  // tests: 1 = always the reference kernels
 // out[B,T,C] (T); lse[B,H,T] in fp32 (the backward recomputes every probability from it)
 void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H);
 // dqkv (overwrites); D is fp32 scratch of B*H*T floats

@@ -221,7 +221,7 @@ void test_elementwise(int dt) {
 void test_attention(int dt, int B, int T, int H, int hs) {
     int C = H * hs, N = B * T;
     char shape[64];
-    snprintf(shape, sizeof shape, "B%d T%d H%d hs%d", B, T, H, hs);
+    snprintf(shape, sizeof shape, "B%d T%d H%d hs%d%s", B, T, H, hs, cu_flash_uses_mma(dt, hs) ? " (flash: mma)" : "");
     float *qkv = randv((size_t)N * 3 * C, 1, dt), *out = fvec((size_t)N * C), *att = fvec((size_t)B * H * T * T);
     attention_forward(out, att, qkv, B, T, C, H);
     void *d_qkv = up(qkv, (size_t)N * 3 * C, dt), *d_out = poisoned((size_t)N * C, dt),
@@ -254,6 +254,35 @@ void test_attention(int dt, int B, int T, int H, int hs) {
     gpu_free(d_qkv); gpu_free(d_out); gpu_free(d_att); gpu_free(d_dout); gpu_free(d_dqkv); gpu_free(d_lse);
     gpu_free(D);
     free(qkv); free(out); free(att); free(att_s); free(dout); free(dqkv); free(lse); free(out_s); free(lse_s);
+}
+
+// The tensor-core flash kernels against the reference kernels (attention.cu),
+// on the same inputs, at shapes with partial tiles: out, lse and dqkv.
+void test_flash_mma_vs_reference(int dt, int B, int T, int H, int hs) {
+    int C = H * hs, N = B * T;
+    char shape[64];
+    snprintf(shape, sizeof shape, "B%d T%d H%d hs%d", B, T, H, hs);
+    float *qkv = randv((size_t)N * 3 * C, 1, dt), *dout = randv((size_t)N * C, 1, dt);
+    void *d_qkv = up(qkv, (size_t)N * 3 * C, dt), *d_dout = up(dout, (size_t)N * C, dt);
+    float *D = gpu_malloc(sizeof(float) * B * H * T, "D");
+    void *out[2], *lse[2], *dqkv[2];
+    for (int ref = 0; ref < 2; ref++) {  // 0: tensor cores, 1: the reference
+        out[ref] = poisoned((size_t)N * C, dt);
+        lse[ref] = poisoned((size_t)B * H * T, DT_FP32);
+        dqkv[ref] = poisoned((size_t)N * 3 * C, dt);
+        cu_flash_force_reference(ref);
+        cu_flash_forward(dt, out[ref], lse[ref], d_qkv, B, T, C, H);
+        cu_flash_backward(dt, dqkv[ref], d_dout, d_qkv, out[ref], lse[ref], D, B, T, C, H);
+    }
+    cu_flash_force_reference(0);
+    float *want_out = down(out[1], (size_t)N * C, dt), *want_lse = down(lse[1], (size_t)B * H * T, DT_FP32),
+          *want_dqkv = down(dqkv[1], (size_t)N * 3 * C, dt);
+    expect(label("flash mma vs reference: out", shape), dt, out[0], want_out, (size_t)N * C);
+    expect_stored(label("flash mma vs reference: lse (fp32)", shape), dt, DT_FP32, lse[0], want_lse, (size_t)B * H * T);
+    expect(label("flash mma vs reference: dqkv", shape), dt, dqkv[0], want_dqkv, (size_t)N * 3 * C);
+    for (int ref = 0; ref < 2; ref++) { gpu_free(out[ref]); gpu_free(lse[ref]); gpu_free(dqkv[ref]); }
+    gpu_free(d_qkv); gpu_free(d_dout); gpu_free(D);
+    free(qkv); free(dout); free(want_out); free(want_lse); free(want_dqkv);
 }
 
 void test_crossentropy(int dt) {
@@ -356,6 +385,7 @@ static const struct { const char *name; int times; } op_list[] = {
     {"matmul bwd fc", OT_L},            {"layernorm bwd", 2 * OT_L},   {"matmul bwd attproj", OT_L},
     {"attention bwd (naive)", OT_L},    {"flash bwd", OT_L},           {"matmul bwd qkv", OT_L},
     {"grad norm", 1},                   {"adamw", 1},
+    {"flash fwd (reference)", OT_L},    {"flash bwd (reference)", OT_L},
 };
 enum { N_OPS = sizeof op_list / sizeof op_list[0] };
 
@@ -386,6 +416,12 @@ void run_op(int i, OpBufs *b) {
     case 21: cu_sum_squares_partials(dt, (double *)b->D, b->dw, OT_P); break;
     case 22: cu_adamw(dt, b->master, b->dw, b->dw, b->m, b->v, OT_P, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.5f, 1.0f);
         break;
+    case 23: cu_flash_force_reference(1); cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H); cu_flash_force_reference(0); break;
+    case 24:
+        cu_flash_force_reference(1);
+        cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H);
+        cu_flash_force_reference(0);
+        break;
     }
 }
 
@@ -395,7 +431,7 @@ void op_times(void) {
     OpBufs b = {
         gpu_malloc(N * 4 * C * e, "x"), gpu_malloc(N * 4 * C * e, "y"), gpu_malloc(N * 3 * C * e, "qkv"),
         gpu_malloc(N * 3 * C * e, "dqkv"), gpu_malloc(OT_P * e, "w"),
-        gpu_malloc(OT_P * e, "dw"),  // all P parameters: the optimizer ops run over them gpu_malloc(B * H * T * T * e, "att"),
+        gpu_malloc(OT_P * e, "dw"), gpu_malloc(B * H * T * T * e, "att"),  // w, dw: all P (the optimizer ops)
         gpu_malloc(N * OT_VP * e, "logits"), gpu_malloc(B * H * T * 4, "stat"), gpu_malloc(N * 4, "stat2"),
         gpu_malloc(B * H * T * 4, "D"), gpu_malloc(N * 4, "losses"), gpu_malloc(OT_P * 4, "master"),
         gpu_malloc(OT_P * 4, "m"), gpu_malloc(OT_P * 4, "v"), gpu_malloc(N * 4, "targets")};
@@ -408,11 +444,13 @@ void op_times(void) {
         for (int r = 0; r < reps; r++) run_op(i, &b);
         gpu_event_record(stop);
         double ms = gpu_event_ms(start, stop) / reps, step = ms * op_list[i].times;
-        if (!strstr(op_list[i].name, "flash")) naive += step;
-        if (!strstr(op_list[i].name, "naive")) flash += step;
+        if (strstr(op_list[i].name, "reference")) {}  // shown for comparison, in neither sum
+        else if (strstr(op_list[i].name, "flash")) flash += step;
+        else if (strstr(op_list[i].name, "naive")) naive += step;
+        else { naive += step; flash += step; }
         printf("%-24s %10.3f %8d %12.2f\n", op_list[i].name, ms, op_list[i].times, step);
     }
-    printf("step (ops only): %.1f ms naive = %.0f tok/s; %.1f ms --flash = %.0f tok/s\n", naive, N / naive * 1e3,
+    printf("step (ops only): %.1f ms naive = %.0f tok/s; %.1f ms --flash (tensor cores) = %.0f tok/s\n", naive, N / naive * 1e3,
            flash, N / flash * 1e3);
     void *bufs[] = {b.x, b.y, b.qkv, b.dqkv, b.w, b.dw, b.att, b.logits, b.stat, b.stat2, b.D, b.losses,
                     b.master, b.m, b.v, b.targets};
@@ -429,7 +467,9 @@ int main(int argc, char **argv) {
     }
     printf("GPU: %s\n", gpu_name());
     void *workspace = gpu_malloc(GPU_GEMM_WORKSPACE, "cuBLASLt workspace");
-    cu_matmul_setup(workspace, GPU_GEMM_WORKSPACE);
+    size_t colsum_floats = (size_t)GPU_COLSUM_CHUNKS * 4 * 1024;  // column sums up to 4096 wide
+    float *colsum = gpu_malloc(colsum_floats * 4, "column-sum partials");
+    cu_matmul_setup(workspace, GPU_GEMM_WORKSPACE, colsum, colsum_floats);
     if (argc > 1 && !strcmp(argv[1], "--gemm-peak")) {
         gemm_peak();
         return 0;
@@ -446,11 +486,16 @@ int main(int argc, char **argv) {
         test_attention(dt, 2, 37, 3, 24);   // odd: partial tiles, a head size no power of two
         test_attention(dt, 2, 200, 2, 64);  // GPT-2's head size; several flash query blocks; naive rows > 128
         test_attention(dt, 1, 70, 1, 128);  // the largest head size --flash takes
+        if (cu_flash_uses_mma(dt, 64)) {    // 16-bit: the tensor-core kernels against the reference
+            test_flash_mma_vs_reference(dt, 2, 300, 3, 64);
+            test_flash_mma_vs_reference(dt, 1, 129, 2, 128);
+        }
         test_crossentropy(dt);
         test_optimizer(dt);
     }
     gpu_sync("the tests");
     gpu_free(workspace);
+    gpu_free(colsum);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

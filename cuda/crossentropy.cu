@@ -7,14 +7,25 @@
 //   dlogits[i]  = (softmax(x[i, :V]) - onehot(target)) * dloss
 #include "common.cuh"
 
-// max and sum of exp over one row of V, by one block (every thread gets both)
+// max and sum of exp over one row of V, by one block (every thread gets both),
+// in one pass over the row (the logits are the biggest tensor of a step, so
+// each extra pass costs): each thread keeps a running max m and a sum s of
+// exp(x - m) over its elements, rescaling s when m rises; then the block
+// combines the pairs: M = max of the m's, S = sum of s * exp(m - M). Fixed
+// orders throughout: deterministic.
 template <typename T> __device__ void row_softmax_stats(const T *x, int V, float *maxv, float *sum) {
-    float m = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, ld(x[v]));
-    m = block_max(m);
-    float s = 0.0f;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) s += expf(ld(x[v]) - m);
-    *maxv = m;
+    float m = -INFINITY, s = 0.0f;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        float xv = ld(x[v]);
+        if (xv > m) {
+            s *= expf(m - xv);  // 0 the first time (m = -inf)
+            m = xv;
+        }
+        s += expf(xv - m);
+    }
+    float M = block_max(m);
+    s = m == -INFINITY ? 0.0f : s * expf(m - M);  // a thread with no elements adds nothing
+    *maxv = M;
     *sum = block_sum(s);
 }
 

@@ -35,7 +35,8 @@ phase() {
   return $rc
 }
 
-note "gptmem GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+note "gptmem GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')" \
+     "with $(git status --porcelain 2>/dev/null | wc -l) files changed since"
 note "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
 note "$(nvcc --version 2>&1 | tail -1)"
 

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include "memory.h"
-#include "model.h"
+#include "rng.h"
 
 typedef struct {
     unsigned char *bytes;  // the whole file (ledger: data)

@@ -12,51 +12,17 @@
 // once (sized from the predictor); what the ledger counts as "activations" is
 // what is pushed on it, so its high-water mark is the measured peak.
 //
-// The predictor (predict.h) computes the same numbers from the config alone,
-// without ever calling into this file; tests check the two agree to the byte.
+// The predictor (predict.h) computes the same numbers from the config alone;
+// it includes only report.h (the categories and tables), never this file, so
+// the compiler checks that it cannot call the allocator. Tests check the two
+// agree to the byte.
 #ifndef GPTMEM_MEMORY_H
 #define GPTMEM_MEMORY_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum MemCategory {
-    MEM_PARAMS,       // the model's weights in the compute dtype
-    MEM_MASTER,       // fp32 master weights (mixed precision only)
-    MEM_GRADS,        // gradients of the weights
-    MEM_ADAM_M,       // AdamW first moment
-    MEM_ADAM_V,       // AdamW second moment
-    MEM_ACTIVATIONS,  // tensors saved by the forward pass for the backward pass
-    MEM_SCRATCH,      // temporaries reused by every layer (backward buffers)
-    MEM_COMM,         // communication buffers (ZeRO)
-    MEM_DATA,         // the corpus and the token batches
-    MEM_NCAT
-};
-
-const char *const mem_category_name[MEM_NCAT] = {
-    "params", "master", "grads", "adam_m", "adam_v",
-    "activations", "scratch", "comm", "data",
-};
-
-// A snapshot of the ledger: live bytes per category and their total.
-typedef struct {
-    size_t bytes[MEM_NCAT];
-    size_t total;
-} MemSnapshot;
-
-// The phases at which train.c takes a snapshot; the predictor fills the same.
-enum MemPhase { PHASE_INIT, PHASE_FORWARD, PHASE_BACKWARD, PHASE_STEP, MEM_NPHASE };
-const char *const mem_phase_name[MEM_NPHASE] = {
-    "after init", "after forward", "after backward", "after step",
-};
-
-// A full report: the four phase snapshots, per-category peaks, total peak.
-typedef struct {
-    MemSnapshot phase[MEM_NPHASE];
-    size_t peak[MEM_NCAT];
-    size_t peak_total;
-} MemReport;
+#include "report.h"
 
 // One live allocation, so that mem_free knows its size and category and
 // --mem can list every buffer by name.
@@ -82,10 +48,9 @@ typedef struct {
 
 Ledger g_ledger;
 
-void fatal(const char *fmt, const char *what) {
-    fprintf(stderr, "error: ");
-    fprintf(stderr, fmt, what);
-    fprintf(stderr, "\n");
+// A bookkeeping error: the code, not the input, is wrong. Say so and stop.
+void ledger_bug(const char *what, const char *name) {
+    fprintf(stderr, "error: memory ledger: %s (%s); this is a bug in gptmem\n", what, name);
     exit(1);
 }
 
@@ -106,7 +71,7 @@ void ledger_sub(int category, size_t bytes) {
 // uses it for host memory; the GPU path (cuda/model_gpu.h) for device memory,
 // so both land in the same ledger and the same --mem table.
 void mem_track(void *p, int category, size_t bytes, const char *name, int on_gpu) {
-    if (g_ledger.nblocks == MEM_MAX_BLOCKS) fatal("too many tracked buffers (at %s)", name);
+    if (g_ledger.nblocks == MEM_MAX_BLOCKS) ledger_bug("too many tracked buffers", name);
     MemBlock *b = &g_ledger.blocks[g_ledger.nblocks++];
     b->ptr = p; b->bytes = bytes; b->category = category; b->name = name; b->on_gpu = on_gpu;
     if (on_gpu) g_ledger.gpu_reserved += bytes;
@@ -145,7 +110,7 @@ void *mem_alloc(int category, size_t bytes, const char *name) {
 
 void mem_free(void *p) {
     if (!p) return;
-    if (mem_untrack(p)) fatal("mem_free of a pointer the ledger does not know (%s)", "bug");
+    if (mem_untrack(p)) ledger_bug("mem_free of a pointer it does not know", "mem_free");
     free(p);
 }
 
@@ -247,95 +212,6 @@ void arena_pop_to(int mark, const char *why) {
     ledger_sub(MEM_ACTIVATIONS, freed);
     if (g_ledger.trace && freed)
         printf("  pop  %-10s %10zu B  live activations %10zu B\n", why, freed, g_arena.top);
-}
-
-// ---------------------------------------------------------------------------
-// Printing: the table --mem shows and the JSON --mem-json writes.
-
-double mib(size_t b) { return b / 1048576.0; }
-
-void print_size(FILE *f, size_t b) {
-    if (b >= (size_t)1 << 30) fprintf(f, "%9.2f GiB", b / 1073741824.0);
-    else fprintf(f, "%9.2f MiB", mib(b));
-}
-
-// One table: category | predicted | measured | difference, for one phase or
-// for the peaks. `measured` may be NULL (a dry run: prediction only).
-void print_mem_rows(FILE *f, const char *title, const size_t *pred, size_t pred_total,
-                           const size_t *meas, size_t meas_total) {
-    fprintf(f, "  %s\n", title);
-    if (meas) fprintf(f, "    %-12s %16s %13s %16s %13s %10s\n", "category", "predicted B", "", "measured B", "", "diff B");
-    else fprintf(f, "    %-12s %16s %13s\n", "category", "predicted B", "");
-    for (int c = 0; c <= MEM_NCAT; c++) {
-        int is_total = c == MEM_NCAT;
-        size_t p = is_total ? pred_total : pred[c];
-        const char *name = is_total ? (meas ? "total" : "total") : mem_category_name[c];
-        if (is_total) fprintf(f, "    %s\n", "------------");
-        fprintf(f, "    %-12s %16zu ", name, p);
-        print_size(f, p);
-        if (meas) {
-            size_t m = is_total ? meas_total : meas[c];
-            fprintf(f, " %16zu ", m);
-            print_size(f, m);
-            fprintf(f, " %10lld", (long long)m - (long long)p);
-        }
-        fprintf(f, "\n");
-    }
-}
-
-void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas) {
-    for (int ph = 0; ph < MEM_NPHASE; ph++)
-        print_mem_rows(f, mem_phase_name[ph], pred->phase[ph].bytes, pred->phase[ph].total,
-                       meas ? meas->phase[ph].bytes : NULL, meas ? meas->phase[ph].total : 0);
-    print_mem_rows(f, "peak (per category; total = peak of the sum)", pred->peak, pred->peak_total,
-                   meas ? meas->peak : NULL, meas ? meas->peak_total : 0);
-}
-
-// The prediction alone, compact: one row per category, one column per phase,
-// then the peak in MiB and in bytes. This is what --dry-run prints.
-void print_prediction(FILE *f, const MemReport *r) {
-    fprintf(f, "  %-12s", "MiB");
-    for (int ph = 0; ph < MEM_NPHASE; ph++) fprintf(f, " %14s", mem_phase_name[ph]);
-    fprintf(f, " %12s %14s\n", "peak", "peak bytes");
-    for (int c = 0; c <= MEM_NCAT; c++) {
-        int is_total = c == MEM_NCAT;
-        fprintf(f, "  %-12s", is_total ? "total" : mem_category_name[c]);
-        for (int ph = 0; ph < MEM_NPHASE; ph++)
-            fprintf(f, " %14.2f", mib(is_total ? r->phase[ph].total : r->phase[ph].bytes[c]));
-        size_t peak = is_total ? r->peak_total : r->peak[c];
-        fprintf(f, " %12.2f %14zu\n", mib(peak), peak);
-    }
-}
-
-void json_sizes(FILE *f, const size_t *b, size_t total) {
-    fprintf(f, "{");
-    for (int c = 0; c < MEM_NCAT; c++) fprintf(f, "\"%s\": %zu, ", mem_category_name[c], b[c]);
-    fprintf(f, "\"total\": %zu}", total);
-}
-
-void json_report(FILE *f, const MemReport *r) {
-    fprintf(f, "{");
-    for (int ph = 0; ph < MEM_NPHASE; ph++) {
-        fprintf(f, "\"%s\": ", mem_phase_name[ph]);
-        json_sizes(f, r->phase[ph].bytes, r->phase[ph].total);
-        fprintf(f, ", ");
-    }
-    fprintf(f, "\"peak\": ");
-    json_sizes(f, r->peak, r->peak_total);
-    fprintf(f, "}");
-}
-
-// Both reports as JSON: {"predicted": {...}, "measured": {...} or null}.
-int write_mem_json(const char *path, const MemReport *pred, const MemReport *meas) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fprintf(f, "{\"predicted\": ");
-    json_report(f, pred);
-    fprintf(f, ",\n \"measured\": ");
-    if (meas) json_report(f, meas);
-    else fprintf(f, "null");
-    fprintf(f, "}\n");
-    return fclose(f);
 }
 
 #endif

@@ -14,7 +14,8 @@
 
 #include <stddef.h>
 #include <string.h>
-#include "memory.h"
+#include "report.h"  // only the categories: the predictor never sees the allocator
+#include "sizes.h"   // the sizes the trainer allocates by
 
 // What the prediction depends on besides the model shape.
 typedef struct {
@@ -103,8 +104,8 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
     // and stage 1 is 2P + 2P + 12P/N, stage 2 2P + (2 + 12)P/N, stage 3 (2 + 2 + 12)P/N (plus padding)
     size_t layer = 12 * (size_t)C * C + 13 * (size_t)C, global = ((size_t)Vp + maxT) * C + 2 * (size_t)C;
     if (ranks > 1 && zero <= 1) {
-        // stages 0, 1: the full gradients are reduced in chunks of K = min(S, 65536) per rank
-        size_t K = S < 65536 ? S : 65536;
+        // stages 0, 1: the full gradients are reduced in chunks of K = min(S, REDUCE_CHUNK) per rank
+        size_t K = S < REDUCE_CHUNK ? S : REDUCE_CHUNK;
         base.bytes[MEM_COMM] = 4 * ranks * K;
     }
     if (zero >= 2) base.bytes[MEM_COMM] = 4 * (layer + global);      // fp32 gradient buckets
@@ -114,12 +115,12 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
     if (s->dtype != 0) {
         // 16-bit runs compute in fp32 working buffers (model.h, gpt_build):
         //   x_work N*C; act_work = max(one block's 13 tensors, the final layernorm and a chunk of logits):
-        //     block = 16*N*C + 4*N + (B*H*T^2, or B*H*T with --flash), final = N*C + 2N + min(N, 256)*Vp;
+        //     block = 16*N*C + 4*N + (B*H*T^2, or B*H*T with --flash), final = N*C + 2N + min(N, HEAD_ROWS)*Vp;
         //   one layer's weights (12C^2 + 13C) and the global ones ((Vp + maxT) C + 2C);
         //   and their gradients, unless stages 2 and 3 count those buckets as comm
         size_t B = s->batch, T = s->seq_len;
         size_t block = 16 * N * C + 4 * N + (s->flash ? B * H * T : B * H * T * T);
-        size_t head_rows = N < 256 ? N : 256;  // the LM head runs 256 rows at a time (HEAD_ROWS)
+        size_t head_rows = N < HEAD_ROWS ? N : HEAD_ROWS;  // the LM head runs HEAD_ROWS rows at a time
         size_t final = N * C + 2 * N + head_rows * Vp;
         scratch += N * C + (block > final ? block : final) + layer + global;
         if (zero < 2) scratch += layer + global;
@@ -155,7 +156,6 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
 //             + A(e B H T^2) [att] or A(4 B H T) [lse] + 4 A(e N C) [atty, res2, ln2, res3]
 //             + 2 A(4 e N C) [fch, fch_gelu]
 //   encoded and each kept block output (--ckpt) A(e N C); final A(e N C) + 2 A(4N) + A(e N Vp)
-enum { GPU_ACT_ALIGN = 256 };
 size_t gpu_act(size_t bytes) { return (bytes + GPU_ACT_ALIGN - 1) / GPU_ACT_ALIGN * GPU_ACT_ALIGN; }
 
 ActivationBytes predict_activations_gpu(int L, int C, int H, int Vp, const RunShape *s) {
@@ -187,8 +187,9 @@ size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
 //   params e*P, master 4P (16-bit only), grads e*P, adam_m 4P, adam_v 4P (e = 4 or 2)
 //   scratch: no fp32 working copies (the GPU computes on the 16-bit tensors);
 //     backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype,
-//     per-row losses 4N, the norm's 264 partial sums (doubles), cuBLASLt's
-//     32 MiB workspace, the column sums' partials 64 x 4C floats, and with
+//     per-row losses 4N, the norm's GPU_NORM_BLOCKS partial sums (doubles),
+//     cuBLASLt's 32 MiB workspace, the column sums' partials
+//     GPU_COLSUM_CHUNKS x 4C floats, and with
 //     --flash D = rowsum(dout * out), 4*B*H*T
 //   data: the corpus and the host batches (as on the CPU), the batches on the
 //     GPU 8N, the positions bucketed by token, 4(3N+1) on the host and on the GPU,
@@ -207,7 +208,8 @@ void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s,
     base.bytes[MEM_GRADS] = e * P;
     base.bytes[MEM_ADAM_M] = 4 * P;
     base.bytes[MEM_ADAM_V] = 4 * P;
-    base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * 264 + ((size_t)32 << 20) + 4 * 64 * 4 * (size_t)C +
+    base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * GPU_NORM_BLOCKS + GPU_GEMM_WORKSPACE +
+                              4 * GPU_COLSUM_CHUNKS * 4 * (size_t)C +
                               (s->flash ? 4 * B * H * T : 0);
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 2 * 4 * (3 * N + 1) + 4 * (size_t)Vp;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];

@@ -60,7 +60,7 @@ Options default_options(void) {
     o.model = "small";
     o.dtype_str = "fp32";
     o.device_str = "cpu";
-    o.loss_scale = 65536.0f;
+    o.loss_scale = DEFAULT_LOSS_SCALE;
     o.data = "data/tinyshakespeare.txt";
     o.batch = 32;
     o.accum = 1;

@@ -14,7 +14,7 @@
 // row mean and rstd and flash attention's row log-sum-exp (N or B*H*T floats;
 // the backward recomputes from them, and a 16-bit lse would put every
 // recomputed probability off by up to 1.6%). Every activation starts on a
-// 256-byte boundary (GPU_ALIGN). predict.h's predict_memory_gpu has the
+// 256-byte boundary (GPU_ACT_ALIGN, sizes.h). predict.h's predict_memory_gpu has the
 // resulting closed form. One rank only: ZeRO on the GPU is the next step (doc/cuda.md).
 //
 // This file is C (train.c includes it); the kernels are in cuda/*.cu.
@@ -23,10 +23,6 @@
 
 #include "ops.h"
 
-// cuBLASLt's workspace: a ledger buffer (scratch).
-enum { GPU_GEMM_WORKSPACE = 32 << 20 };
-// Every tensor on the GPU's activation stack starts on this boundary (predict.h: GPU_ACT_ALIGN).
-enum { GPU_ALIGN = 256 };
 
 // The tensors one layer saves (device pointers): in the dtype, except the
 // row statistics (mean, rstd, lse), which are fp32.
@@ -85,7 +81,7 @@ void *gpu_alloc(int category, size_t bytes, const char *name) {
 
 void gpu_release(void *p) {
     if (!p) return;
-    if (mem_untrack(p)) fatal("gpu_release of a pointer the ledger does not know (%s)", "bug");
+    if (mem_untrack(p)) ledger_bug("gpu_release of a pointer it does not know", "gpu_release");
     gpu_free(p);
 }
 
@@ -177,7 +173,7 @@ double gpu_gpt_recompute_seconds(GpuGPT *m) {
 
 // The activation stack on the device: `capacity` bytes (the predicted peak).
 void gpu_arena_reserve(size_t capacity) {
-    arena_adopt(gpu_malloc(capacity, "the activation stack"), capacity, GPU_ALIGN);
+    arena_adopt(gpu_malloc(capacity, "the activation stack"), capacity, GPU_ACT_ALIGN);
     g_ledger.gpu_reserved += capacity;
 }
 

@@ -12,6 +12,7 @@
 #define GPTMEM_CUDA_OPS_H
 
 #include <stddef.h>
+#include "../sizes.h"  // GPU_NORM_BLOCKS, GPU_COLSUM_CHUNKS, GPU_GEMM_WORKSPACE
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,7 +42,6 @@ void gpu_event_free(void *event);
 // Handed over once, both ledger buffers (scratch): cuBLASLt's workspace, and
 // the partial sums of the column sums (bias gradients, layernorm's dw and db):
 // GPU_COLSUM_CHUNKS x (the widest column sum) floats.
-enum { GPU_COLSUM_CHUNKS = 64 };
 void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats);
 // out[N,OC] (T) = inp[N,C] @ w[OC,C]^T + bias[OC]   (overwrites; bias may be NULL)
 void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
@@ -101,7 +101,6 @@ void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, i
 // --- optimizer (cuda/adamw.cu) --------------------------------------------------
 // Sum of squares of g[0..n) (T): the kernel writes GPU_NORM_BLOCKS partial sums (double) to
 // partials; the host adds them in order (deterministic).
-enum { GPU_NORM_BLOCKS = 264 };
 void cu_sum_squares_partials(int dt, double *partials, const void *g, size_t n);
 // AdamW on n parameters: master (fp32) -= ...; with 16-bit, the new weights are rounded into
 // weights (T); for fp32 weights == master and only master is written.

@@ -1,0 +1,18 @@
+// sizes.h — the numbers the trainer and the predictor must agree on. Each is
+// a size the trainer allocates by; predict.h uses the same name instead of a
+// copy of the number, so a change here changes both.
+#ifndef GPTMEM_SIZES_H
+#define GPTMEM_SIZES_H
+
+enum {
+    REDUCE_CHUNK = 1 << 16,         // ZeRO stages 0, 1: gradients are reduced this many elements per rank at a time
+    HEAD_ROWS = 256,                // 16-bit CPU runs: the LM head and the loss run this many rows at a time
+    GPU_GEMM_WORKSPACE = 32 << 20,  // cuBLASLt's workspace, in bytes
+    GPU_NORM_BLOCKS = 264,          // the GPU's gradient norm: this many partial sums (doubles)
+    GPU_COLSUM_CHUNKS = 64,         // the GPU's column sums (bias, layernorm gradients): row chunks
+    GPU_ACT_ALIGN = 256,            // every tensor on the GPU's activation stack starts on this boundary
+};
+
+#define DEFAULT_LOSS_SCALE 65536.0f  // fp16: the starting loss scale (--loss-scale)
+
+#endif

@@ -29,6 +29,7 @@
 #include "ops.h"
 #include "rng.h"
 #include "sizes.h"
+#include "zero.h"
 
 // ---------------------------------------------------------------------------
 // Configuration
@@ -242,12 +243,9 @@ typedef struct {
 
 typedef struct {
     GPTConfig cfg;
-    // --zero S over N ranks. Each rank owns the parameters [own_lo, own_hi) of
-    // the flat array: shard = ceil(P / N) of them (the last rank's share is
-    // padded); full-size arrays are padded to N * shard. Which arrays are
-    // sharded grows with the stage (comment of gpt_build). One rank: zero = 0.
-    int zero, rank, nranks;
-    size_t shard, own_lo, own_hi, padded;
+    // --zero S over N ranks: which part of the flat array this rank owns and
+    // which arrays it keeps whole (zero.h). One rank: stage 0, nothing sharded.
+    Shard shard;
     int dtype;  // --dtype: DT_FP32, DT_BF16 or DT_FP16 (storage of weights, grads, activations)
     int flash;  // --flash: attention without the T x T matrix
     int ckpt;   // --ckpt: keep only each block's output, recompute the rest in the backward
@@ -306,196 +304,145 @@ size_t final_act_floats(const GPTConfig *c, int B, int T) {
 
 // Allocate weights, gradients and scratch (for micro-batches of B x T), for
 // rank `rank` of `nranks` at ZeRO stage `zero`. What each rank holds
-// (P~ = the padded full size, S = shard):
+// (P~ = the padded full size, S = its shard; zero.h has the layout):
 //   stage 0: everything full (P~)                      + comm: the reduction chunk buffer
 //   stage 1: master, adam_m, adam_v: S; the rest full    + comm: the reduction chunk buffer
 //   stage 2: also grads: S                              + comm: fp32 gradient buckets (a layer, the globals)
 //   stage 3: also the weights: S                        + comm: buckets, and gather buffers (a layer, the globals)
 // fp32 runs have no master: the fp32 weights are what the optimizer updates.
-void gpt_build(GPT *m, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt, int zero, int rank,
+void gpt_build(GPT *model, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt, int zero, int rank,
                int nranks) {
-    memset(m, 0, sizeof *m);
-    m->cfg = *cfg;
-    m->dtype = dtype;
-    m->flash = flash;
-    m->ckpt = ckpt;
-    m->nparams = param_count(cfg);
-    m->rank = rank;
-    m->nranks = nranks;
-    m->zero = nranks > 1 ? zero : 0;  // one rank: nothing to shard
-    size_t N = (size_t)B * T, C = cfg->channels, P = m->nparams, e = dtype_size(dtype);
-    m->shard = (P + nranks - 1) / nranks;
-    m->padded = nranks > 1 ? m->shard * nranks : P;
-    m->own_lo = nranks > 1 ? (size_t)rank * m->shard : 0;
-    m->own_hi = nranks > 1 ? (m->own_lo + m->shard < P ? m->own_lo + m->shard : P) : P;
-    if (m->own_lo > P) m->own_lo = P;
-    size_t weights_n = m->zero == 3 ? m->shard : m->padded;      // the compute weights
-    size_t master_n = m->zero >= 1 ? m->shard : m->padded;       // what the optimizer updates
-    size_t grads_n = m->zero >= 2 ? m->shard : m->padded;
-    m->params_base = m->zero == 3 ? m->own_lo : 0;
-    m->grads_base = m->zero >= 2 ? m->own_lo : 0;
+    memset(model, 0, sizeof *model);
+    model->cfg = *cfg;
+    model->dtype = dtype;
+    model->flash = flash;
+    model->ckpt = ckpt;
+    model->nparams = param_count(cfg);
+    model->shard = shard_layout(model->nparams, zero, rank, nranks);
+    const Shard *sh = &model->shard;
+    size_t N = (size_t)B * T, C = cfg->channels, e = dtype_size(dtype);
+    model->params_base = shard_weights_base(sh);
+    model->grads_base = shard_grads_base(sh);
     if (dtype == DT_FP32) {
         // fp32: the weights are their own master; sharded only at stage 3
-        m->params = mem_alloc(MEM_PARAMS, weights_n * sizeof(float), "params");
-        m->master_base = m->params_base;
-        m->grads = mem_alloc(MEM_GRADS, grads_n * sizeof(float), "grads");
+        model->params = mem_alloc(MEM_PARAMS, shard_weights_len(sh) * sizeof(float), "params");
+        model->master_base = model->params_base;
+        model->grads = mem_alloc(MEM_GRADS, shard_grads_len(sh) * sizeof(float), "grads");
     } else {
-        m->params_lp = mem_alloc(MEM_PARAMS, weights_n * 2, "params (16-bit)");
-        m->params = mem_alloc(MEM_MASTER, master_n * sizeof(float), "master weights");
-        m->master_base = m->zero >= 1 ? m->own_lo : 0;
-        m->grads_lp = mem_alloc(MEM_GRADS, grads_n * 2, "grads (16-bit)");
+        model->params_lp = mem_alloc(MEM_PARAMS, shard_weights_len(sh) * 2, "params (16-bit)");
+        model->params = mem_alloc(MEM_MASTER, shard_state_len(sh) * sizeof(float), "master weights");
+        model->master_base = shard_state_base(sh);
+        model->grads_lp = mem_alloc(MEM_GRADS, shard_grads_len(sh) * 2, "grads (16-bit)");
     }
-    m->dres = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "dres");
-    m->dln = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "dln");
-    m->dqkv = mem_alloc(MEM_SCRATCH, N * 3 * C * sizeof(float), "dqkv");
-    m->datty = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "datty");
-    m->dfch = mem_alloc(MEM_SCRATCH, N * 4 * C * sizeof(float), "dfch");
+    model->dres = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "dres");
+    model->dln = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "dln");
+    model->dqkv = mem_alloc(MEM_SCRATCH, N * 3 * C * sizeof(float), "dqkv");
+    model->datty = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "datty");
+    model->dfch = mem_alloc(MEM_SCRATCH, N * 4 * C * sizeof(float), "dfch");
     size_t layer = layer_param_count(cfg->channels), global = global_param_count(cfg);
     if (dtype != DT_FP32) {
         size_t block = block_act_floats(cfg, B, T, flash), final = final_act_floats(cfg, B, T);
-        m->x_work = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "x work");
-        m->act_work = mem_alloc(MEM_SCRATCH, (block > final ? block : final) * sizeof(float), "activation work");
-        m->w_layer = mem_alloc(MEM_SCRATCH, layer * sizeof(float), "layer weights work");
-        m->w_global = mem_alloc(MEM_SCRATCH, global * sizeof(float), "global weights work");
+        model->x_work = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "x work");
+        model->act_work = mem_alloc(MEM_SCRATCH, (block > final ? block : final) * sizeof(float), "activation work");
+        model->w_layer = mem_alloc(MEM_SCRATCH, layer * sizeof(float), "layer weights work");
+        model->w_global = mem_alloc(MEM_SCRATCH, global * sizeof(float), "global weights work");
     }
     // gradient buckets: 16-bit runs collect each layer's fp32 gradients there;
     // stages 2 and 3 reduce-scatter them there (then they are comm buffers)
-    m->bucketed = dtype != DT_FP32 || m->zero >= 2;
-    if (m->bucketed) {
-        int cat = m->zero >= 2 ? MEM_COMM : MEM_SCRATCH;
-        m->g_layer = mem_alloc(cat, layer * sizeof(float), "layer grads bucket");
-        m->g_global = mem_alloc(cat, global * sizeof(float), "global grads bucket");
+    model->bucketed = dtype != DT_FP32 || sh->stage >= 2;
+    if (model->bucketed) {
+        int cat = sh->stage >= 2 ? MEM_COMM : MEM_SCRATCH;
+        model->g_layer = mem_alloc(cat, layer * sizeof(float), "layer grads bucket");
+        model->g_global = mem_alloc(cat, global * sizeof(float), "global grads bucket");
     }
-    if (m->nranks > 1 && m->zero <= 1) {
-        size_t k = m->shard < REDUCE_CHUNK ? m->shard : REDUCE_CHUNK;
-        m->reduce_buf = mem_alloc(MEM_COMM, (size_t)nranks * k * sizeof(float), "reduce chunk");
+    if (sh->nranks > 1 && sh->stage <= 1) {
+        size_t k = sh->size < REDUCE_CHUNK ? sh->size : REDUCE_CHUNK;
+        model->reduce_buf = mem_alloc(MEM_COMM, (size_t)nranks * k * sizeof(float), "reduce chunk");
     }
-    if (m->zero == 3) {
-        m->gather_layer = mem_alloc(MEM_COMM, layer * e, "layer gather");
-        m->gather_global = mem_alloc(MEM_COMM, global * e, "global gather");
+    if (sh->stage == 3) {
+        model->gather_layer = mem_alloc(MEM_COMM, layer * e, "layer gather");
+        model->gather_global = mem_alloc(MEM_COMM, global * e, "global gather");
     }
-    m->acts = calloc(cfg->layers, sizeof(LayerActs));
+    model->acts = calloc(cfg->layers, sizeof(LayerActs));
 }
 
-void gpt_free(GPT *m) {
-    void *bufs[] = {m->params, m->grads, m->params_lp, m->grads_lp, m->dres, m->dln, m->dqkv, m->datty, m->dfch,
-                    m->x_work, m->act_work, m->w_layer, m->g_layer, m->w_global, m->g_global, m->reduce_buf,
-                    m->gather_layer, m->gather_global};
+void gpt_free(GPT *model) {
+    void *bufs[] = {model->params, model->grads, model->params_lp, model->grads_lp, model->dres, model->dln, model->dqkv, model->datty, model->dfch,
+                    model->x_work, model->act_work, model->w_layer, model->g_layer, model->w_global, model->g_global, model->reduce_buf,
+                    model->gather_layer, model->gather_global};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mem_free(bufs[i]);
-    free(m->acts);
+    free(model->acts);
 }
 
-size_t grads_count(const GPT *m) { return m->zero >= 2 ? m->shard : m->padded; }
-
-void gpt_zero_grad(GPT *m) {
-    if (m->dtype == DT_FP32) memset(m->grads, 0, grads_count(m) * sizeof(float));
-    else memset(m->grads_lp, 0, grads_count(m) * 2);
+void gpt_zero_grad(GPT *model) {
+    if (model->dtype == DT_FP32) memset(model->grads, 0, shard_grads_len(&model->shard) * sizeof(float));
+    else memset(model->grads_lp, 0, shard_grads_len(&model->shard) * 2);
 }
 
 // The weights the model computes with, in the storage dtype.
-void *compute_weights(const GPT *m) { return m->dtype == DT_FP32 ? (void *)m->params : m->params_lp; }
+void *compute_weights(const GPT *model) { return model->dtype == DT_FP32 ? (void *)model->params : model->params_lp; }
 
 // After the optimizer changed the fp32 weights this rank updates: round them
 // into the 16-bit weights (fp32: they are the same array), then, at stages 1
 // and 2, all-gather every rank's updated shard into the full weights.
-void gpt_sync_params(GPT *m) {
-    if (m->dtype != DT_FP32) {
-        size_t lo = m->zero >= 1 ? m->own_lo : 0, hi = m->zero >= 1 ? m->own_hi : m->nparams;
-        dtype_store((uint16_t *)m->params_lp + (lo - m->params_base), m->params + (lo - m->master_base), hi - lo,
-                    m->dtype);
+void gpt_sync_params(GPT *model) {
+    const Shard *sh = &model->shard;
+    if (model->dtype != DT_FP32) {
+        size_t lo = sh->stage >= 1 ? sh->own_lo : 0, hi = sh->stage >= 1 ? sh->own_hi : model->nparams;
+        dtype_store((uint16_t *)model->params_lp + (lo - model->params_base), model->params + (lo - model->master_base),
+                    hi - lo, model->dtype);
     }
-    if (m->zero == 1 || m->zero == 2) {
-        if (g_ledger.trace) printf("  all-gather the updated weights: %zu B\n", m->padded * dtype_size(m->dtype));
-        comm_allgather_block(compute_weights(m), (long long)m->shard * dtype_size(m->dtype));
-    }
+    zero_allgather_weights(sh, compute_weights(model), model->dtype);
 }
 
 // Initialize the weights (GPT-2 init from the seed) on every rank: each rank
 // fills the fp32 weights it keeps (all, or its shard), then gpt_sync_params
 // makes the 16-bit copy and, at stages 1 and 2, gathers the full weights.
-void gpt_init(GPT *m, uint64_t seed) {
-    int sharded = m->dtype == DT_FP32 ? m->zero == 3 : m->zero >= 1;
-    init_params_range(m->params, sharded ? m->own_lo : 0, sharded ? m->own_hi : m->nparams, &m->cfg, seed);
-    gpt_sync_params(m);
+void gpt_init(GPT *model, uint64_t seed) {
+    const Shard *sh = &model->shard;
+    int sharded = model->dtype == DT_FP32 ? sh->stage == 3 : sh->stage >= 1;
+    init_params_range(model->params, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : model->nparams, &model->cfg, seed);
+    gpt_sync_params(model);
 }
 
-// The gradients as stored, with their dtype (for the norm and the optimizer).
-const void *gpt_grads(const GPT *m) { return m->dtype == DT_FP32 ? (const void *)m->grads : m->grads_lp; }
+// The gradients as stored, in the storage dtype (for the norm and the optimizer).
+void *gpt_grads(const GPT *model) { return model->dtype == DT_FP32 ? (void *)model->grads : model->grads_lp; }
 
-// --- ZeRO: the per-rank pieces of a range of the flat parameter array ----------
-
-// counts[r] = how many of the parameters [lo, hi) rank r owns; first[r] = the
-// first of them (flat index). Ranks own consecutive shards, so the pieces of
-// [lo, hi) are consecutive too, rank by rank.
-void shard_pieces(const GPT *m, size_t lo, size_t hi, int *counts, size_t *first) {
-    for (int r = 0; r < m->nranks; r++) {
-        size_t a = (size_t)r * m->shard, b = a + m->shard;
-        size_t x = lo > a ? lo : a, y = hi < b ? hi : b;
-        counts[r] = y > x ? (int)(y - x) : 0;
-        first[r] = x;
-    }
+// Sum of squares of the gradients of all ranks, for the global norm: each rank
+// sums the parameters it owns (with one rank: all), added in rank order.
+double gpt_grad_sum_squares(const GPT *model) {
+    const Shard *sh = &model->shard;
+    const char *g = gpt_grads(model);
+    size_t at = sh->own_lo - model->grads_base;
+    return comm_sum_ordered(sum_squares_dt(g + at * dtype_size(model->dtype), sh->own_hi - sh->own_lo, model->dtype));
 }
 
-// Stages 2, 3: bucket holds this rank's fp32 gradients of the parameters
-// [lo, hi). Sum them over ranks, each rank receiving the part it owns, and add
-// that part into its gradient shard.
-void reduce_scatter_range(GPT *m, float *bucket, size_t lo, size_t hi) {
-    int *counts = malloc(sizeof(int) * m->nranks);
-    size_t *first = malloc(sizeof(size_t) * m->nranks);
-    shard_pieces(m, lo, hi, counts, first);
-    comm_reduce_scatter(bucket, counts);
-    int mine = counts[m->rank];
-    if (mine > 0) {
-        size_t at = first[m->rank] - m->grads_base;
-        if (m->dtype == DT_FP32) dtype_accumulate(m->grads + at, bucket, mine, DT_FP32);
-        else dtype_accumulate((uint16_t *)m->grads_lp + at, bucket, mine, m->dtype);
-    }
-    free(counts);
-    free(first);
+// --- ZeRO's collectives, at the points of the schedule (zero.h does the work) ----
+//   stage 3, before a layer's weights are used (forward, backward, recompute):  gather_weights
+//   stages 2, 3, when a layer's (or the globals') backward is done:          reduce_scatter_grads
+//   stages 0, 1, after the whole backward:                                   gpt_reduce_grads
+//   stages 1, 2, after the optimizer step:                                   gpt_sync_params
+
+// Stage 3: every rank's weights of [lo, hi) into dst (in the storage dtype).
+void gather_weights(GPT *model, void *dst, size_t lo, size_t hi) {
+    zero_gather(&model->shard, dst, compute_weights(model), model->params_base, lo, hi, model->dtype);
 }
 
-// Stage 3: every rank contributes the weights of [lo, hi) it owns; dst (in the
-// storage dtype) receives all of them.
-void gather_range(GPT *m, void *dst, size_t lo, size_t hi) {
-    size_t e = dtype_size(m->dtype);
-    int *counts = malloc(sizeof(int) * m->nranks), *displs = malloc(sizeof(int) * m->nranks);
-    size_t *first = malloc(sizeof(size_t) * m->nranks);
-    shard_pieces(m, lo, hi, counts, first);
-    for (int r = 0; r < m->nranks; r++) {
-        displs[r] = counts[r] ? (int)((first[r] - lo) * e) : 0;
-        counts[r] = (int)(counts[r] * e);
-    }
-    if (counts[m->rank])
-        memcpy((char *)dst + displs[m->rank], (const char *)compute_weights(m) + (first[m->rank] - m->params_base) * e,
-               counts[m->rank]);
-    comm_allgather(dst, counts, displs);
-    free(counts); free(displs); free(first);
+// Stages 2, 3: a bucket of fp32 gradients of [lo, hi), summed over the ranks
+// into each rank's gradient shard.
+void reduce_scatter_grads(GPT *model, float *bucket, size_t lo, size_t hi) {
+    zero_reduce_scatter(&model->shard, bucket, lo, hi, gpt_grads(model), model->grads_base, model->dtype);
 }
 
-// Stages 0, 1: sum the full gradient buffers over ranks, REDUCE_CHUNK elements
-// of every rank's shard at a time, through the fp32 buffer reduce_buf:
-// reduce-scatter gives each rank the sum of its own chunk; stage 0 then
-// all-gathers the sums so every rank has the whole reduced gradient, stage 1
-// keeps only its own (the optimizer reads no other).
-void reduce_full_grads(GPT *m) {
-    int N = m->nranks;
-    size_t S = m->shard, K = S < REDUCE_CHUNK ? S : REDUCE_CHUNK, e = dtype_size(m->dtype);
-    char *g = m->dtype == DT_FP32 ? (char *)m->grads : (char *)m->grads_lp;
-    if (g_ledger.trace)
-        printf("  %s the gradients: %zu B in chunks of %zu floats per rank\n",
-               m->zero == 0 ? "all-reduce (reduce-scatter + all-gather)" : "reduce-scatter", S * N * sizeof(float), K);
-    for (size_t c0 = 0; c0 < S; c0 += K) {
-        size_t k = S - c0 < K ? S - c0 : K;
-        for (int r = 0; r < N; r++) dtype_load(m->reduce_buf + (size_t)r * k, g + ((size_t)r * S + c0) * e, k, m->dtype);
-        comm_reduce_scatter_block(m->reduce_buf, (int)k);
-        if (m->zero == 0) {
-            memmove(m->reduce_buf + (size_t)m->rank * k, m->reduce_buf, k * sizeof(float));
-            comm_allgather_block(m->reduce_buf, (long long)k * sizeof(float));
-            for (int r = 0; r < N; r++) dtype_store(g + ((size_t)r * S + c0) * e, m->reduce_buf + (size_t)r * k, k, m->dtype);
-        } else {
-            dtype_store(g + ((size_t)m->rank * S + c0) * e, m->reduce_buf, k, m->dtype);
-        }
-    }
+// Stages 0, 1 on several ranks: the full gradients, summed over the ranks.
+void gpt_reduce_grads(GPT *model) {
+    if (model->shard.nranks > 1 && model->shard.stage <= 1)
+        zero_reduce_full(&model->shard, gpt_grads(model), model->reduce_buf, model->dtype);
+}
+
+// Are the weights the same on every rank (zero.h)? 1 yes, 0 no.
+int gpt_replicas_identical(const GPT *model) {
+    return zero_replicas_identical(&model->shard, compute_weights(model), model->dtype);
 }
 
 // --- the dtype helpers ---------------------------------------------------------
@@ -503,37 +450,37 @@ void reduce_full_grads(GPT *m) {
 // Layer l's weights as fp32: the stored ones, or widened into w_layer.
 // Stage 3: first gathered from every rank's shard (before the forward, again
 // before the backward, and before a --ckpt recompute).
-LayerWeights weights_for(GPT *m, int l) {
-    size_t off = layer_offset(&m->cfg, l), n = layer_param_count(m->cfg.channels);
-    const void *src = (const char *)compute_weights(m) + off * dtype_size(m->dtype);
-    if (m->zero == 3) {
-        if (g_ledger.trace) printf("  gather layer %d: %zu B\n", l, n * dtype_size(m->dtype));
-        gather_range(m, m->gather_layer, off, off + n);
-        src = m->gather_layer;
+LayerWeights weights_for(GPT *model, int l) {
+    size_t off = layer_offset(&model->cfg, l), n = layer_param_count(model->cfg.channels);
+    const void *src = (const char *)compute_weights(model) + off * dtype_size(model->dtype);
+    if (model->shard.stage == 3) {
+        if (g_ledger.trace) printf("  gather layer %d: %zu B\n", l, n * dtype_size(model->dtype));
+        gather_weights(model, model->gather_layer, off, off + n);
+        src = model->gather_layer;
     }
-    if (m->dtype == DT_FP32) return layer_weights_at((float *)src, m->cfg.channels);
-    dtype_load(m->w_layer, src, n, m->dtype);
-    return layer_weights_at(m->w_layer, m->cfg.channels);
+    if (model->dtype == DT_FP32) return layer_weights_at((float *)src, model->cfg.channels);
+    dtype_load(model->w_layer, src, n, model->dtype);
+    return layer_weights_at(model->w_layer, model->cfg.channels);
 }
 
 // Where layer l's backward accumulates its weight gradients: the stored fp32
 // grads, or g_layer (zeroed), which grads_done then adds into the 16-bit grads.
-LayerWeights grads_for(GPT *m, int l) {
-    if (!m->bucketed) return layer_weights(m->grads, &m->cfg, l);
-    memset(m->g_layer, 0, layer_param_count(m->cfg.channels) * sizeof(float));
-    return layer_weights_at(m->g_layer, m->cfg.channels);
+LayerWeights grads_for(GPT *model, int l) {
+    if (!model->bucketed) return layer_weights(model->grads, &model->cfg, l);
+    memset(model->g_layer, 0, layer_param_count(model->cfg.channels) * sizeof(float));
+    return layer_weights_at(model->g_layer, model->cfg.channels);
 }
 
 // Stages 2, 3: this is where a layer's gradients are reduce-scattered, as
 // soon as its backward has produced them.
-void grads_done(GPT *m, int l) {
-    if (!m->bucketed) return;
-    size_t off = layer_offset(&m->cfg, l), n = layer_param_count(m->cfg.channels);
-    if (m->zero >= 2) {
+void grads_done(GPT *model, int l) {
+    if (!model->bucketed) return;
+    size_t off = layer_offset(&model->cfg, l), n = layer_param_count(model->cfg.channels);
+    if (model->shard.stage >= 2) {
         if (g_ledger.trace) printf("  reduce-scatter layer %d: %zu B\n", l, n * sizeof(float));
-        reduce_scatter_range(m, m->g_layer, off, off + n);
+        reduce_scatter_grads(model, model->g_layer, off, off + n);
     } else {
-        dtype_accumulate((uint16_t *)m->grads_lp + off, m->g_layer, n, m->dtype);
+        dtype_accumulate((uint16_t *)model->grads_lp + off, model->g_layer, n, model->dtype);
     }
 }
 
@@ -552,275 +499,275 @@ GlobalWeights globals_in_work(float *work, const GPTConfig *c) {
 }
 
 // The embeddings and final layernorm as fp32 (widened into w_global for 16-bit).
-GlobalWeights global_weights(GPT *m) {
-    const GPTConfig *c = &m->cfg;
+GlobalWeights global_weights(GPT *model) {
+    const GPTConfig *c = &model->cfg;
     size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels, lnf = layer_offset(c, c->layers);
-    size_t e = dtype_size(m->dtype);
-    if (m->zero == 3) {  // gather [wte | wpe] and the final layernorm, packed
+    size_t e = dtype_size(model->dtype);
+    if (model->shard.stage == 3) {  // gather [wte | wpe] and the final layernorm, packed
         if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", global_param_count(c) * e);
-        gather_range(m, m->gather_global, 0, emb);
-        gather_range(m, (char *)m->gather_global + emb * e, lnf, lnf + 2 * c->channels);
-        if (m->dtype == DT_FP32) return globals_in_work(m->gather_global, c);
-        dtype_load(m->w_global, m->gather_global, global_param_count(c), m->dtype);
-        return globals_in_work(m->w_global, c);
+        gather_weights(model, model->gather_global, 0, emb);
+        gather_weights(model, (char *)model->gather_global + emb * e, lnf, lnf + 2 * c->channels);
+        if (model->dtype == DT_FP32) return globals_in_work(model->gather_global, c);
+        dtype_load(model->w_global, model->gather_global, global_param_count(c), model->dtype);
+        return globals_in_work(model->w_global, c);
     }
-    if (m->dtype == DT_FP32) return globals_in_flat(m->params, c);
-    dtype_load(m->w_global, m->params_lp, emb, m->dtype);
-    dtype_load(m->w_global + emb, (const uint16_t *)m->params_lp + lnf, 2 * c->channels, m->dtype);
-    return globals_in_work(m->w_global, c);
+    if (model->dtype == DT_FP32) return globals_in_flat(model->params, c);
+    dtype_load(model->w_global, model->params_lp, emb, model->dtype);
+    dtype_load(model->w_global + emb, (const uint16_t *)model->params_lp + lnf, 2 * c->channels, model->dtype);
+    return globals_in_work(model->w_global, c);
 }
 
 // Their gradients: the stored fp32 ones, or g_global (zeroed here; added into
 // the 16-bit grads by global_grads_done).
-GlobalWeights global_grads(GPT *m) {
-    if (!m->bucketed) return globals_in_flat(m->grads, &m->cfg);
-    memset(m->g_global, 0, global_param_count(&m->cfg) * sizeof(float));
-    return globals_in_work(m->g_global, &m->cfg);
+GlobalWeights global_grads(GPT *model) {
+    if (!model->bucketed) return globals_in_flat(model->grads, &model->cfg);
+    memset(model->g_global, 0, global_param_count(&model->cfg) * sizeof(float));
+    return globals_in_work(model->g_global, &model->cfg);
 }
 
-void global_grads_done(GPT *m) {
-    if (!m->bucketed) return;
-    const GPTConfig *c = &m->cfg;
+void global_grads_done(GPT *model) {
+    if (!model->bucketed) return;
+    const GPTConfig *c = &model->cfg;
     size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels, lnf = layer_offset(c, c->layers);
-    if (m->zero >= 2) {
+    if (model->shard.stage >= 2) {
         if (g_ledger.trace) printf("  reduce-scatter embeddings and final layernorm: %zu B\n",
                                    global_param_count(c) * sizeof(float));
-        reduce_scatter_range(m, m->g_global, 0, emb);
-        reduce_scatter_range(m, m->g_global + emb, lnf, lnf + 2 * c->channels);
+        reduce_scatter_grads(model, model->g_global, 0, emb);
+        reduce_scatter_grads(model, model->g_global + emb, lnf, lnf + 2 * c->channels);
         return;
     }
-    dtype_accumulate(m->grads_lp, m->g_global, emb, m->dtype);
-    dtype_accumulate((uint16_t *)m->grads_lp + lnf, m->g_global + emb, 2 * c->channels, m->dtype);
+    dtype_accumulate(model->grads_lp, model->g_global, emb, model->dtype);
+    dtype_accumulate((uint16_t *)model->grads_lp + lnf, model->g_global + emb, 2 * c->channels, model->dtype);
 }
 
 // Push a tensor of `count` elements on the stack in the storage dtype and
 // return the fp32 view the ops write: the tensor itself (fp32), or the next
 // `count` floats of the working buffer at *work.
-float *push_act(GPT *m, LayerActs *a, const char *name, size_t count, float **work) {
+float *push_act(GPT *model, LayerActs *a, const char *name, size_t count, float **work) {
     int i = a->n++;
-    a->saved[i] = arena_push(name, count * dtype_size(m->dtype));
+    a->saved[i] = arena_push(name, count * dtype_size(model->dtype));
     a->count[i] = count;
-    if (m->dtype == DT_FP32) a->view[i] = a->saved[i];
+    if (model->dtype == DT_FP32) a->view[i] = a->saved[i];
     else { a->view[i] = *work; *work += count; }
     return a->view[i];
 }
 
 // An op has written x (a view of a's tensor): round it to the storage dtype,
 // in the saved tensor and in x itself. (fp32: nothing to do.)
-void keep(GPT *m, LayerActs *a, float *x) {
-    if (m->dtype == DT_FP32) return;
+void keep(GPT *model, LayerActs *a, float *x) {
+    if (model->dtype == DT_FP32) return;
     for (int i = 0; i < a->n; i++)
-        if (a->view[i] == x) dtype_round_store(x, a->saved[i], a->count[i], m->dtype);
+        if (a->view[i] == x) dtype_round_store(x, a->saved[i], a->count[i], model->dtype);
 }
 
 // Widen every saved tensor of a back into its fp32 view, for the backward.
-void load_saved(GPT *m, LayerActs *a) {
-    if (m->dtype == DT_FP32) return;
-    for (int i = 0; i < a->n; i++) dtype_load(a->view[i], a->saved[i], a->count[i], m->dtype);
+void load_saved(GPT *model, LayerActs *a) {
+    if (model->dtype == DT_FP32) return;
+    for (int i = 0; i < a->n; i++) dtype_load(a->view[i], a->saved[i], a->count[i], model->dtype);
 }
 
 // The fp32 input of block l: the embedding output or the previous block's
 // output; for 16-bit runs, widened from the stack into x_work.
-const float *block_input(GPT *m, int l) {
-    const void *saved = l == 0 ? m->encoded : m->acts[l - 1].saved[SAVED_PER_LAYER - 1];
-    if (m->dtype == DT_FP32) return saved;
-    dtype_load(m->x_work, saved, (size_t)m->B * m->T * m->cfg.channels, m->dtype);
-    return m->x_work;
+const float *block_input(GPT *model, int l) {
+    const void *saved = l == 0 ? model->encoded : model->acts[l - 1].saved[SAVED_PER_LAYER - 1];
+    if (model->dtype == DT_FP32) return saved;
+    dtype_load(model->x_work, saved, (size_t)model->B * model->T * model->cfg.channels, model->dtype);
+    return model->x_work;
 }
 
 // --- the blocks -------------------------------------------------------------------
 
 // One transformer block, forward: x (N,C) -> a->res3 (N,C). Pushes its 13 tensors.
-void block_forward(GPT *m, int l, const float *x, int B, int T) {
-    const GPTConfig *c = &m->cfg;
+void block_forward(GPT *model, int l, const float *x, int B, int T) {
+    const GPTConfig *c = &model->cfg;
     int C = c->channels, H = c->heads, N = B * T;
-    LayerWeights w = weights_for(m, l);
-    LayerActs *a = &m->acts[l];
-    float *work = m->act_work;
+    LayerWeights w = weights_for(model, l);
+    LayerActs *a = &model->acts[l];
+    float *work = model->act_work;
     a->mark = arena_mark();
     a->n = 0;
-    a->ln1 = push_act(m, a, "ln1", (size_t)N * C, &work);
-    a->ln1_mean = push_act(m, a, "ln1_mean", N, &work);
-    a->ln1_rstd = push_act(m, a, "ln1_rstd", N, &work);
-    a->qkv = push_act(m, a, "qkv", (size_t)N * 3 * C, &work);
-    if (m->flash) a->lse = push_act(m, a, "lse", (size_t)B * H * T, &work);
-    else a->att = push_act(m, a, "att", (size_t)B * H * T * T, &work);
-    a->atty = push_act(m, a, "atty", (size_t)N * C, &work);
-    a->res2 = push_act(m, a, "res2", (size_t)N * C, &work);
-    a->ln2 = push_act(m, a, "ln2", (size_t)N * C, &work);
-    a->ln2_mean = push_act(m, a, "ln2_mean", N, &work);
-    a->ln2_rstd = push_act(m, a, "ln2_rstd", N, &work);
-    a->fch = push_act(m, a, "fch", (size_t)N * 4 * C, &work);
-    a->fch_gelu = push_act(m, a, "fch_gelu", (size_t)N * 4 * C, &work);
-    a->res3 = push_act(m, a, "res3", (size_t)N * C, &work);
+    a->ln1 = push_act(model, a, "ln1", (size_t)N * C, &work);
+    a->ln1_mean = push_act(model, a, "ln1_mean", N, &work);
+    a->ln1_rstd = push_act(model, a, "ln1_rstd", N, &work);
+    a->qkv = push_act(model, a, "qkv", (size_t)N * 3 * C, &work);
+    if (model->flash) a->lse = push_act(model, a, "lse", (size_t)B * H * T, &work);
+    else a->att = push_act(model, a, "att", (size_t)B * H * T * T, &work);
+    a->atty = push_act(model, a, "atty", (size_t)N * C, &work);
+    a->res2 = push_act(model, a, "res2", (size_t)N * C, &work);
+    a->ln2 = push_act(model, a, "ln2", (size_t)N * C, &work);
+    a->ln2_mean = push_act(model, a, "ln2_mean", N, &work);
+    a->ln2_rstd = push_act(model, a, "ln2_rstd", N, &work);
+    a->fch = push_act(model, a, "fch", (size_t)N * 4 * C, &work);
+    a->fch_gelu = push_act(model, a, "fch_gelu", (size_t)N * 4 * C, &work);
+    a->res3 = push_act(model, a, "res3", (size_t)N * C, &work);
 
     layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
-    keep(m, a, a->ln1); keep(m, a, a->ln1_mean); keep(m, a, a->ln1_rstd);
+    keep(model, a, a->ln1); keep(model, a, a->ln1_mean); keep(model, a, a->ln1_rstd);
     matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
-    keep(m, a, a->qkv);
-    if (m->flash) { flash_attention_forward(a->atty, a->lse, a->qkv, B, T, C, H); keep(m, a, a->lse); }
-    else { attention_forward(a->atty, a->att, a->qkv, B, T, C, H); keep(m, a, a->att); }
-    keep(m, a, a->atty);
+    keep(model, a, a->qkv);
+    if (model->flash) { flash_attention_forward(a->atty, a->lse, a->qkv, B, T, C, H); keep(model, a, a->lse); }
+    else { attention_forward(a->atty, a->att, a->qkv, B, T, C, H); keep(model, a, a->att); }
+    keep(model, a, a->atty);
     matmul_forward(a->res2, a->atty, w.attprojw, w.attprojb, N, C, C);
     residual_forward(a->res2, a->res2, x, (size_t)N * C);              // res2 = x + attn(x)
-    keep(m, a, a->res2);
+    keep(model, a, a->res2);
     layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
-    keep(m, a, a->ln2); keep(m, a, a->ln2_mean); keep(m, a, a->ln2_rstd);
+    keep(model, a, a->ln2); keep(model, a, a->ln2_mean); keep(model, a, a->ln2_rstd);
     matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, 4 * C);
-    keep(m, a, a->fch);
+    keep(model, a, a->fch);
     gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
-    keep(m, a, a->fch_gelu);
+    keep(model, a, a->fch_gelu);
     matmul_forward(a->res3, a->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
     residual_forward(a->res3, a->res3, a->res2, (size_t)N * C);        // res3 = res2 + mlp(res2)
-    keep(m, a, a->res3);
+    keep(model, a, a->res3);
 }
 
-// One transformer block, backward. On entry m->dres holds d(res3); on exit it
+// One transformer block, backward. On entry model->dres holds d(res3); on exit it
 // holds d(x). Weight gradients accumulate into the model's gradients.
-void block_backward(GPT *m, int l, const float *x, int B, int T) {
-    const GPTConfig *c = &m->cfg;
+void block_backward(GPT *model, int l, const float *x, int B, int T) {
+    const GPTConfig *c = &model->cfg;
     int C = c->channels, H = c->heads, N = B * T;
-    LayerWeights w = weights_for(m, l), g = grads_for(m, l);
-    LayerActs *a = &m->acts[l];
-    load_saved(m, a);
+    LayerWeights w = weights_for(model, l), g = grads_for(model, l);
+    LayerActs *a = &model->acts[l];
+    load_saved(model, a);
     // res3 = res2 + fcproj(gelu(fc(ln2(res2)))): d(res2) starts as d(res3), kept in dres
-    matmul_backward(m->dfch, g.fcprojw, g.fcprojb, m->dres, a->fch_gelu, w.fcprojw, N, 4 * C, C);
-    gelu_backward(m->dfch, a->fch, m->dfch, (size_t)N * 4 * C);
-    matmul_backward(m->dln, g.fcw, g.fcb, m->dfch, a->ln2, w.fcw, N, C, 4 * C);
-    layernorm_backward(m->dres, g.ln2w, g.ln2b, m->dln, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd, N, C);
+    matmul_backward(model->dfch, g.fcprojw, g.fcprojb, model->dres, a->fch_gelu, w.fcprojw, N, 4 * C, C);
+    gelu_backward(model->dfch, a->fch, model->dfch, (size_t)N * 4 * C);
+    matmul_backward(model->dln, g.fcw, g.fcb, model->dfch, a->ln2, w.fcw, N, C, 4 * C);
+    layernorm_backward(model->dres, g.ln2w, g.ln2b, model->dln, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd, N, C);
     // res2 = x + attproj(attention(qkv(ln1(x)))): d(x) starts as d(res2), kept in dres
-    matmul_backward(m->datty, g.attprojw, g.attprojb, m->dres, a->atty, w.attprojw, N, C, C);
-    if (m->flash) flash_attention_backward(m->dqkv, m->datty, a->qkv, a->atty, a->lse, B, T, C, H);
-    else attention_backward(m->dqkv, m->datty, a->qkv, a->att, B, T, C, H);
-    matmul_backward(m->dln, g.qkvw, g.qkvb, m->dqkv, a->ln1, w.qkvw, N, C, 3 * C);
-    layernorm_backward(m->dres, g.ln1w, g.ln1b, m->dln, x, w.ln1w, a->ln1_mean, a->ln1_rstd, N, C);
-    grads_done(m, l);
+    matmul_backward(model->datty, g.attprojw, g.attprojb, model->dres, a->atty, w.attprojw, N, C, C);
+    if (model->flash) flash_attention_backward(model->dqkv, model->datty, a->qkv, a->atty, a->lse, B, T, C, H);
+    else attention_backward(model->dqkv, model->datty, a->qkv, a->att, B, T, C, H);
+    matmul_backward(model->dln, g.qkvw, g.qkvb, model->dqkv, a->ln1, w.qkvw, N, C, 3 * C);
+    layernorm_backward(model->dres, g.ln1w, g.ln1b, model->dln, x, w.ln1w, a->ln1_mean, a->ln1_rstd, N, C);
+    grads_done(model, l);
 }
 
 // --ckpt, in the forward: of block l's 13 tensors keep only its output res3
 // (the next block's input). The output is copied down to where the block's
 // first tensor began, and everything above it is popped, so the stack holds
 // one (N,C) tensor per block instead of thirteen.
-void ckpt_keep_output(GPT *m, int l) {
-    LayerActs *a = &m->acts[l];
+void ckpt_keep_output(GPT *model, int l) {
+    LayerActs *a = &model->acts[l];
     int last = SAVED_PER_LAYER - 1;
-    size_t bytes = a->count[last] * dtype_size(m->dtype);
+    size_t bytes = a->count[last] * dtype_size(model->dtype);
     const void *out = a->saved[last];
     arena_pop_to(a->mark, "ckpt");
     void *kept = arena_push("block_out", bytes);  // where ln1 began, below res3
     memmove(kept, out, bytes);
     a->saved[last] = kept;
-    if (m->dtype == DT_FP32) a->res3 = a->view[last] = kept;
+    if (model->dtype == DT_FP32) a->res3 = a->view[last] = kept;
 }
 
 // 16-bit runs: the LM head and the loss HEAD_ROWS rows at a time, through the
-// fp32 buffer m->logits (HEAD_ROWS x Vp); each chunk's logits (probabilities,
+// fp32 buffer model->logits (HEAD_ROWS x Vp); each chunk's logits (probabilities,
 // with targets) are rounded into the saved 16-bit logits. Returns the mean loss.
-float head_forward_chunked(GPT *m, const float *lnf, const float *wte, const int *targets, int N) {
-    int C = m->cfg.channels, Vp = padded_vocab(&m->cfg);
+float head_forward_chunked(GPT *model, const float *lnf, const float *wte, const int *targets, int N) {
+    int C = model->cfg.channels, Vp = padded_vocab(&model->cfg);
     double loss = 0.0;
     for (int r0 = 0; r0 < N; r0 += HEAD_ROWS) {
         int rows = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
-        matmul_forward(m->logits, lnf + (size_t)r0 * C, wte, NULL, rows, C, Vp);
-        if (targets) loss += (double)crossentropy_forward(m->logits, targets + r0, rows, m->cfg.vocab, Vp) * rows;
-        dtype_round_store(m->logits, (uint16_t *)m->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp, m->dtype);
+        matmul_forward(model->logits, lnf + (size_t)r0 * C, wte, NULL, rows, C, Vp);
+        if (targets) loss += (double)crossentropy_forward(model->logits, targets + r0, rows, model->cfg.vocab, Vp) * rows;
+        dtype_round_store(model->logits, (uint16_t *)model->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp, model->dtype);
     }
     return (float)(loss / N);
 }
 
 // Forward pass over tokens inp[B,T]. Leaves the logits (N,Vp) on the stack
-// (m->logits is their fp32 view), so the caller can sample from them. With
+// (model->logits is their fp32 view), so the caller can sample from them. With
 // targets, turns them into probabilities and returns the mean loss; without,
 // returns 0 and leaves raw logits.
-float gpt_forward(GPT *m, const int *inp, const int *targets, int B, int T) {
-    const GPTConfig *c = &m->cfg;
+float gpt_forward(GPT *model, const int *inp, const int *targets, int B, int T) {
+    const GPTConfig *c = &model->cfg;
     int C = c->channels, N = B * T, Vp = padded_vocab(c);
-    GlobalWeights gw = global_weights(m);
-    m->B = B; m->T = T;
-    m->arena_mark = arena_mark();
-    m->encoded = arena_push("encoded", (size_t)N * C * dtype_size(m->dtype));
-    float *enc = m->dtype == DT_FP32 ? m->encoded : m->x_work;
+    GlobalWeights gw = global_weights(model);
+    model->B = B; model->T = T;
+    model->arena_mark = arena_mark();
+    model->encoded = arena_push("encoded", (size_t)N * C * dtype_size(model->dtype));
+    float *enc = model->dtype == DT_FP32 ? model->encoded : model->x_work;
     encoder_forward(enc, inp, gw.wte, gw.wpe, B, T, C);
-    dtype_round_store(enc, m->encoded, (size_t)N * C, m->dtype);
+    dtype_round_store(enc, model->encoded, (size_t)N * C, model->dtype);
     for (int l = 0; l < c->layers; l++) {
-        block_forward(m, l, block_input(m, l), B, T);
-        if (m->ckpt) ckpt_keep_output(m, l);
+        block_forward(model, l, block_input(model, l), B, T);
+        if (model->ckpt) ckpt_keep_output(model, l);
     }
-    const float *x = block_input(m, c->layers);
-    LayerActs *f = &m->final;
-    float *work = m->act_work;
+    const float *x = block_input(model, c->layers);
+    LayerActs *f = &model->final;
+    float *work = model->act_work;
     f->mark = arena_mark();
     f->n = 0;
-    float *lnf = push_act(m, f, "lnf", (size_t)N * C, &work);
-    float *lnf_mean = push_act(m, f, "lnf_mean", N, &work);
-    float *lnf_rstd = push_act(m, f, "lnf_rstd", N, &work);
+    float *lnf = push_act(model, f, "lnf", (size_t)N * C, &work);
+    float *lnf_mean = push_act(model, f, "lnf_mean", N, &work);
+    float *lnf_rstd = push_act(model, f, "lnf_rstd", N, &work);
     layernorm_forward(lnf, lnf_mean, lnf_rstd, x, gw.lnfw, gw.lnfb, N, C);
-    keep(m, f, lnf); keep(m, f, lnf_mean); keep(m, f, lnf_rstd);
-    if (m->dtype != DT_FP32) {  // the logits are saved in 16 bits but computed in chunks of rows
-        m->logits_saved = arena_push("logits", (size_t)N * Vp * 2);
-        m->logits = work;
-        return head_forward_chunked(m, lnf, gw.wte, targets, N);
+    keep(model, f, lnf); keep(model, f, lnf_mean); keep(model, f, lnf_rstd);
+    if (model->dtype != DT_FP32) {  // the logits are saved in 16 bits but computed in chunks of rows
+        model->logits_saved = arena_push("logits", (size_t)N * Vp * 2);
+        model->logits = work;
+        return head_forward_chunked(model, lnf, gw.wte, targets, N);
     }
-    m->logits = push_act(m, f, "logits", (size_t)N * Vp, &work);
-    matmul_forward(m->logits, lnf, gw.wte, NULL, N, C, Vp);  // LM head tied to wte
+    model->logits = push_act(model, f, "logits", (size_t)N * Vp, &work);
+    matmul_forward(model->logits, lnf, gw.wte, NULL, N, C, Vp);  // LM head tied to wte
     if (!targets) return 0.0f;
-    return crossentropy_forward(m->logits, targets, N, c->vocab, Vp);
+    return crossentropy_forward(model->logits, targets, N, c->vocab, Vp);
 }
 
 // The logits of row i of the last forward pass, fp32 (for sampling).
-const float *gpt_logits_row(GPT *m, int i) {
-    int Vp = padded_vocab(&m->cfg);
-    if (m->dtype == DT_FP32) return m->logits + (size_t)i * Vp;
-    dtype_load(m->logits, (const uint16_t *)m->logits_saved + (size_t)i * Vp, Vp, m->dtype);
-    return m->logits;
+const float *gpt_logits_row(GPT *model, int i) {
+    int Vp = padded_vocab(&model->cfg);
+    if (model->dtype == DT_FP32) return model->logits + (size_t)i * Vp;
+    dtype_load(model->logits, (const uint16_t *)model->logits_saved + (size_t)i * Vp, Vp, model->dtype);
+    return model->logits;
 }
 
 // Drop the activations of a forward pass without a backward (eval, sampling).
-void gpt_discard_activations(GPT *m) { arena_pop_to(m->arena_mark, "forward"); }
+void gpt_discard_activations(GPT *model) { arena_pop_to(model->arena_mark, "forward"); }
 
 // Backward pass for the last gpt_forward (which must have had targets).
 // dloss is d(total loss)/d(each row's loss): 1/N for a plain mean (times the
 // loss scale with fp16). Accumulates into the gradients and pops the
 // activation stack as it goes.
-void gpt_backward(GPT *m, const int *inp, const int *targets, float dloss) {
-    const GPTConfig *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, N = B * T, Vp = padded_vocab(c);
-    GlobalWeights gw = global_weights(m), gg = global_grads(m);
-    LayerActs *f = &m->final;
-    load_saved(m, f);
+void gpt_backward(GPT *model, const int *inp, const int *targets, float dloss) {
+    const GPTConfig *c = &model->cfg;
+    int B = model->B, T = model->T, C = c->channels, N = B * T, Vp = padded_vocab(c);
+    GlobalWeights gw = global_weights(model), gg = global_grads(model);
+    LayerActs *f = &model->final;
+    load_saved(model, f);
     float *lnf = f->view[0], *lnf_mean = f->view[1], *lnf_rstd = f->view[2];
-    if (m->dtype == DT_FP32) {
-        crossentropy_backward(m->logits, targets, N, Vp, dloss);
-        matmul_backward(m->dln, gg.wte, NULL, m->logits, lnf, gw.wte, N, C, Vp);
+    if (model->dtype == DT_FP32) {
+        crossentropy_backward(model->logits, targets, N, Vp, dloss);
+        matmul_backward(model->dln, gg.wte, NULL, model->logits, lnf, gw.wte, N, C, Vp);
     } else {  // the same, HEAD_ROWS rows at a time (head_forward_chunked)
         for (int r0 = 0; r0 < N; r0 += HEAD_ROWS) {
             int rows = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
-            dtype_load(m->logits, (const uint16_t *)m->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp, m->dtype);
-            crossentropy_backward(m->logits, targets + r0, rows, Vp, dloss);
-            matmul_backward(m->dln + (size_t)r0 * C, gg.wte, NULL, m->logits, lnf + (size_t)r0 * C, gw.wte, rows, C, Vp);
+            dtype_load(model->logits, (const uint16_t *)model->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp, model->dtype);
+            crossentropy_backward(model->logits, targets + r0, rows, Vp, dloss);
+            matmul_backward(model->dln + (size_t)r0 * C, gg.wte, NULL, model->logits, lnf + (size_t)r0 * C, gw.wte, rows, C, Vp);
         }
     }
-    memset(m->dres, 0, sizeof(float) * (size_t)N * C);
-    layernorm_backward(m->dres, gg.lnfw, gg.lnfb, m->dln, block_input(m, c->layers), gw.lnfw, lnf_mean, lnf_rstd,
+    memset(model->dres, 0, sizeof(float) * (size_t)N * C);
+    layernorm_backward(model->dres, gg.lnfw, gg.lnfb, model->dln, block_input(model, c->layers), gw.lnfw, lnf_mean, lnf_rstd,
                        N, C);
     arena_pop_to(f->mark, "final");
     for (int l = c->layers - 1; l >= 0; l--) {
-        int mark = m->acts[l].mark;  // with --ckpt: where the kept output sits
-        const float *x = block_input(m, l);
-        if (m->ckpt) {
+        int mark = model->acts[l].mark;  // with --ckpt: where the kept output sits
+        const float *x = block_input(model, l);
+        if (model->ckpt) {
             // recompute the block from its input: pushes its 13 tensors again,
             // bit for bit the ones the forward computed and dropped
             if (g_ledger.trace) printf("  recompute layer %d\n", l);
             double t0 = now_seconds();
-            block_forward(m, l, x, B, T);
-            m->recompute_seconds += now_seconds() - t0;
+            block_forward(model, l, x, B, T);
+            model->recompute_seconds += now_seconds() - t0;
         }
-        block_backward(m, l, x, B, T);
+        block_backward(model, l, x, B, T);
         arena_pop_to(mark, "layer");
     }
-    encoder_backward(gg.wte, gg.wpe, m->dres, inp, B, T, C);
-    global_grads_done(m);
-    arena_pop_to(m->arena_mark, "encoded");
+    encoder_backward(gg.wte, gg.wpe, model->dres, inp, B, T, C);
+    global_grads_done(model);
+    arena_pop_to(model->arena_mark, "encoded");
 }
 
 #endif

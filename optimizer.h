@@ -32,48 +32,6 @@ float lr_at(const AdamWConfig *o, int s) {
     return min_lr + 0.5f * (o->lr - min_lr) * (1.0f + cosf(3.14159265358979f * progress));
 }
 
-// Sum of squares of g[0..n) (stored as dtype dt) in double, in a fixed order
-// (independent of the thread count): 64 fixed chunks; each is widened to fp32
-// GRAD_BLOCK values at a time and summed in 8 independent lanes (lane i takes
-// every 8th element, so the compiler can use vector registers without
-// reordering any sum); then lanes and chunks are added in order.
-enum { GRAD_BLOCK = 4096 };
-
-double sum_squares_dt(const void *g, size_t n, int dt) {
-    enum { CHUNKS = 64, LANES = 8 };
-    double part[CHUNKS];
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < CHUNKS; c++) {
-        float buf[GRAD_BLOCK];
-        size_t i0 = n * c / CHUNKS, i1 = n * (c + 1) / CHUNKS;
-        double lane[LANES] = {0}, s = 0.0;
-        for (size_t b0 = i0; b0 < i1; b0 += GRAD_BLOCK) {
-            size_t len = i1 - b0 < GRAD_BLOCK ? i1 - b0 : GRAD_BLOCK, i = 0;
-            const float *x = buf;
-            if (dt == DT_FP32) x = (const float *)g + b0;
-            else for (size_t j = 0; j < len; j++)
-                buf[j] = dt == DT_BF16 ? bf16_to_float(((const uint16_t *)g)[b0 + j]) : fp16_to_float(((const uint16_t *)g)[b0 + j]);
-            for (; i + LANES <= len; i += LANES)
-                for (int j = 0; j < LANES; j++) lane[j] += (double)x[i + j] * x[i + j];
-            for (; i < len; i++) s += (double)x[i] * x[i];
-        }
-        for (int j = 0; j < LANES; j++) s += lane[j];
-        part[c] = s;
-    }
-    double s = 0.0;
-    for (int c = 0; c < CHUNKS; c++) s += part[c];
-    return s;
-}
-
-double sum_squares(const float *g, size_t n) { return sum_squares_dt(g, n, DT_FP32); }
-
-// Sum of squares of the gradients of all ranks, for the global norm: each rank
-// sums the parameters it owns (with one rank: all), added in rank order.
-double gpt_grad_sum_squares(const GPT *m) {
-    const char *g = m->dtype == DT_FP32 ? (const char *)m->grads : (const char *)m->grads_lp;
-    size_t at = m->own_lo - m->grads_base;
-    return comm_sum_ordered(sum_squares_dt(g + at * dtype_size(m->dtype), m->own_hi - m->own_lo, m->dtype));
-}
 
 // Scale that clips the global gradient norm to max_norm (1 if no clipping needed
 // or clipping is off, max_norm <= 0).

@@ -85,90 +85,90 @@ void gpu_release(void *p) {
     gpu_free(p);
 }
 
-void *at_elem(const GpuGPT *m, void *base, size_t i) { return (char *)base + i * m->e; }
+void *at_elem(const GpuGPT *model, void *base, size_t i) { return (char *)base + i * model->e; }
 
-GpuLayer gpu_layer(const GpuGPT *m, void *base, int l) {
-    const ParamTensor *t = &m->tensors[2 + 12 * l];  // after wte and wpe, 12 per layer (model.h param_tensors)
+GpuLayer gpu_layer(const GpuGPT *model, void *base, int l) {
+    const ParamTensor *t = &model->tensors[2 + 12 * l];  // after wte and wpe, 12 per layer (model.h param_tensors)
     void *p[12];
-    for (int j = 0; j < 12; j++) p[j] = at_elem(m, base, t[j].offset);
+    for (int j = 0; j < 12; j++) p[j] = at_elem(model, base, t[j].offset);
     GpuLayer w = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
     return w;
 }
 
-void *gpu_wte(const GpuGPT *m, void *base) { return at_elem(m, base, m->tensors[0].offset); }
-void *gpu_wpe(const GpuGPT *m, void *base) { return at_elem(m, base, m->tensors[1].offset); }
-void *gpu_lnfw(const GpuGPT *m, void *base) { return at_elem(m, base, m->tensors[m->ntensors - 2].offset); }
-void *gpu_lnfb(const GpuGPT *m, void *base) { return at_elem(m, base, m->tensors[m->ntensors - 1].offset); }
+void *gpu_wte(const GpuGPT *model, void *base) { return at_elem(model, base, model->tensors[0].offset); }
+void *gpu_wpe(const GpuGPT *model, void *base) { return at_elem(model, base, model->tensors[1].offset); }
+void *gpu_lnfw(const GpuGPT *model, void *base) { return at_elem(model, base, model->tensors[model->ntensors - 2].offset); }
+void *gpu_lnfb(const GpuGPT *model, void *base) { return at_elem(model, base, model->tensors[model->ntensors - 1].offset); }
 
 // Allocate everything for micro-batches of B x T (predict_memory_gpu has the sum).
-void gpu_gpt_build(GpuGPT *m, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt) {
-    memset(m, 0, sizeof *m);
-    m->cfg = *cfg;
-    m->dtype = dtype;
-    m->flash = flash;
-    m->ckpt = ckpt;
-    m->nparams = param_count(cfg);
-    m->e = dtype_size(dtype);
-    m->ntensors = param_tensor_count(cfg);
-    m->tensors = malloc(sizeof(ParamTensor) * m->ntensors);
-    param_tensors(cfg, m->tensors);
-    size_t P = m->nparams, N = (size_t)B * T, C = cfg->channels, e = m->e;
+void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt) {
+    memset(model, 0, sizeof *model);
+    model->cfg = *cfg;
+    model->dtype = dtype;
+    model->flash = flash;
+    model->ckpt = ckpt;
+    model->nparams = param_count(cfg);
+    model->e = dtype_size(dtype);
+    model->ntensors = param_tensor_count(cfg);
+    model->tensors = malloc(sizeof(ParamTensor) * model->ntensors);
+    param_tensors(cfg, model->tensors);
+    size_t P = model->nparams, N = (size_t)B * T, C = cfg->channels, e = model->e;
     if (dtype == DT_FP32) {
-        m->params = gpu_alloc(MEM_PARAMS, P * 4, "params");
-        m->master = m->params;
+        model->params = gpu_alloc(MEM_PARAMS, P * 4, "params");
+        model->master = model->params;
     } else {
-        m->params = gpu_alloc(MEM_PARAMS, P * 2, "params (16-bit)");
-        m->master = gpu_alloc(MEM_MASTER, P * 4, "master weights");
+        model->params = gpu_alloc(MEM_PARAMS, P * 2, "params (16-bit)");
+        model->master = gpu_alloc(MEM_MASTER, P * 4, "master weights");
     }
-    m->grads = gpu_alloc(MEM_GRADS, P * e, dtype == DT_FP32 ? "grads" : "grads (16-bit)");
-    m->adam_m = gpu_alloc(MEM_ADAM_M, P * 4, "adam_m");
-    m->adam_v = gpu_alloc(MEM_ADAM_V, P * 4, "adam_v");
-    m->dres = gpu_alloc(MEM_SCRATCH, N * C * e, "dres");
-    m->dln = gpu_alloc(MEM_SCRATCH, N * C * e, "dln");
-    m->dqkv = gpu_alloc(MEM_SCRATCH, N * 3 * C * e, "dqkv");
-    m->datty = gpu_alloc(MEM_SCRATCH, N * C * e, "datty");
-    m->dfch = gpu_alloc(MEM_SCRATCH, N * 4 * C * e, "dfch");
-    m->losses = gpu_alloc(MEM_SCRATCH, N * 4, "losses");
-    if (flash) m->flash_D = gpu_alloc(MEM_SCRATCH, (size_t)B * cfg->heads * T * 4, "flash D");
-    m->norm_partials = gpu_alloc(MEM_SCRATCH, GPU_NORM_BLOCKS * sizeof(double), "norm partials");
-    m->gemm_workspace = gpu_alloc(MEM_SCRATCH, GPU_GEMM_WORKSPACE, "cuBLASLt workspace");
+    model->grads = gpu_alloc(MEM_GRADS, P * e, dtype == DT_FP32 ? "grads" : "grads (16-bit)");
+    model->adam_m = gpu_alloc(MEM_ADAM_M, P * 4, "adam_m");
+    model->adam_v = gpu_alloc(MEM_ADAM_V, P * 4, "adam_v");
+    model->dres = gpu_alloc(MEM_SCRATCH, N * C * e, "dres");
+    model->dln = gpu_alloc(MEM_SCRATCH, N * C * e, "dln");
+    model->dqkv = gpu_alloc(MEM_SCRATCH, N * 3 * C * e, "dqkv");
+    model->datty = gpu_alloc(MEM_SCRATCH, N * C * e, "datty");
+    model->dfch = gpu_alloc(MEM_SCRATCH, N * 4 * C * e, "dfch");
+    model->losses = gpu_alloc(MEM_SCRATCH, N * 4, "losses");
+    if (flash) model->flash_D = gpu_alloc(MEM_SCRATCH, (size_t)B * cfg->heads * T * 4, "flash D");
+    model->norm_partials = gpu_alloc(MEM_SCRATCH, GPU_NORM_BLOCKS * sizeof(double), "norm partials");
+    model->gemm_workspace = gpu_alloc(MEM_SCRATCH, GPU_GEMM_WORKSPACE, "cuBLASLt workspace");
     // column sums are at most 4C wide (the fc bias; layernorm's dw|db is 2C)
     size_t colsum_floats = (size_t)GPU_COLSUM_CHUNKS * 4 * C;
-    m->colsum = gpu_alloc(MEM_SCRATCH, colsum_floats * 4, "column-sum partials");
-    cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, colsum_floats);
-    m->inputs = gpu_alloc(MEM_DATA, N * 4, "inputs (GPU)");
-    m->targets = gpu_alloc(MEM_DATA, N * 4, "targets (GPU)");
-    m->buckets = gpu_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets (GPU)");
-    m->buckets_host = mem_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets");
-    m->token_count_host = mem_alloc(MEM_DATA, (size_t)padded_vocab(cfg) * 4, "token counts");
-    m->acts = calloc(cfg->layers, sizeof(GpuActs));
+    model->colsum = gpu_alloc(MEM_SCRATCH, colsum_floats * 4, "column-sum partials");
+    cu_matmul_setup(model->gemm_workspace, GPU_GEMM_WORKSPACE, model->colsum, colsum_floats);
+    model->inputs = gpu_alloc(MEM_DATA, N * 4, "inputs (GPU)");
+    model->targets = gpu_alloc(MEM_DATA, N * 4, "targets (GPU)");
+    model->buckets = gpu_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets (GPU)");
+    model->buckets_host = mem_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets");
+    model->token_count_host = mem_alloc(MEM_DATA, (size_t)padded_vocab(cfg) * 4, "token counts");
+    model->acts = calloc(cfg->layers, sizeof(GpuActs));
     if (ckpt) {
-        m->recompute_events = malloc(sizeof(void *) * 2 * cfg->layers);
-        for (int i = 0; i < 2 * cfg->layers; i++) m->recompute_events[i] = gpu_event_new();
+        model->recompute_events = malloc(sizeof(void *) * 2 * cfg->layers);
+        for (int i = 0; i < 2 * cfg->layers; i++) model->recompute_events[i] = gpu_event_new();
     }
 }
 
-void gpu_gpt_free(GpuGPT *m) {
-    void *dev[] = {m->params, m->grads, m->adam_m, m->adam_v, m->dres, m->dln, m->dqkv, m->datty, m->dfch,
-                   m->losses, m->flash_D, m->norm_partials, m->gemm_workspace, m->colsum, m->inputs, m->targets, m->buckets};
-    if (m->master != m->params) gpu_release(m->master);
+void gpu_gpt_free(GpuGPT *model) {
+    void *dev[] = {model->params, model->grads, model->adam_m, model->adam_v, model->dres, model->dln, model->dqkv, model->datty, model->dfch,
+                   model->losses, model->flash_D, model->norm_partials, model->gemm_workspace, model->colsum, model->inputs, model->targets, model->buckets};
+    if (model->master != model->params) gpu_release(model->master);
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_release(dev[i]);
-    mem_free(m->buckets_host);
-    mem_free(m->token_count_host);
-    for (int i = 0; m->recompute_events && i < 2 * m->cfg.layers; i++) gpu_event_free(m->recompute_events[i]);
-    free(m->recompute_events);
-    free(m->acts);
-    free(m->tensors);
+    mem_free(model->buckets_host);
+    mem_free(model->token_count_host);
+    for (int i = 0; model->recompute_events && i < 2 * model->cfg.layers; i++) gpu_event_free(model->recompute_events[i]);
+    free(model->recompute_events);
+    free(model->acts);
+    free(model->tensors);
 }
 
 // --ckpt: the time spent recomputing blocks so far: adds the last backward's
 // recomputes (waiting for them, if they are still running) to the total.
-double gpu_gpt_recompute_seconds(GpuGPT *m) {
-    if (m->recompute_pending)
-        for (int l = 0; l < m->cfg.layers; l++)
-            m->recompute_seconds += gpu_event_ms(m->recompute_events[2 * l], m->recompute_events[2 * l + 1]) / 1e3;
-    m->recompute_pending = 0;
-    return m->recompute_seconds;
+double gpu_gpt_recompute_seconds(GpuGPT *model) {
+    if (model->recompute_pending)
+        for (int l = 0; l < model->cfg.layers; l++)
+            model->recompute_seconds += gpu_event_ms(model->recompute_events[2 * l], model->recompute_events[2 * l + 1]) / 1e3;
+    model->recompute_pending = 0;
+    return model->recompute_seconds;
 }
 
 // The activation stack on the device: `capacity` bytes (the predicted peak).
@@ -185,28 +185,28 @@ void gpu_arena_release(void) {
 
 // After the master weights changed (init, resume): round them into the
 // 16-bit compute weights (fp32: they are the same array).
-void gpu_gpt_sync_params(GpuGPT *m) {
-    if (m->dtype != DT_FP32) cu_store_dtype(m->dtype, m->params, m->master, m->nparams);
+void gpu_gpt_sync_params(GpuGPT *model) {
+    if (model->dtype != DT_FP32) cu_store_dtype(model->dtype, model->params, model->master, model->nparams);
 }
 
 // GPT-2 init, the same numbers as model.h's init_params (same generator, same
 // order), made on the host a chunk at a time and uploaded into the master.
-void gpu_gpt_init(GpuGPT *m, uint64_t seed) {
+void gpu_gpt_init(GpuGPT *model, uint64_t seed) {
     enum { CHUNK = 1 << 18 };
     float *chunk = malloc(sizeof(float) * CHUNK);  // 1 MiB of host staging, not a model buffer
     uint64_t s = rng_seed(seed);
     size_t filled = 0, at = 0;
-    for (int i = 0; i < m->ntensors; i++)
-        for (size_t j = 0; j < m->tensors[i].count; j++) {
-            chunk[filled++] = init_value(&m->tensors[i], i, j, &m->cfg, &s);
-            if (filled == CHUNK) { gpu_upload(m->master + at, chunk, filled * 4); at += filled; filled = 0; }
+    for (int i = 0; i < model->ntensors; i++)
+        for (size_t j = 0; j < model->tensors[i].count; j++) {
+            chunk[filled++] = init_value(&model->tensors[i], i, j, &model->cfg, &s);
+            if (filled == CHUNK) { gpu_upload(model->master + at, chunk, filled * 4); at += filled; filled = 0; }
         }
-    gpu_upload(m->master + at, chunk, filled * 4);
+    gpu_upload(model->master + at, chunk, filled * 4);
     free(chunk);
-    gpu_gpt_sync_params(m);
+    gpu_gpt_sync_params(model);
 }
 
-void gpu_gpt_zero_grad(GpuGPT *m) { gpu_zero(m->grads, m->nparams * m->e); }
+void gpu_gpt_zero_grad(GpuGPT *model) { gpu_zero(model->grads, model->nparams * model->e); }
 
 // Bucket the positions 0..N-1 by the token they hold, for encoder_backward: a
 // counting sort (positions stay in order within a token: deterministic).
@@ -232,44 +232,44 @@ int bucket_tokens(const int *inp, int N, int Vp, int *out, int *count) {
 }
 
 // Upload a token batch; with targets (training), also its token buckets.
-void gpu_upload_batch(GpuGPT *m, const int *inp, const int *targets, int N) {
-    gpu_upload(m->inputs, inp, (size_t)N * 4);
+void gpu_upload_batch(GpuGPT *model, const int *inp, const int *targets, int N) {
+    gpu_upload(model->inputs, inp, (size_t)N * 4);
     if (!targets) return;
-    gpu_upload(m->targets, targets, (size_t)N * 4);
-    m->nbuckets = bucket_tokens(inp, N, padded_vocab(&m->cfg), m->buckets_host, m->token_count_host);
-    gpu_upload(m->buckets, m->buckets_host, (size_t)(3 * N + 1) * 4);
+    gpu_upload(model->targets, targets, (size_t)N * 4);
+    model->nbuckets = bucket_tokens(inp, N, padded_vocab(&model->cfg), model->buckets_host, model->token_count_host);
+    gpu_upload(model->buckets, model->buckets_host, (size_t)(3 * N + 1) * 4);
 }
 
 // --- forward ----------------------------------------------------------------------
 
-void *gpu_push(GpuGPT *m, const char *name, size_t count) { return arena_push(name, count * m->e); }
+void *gpu_push(GpuGPT *model, const char *name, size_t count) { return arena_push(name, count * model->e); }
 float *gpu_push_f32(const char *name, size_t count) { return arena_push(name, count * sizeof(float)); }
 
 // One transformer block, forward: x (N,C) -> a->res3. Pushes its 13 tensors (model.h block_forward).
-void gpu_block_forward(GpuGPT *m, int l, const void *x, int B, int T) {
-    const GPTConfig *c = &m->cfg;
-    int C = c->channels, H = c->heads, N = B * T, dt = m->dtype;
-    GpuLayer w = gpu_layer(m, m->params, l);
-    GpuActs *a = &m->acts[l];
+void gpu_block_forward(GpuGPT *model, int l, const void *x, int B, int T) {
+    const GPTConfig *c = &model->cfg;
+    int C = c->channels, H = c->heads, N = B * T, dt = model->dtype;
+    GpuLayer w = gpu_layer(model, model->params, l);
+    GpuActs *a = &model->acts[l];
     a->mark = arena_mark();
-    a->ln1 = gpu_push(m, "ln1", (size_t)N * C);
+    a->ln1 = gpu_push(model, "ln1", (size_t)N * C);
     a->ln1_mean = gpu_push_f32("ln1_mean", N);
     a->ln1_rstd = gpu_push_f32("ln1_rstd", N);
-    a->qkv = gpu_push(m, "qkv", (size_t)N * 3 * C);
-    if (m->flash) a->lse = gpu_push_f32("lse", (size_t)B * H * T);
-    else a->att = gpu_push(m, "att", (size_t)B * H * T * T);
-    a->atty = gpu_push(m, "atty", (size_t)N * C);
-    a->res2 = gpu_push(m, "res2", (size_t)N * C);
-    a->ln2 = gpu_push(m, "ln2", (size_t)N * C);
+    a->qkv = gpu_push(model, "qkv", (size_t)N * 3 * C);
+    if (model->flash) a->lse = gpu_push_f32("lse", (size_t)B * H * T);
+    else a->att = gpu_push(model, "att", (size_t)B * H * T * T);
+    a->atty = gpu_push(model, "atty", (size_t)N * C);
+    a->res2 = gpu_push(model, "res2", (size_t)N * C);
+    a->ln2 = gpu_push(model, "ln2", (size_t)N * C);
     a->ln2_mean = gpu_push_f32("ln2_mean", N);
     a->ln2_rstd = gpu_push_f32("ln2_rstd", N);
-    a->fch = gpu_push(m, "fch", (size_t)N * 4 * C);
-    a->fch_gelu = gpu_push(m, "fch_gelu", (size_t)N * 4 * C);
-    a->res3 = gpu_push(m, "res3", (size_t)N * C);
+    a->fch = gpu_push(model, "fch", (size_t)N * 4 * C);
+    a->fch_gelu = gpu_push(model, "fch_gelu", (size_t)N * 4 * C);
+    a->res3 = gpu_push(model, "res3", (size_t)N * C);
 
     cu_layernorm_forward(dt, a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
     cu_matmul_forward(dt, a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
-    if (m->flash) cu_flash_forward(dt, a->atty, a->lse, a->qkv, B, T, C, H);
+    if (model->flash) cu_flash_forward(dt, a->atty, a->lse, a->qkv, B, T, C, H);
     else cu_attention_forward(dt, a->atty, a->att, a->qkv, B, T, C, H);
     cu_matmul_forward(dt, a->res2, a->atty, w.attprojw, w.attprojb, N, C, C);
     cu_residual_forward(dt, a->res2, a->res2, x, (size_t)N * C);            // res2 = x + attn(x)
@@ -282,9 +282,9 @@ void gpu_block_forward(GpuGPT *m, int l, const void *x, int B, int T) {
 
 // --ckpt: keep only the block's output, moved down to where its first tensor
 // began (model.h ckpt_keep_output).
-void gpu_ckpt_keep_output(GpuGPT *m, int l) {
-    GpuActs *a = &m->acts[l];
-    size_t bytes = (size_t)m->B * m->T * m->cfg.channels * m->e;
+void gpu_ckpt_keep_output(GpuGPT *model, int l) {
+    GpuActs *a = &model->acts[l];
+    size_t bytes = (size_t)model->B * model->T * model->cfg.channels * model->e;
     const void *out = a->res3;
     arena_pop_to(a->mark, "ckpt");
     void *kept = arena_push("block_out", bytes);
@@ -294,34 +294,34 @@ void gpu_ckpt_keep_output(GpuGPT *m, int l) {
     a->res3 = kept;
 }
 
-const void *gpu_block_input(GpuGPT *m, int l) { return l == 0 ? m->encoded : m->acts[l - 1].res3; }
+const void *gpu_block_input(GpuGPT *model, int l) { return l == 0 ? model->encoded : model->acts[l - 1].res3; }
 
 // Forward over inp[B,T] (host). Leaves the logits (N,Vp) on the stack. With
 // targets, returns the mean loss (model.h gpt_forward).
-float gpu_gpt_forward(GpuGPT *m, const int *inp, const int *targets, int B, int T) {
-    const GPTConfig *c = &m->cfg;
-    int C = c->channels, N = B * T, Vp = padded_vocab(c), dt = m->dtype;
-    gpu_upload_batch(m, inp, targets, N);
-    m->B = B; m->T = T;
-    m->arena_mark = arena_mark();
-    m->encoded = gpu_push(m, "encoded", (size_t)N * C);
-    cu_encoder_forward(dt, m->encoded, m->inputs, gpu_wte(m, m->params), gpu_wpe(m, m->params), B, T, C);
+float gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, int T) {
+    const GPTConfig *c = &model->cfg;
+    int C = c->channels, N = B * T, Vp = padded_vocab(c), dt = model->dtype;
+    gpu_upload_batch(model, inp, targets, N);
+    model->B = B; model->T = T;
+    model->arena_mark = arena_mark();
+    model->encoded = gpu_push(model, "encoded", (size_t)N * C);
+    cu_encoder_forward(dt, model->encoded, model->inputs, gpu_wte(model, model->params), gpu_wpe(model, model->params), B, T, C);
     for (int l = 0; l < c->layers; l++) {
-        gpu_block_forward(m, l, gpu_block_input(m, l), B, T);
-        if (m->ckpt) gpu_ckpt_keep_output(m, l);
+        gpu_block_forward(model, l, gpu_block_input(model, l), B, T);
+        if (model->ckpt) gpu_ckpt_keep_output(model, l);
     }
-    m->final_mark = arena_mark();
-    m->lnf = gpu_push(m, "lnf", (size_t)N * C);
-    m->lnf_mean = gpu_push_f32("lnf_mean", N);
-    m->lnf_rstd = gpu_push_f32("lnf_rstd", N);
-    cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, gpu_block_input(m, c->layers),
-                         gpu_lnfw(m, m->params), gpu_lnfb(m, m->params), N, C);
-    m->logits = gpu_push(m, "logits", (size_t)N * Vp);
-    cu_matmul_forward(dt, m->logits, m->lnf, gpu_wte(m, m->params), NULL, N, C, Vp);  // LM head tied to wte
+    model->final_mark = arena_mark();
+    model->lnf = gpu_push(model, "lnf", (size_t)N * C);
+    model->lnf_mean = gpu_push_f32("lnf_mean", N);
+    model->lnf_rstd = gpu_push_f32("lnf_rstd", N);
+    cu_layernorm_forward(dt, model->lnf, model->lnf_mean, model->lnf_rstd, gpu_block_input(model, c->layers),
+                         gpu_lnfw(model, model->params), gpu_lnfb(model, model->params), N, C);
+    model->logits = gpu_push(model, "logits", (size_t)N * Vp);
+    cu_matmul_forward(dt, model->logits, model->lnf, gpu_wte(model, model->params), NULL, N, C, Vp);  // LM head tied to wte
     if (!targets) return 0.0f;
-    cu_crossentropy_forward(dt, m->losses, m->logits, m->targets, N, c->vocab, Vp);
+    cu_crossentropy_forward(dt, model->losses, model->logits, model->targets, N, c->vocab, Vp);
     float *losses = malloc(sizeof(float) * N);
-    gpu_download(losses, m->losses, sizeof(float) * N);
+    gpu_download(losses, model->losses, sizeof(float) * N);
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += losses[i];  // in row order, in double
     free(losses);
@@ -329,86 +329,86 @@ float gpu_gpt_forward(GpuGPT *m, const int *inp, const int *targets, int B, int 
 }
 
 // Row i of the last forward's logits, widened to fp32 into host[Vp] (sampling).
-void gpu_logits_row(GpuGPT *m, int i, float *host) {
-    int Vp = padded_vocab(&m->cfg);
-    if (m->dtype == DT_FP32) { gpu_download(host, at_elem(m, m->logits, (size_t)i * Vp), (size_t)Vp * 4); return; }
+void gpu_logits_row(GpuGPT *model, int i, float *host) {
+    int Vp = padded_vocab(&model->cfg);
+    if (model->dtype == DT_FP32) { gpu_download(host, at_elem(model, model->logits, (size_t)i * Vp), (size_t)Vp * 4); return; }
     uint16_t *row = malloc(2 * (size_t)Vp);
-    gpu_download(row, at_elem(m, m->logits, (size_t)i * Vp), 2 * (size_t)Vp);
-    dtype_load(host, row, Vp, m->dtype);
+    gpu_download(row, at_elem(model, model->logits, (size_t)i * Vp), 2 * (size_t)Vp);
+    dtype_load(host, row, Vp, model->dtype);
     free(row);
 }
 
-void gpu_discard_activations(GpuGPT *m) { arena_pop_to(m->arena_mark, "forward"); }
+void gpu_discard_activations(GpuGPT *model) { arena_pop_to(model->arena_mark, "forward"); }
 
 // --- backward ---------------------------------------------------------------------
 
-// One block, backward: m->dres holds d(res3) on entry, d(x) on exit (model.h block_backward).
-void gpu_block_backward(GpuGPT *m, int l, const void *x, int B, int T) {
-    const GPTConfig *c = &m->cfg;
-    int C = c->channels, H = c->heads, N = B * T, dt = m->dtype;
-    GpuLayer w = gpu_layer(m, m->params, l), g = gpu_layer(m, m->grads, l);
-    GpuActs *a = &m->acts[l];
-    cu_matmul_backward(dt, m->dfch, g.fcprojw, g.fcprojb, m->dres, a->fch_gelu, w.fcprojw, N, 4 * C, C);
-    cu_gelu_backward(dt, m->dfch, a->fch, m->dfch, (size_t)N * 4 * C);
-    cu_matmul_backward(dt, m->dln, g.fcw, g.fcb, m->dfch, a->ln2, w.fcw, N, C, 4 * C);
-    cu_layernorm_backward(dt, m->dres, g.ln2w, g.ln2b, m->dln, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd, N, C);
-    cu_matmul_backward(dt, m->datty, g.attprojw, g.attprojb, m->dres, a->atty, w.attprojw, N, C, C);
-    if (m->flash) cu_flash_backward(dt, m->dqkv, m->datty, a->qkv, a->atty, a->lse, m->flash_D, B, T, C, H);
-    else cu_attention_backward(dt, m->dqkv, m->datty, a->qkv, a->att, B, T, C, H);  // consumes att
-    cu_matmul_backward(dt, m->dln, g.qkvw, g.qkvb, m->dqkv, a->ln1, w.qkvw, N, C, 3 * C);
-    cu_layernorm_backward(dt, m->dres, g.ln1w, g.ln1b, m->dln, x, w.ln1w, a->ln1_mean, a->ln1_rstd, N, C);
+// One block, backward: model->dres holds d(res3) on entry, d(x) on exit (model.h block_backward).
+void gpu_block_backward(GpuGPT *model, int l, const void *x, int B, int T) {
+    const GPTConfig *c = &model->cfg;
+    int C = c->channels, H = c->heads, N = B * T, dt = model->dtype;
+    GpuLayer w = gpu_layer(model, model->params, l), g = gpu_layer(model, model->grads, l);
+    GpuActs *a = &model->acts[l];
+    cu_matmul_backward(dt, model->dfch, g.fcprojw, g.fcprojb, model->dres, a->fch_gelu, w.fcprojw, N, 4 * C, C);
+    cu_gelu_backward(dt, model->dfch, a->fch, model->dfch, (size_t)N * 4 * C);
+    cu_matmul_backward(dt, model->dln, g.fcw, g.fcb, model->dfch, a->ln2, w.fcw, N, C, 4 * C);
+    cu_layernorm_backward(dt, model->dres, g.ln2w, g.ln2b, model->dln, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd, N, C);
+    cu_matmul_backward(dt, model->datty, g.attprojw, g.attprojb, model->dres, a->atty, w.attprojw, N, C, C);
+    if (model->flash) cu_flash_backward(dt, model->dqkv, model->datty, a->qkv, a->atty, a->lse, model->flash_D, B, T, C, H);
+    else cu_attention_backward(dt, model->dqkv, model->datty, a->qkv, a->att, B, T, C, H);  // consumes att
+    cu_matmul_backward(dt, model->dln, g.qkvw, g.qkvb, model->dqkv, a->ln1, w.qkvw, N, C, 3 * C);
+    cu_layernorm_backward(dt, model->dres, g.ln1w, g.ln1b, model->dln, x, w.ln1w, a->ln1_mean, a->ln1_rstd, N, C);
 }
 
 // Backward for the last gpu_gpt_forward (with targets); dloss as in model.h.
-void gpu_gpt_backward(GpuGPT *m, float dloss) {
-    const GPTConfig *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, N = B * T, Vp = padded_vocab(c), dt = m->dtype;
-    cu_crossentropy_backward(dt, m->logits, m->targets, N, c->vocab, Vp, dloss);  // logits -> dlogits in place
-    cu_matmul_backward(dt, m->dln, gpu_wte(m, m->grads), NULL, m->logits, m->lnf, gpu_wte(m, m->params), N, C, Vp);
-    gpu_zero(m->dres, (size_t)N * C * m->e);
-    cu_layernorm_backward(dt, m->dres, gpu_lnfw(m, m->grads), gpu_lnfb(m, m->grads), m->dln,
-                          gpu_block_input(m, c->layers), gpu_lnfw(m, m->params), m->lnf_mean, m->lnf_rstd, N, C);
-    arena_pop_to(m->final_mark, "final");
-    if (m->ckpt) gpu_gpt_recompute_seconds(m);  // the events are about to be recorded again
+void gpu_gpt_backward(GpuGPT *model, float dloss) {
+    const GPTConfig *c = &model->cfg;
+    int B = model->B, T = model->T, C = c->channels, N = B * T, Vp = padded_vocab(c), dt = model->dtype;
+    cu_crossentropy_backward(dt, model->logits, model->targets, N, c->vocab, Vp, dloss);  // logits -> dlogits in place
+    cu_matmul_backward(dt, model->dln, gpu_wte(model, model->grads), NULL, model->logits, model->lnf, gpu_wte(model, model->params), N, C, Vp);
+    gpu_zero(model->dres, (size_t)N * C * model->e);
+    cu_layernorm_backward(dt, model->dres, gpu_lnfw(model, model->grads), gpu_lnfb(model, model->grads), model->dln,
+                          gpu_block_input(model, c->layers), gpu_lnfw(model, model->params), model->lnf_mean, model->lnf_rstd, N, C);
+    arena_pop_to(model->final_mark, "final");
+    if (model->ckpt) gpu_gpt_recompute_seconds(model);  // the events are about to be recorded again
     for (int l = c->layers - 1; l >= 0; l--) {
-        int mark = m->acts[l].mark;
-        const void *x = gpu_block_input(m, l);
-        if (m->ckpt) {
+        int mark = model->acts[l].mark;
+        const void *x = gpu_block_input(model, l);
+        if (model->ckpt) {
             if (g_ledger.trace) printf("  recompute layer %d\n", l);
-            gpu_event_record(m->recompute_events[2 * l]);
-            gpu_block_forward(m, l, x, B, T);
-            gpu_event_record(m->recompute_events[2 * l + 1]);
+            gpu_event_record(model->recompute_events[2 * l]);
+            gpu_block_forward(model, l, x, B, T);
+            gpu_event_record(model->recompute_events[2 * l + 1]);
         }
-        gpu_block_backward(m, l, x, B, T);
+        gpu_block_backward(model, l, x, B, T);
         arena_pop_to(mark, "layer");
     }
-    int *pos = m->buckets, *start = pos + N, *tok = start + N + 1;
-    cu_encoder_backward(dt, gpu_wte(m, m->grads), gpu_wpe(m, m->grads), m->dres, pos, start, tok, m->nbuckets, B, T,
+    int *pos = model->buckets, *start = pos + N, *tok = start + N + 1;
+    cu_encoder_backward(dt, gpu_wte(model, model->grads), gpu_wpe(model, model->grads), model->dres, pos, start, tok, model->nbuckets, B, T,
                         C);
-    arena_pop_to(m->arena_mark, "encoded");
-    m->recompute_pending = m->ckpt;
+    arena_pop_to(model->arena_mark, "encoded");
+    model->recompute_pending = model->ckpt;
 }
 
 // --- the optimizer -------------------------------------------------------------------
 
 // Sum of squares of every gradient: partials on the GPU, added here in order.
-double gpu_grad_sum_squares(GpuGPT *m) {
+double gpu_grad_sum_squares(GpuGPT *model) {
     double part[GPU_NORM_BLOCKS], s = 0.0;
-    cu_sum_squares_partials(m->dtype, m->norm_partials, m->grads, m->nparams);
-    gpu_download(part, m->norm_partials, sizeof part);
+    cu_sum_squares_partials(model->dtype, model->norm_partials, model->grads, model->nparams);
+    gpu_download(part, model->norm_partials, sizeof part);
     for (int i = 0; i < GPU_NORM_BLOCKS; i++) s += part[i];
     return s;
 }
 
 // One AdamW step, tensor by tensor so weight decay reaches only 2-D weights
 // (optimizer.h optimizer_step); the 16-bit weights are rewritten from the master.
-void gpu_adamw_step(GpuGPT *m, const AdamWConfig *o, float lr, int t, float grad_scale) {
+void gpu_adamw_step(GpuGPT *model, const AdamWConfig *o, float lr, int t, float grad_scale) {
     float b1c = 1.0f - powf(o->beta1, (float)t), b2c = 1.0f - powf(o->beta2, (float)t);
-    for (int i = 0; i < m->ntensors; i++) {
-        const ParamTensor *pt = &m->tensors[i];
+    for (int i = 0; i < model->ntensors; i++) {
+        const ParamTensor *pt = &model->tensors[i];
         size_t a = pt->offset;
-        cu_adamw(m->dtype, m->master + a, m->dtype == DT_FP32 ? NULL : at_elem(m, m->params, a),
-                 at_elem(m, m->grads, a), m->adam_m + a, m->adam_v + a, pt->count, lr, o->beta1, o->beta2, o->eps,
+        cu_adamw(model->dtype, model->master + a, model->dtype == DT_FP32 ? NULL : at_elem(model, model->params, a),
+                 at_elem(model, model->grads, a), model->adam_m + a, model->adam_v + a, pt->count, lr, o->beta1, o->beta2, o->eps,
                  pt->is_matrix ? o->weight_decay : 0.0f, b1c, b2c, grad_scale);
     }
 }

@@ -1,0 +1,294 @@
+// flags.h — the command line: every flag in one table (name, kind, range,
+// help), its defaults, the parser, --help, and the checks that turn the flags
+// into a model config. A bad flag or value exits 2 with one line naming it.
+#ifndef GPTMEM_FLAGS_H
+#define GPTMEM_FLAGS_H
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "comm.h"
+#include "dtype.h"
+#include "model.h"
+#include "sizes.h"
+#include "cuda/ops.h"
+
+
+typedef struct {
+    const char *model;  // preset name
+    int layers, channels, heads, vocab, max_seq;  // overrides, 0 = the preset's
+    const char *data;
+    int batch, seq_len, steps, accum;
+    int flash, ckpt;
+    const char *device_str;
+    int cuda;  // --device cuda
+    const char *dtype_str;
+    int dtype;
+    float loss_scale;
+    int zero, ranks;
+    float lr, min_lr_frac, weight_decay, clip;
+    int warmup;
+    uint64_t seed;
+    int threads;
+    int eval_every, eval_batches, sample_every, sample_len;
+    float temperature;
+    const char *save, *resume;
+    int save_every, stop_after;
+    int mem, dry_run, trace;
+    const char *mem_json;
+    const char *log;
+} Options;
+
+Options default_options(void) {
+    Options o;
+    memset(&o, 0, sizeof o);
+    o.model = "small";
+    o.dtype_str = "fp32";
+    o.device_str = "cpu";
+    o.loss_scale = DEFAULT_LOSS_SCALE;
+    o.data = "data/tinyshakespeare.txt";
+    o.batch = 32;
+    o.accum = 1;
+    o.steps = 1000;
+    o.lr = 3e-3f;
+    o.min_lr_frac = 0.1f;
+    o.weight_decay = 0.1f;
+    o.clip = 1.0f;
+    o.warmup = -1;  // -1: 5% of the steps
+    o.seed = 1337;
+    o.eval_every = 200;
+    o.eval_batches = 16;
+    o.sample_every = 500;
+    o.sample_len = 240;
+    o.temperature = 0.8f;
+    o.save_every = 0;
+    return o;
+}
+
+// The flag table: name, value kind, help. --help prints it with the defaults.
+enum { ARG_FLAG, ARG_INT, ARG_FLOAT, ARG_STR, ARG_U64 };
+typedef struct {
+    const char *name;
+    int kind;
+    size_t offset;  // where in Options the value goes
+    long lo, hi;    // allowed range for ints
+    const char *help;
+} FlagSpec;
+
+#define OPT(field) offsetof(Options, field)
+const FlagSpec flag_specs[] = {
+    {"model", ARG_STR, OPT(model), 0, 0, "preset: small, gpt2, gpt2-medium, gpt2-large, gpt2-xl"},
+    {"layers", ARG_INT, OPT(layers), 1, 1024, "override the preset's number of layers L"},
+    {"channels", ARG_INT, OPT(channels), 1, 65536, "override the preset's channels C"},
+    {"heads", ARG_INT, OPT(heads), 1, 1024, "override the preset's heads H (must divide C)"},
+    {"vocab", ARG_INT, OPT(vocab), 256, 1 << 20, "override the vocabulary V (>= 256: tokens are bytes)"},
+    {"max-seq", ARG_INT, OPT(max_seq), 1, 65536, "override the model's learned positions maxT"},
+    {"data", ARG_STR, OPT(data), 0, 0, "text file to train on (bytes are tokens)"},
+    {"batch", ARG_INT, OPT(batch), 1, 65536, "sequences per micro-batch B"},
+    {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (auto = the model's maxT)"},
+    {"accum", ARG_INT, OPT(accum), 1, 65536, "gradient accumulation: micro-batches per optimizer step"},
+    {"ckpt", ARG_FLAG, OPT(ckpt), 0, 0, "activation checkpointing: keep block outputs, recompute the rest"},
+    {"flash", ARG_FLAG, OPT(flash), 0, 0, "flash attention: online softmax, no T x T matrix kept"},
+    {"device", ARG_STR, OPT(device_str), 0, 0, "where to train: cpu (the reference) or cuda (the GPU)"},
+    {"dtype", ARG_STR, OPT(dtype_str), 0, 0, "storage of weights, grads, activations: fp32, bf16 or fp16"},
+    {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the mpirun ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
+    {"ranks", ARG_INT, OPT(ranks), 1, 1 << 20, "with --dry-run: predict each rank's memory on N ranks"},
+    {"loss-scale", ARG_FLOAT, OPT(loss_scale), 0, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
+    {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps"},
+    {"lr", ARG_FLOAT, OPT(lr), 0, 0, "peak learning rate"},
+    {"min-lr-frac", ARG_FLOAT, OPT(min_lr_frac), 0, 0, "final lr as a fraction of --lr (cosine decay)"},
+    {"warmup", ARG_INT, OPT(warmup), -1, INT_MAX, "linear warmup steps (-1 = 5% of --steps)"},
+    {"weight-decay", ARG_FLOAT, OPT(weight_decay), 0, 0, "AdamW weight decay (2-D weights only)"},
+    {"clip", ARG_FLOAT, OPT(clip), 0, 0, "clip the global gradient norm to this (0 = off)"},
+    {"seed", ARG_U64, OPT(seed), 0, 0, "seed for init, batches and sampling"},
+    {"threads", ARG_INT, OPT(threads), 0, 1024, "OpenMP threads (0 = OMP_NUM_THREADS or all cores)"},
+    {"eval-every", ARG_INT, OPT(eval_every), 0, INT_MAX, "validation loss every N steps (0 = only at the end)"},
+    {"eval-batches", ARG_INT, OPT(eval_batches), 1, 100000, "batches per validation"},
+    {"sample-every", ARG_INT, OPT(sample_every), 0, INT_MAX, "print a text sample every M steps (0 = only at the end)"},
+    {"sample-len", ARG_INT, OPT(sample_len), 0, 100000, "bytes per sample (0 = no samples)"},
+    {"temperature", ARG_FLOAT, OPT(temperature), 0, 0, "sampling temperature"},
+    {"save", ARG_STR, OPT(save), 0, 0, "write a checkpoint here (every --save-every steps and at the end)"},
+    {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
+    {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint"},
+    {"stop-after", ARG_INT, OPT(stop_after), 0, INT_MAX,
+     "stop after this many steps of the --steps schedule, saving if --save (0 = run all)"},
+    {"mem", ARG_FLAG, OPT(mem), 0, 0, "print the memory ledger: predicted vs measured, per phase and at peak"},
+    {"mem-json", ARG_STR, OPT(mem_json), 0, 0, "write the memory ledger as JSON to this file"},
+    {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas"},
+    {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
+    {"trace", ARG_FLAG, OPT(trace), 0, 0, "print each activation push and pop, ZeRO gather and reduction of the first step"},
+};
+#undef OPT
+const int n_flag_specs = sizeof flag_specs / sizeof flag_specs[0];
+
+// A bad flag or value: one line naming it, exit code 2.
+void usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see ./train --help)\n");
+    va_end(ap);
+    exit(2);
+}
+
+void print_default(const FlagSpec *f, const Options *d) {
+    const char *p = (const char *)d + f->offset;
+    switch (f->kind) {
+    case ARG_FLAG: printf("off"); break;
+    case ARG_INT:  // 0 where 0 is not allowed means "work it out" (the preset's value, one rank)
+        if (*(const int *)p == 0 && f->lo >= 1) printf("auto");
+        else printf("%d", *(const int *)p);
+        break;
+    case ARG_FLOAT: printf("%g", *(const float *)p); break;
+    case ARG_U64: printf("%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case ARG_STR: printf("%s", *(const char *const *)p ? *(const char *const *)p : "none"); break;
+    }
+}
+
+void print_help(void) {
+    Options d = default_options();
+    printf("gptmem: train a GPT-2 style model in plain C and see where every byte of memory goes.\n\n"
+           "usage: ./train [--flag value | --flag=value]...\n\n");
+    for (int i = 0; i < n_flag_specs; i++) {
+        const FlagSpec *f = &flag_specs[i];
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", f->name, f->kind == ARG_FLAG ? "" : f->kind == ARG_STR ? " S" :
+                                                       f->kind == ARG_FLOAT ? " X" : " N");
+        printf("  %-20s %s (default: ", left, f->help);
+        print_default(f, &d);
+        printf(")\n");
+    }
+    printf("  %-20s %s\n\n", "--help", "this text");
+    printf("auto: the preset's value (--seq-len: the model's maxT; --ranks: 1)\n");
+    printf("this build: MPI %s\n", comm_have_mpi() ? "yes (mpirun -np N ./train --zero S)" :
+           "no (one rank; install libopenmpi-dev openmpi-bin and rebuild for ZeRO over ranks)");
+    printf("            CUDA %s\n\nmodel presets:\n", gpu_built() ? "yes (--device cuda)" :
+           "no (nvcc was not found at build time: --device cpu only)");
+    for (int i = 0; i < n_model_presets; i++) {
+        const GPTConfig *c = &model_presets[i].cfg;
+        printf("  %-12s L%d C%d H%d V%d maxT %d  %.1fM params  %s\n", model_presets[i].name, c->layers,
+               c->channels, c->heads, c->vocab, c->max_seq, param_count(c) / 1e6, model_presets[i].note);
+    }
+    printf("\nexamples:\n"
+           "  ./train                                  train the small model on tiny shakespeare\n"
+           "  ./train --model gpt2-xl --dry-run        how much memory would GPT-2 XL need?\n"
+           "  ./train --steps 20 --mem                 predicted vs measured memory, per category\n"
+           "  ./train --dtype bf16 --ckpt --flash      every memory flag of one process\n"
+           "  mpirun -np 4 ./train --zero 2            ZeRO stage 2 over 4 ranks\n"
+           "  scripts/compare.py --dry-run --base '--model gpt2' fp32= bf16='--dtype bf16'\n"
+           "                                           settings side by side\n");
+}
+
+// Parse one value into the option it belongs to; exits 2 on a bad value.
+void parse_value(const FlagSpec *f, const char *v, Options *o) {
+    char *p = (char *)o + f->offset, *end;
+    errno = 0;
+    if (f->kind == ARG_INT) {
+        long x = strtol(v, &end, 10);
+        if (errno || end == v || *end || x < f->lo || x > f->hi) {
+            char range[64];
+            snprintf(range, sizeof range, "an integer from %ld to %ld", f->lo, f->hi);
+            fprintf(stderr, "error: --%s must be %s (got '%s') (see ./train --help)\n", f->name, range, v);
+            exit(2);
+        }
+        *(int *)p = (int)x;
+    } else if (f->kind == ARG_FLOAT) {
+        float x = strtof(v, &end);
+        if (errno || end == v || *end || !isfinite(x) || x < 0)
+            usage_error("--%s must be a number >= 0 (got '%s')", f->name, v);
+        *(float *)p = x;
+    } else if (f->kind == ARG_U64) {
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-') usage_error("--%s must be an integer >= 0 (got '%s')", f->name, v);
+        *(uint64_t *)p = x;
+    } else {
+        if (!*v) usage_error("--%s needs a value", f->name);
+        *(const char **)p = v;
+    }
+}
+
+Options parse_args(int argc, char **argv) {
+    Options o = default_options();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { print_help(); exit(0); }
+        if (strncmp(a, "--", 2) != 0) usage_error("unexpected argument '%s'; flags start with --", a);
+        char name[64];
+        const char *eq = strchr(a + 2, '='), *value = NULL;
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (len >= sizeof name) len = sizeof name - 1;
+        memcpy(name, a + 2, len);
+        name[len] = 0;
+        const FlagSpec *f = NULL;
+        for (int k = 0; k < n_flag_specs; k++)
+            if (!strcmp(flag_specs[k].name, name)) f = &flag_specs[k];
+        if (!f) usage_error("unknown flag '--%s'", name);
+        if (f->kind == ARG_FLAG) {
+            if (eq) usage_error("--%s takes no value (got '%s')", name, eq + 1);
+            *(int *)((char *)&o + f->offset) = 1;
+            continue;
+        }
+        if (eq) value = eq + 1;
+        else if (i + 1 < argc) value = argv[++i];
+        else usage_error("--%s needs a value", name);
+        parse_value(f, value, &o);
+    }
+    return o;
+}
+
+// Resolve the preset and overrides into a model config; check it makes sense.
+GPTConfig resolve_config(Options *o) {
+    const ModelPreset *p = NULL;
+    for (int i = 0; i < n_model_presets; i++)
+        if (!strcmp(model_presets[i].name, o->model)) p = &model_presets[i];
+    if (!p) usage_error("--model must be one of small, gpt2, gpt2-medium, gpt2-large, gpt2-xl (got '%s')",
+                        o->model);
+    GPTConfig c = p->cfg;
+    if (o->layers) c.layers = o->layers;
+    if (o->channels) c.channels = o->channels;
+    if (o->heads) c.heads = o->heads;
+    if (o->vocab) c.vocab = o->vocab;
+    if (o->max_seq) c.max_seq = o->max_seq;
+    if (c.channels % c.heads) {
+        fprintf(stderr, "error: --channels %d is not divisible by --heads %d; pick heads that divide "
+                "channels (see ./train --help)\n", c.channels, c.heads);
+        exit(2);
+    }
+    if (o->seq_len == 0) o->seq_len = c.max_seq;
+    if (o->seq_len > c.max_seq) {
+        fprintf(stderr, "error: --seq-len %d is over the model's maximum of %d positions; use --seq-len "
+                "1..%d or raise --max-seq (see ./train --help)\n", o->seq_len, c.max_seq, c.max_seq);
+        exit(2);
+    }
+    if ((long long)o->batch * o->seq_len > INT_MAX / 8) usage_error("--batch x --seq-len is too large");
+    if (o->lr <= 0) usage_error("--lr must be a number > 0 (got 0)");
+    if (o->min_lr_frac > 1) usage_error("--min-lr-frac must be from 0 to 1");
+    if (o->temperature <= 0) usage_error("--temperature must be a number > 0");
+    if (o->warmup < 0) o->warmup = o->steps / 20;
+    o->dtype = -1;
+    for (int d = DT_FP32; d <= DT_FP16; d++)
+        if (!strcmp(o->dtype_str, dtype_name[d])) o->dtype = d;
+    if (o->dtype < 0) usage_error("--dtype must be one of fp32, bf16, fp16 (got '%s')", o->dtype_str);
+    if (o->loss_scale < 1.0f) usage_error("--loss-scale must be a number >= 1");
+    if (strcmp(o->device_str, "cpu") && strcmp(o->device_str, "cuda"))
+        usage_error("--device must be cpu or cuda (got '%s')", o->device_str);
+    o->cuda = !strcmp(o->device_str, "cuda");
+    if (o->cuda && o->flash && c.channels / c.heads > GPU_FLASH_MAX_HEAD) {
+        fprintf(stderr, "error: --device cuda --flash supports head sizes up to %d; this model's is %d "
+                "(--channels / --heads); drop --flash or use more heads\n", GPU_FLASH_MAX_HEAD,
+                c.channels / c.heads);
+        exit(2);
+    }
+    if (o->cuda && o->ranks > 1)
+        usage_error("--device cuda runs on one rank for now: ZeRO on the GPU is not built yet (drop --ranks)");
+    return c;
+}
+
+#endif

@@ -1,0 +1,160 @@
+// net.h — the model on its device: the CPU reference (model.h, with
+// optimizer.h's AdamW) or the GPU (cuda/model_gpu.h, which keeps AdamW's
+// state on the GPU too). train.c's loop calls only these functions; they are
+// the only places that ask which device runs.
+#ifndef GPTMEM_NET_H
+#define GPTMEM_NET_H
+
+#include <stdlib.h>
+#include <string.h>
+#include "model.h"
+#include "optimizer.h"
+#include "zero.h"
+#include "cuda/ops.h"
+#include "cuda/model_gpu.h"
+
+typedef struct {
+    int cuda;       // --device cuda
+    GPT cpu;        // --device cpu: the model
+    Optimizer opt;  // AdamW: its config on both devices; its state on the CPU only
+    GpuGPT gpu;     // --device cuda: the model and AdamW's state
+    float *row;     // --device cuda: one row of logits copied to the host for sampling (Vp floats)
+} Net;
+
+// What a model needs to be built, besides its config.
+typedef struct {
+    int batch, seq_len;        // the micro-batch B x T
+    int dtype, flash, ckpt;    // --dtype, --flash, --ckpt
+    int zero, rank, nranks;    // --zero over this rank of nranks
+    size_t activation_stack;   // bytes for the activation stack: the predicted peak
+    uint64_t seed;             // --seed: the init
+} NetSpec;
+
+// Build the model and its optimizer on the chosen device, initialize the weights.
+void net_build(Net *n, int cuda, const GPTConfig *cfg, const NetSpec *s, const AdamWConfig *adam) {
+    memset(n, 0, sizeof *n);
+    n->cuda = cuda;
+    n->opt.cfg = *adam;
+    if (cuda) {
+        gpu_gpt_build(&n->gpu, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt);
+        gpu_arena_reserve(s->activation_stack);
+        gpu_gpt_init(&n->gpu, s->seed);
+        n->row = malloc(sizeof(float) * padded_vocab(cfg));
+        return;
+    }
+    GPT *model = &n->cpu;
+    gpt_build(model, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt, s->zero, s->rank, s->nranks);
+    arena_reserve(s->activation_stack);
+    gpt_init(model, s->seed);
+    const Shard *sh = &model->shard;  // the optimizer's state: the shard from stage 1, else whole
+    if (sh->stage >= 1) optimizer_build(&n->opt, adam, cfg, sh->own_lo, sh->own_hi, sh->size);
+    else optimizer_build(&n->opt, adam, cfg, 0, model->nparams, sh->padded);
+}
+
+void net_free(Net *n) {
+    if (n->cuda) {
+        gpu_gpt_free(&n->gpu);
+        gpu_arena_release();
+        free(n->row);
+    } else {
+        optimizer_free(&n->opt);
+        gpt_free(&n->cpu);
+        arena_release();
+    }
+}
+
+// The ZeRO stage the run really uses (0 on one rank, and on the GPU for now).
+int net_zero_stage(const Net *n) { return n->cuda ? 0 : n->cpu.shard.stage; }
+
+void net_zero_grad(Net *n) {
+    if (n->cuda) gpu_gpt_zero_grad(&n->gpu);
+    else gpt_zero_grad(&n->cpu);
+    n->gpu.recompute_pending = 0;  // a new step: forget the last one's recompute time
+    n->cpu.recompute_seconds = n->gpu.recompute_seconds = 0.0;
+}
+
+float net_forward(Net *n, const int *inp, const int *targets, int B, int T) {
+    return n->cuda ? gpu_gpt_forward(&n->gpu, inp, targets, B, T) : gpt_forward(&n->cpu, inp, targets, B, T);
+}
+
+void net_backward(Net *n, const int *inp, const int *targets, float dloss) {
+    if (n->cuda) gpu_gpt_backward(&n->gpu, dloss);
+    else gpt_backward(&n->cpu, inp, targets, dloss);
+}
+
+// After the backward, ZeRO stages 0 and 1 sum the full gradients over the
+// ranks (stages 2 and 3 reduced each layer's during the backward).
+void net_reduce(Net *n) {
+    if (!n->cuda) gpt_reduce_grads(&n->cpu);
+}
+
+void net_discard_activations(Net *n) {
+    if (n->cuda) gpu_discard_activations(&n->gpu);
+    else gpt_discard_activations(&n->cpu);
+}
+
+const float *net_logits_row(Net *n, int i) {
+    if (!n->cuda) return gpt_logits_row(&n->cpu, i);
+    gpu_logits_row(&n->gpu, i, n->row);
+    return n->row;
+}
+
+double net_grad_sum_squares(Net *n) {
+    return n->cuda ? gpu_grad_sum_squares(&n->gpu) : gpt_grad_sum_squares(&n->cpu);
+}
+
+// AdamW over the parameters this rank owns, then the weights every rank computes with.
+void net_step(Net *n, float lr, int t, float grad_scale) {
+    if (n->cuda) { gpu_adamw_step(&n->gpu, &n->opt.cfg, lr, t, grad_scale); return; }
+    GPT *model = &n->cpu;
+    optimizer_step(&n->opt, model->params, model->master_base, gpt_grads(model), model->grads_base, model->dtype, lr,
+                   t, grad_scale);
+    gpt_sync_params(model);  // stages 1, 2: all-gather the updated shards
+}
+
+double net_recompute_seconds(Net *n) { return n->cuda ? gpu_gpt_recompute_seconds(&n->gpu) : n->cpu.recompute_seconds; }
+
+// Do all ranks hold the same weights? (every rank takes part; 1 on one rank)
+int net_replicas_identical(Net *n) { return n->cuda ? 1 : gpt_replicas_identical(&n->cpu); }
+
+// This rank's part of the training state, what a saved state holds: the fp32
+// weights and Adam's m and v of the parameters [lo, hi) (all of them on one
+// rank), in host or device memory.
+typedef struct {
+    float *w, *m, *v;
+    size_t lo, hi;
+    int on_gpu;
+} NetState;
+
+NetState net_state(Net *n) {
+    NetState st;
+    if (n->cuda) {
+        st.w = n->gpu.master, st.m = n->gpu.adam_m, st.v = n->gpu.adam_v;
+        st.lo = 0, st.hi = n->gpu.nparams, st.on_gpu = 1;
+        return st;
+    }
+    GPT *model = &n->cpu;
+    Optimizer *opt = &n->opt;
+    st.lo = model->shard.own_lo, st.hi = model->shard.own_hi, st.on_gpu = 0;
+    st.w = model->params + (st.lo - model->master_base);
+    st.m = opt->m + (st.lo - opt->lo), st.v = opt->v + (st.lo - opt->lo);
+    return st;
+}
+
+// After a saved state was read into net_state's arrays: at stage 0 every rank
+// gathers every rank's part (they are replicas); then the compute weights
+// (16-bit copies, and the gathers of stages 1 and 2) follow the fp32 weights.
+void net_state_loaded(Net *n) {
+    if (n->cuda) { gpu_gpt_sync_params(&n->gpu); return; }
+    GPT *model = &n->cpu;
+    const Shard *sh = &model->shard;
+    if (sh->stage == 0 && sh->nranks > 1) {
+        long long bytes = (long long)sh->size * sizeof(float);
+        comm_allgather_block(model->params, bytes);
+        comm_allgather_block(n->opt.m, bytes);
+        comm_allgather_block(n->opt.v, bytes);
+    }
+    gpt_sync_params(model);
+}
+
+#endif

@@ -1,0 +1,219 @@
+// state.h — the saved training state (--save, --resume; the messages call it
+// a checkpoint): what a file holds, how it is written and read, and every
+// check that refuses a file that does not belong to this run. Not to be
+// confused with --ckpt (activation checkpointing, model.h), which saves
+// memory inside one step.
+//
+// Layout (little-endian, as written by this machine):
+//   "GPTMEMCK" magic, u32 version, i32 L C H V maxT B T, i32 step,
+//   u64 data_rng, u64 sample_rng, u64 nparams, i32 dtype, i32 updates,
+//   f32 loss_scale, i32 good_steps, i32 zero nranks rank, u64 lo hi,
+//   f32 weights[hi - lo] (the fp32 weights: master copy for 16-bit runs),
+//   f32 adam_m[hi - lo], f32 adam_v[hi - lo],
+//   u64 FNV-1a checksum of every byte before it.
+// Written to FILE.tmp and renamed, so a crash never leaves half a checkpoint.
+// With several ranks each rank writes the parameters it owns: rank 0 to FILE,
+// rank r to FILE.rank<r>; one rank writes everything to FILE.
+#ifndef GPTMEM_STATE_H
+#define GPTMEM_STATE_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "data.h"
+#include "dtype.h"
+#include "cuda/ops.h"
+
+#define STATE_MAGIC "GPTMEMCK"
+#define STATE_VERSION 3u
+
+typedef struct {
+    int32_t L, C, H, V, maxT, B, T, step;
+    uint64_t data_rng, sample_rng, nparams;
+    int32_t dtype;       // the weights are fp32 (the master copy for 16-bit runs); dtype must match to resume
+    int32_t updates;     // optimizer updates applied (fp16 skips steps): AdamW's bias-correction count
+    float loss_scale;    // fp16 dynamic loss scale
+    int32_t good_steps;  // fp16: steps since the scale last changed
+    int32_t zero, nranks, rank;  // ZeRO: the file of rank `rank` of `nranks` at stage `zero`
+    uint64_t lo, hi;             // the parameters [lo, hi) this file holds (one rank: all of them)
+} StateHeader;
+
+// The part of the state that changes as training goes, besides the weights,
+// Adam's state and the random streams: kept here during the run, written into
+// the header when saving, read out of it when resuming.
+typedef struct {
+    int updates;       // optimizer updates applied (fp16 skips steps): AdamW's bias-correction count
+    float loss_scale;  // fp16 dynamic loss scale (1 for fp32 and bf16)
+    int good_steps;    // fp16: steps since the scale last changed
+} LiveState;
+
+// The header to write after `step` steps: the run's own (model, batch, dtype,
+// ranks, shard) with where training is.
+StateHeader state_at(const StateHeader *run, int step, const LiveState *live, uint64_t data_rng, uint64_t sample_rng) {
+    StateHeader hd = *run;
+    hd.step = step;
+    hd.updates = live->updates;
+    hd.loss_scale = live->loss_scale;
+    hd.good_steps = live->good_steps;
+    hd.data_rng = data_rng;
+    hd.sample_rng = sample_rng;
+    return hd;
+}
+
+LiveState state_live(const StateHeader *hd) {
+    LiveState live = {hd->updates, hd->loss_scale, hd->good_steps};
+    return live;
+}
+
+uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 0x100000001B3ULL; }
+    return h;
+}
+
+int write_hashed(FILE *f, uint64_t *h, const void *p, size_t n) {
+    *h = fnv1a(*h, p, n);
+    return fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+// The big arrays go through a 1 MiB host buffer, so that they can come from
+// (or go to) GPU memory: on_gpu says which. CPU arrays are read in place.
+enum { STATE_CHUNK = 1 << 20 };
+
+int write_array(FILE *f, uint64_t *h, const float *src, size_t bytes, int on_gpu) {
+    if (!on_gpu) return write_hashed(f, h, src, bytes);
+    char *chunk = malloc(STATE_CHUNK);
+    int bad = 0;
+    for (size_t at = 0; at < bytes && !bad; at += STATE_CHUNK) {
+        size_t n = bytes - at < STATE_CHUNK ? bytes - at : STATE_CHUNK;
+        gpu_download(chunk, (const char *)src + at, n);
+        bad = write_hashed(f, h, chunk, n);
+    }
+    free(chunk);
+    return bad;
+}
+
+// Is `path` something a save may replace: missing, or a regular file? A
+// device, directory or fifo is refused (writing PATH.tmp and renaming it over
+// /dev/full, say, would replace the device node with a file).
+int state_path_ok(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return errno == ENOENT;
+    return S_ISREG(st.st_mode);
+}
+
+// Write the state to path (through path.tmp, renamed when complete): 0, or -1
+// after a message.
+int save_state(const char *path, const StateHeader *hd, const float *params, const float *m, const float *v,
+               int on_gpu) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!state_path_ok(path) || !state_path_ok(tmp)) {
+        fprintf(stderr, "error: cannot write checkpoint '%s': it exists and is not a regular file (a device, "
+                "directory or fifo); pass --save a file path\n", state_path_ok(path) ? tmp : path);
+        return -1;
+    }
+    FILE *f = fopen(tmp, "wb");
+    if (!f) { fprintf(stderr, "error: cannot write checkpoint '%s': %s\n", tmp, strerror(errno)); return -1; }
+    uint64_t h = 0xCBF29CE484222325ULL;
+    uint32_t version = STATE_VERSION;
+    size_t n = (hd->hi - hd->lo) * sizeof(float);
+    int bad = write_hashed(f, &h, STATE_MAGIC, 8) | write_hashed(f, &h, &version, 4) |
+              write_hashed(f, &h, hd, sizeof *hd) | write_array(f, &h, params, n, on_gpu) |
+              write_array(f, &h, m, n, on_gpu) | write_array(f, &h, v, n, on_gpu);
+    bad |= fwrite(&h, 8, 1, f) != 1;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        fprintf(stderr, "error: writing checkpoint '%s' failed (disk full?)\n", path);
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int read_hashed(FILE *f, uint64_t *h, void *p, size_t n) {
+    if (fread(p, 1, n, f) != n) return -1;
+    *h = fnv1a(*h, p, n);
+    return 0;
+}
+
+int read_array(FILE *f, uint64_t *h, float *dst, size_t bytes, int on_gpu) {
+    if (!on_gpu) return read_hashed(f, h, dst, bytes);
+    char *chunk = malloc(STATE_CHUNK);
+    int bad = 0;
+    for (size_t at = 0; at < bytes && !bad; at += STATE_CHUNK) {
+        size_t n = bytes - at < STATE_CHUNK ? bytes - at : STATE_CHUNK;
+        bad = read_hashed(f, h, chunk, n);
+        if (!bad) gpu_upload((char *)dst + at, chunk, n);
+    }
+    free(chunk);
+    return bad;
+}
+
+// Load a checkpoint into params/m/v after checking it matches `want`.
+// Exits with a clear error if the file is missing, truncated, corrupt or for
+// another model; returns the header.
+StateHeader load_state(const char *path, const StateHeader *want, float *params, float *m, float *v, int on_gpu) {
+    StateHeader hd;
+    FILE *f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "error: cannot open checkpoint '%s': %s\n", path, strerror(errno)); exit(1); }
+    long long size = file_size(path);
+    char magic[8];
+    uint32_t version;
+    uint64_t h = 0xCBF29CE484222325ULL, stored;
+    if (read_hashed(f, &h, magic, 8) || memcmp(magic, STATE_MAGIC, 8)) {
+        fprintf(stderr, "error: '%s' is not a gptmem checkpoint (bad magic)\n", path);
+        exit(1);
+    }
+    if (read_hashed(f, &h, &version, 4) || version != STATE_VERSION) {
+        fprintf(stderr, "error: checkpoint '%s' has version %u; this build reads version %u\n", path, version,
+                STATE_VERSION);
+        exit(1);
+    }
+    if (read_hashed(f, &h, &hd, sizeof hd)) {
+        fprintf(stderr, "error: checkpoint '%s' is truncated (no complete header)\n", path);
+        exit(1);
+    }
+    if (hd.dtype != want->dtype) {
+        fprintf(stderr, "error: checkpoint '%s' was trained with --dtype %s; pass --dtype %s to resume it\n", path,
+                hd.dtype >= 0 && hd.dtype <= DT_FP16 ? dtype_name[hd.dtype] : "?",
+                hd.dtype >= 0 && hd.dtype <= DT_FP16 ? dtype_name[hd.dtype] : "?");
+        exit(1);
+    }
+    if (hd.L != want->L || hd.C != want->C || hd.H != want->H || hd.V != want->V || hd.maxT != want->maxT ||
+        hd.nparams != want->nparams) {
+        fprintf(stderr, "error: checkpoint '%s' is for a different model (L%d C%d H%d V%d maxT %d) than this "
+                "run (L%d C%d H%d V%d maxT %d); pass the same --model and overrides\n", path, hd.L, hd.C, hd.H,
+                hd.V, hd.maxT, want->L, want->C, want->H, want->V, want->maxT);
+        exit(1);
+    }
+    if (hd.zero != want->zero || hd.nranks != want->nranks || hd.rank != want->rank || hd.lo != want->lo ||
+        hd.hi != want->hi) {
+        fprintf(stderr, "error: checkpoint '%s' is rank %d of %d at --zero %d; this is rank %d of %d at --zero %d: "
+                "resume with the same mpirun -np and --zero\n", path, hd.rank, hd.nranks, hd.zero, want->rank,
+                want->nranks, want->zero);
+        exit(1);
+    }
+    size_t n = (hd.hi - hd.lo) * sizeof(float);
+    long long expect = 8 + 4 + (long long)sizeof hd + 3LL * (long long)n + 8;
+    if (size != expect) {
+        fprintf(stderr, "error: checkpoint '%s' has %lld bytes, expected %lld: it is %s\n", path, size, expect,
+                size < expect ? "truncated" : "longer than its header says");
+        exit(1);
+    }
+    if (read_array(f, &h, params, n, on_gpu) || read_array(f, &h, m, n, on_gpu) || read_array(f, &h, v, n, on_gpu) ||
+        fread(&stored, 8, 1, f) != 1 || stored != h) {
+        fprintf(stderr, "error: checkpoint '%s' is corrupt (checksum mismatch)\n", path);
+        exit(1);
+    }
+    fclose(f);
+    if (hd.B != want->B || hd.T != want->T)
+        fprintf(stderr, "warning: checkpoint was trained with batch %d x %d, this run uses %d x %d\n", hd.B, hd.T,
+                want->B, want->T);
+    return hd;
+}
+
+#endif

@@ -1,0 +1,171 @@
+// zero.h — ZeRO: how N ranks share the flat parameter array, and the
+// collectives that move its pieces. Everything about sharding is here; the
+// model (model.h) embeds one Shard and calls these at the right moments of
+// its forward and backward (the schedule, written out in model.h).
+//
+// The shard layout: P parameters, N ranks. Each rank owns S = ceil(P / N)
+// consecutive parameters: rank r owns [r S, min((r + 1) S, P)). Arrays a rank
+// keeps whole are padded to N S elements (the last rank's share is short), so
+// that every rank allocates the same and a block all-gather fills them. Which
+// arrays are sharded grows with the stage:
+//   stage 0: nothing sharded (data parallel: gradients all-reduced after the backward)
+//   stage 1: + the optimizer's fp32 state: master weights (16-bit runs), Adam m and v
+//   stage 2: + the gradients: each layer's are reduce-scattered as soon as its backward ends
+//   stage 3: + the weights: each layer's are all-gathered before they are used
+// With one rank nothing is sharded whatever the stage (stage 0, S = P).
+//
+// The functions below work on host memory and call comm.h's collectives; the
+// arithmetic (shard_layout, shard_pieces, the array lengths) is the part a
+// GPU model reuses with device buffers and other collective calls.
+#ifndef GPTMEM_ZERO_H
+#define GPTMEM_ZERO_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "comm.h"
+#include "dtype.h"
+#include "memory.h"
+#include "sizes.h"
+
+typedef struct {
+    int stage;              // --zero S, or 0 with one rank (nothing to shard)
+    int rank, nranks;
+    size_t nparams;         // P
+    size_t size;            // S = ceil(P / N): the parameters each rank owns (P with one rank)
+    size_t own_lo, own_hi;  // this rank owns [own_lo, own_hi) of the flat array
+    size_t padded;          // N S: the length of an array kept whole (P with one rank)
+} Shard;
+
+Shard shard_layout(size_t P, int stage, int rank, int nranks) {
+    Shard s;
+    s.stage = nranks > 1 ? stage : 0;
+    s.rank = rank;
+    s.nranks = nranks;
+    s.nparams = P;
+    s.size = (P + nranks - 1) / nranks;
+    s.padded = nranks > 1 ? s.size * nranks : P;
+    s.own_lo = nranks > 1 ? (size_t)rank * s.size : 0;
+    s.own_hi = nranks > 1 ? (s.own_lo + s.size < P ? s.own_lo + s.size : P) : P;
+    if (s.own_lo > P) s.own_lo = P;
+    return s;
+}
+
+// How many elements each array holds on this rank (stage 3 shards the compute
+// weights, stage 1 the optimizer's fp32 state, stage 2 the gradients), and
+// the flat index of its element 0: own_lo for a shard, 0 for a whole array.
+size_t shard_weights_len(const Shard *s) { return s->stage == 3 ? s->size : s->padded; }
+size_t shard_state_len(const Shard *s) { return s->stage >= 1 ? s->size : s->padded; }
+size_t shard_grads_len(const Shard *s) { return s->stage >= 2 ? s->size : s->padded; }
+size_t shard_weights_base(const Shard *s) { return s->stage == 3 ? s->own_lo : 0; }
+size_t shard_state_base(const Shard *s) { return s->stage >= 1 ? s->own_lo : 0; }
+size_t shard_grads_base(const Shard *s) { return s->stage >= 2 ? s->own_lo : 0; }
+
+// counts[r] = how many of the parameters [lo, hi) rank r owns; first[r] = the
+// first of them (flat index). Ranks own consecutive shards, so the pieces of
+// [lo, hi) are consecutive too, rank by rank.
+void shard_pieces(const Shard *s, size_t lo, size_t hi, int *counts, size_t *first) {
+    for (int r = 0; r < s->nranks; r++) {
+        size_t a = (size_t)r * s->size, b = a + s->size;
+        size_t x = lo > a ? lo : a, y = hi < b ? hi : b;
+        counts[r] = y > x ? (int)(y - x) : 0;
+        first[r] = x;
+    }
+}
+
+// Stages 2, 3: `bucket` holds this rank's fp32 gradients of the parameters
+// [lo, hi). Sum them over the ranks, each rank receiving the part it owns, and
+// add that part into its gradient shard `grads` (stored as dtype, element 0
+// = parameter grads_base).
+void zero_reduce_scatter(const Shard *s, float *bucket, size_t lo, size_t hi, void *grads, size_t grads_base,
+                         int dtype) {
+    int *counts = malloc(sizeof(int) * s->nranks);
+    size_t *first = malloc(sizeof(size_t) * s->nranks);
+    shard_pieces(s, lo, hi, counts, first);
+    comm_reduce_scatter(bucket, counts);
+    int mine = counts[s->rank];
+    if (mine > 0) dtype_accumulate((char *)grads + (first[s->rank] - grads_base) * dtype_size(dtype), bucket, mine, dtype);
+    free(counts);
+    free(first);
+}
+
+// Stage 3: every rank contributes the weights of [lo, hi) it owns (from its
+// shard `weights`, element 0 = parameter weights_base); dst receives all of
+// them, in the storage dtype.
+void zero_gather(const Shard *s, void *dst, const void *weights, size_t weights_base, size_t lo, size_t hi,
+                 int dtype) {
+    size_t e = dtype_size(dtype);
+    int *counts = malloc(sizeof(int) * s->nranks), *displs = malloc(sizeof(int) * s->nranks);
+    size_t *first = malloc(sizeof(size_t) * s->nranks);
+    shard_pieces(s, lo, hi, counts, first);
+    for (int r = 0; r < s->nranks; r++) {
+        displs[r] = counts[r] ? (int)((first[r] - lo) * e) : 0;
+        counts[r] = (int)(counts[r] * e);
+    }
+    if (counts[s->rank])
+        memcpy((char *)dst + displs[s->rank], (const char *)weights + (first[s->rank] - weights_base) * e,
+               counts[s->rank]);
+    comm_allgather(dst, counts, displs);
+    free(counts); free(displs); free(first);
+}
+
+// Stages 0, 1: sum the full gradient arrays (padded, stored as dtype) over the
+// ranks, REDUCE_CHUNK elements of every rank's shard at a time, through the
+// fp32 buffer reduce_buf (nranks x min(S, REDUCE_CHUNK) floats): a
+// reduce-scatter gives each rank the sum of its own chunk; stage 0 then
+// all-gathers the sums so every rank has the whole reduced gradient, stage 1
+// keeps only its own (its optimizer reads no other).
+void zero_reduce_full(const Shard *s, void *grads, float *reduce_buf, int dtype) {
+    int N = s->nranks;
+    size_t S = s->size, K = S < REDUCE_CHUNK ? S : REDUCE_CHUNK, e = dtype_size(dtype);
+    char *g = grads;
+    if (g_ledger.trace)
+        printf("  %s the gradients: %zu B in chunks of %zu floats per rank\n",
+               s->stage == 0 ? "all-reduce (reduce-scatter + all-gather)" : "reduce-scatter", S * N * sizeof(float), K);
+    for (size_t c0 = 0; c0 < S; c0 += K) {
+        size_t k = S - c0 < K ? S - c0 : K;
+        for (int r = 0; r < N; r++) dtype_load(reduce_buf + (size_t)r * k, g + ((size_t)r * S + c0) * e, k, dtype);
+        comm_reduce_scatter_block(reduce_buf, (int)k);
+        if (s->stage == 0) {
+            memmove(reduce_buf + (size_t)s->rank * k, reduce_buf, k * sizeof(float));
+            comm_allgather_block(reduce_buf, (long long)k * sizeof(float));
+            for (int r = 0; r < N; r++) dtype_store(g + ((size_t)r * S + c0) * e, reduce_buf + (size_t)r * k, k, dtype);
+        } else {
+            dtype_store(g + ((size_t)s->rank * S + c0) * e, reduce_buf, k, dtype);
+        }
+    }
+}
+
+// Stages 1, 2, after the optimizer updated this rank's shard of the (whole,
+// padded) compute weights: every rank's updated shard goes to every rank.
+void zero_allgather_weights(const Shard *s, void *weights, int dtype) {
+    if (s->stage != 1 && s->stage != 2) return;
+    if (g_ledger.trace) printf("  all-gather the updated weights: %zu B\n", s->padded * dtype_size(dtype));
+    comm_allgather_block(weights, (long long)s->size * dtype_size(dtype));
+}
+
+// Are the weights the same on every rank? Each rank hashes the weights it
+// holds whole (stages 0 to 2; at stage 3 each rank holds only its shard, so
+// there is nothing to compare) and rank 0 compares: 1 yes, 0 no. The hash
+// mixes 8-byte words (any differing bit changes it), then the tail bytes.
+int zero_replicas_identical(const Shard *s, const void *weights, int dtype) {
+    if (s->nranks == 1 || s->stage == 3) return 1;
+    size_t bytes = s->nparams * dtype_size(dtype), words = bytes / 8;
+    const unsigned char *w = weights;
+    uint64_t h = 0x9E3779B97F4A7C15ULL, x;
+    for (size_t i = 0; i < words; i++) {
+        memcpy(&x, w + 8 * i, 8);
+        h = (h ^ x) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 33;
+    }
+    for (size_t i = 8 * words; i < bytes; i++) h = (h ^ w[i]) * 0x100000001B3ULL;
+    uint64_t *all = malloc(sizeof(uint64_t) * s->nranks);
+    comm_gather_to_root(&h, all, sizeof h);
+    int same = 1;
+    for (int r = 1; r < s->nranks; r++) same &= all[r] == all[0];
+    free(all);
+    return same;
+}
+
+#endif

@@ -28,6 +28,7 @@
 #include "memory.h"
 #include "ops.h"
 #include "rng.h"
+#include "saved.h"
 #include "sizes.h"
 #include "zero.h"
 
@@ -210,15 +211,15 @@ double now_seconds(void) {
 // widened into them before use, every op's output is rounded to 16 bits when
 // it is saved (and in the working copy too, so the next op reads exactly what
 // was saved), and the backward widens the saved tensors again. The helpers
-// below (push_act, keep, load_saved, weights_for, grads_for, grads_done) are
-// where that happens; for fp32 they hand back the stored tensors and do nothing.
+// below (push_saved, round_saved, load_saved, weights_for, grads_for,
+// grads_done) are where that happens; for fp32 they hand back the stored
+// tensors and do nothing.
 // ===========================================================================
 
-enum { SAVED_PER_LAYER = 13 };
-
-// The tensors one layer saves for its backward. The named pointers are the
-// fp32 views the ops use; saved[] are the tensors on the activation stack in
-// the storage dtype (for fp32 the same memory), in push order.
+// The tensors one layer saves for its backward (saved.h lists them). The
+// named pointers are the fp32 views the ops use; saved[] are the tensors on
+// the activation stack in the storage dtype (for fp32 the same memory), in
+// push order.
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // (N,C), (N), (N)
     float *qkv;                        // (N,3C)
@@ -289,17 +290,20 @@ size_t global_param_count(const GPTConfig *c) {
     return ((size_t)padded_vocab(c) + c->max_seq) * c->channels + 2 * (size_t)c->channels;
 }
 
-// Floats in one block's working set (all 13 tensors), and in the final one.
+// Floats in one block's working set (its saved tensors, saved.h), and in the
+// final one. 16-bit runs compute the LM head and the loss HEAD_ROWS (sizes.h)
+// rows at a time, so their fp32 working copy of the logits is HEAD_ROWS x Vp.
 size_t block_act_floats(const GPTConfig *c, int B, int T, int flash) {
-    size_t N = (size_t)B * T, C = c->channels;
-    return 16 * N * C + 4 * N + (flash ? (size_t)B * c->heads * T : (size_t)B * c->heads * T * T);
+    size_t n = 0;
+    for (int i = 0; i < SAVED_PER_LAYER; i++)
+        n += saved_count(&block_saved[i], B, T, c->channels, c->heads, padded_vocab(c), flash);
+    return n;
 }
-// 16-bit runs compute the LM head and the loss HEAD_ROWS (sizes.h) rows at a
-// time, so their fp32 working copy of the logits is HEAD_ROWS x Vp, not N x Vp.
 
 size_t final_act_floats(const GPTConfig *c, int B, int T) {
-    size_t N = (size_t)B * T, rows = N < HEAD_ROWS ? N : HEAD_ROWS;
-    return N * c->channels + 2 * N + rows * padded_vocab(c);
+    size_t n = 0, N = (size_t)B * T, rows = N < HEAD_ROWS ? N : HEAD_ROWS;
+    for (int i = 0; i < SV_LOGITS; i++) n += saved_count(&final_saved[i], B, T, c->channels, c->heads, 0, 0);
+    return n + rows * padded_vocab(c);
 }
 
 // Allocate weights, gradients and scratch (for micro-batches of B x T), for
@@ -540,12 +544,14 @@ void global_grads_done(GPT *model) {
     dtype_accumulate((uint16_t *)model->grads_lp + lnf, model->g_global + emb, 2 * c->channels, model->dtype);
 }
 
-// Push a tensor of `count` elements on the stack in the storage dtype and
-// return the fp32 view the ops write: the tensor itself (fp32), or the next
-// `count` floats of the working buffer at *work.
-float *push_act(GPT *model, LayerActs *a, const char *name, size_t count, float **work) {
+// Push the saved tensor t (for the current B x T) on the stack in the storage
+// dtype and return the fp32 view the ops write: the tensor itself (fp32), or
+// the next floats of the working buffer at *work.
+float *push_saved(GPT *model, LayerActs *a, const SavedTensor *t, float **work) {
+    const GPTConfig *c = &model->cfg;
+    size_t count = saved_count(t, model->B, model->T, c->channels, c->heads, padded_vocab(c), model->flash);
     int i = a->n++;
-    a->saved[i] = arena_push(name, count * dtype_size(model->dtype));
+    a->saved[i] = arena_push(saved_name(t, model->flash), count * dtype_size(model->dtype));
     a->count[i] = count;
     if (model->dtype == DT_FP32) a->view[i] = a->saved[i];
     else { a->view[i] = *work; *work += count; }
@@ -553,8 +559,9 @@ float *push_act(GPT *model, LayerActs *a, const char *name, size_t count, float 
 }
 
 // An op has written x (a view of a's tensor): round it to the storage dtype,
-// in the saved tensor and in x itself. (fp32: nothing to do.)
-void keep(GPT *model, LayerActs *a, float *x) {
+// in the saved tensor and in x itself, so the next op reads exactly what the
+// backward will. (fp32: nothing to do.)
+void round_saved(GPT *model, LayerActs *a, float *x) {
     if (model->dtype == DT_FP32) return;
     for (int i = 0; i < a->n; i++)
         if (a->view[i] == x) dtype_round_store(x, a->saved[i], a->count[i], model->dtype);
@@ -569,7 +576,7 @@ void load_saved(GPT *model, LayerActs *a) {
 // The fp32 input of block l: the embedding output or the previous block's
 // output; for 16-bit runs, widened from the stack into x_work.
 const float *block_input(GPT *model, int l) {
-    const void *saved = l == 0 ? model->encoded : model->acts[l - 1].saved[SAVED_PER_LAYER - 1];
+    const void *saved = l == 0 ? model->encoded : model->acts[l - 1].saved[SV_RES3];
     if (model->dtype == DT_FP32) return saved;
     dtype_load(model->x_work, saved, (size_t)model->B * model->T * model->cfg.channels, model->dtype);
     return model->x_work;
@@ -586,40 +593,34 @@ void block_forward(GPT *model, int l, const float *x, int B, int T) {
     float *work = model->act_work;
     a->mark = arena_mark();
     a->n = 0;
-    a->ln1 = push_act(model, a, "ln1", (size_t)N * C, &work);
-    a->ln1_mean = push_act(model, a, "ln1_mean", N, &work);
-    a->ln1_rstd = push_act(model, a, "ln1_rstd", N, &work);
-    a->qkv = push_act(model, a, "qkv", (size_t)N * 3 * C, &work);
-    if (model->flash) a->lse = push_act(model, a, "lse", (size_t)B * H * T, &work);
-    else a->att = push_act(model, a, "att", (size_t)B * H * T * T, &work);
-    a->atty = push_act(model, a, "atty", (size_t)N * C, &work);
-    a->res2 = push_act(model, a, "res2", (size_t)N * C, &work);
-    a->ln2 = push_act(model, a, "ln2", (size_t)N * C, &work);
-    a->ln2_mean = push_act(model, a, "ln2_mean", N, &work);
-    a->ln2_rstd = push_act(model, a, "ln2_rstd", N, &work);
-    a->fch = push_act(model, a, "fch", (size_t)N * 4 * C, &work);
-    a->fch_gelu = push_act(model, a, "fch_gelu", (size_t)N * 4 * C, &work);
-    a->res3 = push_act(model, a, "res3", (size_t)N * C, &work);
+    for (int i = 0; i < SAVED_PER_LAYER; i++) push_saved(model, a, &block_saved[i], &work);
+    a->ln1 = a->view[SV_LN1], a->ln1_mean = a->view[SV_LN1_MEAN], a->ln1_rstd = a->view[SV_LN1_RSTD];
+    a->qkv = a->view[SV_QKV];
+    if (model->flash) a->lse = a->view[SV_ATT];
+    else a->att = a->view[SV_ATT];
+    a->atty = a->view[SV_ATTY], a->res2 = a->view[SV_RES2];
+    a->ln2 = a->view[SV_LN2], a->ln2_mean = a->view[SV_LN2_MEAN], a->ln2_rstd = a->view[SV_LN2_RSTD];
+    a->fch = a->view[SV_FCH], a->fch_gelu = a->view[SV_FCH_GELU], a->res3 = a->view[SV_RES3];
 
     layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
-    keep(model, a, a->ln1); keep(model, a, a->ln1_mean); keep(model, a, a->ln1_rstd);
+    round_saved(model, a, a->ln1); round_saved(model, a, a->ln1_mean); round_saved(model, a, a->ln1_rstd);
     matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
-    keep(model, a, a->qkv);
-    if (model->flash) { flash_attention_forward(a->atty, a->lse, a->qkv, B, T, C, H); keep(model, a, a->lse); }
-    else { attention_forward(a->atty, a->att, a->qkv, B, T, C, H); keep(model, a, a->att); }
-    keep(model, a, a->atty);
+    round_saved(model, a, a->qkv);
+    if (model->flash) { flash_attention_forward(a->atty, a->lse, a->qkv, B, T, C, H); round_saved(model, a, a->lse); }
+    else { attention_forward(a->atty, a->att, a->qkv, B, T, C, H); round_saved(model, a, a->att); }
+    round_saved(model, a, a->atty);
     matmul_forward(a->res2, a->atty, w.attprojw, w.attprojb, N, C, C);
     residual_forward(a->res2, a->res2, x, (size_t)N * C);              // res2 = x + attn(x)
-    keep(model, a, a->res2);
+    round_saved(model, a, a->res2);
     layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
-    keep(model, a, a->ln2); keep(model, a, a->ln2_mean); keep(model, a, a->ln2_rstd);
+    round_saved(model, a, a->ln2); round_saved(model, a, a->ln2_mean); round_saved(model, a, a->ln2_rstd);
     matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, 4 * C);
-    keep(model, a, a->fch);
+    round_saved(model, a, a->fch);
     gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
-    keep(model, a, a->fch_gelu);
+    round_saved(model, a, a->fch_gelu);
     matmul_forward(a->res3, a->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
     residual_forward(a->res3, a->res3, a->res2, (size_t)N * C);        // res3 = res2 + mlp(res2)
-    keep(model, a, a->res3);
+    round_saved(model, a, a->res3);
 }
 
 // One transformer block, backward. On entry model->dres holds d(res3); on exit it
@@ -650,7 +651,7 @@ void block_backward(GPT *model, int l, const float *x, int B, int T) {
 // one (N,C) tensor per block instead of thirteen.
 void ckpt_keep_output(GPT *model, int l) {
     LayerActs *a = &model->acts[l];
-    int last = SAVED_PER_LAYER - 1;
+    int last = SV_RES3;
     size_t bytes = a->count[last] * dtype_size(model->dtype);
     const void *out = a->saved[last];
     arena_pop_to(a->mark, "ckpt");
@@ -698,17 +699,17 @@ float gpt_forward(GPT *model, const int *inp, const int *targets, int B, int T) 
     float *work = model->act_work;
     f->mark = arena_mark();
     f->n = 0;
-    float *lnf = push_act(model, f, "lnf", (size_t)N * C, &work);
-    float *lnf_mean = push_act(model, f, "lnf_mean", N, &work);
-    float *lnf_rstd = push_act(model, f, "lnf_rstd", N, &work);
+    float *lnf = push_saved(model, f, &final_saved[SV_LNF], &work);
+    float *lnf_mean = push_saved(model, f, &final_saved[SV_LNF_MEAN], &work);
+    float *lnf_rstd = push_saved(model, f, &final_saved[SV_LNF_RSTD], &work);
     layernorm_forward(lnf, lnf_mean, lnf_rstd, x, gw.lnfw, gw.lnfb, N, C);
-    keep(model, f, lnf); keep(model, f, lnf_mean); keep(model, f, lnf_rstd);
+    round_saved(model, f, lnf); round_saved(model, f, lnf_mean); round_saved(model, f, lnf_rstd);
     if (model->dtype != DT_FP32) {  // the logits are saved in 16 bits but computed in chunks of rows
         model->logits_saved = arena_push("logits", (size_t)N * Vp * 2);
         model->logits = work;
         return head_forward_chunked(model, lnf, gw.wte, targets, N);
     }
-    model->logits = push_act(model, f, "logits", (size_t)N * Vp, &work);
+    model->logits = push_saved(model, f, &final_saved[SV_LOGITS], &work);
     matmul_forward(model->logits, lnf, gw.wte, NULL, N, C, Vp);  // LM head tied to wte
     if (!targets) return 0.0f;
     return crossentropy_forward(model->logits, targets, N, c->vocab, Vp);

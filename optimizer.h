@@ -22,14 +22,14 @@ typedef struct {
 
 // Learning rate at step s (0-based): linear warmup from lr/warmup to lr over
 // `warmup` steps, then cosine decay from lr to min_lr at the last step.
-float lr_at(const AdamWConfig *o, int s) {
-    if (s < o->warmup) return o->lr * (float)(s + 1) / (float)o->warmup;
-    int decay_steps = o->total_steps - o->warmup;
-    if (decay_steps <= 1) return o->lr;
-    float progress = (float)(s - o->warmup) / (float)(decay_steps - 1);
+float lr_at(const AdamWConfig *cfg, int s) {
+    if (s < cfg->warmup) return cfg->lr * (float)(s + 1) / (float)cfg->warmup;
+    int decay_steps = cfg->total_steps - cfg->warmup;
+    if (decay_steps <= 1) return cfg->lr;
+    float progress = (float)(s - cfg->warmup) / (float)(decay_steps - 1);
     if (progress > 1.0f) progress = 1.0f;
-    float min_lr = o->lr * o->min_lr_frac;
-    return min_lr + 0.5f * (o->lr - min_lr) * (1.0f + cosf(3.14159265358979f * progress));
+    float min_lr = cfg->lr * cfg->min_lr_frac;
+    return min_lr + 0.5f * (cfg->lr - min_lr) * (1.0f + cosf(3.14159265358979f * progress));
 }
 
 
@@ -47,19 +47,19 @@ float clip_scale(double grad_norm, float max_norm) {
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   mhat = m / (1 - b1^t); vhat = v / (1 - b2^t)
 //   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
-void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, const AdamWConfig *o, float lr,
+void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, const AdamWConfig *cfg, float lr,
                   int t, float grad_scale, int decay) {
-    float b1c = 1.0f - powf(o->beta1, (float)t), b2c = 1.0f - powf(o->beta2, (float)t);
-    float wd = decay ? o->weight_decay : 0.0f;
+    float b1c = 1.0f - powf(cfg->beta1, (float)t), b2c = 1.0f - powf(cfg->beta2, (float)t);
+    float wd = decay ? cfg->weight_decay : 0.0f;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i] * grad_scale;
-        float mi = o->beta1 * m[i] + (1.0f - o->beta1) * g;
-        float vi = o->beta2 * v[i] + (1.0f - o->beta2) * g * g;
+        float mi = cfg->beta1 * m[i] + (1.0f - cfg->beta1) * g;
+        float vi = cfg->beta2 * v[i] + (1.0f - cfg->beta2) * g * g;
         m[i] = mi;
         v[i] = vi;
         float mhat = mi / b1c, vhat = vi / b2c;
-        params[i] -= lr * (mhat / (sqrtf(vhat) + o->eps) + wd * params[i]);
+        params[i] -= lr * (mhat / (sqrtf(vhat) + cfg->eps) + wd * params[i]);
     }
 }
 
@@ -77,22 +77,22 @@ typedef struct {
 
 // State for the parameters [lo, hi), n_alloc elements each (>= hi - lo: a
 // ZeRO shard is padded so every rank allocates the same).
-void optimizer_build(Optimizer *o, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
+void optimizer_build(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
                      size_t n_alloc) {
-    o->cfg = *cfg;
-    o->lo = lo;
-    o->hi = hi;
-    o->m = mem_alloc(MEM_ADAM_M, n_alloc * sizeof(float), "adam_m");
-    o->v = mem_alloc(MEM_ADAM_V, n_alloc * sizeof(float), "adam_v");
-    o->ntensors = param_tensor_count(model);
-    o->tensors = malloc(sizeof(ParamTensor) * o->ntensors);
-    param_tensors(model, o->tensors);
+    opt->cfg = *cfg;
+    opt->lo = lo;
+    opt->hi = hi;
+    opt->m = mem_alloc(MEM_ADAM_M, n_alloc * sizeof(float), "adam_m");
+    opt->v = mem_alloc(MEM_ADAM_V, n_alloc * sizeof(float), "adam_v");
+    opt->ntensors = param_tensor_count(model);
+    opt->tensors = malloc(sizeof(ParamTensor) * opt->ntensors);
+    param_tensors(model, opt->tensors);
 }
 
-void optimizer_free(Optimizer *o) {
-    mem_free(o->m);
-    mem_free(o->v);
-    free(o->tensors);
+void optimizer_free(Optimizer *opt) {
+    mem_free(opt->m);
+    mem_free(opt->v);
+    free(opt->tensors);
 }
 
 // One AdamW step at learning rate lr over this optimizer's parameters; t is
@@ -101,16 +101,16 @@ void optimizer_free(Optimizer *o) {
 // weights w and the gradients g (stored as dtype gdt) are arrays whose
 // element 0 is parameter w_base / g_base. 16-bit gradients are widened
 // GRAD_BLOCK at a time into a buffer on the stack.
-void optimizer_step(Optimizer *o, float *w, size_t w_base, const void *g, size_t g_base, int gdt, float lr, int t,
+void optimizer_step(Optimizer *opt, float *w, size_t w_base, const void *g, size_t g_base, int gdt, float lr, int t,
                     float grad_scale) {
-    for (int i = 0; i < o->ntensors; i++) {
-        const ParamTensor *pt = &o->tensors[i];
-        size_t a = pt->offset > o->lo ? pt->offset : o->lo;                       // this tensor's part
-        size_t b = pt->offset + pt->count < o->hi ? pt->offset + pt->count : o->hi;  // of [lo, hi)
+    for (int i = 0; i < opt->ntensors; i++) {
+        const ParamTensor *pt = &opt->tensors[i];
+        size_t a = pt->offset > opt->lo ? pt->offset : opt->lo;                       // this tensor's part
+        size_t b = pt->offset + pt->count < opt->hi ? pt->offset + pt->count : opt->hi;  // of [lo, hi)
         if (a >= b) continue;
         if (gdt == DT_FP32) {
-            adamw_update(w + (a - w_base), (const float *)g + (a - g_base), o->m + (a - o->lo), o->v + (a - o->lo),
-                         b - a, &o->cfg, lr, t, grad_scale, pt->is_matrix);
+            adamw_update(w + (a - w_base), (const float *)g + (a - g_base), opt->m + (a - opt->lo), opt->v + (a - opt->lo),
+                         b - a, &opt->cfg, lr, t, grad_scale, pt->is_matrix);
             continue;
         }
         long nblocks = (long)((b - a + GRAD_BLOCK - 1) / GRAD_BLOCK);
@@ -119,7 +119,7 @@ void optimizer_step(Optimizer *o, float *w, size_t w_base, const void *g, size_t
             float buf[GRAD_BLOCK];
             size_t off = a + (size_t)k * GRAD_BLOCK, len = b - off < GRAD_BLOCK ? b - off : GRAD_BLOCK;
             dtype_load(buf, (const uint16_t *)g + (off - g_base), len, gdt);
-            adamw_update(w + (off - w_base), buf, o->m + (off - o->lo), o->v + (off - o->lo), len, &o->cfg, lr, t,
+            adamw_update(w + (off - w_base), buf, opt->m + (off - opt->lo), opt->v + (off - opt->lo), len, &opt->cfg, lr, t,
                          grad_scale, pt->is_matrix);
         }
     }

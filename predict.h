@@ -16,6 +16,7 @@
 #include <string.h>
 #include "report.h"  // only the categories: the predictor never sees the allocator
 #include "sizes.h"   // the sizes the trainer allocates by
+#include "saved.h"   // the tensors a block saves
 
 // What the prediction depends on besides the model shape.
 typedef struct {
@@ -36,14 +37,14 @@ size_t predict_param_count(int L, int C, int Vp, int maxT) {
     return (size_t)Vp * C + (size_t)maxT * C + (size_t)L * (12 * (size_t)C * C + 13 * (size_t)C) + 2 * (size_t)C;
 }
 
-// The activation stack, in fp32 bytes, at its two moments that matter:
-// after the forward (everything the backward will need is live) and at its
-// peak (the largest it ever gets).
+// The activation stack at its two moments that matter: after the forward
+// (everything the backward will need is live) and at its peak (the largest it
+// ever gets). The tensors are saved.h's tables, each stored in the --dtype:
 //   encoded                                   N*C
 //   one block, all 13 tensors ("full"): ln1 N*C, ln1 mean+rstd 2N, qkv 3N*C,
 //     attention: att B*H*T^2 (naive) or lse B*H*T (--flash),
 //     atty N*C, res2 N*C, ln2 N*C, ln2 mean+rstd 2N, fch 4N*C, fch_gelu 4N*C, res3 N*C
-//     = 16*N*C + 4*N + (B*H*T^2 or B*H*T) floats
+//     = 16*N*C + 4*N + (B*H*T^2 or B*H*T) elements
 //   final: lnf N*C, lnf mean+rstd 2N, logits N*Vp
 // Without --ckpt: after forward = peak = encoded + L*full + final.
 // With --ckpt each block keeps only its output (N*C):
@@ -55,22 +56,24 @@ typedef struct {
     size_t after_forward, peak;
 } ActivationBytes;
 
-ActivationBytes predict_activations(int L, int C, int H, int Vp, const RunShape *s) {
-    size_t B = s->batch, T = s->seq_len, N = B * T;
-    size_t attention = s->flash ? B * H * T : B * H * T * T;
-    size_t full = 16 * N * C + 4 * N + attention;
-    size_t encoded = N * C, final = N * C + 2 * N + N * Vp;
+// The stack from the bytes of its pieces (the formulas above).
+ActivationBytes stack_bytes(int L, size_t encoded, size_t kept, size_t full, size_t final, int ckpt) {
     ActivationBytes a;
-    if (s->ckpt) {
-        a.after_forward = encoded + (size_t)L * N * C + final;
-        a.peak = encoded + (size_t)L * N * C + (full > final ? full : final);
+    if (ckpt) {
+        a.after_forward = encoded + (size_t)L * kept + final;
+        a.peak = encoded + (size_t)L * kept + (full > final ? full : final);
     } else {
         a.after_forward = a.peak = encoded + (size_t)L * full + final;
     }
-    size_t bytes_per = s->dtype == 0 ? 4 : 2;  // every saved tensor is stored in the --dtype
-    a.after_forward *= bytes_per;
-    a.peak *= bytes_per;
     return a;
+}
+
+ActivationBytes predict_activations(int L, int C, int H, int Vp, const RunShape *s) {
+    size_t B = s->batch, T = s->seq_len, e = s->dtype == 0 ? 4 : 2, full = 0, final = 0;
+    for (int i = 0; i < SAVED_PER_LAYER; i++) full += e * saved_count(&block_saved[i], B, T, C, H, Vp, s->flash);
+    for (int i = 0; i < SAVED_FINAL; i++) final += e * saved_count(&final_saved[i], B, T, C, H, Vp, s->flash);
+    size_t nc = e * B * T * C;  // encoded, and a block's kept output
+    return stack_bytes(L, nc, nc, full, final, s->ckpt);
 }
 
 void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r);
@@ -151,27 +154,24 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
 // The GPU's activation stack (cuda/model_gpu.h): the same tensors as above,
 // with two differences. The row statistics (layernorm mean and rstd, flash's
 // lse) are fp32 whatever the dtype, and every tensor starts on a 256-byte
-// boundary, so each push is rounded up: A(x) = x rounded up to 256 bytes.
+// boundary, so each push is rounded up: A(x) = x rounded up to GPU_ACT_ALIGN.
 //   one block = A(e N C) [ln1] + 4 A(4N) [ln1, ln2 mean and rstd] + A(3 e N C) [qkv]
 //             + A(e B H T^2) [att] or A(4 B H T) [lse] + 4 A(e N C) [atty, res2, ln2, res3]
 //             + 2 A(4 e N C) [fch, fch_gelu]
 //   encoded and each kept block output (--ckpt) A(e N C); final A(e N C) + 2 A(4N) + A(e N Vp)
 size_t gpu_act(size_t bytes) { return (bytes + GPU_ACT_ALIGN - 1) / GPU_ACT_ALIGN * GPU_ACT_ALIGN; }
 
+size_t gpu_saved_bytes(const SavedTensor *t, int C, int H, int Vp, const RunShape *s) {
+    size_t e = s->dtype == 0 ? 4 : 2, per = saved_is_row_stat(t, s->flash) ? 4 : e;
+    return gpu_act(per * saved_count(t, s->batch, s->seq_len, C, H, Vp, s->flash));
+}
+
 ActivationBytes predict_activations_gpu(int L, int C, int H, int Vp, const RunShape *s) {
-    size_t B = s->batch, T = s->seq_len, N = B * T, e = s->dtype == 0 ? 4 : 2;
-    size_t nc = gpu_act(e * N * C), stat = gpu_act(4 * N);
-    size_t attention = s->flash ? gpu_act(4 * B * H * T) : gpu_act(e * B * H * T * T);
-    size_t full = nc + 4 * stat + gpu_act(3 * e * N * C) + attention + 4 * nc + 2 * gpu_act(4 * e * N * C);
-    size_t final = nc + 2 * stat + gpu_act(e * N * Vp);
-    ActivationBytes a;
-    if (s->ckpt) {
-        a.after_forward = nc + (size_t)L * nc + final;
-        a.peak = nc + (size_t)L * nc + (full > final ? full : final);
-    } else {
-        a.after_forward = a.peak = nc + (size_t)L * full + final;
-    }
-    return a;
+    size_t full = 0, final = 0, e = s->dtype == 0 ? 4 : 2;
+    for (int i = 0; i < SAVED_PER_LAYER; i++) full += gpu_saved_bytes(&block_saved[i], C, H, Vp, s);
+    for (int i = 0; i < SAVED_FINAL; i++) final += gpu_saved_bytes(&final_saved[i], C, H, Vp, s);
+    size_t nc = gpu_act(e * s->batch * s->seq_len * C);
+    return stack_bytes(L, nc, nc, full, final, s->ckpt);
 }
 
 // The bytes of the GPU run's ledger that live on the host, not the GPU (all in

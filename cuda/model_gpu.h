@@ -243,7 +243,15 @@ void gpu_upload_batch(GpuGPT *model, const int *inp, const int *targets, int N) 
 // --- forward ----------------------------------------------------------------------
 
 void *gpu_push(GpuGPT *model, const char *name, size_t count) { return arena_push(name, count * model->e); }
-float *gpu_push_f32(const char *name, size_t count) { return arena_push(name, count * sizeof(float)); }
+
+// Push the saved tensor t (saved.h) for the current B x T: in the dtype, or in
+// fp32 for a row statistic (layernorm mean and rstd, flash's lse).
+void *gpu_push_saved(GpuGPT *model, const SavedTensor *t) {
+    const GPTConfig *c = &model->cfg;
+    size_t count = saved_count(t, model->B, model->T, c->channels, c->heads, padded_vocab(c), model->flash);
+    size_t bytes = count * (saved_is_row_stat(t, model->flash) ? sizeof(float) : model->e);
+    return arena_push(saved_name(t, model->flash), bytes);
+}
 
 // One transformer block, forward: x (N,C) -> a->res3. Pushes its 13 tensors (model.h block_forward).
 void gpu_block_forward(GpuGPT *model, int l, const void *x, int B, int T) {
@@ -252,20 +260,14 @@ void gpu_block_forward(GpuGPT *model, int l, const void *x, int B, int T) {
     GpuLayer w = gpu_layer(model, model->params, l);
     GpuActs *a = &model->acts[l];
     a->mark = arena_mark();
-    a->ln1 = gpu_push(model, "ln1", (size_t)N * C);
-    a->ln1_mean = gpu_push_f32("ln1_mean", N);
-    a->ln1_rstd = gpu_push_f32("ln1_rstd", N);
-    a->qkv = gpu_push(model, "qkv", (size_t)N * 3 * C);
-    if (model->flash) a->lse = gpu_push_f32("lse", (size_t)B * H * T);
-    else a->att = gpu_push(model, "att", (size_t)B * H * T * T);
-    a->atty = gpu_push(model, "atty", (size_t)N * C);
-    a->res2 = gpu_push(model, "res2", (size_t)N * C);
-    a->ln2 = gpu_push(model, "ln2", (size_t)N * C);
-    a->ln2_mean = gpu_push_f32("ln2_mean", N);
-    a->ln2_rstd = gpu_push_f32("ln2_rstd", N);
-    a->fch = gpu_push(model, "fch", (size_t)N * 4 * C);
-    a->fch_gelu = gpu_push(model, "fch_gelu", (size_t)N * 4 * C);
-    a->res3 = gpu_push(model, "res3", (size_t)N * C);
+    void *p[SAVED_PER_LAYER];
+    for (int i = 0; i < SAVED_PER_LAYER; i++) p[i] = gpu_push_saved(model, &block_saved[i]);
+    a->ln1 = p[SV_LN1], a->ln1_mean = p[SV_LN1_MEAN], a->ln1_rstd = p[SV_LN1_RSTD], a->qkv = p[SV_QKV];
+    if (model->flash) a->lse = p[SV_ATT];
+    else a->att = p[SV_ATT];
+    a->atty = p[SV_ATTY], a->res2 = p[SV_RES2];
+    a->ln2 = p[SV_LN2], a->ln2_mean = p[SV_LN2_MEAN], a->ln2_rstd = p[SV_LN2_RSTD];
+    a->fch = p[SV_FCH], a->fch_gelu = p[SV_FCH_GELU], a->res3 = p[SV_RES3];
 
     cu_layernorm_forward(dt, a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
     cu_matmul_forward(dt, a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
@@ -311,12 +313,12 @@ float gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, 
         if (model->ckpt) gpu_ckpt_keep_output(model, l);
     }
     model->final_mark = arena_mark();
-    model->lnf = gpu_push(model, "lnf", (size_t)N * C);
-    model->lnf_mean = gpu_push_f32("lnf_mean", N);
-    model->lnf_rstd = gpu_push_f32("lnf_rstd", N);
+    model->lnf = gpu_push_saved(model, &final_saved[SV_LNF]);
+    model->lnf_mean = gpu_push_saved(model, &final_saved[SV_LNF_MEAN]);
+    model->lnf_rstd = gpu_push_saved(model, &final_saved[SV_LNF_RSTD]);
     cu_layernorm_forward(dt, model->lnf, model->lnf_mean, model->lnf_rstd, gpu_block_input(model, c->layers),
                          gpu_lnfw(model, model->params), gpu_lnfb(model, model->params), N, C);
-    model->logits = gpu_push(model, "logits", (size_t)N * Vp);
+    model->logits = gpu_push_saved(model, &final_saved[SV_LOGITS]);
     cu_matmul_forward(dt, model->logits, model->lnf, gpu_wte(model, model->params), NULL, N, C, Vp);  // LM head tied to wte
     if (!targets) return 0.0f;
     cu_crossentropy_forward(dt, model->losses, model->logits, model->targets, N, c->vocab, Vp);

@@ -1,0 +1,69 @@
+// saved.h — what one transformer block saves for its backward, and what the
+// final layernorm and the LM head save: the tensors in push order, with their
+// shapes. The CPU model (model.h), the GPU model (cuda/model_gpu.h) and the
+// predictor (predict.h) all read these tables, so the three cannot disagree
+// on what is kept.
+#ifndef GPTMEM_SAVED_H
+#define GPTMEM_SAVED_H
+
+#include <stddef.h>
+
+// Shapes, for a micro-batch of N = B*T rows: (N,C), (N,3C), (N,4C), one value
+// per row (N: the layernorm statistics), the attention probabilities
+// (B,H,T,T), or with --flash their row log-sum-exp (B,H,T), the logits (N,Vp).
+enum { SAVED_NC, SAVED_3NC, SAVED_4NC, SAVED_ROWS, SAVED_ATTN, SAVED_LOGITS };
+
+typedef struct {
+    const char *name;
+    int shape;
+} SavedTensor;
+
+// One block's tensors, in push order (model.h block_forward), and after the
+// last block the final layernorm's and the LM head's (gpt_forward).
+enum {
+    SV_LN1, SV_LN1_MEAN, SV_LN1_RSTD, SV_QKV, SV_ATT, SV_ATTY, SV_RES2, SV_LN2, SV_LN2_MEAN, SV_LN2_RSTD, SV_FCH,
+    SV_FCH_GELU, SV_RES3, SAVED_PER_LAYER
+};
+enum { SV_LNF, SV_LNF_MEAN, SV_LNF_RSTD, SV_LOGITS, SAVED_FINAL };
+
+const SavedTensor block_saved[SAVED_PER_LAYER] = {
+    [SV_LN1] = {"ln1", SAVED_NC},           [SV_LN1_MEAN] = {"ln1_mean", SAVED_ROWS},
+    [SV_LN1_RSTD] = {"ln1_rstd", SAVED_ROWS}, [SV_QKV] = {"qkv", SAVED_3NC},
+    [SV_ATT] = {"att", SAVED_ATTN},         // "lse" with --flash
+    [SV_ATTY] = {"atty", SAVED_NC},         [SV_RES2] = {"res2", SAVED_NC},
+    [SV_LN2] = {"ln2", SAVED_NC},           [SV_LN2_MEAN] = {"ln2_mean", SAVED_ROWS},
+    [SV_LN2_RSTD] = {"ln2_rstd", SAVED_ROWS}, [SV_FCH] = {"fch", SAVED_4NC},
+    [SV_FCH_GELU] = {"fch_gelu", SAVED_4NC}, [SV_RES3] = {"res3", SAVED_NC},
+};
+
+const SavedTensor final_saved[SAVED_FINAL] = {
+    [SV_LNF] = {"lnf", SAVED_NC}, [SV_LNF_MEAN] = {"lnf_mean", SAVED_ROWS}, [SV_LNF_RSTD] = {"lnf_rstd", SAVED_ROWS},
+    [SV_LOGITS] = {"logits", SAVED_LOGITS},
+};
+
+// The name a tensor is pushed under (the attention entry depends on --flash).
+const char *saved_name(const SavedTensor *t, int flash) {
+    return t->shape == SAVED_ATTN && flash ? "lse" : t->name;
+}
+
+// Its number of elements for a B x T micro-batch.
+size_t saved_count(const SavedTensor *t, size_t B, size_t T, size_t C, size_t H, size_t Vp, int flash) {
+    size_t N = B * T;
+    switch (t->shape) {
+    case SAVED_NC: return N * C;
+    case SAVED_3NC: return 3 * N * C;
+    case SAVED_4NC: return 4 * N * C;
+    case SAVED_ROWS: return N;
+    case SAVED_ATTN: return flash ? B * H * T : B * H * T * T;
+    default: return N * Vp;  // SAVED_LOGITS
+    }
+}
+
+// A row statistic (layernorm mean and rstd, flash's lse): one value per row,
+// which the backward recomputes from. The GPU keeps these in fp32 whatever the
+// storage dtype; the CPU stores them in the dtype like everything else.
+int saved_is_row_stat(const SavedTensor *t, int flash) {
+    return t->shape == SAVED_ROWS || (t->shape == SAVED_ATTN && flash);
+}
+
+#endif

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include "memory.h"
 #include "rng.h"
@@ -97,6 +98,39 @@ void data_val_batch(Dataset *d, int B, int T, int k, int n_batches) {
         size_t w = (size_t)k * B + b;
         data_window(d, b, T, d->n_train + span * w / windows);
     }
+}
+
+// The bytes of generated text as something safe to print: valid UTF-8 text
+// (with newlines and tabs) as it is, every other byte (control bytes, stray
+// continuation bytes, overlong or truncated sequences, surrogates, code points
+// past U+10FFFF) as \xNN, so a sample never sends a terminal or a log parser
+// escape codes or broken characters. out must hold 4n + 1 bytes; returns the
+// length written (out is NUL-terminated).
+size_t escape_text(const unsigned char *in, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char b = in[i];
+        size_t len = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
+        uint32_t cp = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) {
+            ok = (in[i + k] & 0xC0) == 0x80;
+            cp = cp << 6 | (in[i + k] & 0x3F);
+        }
+        uint32_t smallest[5] = {0, 0, 0x80, 0x800, 0x10000};  // below these, a sequence is overlong
+        if (ok && len > 1) ok = cp >= smallest[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+        if (ok && len == 1) ok = (b >= 0x20 && b != 0x7F) || b == '\n' || b == '\t';
+        if (!ok) {
+            o += (size_t)sprintf(out + o, "\\x%02X", b);
+            i++;
+            continue;
+        }
+        memcpy(out + o, in + i, len);
+        o += len;
+        i += len;
+    }
+    out[o] = 0;
+    return o;
 }
 
 #endif

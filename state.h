@@ -105,17 +105,24 @@ int state_path_ok(const char *path) {
     return S_ISREG(st.st_mode);
 }
 
+// Can a save go to `path` (and its path.tmp)? 0, or -1 after a message. The
+// run checks this before training, so nothing is lost, and again when saving.
+int state_check_target(const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (state_path_ok(path) && state_path_ok(tmp)) return 0;
+    fprintf(stderr, "error: cannot write checkpoint '%s': it exists and is not a regular file (a device, "
+            "directory or fifo); pass --save a file path\n", state_path_ok(path) ? tmp : path);
+    return -1;
+}
+
 // Write the state to path (through path.tmp, renamed when complete): 0, or -1
 // after a message.
 int save_state(const char *path, const StateHeader *hd, const float *params, const float *m, const float *v,
                int on_gpu) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (!state_path_ok(path) || !state_path_ok(tmp)) {
-        fprintf(stderr, "error: cannot write checkpoint '%s': it exists and is not a regular file (a device, "
-                "directory or fifo); pass --save a file path\n", state_path_ok(path) ? tmp : path);
-        return -1;
-    }
+    if (state_check_target(path)) return -1;
     FILE *f = fopen(tmp, "wb");
     if (!f) { fprintf(stderr, "error: cannot write checkpoint '%s': %s\n", tmp, strerror(errno)); return -1; }
     uint64_t h = 0xCBF29CE484222325ULL;

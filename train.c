@@ -44,11 +44,22 @@ float evaluate(Net *net, Dataset *data, int B, int T, int n_batches) {
     return (float)(sum / n_batches);
 }
 
+// Print text[from, to) escaped (data.h escape_text): raw bytes could be
+// terminal escape codes or broken UTF-8.
+void say_text(const unsigned char *text, int from, int to) {
+    char *out = malloc(4 * (size_t)(to - from) + 1);
+    escape_text(text + from, (size_t)(to - from), out);
+    say("%s", out);
+    free(out);
+}
+
 // Generate `len` bytes after a newline, each from the model's distribution
 // over the last T bytes of context (scaled by 1/temperature). Uses the batch
-// buffer data->inputs (B*T >= T) as the context.
+// buffer data->inputs (B*T >= T) as the context. Printed a line at a time,
+// escaped where the bytes are not text.
 void sample_text(Net *net, Dataset *data, int T, int len, float temperature, uint64_t *rng) {
-    int *ctx = data->inputs, n = 1;
+    int *ctx = data->inputs, n = 1, printed = 0;
+    unsigned char *text = malloc((size_t)len + 1);
     ctx[0] = '\n';
     say("---- sample ----\n");
     for (int i = 0; i < len; i++) {
@@ -67,10 +78,16 @@ void sample_text(Net *net, Dataset *data, int T, int len, float temperature, uin
         net_discard_activations(net);
         if (n == T) { memmove(ctx, ctx + 1, sizeof(int) * (T - 1)); n--; }  // slide the window
         ctx[n++] = tok;
-        if (comm_rank_id == 0) putchar(tok >= 32 || tok == '\n' || tok == '\t' ? tok : '?');
+        text[i] = (unsigned char)tok;
+        if (tok == '\n') {  // a line is complete: no UTF-8 sequence spans a newline
+            say_text(text, printed, i + 1);
+            printed = i + 1;
+        }
     }
+    say_text(text, printed, len);
     say("\n----------------\n");
     fflush(stdout);
+    free(text);
 }
 
 // ---------------------------------------------------------------------------
@@ -316,6 +333,7 @@ int main(int argc, char **argv) {
     char save_path[4096] = "", resume_path[4096] = "";
     if (o.save) snprintf(save_path, sizeof save_path, rank ? "%s.rank%d" : "%s", o.save, rank);
     if (o.resume) snprintf(resume_path, sizeof resume_path, rank ? "%s.rank%d" : "%s", o.resume, rank);
+    if (comm_any(o.save && state_check_target(save_path))) return 1;  // before training: nothing is lost
     int start_step = 0;
     if (o.resume) {
         StateHeader got = load_state(resume_path, &run, st.w, st.m, st.v, st.on_gpu);

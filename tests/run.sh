@@ -283,6 +283,19 @@ expect 1 "different model" "${SMALL[@]}" --layers 3 --steps 20 --resume "$tmp/a.
 expect 1 "pass --dtype fp32 to resume" "${SMALL[@]}" --dtype bf16 --steps 20 --resume "$tmp/a.ckpt"
 expect 1 "cannot open checkpoint" "${SMALL[@]}" --steps 2 --resume "$tmp/missing.ckpt"
 expect 1 "cannot write checkpoint" "${SMALL[@]}" --steps 1 --save /nonexistent/dir/x.ckpt
+# --save onto something that is not a regular file is refused before training, and it stays as it was
+mkfifo "$tmp/fifo"
+expect 1 "not a regular file" "${SMALL[@]}" --steps 1 --save "$tmp/fifo"
+if [ -p "$tmp/fifo" ]; then ok "--save onto a fifo leaves it a fifo"; else bad "--save onto a fifo replaced it"; fi
+mkdir -p "$tmp/adir"
+expect 1 "not a regular file" "${SMALL[@]}" --steps 1 --save "$tmp/adir"
+# fuzz the loader: 300 damaged copies of a saved state (cut, a byte changed, header bytes
+# overwritten; seeded) are each refused with a clear error, never a crash, never resumed
+F=(--layers 1 --channels 16 --heads 2 --max-seq 16 --seq-len 16 --batch 2 --sample-len 0 --eval-batches 1
+   --eval-every 0 --threads 1)
+./train "${F[@]}" --steps 2 --save "$tmp/fuzz.ckpt" >/dev/null 2>&1
+if msg=$(python3 tests/fuzz_state.py "$tmp/fuzz.ckpt" 300 7 -- "${F[@]}" --steps 3); then ok "${msg##*$'\n'}"
+else bad "state loader fuzz: $msg"; fi
 
 # --- 4b. the comparison tool and the charts -------------------------------------------
 if python3 scripts/compare.py --dry-run --base "--model gpt2 --batch 1" --csv "$tmp/cmp.csv" fp32= "bf16 ckpt=--dtype bf16 --ckpt" \

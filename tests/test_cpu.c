@@ -13,6 +13,7 @@
 #include "model.h"
 #include "predict.h"
 #include "optimizer.h"
+#include "data.h"
 #include "tests/check.h"
 
 
@@ -570,6 +571,31 @@ void test_param_count(void) {
     check(param_count(&model_presets[1].cfg) == 124475904, "gpt2 is 124M", "%zu", param_count(&model_presets[1].cfg));
 }
 
+// Samples print text as it is and every other byte as \xNN (data.h escape_text).
+void test_escape_text(void) {
+    struct { const char *in, *want, *what; } cases[] = {
+        {"to be,\n\tor not", "to be,\n\tor not", "ASCII text, newline and tab"},
+        {"\x1b[31mred", "\\x1B[31mred", "a terminal escape code"},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "2, 3 and 4-byte UTF-8"},
+        {"a\x80z", "a\\x80z", "a stray continuation byte"},
+        {"\xc0\xaf", "\\xC0\\xAF", "an overlong sequence"},
+        {"x\xe2\x82", "x\\xE2\\x82", "a sequence cut off at the end"},
+        {"\xed\xa0\x80", "\\xED\\xA0\\x80", "a UTF-16 surrogate"},
+        {"\xf4\x90\x80\x80", "\\xF4\\x90\\x80\\x80", "past U+10FFFF"},
+        {"\x7f\r", "\\x7F\\x0D", "DEL and carriage return"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i].in);
+        char *out = malloc(4 * n + 1);
+        escape_text((const unsigned char *)cases[i].in, n, out);
+        char name[96];
+        snprintf(name, sizeof name, "escape_text: %s", cases[i].what);
+        int ok = !strcmp(out, cases[i].want);
+        check(ok, name, ok ? "%s" : "got '%s'", ok ? "as expected" : out);
+        free(out);
+    }
+}
+
 int main(void) {
     test_encoder();
     test_layernorm();
@@ -588,6 +614,7 @@ int main(void) {
     test_adamw_by_hand();
     test_schedule_and_clip();
     test_param_count();
+    test_escape_text();
     printf("test_cpu: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

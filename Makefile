@@ -24,7 +24,7 @@ NVCC   ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/b
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/ops.h
+CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/ops.h sizes.h
 ifeq ($(NVCC),)
 GPU_OBJ  = cuda/none.o
 GPU_LIBS =
@@ -43,7 +43,8 @@ LDLIBS  = -lm
 
 STB := $(wildcard /usr/include/stb/stb_image_write.h)
 
-HEADERS = memory.h model.h predict.h optimizer.h data.h dtype.h comm.h cuda/ops.h cuda/model_gpu.h
+HEADERS = memory.h report.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
+          data.h dtype.h comm.h rng.h cuda/ops.h cuda/model_gpu.h
 
 .PHONY: all test data bench asan clean chart compare test-cuda bench-gpu
 

@@ -3,7 +3,7 @@
 // With MPI (the Makefile builds with mpicc when it finds it, defining
 // GPTMEM_MPI) these are MPI calls; without, one rank and each call is the
 // trivial single-rank answer. Either way the rest of the code calls only
-// these functions, so another backend (NCCL, later) goes in here.
+// these functions, so another backend (NCCL, say) goes in here.
 //
 // Every call adds the bytes this rank sends to comm_bytes_sent, counted as a
 // ring algorithm sends them: a reduce-scatter or an all-gather of n bytes in
@@ -134,8 +134,8 @@ void comm_allgather_block(void *buf, long long bytes) {
 #endif
 }
 
-// Broadcast `bytes` bytes from rank `root` to every rank (the NCCL unique id
-// travels this way in the GPU issue).
+// Broadcast `bytes` bytes from rank `root` to every rank (the start-up check
+// that all ranks share the data stream; an NCCL unique id, when there is one).
 void comm_broadcast(void *buf, long long bytes, int root) {
 #ifdef GPTMEM_MPI
     if (comm_nranks > 1) {

@@ -1,19 +1,10 @@
-// model.h — the GPT-2 model: config, parameter layout, the CPU ops, and the
-// forward and backward passes. Plain C11 + OpenMP, fp32 math.
+// model.h — the GPT-2 model on the CPU: its config and presets, the flat
+// parameter layout and its init, the model's buffers (weights, gradients,
+// ZeRO's shard of them, the 16-bit working copies), and the forward and
+// backward passes over the ops of ops.h, with --ckpt and --flash.
 //
-// Shapes use the usual letters:
-//   B batch, T sequence length, C channels, H heads, hs = C/H head size,
-//   L layers, V vocabulary, Vp vocabulary padded to a multiple of 64,
-//   N = B*T rows (one row per token position).
-//
-// Every op has its forward and its backward next to each other. Backward
-// functions *accumulate* (+=) into weight gradients, so gradient accumulation
-// over micro-batches is free; they overwrite or accumulate into input
-// gradients as their comment says.
-//
-// Determinism: every output element is computed by exactly one thread with a
-// fixed summation order, so results do not depend on the thread count. That is
-// what lets resume, checkpointing and ZeRO be tested for bitwise equality.
+// Letters: B batch, T sequence length, C channels, H heads, L layers,
+// V vocabulary, Vp = V padded to a multiple of 64, N = B*T rows.
 #ifndef GPTMEM_MODEL_H
 #define GPTMEM_MODEL_H
 

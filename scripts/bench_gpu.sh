@@ -8,7 +8,7 @@
 # 6 * L * T * C (QK^T and PV, forward and backward, causal: half of 12 L T C),
 # with the LM head (Vp x C) included in P.
 #
-# Anchors measured on the same machine kind (the H100 of issue #5):
+# Anchors measured on the same machine kind (one H100):
 #   llm.c bf16 + cuDNN flash   497.8K tok/s   llm.c own attention 323.7K
 #   PyTorch 2.11 compile bf16  470.6K tok/s, 8.45 GiB; + checkpointing 400.5K, 3.73 GiB
 # Usage: scripts/bench_gpu.sh [STEPS] (default 30; the first 5 are warm-up)

@@ -429,7 +429,7 @@ void test_dtype_model(void) {
         loss[dt] = gpt_forward(&tm, in, tg, B, T);
         if (dt != DT_FP32) {
             // the fp32 working copy of the final layernorm (what the LM head read)
-            // holds exactly the stored 16-bit numbers: keep() rounded both
+            // holds exactly the stored 16-bit numbers: round_saved() rounded both
             LayerActs *f = &tm.final;
             int exact = 1;
             for (size_t i = 0; i < (size_t)B * T * c.channels; i++) {

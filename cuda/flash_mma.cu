@@ -209,6 +209,30 @@ __global__ void __launch_bounds__(128) flash_mma_forward_kernel(T *out, float *l
     }
 }
 
+// The two score-like products of a backward tile for this warp's 16 rows
+// (rows r0.. of the shared tiles A1 and A2) against NB x 8 rows of B1 and B2:
+//   s = A1 B1^T, dp = A2 B2^T   (dQ kernel: Q K^T and dO V^T; dK dV kernel: K Q^T and V dO^T)
+template <typename T, int HS, int NB>
+__device__ __forceinline__ void two_products(float s[NB][4], float dp[NB][4], const T *a1, const T *b1, const T *a2,
+                                             const T *b2, int r0, int g, int t) {
+    constexpr int ROW = HS + MMA_PAD;
+#pragma unroll
+    for (int j = 0; j < NB; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.0f;
+#pragma unroll
+        for (int kc = 0; kc < HS / 16; kc++) {
+            uint32_t af[4], bf[2];
+            frag_a<T, ROW>(af, a1, r0, kc * 16, g, t);
+            frag_b_rows<T, ROW>(bf, b1, j * 8, kc * 16, g, t);
+            mma16816<T>(s[j], af, bf);
+            frag_a<T, ROW>(af, a2, r0, kc * 16, g, t);
+            frag_b_rows<T, ROW>(bf, b2, j * 8, kc * 16, g, t);
+            mma16816<T>(dp[j], af, bf);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Backward, dQ. Warp w owns query rows q0 .. q0 + 15; Q and dO of the block's 64
 // rows sit in shared memory, K and V stream in tiles of 64 keys. Per key tile:
@@ -252,21 +276,7 @@ __global__ void __launch_bounds__(128) flash_mma_backward_dq_kernel(T *dqkv, con
         __syncthreads();
         if (q0 >= Tn || q0 + 15 < k0) continue;
         float s[MMA_BK / 8][4], dp[MMA_BK / 8][4];
-        #pragma unroll
-        for (int j = 0; j < MMA_BK / 8; j++) {
-            #pragma unroll
-            for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.0f;
-            #pragma unroll
-            for (int kc = 0; kc < HS / 16; kc++) {
-                uint32_t af[4], bf[2];
-                frag_a<T, ROW>(af, qs, 16 * warp, kc * 16, g, t);
-                frag_b_rows<T, ROW>(bf, ks, j * 8, kc * 16, g, t);
-                mma16816<T>(s[j], af, bf);
-                frag_a<T, ROW>(af, dos, 16 * warp, kc * 16, g, t);
-                frag_b_rows<T, ROW>(bf, vs, j * 8, kc * 16, g, t);
-                mma16816<T>(dp[j], af, bf);
-            }
-        }
+        two_products<T, HS, MMA_BK / 8>(s, dp, qs, ks, dos, vs, 16 * warp, g, t);  // S = Q K^T, dP = dO V^T
         #pragma unroll
         for (int j = 0; j < MMA_BK / 8; j++)  // dS, written over s
             #pragma unroll
@@ -339,21 +349,7 @@ __global__ void __launch_bounds__(128) flash_mma_backward_dkv_kernel(T *dqkv, co
         __syncthreads();
         if (k0 >= Tn || k0 > qt0 + BQ - 1) continue;  // this warp: past the end, or no query here sees its keys
         float s[BQ / 8][4], dp[BQ / 8][4];
-        #pragma unroll
-        for (int j = 0; j < BQ / 8; j++) {
-            #pragma unroll
-            for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.0f;
-            #pragma unroll
-            for (int kc = 0; kc < HS / 16; kc++) {
-                uint32_t af[4], bf[2];
-                frag_a<T, ROW>(af, ks, 16 * warp, kc * 16, g, t);
-                frag_b_rows<T, ROW>(bf, qs, j * 8, kc * 16, g, t);
-                mma16816<T>(s[j], af, bf);
-                frag_a<T, ROW>(af, vs, 16 * warp, kc * 16, g, t);
-                frag_b_rows<T, ROW>(bf, dos, j * 8, kc * 16, g, t);
-                mma16816<T>(dp[j], af, bf);
-            }
-        }
+        two_products<T, HS, BQ / 8>(s, dp, ks, qs, vs, dos, 16 * warp, g, t);  // S^T = K Q^T, dP^T = V dO^T
         #pragma unroll
         for (int j = 0; j < BQ / 8; j++)  // P^T goes into s, dS^T into dp
             #pragma unroll

@@ -54,16 +54,16 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C;
-        float m = 0.0f;
-        for (int c = 0; c < C; c++) m += x[c];
-        m /= C;
+        float mu = 0.0f;
+        for (int c = 0; c < C; c++) mu += x[c];
+        mu /= C;
         float v = 0.0f;
-        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        for (int c = 0; c < C; c++) v += (x[c] - mu) * (x[c] - mu);
         v /= C;
         float s = 1.0f / sqrtf(v + 1e-5f);
         float *o = out + (size_t)i * C;
-        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
-        mean[i] = m;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - mu) * s * w[c] + b[c];
+        mean[i] = mu;
         rstd[i] = s;
     }
 }
@@ -76,24 +76,24 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C, *d = dout + (size_t)i * C;
-        float m = mean[i], s = rstd[i];
+        float mu = mean[i], s = rstd[i];
         float g_mean = 0.0f, gx_mean = 0.0f;
         for (int c = 0; c < C; c++) {
             float g = d[c] * w[c];
             g_mean += g;
-            gx_mean += g * (x[c] - m) * s;
+            gx_mean += g * (x[c] - mu) * s;
         }
         g_mean /= C;
         gx_mean /= C;
         float *dx = dinp + (size_t)i * C;
-        for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
+        for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - mu) * s * gx_mean);
     }
     // weight and bias gradients: a fixed row order, vectorized over channels
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C, *d = dout + (size_t)i * C;
-        float m = mean[i], s = rstd[i];
+        float mu = mean[i], s = rstd[i];
         for (int c = 0; c < C; c++) {
-            dw[c] += d[c] * (x[c] - m) * s;
+            dw[c] += d[c] * (x[c] - mu) * s;
             db[c] += d[c];
         }
     }

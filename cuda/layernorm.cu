@@ -13,13 +13,13 @@ __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const
     const T *x = inp + (size_t)row * C;
     float s = 0.0f;
     for (int c = lane; c < C; c += 32) s += ld(x[c]);
-    float m = warp_sum(s) / C;
+    float mu = warp_sum(s) / C;
     float v = 0.0f;
-    for (int c = lane; c < C; c += 32) { float d = ld(x[c]) - m; v += d * d; }
+    for (int c = lane; c < C; c += 32) { float d = ld(x[c]) - mu; v += d * d; }
     float r = 1.0f / sqrtf(warp_sum(v) / C + 1e-5f);
     T *o = out + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) o[c] = st<T>((ld(x[c]) - m) * r * ld(w[c]) + ld(b[c]));
-    if (lane == 0) { mean[row] = m; rstd[row] = r; }
+    for (int c = lane; c < C; c += 32) o[c] = st<T>((ld(x[c]) - mu) * r * ld(w[c]) + ld(b[c]));
+    if (lane == 0) { mean[row] = mu; rstd[row] = r; }
 }
 
 // dinp, one warp per row (the two row means need a warp sum each).
@@ -29,18 +29,18 @@ __global__ void layernorm_backward_dx_kernel(T *dinp, const T *dout, const T *in
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
     const T *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
-    float m = mean[row], s = rstd[row];
+    float mu = mean[row], s = rstd[row];
     float g_mean = 0.0f, gx_mean = 0.0f;
     for (int c = lane; c < C; c += 32) {
         float g = ld(d[c]) * ld(w[c]);
         g_mean += g;
-        gx_mean += g * (ld(x[c]) - m) * s;
+        gx_mean += g * (ld(x[c]) - mu) * s;
     }
     g_mean = warp_sum(g_mean) / C;
     gx_mean = warp_sum(gx_mean) / C;
     T *dx = dinp + (size_t)row * C;
     for (int c = lane; c < C; c += 32)
-        dx[c] = st<T>(ld(dx[c]) + s * (ld(d[c]) * ld(w[c]) - g_mean - (ld(x[c]) - m) * s * gx_mean));
+        dx[c] = st<T>(ld(dx[c]) + s * (ld(d[c]) * ld(w[c]) - g_mean - (ld(x[c]) - mu) * s * gx_mean));
 }
 
 // dw and db: column sums over the N rows, in the two stages of matmul.cu's

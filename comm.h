@@ -36,9 +36,32 @@ void comm_abort_at_exit(void) {
 }
 #endif
 
+// Was this process started by an MPI launcher (mpirun, srun, ...)? Each
+// launcher leaves its mark in the environment. A process started by hand is
+// one rank: it skips MPI_Init, which costs a third of a second.
+int comm_launched(void) {
+    const char *marks[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (getenv(marks[i])) return 1;
+    return 0;
+}
+
+// The launcher's rank count and this process's rank, read from the
+// environment before (or without) MPI_Init: for --dry-run under mpirun.
+int comm_launched_size(int *rank) {
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE"), *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!size) size = getenv("PMI_SIZE"), r = getenv("PMI_RANK");
+    *rank = r ? atoi(r) : 0;
+    return size ? atoi(size) : 1;
+}
+
+int comm_mpi_up;  // MPI_Init was called (the process was launched by mpirun or the like)
+
 void comm_init(int *argc, char ***argv) {
 #ifdef GPTMEM_MPI
+    if (!comm_launched()) return;  // one rank, no MPI needed
     MPI_Init(argc, argv);
+    comm_mpi_up = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &comm_rank_id);
     MPI_Comm_size(MPI_COMM_WORLD, &comm_nranks);
     atexit(comm_abort_at_exit);
@@ -49,8 +72,18 @@ void comm_init(int *argc, char ***argv) {
 
 void comm_finalize(void) {
 #ifdef GPTMEM_MPI
+    if (!comm_mpi_up) return;
     comm_finalized = 1;
     MPI_Finalize();
+#endif
+}
+
+// Is the MPI library Open MPI (whose mpirun takes --oversubscribe and --allow-run-as-root)?
+int comm_is_openmpi(void) {
+#if defined(GPTMEM_MPI) && defined(OMPI_MAJOR_VERSION)
+    return 1;
+#else
+    return 0;
 #endif
 }
 
@@ -64,19 +97,20 @@ int comm_have_mpi(void) {
 
 void comm_barrier(void) {
 #ifdef GPTMEM_MPI
-    MPI_Barrier(MPI_COMM_WORLD);
+    if (comm_nranks > 1) MPI_Barrier(MPI_COMM_WORLD);
 #endif
 }
 
 // Did any rank fail? Every rank calls this with its own flag; all get the OR.
 int comm_any(int flag) {
 #ifdef GPTMEM_MPI
-    int any = 0;
-    MPI_Allreduce(&flag, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
-    return any;
-#else
-    return flag;
+    if (comm_nranks > 1) {
+        int any = 0;
+        MPI_Allreduce(&flag, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+        return any;
+    }
 #endif
+    return flag;
 }
 
 // Reduce-scatter, summing fp32: buf holds comm_nranks blocks of n floats; on

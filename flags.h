@@ -73,11 +73,13 @@ Options default_options(void) {
 
 // The flag table: name, value kind, help. --help prints it with the defaults.
 enum { ARG_FLAG, ARG_INT, ARG_FLOAT, ARG_STR, ARG_U64 };
+// The range of a number flag (ARG_FLOAT), in the table's `lo` column.
+enum { AT_LEAST_0, ABOVE_0, AT_LEAST_1, FROM_0_TO_1 };
 typedef struct {
     const char *name;
     int kind;
     size_t offset;  // where in Options the value goes
-    long lo, hi;    // allowed range for ints
+    long lo, hi;    // allowed range for ints; for numbers, lo is one of AT_LEAST_0 ... FROM_0_TO_1
     const char *help;
 } FlagSpec;
 
@@ -97,22 +99,22 @@ const FlagSpec flag_specs[] = {
     {"flash", ARG_FLAG, OPT(flash), 0, 0, "flash attention: online softmax, no T x T matrix kept"},
     {"device", ARG_STR, OPT(device_str), 0, 0, "where to train: cpu (the reference) or cuda (the GPU)"},
     {"dtype", ARG_STR, OPT(dtype_str), 0, 0, "storage of weights, grads, activations: fp32, bf16 or fp16"},
-    {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the mpirun ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
-    {"ranks", ARG_INT, OPT(ranks), 1, 1 << 20, "with --dry-run: predict each rank's memory on N ranks"},
-    {"loss-scale", ARG_FLOAT, OPT(loss_scale), 0, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
+    {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
+    {"ranks", ARG_INT, OPT(ranks), 1, 4096, "train on N ranks (starts mpirun -np N); with --dry-run: each rank's memory on N ranks"},
+    {"loss-scale", ARG_FLOAT, OPT(loss_scale), AT_LEAST_1, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
     {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps"},
-    {"lr", ARG_FLOAT, OPT(lr), 0, 0, "peak learning rate"},
-    {"min-lr-frac", ARG_FLOAT, OPT(min_lr_frac), 0, 0, "final lr as a fraction of --lr (cosine decay)"},
+    {"lr", ARG_FLOAT, OPT(lr), ABOVE_0, 0, "peak learning rate"},
+    {"min-lr-frac", ARG_FLOAT, OPT(min_lr_frac), FROM_0_TO_1, 0, "final lr as a fraction of --lr (cosine decay)"},
     {"warmup", ARG_INT, OPT(warmup), -1, INT_MAX, "linear warmup steps (-1 = 5% of --steps)"},
-    {"weight-decay", ARG_FLOAT, OPT(weight_decay), 0, 0, "AdamW weight decay (2-D weights only)"},
-    {"clip", ARG_FLOAT, OPT(clip), 0, 0, "clip the global gradient norm to this (0 = off)"},
+    {"weight-decay", ARG_FLOAT, OPT(weight_decay), AT_LEAST_0, 0, "AdamW weight decay (2-D weights only)"},
+    {"clip", ARG_FLOAT, OPT(clip), AT_LEAST_0, 0, "clip the global gradient norm to this (0 = off)"},
     {"seed", ARG_U64, OPT(seed), 0, 0, "seed for init, batches and sampling"},
     {"threads", ARG_INT, OPT(threads), 0, 1024, "OpenMP threads (0 = OMP_NUM_THREADS or all cores)"},
     {"eval-every", ARG_INT, OPT(eval_every), 0, INT_MAX, "validation loss every N steps (0 = only at the end)"},
     {"eval-batches", ARG_INT, OPT(eval_batches), 1, 100000, "batches per validation"},
-    {"sample-every", ARG_INT, OPT(sample_every), 0, INT_MAX, "print a text sample every M steps (0 = only at the end)"},
+    {"sample-every", ARG_INT, OPT(sample_every), 0, INT_MAX, "print a text sample every N steps (0 = only at the end)"},
     {"sample-len", ARG_INT, OPT(sample_len), 0, 100000, "bytes per sample (0 = no samples)"},
-    {"temperature", ARG_FLOAT, OPT(temperature), 0, 0, "sampling temperature"},
+    {"temperature", ARG_FLOAT, OPT(temperature), ABOVE_0, 0, "sampling temperature"},
     {"save", ARG_STR, OPT(save), 0, 0, "write a checkpoint here (every --save-every steps and at the end)"},
     {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
     {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint"},
@@ -167,10 +169,14 @@ void print_help(void) {
     }
     printf("  %-20s %s\n\n", "--help", "this text");
     printf("auto: the preset's value (--seq-len: the model's maxT; --ranks: 1)\n");
-    printf("this build: MPI %s\n", comm_have_mpi() ? "yes (mpirun -np N ./train --zero S)" :
+    printf("this build: MPI %s\n", comm_have_mpi() ? "yes (./train --ranks N --zero S)" :
            "no (one rank; install libopenmpi-dev openmpi-bin and rebuild for ZeRO over ranks)");
-    printf("            CUDA %s\n\nmodel presets:\n", gpu_built() ? "yes (--device cuda)" :
-           "no (nvcc was not found at build time: --device cpu only)");
+    char why[256];
+    int gpus = gpu_built() ? gpu_count(why, sizeof why) : 0;
+    if (!gpu_built()) printf("            CUDA no (nvcc was not found at build time: --device cpu only)\n");
+    else if (gpus > 0) printf("            CUDA yes, %d GPU%s found (--device cuda)\n", gpus, gpus > 1 ? "s" : "");
+    else printf("            CUDA built in, but no GPU found here (%s): --device cpu only\n", why);
+    printf("\nmodel presets:\n");
     for (int i = 0; i < n_model_presets; i++) {
         const GPTConfig *c = &model_presets[i].cfg;
         printf("  %-12s L%d C%d H%d V%d maxT %d  %.1fM params  %s\n", model_presets[i].name, c->layers,
@@ -181,7 +187,7 @@ void print_help(void) {
            "  ./train --model gpt2-xl --dry-run        how much memory would GPT-2 XL need?\n"
            "  ./train --steps 20 --mem                 predicted vs measured memory, per category\n"
            "  ./train --dtype bf16 --ckpt --flash      every memory flag of one process\n"
-           "  mpirun -np 4 ./train --zero 2            ZeRO stage 2 over 4 ranks\n"
+           "  ./train --ranks 4 --zero 2 --steps 20    ZeRO stage 2 over 4 ranks (starts mpirun itself)\n"
            "  scripts/compare.py --dry-run --base '--model gpt2' fp32= bf16='--dtype bf16'\n"
            "                                           settings side by side\n");
 }
@@ -201,8 +207,13 @@ void parse_value(const FlagSpec *f, const char *v, Options *o) {
         *(int *)p = (int)x;
     } else if (f->kind == ARG_FLOAT) {
         float x = strtof(v, &end);
-        if (errno || end == v || *end || !isfinite(x) || x < 0)
-            usage_error("--%s must be a number >= 0 (got '%s')", f->name, v);
+        const char *rule[] = {"a number >= 0", "a number > 0", "a number >= 1", "a number from 0 to 1"};
+        int ok = !errno && end != v && !*end && isfinite(x);
+        if (ok && f->lo == AT_LEAST_0) ok = x >= 0;
+        if (ok && f->lo == ABOVE_0) ok = x > 0;
+        if (ok && f->lo == AT_LEAST_1) ok = x >= 1;
+        if (ok && f->lo == FROM_0_TO_1) ok = x >= 0 && x <= 1;
+        if (!ok) usage_error("--%s must be %s (got '%s')", f->name, rule[f->lo], v);
         *(float *)p = x;
     } else if (f->kind == ARG_U64) {
         unsigned long long x = strtoull(v, &end, 10);
@@ -236,8 +247,8 @@ Options parse_args(int argc, char **argv) {
             continue;
         }
         if (eq) value = eq + 1;
-        else if (i + 1 < argc) value = argv[++i];
-        else usage_error("--%s needs a value", name);
+        else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) value = argv[++i];
+        else usage_error("--%s needs a value", name);  // (a value that starts with -- goes as --flag=value)
         parse_value(f, value, &o);
     }
     return o;
@@ -268,15 +279,11 @@ GPTConfig resolve_config(Options *o) {
         exit(2);
     }
     if ((long long)o->batch * o->seq_len > INT_MAX / 8) usage_error("--batch x --seq-len is too large");
-    if (o->lr <= 0) usage_error("--lr must be a number > 0 (got 0)");
-    if (o->min_lr_frac > 1) usage_error("--min-lr-frac must be from 0 to 1");
-    if (o->temperature <= 0) usage_error("--temperature must be a number > 0");
     if (o->warmup < 0) o->warmup = o->steps / 20;
     o->dtype = -1;
     for (int d = DT_FP32; d <= DT_FP16; d++)
         if (!strcmp(o->dtype_str, dtype_name[d])) o->dtype = d;
     if (o->dtype < 0) usage_error("--dtype must be one of fp32, bf16, fp16 (got '%s')", o->dtype_str);
-    if (o->loss_scale < 1.0f) usage_error("--loss-scale must be a number >= 1");
     if (strcmp(o->device_str, "cpu") && strcmp(o->device_str, "cuda"))
         usage_error("--device must be cpu or cuda (got '%s')", o->device_str);
     o->cuda = !strcmp(o->device_str, "cuda");

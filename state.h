@@ -22,7 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 #include "data.h"
 #include "dtype.h"
 #include "cuda/ops.h"
@@ -116,21 +119,18 @@ int state_check_target(const char *path) {
     return -1;
 }
 
-// Write the state to path (through path.tmp, renamed when complete): 0, or -1
-// after a message.
-int save_state(const char *path, const StateHeader *hd, const float *params, const float *m, const float *v,
-               int on_gpu) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (state_check_target(path)) return -1;
+// The write itself: magic, version, header, the three arrays, the checksum.
+int write_state_file(const char *path, const char *tmp, const StateHeader *hd, const float *params, const float *m,
+                     const float *v, int on_gpu) {
     FILE *f = fopen(tmp, "wb");
     if (!f) { fprintf(stderr, "error: cannot write checkpoint '%s': %s\n", tmp, strerror(errno)); return -1; }
     uint64_t h = 0xCBF29CE484222325ULL;
     uint32_t version = STATE_VERSION;
     size_t n = (hd->hi - hd->lo) * sizeof(float);
     int bad = write_hashed(f, &h, STATE_MAGIC, 8) | write_hashed(f, &h, &version, 4) |
-              write_hashed(f, &h, hd, sizeof *hd) | write_array(f, &h, params, n, on_gpu) |
-              write_array(f, &h, m, n, on_gpu) | write_array(f, &h, v, n, on_gpu);
+              write_hashed(f, &h, hd, sizeof *hd) | write_array(f, &h, params, n, on_gpu);
+    if (getenv("GPTMEM_INTERRUPT_SAVE")) { fflush(f); raise(SIGINT); }
+    bad |= write_array(f, &h, m, n, on_gpu) | write_array(f, &h, v, n, on_gpu);
     bad |= fwrite(&h, 8, 1, f) != 1;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
@@ -139,6 +139,40 @@ int save_state(const char *path, const StateHeader *hd, const float *params, con
         return -1;
     }
     return 0;
+}
+
+// Ctrl-C (or a kill) while a state is being written: remove the unfinished
+// path.tmp, say that the previous file is intact, and stop. Only
+// async-signal-safe calls (unlink, write, _exit) happen in the handler.
+static char g_saving_tmp[4096];
+
+static void interrupted_while_saving(int sig) {
+    unlink(g_saving_tmp);
+    const char msg[] = "\nerror: interrupted while saving a checkpoint: the unfinished file was removed; the "
+                       "previous checkpoint (if any) is intact\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(128 + sig);
+}
+
+// Write the state to path (through path.tmp, renamed when complete): 0, or -1
+// after a message. (GPTMEM_INTERRUPT_SAVE set in the environment interrupts
+// the write half-way, as Ctrl-C would: the tests' way to check the handler.)
+int save_state(const char *path, const StateHeader *hd, const float *params, const float *m, const float *v,
+               int on_gpu) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (state_check_target(path)) return -1;
+    snprintf(g_saving_tmp, sizeof g_saving_tmp, "%s", tmp);
+    struct sigaction on_signal, old_int, old_term;
+    memset(&on_signal, 0, sizeof on_signal);
+    on_signal.sa_handler = interrupted_while_saving;
+    sigaction(SIGINT, &on_signal, &old_int);
+    sigaction(SIGTERM, &on_signal, &old_term);
+    int result = write_state_file(path, tmp, hd, params, m, v, on_gpu);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return result;
 }
 
 int read_hashed(FILE *f, uint64_t *h, void *p, size_t n) {

@@ -231,11 +231,48 @@ int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long 
     return 0;
 }
 
+// --ranks N (N > 1, not a dry run): start N copies of this command under
+// mpirun, without --ranks, and become that mpirun. Open MPI's mpirun is told
+// it may start more ranks than cores (--oversubscribe) and, run as root,
+// that this is fine (--allow-run-as-root), so the line works as written on
+// a 2-core machine and in CI.
+int launch_ranks(int argc, char **argv, int n) {
+    if (comm_launched())
+        usage_error("--ranks starts the ranks itself (mpirun -np %d); under mpirun, leave --ranks out", n);
+    if (!comm_have_mpi()) {
+        fprintf(stderr, "error: --ranks %d needs MPI, and this build has none: install libopenmpi-dev and "
+                "openmpi-bin, then make clean && make\n", n);
+        return 1;
+    }
+    char np[16];
+    snprintf(np, sizeof np, "%d", n);
+    char **args = calloc((size_t)argc + 8, sizeof(char *));
+    int k = 0;
+    args[k++] = "mpirun";
+    args[k++] = "-np";
+    args[k++] = np;
+    if (comm_is_openmpi()) args[k++] = "--oversubscribe";
+    if (comm_is_openmpi() && geteuid() == 0) args[k++] = "--allow-run-as-root";
+    args[k++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ranks")) { i++; continue; }  // the value follows (parse_args checked it)
+        if (!strncmp(argv[i], "--ranks=", 8)) continue;
+        args[k++] = argv[i];
+    }
+    printf("starting %d ranks:", n);
+    for (int i = 0; i < k; i++) printf(" %s", args[i]);
+    printf("\n");
+    fflush(stdout);
+    execvp("mpirun", args);
+    fprintf(stderr, "error: cannot start mpirun: %s; install openmpi-bin, or start the ranks yourself with "
+            "mpirun -np %d\n", strerror(errno), n);
+    return 1;
+}
+
 // The ranks (one process, or N under mpirun) and, with --device cuda, the GPU.
 // 0, or 1 after a message.
 int open_ranks_and_device(int *argc, char ***argv, const Options *o) {
     comm_init(argc, argv);
-    if (o->ranks) usage_error("--ranks is for --dry-run; a real run gets its ranks from mpirun -np N");
     if (o->cuda && comm_nranks > 1) {
         fprintf(stderr, "error: --device cuda runs on one rank for now: ZeRO on the GPU is not built yet; run "
                 "without mpirun, or without --device cuda\n");
@@ -247,9 +284,9 @@ int open_ranks_and_device(int *argc, char ***argv, const Options *o) {
         return 1;
     }
     if (o->zero && comm_nranks == 1)
-        say("note: --zero %d on one rank: nothing to shard, training as usual; shard with `mpirun -np 4 ./train "
-            "--zero %d`%s\n", o->zero, o->zero, comm_have_mpi() ? "" : " (this build has no MPI: install "
-            "libopenmpi-dev and rebuild)");
+        say("note: --zero %d on one rank: nothing to shard, training as usual; shard it with `./train --ranks 4 "
+            "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", o->zero,
+            o->zero, o->zero, comm_have_mpi() ? "" : " (this build has no MPI: install libopenmpi-dev and rebuild)");
     return 0;
 }
 
@@ -303,6 +340,13 @@ int main(int argc, char **argv) {
     int B = o.batch, T = o.seq_len;
     setvbuf(stdout, NULL, _IOLBF, 0);
 
+    if (o.ranks > 1 && !o.dry_run) return launch_ranks(argc, argv, o.ranks);  // --ranks N: mpirun -np N
+    if (o.dry_run && !o.ranks && comm_launched()) {  // mpirun -np N ./train --dry-run: predict for N ranks,
+        int launched_rank, size = comm_launched_size(&launched_rank);        // printed once
+        if (launched_rank != 0) return 0;
+        o.ranks = size;
+    }
+
     // 2. predict the memory from the config alone (a dry run stops here)
     long long corpus = file_size(o.data);
     RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.dtype, o.zero, o.ranks, o.cuda};
@@ -343,6 +387,14 @@ int main(int argc, char **argv) {
         data.rng = got.data_rng;
         sample_rng = got.sample_rng;
         say("resumed from %s at step %d\n", o.resume, start_step);
+        if (start_step >= o.steps) {
+            say("nothing to train: the state is already at step %d of --steps %d; to train further, pass --steps "
+                "N with N > %d (the learning-rate schedule follows --steps)\n", start_step, o.steps, start_step);
+            net_free(&net);
+            data_free(&data);
+            comm_finalize();
+            return 0;
+        }
     }
     if (rank == 0) print_config_line(&cfg, &o);
 

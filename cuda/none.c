@@ -11,6 +11,11 @@ static const char *const no_cuda = "this build has no CUDA: nvcc was not found w
 
 int gpu_built(void) { return 0; }
 
+int gpu_count(char *why, size_t why_len) {
+    snprintf(why, why_len, "%s", no_cuda);
+    return 0;
+}
+
 int gpu_open(char *why, size_t why_len) {
     snprintf(why, why_len, "%s", no_cuda);
     return -1;

@@ -22,6 +22,8 @@ extern "C" {
 int gpu_built(void);  // 1 if this build has the CUDA path (cuda/kernels.o), 0 if not (cuda/none.c)
 // 0 when a GPU is usable; otherwise -1 and `why` says what is missing.
 int gpu_open(char *why, size_t why_len);
+// How many GPUs the driver sees, without starting a context (for --help); 0 and `why` if none.
+int gpu_count(char *why, size_t why_len);
 const char *gpu_name(void);
 void *gpu_malloc(size_t bytes, const char *name);  // exits with a message (and the ledger's advice) on failure
 void gpu_free(void *p);

@@ -7,6 +7,14 @@ static cudaDeviceProp g_prop;
 
 int gpu_built(void) { return 1; }
 
+int gpu_count(char *why, size_t why_len) {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) { snprintf(why, why_len, "%s", cudaGetErrorString(err)); return 0; }
+    if (n == 0) snprintf(why, why_len, "the driver sees 0 devices");
+    return n;
+}
+
 int gpu_open(char *why, size_t why_len) {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);

@@ -244,6 +244,23 @@ EOF2
   if [ $rc -ne 0 ] && grep -q 'resume with the same mpirun -np and --zero' "$tmp/zbad"; then
     ok "a checkpoint of 3 ranks is refused on 2 (exit $rc)"
   else bad "a checkpoint of 3 ranks on 2 ranks (exit $rc)"; fi
+  # --ranks N starts mpirun itself (as root, on 2 cores): the same result as mpirun -np N
+  timeout 120 "${MPI[@]}" -np 2 ./train "${Z[@]}" --steps 3 --batch 2 --zero 2 --log "$tmp/mr.csv" >/dev/null 2>&1
+  if timeout 120 ./train "${Z[@]}" --steps 3 --batch 2 --zero 2 --ranks 2 --log "$tmp/rr.csv" >"$tmp/rr" 2>&1 &&
+     grep -q '^starting 2 ranks: mpirun -np 2' "$tmp/rr" &&
+     cmp -s <(cut -d, -f2,5 "$tmp/mr.csv") <(cut -d, -f2,5 "$tmp/rr.csv"); then
+    ok "--ranks 2 starts mpirun itself; the same losses and norms as mpirun -np 2"
+  else bad "--ranks 2 starts mpirun itself"; tail -3 "$tmp/rr"; fi
+  # mpirun -np 2 ./train --dry-run predicts for 2 ranks, printed once
+  "${MPI[@]}" -np 2 ./train "${Z[@]}" --zero 3 --dry-run >"$tmp/md" 2>&1
+  ./train "${Z[@]}" --zero 3 --ranks 2 --dry-run >"$tmp/rd" 2>&1
+  if cmp -s "$tmp/md" "$tmp/rd" && [ "$(grep -c '^model' "$tmp/md")" -eq 1 ]; then
+    ok "mpirun -np 2 ./train --dry-run predicts for 2 ranks (= --ranks 2 --dry-run), printed once"
+  else bad "mpirun -np 2 ./train --dry-run"; fi
+  expect_mpi() { "${MPI[@]}" -np 2 ./train "$@" >"$tmp/out" 2>"$tmp/err"; }
+  if ! expect_mpi "${Z[@]}" --steps 1 --ranks 2 && grep -q 'under mpirun, leave --ranks out' "$tmp/err"; then
+    ok "--ranks under mpirun: a clear error"
+  else bad "--ranks under mpirun"; fi
 else
   echo "SKIP ZeRO over MPI: no mpirun/mpicc (install libopenmpi-dev openmpi-bin)"; skipped=$((skipped + 1))
 fi
@@ -263,6 +280,10 @@ expect 2 "--steps needs a value" --steps
 expect 2 "not divisible by --heads" --channels 30 --heads 4
 expect 2 "over the model's maximum" --seq-len 300
 expect 2 "--model must be one of" --model gpt5
+expect 2 "--data needs a value" --data --steps 5
+expect 2 "--lr must be a number > 0 (got '-1')" --lr -1
+expect 2 "--lr must be a number > 0 (got '0')" --lr 0
+expect 2 "--min-lr-frac must be a number from 0 to 1" --min-lr-frac 1.5
 expect 2 "--vocab must be an integer from 256" --vocab 100
 expect 2 "--mem takes no value" --mem=1
 expect 2 "--dtype must be one of fp32, bf16, fp16" --dtype fp8
@@ -289,6 +310,19 @@ expect 1 "not a regular file" "${SMALL[@]}" --steps 1 --save "$tmp/fifo"
 if [ -p "$tmp/fifo" ]; then ok "--save onto a fifo leaves it a fifo"; else bad "--save onto a fifo replaced it"; fi
 mkdir -p "$tmp/adir"
 expect 1 "not a regular file" "${SMALL[@]}" --steps 1 --save "$tmp/adir"
+# Ctrl-C while saving (simulated half-way through the write): exit 130, the unfinished file removed,
+# the previous state untouched
+cp "$tmp/a.ckpt" "$tmp/int.ckpt"
+GPTMEM_INTERRUPT_SAVE=1 ./train "${SMALL[@]}" --steps 17 --resume "$tmp/int.ckpt" --save "$tmp/int.ckpt" >/dev/null 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 130 ] && grep -q 'interrupted while saving' "$tmp/err" && [ ! -e "$tmp/int.ckpt.tmp" ] &&
+   cmp -s "$tmp/a.ckpt" "$tmp/int.ckpt"; then ok "interrupted while saving: exit 130, no .tmp left, the previous state intact"
+else bad "interrupted while saving (exit $rc)"; fi
+# resuming a state that is already at --steps says so
+./train "${SMALL[@]}" --steps 16 --resume "$tmp/a.ckpt" >"$tmp/out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && grep -q 'nothing to train: the state is already at step 16 of --steps 16' "$tmp/out"; then
+  ok "resuming a finished state says how to train further"
+else bad "resuming a finished state (exit $rc)"; fi
 # fuzz the loader: 300 damaged copies of a saved state (cut, a byte changed, header bytes
 # overwritten; seeded) are each refused with a clear error, never a crash, never resumed
 F=(--layers 1 --channels 16 --heads 2 --max-seq 16 --seq-len 16 --batch 2 --sample-len 0 --eval-batches 1

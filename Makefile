@@ -1,5 +1,5 @@
 # gptmem — build the trainer, its tests and its benchmarks.
-#   make            build ./train (CPU path; gcc, C11, OpenMP)
+#   make            build ./train (gcc, C11, OpenMP; MPI and CUDA when found) and fetch the corpus
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make data       fetch the default corpus into data/
 #   make bench      the CPU benchmark (GPT-2 124M, B=4 T=64, 2 threads)
@@ -48,7 +48,10 @@ HEADERS = memory.h report.h model.h ops.h saved.h zero.h net.h flags.h state.h p
 
 .PHONY: all test data bench asan clean chart compare test-cuda bench-gpu
 
+# `make` leaves a runnable ./train with its corpus; if the corpus cannot be had
+# (no ../shared, no network) the build still succeeds and says what to do.
 all: train
+	@$(MAKE) --no-print-directory -s data || echo "gptmem: the corpus is missing (see above): ./train needs data/tinyshakespeare.txt (make data) or --data FILE"
 
 train: train.c $(HEADERS) $(GPU_OBJ)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -o $@ train.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)

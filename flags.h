@@ -41,6 +41,7 @@ typedef struct {
     const char *save, *resume;
     int save_every, stop_after;
     int mem, dry_run, trace;
+    int print_every;  // step lines: every N steps (0 = about 25 lines per run), plus the first and the last
     const char *mem_json;
     const char *log;
 } Options;
@@ -122,6 +123,7 @@ const FlagSpec flag_specs[] = {
      "stop after this many steps of the --steps schedule, saving if --save (0 = run all)"},
     {"mem", ARG_FLAG, OPT(mem), 0, 0, "print the memory ledger: predicted vs measured, per phase and at peak"},
     {"mem-json", ARG_STR, OPT(mem_json), 0, 0, "write the memory ledger as JSON to this file"},
+    {"print-every", ARG_INT, OPT(print_every), 0, INT_MAX, "print a step line every N steps, and the first and last (0 = about 25 a run)"},
     {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
     {"trace", ARG_FLAG, OPT(trace), 0, 0, "print each activation push and pop, ZeRO gather and reduction of the first step"},

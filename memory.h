@@ -40,6 +40,7 @@ typedef struct {
     size_t live[MEM_NCAT];
     size_t peak[MEM_NCAT];
     size_t total, peak_total;
+    size_t window_peak;   // the largest total since ledger_window_start (one step's peak, for the step line)
     size_t gpu_reserved;  // bytes cudaMalloc'ed through the ledger (buffers + the activation arena)
     MemBlock blocks[MEM_MAX_BLOCKS];
     int nblocks;
@@ -60,7 +61,11 @@ void ledger_add(int category, size_t bytes) {
     g_ledger.total += bytes;
     if (g_ledger.live[category] > g_ledger.peak[category]) g_ledger.peak[category] = g_ledger.live[category];
     if (g_ledger.total > g_ledger.peak_total) g_ledger.peak_total = g_ledger.total;
+    if (g_ledger.total > g_ledger.window_peak) g_ledger.window_peak = g_ledger.total;
 }
+
+// Start a new window (a step): its peak starts at what is live now.
+void ledger_window_start(void) { g_ledger.window_peak = g_ledger.total; }
 
 void ledger_sub(int category, size_t bytes) {
     g_ledger.live[category] -= bytes;

@@ -215,6 +215,15 @@ int report_memory(const Options *o, const MemReport *predicted, const MemReport 
     return 0;
 }
 
+// The OpenMP threads the CPU ops use (1 without OpenMP).
+int omp_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
 // --dry-run: the prediction alone, from the config; nothing is allocated.
 int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long long corpus) {
     MemReport predicted;
@@ -318,10 +327,59 @@ typedef struct {
     int skipped;        // fp16: inf/nan gradients, the update was skipped
 } StepResult;
 
-void print_step_line(const StepResult *r, const Options *o, int nranks, const LiveState *live, Net *net) {
+// The CPU's peak FLOP/s, for the step line's MFU: threads x clock x FLOPs per
+// cycle per core, taking a core to have two FMA pipes of its widest vectors
+// (AVX-512: 2 x 16 lanes x 2 = 64 FLOPs a cycle; AVX2 with FMA: 32; else 16).
+// An upper bound: some cores run AVX-512 as two 256-bit halves. The clock is
+// the core's maximum (/sys/.../cpuinfo_max_freq), else /proc/cpuinfo's
+// "cpu MHz". 0 when it cannot be told.
+double cpu_peak_flops(int threads) {
+    double per_cycle = 16, hz = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    if (__builtin_cpu_supports("avx512f")) per_cycle = 64;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) per_cycle = 32;
+#endif
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+    long khz = 0;
+    if (f && fscanf(f, "%ld", &khz) == 1) hz = khz * 1e3;
+    if (f) fclose(f);
+    if (hz == 0 && (f = fopen("/proc/cpuinfo", "r"))) {
+        char line[256];
+        double mhz;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "cpu MHz : %lf", &mhz) == 1) { hz = mhz * 1e6; break; }
+        fclose(f);
+    }
+    return threads * hz * per_cycle;
+}
+
+// Model FLOPs of one token, forward and backward: 6 per parameter (the
+// matmuls; the LM head is in P through wte) and the attention's QK^T and PV,
+// 6 L T C (causal: half of 12 L T C). The usual MFU numerator.
+double flops_per_token(const GPTConfig *c, int T) {
+    return 6.0 * param_count(c) + 6.0 * c->layers * T * c->channels;
+}
+
+// m:ss, or h:mm:ss from an hour
+void format_duration(char *out, size_t n, double seconds) {
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600) snprintf(out, n, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(out, n, "%ld:%02ld", s / 60, s % 60);
+}
+
+// The step line: loss, lr, norm, time, tok/s, MFU (against peak_flops of all
+// ranks), memory (live now, and this step's peak), elapsed and remaining time.
+void print_step_line(const StepResult *r, const Options *o, int nranks, const LiveState *live, Net *net,
+                     double peak_flops, double fpt, double elapsed, int steps_done) {
     int B = o->batch, T = o->seq_len;
-    say("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s | mem %.1f MiB", r->step, o->steps,
-        r->loss, r->lr, r->norm, r->seconds * 1e3, r->tokens / r->seconds, mib(g_ledger.peak_total));
+    char done[32], left[32];
+    format_duration(done, sizeof done, elapsed);
+    format_duration(left, sizeof left, elapsed / steps_done * (o->steps - r->step));
+    say("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s", r->step, o->steps, r->loss, r->lr,
+        r->norm, r->seconds * 1e3, r->tokens / r->seconds);
+    if (peak_flops > 0) say(" | MFU %4.1f%%", 100.0 * r->tokens * fpt / r->seconds / peak_flops);
+    say(" | mem %.1f MiB now, %.1f peak | %s elapsed, %s left", mib(g_ledger.total), mib(g_ledger.window_peak), done,
+        left);
     if (o->accum > 1 || nranks > 1) say(" | tokens %d micro, %lld step", B * T, r->tokens);
     if (nranks > 1) say(" | sent %.2f MiB", comm_bytes_sent / 1048576.0);
     if (o->ckpt) say(" | recompute %.1f ms", net_recompute_seconds(net) * 1e3);
@@ -409,6 +467,9 @@ int main(int argc, char **argv) {
     }
 
     // 4. the training loop: forward, backward, reduce, step
+    double peak_flops = o.cuda ? gpu_peak_flops(o.dtype) : cpu_peak_flops(omp_threads()) * nranks;
+    double fpt = flops_per_token(&cfg, T);
+    int print_every = o.print_every ? o.print_every : (o.steps - start_step + 24) / 25;
     double t_start = now_seconds(), t_train = 0.0;
     long long tokens_seen = 0, first_step_comm = 0;
     float val_loss = NAN;
@@ -416,6 +477,7 @@ int main(int argc, char **argv) {
     for (int step = start_step; step < o.steps; step++) {
         double t0 = now_seconds();
         comm_bytes_sent = 0;
+        ledger_window_start();
         g_ledger.trace = o.trace && first && rank == 0;
         if (g_ledger.trace) printf("trace of step %d: the activation stack%s\n", step + 1,
                                    zero ? ", ZeRO gathers and reductions" : "");
@@ -456,12 +518,13 @@ int main(int argc, char **argv) {
                         skipped};
         t_train += r.seconds;
         tokens_seen += r.tokens;
-        print_step_line(&r, &o, nranks, &live, &net);
+        int last = step + 1 == o.steps || step + 1 == o.stop_after, evaluated = 0;
+        if (step == start_step || last || skipped || (step + 1) % print_every == 0)
+            print_step_line(&r, &o, nranks, &live, &net, peak_flops, fpt, now_seconds() - t_start, step + 1 - start_step);
         if (!isfinite(loss) && !skipped) {
             fprintf(stderr, "error: the loss is %f at step %d; lower --lr or raise --warmup\n", loss, step + 1);
             return 1;
         }
-        int last = step + 1 == o.steps || step + 1 == o.stop_after, evaluated = 0;
         if ((o.eval_every && (step + 1) % o.eval_every == 0) || last) {
             val_loss = evaluate(&net, &data, B, T, o.eval_batches);
             evaluated = 1;

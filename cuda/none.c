@@ -26,6 +26,12 @@ static void unreachable(const char *what) {
     exit(1);
 }
 
+double gpu_peak_flops(int dt) {
+    (void)dt;
+    unreachable("gpu_peak_flops");
+    return 0;
+}
+
 const char * gpu_name(void) {
     unreachable("gpu_name"); return "";
 }

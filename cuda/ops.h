@@ -25,6 +25,10 @@ int gpu_open(char *why, size_t why_len);
 // How many GPUs the driver sees, without starting a context (for --help); 0 and `why` if none.
 int gpu_count(char *why, size_t why_len);
 const char *gpu_name(void);
+// The GPU's nominal dense peak in FLOP/s for this storage dtype, from its SM count and clock:
+// 16-bit on the tensor cores (per SM per clock: Hopper 4096, A100 2048, others 1024), fp32 on
+// the CUDA cores (no TF32: 2 x 128 lanes per SM per clock, A100 2 x 64). For the step line's MFU.
+double gpu_peak_flops(int dt);
 void *gpu_malloc(size_t bytes, const char *name);  // exits with a message (and the ledger's advice) on failure
 void gpu_free(void *p);
 void gpu_upload(void *dst, const void *host_src, size_t bytes);

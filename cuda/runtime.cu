@@ -31,6 +31,15 @@ int gpu_open(char *why, size_t why_len) {
 
 const char *gpu_name(void) { return g_prop.name; }
 
+double gpu_peak_flops(int dt) {
+    int khz = 0, major = g_prop.major, minor = g_prop.minor;
+    cuda_check(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0), "cudaDeviceGetAttribute(clock)");
+    double per_sm_clock;
+    if (dt == DTYPE_FP32) per_sm_clock = 2.0 * (major == 8 && minor == 0 ? 64 : 128);
+    else per_sm_clock = major >= 9 ? 4096 : major == 8 && minor == 0 ? 2048 : 1024;
+    return per_sm_clock * g_prop.multiProcessorCount * khz * 1e3;
+}
+
 void *gpu_malloc(size_t bytes, const char *name) {
     void *p = NULL;
     cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);

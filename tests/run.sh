@@ -8,7 +8,7 @@ source tests/lib.sh
 skipped=0
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # a small, fast config for the program-level checks
-SMALL=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --batch 4 --sample-len 0 --eval-batches 2)
+SMALL=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --batch 4 --sample-len 0 --eval-batches 2 --print-every 1)
 
 # --- 1. the math (C) ----------------------------------------------------------
 out=$(./tests/test_cpu)

@@ -3,6 +3,7 @@
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make data       fetch the default corpus into data/
 #   make bench      the CPU benchmark (GPT-2 124M, B=4 T=64, 2 threads)
+#   make bench-flags what each memory flag costs in time on the CPU (the small model)
 #   make asan       build and run the tests under AddressSanitizer + UBSan
 #   make test-cuda  the GPU tests (needs a GPU): each kernel against its CPU op, then the model
 #   make bench-gpu  the GPU benchmark (GPT-2 124M, B=16 T=1024): tok/s, MFU, peak memory
@@ -46,7 +47,7 @@ STB := $(wildcard /usr/include/stb/stb_image_write.h)
 HEADERS = memory.h report.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
           data.h dtype.h comm.h rng.h cuda/ops.h cuda/model_gpu.h
 
-.PHONY: all test data bench asan clean chart compare test-cuda bench-gpu
+.PHONY: all test data bench bench-flags asan clean chart compare test-cuda bench-gpu
 
 # `make` leaves a runnable ./train with its corpus; if the corpus cannot be had
 # (no ../shared, no network) the build still succeeds and says what to do.
@@ -87,6 +88,10 @@ data/tinyshakespeare.txt:
 bench: train
 	bash scripts/bench_cpu.sh
 
+# What each memory flag costs in time on the CPU (the numbers doc/ quotes).
+bench-flags: train data
+	bash scripts/bench_flags.sh
+
 # PNG charts need stb (Debian: libstb-dev); without it the chart tool is left out.
 chart: scripts/chart
 scripts/chart: scripts/chart.c
@@ -102,15 +107,16 @@ SMALL_RUN = --steps 6 --eval-batches 1 --eval-every 0
 compare: train chart data
 	mkdir -p doc/img
 	python3 scripts/compare.py --dry-run --base "$(GPT2)" --csv doc/img/memory_gpt2.csv --png doc/img/memory_gpt2.png \
-	  --title "GPT-2 124M, batch 8 x 1024 tokens: peak memory per GPU (dry run)" \
+	  --title "GPT-2 124M, batch 8 x 1024 tokens: peak memory per rank (the CPU path's predictor)" \
 	  "fp32=" "bf16=--dtype bf16" "bf16+ckpt=--dtype bf16 --ckpt" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \
 	  "bf16+zero3 x8=--dtype bf16 --zero 3 --ranks 8"
 	python3 scripts/compare.py --base "$(SMALL_RUN)" --csv doc/img/memory_small.csv --png doc/img/memory_small.png \
 	  --title "small model, batch 32 x 128, 2 cores: measured peak memory" \
 	  "fp32=" "bf16=--dtype bf16" "ckpt=--ckpt" "flash=--flash" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \
-	  "zero2 x2=--zero 2 --ranks 2 --batch 16"
+	  "zero2 x2=--zero 2 --ranks 2"
 	for d in fp32 bf16 fp16; do ./train --steps 200 --warmup 40 --eval-every 25 --sample-len 0 --dtype $$d \
-	  --log doc/img/loss_$$d.csv >/dev/null || exit 1; done
+	  --log doc/img/loss_$$d.full.csv >/dev/null && cut -d, -f1-3 doc/img/loss_$$d.full.csv >doc/img/loss_$$d.csv && \
+	  rm doc/img/loss_$$d.full.csv || exit 1; done  # step, loss, val loss: no timings in committed files
 	scripts/chart loss doc/img/loss_small.png "small model on tiny shakespeare: fp32 vs mixed precision" \
 	  fp32=doc/img/loss_fp32.csv bf16=doc/img/loss_bf16.csv fp16=doc/img/loss_fp16.csv
 	@echo "wrote doc/img/memory_gpt2.png doc/img/memory_small.png doc/img/loss_small.png"

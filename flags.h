@@ -186,7 +186,8 @@ void print_help(void) {
     }
     printf("\nexamples:\n"
            "  ./train                                  train the small model on tiny shakespeare\n"
-           "  ./train --model gpt2-xl --dry-run        how much memory would GPT-2 XL need?\n"
+           "  ./train --model gpt2-xl --batch 1 --dry-run\n"
+           "                                           how much memory would GPT-2 XL need?\n"
            "  ./train --steps 20 --mem                 predicted vs measured memory, per category\n"
            "  ./train --dtype bf16 --ckpt --flash      every memory flag of one process\n"
            "  ./train --ranks 4 --zero 2 --steps 20    ZeRO stage 2 over 4 ranks (starts mpirun itself)\n"

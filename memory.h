@@ -126,6 +126,21 @@ MemSnapshot ledger_snapshot(void) {
     return s;
 }
 
+// The process's peak resident set (VmHWM in /proc/self/status), in bytes;
+// 0 where it cannot be read. What the ledger does not see shows as the
+// difference: the program and its libraries, thread stacks, the C library's
+// own heap. Printed beside the ledger, never folded into it.
+size_t process_peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %zu kB", &kib) == 1) break;
+    fclose(f);
+    return kib * 1024;
+}
+
 // ---------------------------------------------------------------------------
 // The activation stack.
 //

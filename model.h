@@ -41,7 +41,7 @@ typedef struct {
 } ModelPreset;
 
 const ModelPreset model_presets[] = {
-    {"small", {4, 128, 4, 256, 128}, "the default: learns Shakespeare in about 4.5 minutes on 2 cores"},
+    {"small", {4, 128, 4, 256, 128}, "the default: learns Shakespeare in about 6 minutes on 2 cores"},
     {"gpt2", {12, 768, 12, 50257, 1024}, "GPT-2 124M"},
     {"gpt2-medium", {24, 1024, 16, 50257, 1024}, "GPT-2 350M"},
     {"gpt2-large", {36, 1280, 20, 50257, 1024}, "GPT-2 774M"},

@@ -88,18 +88,21 @@ void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas) {
 }
 
 // The prediction alone, compact: one row per category, one column per phase,
-// then the peak in MiB and in bytes. This is what --dry-run prints.
+// then the peak in MiB, in MiB or GiB (whichever reads better) and in bytes.
+// This is what --dry-run prints.
 void print_prediction(FILE *f, const MemReport *r) {
     fprintf(f, "  %-12s", "MiB");
     for (int ph = 0; ph < MEM_NPHASE; ph++) fprintf(f, " %14s", mem_phase_name[ph]);
-    fprintf(f, " %12s %14s\n", "peak", "peak bytes");
+    fprintf(f, " %12s %12s %14s\n", "peak", "", "peak bytes");
     for (int c = 0; c <= MEM_NCAT; c++) {
         int is_total = c == MEM_NCAT;
         fprintf(f, "  %-12s", is_total ? "total" : mem_category_name[c]);
         for (int ph = 0; ph < MEM_NPHASE; ph++)
             fprintf(f, " %14.2f", mib(is_total ? r->phase[ph].total : r->phase[ph].bytes[c]));
         size_t peak = is_total ? r->peak_total : r->peak[c];
-        fprintf(f, " %12.2f %14zu\n", mib(peak), peak);
+        fprintf(f, " %12.2f ", mib(peak));
+        print_size(f, peak);  // the same in MiB or GiB, whichever reads better
+        fprintf(f, " %14zu\n", peak);
     }
 }
 

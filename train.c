@@ -186,6 +186,12 @@ int report_memory(const Options *o, const MemReport *predicted, const MemReport 
         print_mem_report(stdout, predicted, measured);
         printf("  activation stack: %zu bytes reserved from the prediction, high-water mark %zu\n",
                g_arena.capacity, measured->peak[MEM_ACTIVATIONS]);
+        size_t rss = process_peak_rss();
+        if (rss)
+            printf("    %-12s %16zu B: the process's peak resident size (%.2f MiB), %.2f MiB more than the host part "
+                   "of the ledger: the program and its libraries (a build with CUDA maps cuBLASLt and the CUDA "
+                   "runtime: about 150 MiB, on the CPU too), thread stacks, the C library's heap; not predicted\n",
+                   "process", rss, mib(rss), mib(rss) - mib(g_ledger.peak_total - g_ledger.gpu_reserved));
         if (o->cuda) {  // what cudaMemGetInfo sees beyond the ledger's own device buffers
             size_t free_b, total_b;
             gpu_mem_info(&free_b, &total_b);
@@ -552,9 +558,9 @@ int main(int argc, char **argv) {
     // 5. report
     int end_step = o.stop_after && o.stop_after < o.steps ? o.stop_after : o.steps;
     int steps_run = end_step > start_step ? end_step - start_step : 0;
-    say("done: %d steps in %.1f s (%.0f tok/s training) | final val loss %.4f | peak memory %.2f MiB%s\n",
-        steps_run, now_seconds() - t_start, t_train > 0 ? tokens_seen / t_train : 0.0, val_loss,
-        mib(g_ledger.peak_total), nranks > 1 ? " (rank 0)" : "");
+    say("done: %d steps in %.1f s (%.0f tok/s training) | final val loss %.4f | peak memory %.2f MiB%s (the "
+        "process: %.2f MiB, see --mem)\n", steps_run, now_seconds() - t_start, t_train > 0 ? tokens_seen / t_train : 0.0,
+        val_loss, mib(g_ledger.peak_total), nranks > 1 ? " (rank 0)" : "", mib(process_peak_rss()));
     if (steps_run > 0) {
         memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
         measured.peak_total = g_ledger.peak_total;

@@ -186,7 +186,8 @@ static void read_run(Run *r, const char *spec) {
         if (split(buf, field, 8) < 3) continue;
         r->step[r->n] = atoi(field[0]);
         r->loss[r->n] = atof(field[1]);
-        r->val[r->n] = field[2][0] ? atof(field[2]) : NAN;  // empty: no validation at this step
+        int has_val = field[2][0] && field[2][0] != '\n' && field[2][0] != '\r';  // the last field keeps the newline
+        r->val[r->n] = has_val ? atof(field[2]) : NAN;  // empty: no validation at this step
         r->n++;
     }
     fclose(f);
@@ -232,19 +233,20 @@ static void loss_chart(const char *out, const char *title, int nruns, char **spe
     text(L - 90, T - 30, "loss (nats per byte)", 2, BLACK);
     fill(L, T, L + 2, B, BLACK);
     fill(L, B, R, B + 2, BLACK);
-    for (int i = 0; i < nruns; i++) {
+    for (int i = 0; i < nruns; i++) {  // earlier runs wider, so a later run on top of one leaves it visible
         Run *r = &runs[i];
         Color c = PALETTE[i % 10];
+        int wider = nruns - 1 - i, thin = 1 + 2 * wider, thick = 4 + 4 * wider, dot = 6 + 3 * wider;
         int px = -1, py = -1, vx = -1, vy = -1;
         for (int k = 0; k < r->n; k++) {
             int x = L + (int)((double)(R - L) * r->step[k] / max_step);
             int y = B - (int)((B - T) * (r->loss[k] - lo) / (hi - lo));
-            if (px >= 0) line(px, py, x, y, 1, c);
+            if (px >= 0) line(px, py, x, y, thin, c);
             px = x; py = y;
             if (!isnan(r->val[k])) {
                 int yv = B - (int)((B - T) * (r->val[k] - lo) / (hi - lo));
-                if (vx >= 0) line(vx, vy, x, yv, 4, c);
-                fill(x - 6, yv - 6, x + 6, yv + 6, c);
+                if (vx >= 0) line(vx, vy, x, yv, thick, c);
+                fill(x - dot, yv - dot, x + dot, yv + dot, c);
                 vx = x; vy = yv;
             }
         }
@@ -253,6 +255,7 @@ static void loss_chart(const char *out, const char *title, int nruns, char **spe
     }
     text(R + 40, T + 40 * nruns + 10, "thin: train", 2, BLACK);
     text(R + 40, T + 40 * nruns + 36, "thick, dots: val", 2, BLACK);
+    text(R + 40, T + 40 * nruns + 62, "(first run widest)", 2, BLACK);
     if (!stbi_write_png(out, W, H, 3, img, W * 3)) die("cannot write ", out);
 }
 

@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """Compare memory (and speed) of flag settings side by side: the class demo.
 
-    scripts/compare.py [--dry-run] [--base "FLAGS"] [--csv OUT.csv] [--png OUT.png] [--title T] LABEL=FLAGS ...
+    scripts/compare.py [--dry-run | --losses] [--base "FLAGS"] [--csv OUT.csv] [--png OUT.png] [--title T] LABEL=FLAGS ...
 
 Each setting is a label and the ./train flags that make it, e.g. "bf16+ckpt=--dtype bf16 --ckpt";
 --base flags go in front of every setting. With --dry-run every setting is predicted (instant, any
 preset); without, each runs for real (use small presets and few --steps) and the table gains a
-tok/s row. A setting with --ranks N runs under mpirun -np N (dry runs just predict N ranks).
+tok/s row. A setting with --ranks N runs on N ranks (./train starts mpirun; dry runs just predict).
+With --losses the settings run for real and the table is their losses instead of their memory: the
+first and last step's, the final validation loss and each setting's worst step difference to the
+first column. It has no timings, so it is the same on every run (the doc tables use it).
 
 Prints one table: rows are the memory categories at their peak, the peak total and tok/s; columns
 are the settings, each with its difference to the first column. --csv writes the same numbers in
-bytes; --png draws the stacked bars with scripts/chart (built by `make chart`, needs libstb-dev).
+bytes (memory only, no timings, so it is the same on every run); --png draws the stacked bars with
+scripts/chart (built by `make chart`, needs libstb-dev).
 """
 import csv
 import json
@@ -34,18 +38,10 @@ def run_setting(label, flags, dry, tmp):
     """Run ./train for one setting; returns (peaks per category + 'peak_total', tok/s or None)."""
     args = shlex.split(flags)
     prefix = ["./train"]
-    ranks = None
-    if "--ranks" in args:
-        i = args.index("--ranks")
-        ranks = args[i + 1] if i + 1 < len(args) else None
-        if not dry:
-            del args[i:i + 2]
-            prefix = ["mpirun", "--oversubscribe", "-np", str(ranks), "./train"]
     mem = os.path.join(tmp, "mem.json")
     log = os.path.join(tmp, "log.csv")
     extra = ["--dry-run", "--mem-json", mem] if dry else ["--mem-json", mem, "--log", log, "--sample-len", "0"]
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    r = subprocess.run(prefix + args + extra, cwd=ROOT, capture_output=True, text=True, env=env)
+    r = subprocess.run(prefix + args + extra, cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
         err = r.stderr.strip().splitlines()
         fail(f"setting '{label}' ({flags.strip()}) failed: {err[0] if err else 'exit ' + str(r.returncode)}")
@@ -53,13 +49,31 @@ def run_setting(label, flags, dry, tmp):
     side = report["predicted"] if dry else report["measured"]
     peaks = {c: side["peak"][c] for c in CATEGORIES}
     peaks["peak_total"] = side["peak"]["total"]
-    toks = None
+    toks, rows = None, []
     if not dry:
         rows = list(csv.DictReader(open(log)))
         timed = rows[1:] or rows  # the first step warms up
         ms = sum(float(x["ms"]) for x in timed)
         toks = sum(int(x["tokens"]) for x in timed) / (ms / 1000.0) if ms > 0 else 0.0
-    return peaks, toks
+    return peaks, toks, rows
+
+
+def print_losses(results):
+    """--losses: each setting's first and last loss, final val loss, worst step difference to the first."""
+    first_rows = results[0][3]
+    table = [["losses (measured)"] + [r[0] for r in results]]
+    table.append([f"loss at step 1"] + [f"{float(r[3][0]['loss']):.4f}" for r in results])
+    table.append([f"loss at step {len(first_rows)}"] + [f"{float(r[3][-1]['loss']):.4f}" for r in results])
+    vals = [next((x["val_loss"] for x in reversed(r[3]) if x["val_loss"]), "") for r in results]
+    table.append(["val loss at the end"] + [f"{float(v):.4f}" if v else "-" for v in vals])
+    worst = ["-"]
+    for r in results[1:]:
+        d = max(abs(float(a["loss"]) - float(b["loss"])) for a, b in zip(first_rows, r[3]))
+        worst.append(f"{d:.4f}")
+    table.append([f"worst step vs {results[0][0]}"] + worst)
+    widths = [max(len(line[c]) for line in table) + 2 for c in range(len(table[0]))]
+    for line in table:
+        print(f"{line[0]:<{widths[0]}}" + "".join(f"{cell:>{w}}" for cell, w in zip(line[1:], widths[1:])))
 
 
 def human(b):
@@ -74,12 +88,14 @@ def delta(v, base):
 
 def main():
     argv = sys.argv[1:]
-    dry, base, out_csv, out_png, title, settings = False, "", None, None, None, []
+    dry, losses, base, out_csv, out_png, title, settings = False, False, "", None, None, None, []
     i = 0
     while i < len(argv):
         a = argv[i]
         if a == "--dry-run":
             dry = True
+        elif a == "--losses":
+            losses = True
         elif a in ("--base", "--csv", "--png", "--title"):
             if i + 1 >= len(argv):
                 fail(f"{a} needs a value")
@@ -107,6 +123,9 @@ def main():
         for label, flags in settings:
             results.append((label, *run_setting(label, base + " " + flags, dry, tmp)))
 
+    if losses:
+        print_losses(results)
+        return
     labels = [r[0] for r in results]
     rows = CATEGORIES + ["peak_total"]
     table = [["peak memory" + (" (predicted)" if dry else " (measured)")] + labels]
@@ -130,8 +149,7 @@ def main():
             w.writerow(["category"] + labels)
             for row in rows:
                 w.writerow([row] + [r[1][row] for r in results])
-            if not dry:
-                w.writerow(["tok/s"] + [f"{r[2]:.1f}" for r in results])
+            # no tok/s row: a timing differs on every run, and the CSVs are committed
         if out_png:
             chart = os.path.join(ROOT, "scripts", "chart")
             if not os.path.exists(chart):

@@ -5,16 +5,21 @@ A block in a Markdown file looks like this:
 
     <!-- gptmem: ./train --model gpt2 --dry-run -->
     ```text
+    $ ./train --model gpt2 --dry-run
     ...what that command prints...
     ```
     <!-- /gptmem -->
 
+The block shows the command on its first line (Markdown viewers hide the
+comment), then its output.
+
 Without arguments every such block is rewritten with the command's current
 output. With --check nothing is written; it exits 1 and names each block whose
 text differs from what the binary prints now (tests/run.sh runs this, so a doc
-can never drift from the code). Only ./train and `python3 scripts/compare.py
---dry-run` commands are allowed, and they must be cheap and deterministic
-(dry runs, --help), since the tests run them all.
+can never drift from the code). Only ./train, `python3 scripts/compare.py
+--dry-run` and `python3 scripts/compare.py --losses` commands are allowed, and
+they must be cheap and deterministic (dry runs, --help, short training runs
+reported without timings), since the tests run them all.
 """
 import glob
 import re
@@ -27,13 +32,19 @@ BLOCK = re.compile(r"(<!-- gptmem: (.*?) -->\n```text\n)(.*?)(```\n<!-- /gptmem 
 
 def run(cmd):
     args = shlex.split(cmd)
-    allowed = args[:1] == ["./train"] or args[:3] == ["python3", "scripts/compare.py", "--dry-run"]
+    allowed = args[:1] == ["./train"] or args[:3] in (["python3", "scripts/compare.py", "--dry-run"],
+                                                      ["python3", "scripts/compare.py", "--losses"])
     if not allowed:
         sys.exit(f"doc_tables: only ./train and scripts/compare.py --dry-run commands may be embedded, not: {cmd}")
     r = subprocess.run(args, capture_output=True, text=True, env={"OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin:/usr/local/bin"})
     if r.returncode != 0:
         sys.exit(f"doc_tables: `{cmd}` failed ({r.returncode}): {r.stderr.strip()}")
     return r.stdout
+
+
+def shown(cmd):
+    """The block's text: the command, then what it prints."""
+    return f"$ {cmd}\n" + run(cmd)
 
 
 def main():
@@ -45,9 +56,9 @@ def main():
         except FileNotFoundError:
             continue
         if check:
-            drift += [f"{path}: {m.group(2)}" for m in BLOCK.finditer(text) if m.group(3) != run(m.group(2))]
+            drift += [f"{path}: {m.group(2)}" for m in BLOCK.finditer(text) if m.group(3) != shown(m.group(2))]
             continue
-        new = BLOCK.sub(lambda m: m.group(1) + run(m.group(2)) + m.group(4), text)
+        new = BLOCK.sub(lambda m: m.group(1) + shown(m.group(2)) + m.group(4), text)
         if new != text:
             open(path, "w").write(new)
             print("updated", path)

@@ -409,6 +409,9 @@ if [ $gpu_ok -eq 1 ] && ./train --device cuda --dry-run | grep -q 'predicted GPU
 else bad "GPU dry run predictor"; fi
 
 # --- 5. docs match the binary -----------------------------------------------------
+# every command the docs and --help tell a reader to type, where it is cheap enough for CI, runs
+if msg=$(timeout 600 python3 tests/doc_commands.py); then ok "${msg##*$'\n'}"
+else bad "commands in the docs: $(echo "$msg" | grep -E 'FAIL|doc commands')"; fi
 if ./train --help >"$tmp/help" && [ "$(grep -c '^  --' "$tmp/help")" -ge 25 ]; then
   missing=$(grep -o '^  --[a-z-]*' "$tmp/help" | tr -d ' ' | while read -r f; do grep -q -- "\`$f" README.md || echo "$f"; done)
   if [ -z "$missing" ]; then ok "README's flag table lists every flag of --help"

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""tests/doc_commands.py — the commands the docs tell a reader to type must work as written.
+
+Collects every ./train and scripts/compare.py command in README.md, doc/*.md and the examples of
+`./train --help` (indented code lines and `inline code`), and runs the cheap ones from the project
+root: dry runs, --help, and short runs of the small presets (--steps up to 20, or 100 for a model of
+64 channels or fewer; not --device cuda).
+Each must exit 0. Prints one line per command run, then "doc commands: N run, N failed, N not run
+(too long for CI)"; exits 1 if any failed. With --list it only prints what it would run.
+"""
+import glob
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+MAX_STEPS = 20
+
+
+def commands_in(text):
+    """The command lines a page shows: indented code and inline `code` that start with a command."""
+    found = []
+    starts = ("./train", "scripts/compare.py", "python3 scripts/compare.py")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # fenced blocks: command output (doc_tables.py runs those)
+    for line in text.splitlines():
+        body = line.strip()
+        if line.startswith("    ") and body.startswith(starts):
+            found.append(body)
+    for span in re.findall(r"`([^`]+)`", text):
+        if span.startswith(starts):
+            found.append(span)
+    out = []
+    for cmd in found:
+        cmd = re.sub(r"\s+#.*$", "", cmd).strip()  # a trailing comment
+        if cmd and cmd not in out:
+            out.append(cmd)
+    return out
+
+
+def help_examples():
+    text = subprocess.run(["./train", "--help"], capture_output=True, text=True).stdout
+    part = text.split("examples:", 1)[-1]
+    return [re.split(r"\s{2,}", line.strip())[0] for line in part.splitlines() if line.strip().startswith(("./train", "scripts/"))]
+
+
+def have_mpi():
+    return "this build: MPI yes" in subprocess.run(["./train", "--help"], capture_output=True, text=True).stdout
+
+
+def cheap(cmd, mpi):
+    """Fast enough for CI: a dry run, --help, or a short run of a small model on the CPU."""
+    try:
+        args = shlex.split(cmd)
+    except ValueError:
+        return False
+    if "--dry-run" in args or "--help" in args:
+        return True
+    if "--ranks" in args and not mpi:
+        return False  # a build without MPI refuses real --ranks runs (tested in tests/run.sh)
+    if "--device" in args and "cuda" in args or any(a.startswith("gpt2") for a in args):
+        return False
+    if "compare.py" in cmd:
+        return False  # real compare runs are the doc tables' (scripts/doc_tables.py)
+    steps = [int(args[i + 1]) for i, a in enumerate(args[:-1]) if a == "--steps" and args[i + 1].isdigit()]
+    channels = [int(args[i + 1]) for i, a in enumerate(args[:-1]) if a == "--channels" and args[i + 1].isdigit()]
+    tiny = bool(channels) and channels[-1] <= 64  # a tiny model: a step takes milliseconds
+    return bool(steps) and steps[-1] <= (5 * MAX_STEPS if tiny else MAX_STEPS)
+
+
+def main():
+    pages = ["README.md"] + sorted(glob.glob("doc/*.md"))
+    cmds = []
+    for page in pages:
+        for cmd in commands_in(open(page).read()):
+            cmds.append((page, cmd))
+    cmds += [("--help", cmd) for cmd in help_examples()]
+    seen, todo, skipped, mpi = set(), [], [], have_mpi()
+    for page, cmd in cmds:
+        if cmd in seen:
+            continue
+        seen.add(cmd)
+        (todo if cheap(cmd, mpi) else skipped).append((page, cmd))
+    if "--list" in sys.argv:
+        for page, cmd in todo:
+            print(f"run  {page}: {cmd}")
+        for page, cmd in skipped:
+            print(f"skip {page}: {cmd}")
+        return
+    failed = 0
+    work = tempfile.mkdtemp()  # run there, so files a command writes (m.json, say) stay out of the tree
+    for name in ("train", "data", "scripts"):
+        os.symlink(os.path.abspath(name), os.path.join(work, name))
+    for page, cmd in todo:
+        args = shlex.split(cmd)
+        if args[0] == "scripts/compare.py":
+            args = ["python3"] + args
+        try:
+            r = subprocess.run(args + (["--sample-len", "0"] if args[0] == "./train" and "--dry-run" not in args and
+                                       "--help" not in args and "--sample-len" not in args else []),
+                               capture_output=True, text=True, timeout=300, cwd=work)
+            ok = r.returncode == 0
+            why = f"exit {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:160]}"
+        except subprocess.TimeoutExpired:
+            ok, why = False, "timed out"
+        print(f"  {'ok  ' if ok else 'FAIL'} {page}: {cmd}" + ("" if ok else f" ({why})"))
+        failed += not ok
+    shutil.rmtree(work)
+    print(f"doc commands: {len(todo)} run, {failed} failed, {len(skipped)} not run (too long for CI)")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

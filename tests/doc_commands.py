@@ -6,7 +6,8 @@ Collects every ./train and scripts/compare.py command in README.md, doc/*.md and
 root: dry runs, --help, and short runs of the small presets (--steps up to 20, or 100 for a model of
 64 channels or fewer; not --device cuda).
 Each must exit 0. Prints one line per command run, then "doc commands: N run, N failed, N not run
-(too long for CI)"; exits 1 if any failed. With --list it only prints what it would run.
+(too long for CI)"; exits 1 if any failed. With --list it only prints what it would run; with
+--quick it runs only the dry runs and --help (make asan, whose sanitized build trains slowly).
 """
 import glob
 import os
@@ -58,6 +59,8 @@ def cheap(cmd, mpi):
         return False
     if "--dry-run" in args or "--help" in args:
         return True
+    if "--quick" in sys.argv:
+        return False  # --quick: dry runs and --help only (make asan: a sanitized build trains slowly)
     if "--ranks" in args and not mpi:
         return False  # a build without MPI refuses real --ranks runs (tested in tests/run.sh)
     if "--device" in args and "cuda" in args or any(a.startswith("gpt2") for a in args):

@@ -318,6 +318,13 @@ rc=$?
 if [ $rc -eq 130 ] && grep -q 'interrupted while saving' "$tmp/err" && [ ! -e "$tmp/int.ckpt.tmp" ] &&
    cmp -s "$tmp/a.ckpt" "$tmp/int.ckpt"; then ok "interrupted while saving: exit 130, no .tmp left, the previous state intact"
 else bad "interrupted while saving (exit $rc)"; fi
+# --print-every auto: about 25 step lines a run, plus the first and the last
+./train "${SMALL[@]}" --print-every 0 --steps 100 --eval-every 0 >"$tmp/pe" 2>&1
+n=$(grep -c '^step' "$tmp/pe")
+if [ "$n" -ge 20 ] && [ "$n" -le 30 ] && grep -q '^step   100/100' "$tmp/pe" && grep -q '^step     1/100' "$tmp/pe" &&
+   grep -qE 'MFU +[0-9.]+%' "$tmp/pe" && grep -q 'elapsed, .* left' "$tmp/pe"; then
+  ok "--print-every auto: $n step lines for 100 steps, with MFU, memory and time left"
+else bad "--print-every auto: $n step lines"; fi
 # resuming a state that is already at --steps says so
 ./train "${SMALL[@]}" --steps 16 --resume "$tmp/a.ckpt" >"$tmp/out" 2>&1; rc=$?
 if [ $rc -eq 0 ] && grep -q 'nothing to train: the state is already at step 16 of --steps 16' "$tmp/out"; then

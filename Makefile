@@ -109,11 +109,12 @@ compare: train chart data
 	python3 scripts/compare.py --dry-run --base "$(GPT2)" --csv doc/img/memory_gpt2.csv --png doc/img/memory_gpt2.png \
 	  --title "GPT-2 124M, batch 8 x 1024 tokens: peak memory per rank (the CPU path's predictor)" \
 	  "fp32=" "bf16=--dtype bf16" "bf16+ckpt=--dtype bf16 --ckpt" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \
-	  "bf16+zero3 x8=--dtype bf16 --zero 3 --ranks 8"
+	  "+fused-ce=--dtype bf16 --ckpt --flash --fused-ce" "bf16+zero3 x8=--dtype bf16 --zero 3 --ranks 8" \
+	  "+fused-ce=--dtype bf16 --zero 3 --ranks 8 --fused-ce"
 	python3 scripts/compare.py --base "$(SMALL_RUN)" --csv doc/img/memory_small.csv --png doc/img/memory_small.png \
 	  --title "small model, batch 32 x 128, 2 cores: measured peak memory" \
 	  "fp32=" "bf16=--dtype bf16" "ckpt=--ckpt" "flash=--flash" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \
-	  "zero2 x2=--zero 2 --ranks 2"
+	  "fused-ce=--fused-ce" "zero2 x2=--zero 2 --ranks 2"
 	for d in fp32 bf16 fp16; do ./train --steps 200 --warmup 40 --eval-every 25 --sample-len 0 --dtype $$d \
 	  --log doc/img/loss_$$d.full.csv >/dev/null && cut -d, -f1-3 doc/img/loss_$$d.full.csv >doc/img/loss_$$d.csv && \
 	  rm doc/img/loss_$$d.full.csv || exit 1; done  # step, loss, val loss: no timings in committed files

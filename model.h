@@ -107,6 +107,44 @@ LayerWeights layer_weights(float *base, const GPTConfig *c, int l) {
     return layer_weights_at(base + layer_offset(c, l), c->channels);
 }
 
+// The ops of a layer that own parameters, in layout order. Each op's weight
+// and bias sit next to each other in the layer's block, so one op's
+// parameters are one slice of the flat array: what ZeRO stage 3 gathers just
+// before the op runs, and stages 2 and 3 reduce-scatter as soon as the op's
+// backward has produced their gradients (a "piece", see fetch_params).
+enum { OP_LN1, OP_QKV, OP_ATTPROJ, OP_LN2, OP_FC, OP_FCPROJ, LAYER_OPS };
+const char *const op_names[LAYER_OPS] = {"ln1", "qkv", "attproj", "ln2", "fc", "fcproj"};
+
+// How many parameters op `op` has: ln 2C; qkv 3C^2 + 3C; attproj C^2 + C; fc 4C^2 + 4C; fcproj 4C^2 + C.
+size_t op_param_count(size_t C, int op) {
+    switch (op) {
+    case OP_QKV: return 3 * C * C + 3 * C;
+    case OP_ATTPROJ: return C * C + C;
+    case OP_FC: return 4 * C * C + 4 * C;
+    case OP_FCPROJ: return 4 * C * C + C;
+    default: return 2 * C;  // OP_LN1, OP_LN2: weight and bias
+    }
+}
+
+// Where op `op`'s parameters start in layer l's block, as a flat index.
+size_t op_param_offset(const GPTConfig *c, int l, int op) {
+    size_t off = layer_offset(c, l);
+    for (int k = 0; k < op; k++) off += op_param_count(c->channels, k);
+    return off;
+}
+
+// Point w's two fields of op `op` at its weight and bias, which start at p.
+void set_op_pointers(LayerWeights *w, int op, float *p, size_t C) {
+    switch (op) {
+    case OP_LN1: w->ln1w = p; w->ln1b = p + C; break;
+    case OP_QKV: w->qkvw = p; w->qkvb = p + 3 * C * C; break;
+    case OP_ATTPROJ: w->attprojw = p; w->attprojb = p + C * C; break;
+    case OP_LN2: w->ln2w = p; w->ln2b = p + C; break;
+    case OP_FC: w->fcw = p; w->fcb = p + 4 * C * C; break;
+    default: w->fcprojw = p; w->fcprojb = p + 4 * C * C; break;  // OP_FCPROJ
+    }
+}
+
 float *wte_of(float *base) { return base; }
 float *wpe_of(float *base, const GPTConfig *c) { return base + (size_t)padded_vocab(c) * c->channels; }
 float *lnf_of(float *base, const GPTConfig *c) { return base + layer_offset(c, c->layers); }
@@ -202,8 +240,8 @@ double now_seconds(void) {
 // widened into them before use, every op's output is rounded to 16 bits when
 // it is saved (and in the working copy too, so the next op reads exactly what
 // was saved), and the backward widens the saved tensors again. The helpers
-// below (push_saved, round_saved, load_saved, weights_for, grads_for,
-// grads_done) are where that happens; for fp32 they hand back the stored
+// below (push_saved, round_saved, load_saved, and fetch_params,
+// grads_params, grads_params_done) are where that happens; for fp32 they hand back the stored
 // tensors and do nothing.
 // ===========================================================================
 
@@ -263,17 +301,28 @@ typedef struct {
     float *dqkv;   // (N,3C)
     float *datty;  // (N,C)
     float *dfch;   // (N,4C) gradient of the MLP hidden (before and after GELU, in place)
+    // --fused-ce: the LM head and the loss a tile at a time (head_forward_fused)
+    int fused_ce;
+    float *head_tile;   // HEAD_ROWS x VOCAB_CHUNK logits (and room for one whole row, for sampling)
+    float *head_stats;  // (2,N): each row's running sum of exp, and its target's logit
+    float *head_lse;    // (N) fp32 on the stack: each row's log-sum-exp, saved for the backward
+    // The model moves through buffers a piece at a time: a piece is one op's
+    // parameters (piece_count: the largest is fc's 4C^2 + 4C), or with
+    // --fused-ce a chunk of VOCAB_CHUNK rows of the embedding table.
+    size_t piece;       // floats in the largest piece
+    float *w_piece;     // 16-bit runs: a piece's weights, widened to fp32 (ledger: scratch)
+    float *g_piece;     // bucketed runs: a piece's fp32 gradients (scratch; comm at stages 2, 3)
+    void *gather_piece; // stage 3: a piece's weights gathered from every rank (comm)
+    // Without --fused-ce the LM head needs the whole table at once: wte, wpe and lnf, (Vp + maxT) C + 2C
+    float *w_global;    // 16-bit runs: widened to fp32 (scratch)
+    float *g_global;    // bucketed runs: their fp32 gradients (scratch; comm at stages 2, 3)
+    void *gather_global;  // stage 3: gathered (comm)
     // 16-bit runs only: the fp32 working buffers (ledger: scratch)
     float *x_work;      // (N,C) the current block's input
-    float *act_work;    // one block's 13 tensors, or the final 4, in fp32
-    float *w_layer;     // one layer's weights (12C^2 + 13C)
-    float *g_layer;     // one layer's gradients
-    float *w_global;    // wte, wpe, lnf: (Vp + maxT) C + 2C
-    float *g_global;    // their gradients
+    float *act_work;    // one block's 13 tensors, or the final ones, in fp32
     // ZeRO buffers (ledger: comm)
-    int bucketed;       // gradients go through the fp32 buckets g_layer / g_global
+    int bucketed;       // gradients go through the fp32 buckets g_piece / g_global
     float *reduce_buf;  // stages 0, 1: N * REDUCE_CHUNK floats for the chunked gradient reduction
-    void *gather_layer, *gather_global;  // stage 3: one layer's / the global weights, gathered
 } GPT;
 
 
@@ -282,8 +331,9 @@ size_t global_param_count(const GPTConfig *c) {
 }
 
 // Floats in one block's working set (its saved tensors, saved.h), and in the
-// final one. 16-bit runs compute the LM head and the loss HEAD_ROWS (sizes.h)
-// rows at a time, so their fp32 working copy of the logits is HEAD_ROWS x Vp.
+// final one: the final layernorm's, and without --fused-ce a chunk of logits
+// (16-bit runs compute the LM head and the loss HEAD_ROWS (sizes.h) rows at a
+// time, so their fp32 working copy of the logits is HEAD_ROWS x Vp).
 size_t block_act_floats(const GPTConfig *c, int B, int T, int flash) {
     size_t n = 0;
     for (int i = 0; i < SAVED_PER_LAYER; i++)
@@ -291,10 +341,27 @@ size_t block_act_floats(const GPTConfig *c, int B, int T, int flash) {
     return n;
 }
 
-size_t final_act_floats(const GPTConfig *c, int B, int T) {
+size_t final_act_floats(const GPTConfig *c, int B, int T, int fused_ce) {
     size_t n = 0, N = (size_t)B * T, rows = N < HEAD_ROWS ? N : HEAD_ROWS;
     for (int i = 0; i < SV_LOGITS; i++) n += saved_count(&final_saved[i], B, T, c->channels, c->heads, 0, 0);
-    return n + rows * padded_vocab(c);
+    return fused_ce ? n : n + rows * padded_vocab(c);
+}
+
+// Floats in the largest piece: fc's 4C^2 + 4C, or with --fused-ce a chunk of
+// the embedding table if that is larger: VOCAB_CHUNK rows (or all Vp + maxT
+// of them, if fewer) of C.
+size_t piece_floats(const GPTConfig *c, int fused_ce) {
+    size_t C = c->channels, op = op_param_count(C, OP_FC), rows = (size_t)padded_vocab(c) + c->max_seq;
+    size_t chunk = (rows < VOCAB_CHUNK ? rows : VOCAB_CHUNK) * C;
+    return fused_ce && chunk > op ? chunk : op;
+}
+
+// --fused-ce's tile of logits: min(N, HEAD_ROWS) rows x min(Vp, VOCAB_CHUNK)
+// columns, or one whole row of Vp (sampling) if that is larger.
+size_t head_tile_floats(const GPTConfig *c, int B, int T) {
+    size_t N = (size_t)B * T, Vp = padded_vocab(c);
+    size_t tile = (N < HEAD_ROWS ? N : HEAD_ROWS) * (Vp < VOCAB_CHUNK ? Vp : VOCAB_CHUNK);
+    return tile > Vp ? tile : Vp;
 }
 
 // Allocate weights, gradients and scratch (for micro-batches of B x T), for
@@ -302,16 +369,19 @@ size_t final_act_floats(const GPTConfig *c, int B, int T) {
 // (P~ = the padded full size, S = its shard; zero.h has the layout):
 //   stage 0: everything full (P~)                      + comm: the reduction chunk buffer
 //   stage 1: master, adam_m, adam_v: S; the rest full    + comm: the reduction chunk buffer
-//   stage 2: also grads: S                              + comm: fp32 gradient buckets (a layer, the globals)
-//   stage 3: also the weights: S                        + comm: buckets, and gather buffers (a layer, the globals)
+//   stage 2: also grads: S                              + comm: fp32 gradient buckets (a piece, the globals)
+//   stage 3: also the weights: S                        + comm: buckets, and gather buffers (a piece, the globals)
 // fp32 runs have no master: the fp32 weights are what the optimizer updates.
-void gpt_build(GPT *model, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt, int zero, int rank,
-               int nranks) {
+// With --fused-ce the globals need no buffers of their own: the table moves
+// through the piece buffers a chunk at a time.
+void gpt_build(GPT *model, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt, int fused_ce, int zero,
+               int rank, int nranks) {
     memset(model, 0, sizeof *model);
     model->cfg = *cfg;
     model->dtype = dtype;
     model->flash = flash;
     model->ckpt = ckpt;
+    model->fused_ce = fused_ce;
     model->nparams = param_count(cfg);
     model->shard = shard_layout(model->nparams, zero, rank, nranks);
     const Shard *sh = &model->shard;
@@ -334,37 +404,43 @@ void gpt_build(GPT *model, const GPTConfig *cfg, int B, int T, int dtype, int fl
     model->dqkv = mem_alloc(MEM_SCRATCH, N * 3 * C * sizeof(float), "dqkv");
     model->datty = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "datty");
     model->dfch = mem_alloc(MEM_SCRATCH, N * 4 * C * sizeof(float), "dfch");
-    size_t layer = layer_param_count(cfg->channels), global = global_param_count(cfg);
+    if (fused_ce) {
+        model->head_tile = mem_alloc(MEM_SCRATCH, head_tile_floats(cfg, B, T) * sizeof(float), "logits tile");
+        model->head_stats = mem_alloc(MEM_SCRATCH, 2 * N * sizeof(float), "head row stats");
+    }
+    size_t piece = model->piece = piece_floats(cfg, fused_ce), global = global_param_count(cfg);
+    int whole_table = !fused_ce;  // the unfused LM head uses the whole table at once
     if (dtype != DT_FP32) {
-        size_t block = block_act_floats(cfg, B, T, flash), final = final_act_floats(cfg, B, T);
+        size_t block = block_act_floats(cfg, B, T, flash), final = final_act_floats(cfg, B, T, fused_ce);
         model->x_work = mem_alloc(MEM_SCRATCH, N * C * sizeof(float), "x work");
         model->act_work = mem_alloc(MEM_SCRATCH, (block > final ? block : final) * sizeof(float), "activation work");
-        model->w_layer = mem_alloc(MEM_SCRATCH, layer * sizeof(float), "layer weights work");
-        model->w_global = mem_alloc(MEM_SCRATCH, global * sizeof(float), "global weights work");
+        model->w_piece = mem_alloc(MEM_SCRATCH, piece * sizeof(float), "piece weights work");
+        if (whole_table) model->w_global = mem_alloc(MEM_SCRATCH, global * sizeof(float), "global weights work");
     }
-    // gradient buckets: 16-bit runs collect each layer's fp32 gradients there;
+    // gradient buckets: 16-bit runs collect each piece's fp32 gradients there;
     // stages 2 and 3 reduce-scatter them there (then they are comm buffers)
     model->bucketed = dtype != DT_FP32 || sh->stage >= 2;
     if (model->bucketed) {
         int cat = sh->stage >= 2 ? MEM_COMM : MEM_SCRATCH;
-        model->g_layer = mem_alloc(cat, layer * sizeof(float), "layer grads bucket");
-        model->g_global = mem_alloc(cat, global * sizeof(float), "global grads bucket");
+        model->g_piece = mem_alloc(cat, piece * sizeof(float), "piece grads bucket");
+        if (whole_table) model->g_global = mem_alloc(cat, global * sizeof(float), "global grads bucket");
     }
     if (sh->nranks > 1 && sh->stage <= 1) {
         size_t k = sh->size < REDUCE_CHUNK ? sh->size : REDUCE_CHUNK;
         model->reduce_buf = mem_alloc(MEM_COMM, (size_t)nranks * k * sizeof(float), "reduce chunk");
     }
     if (sh->stage == 3) {
-        model->gather_layer = mem_alloc(MEM_COMM, layer * e, "layer gather");
-        model->gather_global = mem_alloc(MEM_COMM, global * e, "global gather");
+        model->gather_piece = mem_alloc(MEM_COMM, piece * e, "piece gather");
+        if (whole_table) model->gather_global = mem_alloc(MEM_COMM, global * e, "global gather");
     }
     model->acts = calloc(cfg->layers, sizeof(LayerActs));
 }
 
 void gpt_free(GPT *model) {
     void *bufs[] = {model->params, model->grads, model->params_lp, model->grads_lp, model->dres, model->dln, model->dqkv, model->datty, model->dfch,
-                    model->x_work, model->act_work, model->w_layer, model->g_layer, model->w_global, model->g_global, model->reduce_buf,
-                    model->gather_layer, model->gather_global};
+                    model->head_tile, model->head_stats, model->w_piece, model->g_piece, model->gather_piece,
+                    model->w_global, model->g_global, model->gather_global, model->x_work, model->act_work,
+                    model->reduce_buf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mem_free(bufs[i]);
     free(model->acts);
 }
@@ -442,41 +518,69 @@ int gpt_replicas_identical(const GPT *model) {
 
 // --- the dtype helpers ---------------------------------------------------------
 
-// Layer l's weights as fp32: the stored ones, or widened into w_layer.
-// Stage 3: first gathered from every rank's shard (before the forward, again
-// before the backward, and before a --ckpt recompute).
-LayerWeights weights_for(GPT *model, int l) {
-    size_t off = layer_offset(&model->cfg, l), n = layer_param_count(model->cfg.channels);
-    const void *src = (const char *)compute_weights(model) + off * dtype_size(model->dtype);
+// --- a piece at a time: where ZeRO's stage 3 gathers and stages 2, 3 reduce ------
+
+// The parameters [lo, lo + n) of the flat array (one piece) as fp32, for the
+// op about to run: the stored weights themselves (fp32), or widened into
+// w_piece (16-bit). Stage 3 first gathers them from every rank's shard: before
+// the op's forward, again before its backward, and before a --ckpt recompute.
+// The pointer is good until the next fetch_params. `what` names the piece
+// for --trace.
+float *fetch_params(GPT *model, size_t lo, size_t n, const char *what) {
+    const void *src = model->gather_piece;
     if (model->shard.stage == 3) {
-        if (g_ledger.trace) printf("  gather layer %d: %zu B\n", l, n * dtype_size(model->dtype));
-        gather_weights(model, model->gather_layer, off, off + n);
-        src = model->gather_layer;
-    }
-    if (model->dtype == DT_FP32) return layer_weights_at((float *)src, model->cfg.channels);
-    dtype_load(model->w_layer, src, n, model->dtype);
-    return layer_weights_at(model->w_layer, model->cfg.channels);
-}
-
-// Where layer l's backward accumulates its weight gradients: the stored fp32
-// grads, or g_layer (zeroed), which grads_done then adds into the 16-bit grads.
-LayerWeights grads_for(GPT *model, int l) {
-    if (!model->bucketed) return layer_weights(model->grads, &model->cfg, l);
-    memset(model->g_layer, 0, layer_param_count(model->cfg.channels) * sizeof(float));
-    return layer_weights_at(model->g_layer, model->cfg.channels);
-}
-
-// Stages 2, 3: this is where a layer's gradients are reduce-scattered, as
-// soon as its backward has produced them.
-void grads_done(GPT *model, int l) {
-    if (!model->bucketed) return;
-    size_t off = layer_offset(&model->cfg, l), n = layer_param_count(model->cfg.channels);
-    if (model->shard.stage >= 2) {
-        if (g_ledger.trace) printf("  reduce-scatter layer %d: %zu B\n", l, n * sizeof(float));
-        reduce_scatter_grads(model, model->g_layer, off, off + n);
+        if (g_ledger.trace) printf("  gather %s: %zu B\n", what, n * dtype_size(model->dtype));
+        gather_weights(model, model->gather_piece, lo, lo + n);
     } else {
-        dtype_accumulate((uint16_t *)model->grads_lp + off, model->g_layer, n, model->dtype);
+        src = (const char *)compute_weights(model) + (lo - model->params_base) * dtype_size(model->dtype);
     }
+    if (model->dtype == DT_FP32) return (float *)src;
+    dtype_load(model->w_piece, src, n, model->dtype);
+    return model->w_piece;
+}
+
+// Where the backward of the piece [lo, lo + n) accumulates its fp32
+// gradients: into the stored fp32 grads, or into the bucket g_piece (zeroed
+// here), which grads_params_done hands on.
+float *grads_params(GPT *model, size_t lo, size_t n) {
+    if (!model->bucketed) return model->grads + (lo - model->grads_base);
+    memset(model->g_piece, 0, n * sizeof(float));
+    return model->g_piece;
+}
+
+// The piece's gradients are complete: stages 2, 3 reduce-scatter them now,
+// so no rank ever holds more than a piece of unreduced gradients; 16-bit runs
+// at stages 0, 1 add them into the 16-bit grads.
+void grads_params_done(GPT *model, size_t lo, size_t n, const char *what) {
+    if (!model->bucketed) return;
+    if (model->shard.stage >= 2) {
+        if (g_ledger.trace) printf("  reduce-scatter %s: %zu B\n", what, n * sizeof(float));
+        reduce_scatter_grads(model, model->g_piece, lo, lo + n);
+    } else {
+        dtype_accumulate((uint16_t *)model->grads_lp + lo, model->g_piece, n, model->dtype);
+    }
+}
+
+// The three above for op `op` of layer l: its weight and bias go into w's
+// (or g's) two fields for that op; the other fields are left as they were
+// (and are stale: each op fetches its own just before it runs).
+void fetch_op(GPT *model, int l, int op, LayerWeights *w) {
+    char what[48];
+    snprintf(what, sizeof what, "layer %d %s", l, op_names[op]);
+    size_t C = model->cfg.channels, lo = op_param_offset(&model->cfg, l, op);
+    set_op_pointers(w, op, fetch_params(model, lo, op_param_count(C, op), what), C);
+}
+
+void op_grads(GPT *model, int l, int op, LayerWeights *g) {
+    size_t C = model->cfg.channels, lo = op_param_offset(&model->cfg, l, op);
+    set_op_pointers(g, op, grads_params(model, lo, op_param_count(C, op)), C);
+}
+
+void op_grads_done(GPT *model, int l, int op) {
+    char what[48];
+    snprintf(what, sizeof what, "layer %d %s", l, op_names[op]);
+    size_t C = model->cfg.channels, lo = op_param_offset(&model->cfg, l, op);
+    grads_params_done(model, lo, op_param_count(C, op), what);
 }
 
 // Where wte, wpe and the final layernorm sit: in an array with the flat
@@ -579,7 +683,7 @@ const float *block_input(GPT *model, int l) {
 void block_forward(GPT *model, int l, const float *x, int B, int T) {
     const GPTConfig *c = &model->cfg;
     int C = c->channels, H = c->heads, N = B * T;
-    LayerWeights w = weights_for(model, l);
+    LayerWeights w;  // each op fetches its own weights just before it runs (fetch_op)
     LayerActs *a = &model->acts[l];
     float *work = model->act_work;
     a->mark = arena_mark();
@@ -593,22 +697,28 @@ void block_forward(GPT *model, int l, const float *x, int B, int T) {
     a->ln2 = a->view[SV_LN2], a->ln2_mean = a->view[SV_LN2_MEAN], a->ln2_rstd = a->view[SV_LN2_RSTD];
     a->fch = a->view[SV_FCH], a->fch_gelu = a->view[SV_FCH_GELU], a->res3 = a->view[SV_RES3];
 
+    fetch_op(model, l, OP_LN1, &w);
     layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
     round_saved(model, a, a->ln1); round_saved(model, a, a->ln1_mean); round_saved(model, a, a->ln1_rstd);
+    fetch_op(model, l, OP_QKV, &w);
     matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
     round_saved(model, a, a->qkv);
     if (model->flash) { flash_attention_forward(a->atty, a->lse, a->qkv, B, T, C, H); round_saved(model, a, a->lse); }
     else { attention_forward(a->atty, a->att, a->qkv, B, T, C, H); round_saved(model, a, a->att); }
     round_saved(model, a, a->atty);
+    fetch_op(model, l, OP_ATTPROJ, &w);
     matmul_forward(a->res2, a->atty, w.attprojw, w.attprojb, N, C, C);
     residual_forward(a->res2, a->res2, x, (size_t)N * C);              // res2 = x + attn(x)
     round_saved(model, a, a->res2);
+    fetch_op(model, l, OP_LN2, &w);
     layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
     round_saved(model, a, a->ln2); round_saved(model, a, a->ln2_mean); round_saved(model, a, a->ln2_rstd);
+    fetch_op(model, l, OP_FC, &w);
     matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, 4 * C);
     round_saved(model, a, a->fch);
     gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
     round_saved(model, a, a->fch_gelu);
+    fetch_op(model, l, OP_FCPROJ, &w);
     matmul_forward(a->res3, a->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
     residual_forward(a->res3, a->res3, a->res2, (size_t)N * C);        // res3 = res2 + mlp(res2)
     round_saved(model, a, a->res3);
@@ -619,21 +729,32 @@ void block_forward(GPT *model, int l, const float *x, int B, int T) {
 void block_backward(GPT *model, int l, const float *x, int B, int T) {
     const GPTConfig *c = &model->cfg;
     int C = c->channels, H = c->heads, N = B * T;
-    LayerWeights w = weights_for(model, l), g = grads_for(model, l);
+    LayerWeights w, g;  // each op's weights and gradient bucket, fetched as its backward starts
     LayerActs *a = &model->acts[l];
     load_saved(model, a);
     // res3 = res2 + fcproj(gelu(fc(ln2(res2)))): d(res2) starts as d(res3), kept in dres
+    fetch_op(model, l, OP_FCPROJ, &w); op_grads(model, l, OP_FCPROJ, &g);
     matmul_backward(model->dfch, g.fcprojw, g.fcprojb, model->dres, a->fch_gelu, w.fcprojw, N, 4 * C, C);
+    op_grads_done(model, l, OP_FCPROJ);
     gelu_backward(model->dfch, a->fch, model->dfch, (size_t)N * 4 * C);
+    fetch_op(model, l, OP_FC, &w); op_grads(model, l, OP_FC, &g);
     matmul_backward(model->dln, g.fcw, g.fcb, model->dfch, a->ln2, w.fcw, N, C, 4 * C);
+    op_grads_done(model, l, OP_FC);
+    fetch_op(model, l, OP_LN2, &w); op_grads(model, l, OP_LN2, &g);
     layernorm_backward(model->dres, g.ln2w, g.ln2b, model->dln, a->res2, w.ln2w, a->ln2_mean, a->ln2_rstd, N, C);
+    op_grads_done(model, l, OP_LN2);
     // res2 = x + attproj(attention(qkv(ln1(x)))): d(x) starts as d(res2), kept in dres
+    fetch_op(model, l, OP_ATTPROJ, &w); op_grads(model, l, OP_ATTPROJ, &g);
     matmul_backward(model->datty, g.attprojw, g.attprojb, model->dres, a->atty, w.attprojw, N, C, C);
+    op_grads_done(model, l, OP_ATTPROJ);
     if (model->flash) flash_attention_backward(model->dqkv, model->datty, a->qkv, a->atty, a->lse, B, T, C, H);
     else attention_backward(model->dqkv, model->datty, a->qkv, a->att, B, T, C, H);
+    fetch_op(model, l, OP_QKV, &w); op_grads(model, l, OP_QKV, &g);
     matmul_backward(model->dln, g.qkvw, g.qkvb, model->dqkv, a->ln1, w.qkvw, N, C, 3 * C);
+    op_grads_done(model, l, OP_QKV);
+    fetch_op(model, l, OP_LN1, &w); op_grads(model, l, OP_LN1, &g);
     layernorm_backward(model->dres, g.ln1w, g.ln1b, model->dln, x, w.ln1w, a->ln1_mean, a->ln1_rstd, N, C);
-    grads_done(model, l);
+    op_grads_done(model, l, OP_LN1);
 }
 
 // --ckpt, in the forward: of block l's 13 tensors keep only its output res3
@@ -667,6 +788,108 @@ float head_forward_chunked(GPT *model, const float *lnf, const float *wte, const
     return (float)(loss / N);
 }
 
+// --- --fused-ce: the vocabulary a chunk at a time --------------------------------------
+// The embedding table [wte | wpe] is Vp + maxT rows of C, from flat index 0. The
+// LM head reads its first Vp rows (wte, tied), the lookup all of them. Each
+// chunk of VOCAB_CHUNK rows is one piece (fetch_params: gathered at stage 3,
+// widened for 16-bit runs), so no buffer ever holds the whole table.
+
+// The rows [r0, r1) of the table: how many chunks, and chunk k's first row.
+int table_chunks(int rows) { return (rows + VOCAB_CHUNK - 1) / VOCAB_CHUNK; }
+
+float *fetch_table_rows(GPT *model, int r0, int r1) {
+    char what[48];
+    snprintf(what, sizeof what, "table rows %d..%d", r0, r1 - 1);
+    size_t C = model->cfg.channels;
+    return fetch_params(model, (size_t)r0 * C, (size_t)(r1 - r0) * C, what);
+}
+
+void table_grads_done(GPT *model, int r0, int r1) {
+    char what[48];
+    snprintf(what, sizeof what, "table rows %d..%d", r0, r1 - 1);
+    size_t C = model->cfg.channels;
+    grads_params_done(model, (size_t)r0 * C, (size_t)(r1 - r0) * C, what);
+}
+
+// The lookup, out (N,C) = wte[token] + wpe[position], a chunk of the table at a time.
+void embed_forward_chunked(GPT *model, float *out, const int *inp, int B, int T) {
+    const GPTConfig *c = &model->cfg;
+    int C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq;
+    memset(out, 0, sizeof(float) * (size_t)B * T * C);
+    for (int k = 0; k < table_chunks(rows); k++) {
+        int r0 = k * VOCAB_CHUNK, r1 = r0 + VOCAB_CHUNK < rows ? r0 + VOCAB_CHUNK : rows;
+        encoder_forward_chunk(out, inp, fetch_table_rows(model, r0, r1), r0, r1, Vp, B, T, C);
+    }
+}
+
+// Its backward: d(out) (N,C) into the table's gradient, a chunk at a time,
+// each chunk's handed on (reduce-scattered at stages 2, 3) when it is done.
+void embed_backward_chunked(GPT *model, const float *dout, const int *inp, int B, int T) {
+    const GPTConfig *c = &model->cfg;
+    int C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq;
+    for (int k = 0; k < table_chunks(rows); k++) {
+        int r0 = k * VOCAB_CHUNK, r1 = r0 + VOCAB_CHUNK < rows ? r0 + VOCAB_CHUNK : rows;
+        float *g = grads_params(model, (size_t)r0 * C, (size_t)(r1 - r0) * C);
+        encoder_backward_chunk(g, dout, inp, r0, r1, Vp, B, T, C);
+        table_grads_done(model, r0, r1);
+    }
+}
+
+// The LM head and the loss without the (N,Vp) logits: the vocabulary a chunk
+// of wte at a time (the outer loop, so stage 3 gathers each chunk once), the
+// rows HEAD_ROWS at a time (the inner loop), through one tile of logits
+// (head_tile, HEAD_ROWS x VOCAB_CHUNK). Each tile updates every row's online
+// softmax (ops.h, crossentropy_tile_forward). Leaves each row's log-sum-exp in
+// lse (N, fp32) for the backward; returns the mean loss.
+// Cost: the backward computes the logits again, 2 N C Vp more FLOPs a step.
+float head_forward_fused(GPT *model, const float *lnf, const int *targets, int N, float *lse) {
+    const GPTConfig *c = &model->cfg;
+    int C = c->channels, Vp = padded_vocab(c);
+    float *s = model->head_stats, *z = model->head_stats + N;
+    for (int i = 0; i < N; i++) lse[i] = -INFINITY, s[i] = 0.0f, z[i] = 0.0f;
+    for (int k = 0; k < table_chunks(Vp); k++) {
+        int v0 = k * VOCAB_CHUNK, nv = Vp - v0 < VOCAB_CHUNK ? Vp - v0 : VOCAB_CHUNK;
+        const float *w = fetch_table_rows(model, v0, v0 + nv);  // wte rows [v0, v0 + nv): (nv, C)
+        for (int r0 = 0; r0 < N; r0 += HEAD_ROWS) {
+            int rows = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
+            matmul_forward(model->head_tile, lnf + (size_t)r0 * C, w, NULL, rows, C, nv);  // (rows, nv)
+            crossentropy_tile_forward(model->head_tile, rows, nv, v0, c->vocab, targets + r0, lse + r0, s + r0, z + r0);
+        }
+    }
+    double loss = 0.0;
+    for (int i = 0; i < N; i++) {
+        lse[i] += logf(s[i]);  // lse = m + log s
+        loss += lse[i] - z[i];
+    }
+    return (float)(loss / N);
+}
+
+// Its backward: the same tiles again, each turned into dlogits
+// (crossentropy_tile_backward), then
+//   d(lnf) rows (N,C)  += dlogits (rows, nv) @ w (nv, C)      (over the chunks)
+//   d(w) (nv, C)       += dlogits^T (nv, rows) @ lnf rows (rows, C)
+// (matmul_backward's two products, the first one summed over the chunks).
+// Each chunk's gradient is handed on as soon as its rows are done.
+void head_backward_fused(GPT *model, float *dlnf, const float *lnf, const float *lse, const int *targets, int N,
+                         float dloss) {
+    const GPTConfig *c = &model->cfg;
+    int C = c->channels, Vp = padded_vocab(c);
+    for (int k = 0; k < table_chunks(Vp); k++) {
+        int v0 = k * VOCAB_CHUNK, nv = Vp - v0 < VOCAB_CHUNK ? Vp - v0 : VOCAB_CHUNK;
+        const float *w = fetch_table_rows(model, v0, v0 + nv);
+        float *g = grads_params(model, (size_t)v0 * C, (size_t)nv * C);
+        for (int r0 = 0; r0 < N; r0 += HEAD_ROWS) {
+            int rows = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
+            float *tile = model->head_tile;
+            matmul_forward(tile, lnf + (size_t)r0 * C, w, NULL, rows, C, nv);
+            crossentropy_tile_backward(tile, rows, nv, v0, c->vocab, targets + r0, lse + r0, dloss);
+            gemm(rows, C, nv, tile, nv, 1, w, C, 1, dlnf + (size_t)r0 * C, C, k > 0);  // the first chunk overwrites
+            gemm(nv, C, rows, tile, 1, nv, lnf + (size_t)r0 * C, C, 1, g, C, 1);
+        }
+        table_grads_done(model, v0, v0 + nv);
+    }
+}
+
 // Forward pass over tokens inp[B,T]. Leaves the logits (N,Vp) on the stack
 // (model->logits is their fp32 view), so the caller can sample from them. With
 // targets, turns them into probabilities and returns the mean loss; without,
@@ -674,12 +897,14 @@ float head_forward_chunked(GPT *model, const float *lnf, const float *wte, const
 float gpt_forward(GPT *model, const int *inp, const int *targets, int B, int T) {
     const GPTConfig *c = &model->cfg;
     int C = c->channels, N = B * T, Vp = padded_vocab(c);
-    GlobalWeights gw = global_weights(model);
+    GlobalWeights gw = {0};
+    if (!model->fused_ce) gw = global_weights(model);  // the whole table (stage 3: gathered now)
     model->B = B; model->T = T;
     model->arena_mark = arena_mark();
     model->encoded = arena_push("encoded", (size_t)N * C * dtype_size(model->dtype));
     float *enc = model->dtype == DT_FP32 ? model->encoded : model->x_work;
-    encoder_forward(enc, inp, gw.wte, gw.wpe, B, T, C);
+    if (model->fused_ce) embed_forward_chunked(model, enc, inp, B, T);
+    else encoder_forward(enc, inp, gw.wte, gw.wpe, B, T, C);
     dtype_round_store(enc, model->encoded, (size_t)N * C, model->dtype);
     for (int l = 0; l < c->layers; l++) {
         block_forward(model, l, block_input(model, l), B, T);
@@ -693,8 +918,17 @@ float gpt_forward(GPT *model, const int *inp, const int *targets, int B, int T) 
     float *lnf = push_saved(model, f, &final_saved[SV_LNF], &work);
     float *lnf_mean = push_saved(model, f, &final_saved[SV_LNF_MEAN], &work);
     float *lnf_rstd = push_saved(model, f, &final_saved[SV_LNF_RSTD], &work);
-    layernorm_forward(lnf, lnf_mean, lnf_rstd, x, gw.lnfw, gw.lnfb, N, C);
+    if (model->fused_ce) {
+        const float *p = fetch_params(model, layer_offset(c, c->layers), 2 * (size_t)C, "final layernorm");
+        layernorm_forward(lnf, lnf_mean, lnf_rstd, x, p, p + C, N, C);
+    } else {
+        layernorm_forward(lnf, lnf_mean, lnf_rstd, x, gw.lnfw, gw.lnfb, N, C);
+    }
     round_saved(model, f, lnf); round_saved(model, f, lnf_mean); round_saved(model, f, lnf_rstd);
+    if (model->fused_ce) {  // no logits: each row's log-sum-exp, in fp32 whatever the dtype
+        model->head_lse = arena_push("logits_lse", (size_t)N * sizeof(float));
+        return targets ? head_forward_fused(model, lnf, targets, N, model->head_lse) : 0.0f;
+    }
     if (model->dtype != DT_FP32) {  // the logits are saved in 16 bits but computed in chunks of rows
         model->logits_saved = arena_push("logits", (size_t)N * Vp * 2);
         model->logits = work;
@@ -706,9 +940,19 @@ float gpt_forward(GPT *model, const int *inp, const int *targets, int B, int T) 
     return crossentropy_forward(model->logits, targets, N, c->vocab, Vp);
 }
 
-// The logits of row i of the last forward pass, fp32 (for sampling).
+// The logits of row i of the last forward pass, fp32 (for sampling). With
+// --fused-ce they are computed now, a chunk of wte at a time, into head_tile.
 const float *gpt_logits_row(GPT *model, int i) {
-    int Vp = padded_vocab(&model->cfg);
+    const GPTConfig *c = &model->cfg;
+    int C = c->channels, Vp = padded_vocab(c);
+    if (model->fused_ce) {
+        const float *x = model->final.view[SV_LNF] + (size_t)i * C;
+        for (int k = 0; k < table_chunks(Vp); k++) {
+            int v0 = k * VOCAB_CHUNK, nv = Vp - v0 < VOCAB_CHUNK ? Vp - v0 : VOCAB_CHUNK;
+            matmul_forward(model->head_tile + v0, x, fetch_table_rows(model, v0, v0 + nv), NULL, 1, C, nv);
+        }
+        return model->head_tile;
+    }
     if (model->dtype == DT_FP32) return model->logits + (size_t)i * Vp;
     dtype_load(model->logits, (const uint16_t *)model->logits_saved + (size_t)i * Vp, Vp, model->dtype);
     return model->logits;
@@ -724,24 +968,38 @@ void gpt_discard_activations(GPT *model) { arena_pop_to(model->arena_mark, "forw
 void gpt_backward(GPT *model, const int *inp, const int *targets, float dloss) {
     const GPTConfig *c = &model->cfg;
     int B = model->B, T = model->T, C = c->channels, N = B * T, Vp = padded_vocab(c);
-    GlobalWeights gw = global_weights(model), gg = global_grads(model);
     LayerActs *f = &model->final;
     load_saved(model, f);
     float *lnf = f->view[0], *lnf_mean = f->view[1], *lnf_rstd = f->view[2];
-    if (model->dtype == DT_FP32) {
-        crossentropy_backward(model->logits, targets, N, Vp, dloss);
-        matmul_backward(model->dln, gg.wte, NULL, model->logits, lnf, gw.wte, N, C, Vp);
-    } else {  // the same, HEAD_ROWS rows at a time (head_forward_chunked)
-        for (int r0 = 0; r0 < N; r0 += HEAD_ROWS) {
-            int rows = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
-            dtype_load(model->logits, (const uint16_t *)model->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp, model->dtype);
-            crossentropy_backward(model->logits, targets + r0, rows, Vp, dloss);
-            matmul_backward(model->dln + (size_t)r0 * C, gg.wte, NULL, model->logits, lnf + (size_t)r0 * C, gw.wte, rows, C, Vp);
+    GlobalWeights gw = {0}, gg = {0};
+    if (model->fused_ce) {
+        // the LM head and the loss, a tile at a time: d(lnf) into dln, wte's gradient chunk by chunk
+        head_backward_fused(model, model->dln, lnf, model->head_lse, targets, N, dloss);
+        size_t lo = layer_offset(c, c->layers), n = 2 * (size_t)C;
+        const float *p = fetch_params(model, lo, n, "final layernorm");
+        float *g = grads_params(model, lo, n);
+        memset(model->dres, 0, sizeof(float) * (size_t)N * C);
+        layernorm_backward(model->dres, g, g + C, model->dln, block_input(model, c->layers), p, lnf_mean, lnf_rstd, N, C);
+        grads_params_done(model, lo, n, "final layernorm");
+    } else {
+        gw = global_weights(model), gg = global_grads(model);
+        if (model->dtype == DT_FP32) {
+            crossentropy_backward(model->logits, targets, N, Vp, dloss);
+            matmul_backward(model->dln, gg.wte, NULL, model->logits, lnf, gw.wte, N, C, Vp);
+        } else {  // the same, HEAD_ROWS rows at a time (head_forward_chunked)
+            for (int r0 = 0; r0 < N; r0 += HEAD_ROWS) {
+                int rows = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
+                dtype_load(model->logits, (const uint16_t *)model->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp,
+                           model->dtype);
+                crossentropy_backward(model->logits, targets + r0, rows, Vp, dloss);
+                matmul_backward(model->dln + (size_t)r0 * C, gg.wte, NULL, model->logits, lnf + (size_t)r0 * C, gw.wte,
+                                rows, C, Vp);
+            }
         }
+        memset(model->dres, 0, sizeof(float) * (size_t)N * C);
+        layernorm_backward(model->dres, gg.lnfw, gg.lnfb, model->dln, block_input(model, c->layers), gw.lnfw, lnf_mean,
+                           lnf_rstd, N, C);
     }
-    memset(model->dres, 0, sizeof(float) * (size_t)N * C);
-    layernorm_backward(model->dres, gg.lnfw, gg.lnfb, model->dln, block_input(model, c->layers), gw.lnfw, lnf_mean, lnf_rstd,
-                       N, C);
     arena_pop_to(f->mark, "final");
     for (int l = c->layers - 1; l >= 0; l--) {
         int mark = model->acts[l].mark;  // with --ckpt: where the kept output sits
@@ -757,8 +1015,12 @@ void gpt_backward(GPT *model, const int *inp, const int *targets, float dloss) {
         block_backward(model, l, x, B, T);
         arena_pop_to(mark, "layer");
     }
-    encoder_backward(gg.wte, gg.wpe, model->dres, inp, B, T, C);
-    global_grads_done(model);
+    if (model->fused_ce) {
+        embed_backward_chunked(model, model->dres, inp, B, T);
+    } else {
+        encoder_backward(gg.wte, gg.wpe, model->dres, inp, B, T, C);
+        global_grads_done(model);
+    }
     arena_pop_to(model->arena_mark, "encoded");
 }
 

@@ -46,6 +46,37 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *in
     }
 }
 
+// --fused-ce's lookup: the same sums, a chunk of the table at a time. `rows`
+// holds rows [r0, r1) of the table [wte | wpe]: Vp token rows, then maxT
+// position rows. out (zeroed before the first chunk) gets a token's row and
+// a position's row where they fall in the chunk; token rows come first, so
+// with the chunks in order each sum is wte row + wpe row, as above.
+void encoder_forward_chunk(float *out, const int *inp, const float *rows, int r0, int r1, int Vp, int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        int tok = inp[bt], pos = Vp + bt % T;
+        float *o = out + (size_t)bt * C;
+        if (tok >= r0 && tok < r1)
+            for (int c = 0; c < C; c++) o[c] += rows[(size_t)(tok - r0) * C + c];
+        if (pos >= r0 && pos < r1)
+            for (int c = 0; c < C; c++) o[c] += rows[(size_t)(pos - r0) * C + c];
+    }
+}
+
+// drows[row - r0, :] += dout[b,t,:] for the token's and the position's row,
+// where they fall in [r0, r1): encoder_backward, a chunk of the table at a time.
+void encoder_backward_chunk(float *drows, const float *dout, const int *inp, int r0, int r1, int Vp, int B, int T,
+                            int C) {
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *d = dout + (size_t)bt * C;
+        int tok = inp[bt], pos = Vp + bt % T;
+        if (tok >= r0 && tok < r1)
+            for (int c = 0; c < C; c++) drows[(size_t)(tok - r0) * C + c] += d[c];
+        if (pos >= r0 && pos < r1)
+            for (int c = 0; c < C; c++) drows[(size_t)(pos - r0) * C + c] += d[c];
+    }
+}
+
 // --- layernorm ---------------------------------------------------------------
 // For each of the N rows x[C]: out = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5).
 // Saves mean[N] and rstd[N] for the backward.
@@ -481,6 +512,44 @@ void crossentropy_backward(float *probs, const int *targets, int N, int Vp, floa
         float *p = probs + (size_t)i * Vp;
         for (int v = 0; v < Vp; v++) p[v] *= dloss;
         p[targets[i]] -= dloss;
+    }
+}
+
+// --- the chunked classifier (--fused-ce) -------------------------------------------
+// The loss of row i is lse_i - x_i[target], lse_i = log sum_v exp(x_i[v]), over
+// the real vocabulary v < V. The logits x come a tile at a time: rows
+// [r0, r0 + rows) by vocabulary columns [v0, v0 + nv). Like flash attention's
+// softmax, each row keeps a running max m (here stored in lse until the end),
+// the running sum s of exp(x - m), rescaled when m grows, and its target's
+// logit z when the target's column passes by.
+
+// Fold one tile (rows x nv, row stride nv) into the rows' running m, s, z.
+void crossentropy_tile_forward(const float *tile, int rows, int nv, int v0, int V, const int *targets, float *m,
+                               float *s, float *z) {
+    int real = V - v0 < nv ? V - v0 : nv;  // columns of the tile in the real vocabulary
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < rows; i++) {
+        const float *x = tile + (size_t)i * nv;
+        float mx = m[i];
+        for (int v = 0; v < real; v++) if (x[v] > mx) mx = x[v];
+        float sum = s[i] * expf(m[i] - mx);  // s was a sum of exp(x - m): rescale it to exp(x - mx)
+        for (int v = 0; v < real; v++) sum += expf(x[v] - mx);
+        m[i] = mx, s[i] = sum;
+        int t = targets[i] - v0;
+        if (t >= 0 && t < real) z[i] = x[t];
+    }
+}
+
+// A tile of logits -> its dlogits, in place: (exp(x - lse) - onehot(target)) * dloss,
+// and 0 in the padded columns (v >= V), as crossentropy_backward.
+void crossentropy_tile_backward(float *tile, int rows, int nv, int v0, int V, const int *targets, const float *lse,
+                                float dloss) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < rows; i++) {
+        float *x = tile + (size_t)i * nv;
+        for (int v = 0; v < nv; v++) x[v] = v0 + v < V ? expf(x[v] - lse[i]) * dloss : 0.0f;
+        int t = targets[i] - v0;
+        if (t >= 0 && t < nv) x[t] -= dloss;
     }
 }
 

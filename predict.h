@@ -24,6 +24,7 @@ typedef struct {
     size_t corpus_bytes;  // the text file is held in memory as bytes
     int flash;            // --flash: lse (B*H*T) instead of probabilities (B*H*T^2)
     int ckpt;             // --ckpt: keep one (N,C) tensor per block, recompute the rest
+    int fused_ce;         // --fused-ce: no logits (N,Vp); the LM head a tile at a time, the table in chunks
     int dtype;            // --dtype: 0 fp32, 1 bf16, 2 fp16 (dtype.h)
     int zero, ranks;      // --zero S on N ranks (ranks 0 or 1: one rank, nothing sharded)
     int gpu;              // --device cuda: the GPU's layout (predict_memory_gpu)
@@ -46,6 +47,8 @@ size_t predict_param_count(int L, int C, int Vp, int maxT) {
 //     atty N*C, res2 N*C, ln2 N*C, ln2 mean+rstd 2N, fch 4N*C, fch_gelu 4N*C, res3 N*C
 //     = 16*N*C + 4*N + (B*H*T^2 or B*H*T) elements
 //   final: lnf N*C, lnf mean+rstd 2N, logits N*Vp
+//     (--fused-ce: no logits, but each row's log-sum-exp, N values in fp32 whatever the dtype:
+//     the backward rebuilds the probabilities as exp(logit - lse), which a 16-bit lse would spoil)
 // Without --ckpt: after forward = peak = encoded + L*full + final.
 // With --ckpt each block keeps only its output (N*C):
 //   after forward = encoded + L*N*C + final
@@ -71,9 +74,42 @@ ActivationBytes stack_bytes(int L, size_t encoded, size_t kept, size_t full, siz
 ActivationBytes predict_activations(int L, int C, int H, int Vp, const RunShape *s) {
     size_t B = s->batch, T = s->seq_len, e = s->dtype == 0 ? 4 : 2, full = 0, final = 0;
     for (int i = 0; i < SAVED_PER_LAYER; i++) full += e * saved_count(&block_saved[i], B, T, C, H, Vp, s->flash);
-    for (int i = 0; i < SAVED_FINAL; i++) final += e * saved_count(&final_saved[i], B, T, C, H, Vp, s->flash);
+    for (int i = 0; i < SV_LOGITS; i++) final += e * saved_count(&final_saved[i], B, T, C, H, Vp, s->flash);
+    final += s->fused_ce ? 4 * B * T : e * saved_count(&final_saved[SV_LOGITS], B, T, C, H, Vp, s->flash);
     size_t nc = e * B * T * C;  // encoded, and a block's kept output
     return stack_bytes(L, nc, nc, full, final, s->ckpt);
+}
+
+// The model moves through buffers a piece at a time (model.h, fetch_params): one op's parameters,
+// the largest fc's 4C^2 + 4C, or with --fused-ce a chunk of min(VOCAB_CHUNK, Vp + maxT) rows of the
+// embedding table if that is larger. Without --fused-ce the LM head needs the whole table
+// ("global": wte, wpe, lnf = (Vp + maxT) C + 2C) at once, so it gets buffers of its own.
+// Floats in one such buffer:
+size_t predict_moved(int C, int Vp, int maxT, int fused_ce) {
+    size_t piece = 4 * (size_t)C * C + 4 * (size_t)C, rows = (size_t)Vp + maxT;
+    size_t chunk = (rows < VOCAB_CHUNK ? rows : VOCAB_CHUNK) * C, global = rows * C + 2 * (size_t)C;
+    if (fused_ce && chunk > piece) piece = chunk;
+    return fused_ce ? piece : piece + global;
+}
+
+// The model-sized part of the scratch: 16-bit runs widen what is moved to
+// fp32 (w_piece, w_global), and runs whose gradients go through fp32 buckets
+// (16-bit, or stages 2 and 3) count those as scratch at stages 0 and 1 (at 2
+// and 3 they are comm).
+size_t predict_model_scratch(int C, int Vp, int maxT, const RunShape *s) {
+    int zero = s->ranks > 1 ? s->zero : 0, bucketed = s->dtype != 0 || zero >= 2;
+    size_t moved = predict_moved(C, Vp, maxT, s->fused_ce);
+    return 4 * ((s->dtype != 0 ? moved : 0) + (bucketed && zero < 2 ? moved : 0));
+}
+
+// The ZeRO paper's model states per rank (Rajbhandari et al. 2020): weights
+// and gradients in the storage dtype (e bytes), K bytes of optimizer state
+// (mixed precision: fp32 master + m + v = 12; fp32: m + v = 8), each divided
+// by the N ranks from the stage that shards it. Psi = P, padded vocabulary included.
+double predict_paper_states(size_t P, const RunShape *s) {
+    int ranks = s->ranks > 1 ? s->ranks : 1, zero = ranks > 1 ? s->zero : 0;
+    double e = s->dtype == 0 ? 4 : 2, K = s->dtype == 0 ? 8 : 12, n = ranks;
+    return (double)P * (e / (zero == 3 ? n : 1) + e / (zero >= 2 ? n : 1) + K / (zero >= 1 ? n : 1));
 }
 
 void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r);
@@ -105,30 +141,34 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
     base.bytes[MEM_ADAM_V] = 4 * master_n;
     // so mixed precision on one rank is the ZeRO paper's 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter,
     // and stage 1 is 2P + 2P + 12P/N, stage 2 2P + (2 + 12)P/N, stage 3 (2 + 2 + 12)P/N (plus padding)
-    size_t layer = 12 * (size_t)C * C + 13 * (size_t)C, global = ((size_t)Vp + maxT) * C + 2 * (size_t)C;
     if (ranks > 1 && zero <= 1) {
         // stages 0, 1: the full gradients are reduced in chunks of K = min(S, REDUCE_CHUNK) per rank
         size_t K = S < REDUCE_CHUNK ? S : REDUCE_CHUNK;
         base.bytes[MEM_COMM] = 4 * ranks * K;
     }
-    if (zero >= 2) base.bytes[MEM_COMM] = 4 * (layer + global);      // fp32 gradient buckets
-    if (zero == 3) base.bytes[MEM_COMM] += e * (layer + global);     // gathered weights
+    size_t moved = predict_moved(C, Vp, maxT, s->fused_ce);  // a piece (and, without --fused-ce, the table)
+    if (zero >= 2) base.bytes[MEM_COMM] = 4 * moved;      // fp32 gradient buckets
+    if (zero == 3) base.bytes[MEM_COMM] += e * moved;     // gathered weights
     // backward scratch: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C floats
     size_t scratch = 10 * N * C;
+    size_t head_rows = N < HEAD_ROWS ? N : HEAD_ROWS;  // the CPU's LM head runs HEAD_ROWS rows at a time
+    if (s->fused_ce) {
+        // --fused-ce: a tile of logits, head_rows x min(Vp, VOCAB_CHUNK) (or one row of Vp for sampling,
+        // if larger), and two numbers per row: its running sum of exp and its target's logit
+        size_t tile = head_rows * ((size_t)Vp < VOCAB_CHUNK ? (size_t)Vp : VOCAB_CHUNK);
+        scratch += (tile > (size_t)Vp ? tile : (size_t)Vp) + 2 * N;
+    }
     if (s->dtype != 0) {
         // 16-bit runs compute in fp32 working buffers (model.h, gpt_build):
         //   x_work N*C; act_work = max(one block's 13 tensors, the final layernorm and a chunk of logits):
-        //     block = 16*N*C + 4*N + (B*H*T^2, or B*H*T with --flash), final = N*C + 2N + min(N, HEAD_ROWS)*Vp;
-        //   one layer's weights (12C^2 + 13C) and the global ones ((Vp + maxT) C + 2C);
-        //   and their gradients, unless stages 2 and 3 count those buckets as comm
+        //     block = 16*N*C + 4*N + (B*H*T^2, or B*H*T with --flash),
+        //     final = N*C + 2N + min(N, HEAD_ROWS)*Vp (--fused-ce: no logits here, N*C + 2N)
         size_t B = s->batch, T = s->seq_len;
         size_t block = 16 * N * C + 4 * N + (s->flash ? B * H * T : B * H * T * T);
-        size_t head_rows = N < HEAD_ROWS ? N : HEAD_ROWS;  // the LM head runs HEAD_ROWS rows at a time
-        size_t final = N * C + 2 * N + head_rows * Vp;
-        scratch += N * C + (block > final ? block : final) + layer + global;
-        if (zero < 2) scratch += layer + global;
+        size_t final = N * C + 2 * N + (s->fused_ce ? 0 : head_rows * Vp);
+        scratch += N * C + (block > final ? block : final);
     }
-    base.bytes[MEM_SCRATCH] = 4 * scratch;
+    base.bytes[MEM_SCRATCH] = 4 * scratch + predict_model_scratch(C, Vp, maxT, s);
     // data: the corpus bytes + inputs and targets, N int32 each
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];

@@ -6,7 +6,8 @@
 
 enum {
     REDUCE_CHUNK = 1 << 16,         // ZeRO stages 0, 1: gradients are reduced this many elements per rank at a time
-    HEAD_ROWS = 256,                // 16-bit CPU runs: the LM head and the loss run this many rows at a time
+    HEAD_ROWS = 256,                // the CPU's LM head and loss run this many rows at a time (16-bit runs, --fused-ce)
+    VOCAB_CHUNK = 2048,             // --fused-ce: rows of the embedding table visited (gathered, widened) at a time
     GPU_GEMM_WORKSPACE = 32 << 20,  // cuBLASLt's workspace, in bytes
     GPU_NORM_BLOCKS = 264,          // the GPU's gradient norm: this many partial sums (doubles)
     GPU_COLSUM_CHUNKS = 64,         // the GPU's column sums (bias, layernorm gradients): row chunks

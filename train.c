@@ -104,6 +104,7 @@ void print_config_line(const GPTConfig *c, const Options *o) {
     if (o->ranks > 1) printf(" on %d ranks", o->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
     if (o->ckpt) printf(" | ckpt");
+    if (o->fused_ce) printf(" | fused-ce");
     if (o->cuda) printf(" | cuda");
     if (o->cuda && !o->dry_run) printf(" %s", gpu_name());
     if (!o->dry_run) {
@@ -230,6 +231,43 @@ int omp_threads(void) {
 #endif
 }
 
+// The dry run's last lines: this rank's model states and the buffers they
+// move through, next to the ZeRO paper's formula for the stage, with the
+// difference named.
+void print_paper_comparison(const GPTConfig *cfg, const RunShape *s, const MemReport *r) {
+    int ranks = s->ranks > 1 ? s->ranks : 1, zero = ranks > 1 ? s->zero : 0, e = s->dtype == 0 ? 4 : 2;
+    int K = s->dtype == 0 ? 8 : 12, Vp = padded_vocab(cfg), C = cfg->channels;
+    size_t P = param_count(cfg);
+    const size_t *b = r->peak;
+    size_t states = b[MEM_PARAMS] + b[MEM_MASTER] + b[MEM_GRADS] + b[MEM_ADAM_M] + b[MEM_ADAM_V];
+    size_t scratch = predict_model_scratch(C, Vp, cfg->max_seq, s), total = states + b[MEM_COMM] + scratch;
+    double paper = predict_paper_states(P, s);
+    char formula[96];
+    if (zero == 0) snprintf(formula, sizeof formula, "(%d + %d + %d) Psi", e, e, K);
+    else if (zero == 1) snprintf(formula, sizeof formula, "(%d + %d) Psi + %d Psi / %d", e, e, K, ranks);
+    else if (zero == 2) snprintf(formula, sizeof formula, "%d Psi + (%d + %d) Psi / %d", e, e, K, ranks);
+    else snprintf(formula, sizeof formula, "(%d + %d + %d) Psi / %d", e, e, K, ranks);
+    printf("the ZeRO paper against this run: the model states of %s (stage %d, Psi = %zu parameters)\n",
+           ranks > 1 ? "each rank" : "the process", zero, P);
+    printf("  %-56s %14.0f B %10.2f MiB\n", formula, paper, paper / 1048576.0);
+    printf("  %-56s %14zu B %10.2f MiB\n", "gptmem: params + master + grads + adam_m + adam_v", states, mib(states));
+    printf("  %-56s %14zu B %10.2f MiB\n", "  + comm (reduction chunks, gradient buckets, gathers)", b[MEM_COMM],
+           mib(b[MEM_COMM]));
+    printf("  %-56s %14zu B %10.2f MiB\n", "  + model-sized scratch (fp32 copies, buckets)", scratch, mib(scratch));
+    printf("  %-56s %14zu B %10.2f MiB = %.2fx the paper\n", "  = total", total, mib(total), total / paper);
+    size_t moved = predict_moved(C, Vp, cfg->max_seq, s->fused_ce), table = ((size_t)Vp + cfg->max_seq) * C + 2 * (size_t)C;
+    if (total <= (size_t)paper) return;
+    if (!s->fused_ce)
+        printf("  the difference: buffers that hold the whole embedding table (%zu parameters, %.1f%% of Psi) and "
+               "one op's (%zu); --fused-ce moves the table in chunks of %d rows\n", table, 100.0 * table / P,
+               moved - table, VOCAB_CHUNK);
+    else
+        printf("  the difference: buffers for one piece of %zu parameters (%s)%s\n", moved,
+               moved == 4 * (size_t)C * C + 4 * (size_t)C ? "fc's weight and bias, the largest op" :
+                                                         "a chunk of the embedding table",
+               states > paper + 0.5 ? ", and the shards' padding" : "");
+}
+
 // --dry-run: the prediction alone, from the config; nothing is allocated.
 int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long long corpus) {
     MemReport predicted;
@@ -239,6 +277,7 @@ int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long 
     printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",
            o->cuda ? "GPU " : "", o->ranks > 1 ? " of each rank" : "");
     print_prediction(stdout, &predicted);
+    if (!o->cuda) print_paper_comparison(cfg, shape, &predicted);
     if (o->mem_json && write_mem_json(o->mem_json, &predicted, NULL)) {
         fprintf(stderr, "error: cannot write '%s'\n", o->mem_json);
         return 1;
@@ -413,7 +452,8 @@ int main(int argc, char **argv) {
 
     // 2. predict the memory from the config alone (a dry run stops here)
     long long corpus = file_size(o.data);
-    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.dtype, o.zero, o.ranks, o.cuda};
+    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.fused_ce, o.dtype, o.zero, o.ranks,
+                      o.cuda};
     if (o.dry_run) return dry_run(&cfg, &o, &shape, corpus);
     if (open_ranks_and_device(&argc, &argv, &o)) return 1;
     int rank = comm_rank_id, nranks = comm_nranks;
@@ -427,7 +467,8 @@ int main(int argc, char **argv) {
     Dataset data;
     if (load_data(&data, &o)) return 1;
     Net net;
-    NetSpec spec = {B, T, o.dtype, o.flash, o.ckpt, o.zero, rank, nranks, predicted.peak[MEM_ACTIVATIONS], o.seed};
+    NetSpec spec = {B, T, o.dtype, o.flash, o.ckpt, o.fused_ce, o.zero, rank, nranks, predicted.peak[MEM_ACTIVATIONS],
+                    o.seed};
     AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
     net_build(&net, o.cuda, &cfg, &spec, &adam);
     int zero = net_zero_stage(&net);

@@ -76,6 +76,46 @@ for dtype in fp32 bf16 fp16; do for accum in 1 3; do for ckpt in "" --ckpt; do f
        >"$tmp/flog" 2>&1 && mem_equal "$tmp/f.json"; then ok "ledger predicted == measured: $name"
   else bad "ledger predicted == measured: $name"; tail -3 "$tmp/flog"; fi
 done; done; done; done
+# --fused-ce (the chunked classifier) with every dtype x ckpt x flash: predicted == measured
+for dtype in fp32 bf16 fp16; do for ckpt in "" --ckpt; do for flash in "" --flash; do
+  name="--fused-ce $dtype ${ckpt:-no-ckpt} ${flash:-naive}"
+  if ./train "${SMALL[@]}" --steps 2 --dtype $dtype --fused-ce $ckpt $flash --vocab 2100 --mem-json "$tmp/f.json" \
+       >"$tmp/flog" 2>&1 && mem_equal "$tmp/f.json"; then ok "ledger predicted == measured: $name"
+  else bad "ledger predicted == measured: $name"; tail -3 "$tmp/flog"; fi
+done; done; done
+# --fused-ce --ckpt: bitwise the weights of --fused-ce; fp32 and bf16
+for dtype in fp32 bf16; do
+  ./train "${SMALL[@]}" --steps 4 --dtype $dtype --fused-ce --save "$tmp/u1.ckpt" >/dev/null 2>&1
+  ./train "${SMALL[@]}" --steps 4 --dtype $dtype --fused-ce --ckpt --save "$tmp/u2.ckpt" >/dev/null 2>&1
+  if cmp -s "$tmp/u1.ckpt" "$tmp/u2.ckpt"; then ok "--fused-ce --ckpt: bitwise identical to --fused-ce ($dtype)"
+  else bad "--fused-ce --ckpt: bitwise identical to --fused-ce ($dtype)"; fi
+done
+# --fused-ce trains like the full logits: 20 steps, every loss within 1e-5 (fp32), the same sampled text
+./train "${SMALL[@]}" --steps 20 --sample-len 80 --sample-every 0 >"$tmp/ce0" 2>&1
+./train "${SMALL[@]}" --steps 20 --sample-len 80 --sample-every 0 --fused-ce >"$tmp/ce1" 2>&1
+worst=$(paste <(grep '^step' "$tmp/ce0" | cut -d'|' -f2 | awk '{print $2}') <(grep '^step' "$tmp/ce1" | cut -d'|' -f2 | awk '{print $2}') |
+        awk '{x = $2 - $1; if (x < 0) x = -x; if (x > m) m = x} END {print m + 0}')
+if [ "$(grep -c '^step' "$tmp/ce1")" -eq 20 ] && awk -v w="$worst" 'BEGIN {exit !(w < 1e-4)}' &&
+   cmp -s <(sed -n '/^---- sample/,/^----------/p' "$tmp/ce0") <(sed -n '/^---- sample/,/^----------/p' "$tmp/ce1"); then
+  ok "--fused-ce: the losses of the full logits over 20 steps (worst difference $worst), the same sample"
+else bad "--fused-ce trains like the full logits (worst difference $worst)"; fi
+# the logits leave the ledger: activations drop by N x Vp x 2 bytes, less the 4N of the kept log-sum-exp
+a0=$(./train --model gpt2 --batch 2 --seq-len 1024 --dtype bf16 --dry-run | awk '$1 == "activations" {print $NF}')
+a1=$(./train --model gpt2 --batch 2 --seq-len 1024 --dtype bf16 --dry-run --fused-ce | awk '$1 == "activations" {print $NF}')
+if [ -n "$a0" ] && [ $((a0 - a1)) -eq $((2048 * 50304 * 2 - 4 * 2048)) ]; then
+  ok "--fused-ce in the gpt2 bf16 dry run: activations drop by N x Vp x 2 - 4N bytes"
+else bad "--fused-ce dry run: activations $a0 -> $a1"; fi
+# ZeRO-3 per rank next to the paper's 16 Psi / N: gpt2, bf16, 8 ranks within 1.25x with --fused-ce
+# (without it the buffers that hold the whole embedding table make it 2.68x); stage 2's gradients
+# and buckets fall with the rank count
+x=$(./train --model gpt2 --batch 1 --dtype bf16 --zero 3 --ranks 8 --dry-run --fused-ce | sed -n 's/.*= \([0-9.]*\)x the paper.*/\1/p')
+x0=$(./train --model gpt2 --batch 1 --dtype bf16 --zero 3 --ranks 8 --dry-run | sed -n 's/.*= \([0-9.]*\)x the paper.*/\1/p')
+g=""; for n in 2 4 8; do
+  g="$g $(./train --model gpt2 --batch 1 --dtype bf16 --zero 2 --ranks $n --dry-run --fused-ce | awk '$1 == "grads" || $1 == "comm" {s += $NF} END {print s}')"
+done
+if [ -n "$x" ] && awk -v x="$x" -v y="$x0" 'BEGIN {exit !(x <= 1.25 && y > 2)}' && echo $g | awk '{exit !($1 > 1.7 * $2 && $2 > 1.6 * $3)}'; then
+  ok "gpt2 bf16 zero 3 on 8 ranks: ${x}x of 16 Psi / N with --fused-ce (${x0}x without); stage 2 grads+buckets on 2/4/8 ranks:$g B"
+else bad "gpt2 zero 3 against the paper: $x ($x0 without); stage 2:$g"; fi
 # --ckpt and --flash --ckpt: bitwise the same weights after 4 steps (cmp of the checkpoints)
 ./train "${SMALL[@]}" --steps 4 --save "$tmp/n.ckpt" >/dev/null 2>&1
 ./train "${SMALL[@]}" --steps 4 --ckpt --save "$tmp/k.ckpt" >"$tmp/klog" 2>&1
@@ -111,6 +151,11 @@ after=$(grep '^step' "$tmp/ls" | grep -v skipped | cut -d'|' -f2 | awk 'NR == 1 
 if [ "$skips" -ge 10 ] && awk -v a="${after% *}" -v b="${after#* }" 'BEGIN {exit !(b < a - 0.2)}'; then
   ok "fp16 recovers from a 2^40 loss scale ($skips steps skipped, then loss $after)"
 else bad "fp16 recovers from a 2^40 loss scale ($skips skipped, loss $after)"; fi
+./train "${SMALL[@]}" --steps 40 --lr 3e-3 --dtype fp16 --loss-scale 1099511627776 --fused-ce >"$tmp/ls" 2>&1
+skips=$(grep -c 'skipped: inf/nan' "$tmp/ls")
+if [ "$skips" -ge 10 ] && [ "$(grep '^step' "$tmp/ls" | grep -vc skipped)" -ge 3 ]; then
+  ok "fp16 --fused-ce: a 2^40 loss scale skips steps ($skips) until the gradients fit"
+else bad "fp16 --fused-ce with a 2^40 loss scale ($skips skipped)"; fi
 # fp16 resume keeps the loss scale state: bit-identical to an uninterrupted run
 ./train "${SMALL[@]}" --steps 12 --dtype fp16 --loss-scale 1e12 --save "$tmp/h1.ckpt" >/dev/null 2>&1
 ./train "${SMALL[@]}" --steps 12 --dtype fp16 --loss-scale 1e12 --stop-after 6 --save "$tmp/h2.ckpt" >/dev/null 2>&1
@@ -191,6 +236,40 @@ sys.exit(0 if len(a) == len(b) == 6 and worst < 1e-5 and all(y["replicas_identic
 EOF2
     then ok "zero $z with --accum 2 on 2 ranks == 1 process"; else bad "zero $z with --accum 2 on 2 ranks"; fi
   done
+  # --fused-ce over ranks: N ranks x 12/N sequences == one process with 12, every stage, 10 steps; a
+  # vocabulary of 2100 puts the table in two chunks, whose edges fall inside the ranks' shards
+  for dtype in fp32 bf16; do
+    tol=1e-5; [ $dtype = bf16 ] && tol=1e-3
+    ./train "${Z[@]}" --steps 10 --batch 12 --dtype $dtype --fused-ce --vocab 2100 --log "$tmp/one.csv" >/dev/null 2>&1
+    for n in 2 3 4; do for z in 0 1 2 3; do
+      timeout 120 "${MPI[@]}" -np $n ./train "${Z[@]}" --steps 10 --batch $((12 / n)) --zero $z --dtype $dtype --fused-ce \
+        --vocab 2100 --log "$tmp/many.csv" >"$tmp/zlog" 2>&1
+      if python3 - "$tmp/one.csv" "$tmp/many.csv" "$tol" <<'EOF2'
+import csv, sys
+a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
+worst = max(abs(float(x["loss"]) - float(y["loss"])) / float(x["loss"]) for x, y in zip(a, b))
+sys.exit(0 if len(a) == len(b) == 10 and worst < float(sys.argv[3]) and all(y["replicas_identical"] == "1" for y in b) else 1)
+EOF2
+      then ok "--fused-ce zero $z on $n ranks == 1 process, $dtype, 10 steps"
+      else bad "--fused-ce zero $z on $n ranks == 1 process, $dtype"; tail -3 "$tmp/zlog"; fi
+    done; done
+  done
+  for z in 0 1 2 3; do for dtype in fp32 bf16; do
+    rm -f "$tmp"/zm.json*
+    timeout 120 "${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 2 --batch 2 --zero $z --dtype $dtype --fused-ce --vocab 2100 \
+      --mem-json "$tmp/zm.json" >"$tmp/zlog" 2>&1
+    good=0; for f in "$tmp"/zm.json*; do mem_equal "$f" && good=$((good + 1)); done
+    if [ "$good" -eq 3 ]; then ok "ledger of all 3 ranks: --fused-ce zero $z $dtype"
+    else bad "ledger of all 3 ranks: --fused-ce zero $z $dtype ($good of 3 equal)"; tail -3 "$tmp/zlog"; fi
+  done; done
+  rm -f "$tmp"/za.ckpt* "$tmp"/zb.ckpt* "$tmp"/zc.ckpt*
+  C=("${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 8 --batch 2 --zero 3 --dtype bf16 --fused-ce --vocab 2100)
+  "${C[@]}" --save "$tmp/za.ckpt" >/dev/null 2>&1
+  "${C[@]}" --stop-after 4 --save "$tmp/zb.ckpt" >/dev/null 2>&1
+  "${C[@]}" --resume "$tmp/zb.ckpt" --save "$tmp/zc.ckpt" >"$tmp/zr" 2>&1
+  same=0; for r in "" .rank1 .rank2; do cmp -s "$tmp/za.ckpt$r" "$tmp/zc.ckpt$r" && same=$((same + 1)); done
+  if [ "$same" -eq 3 ]; then ok "--fused-ce zero 3 bf16 on 3 ranks: save at 4, resume to 8 == 8 straight (3 files)"
+  else bad "--fused-ce zero 3 bf16 on 3 ranks: resume ($same of 3 files equal)"; tail -2 "$tmp/zr"; fi
   # every rank's ledger: predicted == measured, for each (N, stage, dtype, ckpt); 3 ranks: uneven shards
   for n in 2 3; do for z in 0 1 2 3; do for dtype in fp32 bf16; do for ckpt in "" --ckpt; do
     rm -f "$tmp"/zm.json*
@@ -372,6 +451,7 @@ fi
 expect 2 "--device must be cpu or cuda (got 'gpu')" --device gpu
 expect 2 "supports head sizes up to 128" --device cuda --flash --channels 512 --heads 2 --dry-run
 expect 2 "runs on one rank for now" --device cuda --dry-run --ranks 2
+expect 2 "--fused-ce runs on the CPU only for now" --device cuda --fused-ce --dry-run
 out=$(./tests/test_cuda 2>&1); rc=$?
 if echo "$out" | grep -q '^SKIP GPU tests:'; then
   # no GPU here: --device cuda must say so and stop
@@ -425,7 +505,7 @@ if ./train --help >"$tmp/help" && [ "$(grep -c '^  --' "$tmp/help")" -ge 25 ]; t
   if [ -z "$missing" ]; then ok "README's flag table lists every flag of --help"
   else bad "README's flag table lacks: $missing"; fi
 else bad "--help lists the flags"; fi
-for f in doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/README.md; do
+for f in doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/README.md; do
   if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
 done
 # the dry-run table in doc/memory.md is the binary's output, verbatim

@@ -233,8 +233,8 @@ double loss_model(void) {
 
 void model_setup(const GPTConfig *c, int B, int T) {
     tm_B = B; tm_T = T;
-    gpt_build(&tm, c, B, T, DT_FP32, 0, 0, 0, 0, 1);
-    RunShape shape = {B, T, 0, 0, 0, DT_FP32, 0, 1, 0};
+    gpt_build(&tm, c, B, T, DT_FP32, 0, 0, 0, 0, 0, 1);
+    RunShape shape = {B, T, 0, 0, 0, 0, DT_FP32, 0, 1, 0};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
 }
 
@@ -325,8 +325,8 @@ void test_flash(void) {
 float grads_of(const GPTConfig *c, int flash, int ckpt, int B, int T, int micro, const int *in, const int *tg,
                float *grads_out) {
     int b = B / micro;
-    gpt_build(&tm, c, b, T, DT_FP32, flash, ckpt, 0, 0, 1);
-    RunShape shape = {b, T, 0, flash, ckpt, DT_FP32, 0, 1, 0};
+    gpt_build(&tm, c, b, T, DT_FP32, flash, ckpt, 0, 0, 0, 1);
+    RunShape shape = {b, T, 0, flash, ckpt, 0, DT_FP32, 0, 1, 0};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
     init_params(tm.params, c, 11);
     gpt_zero_grad(&tm);
@@ -371,6 +371,62 @@ void test_flags_equivalence(void) {
     check(e < 1e-5 && fabsf(l_acc - l_ref) < 1e-5f * l_ref, "accum 4 x batch 2 == batch 8",
           "gradients max relative difference %.2e, loss %.7f vs %.7f", e, l_acc, l_ref);
     free(g_ref); free(g);
+}
+
+// --fused-ce == the unfused classifier: one forward and backward of a model
+// built with (dtype, fused_ce); returns the loss, the gradients widened to fp32.
+float grads_dt(const GPTConfig *c, int dtype, int fused, int B, int T, const int *in, const int *tg, float *out) {
+    gpt_build(&tm, c, B, T, dtype, 0, 0, fused, 0, 0, 1);
+    RunShape shape = {B, T, 0, 0, 0, fused, dtype, 0, 1, 0};
+    arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
+    init_params(tm.params, c, 13);
+    gpt_sync_params(&tm);
+    gpt_zero_grad(&tm);
+    float loss = gpt_forward(&tm, in, tg, B, T);
+    gpt_backward(&tm, in, tg, 1.0f / (B * T));
+    dtype_load(out, gpt_grads(&tm), tm.nparams, dtype);
+    model_teardown();
+    return loss;
+}
+
+// The worst, over the tensors of the layout, of ||a - b|| / ||b|| (a tensor
+// whose gradient is all zeros in both counts as 0).
+double worst_tensor_err(const GPTConfig *c, const float *a, const float *b) {
+    int nt = param_tensor_count(c);
+    ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
+    param_tensors(c, t);
+    double worst = 0;
+    for (int i = 0; i < nt; i++) {
+        double e = rel_err_ff(a + t[i].offset, b + t[i].offset, t[i].count);
+        if (e > worst) worst = e;
+    }
+    free(t);
+    return worst;
+}
+
+void test_fused_ce(void) {
+    // V 2100: two chunks of the table (2048 + 64 padded rows); N 300: a tile of 256 rows and one of 44;
+    // V 300 and B*T = 1: one chunk, one row
+    struct { GPTConfig c; int B, T; } cases[] = {{{2, 16, 2, 2100, 100}, 3, 100}, {{1, 24, 3, 300, 9}, 1, 1},
+                                                  {{2, 16, 4, 259, 33}, 5, 33}};
+    double tol[3] = {1e-6, 1e-2, 2e-3};  // fp32; bf16, fp16: the unfused path rounds its probabilities to 16 bits
+    for (int k = 0; k < 3; k++) {
+        GPTConfig *c = &cases[k].c;
+        int B = cases[k].B, T = cases[k].T, N = B * T;
+        int *in = malloc(sizeof(int) * N), *tg = malloc(sizeof(int) * N);
+        for (int i = 0; i < N; i++) { in[i] = (int)(rng_next(&test_rng) % c->vocab); tg[i] = (int)(rng_next(&test_rng) % c->vocab); }
+        size_t P = param_count(c);
+        float *g0 = fvec(P), *g1 = fvec(P);
+        for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
+            float l0 = grads_dt(c, dt, 0, B, T, in, tg, g0), l1 = grads_dt(c, dt, 1, B, T, in, tg, g1);
+            double e = worst_tensor_err(c, g1, g0), le = fabs((double)l1 - l0) / l0;
+            char name[96];
+            snprintf(name, sizeof name, "--fused-ce == unfused, %s, V %d, N %d", dtype_name[dt], c->vocab, N);
+            check(le < tol[dt] && e < tol[dt], name, "loss %.7f vs %.7f (relative %.1e), worst tensor's gradient %.1e",
+                  l1, l0, le, e);
+        }
+        free(in); free(tg); free(g0); free(g1);
+    }
 }
 
 // --- dtype conversions: round to nearest even, subnormals, inf, NaN, overflow ---
@@ -420,8 +476,8 @@ void test_dtype_model(void) {
     for (int i = 0; i < B * T; i++) { in[i] = (int)(rng_next(&test_rng) % 77); tg[i] = (int)(rng_next(&test_rng) % 77); }
     float loss[3];
     for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
-        gpt_build(&tm, &c, B, T, dt, 0, 0, 0, 0, 1);
-        RunShape shape = {B, T, 0, 0, 0, dt, 0, 1, 0};
+        gpt_build(&tm, &c, B, T, dt, 0, 0, 0, 0, 0, 1);
+        RunShape shape = {B, T, 0, 0, 0, 0, dt, 0, 1, 0};
         arena_reserve(predict_activations(c.layers, c.channels, c.heads, padded_vocab(&c), &shape).peak);
         init_params(tm.params, &c, 5);
         gpt_sync_params(&tm);
@@ -608,6 +664,7 @@ int main(void) {
     test_model_fd();
     test_flash();
     test_flags_equivalence();
+    test_fused_ce();
     test_conversions();
     test_dtype_model();
     test_torch_parity();

@@ -44,7 +44,7 @@ LDLIBS  = -lm
 
 STB := $(wildcard /usr/include/stb/stb_image_write.h)
 
-HEADERS = memory.h report.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
+HEADERS = memory.h report.h activations.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
           data.h dtype.h comm.h rng.h cuda/ops.h cuda/model_gpu.h
 
 .PHONY: all test data bench bench-flags asan clean chart compare test-cuda bench-gpu
@@ -120,7 +120,12 @@ compare: train chart data
 	  rm doc/img/loss_$$d.full.csv || exit 1; done  # step, loss, val loss: no timings in committed files
 	scripts/chart loss doc/img/loss_small.png "small model on tiny shakespeare: fp32 vs mixed precision" \
 	  fp32=doc/img/loss_fp32.csv bf16=doc/img/loss_bf16.csv fp16=doc/img/loss_fp16.csv
-	@echo "wrote doc/img/memory_gpt2.png doc/img/memory_small.png doc/img/loss_small.png"
+	for s in none: gelu-ln:--recompute=gelu,ln ckpt:--ckpt flash:--flash; do ./train --steps 1 --eval-batches 1 --sample-len 0 \
+	  $${s#*:} --mem-timeline doc/img/timeline_$${s%%:*}.csv >/dev/null || exit 1; done
+	scripts/chart timeline doc/img/timeline_small.png "small model, batch 32 x 128: the activation stack over one step" \
+	  none=doc/img/timeline_none.csv "recompute gelu,ln=doc/img/timeline_gelu-ln.csv" ckpt=doc/img/timeline_ckpt.csv \
+	  flash=doc/img/timeline_flash.csv
+	@echo "wrote doc/img/memory_gpt2.png doc/img/memory_small.png doc/img/loss_small.png doc/img/timeline_small.png"
 
 # Two passes: without MPI, with leak checking (all of our code); then with MPI,
 # leak checking off (OpenMPI's plugins leak at MPI_Init, which is not ours to fix).

@@ -26,6 +26,8 @@ typedef struct {
     const char *data;
     int batch, seq_len, steps, accum;
     int flash, ckpt, fused_ce;
+    const char *recompute_str;  // --recompute LIST
+    unsigned recompute;         // its REC_* bits (saved.h); --ckpt sets REC_BLOCK
     const char *device_str;
     int cuda;  // --device cuda
     const char *dtype_str;
@@ -40,9 +42,10 @@ typedef struct {
     float temperature;
     const char *save, *resume;
     int save_every, stop_after;
-    int mem, dry_run, trace;
+    int mem, mem_ops, dry_run, trace;
     int print_every;  // step lines: every N steps (0 = about 25 lines per run), plus the first and the last
     const char *mem_json;
+    const char *mem_timeline;  // --mem-timeline FILE.csv
     const char *log;
 } Options;
 
@@ -96,7 +99,8 @@ const FlagSpec flag_specs[] = {
     {"batch", ARG_INT, OPT(batch), 1, 65536, "sequences per micro-batch B"},
     {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (auto = the model's maxT)"},
     {"accum", ARG_INT, OPT(accum), 1, 65536, "gradient accumulation: micro-batches per optimizer step"},
-    {"ckpt", ARG_FLAG, OPT(ckpt), 0, 0, "activation checkpointing: keep block outputs, recompute the rest"},
+    {"ckpt", ARG_FLAG, OPT(ckpt), 0, 0, "activation checkpointing: keep block outputs, recompute the rest (= --recompute block)"},
+    {"recompute", ARG_STR, OPT(recompute_str), 0, 0, "drop these of each block's tensors, rebuild them in the backward: any of gelu,ln,attn,mlp,block"},
     {"flash", ARG_FLAG, OPT(flash), 0, 0, "flash attention: online softmax, no T x T matrix kept"},
     {"fused-ce", ARG_FLAG, OPT(fused_ce), 0, 0, "chunked classifier: LM head + loss a tile at a time, no N x V logits; the table in chunks"},
     {"device", ARG_STR, OPT(device_str), 0, 0, "where to train: cpu (the reference) or cuda (the GPU)"},
@@ -124,6 +128,8 @@ const FlagSpec flag_specs[] = {
      "stop after this many steps of the --steps schedule, saving if --save (0 = run all)"},
     {"mem", ARG_FLAG, OPT(mem), 0, 0, "print the memory ledger: predicted vs measured, per phase and at peak"},
     {"mem-json", ARG_STR, OPT(mem_json), 0, 0, "write the memory ledger as JSON to this file"},
+    {"mem-timeline", ARG_STR, OPT(mem_timeline), 0, 0, "write one step's memory after every push and pop as CSV, measured and predicted"},
+    {"mem-ops", ARG_FLAG, OPT(mem_ops), 0, 0, "print one block's saved tensors: shape, bytes, the published formula's term, kept or rebuilt"},
     {"print-every", ARG_INT, OPT(print_every), 0, INT_MAX, "print a step line every N steps, and the first and last (0 = about 25 a run)"},
     {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
@@ -258,6 +264,26 @@ Options parse_args(int argc, char **argv) {
     return o;
 }
 
+// --recompute LIST (comma-separated names of saved.h's recompute_choices)
+// into o->recompute; --ckpt is "block", and "block" sets --ckpt.
+void parse_recompute(Options *o) {
+    if (o->recompute_str) {
+        if (o->ckpt) usage_error("--ckpt is --recompute block: give one of them, not both");
+        char list[256];
+        snprintf(list, sizeof list, "%s", o->recompute_str);
+        for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
+            int found = 0;
+            for (int k = 0; k < N_RECOMPUTE_CHOICES; k++)
+                if (!strcmp(name, recompute_choices[k].name)) o->recompute |= recompute_choices[k].flag, found = 1;
+            if (!found) usage_error("--recompute: unknown name '%s'; the choices are gelu, ln, attn, mlp, block", name);
+        }
+        if (!o->recompute) usage_error("--recompute needs a list of names: gelu, ln, attn, mlp, block (got '%s')",
+                                       o->recompute_str);
+    }
+    if (o->ckpt) o->recompute = REC_BLOCK;
+    if (o->recompute & REC_BLOCK) o->ckpt = 1;
+}
+
 // Resolve the preset and overrides into a model config; check it makes sense.
 GPTConfig resolve_config(Options *o) {
     const ModelPreset *p = NULL;
@@ -297,6 +323,15 @@ GPTConfig resolve_config(Options *o) {
                 c.channels / c.heads);
         exit(2);
     }
+    parse_recompute(o);
+    if (o->cuda && o->recompute && o->recompute != REC_BLOCK)
+        usage_error("--recompute %s runs on the CPU only for now: the GPU rebuilds whole blocks (--ckpt, which is "
+                    "--recompute block)", o->recompute_str);
+    if (o->cuda && o->mem_timeline)
+        usage_error("--mem-timeline records the CPU's activation stack; drop --device cuda");
+    if (o->cuda && o->mem_ops)
+        usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
+                    "bytes and keeps its own --ckpt)", GPU_ACT_ALIGN);
     if (o->cuda && o->fused_ce)
         usage_error("--fused-ce runs on the CPU only for now: the GPU's chunked classifier is not built yet "
                     "(drop --fused-ce, or --device cpu)");

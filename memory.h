@@ -45,6 +45,7 @@ typedef struct {
     MemBlock blocks[MEM_MAX_BLOCKS];
     int nblocks;
     int trace;  // --trace: print every arena push and pop
+    char where[48];  // the op running now (ledger_where): for --mem-timeline and the peak's receipt
 } Ledger;
 
 Ledger g_ledger;
@@ -63,6 +64,10 @@ void ledger_add(int category, size_t bytes) {
     if (g_ledger.total > g_ledger.peak_total) g_ledger.peak_total = g_ledger.total;
     if (g_ledger.total > g_ledger.window_peak) g_ledger.window_peak = g_ledger.total;
 }
+
+// Say which op runs now (the model calls it as it goes): --mem-timeline's rows
+// and the peak's receipt name it.
+void ledger_where(const char *fmt, int layer) { snprintf(g_ledger.where, sizeof g_ledger.where, fmt, layer); }
 
 // Start a new window (a step): its peak starts at what is live now.
 void ledger_window_start(void) { g_ledger.window_peak = g_ledger.total; }
@@ -200,6 +205,61 @@ void arena_release(void) {
 
 // Push `bytes` (rounded up to the arena's alignment: the ledger counts the
 // rounded size, since that is what the tensor occupies).
+// --mem-timeline and the peak's receipt: while recording (train.c records
+// the first step), every push and pop appends an event with the live bytes
+// per category after it, and each new high of the total keeps a copy of the
+// stack's tensors and the op that was running. Small bookkeeping (a few
+// hundred rows), allocated outside the ledger like the arena's name table.
+typedef struct {
+    char op;           // '+' push, '-' pop
+    const char *name;  // the tensor pushed, or what the pop ends
+    size_t bytes;      // pushed, or freed
+    size_t live[MEM_NCAT], total;
+    char where[48];
+} MemEvent;
+
+typedef struct {
+    int on;
+    MemEvent *events;
+    int n, cap;
+    size_t peak_total;                         // the highest total while recording
+    int peak_event;                            // the event that reached it
+    int peak_n;                                // the stack then: its tensors
+    const char *peak_names[ARENA_MAX_TENSORS];
+    size_t peak_sizes[ARENA_MAX_TENSORS];
+} MemRecording;
+
+MemRecording g_recording;
+
+void record_start(void) {
+    g_recording.on = 1;
+    g_recording.n = 0;
+    g_recording.peak_total = 0;
+    g_recording.peak_event = -1;
+}
+
+void record_stop(void) { g_recording.on = 0; }
+
+void record_event(char op, const char *name, size_t bytes) {
+    if (!g_recording.on) return;
+    if (g_recording.n == g_recording.cap) {
+        g_recording.cap = g_recording.cap ? 2 * g_recording.cap : 1024;
+        g_recording.events = realloc(g_recording.events, sizeof(MemEvent) * g_recording.cap);
+        if (!g_recording.events) ledger_bug("out of memory for the memory timeline", name);
+    }
+    MemEvent *e = &g_recording.events[g_recording.n++];
+    e->op = op, e->name = name, e->bytes = bytes, e->total = g_ledger.total;
+    memcpy(e->live, g_ledger.live, sizeof e->live);
+    memcpy(e->where, g_ledger.where, sizeof e->where);
+    if (g_ledger.total > g_recording.peak_total) {
+        g_recording.peak_total = g_ledger.total;
+        g_recording.peak_event = g_recording.n - 1;
+        g_recording.peak_n = g_arena.n;
+        memcpy(g_recording.peak_names, g_arena.names, sizeof(const char *) * g_arena.n);
+        memcpy(g_recording.peak_sizes, g_arena.sizes, sizeof(size_t) * g_arena.n);
+    }
+}
+
 void *arena_push(const char *name, size_t bytes) {
     if (g_arena.align > 1) bytes = (bytes + g_arena.align - 1) / g_arena.align * g_arena.align;
     if (g_arena.top + bytes > g_arena.capacity || g_arena.n == ARENA_MAX_TENSORS) {
@@ -216,11 +276,19 @@ void *arena_push(const char *name, size_t bytes) {
     ledger_add(MEM_ACTIVATIONS, bytes);
     if (g_ledger.trace)
         printf("  push %-10s %10zu B  live activations %10zu B\n", name, bytes, g_arena.top);
+    record_event('+', name, bytes);
     return p;
 }
 
 // A mark is the number of tensors on the stack; pop back down to it.
 int arena_mark(void) { return g_arena.n; }
+
+// The bytes of the tensors pushed between two marks.
+size_t arena_bytes(int from, int to) {
+    size_t b = 0;
+    for (int i = from; i < to; i++) b += g_arena.sizes[i];
+    return b;
+}
 
 void arena_pop_to(int mark, const char *why) {
     size_t freed = 0;
@@ -232,6 +300,7 @@ void arena_pop_to(int mark, const char *why) {
     ledger_sub(MEM_ACTIVATIONS, freed);
     if (g_ledger.trace && freed)
         printf("  pop  %-10s %10zu B  live activations %10zu B\n", why, freed, g_arena.top);
+    if (freed) record_event('-', why, freed);
 }
 
 #endif

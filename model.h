@@ -245,10 +245,12 @@ double now_seconds(void) {
 // tensors and do nothing.
 // ===========================================================================
 
-// The tensors one layer saves for its backward (saved.h lists them). The
-// named pointers are the fp32 views the ops use; saved[] are the tensors on
-// the activation stack in the storage dtype (for fp32 the same memory), in
-// push order.
+// The tensors one layer saves for its backward (saved.h lists them), indexed
+// by their SV_ number (the final layernorm's use SV_LNF...). The named
+// pointers are the fp32 views the ops use; saved[] are the tensors on the
+// activation stack in the storage dtype (fp32 runs, and the row statistics in
+// every dtype: the same memory as the view), NULL where a tensor is not there
+// (dropped by --recompute, or popped).
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // (N,C), (N), (N)
     float *qkv;                        // (N,3C)
@@ -260,7 +262,7 @@ typedef struct {
     float *fch, *fch_gelu;             // (N,4C) MLP hidden, before and after GELU
     float *res3;                       // (N,C) layer output = residual after the MLP
     int mark;                          // stack mark before this layer's pushes
-    int n;                             // tensors pushed so far (SAVED_PER_LAYER when done)
+    unsigned pushing;                  // SV_BIT()s of the tensors the running block_forward pushes
     void *saved[SAVED_PER_LAYER];
     float *view[SAVED_PER_LAYER];
     size_t count[SAVED_PER_LAYER];
@@ -278,8 +280,9 @@ typedef struct {
     Shard shard;
     int dtype;  // --dtype: DT_FP32, DT_BF16 or DT_FP16 (storage of weights, grads, activations)
     int flash;  // --flash: attention without the T x T matrix
-    int ckpt;   // --ckpt: keep only each block's output, recompute the rest in the backward
-    double recompute_seconds;  // --ckpt: time spent recomputing blocks (the price of the memory saved)
+    unsigned drops;  // --recompute / --ckpt: SV_BIT()s of the tensors a block drops and rebuilds (saved.h)
+    double recompute_seconds;  // time spent rebuilding them (the price of the memory saved)
+    size_t block_kept_bytes;   // measured: what block 0 kept on the stack after the last forward (--mem-ops)
     size_t nparams;
     float *params;     // fp32 weights: what the optimizer updates (ledger: params, or master with 16-bit)
     float *grads;      // fp32 gradients (fp32 runs only)
@@ -334,16 +337,17 @@ size_t global_param_count(const GPTConfig *c) {
 // final one: the final layernorm's, and without --fused-ce a chunk of logits
 // (16-bit runs compute the LM head and the loss HEAD_ROWS (sizes.h) rows at a
 // time, so their fp32 working copy of the logits is HEAD_ROWS x Vp).
+// The row statistics need no working copy: they are stored in fp32.
 size_t block_act_floats(const GPTConfig *c, int B, int T, int flash) {
     size_t n = 0;
     for (int i = 0; i < SAVED_PER_LAYER; i++)
-        n += saved_count(&block_saved[i], B, T, c->channels, c->heads, padded_vocab(c), flash);
+        if (!saved_is_row_stat(&block_saved[i], flash))
+            n += saved_count(&block_saved[i], B, T, c->channels, c->heads, padded_vocab(c), flash);
     return n;
 }
 
 size_t final_act_floats(const GPTConfig *c, int B, int T, int fused_ce) {
-    size_t n = 0, N = (size_t)B * T, rows = N < HEAD_ROWS ? N : HEAD_ROWS;
-    for (int i = 0; i < SV_LOGITS; i++) n += saved_count(&final_saved[i], B, T, c->channels, c->heads, 0, 0);
+    size_t N = (size_t)B * T, rows = N < HEAD_ROWS ? N : HEAD_ROWS, n = N * c->channels;  // lnf
     return fused_ce ? n : n + rows * padded_vocab(c);
 }
 
@@ -374,13 +378,13 @@ size_t head_tile_floats(const GPTConfig *c, int B, int T) {
 // fp32 runs have no master: the fp32 weights are what the optimizer updates.
 // With --fused-ce the globals need no buffers of their own: the table moves
 // through the piece buffers a chunk at a time.
-void gpt_build(GPT *model, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt, int fused_ce, int zero,
-               int rank, int nranks) {
+void gpt_build(GPT *model, const GPTConfig *cfg, int B, int T, int dtype, int flash, unsigned recompute, int fused_ce,
+               int zero, int rank, int nranks) {
     memset(model, 0, sizeof *model);
     model->cfg = *cfg;
     model->dtype = dtype;
     model->flash = flash;
-    model->ckpt = ckpt;
+    model->drops = saved_dropped(recompute, flash);
     model->fused_ce = fused_ce;
     model->nparams = param_count(cfg);
     model->shard = shard_layout(model->nparams, zero, rank, nranks);
@@ -639,33 +643,63 @@ void global_grads_done(GPT *model) {
     dtype_accumulate((uint16_t *)model->grads_lp + lnf, model->g_global + emb, 2 * c->channels, model->dtype);
 }
 
-// Push the saved tensor t (for the current B x T) on the stack in the storage
-// dtype and return the fp32 view the ops write: the tensor itself (fp32), or
-// the next floats of the working buffer at *work.
-float *push_saved(GPT *model, LayerActs *a, const SavedTensor *t, float **work) {
+// Is tensor i of `table` stored in fp32 (fp32 runs; the row statistics always)?
+int stored_fp32(const GPT *model, const SavedTensor *table, int i) {
+    return model->dtype == DT_FP32 || saved_is_row_stat(&table[i], model->flash);
+}
+
+// Tensor i of `table` (block_saved or final_saved), for the current B x T.
+size_t tensor_count(const GPT *model, const SavedTensor *table, int i) {
     const GPTConfig *c = &model->cfg;
-    size_t count = saved_count(t, model->B, model->T, c->channels, c->heads, padded_vocab(c), model->flash);
-    int i = a->n++;
-    a->saved[i] = arena_push(saved_name(t, model->flash), count * dtype_size(model->dtype));
+    return saved_count(&table[i], model->B, model->T, c->channels, c->heads, padded_vocab(c), model->flash);
+}
+
+// 16-bit runs: where tensor i's fp32 view sits in act_work, after the views
+// of the tensors before it that have one. A fixed place per tensor, so the
+// backward's rebuilt tensors and reloaded ones land where the forward had them.
+float *work_view(GPT *model, const SavedTensor *table, int i) {
+    size_t off = 0;
+    for (int k = 0; k < i; k++)
+        if (!stored_fp32(model, table, k)) off += tensor_count(model, table, k);
+    return model->act_work + off;
+}
+
+// Push tensor i of `table` on the stack (in the storage dtype; row
+// statistics in fp32) and return the fp32 view the ops write: the tensor
+// itself, or its place in the working buffer.
+float *push_saved(GPT *model, LayerActs *a, const SavedTensor *table, int i) {
+    size_t count = tensor_count(model, table, i);
+    int fp32 = stored_fp32(model, table, i);
+    a->saved[i] = arena_push(saved_name(&table[i], model->flash), count * (fp32 ? 4 : 2));
     a->count[i] = count;
-    if (model->dtype == DT_FP32) a->view[i] = a->saved[i];
-    else { a->view[i] = *work; *work += count; }
+    a->view[i] = fp32 ? a->saved[i] : work_view(model, table, i);
     return a->view[i];
 }
 
-// An op has written x (a view of a's tensor): round it to the storage dtype,
-// in the saved tensor and in x itself, so the next op reads exactly what the
-// backward will. (fp32: nothing to do.)
-void round_saved(GPT *model, LayerActs *a, float *x) {
-    if (model->dtype == DT_FP32) return;
-    for (int i = 0; i < a->n; i++)
-        if (a->view[i] == x) dtype_round_store(x, a->saved[i], a->count[i], model->dtype);
+// An op has written tensor i's view: round it to the storage dtype, in the
+// saved tensor and in the view itself, so the next op reads exactly what the
+// backward will. (Stored in fp32, or not being pushed now: nothing to do.)
+void round_saved(GPT *model, LayerActs *a, int i) {
+    if ((a->pushing & SV_BIT(i)) && a->view[i] != a->saved[i])
+        dtype_round_store(a->view[i], a->saved[i], a->count[i], model->dtype);
 }
 
-// Widen every saved tensor of a back into its fp32 view, for the backward.
-void load_saved(GPT *model, LayerActs *a) {
-    if (model->dtype == DT_FP32) return;
-    for (int i = 0; i < a->n; i++) dtype_load(a->view[i], a->saved[i], a->count[i], model->dtype);
+// Widen the first n saved tensors of a that are on the stack back into their
+// fp32 views, for the backward.
+void load_saved(GPT *model, LayerActs *a, int n) {
+    for (int i = 0; i < n; i++)
+        if (a->saved[i] && a->view[i] != a->saved[i]) dtype_load(a->view[i], a->saved[i], a->count[i], model->dtype);
+}
+
+// The named views of a block's tensors.
+void name_views(LayerActs *a, int flash) {
+    a->ln1 = a->view[SV_LN1], a->ln1_mean = a->view[SV_LN1_MEAN], a->ln1_rstd = a->view[SV_LN1_RSTD];
+    a->qkv = a->view[SV_QKV];
+    a->att = flash ? NULL : a->view[SV_ATT];
+    a->lse = flash ? a->view[SV_ATT] : NULL;
+    a->atty = a->view[SV_ATTY], a->res2 = a->view[SV_RES2];
+    a->ln2 = a->view[SV_LN2], a->ln2_mean = a->view[SV_LN2_MEAN], a->ln2_rstd = a->view[SV_LN2_RSTD];
+    a->fch = a->view[SV_FCH], a->fch_gelu = a->view[SV_FCH_GELU], a->res3 = a->view[SV_RES3];
 }
 
 // The fp32 input of block l: the embedding output or the previous block's
@@ -679,49 +713,110 @@ const float *block_input(GPT *model, int l) {
 
 // --- the blocks -------------------------------------------------------------------
 
-// One transformer block, forward: x (N,C) -> a->res3 (N,C). Pushes its 13 tensors.
-void block_forward(GPT *model, int l, const float *x, int B, int T) {
+// One transformer block, forward: x (N,C) -> a->res3 (N,C). `push` (SV_BIT()s)
+// says which of its 13 tensors to push and compute: all of them in the
+// forward; in the backward, the ones --recompute dropped (rebuild_block).
+// An op runs when one of its outputs is pushed; the tensors it reads are
+// then on the stack already (kept, or rebuilt by an op before it).
+void block_forward(GPT *model, int l, const float *x, int B, int T, unsigned push) {
     const GPTConfig *c = &model->cfg;
     int C = c->channels, H = c->heads, N = B * T;
     LayerWeights w;  // each op fetches its own weights just before it runs (fetch_op)
     LayerActs *a = &model->acts[l];
-    float *work = model->act_work;
-    a->mark = arena_mark();
-    a->n = 0;
-    for (int i = 0; i < SAVED_PER_LAYER; i++) push_saved(model, a, &block_saved[i], &work);
-    a->ln1 = a->view[SV_LN1], a->ln1_mean = a->view[SV_LN1_MEAN], a->ln1_rstd = a->view[SV_LN1_RSTD];
-    a->qkv = a->view[SV_QKV];
-    if (model->flash) a->lse = a->view[SV_ATT];
-    else a->att = a->view[SV_ATT];
-    a->atty = a->view[SV_ATTY], a->res2 = a->view[SV_RES2];
-    a->ln2 = a->view[SV_LN2], a->ln2_mean = a->view[SV_LN2_MEAN], a->ln2_rstd = a->view[SV_LN2_RSTD];
-    a->fch = a->view[SV_FCH], a->fch_gelu = a->view[SV_FCH_GELU], a->res3 = a->view[SV_RES3];
+    unsigned all = (1u << SAVED_PER_LAYER) - 1, ln1 = SV_BIT(SV_LN1) | SV_BIT(SV_LN1_MEAN) | SV_BIT(SV_LN1_RSTD);
+    unsigned ln2 = SV_BIT(SV_LN2) | SV_BIT(SV_LN2_MEAN) | SV_BIT(SV_LN2_RSTD);
+    if (push == all) a->mark = arena_mark();  // the forward; a rebuild pushes on top of the kept tensors
+    ledger_where(push == all ? "layer %d forward" : "layer %d rebuild", l);
+    a->pushing = push;
+    for (int i = 0; i < SAVED_PER_LAYER; i++)
+        if (push & SV_BIT(i)) push_saved(model, a, block_saved, i);
+    name_views(a, model->flash);
 
-    fetch_op(model, l, OP_LN1, &w);
-    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
-    round_saved(model, a, a->ln1); round_saved(model, a, a->ln1_mean); round_saved(model, a, a->ln1_rstd);
-    fetch_op(model, l, OP_QKV, &w);
-    matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
-    round_saved(model, a, a->qkv);
-    if (model->flash) { flash_attention_forward(a->atty, a->lse, a->qkv, B, T, C, H); round_saved(model, a, a->lse); }
-    else { attention_forward(a->atty, a->att, a->qkv, B, T, C, H); round_saved(model, a, a->att); }
-    round_saved(model, a, a->atty);
-    fetch_op(model, l, OP_ATTPROJ, &w);
-    matmul_forward(a->res2, a->atty, w.attprojw, w.attprojb, N, C, C);
-    residual_forward(a->res2, a->res2, x, (size_t)N * C);              // res2 = x + attn(x)
-    round_saved(model, a, a->res2);
-    fetch_op(model, l, OP_LN2, &w);
-    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
-    round_saved(model, a, a->ln2); round_saved(model, a, a->ln2_mean); round_saved(model, a, a->ln2_rstd);
-    fetch_op(model, l, OP_FC, &w);
-    matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, 4 * C);
-    round_saved(model, a, a->fch);
-    gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
-    round_saved(model, a, a->fch_gelu);
-    fetch_op(model, l, OP_FCPROJ, &w);
-    matmul_forward(a->res3, a->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
-    residual_forward(a->res3, a->res3, a->res2, (size_t)N * C);        // res3 = res2 + mlp(res2)
-    round_saved(model, a, a->res3);
+    if (push & ln1) {
+        fetch_op(model, l, OP_LN1, &w);
+        layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w.ln1w, w.ln1b, N, C);
+        round_saved(model, a, SV_LN1);
+    }
+    if (push & SV_BIT(SV_QKV)) {
+        fetch_op(model, l, OP_QKV, &w);
+        matmul_forward(a->qkv, a->ln1, w.qkvw, w.qkvb, N, C, 3 * C);
+        round_saved(model, a, SV_QKV);
+    }
+    if (push & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY))) {
+        // rebuilding att alone ("attn"): atty is kept, so the output goes to scratch (dqkv: free until the
+        // backward needs it), not over the kept tensor's view
+        float *out = push & SV_BIT(SV_ATTY) ? a->atty : model->dqkv;
+        if (model->flash) flash_attention_forward(out, a->lse, a->qkv, B, T, C, H);
+        else attention_forward(out, a->att, a->qkv, B, T, C, H);
+        round_saved(model, a, SV_ATT);
+        round_saved(model, a, SV_ATTY);
+    }
+    if (push & SV_BIT(SV_RES2)) {
+        fetch_op(model, l, OP_ATTPROJ, &w);
+        matmul_forward(a->res2, a->atty, w.attprojw, w.attprojb, N, C, C);
+        residual_forward(a->res2, a->res2, x, (size_t)N * C);              // res2 = x + attn(x)
+        round_saved(model, a, SV_RES2);
+    }
+    if (push & ln2) {
+        fetch_op(model, l, OP_LN2, &w);
+        layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w.ln2w, w.ln2b, N, C);
+        round_saved(model, a, SV_LN2);
+    }
+    if (push & SV_BIT(SV_FCH)) {
+        fetch_op(model, l, OP_FC, &w);
+        matmul_forward(a->fch, a->ln2, w.fcw, w.fcb, N, C, 4 * C);
+        round_saved(model, a, SV_FCH);
+    }
+    if (push & SV_BIT(SV_FCH_GELU)) {
+        gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+        round_saved(model, a, SV_FCH_GELU);
+    }
+    if (push & SV_BIT(SV_RES3)) {
+        fetch_op(model, l, OP_FCPROJ, &w);
+        matmul_forward(a->res3, a->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
+        residual_forward(a->res3, a->res3, a->res2, (size_t)N * C);        // res3 = res2 + mlp(res2)
+        round_saved(model, a, SV_RES3);
+    }
+    a->pushing = 0;
+}
+
+// --recompute (and --ckpt, which is "block"), in the forward, after block l
+// ran: keep only the tensors it does not drop. The kept ones are copied down
+// over the dropped ones, in push order, and everything above them popped; so
+// the stack holds, per block, just what the backward cannot cheaply rebuild.
+void drop_saved(GPT *model, int l) {
+    LayerActs *a = &model->acts[l];
+    void *old[SAVED_PER_LAYER];
+    memcpy(old, a->saved, sizeof old);
+    arena_pop_to(a->mark, "recompute");
+    for (int i = 0; i < SAVED_PER_LAYER; i++) {
+        if (model->drops & SV_BIT(i)) { a->saved[i] = NULL; continue; }
+        int fp32 = stored_fp32(model, block_saved, i);
+        size_t bytes = a->count[i] * (fp32 ? 4 : 2);
+        a->saved[i] = arena_push(saved_name(&block_saved[i], model->flash), bytes);
+        memmove(a->saved[i], old[i], bytes);  // down the stack: never past where it came from
+        if (fp32) a->view[i] = a->saved[i];
+    }
+    name_views(a, model->flash);
+}
+
+// In the backward of block l: its output res3 was the next block's input, and
+// that block's backward is done, so it is popped first (it is on top); then the
+// kept tensors are widened (16-bit runs), and the dropped ones rebuilt from
+// them by running their ops again, pushed on the stack until the block's
+// backward is done. Bit for bit what the forward computed: the same ops on the
+// same inputs.
+void rebuild_block(GPT *model, int l, const float *x) {
+    LayerActs *a = &model->acts[l];
+    ledger_where("layer %d backward", l);
+    arena_pop_to(arena_mark() - 1, "output");
+    a->saved[SV_RES3] = NULL;
+    load_saved(model, a, SAVED_PER_LAYER);
+    if (!model->drops) return;
+    if (g_ledger.trace) printf("  rebuild layer %d\n", l);
+    double t0 = now_seconds();
+    block_forward(model, l, x, model->B, model->T, model->drops);
+    model->recompute_seconds += now_seconds() - t0;
 }
 
 // One transformer block, backward. On entry model->dres holds d(res3); on exit it
@@ -730,8 +825,7 @@ void block_backward(GPT *model, int l, const float *x, int B, int T) {
     const GPTConfig *c = &model->cfg;
     int C = c->channels, H = c->heads, N = B * T;
     LayerWeights w, g;  // each op's weights and gradient bucket, fetched as its backward starts
-    LayerActs *a = &model->acts[l];
-    load_saved(model, a);
+    LayerActs *a = &model->acts[l];  // its tensors: on the stack, widened (rebuild_block)
     // res3 = res2 + fcproj(gelu(fc(ln2(res2)))): d(res2) starts as d(res3), kept in dres
     fetch_op(model, l, OP_FCPROJ, &w); op_grads(model, l, OP_FCPROJ, &g);
     matmul_backward(model->dfch, g.fcprojw, g.fcprojb, model->dres, a->fch_gelu, w.fcprojw, N, 4 * C, C);
@@ -755,22 +849,6 @@ void block_backward(GPT *model, int l, const float *x, int B, int T) {
     fetch_op(model, l, OP_LN1, &w); op_grads(model, l, OP_LN1, &g);
     layernorm_backward(model->dres, g.ln1w, g.ln1b, model->dln, x, w.ln1w, a->ln1_mean, a->ln1_rstd, N, C);
     op_grads_done(model, l, OP_LN1);
-}
-
-// --ckpt, in the forward: of block l's 13 tensors keep only its output res3
-// (the next block's input). The output is copied down to where the block's
-// first tensor began, and everything above it is popped, so the stack holds
-// one (N,C) tensor per block instead of thirteen.
-void ckpt_keep_output(GPT *model, int l) {
-    LayerActs *a = &model->acts[l];
-    int last = SV_RES3;
-    size_t bytes = a->count[last] * dtype_size(model->dtype);
-    const void *out = a->saved[last];
-    arena_pop_to(a->mark, "ckpt");
-    void *kept = arena_push("block_out", bytes);  // where ln1 began, below res3
-    memmove(kept, out, bytes);
-    a->saved[last] = kept;
-    if (model->dtype == DT_FP32) a->res3 = a->view[last] = kept;
 }
 
 // 16-bit runs: the LM head and the loss HEAD_ROWS rows at a time, through the
@@ -901,40 +979,42 @@ float gpt_forward(GPT *model, const int *inp, const int *targets, int B, int T) 
     if (!model->fused_ce) gw = global_weights(model);  // the whole table (stage 3: gathered now)
     model->B = B; model->T = T;
     model->arena_mark = arena_mark();
+    ledger_where("embedding", 0);
     model->encoded = arena_push("encoded", (size_t)N * C * dtype_size(model->dtype));
     float *enc = model->dtype == DT_FP32 ? model->encoded : model->x_work;
     if (model->fused_ce) embed_forward_chunked(model, enc, inp, B, T);
     else encoder_forward(enc, inp, gw.wte, gw.wpe, B, T, C);
     dtype_round_store(enc, model->encoded, (size_t)N * C, model->dtype);
     for (int l = 0; l < c->layers; l++) {
-        block_forward(model, l, block_input(model, l), B, T);
-        if (model->ckpt) ckpt_keep_output(model, l);
+        block_forward(model, l, block_input(model, l), B, T, (1u << SAVED_PER_LAYER) - 1);
+        if (model->drops) drop_saved(model, l);  // --recompute, --ckpt
     }
+    model->block_kept_bytes = arena_bytes(model->acts[0].mark, c->layers > 1 ? model->acts[1].mark : arena_mark());
     const float *x = block_input(model, c->layers);
     LayerActs *f = &model->final;
-    float *work = model->act_work;
+    ledger_where("final layernorm and LM head", 0);
     f->mark = arena_mark();
-    f->n = 0;
-    float *lnf = push_saved(model, f, &final_saved[SV_LNF], &work);
-    float *lnf_mean = push_saved(model, f, &final_saved[SV_LNF_MEAN], &work);
-    float *lnf_rstd = push_saved(model, f, &final_saved[SV_LNF_RSTD], &work);
+    f->pushing = (1u << SAVED_FINAL) - 1;
+    float *lnf = push_saved(model, f, final_saved, SV_LNF);
+    float *lnf_mean = push_saved(model, f, final_saved, SV_LNF_MEAN);
+    float *lnf_rstd = push_saved(model, f, final_saved, SV_LNF_RSTD);
     if (model->fused_ce) {
         const float *p = fetch_params(model, layer_offset(c, c->layers), 2 * (size_t)C, "final layernorm");
         layernorm_forward(lnf, lnf_mean, lnf_rstd, x, p, p + C, N, C);
     } else {
         layernorm_forward(lnf, lnf_mean, lnf_rstd, x, gw.lnfw, gw.lnfb, N, C);
     }
-    round_saved(model, f, lnf); round_saved(model, f, lnf_mean); round_saved(model, f, lnf_rstd);
+    round_saved(model, f, SV_LNF);
     if (model->fused_ce) {  // no logits: each row's log-sum-exp, in fp32 whatever the dtype
         model->head_lse = arena_push("logits_lse", (size_t)N * sizeof(float));
         return targets ? head_forward_fused(model, lnf, targets, N, model->head_lse) : 0.0f;
     }
     if (model->dtype != DT_FP32) {  // the logits are saved in 16 bits but computed in chunks of rows
         model->logits_saved = arena_push("logits", (size_t)N * Vp * 2);
-        model->logits = work;
+        model->logits = work_view(model, final_saved, SV_LOGITS);
         return head_forward_chunked(model, lnf, gw.wte, targets, N);
     }
-    model->logits = push_saved(model, f, &final_saved[SV_LOGITS], &work);
+    model->logits = push_saved(model, f, final_saved, SV_LOGITS);
     matmul_forward(model->logits, lnf, gw.wte, NULL, N, C, Vp);  // LM head tied to wte
     if (!targets) return 0.0f;
     return crossentropy_forward(model->logits, targets, N, c->vocab, Vp);
@@ -969,8 +1049,9 @@ void gpt_backward(GPT *model, const int *inp, const int *targets, float dloss) {
     const GPTConfig *c = &model->cfg;
     int B = model->B, T = model->T, C = c->channels, N = B * T, Vp = padded_vocab(c);
     LayerActs *f = &model->final;
-    load_saved(model, f);
-    float *lnf = f->view[0], *lnf_mean = f->view[1], *lnf_rstd = f->view[2];
+    ledger_where("LM head backward", 0);
+    load_saved(model, f, SV_LOGITS);  // lnf and its statistics (the logits: below, a chunk at a time)
+    float *lnf = f->view[SV_LNF], *lnf_mean = f->view[SV_LNF_MEAN], *lnf_rstd = f->view[SV_LNF_RSTD];
     GlobalWeights gw = {0}, gg = {0};
     if (model->fused_ce) {
         // the LM head and the loss, a tile at a time: d(lnf) into dln, wte's gradient chunk by chunk
@@ -1002,19 +1083,12 @@ void gpt_backward(GPT *model, const int *inp, const int *targets, float dloss) {
     }
     arena_pop_to(f->mark, "final");
     for (int l = c->layers - 1; l >= 0; l--) {
-        int mark = model->acts[l].mark;  // with --ckpt: where the kept output sits
         const float *x = block_input(model, l);
-        if (model->ckpt) {
-            // recompute the block from its input: pushes its 13 tensors again,
-            // bit for bit the ones the forward computed and dropped
-            if (g_ledger.trace) printf("  recompute layer %d\n", l);
-            double t0 = now_seconds();
-            block_forward(model, l, x, B, T);
-            model->recompute_seconds += now_seconds() - t0;
-        }
+        rebuild_block(model, l, x);  // pop its output; widen what it kept, rebuild what it dropped
         block_backward(model, l, x, B, T);
-        arena_pop_to(mark, "layer");
+        arena_pop_to(model->acts[l].mark, "layer");
     }
+    ledger_where("embedding backward", 0);
     if (model->fused_ce) {
         embed_backward_chunked(model, model->dres, inp, B, T);
     } else {

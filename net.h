@@ -26,6 +26,7 @@ typedef struct {
     int batch, seq_len;        // the micro-batch B x T
     int dtype, flash, ckpt;    // --dtype, --flash, --ckpt
     int fused_ce;              // --fused-ce
+    unsigned recompute;        // --recompute (REC_*, saved.h; --ckpt is REC_BLOCK)
     int zero, rank, nranks;    // --zero over this rank of nranks
     size_t activation_stack;   // bytes for the activation stack: the predicted peak
     uint64_t seed;             // --seed: the init
@@ -44,7 +45,7 @@ void net_build(Net *n, int cuda, const GPTConfig *cfg, const NetSpec *s, const A
         return;
     }
     GPT *model = &n->cpu;
-    gpt_build(model, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt, s->fused_ce, s->zero, s->rank,
+    gpt_build(model, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->recompute, s->fused_ce, s->zero, s->rank,
               s->nranks);
     arena_reserve(s->activation_stack);
     gpt_init(model, s->seed);

@@ -28,6 +28,7 @@ typedef struct {
     int dtype;            // --dtype: 0 fp32, 1 bf16, 2 fp16 (dtype.h)
     int zero, ranks;      // --zero S on N ranks (ranks 0 or 1: one rank, nothing sharded)
     int gpu;              // --device cuda: the GPU's layout (predict_memory_gpu)
+    unsigned recompute;   // --recompute: REC_* (saved.h); --ckpt counts as REC_BLOCK
 } RunShape;
 
 // P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
@@ -40,26 +41,32 @@ size_t predict_param_count(int L, int C, int Vp, int maxT) {
 
 // The activation stack at its two moments that matter: after the forward
 // (everything the backward will need is live) and at its peak (the largest it
-// ever gets). The tensors are saved.h's tables, each stored in the --dtype:
+// ever gets). The tensors are saved.h's tables, each stored in the --dtype,
+// but the row statistics (layernorm mean and rstd, flash's lse) in fp32:
 //   encoded                                   N*C
-//   one block, all 13 tensors ("full"): ln1 N*C, ln1 mean+rstd 2N, qkv 3N*C,
-//     attention: att B*H*T^2 (naive) or lse B*H*T (--flash),
-//     atty N*C, res2 N*C, ln2 N*C, ln2 mean+rstd 2N, fch 4N*C, fch_gelu 4N*C, res3 N*C
-//     = 16*N*C + 4*N + (B*H*T^2 or B*H*T) elements
-//   final: lnf N*C, lnf mean+rstd 2N, logits N*Vp
+//   one block, all 13 tensors ("full"): ln1 N*C, ln1 mean+rstd 2N (fp32), qkv 3N*C,
+//     attention: att B*H*T^2 (naive) or lse B*H*T (--flash, fp32),
+//     atty N*C, res2 N*C, ln2 N*C, ln2 mean+rstd 2N (fp32), fch 4N*C, fch_gelu 4N*C, res3 N*C
+//     = 16*N*C + (B*H*T^2) elements in the dtype, + 4N (+ B*H*T) in fp32
+//   final: lnf N*C, lnf mean+rstd 2N (fp32), logits N*Vp
 //     (--fused-ce: no logits, but each row's log-sum-exp, N values in fp32 whatever the dtype:
 //     the backward rebuilds the probabilities as exp(logit - lse), which a 16-bit lse would spoil)
-// Without --ckpt: after forward = peak = encoded + L*full + final.
-// With --ckpt each block keeps only its output (N*C):
-//   after forward = encoded + L*N*C + final
-//   peak = encoded + L*N*C + max(full, final): the backward recomputes one
-//   block (full) on top of the kept outputs, after the final tensors are popped;
-//   the forward's own worst moment, encoded + (L-1)*N*C + full, is smaller.
+// --recompute (--ckpt is its "block") drops some of a block's tensors after
+// the block ran; "kept" is what stays, per block. Then (model.h, drop_saved and rebuild_block):
+//   after forward = encoded + L*kept + final
+//   peak = max(after forward, encoded + (L-1)*kept + full)
+// The second term is the forward of the last block, all 13 tensors on top of
+// the kept ones below it. The backward never goes higher: it pops the final
+// tensors, then at block l pops the block's output (the next block's input,
+// no longer needed) and rebuilds its dropped tensors, encoded + l*kept +
+// full - res3. Without --recompute kept = full, and the peak is after the forward.
 typedef struct {
     size_t after_forward, peak;
 } ActivationBytes;
 
-// The stack from the bytes of its pieces (the formulas above).
+// The GPU's stack (cuda/model_gpu.h) from the bytes of its pieces: with
+// --ckpt it keeps each block's output and recomputes the whole block on top
+// of all of them, peak = encoded + L*kept + max(full, final).
 ActivationBytes stack_bytes(int L, size_t encoded, size_t kept, size_t full, size_t final, int ckpt) {
     ActivationBytes a;
     if (ckpt) {
@@ -71,13 +78,99 @@ ActivationBytes stack_bytes(int L, size_t encoded, size_t kept, size_t full, siz
     return a;
 }
 
+// The bytes of tensor i of a table on the CPU's stack: row statistics in fp32.
+size_t saved_bytes(const SavedTensor *t, int C, int H, int Vp, const RunShape *s) {
+    size_t e = s->dtype == 0 ? 4 : 2;
+    return (saved_is_row_stat(t, s->flash) ? 4 : e) * saved_count(t, s->batch, s->seq_len, C, H, Vp, s->flash);
+}
+
+// What a block drops for this run's --recompute and --ckpt.
+unsigned run_drops(const RunShape *s) { return saved_dropped(s->recompute | (s->ckpt ? REC_BLOCK : 0), s->flash); }
+
+// The stack's pieces, in bytes: one block's 13 tensors, what a block keeps
+// after the forward, the embedding output, the final tensors.
+typedef struct {
+    size_t full, kept, encoded, final;
+} StackParts;
+
+StackParts predict_stack_parts(int C, int H, int Vp, const RunShape *s) {
+    size_t B = s->batch, T = s->seq_len, e = s->dtype == 0 ? 4 : 2;
+    StackParts p = {0, 0, e * B * T * C, 0};
+    unsigned drops = run_drops(s);
+    for (int i = 0; i < SAVED_PER_LAYER; i++) {
+        size_t b = saved_bytes(&block_saved[i], C, H, Vp, s);
+        p.full += b;
+        if (!(drops & SV_BIT(i))) p.kept += b;
+    }
+    for (int i = 0; i < SV_LOGITS; i++) p.final += saved_bytes(&final_saved[i], C, H, Vp, s);
+    p.final += s->fused_ce ? 4 * B * T : e * saved_count(&final_saved[SV_LOGITS], B, T, C, H, Vp, s->flash);
+    return p;
+}
+
 ActivationBytes predict_activations(int L, int C, int H, int Vp, const RunShape *s) {
-    size_t B = s->batch, T = s->seq_len, e = s->dtype == 0 ? 4 : 2, full = 0, final = 0;
-    for (int i = 0; i < SAVED_PER_LAYER; i++) full += e * saved_count(&block_saved[i], B, T, C, H, Vp, s->flash);
-    for (int i = 0; i < SV_LOGITS; i++) final += e * saved_count(&final_saved[i], B, T, C, H, Vp, s->flash);
-    final += s->fused_ce ? 4 * B * T : e * saved_count(&final_saved[SV_LOGITS], B, T, C, H, Vp, s->flash);
-    size_t nc = e * B * T * C;  // encoded, and a block's kept output
-    return stack_bytes(L, nc, nc, full, final, s->ckpt);
+    StackParts p = predict_stack_parts(C, H, Vp, s);
+    ActivationBytes a;
+    a.after_forward = p.encoded + (size_t)L * p.kept + p.final;
+    size_t last_block = p.encoded + (size_t)(L - 1) * p.kept + p.full;
+    a.peak = a.after_forward > last_block ? a.after_forward : last_block;
+    return a;
+}
+
+// One step's pushes and pops on the CPU's activation stack, in order, for
+// --mem-timeline: written from saved.h's tables and the schedule of
+// model.h's gpt_forward and gpt_backward (repeated for each of `accum`
+// micro-batches), not by running the model. A pop frees everything above a
+// mark, so its event carries the bytes freed and what it ends.
+typedef struct {
+    char op;           // '+' push, '-' pop
+    const char *name;  // the tensor pushed, or what the pop ends
+    size_t bytes;
+} StackEvent;
+
+void stack_event(StackEvent *ev, int *k, int max, char op, const char *name, size_t bytes) {
+    if (*k < max) { ev[*k].op = op; ev[*k].name = name; ev[*k].bytes = bytes; }
+    (*k)++;
+}
+
+// Returns how many events there are (only the first max are written).
+int predict_stack_events(int L, int C, int H, int Vp, const RunShape *s, int accum, StackEvent *ev, int max) {
+    size_t B = s->batch, T = s->seq_len, N = B * T, e = s->dtype == 0 ? 4 : 2;
+    unsigned drops = run_drops(s);
+    StackParts p = predict_stack_parts(C, H, Vp, s);
+    size_t res3 = saved_bytes(&block_saved[SV_RES3], C, H, Vp, s), rebuilt = p.full - p.kept;
+    int k = 0;
+    for (int m = 0; m < accum; m++) {
+        // forward: the embedding output, each block's 13 tensors (and with --recompute the drop:
+        // pop the block, push back what it keeps), the final layernorm, the logits or their lse
+        stack_event(ev, &k, max, '+', "encoded", p.encoded);
+        for (int l = 0; l < L; l++) {
+            for (int i = 0; i < SAVED_PER_LAYER; i++)
+                stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash), saved_bytes(&block_saved[i], C, H, Vp, s));
+            if (!drops) continue;
+            stack_event(ev, &k, max, '-', "recompute", p.full);
+            for (int i = 0; i < SAVED_PER_LAYER; i++)
+                if (!(drops & SV_BIT(i)))
+                    stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash),
+                                saved_bytes(&block_saved[i], C, H, Vp, s));
+        }
+        for (int i = 0; i < SV_LOGITS; i++)
+            stack_event(ev, &k, max, '+', final_saved[i].name, saved_bytes(&final_saved[i], C, H, Vp, s));
+        if (s->fused_ce) stack_event(ev, &k, max, '+', "logits_lse", 4 * N);
+        else stack_event(ev, &k, max, '+', "logits", e * N * Vp);
+        // backward: the final tensors go; each block pops its output, rebuilds what it dropped,
+        // and pops the rest when its backward is done; the embedding output goes last
+        stack_event(ev, &k, max, '-', "final", p.final);
+        for (int l = L - 1; l >= 0; l--) {
+            stack_event(ev, &k, max, '-', "output", res3);
+            for (int i = 0; i < SAVED_PER_LAYER; i++)
+                if (drops & SV_BIT(i))
+                    stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash),
+                                saved_bytes(&block_saved[i], C, H, Vp, s));
+            stack_event(ev, &k, max, '-', "layer", p.kept - res3 + rebuilt);
+        }
+        stack_event(ev, &k, max, '-', "encoded", p.encoded);
+    }
+    return k;
 }
 
 // The model moves through buffers a piece at a time (model.h, fetch_params): one op's parameters,
@@ -160,12 +253,13 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
     }
     if (s->dtype != 0) {
         // 16-bit runs compute in fp32 working buffers (model.h, gpt_build):
-        //   x_work N*C; act_work = max(one block's 13 tensors, the final layernorm and a chunk of logits):
-        //     block = 16*N*C + 4*N + (B*H*T^2, or B*H*T with --flash),
-        //     final = N*C + 2N + min(N, HEAD_ROWS)*Vp (--fused-ce: no logits here, N*C + 2N)
+        //   x_work N*C; act_work = the fp32 views of max(one block's 13 tensors, the final layernorm
+        //   and a chunk of logits), less the row statistics (stored in fp32, their own views):
+        //     block = 16*N*C (+ B*H*T^2 naive attention),
+        //     final = N*C + min(N, HEAD_ROWS)*Vp (--fused-ce: no logits here, N*C)
         size_t B = s->batch, T = s->seq_len;
-        size_t block = 16 * N * C + 4 * N + (s->flash ? B * H * T : B * H * T * T);
-        size_t final = N * C + 2 * N + (s->fused_ce ? 0 : head_rows * Vp);
+        size_t block = 16 * N * C + (s->flash ? 0 : B * H * T * T);
+        size_t final = N * C + (s->fused_ce ? 0 : head_rows * Vp);
         scratch += N * C + (block > final ? block : final);
     }
     base.bytes[MEM_SCRATCH] = 4 * scratch + predict_model_scratch(C, Vp, maxT, s);

@@ -125,7 +125,8 @@ void json_report(FILE *f, const MemReport *r) {
 }
 
 // Both reports as JSON: {"predicted": {...}, "measured": {...} or null}.
-int write_mem_json(const char *path, const MemReport *pred, const MemReport *meas) {
+// receipt: the peak's receipt as a JSON object (activations.h), or NULL.
+int write_mem_json(const char *path, const MemReport *pred, const MemReport *meas, const char *receipt) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "{\"predicted\": ");
@@ -133,6 +134,7 @@ int write_mem_json(const char *path, const MemReport *pred, const MemReport *mea
     fprintf(f, ",\n \"measured\": ");
     if (meas) json_report(f, meas);
     else fprintf(f, "null");
+    if (receipt) fprintf(f, ",\n \"peak_receipt\": %s", receipt);
     fprintf(f, "}\n");
     return fclose(f);
 }

@@ -60,10 +60,58 @@ size_t saved_count(const SavedTensor *t, size_t B, size_t T, size_t C, size_t H,
 }
 
 // A row statistic (layernorm mean and rstd, flash's lse): one value per row,
-// which the backward recomputes from. The GPU keeps these in fp32 whatever the
-// storage dtype; the CPU stores them in the dtype like everything else.
+// which the backward recomputes from. Both the CPU and the GPU keep these in
+// fp32 whatever the storage dtype: they are O(N) bytes, and a 16-bit lse or
+// rstd would spoil every gradient computed from it.
 int saved_is_row_stat(const SavedTensor *t, int flash) {
     return t->shape == SAVED_ROWS || (t->shape == SAVED_ATTN && flash);
+}
+
+// --recompute: which of a block's tensors each choice drops in the forward
+// and rebuilds in the backward (a bit per SV_ index). --ckpt is "block".
+enum { REC_GELU = 1 << 0, REC_LN = 1 << 1, REC_ATTN = 1 << 2, REC_MLP = 1 << 3, REC_BLOCK = 1 << 4 };
+#define SV_BIT(i) (1u << (i))
+
+typedef struct {
+    const char *name;
+    unsigned flag;    // REC_*
+    unsigned drops;   // SV_BIT()s of the tensors dropped
+    const char *what; // for --help and the tables
+} RecomputeChoice;
+
+const RecomputeChoice recompute_choices[] = {
+    {"gelu", REC_GELU, SV_BIT(SV_FCH_GELU), "the GELU output fch_gelu (N,4C), rebuilt from fch"},
+    {"ln", REC_LN, SV_BIT(SV_LN1) | SV_BIT(SV_LN2), "both layernorm outputs ln1, ln2 (N,C), rebuilt from their inputs"},
+    {"attn", REC_ATTN, SV_BIT(SV_ATT),
+     "the attention probabilities att (B,H,T,T), rebuilt from qkv (Megatron's selective recomputation; "
+     "nothing to drop under --flash)"},
+    {"mlp", REC_MLP, SV_BIT(SV_LN2) | SV_BIT(SV_FCH) | SV_BIT(SV_FCH_GELU),
+     "the MLP's input ln2 and its hidden fch, fch_gelu, rebuilt from res2"},
+    {"block", REC_BLOCK, ((1u << SAVED_PER_LAYER) - 1) & ~SV_BIT(SV_RES3),
+     "every tensor but the block's output res3, the block rerun from its input (--ckpt)"},
+};
+enum { N_RECOMPUTE_CHOICES = sizeof recompute_choices / sizeof recompute_choices[0] };
+
+// The tensors a block drops for the REC_* choices in `recompute`. Under
+// --flash the attention slot holds lse, which only "block" drops.
+unsigned saved_dropped(unsigned recompute, int flash) {
+    unsigned drops = 0;
+    for (int k = 0; k < N_RECOMPUTE_CHOICES; k++)
+        if (recompute & recompute_choices[k].flag) drops |= recompute_choices[k].drops;
+    if (flash && !(recompute & REC_BLOCK)) drops &= ~SV_BIT(SV_ATT);
+    return drops;
+}
+
+// Extra forward FLOPs per token to rebuild the dropped tensors of one layer
+// (matmuls and attention; layernorm and GELU are not counted): qkv 6C^2,
+// attention's QK^T and PV 2TC (causal: half of 4TC), attproj 2C^2, fc 8C^2.
+double recompute_flops_per_token_layer(unsigned drops, int T, int C) {
+    double c2 = (double)C * C, f = 0;
+    if (drops & SV_BIT(SV_QKV)) f += 6 * c2;
+    if (drops & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY))) f += 2.0 * T * C;
+    if (drops & SV_BIT(SV_RES2)) f += 2 * c2;
+    if (drops & SV_BIT(SV_FCH)) f += 8 * c2;
+    return f;
 }
 
 #endif

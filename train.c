@@ -18,6 +18,7 @@
 #include "flags.h"
 #include "memory.h"
 #include "predict.h"
+#include "activations.h"
 #include "data.h"
 #include "net.h"
 #include "state.h"
@@ -94,8 +95,12 @@ void sample_text(Net *net, Dataset *data, int T, int len, float temperature, uin
 
 // One line saying what will run; a dry run leaves out steps and threads.
 void print_config_line(const GPTConfig *c, const Options *o) {
-    printf("model %s: L%d C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens",
-           o->model, c->layers, c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
+    const GPTConfig *p = NULL;  // the preset: a shape that differs from it is "custom"
+    for (int i = 0; i < n_model_presets; i++)
+        if (!strcmp(model_presets[i].name, o->model)) p = &model_presets[i].cfg;
+    int preset = p && !memcmp(p, c, sizeof *c);
+    printf("model %s%s: L%d C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens",
+           preset ? o->model : "custom", preset ? "" : " shape", c->layers, c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
            param_count(c) / 1e6, o->batch, o->seq_len);
     if (o->accum > 1) printf(" x %d accum", o->accum);
     if (o->dtype != DT_FP32) printf(" | %s", dtype_name[o->dtype]);
@@ -104,6 +109,7 @@ void print_config_line(const GPTConfig *c, const Options *o) {
     if (o->ranks > 1) printf(" on %d ranks", o->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
     if (o->ckpt) printf(" | ckpt");
+    else if (o->recompute) printf(" | recompute %s", o->recompute_str);
     if (o->fused_ce) printf(" | fused-ce");
     if (o->cuda) printf(" | cuda");
     if (o->cuda && !o->dry_run) printf(" %s", gpu_name());
@@ -177,7 +183,7 @@ typedef struct {
 } RankLedger;
 
 int report_memory(const Options *o, const MemReport *predicted, const MemReport *measured, long long step_comm,
-                  size_t P, int zero) {
+                  size_t P, int zero, const char *receipt) {
     RankLedger mine = {measured->peak_total, predicted->peak_total,
                        !memcmp(predicted, measured, sizeof *measured), step_comm};
     RankLedger *all = malloc(sizeof(RankLedger) * comm_nranks);
@@ -215,7 +221,7 @@ int report_memory(const Options *o, const MemReport *predicted, const MemReport 
     char path[4096];
     if (comm_rank_id == 0) snprintf(path, sizeof path, "%s", o->mem_json);
     else snprintf(path, sizeof path, "%s.rank%d", o->mem_json, comm_rank_id);
-    if (write_mem_json(path, predicted, measured)) {
+    if (write_mem_json(path, predicted, measured, receipt)) {
         fprintf(stderr, "error: cannot write '%s'\n", path);
         return 1;
     }
@@ -268,6 +274,38 @@ void print_paper_comparison(const GPTConfig *cfg, const RunShape *s, const MemRe
                states > paper + 0.5 ? ", and the shards' padding" : "");
 }
 
+// The first step's timeline (memory.h recorded it) against the predicted
+// one: --mem-timeline writes both to a CSV per rank (rank r > 0: FILE.rank<r>).
+// 0, or 1 if the file cannot be written.
+void timeline_path(const Options *o, char *path, size_t n) {
+    if (comm_rank_id == 0) snprintf(path, n, "%s", o->mem_timeline);
+    else snprintf(path, n, "%s.rank%d", o->mem_timeline, comm_rank_id);
+}
+
+// Before training: can this rank write its timeline file? 0 yes; 1 after a message.
+int timeline_unwritable(const Options *o) {
+    char path[1024];
+    timeline_path(o, path, sizeof path);
+    FILE *f = fopen(path, "w");
+    if (f) { fclose(f); return 0; }
+    fprintf(stderr, "error: cannot write the memory timeline '%s': %s; give --mem-timeline a path in a writable "
+            "directory\n", path, strerror(errno));
+    return 1;
+}
+
+int write_timeline(const Options *o, const PredictedTimeline *t) {
+    char path[1024];
+    timeline_path(o, path, sizeof path);
+    if (write_mem_timeline(path, t)) {
+        fprintf(stderr, "error: cannot write the memory timeline '%s'\n", path);
+        return 1;
+    }
+    if (comm_rank_id == 0)
+        printf("wrote %s: %d pushes and pops of step 1%s, measured %s predicted on every row\n", path, g_recording.n,
+               comm_nranks > 1 ? " (each rank: its own file)" : "", timeline_agrees(t) ? "==" : "!= (a bug: see the file)");
+    return 0;
+}
+
 // --dry-run: the prediction alone, from the config; nothing is allocated.
 int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long long corpus) {
     MemReport predicted;
@@ -278,7 +316,8 @@ int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long 
            o->cuda ? "GPU " : "", o->ranks > 1 ? " of each rank" : "");
     print_prediction(stdout, &predicted);
     if (!o->cuda) print_paper_comparison(cfg, shape, &predicted);
-    if (o->mem_json && write_mem_json(o->mem_json, &predicted, NULL)) {
+    if (o->mem_ops) print_activation_table(stdout, cfg->layers, cfg->channels, cfg->heads, cfg->vocab, shape, 0);
+    if (o->mem_json && write_mem_json(o->mem_json, &predicted, NULL, NULL)) {
         fprintf(stderr, "error: cannot write '%s'\n", o->mem_json);
         return 1;
     }
@@ -413,9 +452,11 @@ void format_duration(char *out, size_t n, double seconds) {
 }
 
 // The step line: loss, lr, norm, time, tok/s, MFU (against peak_flops of all
-// ranks), memory (live now, and this step's peak), elapsed and remaining time.
+// ranks; fpt model FLOPs a token), memory (live now, and this step's peak),
+// elapsed and remaining time; with --recompute the time it took and its FLOPs
+// (rfpt a token) as a share of the model's.
 void print_step_line(const StepResult *r, const Options *o, int nranks, const LiveState *live, Net *net,
-                     double peak_flops, double fpt, double elapsed, int steps_done) {
+                     double peak_flops, double fpt, double rfpt, double elapsed, int steps_done) {
     int B = o->batch, T = o->seq_len;
     char done[32], left[32];
     format_duration(done, sizeof done, elapsed);
@@ -427,7 +468,7 @@ void print_step_line(const StepResult *r, const Options *o, int nranks, const Li
         left);
     if (o->accum > 1 || nranks > 1) say(" | tokens %d micro, %lld step", B * T, r->tokens);
     if (nranks > 1) say(" | sent %.2f MiB", comm_bytes_sent / 1048576.0);
-    if (o->ckpt) say(" | recompute %.1f ms", net_recompute_seconds(net) * 1e3);
+    if (o->recompute) say(" | recompute %.1f ms, %.1f%% more FLOPs", net_recompute_seconds(net) * 1e3, 100.0 * rfpt / fpt);
     if (r->skipped) say(" | skipped: inf/nan gradients, loss scale %g -> %g", r->scale, live->loss_scale);
     else if (o->dtype == DT_FP16) say(" | loss scale %g", r->scale);
     say("\n");
@@ -453,7 +494,7 @@ int main(int argc, char **argv) {
     // 2. predict the memory from the config alone (a dry run stops here)
     long long corpus = file_size(o.data);
     RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.fused_ce, o.dtype, o.zero, o.ranks,
-                      o.cuda};
+                      o.cuda, o.recompute};
     if (o.dry_run) return dry_run(&cfg, &o, &shape, corpus);
     if (open_ranks_and_device(&argc, &argv, &o)) return 1;
     int rank = comm_rank_id, nranks = comm_nranks;
@@ -467,8 +508,8 @@ int main(int argc, char **argv) {
     Dataset data;
     if (load_data(&data, &o)) return 1;
     Net net;
-    NetSpec spec = {B, T, o.dtype, o.flash, o.ckpt, o.fused_ce, o.zero, rank, nranks, predicted.peak[MEM_ACTIVATIONS],
-                    o.seed};
+    NetSpec spec = {B, T, o.dtype, o.flash, o.ckpt, o.fused_ce, o.recompute, o.zero, rank, nranks,
+                    predicted.peak[MEM_ACTIVATIONS], o.seed};
     AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
     net_build(&net, o.cuda, &cfg, &spec, &adam);
     int zero = net_zero_stage(&net);
@@ -483,6 +524,7 @@ int main(int argc, char **argv) {
     if (o.save) snprintf(save_path, sizeof save_path, rank ? "%s.rank%d" : "%s", o.save, rank);
     if (o.resume) snprintf(resume_path, sizeof resume_path, rank ? "%s.rank%d" : "%s", o.resume, rank);
     if (comm_any(o.save && state_check_target(save_path))) return 1;  // before training: nothing is lost
+    if (comm_any(o.mem_timeline && timeline_unwritable(&o))) return 1;
     int start_step = 0;
     if (o.resume) {
         StateHeader got = load_state(resume_path, &run, st.w, st.m, st.v, st.on_gpu);
@@ -516,9 +558,11 @@ int main(int argc, char **argv) {
     // 4. the training loop: forward, backward, reduce, step
     double peak_flops = o.cuda ? gpu_peak_flops(o.dtype) : cpu_peak_flops(omp_threads()) * nranks;
     double fpt = flops_per_token(&cfg, T);
+    double rfpt = cfg.layers * recompute_flops_per_token_layer(run_drops(&shape), T, cfg.channels);
     int print_every = o.print_every ? o.print_every : (o.steps - start_step + 24) / 25;
     double t_start = now_seconds(), t_train = 0.0;
     long long tokens_seen = 0, first_step_comm = 0;
+    size_t block_kept = 0;  // what a block kept on the stack in a training forward (measured, --mem-ops)
     float val_loss = NAN;
     int first = 1;
     for (int step = start_step; step < o.steps; step++) {
@@ -532,13 +576,16 @@ int main(int argc, char **argv) {
         net_zero_grad(&net);
         float loss = 0.0f, scale = live.loss_scale;  // fp16: the loss is scaled so small gradients survive
         float dloss = scale / ((float)B * T * o.accum * nranks);  // the mean over the global batch
+        if (first && !o.cuda && (o.mem || o.mem_json || o.mem_timeline)) record_start();  // the timeline and the peak's receipt
         for (int micro = 0; micro < o.accum; micro++) {  // --accum: gradients add up over micro-batches
             data_next_train(&data, B, T, rank, nranks);
             loss += net_forward(&net, data.inputs, data.targets, B, T) / o.accum;    // forward
+            if (!o.cuda) block_kept = net.cpu.block_kept_bytes;                     // (--mem-ops)
             if (first && micro == 0) measured.phase[PHASE_FORWARD] = ledger_snapshot();
             net_backward(&net, data.inputs, data.targets, dloss);                  // backward
             if (first && micro == 0) measured.phase[PHASE_BACKWARD] = ledger_snapshot();
         }
+        record_stop();
         net_reduce(&net);                                                          // reduce (ZeRO stages 0, 1)
         loss = (float)(comm_sum_ordered(loss) / nranks);  // the global batch's mean loss, for the step line
         double norm = sqrt(net_grad_sum_squares(&net)) / scale;
@@ -567,7 +614,7 @@ int main(int argc, char **argv) {
         tokens_seen += r.tokens;
         int last = step + 1 == o.steps || step + 1 == o.stop_after, evaluated = 0;
         if (step == start_step || last || skipped || (step + 1) % print_every == 0)
-            print_step_line(&r, &o, nranks, &live, &net, peak_flops, fpt, now_seconds() - t_start, step + 1 - start_step);
+            print_step_line(&r, &o, nranks, &live, &net, peak_flops, fpt, rfpt, now_seconds() - t_start, step + 1 - start_step);
         if (!isfinite(loss) && !skipped) {
             fprintf(stderr, "error: the loss is %f at step %d; lower --lr or raise --warmup\n", loss, step + 1);
             return 1;
@@ -605,8 +652,21 @@ int main(int argc, char **argv) {
     if (steps_run > 0) {
         memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
         measured.peak_total = g_ledger.peak_total;
-        if ((o.mem || o.mem_json) && report_memory(&o, &predicted, &measured, first_step_comm, nparams, zero))
+        // the first step's timeline, recorded on the CPU: its CSV, and the peak's receipt (--mem, --mem-json)
+        int recorded = !o.cuda && (o.mem || o.mem_json || o.mem_timeline);
+        PredictedTimeline timeline = {0};
+        char *receipt = NULL;
+        if (recorded) {
+            timeline = predicted_timeline(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, &shape, o.accum, &predicted);
+            receipt = receipt_json(&timeline);
+            if (o.mem_timeline && write_timeline(&o, &timeline)) return 1;
+        }
+        if ((o.mem || o.mem_json) &&
+            report_memory(&o, &predicted, &measured, first_step_comm, nparams, zero, receipt))
             return 1;
+        if (recorded && o.mem && rank == 0) print_peak_receipt(stdout, &timeline, &predicted);
+        if (recorded) { predicted_timeline_free(&timeline); free(receipt); }
+        if (o.mem_ops && rank == 0) print_activation_table(stdout, cfg.layers, cfg.channels, cfg.heads, cfg.vocab, &shape, block_kept);
     }
     if (log) fclose(log);
     net_free(&net);

@@ -8,6 +8,10 @@
 //   chart loss OUT.png "title" NAME=run1.csv [NAME=run2.csv ...]
 //       run*.csv are ./train --log files; draws train loss (thin) and
 //       validation loss (thick, with dots) against the step, one colour per run.
+//   chart timeline OUT.png "title" NAME=t1.csv [NAME=t2.csv ...]
+//       t*.csv are ./train --mem-timeline files; draws the live activation bytes
+//       after every push and pop of one step (the sawtooth of forward and
+//       backward), x = the share of the step's events, one colour per setting.
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 #include <stb/stb_easy_font.h>
@@ -259,12 +263,77 @@ static void loss_chart(const char *out, const char *title, int nruns, char **spe
     if (!stbi_write_png(out, W, H, 3, img, W * 3)) die("cannot write ", out);
 }
 
+// --- the activation stack over one step ---------------------------------------------
+typedef struct { char name[128]; int n; double *act; } Timeline;
+
+static void read_timeline(Timeline *t, const char *spec) {
+    const char *eq = strchr(spec, '='), *path = eq ? eq + 1 : spec;
+    snprintf(t->name, sizeof t->name, "%.*s", eq ? (int)(eq - spec) : (int)strlen(spec), spec);
+    FILE *f = fopen(path, "r");
+    if (!f) die("cannot read the timeline ", path);
+    char buf[4096];
+    if (!fgets(buf, sizeof buf, f) || strncmp(buf, "event,op,tensor,bytes,where,", 28))
+        die("not a ./train --mem-timeline file: ", path);
+    t->act = malloc(sizeof(double) * MAXP);
+    t->n = 0;
+    while (fgets(buf, sizeof buf, f) && t->n < MAXP) {
+        char *field[32];
+        if (split(buf, field, 32) < 11 || !field[10][0]) continue;  // column 10: activations (measured)
+        t->act[t->n++] = atof(field[10]);
+    }
+    fclose(f);
+    if (t->n == 0) die("no events in ", path);
+}
+
+static void timeline_chart(const char *out, const char *title, int n, char **specs) {
+    Timeline ts[MAXR];
+    if (n > MAXR) n = MAXR;
+    double hi = 1;
+    for (int i = 0; i < n; i++) {
+        read_timeline(&ts[i], specs[i]);
+        for (int k = 0; k < ts[i].n; k++)
+            if (ts[i].act[k] / 1048576 > hi) hi = ts[i].act[k] / 1048576;
+    }
+    double step = nice_step(hi, 6);
+    hi = ceil(hi / step) * step;
+    fill(0, 0, W, H, WHITE);
+    text((W - text_width(title, 3)) / 2, 22, title, 3, BLACK);
+    int L = 110, R = W - 300, T = 100, B = H - 90;
+    for (double v = 0; v <= hi + 1e-9; v += step) {
+        int y = B - (int)((B - T) * v / hi);
+        fill(L, y, R, y + 1, GRID);
+        char lab[32];
+        snprintf(lab, sizeof lab, "%g", v);
+        text(L - 12 - text_width(lab, 2), y - 7, lab, 2, BLACK);
+    }
+    text((L + R) / 2 - text_width("one step: forward, then backward (share of its pushes and pops)", 2) / 2, B + 30,
+         "one step: forward, then backward (share of its pushes and pops)", 2, BLACK);
+    text(L - 90, T - 30, "live activations (MiB)", 2, BLACK);
+    fill(L, T, L + 2, B, BLACK);
+    fill(L, B, R, B + 2, BLACK);
+    for (int i = 0; i < n; i++) {
+        Color c = PALETTE[i % 10];
+        int thick = 2 + 2 * (n - 1 - i), px = L, py = B;  // earlier ones wider: a later one on top leaves them visible
+        for (int k = 0; k < ts[i].n; k++) {
+            int x = L + (int)((double)(R - L) * (k + 1) / ts[i].n), y = B - (int)((B - T) * ts[i].act[k] / 1048576 / hi);
+            line(px, py, x, py, thick, c);  // the level until this event
+            line(x, py, x, y, thick, c);    // the push or pop
+            px = x, py = y;
+        }
+        fill(R + 40, T + 40 * i, R + 64, T + 40 * i + 20, c);
+        text(R + 76, T + 40 * i + 2, ts[i].name, 2, BLACK);
+    }
+    if (!stbi_write_png(out, W, H, 3, img, W * 3)) die("cannot write ", out);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "memory")) memory_chart(argv[2], argv[3], argv[4]);
     else if (argc >= 5 && !strcmp(argv[1], "loss")) loss_chart(argv[2], argv[3], argc - 4, argv + 4);
+    else if (argc >= 5 && !strcmp(argv[1], "timeline")) timeline_chart(argv[2], argv[3], argc - 4, argv + 4);
     else {
         fprintf(stderr, "usage: chart memory IN.csv OUT.png TITLE\n"
-                        "       chart loss OUT.png TITLE NAME=run.csv [NAME=run.csv ...]\n");
+                        "       chart loss OUT.png TITLE NAME=run.csv [NAME=run.csv ...]\n"
+                        "       chart timeline OUT.png TITLE NAME=timeline.csv [NAME=timeline.csv ...]\n");
         return 2;
     }
     return 0;

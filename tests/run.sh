@@ -116,6 +116,78 @@ done
 if [ -n "$x" ] && awk -v x="$x" -v y="$x0" 'BEGIN {exit !(x <= 1.25 && y > 2)}' && echo $g | awk '{exit !($1 > 1.7 * $2 && $2 > 1.6 * $3)}'; then
   ok "gpt2 bf16 zero 3 on 8 ranks: ${x}x of 16 Psi / N with --fused-ce (${x0}x without); stage 2 grads+buckets on 2/4/8 ranks:$g B"
 else bad "gpt2 zero 3 against the paper: $x ($x0 without); stage 2:$g"; fi
+# --recompute: every choice trains bit for bit like keeping everything (the same ops on the same
+# inputs), fp32 and bf16, naive and flash; predicted == measured; each saves exactly its tensors
+for dtype in fp32 bf16; do for flash in "" --flash; do
+  ./train "${SMALL[@]}" --steps 3 --dtype $dtype $flash --save "$tmp/rc0.ckpt" >/dev/null 2>&1
+  for rc in gelu ln attn mlp block gelu,ln,attn,mlp; do
+    if ./train "${SMALL[@]}" --steps 3 --dtype $dtype $flash --recompute $rc --save "$tmp/rc1.ckpt" \
+         --mem-json "$tmp/rc.json" >"$tmp/rclog" 2>&1 && cmp -s "$tmp/rc0.ckpt" "$tmp/rc1.ckpt" && mem_equal "$tmp/rc.json" &&
+       grep -qE 'recompute [0-9.]+ ms, [0-9.]+% more FLOPs' "$tmp/rclog"; then
+      ok "--recompute $rc ($dtype ${flash:-naive}): bitwise the weights of no recompute; predicted == measured"
+    else bad "--recompute $rc ($dtype ${flash:-naive})"; tail -2 "$tmp/rclog"; fi
+  done
+done; done
+# the bytes each choice saves after the forward, against the tensors' shapes (small config:
+# L 2, B 4, T 32, C 32, H 2, N 128, fp32): gelu 4NC, ln 2NC, attn B H T^2, mlp NC + 8NC, per layer
+fwd() { ./train "${SMALL[@]}" --dry-run --mem-json "$tmp/d.json" "$@" >/dev/null 2>&1 &&
+        python3 -c "import json; print(json.load(open('$tmp/d.json'))['predicted']['after forward']['activations'])"; }
+base=$(fwd); L=2; N=128; C=32; good=1
+for pair in "gelu $((4 * N * C))" "ln $((2 * N * C))" "attn $((4 * 2 * 32 * 32))" "mlp $((9 * N * C))"; do
+  set -- $pair; saved=$((base - $(fwd --recompute $1)))
+  [ "$saved" -eq $((L * 4 * $2)) ] || { good=0; echo "  --recompute $1 saves $saved, not $((L * 4 * $2))"; }
+done
+if [ $good -eq 1 ] && [ "$(fwd --flash --recompute attn)" = "$(fwd --flash)" ]; then
+  ok "--recompute: each choice saves L x its tensors' bytes after the forward; attn saves nothing under --flash"
+else bad "--recompute savings"; fi
+expect_rc() { ./train "${SMALL[@]}" --steps 1 "$@" >"$tmp/out" 2>"$tmp/err"; }
+expect_rc --recompute gelu,bogus; r1=$?; grep -q "unknown name 'bogus'" "$tmp/err"; m1=$?
+expect_rc --recompute ,; r2=$?; grep -q "needs a list of names" "$tmp/err"; m2=$?
+expect_rc --recompute gelu --ckpt; r3=$?; grep -q "give one of them" "$tmp/err"; m3=$?
+expect_rc --recompute gelu --device cuda; r4=$?; grep -q "runs on the CPU only for now" "$tmp/err"; m4=$?
+if [ "$r1$r2$r3$r4" = 2222 ] && [ "$m1$m2$m3$m4" = 0000 ]; then
+  ok "--recompute: an unknown name, an empty list, with --ckpt, on the GPU: clear errors (exit 2)"
+else bad "--recompute bad input: exits $r1 $r2 $r3 $r4, messages $m1 $m2 $m3 $m4"; fi
+# --mem-ops: one block's tensors; the kept bytes predicted == measured (the arena's bytes of block 0)
+good=1
+for f in "" "--recompute gelu" "--recompute ln,attn --dtype bf16" "--ckpt --flash" "--recompute mlp --dtype fp16 --fused-ce"; do
+  ./train "${SMALL[@]}" --steps 1 --mem-ops $f >"$tmp/ops" 2>&1
+  p=$(grep 'kept by this run (predicted)' "$tmp/ops" | awk '{print $(NF-3)}'); m=$(grep 'kept by this run (measured)' "$tmp/ops" | awk '{print $(NF-3)}')
+  { [ -n "$p" ] && [ "$p" = "$m" ] && [ "$(grep -cE ' (kept|rebuilt)$' "$tmp/ops")" -eq 13 ]; } || { good=0; echo "  --mem-ops $f: predicted $p measured $m"; }
+done
+# seed 002's 8B example: 40 GiB of T x T terms a layer at 16K tokens in the formula; gptmem 16 GiB, --flash 2 MiB
+E=(--layers 32 --channels 4096 --heads 32 --max-seq 16384 --seq-len 16384 --batch 1 --dtype bf16 --dry-run --mem-ops)
+if [ $good -eq 1 ] && ./train "${E[@]}" | grep -q "5as2b = 40.00 GiB a layer; gptmem keeps att, 2as2b = 16.00 GiB" &&
+   ./train "${E[@]}" --flash | grep -q "gptmem keeps lse, 4abs = 2.00 MiB"; then
+  ok "--mem-ops: 13 tensors each kept or rebuilt, kept bytes predicted == measured; the 8B example's 40 GiB"
+else bad "--mem-ops table"; fi
+# --mem-timeline: one step's pushes and pops, measured == predicted on every row, for a grid of
+# flags; the timeline's highest total is the ledger's peak; --mem prints the peak's receipt
+good=1
+for f in "" "--recompute gelu,attn --dtype bf16" "--ckpt --flash --accum 2" "--fused-ce --dtype fp16 --recompute mlp" "--recompute ln --flash"; do
+  ./train "${SMALL[@]}" --steps 2 $f --mem-timeline "$tmp/tl.csv" --mem-json "$tmp/tl.json" --mem >"$tmp/tlog" 2>&1
+  if ! python3 - "$tmp/tl.csv" "$tmp/tl.json" <<'EOF2'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+d = json.load(open(sys.argv[2]))
+peak, receipt = d["measured"]["peak"]["total"], d["peak_receipt"]
+same = all(r["activations"] == r["predicted_activations"] and r["total"] == r["predicted_total"] for r in rows)
+carried = receipt["total"] == receipt["predicted_total"] == peak and receipt["stack"] == receipt["predicted_stack"]
+sys.exit(0 if rows and same and max(int(r["total"]) for r in rows) == peak and carried else 1)
+EOF2
+  then good=0; echo "  --mem-timeline $f"; fi
+  r=$(grep "the peak's receipt" "$tmp/tlog")
+  m=$(echo "$r" | sed 's/.*receipt: \([0-9]*\) B.*/\1/'); p=$(echo "$r" | sed 's/.*predicted \([0-9]*\) B.*/\1/')
+  [ -n "$m" ] && [ "$m" = "$p" ] || { good=0; echo "  receipt $f: $r"; }
+done
+if [ $good -eq 1 ]; then ok "--mem-timeline: measured == predicted on every row, its highest total is the ledger's peak; the peak's receipt (--mem, --mem-json)"
+else bad "--mem-timeline / receipt"; fi
+expect 2 "--mem-timeline records the CPU" --device cuda --mem-timeline "$tmp/x.csv" --dry-run
+expect 1 "cannot write the memory timeline" "${SMALL[@]}" --steps 1 --mem-timeline /nonexistent/dir/t.csv
+# the config line names a custom shape as such
+if ./train "${SMALL[@]}" --dry-run | grep -q '^model custom shape: L2 C32 H2' && ./train --dry-run | grep -q '^model small: L4'; then
+  ok "config line: 'custom shape' for overridden presets, the preset's name otherwise"
+else bad "config line for a custom shape"; fi
 # --ckpt and --flash --ckpt: bitwise the same weights after 4 steps (cmp of the checkpoints)
 ./train "${SMALL[@]}" --steps 4 --save "$tmp/n.ckpt" >/dev/null 2>&1
 ./train "${SMALL[@]}" --steps 4 --ckpt --save "$tmp/k.ckpt" >"$tmp/klog" 2>&1
@@ -167,15 +239,16 @@ else bad "fp16 resume (mid loss-scale recovery) is bit-identical"; fi
 ./train "${SMALL[@]}" --steps 4 --dtype bf16 --ckpt --save "$tmp/b2.ckpt" >/dev/null 2>&1
 if cmp -s "$tmp/b1.ckpt" "$tmp/b2.ckpt"; then ok "--dtype bf16 --ckpt: bitwise identical to bf16"
 else bad "--dtype bf16 --ckpt: bitwise identical to bf16"; fi
-# the ledger shows 16 bytes per parameter: 2 + 2 + (4 + 4 + 4), and activations halve
+# the ledger shows 16 bytes per parameter: 2 + 2 + (4 + 4 + 4), and activations halve, but for the
+# layernorm statistics (mean, rstd: 4N a block and 2N at the end), kept in fp32 in every dtype
 ./train --model gpt2 --batch 1 --seq-len 1024 --dry-run --dtype bf16 >"$tmp/bf" 2>&1
 ./train --model gpt2 --batch 1 --seq-len 1024 --dry-run >"$tmp/fp" 2>&1
 P=124475904
 row() { awk -v r="$1" '$1 == r {print $NF}' "$2"; }
 if [ "$(row params "$tmp/bf")" -eq $((2 * P)) ] && [ "$(row master "$tmp/bf")" -eq $((4 * P)) ] &&
    [ "$(row grads "$tmp/bf")" -eq $((2 * P)) ] &&
-   [ "$(row activations "$tmp/bf")" -eq $(($(row activations "$tmp/fp") / 2)) ]; then
-  ok "--dtype bf16 ledger: params 2P, master 4P, grads 2P, activations halve"
+   [ "$(row activations "$tmp/bf")" -eq $(($(row activations "$tmp/fp") / 2 + (12 * 4 * 1024 + 2 * 1024) * 2)) ]; then
+  ok "--dtype bf16 ledger: params 2P, master 4P, grads 2P, activations halve (but the fp32 layernorm statistics)"
 else bad "--dtype bf16 ledger rows"; fi
 
 # --flash removes exactly the T^2 terms: 12 layers x B x H x (T^2 - T) floats for gpt2 at T=1024
@@ -206,6 +279,16 @@ else bad "gpt2-xl --zero 3 --ranks 8 dry run"; fi
 if command -v mpirun >/dev/null && ./train --help | grep -q 'this build: MPI yes'; then
   MPI=(mpirun --oversubscribe)
   Z=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1)
+  # same_losses ONE.csv MANY.csv TOL STEPS: two --log files of STEPS steps whose losses agree within
+  # TOL (relative), the ranks' replicas identical at every step
+  same_losses() {
+    python3 - "$@" <<'EOF2'
+import csv, sys
+a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
+worst = max(abs(float(x["loss"]) - float(y["loss"])) / float(x["loss"]) for x, y in zip(a, b))
+sys.exit(0 if len(a) == len(b) == int(sys.argv[4]) and worst < float(sys.argv[3]) and all(y["replicas_identical"] == "1" for y in b) else 1)
+EOF2
+  }
   # N ranks x B = 8 sequences == one process with B = 8: 10 steps, every stage, fp32 and bf16
   for dtype in fp32 bf16; do
     tol=1e-5; [ $dtype = bf16 ] && tol=1e-3
@@ -213,14 +296,7 @@ if command -v mpirun >/dev/null && ./train --help | grep -q 'this build: MPI yes
     for n in 1 2 4; do for z in 0 1 2 3; do
       timeout 120 "${MPI[@]}" -np $n ./train "${Z[@]}" --steps 10 --batch $((8 / n)) --zero $z --dtype $dtype \
         --log "$tmp/many.csv" >"$tmp/zlog" 2>&1
-      if python3 - "$tmp/one.csv" "$tmp/many.csv" "$tol" <<'EOF2'
-import csv, sys
-a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
-worst = max(abs(float(x["loss"]) - float(y["loss"])) / float(x["loss"]) for x, y in zip(a, b))
-print(f"  worst relative loss difference {worst:.2e}")
-sys.exit(0 if len(a) == len(b) == 10 and worst < float(sys.argv[3]) and all(y["replicas_identical"] == "1" for y in b) else 1)
-EOF2
-      then ok "zero $z on $n ranks == 1 process, $dtype, 10 steps; identical replicas every step"
+      if same_losses "$tmp/one.csv" "$tmp/many.csv" "$tol" 10; then ok "zero $z on $n ranks == 1 process, $dtype, 10 steps; identical replicas every step"
       else bad "zero $z on $n ranks == 1 process, $dtype"; tail -3 "$tmp/zlog"; fi
     done; done
   done
@@ -228,13 +304,7 @@ EOF2
   ./train "${Z[@]}" --steps 6 --batch 4 --accum 2 --log "$tmp/acc1.csv" >/dev/null 2>&1
   for z in 0 1 2 3; do
     timeout 120 "${MPI[@]}" -np 2 ./train "${Z[@]}" --steps 6 --batch 2 --accum 2 --zero $z --log "$tmp/acc2.csv" >/dev/null 2>&1
-    if python3 - "$tmp/acc1.csv" "$tmp/acc2.csv" <<'EOF2'
-import csv, sys
-a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
-worst = max(abs(float(x["loss"]) - float(y["loss"])) / float(x["loss"]) for x, y in zip(a, b))
-sys.exit(0 if len(a) == len(b) == 6 and worst < 1e-5 and all(y["replicas_identical"] == "1" for y in b) else 1)
-EOF2
-    then ok "zero $z with --accum 2 on 2 ranks == 1 process"; else bad "zero $z with --accum 2 on 2 ranks"; fi
+    if same_losses "$tmp/acc1.csv" "$tmp/acc2.csv" 1e-5 6; then ok "zero $z with --accum 2 on 2 ranks == 1 process"; else bad "zero $z with --accum 2 on 2 ranks"; fi
   done
   # --fused-ce over ranks: N ranks x 12/N sequences == one process with 12, every stage, 10 steps; a
   # vocabulary of 2100 puts the table in two chunks, whose edges fall inside the ranks' shards
@@ -244,13 +314,7 @@ EOF2
     for n in 2 3 4; do for z in 0 1 2 3; do
       timeout 120 "${MPI[@]}" -np $n ./train "${Z[@]}" --steps 10 --batch $((12 / n)) --zero $z --dtype $dtype --fused-ce \
         --vocab 2100 --log "$tmp/many.csv" >"$tmp/zlog" 2>&1
-      if python3 - "$tmp/one.csv" "$tmp/many.csv" "$tol" <<'EOF2'
-import csv, sys
-a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
-worst = max(abs(float(x["loss"]) - float(y["loss"])) / float(x["loss"]) for x, y in zip(a, b))
-sys.exit(0 if len(a) == len(b) == 10 and worst < float(sys.argv[3]) and all(y["replicas_identical"] == "1" for y in b) else 1)
-EOF2
-      then ok "--fused-ce zero $z on $n ranks == 1 process, $dtype, 10 steps"
+      if same_losses "$tmp/one.csv" "$tmp/many.csv" "$tol" 10; then ok "--fused-ce zero $z on $n ranks == 1 process, $dtype, 10 steps"
       else bad "--fused-ce zero $z on $n ranks == 1 process, $dtype"; tail -3 "$tmp/zlog"; fi
     done; done
   done
@@ -262,14 +326,6 @@ EOF2
     if [ "$good" -eq 3 ]; then ok "ledger of all 3 ranks: --fused-ce zero $z $dtype"
     else bad "ledger of all 3 ranks: --fused-ce zero $z $dtype ($good of 3 equal)"; tail -3 "$tmp/zlog"; fi
   done; done
-  rm -f "$tmp"/za.ckpt* "$tmp"/zb.ckpt* "$tmp"/zc.ckpt*
-  C=("${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 8 --batch 2 --zero 3 --dtype bf16 --fused-ce --vocab 2100)
-  "${C[@]}" --save "$tmp/za.ckpt" >/dev/null 2>&1
-  "${C[@]}" --stop-after 4 --save "$tmp/zb.ckpt" >/dev/null 2>&1
-  "${C[@]}" --resume "$tmp/zb.ckpt" --save "$tmp/zc.ckpt" >"$tmp/zr" 2>&1
-  same=0; for r in "" .rank1 .rank2; do cmp -s "$tmp/za.ckpt$r" "$tmp/zc.ckpt$r" && same=$((same + 1)); done
-  if [ "$same" -eq 3 ]; then ok "--fused-ce zero 3 bf16 on 3 ranks: save at 4, resume to 8 == 8 straight (3 files)"
-  else bad "--fused-ce zero 3 bf16 on 3 ranks: resume ($same of 3 files equal)"; tail -2 "$tmp/zr"; fi
   # every rank's ledger: predicted == measured, for each (N, stage, dtype, ckpt); 3 ranks: uneven shards
   for n in 2 3; do for z in 0 1 2 3; do for dtype in fp32 bf16; do for ckpt in "" --ckpt; do
     rm -f "$tmp"/zm.json*
@@ -309,16 +365,17 @@ EOF2
     ok "ranks with different --seed are refused (broadcast check, exit $rc)"
   else bad "ranks with different --seed (exit $rc)"; tail -2 "$tmp/zseed"; fi
   # checkpoints on N ranks: 4 steps, save, resume to 8 == 8 straight, every file of every rank bit for bit
-  for z in 0 2 3; do for dtype in fp32 fp16; do
+  for setting in "0 fp32" "0 fp16" "2 fp32" "2 fp16" "3 fp32" "3 fp16" "3 bf16 --fused-ce --vocab 2100"; do
+    set -- $setting; z=$1; dtype=$2; shift 2
     rm -f "$tmp"/za.ckpt* "$tmp"/zb.ckpt* "$tmp"/zc.ckpt*
-    C=("${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 8 --batch 2 --zero $z --dtype $dtype)
+    C=("${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 8 --batch 2 --zero $z --dtype $dtype "$@")
     "${C[@]}" --save "$tmp/za.ckpt" >/dev/null 2>&1
     "${C[@]}" --stop-after 4 --save "$tmp/zb.ckpt" >/dev/null 2>&1
     "${C[@]}" --resume "$tmp/zb.ckpt" --save "$tmp/zc.ckpt" >"$tmp/zr" 2>&1
     same=0; for r in "" .rank1 .rank2; do cmp -s "$tmp/za.ckpt$r" "$tmp/zc.ckpt$r" && same=$((same + 1)); done
-    if [ "$same" -eq 3 ]; then ok "zero $z $dtype on 3 ranks: save at 4, resume to 8 == 8 straight (3 files)"
-    else bad "zero $z $dtype on 3 ranks: resume ($same of 3 files equal)"; tail -2 "$tmp/zr"; fi
-  done; done
+    if [ "$same" -eq 3 ]; then ok "zero $z $dtype $* on 3 ranks: save at 4, resume to 8 == 8 straight (3 files)"
+    else bad "zero $z $dtype $* on 3 ranks: resume ($same of 3 files equal)"; tail -2 "$tmp/zr"; fi
+  done
   "${MPI[@]}" -np 2 ./train "${Z[@]}" --steps 8 --batch 2 --zero 2 --dtype fp16 --resume "$tmp/za.ckpt" >"$tmp/zbad" 2>&1; rc=$?
   if [ $rc -ne 0 ] && grep -q 'resume with the same mpirun -np and --zero' "$tmp/zbad"; then
     ok "a checkpoint of 3 ranks is refused on 2 (exit $rc)"
@@ -330,6 +387,14 @@ EOF2
      cmp -s <(cut -d, -f2,5 "$tmp/mr.csv") <(cut -d, -f2,5 "$tmp/rr.csv"); then
     ok "--ranks 2 starts mpirun itself; the same losses and norms as mpirun -np 2"
   else bad "--ranks 2 starts mpirun itself"; tail -3 "$tmp/rr"; fi
+  # --mem-timeline on 3 ranks at stage 3: a file per rank, each measured == predicted on every row
+  rm -f "$tmp"/ztl.csv*
+  timeout 120 "${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 1 --batch 2 --zero 3 --recompute ln --mem-timeline "$tmp/ztl.csv" >/dev/null 2>&1
+  if [ -f "$tmp/ztl.csv.rank2" ] && python3 -c "
+import csv, sys
+ok = all(r['activations'] == r['predicted_activations'] and r['total'] == r['predicted_total'] for f in sys.argv[1:] for r in csv.DictReader(open(f)))
+sys.exit(0 if ok else 1)" "$tmp"/ztl.csv*; then ok "--mem-timeline on 3 ranks: each rank's file, measured == predicted on every row"
+  else bad "--mem-timeline on 3 ranks"; fi
   # mpirun -np 2 ./train --dry-run predicts for 2 ranks, printed once
   "${MPI[@]}" -np 2 ./train "${Z[@]}" --zero 3 --dry-run >"$tmp/md" 2>&1
   ./train "${Z[@]}" --zero 3 --ranks 2 --dry-run >"$tmp/rd" 2>&1
@@ -438,6 +503,11 @@ if [ -x scripts/chart ]; then
   scripts/chart memory "$tmp/cmp.csv" "$tmp/m.png" "test" && scripts/chart loss "$tmp/l.png" "test" a="$tmp/run.csv" b="$tmp/run.csv"
   if [ "$(head -c 4 "$tmp/m.png" | od -An -c | tr -d ' ')" = "211PNG" ] && [ "$(head -c 4 "$tmp/l.png" | od -An -c | tr -d ' ')" = "211PNG" ]; then
     ok "chart: memory bars and loss curves written as PNG"; else bad "chart PNGs"; fi
+  ./train "${SMALL[@]}" --steps 1 --mem-timeline "$tmp/t0.csv" >/dev/null 2>&1
+  ./train "${SMALL[@]}" --steps 1 --ckpt --mem-timeline "$tmp/t1.csv" >/dev/null 2>&1
+  if scripts/chart timeline "$tmp/tl.png" "test" none="$tmp/t0.csv" ckpt="$tmp/t1.csv" &&
+     [ "$(head -c 4 "$tmp/tl.png" | od -An -c | tr -d ' ')" = "211PNG" ]; then ok "chart: the activation timeline of two settings as PNG"
+  else bad "chart timeline PNG"; fi
   scripts/chart loss "$tmp/x.png" t a=/nonexistent.csv >"$tmp/cerr" 2>&1; rc1=$?
   scripts/chart loss "$tmp/x.png" t a="$tmp/cmp.csv" >>"$tmp/cerr" 2>&1; rc2=$?
   if [ $rc1 -eq 1 ] && [ $rc2 -eq 1 ] && grep -q 'cannot read the run log' "$tmp/cerr" && grep -q 'not a ./train --log file' "$tmp/cerr"; then
@@ -467,22 +537,14 @@ if [ -n "${MPI+set}" ]; then
   if [ $rc -ne 0 ] && grep -q 'runs on one rank for now' "$tmp/err"; then ok "--device cuda under mpirun -np 2: a clear error"
   else bad "--device cuda under mpirun -np 2 (exit $rc)"; fi
 fi
-# the GPU's predictor (works anywhere): in fp32 the same activation stack as the CPU (at this
-# shape every tensor is a multiple of 256 bytes, so the GPU's alignment adds nothing); with
-# 16-bit storage the GPU keeps the row statistics in fp32: 2 more bytes for each of the 4N
-# layernorm mean/rstd values per block and the 2N of the final layernorm, and with --flash
-# for each of the B*H*T lse values per block; 16 bytes per parameter of model states with
-# 16-bit storage, no fp32 working copies, cuBLASLt's workspace
+# the GPU's predictor (works anywhere): the same activation stack as the CPU, in every dtype (both
+# keep the row statistics in fp32; at this shape every tensor is a multiple of 256 bytes, so the
+# GPU's alignment adds nothing, and the logits set the --ckpt peak on both); 16 bytes per parameter
+# of model states with 16-bit storage, no fp32 working copies, cuBLASLt's workspace
 gpu_dry() { ./train --model gpt2 --batch 4 --seq-len 256 --dry-run "$@" | awk -v r="$ROW" '$1 == r {print $NF}'; }
 gpu_ok=1
-for flags in "" "--ckpt" "--flash" "--ckpt --flash"; do
+for flags in "" "--ckpt" "--flash" "--ckpt --flash" "--dtype bf16" "--dtype fp16 --flash" "--dtype bf16 --ckpt"; do
   ROW=activations; [ "$(gpu_dry $flags)" = "$(gpu_dry $flags --device cuda)" ] || { gpu_ok=0; echo "  activations differ: $flags"; }
-done
-N=1024; L=12; BHT=$((4 * 12 * 256))
-for flags in "--dtype bf16" "--dtype fp16 --flash"; do
-  flash=0; [[ $flags == *--flash* ]] && flash=1
-  ROW=activations; d=$(( $(gpu_dry $flags --device cuda) - $(gpu_dry $flags) ))
-  [ $d -eq $((L * (2 * 4 * N + flash * 2 * BHT) + 2 * 2 * N)) ] || { gpu_ok=0; echo "  16-bit activations: $flags: +$d"; }
 done
 ROW=params; p=$(gpu_dry --dtype bf16 --device cuda); P=$((p / 2))
 states=0; for r in params master grads adam_m adam_v; do ROW=$r; states=$((states + $(gpu_dry --dtype bf16 --device cuda))); done
@@ -492,7 +554,7 @@ ROW=scratch; s16=$(gpu_dry --dtype bf16 --device cuda); s32=$(gpu_dry --device c
 sf=$(gpu_dry --device cuda --flash)
 [ $((sf - s32)) -eq $((4 * 4 * 12 * 256)) ] || { gpu_ok=0; echo "  flash D $sf - $s32"; }
 if [ $gpu_ok -eq 1 ] && ./train --device cuda --dry-run | grep -q 'predicted GPU memory'; then
-  ok "GPU dry run: activations as the CPU but fp32 row statistics, 16 B/param with bf16, backward buffers in the dtype, flash's D"
+  ok "GPU dry run: activations as the CPU's, 16 B/param with bf16, backward buffers in the dtype, flash's D"
 else bad "GPU dry run predictor"; fi
 
 # --- 5. docs match the binary -----------------------------------------------------

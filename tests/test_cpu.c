@@ -234,7 +234,7 @@ double loss_model(void) {
 void model_setup(const GPTConfig *c, int B, int T) {
     tm_B = B; tm_T = T;
     gpt_build(&tm, c, B, T, DT_FP32, 0, 0, 0, 0, 0, 1);
-    RunShape shape = {B, T, 0, 0, 0, 0, DT_FP32, 0, 1, 0};
+    RunShape shape = {B, T, 0, 0, 0, 0, DT_FP32, 0, 1, 0, 0};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
 }
 
@@ -325,8 +325,8 @@ void test_flash(void) {
 float grads_of(const GPTConfig *c, int flash, int ckpt, int B, int T, int micro, const int *in, const int *tg,
                float *grads_out) {
     int b = B / micro;
-    gpt_build(&tm, c, b, T, DT_FP32, flash, ckpt, 0, 0, 0, 1);
-    RunShape shape = {b, T, 0, flash, ckpt, 0, DT_FP32, 0, 1, 0};
+    gpt_build(&tm, c, b, T, DT_FP32, flash, ckpt ? REC_BLOCK : 0, 0, 0, 0, 1);
+    RunShape shape = {b, T, 0, flash, ckpt, 0, DT_FP32, 0, 1, 0, 0};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
     init_params(tm.params, c, 11);
     gpt_zero_grad(&tm);
@@ -375,9 +375,10 @@ void test_flags_equivalence(void) {
 
 // --fused-ce == the unfused classifier: one forward and backward of a model
 // built with (dtype, fused_ce); returns the loss, the gradients widened to fp32.
-float grads_dt(const GPTConfig *c, int dtype, int fused, int B, int T, const int *in, const int *tg, float *out) {
-    gpt_build(&tm, c, B, T, dtype, 0, 0, fused, 0, 0, 1);
-    RunShape shape = {B, T, 0, 0, 0, fused, dtype, 0, 1, 0};
+float grads_dt(const GPTConfig *c, int dtype, int flash, int fused, int B, int T, const int *in, const int *tg,
+               float *out) {
+    gpt_build(&tm, c, B, T, dtype, flash, 0, fused, 0, 0, 1);
+    RunShape shape = {B, T, 0, flash, 0, fused, dtype, 0, 1, 0, 0};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
     init_params(tm.params, c, 13);
     gpt_sync_params(&tm);
@@ -418,7 +419,7 @@ void test_fused_ce(void) {
         size_t P = param_count(c);
         float *g0 = fvec(P), *g1 = fvec(P);
         for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
-            float l0 = grads_dt(c, dt, 0, B, T, in, tg, g0), l1 = grads_dt(c, dt, 1, B, T, in, tg, g1);
+            float l0 = grads_dt(c, dt, 0, 0, B, T, in, tg, g0), l1 = grads_dt(c, dt, 0, 1, B, T, in, tg, g1);
             double e = worst_tensor_err(c, g1, g0), le = fabs((double)l1 - l0) / l0;
             char name[96];
             snprintf(name, sizeof name, "--fused-ce == unfused, %s, V %d, N %d", dtype_name[dt], c->vocab, N);
@@ -427,6 +428,41 @@ void test_fused_ce(void) {
         }
         free(in); free(tg); free(g0); free(g1);
     }
+}
+
+// The worst ||a - b|| / ||b|| over the attention's own weights (every layer's qkv weight and bias).
+double worst_qkv_err(const GPTConfig *c, const float *a, const float *b) {
+    double worst = 0;
+    for (int l = 0; l < c->layers; l++) {
+        size_t off = op_param_offset(c, l, OP_QKV), n = op_param_count(c->channels, OP_QKV);
+        double e = rel_err_ff(a + off, b + off, n);
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+// Flash attention in 16 bits: the gradients of the attention's weights are
+// as close to fp32's as the naive path's are. The row statistics it keeps
+// (lse, and the layernorms' mean and rstd) are fp32 in every dtype; an lse
+// rounded to bf16 or fp16 makes these gradients worse (measured here: 1.36x
+// and 1.68x the naive error; with fp32 statistics 0.96x and 0.99x).
+void test_flash_16bit(void) {
+    GPTConfig c = {2, 32, 2, 100, 64};
+    int B = 2, T = 64, N = B * T, *in = malloc(sizeof(int) * N), *tg = malloc(sizeof(int) * N);
+    for (int i = 0; i < N; i++) { in[i] = (int)(rng_next(&test_rng) % 100); tg[i] = (int)(rng_next(&test_rng) % 100); }
+    size_t P = param_count(&c);
+    float *ref = fvec(P), *g = fvec(P);
+    grads_dt(&c, DT_FP32, 0, 0, B, T, in, tg, ref);
+    for (int dt = DT_BF16; dt <= DT_FP16; dt++) {
+        grads_dt(&c, dt, 0, 0, B, T, in, tg, g);
+        double naive = worst_qkv_err(&c, g, ref);
+        grads_dt(&c, dt, 1, 0, B, T, in, tg, g);
+        double flash = worst_qkv_err(&c, g, ref);
+        char name[64];
+        snprintf(name, sizeof name, "%s flash attention gradients as accurate as naive", dtype_name[dt]);
+        check(flash < 1.2 * naive, name, "qkv weights against fp32: flash %.2e, naive %.2e", flash, naive);
+    }
+    free(in); free(tg); free(ref); free(g);
 }
 
 // --- dtype conversions: round to nearest even, subnormals, inf, NaN, overflow ---
@@ -477,7 +513,7 @@ void test_dtype_model(void) {
     float loss[3];
     for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
         gpt_build(&tm, &c, B, T, dt, 0, 0, 0, 0, 0, 1);
-        RunShape shape = {B, T, 0, 0, 0, 0, dt, 0, 1, 0};
+        RunShape shape = {B, T, 0, 0, 0, 0, dt, 0, 1, 0, 0};
         arena_reserve(predict_activations(c.layers, c.channels, c.heads, padded_vocab(&c), &shape).peak);
         init_params(tm.params, &c, 5);
         gpt_sync_params(&tm);
@@ -665,6 +701,7 @@ int main(void) {
     test_flash();
     test_flags_equivalence();
     test_fused_ce();
+    test_flash_16bit();
     test_conversions();
     test_dtype_model();
     test_torch_parity();

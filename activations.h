@@ -1,0 +1,236 @@
+// activations.h — --mem-ops: one block's saved tensors, op by op, against the
+// published formula. Korthikanti et al. 2022 ("Reducing Activation
+// Recomputation in Large Transformer Models") count, per layer, in 16-bit
+// bytes, 34 sbh + 5 as^2 b (s = T, b = B, h = C, a = H), of which the dropout
+// masks and outputs are as^2b + 2as^2b + sbh + sbh. GPT-2 training here has no
+// dropout, so gptmem keeps 32 sbh + 2 as^2 b, plus its layernorm statistics.
+// The table names each tensor, its shape and dtype, its bytes per layer, the
+// formula's term it is, and whether this run keeps it or rebuilds it
+// (--recompute); then the totals, the formula's next to the predictor's and,
+// after a real run, the ledger's.
+#ifndef GPTMEM_ACTIVATIONS_H
+#define GPTMEM_ACTIVATIONS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include "memory.h"
+#include "predict.h"
+#include "report.h"
+#include "saved.h"
+
+// The published term each saved tensor is (16-bit bytes), or why it is not one.
+const char *formula_term(int sv, int flash) {
+    switch (sv) {
+    case SV_LN1: return "2sbh   the QKV matmul's input";
+    case SV_QKV: return "6sbh   Q, K for QK^T (4sbh), V for the attention over V (2sbh)";
+    case SV_ATT: return flash ? "-      flash keeps the softmax's log-sum-exp, not the softmax"
+                              : "2as2b  the softmax output";
+    case SV_ATTY: return "2sbh   the output projection's input";
+    case SV_RES2: return "2sbh   the second layernorm's input";
+    case SV_LN2: return "2sbh   the MLP's input";
+    case SV_FCH: return "8sbh   the GELU's input";
+    case SV_FCH_GELU: return "8sbh   the second MLP matmul's input";
+    case SV_RES3: return "2sbh   the next block's first layernorm input";
+    default: return "-      layernorm statistics (not in the formula)";
+    }
+}
+
+const char *saved_shape(const SavedTensor *t, int flash) {
+    switch (t->shape) {
+    case SAVED_NC: return "(N,C)";
+    case SAVED_3NC: return "(N,3C)";
+    case SAVED_4NC: return "(N,4C)";
+    case SAVED_ROWS: return "(N)";
+    default: return flash ? "(B,H,T)" : "(B,H,T,T)";  // SAVED_ATTN
+    }
+}
+
+// Print the table for the run `s` (its B, T, dtype, --flash, --recompute).
+// measured: what block 0 of a real run kept on the stack (the arena's bytes
+// between its mark and the next block's), 0 for a dry run.
+void print_activation_table(FILE *f, int L, int C, int H, int V, const RunShape *s, size_t measured) {
+    int Vp = (V + 63) / 64 * 64;
+    double sbh = (double)s->seq_len * s->batch * C, as2b = (double)H * s->seq_len * s->seq_len * s->batch;
+    double scale = s->dtype == 0 ? 2.0 : 1.0;  // the formula counts 2 bytes an element; fp32 is twice that
+    unsigned drops = run_drops(s);
+    StackParts p = predict_stack_parts(C, H, Vp, s);
+    fprintf(f, "one block's saved tensors (s = T = %d, b = B = %d, h = C = %d, a = H = %d; %s; N = B*T):\n",
+            s->seq_len, s->batch, C, H, s->dtype == 0 ? "fp32" : s->dtype == 1 ? "bf16" : "fp16");
+    fprintf(f, "  %-9s %-10s %-5s %15s  %-68s %s\n", "tensor", "shape", "dtype", "bytes/layer",
+            "the formula's term (16-bit bytes)", "this run");
+    for (int i = 0; i < SAVED_PER_LAYER; i++) {
+        const SavedTensor *t = &block_saved[i];
+        int fp32 = s->dtype == 0 || saved_is_row_stat(t, s->flash);
+        fprintf(f, "  %-9s %-10s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), saved_shape(t, s->flash),
+                fp32 ? "fp32" : s->dtype == 1 ? "bf16" : "fp16", saved_bytes(t, C, H, Vp, s), formula_term(i, s->flash),
+                drops & SV_BIT(i) ? "rebuilt" : "kept");
+    }
+    const char *struck[] = {"as2b   attention dropout mask", "2as2b  attention dropout output",
+                            "sbh    dropout mask after the attention", "sbh    dropout mask after the MLP"};
+    for (int k = 0; k < 4; k++)
+        fprintf(f, "  %-9s %-10s %-5s %15s  %-68s %s\n", "(dropout)", "-", "-", "-", struck[k], "no dropout here");
+    double with = (34 * sbh + 5 * as2b) * scale, without = (32 * sbh + 2 * as2b) * scale;
+    const char *label[] = {"per layer: the formula with dropout, 34sbh + 5as2b", "  without dropout, 32sbh + 2as2b",
+                           "  gptmem, all 13 tensors (predicted)", "  gptmem, kept by this run (predicted)",
+                           "  gptmem, kept by this run (measured)"};
+    double value[] = {with, without, (double)p.full, (double)p.kept, (double)measured};
+    for (int k = 0; k < (measured ? 5 : 4); k++)
+        fprintf(f, "  %-52s %18.0f B %12.2f MiB\n", label[k], value[k], value[k] / 1048576);
+    double sq = 5 * as2b * scale, kept_sq = s->flash ? 4.0 * H * s->seq_len * s->batch : 2 * as2b * scale;
+    fprintf(f, "  the T x T terms alone: the formula's 5as2b = %.2f GiB a layer; gptmem keeps %s = %.2f %s%s\n",
+            sq / 1073741824, s->flash ? "lse, 4abs" : "att, 2as2b", kept_sq / (kept_sq < 1073741824 ? 1048576 : 1073741824),
+            kept_sq < 1073741824 ? "MiB" : "GiB",
+            s->flash ? " (--flash)" : drops & SV_BIT(SV_ATT) ? ", and rebuilds it (--recompute)" : "");
+    fprintf(f, "  x %d layers, plus the embedding output (%zu B) and the final layernorm and LM head (%zu B)\n", L,
+            p.encoded, p.final);
+}
+
+// --- --mem-timeline and the peak's receipt -------------------------------------------
+// The measured side is memory.h's recording of one step (every push and pop,
+// the live bytes per category after it, the stack at the highest total); the
+// predicted side is predict_stack_events on top of the predicted ledger's
+// constant part. They are written side by side; train.c reads back whether
+// they agree.
+
+typedef struct {
+    StackEvent *ev;
+    int n;
+    size_t *act;       // the predicted activations after each event
+    size_t base;       // the predicted total of everything else
+    int peak;          // the event at the predicted highest
+} PredictedTimeline;
+
+PredictedTimeline predicted_timeline(int L, int C, int H, int V, const RunShape *s, int accum, const MemReport *pred) {
+    PredictedTimeline t;
+    int Vp = (V + 63) / 64 * 64;
+    t.n = predict_stack_events(L, C, H, Vp, s, accum, NULL, 0);
+    t.ev = malloc(sizeof(StackEvent) * t.n);
+    t.act = malloc(sizeof(size_t) * t.n);
+    predict_stack_events(L, C, H, Vp, s, accum, t.ev, t.n);
+    t.base = pred->phase[PHASE_INIT].total - pred->phase[PHASE_INIT].bytes[MEM_ACTIVATIONS];
+    size_t live = 0, best = 0;
+    t.peak = 0;
+    for (int i = 0; i < t.n; i++) {
+        live = t.ev[i].op == '+' ? live + t.ev[i].bytes : live - t.ev[i].bytes;
+        t.act[i] = live;
+        if (live > best) best = live, t.peak = i;
+    }
+    return t;
+}
+
+void predicted_timeline_free(PredictedTimeline *t) { free(t->ev); free(t->act); }
+
+// Do the measured events equal the predicted ones, row by row (op, tensor,
+// bytes, and so the live bytes)? 1 yes.
+int timeline_agrees(const PredictedTimeline *t) {
+    if (g_recording.n != t->n) return 0;
+    for (int i = 0; i < t->n; i++) {
+        const MemEvent *m = &g_recording.events[i];
+        if (m->op != t->ev[i].op || strcmp(m->name, t->ev[i].name) || m->bytes != t->ev[i].bytes ||
+            m->live[MEM_ACTIVATIONS] != t->act[i] || m->total != t->base + t->act[i])
+            return 0;
+    }
+    return 1;
+}
+
+// The CSV: one row per event, measured live bytes per category, then the prediction.
+int write_mem_timeline(const char *path, const PredictedTimeline *t) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f, "event,op,tensor,bytes,where");
+    for (int c = 0; c < MEM_NCAT; c++) fprintf(f, ",%s", mem_category_name[c]);
+    fprintf(f, ",total,predicted_activations,predicted_total\n");
+    int n = g_recording.n > t->n ? g_recording.n : t->n;
+    for (int i = 0; i < n; i++) {
+        if (i < g_recording.n) {
+            const MemEvent *m = &g_recording.events[i];
+            fprintf(f, "%d,%s,%s,%zu,%s", i, m->op == '+' ? "push" : "pop", m->name, m->bytes, m->where);
+            for (int c = 0; c < MEM_NCAT; c++) fprintf(f, ",%zu", m->live[c]);
+            fprintf(f, ",%zu", m->total);
+        } else {
+            fprintf(f, "%d,,,,", i);
+            for (int c = 0; c <= MEM_NCAT; c++) fprintf(f, ",");
+        }
+        if (i < t->n) fprintf(f, ",%zu,%zu\n", t->act[i], t->base + t->act[i]);
+        else fprintf(f, ",,\n");
+    }
+    return fclose(f);
+}
+
+// The predicted stack at its highest: replay the events up to it. Fills
+// names and sizes (t->n + 1 entries at most); returns how many tensors.
+int predicted_stack_at_peak(const PredictedTimeline *t, const char **names, size_t *sizes) {
+    int depth = 0;
+    for (int i = 0; i <= t->peak && i < t->n; i++) {
+        if (t->ev[i].op == '+') { names[depth] = t->ev[i].name; sizes[depth++] = t->ev[i].bytes; continue; }
+        for (size_t freed = 0; freed < t->ev[i].bytes && depth > 0;) freed += sizes[--depth];
+    }
+    return depth;
+}
+
+// The receipt for --mem-json: a JSON object (malloc'd; the caller frees it).
+char *receipt_json(const PredictedTimeline *t) {
+    size_t cap = 4096 + 96 * (size_t)(g_recording.peak_n + t->n + g_ledger.nblocks), len = 0;
+    char *out = malloc(cap);
+    const MemEvent *m = g_recording.peak_event >= 0 ? &g_recording.events[g_recording.peak_event] : NULL;
+    len += snprintf(out + len, cap - len, "{\"total\": %zu, \"predicted_total\": %zu, \"event\": %d, \"predicted_event\": %d, "
+                    "\"where\": \"%s\",\n  \"buffers\": [", m ? m->total : 0, t->base + t->act[t->peak],
+                    g_recording.peak_event, t->peak, m ? m->where : "");
+    for (int b = 0; b < g_ledger.nblocks; b++)
+        len += snprintf(out + len, cap - len, "%s[\"%s\", \"%s\", %zu]", b ? ", " : "", g_ledger.blocks[b].name,
+                        mem_category_name[g_ledger.blocks[b].category], g_ledger.blocks[b].bytes);
+    len += snprintf(out + len, cap - len, "],\n  \"stack\": [");
+    for (int i = 0; i < g_recording.peak_n; i++)
+        len += snprintf(out + len, cap - len, "%s[\"%s\", %zu]", i ? ", " : "", g_recording.peak_names[i],
+                        g_recording.peak_sizes[i]);
+    const char **names = malloc(sizeof(const char *) * (t->n + 1));
+    size_t *sizes = malloc(sizeof(size_t) * (t->n + 1));
+    int depth = predicted_stack_at_peak(t, names, sizes);
+    len += snprintf(out + len, cap - len, "],\n  \"predicted_stack\": [");
+    for (int i = 0; i < depth; i++) len += snprintf(out + len, cap - len, "%s[\"%s\", %zu]", i ? ", " : "", names[i], sizes[i]);
+    snprintf(out + len, cap - len, "]}");
+    free(names);
+    free(sizes);
+    return out;
+}
+
+// The peak's receipt: at the step's highest total, every buffer the ledger
+// holds (by name and category, the predictor's category totals beside
+// them) and every tensor on the stack, measured and predicted side by side,
+// with the op that was running.
+void print_peak_receipt(FILE *f, const PredictedTimeline *t, const MemReport *pred) {
+    if (g_recording.peak_event < 0) return;
+    const MemEvent *m = &g_recording.events[g_recording.peak_event];
+    fprintf(f, "the peak's receipt: %zu B (%.2f MiB) at event %d of the step, during %s; predicted %zu B at event %d\n",
+            m->total, mib(m->total), g_recording.peak_event, m->where, t->base + t->act[t->peak], t->peak);
+    fprintf(f, "  %-28s %-12s %15s\n", "buffer", "category", "bytes");
+    for (int c = 0; c < MEM_NCAT; c++) {
+        if (c == MEM_ACTIVATIONS) continue;
+        for (int b = 0; b < g_ledger.nblocks; b++)
+            if (g_ledger.blocks[b].category == c)
+                fprintf(f, "  %-28s %-12s %15zu\n", g_ledger.blocks[b].name, mem_category_name[c], g_ledger.blocks[b].bytes);
+        if (m->live[c] || pred->phase[PHASE_INIT].bytes[c])
+            fprintf(f, "  %-28s %-12s %15zu   predicted %zu\n", "  = all of it", mem_category_name[c], m->live[c],
+                    pred->phase[PHASE_INIT].bytes[c]);
+    }
+    const char **names = malloc(sizeof(const char *) * (t->n + 1));
+    size_t *sizes = malloc(sizeof(size_t) * (t->n + 1));
+    int depth = predicted_stack_at_peak(t, names, sizes);
+    fprintf(f, "  %-28s %-12s %15s   %-12s %15s\n", "on the stack (measured)", "", "bytes", "predicted", "bytes");
+    int rows = g_recording.peak_n > depth ? g_recording.peak_n : depth;
+    size_t sum_m = 0, sum_p = 0;
+    for (int i = 0; i < rows; i++) {
+        char left[64] = "", right[64] = "";
+        if (i < g_recording.peak_n) {
+            snprintf(left, sizeof left, "  %-28s %-12s %15zu", g_recording.peak_names[i], "activations", g_recording.peak_sizes[i]);
+            sum_m += g_recording.peak_sizes[i];
+        }
+        if (i < depth) { snprintf(right, sizeof right, "%-12s %15zu", names[i], sizes[i]); sum_p += sizes[i]; }
+        fprintf(f, "%-59s   %s\n", left, right);
+    }
+    fprintf(f, "  %-28s %-12s %15zu   %-12s %15zu\n", "  = all of it", "activations", sum_m, "", sum_p);
+    free(names);
+    free(sizes);
+}
+
+#endif

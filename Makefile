@@ -44,7 +44,7 @@ LDLIBS  = -lm
 
 STB := $(wildcard /usr/include/stb/stb_image_write.h)
 
-HEADERS = memory.h report.h activations.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
+HEADERS = memory.h report.h activations.h fit.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
           data.h dtype.h comm.h rng.h cuda/ops.h cuda/model_gpu.h
 
 .PHONY: all test data bench bench-flags asan clean chart compare test-cuda bench-gpu

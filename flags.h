@@ -43,6 +43,7 @@ typedef struct {
     const char *save, *resume;
     int save_every, stop_after;
     int mem, mem_ops, dry_run, trace;
+    const char *fit;  // --fit BUDGET ("free": what this machine or GPU has free)
     int print_every;  // step lines: every N steps (0 = about 25 lines per run), plus the first and the last
     const char *mem_json;
     const char *mem_timeline;  // --mem-timeline FILE.csv
@@ -133,6 +134,7 @@ const FlagSpec flag_specs[] = {
     {"print-every", ARG_INT, OPT(print_every), 0, INT_MAX, "print a step line every N steps, and the first and last (0 = about 25 a run)"},
     {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
+    {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first"},
     {"trace", ARG_FLAG, OPT(trace), 0, 0, "print each activation push and pop, ZeRO gather and reduction of the first step"},
 };
 #undef OPT
@@ -258,6 +260,7 @@ Options parse_args(int argc, char **argv) {
         }
         if (eq) value = eq + 1;
         else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) value = argv[++i];
+        else if (!strcmp(name, "fit")) value = "free";  // --fit alone: the memory free here
         else usage_error("--%s needs a value", name);  // (a value that starts with -- goes as --flag=value)
         parse_value(f, value, &o);
     }

@@ -19,6 +19,7 @@
 #include "memory.h"
 #include "predict.h"
 #include "activations.h"
+#include "fit.h"
 #include "data.h"
 #include "net.h"
 #include "state.h"
@@ -162,6 +163,22 @@ void check_fits_gpu(size_t device_peak_bytes) {
 }
 
 // Stop early, with a clear message, if the run cannot fit in this machine.
+// The memory this machine has free for a new process now (MemAvailable in
+// /proc/meminfo; else 90% of the physical memory).
+size_t available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    size_t kib = 0;
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %zu kB", &kib) == 1) break;
+        fclose(f);
+    }
+    if (kib) return kib * 1024;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (size_t)(0.9 * pages * page) : 0;
+}
+
 void check_fits(size_t peak_bytes) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     if (pages <= 0 || page <= 0) return;
@@ -306,6 +323,59 @@ int write_timeline(const Options *o, const PredictedTimeline *t) {
     return 0;
 }
 
+// --fit: the command line without the flags --fit chooses (for the recommended command).
+void fit_base_command(int argc, char **argv, char *out, size_t n) {
+    const char *chosen[] = {"fit", "batch", "accum", "dtype", "flash", "ckpt", "recompute", "fused-ce", "zero", "dry-run"};
+    const int takes_value[] = {1, 1, 1, 1, 0, 0, 1, 0, 1, 0};
+    size_t k = (size_t)snprintf(out, n, "./train");
+    for (int i = 1; i < argc && k < n; i++) {
+        int skip = 0;
+        for (int c = 0; c < 10 && !skip; c++) {
+            size_t len = strlen(chosen[c]);
+            if (strncmp(argv[i], "--", 2) || strncmp(argv[i] + 2, chosen[c], len)) continue;
+            if (argv[i][2 + len] == '=') skip = 1;
+            else if (argv[i][2 + len] == 0) {
+                skip = 1;
+                if (takes_value[c] && i + 1 < argc && strncmp(argv[i + 1], "--", 2)) i++;  // its value
+            }
+        }
+        if (!skip) k += (size_t)snprintf(out + k, n - k, " %s", argv[i]);
+    }
+}
+
+// --fit BUDGET: the settings that fit, from the predictor alone (fit.h).
+// 0 if one fits, 1 if none does, 2 for a bad budget.
+int fit_run(const GPTConfig *cfg, const Options *o, long long corpus, int argc, char **argv) {
+    size_t budget;
+    char why[128], text[64];
+    if (!strcmp(o->fit, "free")) {  // what this machine (or its GPU) has free now
+        if (o->cuda) {
+            if (gpu_count(why, sizeof why) <= 0) {
+                fprintf(stderr, "error: --fit alone measures the GPU's free memory, and there is none here (%s); give "
+                        "a budget, like --fit 80GiB\n", why);
+                return 2;
+            }
+            size_t total;
+            gpu_open(why, sizeof why);
+            gpu_mem_info(&budget, &total);
+        } else {
+            budget = available_memory();
+        }
+        snprintf(text, sizeof text, "(free now)");
+    } else {
+        budget = parse_budget(o->fit, why, sizeof why);
+        if (!budget) usage_error("--fit '%s': %s", o->fit, why);
+        snprintf(text, sizeof text, "%s", o->fit);
+    }
+    char base[2048];
+    fit_base_command(argc, argv, base, sizeof base);
+    Options shown = *o;
+    shown.dry_run = 1;  // the config line without steps and threads: nothing runs
+    print_config_line(cfg, &shown);
+    return fit_report(cfg->layers, cfg->channels, cfg->heads, cfg->vocab, cfg->max_seq, o->seq_len, o->batch * o->accum,
+                      o->ranks > 1 ? o->ranks : 1, o->cuda, corpus > 0 ? (size_t)corpus : 0, budget, text, base);
+}
+
 // --dry-run: the prediction alone, from the config; nothing is allocated.
 int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long long corpus) {
     MemReport predicted;
@@ -441,7 +511,7 @@ double cpu_peak_flops(int threads) {
 // matmuls; the LM head is in P through wte) and the attention's QK^T and PV,
 // 6 L T C (causal: half of 12 L T C). The usual MFU numerator.
 double flops_per_token(const GPTConfig *c, int T) {
-    return 6.0 * param_count(c) + 6.0 * c->layers * T * c->channels;
+    return model_flops_per_token(c->layers, c->channels, padded_vocab(c), c->max_seq, T);
 }
 
 // m:ss, or h:mm:ss from an hour
@@ -484,7 +554,7 @@ int main(int argc, char **argv) {
     int B = o.batch, T = o.seq_len;
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    if (o.ranks > 1 && !o.dry_run) return launch_ranks(argc, argv, o.ranks);  // --ranks N: mpirun -np N
+    if (o.ranks > 1 && !o.dry_run && !o.fit) return launch_ranks(argc, argv, o.ranks);  // --ranks N: mpirun -np N
     if (o.dry_run && !o.ranks && comm_launched()) {  // mpirun -np N ./train --dry-run: predict for N ranks,
         int launched_rank, size = comm_launched_size(&launched_rank);        // printed once
         if (launched_rank != 0) return 0;
@@ -495,6 +565,7 @@ int main(int argc, char **argv) {
     long long corpus = file_size(o.data);
     RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.fused_ce, o.dtype, o.zero, o.ranks,
                       o.cuda, o.recompute};
+    if (o.fit) return fit_run(&cfg, &o, corpus, argc, argv);
     if (o.dry_run) return dry_run(&cfg, &o, &shape, corpus);
     if (open_ranks_and_device(&argc, &argv, &o)) return 1;
     int rank = comm_rank_id, nranks = comm_nranks;

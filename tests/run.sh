@@ -184,6 +184,41 @@ if [ $good -eq 1 ]; then ok "--mem-timeline: measured == predicted on every row,
 else bad "--mem-timeline / receipt"; fi
 expect 2 "--mem-timeline records the CPU" --device cuda --mem-timeline "$tmp/x.csv" --dry-run
 expect 1 "cannot write the memory timeline" "${SMALL[@]}" --steps 1 --mem-timeline /nonexistent/dir/t.csv
+# --fit: every setting it lists runs for real (2 steps) within the budget; the one it drops when the
+# budget shrinks below its peak predicts more than that budget; the recommended command runs
+F2=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --batch 8 --sample-len 0 --eval-batches 1 --eval-every 0)
+peak_of() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['$1']['peak']['total'])" "$2"; }
+good=1; runs=0
+for budget in 2.2MiB 2400KB 3MiB; do
+  ./train "${F2[@]}" --fit $budget >"$tmp/fit" 2>&1 || { good=0; echo "  --fit $budget failed"; continue; }
+  bytes=$(sed -n 's/^--fit [^:]*: \([0-9]*\) bytes.*/\1/p' "$tmp/fit")
+  while read -r flags; do
+    ./train "${F2[@]}" $flags --steps 2 --mem-json "$tmp/fj.json" >/dev/null 2>&1 || { good=0; echo "  $flags did not run"; continue; }
+    m=$(peak_of measured "$tmp/fj.json"); runs=$((runs + 1))
+    [ "$m" -le "$bytes" ] || { good=0; echo "  --fit $budget listed $flags: measured $m > $bytes"; }
+  done < <(grep -E '^ +[0-9.]+ MiB' "$tmp/fit" | sed 's/.* \(--dtype .*\)/\1/')
+  first=$(grep -m1 -E '^ +[0-9.]+ MiB' "$tmp/fit" | sed 's/.* \(--dtype .*\)/\1/')
+  ./train "${F2[@]}" $first --dry-run --mem-json "$tmp/fd.json" >/dev/null 2>&1; p=$(peak_of predicted "$tmp/fd.json")
+  ./train "${F2[@]}" --fit $((p - 1))B >"$tmp/fit2" 2>&1
+  if grep -qE -- " ${first}\$" "$tmp/fit2" || [ "$p" -le $((p - 1)) ]; then good=0; echo "  a budget 1 B under $first's peak still lists it"; fi
+  rec=$(sed -n 's/^recommended: //p' "$tmp/fit")
+  $rec --steps 2 >/dev/null 2>&1 || { good=0; echo "  the recommended command failed: $rec"; }
+done
+if [ $good -eq 1 ] && [ $runs -ge 3 ]; then ok "--fit: $runs listed settings ran within their budgets; 1 B less drops the cheapest; the recommended commands run"
+else bad "--fit"; fi
+./train --model gpt2-xl --batch 8 --fit 10GiB >"$tmp/fit" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q 'nothing fits. The smallest peak reachable is 23.65 GiB' "$tmp/fit" && grep -q 'its largest part is master' "$tmp/fit"; then
+  ok "--fit: nothing fits -> the smallest peak reachable and what dominates it (exit 1)"
+else bad "--fit nothing fits (exit $rc)"; fi
+./train --model gpt2-xl --batch 8 --fit 2GiB >"$tmp/fit" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q 'smaller than the weights alone' "$tmp/fit"; then ok "--fit: a budget under the weights alone says so (exit 1)"
+else bad "--fit under the weights (exit $rc)"; fi
+expect 2 "--fit '0': a budget must be above 0" --fit 0
+expect 2 "--fit '-1GiB': a budget must be above 0" --fit -1GiB
+expect 2 "--fit 'lots': not a number with a unit" --fit lots
+expect 2 "the unit must be B, KiB" --fit 12XB
+if ./train "${F2[@]}" --fit >"$tmp/fit" 2>&1 && grep -q '^--fit (free now): [0-9]* bytes' "$tmp/fit"; then
+  ok "--fit alone: this machine's free memory"; else bad "--fit alone"; fi
 # the config line names a custom shape as such
 if ./train "${SMALL[@]}" --dry-run | grep -q '^model custom shape: L2 C32 H2' && ./train --dry-run | grep -q '^model small: L4'; then
   ok "config line: 'custom shape' for overridden presets, the preset's name otherwise"
@@ -365,7 +400,7 @@ EOF2
     ok "ranks with different --seed are refused (broadcast check, exit $rc)"
   else bad "ranks with different --seed (exit $rc)"; tail -2 "$tmp/zseed"; fi
   # checkpoints on N ranks: 4 steps, save, resume to 8 == 8 straight, every file of every rank bit for bit
-  for setting in "0 fp32" "0 fp16" "2 fp32" "2 fp16" "3 fp32" "3 fp16" "3 bf16 --fused-ce --vocab 2100"; do
+  for setting in "3 bf16 --fused-ce --vocab 2100" "0 fp32" "0 fp16" "2 fp32" "2 fp16" "3 fp32" "3 fp16"; do  # the last one's files serve the next check
     set -- $setting; z=$1; dtype=$2; shift 2
     rm -f "$tmp"/za.ckpt* "$tmp"/zb.ckpt* "$tmp"/zc.ckpt*
     C=("${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 8 --batch 2 --zero $z --dtype $dtype "$@")
@@ -395,6 +430,20 @@ import csv, sys
 ok = all(r['activations'] == r['predicted_activations'] and r['total'] == r['predicted_total'] for f in sys.argv[1:] for r in csv.DictReader(open(f)))
 sys.exit(0 if ok else 1)" "$tmp"/ztl.csv*; then ok "--mem-timeline on 3 ranks: each rank's file, measured == predicted on every row"
   else bad "--mem-timeline on 3 ranks"; fi
+  # --fit --ranks 2: the settings it lists (ZeRO stages among them) run on 2 ranks within the budget, every rank
+  F2R=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --batch 8 --sample-len 0 --eval-batches 1 --eval-every 0 --threads 1)
+  ./train "${F2R[@]}" --fit 2.2MiB --ranks 2 >"$tmp/fitr" 2>&1
+  bytes=$(sed -n 's/^--fit [^:]*: \([0-9]*\) bytes.*/\1/p' "$tmp/fitr"); good=1; runs=0
+  while read -r flags; do
+    rm -f "$tmp"/fr.json*
+    timeout 120 "${MPI[@]}" -np 2 ./train "${F2R[@]}" $flags --steps 2 --mem-json "$tmp/fr.json" </dev/null >/dev/null 2>&1 || good=0
+    for f in "$tmp"/fr.json*; do
+      m=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['measured']['peak']['total'])" "$f"); runs=$((runs + 1))
+      [ "$m" -le "$bytes" ] || { good=0; echo "  $flags: rank peak $m > $bytes"; }
+    done
+  done < <(grep -E '^ +[0-9.]+ MiB' "$tmp/fitr" | grep -- '--zero' | head -3 | sed 's/.* \(--dtype .*\)/\1/')
+  if [ $good -eq 1 ] && [ $runs -ge 4 ]; then ok "--fit --ranks 2: the ZeRO settings it lists run on 2 ranks within the budget ($runs rank peaks)"
+  else bad "--fit --ranks 2 ($runs rank peaks)"; fi
   # mpirun -np 2 ./train --dry-run predicts for 2 ranks, printed once
   "${MPI[@]}" -np 2 ./train "${Z[@]}" --zero 3 --dry-run >"$tmp/md" 2>&1
   ./train "${Z[@]}" --zero 3 --ranks 2 --dry-run >"$tmp/rd" 2>&1

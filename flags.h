@@ -43,6 +43,7 @@ typedef struct {
     const char *save, *resume;
     int save_every, stop_after;
     int mem, mem_ops, dry_run, trace;
+    int infer;  // --infer (with --dry-run): the weights in each format and the KV cache
     const char *fit;  // --fit BUDGET ("free": what this machine or GPU has free)
     int print_every;  // step lines: every N steps (0 = about 25 lines per run), plus the first and the last
     const char *mem_json;
@@ -134,6 +135,7 @@ const FlagSpec flag_specs[] = {
     {"print-every", ARG_INT, OPT(print_every), 0, INT_MAX, "print a step line every N steps, and the first and last (0 = about 25 a run)"},
     {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
+    {"infer", ARG_FLAG, OPT(infer), 0, 0, "with --dry-run: inference memory, the weights in fp32/bf16/int8/int4 and the KV cache"},
     {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first"},
     {"trace", ARG_FLAG, OPT(trace), 0, 0, "print each activation push and pop, ZeRO gather and reduction of the first step"},
 };
@@ -327,6 +329,7 @@ GPTConfig resolve_config(Options *o) {
         exit(2);
     }
     parse_recompute(o);
+    if (o->infer && !o->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
     if (o->cuda && o->recompute && o->recompute != REC_BLOCK)
         usage_error("--recompute %s runs on the CPU only for now: the GPU rebuilds whole blocks (--ckpt, which is "
                     "--recompute block)", o->recompute_str);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "report.h"
+#include "sizes.h"
 
 // One live allocation, so that mem_free knows its size and category and
 // --mem can list every buffer by name.
@@ -180,7 +181,7 @@ void arena_reserve(size_t capacity) {
                 "try a smaller --batch or --seq-len (see --dry-run)\n", capacity / 1048576.0);
         exit(1);
     }
-    g_arena.align = 1;
+    g_arena.align = CPU_ACT_ALIGN;  // a 16-bit tensor of an odd size would leave the next fp32 one misaligned
     g_arena.top = 0;
     g_arena.n = 0;
 }

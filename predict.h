@@ -78,10 +78,14 @@ ActivationBytes stack_bytes(int L, size_t encoded, size_t kept, size_t full, siz
     return a;
 }
 
+// A push on the CPU's stack: rounded up to CPU_ACT_ALIGN bytes, so the fp32
+// row statistics after a 16-bit tensor of an odd size start aligned.
+size_t cpu_act(size_t bytes) { return (bytes + CPU_ACT_ALIGN - 1) / CPU_ACT_ALIGN * CPU_ACT_ALIGN; }
+
 // The bytes of tensor i of a table on the CPU's stack: row statistics in fp32.
 size_t saved_bytes(const SavedTensor *t, int C, int H, int Vp, const RunShape *s) {
     size_t e = s->dtype == 0 ? 4 : 2;
-    return (saved_is_row_stat(t, s->flash) ? 4 : e) * saved_count(t, s->batch, s->seq_len, C, H, Vp, s->flash);
+    return cpu_act((saved_is_row_stat(t, s->flash) ? 4 : e) * saved_count(t, s->batch, s->seq_len, C, H, Vp, s->flash));
 }
 
 // What a block drops for this run's --recompute and --ckpt.
@@ -95,7 +99,7 @@ typedef struct {
 
 StackParts predict_stack_parts(int C, int H, int Vp, const RunShape *s) {
     size_t B = s->batch, T = s->seq_len, e = s->dtype == 0 ? 4 : 2;
-    StackParts p = {0, 0, e * B * T * C, 0};
+    StackParts p = {0, 0, cpu_act(e * B * T * C), 0};
     unsigned drops = run_drops(s);
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
         size_t b = saved_bytes(&block_saved[i], C, H, Vp, s);
@@ -203,6 +207,38 @@ double predict_paper_states(size_t P, const RunShape *s) {
     int ranks = s->ranks > 1 ? s->ranks : 1, zero = ranks > 1 ? s->zero : 0;
     double e = s->dtype == 0 ? 4 : 2, K = s->dtype == 0 ? 8 : 12, n = ranks;
     return (double)P * (e / (zero == 3 ? n : 1) + e / (zero >= 2 ? n : 1) + K / (zero >= 1 ? n : 1));
+}
+
+// --- inference: what the weights take in each number format, and the KV cache ---
+// For serving, only the weights and the attention's cached keys and values
+// are held for long. The 2-D weights (wte, wpe, and per layer qkv 3C^2,
+// attproj C^2, fc 4C^2, fcproj 4C^2) can be stored as int8 or int4: each block
+// of QUANT_BLOCK consecutive weights of a matrix shares one fp32 scale
+// (absmax / 127, or / 7). The vectors (biases, layernorms: 13C a layer + 2C)
+// stay in 16 bits. The KV cache: K and V, (B, T, C) each, per layer, in 16 bits.
+typedef struct {
+    size_t matrices, vectors, scales;  // parameters in matrices, in vectors; fp32 scales of the block formats
+    size_t kv_cache;                   // bytes: 2 L B T C x 2
+} InferenceBytes;
+
+size_t quant_blocks(size_t n) { return (n + QUANT_BLOCK - 1) / QUANT_BLOCK; }
+
+InferenceBytes predict_inference(int L, int C, int Vp, int maxT, int B, int T) {
+    InferenceBytes r;
+    size_t c = C, c2 = c * c;
+    r.matrices = (size_t)Vp * c + (size_t)maxT * c + (size_t)L * 12 * c2;
+    r.vectors = (size_t)L * 13 * c + 2 * c;
+    r.scales = quant_blocks((size_t)Vp * c) + quant_blocks((size_t)maxT * c) +
+               (size_t)L * (quant_blocks(3 * c2) + quant_blocks(c2) + 2 * quant_blocks(4 * c2));
+    r.kv_cache = 2 * (size_t)L * B * T * c * 2;
+    return r;
+}
+
+// Bytes of the weights in a format: bits 32 or 16 (every parameter), or 8, 4
+// (the matrices, plus their fp32 scales; the vectors in 16 bits).
+size_t inference_weight_bytes(const InferenceBytes *r, int bits) {
+    if (bits >= 16) return (r->matrices + r->vectors) * (bits / 8);
+    return r->matrices * bits / 8 + 4 * r->scales + 2 * r->vectors;
 }
 
 void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r);

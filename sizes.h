@@ -11,7 +11,9 @@ enum {
     GPU_GEMM_WORKSPACE = 32 << 20,  // cuBLASLt's workspace, in bytes
     GPU_NORM_BLOCKS = 264,          // the GPU's gradient norm: this many partial sums (doubles)
     GPU_COLSUM_CHUNKS = 64,         // the GPU's column sums (bias, layernorm gradients): row chunks
+    CPU_ACT_ALIGN = 4,              // every tensor on the CPU's stack starts on this boundary (fp32 row statistics follow 16-bit tensors)
     GPU_ACT_ALIGN = 256,            // every tensor on the GPU's activation stack starts on this boundary
+    QUANT_BLOCK = 64,               // int8/int4 weights: one fp32 scale per this many consecutive weights of a matrix
 };
 
 #define DEFAULT_LOSS_SCALE 65536.0f  // fp16: the starting loss scale (--loss-scale)

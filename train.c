@@ -376,6 +376,24 @@ int fit_run(const GPTConfig *cfg, const Options *o, long long corpus, int argc, 
                       o->ranks > 1 ? o->ranks : 1, o->cuda, corpus > 0 ? (size_t)corpus : 0, budget, text, base);
 }
 
+// --dry-run --infer: serving the model, in each number format: the weights,
+// and the KV cache for --batch sequences of --seq-len tokens (predict.h).
+void print_inference(const GPTConfig *c, const Options *o) {
+    InferenceBytes r = predict_inference(c->layers, c->channels, padded_vocab(c), c->max_seq, o->batch, o->seq_len);
+    printf("inference: the weights in each format, and the KV cache (K and V, bf16) for %d x %d tokens: %zu B "
+           "(%.2f GiB)\n", o->batch, o->seq_len, r.kv_cache, r.kv_cache / 1073741824.0);
+    printf("  %-6s %5s %16s %12s %16s %12s\n", "format", "bits", "weights", "GiB", "+ KV cache", "GiB");
+    const char *name[] = {"fp32", "bf16", "int8", "int4"};
+    const int bits[] = {32, 16, 8, 4};
+    for (int k = 0; k < 4; k++) {
+        size_t w = inference_weight_bytes(&r, bits[k]);
+        printf("  %-6s %5d %16zu %12.2f %16zu %12.2f\n", name[k], bits[k], w, w / 1073741824.0, w + r.kv_cache,
+               (w + r.kv_cache) / 1073741824.0);
+    }
+    printf("  int8/int4: the %zu matrix weights in blocks of %d with an fp32 scale each (%zu scales); the %zu "
+           "vector parameters (biases, layernorms) in bf16\n", r.matrices, QUANT_BLOCK, r.scales, r.vectors);
+}
+
 // --dry-run: the prediction alone, from the config; nothing is allocated.
 int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long long corpus) {
     MemReport predicted;
@@ -387,6 +405,7 @@ int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long 
     print_prediction(stdout, &predicted);
     if (!o->cuda) print_paper_comparison(cfg, shape, &predicted);
     if (o->mem_ops) print_activation_table(stdout, cfg->layers, cfg->channels, cfg->heads, cfg->vocab, shape, 0);
+    if (o->infer) print_inference(cfg, o);
     if (o->mem_json && write_mem_json(o->mem_json, &predicted, NULL, NULL)) {
         fprintf(stderr, "error: cannot write '%s'\n", o->mem_json);
         return 1;

@@ -219,6 +219,17 @@ expect 2 "--fit 'lots': not a number with a unit" --fit lots
 expect 2 "the unit must be B, KiB" --fit 12XB
 if ./train "${F2[@]}" --fit >"$tmp/fit" 2>&1 && grep -q '^--fit (free now): [0-9]* bytes' "$tmp/fit"; then
   ok "--fit alone: this machine's free memory"; else bad "--fit alone"; fi
+# --dry-run --infer: gpt2's weights in each format against the formula (matrices in int8 + one fp32
+# scale per 64, the 13C + 2C vector parameters in bf16) and its KV cache, 2 L B T C x 2 bytes
+M=$((50304 * 768 + 1024 * 768 + 12 * 12 * 768 * 768)); VEC=$((12 * 13 * 768 + 2 * 768))
+./train --model gpt2 --batch 2 --seq-len 1024 --dry-run --infer >"$tmp/inf" 2>&1
+w() { awk -v f="$1" '$1 == f {print $3}' "$tmp/inf"; }
+if [ "$(w fp32)" = $((4 * (M + VEC))) ] && [ "$(w bf16)" = $((2 * (M + VEC))) ] &&
+   [ "$(w int8)" = $((M + 4 * M / 64 + 2 * VEC)) ] && [ "$(w int4)" = $((M / 2 + 4 * M / 64 + 2 * VEC)) ] &&
+   grep -q "for 2 x 1024 tokens: $((2 * 12 * 2 * 1024 * 768 * 2)) B" "$tmp/inf"; then
+  ok "--dry-run --infer: gpt2's weights in fp32, bf16, int8, int4 and the KV cache, by the formula"
+else bad "--dry-run --infer"; head -4 "$tmp/inf"; fi
+expect 2 "--infer goes with --dry-run" --infer --steps 1
 # the config line names a custom shape as such
 if ./train "${SMALL[@]}" --dry-run | grep -q '^model custom shape: L2 C32 H2' && ./train --dry-run | grep -q '^model small: L4'; then
   ok "config line: 'custom shape' for overridden presets, the preset's name otherwise"
@@ -616,7 +627,7 @@ if ./train --help >"$tmp/help" && [ "$(grep -c '^  --' "$tmp/help")" -ge 25 ]; t
   if [ -z "$missing" ]; then ok "README's flag table lists every flag of --help"
   else bad "README's flag table lacks: $missing"; fi
 else bad "--help lists the flags"; fi
-for f in doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/README.md; do
+for f in doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/quantization.md doc/README.md; do
   if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
 done
 # the dry-run table in doc/memory.md is the binary's output, verbatim

@@ -67,12 +67,6 @@ typedef struct {
     size_t category_bytes, weights;  // its bytes; the weights' (params row)
 } FitSetting;
 
-// The model's FLOPs a token (forward and backward): 6 per parameter and the
-// attention's 6 L T C (causal), as the step line's MFU counts them.
-double model_flops_per_token(int L, int C, int Vp, int maxT, int T) {
-    return 6.0 * predict_param_count(L, C, Vp, maxT) + 6.0 * L * T * C;
-}
-
 // Bytes a rank sends in one step (ring collectives: (N-1)/N of each), Psi
 // parameters, e bytes a stored weight, gradients reduced in fp32 here:
 //   stage 0: all-reduce of the gradients                    2 x 4 Psi

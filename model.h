@@ -569,8 +569,8 @@ void grads_params_done(GPT *model, size_t lo, size_t n, const char *what) {
 // (or g's) two fields for that op; the other fields are left as they were
 // (and are stale: each op fetches its own just before it runs).
 void fetch_op(GPT *model, int l, int op, LayerWeights *w) {
-    char what[48];
-    snprintf(what, sizeof what, "layer %d %s", l, op_names[op]);
+    char what[48] = "";  // --trace names the piece; nothing to format otherwise
+    if (g_ledger.trace) snprintf(what, sizeof what, "layer %d %s", l, op_names[op]);
     size_t C = model->cfg.channels, lo = op_param_offset(&model->cfg, l, op);
     set_op_pointers(w, op, fetch_params(model, lo, op_param_count(C, op), what), C);
 }
@@ -581,8 +581,8 @@ void op_grads(GPT *model, int l, int op, LayerWeights *g) {
 }
 
 void op_grads_done(GPT *model, int l, int op) {
-    char what[48];
-    snprintf(what, sizeof what, "layer %d %s", l, op_names[op]);
+    char what[48] = "";  // --trace names the piece; nothing to format otherwise
+    if (g_ledger.trace) snprintf(what, sizeof what, "layer %d %s", l, op_names[op]);
     size_t C = model->cfg.channels, lo = op_param_offset(&model->cfg, l, op);
     grads_params_done(model, lo, op_param_count(C, op), what);
 }
@@ -794,7 +794,7 @@ void drop_saved(GPT *model, int l) {
         int fp32 = stored_fp32(model, block_saved, i);
         size_t bytes = a->count[i] * (fp32 ? 4 : 2);
         a->saved[i] = arena_push(saved_name(&block_saved[i], model->flash), bytes);
-        memmove(a->saved[i], old[i], bytes);  // down the stack: never past where it came from
+        if (a->saved[i] != old[i]) memmove(a->saved[i], old[i], bytes);  // down the stack, over dropped ones
         if (fp32) a->view[i] = a->saved[i];
     }
     name_views(a, model->flash);
@@ -876,15 +876,15 @@ float head_forward_chunked(GPT *model, const float *lnf, const float *wte, const
 int table_chunks(int rows) { return (rows + VOCAB_CHUNK - 1) / VOCAB_CHUNK; }
 
 float *fetch_table_rows(GPT *model, int r0, int r1) {
-    char what[48];
-    snprintf(what, sizeof what, "table rows %d..%d", r0, r1 - 1);
+    char what[48] = "";
+    if (g_ledger.trace) snprintf(what, sizeof what, "table rows %d..%d", r0, r1 - 1);
     size_t C = model->cfg.channels;
     return fetch_params(model, (size_t)r0 * C, (size_t)(r1 - r0) * C, what);
 }
 
 void table_grads_done(GPT *model, int r0, int r1) {
-    char what[48];
-    snprintf(what, sizeof what, "table rows %d..%d", r0, r1 - 1);
+    char what[48] = "";
+    if (g_ledger.trace) snprintf(what, sizeof what, "table rows %d..%d", r0, r1 - 1);
     size_t C = model->cfg.channels;
     grads_params_done(model, (size_t)r0 * C, (size_t)(r1 - r0) * C, what);
 }

@@ -39,6 +39,12 @@ size_t predict_param_count(int L, int C, int Vp, int maxT) {
     return (size_t)Vp * C + (size_t)maxT * C + (size_t)L * (12 * (size_t)C * C + 13 * (size_t)C) + 2 * (size_t)C;
 }
 
+// The model's FLOPs a token (forward and backward): 6 per parameter and the
+// attention's 6 L T C (causal), as the step line's MFU counts them.
+double model_flops_per_token(int L, int C, int Vp, int maxT, int T) {
+    return 6.0 * predict_param_count(L, C, Vp, maxT) + 6.0 * L * T * C;
+}
+
 // The activation stack at its two moments that matter: after the forward
 // (everything the backward will need is live) and at its peak (the largest it
 // ever gets). The tensors are saved.h's tables, each stored in the --dtype,

@@ -170,6 +170,31 @@ static int split(char *s, char **fields, int n) {
     return k;
 }
 
+// --- line charts (loss, timeline): the frame and the legend --------------------------
+enum { PL = 110, PR = W - 300, PT = 100, PB = H - 90 };  // the plot area
+
+// White page, the title, the y grid from lo to hi every step (labels in fmt), the y label, the axes.
+static void line_frame(const char *title, double lo, double hi, double step, const char *fmt, const char *ylabel) {
+    fill(0, 0, W, H, WHITE);
+    text((W - text_width(title, 3)) / 2, 22, title, 3, BLACK);
+    for (double v = lo; v <= hi + 1e-9; v += step) {
+        int y = PB - (int)((PB - PT) * (v - lo) / (hi - lo));
+        fill(PL, y, PR, y + 1, GRID);
+        char lab[32];
+        snprintf(lab, sizeof lab, fmt, v);
+        text(PL - 12 - text_width(lab, 2), y - 7, lab, 2, BLACK);
+    }
+    text(PL - 90, PT - 30, ylabel, 2, BLACK);
+    fill(PL, PT, PL + 2, PB, BLACK);
+    fill(PL, PB, PR, PB + 2, BLACK);
+}
+
+// Legend entry i, right of the plot: its colour and name.
+static void legend(int i, const char *name, Color c) {
+    fill(PR + 40, PT + 40 * i, PR + 64, PT + 40 * i + 20, c);
+    text(PR + 76, PT + 40 * i + 2, name, 2, BLACK);
+}
+
 // --- loss curves -------------------------------------------------------------------
 enum { MAXR = 8, MAXP = 100000 };
 typedef struct { char name[128]; int n; int *step; double *loss, *val; } Run;
@@ -215,16 +240,8 @@ static void loss_chart(const char *out, const char *title, int nruns, char **spe
     double step = nice_step(hi - lo > 0 ? hi - lo : 1, 6);
     lo = floor(lo / step) * step;
     hi = ceil(hi / step) * step;
-    fill(0, 0, W, H, WHITE);
-    text((W - text_width(title, 3)) / 2, 22, title, 3, BLACK);
-    int L = 110, R = W - 300, T = 100, B = H - 90;
-    for (double v = lo; v <= hi + 1e-9; v += step) {
-        int y = B - (int)((B - T) * (v - lo) / (hi - lo));
-        fill(L, y, R, y + 1, GRID);
-        char lab[32];
-        snprintf(lab, sizeof lab, "%.2f", v);
-        text(L - 12 - text_width(lab, 2), y - 7, lab, 2, BLACK);
-    }
+    line_frame(title, lo, hi, step, "%.2f", "loss (nats per byte)");
+    int L = PL, R = PR, T = PT, B = PB;
     double xs = nice_step(max_step, 8);
     for (double v = 0; v <= max_step + 1e-9; v += xs) {
         int x = L + (int)((R - L) * v / max_step);
@@ -234,9 +251,6 @@ static void loss_chart(const char *out, const char *title, int nruns, char **spe
         text(x - text_width(lab, 2) / 2, B + 12, lab, 2, BLACK);
     }
     text((L + R) / 2 - text_width("step", 2) / 2, B + 44, "step", 2, BLACK);
-    text(L - 90, T - 30, "loss (nats per byte)", 2, BLACK);
-    fill(L, T, L + 2, B, BLACK);
-    fill(L, B, R, B + 2, BLACK);
     for (int i = 0; i < nruns; i++) {  // earlier runs wider, so a later run on top of one leaves it visible
         Run *r = &runs[i];
         Color c = PALETTE[i % 10];
@@ -254,8 +268,7 @@ static void loss_chart(const char *out, const char *title, int nruns, char **spe
                 vx = x; vy = yv;
             }
         }
-        fill(R + 40, T + 40 * i, R + 64, T + 40 * i + 20, c);
-        text(R + 76, T + 40 * i + 2, r->name, 2, BLACK);
+        legend(i, r->name, c);
     }
     text(R + 40, T + 40 * nruns + 10, "thin: train", 2, BLACK);
     text(R + 40, T + 40 * nruns + 36, "thick, dots: val", 2, BLACK);
@@ -296,21 +309,10 @@ static void timeline_chart(const char *out, const char *title, int n, char **spe
     }
     double step = nice_step(hi, 6);
     hi = ceil(hi / step) * step;
-    fill(0, 0, W, H, WHITE);
-    text((W - text_width(title, 3)) / 2, 22, title, 3, BLACK);
-    int L = 110, R = W - 300, T = 100, B = H - 90;
-    for (double v = 0; v <= hi + 1e-9; v += step) {
-        int y = B - (int)((B - T) * v / hi);
-        fill(L, y, R, y + 1, GRID);
-        char lab[32];
-        snprintf(lab, sizeof lab, "%g", v);
-        text(L - 12 - text_width(lab, 2), y - 7, lab, 2, BLACK);
-    }
+    line_frame(title, 0, hi, step, "%g", "live activations (MiB)");
+    int L = PL, R = PR, T = PT, B = PB;
     text((L + R) / 2 - text_width("one step: forward, then backward (share of its pushes and pops)", 2) / 2, B + 30,
          "one step: forward, then backward (share of its pushes and pops)", 2, BLACK);
-    text(L - 90, T - 30, "live activations (MiB)", 2, BLACK);
-    fill(L, T, L + 2, B, BLACK);
-    fill(L, B, R, B + 2, BLACK);
     for (int i = 0; i < n; i++) {
         Color c = PALETTE[i % 10];
         int thick = 2 + 2 * (n - 1 - i), px = L, py = B;  // earlier ones wider: a later one on top leaves them visible
@@ -320,8 +322,7 @@ static void timeline_chart(const char *out, const char *title, int n, char **spe
             line(x, py, x, y, thick, c);    // the push or pop
             px = x, py = y;
         }
-        fill(R + 40, T + 40 * i, R + 64, T + 40 * i + 20, c);
-        text(R + 76, T + 40 * i + 2, ts[i].name, 2, BLACK);
+        legend(i, ts[i].name, c);
     }
     if (!stbi_write_png(out, W, H, 3, img, W * 3)) die("cannot write ", out);
 }

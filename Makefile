@@ -44,7 +44,7 @@ LDLIBS  = -lm
 
 STB := $(wildcard /usr/include/stb/stb_image_write.h)
 
-HEADERS = memory.h report.h activations.h fit.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
+HEADERS = memory.h report.h activations.h fit.h quant.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
           data.h dtype.h comm.h rng.h cuda/ops.h cuda/model_gpu.h
 
 .PHONY: all test data bench bench-flags asan clean chart compare test-cuda bench-gpu
@@ -101,7 +101,8 @@ else
 	$(CC) -O2 -std=c11 -Wall -Wextra -o $@ scripts/chart.c -lm
 endif
 
-# The class demo: memory of GPT-2 across settings (dry runs), the small model for real, loss curves.
+# The class demo: memory of GPT-2 across settings (dry runs), the small model for real, loss curves,
+# the activation timeline, and the trained small model's weights in each number format.
 GPT2 = --model gpt2 --batch 8 --seq-len 1024
 SMALL_RUN = --steps 6 --eval-batches 1 --eval-every 0
 compare: train chart data
@@ -125,7 +126,11 @@ compare: train chart data
 	scripts/chart timeline doc/img/timeline_small.png "small model, batch 32 x 128: the activation stack over one step" \
 	  none=doc/img/timeline_none.csv "recompute gelu,ln=doc/img/timeline_gelu-ln.csv" ckpt=doc/img/timeline_ckpt.csv \
 	  flash=doc/img/timeline_flash.csv
-	@echo "wrote doc/img/memory_gpt2.png doc/img/memory_small.png doc/img/loss_small.png doc/img/timeline_small.png"
+	./train --sample-len 0 --eval-every 0 --save doc/img/.small.ckpt >/dev/null  # the default run, 1000 steps (~6 min)
+	python3 scripts/quantize.py doc/img/.small.ckpt --csv doc/img/quantize_small.csv --png doc/img/quantize_small.png \
+	  --title "small model after 1000 steps: its weights in each format, and the val loss" >doc/img/quantize_small.md
+	rm -f doc/img/.small.ckpt
+	@echo "wrote doc/img/memory_gpt2.png doc/img/memory_small.png doc/img/loss_small.png doc/img/timeline_small.png doc/img/quantize_small.png"
 
 # Two passes: without MPI, with leak checking (all of our code); then with MPI,
 # leak checking off (OpenMPI's plugins leak at MPI_Init, which is not ours to fix).

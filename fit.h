@@ -121,9 +121,10 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
 
 // Try every setting for the model L, C, H, V, maxT at T tokens a sequence,
 // `global` sequences per rank per step, on `ranks` ranks (GPU: one), against
-// `budget` bytes a rank. Prints the table; `base` is the command line without
-// the flags --fit sets, for the recommended command. 0 if something fits, 1 if not.
-int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int ranks, int gpu, size_t corpus,
+// `budget` bytes a rank (adam8: the user's --adam-bits 8, kept in every setting).
+// Prints the table; `base` is the command line without the flags --fit sets,
+// for the recommended command. 0 if something fits, 1 if not.
+int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int ranks, int gpu, int adam8, size_t corpus,
                size_t budget, const char *budget_text, const char *base) {
     int Vp = (V + 63) / 64 * 64;
     double P = (double)predict_param_count(L, C, Vp, maxT), table = ((double)Vp + maxT) * C;
@@ -142,7 +143,7 @@ int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int rank
                             if (global % micro || n == cap) continue;
                             if (gpu && r == 1) continue;  // the GPU rebuilds whole blocks only (--ckpt)
                             FitSetting f = {dtype, flash, fused, zero, micro, global / micro, recomputes[r], 0, 0, 0, 0, 0, 0, 0, 0};
-                            RunShape s = {micro, T, corpus, flash, r == 2, fused, dtype, zero, ranks, gpu, recomputes[r]};
+                            RunShape s = {micro, T, corpus, flash, r == 2, fused, dtype, zero, ranks, gpu, recomputes[r], adam8, 0, 0};
                             MemReport pred;
                             predict_memory(L, C, H, V, maxT, &s, &pred);
                             f.peak = gpu ? pred.peak_total - predict_host_bytes_gpu(Vp, &s) : pred.peak_total;

@@ -16,6 +16,7 @@
 #include "comm.h"
 #include "dtype.h"
 #include "model.h"
+#include "quant.h"
 #include "sizes.h"
 #include "cuda/ops.h"
 
@@ -44,6 +45,10 @@ typedef struct {
     int save_every, stop_after;
     int mem, mem_ops, dry_run, trace;
     int infer;  // --infer (with --dry-run): the weights in each format and the KV cache
+    int eval_only;             // --eval-only: evaluate and sample the --resume state, no training
+    const char *quantize_str;  // --quantize bf16|int8|int4 (with --eval-only)
+    int quantize;              // its QF_* (quant.h); QF_FP32 without the flag
+    int adam_bits;             // --adam-bits 32 or 8: Adam's m and v in fp32 or 8-bit blocks
     const char *fit;  // --fit BUDGET ("free": what this machine or GPU has free)
     int print_every;  // step lines: every N steps (0 = about 25 lines per run), plus the first and the last
     const char *mem_json;
@@ -74,6 +79,7 @@ Options default_options(void) {
     o.sample_len = 240;
     o.temperature = 0.8f;
     o.save_every = 0;
+    o.adam_bits = 32;
     return o;
 }
 
@@ -109,6 +115,7 @@ const FlagSpec flag_specs[] = {
     {"dtype", ARG_STR, OPT(dtype_str), 0, 0, "storage of weights, grads, activations: fp32, bf16 or fp16"},
     {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
     {"ranks", ARG_INT, OPT(ranks), 1, 4096, "train on N ranks (starts mpirun -np N); with --dry-run: each rank's memory on N ranks"},
+    {"adam-bits", ARG_INT, OPT(adam_bits), 1, 64, "AdamW's m and v: 32 (fp32) or 8 (blocks of 256, an fp32 scale each)"},
     {"loss-scale", ARG_FLOAT, OPT(loss_scale), AT_LEAST_1, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
     {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps"},
     {"lr", ARG_FLOAT, OPT(lr), ABOVE_0, 0, "peak learning rate"},
@@ -126,6 +133,8 @@ const FlagSpec flag_specs[] = {
     {"save", ARG_STR, OPT(save), 0, 0, "write a checkpoint here (every --save-every steps and at the end)"},
     {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
     {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint"},
+    {"eval-only", ARG_FLAG, OPT(eval_only), 0, 0, "evaluate and sample the --resume state, no training; with --quantize, next to each format"},
+    {"quantize", ARG_STR, OPT(quantize_str), 0, 0, "with --eval-only: hold the weights in bf16, int8 or int4 (blocks of 64, an fp32 scale each)"},
     {"stop-after", ARG_INT, OPT(stop_after), 0, INT_MAX,
      "stop after this many steps of the --steps schedule, saving if --save (0 = run all)"},
     {"mem", ARG_FLAG, OPT(mem), 0, 0, "print the memory ledger: predicted vs measured, per phase and at peak"},
@@ -289,6 +298,33 @@ void parse_recompute(Options *o) {
     if (o->recompute & REC_BLOCK) o->ckpt = 1;
 }
 
+// --eval-only, --quantize and --adam-bits: what each needs, what each excludes.
+void parse_eval_flags(Options *o) {
+    if (o->adam_bits != 32 && o->adam_bits != 8) usage_error("--adam-bits must be 32 or 8 (got %d)", o->adam_bits);
+    if (o->adam_bits == 8 && o->cuda)
+        usage_error("--adam-bits 8 runs on the CPU only for now (drop it, or --device cpu)");
+    o->quantize = QF_FP32;
+    if (o->quantize_str) {
+        for (int f = QF_BF16; f < QF_N; f++)
+            if (!strcmp(o->quantize_str, quant_name[f])) o->quantize = f;
+        if (o->quantize == QF_FP32) usage_error("--quantize must be bf16, int8 or int4 (got '%s')", o->quantize_str);
+        if (!o->eval_only)
+            usage_error("--quantize goes with --eval-only --resume STATE: it evaluates and samples a trained state "
+                        "(training keeps fp32 master weights; see --dtype)");
+    }
+    if (!o->eval_only) return;
+    if (o->adam_bits != 32) usage_error("--eval-only runs no optimizer: drop --adam-bits");
+    if (o->cuda) usage_error("--eval-only runs on the CPU only for now (drop --device cuda)");
+    if (o->ranks > 1 || o->zero) usage_error("--eval-only runs in one process: drop --ranks and --zero");
+    if (o->recompute) usage_error("--eval-only has no backward, so nothing to recompute: drop --ckpt / --recompute");
+    if (o->save) usage_error("--eval-only changes nothing to save: drop --save");
+    if (o->fit || o->mem_timeline || o->mem_ops || o->log || o->trace)
+        usage_error("--eval-only runs no training step: drop --%s", o->fit ? "fit" : o->mem_timeline ? "mem-timeline" :
+                    o->mem_ops ? "mem-ops" : o->log ? "log" : "trace");
+    if (!o->resume && !o->dry_run)
+        usage_error("--eval-only needs a state to evaluate: --resume FILE (one saved with --save)");
+}
+
 // Resolve the preset and overrides into a model config; check it makes sense.
 GPTConfig resolve_config(Options *o) {
     const ModelPreset *p = NULL;
@@ -330,6 +366,7 @@ GPTConfig resolve_config(Options *o) {
     }
     parse_recompute(o);
     if (o->infer && !o->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
+    parse_eval_flags(o);
     if (o->cuda && o->recompute && o->recompute != REC_BLOCK)
         usage_error("--recompute %s runs on the CPU only for now: the GPU rebuilds whole blocks (--ckpt, which is "
                     "--recompute block)", o->recompute_str);

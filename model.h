@@ -18,6 +18,7 @@
 #include "dtype.h"
 #include "memory.h"
 #include "ops.h"
+#include "quant.h"
 #include "rng.h"
 #include "saved.h"
 #include "sizes.h"
@@ -326,6 +327,13 @@ typedef struct {
     // ZeRO buffers (ledger: comm)
     int bucketed;       // gradients go through the fp32 buckets g_piece / g_global
     float *reduce_buf;  // stages 0, 1: N * REDUCE_CHUNK floats for the chunked gradient reduction
+    // --eval-only (gpt_build_eval): a forward-only model, fp32 arithmetic, no gradients. Its weights
+    // are the fp32 params, or with --quantize held in quant; each op reads its piece back (eval_weights).
+    int eval;
+    QuantWeights quant;  // the layout, and with --quantize the weights in bf16, int8 or int4
+    FILE *from_file;     // set: read the weights from the state file instead (the comparison rows),
+    long file_at;        //   whose fp32 weights start at this byte,
+    int file_format;     //   each piece rounded through this format as it is read
 } GPT;
 
 
@@ -446,12 +454,94 @@ void gpt_free(GPT *model) {
                     model->w_global, model->g_global, model->gather_global, model->x_work, model->act_work,
                     model->reduce_buf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mem_free(bufs[i]);
+    if (model->eval) quant_free(&model->quant);
     free(model->acts);
 }
 
 void gpt_zero_grad(GPT *model) {
     if (model->dtype == DT_FP32) memset(model->grads, 0, shard_grads_len(&model->shard) * sizeof(float));
     else memset(model->grads_lp, 0, shard_grads_len(&model->shard) * 2);
+}
+
+// --- --eval-only: a forward-only model ---------------------------------------------
+// Evaluation and sampling need the weights, the activations of one forward and
+// the buffers each op's weights are read back into; no gradients, no Adam, no
+// backward buffers. The arithmetic is fp32 whatever the weights are stored in.
+
+// The layout as quant.h sees it: each tensor's place and whether it is a matrix.
+void quant_layout_of(QuantWeights *q, const GPTConfig *c) {
+    int n = param_tensor_count(c);
+    ParamTensor *pt = malloc(sizeof(ParamTensor) * n);
+    QuantTensor *qt = malloc(sizeof(QuantTensor) * n);
+    param_tensors(c, pt);
+    for (int i = 0; i < n; i++) qt[i] = (QuantTensor){pt[i].offset, pt[i].count, pt[i].is_matrix};
+    quant_layout(q, qt, n);
+    free(pt);
+    free(qt);
+}
+
+// Floats in the eval model's piece buffer: the largest piece, rounded up to
+// whole blocks of QUANT_BLOCK (the state is read through it a few blocks at a time).
+size_t eval_piece_floats(const GPTConfig *c, int fused_ce) {
+    return (piece_floats(c, fused_ce) + QUANT_BLOCK - 1) / QUANT_BLOCK * QUANT_BLOCK;
+}
+
+// Build the eval model for micro-batches of B x T, its weights held in
+// `format` (QF_FP32: the params array; else quant.h's storage). Its forward
+// is the training forward with --ckpt's drops: with no backward to come, a
+// block keeps only its output (the next block's input) once it has run.
+//   weights: params 4P (fp32), or qweights + qscales
+//   scratch: w_piece (a piece, fp32), w_global (the whole table, without --fused-ce),
+//            --fused-ce's logits tile and row stats
+void gpt_build_eval(GPT *model, const GPTConfig *cfg, int B, int T, int flash, int fused_ce, int format) {
+    memset(model, 0, sizeof *model);
+    model->cfg = *cfg;
+    model->eval = 1;
+    model->dtype = DT_FP32;
+    model->flash = flash;
+    model->drops = saved_dropped(REC_BLOCK, flash);  // no backward: each block keeps only its output
+    model->fused_ce = fused_ce;
+    model->nparams = param_count(cfg);
+    model->shard = shard_layout(model->nparams, 0, 0, 1);
+    quant_layout_of(&model->quant, cfg);
+    if (format == QF_FP32) model->params = mem_alloc(MEM_PARAMS, model->nparams * sizeof(float), "params");
+    else quant_alloc(&model->quant, format);
+    size_t N = (size_t)B * T;
+    model->piece = eval_piece_floats(cfg, fused_ce);
+    model->w_piece = mem_alloc(MEM_SCRATCH, model->piece * sizeof(float), "piece weights work");
+    if (fused_ce) {
+        model->head_tile = mem_alloc(MEM_SCRATCH, head_tile_floats(cfg, B, T) * sizeof(float), "logits tile");
+        model->head_stats = mem_alloc(MEM_SCRATCH, 2 * N * sizeof(float), "head row stats");
+    } else {
+        model->w_global = mem_alloc(MEM_SCRATCH, global_param_count(cfg) * sizeof(float), "global weights work");
+    }
+    model->acts = calloc(cfg->layers, sizeof(LayerActs));
+}
+
+// The fp32 weights of the flat range [lo, lo + n), from where the eval model
+// keeps them: the state file (each piece rounded through file_format as it is
+// read, so the comparison rows need no memory of their own) or quant's storage.
+void eval_weights(GPT *model, float *dst, size_t lo, size_t n) {
+    if (model->from_file) {
+        if (fseek(model->from_file, model->file_at + (long)(lo * sizeof(float)), SEEK_SET) != 0 ||
+            fread(dst, sizeof(float), n, model->from_file) != n) {
+            fprintf(stderr, "error: cannot read the weights back from the state file (was it changed during the run?)\n");
+            exit(1);
+        }
+        quant_round_trip(&model->quant, model->file_format, dst, lo, n);
+        return;
+    }
+    quant_load(&model->quant, dst, lo, n);
+}
+
+// Hold the weights [lo, lo + n) (src[0] = parameter lo) as the eval model
+// keeps them. 0, or the flat index + 1 of a weight that is inf or nan.
+size_t eval_store(GPT *model, const float *src, size_t lo, size_t n) {
+    if (model->quant.format != QF_FP32) return quant_store(&model->quant, src, lo, n);
+    for (size_t j = 0; j < n; j++)
+        if (!isfinite(src[j])) return lo + j + 1;
+    memcpy(model->params + lo, src, n * sizeof(float));
+    return 0;
 }
 
 // The weights the model computes with, in the storage dtype.
@@ -531,6 +621,10 @@ int gpt_replicas_identical(const GPT *model) {
 // The pointer is good until the next fetch_params. `what` names the piece
 // for --trace.
 float *fetch_params(GPT *model, size_t lo, size_t n, const char *what) {
+    if (model->eval && (model->quant.format != QF_FP32 || model->from_file)) {
+        eval_weights(model, model->w_piece, lo, n);
+        return model->w_piece;
+    }
     const void *src = model->gather_piece;
     if (model->shard.stage == 3) {
         if (g_ledger.trace) printf("  gather %s: %zu B\n", what, n * dtype_size(model->dtype));
@@ -606,6 +700,11 @@ GlobalWeights global_weights(GPT *model) {
     const GPTConfig *c = &model->cfg;
     size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels, lnf = layer_offset(c, c->layers);
     size_t e = dtype_size(model->dtype);
+    if (model->eval && (model->quant.format != QF_FP32 || model->from_file)) {  // [wte | wpe] and lnf, read back
+        eval_weights(model, model->w_global, 0, emb);
+        eval_weights(model, model->w_global + emb, lnf, 2 * c->channels);
+        return globals_in_work(model->w_global, c);
+    }
     if (model->shard.stage == 3) {  // gather [wte | wpe] and the final layernorm, packed
         if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", global_param_count(c) * e);
         gather_weights(model, model->gather_global, 0, emb);

@@ -12,6 +12,7 @@
 #include "zero.h"
 #include "cuda/ops.h"
 #include "cuda/model_gpu.h"
+#include "state.h"
 
 typedef struct {
     int cuda;       // --device cuda
@@ -30,6 +31,7 @@ typedef struct {
     int zero, rank, nranks;    // --zero over this rank of nranks
     size_t activation_stack;   // bytes for the activation stack: the predicted peak
     uint64_t seed;             // --seed: the init
+    int adam_bits;             // --adam-bits: 32, or 8 (the CPU only)
 } NetSpec;
 
 // Build the model and its optimizer on the chosen device, initialize the weights.
@@ -37,6 +39,7 @@ void net_build(Net *n, int cuda, const GPTConfig *cfg, const NetSpec *s, const A
     memset(n, 0, sizeof *n);
     n->cuda = cuda;
     n->opt.cfg = *adam;
+    n->opt.bits = 32;
     if (cuda) {
         gpu_gpt_build(&n->gpu, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt);
         gpu_arena_reserve(s->activation_stack);
@@ -50,8 +53,8 @@ void net_build(Net *n, int cuda, const GPTConfig *cfg, const NetSpec *s, const A
     arena_reserve(s->activation_stack);
     gpt_init(model, s->seed);
     const Shard *sh = &model->shard;  // the optimizer's state: the shard from stage 1, else whole
-    if (sh->stage >= 1) optimizer_build(&n->opt, adam, cfg, sh->own_lo, sh->own_hi, sh->size);
-    else optimizer_build(&n->opt, adam, cfg, 0, model->nparams, sh->padded);
+    if (sh->stage >= 1) optimizer_build(&n->opt, adam, cfg, sh->own_lo, sh->own_hi, sh->size, s->adam_bits);
+    else optimizer_build(&n->opt, adam, cfg, 0, model->nparams, sh->padded, s->adam_bits);
 }
 
 void net_free(Net *n) {
@@ -120,17 +123,13 @@ double net_recompute_seconds(Net *n) { return n->cuda ? gpu_gpt_recompute_second
 // Do all ranks hold the same weights? (every rank takes part; 1 on one rank)
 int net_replicas_identical(Net *n) { return n->cuda ? 1 : gpt_replicas_identical(&n->cpu); }
 
-// This rank's part of the training state, what a saved state holds: the fp32
-// weights and Adam's m and v of the parameters [lo, hi) (all of them on one
-// rank), in host or device memory.
-typedef struct {
-    float *w, *m, *v;
-    size_t lo, hi;
-    int on_gpu;
-} NetState;
-
+// This rank's part of the training state, what a saved state holds
+// (state.h's NetState): the fp32 weights and Adam's m and v of the parameters
+// [lo, hi) (all of them on one rank), in host or device memory; with
+// --adam-bits 8 the moments are read and written through the optimizer.
 NetState net_state(Net *n) {
     NetState st;
+    memset(&st, 0, sizeof st);
     if (n->cuda) {
         st.w = n->gpu.master, st.m = n->gpu.adam_m, st.v = n->gpu.adam_v;
         st.lo = 0, st.hi = n->gpu.nparams, st.on_gpu = 1;
@@ -140,7 +139,8 @@ NetState net_state(Net *n) {
     Optimizer *opt = &n->opt;
     st.lo = model->shard.own_lo, st.hi = model->shard.own_hi, st.on_gpu = 0;
     st.w = model->params + (st.lo - model->master_base);
-    st.m = opt->m + (st.lo - opt->lo), st.v = opt->v + (st.lo - opt->lo);
+    if (opt->bits == 8) st.adam8 = opt, st.adam8_at = st.lo - opt->lo;
+    else st.m = opt->m + (st.lo - opt->lo), st.v = opt->v + (st.lo - opt->lo);
     return st;
 }
 
@@ -154,8 +154,16 @@ void net_state_loaded(Net *n) {
     if (sh->stage == 0 && sh->nranks > 1) {
         long long bytes = (long long)sh->size * sizeof(float);
         comm_allgather_block(model->params, bytes);
-        comm_allgather_block(n->opt.m, bytes);
-        comm_allgather_block(n->opt.v, bytes);
+        if (n->opt.bits == 8) {  // the codes, and a scale per ADAM_BLOCK (S is whole blocks)
+            long long scales = (long long)(sh->size / ADAM_BLOCK) * sizeof(float);
+            comm_allgather_block(n->opt.m8, (long long)sh->size);
+            comm_allgather_block(n->opt.v8, (long long)sh->size);
+            comm_allgather_block(n->opt.m_scale, scales);
+            comm_allgather_block(n->opt.v_scale, scales);
+        } else {
+            comm_allgather_block(n->opt.m, bytes);
+            comm_allgather_block(n->opt.v, bytes);
+        }
     }
     gpt_sync_params(model);
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "memory.h"
 #include "model.h"
 #include "dtype.h"
@@ -70,29 +71,112 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
 typedef struct {
     AdamWConfig cfg;
     size_t lo, hi;  // the parameters this rank updates: all of them, or its ZeRO shard
+    int bits;       // --adam-bits: 32, or 8 (m8, v8 and their scales instead of m, v)
     float *m, *v;   // AdamW state; element 0 is parameter lo (ledger adam_m, adam_v)
+    int8_t *m8;     // --adam-bits 8: m in a signed square code, a scale (m_scale) per ADAM_BLOCK
+    uint8_t *v8;    //                v in an unsigned fourth-power code, a scale (v_scale) per ADAM_BLOCK
+    float *m_scale, *v_scale;
     ParamTensor *tensors;
     int ntensors;
 } Optimizer;
 
 // State for the parameters [lo, hi), n_alloc elements each (>= hi - lo: a
-// ZeRO shard is padded so every rank allocates the same).
+// ZeRO shard is padded so every rank allocates the same), in `bits` (32 or 8):
+//   32: m and v in fp32, 4 + 4 bytes a parameter
+//    8: m and v in one byte each, and an fp32 scale each per ADAM_BLOCK: 2 + 8/256 bytes a parameter
 void optimizer_build(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
-                     size_t n_alloc) {
+                     size_t n_alloc, int bits) {
+    memset(opt, 0, sizeof *opt);
     opt->cfg = *cfg;
     opt->lo = lo;
     opt->hi = hi;
-    opt->m = mem_alloc(MEM_ADAM_M, n_alloc * sizeof(float), "adam_m");
-    opt->v = mem_alloc(MEM_ADAM_V, n_alloc * sizeof(float), "adam_v");
+    opt->bits = bits;
+    if (bits == 8) {
+        size_t blocks = (n_alloc + ADAM_BLOCK - 1) / ADAM_BLOCK;
+        opt->m8 = mem_alloc(MEM_ADAM_M, n_alloc, "adam_m (8-bit)");
+        opt->m_scale = mem_alloc(MEM_ADAM_M, blocks * sizeof(float), "adam_m scales");
+        opt->v8 = mem_alloc(MEM_ADAM_V, n_alloc, "adam_v (8-bit)");
+        opt->v_scale = mem_alloc(MEM_ADAM_V, blocks * sizeof(float), "adam_v scales");
+    } else {
+        opt->m = mem_alloc(MEM_ADAM_M, n_alloc * sizeof(float), "adam_m");
+        opt->v = mem_alloc(MEM_ADAM_V, n_alloc * sizeof(float), "adam_v");
+    }
     opt->ntensors = param_tensor_count(model);
     opt->tensors = malloc(sizeof(ParamTensor) * opt->ntensors);
     param_tensors(model, opt->tensors);
 }
 
 void optimizer_free(Optimizer *opt) {
-    mem_free(opt->m);
-    mem_free(opt->v);
+    void *bufs[] = {opt->m, opt->v, opt->m8, opt->v8, opt->m_scale, opt->v_scale};
+    for (int i = 0; i < 6; i++) mem_free(bufs[i]);
     free(opt->tensors);
+}
+
+// --- --adam-bits 8: the moments in 8 bits, block-wise ----------------------------
+// As in Dettmers et al. 2022 (8-bit optimizers via block-wise quantization):
+// each block of ADAM_BLOCK elements keeps an fp32 scale, its largest value,
+// and every element as a code relative to it; the update widens a block to
+// fp32, runs the usual AdamW on it, and stores it back. The update is
+// m / sqrt(v), so both codes give more levels to small values than a linear
+// code would:
+//   m (signed):      q = round(127 sqrt(|m| / max|m|)), with m's sign;  m = sign (q/127)^2 max|m|
+//                    (the smallest step is max / 16129; near the max, 1.6%)
+//   v (v >= 0):      q = round(255 (v / max v)^(1/4));                  v = (q/255)^4 max v
+//                    (sqrt(v), the update's divisor, in a square code: 0.8% steps near the max;
+//                    a v > 0 never becomes 0, which would blow the update up: it keeps q >= 1)
+// Deterministic rounding: a resumed run computes the same codes (a saved
+// state holds the values the codes stand for, which read back to the same codes).
+
+void adam8_encode(const float *m, const float *v, int n, int8_t *mq, uint8_t *vq, float *mscale, float *vscale) {
+    float mmax = 0, vmax = 0;
+    for (int i = 0; i < n; i++) {
+        mmax = fabsf(m[i]) > mmax ? fabsf(m[i]) : mmax;
+        vmax = v[i] > vmax ? v[i] : vmax;
+    }
+    for (int i = 0; i < n; i++) {
+        float qm = mmax > 0 ? roundf(127.0f * sqrtf(fabsf(m[i]) / mmax)) : 0.0f;
+        float qv = vmax > 0 ? roundf(255.0f * sqrtf(sqrtf(v[i] / vmax))) : 0.0f;
+        if (qv == 0 && v[i] > 0) qv = 1;
+        mq[i] = (int8_t)(m[i] < 0 ? -qm : qm);
+        vq[i] = (uint8_t)qv;
+    }
+    *mscale = mmax;
+    *vscale = vmax;
+}
+
+void adam8_decode(const int8_t *mq, const uint8_t *vq, int n, float mscale, float vscale, float *m, float *v) {
+    for (int i = 0; i < n; i++) {
+        float a = mq[i] / 127.0f, b = vq[i] / 255.0f;
+        m[i] = (a < 0 ? -a * a : a * a) * mscale;
+        v[i] = b * b * b * b * vscale;
+    }
+}
+
+// The moments as fp32: elements [at, at + n) of this optimizer's state
+// (at a multiple of ADAM_BLOCK), m (which 0) or v (1), read or written. For
+// saving and resuming (state.h); both bit widths.
+void optimizer_moments_get(const Optimizer *opt, int which, size_t at, float *dst, size_t n) {
+    if (opt->bits != 8) { memcpy(dst, (which ? opt->v : opt->m) + at, n * sizeof(float)); return; }
+    for (size_t b = 0; b < n; b += ADAM_BLOCK) {
+        int len = (int)(n - b < ADAM_BLOCK ? n - b : ADAM_BLOCK);
+        float other[ADAM_BLOCK];
+        size_t k = (at + b) / ADAM_BLOCK;
+        adam8_decode(opt->m8 + at + b, opt->v8 + at + b, len, opt->m_scale[k], opt->v_scale[k], which ? other : dst + b,
+                     which ? dst + b : other);
+    }
+}
+
+// Writing v (which 1) after m: the codes of a block are made from both.
+void optimizer_moments_set(Optimizer *opt, int which, size_t at, const float *src, size_t n) {
+    if (opt->bits != 8) { memcpy((which ? opt->v : opt->m) + at, src, n * sizeof(float)); return; }
+    for (size_t b = 0; b < n; b += ADAM_BLOCK) {
+        int len = (int)(n - b < ADAM_BLOCK ? n - b : ADAM_BLOCK);
+        float m[ADAM_BLOCK], v[ADAM_BLOCK];
+        size_t k = (at + b) / ADAM_BLOCK;
+        adam8_decode(opt->m8 + at + b, opt->v8 + at + b, len, opt->m_scale[k], opt->v_scale[k], m, v);
+        memcpy(which ? v : m, src + b, len * sizeof(float));
+        adam8_encode(m, v, len, opt->m8 + at + b, opt->v8 + at + b, &opt->m_scale[k], &opt->v_scale[k]);
+    }
 }
 
 // One AdamW step at learning rate lr over this optimizer's parameters; t is
@@ -101,8 +185,12 @@ void optimizer_free(Optimizer *opt) {
 // weights w and the gradients g (stored as dtype gdt) are arrays whose
 // element 0 is parameter w_base / g_base. 16-bit gradients are widened
 // GRAD_BLOCK at a time into a buffer on the stack.
+void optimizer_step_8bit(Optimizer *opt, float *w, size_t w_base, const void *g, size_t g_base, int gdt, float lr,
+                         int t, float grad_scale);
+
 void optimizer_step(Optimizer *opt, float *w, size_t w_base, const void *g, size_t g_base, int gdt, float lr, int t,
                     float grad_scale) {
+    if (opt->bits == 8) { optimizer_step_8bit(opt, w, w_base, g, g_base, gdt, lr, t, grad_scale); return; }
     for (int i = 0; i < opt->ntensors; i++) {
         const ParamTensor *pt = &opt->tensors[i];
         size_t a = pt->offset > opt->lo ? pt->offset : opt->lo;                       // this tensor's part
@@ -122,6 +210,43 @@ void optimizer_step(Optimizer *opt, float *w, size_t w_base, const void *g, size
             adamw_update(w + (off - w_base), buf, opt->m + (off - opt->lo), opt->v + (off - opt->lo), len, &opt->cfg, lr, t,
                          grad_scale, pt->is_matrix);
         }
+    }
+}
+
+// --adam-bits 8: the same update, a block of ADAM_BLOCK state elements at a
+// time: widen its m and v, update each tensor's part of the block (with its
+// own weight decay), store the block back in 8 bits.
+int tensor_containing(const Optimizer *opt, size_t at) {
+    int lo = 0, hi = opt->ntensors - 1;  // the last tensor whose offset is <= at
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (opt->tensors[mid].offset <= at) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+void optimizer_step_8bit(Optimizer *opt, float *w, size_t w_base, const void *g, size_t g_base, int gdt, float lr,
+                         int t, float grad_scale) {
+    long nblocks = (long)((opt->hi - opt->lo + ADAM_BLOCK - 1) / ADAM_BLOCK);
+#pragma omp parallel for schedule(static)  // the regions inside run on one thread each
+    for (long k = 0; k < nblocks; k++) {
+        float m[ADAM_BLOCK], v[ADAM_BLOCK], gbuf[ADAM_BLOCK];
+        size_t a = opt->lo + (size_t)k * ADAM_BLOCK, b = a + ADAM_BLOCK < opt->hi ? a + ADAM_BLOCK : opt->hi;
+        int len = (int)(b - a);
+        adam8_decode(opt->m8 + (a - opt->lo), opt->v8 + (a - opt->lo), len, opt->m_scale[k], opt->v_scale[k], m, v);
+        for (int i = tensor_containing(opt, a); i < opt->ntensors && opt->tensors[i].offset < b; i++) {
+            const ParamTensor *pt = &opt->tensors[i];
+            size_t x = pt->offset > a ? pt->offset : a, y = pt->offset + pt->count < b ? pt->offset + pt->count : b;
+            const float *gx = (const float *)g + (x - g_base);
+            if (gdt != DT_FP32) {  // 16-bit gradients, widened
+                dtype_load(gbuf, (const uint16_t *)g + (x - g_base), y - x, gdt);
+                gx = gbuf;
+            }
+            adamw_update(w + (x - w_base), gx, m + (x - a), v + (x - a), y - x, &opt->cfg, lr, t, grad_scale,
+                         pt->is_matrix);
+        }
+        adam8_encode(m, v, len, opt->m8 + (a - opt->lo), opt->v8 + (a - opt->lo), &opt->m_scale[k], &opt->v_scale[k]);
     }
 }
 

@@ -29,6 +29,9 @@ typedef struct {
     int zero, ranks;      // --zero S on N ranks (ranks 0 or 1: one rank, nothing sharded)
     int gpu;              // --device cuda: the GPU's layout (predict_memory_gpu)
     unsigned recompute;   // --recompute: REC_* (saved.h); --ckpt counts as REC_BLOCK
+    int adam8;            // --adam-bits 8: m and v in 8 bits, a scale per block of ADAM_BLOCK
+    int eval_only;        // --eval-only: a forward-only model (predict_memory_eval)
+    int quant_bits;       // --eval-only --quantize: the weights in 16, 8 or 4 bits (0: fp32)
 } RunShape;
 
 // P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
@@ -209,9 +212,14 @@ size_t predict_model_scratch(int C, int Vp, int maxT, const RunShape *s) {
 // and gradients in the storage dtype (e bytes), K bytes of optimizer state
 // (mixed precision: fp32 master + m + v = 12; fp32: m + v = 8), each divided
 // by the N ranks from the stage that shards it. Psi = P, padded vocabulary included.
+// With --adam-bits 8, m and v take 1 + 1 bytes and a scale each per ADAM_BLOCK: K = 2 + 8/256 (+ 4 master).
+double paper_optimizer_bytes(const RunShape *s) {
+    return (s->dtype == 0 ? 0 : 4) + (s->adam8 ? 2 + 8.0 / ADAM_BLOCK : 8);
+}
+
 double predict_paper_states(size_t P, const RunShape *s) {
     int ranks = s->ranks > 1 ? s->ranks : 1, zero = ranks > 1 ? s->zero : 0;
-    double e = s->dtype == 0 ? 4 : 2, K = s->dtype == 0 ? 8 : 12, n = ranks;
+    double e = s->dtype == 0 ? 4 : 2, K = paper_optimizer_bytes(s), n = ranks;
     return (double)P * (e / (zero == 3 ? n : 1) + e / (zero >= 2 ? n : 1) + K / (zero >= 1 ? n : 1));
 }
 
@@ -242,17 +250,59 @@ InferenceBytes predict_inference(int L, int C, int Vp, int maxT, int B, int T) {
 
 // Bytes of the weights in a format: bits 32 or 16 (every parameter), or 8, 4
 // (the matrices, plus their fp32 scales; the vectors in 16 bits).
+// (int4: two weights a byte, an odd count rounded up to a whole byte.)
 size_t inference_weight_bytes(const InferenceBytes *r, int bits) {
     if (bits >= 16) return (r->matrices + r->vectors) * (bits / 8);
-    return r->matrices * bits / 8 + 4 * r->scales + 2 * r->vectors;
+    return (r->matrices * bits + 7) / 8 + 4 * r->scales + 2 * r->vectors;
+}
+
+void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemReport *r);
+
+// --eval-only: the forward-only model (model.h, gpt_build_eval). fp32
+// arithmetic; no gradients, Adam, master weights or backward buffers.
+//   the weights: params 4P, or with --quantize
+//     qweights = the matrices' codes (inference_weight_bytes, without the scales) + the vectors in bf16
+//     qscales  = 4 bytes a block (int8, int4)
+//   scratch: one piece in fp32 (fc's 4C^2 + 4C, or with --fused-ce a chunk of the table if larger),
+//     rounded up to whole blocks of QUANT_BLOCK (the state is read through it); without --fused-ce
+//     the whole table (Vp + maxT) C + 2C in fp32 for the LM head, with it the logits tile and row stats
+//   activations: one forward's, in fp32, each block keeping only its output as with --ckpt; it is
+//     discarded after, so the phases after it are the base
+//   data: as in training
+void predict_memory_eval(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r) {
+    memset(r, 0, sizeof *r);
+    int Vp = (V + 63) / 64 * 64;
+    size_t N = (size_t)s->batch * s->seq_len, P = predict_param_count(L, C, Vp, maxT);
+    InferenceBytes inf = predict_inference(L, C, Vp, maxT, 1, 1);
+    MemSnapshot base;
+    memset(&base, 0, sizeof base);
+    int bits = s->quant_bits;
+    if (!bits) base.bytes[MEM_PARAMS] = 4 * P;
+    if (bits) base.bytes[MEM_QWEIGHTS] = (inf.matrices * bits + 7) / 8 + 2 * inf.vectors;
+    if (bits && bits < 16) base.bytes[MEM_QSCALES] = 4 * inf.scales;
+    size_t op = 4 * (size_t)C * C + 4 * (size_t)C, piece = s->fused_ce ? predict_moved(C, Vp, maxT, 1) : op;
+    size_t scratch = (piece + QUANT_BLOCK - 1) / QUANT_BLOCK * QUANT_BLOCK;
+    if (s->fused_ce) {  // as in training: the logits tile (or one row of Vp), two numbers a row
+        size_t rows = N < HEAD_ROWS ? N : HEAD_ROWS, tile = rows * ((size_t)Vp < VOCAB_CHUNK ? (size_t)Vp : VOCAB_CHUNK);
+        scratch += (tile > (size_t)Vp ? tile : (size_t)Vp) + 2 * N;
+    } else {
+        scratch += ((size_t)Vp + maxT) * C + 2 * (size_t)C;
+    }
+    base.bytes[MEM_SCRATCH] = 4 * scratch;
+    base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
+    for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
+    RunShape fwd = *s;  // the forward's tensors in fp32, as with --ckpt
+    fwd.dtype = 0, fwd.ckpt = 1, fwd.recompute = REC_BLOCK;
+    ActivationBytes act = predict_activations(L, C, H, Vp, &fwd);
+    predict_phases(&base, &act, r);
 }
 
 void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r);
-void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemReport *r);
 
 // Fill `r` with the predicted ledger for one training run.
 void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r) {
     if (s->gpu) { predict_memory_gpu(L, C, H, V, maxT, s, r); return; }
+    if (s->eval_only) { predict_memory_eval(L, C, H, V, maxT, s, r); return; }
     memset(r, 0, sizeof *r);
     int Vp = (V + 63) / 64 * 64;
     size_t P = predict_param_count(L, C, Vp, maxT);
@@ -260,11 +310,13 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
 
     MemSnapshot base;
     memset(&base, 0, sizeof base);
-    // ZeRO on N ranks: each rank owns a shard of S = ceil(P/N) parameters; the
-    // arrays that stay whole are padded to N*S (one rank: S = P, nothing padded)
+    // ZeRO on N ranks: each rank owns a shard of S = ceil(P/N) parameters, rounded up to whole
+    // blocks of ADAM_BLOCK; the arrays that stay whole are padded to N*S (one rank: S = P, nothing padded)
     size_t ranks = s->ranks > 1 ? (size_t)s->ranks : 1;
     int zero = ranks > 1 ? s->zero : 0;
-    size_t S = (P + ranks - 1) / ranks, full = ranks > 1 ? S * ranks : P;
+    size_t S = (P + ranks - 1) / ranks;
+    if (ranks > 1) S = (S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
+    size_t full = ranks > 1 ? S * ranks : P;
     size_t weights_n = zero == 3 ? S : full;  // stage 3 shards the weights
     size_t master_n = zero >= 1 ? S : full;   // stage 1 shards master and Adam
     size_t grads_n = zero >= 2 ? S : full;    // stage 2 shards the gradients
@@ -272,8 +324,10 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
     base.bytes[MEM_PARAMS] = e * weights_n;   // fp32: 4P; mixed precision: 2P
     base.bytes[MEM_MASTER] = s->dtype == 0 ? 0 : 4 * master_n;  // fp32 weights are their own master
     base.bytes[MEM_GRADS] = e * grads_n;
-    base.bytes[MEM_ADAM_M] = 4 * master_n;    // AdamW m and v, always fp32
+    base.bytes[MEM_ADAM_M] = 4 * master_n;    // AdamW m and v in fp32,
     base.bytes[MEM_ADAM_V] = 4 * master_n;
+    if (s->adam8)  // or --adam-bits 8: a byte each, and an fp32 scale per block of ADAM_BLOCK
+        base.bytes[MEM_ADAM_M] = base.bytes[MEM_ADAM_V] = master_n + 4 * ((master_n + ADAM_BLOCK - 1) / ADAM_BLOCK);
     // so mixed precision on one rank is the ZeRO paper's 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter,
     // and stage 1 is 2P + 2P + 12P/N, stage 2 2P + (2 + 12)P/N, stage 3 (2 + 2 + 12)P/N (plus padding)
     if (ranks > 1 && zero <= 1) {

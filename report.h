@@ -19,13 +19,18 @@ enum MemCategory {
     MEM_SCRATCH,      // temporaries reused by every layer (backward buffers)
     MEM_COMM,         // communication buffers (ZeRO)
     MEM_DATA,         // the corpus and the token batches
+    MEM_QWEIGHTS,     // --eval-only --quantize: the weights in bf16, int8 or int4 (quant.h)
+    MEM_QSCALES,      // their scales: one fp32 per block of QUANT_BLOCK weights (int8, int4)
     MEM_NCAT
 };
 
 const char *const mem_category_name[MEM_NCAT] = {
     "params", "master", "grads", "adam_m", "adam_v",
-    "activations", "scratch", "comm", "data",
+    "activations", "scratch", "comm", "data", "qweights", "qscales",
 };
+
+// The quantized weights' rows are shown only in the runs that have them.
+int mem_row_hidden(int c, size_t a, size_t b) { return (c == MEM_QWEIGHTS || c == MEM_QSCALES) && !a && !b; }
 
 // A snapshot of the ledger: live bytes per category and their total.
 typedef struct {
@@ -38,6 +43,9 @@ enum MemPhase { PHASE_INIT, PHASE_FORWARD, PHASE_BACKWARD, PHASE_STEP, MEM_NPHAS
 const char *const mem_phase_name[MEM_NPHASE] = {
     "after init", "after forward", "after backward", "after step",
 };
+
+// An --eval-only run has only the first two: the weights loaded, and one forward.
+enum { EVAL_PHASES = PHASE_FORWARD + 1 };
 
 // A full report: the four phase snapshots, per-category peaks, total peak.
 typedef struct {
@@ -65,7 +73,8 @@ void print_mem_rows(FILE *f, const char *title, const size_t *pred, size_t pred_
     for (int c = 0; c <= MEM_NCAT; c++) {
         int is_total = c == MEM_NCAT;
         size_t p = is_total ? pred_total : pred[c];
-        const char *name = is_total ? (meas ? "total" : "total") : mem_category_name[c];
+        const char *name = is_total ? "total" : mem_category_name[c];
+        if (!is_total && mem_row_hidden(c, pred[c], meas ? meas[c] : 0)) continue;
         if (is_total) fprintf(f, "    %s\n", "------------");
         fprintf(f, "    %-12s %16zu ", name, p);
         print_size(f, p);
@@ -79,8 +88,9 @@ void print_mem_rows(FILE *f, const char *title, const size_t *pred, size_t pred_
     }
 }
 
-void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas) {
-    for (int ph = 0; ph < MEM_NPHASE; ph++)
+// The first `nphases` phases (an --eval-only run has two: init and forward), then the peaks.
+void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas, int nphases) {
+    for (int ph = 0; ph < nphases; ph++)
         print_mem_rows(f, mem_phase_name[ph], pred->phase[ph].bytes, pred->phase[ph].total,
                        meas ? meas->phase[ph].bytes : NULL, meas ? meas->phase[ph].total : 0);
     print_mem_rows(f, "peak (per category; total = peak of the sum)", pred->peak, pred->peak_total,
@@ -90,14 +100,15 @@ void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas) {
 // The prediction alone, compact: one row per category, one column per phase,
 // then the peak in MiB, in MiB or GiB (whichever reads better) and in bytes.
 // This is what --dry-run prints.
-void print_prediction(FILE *f, const MemReport *r) {
+void print_prediction(FILE *f, const MemReport *r, int nphases) {
     fprintf(f, "  %-12s", "MiB");
-    for (int ph = 0; ph < MEM_NPHASE; ph++) fprintf(f, " %14s", mem_phase_name[ph]);
+    for (int ph = 0; ph < nphases; ph++) fprintf(f, " %14s", mem_phase_name[ph]);
     fprintf(f, " %12s %12s %14s\n", "peak", "", "peak bytes");
     for (int c = 0; c <= MEM_NCAT; c++) {
         int is_total = c == MEM_NCAT;
+        if (!is_total && mem_row_hidden(c, r->peak[c], 0)) continue;
         fprintf(f, "  %-12s", is_total ? "total" : mem_category_name[c]);
-        for (int ph = 0; ph < MEM_NPHASE; ph++)
+        for (int ph = 0; ph < nphases; ph++)
             fprintf(f, " %14.2f", mib(is_total ? r->phase[ph].total : r->phase[ph].bytes[c]));
         size_t peak = is_total ? r->peak_total : r->peak[c];
         fprintf(f, " %12.2f ", mib(peak));

@@ -14,6 +14,7 @@ enum {
     CPU_ACT_ALIGN = 4,              // every tensor on the CPU's stack starts on this boundary (fp32 row statistics follow 16-bit tensors)
     GPU_ACT_ALIGN = 256,            // every tensor on the GPU's activation stack starts on this boundary
     QUANT_BLOCK = 64,               // int8/int4 weights: one fp32 scale per this many consecutive weights of a matrix
+    ADAM_BLOCK = 256,               // --adam-bits 8: m and v have one fp32 scale per this many elements (ZeRO shards are whole blocks)
 };
 
 #define DEFAULT_LOSS_SCALE 65536.0f  // fp16: the starting loss scale (--loss-scale)

@@ -8,8 +8,10 @@
 //   "GPTMEMCK" magic, u32 version, i32 L C H V maxT B T, i32 step,
 //   u64 data_rng, u64 sample_rng, u64 nparams, i32 dtype, i32 updates,
 //   f32 loss_scale, i32 good_steps, i32 zero nranks rank, u64 lo hi,
+//   i32 adam_bits (32, or 8: --adam-bits 8), i32 reserved (0),
 //   f32 weights[hi - lo] (the fp32 weights: master copy for 16-bit runs),
-//   f32 adam_m[hi - lo], f32 adam_v[hi - lo],
+//   f32 adam_m[hi - lo], f32 adam_v[hi - lo] (with --adam-bits 8: the values
+//   its 8-bit codes stand for; read back, they give the same codes),
 //   u64 FNV-1a checksum of every byte before it.
 // Written to FILE.tmp and renamed, so a crash never leaves half a checkpoint.
 // With several ranks each rank writes the parameters it owns: rank 0 to FILE,
@@ -18,6 +20,7 @@
 #define GPTMEM_STATE_H
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +31,11 @@
 #include <unistd.h>
 #include "data.h"
 #include "dtype.h"
+#include "optimizer.h"
 #include "cuda/ops.h"
 
 #define STATE_MAGIC "GPTMEMCK"
-#define STATE_VERSION 3u
+#define STATE_VERSION 4u  // 4 added adam_bits; a version 3 file (the same header without it) still loads
 
 typedef struct {
     int32_t L, C, H, V, maxT, B, T, step;
@@ -42,7 +46,25 @@ typedef struct {
     int32_t good_steps;  // fp16: steps since the scale last changed
     int32_t zero, nranks, rank;  // ZeRO: the file of rank `rank` of `nranks` at stage `zero`
     uint64_t lo, hi;             // the parameters [lo, hi) this file holds (one rank: all of them)
+    int32_t adam_bits;           // 32, or 8: Adam's m and v were kept in 8 bits (--adam-bits 8)
+    int32_t reserved;            // 0
 } StateHeader;
+
+// The header's bytes in a file of this version (3: without adam_bits, reserved).
+size_t state_header_bytes(uint32_t version) { return version == 3 ? offsetof(StateHeader, adam_bits) : sizeof(StateHeader); }
+
+// What a state file's arrays come from and go to: this rank's fp32 weights
+// and Adam's m and v of the parameters [lo, hi) (element 0 is parameter lo),
+// in host or device memory (on_gpu); with --adam-bits 8, m and v are read
+// and written through the optimizer (optimizer_moments_get/set), from its
+// element adam8_at, and the file holds the fp32 values its codes stand for.
+typedef struct {
+    float *w, *m, *v;
+    size_t lo, hi;
+    int on_gpu;
+    Optimizer *adam8;
+    size_t adam8_at;
+} NetState;
 
 // The part of the state that changes as training goes, besides the weights,
 // Adam's state and the random streams: kept here during the run, written into
@@ -99,6 +121,23 @@ int write_array(FILE *f, uint64_t *h, const float *src, size_t bytes, int on_gpu
     return bad;
 }
 
+// Adam's m (which 0) or v (1) of the state st: an fp32 array as it is, or
+// (--adam-bits 8) widened a chunk at a time through a host buffer.
+int write_moments(FILE *f, uint64_t *h, const NetState *st, int which) {
+    size_t n = st->hi - st->lo;
+    if (!st->adam8) return write_array(f, h, which ? st->v : st->m, n * sizeof(float), st->on_gpu);
+    float *chunk = malloc(STATE_CHUNK);
+    size_t per = STATE_CHUNK / sizeof(float);  // a multiple of ADAM_BLOCK
+    int bad = 0;
+    for (size_t at = 0; at < n && !bad; at += per) {
+        size_t len = n - at < per ? n - at : per;
+        optimizer_moments_get(st->adam8, which, st->adam8_at + at, chunk, len);
+        bad = write_hashed(f, h, chunk, len * sizeof(float));
+    }
+    free(chunk);
+    return bad;
+}
+
 // Is `path` something a save may replace: missing, or a regular file? A
 // device, directory or fifo is refused (writing PATH.tmp and renaming it over
 // /dev/full, say, would replace the device node with a file).
@@ -120,17 +159,16 @@ int state_check_target(const char *path) {
 }
 
 // The write itself: magic, version, header, the three arrays, the checksum.
-int write_state_file(const char *path, const char *tmp, const StateHeader *hd, const float *params, const float *m,
-                     const float *v, int on_gpu) {
+int write_state_file(const char *path, const char *tmp, const StateHeader *hd, const NetState *st) {
     FILE *f = fopen(tmp, "wb");
     if (!f) { fprintf(stderr, "error: cannot write checkpoint '%s': %s\n", tmp, strerror(errno)); return -1; }
     uint64_t h = 0xCBF29CE484222325ULL;
     uint32_t version = STATE_VERSION;
     size_t n = (hd->hi - hd->lo) * sizeof(float);
     int bad = write_hashed(f, &h, STATE_MAGIC, 8) | write_hashed(f, &h, &version, 4) |
-              write_hashed(f, &h, hd, sizeof *hd) | write_array(f, &h, params, n, on_gpu);
+              write_hashed(f, &h, hd, sizeof *hd) | write_array(f, &h, st->w, n, st->on_gpu);
     if (getenv("GPTMEM_INTERRUPT_SAVE")) { fflush(f); raise(SIGINT); }
-    bad |= write_array(f, &h, m, n, on_gpu) | write_array(f, &h, v, n, on_gpu);
+    bad |= write_moments(f, &h, st, 0) | write_moments(f, &h, st, 1);
     bad |= fwrite(&h, 8, 1, f) != 1;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
@@ -158,8 +196,7 @@ static void interrupted_while_saving(int sig) {
 // Write the state to path (through path.tmp, renamed when complete): 0, or -1
 // after a message. (GPTMEM_INTERRUPT_SAVE set in the environment interrupts
 // the write half-way, as Ctrl-C would: the tests' way to check the handler.)
-int save_state(const char *path, const StateHeader *hd, const float *params, const float *m, const float *v,
-               int on_gpu) {
+int save_state(const char *path, const StateHeader *hd, const NetState *st) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (state_check_target(path)) return -1;
@@ -169,7 +206,7 @@ int save_state(const char *path, const StateHeader *hd, const float *params, con
     on_signal.sa_handler = interrupted_while_saving;
     sigaction(SIGINT, &on_signal, &old_int);
     sigaction(SIGTERM, &on_signal, &old_term);
-    int result = write_state_file(path, tmp, hd, params, m, v, on_gpu);
+    int result = write_state_file(path, tmp, hd, st);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     return result;
@@ -194,31 +231,45 @@ int read_array(FILE *f, uint64_t *h, float *dst, size_t bytes, int on_gpu) {
     return bad;
 }
 
-// Load a checkpoint into params/m/v after checking it matches `want`.
-// Exits with a clear error if the file is missing, truncated, corrupt or for
-// another model; returns the header.
-StateHeader load_state(const char *path, const StateHeader *want, float *params, float *m, float *v, int on_gpu) {
+// Reading a state: open it and check its header against this run
+// (state_open), read its arrays in order (state_read), then check the
+// checksum (state_close). Every problem exits with a message naming the file.
+typedef struct {
+    FILE *f;
+    const char *path;
+    uint64_t h;       // FNV-1a of every byte read so far
     StateHeader hd;
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "error: cannot open checkpoint '%s': %s\n", path, strerror(errno)); exit(1); }
+    long data_at;     // the byte where the weights start
+} StateReader;
+
+// What the run that reads it is: RESUME_TRAINING checks dtype and ranks as a
+// resume must; READ_WEIGHTS (--eval-only) takes any dtype, from one rank.
+enum { RESUME_TRAINING, READ_WEIGHTS };
+
+StateReader state_open(const char *path, const StateHeader *want, int purpose) {
+    StateReader r = {fopen(path, "rb"), path, 0xCBF29CE484222325ULL, {0}, 0};
+    StateHeader hd;
+    memset(&hd, 0, sizeof hd);
+    if (!r.f) { fprintf(stderr, "error: cannot open checkpoint '%s': %s\n", path, strerror(errno)); exit(1); }
     long long size = file_size(path);
     char magic[8];
-    uint32_t version;
-    uint64_t h = 0xCBF29CE484222325ULL, stored;
-    if (read_hashed(f, &h, magic, 8) || memcmp(magic, STATE_MAGIC, 8)) {
+    uint32_t version = 0;
+    if (read_hashed(r.f, &r.h, magic, 8) || memcmp(magic, STATE_MAGIC, 8)) {
         fprintf(stderr, "error: '%s' is not a gptmem checkpoint (bad magic)\n", path);
         exit(1);
     }
-    if (read_hashed(f, &h, &version, 4) || version != STATE_VERSION) {
-        fprintf(stderr, "error: checkpoint '%s' has version %u; this build reads version %u\n", path, version,
+    if (read_hashed(r.f, &r.h, &version, 4) || (version != STATE_VERSION && version != 3)) {
+        fprintf(stderr, "error: checkpoint '%s' has version %u; this build reads versions 3 and %u\n", path, version,
                 STATE_VERSION);
         exit(1);
     }
-    if (read_hashed(f, &h, &hd, sizeof hd)) {
+    size_t header = state_header_bytes(version);
+    if (read_hashed(r.f, &r.h, &hd, header)) {
         fprintf(stderr, "error: checkpoint '%s' is truncated (no complete header)\n", path);
         exit(1);
     }
-    if (hd.dtype != want->dtype) {
+    if (version == 3) hd.adam_bits = 32;
+    if (purpose == RESUME_TRAINING && hd.dtype != want->dtype) {
         fprintf(stderr, "error: checkpoint '%s' was trained with --dtype %s; pass --dtype %s to resume it\n", path,
                 hd.dtype >= 0 && hd.dtype <= DT_FP16 ? dtype_name[hd.dtype] : "?",
                 hd.dtype >= 0 && hd.dtype <= DT_FP16 ? dtype_name[hd.dtype] : "?");
@@ -231,30 +282,77 @@ StateHeader load_state(const char *path, const StateHeader *want, float *params,
                 hd.V, hd.maxT, want->L, want->C, want->H, want->V, want->maxT);
         exit(1);
     }
-    if (hd.zero != want->zero || hd.nranks != want->nranks || hd.rank != want->rank || hd.lo != want->lo ||
-        hd.hi != want->hi) {
+    if (purpose == READ_WEIGHTS && (hd.nranks != 1 || hd.lo != 0 || hd.hi != hd.nparams)) {
+        fprintf(stderr, "error: checkpoint '%s' is rank %d of %d (--zero %d): it holds a part of the weights; "
+                "--eval-only reads a state saved by one process (resume it on %d ranks and --save from a "
+                "run without --zero, or evaluate it there)\n", path, hd.rank, hd.nranks, hd.zero, hd.nranks);
+        exit(1);
+    }
+    if (purpose == RESUME_TRAINING && (hd.zero != want->zero || hd.nranks != want->nranks || hd.rank != want->rank ||
+                                       hd.lo != want->lo || hd.hi != want->hi)) {
         fprintf(stderr, "error: checkpoint '%s' is rank %d of %d at --zero %d; this is rank %d of %d at --zero %d: "
                 "resume with the same mpirun -np and --zero\n", path, hd.rank, hd.nranks, hd.zero, want->rank,
                 want->nranks, want->zero);
         exit(1);
     }
     size_t n = (hd.hi - hd.lo) * sizeof(float);
-    long long expect = 8 + 4 + (long long)sizeof hd + 3LL * (long long)n + 8;
+    long long expect = 8 + 4 + (long long)header + 3LL * (long long)n + 8;
     if (size != expect) {
         fprintf(stderr, "error: checkpoint '%s' has %lld bytes, expected %lld: it is %s\n", path, size, expect,
                 size < expect ? "truncated" : "longer than its header says");
         exit(1);
     }
-    if (read_array(f, &h, params, n, on_gpu) || read_array(f, &h, m, n, on_gpu) || read_array(f, &h, v, n, on_gpu) ||
-        fread(&stored, 8, 1, f) != 1 || stored != h) {
-        fprintf(stderr, "error: checkpoint '%s' is corrupt (checksum mismatch)\n", path);
+    r.hd = hd;
+    r.data_at = (long)(8 + 4 + header);
+    return r;
+}
+
+// The next `bytes` of the file's arrays into dst (host or device memory).
+void state_read(StateReader *r, float *dst, size_t bytes, int on_gpu) {
+    if (read_array(r->f, &r->h, dst, bytes, on_gpu)) {
+        fprintf(stderr, "error: checkpoint '%s' is truncated\n", r->path);
         exit(1);
     }
-    fclose(f);
-    if (hd.B != want->B || hd.T != want->T)
-        fprintf(stderr, "warning: checkpoint was trained with batch %d x %d, this run uses %d x %d\n", hd.B, hd.T,
+}
+
+// Adam's m (which 0) or v (1) into the state st: into an fp32 array, or
+// (--adam-bits 8) a chunk at a time through a host buffer into the codes.
+void read_moments(StateReader *r, NetState *st, int which) {
+    size_t n = st->hi - st->lo;
+    if (!st->adam8) { state_read(r, which ? st->v : st->m, n * sizeof(float), st->on_gpu); return; }
+    float *chunk = malloc(STATE_CHUNK);
+    size_t per = STATE_CHUNK / sizeof(float);
+    for (size_t at = 0; at < n; at += per) {
+        size_t len = n - at < per ? n - at : per;
+        state_read(r, chunk, len * sizeof(float), 0);
+        optimizer_moments_set(st->adam8, which, st->adam8_at + at, chunk, len);
+    }
+    free(chunk);
+}
+
+// The end: the stored checksum must equal the hash of everything before it.
+void state_close(StateReader *r) {
+    uint64_t stored;
+    if (fread(&stored, 8, 1, r->f) != 1 || stored != r->h) {
+        fprintf(stderr, "error: checkpoint '%s' is corrupt (checksum mismatch)\n", r->path);
+        exit(1);
+    }
+    fclose(r->f);
+}
+
+// Load a checkpoint into st's weights and moments after checking it matches `want`.
+// Exits with a clear error if the file is missing, truncated, corrupt or for
+// another model; returns the header.
+StateHeader load_state(const char *path, const StateHeader *want, NetState *st) {
+    StateReader r = state_open(path, want, RESUME_TRAINING);
+    state_read(&r, st->w, (r.hd.hi - r.hd.lo) * sizeof(float), st->on_gpu);
+    read_moments(&r, st, 0);
+    read_moments(&r, st, 1);
+    state_close(&r);
+    if (r.hd.B != want->B || r.hd.T != want->T)
+        fprintf(stderr, "warning: checkpoint was trained with batch %d x %d, this run uses %d x %d\n", r.hd.B, r.hd.T,
                 want->B, want->T);
-    return hd;
+    return r.hd;
 }
 
 #endif

@@ -114,8 +114,10 @@ void print_config_line(const GPTConfig *c, const Options *o) {
     if (o->fused_ce) printf(" | fused-ce");
     if (o->cuda) printf(" | cuda");
     if (o->cuda && !o->dry_run) printf(" %s", gpu_name());
+    if (o->adam_bits == 8) printf(" | 8-bit adam");
+    if (o->eval_only) printf(" | eval-only%s%s", o->quantize ? ", weights in " : "", o->quantize ? quant_name[o->quantize] : "");
     if (!o->dry_run) {
-        printf(" | %d steps", o->steps);
+        if (!o->eval_only) printf(" | %d steps", o->steps);
 #ifdef _OPENMP
         if (!o->cuda) printf(" | %d threads", omp_get_max_threads());
 #endif
@@ -207,7 +209,7 @@ int report_memory(const Options *o, const MemReport *predicted, const MemReport 
     comm_gather_to_root(&mine, all, sizeof mine);
     if (o->mem && comm_rank_id == 0) {
         printf("memory ledger: predicted vs measured (bytes)%s\n", comm_nranks > 1 ? ", rank 0" : "");
-        print_mem_report(stdout, predicted, measured);
+        print_mem_report(stdout, predicted, measured, o->eval_only ? EVAL_PHASES : MEM_NPHASE);
         printf("  activation stack: %zu bytes reserved from the prediction, high-water mark %zu\n",
                g_arena.capacity, measured->peak[MEM_ACTIVATIONS]);
         size_t rss = process_peak_rss();
@@ -259,17 +261,18 @@ int omp_threads(void) {
 // difference named.
 void print_paper_comparison(const GPTConfig *cfg, const RunShape *s, const MemReport *r) {
     int ranks = s->ranks > 1 ? s->ranks : 1, zero = ranks > 1 ? s->zero : 0, e = s->dtype == 0 ? 4 : 2;
-    int K = s->dtype == 0 ? 8 : 12, Vp = padded_vocab(cfg), C = cfg->channels;
+    double K = paper_optimizer_bytes(s);  // 12 in mixed precision, 8 in fp32; less with --adam-bits 8
+    int Vp = padded_vocab(cfg), C = cfg->channels;
     size_t P = param_count(cfg);
     const size_t *b = r->peak;
     size_t states = b[MEM_PARAMS] + b[MEM_MASTER] + b[MEM_GRADS] + b[MEM_ADAM_M] + b[MEM_ADAM_V];
     size_t scratch = predict_model_scratch(C, Vp, cfg->max_seq, s), total = states + b[MEM_COMM] + scratch;
     double paper = predict_paper_states(P, s);
     char formula[96];
-    if (zero == 0) snprintf(formula, sizeof formula, "(%d + %d + %d) Psi", e, e, K);
-    else if (zero == 1) snprintf(formula, sizeof formula, "(%d + %d) Psi + %d Psi / %d", e, e, K, ranks);
-    else if (zero == 2) snprintf(formula, sizeof formula, "%d Psi + (%d + %d) Psi / %d", e, e, K, ranks);
-    else snprintf(formula, sizeof formula, "(%d + %d + %d) Psi / %d", e, e, K, ranks);
+    if (zero == 0) snprintf(formula, sizeof formula, "(%d + %d + %g) Psi", e, e, K);
+    else if (zero == 1) snprintf(formula, sizeof formula, "(%d + %d) Psi + %g Psi / %d", e, e, K, ranks);
+    else if (zero == 2) snprintf(formula, sizeof formula, "%d Psi + (%d + %g) Psi / %d", e, e, K, ranks);
+    else snprintf(formula, sizeof formula, "(%d + %d + %g) Psi / %d", e, e, K, ranks);
     printf("the ZeRO paper against this run: the model states of %s (stage %d, Psi = %zu parameters)\n",
            ranks > 1 ? "each rank" : "the process", zero, P);
     printf("  %-56s %14.0f B %10.2f MiB\n", formula, paper, paper / 1048576.0);
@@ -373,7 +376,8 @@ int fit_run(const GPTConfig *cfg, const Options *o, long long corpus, int argc, 
     shown.dry_run = 1;  // the config line without steps and threads: nothing runs
     print_config_line(cfg, &shown);
     return fit_report(cfg->layers, cfg->channels, cfg->heads, cfg->vocab, cfg->max_seq, o->seq_len, o->batch * o->accum,
-                      o->ranks > 1 ? o->ranks : 1, o->cuda, corpus > 0 ? (size_t)corpus : 0, budget, text, base);
+                      o->ranks > 1 ? o->ranks : 1, o->cuda, o->adam_bits == 8, corpus > 0 ? (size_t)corpus : 0, budget,
+                      text, base);
 }
 
 // --dry-run --infer: serving the model, in each number format: the weights,
@@ -402,8 +406,8 @@ int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long 
     if (corpus < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", o->data);
     printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",
            o->cuda ? "GPU " : "", o->ranks > 1 ? " of each rank" : "");
-    print_prediction(stdout, &predicted);
-    if (!o->cuda) print_paper_comparison(cfg, shape, &predicted);
+    print_prediction(stdout, &predicted, o->eval_only ? EVAL_PHASES : MEM_NPHASE);
+    if (!o->cuda && !o->eval_only) print_paper_comparison(cfg, shape, &predicted);
     if (o->mem_ops) print_activation_table(stdout, cfg->layers, cfg->channels, cfg->heads, cfg->vocab, shape, 0);
     if (o->infer) print_inference(cfg, o);
     if (o->mem_json && write_mem_json(o->mem_json, &predicted, NULL, NULL)) {
@@ -487,6 +491,153 @@ int load_data(Dataset *data, const Options *o) {
         return 1;
     }
     return 0;
+}
+
+// ---------------------------------------------------------------------------
+// --eval-only: evaluate and sample a saved state, its weights held in fp32 or
+// (--quantize) in bf16, int8 or int4, next to the other formats.
+
+// Read the state's weights into the eval model, a few blocks at a time
+// through its piece buffer, tensor by tensor (so each read covers whole
+// blocks of QUANT_BLOCK); Adam's m and v are read past, for the checksum.
+// Returns the state's header; exits on a bad file or a weight that is not finite.
+StateHeader eval_load(GPT *model, const char *path, StateReader *r) {
+    const GPTConfig *c = &model->cfg;
+    StateHeader want = {.L = c->layers, .C = c->channels, .H = c->heads, .V = c->vocab, .maxT = c->max_seq,
+                        .nparams = model->nparams};
+    *r = state_open(path, &want, READ_WEIGHTS);
+    float *buf = model->w_piece;
+    size_t K = model->piece;  // a multiple of QUANT_BLOCK
+    for (int i = 0; i < model->quant.ntensors; i++) {
+        const QuantTensor *t = &model->quant.tensors[i];
+        for (size_t at = 0; at < t->count; at += K) {
+            size_t n = t->count - at < K ? t->count - at : K;
+            state_read(r, buf, n * sizeof(float), 0);
+            size_t bad = eval_store(model, buf, t->offset + at, n);
+            if (bad) {
+                fprintf(stderr, "error: checkpoint '%s' has a weight that is %s (parameter %zu): it cannot be "
+                        "evaluated or quantized; resume from an earlier checkpoint\n", path,
+                        isnan(buf[bad - 1 - t->offset - at]) ? "nan" : "infinite", bad - 1);
+                exit(1);
+            }
+        }
+    }
+    for (size_t left = 2 * model->nparams; left > 0;) {  // m and v: read for the checksum only
+        size_t n = left < K ? left : K;
+        state_read(r, buf, n * sizeof(float), 0);
+        left -= n;
+    }
+    state_close(r);
+    return r->hd;
+}
+
+// How far `format` moves the weights of the state file f (fp32 weights from
+// byte data_at): RMS(rounded - w) / RMS(w) over every parameter, each tensor
+// read through the piece buffer and rounded a block at a time.
+double weight_error(GPT *model, FILE *f, long data_at, int format) {
+    double err = 0, sum = 0;
+    float *w = model->w_piece;
+    if (fseek(f, data_at, SEEK_SET) != 0) return NAN;
+    for (int i = 0; i < model->quant.ntensors; i++) {
+        const QuantTensor *t = &model->quant.tensors[i];
+        for (size_t at = 0; at < t->count; at += model->piece) {
+            size_t n = t->count - at < model->piece ? t->count - at : model->piece;
+            if (fread(w, sizeof(float), n, f) != n) return NAN;
+            for (size_t b = 0; b < n; b += QUANT_BLOCK) {
+                float block[QUANT_BLOCK];
+                size_t len = n - b < QUANT_BLOCK ? n - b : QUANT_BLOCK;
+                memcpy(block, w + b, len * sizeof(float));
+                quant_round_trip(&model->quant, format, block, t->offset + at + b, len);
+                for (size_t j = 0; j < len; j++) {
+                    err += ((double)block[j] - w[b + j]) * ((double)block[j] - w[b + j]);
+                    sum += (double)w[b + j] * w[b + j];
+                }
+            }
+        }
+    }
+    return sqrt(err / (sum > 0 ? sum : 1));
+}
+
+// The validation loss of the model as it is, and the activations after its
+// first forward (a snapshot for the ledger's "after forward").
+float eval_loss(Net *net, Dataset *data, int B, int T, int n_batches, MemSnapshot *after_forward) {
+    double sum = 0.0;
+    for (int k = 0; k < n_batches; k++) {
+        data_val_batch(data, B, T, k, n_batches);
+        sum += net_forward(net, data->inputs, data->targets, B, T);
+        if (k == 0 && after_forward) *after_forward = ledger_snapshot();
+        net_discard_activations(net);
+    }
+    return (float)(sum / n_batches);
+}
+
+int eval_only_run(const GPTConfig *cfg, Options *o, const RunShape *shape) {
+    int B = o->batch, T = o->seq_len;
+    if (open_ranks_and_device(NULL, NULL, o)) return 1;
+    if (comm_nranks > 1) {
+        fprintf(stderr, "error: --eval-only runs in one process; start it without mpirun\n");
+        return 1;
+    }
+    if (o->dtype != DT_FP32)
+        printf("note: --eval-only computes in fp32 and holds the weights in fp32 or in --quantize's format; "
+               "--dtype %s is for training (16-bit weights: --quantize bf16)\n", dtype_name[o->dtype]);
+    MemReport predicted, measured;
+    memset(&measured, 0, sizeof measured);
+    predict_memory(cfg->layers, cfg->channels, cfg->heads, cfg->vocab, cfg->max_seq, shape, &predicted);
+    check_fits(predicted.peak_total);
+    Dataset data;
+    if (load_data(&data, o)) return 1;
+    Net net;
+    memset(&net, 0, sizeof net);
+    GPT *model = &net.cpu;
+    gpt_build_eval(model, cfg, B, T, o->flash, o->fused_ce, o->quantize);
+    arena_reserve(predicted.peak[MEM_ACTIVATIONS]);
+    StateReader state;
+    StateHeader hd = eval_load(model, o->resume, &state);
+    measured.phase[PHASE_INIT] = ledger_snapshot();
+    print_config_line(cfg, o);
+    printf("evaluating %s (step %d): %d validation batches of %d x %d, the weights held in %s\n", o->resume, hd.step,
+           o->eval_batches, B, T, quant_name[o->quantize]);
+
+    // the held weights: the run's loss, its ledger
+    float held = eval_loss(&net, &data, B, T, o->eval_batches, &measured.phase[PHASE_FORWARD]);
+    measured.phase[PHASE_BACKWARD] = measured.phase[PHASE_STEP] = ledger_snapshot();
+    size_t held_bytes = g_ledger.live[MEM_PARAMS] + g_ledger.live[MEM_QWEIGHTS] + g_ledger.live[MEM_QSCALES];
+
+    // every format, from the state file: each piece read and rounded through it as the model asks for it
+    InferenceBytes inf = predict_inference(cfg->layers, cfg->channels, padded_vocab(cfg), cfg->max_seq, 1, 1);
+    printf("  %-7s %4s %14s %12s %10s %9s\n", "weights", "bits", "bytes", "weight error", "val loss", "vs fp32");
+    float fp32_loss = 0;
+    for (int f = QF_FP32; f < QF_N; f++) {
+        float loss = held;
+        FILE *file = fopen(o->resume, "rb");
+        if (!file) { fprintf(stderr, "error: cannot reopen '%s': %s\n", o->resume, strerror(errno)); return 1; }
+        double werr = weight_error(model, file, state.data_at, f);
+        if (f != o->quantize) {
+            model->from_file = file, model->file_at = state.data_at, model->file_format = f;
+            loss = eval_loss(&net, &data, B, T, o->eval_batches, NULL);
+            model->from_file = NULL;
+        }
+        fclose(file);
+        if (f == QF_FP32) fp32_loss = loss;
+        size_t bytes = f == o->quantize ? held_bytes : inference_weight_bytes(&inf, quant_bits[f]);
+        printf("  %-7s %4d %14zu %11.4f%% %10.6f", quant_name[f], quant_bits[f], bytes, 100 * werr, loss);
+        if (f != QF_FP32) printf(" %+9.6f", loss - fp32_loss);
+        else printf(" %9s", "");
+        printf("%s\n", f == o->quantize ? "  <- held in memory (this run's weights)" : "");
+    }
+    printf("  weight error: RMS(rounded - w) / RMS(w) over all parameters; the rows not held read the fp32 "
+           "weights from the state file a piece at a time, rounded through the format as the model asks for "
+           "them: the same numbers, no memory held\n");
+    uint64_t rng = rng_seed(o->seed ^ 0x5A3B1E);
+    if (o->sample_len) sample_text(&net, &data, T, o->sample_len, o->temperature, &rng);
+    memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
+    measured.peak_total = g_ledger.peak_total;
+    int bad = (o->mem || o->mem_json) && report_memory(o, &predicted, &measured, 0, model->nparams, 0, NULL);
+    net_free(&net);
+    data_free(&data);
+    comm_finalize();
+    return bad;
 }
 
 // What one optimizer step did, for its line of output and the --log CSV.
@@ -583,9 +734,10 @@ int main(int argc, char **argv) {
     // 2. predict the memory from the config alone (a dry run stops here)
     long long corpus = file_size(o.data);
     RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.fused_ce, o.dtype, o.zero, o.ranks,
-                      o.cuda, o.recompute};
+                      o.cuda, o.recompute, o.adam_bits == 8, o.eval_only, o.quantize ? quant_bits[o.quantize] : 0};
     if (o.fit) return fit_run(&cfg, &o, corpus, argc, argv);
     if (o.dry_run) return dry_run(&cfg, &o, &shape, corpus);
+    if (o.eval_only) return eval_only_run(&cfg, &o, &shape);
     if (open_ranks_and_device(&argc, &argv, &o)) return 1;
     int rank = comm_rank_id, nranks = comm_nranks;
     shape.ranks = nranks;
@@ -599,7 +751,7 @@ int main(int argc, char **argv) {
     if (load_data(&data, &o)) return 1;
     Net net;
     NetSpec spec = {B, T, o.dtype, o.flash, o.ckpt, o.fused_ce, o.recompute, o.zero, rank, nranks,
-                    predicted.peak[MEM_ACTIVATIONS], o.seed};
+                    predicted.peak[MEM_ACTIVATIONS], o.seed, o.adam_bits};
     AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
     net_build(&net, o.cuda, &cfg, &spec, &adam);
     int zero = net_zero_stage(&net);
@@ -607,7 +759,7 @@ int main(int argc, char **argv) {
     size_t nparams = param_count(&cfg);
     StateHeader run = {.L = cfg.layers, .C = cfg.channels, .H = cfg.heads, .V = cfg.vocab, .maxT = cfg.max_seq,
                        .B = B, .T = T, .nparams = nparams, .dtype = o.dtype, .zero = zero, .nranks = nranks,
-                       .rank = rank, .lo = st.lo, .hi = st.hi};
+                       .rank = rank, .lo = st.lo, .hi = st.hi, .adam_bits = o.adam_bits};
     LiveState live = {0, o.dtype == DT_FP16 ? o.loss_scale : 1.0f, 0};
     uint64_t sample_rng = rng_seed(o.seed ^ 0x5A3B1E);
     char save_path[4096] = "", resume_path[4096] = "";
@@ -617,7 +769,10 @@ int main(int argc, char **argv) {
     if (comm_any(o.mem_timeline && timeline_unwritable(&o))) return 1;
     int start_step = 0;
     if (o.resume) {
-        StateHeader got = load_state(resume_path, &run, st.w, st.m, st.v, st.on_gpu);
+        StateHeader got = load_state(resume_path, &run, &st);
+        if (got.adam_bits != run.adam_bits)
+            say("note: %s kept Adam's moments in %d bits; this run keeps them in %d (--adam-bits %d), converted as "
+                "they were read\n", o.resume, got.adam_bits, run.adam_bits, run.adam_bits);
         net_state_loaded(&net);
         live = state_live(&got);
         start_step = got.step;
@@ -726,7 +881,7 @@ int main(int argc, char **argv) {
             sample_text(&net, &data, T, o.sample_len, o.temperature, &sample_rng);
         if (o.save && ((o.save_every && (step + 1) % o.save_every == 0) || last)) {
             StateHeader hd = state_at(&run, step + 1, &live, data.rng, sample_rng);
-            if (save_state(save_path, &hd, st.w, st.m, st.v, st.on_gpu)) return 1;
+            if (save_state(save_path, &hd, &st)) return 1;
             say("saved checkpoint %s%s at step %d\n", o.save, nranks > 1 ? " (and .rank1 ... for the other ranks)" : "",
                 step + 1);
         }

@@ -3,8 +3,10 @@
 // model (model.h) embeds one Shard and calls these at the right moments of
 // its forward and backward (the schedule, written out in model.h).
 //
-// The shard layout: P parameters, N ranks. Each rank owns S = ceil(P / N)
-// consecutive parameters: rank r owns [r S, min((r + 1) S, P)). Arrays a rank
+// The shard layout: P parameters, N ranks. Each rank owns S = ceil(P / N),
+// rounded up to whole blocks of ADAM_BLOCK (so that --adam-bits 8 quantizes
+// the same blocks on any number of ranks), consecutive parameters: rank r
+// owns [r S, min((r + 1) S, P)). Arrays a rank
 // keeps whole are padded to N S elements (the last rank's share is short), so
 // that every rank allocates the same and a block all-gather fills them. Which
 // arrays are sharded grows with the stage:
@@ -33,7 +35,7 @@ typedef struct {
     int stage;              // --zero S, or 0 with one rank (nothing to shard)
     int rank, nranks;
     size_t nparams;         // P
-    size_t size;            // S = ceil(P / N): the parameters each rank owns (P with one rank)
+    size_t size;            // S = ceil(P / N) in whole ADAM_BLOCKs: the parameters each rank owns (P with one rank)
     size_t own_lo, own_hi;  // this rank owns [own_lo, own_hi) of the flat array
     size_t padded;          // N S: the length of an array kept whole (P with one rank)
 } Shard;
@@ -45,6 +47,7 @@ Shard shard_layout(size_t P, int stage, int rank, int nranks) {
     s.nranks = nranks;
     s.nparams = P;
     s.size = (P + nranks - 1) / nranks;
+    if (nranks > 1) s.size = (s.size + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
     s.padded = nranks > 1 ? s.size * nranks : P;
     s.own_lo = nranks > 1 ? (size_t)rank * s.size : 0;
     s.own_hi = nranks > 1 ? (s.own_lo + s.size < P ? s.own_lo + s.size : P) : P;

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-CATEGORIES = ["params", "master", "grads", "adam_m", "adam_v", "activations", "scratch", "comm", "data"]
+CATEGORIES = ["params", "master", "grads", "adam_m", "adam_v", "activations", "scratch", "comm", "data", "qweights", "qscales"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

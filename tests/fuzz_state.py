@@ -18,7 +18,7 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-HEADER = 8 + 4 + 104  # magic, version, StateHeader (state.h)
+HEADER = 8 + 4 + 112  # magic, version, StateHeader (state.h, version 4)
 
 
 def damage(data, rng):

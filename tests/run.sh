@@ -9,6 +9,13 @@ skipped=0
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # a small, fast config for the program-level checks
 SMALL=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --batch 4 --sample-len 0 --eval-batches 2 --print-every 1)
+# expect CODE MESSAGE ARGS...: ./train ARGS exits with CODE and says MESSAGE on stderr
+expect() {
+  local code=$1 msg=$2; shift 2
+  ./train "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
+  if [ $got -eq "$code" ] && grep -q -- "$msg" "$tmp/err"; then ok "error: $* -> exit $code"
+  else bad "error: $* -> exit $got (want $code), stderr: $(head -2 "$tmp/err")"; fi
+}
 
 # --- 1. the math (C) ----------------------------------------------------------
 out=$(./tests/test_cpu)
@@ -308,6 +315,101 @@ ckpt=$(peak_act --ckpt)
 if [ -n "$ckpt" ] && [ "$ckpt" -lt $((naive / 4)) ]; then ok "--ckpt in the gpt2 dry run: $naive -> $ckpt bytes"
 else bad "--ckpt dry run: naive $naive ckpt $ckpt"; fi
 
+# --- 3b2. --eval-only and --quantize ------------------------------------------------
+# a small model trained for 120 steps, then evaluated with its weights held in each format
+Q=(--batch 16 --eval-batches 4 --sample-len 0)
+./train "${Q[@]}" --steps 120 --eval-every 0 --save "$tmp/q.ckpt" >"$tmp/qtrain" 2>&1
+good=1
+for f in fp32 bf16 int8 int4; do
+  qf=(); [ $f = fp32 ] || qf=(--quantize $f)
+  ./train "${Q[@]}" --eval-only --resume "$tmp/q.ckpt" "${qf[@]}" --mem-json "$tmp/q_$f.json" >"$tmp/q_$f" 2>&1 \
+    && mem_equal "$tmp/q_$f.json" || { good=0; echo "  $f: ledger"; tail -2 "$tmp/q_$f"; }
+  ./train "${Q[@]}" --eval-only "${qf[@]}" --dry-run --mem-json "$tmp/qd_$f.json" >/dev/null 2>&1
+  python3 -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))['predicted'] != json.load(open(sys.argv[2]))['measured'])" \
+    "$tmp/qd_$f.json" "$tmp/q_$f.json" || { good=0; echo "  $f: the dry run differs from the run"; }
+done
+if [ $good -eq 1 ]; then ok "--eval-only, weights in fp32, bf16, int8, int4: ledger predicted == measured (qweights, qscales rows), and == the dry run"
+else bad "--eval-only ledger"; fi
+# the table: held weights give the numbers the other runs compute from the file; the fp32 loss is the
+# training run's final val loss; the held bytes are --dry-run --infer's; the errors are ordered
+./train "${Q[@]}" --dry-run --infer >"$tmp/qinfer" 2>&1
+if msg=$(python3 tests/quant_table.py "$tmp" "$tmp/qinfer"); then ok "--quantize: $msg"
+else bad "--quantize table: $msg"; fi
+# --fused-ce and --flash in the eval model: the ledger holds, the loss is the plain model's to 1e-5
+./train "${Q[@]}" --eval-only --resume "$tmp/q.ckpt" --quantize int4 --fused-ce --flash --mem-json "$tmp/qff.json" >"$tmp/qff" 2>&1
+l1=$(awk '$1 == "int4" && /held/ {print $5}' "$tmp/q_int4"); l2=$(awk '$1 == "int4" && /held/ {print $5}' "$tmp/qff")
+if mem_equal "$tmp/qff.json" && python3 -c "import sys; sys.exit(abs($l1 - $l2) > 1e-5)" 2>/dev/null; then
+  ok "--eval-only --quantize int4 --fused-ce --flash: ledger equal, loss $l2 (plain $l1)"
+else bad "--eval-only --fused-ce --flash: loss '$l1' vs '$l2'"; fi
+# sampling with int8 weights: the same text twice
+./train --eval-only --resume "$tmp/q.ckpt" --quantize int8 --eval-batches 1 --sample-len 200 >"$tmp/s1" 2>&1
+./train --eval-only --resume "$tmp/q.ckpt" --quantize int8 --eval-batches 1 --sample-len 200 >"$tmp/s2" 2>&1
+if grep -q -- '---- sample ----' "$tmp/s1" && cmp -s "$tmp/s1" "$tmp/s2"; then ok "--eval-only --quantize int8 samples, the same text twice"
+else bad "--eval-only sampling"; fi
+# bad input
+expect 2 "--quantize goes with --eval-only" --quantize int8 --steps 1
+expect 2 "--quantize must be bf16, int8 or int4" --eval-only --resume "$tmp/q.ckpt" --quantize int3
+expect 2 "--eval-only needs a state to evaluate" --eval-only
+expect 2 "drop --ranks and --zero" --eval-only --resume "$tmp/q.ckpt" --zero 2
+expect 2 "nothing to recompute" --eval-only --resume "$tmp/q.ckpt" --ckpt
+expect 1 "cannot open checkpoint" --eval-only --resume "$tmp/missing.ckpt"
+expect 1 "different model" --eval-only --resume "$tmp/q.ckpt" --layers 3
+expect 2 "runs no training step: drop --log" --eval-only --resume "$tmp/q.ckpt" --log "$tmp/x.csv"
+# a state with a nan weight (its checksum made right again) is refused before anything is evaluated
+python3 tests/state_edit.py "$tmp/q.ckpt" "$tmp/nan.ckpt" nan 1000
+expect 1 "has a weight that is nan (parameter 1000)" --eval-only --resume "$tmp/nan.ckpt" --quantize int8
+
+# --- 3b3. --adam-bits 8 -------------------------------------------------------------
+# the small model, 200 steps: 8-bit moments track fp32 Adam (each step's loss within 1%, the final
+# val loss within 0.01), with less memory
+A8=(--batch 8 --sample-len 0 --eval-batches 4 --eval-every 0 --steps 200 --print-every 200)
+./train "${A8[@]}" --log "$tmp/a32.csv" --mem-json "$tmp/a32.json" >/dev/null 2>&1
+./train "${A8[@]}" --adam-bits 8 --log "$tmp/a8.csv" --mem-json "$tmp/a8.json" >/dev/null 2>&1
+if msg=$(python3 - "$tmp/a32.csv" "$tmp/a8.csv" "$tmp/a32.json" "$tmp/a8.json" <<'EOF'
+import csv, json, sys
+a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
+worst = max(abs(float(x["loss"]) - float(y["loss"])) / float(x["loss"]) for x, y in zip(a, b))
+va, vb = float(a[-1]["val_loss"]), float(b[-1]["val_loss"])
+m32, m8 = (json.load(open(f))["measured"]["peak"] for f in sys.argv[3:5])
+states = lambda m: m["adam_m"] + m["adam_v"]
+print(f"worst step {100 * worst:.2f}%, val {va:.4f} -> {vb:.4f}, m + v {states(m32)} -> {states(m8)} B")
+sys.exit(0 if len(a) == len(b) == 200 and worst < 0.01 and abs(va - vb) < 0.01 and states(m8) < 0.26 * states(m32) else 1)
+EOF
+); then ok "--adam-bits 8 tracks fp32 Adam over 200 steps of the small model: $msg"
+else bad "--adam-bits 8 tracking: $msg"; fi
+# the ledger, every dtype, with and without --ckpt: predicted == measured
+good=1
+for dtype in fp32 bf16 fp16; do for ckpt in "" --ckpt; do
+  ./train "${SMALL[@]}" --steps 2 --dtype $dtype $ckpt --adam-bits 8 --mem-json "$tmp/a8m.json" >"$tmp/a8log" 2>&1 &&
+    mem_equal "$tmp/a8m.json" || { good=0; echo "  $dtype $ckpt"; tail -2 "$tmp/a8log"; }
+done; done
+if [ $good -eq 1 ]; then ok "--adam-bits 8: ledger predicted == measured, fp32 bf16 fp16, with and without --ckpt"
+else bad "--adam-bits 8 ledger"; fi
+# mixed precision: 2 + 4 + 2 + (1 + 1 + 8/256) = 10.03 bytes a parameter of model states (16 with fp32 moments)
+./train --model gpt2 --dtype bf16 --adam-bits 8 --batch 1 --seq-len 64 --dry-run >"$tmp/a8d" 2>&1
+if grep -q '(2 + 2 + 6.03125) Psi  .* 1248648912 B' "$tmp/a8d" && grep -q 'gptmem: params + master + grads + adam_m + adam_v  *1248648912 B' "$tmp/a8d"
+then ok "--adam-bits 8 --dtype bf16: model states 10.03 bytes a parameter (gpt2 dry run)"; else bad "--adam-bits 8 dry run"; fi
+# resume with 8-bit moments: bit-identical to an uninterrupted run; a version 3 file (before adam_bits) still resumes
+./train "${SMALL[@]}" --steps 16 --adam-bits 8 --save "$tmp/a8a.ckpt" >/dev/null 2>&1
+./train "${SMALL[@]}" --steps 16 --adam-bits 8 --stop-after 8 --save "$tmp/a8b.ckpt" >/dev/null 2>&1
+./train "${SMALL[@]}" --steps 16 --adam-bits 8 --resume "$tmp/a8b.ckpt" --save "$tmp/a8c.ckpt" >/dev/null 2>&1
+if cmp -s "$tmp/a8a.ckpt" "$tmp/a8c.ckpt"; then ok "--adam-bits 8: resume at step 8 is bit-identical to an uninterrupted run"
+else bad "--adam-bits 8 resume"; fi
+python3 tests/state_edit.py "$tmp/b.ckpt" "$tmp/v3.ckpt" version3
+./train "${SMALL[@]}" --steps 16 --resume "$tmp/v3.ckpt" --save "$tmp/v3c.ckpt" >/dev/null 2>&1
+if cmp -s "$tmp/a.ckpt" "$tmp/v3c.ckpt"; then ok "a version 3 state (no adam_bits) resumes bit-identically"
+else bad "version 3 state"; fi
+# converted both ways, with a note: an 8-bit state resumed with fp32 moments, and the other way
+./train "${SMALL[@]}" --steps 16 --resume "$tmp/a8b.ckpt" >"$tmp/cv1" 2>&1; r1=$?
+./train "${SMALL[@]}" --steps 16 --adam-bits 8 --resume "$tmp/b.ckpt" >"$tmp/cv2" 2>&1; r2=$?
+if [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && grep -q "kept Adam's moments in 8 bits; this run keeps them in 32" "$tmp/cv1" &&
+   grep -q "kept Adam's moments in 32 bits; this run keeps them in 8" "$tmp/cv2"; then
+  ok "an 8-bit state resumes with fp32 moments and the other way, each with a note"
+else bad "--adam-bits conversion on resume"; fi
+expect 2 "--adam-bits must be 32 or 8" --adam-bits 4 --steps 1
+expect 2 "--adam-bits 8 runs on the CPU only" --adam-bits 8 --device cuda --dry-run
+expect 2 "--eval-only runs no optimizer" --eval-only --dry-run --adam-bits 8
+
 # --- 3c. ZeRO over MPI ranks ------------------------------------------------------
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # CI runs as root
 export OMPI_MCA_rmaps_base_oversubscribe=1
@@ -316,7 +418,7 @@ if ./train "${SMALL[@]}" --steps 2 --zero 2 --ckpt >"$tmp/z1" 2>&1 && grep -q 'n
   ok "--zero 2 --ckpt on one rank: a one-line note, then training"
 else bad "--zero 2 --ckpt on one rank"; fi
 # the dry run predicts each rank's memory for any preset: gpt2-xl, bf16, stage 3 on 8 ranks
-P=1557686400; S=$(( (P + 7) / 8 ))
+P=1557686400; S=$(( ((P + 7) / 8 + 255) / 256 * 256 ))  # whole ADAM_BLOCKs
 ./train --model gpt2-xl --batch 1 --dry-run --dtype bf16 --zero 3 --ranks 8 >"$tmp/xl8" 2>&1
 if [ "$(row params "$tmp/xl8")" -eq $((2 * S)) ] && [ "$(row grads "$tmp/xl8")" -eq $((2 * S)) ] &&
    [ "$(row master "$tmp/xl8")" -eq $((4 * S)) ] && [ "$(row adam_m "$tmp/xl8")" -eq $((4 * S)) ]; then
@@ -410,8 +512,22 @@ EOF2
   if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q 'the ranks disagree on the data stream' "$tmp/zseed"; then
     ok "ranks with different --seed are refused (broadcast check, exit $rc)"
   else bad "ranks with different --seed (exit $rc)"; tail -2 "$tmp/zseed"; fi
+  # --adam-bits 8 over ranks: each rank quantizes its own shard (whole blocks of 256), so 3 ranks x 4
+  # sequences == one process with 12, every stage, fp32 and bf16, 10 steps; ledger equal on every rank
+  for dtype in fp32 bf16; do
+    tol=1e-5; [ $dtype = bf16 ] && tol=1e-3
+    ./train "${Z[@]}" --steps 10 --batch 12 --dtype $dtype --adam-bits 8 --log "$tmp/one.csv" >/dev/null 2>&1
+    for z in 0 1 2 3; do
+      timeout 120 "${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 10 --batch 4 --zero $z --dtype $dtype --adam-bits 8 \
+        --log "$tmp/many.csv" --mem-json "$tmp/z8.json" >"$tmp/zlog" 2>&1
+      if same_losses "$tmp/one.csv" "$tmp/many.csv" "$tol" 10 && mem_equal "$tmp/z8.json" && mem_equal "$tmp/z8.json.rank2"
+      then ok "--adam-bits 8, zero $z on 3 ranks == 1 process, $dtype, 10 steps; ledger equal on ranks 0 and 2"
+      else bad "--adam-bits 8, zero $z on 3 ranks, $dtype"; tail -3 "$tmp/zlog"; fi
+    done
+  done
   # checkpoints on N ranks: 4 steps, save, resume to 8 == 8 straight, every file of every rank bit for bit
-  for setting in "3 bf16 --fused-ce --vocab 2100" "0 fp32" "0 fp16" "2 fp32" "2 fp16" "3 fp32" "3 fp16"; do  # the last one's files serve the next check
+  # (with --adam-bits 8 at stage 0 every rank reads every rank's codes and scales)
+  for setting in "0 fp32 --adam-bits 8" "3 bf16 --fused-ce --vocab 2100" "0 fp32" "0 fp16" "2 fp32" "2 fp16" "3 fp32" "3 fp16"; do  # the last one's files serve the next check
     set -- $setting; z=$1; dtype=$2; shift 2
     rm -f "$tmp"/za.ckpt* "$tmp"/zb.ckpt* "$tmp"/zc.ckpt*
     C=("${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 8 --batch 2 --zero $z --dtype $dtype "$@")
@@ -422,6 +538,9 @@ EOF2
     if [ "$same" -eq 3 ]; then ok "zero $z $dtype $* on 3 ranks: save at 4, resume to 8 == 8 straight (3 files)"
     else bad "zero $z $dtype $* on 3 ranks: resume ($same of 3 files equal)"; tail -2 "$tmp/zr"; fi
   done
+  # --eval-only reads a state of one process only, not a rank's part
+  if ./train "${Z[@]}" --eval-only --resume "$tmp/za.ckpt" >"$tmp/ze" 2>&1; [ $? -eq 1 ] && grep -q "reads a state saved by one process" "$tmp/ze"
+  then ok "--eval-only refuses a rank's part of a state"; else bad "--eval-only on a rank's file"; fi
   "${MPI[@]}" -np 2 ./train "${Z[@]}" --steps 8 --batch 2 --zero 2 --dtype fp16 --resume "$tmp/za.ckpt" >"$tmp/zbad" 2>&1; rc=$?
   if [ $rc -ne 0 ] && grep -q 'resume with the same mpirun -np and --zero' "$tmp/zbad"; then
     ok "a checkpoint of 3 ranks is refused on 2 (exit $rc)"
@@ -471,12 +590,6 @@ fi
 
 # --- 4. bad input: a clear message and a non-zero exit, never a crash ---------
 # expect CODE "message part" args...
-expect() {
-  local code=$1 msg=$2; shift 2
-  ./train "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
-  if [ $got -eq "$code" ] && grep -q -- "$msg" "$tmp/err"; then ok "error: $* -> exit $code"
-  else bad "error: $* -> exit $got (want $code), stderr: $(head -2 "$tmp/err")"; fi
-}
 expect 2 "unknown flag '--bogus'" --bogus
 expect 2 "--batch must be an integer from 1" --batch 0
 expect 2 "--lr must be a number" --lr=abc

@@ -234,7 +234,7 @@ double loss_model(void) {
 void model_setup(const GPTConfig *c, int B, int T) {
     tm_B = B; tm_T = T;
     gpt_build(&tm, c, B, T, DT_FP32, 0, 0, 0, 0, 0, 1);
-    RunShape shape = {B, T, 0, 0, 0, 0, DT_FP32, 0, 1, 0, 0};
+    RunShape shape = {B, T, 0, 0, 0, 0, DT_FP32, 0, 1, 0, 0, 0, 0, 0};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
 }
 
@@ -326,7 +326,7 @@ float grads_of(const GPTConfig *c, int flash, int ckpt, int B, int T, int micro,
                float *grads_out) {
     int b = B / micro;
     gpt_build(&tm, c, b, T, DT_FP32, flash, ckpt ? REC_BLOCK : 0, 0, 0, 0, 1);
-    RunShape shape = {b, T, 0, flash, ckpt, 0, DT_FP32, 0, 1, 0, 0};
+    RunShape shape = {b, T, 0, flash, ckpt, 0, DT_FP32, 0, 1, 0, 0, 0, 0, 0};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
     init_params(tm.params, c, 11);
     gpt_zero_grad(&tm);
@@ -378,7 +378,7 @@ void test_flags_equivalence(void) {
 float grads_dt(const GPTConfig *c, int dtype, int flash, int fused, int B, int T, const int *in, const int *tg,
                float *out) {
     gpt_build(&tm, c, B, T, dtype, flash, 0, fused, 0, 0, 1);
-    RunShape shape = {B, T, 0, flash, 0, fused, dtype, 0, 1, 0, 0};
+    RunShape shape = {B, T, 0, flash, 0, fused, dtype, 0, 1, 0, 0, 0, 0, 0};
     arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
     init_params(tm.params, c, 13);
     gpt_sync_params(&tm);
@@ -513,7 +513,7 @@ void test_dtype_model(void) {
     float loss[3];
     for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
         gpt_build(&tm, &c, B, T, dt, 0, 0, 0, 0, 0, 1);
-        RunShape shape = {B, T, 0, 0, 0, 0, dt, 0, 1, 0, 0};
+        RunShape shape = {B, T, 0, 0, 0, 0, dt, 0, 1, 0, 0, 0, 0, 0};
         arena_reserve(predict_activations(c.layers, c.channels, c.heads, padded_vocab(&c), &shape).peak);
         init_params(tm.params, &c, 5);
         gpt_sync_params(&tm);
@@ -589,7 +589,7 @@ void test_torch_parity(void) {
     // 10 AdamW steps with clipping on the same batch, constant lr
     Optimizer opt;
     AdamWConfig ac = {lr, 0.9f, 0.95f, 1e-8f, wd, 0, steps, 1.0f};
-    optimizer_build(&opt, &ac, &c, 0, param_count(&c), param_count(&c));
+    optimizer_build(&opt, &ac, &c, 0, param_count(&c), param_count(&c), 32);
     double worst = 0;
     for (int s = 0; s < steps; s++) {
         gpt_zero_grad(&tm);
@@ -645,6 +645,60 @@ void test_schedule_and_clip(void) {
     float s1 = clip_scale(sqrt(ss), 1.0f), s2 = clip_scale(0.5, 1.0f), s3 = clip_scale(100.0, 0.0f);
     check(fabsf(s1 - 1.0f / sqrtf(12500.0f)) < 1e-6f && s2 == 1.0f && s3 == 1.0f, "clipping",
           "scale %.6f (want %.6f), 1 below the limit, 1 when off", s1, 1.0f / sqrtf(12500.0f));
+}
+
+// --- quantization (quant.h) ---------------------------------------------------------
+// A made-up layout: a matrix of 67 (a block of 64 and a short one of 3), a
+// vector of 5, a matrix of 128 zeros (two zero blocks), a matrix of 1 (so
+// the next starts on an odd int4 nibble), a matrix of 130 with one large weight.
+void test_quantize(void) {
+    QuantTensor layout[] = {{0, 67, 1}, {67, 5, 0}, {72, 128, 1}, {200, 1, 1}, {201, 130, 1}};
+    size_t P = 331;
+    float *w = fvec(P), *back = fvec(P), *rt = fvec(P);
+    fill_normal(w, P, 0.05f);
+    for (size_t i = 72; i < 200; i++) w[i] = 0.0f;
+    w[250] = 3.0f;  // one large weight coarsens its own block only
+    for (int f = QF_BF16; f < QF_N; f++) {
+        QuantWeights q;
+        quant_layout(&q, layout, 5);
+        quant_alloc(&q, f);
+        // stored in two calls that split the first matrix at a block boundary
+        size_t bad = quant_store(&q, w, 0, 64) + quant_store(&q, w + 64, 64, P - 64);
+        quant_load(&q, back, 0, P);
+        memcpy(rt, w, P * sizeof(float));
+        quant_round_trip(&q, f, rt, 0, 67);  // in two ranges too: a tensor, then the rest
+        quant_round_trip(&q, f, rt + 67, 67, P - 67);
+        int worst_ok = 1, zeros = 1, same = !bad && !memcmp(back, rt, P * sizeof(float)), vec = 1;
+        double worst = 0;
+        for (int i = 0; i < 5; i++) {
+            const QuantTensor *t = &layout[i];
+            for (size_t b = 0; b < t->count; b += QUANT_BLOCK) {
+                size_t len = t->count - b < QUANT_BLOCK ? t->count - b : QUANT_BLOCK;
+                float absmax = 0;
+                for (size_t j = 0; j < len; j++) absmax = fmaxf(absmax, fabsf(w[t->offset + b + j]));
+                for (size_t j = 0; j < len; j++) {
+                    size_t k = t->offset + b + j;
+                    double err = fabs((double)back[k] - w[k]);
+                    double bound = !t->is_matrix || f == QF_BF16 ? fabs(w[k]) / 256 : absmax / quant_qmax(f) / 2 * (1 + 1e-6);
+                    if (err > bound) worst_ok = 0;
+                    if (err > worst) worst = err;
+                    if (w[k] == 0.0f && back[k] != 0.0f) zeros = 0;
+                    if (!t->is_matrix && back[k] != bf16_to_float(bf16_from_float(w[k]))) vec = 0;
+                }
+            }
+        }
+        size_t bytes = g_ledger.live[MEM_QWEIGHTS] + g_ledger.live[MEM_QSCALES];
+        size_t want = quant_code_bytes(f, 326) + 2 * 5 + (f == QF_BF16 ? 0 : 4 * (2 + 2 + 1 + 3));
+        check(worst_ok && zeros && same && vec && bytes == want, "quantize round trip",
+              "%s: every weight within half a step of its block (worst %.2e), zero blocks exact, vectors bf16, "
+              "load == round trip, %zu B held (want %zu)", quant_name[f], worst, bytes, want);
+        float poison[3] = {1.0f, NAN, 2.0f}, inf[2] = {INFINITY, 0.0f};
+        size_t at_nan = quant_store(&q, poison, 64, 3), at_inf = quant_store(&q, inf, 72, 2);
+        check(at_nan == 66 && at_inf == 73, "quantize refuses inf/nan", "%s: nan at parameter %zu, inf at %zu reported "
+              "(want 65, 72, plus one)", quant_name[f], at_nan, at_inf);
+        quant_free(&q);
+    }
+    free(w); free(back); free(rt);
 }
 
 // The predictor's parameter count equals the layout's, for every preset.
@@ -708,6 +762,7 @@ int main(void) {
     test_adamw_by_hand();
     test_schedule_and_clip();
     test_param_count();
+    test_quantize();
     test_escape_text();
     printf("test_cpu: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

@@ -74,10 +74,14 @@ test-cuda: train tests/test_cuda data
 bench-gpu: train tests/test_cuda
 	bash scripts/bench_gpu.sh
 
+# staging.h's host-staged collectives against the direct ones (run under mpirun by tests/run.sh).
+tests/test_comm: tests/test_comm.c tests/check.h staging.h comm.h cuda/ops.h $(GPU_OBJ)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -I. -o $@ tests/test_comm.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
+
 tests/test_cpu: tests/test_cpu.c tests/check.h $(HEADERS)
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_cpu.c $(LDLIBS)
 
-test: train tests/test_cpu tests/test_cuda data $(if $(STB),scripts/chart)
+test: train tests/test_cpu tests/test_cuda tests/test_comm data $(if $(STB),scripts/chart)
 	bash tests/run.sh
 
 data: data/tinyshakespeare.txt
@@ -145,4 +149,4 @@ asan:
 	$(MAKE) clean
 
 clean:
-	rm -f train tests/test_cpu tests/test_cuda scripts/chart cuda/*.o
+	rm -f train tests/test_cpu tests/test_cuda tests/test_comm scripts/chart cuda/*.o

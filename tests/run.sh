@@ -427,6 +427,13 @@ else bad "gpt2-xl --zero 3 --ranks 8 dry run"; fi
 if command -v mpirun >/dev/null && ./train --help | grep -q 'this build: MPI yes'; then
   MPI=(mpirun --oversubscribe)
   Z=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1)
+  # staging.h's host-staged collectives (for ZeRO on a GPU over MPI) == the direct ones, on 3 and 4 ranks
+  for n in 3 4; do
+    out=$(timeout 60 "${MPI[@]}" -np $n ./tests/test_comm 2>&1)
+    echo "$out" | grep -E '^(PASS|FAIL) '
+    pass=$((pass + $(echo "$out" | grep -c '^PASS '))); fail=$((fail + $(echo "$out" | grep -c '^FAIL ')))
+    echo "$out" | grep -q 'test_comm: 12 passed, 0 failed' || bad "test_comm on $n ranks ran to the end"
+  done
   # same_losses ONE.csv MANY.csv TOL STEPS: two --log files of STEPS steps whose losses agree within
   # TOL (relative), the ranks' replicas identical at every step
   same_losses() {

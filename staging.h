@@ -1,0 +1,92 @@
+// staging.h — host staging: comm.h's collectives on data in device memory,
+// through a host buffer.
+//
+// For ZeRO on the GPU with MPI (issue 14: several ranks on one GPU, which
+// NCCL refuses): MPI works on host memory, so a collective on device data goes
+// through a host buffer of `cap` bytes (pinned, when a GPU model allocates it;
+// ledger: comm) a chunk at a time: each rank's part of the chunk is copied
+// down, the MPI collective runs on the host buffer, the result is copied up.
+// Chunk c holds elements [c k, (c + 1) k) of every rank's part, k = cap / N
+// (per rank), so parts of any length, 0 included, work. The chunking is the
+// same whatever memory the data is in; with on_gpu 0 the copies are memcpy,
+// which is how tests/test_comm.c checks it on the CPU against the direct
+// collectives. The bytes sent are counted by the collectives it calls: the
+// same total as the direct call.
+#ifndef GPTMEM_STAGING_H
+#define GPTMEM_STAGING_H
+
+#include <stdlib.h>
+#include <string.h>
+#include "comm.h"
+#include "cuda/ops.h"  // the host-device copies
+
+typedef struct {
+    void *host;  // the staging buffer
+    size_t cap;  // its bytes: at least 4 N
+    int on_gpu;  // the data is in device memory (cuda/ops.h's copies), else host memory
+} Staging;
+
+void staging_down(const Staging *st, void *host, const void *data, size_t bytes) {
+    if (st->on_gpu) gpu_download(host, data, bytes);
+    else memcpy(host, data, bytes);
+}
+
+void staging_up(const Staging *st, void *data, const void *host, size_t bytes) {
+    if (st->on_gpu) gpu_upload(data, host, bytes);
+    else memcpy(data, host, bytes);
+}
+
+// How many elements of a part of `count` chunk c holds, chunks of k.
+int chunk_count(int count, size_t c, size_t k) {
+    long long left = (long long)count - (long long)(c * k);
+    return left <= 0 ? 0 : left < (long long)k ? (int)left : (int)k;
+}
+
+// comm_reduce_scatter on data in device (or host) memory: data holds
+// sum(counts) floats, rank r's part after rank r-1's; on return this rank's
+// summed part is in data[0..counts[rank]). Writing chunk c of the result over
+// data[c k, (c + 1) k) only overwrites what chunks up to c have read.
+void staged_reduce_scatter(const Staging *st, float *data, const int *counts) {
+    int N = comm_nranks, most = 0;
+    size_t k = st->cap / sizeof(float) / N;
+    int *cnt = malloc(sizeof(int) * N);
+    for (int r = 0; r < N; r++) most = counts[r] > most ? counts[r] : most;
+    for (size_t c = 0; c * k < (size_t)most; c++) {
+        float *host = st->host;
+        size_t part = 0, at = 0;  // where rank r's part starts in data, and its chunk in host
+        for (int r = 0; r < N; r++) {
+            cnt[r] = chunk_count(counts[r], c, k);
+            staging_down(st, host + at, data + part + c * k, cnt[r] * sizeof(float));
+            part += counts[r], at += cnt[r];
+        }
+        comm_reduce_scatter(host, cnt);
+        staging_up(st, data + c * k, host, cnt[comm_rank_id] * sizeof(float));
+    }
+    free(cnt);
+}
+
+// comm_allgather on data in device (or host) memory: rank r's part is
+// counts[r] bytes at data + displs[r]; this rank's is in place; on return
+// every part is.
+void staged_allgather(const Staging *st, void *data, const int *counts, const int *displs) {
+    int N = comm_nranks, most = 0;
+    size_t k = st->cap / N;
+    int *cnt = malloc(sizeof(int) * N), *at = malloc(sizeof(int) * N);
+    char *host = st->host, *d = data;
+    for (int r = 0; r < N; r++) most = counts[r] > most ? counts[r] : most;
+    for (size_t c = 0; c * k < (size_t)most; c++) {
+        for (int r = 0; r < N; r++) {
+            cnt[r] = chunk_count(counts[r], c, k);
+            at[r] = r ? at[r - 1] + cnt[r - 1] : 0;
+        }
+        int me = comm_rank_id;
+        staging_down(st, host + at[me], d + displs[me] + c * k, cnt[me]);
+        comm_allgather(host, cnt, at);
+        for (int r = 0; r < N; r++)
+            if (r != me) staging_up(st, d + displs[r] + c * k, host + at[r], cnt[r]);
+    }
+    free(cnt);
+    free(at);
+}
+
+#endif

@@ -518,6 +518,10 @@ void gpt_build_eval(GPT *model, const GPTConfig *cfg, int B, int T, int flash, i
     model->acts = calloc(cfg->layers, sizeof(LayerActs));
 }
 
+// Does the eval model read its weights back through eval_weights (quantized,
+// or from the file) rather than use them where they are (fp32 params)?
+int eval_reads_back(const GPT *model) { return model->eval && (model->quant.format != QF_FP32 || model->from_file); }
+
 // The fp32 weights of the flat range [lo, lo + n), from where the eval model
 // keeps them: the state file (each piece rounded through file_format as it is
 // read, so the comparison rows need no memory of their own) or quant's storage.
@@ -621,7 +625,7 @@ int gpt_replicas_identical(const GPT *model) {
 // The pointer is good until the next fetch_params. `what` names the piece
 // for --trace.
 float *fetch_params(GPT *model, size_t lo, size_t n, const char *what) {
-    if (model->eval && (model->quant.format != QF_FP32 || model->from_file)) {
+    if (eval_reads_back(model)) {
         eval_weights(model, model->w_piece, lo, n);
         return model->w_piece;
     }
@@ -700,7 +704,7 @@ GlobalWeights global_weights(GPT *model) {
     const GPTConfig *c = &model->cfg;
     size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels, lnf = layer_offset(c, c->layers);
     size_t e = dtype_size(model->dtype);
-    if (model->eval && (model->quant.format != QF_FP32 || model->from_file)) {  // [wte | wpe] and lnf, read back
+    if (eval_reads_back(model)) {  // [wte | wpe] and lnf, read back
         eval_weights(model, model->w_global, 0, emb);
         eval_weights(model, model->w_global + emb, lnf, 2 * c->channels);
         return globals_in_work(model->w_global, c);

@@ -208,6 +208,13 @@ size_t predict_model_scratch(int C, int Vp, int maxT, const RunShape *s) {
     return 4 * ((s->dtype != 0 ? moved : 0) + (bucketed && zero < 2 ? moved : 0));
 }
 
+// --fused-ce's scratch, floats: a tile of logits, min(N, HEAD_ROWS) x min(Vp, VOCAB_CHUNK) (or one row
+// of Vp for sampling, if larger), and two numbers per row: its running sum of exp and its target's logit.
+size_t predict_head_scratch(size_t N, int Vp) {
+    size_t rows = N < HEAD_ROWS ? N : HEAD_ROWS, tile = rows * ((size_t)Vp < VOCAB_CHUNK ? (size_t)Vp : VOCAB_CHUNK);
+    return (tile > (size_t)Vp ? tile : (size_t)Vp) + 2 * N;
+}
+
 // The ZeRO paper's model states per rank (Rajbhandari et al. 2020): weights
 // and gradients in the storage dtype (e bytes), K bytes of optimizer state
 // (mixed precision: fp32 master + m + v = 12; fp32: m + v = 8), each divided
@@ -282,9 +289,8 @@ void predict_memory_eval(int L, int C, int H, int V, int maxT, const RunShape *s
     if (bits && bits < 16) base.bytes[MEM_QSCALES] = 4 * inf.scales;
     size_t op = 4 * (size_t)C * C + 4 * (size_t)C, piece = s->fused_ce ? predict_moved(C, Vp, maxT, 1) : op;
     size_t scratch = (piece + QUANT_BLOCK - 1) / QUANT_BLOCK * QUANT_BLOCK;
-    if (s->fused_ce) {  // as in training: the logits tile (or one row of Vp), two numbers a row
-        size_t rows = N < HEAD_ROWS ? N : HEAD_ROWS, tile = rows * ((size_t)Vp < VOCAB_CHUNK ? (size_t)Vp : VOCAB_CHUNK);
-        scratch += (tile > (size_t)Vp ? tile : (size_t)Vp) + 2 * N;
+    if (s->fused_ce) {
+        scratch += predict_head_scratch(N, Vp);
     } else {
         scratch += ((size_t)Vp + maxT) * C + 2 * (size_t)C;
     }
@@ -341,12 +347,7 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
     // backward scratch: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C floats
     size_t scratch = 10 * N * C;
     size_t head_rows = N < HEAD_ROWS ? N : HEAD_ROWS;  // the CPU's LM head runs HEAD_ROWS rows at a time
-    if (s->fused_ce) {
-        // --fused-ce: a tile of logits, head_rows x min(Vp, VOCAB_CHUNK) (or one row of Vp for sampling,
-        // if larger), and two numbers per row: its running sum of exp and its target's logit
-        size_t tile = head_rows * ((size_t)Vp < VOCAB_CHUNK ? (size_t)Vp : VOCAB_CHUNK);
-        scratch += (tile > (size_t)Vp ? tile : (size_t)Vp) + 2 * N;
-    }
+    if (s->fused_ce) scratch += predict_head_scratch(N, Vp);
     if (s->dtype != 0) {
         // 16-bit runs compute in fp32 working buffers (model.h, gpt_build):
         //   x_work N*C; act_work = the fp32 views of max(one block's 13 tensors, the final layernorm

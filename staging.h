@@ -15,6 +15,7 @@
 #ifndef GPTMEM_STAGING_H
 #define GPTMEM_STAGING_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "comm.h"
@@ -22,7 +23,7 @@
 
 typedef struct {
     void *host;  // the staging buffer
-    size_t cap;  // its bytes: at least 4 N
+    size_t cap;  // its bytes: at least one element a rank (4 N for the reduce-scatter)
     int on_gpu;  // the data is in device memory (cuda/ops.h's copies), else host memory
 } Staging;
 
@@ -34,6 +35,18 @@ void staging_down(const Staging *st, void *host, const void *data, size_t bytes)
 void staging_up(const Staging *st, void *data, const void *host, size_t bytes) {
     if (st->on_gpu) gpu_upload(data, host, bytes);
     else memcpy(data, host, bytes);
+}
+
+// k, the elements of each rank's part a chunk holds: at least one, or the
+// buffer is too small for N ranks (a bug in the caller: it sizes the buffer).
+size_t staging_chunk(const Staging *st, size_t element_bytes) {
+    size_t k = st->cap / element_bytes / (size_t)comm_nranks;
+    if (k == 0) {
+        fprintf(stderr, "error: a staging buffer of %zu bytes is too small for %d ranks; this is a bug in gptmem\n",
+                st->cap, comm_nranks);
+        exit(1);
+    }
+    return k;
 }
 
 // How many elements of a part of `count` chunk c holds, chunks of k.
@@ -48,7 +61,7 @@ int chunk_count(int count, size_t c, size_t k) {
 // data[c k, (c + 1) k) only overwrites what chunks up to c have read.
 void staged_reduce_scatter(const Staging *st, float *data, const int *counts) {
     int N = comm_nranks, most = 0;
-    size_t k = st->cap / sizeof(float) / N;
+    size_t k = staging_chunk(st, sizeof(float));
     int *cnt = malloc(sizeof(int) * N);
     for (int r = 0; r < N; r++) most = counts[r] > most ? counts[r] : most;
     for (size_t c = 0; c * k < (size_t)most; c++) {
@@ -70,7 +83,7 @@ void staged_reduce_scatter(const Staging *st, float *data, const int *counts) {
 // every part is.
 void staged_allgather(const Staging *st, void *data, const int *counts, const int *displs) {
     int N = comm_nranks, most = 0;
-    size_t k = st->cap / N;
+    size_t k = staging_chunk(st, 1);
     int *cnt = malloc(sizeof(int) * N), *at = malloc(sizeof(int) * N);
     char *host = st->host, *d = data;
     for (int r = 0; r < N; r++) most = counts[r] > most ? counts[r] : most;

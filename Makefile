@@ -64,6 +64,12 @@ cuda/kernels.o: $(CUDA_SRC)
 cuda/none.o: cuda/none.c cuda/ops.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -c cuda/none.c -o $@
 
+# The GPU API run on the CPU (cuda/host.c): tests/train_host is ./train whose --device cuda runs
+# cuda/model_gpu.h on host memory, so CPU-only CI tests the GPU model's host logic (not its kernels).
+# One translation unit, like train.c: tests/train_host.c includes train.c and cuda/host.c.
+tests/train_host: tests/train_host.c train.c cuda/host.c $(HEADERS)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -I. -o $@ tests/train_host.c $(LDLIBS)
+
 # GPU tests: kernels against the CPU ops (tests/test_cuda.c), then the model (tests/run_cuda.sh).
 tests/test_cuda: tests/test_cuda.c tests/check.h $(HEADERS) $(GPU_OBJ)
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_cuda.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
@@ -81,7 +87,7 @@ tests/test_comm: tests/test_comm.c tests/check.h staging.h comm.h cuda/ops.h $(G
 tests/test_cpu: tests/test_cpu.c tests/check.h $(HEADERS)
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_cpu.c $(LDLIBS)
 
-test: train tests/test_cpu tests/test_cuda tests/test_comm data $(if $(STB),scripts/chart)
+test: train tests/test_cpu tests/test_cuda tests/test_comm tests/train_host data $(if $(STB),scripts/chart)
 	bash tests/run.sh
 
 data: data/tinyshakespeare.txt
@@ -149,4 +155,4 @@ asan:
 	$(MAKE) clean
 
 clean:
-	rm -f train tests/test_cpu tests/test_cuda tests/test_comm scripts/chart cuda/*.o
+	rm -f train tests/test_cpu tests/test_cuda tests/test_comm tests/train_host scripts/chart cuda/*.o

@@ -73,8 +73,11 @@ typedef struct {
 
 // --- allocation through the ledger -----------------------------------------------
 
+// Zeroed, like mem_alloc: cudaMalloc's memory is not (Adam's m and v must start at 0;
+// cuda/host.c fills fresh memory with 0xA5 so that tests/train_host catches what relies on it).
 void *gpu_alloc(int category, size_t bytes, const char *name) {
     void *p = gpu_malloc(bytes, name);
+    gpu_zero(p, bytes);
     mem_track(p, category, bytes, name, 1);
     return p;
 }

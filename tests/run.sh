@@ -712,6 +712,13 @@ if echo "$out" | grep -q '^SKIP GPU tests:'; then
 else
   [ $rc -eq 0 ] && ok "tests/test_cuda: $(echo "$out" | tail -1)" || bad "tests/test_cuda: $(echo "$out" | grep FAIL | head -3)"
 fi
+# the GPU model's host logic (cuda/model_gpu.h: ledger, stack, order of the ops, checkpoints) with
+# the GPU API run on the CPU (cuda/host.c, tests/train_host): tests/run_cuda.sh's model checks
+out=$(bash tests/run_cuda.sh --host 2>&1)
+echo "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed -E 's/^(PASS|FAIL|SKIP) /\1 train_host: /'
+pass=$((pass + $(echo "$out" | grep -c '^PASS ')))
+fail=$((fail + $(echo "$out" | grep -c '^FAIL ')))
+echo "$out" | grep -qE '^[0-9]+ passed' || bad "tests/run_cuda.sh --host ran to the end"
 if [ -n "${MPI+set}" ]; then
   "${MPI[@]}" -np 2 ./train "${SMALL[@]}" --device cuda --steps 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
   if [ $rc -ne 0 ] && grep -q 'runs on one rank for now' "$tmp/err"; then ok "--device cuda under mpirun -np 2: a clear error"

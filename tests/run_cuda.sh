@@ -5,15 +5,22 @@
 #   the checks below     the model on the GPU against the CPU reference, every
 #                        flag's equivalence, the ledger, checkpoints across
 #                        devices, compute-sanitizer
+# With --host (tests/run.sh, on any machine) the model checks run tests/train_host,
+# whose GPU is cuda/host.c (the GPU API on the CPU): they test cuda/model_gpu.h's
+# host logic; the kernel tests, the tensor-core checks and compute-sanitizer are
+# left out (they need the real GPU).
 set -u
 cd "$(dirname "$0")/.."
 source tests/lib.sh
+HOST=0; [ "${1:-}" = --host ] && HOST=1
+TRAIN=./train; [ $HOST = 1 ] && TRAIN=./tests/train_host
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 SMALL=(--layers 2 --channels 64 --heads 2 --max-seq 64 --seq-len 64 --batch 8 --sample-len 0 --eval-every 0
        --eval-batches 2)
 
 # --- 1. kernels ----------------------------------------------------------------
-out=$(./tests/test_cuda)
+if [ $HOST = 1 ]; then out="(--host: no kernel tests)"
+else out=$(./tests/test_cuda); fi
 echo "$out" | grep -E '^(PASS|FAIL|SKIP|GPU)'
 if echo "$out" | grep -q '^SKIP'; then
   echo "0 passed, 0 failed, 1 skipped (no GPU)"
@@ -21,7 +28,7 @@ if echo "$out" | grep -q '^SKIP'; then
 fi
 pass=$((pass + $(echo "$out" | grep -c '^PASS ')))
 fail=$((fail + $(echo "$out" | grep -c '^FAIL ')))
-echo "$out" | grep -qE '^[0-9]+ passed' || bad "test_cuda ran to the end"
+[ $HOST = 1 ] || echo "$out" | grep -qE '^[0-9]+ passed' || bad "test_cuda ran to the end"
 
 # losses FILE: the loss column of a --log CSV; norms FILE: the gradient norm column
 losses() { tail -n +2 "$1" | cut -d, -f2; }
@@ -40,7 +47,7 @@ close() {
 }
 run() {  # run NAME ARGS...: train, log to $tmp/NAME.csv, output to $tmp/NAME.out
   local name=$1; shift
-  ./train "${SMALL[@]}" --log "$tmp/$name.csv" "$@" >"$tmp/$name.out" 2>&1 || { tail -3 "$tmp/$name.out"; return 1; }
+  $TRAIN "${SMALL[@]}" --log "$tmp/$name.csv" "$@" >"$tmp/$name.out" 2>&1 || { tail -3 "$tmp/$name.out"; return 1; }
 }
 
 # --- 2. the model on the GPU tracks the CPU reference ------------------------------
@@ -71,7 +78,9 @@ for dt in fp32 bf16; do
 done
 # the tensor-core flash kernels (16-bit, head size 64: --channels 128 --heads 2) in the model
 HS64=(--channels 128 --heads 2)
+[ $HOST = 1 ] && echo "SKIP the tensor-core flash checks (--host)"
 for dt in bf16 fp16; do
+  [ $HOST = 1 ] && break
   tol=2e-2; [ $dt = fp16 ] && tol=1e-2
   if run mma_naive_$dt "${G[@]}" "${HS64[@]}" --dtype $dt && run mma_$dt "${G[@]}" "${HS64[@]}" --dtype $dt --flash &&
      grep -q '| flash' "$tmp/mma_$dt.out" && ! grep -q 'reference kernels' "$tmp/mma_$dt.out" &&
@@ -79,14 +88,16 @@ for dt in bf16 fp16; do
     ok "GPU --flash on the tensor cores equals naive attention, $dt, head size 64: $msg"
   else bad "GPU --flash on the tensor cores equals naive attention, $dt, head size 64: ${msg:-a run failed}"; fi
 done
-if run mma_ckpt "${G[@]}" "${HS64[@]}" --dtype bf16 --flash --ckpt && run mma_again "${G[@]}" "${HS64[@]}" --dtype bf16 --flash &&
+if [ $HOST = 1 ]; then :
+elif run mma_ckpt "${G[@]}" "${HS64[@]}" --dtype bf16 --flash --ckpt && run mma_again "${G[@]}" "${HS64[@]}" --dtype bf16 --flash &&
    cmp -s <(losses "$tmp/mma_bf16.csv") <(losses "$tmp/mma_ckpt.csv") &&
    cmp -s <(losses "$tmp/mma_bf16.csv") <(losses "$tmp/mma_again.csv"); then
   ok "GPU --flash on the tensor cores: --ckpt bit-identical, runs deterministic"
 else bad "GPU --flash on the tensor cores: --ckpt bit-identical, runs deterministic"; fi
 # 6 steps: at this shape step 8's gradient norm spikes (2.98 / 4.25 / 7.47 on the CPU in bf16 naive /
 # bf16 --flash / fp32), too chaotic for any tolerance; before it the runs agree to 1e-3
-if run gpu_mma_cpu "${G[@]}" "${HS64[@]}" --dtype bf16 --flash && run cpu_mma "${HS64[@]}" --dtype bf16 --flash --steps 6 &&
+if [ $HOST = 1 ]; then :
+elif run gpu_mma_cpu "${G[@]}" "${HS64[@]}" --dtype bf16 --flash && run cpu_mma "${HS64[@]}" --dtype bf16 --flash --steps 6 &&
    msg=$(close "$tmp/gpu_mma_cpu.csv" "$tmp/cpu_mma.csv" 2e-2); then
   ok "6 steps of bf16 --flash on the tensor cores track the CPU: $msg"
 else bad "6 steps of bf16 --flash on the tensor cores track the CPU: ${msg:-a run failed}"; fi
@@ -103,7 +114,7 @@ nbad=0; nrun=0
 for dt in fp32 bf16 fp16; do for acc in 1 2; do for ck in "" --ckpt; do for fl in "" --flash; do
   flags="--dtype $dt --accum $acc $ck $fl"; key=$(printf '%s' "$flags" | tr -c 'a-z0-9' _)
   nrun=$((nrun + 1))
-  if ! ./train "${SMALL[@]}" "${ODD[@]}" --device cuda --steps 2 $flags --mem --mem-json "$tmp/$key.json" \
+  if ! $TRAIN "${SMALL[@]}" "${ODD[@]}" --device cuda --steps 2 $flags --mem --mem-json "$tmp/$key.json" \
        >"$tmp/$key.out" 2>&1 || ! mem_equal "$tmp/$key.json" || ! grep -q '^    runtime' "$tmp/$key.out"; then
     nbad=$((nbad + 1)); echo "  differs: $flags"; tail -3 "$tmp/$key.out"
   fi
@@ -111,7 +122,7 @@ done; done; done; done
 if [ $nbad -eq 0 ]; then ok "GPU ledger predicted == measured in all $nrun combinations, runtime row shown"
 else bad "GPU ledger predicted == measured: $nbad of $nrun combinations differ"; fi
 key=$(printf '%s' "--dtype bf16 --accum 1 --ckpt --flash" | tr -c 'a-z0-9' _)
-./train "${SMALL[@]}" "${ODD[@]}" --device cuda --dtype bf16 --ckpt --flash --dry-run --mem-json "$tmp/dry.json" >/dev/null 2>&1
+$TRAIN "${SMALL[@]}" "${ODD[@]}" --device cuda --dtype bf16 --ckpt --flash --dry-run --mem-json "$tmp/dry.json" >/dev/null 2>&1
 if python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(a["predicted"] != b["measured"])' \
      "$tmp/dry.json" "$tmp/$key.json"; then
   ok "GPU dry run equals the measured ledger (bf16 --ckpt --flash)"
@@ -138,7 +149,7 @@ else bad "GPU resume on the GPU is bit-exact"; fi
 # --- 6. sampling and evaluation run on the GPU ------------------------------------
 # sampling runs forwards of 1 x 1, 1 x 2, ... tokens: odd sizes in every dtype
 for dt in fp32 bf16 fp16; do
-  if ./train "${SMALL[@]}" --device cuda --dtype $dt --steps 20 --sample-len 40 --eval-every 10 >"$tmp/sample.out" 2>&1 &&
+  if $TRAIN "${SMALL[@]}" --device cuda --dtype $dt --steps 20 --sample-len 40 --eval-every 10 >"$tmp/sample.out" 2>&1 &&
      grep -q '^val loss' "$tmp/sample.out" && grep -q -- '---- sample ----' "$tmp/sample.out"; then
     ok "GPU evaluation and sampling, $dt"
   else bad "GPU evaluation and sampling, $dt"; tail -3 "$tmp/sample.out"; fi
@@ -146,7 +157,9 @@ done
 
 # --- 7. compute-sanitizer on a short run -------------------------------------------
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-if [ -n "$SAN" ]; then
+if [ $HOST = 1 ]; then
+  echo "SKIP compute-sanitizer (--host)"
+elif [ -n "$SAN" ]; then
   for flags in "" "--dtype bf16 --flash --ckpt"; do
     "$SAN" --tool memcheck --error-exitcode 9 ./train "${SMALL[@]}" --device cuda --steps 2 $flags \
       >"$tmp/san.out" 2>&1
@@ -160,7 +173,7 @@ else
 fi
 
 # --- 8. errors name the problem --------------------------------------------------
-if ./train --device cuda --model gpt2-xl --batch 512 --steps 1 >"$tmp/big.out" 2>&1; then
+if $TRAIN --device cuda --model gpt2-xl --batch 512 --steps 1 >"$tmp/big.out" 2>&1; then
   bad "a model that cannot fit on the GPU is refused"
 elif grep -q 'GPU memory' "$tmp/big.out" && ! grep -q '^step' "$tmp/big.out"; then
   ok "a model that cannot fit on the GPU is refused before training, with a message"

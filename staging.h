@@ -19,11 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "comm.h"
+#include "dtype.h"
 #include "cuda/ops.h"  // the host-device copies
 
 typedef struct {
     void *host;  // the staging buffer
-    size_t cap;  // its bytes: at least one element a rank (4 N for the reduce-scatter)
+    size_t cap;  // its bytes: at least one element a rank ((4 + e) N for the reduce-scatter, e per stored element)
     int on_gpu;  // the data is in device memory (cuda/ops.h's copies), else host memory
 } Staging;
 
@@ -55,25 +56,41 @@ int chunk_count(int count, size_t c, size_t k) {
     return left <= 0 ? 0 : left < (long long)k ? (int)left : (int)k;
 }
 
-// comm_reduce_scatter on data in device (or host) memory: data holds
-// sum(counts) floats, rank r's part after rank r-1's; on return this rank's
-// summed part is in data[0..counts[rank]). Writing chunk c of the result over
-// data[c k, (c + 1) k) only overwrites what chunks up to c have read.
-void staged_reduce_scatter(const Staging *st, float *data, const int *counts) {
+// comm_reduce_scatter on data in device (or host) memory, stored as dtype
+// (dtype.h): src holds sum(counts) elements, rank r's part after rank r-1's.
+// The sum is taken in fp32, as zero.h does on the CPU: a chunk of each part
+// is copied down (into `down`, then widened into `sum`), reduced, and this
+// rank's summed part goes to dst[0..counts[rank]), rounded to dtype: written
+// over it, or with `accumulate` added to what dst holds (a gradient shard).
+// dst may lie inside src at this rank's part, or at src itself: writing
+// chunk c of the result over elements [c k, (c + 1) k) of either only
+// overwrites what chunks up to c have read.
+void staged_reduce_scatter(const Staging *st, const void *src, const int *counts, void *dst, int dtype,
+                           int accumulate) {
     int N = comm_nranks, most = 0;
-    size_t k = staging_chunk(st, sizeof(float));
+    size_t e = dtype_size(dtype), k = staging_chunk(st, sizeof(float) + e);
+    float *sum = st->host;                         // N k floats: the MPI call's buffer
+    char *down = (char *)st->host + N * k * 4;     // N k elements in dtype: what was copied down
     int *cnt = malloc(sizeof(int) * N);
     for (int r = 0; r < N; r++) most = counts[r] > most ? counts[r] : most;
     for (size_t c = 0; c * k < (size_t)most; c++) {
-        float *host = st->host;
-        size_t part = 0, at = 0;  // where rank r's part starts in data, and its chunk in host
+        size_t part = 0, at = 0;  // where rank r's part starts in src, and its chunk in the host buffers
         for (int r = 0; r < N; r++) {
             cnt[r] = chunk_count(counts[r], c, k);
-            staging_down(st, host + at, data + part + c * k, cnt[r] * sizeof(float));
+            staging_down(st, down + at * e, (const char *)src + (part + c * k) * e, cnt[r] * e);
+            dtype_load(sum + at, down + at * e, cnt[r], dtype);
             part += counts[r], at += cnt[r];
         }
-        comm_reduce_scatter(host, cnt);
-        staging_up(st, data + c * k, host, cnt[comm_rank_id] * sizeof(float));
+        comm_reduce_scatter(sum, cnt);
+        size_t mine = cnt[comm_rank_id], bytes = mine * e;
+        char *out = (char *)dst + c * k * e;
+        if (accumulate) {
+            staging_down(st, down, out, bytes);
+            dtype_accumulate(down, sum, mine, dtype);
+        } else {
+            dtype_store(down, sum, mine, dtype);
+        }
+        staging_up(st, out, down, bytes);
     }
     free(cnt);
 }

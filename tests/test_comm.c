@@ -24,24 +24,45 @@ void report(int ok, const char *name, const char *detail) {
     if (comm_rank_id == 0) check(ok, name, "%s", detail);
 }
 
-void test_reduce_scatter(int which, size_t cap_floats) {
+// The staged reduce-scatter against the direct one. fp32: in place, as
+// comm_reduce_scatter. bf16, accumulate: the parts stored in bf16, the sum
+// added into a separate bf16 shard (how a GPU layer's gradients reach a rank's
+// shard); the direct reference widens, reduces, and adds with the same rounding.
+void test_reduce_scatter(int which, size_t cap_elems, int dtype) {
     int N = comm_nranks, me = comm_rank_id, *counts = malloc(sizeof(int) * N), total = 0;
     part_counts(which, counts, N);
     for (int r = 0; r < N; r++) total += counts[r];
-    float *direct = malloc(sizeof(float) * (total + 1)), *staged = malloc(sizeof(float) * (total + 1));
-    for (int i = 0; i < total; i++) direct[i] = staged[i] = (float)((me * 31 + i * 7) % 97);
-    Staging st = {malloc(cap_floats * sizeof(float)), cap_floats * sizeof(float), 0};
+    size_t e = dtype_size(dtype), cap = cap_elems * (4 + e);
+    float *direct = malloc(sizeof(float) * (total + 1));
+    char *staged = malloc(e * (total + 1)), *shard = malloc(e * (counts[me] + 1)), *expect = malloc(e * (counts[me] + 1));
+    for (int i = 0; i < total; i++) direct[i] = (float)((me * 31 + i * 7) % 97);
+    dtype_store(staged, direct, total, dtype);
+    for (int i = 0; i < counts[me]; i++) {  // the shard's gradient so far (bf16 only)
+        float g = (float)(i % 5) - 2.0f;
+        dtype_store(shard + i * e, &g, 1, dtype);
+    }
+    memcpy(expect, shard, e * counts[me]);
+    Staging st = {malloc(cap), cap, 0};
     comm_bytes_sent = 0;
     comm_reduce_scatter(direct, counts);
     long long sent_direct = comm_bytes_sent;
     comm_bytes_sent = 0;
-    staged_reduce_scatter(&st, staged, counts);
-    int ok = !memcmp(direct, staged, sizeof(float) * counts[me]) && comm_bytes_sent == sent_direct;
-    char detail[160];
-    snprintf(detail, sizeof detail, "%d ranks, parts of %d..%d floats, staging %zu floats: equal to the direct call, "
-             "%lld B sent", N, counts[0], counts[N - 1], cap_floats, sent_direct);
+    int ok;
+    if (dtype == DT_FP32) {
+        staged_reduce_scatter(&st, staged, counts, staged, dtype, 0);
+        ok = !memcmp(direct, staged, sizeof(float) * counts[me]);
+    } else {
+        dtype_accumulate(expect, direct, counts[me], dtype);
+        staged_reduce_scatter(&st, staged, counts, shard, dtype, 1);
+        ok = !memcmp(expect, shard, e * counts[me]);
+    }
+    ok &= comm_bytes_sent == sent_direct;
+    char detail[200];
+    snprintf(detail, sizeof detail, "%d ranks, %s parts of %d..%d, staging room for %zu elements: equal to the direct "
+             "call%s, %lld B sent", N, dtype_name[dtype], counts[0], counts[N - 1], cap_elems,
+             dtype == DT_FP32 ? " (in place)" : " (added into a shard)", sent_direct);
     report(ok, "staged reduce-scatter", detail);
-    free(counts); free(direct); free(staged); free(st.host);
+    free(counts); free(direct); free(staged); free(shard); free(expect); free(st.host);
 }
 
 void test_allgather(int which, size_t cap_bytes) {
@@ -70,8 +91,10 @@ void test_allgather(int which, size_t cap_bytes) {
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     for (int which = 0; which < 3; which++) {
-        test_reduce_scatter(which, (size_t)5 * comm_nranks);   // 5 floats a rank a chunk: many chunks
-        test_reduce_scatter(which, (size_t)1000 * comm_nranks);  // one chunk
+        for (int dtype = DT_FP32; dtype <= DT_BF16; dtype++) {
+            test_reduce_scatter(which, (size_t)5 * comm_nranks, dtype);     // 5 elements a rank a chunk: many chunks
+            test_reduce_scatter(which, (size_t)1000 * comm_nranks, dtype);  // one chunk
+        }
         test_allgather(which, (size_t)3 * comm_nranks);
         test_allgather(which, (size_t)1000 * comm_nranks);
     }

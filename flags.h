@@ -378,8 +378,6 @@ GPTConfig resolve_config(Options *o) {
     if (o->cuda && o->fused_ce)
         usage_error("--fused-ce runs on the CPU only for now: the GPU's chunked classifier is not built yet "
                     "(drop --fused-ce, or --device cpu)");
-    if (o->cuda && o->ranks > 1)
-        usage_error("--device cuda runs on one rank for now: ZeRO on the GPU is not built yet (drop --ranks)");
     return c;
 }
 

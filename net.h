@@ -41,7 +41,7 @@ void net_build(Net *n, int cuda, const GPTConfig *cfg, const NetSpec *s, const A
     n->opt.cfg = *adam;
     n->opt.bits = 32;
     if (cuda) {
-        gpu_gpt_build(&n->gpu, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt);
+        gpu_gpt_build(&n->gpu, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt, s->zero, s->rank, s->nranks);
         gpu_arena_reserve(s->activation_stack);
         gpu_gpt_init(&n->gpu, s->seed);
         n->row = malloc(sizeof(float) * padded_vocab(cfg));
@@ -69,8 +69,8 @@ void net_free(Net *n) {
     }
 }
 
-// The ZeRO stage the run really uses (0 on one rank, and on the GPU for now).
-int net_zero_stage(const Net *n) { return n->cuda ? 0 : n->cpu.shard.stage; }
+// The ZeRO stage the run really uses (0 on one rank).
+int net_zero_stage(const Net *n) { return n->cuda ? n->gpu.shard.stage : n->cpu.shard.stage; }
 
 void net_zero_grad(Net *n) {
     if (n->cuda) gpu_gpt_zero_grad(&n->gpu);
@@ -91,7 +91,8 @@ void net_backward(Net *n, const int *inp, const int *targets, float dloss) {
 // After the backward, ZeRO stages 0 and 1 sum the full gradients over the
 // ranks (stages 2 and 3 reduced each layer's during the backward).
 void net_reduce(Net *n) {
-    if (!n->cuda) gpt_reduce_grads(&n->cpu);
+    if (n->cuda) gpu_gpt_reduce_grads(&n->gpu);
+    else gpt_reduce_grads(&n->cpu);
 }
 
 void net_discard_activations(Net *n) {
@@ -121,7 +122,7 @@ void net_step(Net *n, float lr, int t, float grad_scale) {
 double net_recompute_seconds(Net *n) { return n->cuda ? gpu_gpt_recompute_seconds(&n->gpu) : n->cpu.recompute_seconds; }
 
 // Do all ranks hold the same weights? (every rank takes part; 1 on one rank)
-int net_replicas_identical(Net *n) { return n->cuda ? 1 : gpt_replicas_identical(&n->cpu); }
+int net_replicas_identical(Net *n) { return n->cuda ? gpu_replicas_identical(&n->gpu) : gpt_replicas_identical(&n->cpu); }
 
 // This rank's part of the training state, what a saved state holds
 // (state.h's NetState): the fp32 weights and Adam's m and v of the parameters
@@ -131,8 +132,10 @@ NetState net_state(Net *n) {
     NetState st;
     memset(&st, 0, sizeof st);
     if (n->cuda) {
-        st.w = n->gpu.master, st.m = n->gpu.adam_m, st.v = n->gpu.adam_v;
-        st.lo = 0, st.hi = n->gpu.nparams, st.on_gpu = 1;
+        GpuGPT *g = &n->gpu;
+        st.lo = g->shard.own_lo, st.hi = g->shard.own_hi, st.on_gpu = 1;
+        st.w = g->master + (st.lo - g->master_base);
+        st.m = g->adam_m + (st.lo - g->state_base), st.v = g->adam_v + (st.lo - g->state_base);
         return st;
     }
     GPT *model = &n->cpu;
@@ -148,7 +151,16 @@ NetState net_state(Net *n) {
 // gathers every rank's part (they are replicas); then the compute weights
 // (16-bit copies, and the gathers of stages 1 and 2) follow the fp32 weights.
 void net_state_loaded(Net *n) {
-    if (n->cuda) { gpu_gpt_sync_params(&n->gpu); return; }
+    if (n->cuda) {
+        GpuGPT *g = &n->gpu;
+        if (g->shard.stage == 0 && g->shard.nranks > 1) {
+            gpu_allgather_blocks(g, g->master, sizeof(float));
+            gpu_allgather_blocks(g, g->adam_m, sizeof(float));
+            gpu_allgather_blocks(g, g->adam_v, sizeof(float));
+        }
+        gpu_gpt_sync_params(g);
+        return;
+    }
     GPT *model = &n->cpu;
     const Shard *sh = &model->shard;
     if (sh->stage == 0 && sh->nranks > 1) {

@@ -305,6 +305,32 @@ void predict_memory_eval(int L, int C, int H, int V, int maxT, const RunShape *s
 
 void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r);
 
+// ZeRO on N ranks (zero.h's shard_layout, from the config alone): each rank
+// owns a shard of S = ceil(P/N) parameters, rounded up to whole blocks of
+// ADAM_BLOCK; the arrays that stay whole are padded to N*S (one rank: S = P,
+// nothing padded, stage 0). The elements of each array a rank holds:
+typedef struct {
+    size_t ranks;
+    int zero;          // the stage in effect (0 on one rank)
+    size_t S;
+    size_t weights_n;  // the compute weights: S at stage 3, else N*S
+    size_t state_n;    // master weights, Adam m and v: S from stage 1
+    size_t grads_n;    // the gradients: S from stage 2
+} ShardSizes;
+
+ShardSizes predict_shard(size_t P, const RunShape *s) {
+    ShardSizes z;
+    z.ranks = s->ranks > 1 ? (size_t)s->ranks : 1;
+    z.zero = z.ranks > 1 ? s->zero : 0;
+    z.S = (P + z.ranks - 1) / z.ranks;
+    if (z.ranks > 1) z.S = (z.S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
+    size_t full = z.ranks > 1 ? z.S * z.ranks : P;
+    z.weights_n = z.zero == 3 ? z.S : full;
+    z.state_n = z.zero >= 1 ? z.S : full;
+    z.grads_n = z.zero >= 2 ? z.S : full;
+    return z;
+}
+
 // Fill `r` with the predicted ledger for one training run.
 void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r) {
     if (s->gpu) { predict_memory_gpu(L, C, H, V, maxT, s, r); return; }
@@ -316,16 +342,9 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
 
     MemSnapshot base;
     memset(&base, 0, sizeof base);
-    // ZeRO on N ranks: each rank owns a shard of S = ceil(P/N) parameters, rounded up to whole
-    // blocks of ADAM_BLOCK; the arrays that stay whole are padded to N*S (one rank: S = P, nothing padded)
-    size_t ranks = s->ranks > 1 ? (size_t)s->ranks : 1;
-    int zero = ranks > 1 ? s->zero : 0;
-    size_t S = (P + ranks - 1) / ranks;
-    if (ranks > 1) S = (S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
-    size_t full = ranks > 1 ? S * ranks : P;
-    size_t weights_n = zero == 3 ? S : full;  // stage 3 shards the weights
-    size_t master_n = zero >= 1 ? S : full;   // stage 1 shards master and Adam
-    size_t grads_n = zero >= 2 ? S : full;    // stage 2 shards the gradients
+    ShardSizes sh = predict_shard(P, s);
+    size_t ranks = sh.ranks, S = sh.S, weights_n = sh.weights_n, master_n = sh.state_n, grads_n = sh.grads_n;
+    int zero = sh.zero;
     size_t e = s->dtype == 0 ? 4 : 2;         // bytes per stored weight or gradient
     base.bytes[MEM_PARAMS] = e * weights_n;   // fp32: 4P; mixed precision: 2P
     base.bytes[MEM_MASTER] = s->dtype == 0 ? 0 : 4 * master_n;  // fp32 weights are their own master
@@ -405,12 +424,13 @@ ActivationBytes predict_activations_gpu(int L, int C, int H, int Vp, const RunSh
     return stack_bytes(L, nc, nc, full, final, s->ckpt);
 }
 
-// The bytes of the GPU run's ledger that live on the host, not the GPU (all in
-// `data`): the corpus, the token batches (8N), the positions bucketed by token
-// (4(3N+1)) and a count per vocabulary entry (4 Vp). The fits-check leaves them out.
+// The bytes of the GPU run's ledger that live on the host, not the GPU: in
+// `data` the corpus, the token batches (8N), the positions bucketed by token
+// (4(3N+1)) and a count per vocabulary entry (4 Vp); in `comm`, with more than
+// one rank, the staging buffer. The fits-check leaves them out.
 size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
     size_t N = (size_t)s->batch * s->seq_len;
-    return s->corpus_bytes + 2 * 4 * N + 4 * (3 * N + 1) + 4 * (size_t)Vp;
+    return s->corpus_bytes + 2 * 4 * N + 4 * (3 * N + 1) + 4 * (size_t)Vp + (s->ranks > 1 ? GPU_STAGING : 0);
 }
 
 // --device cuda (cuda/model_gpu.h, gpu_gpt_build), one rank. The activation
@@ -425,6 +445,12 @@ size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
 //   data: the corpus and the host batches (as on the CPU), the batches on the
 //     GPU 8N, the positions bucketed by token, 4(3N+1) on the host and on the GPU,
 //     and a count per vocabulary entry 4*Vp on the host
+// ZeRO on N ranks shards the model states as on the CPU (S = ceil(P/N) in
+// whole ADAM_BLOCKs; arrays kept whole are padded to N*S), and adds to `comm`:
+//   the host staging buffer GPU_STAGING (more than one rank),
+//   stages 2, 3: the gradient buckets of a layer and of the globals, e*(12C^2 + 13C + G),
+//   stage 3: as much again for the gathered weights
+//   (G = (Vp + maxT) C + 2C: wte, wpe and the final layernorm)
 // What the ledger cannot see (the CUDA context, cuBLASLt's own state) is
 // measured at run time and printed as its own "runtime" row.
 void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r) {
@@ -432,13 +458,19 @@ void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s,
     int Vp = (V + 63) / 64 * 64;
     size_t P = predict_param_count(L, C, Vp, maxT);
     size_t B = s->batch, T = s->seq_len, N = B * T, e = s->dtype == 0 ? 4 : 2;
+    ShardSizes sh = predict_shard(P, s);
+    size_t ranks = sh.ranks;
+    int zero = sh.zero;
     MemSnapshot base;
     memset(&base, 0, sizeof base);
-    base.bytes[MEM_PARAMS] = e * P;
-    base.bytes[MEM_MASTER] = s->dtype == 0 ? 0 : 4 * P;
-    base.bytes[MEM_GRADS] = e * P;
-    base.bytes[MEM_ADAM_M] = 4 * P;
-    base.bytes[MEM_ADAM_V] = 4 * P;
+    base.bytes[MEM_PARAMS] = e * sh.weights_n;
+    base.bytes[MEM_MASTER] = s->dtype == 0 ? 0 : 4 * sh.state_n;
+    base.bytes[MEM_GRADS] = e * sh.grads_n;
+    base.bytes[MEM_ADAM_M] = 4 * sh.state_n;
+    base.bytes[MEM_ADAM_V] = 4 * sh.state_n;
+    size_t layer = 12 * (size_t)C * C + 13 * (size_t)C, global = ((size_t)Vp + maxT) * C + 2 * (size_t)C;
+    base.bytes[MEM_COMM] = (ranks > 1 ? GPU_STAGING : 0) + (zero >= 2 ? e * (layer + global) : 0) +
+                           (zero == 3 ? e * (layer + global) : 0);
     base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * GPU_NORM_BLOCKS + GPU_GEMM_WORKSPACE +
                               4 * GPU_COLSUM_CHUNKS * 4 * (size_t)C +
                               (s->flash ? 4 * B * H * T : 0);

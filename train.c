@@ -145,21 +145,35 @@ void update_loss_scale(LiveState *live, int skipped) {
     }
 }
 
+// How many ranks share this rank's GPU: the ranks on this machine take its
+// GPUs in turn (gpu_open), so ceil(local ranks / GPUs).
+int gpu_sharing(void) {
+    char why[128];
+    int gpus = gpu_count(why, sizeof why), local = comm_local_size();
+    return gpus > 0 && local > gpus ? (local + gpus - 1) / gpus : 1;
+}
+
 // Stop early, before allocating anything, if the run cannot fit on the GPU:
 // the ledger's device buffers at their peak (the host-side data left out),
 // plus headroom for what the ledger cannot see and the context does not yet
 // hold (cuBLASLt's state, the kernels' local memory: about 0.3 GiB measured on
-// an H100), against the memory free now, after the CUDA context was created.
+// an H100), for each rank that shares the GPU, against the memory free now,
+// after every rank created its CUDA context and before any allocated (the
+// barriers).
 enum { GPU_HEADROOM = 512 << 20 };
 void check_fits_gpu(size_t device_peak_bytes) {
-    size_t free_b, total_b;
+    size_t free_b, total_b, k = (size_t)gpu_sharing();
+    comm_barrier();
     gpu_mem_info(&free_b, &total_b);
-    if (device_peak_bytes + GPU_HEADROOM > free_b) {
+    comm_barrier();
+    if (k * (device_peak_bytes + GPU_HEADROOM) > free_b) {
+        char ranks[64] = "";
+        if (k > 1) snprintf(ranks, sizeof ranks, " for each of the %zu ranks that share it", k);
         fprintf(stderr, "error: this run needs %.2f GiB of GPU memory at its peak (plus %.1f GiB headroom for "
-                "the CUDA libraries) but %.2f GiB of %.2f GiB are free; use a smaller --model, --batch or "
-                "--seq-len, or --ckpt, --flash, --dtype bf16 (./train --device cuda --dry-run shows the "
-                "breakdown)\n", device_peak_bytes / 1073741824.0, GPU_HEADROOM / 1073741824.0,
-                free_b / 1073741824.0, total_b / 1073741824.0);
+                "the CUDA libraries)%s but %.2f GiB of %.2f GiB are free; use a smaller --model, --batch or "
+                "--seq-len, or --ckpt, --flash, --dtype bf16%s (./train --device cuda --dry-run shows the "
+                "breakdown)\n", device_peak_bytes / 1073741824.0, GPU_HEADROOM / 1073741824.0, ranks,
+                free_b / 1073741824.0, total_b / 1073741824.0, k > 1 ? ", fewer ranks or a higher --zero" : "");
         exit(1);
     }
 }
@@ -221,10 +235,12 @@ int report_memory(const Options *o, const MemReport *predicted, const MemReport 
         if (o->cuda) {  // what cudaMemGetInfo sees beyond the ledger's own device buffers
             size_t free_b, total_b;
             gpu_mem_info(&free_b, &total_b);
-            size_t used = total_b - free_b, ours = g_ledger.gpu_reserved;
-            printf("    %-12s %16lld B: GPU memory in use (%.2f MiB) minus the ledger's device buffers "
-                   "(%.2f MiB): the CUDA context, cuBLASLt, allocator rounding; not predicted\n",
-                   "runtime", (long long)used - (long long)ours, mib(used), mib(ours));
+            size_t used = total_b - free_b, k = (size_t)gpu_sharing(), ours = g_ledger.gpu_reserved * k;
+            char share[96] = "";
+            if (k > 1) snprintf(share, sizeof share, " of the %zu ranks sharing this GPU (each as this rank's)", k);
+            printf("    %-12s %16lld B: GPU memory in use (%.2f MiB) minus the ledger's device buffers%s "
+                   "(%.2f MiB): the CUDA context%s, cuBLASLt, allocator rounding; not predicted\n",
+                   "runtime", (long long)used - (long long)ours, mib(used), share, mib(ours), k > 1 ? "s" : "");
         }
         for (int r = 0; comm_nranks > 1 && r < comm_nranks; r++)
             printf("  rank %d: peak %zu B measured, %zu B predicted: %s\n", r, all[r].peak_total,
@@ -359,7 +375,7 @@ int fit_run(const GPTConfig *cfg, const Options *o, long long corpus, int argc, 
                 return 2;
             }
             size_t total;
-            gpu_open(why, sizeof why);
+            gpu_open(comm_local_rank(), why, sizeof why);
             gpu_mem_info(&budget, &total);
         } else {
             budget = available_memory();
@@ -459,13 +475,8 @@ int launch_ranks(int argc, char **argv, int n) {
 // 0, or 1 after a message.
 int open_ranks_and_device(int *argc, char ***argv, const Options *o) {
     comm_init(argc, argv);
-    if (o->cuda && comm_nranks > 1) {
-        fprintf(stderr, "error: --device cuda runs on one rank for now: ZeRO on the GPU is not built yet; run "
-                "without mpirun, or without --device cuda\n");
-        return 1;
-    }
     char why[256];
-    if (o->cuda && gpu_open(why, sizeof why)) {
+    if (o->cuda && gpu_open(comm_local_rank(), why, sizeof why)) {
         fprintf(stderr, "error: --device cuda: %s; train on the CPU instead (--device cpu)\n", why);
         return 1;
     }

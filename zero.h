@@ -151,24 +151,37 @@ void zero_allgather_weights(const Shard *s, void *weights, int dtype) {
 // Are the weights the same on every rank? Each rank hashes the weights it
 // holds whole (stages 0 to 2; at stage 3 each rank holds only its shard, so
 // there is nothing to compare) and rank 0 compares: 1 yes, 0 no. The hash
-// mixes 8-byte words (any differing bit changes it), then the tail bytes.
-int zero_replicas_identical(const Shard *s, const void *weights, int dtype) {
-    if (s->nranks == 1 || s->stage == 3) return 1;
-    size_t bytes = s->nparams * dtype_size(dtype), words = bytes / 8;
-    const unsigned char *w = weights;
-    uint64_t h = 0x9E3779B97F4A7C15ULL, x;
+// mixes 8-byte words (any differing bit changes it), then the tail bytes; a
+// long array may be hashed a piece at a time (each piece but the last a
+// multiple of 8 bytes): replica_hash(replica_hash(REPLICA_HASH_START, a), b).
+const uint64_t REPLICA_HASH_START = 0x9E3779B97F4A7C15ULL;
+
+uint64_t replica_hash(uint64_t h, const void *bytes, size_t n) {
+    const unsigned char *w = bytes;
+    size_t words = n / 8;
+    uint64_t x;
     for (size_t i = 0; i < words; i++) {
         memcpy(&x, w + 8 * i, 8);
         h = (h ^ x) * 0xFF51AFD7ED558CCDULL;
         h ^= h >> 33;
     }
-    for (size_t i = 8 * words; i < bytes; i++) h = (h ^ w[i]) * 0x100000001B3ULL;
+    for (size_t i = 8 * words; i < n; i++) h = (h ^ w[i]) * 0x100000001B3ULL;
+    return h;
+}
+
+// Every rank passes its hash; rank 0 gets 1 if all are equal, 0 if not (the others get 1).
+int zero_hashes_agree(const Shard *s, uint64_t h) {
     uint64_t *all = malloc(sizeof(uint64_t) * s->nranks);
     comm_gather_to_root(&h, all, sizeof h);
     int same = 1;
-    for (int r = 1; r < s->nranks; r++) same &= all[r] == all[0];
+    for (int r = 1; r < s->nranks && s->rank == 0; r++) same &= all[r] == all[0];
     free(all);
     return same;
+}
+
+int zero_replicas_identical(const Shard *s, const void *weights, int dtype) {
+    if (s->nranks == 1 || s->stage == 3) return 1;
+    return zero_hashes_agree(s, replica_hash(REPLICA_HASH_START, weights, s->nparams * dtype_size(dtype)));
 }
 
 #endif

@@ -15,13 +15,27 @@
 // the backward recomputes from them, and a 16-bit lse would put every
 // recomputed probability off by up to 1.6%). Every activation starts on a
 // 256-byte boundary (GPU_ACT_ALIGN, sizes.h). predict.h's predict_memory_gpu has the
-// resulting closed form. One rank only: ZeRO on the GPU is the next step (doc/cuda.md).
+// resulting closed form.
+//
+// ZeRO over MPI ranks (issue 14): the same layout as the CPU (zero.h's Shard:
+// which arrays are shards, their base indices) and the same schedule, a layer
+// at a time where the CPU goes an op at a time: stage 3 gathers a layer's
+// weights into gather_layer before its forward and again before its backward
+// (and the embeddings and final layernorm into gather_global once a forward);
+// stages 2, 3 collect a layer's gradients in grad_layer and reduce-scatter them
+// into the rank's shard when its backward ends; stages 0, 1 reduce the whole
+// gradient after the backward; stages 1, 2 all-gather the updated weights
+// after the step. The collectives go through a host buffer (staging.h, MPI):
+// the backend for ranks that share one GPU. Written and tested on the CPU
+// (tests/train_host); not yet run on a GPU.
 //
 // This file is C (train.c includes it); the kernels are in cuda/*.cu.
 #ifndef GPTMEM_MODEL_GPU_H
 #define GPTMEM_MODEL_GPU_H
 
 #include "ops.h"
+#include "../staging.h"
+#include "../zero.h"
 
 
 // The tensors one layer saves (device pointers): in the dtype, except the
@@ -43,11 +57,20 @@ typedef struct {
     size_t nparams, e;  // e: bytes per stored element (4 or 2)
     ParamTensor *tensors;
     int ntensors;
+    // ZeRO: which arrays are shards (zero.h); element 0 of each array is parameter *_base
+    Shard shard;
+    size_t params_base, master_base, state_base, grads_base;
+    size_t master_n;         // the master's elements that hold parameters (P, or this rank's share)
+    size_t layer_n, global_n;  // parameters of one layer; of wte, wpe and the final layernorm
     // model states (ledger: params, master, grads, adam_m, adam_v)
     void *params;            // the weights the model computes with, in the dtype
     float *master;           // fp32 weights the optimizer updates: 16-bit runs' master copy; fp32: == params
     void *grads;             // in the dtype
     float *adam_m, *adam_v;  // AdamW state, fp32
+    // ZeRO's buffers (ledger: comm), in the dtype, laid out as zero.h's pieces:
+    void *gather_layer, *gather_global;  // stage 3: a layer's weights, and [wte | wpe | lnfw | lnfb], from every rank
+    void *grad_layer, *grad_global;      // stages 2, 3: their gradients, until reduce-scattered into the shard
+    Staging staging;                     // more than one rank: the host buffer the collectives go through
     // activations of the current forward pass (on the activation stack)
     void *encoded, *lnf, *logits;
     float *lnf_mean, *lnf_rstd;
@@ -90,21 +113,43 @@ void gpu_release(void *p) {
 
 void *at_elem(const GpuGPT *model, void *base, size_t i) { return (char *)base + i * model->e; }
 
-GpuLayer gpu_layer(const GpuGPT *model, void *base, int l) {
-    const ParamTensor *t = &model->tensors[2 + 12 * l];  // after wte and wpe, 12 per layer (model.h param_tensors)
+// The flat index of layer l's first parameter (after wte and wpe, 12 tensors a layer: model.h param_tensors).
+size_t layer_lo(const GpuGPT *model, int l) { return model->tensors[2 + 12 * l].offset; }
+size_t lnf_lo(const GpuGPT *model) { return model->tensors[model->ntensors - 2].offset; }
+size_t emb_n(const GpuGPT *model) { return layer_lo(model, 0); }  // wte and wpe
+
+// Where tensor i (param_tensors' order) of the weights (grads 0) or of the
+// gradients (grads 1) is now: in the flat array (its shard), or, with ZeRO,
+// in the gather buffers (stage 3 weights) or the gradient buckets (stages 2,
+// 3), which hold the current layer, or the globals packed [wte | wpe | lnf].
+void *gpu_tensor(const GpuGPT *model, int i, int grads) {
+    const Shard *sh = &model->shard;
+    size_t at = model->tensors[i].offset;
+    void *layer = grads ? model->grad_layer : model->gather_layer, *global = grads ? model->grad_global : model->gather_global;
+    if (grads ? sh->stage >= 2 : sh->stage == 3) {
+        if (i < 2) return at_elem(model, global, at);
+        if (i >= model->ntensors - 2) return at_elem(model, global, emb_n(model) + at - lnf_lo(model));
+        return at_elem(model, layer, at - layer_lo(model, (i - 2) / 12));
+    }
+    return grads ? at_elem(model, model->grads, at - model->grads_base) : at_elem(model, model->params, at - model->params_base);
+}
+
+GpuLayer gpu_layer(const GpuGPT *model, int l, int grads) {
     void *p[12];
-    for (int j = 0; j < 12; j++) p[j] = at_elem(model, base, t[j].offset);
+    for (int j = 0; j < 12; j++) p[j] = gpu_tensor(model, 2 + 12 * l + j, grads);
     GpuLayer w = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
     return w;
 }
 
-void *gpu_wte(const GpuGPT *model, void *base) { return at_elem(model, base, model->tensors[0].offset); }
-void *gpu_wpe(const GpuGPT *model, void *base) { return at_elem(model, base, model->tensors[1].offset); }
-void *gpu_lnfw(const GpuGPT *model, void *base) { return at_elem(model, base, model->tensors[model->ntensors - 2].offset); }
-void *gpu_lnfb(const GpuGPT *model, void *base) { return at_elem(model, base, model->tensors[model->ntensors - 1].offset); }
+void *gpu_wte(const GpuGPT *model, int grads) { return gpu_tensor(model, 0, grads); }
+void *gpu_wpe(const GpuGPT *model, int grads) { return gpu_tensor(model, 1, grads); }
+void *gpu_lnfw(const GpuGPT *model, int grads) { return gpu_tensor(model, model->ntensors - 2, grads); }
+void *gpu_lnfb(const GpuGPT *model, int grads) { return gpu_tensor(model, model->ntensors - 1, grads); }
 
-// Allocate everything for micro-batches of B x T (predict_memory_gpu has the sum).
-void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt) {
+// Allocate everything for micro-batches of B x T, this rank's part with ZeRO
+// stage `zero` over nranks (predict_memory_gpu has the sum).
+void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt, int zero, int rank,
+                   int nranks) {
     memset(model, 0, sizeof *model);
     model->cfg = *cfg;
     model->dtype = dtype;
@@ -116,16 +161,41 @@ void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype,
     model->tensors = malloc(sizeof(ParamTensor) * model->ntensors);
     param_tensors(cfg, model->tensors);
     size_t P = model->nparams, N = (size_t)B * T, C = cfg->channels, e = model->e;
-    if (dtype == DT_FP32) {
-        model->params = gpu_alloc(MEM_PARAMS, P * 4, "params");
+    model->shard = shard_layout(P, zero, rank, nranks);
+    const Shard *sh = &model->shard;
+    model->params_base = shard_weights_base(sh);
+    model->state_base = shard_state_base(sh);
+    model->grads_base = shard_grads_base(sh);
+    if (dtype == DT_FP32) {  // the fp32 weights are their own master: sharded only at stage 3
+        model->params = gpu_alloc(MEM_PARAMS, shard_weights_len(sh) * 4, "params");
         model->master = model->params;
+        model->master_base = model->params_base;
     } else {
-        model->params = gpu_alloc(MEM_PARAMS, P * 2, "params (16-bit)");
-        model->master = gpu_alloc(MEM_MASTER, P * 4, "master weights");
+        model->params = gpu_alloc(MEM_PARAMS, shard_weights_len(sh) * 2, "params (16-bit)");
+        model->master = gpu_alloc(MEM_MASTER, shard_state_len(sh) * 4, "master weights");
+        model->master_base = model->state_base;
     }
-    model->grads = gpu_alloc(MEM_GRADS, P * e, dtype == DT_FP32 ? "grads" : "grads (16-bit)");
-    model->adam_m = gpu_alloc(MEM_ADAM_M, P * 4, "adam_m");
-    model->adam_v = gpu_alloc(MEM_ADAM_V, P * 4, "adam_v");
+    size_t master_len = dtype == DT_FP32 ? shard_weights_len(sh) : shard_state_len(sh);
+    model->master_n = P - model->master_base < master_len ? P - model->master_base : master_len;
+    model->grads = gpu_alloc(MEM_GRADS, shard_grads_len(sh) * e, dtype == DT_FP32 ? "grads" : "grads (16-bit)");
+    model->adam_m = gpu_alloc(MEM_ADAM_M, shard_state_len(sh) * 4, "adam_m");
+    model->adam_v = gpu_alloc(MEM_ADAM_V, shard_state_len(sh) * 4, "adam_v");
+    model->layer_n = param_count(cfg) - global_param_count(cfg);
+    model->layer_n /= cfg->layers;
+    model->global_n = global_param_count(cfg);
+    if (sh->stage >= 2) {
+        model->grad_layer = gpu_alloc(MEM_COMM, model->layer_n * e, "layer grads bucket");
+        model->grad_global = gpu_alloc(MEM_COMM, model->global_n * e, "global grads bucket");
+    }
+    if (sh->stage == 3) {
+        model->gather_layer = gpu_alloc(MEM_COMM, model->layer_n * e, "layer gather");
+        model->gather_global = gpu_alloc(MEM_COMM, model->global_n * e, "global gather");
+    }
+    if (sh->nranks > 1) {  // host memory (pageable for now; pinned would copy faster)
+        model->staging.host = mem_alloc(MEM_COMM, GPU_STAGING, "staging (host)");
+        model->staging.cap = GPU_STAGING;
+        model->staging.on_gpu = 1;
+    }
     model->dres = gpu_alloc(MEM_SCRATCH, N * C * e, "dres");
     model->dln = gpu_alloc(MEM_SCRATCH, N * C * e, "dln");
     model->dqkv = gpu_alloc(MEM_SCRATCH, N * 3 * C * e, "dqkv");
@@ -153,11 +223,13 @@ void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype,
 
 void gpu_gpt_free(GpuGPT *model) {
     void *dev[] = {model->params, model->grads, model->adam_m, model->adam_v, model->dres, model->dln, model->dqkv, model->datty, model->dfch,
-                   model->losses, model->flash_D, model->norm_partials, model->gemm_workspace, model->colsum, model->inputs, model->targets, model->buckets};
+                   model->losses, model->flash_D, model->norm_partials, model->gemm_workspace, model->colsum, model->inputs, model->targets, model->buckets,
+                   model->grad_layer, model->grad_global, model->gather_layer, model->gather_global};
     if (model->master != model->params) gpu_release(model->master);
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_release(dev[i]);
     mem_free(model->buckets_host);
     mem_free(model->token_count_host);
+    mem_free(model->staging.host);
     for (int i = 0; model->recompute_events && i < 2 * model->cfg.layers; i++) gpu_event_free(model->recompute_events[i]);
     free(model->recompute_events);
     free(model->acts);
@@ -186,22 +258,116 @@ void gpu_arena_release(void) {
     arena_release();
 }
 
+// --- ZeRO's collectives (zero.h's arithmetic, staging.h's host-staged MPI calls) ----
+//   stage 3, before a layer's weights are used (forward, backward, recompute):  gpu_gather_layer
+//   stages 2, 3, when a layer's (or the globals') backward is done:            gpu_reduce_scatter
+//   stages 0, 1, after the whole backward:                                     gpu_gpt_reduce_grads
+//   stages 1, 2, after the optimizer step (and init, resume):                  gpu_allgather_blocks
+
+// Stage 3: every rank's weights of [lo, hi) into dst (a gather buffer, in the dtype).
+void gpu_gather(GpuGPT *model, void *dst, size_t lo, size_t hi) {
+    const Shard *sh = &model->shard;
+    int N = sh->nranks, me = sh->rank, *counts = malloc(sizeof(int) * N), *displs = malloc(sizeof(int) * N);
+    size_t *first = malloc(sizeof(size_t) * N), e = model->e;
+    shard_pieces(sh, lo, hi, counts, first);
+    for (int r = 0; r < N; r++) {
+        displs[r] = counts[r] ? (int)((first[r] - lo) * e) : 0;
+        counts[r] = (int)(counts[r] * e);
+    }
+    if (counts[me]) gpu_copy((char *)dst + displs[me], at_elem(model, model->params, first[me] - model->params_base), counts[me]);
+    staged_allgather(&model->staging, dst, counts, displs);
+    free(counts); free(displs); free(first);
+}
+
+// Stages 2, 3: `bucket` holds this rank's gradients of [lo, hi) (dtype); sum
+// them over the ranks, each rank adding the part it owns into its gradient shard.
+void gpu_reduce_scatter(GpuGPT *model, const void *bucket, size_t lo, size_t hi) {
+    const Shard *sh = &model->shard;
+    int N = sh->nranks, me = sh->rank, *counts = malloc(sizeof(int) * N);
+    size_t *first = malloc(sizeof(size_t) * N);
+    shard_pieces(sh, lo, hi, counts, first);
+    void *mine = counts[me] ? at_elem(model, model->grads, first[me] - model->grads_base) : model->grads;
+    staged_reduce_scatter(&model->staging, bucket, counts, mine, model->dtype, 1);
+    free(counts); free(first);
+}
+
+// Stage 3: layer l's weights, or the globals [wte | wpe | lnfw | lnfb], from every rank.
+void gpu_gather_layer(GpuGPT *model, int l) {
+    if (model->shard.stage != 3) return;
+    if (g_ledger.trace) printf("  gather layer %d: %zu B\n", l, model->layer_n * model->e);
+    gpu_gather(model, model->gather_layer, layer_lo(model, l), layer_lo(model, l) + model->layer_n);
+}
+
+void gpu_gather_globals(GpuGPT *model) {
+    if (model->shard.stage != 3) return;
+    if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", model->global_n * model->e);
+    gpu_gather(model, model->gather_global, 0, emb_n(model));
+    gpu_gather(model, at_elem(model, model->gather_global, emb_n(model)), lnf_lo(model), model->nparams);
+}
+
+// Stages 2, 3: layer l's gradients (in grad_layer), or the globals' (in grad_global), into the shards.
+void gpu_reduce_layer(GpuGPT *model, int l) {
+    if (model->shard.stage < 2) return;
+    if (g_ledger.trace) printf("  reduce-scatter layer %d's gradients: %zu B\n", l, model->layer_n * model->e);
+    gpu_reduce_scatter(model, model->grad_layer, layer_lo(model, l), layer_lo(model, l) + model->layer_n);
+}
+
+void gpu_reduce_globals(GpuGPT *model) {
+    if (model->shard.stage < 2) return;
+    if (g_ledger.trace) printf("  reduce-scatter the globals' gradients: %zu B\n", model->global_n * model->e);
+    gpu_reduce_scatter(model, model->grad_global, 0, emb_n(model));
+    gpu_reduce_scatter(model, at_elem(model, model->grad_global, emb_n(model)), lnf_lo(model), model->nparams);
+}
+
+// An array kept whole (padded to N S elements of elem_bytes): every rank's block of S to every rank.
+void gpu_allgather_blocks(GpuGPT *model, void *array, size_t elem_bytes) {
+    const Shard *sh = &model->shard;
+    int N = sh->nranks, *counts = malloc(sizeof(int) * N), *displs = malloc(sizeof(int) * N);
+    for (int r = 0; r < N; r++) counts[r] = (int)(sh->size * elem_bytes), displs[r] = (int)(r * sh->size * elem_bytes);
+    staged_allgather(&model->staging, array, counts, displs);
+    free(counts); free(displs);
+}
+
+// Stages 0, 1, after the backward: sum the whole gradient over the ranks (a
+// reduce-scatter gives each rank the sum of its block); stage 0 then
+// all-gathers the sums, stage 1 keeps its own (its optimizer reads no other).
+void gpu_gpt_reduce_grads(GpuGPT *model) {
+    const Shard *sh = &model->shard;
+    if (sh->nranks == 1 || sh->stage >= 2) return;
+    if (g_ledger.trace)
+        printf("  %s the gradients: %zu B\n", sh->stage == 0 ? "all-reduce (reduce-scatter + all-gather)" : "reduce-scatter",
+               sh->padded * model->e);
+    int *counts = malloc(sizeof(int) * sh->nranks);
+    for (int r = 0; r < sh->nranks; r++) counts[r] = (int)sh->size;
+    void *mine = at_elem(model, model->grads, (size_t)sh->rank * sh->size);  // this rank's block (own_lo stops at P)
+    staged_reduce_scatter(&model->staging, model->grads, counts, mine, model->dtype, 0);
+    free(counts);
+    if (sh->stage == 0) gpu_allgather_blocks(model, model->grads, model->e);
+}
+
 // After the master weights changed (init, resume): round them into the
-// 16-bit compute weights (fp32: they are the same array).
+// 16-bit compute weights (fp32: they are the same array); at stages 1, 2
+// every rank's updated block goes to every rank.
 void gpu_gpt_sync_params(GpuGPT *model) {
-    if (model->dtype != DT_FP32) cu_store_dtype(model->dtype, model->params, model->master, model->nparams);
+    if (model->dtype != DT_FP32)
+        cu_store_dtype(model->dtype, at_elem(model, model->params, model->master_base - model->params_base), model->master,
+                       model->master_n);
+    if (model->shard.stage == 1 || model->shard.stage == 2) gpu_allgather_blocks(model, model->params, model->e);
 }
 
 // GPT-2 init, the same numbers as model.h's init_params (same generator, same
-// order), made on the host a chunk at a time and uploaded into the master.
+// order), made on the host a chunk at a time; the master's part of them
+// (all, or this rank's share) is uploaded.
 void gpu_gpt_init(GpuGPT *model, uint64_t seed) {
     enum { CHUNK = 1 << 18 };
     float *chunk = malloc(sizeof(float) * CHUNK);  // 1 MiB of host staging, not a model buffer
     uint64_t s = rng_seed(seed);
-    size_t filled = 0, at = 0;
+    size_t filled = 0, at = 0, flat = 0, lo = model->master_base, hi = lo + model->master_n;
     for (int i = 0; i < model->ntensors; i++)
-        for (size_t j = 0; j < model->tensors[i].count; j++) {
-            chunk[filled++] = init_value(&model->tensors[i], i, j, &model->cfg, &s);
+        for (size_t j = 0; j < model->tensors[i].count; j++, flat++) {
+            float x = init_value(&model->tensors[i], i, j, &model->cfg, &s);  // every value drawn, to keep the sequence
+            if (flat < lo || flat >= hi) continue;
+            chunk[filled++] = x;
             if (filled == CHUNK) { gpu_upload(model->master + at, chunk, filled * 4); at += filled; filled = 0; }
         }
     gpu_upload(model->master + at, chunk, filled * 4);
@@ -209,7 +375,7 @@ void gpu_gpt_init(GpuGPT *model, uint64_t seed) {
     gpu_gpt_sync_params(model);
 }
 
-void gpu_gpt_zero_grad(GpuGPT *model) { gpu_zero(model->grads, model->nparams * model->e); }
+void gpu_gpt_zero_grad(GpuGPT *model) { gpu_zero(model->grads, shard_grads_len(&model->shard) * model->e); }
 
 // Bucket the positions 0..N-1 by the token they hold, for encoder_backward: a
 // counting sort (positions stay in order within a token: deterministic).
@@ -260,7 +426,7 @@ void *gpu_push_saved(GpuGPT *model, const SavedTensor *t) {
 void gpu_block_forward(GpuGPT *model, int l, const void *x, int B, int T) {
     const GPTConfig *c = &model->cfg;
     int C = c->channels, H = c->heads, N = B * T, dt = model->dtype;
-    GpuLayer w = gpu_layer(model, model->params, l);
+    GpuLayer w = gpu_layer(model, l, 0);
     GpuActs *a = &model->acts[l];
     a->mark = arena_mark();
     void *p[SAVED_PER_LAYER];
@@ -310,8 +476,10 @@ float gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, 
     model->B = B; model->T = T;
     model->arena_mark = arena_mark();
     model->encoded = gpu_push(model, "encoded", (size_t)N * C);
-    cu_encoder_forward(dt, model->encoded, model->inputs, gpu_wte(model, model->params), gpu_wpe(model, model->params), B, T, C);
+    gpu_gather_globals(model);  // stage 3; they stay until the next forward
+    cu_encoder_forward(dt, model->encoded, model->inputs, gpu_wte(model, 0), gpu_wpe(model, 0), B, T, C);
     for (int l = 0; l < c->layers; l++) {
+        gpu_gather_layer(model, l);
         gpu_block_forward(model, l, gpu_block_input(model, l), B, T);
         if (model->ckpt) gpu_ckpt_keep_output(model, l);
     }
@@ -320,9 +488,9 @@ float gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, 
     model->lnf_mean = gpu_push_saved(model, &final_saved[SV_LNF_MEAN]);
     model->lnf_rstd = gpu_push_saved(model, &final_saved[SV_LNF_RSTD]);
     cu_layernorm_forward(dt, model->lnf, model->lnf_mean, model->lnf_rstd, gpu_block_input(model, c->layers),
-                         gpu_lnfw(model, model->params), gpu_lnfb(model, model->params), N, C);
+                         gpu_lnfw(model, 0), gpu_lnfb(model, 0), N, C);
     model->logits = gpu_push_saved(model, &final_saved[SV_LOGITS]);
-    cu_matmul_forward(dt, model->logits, model->lnf, gpu_wte(model, model->params), NULL, N, C, Vp);  // LM head tied to wte
+    cu_matmul_forward(dt, model->logits, model->lnf, gpu_wte(model, 0), NULL, N, C, Vp);  // LM head tied to wte
     if (!targets) return 0.0f;
     cu_crossentropy_forward(dt, model->losses, model->logits, model->targets, N, c->vocab, Vp);
     float *losses = malloc(sizeof(float) * N);
@@ -351,7 +519,7 @@ void gpu_discard_activations(GpuGPT *model) { arena_pop_to(model->arena_mark, "f
 void gpu_block_backward(GpuGPT *model, int l, const void *x, int B, int T) {
     const GPTConfig *c = &model->cfg;
     int C = c->channels, H = c->heads, N = B * T, dt = model->dtype;
-    GpuLayer w = gpu_layer(model, model->params, l), g = gpu_layer(model, model->grads, l);
+    GpuLayer w = gpu_layer(model, l, 0), g = gpu_layer(model, l, 1);
     GpuActs *a = &model->acts[l];
     cu_matmul_backward(dt, model->dfch, g.fcprojw, g.fcprojb, model->dres, a->fch_gelu, w.fcprojw, N, 4 * C, C);
     cu_gelu_backward(dt, model->dfch, a->fch, model->dfch, (size_t)N * 4 * C);
@@ -368,16 +536,19 @@ void gpu_block_backward(GpuGPT *model, int l, const void *x, int B, int T) {
 void gpu_gpt_backward(GpuGPT *model, float dloss) {
     const GPTConfig *c = &model->cfg;
     int B = model->B, T = model->T, C = c->channels, N = B * T, Vp = padded_vocab(c), dt = model->dtype;
+    if (model->shard.stage >= 2) gpu_zero(model->grad_global, model->global_n * model->e);
     cu_crossentropy_backward(dt, model->logits, model->targets, N, c->vocab, Vp, dloss);  // logits -> dlogits in place
-    cu_matmul_backward(dt, model->dln, gpu_wte(model, model->grads), NULL, model->logits, model->lnf, gpu_wte(model, model->params), N, C, Vp);
+    cu_matmul_backward(dt, model->dln, gpu_wte(model, 1), NULL, model->logits, model->lnf, gpu_wte(model, 0), N, C, Vp);
     gpu_zero(model->dres, (size_t)N * C * model->e);
-    cu_layernorm_backward(dt, model->dres, gpu_lnfw(model, model->grads), gpu_lnfb(model, model->grads), model->dln,
-                          gpu_block_input(model, c->layers), gpu_lnfw(model, model->params), model->lnf_mean, model->lnf_rstd, N, C);
+    cu_layernorm_backward(dt, model->dres, gpu_lnfw(model, 1), gpu_lnfb(model, 1), model->dln,
+                          gpu_block_input(model, c->layers), gpu_lnfw(model, 0), model->lnf_mean, model->lnf_rstd, N, C);
     arena_pop_to(model->final_mark, "final");
     if (model->ckpt) gpu_gpt_recompute_seconds(model);  // the events are about to be recorded again
     for (int l = c->layers - 1; l >= 0; l--) {
         int mark = model->acts[l].mark;
         const void *x = gpu_block_input(model, l);
+        gpu_gather_layer(model, l);  // stage 3: again, for the recompute and the backward
+        if (model->shard.stage >= 2) gpu_zero(model->grad_layer, model->layer_n * model->e);
         if (model->ckpt) {
             if (g_ledger.trace) printf("  recompute layer %d\n", l);
             gpu_event_record(model->recompute_events[2 * l]);
@@ -385,37 +556,66 @@ void gpu_gpt_backward(GpuGPT *model, float dloss) {
             gpu_event_record(model->recompute_events[2 * l + 1]);
         }
         gpu_block_backward(model, l, x, B, T);
+        gpu_reduce_layer(model, l);  // stages 2, 3
         arena_pop_to(mark, "layer");
     }
     int *pos = model->buckets, *start = pos + N, *tok = start + N + 1;
-    cu_encoder_backward(dt, gpu_wte(model, model->grads), gpu_wpe(model, model->grads), model->dres, pos, start, tok, model->nbuckets, B, T,
-                        C);
+    cu_encoder_backward(dt, gpu_wte(model, 1), gpu_wpe(model, 1), model->dres, pos, start, tok, model->nbuckets, B, T, C);
+    gpu_reduce_globals(model);  // stages 2, 3
     arena_pop_to(model->arena_mark, "encoded");
     model->recompute_pending = model->ckpt;
 }
 
 // --- the optimizer -------------------------------------------------------------------
 
-// Sum of squares of every gradient: partials on the GPU, added here in order.
+// Sum of squares of the (reduced) gradients this rank owns, all of them on
+// one rank: partials on the GPU, added here in order, then over the ranks in rank order.
 double gpu_grad_sum_squares(GpuGPT *model) {
+    const Shard *sh = &model->shard;
     double part[GPU_NORM_BLOCKS], s = 0.0;
-    cu_sum_squares_partials(model->dtype, model->norm_partials, model->grads, model->nparams);
+    cu_sum_squares_partials(model->dtype, model->norm_partials, at_elem(model, model->grads, sh->own_lo - model->grads_base),
+                            sh->own_hi - sh->own_lo);
     gpu_download(part, model->norm_partials, sizeof part);
     for (int i = 0; i < GPU_NORM_BLOCKS; i++) s += part[i];
-    return s;
+    return comm_sum_ordered(s);
 }
 
-// One AdamW step, tensor by tensor so weight decay reaches only 2-D weights
-// (optimizer.h optimizer_step); the 16-bit weights are rewritten from the master.
+// One AdamW step over the parameters this rank updates (its share from stage
+// 1 on; all of them at stage 0, where every rank is a replica), tensor by
+// tensor so weight decay reaches only 2-D weights (optimizer.h
+// optimizer_step); the 16-bit weights are rewritten from the master. Stages
+// 1, 2 then all-gather every rank's updated block.
 void gpu_adamw_step(GpuGPT *model, const AdamWConfig *o, float lr, int t, float grad_scale) {
+    const Shard *sh = &model->shard;
     float b1c = 1.0f - powf(o->beta1, (float)t), b2c = 1.0f - powf(o->beta2, (float)t);
+    size_t lo = sh->stage >= 1 ? sh->own_lo : 0, hi = sh->stage >= 1 ? sh->own_hi : model->nparams;
     for (int i = 0; i < model->ntensors; i++) {
         const ParamTensor *pt = &model->tensors[i];
-        size_t a = pt->offset;
-        cu_adamw(model->dtype, model->master + a, model->dtype == DT_FP32 ? NULL : at_elem(model, model->params, a),
-                 at_elem(model, model->grads, a), model->adam_m + a, model->adam_v + a, pt->count, lr, o->beta1, o->beta2, o->eps,
+        size_t a = pt->offset > lo ? pt->offset : lo, b = pt->offset + pt->count < hi ? pt->offset + pt->count : hi;
+        if (a >= b) continue;
+        cu_adamw(model->dtype, model->master + (a - model->master_base),
+                 model->dtype == DT_FP32 ? NULL : at_elem(model, model->params, a - model->params_base),
+                 at_elem(model, model->grads, a - model->grads_base), model->adam_m + (a - model->state_base),
+                 model->adam_v + (a - model->state_base), b - a, lr, o->beta1, o->beta2, o->eps,
                  pt->is_matrix ? o->weight_decay : 0.0f, b1c, b2c, grad_scale);
     }
+    if (sh->stage == 1 || sh->stage == 2) gpu_allgather_blocks(model, model->params, model->e);
+}
+
+// Do all ranks hold the same weights (stages 0 to 2)? The compute weights are
+// hashed a staging buffer at a time on the host (zero.h's hash), every rank
+// taking part; 1 on one rank and at stage 3.
+int gpu_replicas_identical(GpuGPT *model) {
+    const Shard *sh = &model->shard;
+    if (sh->nranks == 1 || sh->stage == 3) return 1;
+    size_t bytes = model->nparams * model->e, piece = model->staging.cap / 8 * 8;
+    uint64_t h = REPLICA_HASH_START;
+    for (size_t at = 0; at < bytes; at += piece) {
+        size_t n = bytes - at < piece ? bytes - at : piece;
+        gpu_download(model->staging.host, (char *)model->params + at, n);
+        h = replica_hash(h, model->staging.host, n);
+    }
+    return zero_hashes_agree(sh, h);
 }
 
 #endif

@@ -16,7 +16,8 @@ int gpu_count(char *why, size_t why_len) {
     return 0;
 }
 
-int gpu_open(char *why, size_t why_len) {
+int gpu_open(int local_rank, char *why, size_t why_len) {
+    (void)local_rank;
     snprintf(why, why_len, "%s", no_cuda);
     return -1;
 }

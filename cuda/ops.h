@@ -20,8 +20,9 @@ extern "C" {
 
 // --- runtime (cuda/runtime.cu) ----------------------------------------------
 int gpu_built(void);  // 1 if this build has the CUDA path (cuda/kernels.o), 0 if not (cuda/none.c)
-// 0 when a GPU is usable; otherwise -1 and `why` says what is missing.
-int gpu_open(char *why, size_t why_len);
+// 0 when a GPU is usable; otherwise -1 and `why` says what is missing. Ranks on one machine
+// take its GPUs in turn: the process of local rank r opens GPU r mod (the GPU count).
+int gpu_open(int local_rank, char *why, size_t why_len);
 // How many GPUs the driver sees, without starting a context (for --help); 0 and `why` if none.
 int gpu_count(char *why, size_t why_len);
 const char *gpu_name(void);

@@ -15,7 +15,7 @@ int gpu_count(char *why, size_t why_len) {
     return n;
 }
 
-int gpu_open(char *why, size_t why_len) {
+int gpu_open(int local_rank, char *why, size_t why_len) {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess || n == 0) {
@@ -23,8 +23,9 @@ int gpu_open(char *why, size_t why_len) {
                  err != cudaSuccess ? cudaGetErrorString(err) : "the driver sees 0 devices");
         return -1;
     }
-    cuda_check(cudaSetDevice(0), "cudaSetDevice(0)");
-    cuda_check(cudaGetDeviceProperties(&g_prop, 0), "cudaGetDeviceProperties");
+    int device = local_rank % n;
+    cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    cuda_check(cudaGetDeviceProperties(&g_prop, device), "cudaGetDeviceProperties");
     cuda_check(cudaFree(0), "creating the CUDA context");  // creates the context now, not in the first step
     return 0;
 }

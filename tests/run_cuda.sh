@@ -172,7 +172,87 @@ else
   echo "SKIP compute-sanitizer not found"
 fi
 
-# --- 8. errors name the problem --------------------------------------------------
+# --- 8. ZeRO on the GPU: N ranks (sharing one GPU: the MPI backend, staging.h) -----------
+# the same checks as the CPU's (tests/run.sh 3c), on --device cuda
+if command -v mpirun >/dev/null && $TRAIN --help | grep -q 'this build: MPI yes'; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  MPI=(mpirun --oversubscribe)
+  ZC=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1)
+  Z=("${ZC[@]}" --device cuda)
+  # close_replicas ONE.csv MANY.csv TOL: as close, and the ranks' replicas identical at every step
+  close_replicas() { msg=$(close "$1" "$2" "$3") && ! tail -n +2 "$2" | cut -d, -f8 | grep -qv '^1$'; }
+  # N ranks x 8/N sequences == one rank with 8: 10 steps, every stage, fp32 and bf16 (--ckpt --flash)
+  for dt in fp32 bf16; do
+    tol=1e-5; extra=(); [ $dt = bf16 ] && tol=2e-2 && extra=(--ckpt --flash)
+    $TRAIN "${Z[@]}" --steps 10 --batch 8 --dtype $dt "${extra[@]}" --log "$tmp/zone.csv" >/dev/null 2>&1
+    for n in 2 4; do for z in 0 1 2 3; do
+      timeout 120 "${MPI[@]}" -np $n $TRAIN "${Z[@]}" --steps 10 --batch $((8 / n)) --zero $z --dtype $dt "${extra[@]}" \
+        --log "$tmp/zmany.csv" >"$tmp/zlog" 2>&1
+      if close_replicas "$tmp/zone.csv" "$tmp/zmany.csv" $tol; then
+        ok "GPU zero $z on $n ranks == 1 rank, $dt ${extra[*]}: $msg; identical replicas every step"
+      else bad "GPU zero $z on $n ranks == 1 rank, $dt: ${msg:-a run failed}"; tail -3 "$tmp/zlog"; fi
+    done; done
+  done
+  # with --accum: 2 ranks x 2 micro-batches of 2 == one rank, batch 4, accum 2
+  $TRAIN "${Z[@]}" --steps 6 --batch 4 --accum 2 --log "$tmp/zacc1.csv" >/dev/null 2>&1
+  for z in 0 2 3; do
+    timeout 120 "${MPI[@]}" -np 2 $TRAIN "${Z[@]}" --steps 6 --batch 2 --accum 2 --zero $z --log "$tmp/zacc2.csv" >/dev/null 2>&1
+    if close_replicas "$tmp/zacc1.csv" "$tmp/zacc2.csv" 1e-5; then ok "GPU zero $z with --accum 2 on 2 ranks == 1 rank: $msg"
+    else bad "GPU zero $z with --accum 2 on 2 ranks: ${msg:-a run failed}"; fi
+  done
+  # every rank's GPU ledger: predicted == measured; 3 ranks (uneven shards), odd token counts
+  nbad=0; nrun=0
+  for z in 0 1 2 3; do for flags in "--dtype fp32" "--dtype bf16 --ckpt --flash"; do
+    rm -f "$tmp"/zm.json*; nrun=$((nrun + 1))
+    timeout 120 "${MPI[@]}" -np 3 $TRAIN "${Z[@]}" --steps 2 --batch 3 --seq-len 29 --zero $z $flags \
+      --mem-json "$tmp/zm.json" >"$tmp/zlog" 2>&1
+    good=0; for f in "$tmp"/zm.json*; do mem_equal "$f" && good=$((good + 1)); done
+    [ "$good" -eq 3 ] || { nbad=$((nbad + 1)); echo "  differs: zero $z $flags ($good of 3 ranks equal)"; tail -3 "$tmp/zlog"; }
+  done; done
+  if [ $nbad -eq 0 ]; then ok "GPU ledger of every rank predicted == measured: 3 ranks, stages 0-3, fp32 and bf16 --ckpt --flash"
+  else bad "GPU ledger of every rank: $nbad of $nrun runs differ"; fi
+  # the dry run with --ranks predicts what each rank measures
+  $TRAIN "${Z[@]}" --batch 3 --seq-len 29 --zero 3 --dtype bf16 --ckpt --flash --ranks 3 --dry-run \
+    --mem-json "$tmp/zdry.json" >/dev/null 2>&1
+  if python3 -c "import json,sys; a=json.load(open(sys.argv[1]))['predicted']; sys.exit(0 if all(json.load(open(f))['measured'] == a for f in sys.argv[2:]) else 1)" \
+       "$tmp/zdry.json" "$tmp"/zm.json*; then
+    ok "GPU --dry-run --ranks 3 equals what each of 3 ranks measured (zero 3, bf16 --ckpt --flash)"
+  else bad "GPU --dry-run --ranks 3 equals what each of 3 ranks measured"; fi
+  # the bytes sent at stages 0 and 2 are the CPU's (the same collectives, staged through the host)
+  for z in 0 2; do
+    g=$("${MPI[@]}" -np 4 $TRAIN "${Z[@]}" --steps 1 --batch 2 --zero $z --mem 2>&1 | grep -o 'communication: [0-9]* B')
+    c=$("${MPI[@]}" -np 4 $TRAIN "${ZC[@]}" --steps 1 --batch 2 --zero $z --mem 2>&1 | grep -o 'communication: [0-9]* B')
+    if [ -n "$g" ] && [ "$g" = "$c" ]; then ok "GPU zero $z on 4 ranks sends what the CPU sends ($g per step)"
+    else bad "GPU zero $z bytes sent: '$g' vs the CPU's '$c'"; fi
+  done
+  # checkpoints of 3 ranks: 4 steps, save, resume to 8 == 8 straight, every rank's file bit for bit
+  for setting in "0 fp32" "1 bf16" "2 fp16" "3 bf16"; do
+    set -- $setting; z=$1; dt=$2
+    rm -f "$tmp"/za.ckpt* "$tmp"/zb.ckpt* "$tmp"/zc.ckpt*
+    R=("${MPI[@]}" -np 3 $TRAIN "${Z[@]}" --steps 8 --batch 2 --zero $z --dtype $dt)
+    "${R[@]}" --save "$tmp/za.ckpt" >/dev/null 2>&1
+    "${R[@]}" --stop-after 4 --save "$tmp/zb.ckpt" >/dev/null 2>&1
+    "${R[@]}" --resume "$tmp/zb.ckpt" --save "$tmp/zc.ckpt" >"$tmp/zr" 2>&1
+    same=0; for r in "" .rank1 .rank2; do cmp -s "$tmp/za.ckpt$r" "$tmp/zc.ckpt$r" && same=$((same + 1)); done
+    if [ "$same" -eq 3 ]; then ok "GPU zero $z $dt on 3 ranks: save at 4, resume to 8 == 8 straight (3 files)"
+    else bad "GPU zero $z $dt on 3 ranks: resume ($same of 3 files equal)"; tail -2 "$tmp/zr"; fi
+  done
+  # a state of 3 GPU ranks resumes on 3 CPU ranks (the same files)
+  "${MPI[@]}" -np 3 $TRAIN "${ZC[@]}" --steps 8 --batch 2 --zero 3 --dtype bf16 --resume "$tmp/zb.ckpt" \
+    --save "$tmp/zd.ckpt" >"$tmp/zr" 2>&1
+  if [ $? -eq 0 ] && [ -f "$tmp/zd.ckpt.rank2" ]; then ok "a state of 3 GPU ranks (zero 3) resumes on 3 CPU ranks"
+  else bad "a state of 3 GPU ranks resumes on 3 CPU ranks"; tail -2 "$tmp/zr"; fi
+  # a rank that fails to start takes every rank down with a message, no hang
+  timeout 60 "${MPI[@]}" -np 1 $TRAIN "${Z[@]}" --steps 2 --batch 2 --zero 2 : -np 1 $TRAIN "${Z[@]}" --steps 2 \
+    --batch 2 --zero 2 --data /nonexistent/file.txt >"$tmp/zfail" 2>&1; rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q 'cannot read the data file' "$tmp/zfail"; then
+    ok "GPU: a failing rank stops all ranks with a clear error (exit $rc, no hang)"
+  else bad "GPU: a failing rank stops all ranks (exit $rc)"; tail -3 "$tmp/zfail"; fi
+else
+  echo "SKIP ZeRO on the GPU: no mpirun/mpicc"
+fi
+
+# --- 9. errors name the problem --------------------------------------------------
 if $TRAIN --device cuda --model gpt2-xl --batch 512 --steps 1 >"$tmp/big.out" 2>&1; then
   bad "a model that cannot fit on the GPU is refused"
 elif grep -q 'GPU memory' "$tmp/big.out" && ! grep -q '^step' "$tmp/big.out"; then

@@ -461,7 +461,7 @@ void op_times(void) {
 
 int main(int argc, char **argv) {
     char why[256];
-    if (gpu_open(why, sizeof why)) {
+    if (gpu_open(0, why, sizeof why)) {
         printf("SKIP GPU tests: %s\n", why);
         return 0;
     }

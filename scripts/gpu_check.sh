@@ -6,6 +6,8 @@
 #   4. sanitize  compute-sanitizer memcheck and racecheck, on the kernel tests and on a 2-step run
 #   5. bench     make bench-gpu (GPT-2 124M, B16 T1024): tok/s, MFU, peak memory
 #   6. ops       tests/test_cuda --op-times: each op's time at GPT-2's shapes (where a step goes)
+#   7. zero      ZeRO on the GPU at GPT-2's size: 2 ranks sharing it, stages 0-3 (each rank's
+#                ledger predicted vs measured, step time, bytes sent; doc/zero.md's GPU table)
 # Each phase writes its log; a phase stops at its first failure, but the next
 # phase still runs, so one pass shows everything that is wrong. The last file,
 # summary.txt, is one page: each phase's result and the lines that matter.
@@ -16,7 +18,7 @@ set -u
 cd "$(dirname "$0")/.."
 LOG=${1:-${OUT:-gpu_check_logs}}
 mkdir -p "$LOG"
-PHASES=${PHASES:-build kernels model sanitize bench ops}
+PHASES=${PHASES:-build kernels model sanitize bench ops zero}
 SUM=$LOG/summary.txt
 : >"$SUM"
 start=$(date +%s)
@@ -55,7 +57,7 @@ fi
 
 if want model; then
   # tests/run_cuda.sh runs test_cuda again (cheap) and the model-level checks
-  phase model 240 bash tests/run_cuda.sh
+  phase model 480 bash tests/run_cuda.sh
   grep -E '^(FAIL|SKIP)|passed, ' "$LOG/model.log" | tail -30 | tee -a "$SUM"
 fi
 
@@ -96,6 +98,22 @@ fi
 if want ops; then
   phase ops 60 ./tests/test_cuda --op-times
   tail -1 "$LOG/ops.log" | tee -a "$SUM"
+fi
+
+if want zero; then
+  # GPT-2 124M, B 4 x 1024, bf16 --flash --ckpt, 2 ranks on the one GPU (the MPI backend), each stage
+  zero_runs() {
+    local z
+    for z in 0 1 2 3; do
+      echo "### zero $z"
+      ./train --ranks 2 --model gpt2 --batch 4 --device cuda --dtype bf16 --flash --ckpt --zero $z --steps 6 \
+        --eval-every 0 --sample-len 0 --print-every 1 --mem 2>&1 |
+        grep -E '^step +6|rank [0-9]:|communication:|runtime|^    (total|comm) |error' || return 1
+    done
+  }
+  export -f zero_runs
+  phase zero 300 bash -c zero_runs
+  grep -E '^###|^step|rank [0-9]:|communication:|error' "$LOG/zero.log" | tee -a "$SUM"
 fi
 
 note "total $(($(date +%s) - start))s"

@@ -375,9 +375,6 @@ GPTConfig resolve_config(Options *o) {
     if (o->cuda && o->mem_ops)
         usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
                     "bytes and keeps its own --ckpt)", GPU_ACT_ALIGN);
-    if (o->cuda && o->fused_ce)
-        usage_error("--fused-ce runs on the CPU only for now: the GPU's chunked classifier is not built yet "
-                    "(drop --fused-ce, or --device cpu)");
     return c;
 }
 

@@ -41,7 +41,8 @@ void net_build(Net *n, int cuda, const GPTConfig *cfg, const NetSpec *s, const A
     n->opt.cfg = *adam;
     n->opt.bits = 32;
     if (cuda) {
-        gpu_gpt_build(&n->gpu, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt, s->zero, s->rank, s->nranks);
+        gpu_gpt_build(&n->gpu, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt, s->fused_ce, s->zero, s->rank,
+                      s->nranks);
         gpu_arena_reserve(s->activation_stack);
         gpu_gpt_init(&n->gpu, s->seed);
         n->row = malloc(sizeof(float) * padded_vocab(cfg));

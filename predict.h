@@ -74,13 +74,16 @@ typedef struct {
 } ActivationBytes;
 
 // The GPU's stack (cuda/model_gpu.h) from the bytes of its pieces: with
-// --ckpt it keeps each block's output and recomputes the whole block on top
-// of all of them, peak = encoded + L*kept + max(full, final).
+// --ckpt it keeps each block's output; the backward pops block l's output
+// (the gradient carries on in dres) and recomputes the block on top of the
+// outputs below it, as the CPU does: peak = the larger of after the forward
+// and encoded + (L-1)*kept + full (the last block, forward or recomputed).
 ActivationBytes stack_bytes(int L, size_t encoded, size_t kept, size_t full, size_t final, int ckpt) {
     ActivationBytes a;
     if (ckpt) {
         a.after_forward = encoded + (size_t)L * kept + final;
-        a.peak = encoded + (size_t)L * kept + (full > final ? full : final);
+        size_t last_block = encoded + (size_t)(L - 1) * kept + full;
+        a.peak = a.after_forward > last_block ? a.after_forward : last_block;
     } else {
         a.after_forward = a.peak = encoded + (size_t)L * full + final;
     }
@@ -419,7 +422,8 @@ size_t gpu_saved_bytes(const SavedTensor *t, int C, int H, int Vp, const RunShap
 ActivationBytes predict_activations_gpu(int L, int C, int H, int Vp, const RunShape *s) {
     size_t full = 0, final = 0, e = s->dtype == 0 ? 4 : 2;
     for (int i = 0; i < SAVED_PER_LAYER; i++) full += gpu_saved_bytes(&block_saved[i], C, H, Vp, s);
-    for (int i = 0; i < SAVED_FINAL; i++) final += gpu_saved_bytes(&final_saved[i], C, H, Vp, s);
+    for (int i = 0; i < SAVED_FINAL; i++)  // --fused-ce: no logits (the GPU's chunked head saves nothing else)
+        if (i != SV_LOGITS || !s->fused_ce) final += gpu_saved_bytes(&final_saved[i], C, H, Vp, s);
     size_t nc = gpu_act(e * s->batch * s->seq_len * C);
     return stack_bytes(L, nc, nc, full, final, s->ckpt);
 }
@@ -442,6 +446,7 @@ size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
 //     cuBLASLt's 32 MiB workspace, the column sums' partials
 //     GPU_COLSUM_CHUNKS x 4C floats, and with
 //     --flash D = rowsum(dout * out), 4*B*H*T
+//     --fused-ce the logits of min(N, GPU_HEAD_ROWS) rows, e*rows*Vp (and no (N,Vp) logits on the stack)
 //   data: the corpus and the host batches (as on the CPU), the batches on the
 //     GPU 8N, the positions bucketed by token, 4(3N+1) on the host and on the GPU,
 //     and a count per vocabulary entry 4*Vp on the host
@@ -473,7 +478,7 @@ void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s,
                            (zero == 3 ? e * (layer + global) : 0);
     base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * GPU_NORM_BLOCKS + GPU_GEMM_WORKSPACE +
                               4 * GPU_COLSUM_CHUNKS * 4 * (size_t)C +
-                              (s->flash ? 4 * B * H * T : 0);
+                              (s->flash ? 4 * B * H * T : 0) + (s->fused_ce ? e * (N < GPU_HEAD_ROWS ? N : GPU_HEAD_ROWS) * Vp : 0);
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 2 * 4 * (3 * N + 1) + 4 * (size_t)Vp;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
     ActivationBytes act = predict_activations_gpu(L, C, H, Vp, s);

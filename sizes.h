@@ -13,6 +13,7 @@ enum {
     GPU_COLSUM_CHUNKS = 64,         // the GPU's column sums (bias, layernorm gradients): row chunks
     CPU_ACT_ALIGN = 4,              // every tensor on the CPU's stack starts on this boundary (fp32 row statistics follow 16-bit tensors)
     GPU_ACT_ALIGN = 256,            // every tensor on the GPU's activation stack starts on this boundary
+    GPU_HEAD_ROWS = 1024,           // the GPU's --fused-ce: the LM head and loss run this many rows at a time
     GPU_STAGING = 8 << 20,          // ZeRO on the GPU over MPI: each rank's host buffer its collectives go through, bytes
     QUANT_BLOCK = 64,               // int8/int4 weights: one fp32 scale per this many consecutive weights of a matrix
     ADAM_BLOCK = 256,               // --adam-bits 8: m and v have one fp32 scale per this many elements (ZeRO shards are whole blocks)

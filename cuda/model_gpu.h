@@ -53,7 +53,7 @@ typedef struct {
 
 typedef struct {
     GPTConfig cfg;
-    int dtype, flash, ckpt;
+    int dtype, flash, ckpt, fused_ce;
     size_t nparams, e;  // e: bytes per stored element (4 or 2)
     ParamTensor *tensors;
     int ntensors;
@@ -79,6 +79,7 @@ typedef struct {
     // backward buffers, reused by every layer (ledger: scratch), in the dtype
     void *dres, *dln, *dqkv, *datty, *dfch;
     float *losses;           // (N) per-row losses
+    void *head_logits;       // --fused-ce: the logits of GPU_HEAD_ROWS rows at a time (scratch), never (N,Vp)
     float *flash_D;          // --flash: (B,H,T) rowsum(dout * out) for the backward
     double *norm_partials;   // GPU_NORM_BLOCKS partial sums of the gradient norm
     void *gemm_workspace;
@@ -112,6 +113,9 @@ void gpu_release(void *p) {
 }
 
 void *at_elem(const GpuGPT *model, void *base, size_t i) { return (char *)base + i * model->e; }
+
+// --fused-ce: the rows of the LM head's chunk for a micro-batch of N rows.
+size_t gpu_head_rows(size_t N) { return N < GPU_HEAD_ROWS ? N : GPU_HEAD_ROWS; }
 
 // The flat index of layer l's first parameter (after wte and wpe, 12 tensors a layer: model.h param_tensors).
 size_t layer_lo(const GpuGPT *model, int l) { return model->tensors[2 + 12 * l].offset; }
@@ -148,13 +152,14 @@ void *gpu_lnfb(const GpuGPT *model, int grads) { return gpu_tensor(model, model-
 
 // Allocate everything for micro-batches of B x T, this rank's part with ZeRO
 // stage `zero` over nranks (predict_memory_gpu has the sum).
-void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt, int zero, int rank,
-                   int nranks) {
+void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype, int flash, int ckpt, int fused_ce,
+                   int zero, int rank, int nranks) {
     memset(model, 0, sizeof *model);
     model->cfg = *cfg;
     model->dtype = dtype;
     model->flash = flash;
     model->ckpt = ckpt;
+    model->fused_ce = fused_ce;
     model->nparams = param_count(cfg);
     model->e = dtype_size(dtype);
     model->ntensors = param_tensor_count(cfg);
@@ -202,6 +207,7 @@ void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype,
     model->datty = gpu_alloc(MEM_SCRATCH, N * C * e, "datty");
     model->dfch = gpu_alloc(MEM_SCRATCH, N * 4 * C * e, "dfch");
     model->losses = gpu_alloc(MEM_SCRATCH, N * 4, "losses");
+    if (fused_ce) model->head_logits = gpu_alloc(MEM_SCRATCH, gpu_head_rows(N) * padded_vocab(cfg) * e, "logits of a row chunk");
     if (flash) model->flash_D = gpu_alloc(MEM_SCRATCH, (size_t)B * cfg->heads * T * 4, "flash D");
     model->norm_partials = gpu_alloc(MEM_SCRATCH, GPU_NORM_BLOCKS * sizeof(double), "norm partials");
     model->gemm_workspace = gpu_alloc(MEM_SCRATCH, GPU_GEMM_WORKSPACE, "cuBLASLt workspace");
@@ -224,7 +230,7 @@ void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype,
 void gpu_gpt_free(GpuGPT *model) {
     void *dev[] = {model->params, model->grads, model->adam_m, model->adam_v, model->dres, model->dln, model->dqkv, model->datty, model->dfch,
                    model->losses, model->flash_D, model->norm_partials, model->gemm_workspace, model->colsum, model->inputs, model->targets, model->buckets,
-                   model->grad_layer, model->grad_global, model->gather_layer, model->gather_global};
+                   model->grad_layer, model->grad_global, model->gather_layer, model->gather_global, model->head_logits};
     if (model->master != model->params) gpu_release(model->master);
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_release(dev[i]);
     mem_free(model->buckets_host);
@@ -452,7 +458,7 @@ void gpu_block_forward(GpuGPT *model, int l, const void *x, int B, int T) {
 }
 
 // --ckpt: keep only the block's output, moved down to where its first tensor
-// began (model.h ckpt_keep_output).
+// began (model.h ckpt_keep_output). The backward pops it before it recomputes the block.
 void gpu_ckpt_keep_output(GpuGPT *model, int l) {
     GpuActs *a = &model->acts[l];
     size_t bytes = (size_t)model->B * model->T * model->cfg.channels * model->e;
@@ -489,10 +495,20 @@ float gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, 
     model->lnf_rstd = gpu_push_saved(model, &final_saved[SV_LNF_RSTD]);
     cu_layernorm_forward(dt, model->lnf, model->lnf_mean, model->lnf_rstd, gpu_block_input(model, c->layers),
                          gpu_lnfw(model, 0), gpu_lnfb(model, 0), N, C);
-    model->logits = gpu_push_saved(model, &final_saved[SV_LOGITS]);
-    cu_matmul_forward(dt, model->logits, model->lnf, gpu_wte(model, 0), NULL, N, C, Vp);  // LM head tied to wte
-    if (!targets) return 0.0f;
-    cu_crossentropy_forward(dt, model->losses, model->logits, model->targets, N, c->vocab, Vp);
+    if (model->fused_ce) {  // no logits on the stack: the LM head and the loss a chunk of rows at a time
+        if (!targets) return 0.0f;  // (sampling: gpu_logits_row computes its one row)
+        for (int r0 = 0; r0 < N; r0 += GPU_HEAD_ROWS) {
+            int rows = N - r0 < GPU_HEAD_ROWS ? N - r0 : GPU_HEAD_ROWS;
+            cu_matmul_forward(dt, model->head_logits, at_elem(model, model->lnf, (size_t)r0 * C), gpu_wte(model, 0), NULL, rows,
+                              C, Vp);
+            cu_crossentropy_forward(dt, model->losses + r0, model->head_logits, model->targets + r0, rows, c->vocab, Vp);
+        }
+    } else {
+        model->logits = gpu_push_saved(model, &final_saved[SV_LOGITS]);
+        cu_matmul_forward(dt, model->logits, model->lnf, gpu_wte(model, 0), NULL, N, C, Vp);  // LM head tied to wte
+        if (!targets) return 0.0f;
+        cu_crossentropy_forward(dt, model->losses, model->logits, model->targets, N, c->vocab, Vp);
+    }
     float *losses = malloc(sizeof(float) * N);
     gpu_download(losses, model->losses, sizeof(float) * N);
     double sum = 0.0;
@@ -502,11 +518,16 @@ float gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, 
 }
 
 // Row i of the last forward's logits, widened to fp32 into host[Vp] (sampling).
+// With --fused-ce there are none: the row is computed now, into the chunk buffer.
 void gpu_logits_row(GpuGPT *model, int i, float *host) {
-    int Vp = padded_vocab(&model->cfg);
-    if (model->dtype == DT_FP32) { gpu_download(host, at_elem(model, model->logits, (size_t)i * Vp), (size_t)Vp * 4); return; }
+    int C = model->cfg.channels, Vp = padded_vocab(&model->cfg);
+    const void *logits = model->fused_ce ? model->head_logits : at_elem(model, model->logits, (size_t)i * Vp);
+    if (model->fused_ce)
+        cu_matmul_forward(model->dtype, model->head_logits, at_elem(model, model->lnf, (size_t)i * C), gpu_wte(model, 0), NULL,
+                          1, C, Vp);
+    if (model->dtype == DT_FP32) { gpu_download(host, logits, (size_t)Vp * 4); return; }
     uint16_t *row = malloc(2 * (size_t)Vp);
-    gpu_download(row, at_elem(model, model->logits, (size_t)i * Vp), 2 * (size_t)Vp);
+    gpu_download(row, logits, 2 * (size_t)Vp);
     dtype_load(host, row, Vp, model->dtype);
     free(row);
 }
@@ -537,8 +558,19 @@ void gpu_gpt_backward(GpuGPT *model, float dloss) {
     const GPTConfig *c = &model->cfg;
     int B = model->B, T = model->T, C = c->channels, N = B * T, Vp = padded_vocab(c), dt = model->dtype;
     if (model->shard.stage >= 2) gpu_zero(model->grad_global, model->global_n * model->e);
-    cu_crossentropy_backward(dt, model->logits, model->targets, N, c->vocab, Vp, dloss);  // logits -> dlogits in place
-    cu_matmul_backward(dt, model->dln, gpu_wte(model, 1), NULL, model->logits, model->lnf, gpu_wte(model, 0), N, C, Vp);
+    if (model->fused_ce) {  // each chunk's logits again, then as below, a chunk of rows at a time
+        for (int r0 = 0; r0 < N; r0 += GPU_HEAD_ROWS) {
+            int rows = N - r0 < GPU_HEAD_ROWS ? N - r0 : GPU_HEAD_ROWS;
+            const void *lnf = at_elem(model, model->lnf, (size_t)r0 * C);
+            cu_matmul_forward(dt, model->head_logits, lnf, gpu_wte(model, 0), NULL, rows, C, Vp);
+            cu_crossentropy_backward(dt, model->head_logits, model->targets + r0, rows, c->vocab, Vp, dloss);
+            cu_matmul_backward(dt, at_elem(model, model->dln, (size_t)r0 * C), gpu_wte(model, 1), NULL, model->head_logits, lnf,
+                               gpu_wte(model, 0), rows, C, Vp);
+        }
+    } else {
+        cu_crossentropy_backward(dt, model->logits, model->targets, N, c->vocab, Vp, dloss);  // logits -> dlogits in place
+        cu_matmul_backward(dt, model->dln, gpu_wte(model, 1), NULL, model->logits, model->lnf, gpu_wte(model, 0), N, C, Vp);
+    }
     gpu_zero(model->dres, (size_t)N * C * model->e);
     cu_layernorm_backward(dt, model->dres, gpu_lnfw(model, 1), gpu_lnfb(model, 1), model->dln,
                           gpu_block_input(model, c->layers), gpu_lnfw(model, 0), model->lnf_mean, model->lnf_rstd, N, C);
@@ -550,6 +582,7 @@ void gpu_gpt_backward(GpuGPT *model, float dloss) {
         gpu_gather_layer(model, l);  // stage 3: again, for the recompute and the backward
         if (model->shard.stage >= 2) gpu_zero(model->grad_layer, model->layer_n * model->e);
         if (model->ckpt) {
+            arena_pop_to(mark, "ckpt output");  // the block's kept output: its gradient is in dres, the value unused
             if (g_ledger.trace) printf("  recompute layer %d\n", l);
             gpu_event_record(model->recompute_events[2 * l]);
             gpu_block_forward(model, l, x, B, T);

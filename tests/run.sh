@@ -703,7 +703,12 @@ expect 2 "supports head sizes up to 128" --device cuda --flash --channels 512 --
 if ./train --device cuda --dry-run --ranks 2 --zero 3 --dtype bf16 | grep -q 'predicted GPU memory of each rank'; then
   ok "--device cuda --dry-run --ranks 2 --zero 3: each rank's GPU memory"
 else bad "--device cuda --dry-run --ranks 2 --zero 3"; fi
-expect 2 "--fused-ce runs on the CPU only for now" --device cuda --fused-ce --dry-run
+# --fused-ce on the GPU: no (N,Vp) logits on the stack, a chunk of GPU_HEAD_ROWS rows in scratch
+a=$(./train --model gpt2 --batch 16 --dtype bf16 --flash --ckpt --device cuda --dry-run | awk '$1 == "total" {print $NF}')
+b=$(./train --model gpt2 --batch 16 --dtype bf16 --flash --ckpt --device cuda --dry-run --fused-ce | awk '$1 == "total" {print $NF}')
+if [ -n "$a" ] && [ -n "$b" ] && [ "$b" -lt $((a - 1024 * 1024 * 1024)) ]; then
+  ok "GPU --fused-ce dry run, GPT-2 B16 bf16 --flash --ckpt: peak $b B, over 1 GiB below the whole head's $a B"
+else bad "GPU --fused-ce dry run: $b vs $a"; fi
 out=$(./tests/test_cuda 2>&1); rc=$?
 if echo "$out" | grep -q '^SKIP GPU tests:'; then
   # no GPU here: --device cuda must say so and stop

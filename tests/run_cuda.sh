@@ -76,6 +76,15 @@ for dt in fp32 bf16; do
     ok "GPU --flash equals naive attention, $dt: $msg"
   else bad "GPU --flash equals naive attention, $dt: ${msg:-a run failed}"; fi
 done
+# --fused-ce: the LM head and loss GPU_HEAD_ROWS (1024) rows at a time; 17 x 64 = 1088 rows: a full
+# chunk and a short one
+for dt in fp32 bf16; do
+  tol=1e-5; [ $dt = bf16 ] && tol=2e-2
+  if run head_$dt "${G[@]}" --dtype $dt --batch 17 && run fused_$dt "${G[@]}" --dtype $dt --batch 17 --fused-ce &&
+     msg=$(close "$tmp/fused_$dt.csv" "$tmp/head_$dt.csv" $tol); then
+    ok "GPU --fused-ce equals the whole LM head, $dt, 2 row chunks: $msg"
+  else bad "GPU --fused-ce equals the whole LM head, $dt: ${msg:-a run failed}"; fi
+done
 # the tensor-core flash kernels (16-bit, head size 64: --channels 128 --heads 2) in the model
 HS64=(--channels 128 --heads 2)
 [ $HOST = 1 ] && echo "SKIP the tensor-core flash checks (--host)"
@@ -119,7 +128,14 @@ for dt in fp32 bf16 fp16; do for acc in 1 2; do for ck in "" --ckpt; do for fl i
     nbad=$((nbad + 1)); echo "  differs: $flags"; tail -3 "$tmp/$key.out"
   fi
 done; done; done; done
-if [ $nbad -eq 0 ]; then ok "GPU ledger predicted == measured in all $nrun combinations, runtime row shown"
+for flags in "--fused-ce" "--dtype bf16 --fused-ce --ckpt --flash" "--dtype fp16 --fused-ce --batch 29"; do
+  key=$(printf '%s' "$flags" | tr -c 'a-z0-9' _); nrun=$((nrun + 1))
+  if ! $TRAIN "${SMALL[@]}" "${ODD[@]}" --device cuda --steps 2 $flags --mem --mem-json "$tmp/$key.json" \
+       >"$tmp/$key.out" 2>&1 || ! mem_equal "$tmp/$key.json"; then
+    nbad=$((nbad + 1)); echo "  differs: $flags"; tail -3 "$tmp/$key.out"
+  fi
+done
+if [ $nbad -eq 0 ]; then ok "GPU ledger predicted == measured in all $nrun combinations (--fused-ce in 3), runtime row shown"
 else bad "GPU ledger predicted == measured: $nbad of $nrun combinations differ"; fi
 key=$(printf '%s' "--dtype bf16 --accum 1 --ckpt --flash" | tr -c 'a-z0-9' _)
 $TRAIN "${SMALL[@]}" "${ODD[@]}" --device cuda --dtype bf16 --ckpt --flash --dry-run --mem-json "$tmp/dry.json" >/dev/null 2>&1
@@ -154,6 +170,13 @@ for dt in fp32 bf16 fp16; do
     ok "GPU evaluation and sampling, $dt"
   else bad "GPU evaluation and sampling, $dt"; tail -3 "$tmp/sample.out"; fi
 done
+# with --fused-ce (no logits kept: sampling computes its row) the same text as without
+$TRAIN "${SMALL[@]}" --device cuda --steps 20 --sample-len 40 >"$tmp/s1.out" 2>&1
+$TRAIN "${SMALL[@]}" --device cuda --steps 20 --sample-len 40 --fused-ce >"$tmp/s2.out" 2>&1
+if grep -q -- '---- sample ----' "$tmp/s2.out" &&
+   cmp -s <(sed -n '/---- sample/,/^------/p' "$tmp/s1.out") <(sed -n '/---- sample/,/^------/p' "$tmp/s2.out"); then
+  ok "GPU --fused-ce samples the same text as the whole LM head (fp32)"
+else bad "GPU --fused-ce sampling"; fi
 
 # --- 7. compute-sanitizer on a short run -------------------------------------------
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
@@ -193,6 +216,11 @@ if command -v mpirun >/dev/null && $TRAIN --help | grep -q 'this build: MPI yes'
       else bad "GPU zero $z on $n ranks == 1 rank, $dt: ${msg:-a run failed}"; tail -3 "$tmp/zlog"; fi
     done; done
   done
+  # --fused-ce at stage 3 (the LM head's chunks read the gathered table)
+  $TRAIN "${Z[@]}" --steps 6 --batch 8 --fused-ce --log "$tmp/zf1.csv" >/dev/null 2>&1
+  timeout 120 "${MPI[@]}" -np 2 $TRAIN "${Z[@]}" --steps 6 --batch 4 --zero 3 --fused-ce --log "$tmp/zf2.csv" >/dev/null 2>&1
+  if close_replicas "$tmp/zf1.csv" "$tmp/zf2.csv" 1e-5; then ok "GPU --fused-ce zero 3 on 2 ranks == 1 rank: $msg"
+  else bad "GPU --fused-ce zero 3 on 2 ranks: ${msg:-a run failed}"; fi
   # with --accum: 2 ranks x 2 micro-batches of 2 == one rank, batch 4, accum 2
   $TRAIN "${Z[@]}" --steps 6 --batch 4 --accum 2 --log "$tmp/zacc1.csv" >/dev/null 2>&1
   for z in 0 2 3; do

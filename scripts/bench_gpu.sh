@@ -19,8 +19,9 @@ BASE=(--device cuda --model gpt2 --batch 16 --seq-len 1024 --steps "$STEPS" --ev
       --sample-len 0 --warmup 5 --lr 6e-4)
 peak=$(./tests/test_cuda --gemm-peak | awk '/TFLOP/ {print $(NF-1)}')
 echo "measured bf16 GEMM peak: $peak TFLOP/s"
-printf '%-28s %12s %8s %14s %14s\n' setting "tok/s" MFU "peak (ledger)" "GPU in use"
-for setting in "--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf16" "--dtype fp32 --flash"; do
+printf '%-40s %12s %8s %14s %14s\n' setting "tok/s" MFU "peak (ledger)" "GPU in use"
+for setting in "--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf16 --flash --fused-ce" \
+               "--dtype bf16 --flash --ckpt --fused-ce" "--dtype bf16" "--dtype fp32 --flash"; do
   out=$(./train "${BASE[@]}" $setting --mem 2>&1) || { echo "$setting: failed"; echo "$out" | tail -3; continue; }
   # tok/s: the median of the steps after the 5 warm-up steps
   toks=$(echo "$out" | awk -F'|' '/^step/ { n++; if (n > 5) { split($6, a, " "); print a[1] } }' | sort -n |
@@ -31,5 +32,5 @@ for setting in "--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf1
     P = 124475904; L = 12; T = 1024; C = 768
     flops = 6 * P + 6 * L * T * C
     printf "%.1f%%", 100 * t * flops / (p * 1e12) }')
-  printf '%-28s %12s %8s %10s GiB %14s\n' "$setting" "$toks" "$mfu" "$gib" "$gpu"
+  printf '%-40s %12s %8s %10s GiB %14s\n' "$setting" "$toks" "$mfu" "$gib" "$gpu"
 done

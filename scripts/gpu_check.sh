@@ -91,7 +91,7 @@ if want sanitize; then
 fi
 
 if want bench; then
-  phase bench 180 bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}"
+  phase bench 300 bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}"
   cat "$LOG/bench.log" | tail -8 | tee -a "$SUM"
 fi
 

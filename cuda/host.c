@@ -57,7 +57,7 @@ void *gpu_malloc(size_t bytes, const char *name) {
     }
     h->bytes = bytes;
     allocated += bytes;
-    memset(h + 1, 0xA5, bytes);  // like cudaMalloc, the contents are not zero: nothing may rely on them
+    memset(h + 1, 0, bytes);  // zeroed, as cuda/runtime.cu's gpu_malloc does
     return h + 1;
 }
 
@@ -67,6 +67,17 @@ void gpu_free(void *p) {
     allocated -= h->bytes;
     free(h);
 }
+
+void *gpu_host_alloc(size_t bytes, const char *name) {  // plain host memory here
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "error: cannot allocate %s (%zu bytes of host memory)\n", name, bytes);
+        exit(1);
+    }
+    return p;
+}
+
+void gpu_host_free(void *p) { free(p); }
 
 void gpu_upload(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
 void gpu_download(void *host_dst, const void *src, size_t bytes) { memcpy(host_dst, src, bytes); }

@@ -97,11 +97,9 @@ typedef struct {
 
 // --- allocation through the ledger -----------------------------------------------
 
-// Zeroed, like mem_alloc: cudaMalloc's memory is not (Adam's m and v must start at 0;
-// cuda/host.c fills fresh memory with 0xA5 so that tests/train_host catches what relies on it).
+// Zeroed (gpu_malloc zeroes), like mem_alloc: Adam's m and v start at 0.
 void *gpu_alloc(int category, size_t bytes, const char *name) {
     void *p = gpu_malloc(bytes, name);
-    gpu_zero(p, bytes);
     mem_track(p, category, bytes, name, 1);
     return p;
 }
@@ -196,8 +194,9 @@ void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype,
         model->gather_layer = gpu_alloc(MEM_COMM, model->layer_n * e, "layer gather");
         model->gather_global = gpu_alloc(MEM_COMM, model->global_n * e, "global gather");
     }
-    if (sh->nranks > 1) {  // host memory (pageable for now; pinned would copy faster)
-        model->staging.host = mem_alloc(MEM_COMM, GPU_STAGING, "staging (host)");
+    if (sh->nranks > 1) {  // page-locked host memory, in the ledger (comm) though not on the GPU
+        model->staging.host = gpu_host_alloc(GPU_STAGING, "the staging buffer");
+        mem_track(model->staging.host, MEM_COMM, GPU_STAGING, "staging (pinned host)", 0);
         model->staging.cap = GPU_STAGING;
         model->staging.on_gpu = 1;
     }
@@ -235,7 +234,10 @@ void gpu_gpt_free(GpuGPT *model) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_release(dev[i]);
     mem_free(model->buckets_host);
     mem_free(model->token_count_host);
-    mem_free(model->staging.host);
+    if (model->staging.host) {
+        if (mem_untrack(model->staging.host)) ledger_bug("the staging buffer is not in the ledger", "gpu_gpt_free");
+        gpu_host_free(model->staging.host);
+    }
     for (int i = 0; model->recompute_events && i < 2 * model->cfg.layers; i++) gpu_event_free(model->recompute_events[i]);
     free(model->recompute_events);
     free(model->acts);

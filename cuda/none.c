@@ -47,6 +47,16 @@ void gpu_free(void *p) {
     unreachable("gpu_free");
 }
 
+void *gpu_host_alloc(size_t bytes, const char *name) {
+    (void)bytes; (void)name;
+    unreachable("gpu_host_alloc"); return 0;
+}
+
+void gpu_host_free(void *p) {
+    (void)p;
+    unreachable("gpu_host_free");
+}
+
 void gpu_upload(void *dst, const void *host_src, size_t bytes) {
     (void)dst; (void)host_src; (void)bytes;
     unreachable("gpu_upload");

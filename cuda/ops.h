@@ -30,8 +30,12 @@ const char *gpu_name(void);
 // 16-bit on the tensor cores (per SM per clock: Hopper 4096, A100 2048, others 1024), fp32 on
 // the CUDA cores (no TF32: 2 x 128 lanes per SM per clock, A100 2 x 64). For the step line's MFU.
 double gpu_peak_flops(int dt);
-void *gpu_malloc(size_t bytes, const char *name);  // exits with a message (and the ledger's advice) on failure
+void *gpu_malloc(size_t bytes, const char *name);  // zeroed; exits with a message (and the ledger's advice) on failure
 void gpu_free(void *p);
+// Page-locked host memory (zeroed): copies between it and the GPU run at the bus's full speed and
+// need no bounce through a driver buffer (ZeRO's staging buffer). Exits with a message on failure.
+void *gpu_host_alloc(size_t bytes, const char *name);
+void gpu_host_free(void *p);
 void gpu_upload(void *dst, const void *host_src, size_t bytes);
 void gpu_download(void *host_dst, const void *src, size_t bytes);
 void gpu_copy(void *dst, const void *src, size_t bytes);  // device to device

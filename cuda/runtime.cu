@@ -55,6 +55,20 @@ void *gpu_malloc(size_t bytes, const char *name) {
 }
 
 void gpu_free(void *p) { cuda_check(cudaFree(p), "cudaFree"); }
+
+void *gpu_host_alloc(size_t bytes, const char *name) {
+    void *p = NULL;
+    cudaError_t err = cudaMallocHost(&p, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "error: cannot allocate %s (%zu bytes of page-locked host memory): %s\n", name, bytes,
+                cudaGetErrorString(err));
+        exit(1);
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+void gpu_host_free(void *p) { cuda_check(cudaFreeHost(p), "cudaFreeHost"); }
 void gpu_upload(void *dst, const void *src, size_t bytes) {
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
 }

@@ -536,12 +536,7 @@ EOF2
   # (with --adam-bits 8 at stage 0 every rank reads every rank's codes and scales)
   for setting in "0 fp32 --adam-bits 8" "3 bf16 --fused-ce --vocab 2100" "0 fp32" "0 fp16" "2 fp32" "2 fp16" "3 fp32" "3 fp16"; do  # the last one's files serve the next check
     set -- $setting; z=$1; dtype=$2; shift 2
-    rm -f "$tmp"/za.ckpt* "$tmp"/zb.ckpt* "$tmp"/zc.ckpt*
-    C=("${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 8 --batch 2 --zero $z --dtype $dtype "$@")
-    "${C[@]}" --save "$tmp/za.ckpt" >/dev/null 2>&1
-    "${C[@]}" --stop-after 4 --save "$tmp/zb.ckpt" >/dev/null 2>&1
-    "${C[@]}" --resume "$tmp/zb.ckpt" --save "$tmp/zc.ckpt" >"$tmp/zr" 2>&1
-    same=0; for r in "" .rank1 .rank2; do cmp -s "$tmp/za.ckpt$r" "$tmp/zc.ckpt$r" && same=$((same + 1)); done
+    same=$(resume_equal "${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 8 --batch 2 --zero $z --dtype $dtype "$@")
     if [ "$same" -eq 3 ]; then ok "zero $z $dtype $* on 3 ranks: save at 4, resume to 8 == 8 straight (3 files)"
     else bad "zero $z $dtype $* on 3 ranks: resume ($same of 3 files equal)"; tail -2 "$tmp/zr"; fi
   done

@@ -256,12 +256,7 @@ if command -v mpirun >/dev/null && $TRAIN --help | grep -q 'this build: MPI yes'
   # checkpoints of 3 ranks: 4 steps, save, resume to 8 == 8 straight, every rank's file bit for bit
   for setting in "0 fp32" "1 bf16" "2 fp16" "3 bf16"; do
     set -- $setting; z=$1; dt=$2
-    rm -f "$tmp"/za.ckpt* "$tmp"/zb.ckpt* "$tmp"/zc.ckpt*
-    R=("${MPI[@]}" -np 3 $TRAIN "${Z[@]}" --steps 8 --batch 2 --zero $z --dtype $dt)
-    "${R[@]}" --save "$tmp/za.ckpt" >/dev/null 2>&1
-    "${R[@]}" --stop-after 4 --save "$tmp/zb.ckpt" >/dev/null 2>&1
-    "${R[@]}" --resume "$tmp/zb.ckpt" --save "$tmp/zc.ckpt" >"$tmp/zr" 2>&1
-    same=0; for r in "" .rank1 .rank2; do cmp -s "$tmp/za.ckpt$r" "$tmp/zc.ckpt$r" && same=$((same + 1)); done
+    same=$(resume_equal "${MPI[@]}" -np 3 $TRAIN "${Z[@]}" --steps 8 --batch 2 --zero $z --dtype $dt)
     if [ "$same" -eq 3 ]; then ok "GPU zero $z $dt on 3 ranks: save at 4, resume to 8 == 8 straight (3 files)"
     else bad "GPU zero $z $dt on 3 ranks: resume ($same of 3 files equal)"; tail -2 "$tmp/zr"; fi
   done

@@ -50,10 +50,9 @@ size_t staging_chunk(const Staging *st, size_t element_bytes) {
     return k;
 }
 
-// How many elements of a part of `count` chunk c holds, chunks of k.
-int chunk_count(int count, size_t c, size_t k) {
-    long long left = (long long)count - (long long)(c * k);
-    return left <= 0 ? 0 : left < (long long)k ? (int)left : (int)k;
+// How many elements of a part of `count` chunk c holds, chunks of k (k fits an int: the buffer's share).
+int chunk_count(size_t count, size_t c, size_t k) {
+    return c * k >= count ? 0 : count - c * k < k ? (int)(count - c * k) : (int)k;
 }
 
 // comm_reduce_scatter on data in device (or host) memory, stored as dtype
@@ -97,14 +96,15 @@ void staged_reduce_scatter(const Staging *st, const void *src, const int *counts
 
 // comm_allgather on data in device (or host) memory: rank r's part is
 // counts[r] bytes at data + displs[r]; this rank's is in place; on return
-// every part is.
-void staged_allgather(const Staging *st, void *data, const int *counts, const int *displs) {
-    int N = comm_nranks, most = 0;
-    size_t k = staging_chunk(st, 1);
+// every part is. Sizes are size_t (an array of gpt2-xl's weights is over
+// 2 GiB); each MPI call moves one chunk, well under.
+void staged_allgather(const Staging *st, void *data, const size_t *counts, const size_t *displs) {
+    int N = comm_nranks;
+    size_t k = staging_chunk(st, 1), most = 0;
     int *cnt = malloc(sizeof(int) * N), *at = malloc(sizeof(int) * N);
     char *host = st->host, *d = data;
     for (int r = 0; r < N; r++) most = counts[r] > most ? counts[r] : most;
-    for (size_t c = 0; c * k < (size_t)most; c++) {
+    for (size_t c = 0; c * k < most; c++) {
         for (int r = 0; r < N; r++) {
             cnt[r] = chunk_count(counts[r], c, k);
             at[r] = r ? at[r - 1] + cnt[r - 1] : 0;

@@ -275,16 +275,13 @@ void gpu_arena_release(void) {
 // Stage 3: every rank's weights of [lo, hi) into dst (a gather buffer, in the dtype).
 void gpu_gather(GpuGPT *model, void *dst, size_t lo, size_t hi) {
     const Shard *sh = &model->shard;
-    int N = sh->nranks, me = sh->rank, *counts = malloc(sizeof(int) * N), *displs = malloc(sizeof(int) * N);
-    size_t *first = malloc(sizeof(size_t) * N), e = model->e;
-    shard_pieces(sh, lo, hi, counts, first);
-    for (int r = 0; r < N; r++) {
-        displs[r] = counts[r] ? (int)((first[r] - lo) * e) : 0;
-        counts[r] = (int)(counts[r] * e);
-    }
-    if (counts[me]) gpu_copy((char *)dst + displs[me], at_elem(model, model->params, first[me] - model->params_base), counts[me]);
-    staged_allgather(&model->staging, dst, counts, displs);
-    free(counts); free(displs); free(first);
+    int N = sh->nranks, me = sh->rank, *pieces = malloc(sizeof(int) * N);
+    size_t *first = malloc(sizeof(size_t) * N), *bytes = malloc(sizeof(size_t) * N), *at = malloc(sizeof(size_t) * N);
+    shard_pieces(sh, lo, hi, pieces, first);
+    for (int r = 0; r < N; r++) at[r] = pieces[r] ? (first[r] - lo) * model->e : 0, bytes[r] = pieces[r] * model->e;
+    if (bytes[me]) gpu_copy((char *)dst + at[me], at_elem(model, model->params, first[me] - model->params_base), bytes[me]);
+    staged_allgather(&model->staging, dst, bytes, at);
+    free(pieces); free(first); free(bytes); free(at);
 }
 
 // Stages 2, 3: `bucket` holds this rank's gradients of [lo, hi) (dtype); sum
@@ -330,10 +327,11 @@ void gpu_reduce_globals(GpuGPT *model) {
 // An array kept whole (padded to N S elements of elem_bytes): every rank's block of S to every rank.
 void gpu_allgather_blocks(GpuGPT *model, void *array, size_t elem_bytes) {
     const Shard *sh = &model->shard;
-    int N = sh->nranks, *counts = malloc(sizeof(int) * N), *displs = malloc(sizeof(int) * N);
-    for (int r = 0; r < N; r++) counts[r] = (int)(sh->size * elem_bytes), displs[r] = (int)(r * sh->size * elem_bytes);
-    staged_allgather(&model->staging, array, counts, displs);
-    free(counts); free(displs);
+    int N = sh->nranks;
+    size_t *bytes = malloc(sizeof(size_t) * N), *at = malloc(sizeof(size_t) * N);
+    for (int r = 0; r < N; r++) bytes[r] = sh->size * elem_bytes, at[r] = r * sh->size * elem_bytes;
+    staged_allgather(&model->staging, array, bytes, at);
+    free(bytes); free(at);
 }
 
 // Stages 0, 1, after the backward: sum the whole gradient over the ranks (a

@@ -58,19 +58,17 @@ int comm_launched_size(int *rank) {
 // This process's rank among the ranks on its machine, and how many those are
 // (from the launcher's environment; 0 and comm_nranks when it says nothing):
 // ranks take a machine's GPUs in turn, and the ones that share a GPU share its memory.
-int comm_local_rank(void) {
-    const char *names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (getenv(names[i])) return atoi(getenv(names[i]));
-    return 0;
+// (Open MPI's name first, then MPICH's; Slurm's for the local rank.)
+int env_number(const char *a, const char *b, int otherwise) {
+    const char *v = getenv(a) ? getenv(a) : b ? getenv(b) : NULL;
+    return v ? atoi(v) : otherwise;
 }
 
-int comm_local_size(void) {
-    const char *names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (getenv(names[i])) return atoi(getenv(names[i]));
-    return comm_nranks;
+int comm_local_rank(void) {
+    return env_number("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", env_number("SLURM_LOCALID", NULL, 0));
 }
+
+int comm_local_size(void) { return env_number("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", comm_nranks); }
 
 int comm_mpi_up;  // MPI_Init was called (the process was launched by mpirun or the like)
 

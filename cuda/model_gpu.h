@@ -21,7 +21,8 @@
 // which arrays are shards, their base indices) and the same schedule, a layer
 // at a time where the CPU goes an op at a time: stage 3 gathers a layer's
 // weights into gather_layer before its forward and again before its backward
-// (and the embeddings and final layernorm into gather_global once a forward);
+// (but the last layer's, still there; and the embeddings and final layernorm
+// into gather_global once a forward);
 // stages 2, 3 collect a layer's gradients in grad_layer and reduce-scatter them
 // into the rank's shard when its backward ends; stages 0, 1 reduce the whole
 // gradient after the backward; stages 1, 2 all-gather the updated weights
@@ -70,6 +71,7 @@ typedef struct {
     // ZeRO's buffers (ledger: comm), in the dtype, laid out as zero.h's pieces:
     void *gather_layer, *gather_global;  // stage 3: a layer's weights, and [wte | wpe | lnfw | lnfb], from every rank
     void *grad_layer, *grad_global;      // stages 2, 3: their gradients, until reduce-scattered into the shard
+    int gathered;                        // stage 3: the layer gather_layer holds for this forward (-1: none)
     Staging staging;                     // more than one rank: the host buffer the collectives go through
     // activations of the current forward pass (on the activation stack)
     void *encoded, *lnf, *logits;
@@ -297,8 +299,10 @@ void gpu_reduce_scatter(GpuGPT *model, const void *bucket, size_t lo, size_t hi)
 }
 
 // Stage 3: layer l's weights, or the globals [wte | wpe | lnfw | lnfb], from every rank.
+// The backward starts with the layer the forward gathered last: it is still there.
 void gpu_gather_layer(GpuGPT *model, int l) {
-    if (model->shard.stage != 3) return;
+    if (model->shard.stage != 3 || model->gathered == l) return;
+    model->gathered = l;
     if (g_ledger.trace) printf("  gather layer %d: %zu B\n", l, model->layer_n * model->e);
     gpu_gather(model, model->gather_layer, layer_lo(model, l), layer_lo(model, l) + model->layer_n);
 }
@@ -483,6 +487,7 @@ float gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, 
     model->arena_mark = arena_mark();
     model->encoded = gpu_push(model, "encoded", (size_t)N * C);
     gpu_gather_globals(model);  // stage 3; they stay until the next forward
+    model->gathered = -1;       // the weights may have changed since (a step, a resume): gather every layer again
     cu_encoder_forward(dt, model->encoded, model->inputs, gpu_wte(model, 0), gpu_wpe(model, 0), B, T, C);
     for (int l = 0; l < c->layers; l++) {
         gpu_gather_layer(model, l);

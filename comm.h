@@ -171,11 +171,32 @@ void comm_allgather(void *buf, const int *counts, const int *displs) {
 #endif
 }
 
+// The most bytes one MPI call moves per rank. MPI counts are ints, and a block
+// can be larger (gpt2-xl's fp32 weights on 2 ranks: 3.1 GB a rank); tests
+// lower it to force many pieces.
+long long comm_max_bytes = 1LL << 30;
+
 // All-gather of equal blocks of `bytes` bytes: block r comes from rank r.
+// A block larger than comm_max_bytes goes a piece at a time: piece [c0, c0+k)
+// of every block at once, described by a datatype of k bytes whose extent is
+// one block, so that rank r's piece lands at buf + r*bytes + c0.
 void comm_allgather_block(void *buf, long long bytes) {
 #ifdef GPTMEM_MPI
     if (comm_nranks > 1) {
-        MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, buf, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+        if (bytes <= comm_max_bytes) {
+            MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, buf, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+        } else {
+            for (long long c0 = 0; c0 < bytes; c0 += comm_max_bytes) {
+                long long k = bytes - c0 < comm_max_bytes ? bytes - c0 : comm_max_bytes;
+                MPI_Datatype piece, strided;
+                MPI_Type_contiguous((int)k, MPI_BYTE, &piece);
+                MPI_Type_create_resized(piece, 0, (MPI_Aint)bytes, &strided);
+                MPI_Type_commit(&strided);
+                MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, (char *)buf + c0, 1, strided, MPI_COMM_WORLD);
+                MPI_Type_free(&strided);
+                MPI_Type_free(&piece);
+            }
+        }
         comm_bytes_sent += bytes * (comm_nranks - 1);
     }
 #else
@@ -188,7 +209,10 @@ void comm_allgather_block(void *buf, long long bytes) {
 void comm_broadcast(void *buf, long long bytes, int root) {
 #ifdef GPTMEM_MPI
     if (comm_nranks > 1) {
-        MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+        for (long long c0 = 0; c0 < bytes; c0 += comm_max_bytes) {
+            long long k = bytes - c0 < comm_max_bytes ? bytes - c0 : comm_max_bytes;
+            MPI_Bcast((char *)buf + c0, (int)k, MPI_BYTE, root, MPI_COMM_WORLD);
+        }
         if (comm_rank_id == root) comm_bytes_sent += bytes * (comm_nranks - 1);
     }
 #else

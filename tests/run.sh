@@ -432,7 +432,7 @@ if command -v mpirun >/dev/null && ./train --help | grep -q 'this build: MPI yes
     out=$(timeout 60 "${MPI[@]}" -np $n ./tests/test_comm 2>&1)
     echo "$out" | grep -E '^(PASS|FAIL) '
     pass=$((pass + $(echo "$out" | grep -c '^PASS '))); fail=$((fail + $(echo "$out" | grep -c '^FAIL ')))
-    echo "$out" | grep -q 'test_comm: 18 passed, 0 failed' || bad "test_comm on $n ranks ran to the end"
+    echo "$out" | grep -q 'test_comm: 21 passed, 0 failed' || bad "test_comm on $n ranks ran to the end"
   done
   # same_losses ONE.csv MANY.csv TOL STEPS: two --log files of STEPS steps whose losses agree within
   # TOL (relative), the ranks' replicas identical at every step

@@ -4,6 +4,7 @@
 // elements force many chunks; parts of uneven length and of length 0 check
 // the chunk edges. Values are small integers, so every sum is exact and the
 // two results must be equal bit for bit, and so must the bytes counted as sent.
+// Also comm_allgather_block cut into pieces (blocks over MPI's int counts).
 // Rank 0 prints "PASS name: detail" or "FAIL name: detail" lines.
 #include <stdint.h>
 #include "staging.h"
@@ -91,6 +92,28 @@ void test_allgather(int which, size_t cap_bytes) {
     free(counts); free(displs); free(direct); free(staged); free(st.host);
 }
 
+// comm_allgather_block in pieces: with comm_max_bytes lowered to `limit`, a
+// block of `bytes` bytes goes in several MPI calls (a piece of every block per
+// call); every block must arrive whole from its rank, whatever the piece size.
+void test_allgather_block(long long bytes, long long limit) {
+    int N = comm_nranks, me = comm_rank_id;
+    unsigned char *buf = calloc((size_t)(bytes * N), 1);
+    for (long long i = 0; i < bytes; i++) buf[me * bytes + i] = (unsigned char)(me * 29 + i * 3);
+    long long saved = comm_max_bytes;
+    comm_max_bytes = limit;
+    comm_bytes_sent = 0;
+    comm_allgather_block(buf, bytes);
+    comm_max_bytes = saved;
+    int ok = comm_bytes_sent == bytes * (N - 1);
+    for (int r = 0; r < N && ok; r++)
+        for (long long i = 0; i < bytes; i++) ok &= buf[r * bytes + i] == (unsigned char)(r * 29 + i * 3);
+    char detail[160];
+    snprintf(detail, sizeof detail, "%d ranks, blocks of %lld bytes, at most %lld bytes per MPI call: every block "
+             "from its rank, %lld B sent", N, bytes, limit, bytes * (N - 1));
+    report(ok, "all-gather of blocks", detail);
+    free(buf);
+}
+
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     for (int which = 0; which < 3; which++) {
@@ -101,6 +124,9 @@ int main(int argc, char **argv) {
         test_allgather(which, (size_t)3 * comm_nranks);
         test_allgather(which, (size_t)1000 * comm_nranks);
     }
+    test_allgather_block(40, 1LL << 30);  // one call
+    test_allgather_block(40, 7);          // 6 pieces, the last one short
+    test_allgather_block(41, 41);         // exactly at the limit
     if (comm_rank_id == 0) printf("test_comm: %d passed, %d failed\n", n_pass, n_fail);
     int failed = n_fail;
     comm_finalize();

@@ -2,11 +2,13 @@
 // costs. Every setting that changes memory is tried through the predictor
 // (predict.h, the same numbers as --dry-run; nothing is allocated): the
 // storage dtype, --flash, --recompute (none, gelu,ln, or block = --ckpt),
-// --fused-ce (CPU), the same global batch split into smaller micro-batches
+// --fused-ce, the same global batch split into smaller micro-batches
 // (--batch b --accum G/b), and the ZeRO stage when there are several ranks.
 // The ones whose peak per rank fits are sorted cheapest first, those beaten
 // by another on every cost and on memory left out; the last line is the
-// cheapest as a command to run.
+// cheapest as a command to run. On the GPU a setting fits when its device
+// peak plus GPU_HEADROOM does: the test the run itself makes before it
+// allocates (train.c, check_fits_gpu), so a listed setting is not refused.
 #ifndef GPTMEM_FIT_H
 #define GPTMEM_FIT_H
 
@@ -58,6 +60,7 @@ typedef struct {
     int dtype, flash, fused_ce, zero, micro, accum;
     unsigned recompute;  // REC_* (REC_BLOCK is --ckpt)
     size_t peak;         // bytes per rank at the peak (predict_memory; on the GPU its device part)
+    size_t need;         // what it needs of the budget: the peak (+ GPU_HEADROOM on the GPU)
     double flops;        // extra forward FLOPs (rebuilds, the fused head's second pass) / the model's
     double rebuilt;      // bytes of tensors rebuilt in a step's backwards (--recompute: even GELU costs time)
     double comm;         // bytes each rank sends per step (the ZeRO formulas below)
@@ -120,8 +123,9 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
 }
 
 // Try every setting for the model L, C, H, V, maxT at T tokens a sequence,
-// `global` sequences per rank per step, on `ranks` ranks (GPU: one), against
-// `budget` bytes a rank (adam8: the user's --adam-bits 8, kept in every setting).
+// `global` sequences per rank per step, on `ranks` ranks, against `budget`
+// bytes a rank (on the GPU, the rank's share of its GPU; adam8: the user's
+// --adam-bits 8, kept in every setting).
 // Prints the table; `base` is the command line without the flags --fit sets,
 // for the recommended command. 0 if something fits, 1 if not.
 int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int ranks, int gpu, int adam8, size_t corpus,
@@ -137,16 +141,17 @@ int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int rank
     for (int dtype = 0; dtype <= 1; dtype++)
         for (int flash = 0; flash <= 1; flash++)
             for (int r = 0; r < 3; r++)
-                for (int fused = 0; fused <= (gpu ? 0 : 1); fused++)
+                for (int fused = 0; fused <= 1; fused++)
                     for (int zero = 0; zero <= (ranks > 1 ? 3 : 0); zero++)
                         for (int micro = global; micro >= 1; micro--) {
                             if (global % micro || n == cap) continue;
                             if (gpu && r == 1) continue;  // the GPU rebuilds whole blocks only (--ckpt)
-                            FitSetting f = {dtype, flash, fused, zero, micro, global / micro, recomputes[r], 0, 0, 0, 0, 0, 0, 0, 0};
+                            FitSetting f = {dtype, flash, fused, zero, micro, global / micro, recomputes[r], 0, 0, 0, 0, 0, 0, 0, 0, 0};
                             RunShape s = {micro, T, corpus, flash, r == 2, fused, dtype, zero, ranks, gpu, recomputes[r], adam8, 0, 0};
                             MemReport pred;
                             predict_memory(L, C, H, V, maxT, &s, &pred);
                             f.peak = gpu ? pred.peak_total - predict_host_bytes_gpu(Vp, &s) : pred.peak_total;
+                            f.need = f.peak + (gpu ? GPU_HEADROOM : 0);
                             for (int c = 0; c < MEM_NCAT; c++)
                                 if (pred.peak[c] > pred.peak[f.category]) f.category = c;
                             f.category_bytes = pred.peak[f.category];
@@ -159,18 +164,19 @@ int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int rank
                             f.rebuilt = (double)(parts.full - parts.kept) * L * f.accum;
                             f.slow = gpu ? (dtype == 0) + !flash : (dtype == 1) + flash;
                             if (f.peak < best.peak) best = f;
-                            if (f.peak <= budget) fits++;
+                            if (f.need <= budget) fits++;
                             all[n++] = f;
                         }
     printf("--fit %s: %zu bytes (%.2f %s) per %s; %d of %d settings fit", budget_text, budget,
            budget / (budget >= 1073741824 ? 1073741824.0 : 1048576.0), budget >= 1073741824 ? "GiB" : "MiB",
-           gpu ? "GPU" : ranks > 1 ? "rank" : "process", fits, n);
+           gpu ? (ranks > 1 ? "rank on its GPU" : "GPU") : ranks > 1 ? "rank" : "process", fits, n);
+    if (gpu) printf(" (each needs its device peak + %.2f GiB for the CUDA libraries)", GPU_HEADROOM / 1073741824.0);
     if (!fits) {
         char flags[256];
         fit_flags(&best, flags, sizeof flags);
-        printf(".\nnothing fits. The smallest peak reachable is %.2f GiB (%zu bytes), with %s; its largest part is "
-               "%s, %.2f GiB.\n", best.peak / 1073741824.0, best.peak, flags, mem_category_name[best.category],
-               best.category_bytes / 1073741824.0);
+        printf(".\nnothing fits. The smallest peak reachable is %.2f GiB (%zu bytes%s), with %s; its largest part is "
+               "%s, %.2f GiB.\n", best.peak / 1073741824.0, best.peak, gpu ? ", the CUDA libraries' headroom aside" : "",
+               flags, mem_category_name[best.category], best.category_bytes / 1073741824.0);
         if (budget < min_weights)
             printf("The budget is smaller than the weights alone: %.2f GiB in 16 bits%s.\n", min_weights / 1073741824.0,
                    ranks > 1 ? ", sharded by ZeRO-3" : "");
@@ -181,10 +187,10 @@ int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int rank
     // keep the ones no other fitting setting makes pointless (of exact equals, the first)
     int shown = 0;
     for (int i = 0; i < n; i++) {
-        if (all[i].peak > budget) continue;
+        if (all[i].need > budget) continue;
         int beaten = 0;
         for (int j = 0; j < n && !beaten; j++) {
-            if (j == i || all[j].peak > budget) continue;
+            if (j == i || all[j].need > budget) continue;
             int equal = fit_beats(&all[i], &all[j]) == 0 && fit_beats(&all[j], &all[i]) == 0 &&
                         all[i].peak == all[j].peak && all[i].flops == all[j].flops && all[i].rebuilt == all[j].rebuilt &&
                         all[i].comm == all[j].comm && all[i].micro == all[j].micro && all[i].slow == all[j].slow;
@@ -202,7 +208,7 @@ int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int rank
         char flags[256];
         fit_flags(&all[i], flags, sizeof flags);
         printf("  %8.2f %s %8.2f %s %11.1f%% %10.1f MiB %10.1f MiB %6d x %-4d  %s\n", all[i].peak / unit, uname,
-               (budget - all[i].peak) / unit, uname, 100 * all[i].flops, all[i].rebuilt / 1048576.0,
+               (budget - all[i].need) / unit, uname, 100 * all[i].flops, all[i].rebuilt / 1048576.0,
                all[i].comm / 1048576.0, all[i].micro, all[i].accum, flags);
     }
     if (shown > FIT_ROWS) printf("  (and %d more, each costlier in some way than one above)\n", shown - FIT_ROWS);

@@ -155,12 +155,10 @@ int gpu_sharing(void) {
 
 // Stop early, before allocating anything, if the run cannot fit on the GPU:
 // the ledger's device buffers at their peak (the host-side data left out),
-// plus headroom for what the ledger cannot see and the context does not yet
-// hold (cuBLASLt's state, the kernels' local memory: about 0.3 GiB measured on
-// an H100), for each rank that shares the GPU, against the memory free now,
+// plus GPU_HEADROOM for what the ledger cannot see and the context does not
+// yet hold, for each rank that shares the GPU, against the memory free now,
 // after every rank created its CUDA context and before any allocated (the
-// barriers).
-enum { GPU_HEADROOM = 512 << 20 };
+// barriers). --fit applies the same test to each setting.
 void check_fits_gpu(size_t device_peak_bytes) {
     size_t free_b, total_b, k = (size_t)gpu_sharing();
     comm_barrier();
@@ -169,11 +167,12 @@ void check_fits_gpu(size_t device_peak_bytes) {
     if (k * (device_peak_bytes + GPU_HEADROOM) > free_b) {
         char ranks[64] = "";
         if (k > 1) snprintf(ranks, sizeof ranks, " for each of the %zu ranks that share it", k);
-        fprintf(stderr, "error: this run needs %.2f GiB of GPU memory at its peak (plus %.1f GiB headroom for "
-                "the CUDA libraries)%s but %.2f GiB of %.2f GiB are free; use a smaller --model, --batch or "
+        fprintf(stderr, "error: this run needs %.2f GiB of GPU memory (its peak, %.2f GiB, plus %.2f GiB for the "
+                "CUDA libraries)%s but %.2f GiB of %.2f GiB are free; use a smaller --model, --batch or "
                 "--seq-len, or --ckpt, --flash, --dtype bf16%s (./train --device cuda --dry-run shows the "
-                "breakdown)\n", device_peak_bytes / 1073741824.0, GPU_HEADROOM / 1073741824.0, ranks,
-                free_b / 1073741824.0, total_b / 1073741824.0, k > 1 ? ", fewer ranks or a higher --zero" : "");
+                "breakdown; --fit lists what fits)\n", (device_peak_bytes + GPU_HEADROOM) / 1073741824.0,
+                device_peak_bytes / 1073741824.0, GPU_HEADROOM / 1073741824.0, ranks, free_b / 1073741824.0,
+                total_b / 1073741824.0, k > 1 ? ", fewer ranks or a higher --zero" : "");
         exit(1);
     }
 }
@@ -374,13 +373,19 @@ int fit_run(const GPTConfig *cfg, const Options *o, long long corpus, int argc, 
                         "a budget, like --fit 80GiB\n", why);
                 return 2;
             }
-            size_t total;
+            // ranks on this machine take its GPUs in turn (gpu_sharing): each gets its share of what is
+            // free (the other ranks' CUDA contexts, made when they start, are not in this measure)
+            size_t total, gpus = (size_t)gpu_count(why, sizeof why), ranks = o->ranks > 1 ? (size_t)o->ranks : 1;
+            size_t k = ranks > gpus ? (ranks + gpus - 1) / gpus : 1;
             gpu_open(comm_local_rank(), why, sizeof why);
             gpu_mem_info(&budget, &total);
+            budget /= k;
+            if (k > 1) snprintf(text, sizeof text, "(free now / %zu ranks per GPU)", k);
+            else snprintf(text, sizeof text, "(free now)");
         } else {
             budget = available_memory();
+            snprintf(text, sizeof text, "(free now)");
         }
-        snprintf(text, sizeof text, "(free now)");
     } else {
         budget = parse_budget(o->fit, why, sizeof why);
         if (!budget) usage_error("--fit '%s': %s", o->fit, why);

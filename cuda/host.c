@@ -23,10 +23,12 @@
 
 int gpu_built(void) { return 1; }
 
-// Every process has a GPU of its own (its memory), so as many as the ranks on this machine.
+// Every process has a GPU of its own (its memory), so as many as the ranks on
+// this machine, unless GPTMEM_HOST_GPUS says how many to pretend (tests of
+// ranks sharing a GPU: the fits-check, --fit).
 int gpu_count(char *why, size_t why_len) {
     (void)why; (void)why_len;
-    return comm_local_size();
+    return env_number("GPTMEM_HOST_GPUS", NULL, comm_local_size());
 }
 
 int gpu_open(int local_rank, char *why, size_t why_len) {
@@ -44,7 +46,8 @@ double gpu_peak_flops(int dt) {
 
 // "Device" memory is host memory; what it holds in all is what
 // gpu_mem_info reports as used, so the runtime row (outside the ledger) is 0.
-enum { EMULATED_GPU_GIB = 64 };
+// Its size: 64 GiB, or GPTMEM_HOST_GPU_MIB (tests of the fits-check and --fit).
+enum { EMULATED_GPU_MIB = 64 << 10 };
 static size_t allocated;
 
 typedef struct { size_t bytes; } Header;  // before every allocation: its size, for gpu_free
@@ -86,8 +89,8 @@ void gpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 void gpu_sync(const char *what) { (void)what; }
 
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
-    *total_bytes = (size_t)EMULATED_GPU_GIB << 30;
-    *free_bytes = *total_bytes - allocated;
+    *total_bytes = (size_t)env_number("GPTMEM_HOST_GPU_MIB", NULL, EMULATED_GPU_MIB) << 20;
+    *free_bytes = allocated < *total_bytes ? *total_bytes - allocated : 0;
 }
 
 // Events: the host clock when recorded (every op has finished by then).

@@ -282,5 +282,55 @@ elif grep -q 'GPU memory' "$tmp/big.out" && ! grep -q '^step' "$tmp/big.out"; th
   ok "a model that cannot fit on the GPU is refused before training, with a message"
 else bad "a model that cannot fit on the GPU is refused with a message"; cat "$tmp/big.out"; fi
 
+# --- 10. --fit on the GPU agrees with the run's own fits-check -------------------------
+# --fit alone offers each rank its share of the GPU's free memory: half with 2 ranks on one GPU
+fit_bytes() { sed -n 's/^--fit [^:]*: \([0-9]*\) bytes.*/\1/p' "$1"; }
+export GPTMEM_HOST_GPUS=1  # the emulation's GPU count (a real GPU ignores it; there this machine's count is used)
+$TRAIN "${SMALL[@]}" --device cuda --fit >"$tmp/gf1" 2>&1
+$TRAIN "${SMALL[@]}" --device cuda --fit --ranks 2 >"$tmp/gf2" 2>&1
+b1=$(fit_bytes "$tmp/gf1"); b2=$(fit_bytes "$tmp/gf2")
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ $HOST = 1 ] && gpus=1
+if [ "$gpus" != 1 ]; then echo "SKIP --fit --ranks 2 on one GPU ($gpus GPUs here)"
+elif [ -n "$b1" ] && [ -n "$b2" ] && grep -q 'free now / 2 ranks per GPU' "$tmp/gf2" &&
+     python3 -c "import sys; a, b = int(sys.argv[1]), int(sys.argv[2]); sys.exit(abs(2 * b - a) > a // 100)" "$b1" "$b2"; then
+  ok "--fit --device cuda --ranks 2 on one GPU: each rank's budget is half the free memory ($b1 -> $b2 B)"
+else bad "--fit --device cuda --ranks 2 on one GPU"; cat "$tmp/gf2"; fi
+if [ $HOST = 1 ]; then
+  # on an emulated GPU of 548 MiB (the 0.5 GiB headroom and ~37 MiB peaks: some settings fit, some not),
+  # every setting --fit lists starts, and the largest, which it does not list, is refused
+  export GPTMEM_HOST_GPU_MIB=548
+  GF=(--layers 2 --channels 64 --heads 2 --max-seq 64 --seq-len 64 --batch 16 --sample-len 0 --eval-every 0 --eval-batches 1)
+  $TRAIN "${GF[@]}" --device cuda --fit >"$tmp/gf" 2>&1
+  good=1; runs=0
+  [ "$(fit_bytes "$tmp/gf")" = $((548 << 20)) ] || { good=0; echo "  --fit's budget is not the emulated GPU's 548 MiB"; }
+  grep -qE 'settings fit .*each needs its device peak \+ 0.50 GiB' "$tmp/gf" || { good=0; echo "  no headroom line"; }
+  grep -qE '; ([0-9]+) of \1 settings fit' "$tmp/gf" && { good=0; echo "  every setting fits: the budget tests nothing"; }
+  while read -r flags; do
+    $TRAIN "${GF[@]}" --device cuda $flags --steps 1 >"$tmp/gfr" 2>&1 || { good=0; echo "  listed $flags refused"; tail -2 "$tmp/gfr"; }
+    runs=$((runs + 1))
+  done < <(grep -E '^ +[0-9.]+ MiB' "$tmp/gf" | sed 's/.* \(--dtype .*\)/\1/')
+  $TRAIN "${GF[@]}" --device cuda --dtype fp32 --steps 1 >"$tmp/gfr" 2>&1 && { good=0; echo "  fp32 --batch 16 was not refused"; }
+  grep -q 'this run needs' "$tmp/gfr" || good=0
+  grep -qE -- '--dtype fp32 --batch 16$' "$tmp/gf" && good=0
+  if [ $good = 1 ] && [ $runs -ge 1 ]; then
+    ok "--fit --device cuda: the $runs settings it lists on a 548 MiB GPU start; fp32 --batch 16, not listed, is refused"
+  else bad "--fit --device cuda agrees with the fits-check"; cat "$tmp/gf"; fi
+  # 2 ranks sharing an emulated GPU of 1096 MiB: --fit offers each 548 MiB; a ZeRO setting it lists starts on both
+  if command -v mpirun >/dev/null && $TRAIN --help | grep -q 'this build: MPI yes'; then
+    export GPTMEM_HOST_GPU_MIB=1096
+    $TRAIN "${GF[@]}" --device cuda --fit --ranks 2 >"$tmp/gfz" 2>&1
+    flags=$(grep -E '^ +[0-9.]+ MiB' "$tmp/gfz" | grep -m1 -- '--zero' | sed 's/.* \(--dtype .*\)/\1/')
+    if [ "$(fit_bytes "$tmp/gfz")" = $((548 << 20)) ] && [ -n "$flags" ] &&
+       timeout 120 mpirun --oversubscribe -np 2 $TRAIN "${GF[@]}" --device cuda $flags --steps 1 --threads 1 \
+         </dev/null >"$tmp/gfzr" 2>&1 &&
+       ! timeout 120 mpirun --oversubscribe -np 2 $TRAIN "${GF[@]}" --device cuda --dtype fp32 --steps 1 --threads 1 \
+         </dev/null >"$tmp/gfzr2" 2>&1 && grep -q 'for each of the 2 ranks that share it' "$tmp/gfzr2"; then
+      ok "--fit --device cuda --ranks 2 on a shared 1096 MiB GPU: 548 MiB a rank; its $flags starts; fp32 is refused"
+    else bad "--fit --device cuda --ranks 2 on a shared GPU"; cat "$tmp/gfz"; tail -3 "$tmp/gfzr" "$tmp/gfzr2" 2>/dev/null; fi
+  fi
+  unset GPTMEM_HOST_GPU_MIB
+fi
+unset GPTMEM_HOST_GPUS
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -43,7 +43,7 @@ typedef struct {
     float temperature;
     const char *save, *resume;
     int save_every, stop_after;
-    int mem, mem_ops, dry_run, trace;
+    int mem, mem_ops, dry_run, trace, timing;
     int infer;  // --infer (with --dry-run): the weights in each format and the KV cache
     int eval_only;             // --eval-only: evaluate and sample the --resume state, no training
     const char *quantize_str;  // --quantize bf16|int8|int4 (with --eval-only)
@@ -147,6 +147,7 @@ const FlagSpec flag_specs[] = {
     {"infer", ARG_FLAG, OPT(infer), 0, 0, "with --dry-run: inference memory, the weights in fp32/bf16/int8/int4 and the KV cache"},
     {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first"},
     {"trace", ARG_FLAG, OPT(trace), 0, 0, "print each activation push and pop, ZeRO gather and reduction of the first step"},
+    {"timing", ARG_FLAG, OPT(timing), 0, 0, "print where a step's time goes: each phase's ms, the host's and the GPU's"},
 };
 #undef OPT
 const int n_flag_specs = sizeof flag_specs / sizeof flag_specs[0];
@@ -318,9 +319,9 @@ void parse_eval_flags(Options *o) {
     if (o->ranks > 1 || o->zero) usage_error("--eval-only runs in one process: drop --ranks and --zero");
     if (o->recompute) usage_error("--eval-only has no backward, so nothing to recompute: drop --ckpt / --recompute");
     if (o->save) usage_error("--eval-only changes nothing to save: drop --save");
-    if (o->fit || o->mem_timeline || o->mem_ops || o->log || o->trace)
+    if (o->fit || o->mem_timeline || o->mem_ops || o->log || o->trace || o->timing)
         usage_error("--eval-only runs no training step: drop --%s", o->fit ? "fit" : o->mem_timeline ? "mem-timeline" :
-                    o->mem_ops ? "mem-ops" : o->log ? "log" : "trace");
+                    o->mem_ops ? "mem-ops" : o->log ? "log" : o->trace ? "trace" : "timing");
     if (!o->resume && !o->dry_run)
         usage_error("--eval-only needs a state to evaluate: --resume FILE (one saved with --save)");
 }

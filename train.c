@@ -23,6 +23,7 @@
 #include "data.h"
 #include "net.h"
 #include "state.h"
+#include "timing.h"
 
 // printf on rank 0 only: with several ranks, one copy of each line.
 void say(const char *fmt, ...) {
@@ -826,6 +827,8 @@ int main(int argc, char **argv) {
     size_t block_kept = 0;  // what a block kept on the stack in a training forward (measured, --mem-ops)
     float val_loss = NAN;
     int first = 1;
+    Timing timing;  // --timing: each phase's time (timing.h); without it the marks do nothing
+    timing_init(&timing, o.timing && rank == 0, o.cuda, o.accum);
     for (int step = start_step; step < o.steps; step++) {
         double t0 = now_seconds();
         comm_bytes_sent = 0;
@@ -834,22 +837,28 @@ int main(int argc, char **argv) {
         if (g_ledger.trace) printf("trace of step %d: the activation stack%s\n", step + 1,
                                    zero ? ", ZeRO gathers and reductions" : "");
 
+        timing_start(&timing);
         net_zero_grad(&net);
         float loss = 0.0f, scale = live.loss_scale;  // fp16: the loss is scaled so small gradients survive
         float dloss = scale / ((float)B * T * o.accum * nranks);  // the mean over the global batch
         if (first && !o.cuda && (o.mem || o.mem_json || o.mem_timeline)) record_start();  // the timeline and the peak's receipt
         for (int micro = 0; micro < o.accum; micro++) {  // --accum: gradients add up over micro-batches
             data_next_train(&data, B, T, rank, nranks);
+            timing_mark(&timing, TM_DATA);
             loss += net_forward(&net, data.inputs, data.targets, B, T) / o.accum;    // forward
+            timing_mark(&timing, TM_FORWARD);
             if (!o.cuda) block_kept = net.cpu.block_kept_bytes;                     // (--mem-ops)
             if (first && micro == 0) measured.phase[PHASE_FORWARD] = ledger_snapshot();
             net_backward(&net, data.inputs, data.targets, dloss);                  // backward
+            timing_mark(&timing, TM_BACKWARD);
             if (first && micro == 0) measured.phase[PHASE_BACKWARD] = ledger_snapshot();
         }
         record_stop();
         net_reduce(&net);                                                          // reduce (ZeRO stages 0, 1)
         loss = (float)(comm_sum_ordered(loss) / nranks);  // the global batch's mean loss, for the step line
+        timing_mark(&timing, TM_REDUCE);
         double norm = sqrt(net_grad_sum_squares(&net)) / scale;
+        timing_mark(&timing, TM_NORM);
         float lr = lr_at(&adam, step);
         int skipped = !isfinite(norm);  // fp16 overflow: skip the step, halve the scale
         if (skipped && o.dtype != DT_FP16) {
@@ -861,6 +870,8 @@ int main(int argc, char **argv) {
             net_step(&net, lr, live.updates, clip_scale(norm, o.clip) / scale);   // step
         }
         if (o.dtype == DT_FP16) update_loss_scale(&live, skipped);
+        timing_mark(&timing, TM_STEP);
+        timing_step_end(&timing);
         if (first) {
             measured.phase[PHASE_STEP] = ledger_snapshot();
             first_step_comm = comm_bytes_sent;
@@ -910,6 +921,8 @@ int main(int argc, char **argv) {
     say("done: %d steps in %.1f s (%.0f tok/s training) | final val loss %.4f | peak memory %.2f MiB%s (the "
         "process: %.2f MiB, see --mem)\n", steps_run, now_seconds() - t_start, t_train > 0 ? tokens_seen / t_train : 0.0,
         val_loss, mib(g_ledger.peak_total), nranks > 1 ? " (rank 0)" : "", mib(process_peak_rss()));
+    timing_print(&timing);
+    timing_free(&timing);
     if (steps_run > 0) {
         memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
         measured.peak_total = g_ledger.peak_total;

@@ -34,3 +34,5 @@ for setting in "--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf1
     printf "%.1f%%", 100 * t * flops / (p * 1e12) }')
   printf '%-40s %12s %8s %10s GiB %14s\n' "$setting" "$toks" "$mfu" "$gib" "$gpu"
 done
+# where the first setting's step goes, phase by phase: the host's time and the GPU's (events)
+./train "${BASE[@]}" --dtype bf16 --flash --steps 12 --timing 2>&1 | sed -n '/^where a step/,$p'

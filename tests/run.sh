@@ -50,6 +50,12 @@ pushes=$(grep -c '^  push' "$tmp/trace"); pops=$(grep -c '^  pop' "$tmp/trace")
 if [ "$pushes" -eq $((1 + 2 * 13 + 4)) ] && [ "$pops" -ge 3 ] && grep -qE 'pop  encoded.*live activations +0 B' "$tmp/trace"; then
   ok "trace: 31 pushes, the stack is empty after the backward"
 else bad "trace: pushes $pushes pops $pops"; fi
+# --timing: a row per phase adding up to the step, whose time is the logged step time (steps after the first)
+if ./train "${SMALL[@]}" --steps 6 --accum 2 --timing --log "$tmp/tm.csv" >"$tmp/tm" 2>&1 &&
+   msg=$(python3 tests/timing_check.py "$tmp/tm" "$tmp/tm.csv" host 0.05 2>&1); then
+  ok "--timing: the phases add up to the logged step time ($msg)"
+else bad "--timing: $msg"; fi
+expect 2 "drop --timing" --eval-only --resume x --timing
 # gpt2-xl dry run: instant, and the published 16 bytes/param shape (here fp32: 16 bytes/param too)
 if ./train --model gpt2-xl --dry-run >"$tmp/xl" 2>&1 && grep -qE '^  params .* 6230745600$' "$tmp/xl"; then
   ok "gpt2-xl dry run (params 4 x 1557686400 bytes)"; else bad "gpt2-xl dry run"; cat "$tmp/xl" | head -5; fi

@@ -144,6 +144,12 @@ if python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open
   ok "GPU dry run equals the measured ledger (bf16 --ckpt --flash)"
 else bad "GPU dry run equals the measured ledger (bf16 --ckpt --flash)"; fi
 
+# --timing on the GPU: each phase's host time and GPU time (events); the GPU's add up to the logged step
+if $TRAIN "${SMALL[@]}" --device cuda --dtype bf16 --steps 6 --accum 2 --timing --log "$tmp/tm.csv" >"$tmp/tm" 2>&1 &&
+   msg=$(python3 tests/timing_check.py "$tmp/tm" "$tmp/tm.csv" GPU 0.25 2>&1); then
+  ok "GPU --timing: the phases' GPU times add up to the logged step time ($msg)"
+else bad "GPU --timing: $msg"; tail -12 "$tmp/tm"; fi
+
 # --- 5. checkpoints move between devices -----------------------------------------
 # 10 steps straight on each device; then 5 on one device, resumed for 5 on the other
 C10=(--steps 10 --save-every 0)

@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""tests/timing_check.py OUT LOG COLUMN TOL: --timing's table (in OUT) against the run's --log.
+
+Every phase has a row; the `step` row is the sum of the phase rows; the step's time in COLUMN
+(host or GPU) is the mean of the logged step times after the first within TOL (relative); the
+forward and backward rows hold most of the step. Exit 0 if all hold, else 1 with the reason."""
+import csv
+import sys
+
+out, log, column, tol = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+phases = ["zero, data", "forward", "backward", "reduce", "norm", "optimizer", "step"]
+lines = open(out).read().split("\n")
+try:
+    at = next(i for i, l in enumerate(lines) if l.startswith("where a step's time went"))
+except StopIteration:
+    sys.exit("no --timing table")
+header = lines[at + 1].split()
+col = header.index(column) - 1  # the values follow the phase name
+rows = {}
+for l in lines[at + 2:at + 2 + len(phases)]:
+    name, values = l[:15].strip(), l[15:].split()
+    rows[name] = float(values[col])
+if list(rows) != phases:
+    sys.exit(f"the rows are {list(rows)}, not {phases}")
+parts = sum(rows[p] for p in phases[:-1])
+if abs(parts - rows["step"]) > 0.002 * len(phases):
+    sys.exit(f"the phases add up to {parts}, the step row says {rows['step']}")
+ms = [float(r["ms"]) for r in csv.DictReader(open(log))][1:]
+mean = sum(ms) / len(ms)
+if abs(rows["step"] - mean) > tol * mean + 0.05:
+    sys.exit(f"{column}: a step takes {rows['step']} ms, the log says {mean:.3f} ms")
+if rows["forward"] + rows["backward"] < 0.5 * rows["step"]:
+    sys.exit(f"{column}: forward + backward are under half of the step: {rows}")
+print(f"{column}: step {rows['step']:.3f} ms (log {mean:.3f}), forward {rows['forward']:.3f}, backward {rows['backward']:.3f}")

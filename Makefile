@@ -33,6 +33,17 @@ $(info gptmem: nvcc not found: building ./train without CUDA (--device cpu only;
 else
 GPU_OBJ  = cuda/kernels.o
 GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++
+# NCCL (--comm nccl: ZeRO's collectives on the GPU's buffers) when its header and library are found
+NCCL_H   := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
+NCCL_LIB := $(firstword $(wildcard $(CUDA_HOME)/lib64/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so \
+                                   /usr/lib/aarch64-linux-gnu/libnccl.so /usr/lib64/libnccl.so /usr/local/lib/libnccl.so))
+ifeq ($(and $(NCCL_H),$(NCCL_LIB)),)
+NCCL_FLAGS =
+$(info gptmem: NCCL not found: building without --comm nccl (ZeRO on GPUs goes over MPI; install libnccl-dev for NCCL))
+else
+NCCL_FLAGS = -DGPTMEM_NCCL -I$(dir $(NCCL_H))
+GPU_LIBS  += -L$(dir $(NCCL_LIB)) -Wl,-rpath,$(dir $(NCCL_LIB)) -lnccl
+endif
 endif
 
 CC     ?= gcc
@@ -45,7 +56,7 @@ LDLIBS  = -lm
 STB := $(wildcard /usr/include/stb/stb_image_write.h)
 
 HEADERS = memory.h report.h activations.h fit.h quant.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
-          data.h dtype.h comm.h rng.h cuda/ops.h cuda/model_gpu.h
+          data.h dtype.h comm.h staging.h timing.h rng.h cuda/ops.h cuda/model_gpu.h
 
 .PHONY: all test data bench bench-flags asan clean chart compare test-cuda bench-gpu
 
@@ -59,7 +70,7 @@ train: train.c $(HEADERS) $(GPU_OBJ)
 
 # The kernels: one nvcc translation unit (cuda/kernels.cu includes the op files).
 cuda/kernels.o: $(CUDA_SRC)
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) $(NCCL_FLAGS) -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
 
 cuda/none.o: cuda/none.c cuda/ops.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -c cuda/none.c -o $@

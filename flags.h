@@ -21,6 +21,8 @@
 #include "cuda/ops.h"
 
 
+enum { COMM_AUTO, COMM_NCCL, COMM_MPI };  // --comm
+
 typedef struct {
     const char *model;  // preset name
     int layers, channels, heads, vocab, max_seq;  // overrides, 0 = the preset's
@@ -35,6 +37,8 @@ typedef struct {
     int dtype;
     float loss_scale;
     int zero, ranks;
+    const char *comm_str;  // --comm auto|nccl|mpi: ZeRO's collectives on the GPU
+    int comm;              // its COMM_*
     float lr, min_lr_frac, weight_decay, clip;
     int warmup;
     uint64_t seed;
@@ -61,6 +65,7 @@ Options default_options(void) {
     memset(&o, 0, sizeof o);
     o.model = "small";
     o.dtype_str = "fp32";
+    o.comm_str = "auto";
     o.device_str = "cpu";
     o.loss_scale = DEFAULT_LOSS_SCALE;
     o.data = "data/tinyshakespeare.txt";
@@ -114,6 +119,7 @@ const FlagSpec flag_specs[] = {
     {"device", ARG_STR, OPT(device_str), 0, 0, "where to train: cpu (the reference) or cuda (the GPU)"},
     {"dtype", ARG_STR, OPT(dtype_str), 0, 0, "storage of weights, grads, activations: fp32, bf16 or fp16"},
     {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
+    {"comm", ARG_STR, OPT(comm_str), 0, 0, "ZeRO's collectives on the GPU: auto (nccl when each rank has a GPU of its own, else mpi), nccl, or mpi (through host buffers; ranks may share a GPU)"},
     {"ranks", ARG_INT, OPT(ranks), 1, 4096, "train on N ranks (starts mpirun -np N); with --dry-run: each rank's memory on N ranks"},
     {"adam-bits", ARG_INT, OPT(adam_bits), 1, 64, "AdamW's m and v: 32 (fp32) or 8 (blocks of 256, an fp32 scale each)"},
     {"loss-scale", ARG_FLOAT, OPT(loss_scale), AT_LEAST_1, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
@@ -199,6 +205,9 @@ void print_help(void) {
     if (!gpu_built()) printf("            CUDA no (nvcc was not found at build time: --device cpu only)\n");
     else if (gpus > 0) printf("            CUDA yes, %d GPU%s found (--device cuda)\n", gpus, gpus > 1 ? "s" : "");
     else printf("            CUDA built in, but no GPU found here (%s): --device cpu only\n", why);
+    if (gpu_built())
+        printf("            NCCL %s\n", gpu_nccl_built() ? "yes (--comm nccl: ZeRO's collectives on the GPUs' buffers)"
+                                                         : "no (ZeRO on GPUs goes over MPI; install libnccl-dev and rebuild)");
     printf("\nmodel presets:\n");
     for (int i = 0; i < n_model_presets; i++) {
         const GPTConfig *c = &model_presets[i].cfg;
@@ -359,6 +368,11 @@ GPTConfig resolve_config(Options *o) {
     if (strcmp(o->device_str, "cpu") && strcmp(o->device_str, "cuda"))
         usage_error("--device must be cpu or cuda (got '%s')", o->device_str);
     o->cuda = !strcmp(o->device_str, "cuda");
+    o->comm = !strcmp(o->comm_str, "auto") ? COMM_AUTO : !strcmp(o->comm_str, "nccl") ? COMM_NCCL
+            : !strcmp(o->comm_str, "mpi") ? COMM_MPI : -1;
+    if (o->comm < 0) usage_error("--comm must be auto, nccl or mpi (got '%s')", o->comm_str);
+    if (o->comm == COMM_NCCL && !o->cuda)
+        usage_error("--comm nccl moves GPU buffers: it goes with --device cuda (the CPU's ranks use MPI)");
     if (o->cuda && o->flash && c.channels / c.heads > GPU_FLASH_MAX_HEAD) {
         fprintf(stderr, "error: --device cuda --flash supports head sizes up to %d; this model's is %d "
                 "(--channels / --heads); drop --flash or use more heads\n", GPU_FLASH_MAX_HEAD,

@@ -32,6 +32,7 @@ typedef struct {
     size_t activation_stack;   // bytes for the activation stack: the predicted peak
     uint64_t seed;             // --seed: the init
     int adam_bits;             // --adam-bits: 32, or 8 (the CPU only)
+    int nccl;                  // --comm nccl (the GPU, several ranks): train.c opened the communicator
 } NetSpec;
 
 // Build the model and its optimizer on the chosen device, initialize the weights.
@@ -43,6 +44,7 @@ void net_build(Net *n, int cuda, const GPTConfig *cfg, const NetSpec *s, const A
     if (cuda) {
         gpu_gpt_build(&n->gpu, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt, s->fused_ce, s->zero, s->rank,
                       s->nranks);
+        n->gpu.nccl = s->nccl;
         gpu_arena_reserve(s->activation_stack);
         gpu_gpt_init(&n->gpu, s->seed);
         n->row = malloc(sizeof(float) * padded_vocab(cfg));
@@ -60,6 +62,7 @@ void net_build(Net *n, int cuda, const GPTConfig *cfg, const NetSpec *s, const A
 
 void net_free(Net *n) {
     if (n->cuda) {
+        if (n->gpu.nccl) gpu_nccl_close();  // the communicator train.c opened (--comm nccl)
         gpu_gpt_free(&n->gpu);
         gpu_arena_release();
         free(n->row);

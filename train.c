@@ -115,6 +115,7 @@ void print_config_line(const GPTConfig *c, const Options *o) {
     if (o->fused_ce) printf(" | fused-ce");
     if (o->cuda) printf(" | cuda");
     if (o->cuda && !o->dry_run) printf(" %s", gpu_name());
+    if (o->cuda && comm_nranks > 1) printf(" | comm %s", o->comm == COMM_NCCL ? "nccl" : "mpi");
     if (o->adam_bits == 8) printf(" | 8-bit adam");
     if (o->eval_only) printf(" | eval-only%s%s", o->quantize ? ", weights in " : "", o->quantize ? quant_name[o->quantize] : "");
     if (!o->dry_run) {
@@ -477,15 +478,48 @@ int launch_ranks(int argc, char **argv, int n) {
     return 1;
 }
 
+// --comm: ZeRO's collectives on the GPU go over NCCL on the device buffers
+// when every rank has a GPU of its own, and over MPI through host buffers
+// (staging.h) when ranks share one (NCCL refuses two ranks on one GPU) or
+// the build has no NCCL. Resolves o->comm to COMM_NCCL or COMM_MPI; with NCCL,
+// rank 0 makes the communicator's id and every rank joins. 0, or 1 after a message.
+int open_comm_backend(Options *o) {
+    int sharing = gpu_sharing(), built = gpu_nccl_built();
+    if (o->comm == COMM_NCCL && (sharing > 1 || !built)) {
+        if (comm_rank_id == 0) {
+            if (!built) fprintf(stderr, "error: --comm nccl: this build has no NCCL (nccl.h was not found when it "
+                                "was built); use --comm mpi\n");
+            else fprintf(stderr, "error: --comm nccl: %d ranks share each GPU here, and NCCL refuses two ranks on "
+                         "one GPU; use --comm mpi (auto chooses it)\n", sharing);
+        }
+        return 1;
+    }
+    if (o->comm == COMM_AUTO) o->comm = sharing == 1 && built ? COMM_NCCL : COMM_MPI;
+    if (o->comm != COMM_NCCL) return 0;
+    unsigned char id[512] = {0};
+    size_t n = gpu_nccl_id_bytes();
+    if (n > sizeof id) n = sizeof id;  // (NCCL's is 128 bytes)
+    if (comm_rank_id == 0) gpu_nccl_unique_id(id);
+    comm_broadcast(id, (long long)n, 0);
+    char why[256] = "";
+    int bad = gpu_nccl_open(id, comm_nranks, comm_rank_id, why, sizeof why);
+    if (comm_any(bad)) {
+        if (bad) fprintf(stderr, "error: rank %d: NCCL could not start (%s); try --comm mpi\n", comm_rank_id, why);
+        return 1;
+    }
+    return 0;
+}
+
 // The ranks (one process, or N under mpirun) and, with --device cuda, the GPU.
 // 0, or 1 after a message.
-int open_ranks_and_device(int *argc, char ***argv, const Options *o) {
+int open_ranks_and_device(int *argc, char ***argv, Options *o) {
     comm_init(argc, argv);
     char why[256];
     if (o->cuda && gpu_open(comm_local_rank(), why, sizeof why)) {
         fprintf(stderr, "error: --device cuda: %s; train on the CPU instead (--device cpu)\n", why);
         return 1;
     }
+    if (o->cuda && comm_nranks > 1 && open_comm_backend(o)) return 1;
     if (o->zero && comm_nranks == 1)
         say("note: --zero %d on one rank: nothing to shard, training as usual; shard it with `./train --ranks 4 "
             "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", o->zero,
@@ -768,7 +802,7 @@ int main(int argc, char **argv) {
     if (load_data(&data, &o)) return 1;
     Net net;
     NetSpec spec = {B, T, o.dtype, o.flash, o.ckpt, o.fused_ce, o.recompute, o.zero, rank, nranks,
-                    predicted.peak[MEM_ACTIVATIONS], o.seed, o.adam_bits};
+                    predicted.peak[MEM_ACTIVATIONS], o.seed, o.adam_bits, o.comm == COMM_NCCL};
     AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
     net_build(&net, o.cuda, &cfg, &spec, &adam);
     int zero = net_zero_stage(&net);

@@ -102,6 +102,45 @@ float gpu_event_ms(void *start, void *stop) {
 }
 void gpu_event_free(void *event) { free(event); }
 
+// NCCL, emulated with MPI on the host memory (each rank is its own process with
+// its own "GPU"): the same parts move, so --comm nccl's path through
+// cuda/model_gpu.h is tested on the CPU. The sums are taken in fp32 and rounded
+// once (NCCL adds bf16 and fp16 in their own format). The bytes sent are left
+// to the caller to count, as with the real NCCL.
+int gpu_nccl_built(void) { return 1; }
+size_t gpu_nccl_id_bytes(void) { return 16; }
+void gpu_nccl_unique_id(void *id) { memset(id, 0x4E, 16); }
+int gpu_nccl_open(const void *id, int nranks, int rank, char *why, size_t why_len) {
+    (void)id; (void)why; (void)why_len;
+    return nranks == comm_nranks && rank == comm_rank_id ? 0 : -1;
+}
+void gpu_nccl_close(void) {}
+
+void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks) {
+    size_t total = 0, before = 0, e = dtype_size(dt);
+    int *cnt = malloc(sizeof(int) * nranks);
+    for (int r = 0; r < nranks; r++) {
+        if (r == comm_rank_id) before = total;
+        cnt[r] = (int)counts[r], total += counts[r];
+    }
+    float *sum = malloc(sizeof(float) * (total + 1));
+    dtype_load(sum, data, total, dt);
+    long long sent = comm_bytes_sent;
+    comm_reduce_scatter(sum, cnt);
+    comm_bytes_sent = sent;
+    dtype_store((char *)data + before * e, sum, counts[comm_rank_id], dt);
+    free(sum); free(cnt);
+}
+
+void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks) {
+    int *cnt = malloc(sizeof(int) * nranks), *at = malloc(sizeof(int) * nranks);
+    for (int r = 0; r < nranks; r++) cnt[r] = (int)bytes[r], at[r] = (int)displs[r];
+    long long sent = comm_bytes_sent;
+    comm_allgather(data, cnt, at);
+    comm_bytes_sent = sent;
+    free(cnt); free(at);
+}
+
 // --- widening and rounding --------------------------------------------------------
 
 // A fresh fp32 copy of n elements stored in dt (NULL stays NULL).

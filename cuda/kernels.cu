@@ -11,3 +11,4 @@
 #include "attention.cu"
 #include "crossentropy.cu"
 #include "adamw.cu"
+#include "nccl.cu"

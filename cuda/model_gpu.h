@@ -72,7 +72,8 @@ typedef struct {
     void *gather_layer, *gather_global;  // stage 3: a layer's weights, and [wte | wpe | lnfw | lnfb], from every rank
     void *grad_layer, *grad_global;      // stages 2, 3: their gradients, until reduce-scattered into the shard
     int gathered;                        // stage 3: the layer gather_layer holds for this forward (-1: none)
-    Staging staging;                     // more than one rank: the host buffer the collectives go through
+    Staging staging;                     // more than one rank: the host buffer the MPI collectives (and the replica check) go through
+    int nccl;                            // --comm nccl: the collectives run on the device buffers (cuda/nccl.cu)
     // activations of the current forward pass (on the activation stack)
     void *encoded, *lnf, *logits;
     float *lnf_mean, *lnf_rstd;
@@ -268,11 +269,46 @@ void gpu_arena_release(void) {
     arena_release();
 }
 
-// --- ZeRO's collectives (zero.h's arithmetic, staging.h's host-staged MPI calls) ----
+// --- ZeRO's collectives (zero.h's arithmetic; NCCL, or staging.h's host-staged MPI calls) ----
 //   stage 3, before a layer's weights are used (forward, backward, recompute):  gpu_gather_layer
 //   stages 2, 3, when a layer's (or the globals') backward is done:            gpu_reduce_scatter
 //   stages 0, 1, after the whole backward:                                     gpu_gpt_reduce_grads
 //   stages 1, 2, after the optimizer step (and init, resume):                  gpu_allgather_blocks
+
+// The two collectives, on either backend (--comm). All-gather: rank r's part
+// is bytes[r] bytes at data + at[r], this rank's in place; on return every
+// part is. NCCL's bytes sent are counted here as comm.h counts MPI's (ring).
+void gpu_allgather(GpuGPT *model, void *data, const size_t *bytes, const size_t *at) {
+    if (!model->nccl) {
+        staged_allgather(&model->staging, data, bytes, at);
+        return;
+    }
+    gpu_nccl_allgather(data, bytes, at, comm_nranks);
+    comm_bytes_sent += (long long)bytes[comm_rank_id] * (comm_nranks - 1);
+}
+
+// Reduce-scatter: src holds nranks parts of counts[r] elements (dtype); this
+// rank's summed part is written to dst, or with `accumulate` added into it.
+// MPI sums in fp32 through the host buffer; NCCL sums in the dtype, in place in
+// src (a bucket, or the gradients themselves), then adds it into dst.
+void gpu_reduce_scatter_parts(GpuGPT *model, void *src, const int *counts, void *dst, int accumulate) {
+    if (!model->nccl) {
+        staged_reduce_scatter(&model->staging, src, counts, dst, model->dtype, accumulate);
+        return;
+    }
+    int N = comm_nranks, me = comm_rank_id;
+    size_t *n = malloc(sizeof(size_t) * N), before = 0, total = 0;
+    for (int r = 0; r < N; r++) {
+        if (r == me) before = total;
+        n[r] = (size_t)counts[r], total += n[r];
+    }
+    gpu_nccl_reduce_scatter(model->dtype, src, n, N);
+    comm_bytes_sent += (long long)(total - n[me]) * (long long)model->e;
+    void *mine = at_elem(model, src, before);
+    if (n[me] && accumulate) cu_add_into(model->dtype, dst, mine, n[me]);
+    else if (n[me] && dst != mine) gpu_copy(dst, mine, n[me] * model->e);
+    free(n);
+}
 
 // Stage 3: every rank's weights of [lo, hi) into dst (a gather buffer, in the dtype).
 void gpu_gather(GpuGPT *model, void *dst, size_t lo, size_t hi) {
@@ -282,19 +318,19 @@ void gpu_gather(GpuGPT *model, void *dst, size_t lo, size_t hi) {
     shard_pieces(sh, lo, hi, pieces, first);
     for (int r = 0; r < N; r++) at[r] = pieces[r] ? (first[r] - lo) * model->e : 0, bytes[r] = pieces[r] * model->e;
     if (bytes[me]) gpu_copy((char *)dst + at[me], at_elem(model, model->params, first[me] - model->params_base), bytes[me]);
-    staged_allgather(&model->staging, dst, bytes, at);
+    gpu_allgather(model, dst, bytes, at);
     free(pieces); free(first); free(bytes); free(at);
 }
 
 // Stages 2, 3: `bucket` holds this rank's gradients of [lo, hi) (dtype); sum
 // them over the ranks, each rank adding the part it owns into its gradient shard.
-void gpu_reduce_scatter(GpuGPT *model, const void *bucket, size_t lo, size_t hi) {
+void gpu_reduce_scatter(GpuGPT *model, void *bucket, size_t lo, size_t hi) {
     const Shard *sh = &model->shard;
     int N = sh->nranks, me = sh->rank, *counts = malloc(sizeof(int) * N);
     size_t *first = malloc(sizeof(size_t) * N);
     shard_pieces(sh, lo, hi, counts, first);
     void *mine = counts[me] ? at_elem(model, model->grads, first[me] - model->grads_base) : model->grads;
-    staged_reduce_scatter(&model->staging, bucket, counts, mine, model->dtype, 1);
+    gpu_reduce_scatter_parts(model, bucket, counts, mine, 1);
     free(counts); free(first);
 }
 
@@ -334,7 +370,7 @@ void gpu_allgather_blocks(GpuGPT *model, void *array, size_t elem_bytes) {
     int N = sh->nranks;
     size_t *bytes = malloc(sizeof(size_t) * N), *at = malloc(sizeof(size_t) * N);
     for (int r = 0; r < N; r++) bytes[r] = sh->size * elem_bytes, at[r] = r * sh->size * elem_bytes;
-    staged_allgather(&model->staging, array, bytes, at);
+    gpu_allgather(model, array, bytes, at);
     free(bytes); free(at);
 }
 
@@ -350,7 +386,7 @@ void gpu_gpt_reduce_grads(GpuGPT *model) {
     int *counts = malloc(sizeof(int) * sh->nranks);
     for (int r = 0; r < sh->nranks; r++) counts[r] = (int)sh->size;
     void *mine = at_elem(model, model->grads, (size_t)sh->rank * sh->size);  // this rank's block (own_lo stops at P)
-    staged_reduce_scatter(&model->staging, model->grads, counts, mine, model->dtype, 0);
+    gpu_reduce_scatter_parts(model, model->grads, counts, mine, 0);
     free(counts);
     if (sh->stage == 0) gpu_allgather_blocks(model, model->grads, model->e);
 }

@@ -106,6 +106,31 @@ void gpu_event_free(void *event) {
     unreachable("gpu_event_free");
 }
 
+int gpu_nccl_built(void) { return 0; }
+size_t gpu_nccl_id_bytes(void) { return 0; }
+
+void gpu_nccl_unique_id(void *id) {
+    (void)id;
+    unreachable("gpu_nccl_unique_id");
+}
+
+int gpu_nccl_open(const void *id, int nranks, int rank, char *why, size_t why_len) {
+    (void)id; (void)nranks; (void)rank; (void)why; (void)why_len;
+    unreachable("gpu_nccl_open"); return -1;
+}
+
+void gpu_nccl_close(void) {}
+
+void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks) {
+    (void)dt; (void)data; (void)counts; (void)nranks;
+    unreachable("gpu_nccl_reduce_scatter");
+}
+
+void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks) {
+    (void)data; (void)bytes; (void)displs; (void)nranks;
+    unreachable("gpu_nccl_allgather");
+}
+
 void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats) {
     (void)workspace; (void)bytes; (void)colsum; (void)colsum_floats;
     unreachable("cu_matmul_setup");

@@ -56,6 +56,8 @@ if ./train "${SMALL[@]}" --steps 6 --accum 2 --timing --log "$tmp/tm.csv" >"$tmp
   ok "--timing: the phases add up to the logged step time ($msg)"
 else bad "--timing: $msg"; fi
 expect 2 "drop --timing" --eval-only --resume x --timing
+expect 2 "--comm must be auto, nccl or mpi" --comm tcp
+expect 2 "it goes with --device cuda" --comm nccl
 # gpt2-xl dry run: instant, and the published 16 bytes/param shape (here fp32: 16 bytes/param too)
 if ./train --model gpt2-xl --dry-run >"$tmp/xl" 2>&1 && grep -qE '^  params .* 6230745600$' "$tmp/xl"; then
   ok "gpt2-xl dry run (params 4 x 1557686400 bytes)"; else bad "gpt2-xl dry run"; cat "$tmp/xl" | head -5; fi

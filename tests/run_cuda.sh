@@ -204,6 +204,7 @@ fi
 # --- 8. ZeRO on the GPU: N ranks (sharing one GPU: the MPI backend, staging.h) -----------
 # the same checks as the CPU's (tests/run.sh 3c), on --device cuda
 if command -v mpirun >/dev/null && $TRAIN --help | grep -q 'this build: MPI yes'; then
+  export GPTMEM_HOST_GPUS=1  # the emulation, like the lent machine: one GPU, so --comm auto is mpi
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
   MPI=(mpirun --oversubscribe)
   ZC=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1)
@@ -277,6 +278,48 @@ if command -v mpirun >/dev/null && $TRAIN --help | grep -q 'this build: MPI yes'
   if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q 'cannot read the data file' "$tmp/zfail"; then
     ok "GPU: a failing rank stops all ranks with a clear error (exit $rc, no hang)"
   else bad "GPU: a failing rank stops all ranks (exit $rc)"; tail -3 "$tmp/zfail"; fi
+  # ranks sharing a GPU: --comm auto takes MPI, and --comm nccl is refused (NCCL refuses two ranks on one GPU)
+  "${MPI[@]}" -np 2 $TRAIN "${Z[@]}" --steps 1 --batch 2 --zero 2 >"$tmp/zauto" 2>&1
+  timeout 60 "${MPI[@]}" -np 2 $TRAIN "${Z[@]}" --steps 1 --batch 2 --zero 2 --comm nccl >"$tmp/znccl" 2>&1; rc=$?
+  if grep -q '| comm mpi |' "$tmp/zauto" && [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qE 'NCCL refuses two ranks on one GPU|this build has no NCCL' "$tmp/znccl"; then
+    ok "2 ranks on one GPU: --comm auto is mpi; --comm nccl is refused with a message (exit $rc)"
+  else bad "2 ranks on one GPU: --comm auto / nccl (exit $rc)"; tail -2 "$tmp/zauto" "$tmp/znccl"; fi
+  unset GPTMEM_HOST_GPUS
+  # --comm nccl: ranks with a GPU each (only the emulation has several here; its NCCL is MPI on host memory,
+  # so this checks cuda/model_gpu.h's NCCL path, not NCCL itself: tests/test_cuda runs NCCL's calls on one rank)
+  if [ $HOST = 1 ]; then
+    nbad=0; nrun=0
+    for dt in fp32 bf16; do
+      tol=1e-5; extra=(); [ $dt = bf16 ] && tol=2e-2 && extra=(--ckpt --flash)
+      $TRAIN "${Z[@]}" --steps 10 --batch 8 --dtype $dt "${extra[@]}" --log "$tmp/zone.csv" >/dev/null 2>&1
+      for n in 2 4; do for z in 0 1 2 3; do
+        nrun=$((nrun + 1))
+        timeout 120 "${MPI[@]}" -np $n $TRAIN "${Z[@]}" --steps 10 --batch $((8 / n)) --zero $z --dtype $dt "${extra[@]}" \
+          --log "$tmp/zmany.csv" >"$tmp/zlog" 2>&1
+        grep -q '| comm nccl |' "$tmp/zlog" && close_replicas "$tmp/zone.csv" "$tmp/zmany.csv" $tol ||
+          { nbad=$((nbad + 1)); echo "  differs: zero $z on $n ranks, $dt: ${msg:-a run failed}"; tail -2 "$tmp/zlog"; }
+      done; done
+    done
+    if [ $nbad -eq 0 ]; then ok "--comm nccl (auto: a GPU each): stages 0-3 on 2 and 4 ranks == 1 rank, fp32 and bf16 --ckpt --flash ($nrun runs)"
+    else bad "--comm nccl == 1 rank: $nbad of $nrun differ"; fi
+    $TRAIN "${Z[@]}" --steps 6 --batch 4 --accum 2 --log "$tmp/zacc1.csv" >/dev/null 2>&1
+    timeout 120 "${MPI[@]}" -np 2 $TRAIN "${Z[@]}" --steps 6 --batch 2 --accum 2 --zero 2 --comm nccl --log "$tmp/zacc2.csv" >/dev/null 2>&1
+    if close_replicas "$tmp/zacc1.csv" "$tmp/zacc2.csv" 1e-5; then ok "--comm nccl zero 2 with --accum 2 on 2 ranks == 1 rank: $msg"
+    else bad "--comm nccl zero 2 with --accum 2: ${msg:-a run failed}"; fi
+    rm -f "$tmp"/zm.json*
+    timeout 120 "${MPI[@]}" -np 3 $TRAIN "${Z[@]}" --steps 2 --batch 3 --seq-len 29 --zero 3 --dtype bf16 --ckpt --flash \
+      --comm nccl --mem-json "$tmp/zm.json" >"$tmp/zlog" 2>&1
+    good=0; for f in "$tmp"/zm.json*; do mem_equal "$f" && good=$((good + 1)); done
+    if [ "$good" -eq 3 ]; then ok "--comm nccl: every rank's GPU ledger predicted == measured (3 ranks, zero 3, bf16 --ckpt --flash)"
+    else bad "--comm nccl ledger ($good of 3 ranks equal)"; fi
+    g=$("${MPI[@]}" -np 4 $TRAIN "${Z[@]}" --steps 1 --batch 2 --zero 2 --comm nccl --mem 2>&1 | grep -o 'communication: [0-9]* B')
+    c=$("${MPI[@]}" -np 4 $TRAIN "${Z[@]}" --steps 1 --batch 2 --zero 2 --comm mpi --mem 2>&1 | grep -o 'communication: [0-9]* B')
+    if [ -n "$g" ] && [ "$g" = "$c" ]; then ok "--comm nccl zero 2 fp32 on 4 ranks counts the bytes --comm mpi sends ($g per step)"
+    else bad "--comm nccl bytes: '$g' vs mpi's '$c'"; fi
+    same=$(resume_equal "${MPI[@]}" -np 3 $TRAIN "${Z[@]}" --steps 8 --batch 2 --zero 2 --dtype bf16 --comm nccl)
+    if [ "$same" -eq 3 ]; then ok "--comm nccl zero 2 bf16 on 3 ranks: save at 4, resume to 8 == 8 straight (3 files)"
+    else bad "--comm nccl resume ($same of 3 files equal)"; fi
+  fi
 else
   echo "SKIP ZeRO on the GPU: no mpirun/mpicc"
 fi

@@ -459,6 +459,37 @@ void op_times(void) {
     gpu_event_free(stop);
 }
 
+// cuda/nccl.cu's calls on a communicator of one rank (one GPU cannot hold two
+// ranks of NCCL): the group of in-place reduces and broadcasts runs on the
+// device in each dtype, and with one rank the sum is the part itself, so the
+// data must come back bit for bit. What several ranks do is tested with
+// --comm nccl in tests/run_cuda.sh on the emulation (cuda/host.c).
+void test_nccl_one_rank(void) {
+    if (!gpu_nccl_built()) {
+        printf("SKIP NCCL: this build has none\n");
+        return;
+    }
+    unsigned char id[512];
+    char why[256];
+    gpu_nccl_unique_id(id);
+    if (gpu_nccl_open(id, 1, 0, why, sizeof why)) {
+        check(0, "NCCL on one rank", "could not open a communicator: %s", why);
+        return;
+    }
+    for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
+        size_t n = 1000, e = dtype_size(dt), counts[1] = {n}, bytes[1] = {n * e}, at[1] = {0};
+        float *x = randv(n, 1.0f, dt);
+        void *d = up(x, n, dt);
+        gpu_nccl_reduce_scatter(dt, d, counts, 1);
+        gpu_nccl_allgather(d, bytes, at, 1);
+        float *got = down(d, n, dt);
+        check(!memcmp(got, x, n * sizeof(float)), "NCCL on one rank", "%s: reduce-scatter and all-gather of %zu "
+              "elements in place leave them as they were", dtype_name[dt], n);
+        free(x); free(got); gpu_free(d);
+    }
+    gpu_nccl_close();
+}
+
 int main(int argc, char **argv) {
     char why[256];
     if (gpu_open(0, why, sizeof why)) {
@@ -493,6 +524,7 @@ int main(int argc, char **argv) {
         test_crossentropy(dt);
         test_optimizer(dt);
     }
+    test_nccl_one_rank();
     gpu_sync("the tests");
     gpu_free(workspace);
     gpu_free(colsum);

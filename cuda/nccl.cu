@@ -1,0 +1,104 @@
+// cuda/nccl.cu — NCCL: ZeRO's two collectives on device memory, in the GPU's
+// stream (issue 14), for ranks that each have a GPU of their own. NCCL
+// refuses two ranks on one GPU; those go through staging.h (MPI on host
+// buffers) instead: --comm in train.c chooses.
+//
+// ZeRO's pieces are uneven (a layer's range cut by the shard boundaries, some
+// pieces empty), so neither call is NCCL's one-shot collective; each is a
+// group of rooted calls that NCCL runs as one:
+//   reduce-scatter: for every rank r, ncclReduce of part r to root r, in
+//                   place (sum in the stored dtype: NCCL adds bf16 and fp16
+//                   in their own format, where MPI staging adds in fp32)
+//   all-gather:     for every rank r, ncclBroadcast of part r from root r, in place
+// Every rank makes the same calls in the same order (the parts come from the
+// shard layout, which every rank computes alike).
+//
+// Built when the Makefile finds nccl.h (GPTMEM_NCCL); otherwise
+// gpu_nccl_built() is 0 and train.c never calls the rest.
+#include <string.h>
+
+#ifdef GPTMEM_NCCL
+#include <nccl.h>
+
+static ncclComm_t g_nccl;
+
+int gpu_nccl_built(void) { return 1; }
+
+size_t gpu_nccl_id_bytes(void) { return sizeof(ncclUniqueId); }
+
+static void nccl_check(ncclResult_t r, const char *what) {
+    if (r == ncclSuccess) return;
+    fprintf(stderr, "error: NCCL %s failed: %s (%s)\n", what, ncclGetErrorString(r), ncclGetLastError(g_nccl));
+    exit(1);
+}
+
+void gpu_nccl_unique_id(void *id) { nccl_check(ncclGetUniqueId((ncclUniqueId *)id), "ncclGetUniqueId"); }
+
+int gpu_nccl_open(const void *id, int nranks, int rank, char *why, size_t why_len) {
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    ncclResult_t r = ncclCommInitRank(&g_nccl, nranks, u, rank);
+    if (r != ncclSuccess) {
+        snprintf(why, why_len, "%s: %s", ncclGetErrorString(r), ncclGetLastError(NULL));
+        g_nccl = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void gpu_nccl_close(void) {
+    if (g_nccl) ncclCommDestroy(g_nccl);
+    g_nccl = NULL;
+}
+
+static ncclDataType_t nccl_type(int dt) {
+    return dt == DTYPE_FP32 ? ncclFloat32 : dt == DTYPE_BF16 ? ncclBfloat16 : ncclFloat16;
+}
+
+void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks) {
+    size_t e = dt == DTYPE_FP32 ? 4 : 2, at = 0;
+    char *p = (char *)data;
+    nccl_check(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < nranks; r++) {
+        if (counts[r])
+            nccl_check(ncclReduce(p + at * e, p + at * e, counts[r], nccl_type(dt), ncclSum, r, g_nccl, 0), "ncclReduce");
+        at += counts[r];
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd (reduce-scatter)");
+}
+
+void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks) {
+    char *p = (char *)data;
+    nccl_check(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < nranks; r++)
+        if (bytes[r])
+            nccl_check(ncclBroadcast(p + displs[r], p + displs[r], bytes[r], ncclUint8, r, g_nccl, 0), "ncclBroadcast");
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd (all-gather)");
+}
+
+#else  // no nccl.h at build time: train.c asks gpu_nccl_built() first and never calls the rest
+
+static void no_nccl(const char *what) {
+    fprintf(stderr, "error: %s called in a build without NCCL; this is a bug in gptmem\n", what);
+    exit(1);
+}
+
+int gpu_nccl_built(void) { return 0; }
+size_t gpu_nccl_id_bytes(void) { return 0; }
+void gpu_nccl_unique_id(void *id) { (void)id; no_nccl("gpu_nccl_unique_id"); }
+int gpu_nccl_open(const void *id, int nranks, int rank, char *why, size_t why_len) {
+    (void)id; (void)nranks; (void)rank;
+    snprintf(why, why_len, "this build has no NCCL (nccl.h was not found)");
+    return -1;
+}
+void gpu_nccl_close(void) {}
+void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks) {
+    (void)dt; (void)data; (void)counts; (void)nranks;
+    no_nccl("gpu_nccl_reduce_scatter");
+}
+void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks) {
+    (void)data; (void)bytes; (void)displs; (void)nranks;
+    no_nccl("gpu_nccl_allgather");
+}
+
+#endif

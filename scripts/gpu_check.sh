@@ -4,7 +4,7 @@
 #   2. kernels   tests/test_cuda: every kernel against its CPU op, three dtypes
 #   3. model     make test-cuda (tests/run_cuda.sh): the model on the GPU against the CPU
 #   4. sanitize  compute-sanitizer memcheck and racecheck, on the kernel tests and on a 2-step run
-#   5. bench     make bench-gpu (GPT-2 124M, B16 T1024): tok/s, MFU, peak memory
+#   5. bench     make bench-gpu (GPT-2 124M, B16 T1024): tok/s, MFU, peak memory; --timing's phases
 #   6. ops       tests/test_cuda --op-times: each op's time at GPT-2's shapes (where a step goes)
 #   7. zero      ZeRO on the GPU at GPT-2's size: 2 ranks sharing it, stages 0-3 (each rank's
 #                ledger predicted vs measured, step time, bytes sent; doc/zero.md's GPU table)
@@ -92,7 +92,7 @@ fi
 
 if want bench; then
   phase bench 300 bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}"
-  cat "$LOG/bench.log" | tail -8 | tee -a "$SUM"
+  tail -20 "$LOG/bench.log" | tee -a "$SUM"  # the table, then --timing's phases
 fi
 
 if want ops; then

@@ -147,12 +147,13 @@ void update_loss_scale(LiveState *live, int skipped) {
     }
 }
 
-// How many ranks share this rank's GPU: the ranks on this machine take its
-// GPUs in turn (gpu_open), so ceil(local ranks / GPUs).
+// Ranks on a machine take its GPUs in turn (gpu_open), so ceil(ranks / GPUs) share each.
+int ranks_per_gpu(int ranks, int gpus) { return gpus > 0 && ranks > gpus ? (ranks + gpus - 1) / gpus : 1; }
+
+// How many ranks share this rank's GPU (the ranks on this machine).
 int gpu_sharing(void) {
     char why[128];
-    int gpus = gpu_count(why, sizeof why), local = comm_local_size();
-    return gpus > 0 && local > gpus ? (local + gpus - 1) / gpus : 1;
+    return ranks_per_gpu(comm_local_size(), gpu_count(why, sizeof why));
 }
 
 // Stop early, before allocating anything, if the run cannot fit on the GPU:
@@ -375,10 +376,9 @@ int fit_run(const GPTConfig *cfg, const Options *o, long long corpus, int argc, 
                         "a budget, like --fit 80GiB\n", why);
                 return 2;
             }
-            // ranks on this machine take its GPUs in turn (gpu_sharing): each gets its share of what is
-            // free (the other ranks' CUDA contexts, made when they start, are not in this measure)
-            size_t total, gpus = (size_t)gpu_count(why, sizeof why), ranks = o->ranks > 1 ? (size_t)o->ranks : 1;
-            size_t k = ranks > gpus ? (ranks + gpus - 1) / gpus : 1;
+            // the ranks that share a GPU each get their share of what is free (the other
+            // ranks' CUDA contexts, made when they start, are not in this measure)
+            size_t total, k = (size_t)ranks_per_gpu(o->ranks > 1 ? o->ranks : 1, gpu_count(why, sizeof why));
             gpu_open(comm_local_rank(), why, sizeof why);
             gpu_mem_info(&budget, &total);
             budget /= k;

@@ -2,6 +2,12 @@
 // optimizer.h's AdamW) or the GPU (cuda/model_gpu.h, which keeps AdamW's
 // state on the GPU too). train.c's loop calls only these functions; they are
 // the only places that ask which device runs.
+//
+// A step's numbers (its loss, its gradients' norm, AdamW's gradient scale)
+// stay where the model is, and the step is told them by net_read_numbers
+// once it is over: on the GPU the host queues a whole step without waiting
+// for any of it (with several ranks, the norm is the exception: the ranks add
+// theirs on the host).
 #ifndef GPTMEM_NET_H
 #define GPTMEM_NET_H
 
@@ -20,7 +26,17 @@ typedef struct {
     Optimizer opt;  // AdamW: its config on both devices; its state on the CPU only
     GpuGPT gpu;     // --device cuda: the model and AdamW's state
     float *row;     // --device cuda: one row of logits copied to the host for sampling (Vp floats)
+    // --device cpu: the step's numbers (the GPU keeps them in device memory, GpuGPT.numbers)
+    double loss_sum;   // the mean losses of the forwards since the last net_read_numbers, added up
+    double sumsq;      // the gradients' sum of squares (net_grad_norm)
+    float grad_scale;  // AdamW's gradient scale: optimizer.h step_grad_scale; NaN skips the step
 } Net;
+
+// The step's numbers, read after it (net_read_numbers).
+typedef struct {
+    double loss_sum;  // the forwards' mean losses added up
+    double sumsq;     // the gradients' sum of squares (all ranks), times loss_scale^2 in fp16
+} NetNumbers;
 
 // What a model needs to be built, besides its config.
 typedef struct {
@@ -76,15 +92,25 @@ void net_free(Net *n) {
 // The ZeRO stage the run really uses (0 on one rank).
 int net_zero_stage(const Net *n) { return n->cuda ? n->gpu.shard.stage : n->cpu.shard.stage; }
 
+// A new step: the gradients and the step's loss sum start from 0.
 void net_zero_grad(Net *n) {
-    if (n->cuda) gpu_gpt_zero_grad(&n->gpu);
-    else gpt_zero_grad(&n->cpu);
-    n->gpu.recompute_pending = 0;  // a new step: forget the last one's recompute time
+    if (n->cuda) {
+        gpu_gpt_zero_grad(&n->gpu);
+        gpu_zero(n->gpu.numbers + STEP_LOSS, sizeof(double));
+    } else {
+        gpt_zero_grad(&n->cpu);
+        n->loss_sum = 0.0;
+    }
+    n->gpu.recompute_used = 0;  // forget the last step's recompute time
     n->cpu.recompute_seconds = n->gpu.recompute_seconds = 0.0;
 }
 
-float net_forward(Net *n, const int *inp, const int *targets, int B, int T) {
-    return n->cuda ? gpu_gpt_forward(&n->gpu, inp, targets, B, T) : gpt_forward(&n->cpu, inp, targets, B, T);
+// Forward over inp[B,T]; with targets, the mean loss is added into the loss
+// sum where the model is (net_read_numbers reads it).
+void net_forward(Net *n, const int *inp, const int *targets, int B, int T) {
+    if (n->cuda) gpu_gpt_forward(&n->gpu, inp, targets, B, T);
+    else if (targets) n->loss_sum += gpt_forward(&n->cpu, inp, targets, B, T);
+    else gpt_forward(&n->cpu, inp, NULL, B, T);
 }
 
 void net_backward(Net *n, const int *inp, const int *targets, float dloss) {
@@ -110,17 +136,38 @@ const float *net_logits_row(Net *n, int i) {
     return n->row;
 }
 
-double net_grad_sum_squares(Net *n) {
-    return n->cuda ? gpu_grad_sum_squares(&n->gpu) : gpt_grad_sum_squares(&n->cpu);
+// The gradients' global norm (their sum of squares over all ranks) and
+// AdamW's gradient scale from it: 1/loss_scale, times the clip scale when the
+// norm is over `clip` (optimizer.h step_grad_scale).
+void net_grad_norm(Net *n, float loss_scale, float clip) {
+    if (n->cuda) { gpu_grad_norm(&n->gpu, loss_scale, clip); return; }
+    n->sumsq = gpt_grad_sum_squares(&n->cpu);
+    n->grad_scale = step_grad_scale(n->sumsq, loss_scale, clip);
 }
 
-// AdamW over the parameters this rank owns, then the weights every rank computes with.
-void net_step(Net *n, float lr, int t, float grad_scale) {
-    if (n->cuda) { gpu_adamw_step(&n->gpu, &n->opt.cfg, lr, t, grad_scale); return; }
+// AdamW (step t, 1-based) over the parameters this rank owns, with the scale
+// of net_grad_norm, then the weights every rank computes with. Nothing
+// happens when the norm was not finite (fp16 overflow: the step is skipped).
+void net_step(Net *n, float lr, int t) {
+    if (n->cuda) { gpu_adamw_step(&n->gpu, &n->opt.cfg, lr, t); return; }
+    if (isnan(n->grad_scale)) return;
     GPT *model = &n->cpu;
     optimizer_step(&n->opt, model->params, model->master_base, gpt_grads(model), model->grads_base, model->dtype, lr,
-                   t, grad_scale);
+                   t, n->grad_scale);
     gpt_sync_params(model);  // stages 1, 2: all-gather the updated shards
+}
+
+// The loss sum and the sum of squares, after the step: on the GPU one copy,
+// the host's one wait for it in a step. The loss sum starts again from 0.
+NetNumbers net_read_numbers(Net *n) {
+    NetNumbers r;
+    if (n->cuda) {
+        gpu_read_numbers(&n->gpu, &r.loss_sum, &r.sumsq);
+        return r;
+    }
+    r.loss_sum = n->loss_sum, r.sumsq = n->sumsq;
+    n->loss_sum = 0.0;
+    return r;
 }
 
 double net_recompute_seconds(Net *n) { return n->cuda ? gpu_gpt_recompute_seconds(&n->gpu) : n->cpu.recompute_seconds; }

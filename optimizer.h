@@ -41,6 +41,17 @@ float clip_scale(double grad_norm, float max_norm) {
     return (float)(max_norm / (grad_norm + 1e-6));
 }
 
+// The factor AdamW multiplies a step's gradients by, from their sum of squares:
+// 1/loss_scale (fp16 scales the loss up, --loss-scale) times the clip scale of
+// the true norm sqrt(sumsq)/loss_scale. NaN when that norm is not finite (an
+// fp16 overflow): AdamW then skips the step. cuda/adamw.cu's grad_scale_kernel
+// computes the same on the GPU.
+float step_grad_scale(double sumsq, float loss_scale, float max_norm) {
+    double norm = sqrt(sumsq) / loss_scale;
+    if (!isfinite(norm)) return NAN;
+    return clip_scale(norm, max_norm) / loss_scale;
+}
+
 // One AdamW update of params[0..n) from grads (multiplied by grad_scale first,
 // which carries the clipping). `decay` says whether this range is a 2-D weight.
 // t is the 1-based step count, for bias correction.

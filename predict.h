@@ -443,6 +443,7 @@ size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
 //   scratch: no fp32 working copies (the GPU computes on the 16-bit tensors);
 //     backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype,
 //     per-row losses 4N, the norm's GPU_NORM_BLOCKS partial sums (doubles),
+//     the step's GPU_STEP_NUMBERS numbers (doubles: loss, sum of squares, scale),
 //     cuBLASLt's 32 MiB workspace, the column sums' partials
 //     GPU_COLSUM_CHUNKS x 4C floats, and with
 //     --flash D = rowsum(dout * out), 4*B*H*T
@@ -476,7 +477,7 @@ void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s,
     size_t layer = 12 * (size_t)C * C + 13 * (size_t)C, global = ((size_t)Vp + maxT) * C + 2 * (size_t)C;
     base.bytes[MEM_COMM] = (ranks > 1 ? GPU_STAGING : 0) + (zero >= 2 ? e * (layer + global) : 0) +
                            (zero == 3 ? e * (layer + global) : 0);
-    base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * GPU_NORM_BLOCKS + GPU_GEMM_WORKSPACE +
+    base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
                               4 * GPU_COLSUM_CHUNKS * 4 * (size_t)C +
                               (s->flash ? 4 * B * H * T : 0) + (s->fused_ce ? e * (N < GPU_HEAD_ROWS ? N : GPU_HEAD_ROWS) * Vp : 0);
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 2 * 4 * (3 * N + 1) + 4 * (size_t)Vp;

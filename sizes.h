@@ -10,6 +10,7 @@ enum {
     VOCAB_CHUNK = 2048,             // --fused-ce: rows of the embedding table visited (gathered, widened) at a time
     GPU_GEMM_WORKSPACE = 32 << 20,  // cuBLASLt's workspace, in bytes
     GPU_NORM_BLOCKS = 264,          // the GPU's gradient norm: this many partial sums (doubles)
+    GPU_STEP_NUMBERS = 3,           // the GPU's step numbers kept on the device (doubles: loss, sum of squares, scale)
     GPU_COLSUM_CHUNKS = 64,         // the GPU's column sums (bias, layernorm gradients): row chunks
     CPU_ACT_ALIGN = 4,              // every tensor on the CPU's stack starts on this boundary (fp32 row statistics follow 16-bit tensors)
     GPU_ACT_ALIGN = 256,            // every tensor on the GPU's activation stack starts on this boundary

@@ -6,10 +6,13 @@
 // clock and, on the GPU, records an event in the GPU's stream. At the end the
 // run prints, per phase, the mean milliseconds per step of
 //   host: the time the host spent in the phase's calls: on the CPU the work
-//         itself; on the GPU launching kernels, plus waiting wherever a result
-//         is read back (the loss after each forward, the gradient norm);
+//         itself; on the GPU queueing kernels, plus waiting wherever it waits
+//         for the GPU (once a step on one rank: reading the step's loss and
+//         norm at the optimizer phase's end);
 //   GPU:  the time between the phase's two events in the stream: its kernels,
 //         and any time the GPU sat idle waiting for the host's next launch.
+// On the GPU it also counts the host's waits for the GPU inside a step
+// (ops.h gpu_waits: every copy back, every blocking copy to it, every sync).
 // A phase whose GPU time is well above the sum of its kernels' times (tests/
 // test_cuda --op-times) is held up by the host. The first step (warm-up:
 // cuBLASLt's plans, page faults) is left out of the means when there are more.
@@ -31,6 +34,8 @@ typedef struct {
     int *phase;                // the phase each mark ends
     void **events;             // one GPU event per mark
     double host[TM_NPHASE], dev[TM_NPHASE], first_host[TM_NPHASE], first_dev[TM_NPHASE];
+    long waits_at_start;       // gpu_waits() at the step's start
+    long waits, first_waits;   // the host's waits for the GPU inside the steps (after the first; in the first)
     int steps;                 // steps added up in host/dev (after the first)
     int first_done;            // the first step is kept apart
 } Timing;
@@ -66,6 +71,7 @@ void timing_record(Timing *tm, int phase) {
 void timing_start(Timing *tm) {
     if (!tm->on) return;
     tm->nmarks = 0;
+    if (tm->gpu) tm->waits_at_start = gpu_waits();
     tm->last = now_seconds();
     timing_record(tm, -1);
 }
@@ -85,6 +91,7 @@ void timing_mark(Timing *tm, int phase) {
 void timing_step_end(Timing *tm) {
     if (!tm->on) return;
     double *dev = tm->first_done ? tm->dev : tm->first_dev;
+    if (tm->gpu) *(tm->first_done ? &tm->waits : &tm->first_waits) += gpu_waits() - tm->waits_at_start;
     for (int i = 1; tm->gpu && i < tm->nmarks; i++)
         dev[tm->phase[i]] += gpu_event_ms(tm->events[i - 1], tm->events[i]) / 1e3;
     if (tm->first_done) tm->steps++;
@@ -109,9 +116,12 @@ void timing_print(const Timing *tm) {
     printf("  %-12s %10.3f", "step", 1e3 * th / n);
     if (tm->gpu) printf(" %10.3f", 1e3 * td / n);
     printf("\n");
-    if (tm->gpu)
-        printf("  host: time in the calls (launches, and waits where the loss and the norm are read back); GPU: time "
-               "between the marks in its stream (kernels, and idling for the host)\n");
+    if (tm->gpu) {
+        printf("  host: time in the calls (launches, and waits for the GPU); GPU: time between the marks in its "
+               "stream (kernels, and idling for the host)\n");
+        printf("  the host waited for the GPU %.1f times a step (reading the step's loss and norm is one)\n",
+               (double)(tm->steps ? tm->waits : tm->first_waits) / n);
+    }
 }
 
 #endif

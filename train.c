@@ -37,14 +37,17 @@ void say(const char *fmt, ...) {
 // ---------------------------------------------------------------------------
 // Evaluation and sampling
 
-float evaluate(Net *net, Dataset *data, int B, int T, int n_batches) {
-    double sum = 0.0;
+// The validation loss of the model as it is: the mean of n_batches batches'
+// mean losses; after_forward (if not NULL) gets the ledger after the first
+// forward (for the ledger's "after forward").
+float evaluate(Net *net, Dataset *data, int B, int T, int n_batches, MemSnapshot *after_forward) {
     for (int k = 0; k < n_batches; k++) {
         data_val_batch(data, B, T, k, n_batches);
-        sum += net_forward(net, data->inputs, data->targets, B, T);
+        net_forward(net, data->inputs, data->targets, B, T);
+        if (k == 0 && after_forward) *after_forward = ledger_snapshot();
         net_discard_activations(net);
     }
-    return (float)(sum / n_batches);
+    return (float)(net_read_numbers(net).loss_sum / n_batches);
 }
 
 // Print text[from, to) escaped (data.h escape_text): raw bytes could be
@@ -609,19 +612,6 @@ double weight_error(GPT *model, FILE *f, long data_at, int format) {
     return sqrt(err / (sum > 0 ? sum : 1));
 }
 
-// The validation loss of the model as it is, and the activations after its
-// first forward (a snapshot for the ledger's "after forward").
-float eval_loss(Net *net, Dataset *data, int B, int T, int n_batches, MemSnapshot *after_forward) {
-    double sum = 0.0;
-    for (int k = 0; k < n_batches; k++) {
-        data_val_batch(data, B, T, k, n_batches);
-        sum += net_forward(net, data->inputs, data->targets, B, T);
-        if (k == 0 && after_forward) *after_forward = ledger_snapshot();
-        net_discard_activations(net);
-    }
-    return (float)(sum / n_batches);
-}
-
 int eval_only_run(const GPTConfig *cfg, Options *o, const RunShape *shape) {
     int B = o->batch, T = o->seq_len;
     if (open_ranks_and_device(NULL, NULL, o)) return 1;
@@ -651,7 +641,7 @@ int eval_only_run(const GPTConfig *cfg, Options *o, const RunShape *shape) {
            o->eval_batches, B, T, quant_name[o->quantize]);
 
     // the held weights: the run's loss, its ledger
-    float held = eval_loss(&net, &data, B, T, o->eval_batches, &measured.phase[PHASE_FORWARD]);
+    float held = evaluate(&net, &data, B, T, o->eval_batches, &measured.phase[PHASE_FORWARD]);
     measured.phase[PHASE_BACKWARD] = measured.phase[PHASE_STEP] = ledger_snapshot();
     size_t held_bytes = g_ledger.live[MEM_PARAMS] + g_ledger.live[MEM_QWEIGHTS] + g_ledger.live[MEM_QSCALES];
 
@@ -666,7 +656,7 @@ int eval_only_run(const GPTConfig *cfg, Options *o, const RunShape *shape) {
         double werr = weight_error(model, file, state.data_at, f);
         if (f != o->quantize) {
             model->from_file = file, model->file_at = state.data_at, model->file_format = f;
-            loss = eval_loss(&net, &data, B, T, o->eval_batches, NULL);
+            loss = evaluate(&net, &data, B, T, o->eval_batches, NULL);
             model->from_file = NULL;
         }
         fclose(file);
@@ -873,13 +863,13 @@ int main(int argc, char **argv) {
 
         timing_start(&timing);
         net_zero_grad(&net);
-        float loss = 0.0f, scale = live.loss_scale;  // fp16: the loss is scaled so small gradients survive
+        float scale = live.loss_scale;  // fp16: the loss is scaled so small gradients survive
         float dloss = scale / ((float)B * T * o.accum * nranks);  // the mean over the global batch
         if (first && !o.cuda && (o.mem || o.mem_json || o.mem_timeline)) record_start();  // the timeline and the peak's receipt
         for (int micro = 0; micro < o.accum; micro++) {  // --accum: gradients add up over micro-batches
             data_next_train(&data, B, T, rank, nranks);
             timing_mark(&timing, TM_DATA);
-            loss += net_forward(&net, data.inputs, data.targets, B, T) / o.accum;    // forward
+            net_forward(&net, data.inputs, data.targets, B, T);                    // forward
             timing_mark(&timing, TM_FORWARD);
             if (!o.cuda) block_kept = net.cpu.block_kept_bytes;                     // (--mem-ops)
             if (first && micro == 0) measured.phase[PHASE_FORWARD] = ledger_snapshot();
@@ -889,20 +879,22 @@ int main(int argc, char **argv) {
         }
         record_stop();
         net_reduce(&net);                                                          // reduce (ZeRO stages 0, 1)
-        loss = (float)(comm_sum_ordered(loss) / nranks);  // the global batch's mean loss, for the step line
         timing_mark(&timing, TM_REDUCE);
-        double norm = sqrt(net_grad_sum_squares(&net)) / scale;
+        net_grad_norm(&net, scale, o.clip);                                        // norm, and the clip scale
         timing_mark(&timing, TM_NORM);
         float lr = lr_at(&adam, step);
-        int skipped = !isfinite(norm);  // fp16 overflow: skip the step, halve the scale
+        net_step(&net, lr, live.updates + 1);                                      // step (skipped if the norm is not finite)
+
+        // the step's numbers, read now that it is queued: on the GPU, the host's one wait for it
+        NetNumbers numbers = net_read_numbers(&net);
+        float loss = (float)(comm_sum_ordered(numbers.loss_sum / o.accum) / nranks);  // the global batch's mean loss
+        double norm = sqrt(numbers.sumsq) / scale;
+        int skipped = !isfinite(norm);  // fp16 overflow: the step did nothing; halve the scale
         if (skipped && o.dtype != DT_FP16) {
             fprintf(stderr, "error: the gradients are not finite at step %d; lower --lr\n", step + 1);
             return 1;
         }
-        if (!skipped) {
-            live.updates++;
-            net_step(&net, lr, live.updates, clip_scale(norm, o.clip) / scale);   // step
-        }
+        if (!skipped) live.updates++;
         if (o.dtype == DT_FP16) update_loss_scale(&live, skipped);
         timing_mark(&timing, TM_STEP);
         timing_step_end(&timing);
@@ -926,7 +918,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         if ((o.eval_every && (step + 1) % o.eval_every == 0) || last) {
-            val_loss = evaluate(&net, &data, B, T, o.eval_batches);
+            val_loss = evaluate(&net, &data, B, T, o.eval_batches, NULL);
             evaluated = 1;
             say("val loss %.4f (%d batches of %d x %d)\n", val_loss, o.eval_batches, B, T);
         }

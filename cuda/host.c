@@ -82,11 +82,14 @@ void *gpu_host_alloc(size_t bytes, const char *name) {  // plain host memory her
 
 void gpu_host_free(void *p) { free(p); }
 
-void gpu_upload(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
-void gpu_download(void *host_dst, const void *src, size_t bytes) { memcpy(host_dst, src, bytes); }
+static long waits;  // gpu_waits: the calls that wait for the GPU on a real one
+long gpu_waits(void) { return waits; }
+void gpu_upload(void *dst, const void *host_src, size_t bytes) { waits++; memcpy(dst, host_src, bytes); }
+void gpu_upload_queued(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
+void gpu_download(void *host_dst, const void *src, size_t bytes) { waits++; memcpy(host_dst, src, bytes); }
 void gpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
 void gpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
-void gpu_sync(const char *what) { (void)what; }
+void gpu_sync(const char *what) { (void)what; waits++; }
 
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     *total_bytes = (size_t)env_number("GPTMEM_HOST_GPU_MIB", NULL, EMULATED_GPU_MIB) << 20;
@@ -98,6 +101,7 @@ void *gpu_event_new(void) { return calloc(1, sizeof(struct timespec)); }
 void gpu_event_record(void *event) { clock_gettime(CLOCK_MONOTONIC, event); }
 float gpu_event_ms(void *start, void *stop) {
     const struct timespec *a = start, *b = stop;
+    waits++;
     return (float)((b->tv_sec - a->tv_sec) * 1e3 + (b->tv_nsec - a->tv_nsec) / 1e6);
 }
 void gpu_event_free(void *event) { free(event); }
@@ -335,14 +339,29 @@ void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, i
 
 // --- optimizer -------------------------------------------------------------------------------
 
+void cu_loss_add(double *numbers, const float *losses, int N) {
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += losses[i];  // in row order, as gpt_forward
+    numbers[STEP_LOSS] += (float)(sum / N);
+}
+
 void cu_sum_squares_partials(int dt, double *partials, const void *g, size_t n) {
     memset(partials, 0, sizeof(double) * GPU_NORM_BLOCKS);
     partials[0] = sum_squares_dt(g, n, dt);
 }
 
+void cu_grad_scale(double *numbers, const double *partials, int nparts, float loss_scale, float clip) {
+    double s = 0.0;
+    for (int i = 0; i < nparts; i++) s += partials[i];
+    numbers[STEP_SUMSQ] = s;
+    numbers[STEP_SCALE] = step_grad_scale(s, loss_scale, clip);
+}
+
 void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr,
               float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction,
-              float grad_scale) {
+              const double *scale) {
+    float grad_scale = (float)*scale;
+    if (isnan(grad_scale)) return;  // a skipped step
     float *fg = widen(dt, grads, n);
     for (size_t i = 0; i < n; i++) {  // the formula of cuda/adamw.cu and optimizer.h
         float g = fg[i] * grad_scale;

@@ -85,16 +85,20 @@ typedef struct {
     void *head_logits;       // --fused-ce: the logits of GPU_HEAD_ROWS rows at a time (scratch), never (N,Vp)
     float *flash_D;          // --flash: (B,H,T) rowsum(dout * out) for the backward
     double *norm_partials;   // GPU_NORM_BLOCKS partial sums of the gradient norm
+    double *numbers;         // the step's numbers (ops.h STEP_*): loss sum, sum of squares, AdamW's scale
+    float host_scale;        // more than one rank: the scale, also known to the host (it summed the ranks' norms)
     void *gemm_workspace;
     float *colsum;           // partial sums of the bias and layernorm weight gradients (64 x 4C)
     // the token batch on the device, and the positions bucketed by token for
     // the embedding backward (ledger: data): [pos (N) | start (N+1) | tok (N)]
     int *inputs, *targets, *buckets, nbuckets;
     int *buckets_host, *token_count_host;  // host: the same layout, and a count per vocabulary entry
-    // --ckpt: the recompute of layer l is timed by events [2l] and [2l+1], in the GPU's
-    // stream (a host sync per layer would stall the queue); read by gpu_gpt_recompute_seconds
-    void **recompute_events;
-    int recompute_pending;  // events recorded and not yet added into recompute_seconds
+    // --ckpt: the recompute of layer l in micro-batch k of a step is timed by events
+    // recompute_events[k][2l] and [2l+1] in the GPU's stream (a host wait per layer, or
+    // per micro-batch, would stall the queue); gpu_gpt_recompute_seconds reads them after the step
+    void ***recompute_events;
+    int recompute_sets;     // micro-batches that have their events (grown as --accum needs)
+    int recompute_used;     // micro-batches recorded and not yet added into recompute_seconds
     double recompute_seconds;
 } GpuGPT;
 
@@ -212,6 +216,7 @@ void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype,
     if (fused_ce) model->head_logits = gpu_alloc(MEM_SCRATCH, gpu_head_rows(N) * padded_vocab(cfg) * e, "logits of a row chunk");
     if (flash) model->flash_D = gpu_alloc(MEM_SCRATCH, (size_t)B * cfg->heads * T * 4, "flash D");
     model->norm_partials = gpu_alloc(MEM_SCRATCH, GPU_NORM_BLOCKS * sizeof(double), "norm partials");
+    model->numbers = gpu_alloc(MEM_SCRATCH, GPU_STEP_NUMBERS * sizeof(double), "step numbers");
     model->gemm_workspace = gpu_alloc(MEM_SCRATCH, GPU_GEMM_WORKSPACE, "cuBLASLt workspace");
     // column sums are at most 4C wide (the fc bias; layernorm's dw|db is 2C)
     size_t colsum_floats = (size_t)GPU_COLSUM_CHUNKS * 4 * C;
@@ -223,15 +228,11 @@ void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype,
     model->buckets_host = mem_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets");
     model->token_count_host = mem_alloc(MEM_DATA, (size_t)padded_vocab(cfg) * 4, "token counts");
     model->acts = calloc(cfg->layers, sizeof(GpuActs));
-    if (ckpt) {
-        model->recompute_events = malloc(sizeof(void *) * 2 * cfg->layers);
-        for (int i = 0; i < 2 * cfg->layers; i++) model->recompute_events[i] = gpu_event_new();
-    }
 }
 
 void gpu_gpt_free(GpuGPT *model) {
     void *dev[] = {model->params, model->grads, model->adam_m, model->adam_v, model->dres, model->dln, model->dqkv, model->datty, model->dfch,
-                   model->losses, model->flash_D, model->norm_partials, model->gemm_workspace, model->colsum, model->inputs, model->targets, model->buckets,
+                   model->losses, model->flash_D, model->norm_partials, model->numbers, model->gemm_workspace, model->colsum, model->inputs, model->targets, model->buckets,
                    model->grad_layer, model->grad_global, model->gather_layer, model->gather_global, model->head_logits};
     if (model->master != model->params) gpu_release(model->master);
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_release(dev[i]);
@@ -241,19 +242,39 @@ void gpu_gpt_free(GpuGPT *model) {
         if (mem_untrack(model->staging.host)) ledger_bug("the staging buffer is not in the ledger", "gpu_gpt_free");
         gpu_host_free(model->staging.host);
     }
-    for (int i = 0; model->recompute_events && i < 2 * model->cfg.layers; i++) gpu_event_free(model->recompute_events[i]);
+    for (int k = 0; k < model->recompute_sets; k++) {
+        for (int i = 0; i < 2 * model->cfg.layers; i++) gpu_event_free(model->recompute_events[k][i]);
+        free(model->recompute_events[k]);
+    }
     free(model->recompute_events);
     free(model->acts);
     free(model->tensors);
 }
 
-// --ckpt: the time spent recomputing blocks so far: adds the last backward's
-// recomputes (waiting for them, if they are still running) to the total.
+// --ckpt: the events of the next micro-batch's recomputes (a new set the first
+// time a step has this many micro-batches).
+void **gpu_recompute_events(GpuGPT *model) {
+    if (model->recompute_used == model->recompute_sets) {
+        int k = model->recompute_sets++, n = 2 * model->cfg.layers;
+        model->recompute_events = realloc(model->recompute_events, sizeof(void **) * model->recompute_sets);
+        model->recompute_events[k] = malloc(sizeof(void *) * n);
+        if (!model->recompute_events || !model->recompute_events[k]) {
+            fprintf(stderr, "error: out of host memory for --ckpt's timing events\n");
+            exit(1);
+        }
+        for (int i = 0; i < n; i++) model->recompute_events[k][i] = gpu_event_new();
+    }
+    return model->recompute_events[model->recompute_used++];
+}
+
+// --ckpt: the time spent recomputing blocks so far: adds the recomputes of the
+// micro-batches since the last call (waiting for them, if they are still
+// running: call it after the step) to the total.
 double gpu_gpt_recompute_seconds(GpuGPT *model) {
-    if (model->recompute_pending)
+    for (int k = 0; k < model->recompute_used; k++)
         for (int l = 0; l < model->cfg.layers; l++)
-            model->recompute_seconds += gpu_event_ms(model->recompute_events[2 * l], model->recompute_events[2 * l + 1]) / 1e3;
-    model->recompute_pending = 0;
+            model->recompute_seconds += gpu_event_ms(model->recompute_events[k][2 * l], model->recompute_events[k][2 * l + 1]) / 1e3;
+    model->recompute_used = 0;
     return model->recompute_seconds;
 }
 
@@ -447,12 +468,15 @@ int bucket_tokens(const int *inp, int N, int Vp, int *out, int *count) {
 }
 
 // Upload a token batch; with targets (training), also its token buckets.
+// The batch's tokens to the GPU, queued behind the work already there (the
+// last micro-batch's backward still reads the buffers they overwrite): the host
+// does not wait. inp, targets and buckets_host are ordinary host memory.
 void gpu_upload_batch(GpuGPT *model, const int *inp, const int *targets, int N) {
-    gpu_upload(model->inputs, inp, (size_t)N * 4);
+    gpu_upload_queued(model->inputs, inp, (size_t)N * 4);
     if (!targets) return;
-    gpu_upload(model->targets, targets, (size_t)N * 4);
+    gpu_upload_queued(model->targets, targets, (size_t)N * 4);
     model->nbuckets = bucket_tokens(inp, N, padded_vocab(&model->cfg), model->buckets_host, model->token_count_host);
-    gpu_upload(model->buckets, model->buckets_host, (size_t)(3 * N + 1) * 4);
+    gpu_upload_queued(model->buckets, model->buckets_host, (size_t)(3 * N + 1) * 4);
 }
 
 // --- forward ----------------------------------------------------------------------
@@ -514,8 +538,9 @@ void gpu_ckpt_keep_output(GpuGPT *model, int l) {
 const void *gpu_block_input(GpuGPT *model, int l) { return l == 0 ? model->encoded : model->acts[l - 1].res3; }
 
 // Forward over inp[B,T] (host). Leaves the logits (N,Vp) on the stack. With
-// targets, returns the mean loss (model.h gpt_forward).
-float gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, int T) {
+// targets, adds the mean loss (model.h gpt_forward's value) into the step's
+// numbers on the device, where gpu_read_numbers finds it.
+void gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, int T) {
     const GPTConfig *c = &model->cfg;
     int C = c->channels, N = B * T, Vp = padded_vocab(c), dt = model->dtype;
     gpu_upload_batch(model, inp, targets, N);
@@ -537,7 +562,7 @@ float gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, 
     cu_layernorm_forward(dt, model->lnf, model->lnf_mean, model->lnf_rstd, gpu_block_input(model, c->layers),
                          gpu_lnfw(model, 0), gpu_lnfb(model, 0), N, C);
     if (model->fused_ce) {  // no logits on the stack: the LM head and the loss a chunk of rows at a time
-        if (!targets) return 0.0f;  // (sampling: gpu_logits_row computes its one row)
+        if (!targets) return;  // (sampling: gpu_logits_row computes its one row)
         for (int r0 = 0; r0 < N; r0 += GPU_HEAD_ROWS) {
             int rows = N - r0 < GPU_HEAD_ROWS ? N - r0 : GPU_HEAD_ROWS;
             cu_matmul_forward(dt, model->head_logits, at_elem(model, model->lnf, (size_t)r0 * C), gpu_wte(model, 0), NULL, rows,
@@ -547,15 +572,10 @@ float gpu_gpt_forward(GpuGPT *model, const int *inp, const int *targets, int B, 
     } else {
         model->logits = gpu_push_saved(model, &final_saved[SV_LOGITS]);
         cu_matmul_forward(dt, model->logits, model->lnf, gpu_wte(model, 0), NULL, N, C, Vp);  // LM head tied to wte
-        if (!targets) return 0.0f;
+        if (!targets) return;
         cu_crossentropy_forward(dt, model->losses, model->logits, model->targets, N, c->vocab, Vp);
     }
-    float *losses = malloc(sizeof(float) * N);
-    gpu_download(losses, model->losses, sizeof(float) * N);
-    double sum = 0.0;
-    for (int i = 0; i < N; i++) sum += losses[i];  // in row order, in double
-    free(losses);
-    return (float)(sum / N);
+    cu_loss_add(model->numbers, model->losses, N);  // stays on the GPU: no wait here
 }
 
 // Row i of the last forward's logits, widened to fp32 into host[Vp] (sampling).
@@ -616,7 +636,7 @@ void gpu_gpt_backward(GpuGPT *model, float dloss) {
     cu_layernorm_backward(dt, model->dres, gpu_lnfw(model, 1), gpu_lnfb(model, 1), model->dln,
                           gpu_block_input(model, c->layers), gpu_lnfw(model, 0), model->lnf_mean, model->lnf_rstd, N, C);
     arena_pop_to(model->final_mark, "final");
-    if (model->ckpt) gpu_gpt_recompute_seconds(model);  // the events are about to be recorded again
+    void **events = model->ckpt ? gpu_recompute_events(model) : NULL;  // this micro-batch's
     for (int l = c->layers - 1; l >= 0; l--) {
         int mark = model->acts[l].mark;
         const void *x = gpu_block_input(model, l);
@@ -625,9 +645,9 @@ void gpu_gpt_backward(GpuGPT *model, float dloss) {
         if (model->ckpt) {
             arena_pop_to(mark, "ckpt output");  // the block's kept output: its gradient is in dres, the value unused
             if (g_ledger.trace) printf("  recompute layer %d\n", l);
-            gpu_event_record(model->recompute_events[2 * l]);
+            gpu_event_record(events[2 * l]);
             gpu_block_forward(model, l, x, B, T);
-            gpu_event_record(model->recompute_events[2 * l + 1]);
+            gpu_event_record(events[2 * l + 1]);
         }
         gpu_block_backward(model, l, x, B, T);
         gpu_reduce_layer(model, l);  // stages 2, 3
@@ -637,30 +657,52 @@ void gpu_gpt_backward(GpuGPT *model, float dloss) {
     cu_encoder_backward(dt, gpu_wte(model, 1), gpu_wpe(model, 1), model->dres, pos, start, tok, model->nbuckets, B, T, C);
     gpu_reduce_globals(model);  // stages 2, 3
     arena_pop_to(model->arena_mark, "encoded");
-    model->recompute_pending = model->ckpt;
 }
 
 // --- the optimizer -------------------------------------------------------------------
 
-// Sum of squares of the (reduced) gradients this rank owns, all of them on
-// one rank: partials on the GPU, added here in order, then over the ranks in rank order.
-double gpu_grad_sum_squares(GpuGPT *model) {
+// The gradients' norm and AdamW's scale (optimizer.h step_grad_scale) into
+// the step's numbers: the sum of squares of the (reduced) gradients this rank
+// owns, all of them on one rank. On one rank it all stays on the GPU. With
+// several, the partial sums come to the host (a wait: the ranks must add their
+// sums, in rank order), and the total and the scale go back.
+void gpu_grad_norm(GpuGPT *model, float loss_scale, float clip) {
     const Shard *sh = &model->shard;
-    double part[GPU_NORM_BLOCKS], s = 0.0;
     cu_sum_squares_partials(model->dtype, model->norm_partials, at_elem(model, model->grads, sh->own_lo - model->grads_base),
                             sh->own_hi - sh->own_lo);
+    if (sh->nranks == 1) {
+        cu_grad_scale(model->numbers, model->norm_partials, GPU_NORM_BLOCKS, loss_scale, clip);
+        return;
+    }
+    double part[GPU_NORM_BLOCKS], s = 0.0;
     gpu_download(part, model->norm_partials, sizeof part);
     for (int i = 0; i < GPU_NORM_BLOCKS; i++) s += part[i];
-    return comm_sum_ordered(s);
+    double total = comm_sum_ordered(s);
+    model->host_scale = step_grad_scale(total, loss_scale, clip);
+    double two[2] = {total, model->host_scale};  // STEP_SUMSQ, STEP_SCALE
+    gpu_upload(model->numbers + STEP_SUMSQ, two, sizeof two);
+}
+
+// The step's loss sum (the micro-batches' mean losses added up since the last
+// read) and sum of squares, in one copy: the host's one wait for the GPU in a
+// step. The loss sum starts again from 0.
+void gpu_read_numbers(GpuGPT *model, double *loss_sum, double *sumsq) {
+    double v[GPU_STEP_NUMBERS];
+    gpu_download(v, model->numbers, sizeof v);
+    *loss_sum = v[STEP_LOSS], *sumsq = v[STEP_SUMSQ];
+    gpu_zero(model->numbers + STEP_LOSS, sizeof(double));
 }
 
 // One AdamW step over the parameters this rank updates (its share from stage
 // 1 on; all of them at stage 0, where every rank is a replica), tensor by
 // tensor so weight decay reaches only 2-D weights (optimizer.h
 // optimizer_step); the 16-bit weights are rewritten from the master. Stages
-// 1, 2 then all-gather every rank's updated block.
-void gpu_adamw_step(GpuGPT *model, const AdamWConfig *o, float lr, int t, float grad_scale) {
+// 1, 2 then all-gather every rank's updated block. The gradients' scale is in
+// the step's numbers (gpu_grad_norm): a NaN there skips the step in the
+// kernels, and, with several ranks, here already (no gathers).
+void gpu_adamw_step(GpuGPT *model, const AdamWConfig *o, float lr, int t) {
     const Shard *sh = &model->shard;
+    if (sh->nranks > 1 && isnan(model->host_scale)) return;
     float b1c = 1.0f - powf(o->beta1, (float)t), b2c = 1.0f - powf(o->beta2, (float)t);
     size_t lo = sh->stage >= 1 ? sh->own_lo : 0, hi = sh->stage >= 1 ? sh->own_hi : model->nparams;
     for (int i = 0; i < model->ntensors; i++) {
@@ -671,7 +713,7 @@ void gpu_adamw_step(GpuGPT *model, const AdamWConfig *o, float lr, int t, float 
                  model->dtype == DT_FP32 ? NULL : at_elem(model, model->params, a - model->params_base),
                  at_elem(model, model->grads, a - model->grads_base), model->adam_m + (a - model->state_base),
                  model->adam_v + (a - model->state_base), b - a, lr, o->beta1, o->beta2, o->eps,
-                 pt->is_matrix ? o->weight_decay : 0.0f, b1c, b2c, grad_scale);
+                 pt->is_matrix ? o->weight_decay : 0.0f, b1c, b2c, model->numbers + STEP_SCALE);
     }
     if (sh->stage == 1 || sh->stage == 2) gpu_allgather_blocks(model, model->params, model->e);
 }

@@ -62,6 +62,11 @@ void gpu_upload(void *dst, const void *host_src, size_t bytes) {
     unreachable("gpu_upload");
 }
 
+void gpu_upload_queued(void *dst, const void *host_src, size_t bytes) {
+    (void)dst; (void)host_src; (void)bytes;
+    unreachable("gpu_upload_queued");
+}
+
 void gpu_download(void *host_dst, const void *src, size_t bytes) {
     (void)host_dst; (void)src; (void)bytes;
     unreachable("gpu_download");
@@ -81,6 +86,8 @@ void gpu_sync(const char *what) {
     (void)what;
     unreachable("gpu_sync");
 }
+
+long gpu_waits(void) { return 0; }
 
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     (void)free_bytes; (void)total_bytes;
@@ -228,12 +235,22 @@ void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, i
     unreachable("cu_crossentropy_backward");
 }
 
+void cu_loss_add(double *numbers, const float *losses, int N) {
+    (void)numbers; (void)losses; (void)N;
+    unreachable("cu_loss_add");
+}
+
 void cu_sum_squares_partials(int dt, double *partials, const void *g, size_t n) {
     (void)dt; (void)partials; (void)g; (void)n;
     unreachable("cu_sum_squares_partials");
 }
 
-void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction, float grad_scale) {
+void cu_grad_scale(double *numbers, const double *partials, int nparts, float loss_scale, float clip) {
+    (void)numbers; (void)partials; (void)nparts; (void)loss_scale; (void)clip;
+    unreachable("cu_grad_scale");
+}
+
+void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction, const double *grad_scale) {
     (void)dt; (void)master; (void)weights; (void)grads; (void)m; (void)v; (void)n; (void)lr; (void)beta1; (void)beta2; (void)eps; (void)weight_decay; (void)b1_correction; (void)b2_correction; (void)grad_scale;
     unreachable("cu_adamw");
 }

@@ -36,11 +36,18 @@ void gpu_free(void *p);
 // need no bounce through a driver buffer (ZeRO's staging buffer). Exits with a message on failure.
 void *gpu_host_alloc(size_t bytes, const char *name);
 void gpu_host_free(void *p);
-void gpu_upload(void *dst, const void *host_src, size_t bytes);
+void gpu_upload(void *dst, const void *host_src, size_t bytes);  // waits for the GPU's queued work first
+// The same copy queued behind the GPU's work, without waiting for it: host_src must be ordinary
+// (pageable) memory, which the driver copies to its own staging buffer before returning, so it
+// may be reused at once. (From page-locked memory the copy would read host_src later.)
+void gpu_upload_queued(void *dst, const void *host_src, size_t bytes);
 void gpu_download(void *host_dst, const void *src, size_t bytes);
 void gpu_copy(void *dst, const void *src, size_t bytes);  // device to device
 void gpu_zero(void *p, size_t bytes);
 void gpu_sync(const char *what);
+// How many times so far the host has waited for the GPU to finish its queued work: each
+// gpu_upload, gpu_download, gpu_sync and gpu_event_ms (--timing counts them inside a step).
+long gpu_waits(void);
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes);
 // Timing inside the GPU's stream without stopping the host: record events
 // around the work, read the time between two of them later (waits for `stop`).
@@ -122,15 +129,25 @@ void cu_crossentropy_forward(int dt, float *losses, const void *logits, const in
 // logits -> dlogits in place: (softmax - onehot(target)) * dloss over the first V, 0 on the padding.
 void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, int V, int Vp, float dloss);
 
-// --- optimizer (cuda/adamw.cu) --------------------------------------------------
+// --- the step's numbers and the optimizer (cuda/adamw.cu) ---------------------------
+// A step's loss and gradient norm stay on the GPU, in GPU_STEP_NUMBERS doubles, until the
+// host reads them once after the step (no wait for the GPU inside a step):
+enum { STEP_LOSS, STEP_SUMSQ, STEP_SCALE };  // the loss sum, the sum of squares, AdamW's gradient scale
+// numbers[STEP_LOSS] += the mean of losses[0..N) (fp32), rounded to float as gpt_forward returns it.
+void cu_loss_add(double *numbers, const float *losses, int N);
 // Sum of squares of g[0..n) (T): the kernel writes GPU_NORM_BLOCKS partial sums (double) to
-// partials; the host adds them in order (deterministic).
+// partials (fixed orders: the same sum on every run).
 void cu_sum_squares_partials(int dt, double *partials, const void *g, size_t n);
-// AdamW on n parameters: master (fp32) -= ...; with 16-bit, the new weights are rounded into
-// weights (T); for fp32 weights == master and only master is written.
+// numbers[STEP_SUMSQ] = partials[0] + ... + partials[nparts-1], in order; numbers[STEP_SCALE] =
+// optimizer.h's step_grad_scale of it: 1/loss_scale times the clip scale, NaN if the norm is not finite.
+void cu_grad_scale(double *numbers, const double *partials, int nparts, float loss_scale, float clip);
+// AdamW on n parameters, the gradients multiplied by *grad_scale (device memory: numbers +
+// STEP_SCALE); nothing is written when it is NaN (a skipped step). master (fp32) -= ...; with
+// 16-bit, the new weights are rounded into weights (T); for fp32 weights == master and only
+// master is written.
 void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr,
               float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction,
-              float grad_scale);
+              const double *grad_scale);
 // dst (T) = round(src (fp32)), n elements
 void cu_store_dtype(int dt, void *dst, const float *src, size_t n);
 

@@ -69,17 +69,29 @@ void *gpu_host_alloc(size_t bytes, const char *name) {
 }
 
 void gpu_host_free(void *p) { cuda_check(cudaFreeHost(p), "cudaFreeHost"); }
+
+static long g_waits;  // gpu_waits: the calls below that wait for the GPU's queued work
+long gpu_waits(void) { return g_waits; }
+
 void gpu_upload(void *dst, const void *src, size_t bytes) {
+    g_waits++;
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
 }
+// cudaMemcpyAsync from pageable memory copies the bytes into the driver's staging buffer and
+// returns without synchronising the stream (the CUDA runtime's "API synchronization behavior");
+// the DMA follows in stream order, after the kernels queued before it.
+void gpu_upload_queued(void *dst, const void *src, size_t bytes) {
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, 0), "cudaMemcpyAsync to the GPU");
+}
 void gpu_download(void *dst, const void *src, size_t bytes) {
+    g_waits++;
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
 }
 void gpu_copy(void *dst, const void *src, size_t bytes) {
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy on the GPU");
 }
 void gpu_zero(void *p, size_t bytes) { cuda_check(cudaMemset(p, 0, bytes), "cudaMemset"); }
-void gpu_sync(const char *what) { cuda_check(cudaDeviceSynchronize(), what); }
+void gpu_sync(const char *what) { g_waits++; cuda_check(cudaDeviceSynchronize(), what); }
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     cuda_check(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
 }
@@ -92,6 +104,7 @@ void *gpu_event_new(void) {
 void gpu_event_record(void *event) { cuda_check(cudaEventRecord((cudaEvent_t)event, 0), "cudaEventRecord"); }
 float gpu_event_ms(void *start, void *stop) {
     float ms = 0.0f;
+    g_waits++;
     cuda_check(cudaEventSynchronize((cudaEvent_t)stop), "cudaEventSynchronize");
     cuda_check(cudaEventElapsedTime(&ms, (cudaEvent_t)start, (cudaEvent_t)stop), "cudaEventElapsedTime");
     return ms;

@@ -149,6 +149,15 @@ if $TRAIN "${SMALL[@]}" --device cuda --dtype bf16 --steps 6 --accum 2 --timing 
    msg=$(python3 tests/timing_check.py "$tmp/tm" "$tmp/tm.csv" GPU 0.25 2>&1); then
   ok "GPU --timing: the phases' GPU times add up to the logged step time ($msg)"
 else bad "GPU --timing: $msg"; tail -12 "$tmp/tm"; fi
+# No wait inside a step (doc/cuda.md): the loss and the norm stay on the GPU and the host reads them
+# once, after the step; --timing counts the waits (gpu_waits). The run above had --accum 2 in bf16;
+# --ckpt (its recompute events) and fp16 (the skip decided on the GPU) too:
+waits=$(grep -o "waited for the GPU [0-9.]* times" "$tmp/tm" | grep -o "[0-9.]*")
+if [ "$waits" = "1.0" ] &&
+   $TRAIN "${SMALL[@]}" --device cuda --dtype fp16 --ckpt --accum 2 --steps 4 --timing >"$tmp/tw" 2>&1 &&
+   grep -q "waited for the GPU 1.0 times a step" "$tmp/tw"; then
+  ok "GPU: the host waits for the GPU once a step (bf16 --accum 2; fp16 --ckpt --accum 2)"
+else bad "GPU: the host waits for the GPU more than once a step: ${waits:-none}; $(grep -o 'waited.*' "$tmp/tw")"; fi
 
 # --- 5. checkpoints move between devices -----------------------------------------
 # 10 steps straight on each device; then 5 on one device, resumed for 5 on the other

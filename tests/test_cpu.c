@@ -645,6 +645,13 @@ void test_schedule_and_clip(void) {
     float s1 = clip_scale(sqrt(ss), 1.0f), s2 = clip_scale(0.5, 1.0f), s3 = clip_scale(100.0, 0.0f);
     check(fabsf(s1 - 1.0f / sqrtf(12500.0f)) < 1e-6f && s2 == 1.0f && s3 == 1.0f, "clipping",
           "scale %.6f (want %.6f), 1 below the limit, 1 when off", s1, 1.0f / sqrtf(12500.0f));
+    // AdamW's scale with fp16's loss scale 1024: the true norm is sqrt(ss)/1024 (clipped at 0.05 here,
+    // not at 1); an infinite sum (an overflow) gives NaN, the skipped step
+    float f1 = step_grad_scale(ss * 1024.0 * 1024.0, 1024.0f, 0.05f), f2 = step_grad_scale(ss, 1.0f, 1000.0f),
+          f3 = step_grad_scale(INFINITY, 1024.0f, 1.0f);
+    float want1 = 0.05f / sqrtf(12500.0f) / 1024.0f;
+    check(fabsf(f1 - want1) < 1e-6f * want1 && f2 == 1.0f && isnan(f3), "step grad scale",
+          "%.6g (want %.6g), %.6g (want 1), %.6g (want nan)", f1, want1, f2, f3);
 }
 
 // --- quantization (quant.h) ---------------------------------------------------------

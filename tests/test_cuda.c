@@ -312,7 +312,48 @@ void test_crossentropy(int dt) {
     free(logits); free(probs); free(tg); free(losses);
 }
 
-// The gradient norm and one AdamW update against optimizer.h.
+// The step's numbers on the device: the loss sum (cu_loss_add) against the
+// CPU's row-order mean, and AdamW's scale (cu_grad_scale) against optimizer.h's
+// step_grad_scale, bit for bit: unclipped, clipped, fp16's loss scale, and
+// NaN for an infinite norm.
+void test_step_numbers(void) {
+    int N = 3001;
+    float *losses = randv(N, 3.0f, DT_FP32);
+    for (int i = 0; i < N; i++) losses[i] = fabsf(losses[i]) + 1.0f;
+    double sum = 0.0, want = 0.0, got[GPU_STEP_NUMBERS];
+    for (int i = 0; i < N; i++) sum += losses[i];
+    want = 2.0 * (float)(sum / N);  // two micro-batches' means, as gpt_forward rounds each
+    float *d_losses = up(losses, N, DT_FP32);
+    double *d_num = gpu_malloc(sizeof got, "step numbers");
+    cu_loss_add(d_num, d_losses, N);
+    cu_loss_add(d_num, d_losses, N);
+    gpu_download(got, d_num, sizeof got);
+    check(fabs(got[STEP_LOSS] - want) <= 1e-6 * want, "loss_add", "%.9g vs CPU %.9g", got[STEP_LOSS], want);
+    struct { double sumsq; float loss_scale, clip; } cases[] = {
+        {0.25, 1.0f, 1.0f}, {400.0, 1.0f, 1.0f}, {400.0, 1.0f, 0.0f}, {3e9, 65536.0f, 1.0f}, {INFINITY, 1.0f, 1.0f}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        double parts[3] = {cases[k].sumsq / 4, cases[k].sumsq / 4, cases[k].sumsq / 2};
+        double *d_parts = gpu_malloc(sizeof parts, "partials");
+        gpu_upload(d_parts, parts, sizeof parts);
+        cu_grad_scale(d_num, d_parts, 3, cases[k].loss_scale, cases[k].clip);
+        gpu_download(got, d_num, sizeof got);
+        double s = 0.0;
+        for (int i = 0; i < 3; i++) s += parts[i];
+        float want_scale = step_grad_scale(s, cases[k].loss_scale, cases[k].clip), got_scale = (float)got[STEP_SCALE];
+        int same = isnan(want_scale) ? isnan(got_scale) : got_scale == want_scale;
+        char name[128];
+        snprintf(name, sizeof name, "grad_scale (sum %g, loss scale %g, clip %g)", cases[k].sumsq, cases[k].loss_scale,
+                 cases[k].clip);
+        check(same && (got[STEP_SUMSQ] == s || isinf(s)), name, "scale %.9g vs CPU %.9g, sum %.9g vs %.9g", got_scale,
+              want_scale, got[STEP_SUMSQ], s);
+        gpu_free(d_parts);
+    }
+    gpu_free(d_losses); gpu_free(d_num);
+    free(losses);
+}
+
+// The gradient norm and one AdamW update against optimizer.h; a NaN scale
+// (a skipped step) changes nothing.
 void test_optimizer(int dt) {
     size_t n = 100003;
     float *g = randv(n, 1e-2f, dt), *w = randv(n, 1, DT_FP32), *m = randv(n, 1e-3f, DT_FP32), *v = fvec(n);
@@ -326,13 +367,28 @@ void test_optimizer(int dt) {
     char name[64];
     snprintf(name, sizeof name, "sum_squares %s", dtype_name[dt]);
     check(fabs(got - want) / want < 1e-9, name, "%.12g vs CPU %.12g", got, want);
+    double scales[GPU_STEP_NUMBERS] = {0};
+    double *d_scale = gpu_malloc(sizeof scales, "step numbers");
+    scales[STEP_SCALE] = NAN;  // a skipped step first: nothing may change
+    gpu_upload(d_scale, scales, sizeof scales);
     AdamWConfig cfg = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0, 10, 0.1f};
     float *d_w = up(w, n, DT_FP32), *d_m = up(m, n, DT_FP32), *d_v = up(v, n, DT_FP32);
     void *d_lp = dt == DT_FP32 ? NULL : poisoned(n, dt);
     int t = 3;
     float b1c = 1.0f - powf(cfg.beta1, (float)t), b2c = 1.0f - powf(cfg.beta2, (float)t);
+    cu_adamw(dt, d_w, d_lp, d_g, d_m, d_v, n, 1e-3f, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, b1c, b2c,
+             d_scale + STEP_SCALE);
+    {
+        float *gw = down(d_w, n, DT_FP32), *gm = down(d_m, n, DT_FP32);
+        snprintf(name, sizeof name, "adamw %s skipped (NaN scale)", dtype_name[dt]);
+        check(memcmp(gw, w, n * 4) == 0 && memcmp(gm, m, n * 4) == 0, name, "the weights or m changed");
+        free(gw); free(gm);
+    }
     adamw_update(w, g, m, v, n, &cfg, 1e-3f, t, 0.5f, 1);
-    cu_adamw(dt, d_w, d_lp, d_g, d_m, d_v, n, 1e-3f, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, b1c, b2c, 0.5f);
+    scales[STEP_SCALE] = 0.5;
+    gpu_upload(d_scale, scales, sizeof scales);
+    cu_adamw(dt, d_w, d_lp, d_g, d_m, d_v, n, 1e-3f, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, b1c, b2c,
+             d_scale + STEP_SCALE);
     {
         float *gw = down(d_w, n, DT_FP32), *gm = down(d_m, n, DT_FP32), *gv = down(d_v, n, DT_FP32);
         double ew = rel(gw, w, n), em = rel(gm, m, n), ev = rel(gv, v, n);
@@ -341,7 +397,7 @@ void test_optimizer(int dt) {
         if (d_lp) expect("adamw 16-bit weights", dt, d_lp, w, n);
         free(gw); free(gm); free(gv);
     }
-    gpu_free(d_g); gpu_free(d_part); gpu_free(d_w); gpu_free(d_m); gpu_free(d_v);
+    gpu_free(d_g); gpu_free(d_part); gpu_free(d_scale); gpu_free(d_w); gpu_free(d_m); gpu_free(d_v);
     if (d_lp) gpu_free(d_lp);
     free(g); free(w); free(m); free(v);
 }
@@ -373,6 +429,7 @@ typedef struct {
     char *x, *y, *qkv, *dqkv, *w, *dw, *att, *logits;
     float *stat, *stat2, *D, *losses, *master, *m, *v;
     int *targets;
+    double *numbers;  // the step's numbers (ops.h STEP_*)
 } OpBufs;
 
 // The ops in a step's order; `times` is how often a step runs each.
@@ -380,7 +437,8 @@ static const struct { const char *name; int times; } op_list[] = {
     {"layernorm fwd", 2 * OT_L},        {"matmul fwd qkv", OT_L},      {"attention fwd (naive)", OT_L},
     {"flash fwd", OT_L},                {"matmul fwd attproj", OT_L},  {"residual fwd", 2 * OT_L},
     {"matmul fwd fc", OT_L},            {"gelu fwd", OT_L},            {"matmul fwd fcproj", OT_L},
-    {"lm head fwd", 1},                 {"crossentropy fwd", 1},       {"crossentropy bwd", 1},
+    {"lm head fwd", 1},                 {"crossentropy fwd", 1},       {"loss add", 1},
+    {"crossentropy bwd", 1},
     {"lm head bwd", 1},                 {"matmul bwd fcproj", OT_L},   {"gelu bwd", OT_L},
     {"matmul bwd fc", OT_L},            {"layernorm bwd", 2 * OT_L},   {"matmul bwd attproj", OT_L},
     {"attention bwd (naive)", OT_L},    {"flash bwd", OT_L},           {"matmul bwd qkv", OT_L},
@@ -403,21 +461,27 @@ void run_op(int i, OpBufs *b) {
     case 8: cu_matmul_forward(dt, b->y, b->x, b->w, b->w, N, 4 * C, C); break;
     case 9: cu_matmul_forward(dt, b->logits, b->x, b->w, NULL, N, C, OT_VP); break;
     case 10: cu_crossentropy_forward(dt, b->losses, b->logits, b->targets, N, OT_V, OT_VP); break;
-    case 11: cu_crossentropy_backward(dt, b->logits, b->targets, N, OT_V, OT_VP, 1.0f / N); break;
-    case 12: cu_matmul_backward(dt, b->y, b->dw, NULL, b->logits, b->x, b->w, N, C, OT_VP); break;
-    case 13: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, 4 * C, C); break;
-    case 14: cu_gelu_backward(dt, b->y, b->x, b->y, (size_t)N * 4 * C); break;
-    case 15: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, 4 * C); break;
-    case 16: cu_layernorm_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, b->stat, b->stat2, N, C); break;
-    case 17: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, C); break;
-    case 18: cu_attention_backward(dt, b->dqkv, b->y, b->qkv, b->att, B, T, C, H); break;
-    case 19: cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H); break;
-    case 20: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->dqkv, b->x, b->w, N, C, 3 * C); break;
-    case 21: cu_sum_squares_partials(dt, (double *)b->D, b->dw, OT_P); break;
-    case 22: cu_adamw(dt, b->master, b->dw, b->dw, b->m, b->v, OT_P, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.5f, 1.0f);
+    case 11: cu_loss_add(b->numbers, b->losses, N); break;
+    case 12: cu_crossentropy_backward(dt, b->logits, b->targets, N, OT_V, OT_VP, 1.0f / N); break;
+    case 13: cu_matmul_backward(dt, b->y, b->dw, NULL, b->logits, b->x, b->w, N, C, OT_VP); break;
+    case 14: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, 4 * C, C); break;
+    case 15: cu_gelu_backward(dt, b->y, b->x, b->y, (size_t)N * 4 * C); break;
+    case 16: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, 4 * C); break;
+    case 17: cu_layernorm_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, b->stat, b->stat2, N, C); break;
+    case 18: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, C); break;
+    case 19: cu_attention_backward(dt, b->dqkv, b->y, b->qkv, b->att, B, T, C, H); break;
+    case 20: cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H); break;
+    case 21: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->dqkv, b->x, b->w, N, C, 3 * C); break;
+    case 22:  // the norm's partial sums, and the scale from them (finite: the inputs are zeros)
+        cu_sum_squares_partials(dt, (double *)b->D, b->dw, OT_P);
+        cu_grad_scale(b->numbers, (double *)b->D, GPU_NORM_BLOCKS, 1.0f, 1.0f);
         break;
-    case 23: cu_flash_force_reference(1); cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H); cu_flash_force_reference(0); break;
-    case 24:
+    case 23:
+        cu_adamw(dt, b->master, b->dw, b->dw, b->m, b->v, OT_P, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.5f,
+                 b->numbers + STEP_SCALE);
+        break;
+    case 24: cu_flash_force_reference(1); cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H); cu_flash_force_reference(0); break;
+    case 25:
         cu_flash_force_reference(1);
         cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H);
         cu_flash_force_reference(0);
@@ -434,7 +498,8 @@ void op_times(void) {
         gpu_malloc(OT_P * e, "dw"), gpu_malloc(B * H * T * T * e, "att"),  // w, dw: all P (the optimizer ops)
         gpu_malloc(N * OT_VP * e, "logits"), gpu_malloc(B * H * T * 4, "stat"), gpu_malloc(N * 4, "stat2"),
         gpu_malloc(B * H * T * 4, "D"), gpu_malloc(N * 4, "losses"), gpu_malloc(OT_P * 4, "master"),
-        gpu_malloc(OT_P * 4, "m"), gpu_malloc(OT_P * 4, "v"), gpu_malloc(N * 4, "targets")};
+        gpu_malloc(OT_P * 4, "m"), gpu_malloc(OT_P * 4, "v"), gpu_malloc(N * 4, "targets"),
+        gpu_malloc(GPU_STEP_NUMBERS * sizeof(double), "step numbers")};
     void *start = gpu_event_new(), *stop = gpu_event_new();
     double naive = 0, flash = 0;
     printf("%-24s %10s %8s %12s\n", "op (GPT-2 B16 T1024 bf16)", "ms", "x/step", "ms/step");
@@ -453,7 +518,7 @@ void op_times(void) {
     printf("step (ops only): %.1f ms naive = %.0f tok/s; %.1f ms --flash (tensor cores) = %.0f tok/s\n", naive, N / naive * 1e3,
            flash, N / flash * 1e3);
     void *bufs[] = {b.x, b.y, b.qkv, b.dqkv, b.w, b.dw, b.att, b.logits, b.stat, b.stat2, b.D, b.losses,
-                    b.master, b.m, b.v, b.targets};
+                    b.master, b.m, b.v, b.targets, b.numbers};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_free(bufs[i]);
     gpu_event_free(start);
     gpu_event_free(stop);
@@ -524,6 +589,7 @@ int main(int argc, char **argv) {
         test_crossentropy(dt);
         test_optimizer(dt);
     }
+    test_step_numbers();
     test_nccl_one_rank();
     gpu_sync("the tests");
     gpu_free(workspace);

@@ -153,7 +153,7 @@ const FlagSpec flag_specs[] = {
     {"infer", ARG_FLAG, OPT(infer), 0, 0, "with --dry-run: inference memory, the weights in fp32/bf16/int8/int4 and the KV cache"},
     {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first"},
     {"trace", ARG_FLAG, OPT(trace), 0, 0, "print each activation push and pop, ZeRO gather and reduction of the first step"},
-    {"timing", ARG_FLAG, OPT(timing), 0, 0, "print where a step's time goes: each phase's ms, the host's and the GPU's"},
+    {"timing", ARG_FLAG, OPT(timing), 0, 0, "print where a step's time goes: each phase's ms, the host's and the GPU's, and how often the host waited for the GPU"},
 };
 #undef OPT
 const int n_flag_specs = sizeof flag_specs / sizeof flag_specs[0];

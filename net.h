@@ -92,15 +92,10 @@ void net_free(Net *n) {
 // The ZeRO stage the run really uses (0 on one rank).
 int net_zero_stage(const Net *n) { return n->cuda ? n->gpu.shard.stage : n->cpu.shard.stage; }
 
-// A new step: the gradients and the step's loss sum start from 0.
+// A new step: the gradients start from 0 (the loss sum did at the last net_read_numbers).
 void net_zero_grad(Net *n) {
-    if (n->cuda) {
-        gpu_gpt_zero_grad(&n->gpu);
-        gpu_zero(n->gpu.numbers + STEP_LOSS, sizeof(double));
-    } else {
-        gpt_zero_grad(&n->cpu);
-        n->loss_sum = 0.0;
-    }
+    if (n->cuda) gpu_gpt_zero_grad(&n->gpu);
+    else gpt_zero_grad(&n->cpu);
     n->gpu.recompute_used = 0;  // forget the last step's recompute time
     n->cpu.recompute_seconds = n->gpu.recompute_seconds = 0.0;
 }
@@ -108,9 +103,9 @@ void net_zero_grad(Net *n) {
 // Forward over inp[B,T]; with targets, the mean loss is added into the loss
 // sum where the model is (net_read_numbers reads it).
 void net_forward(Net *n, const int *inp, const int *targets, int B, int T) {
-    if (n->cuda) gpu_gpt_forward(&n->gpu, inp, targets, B, T);
-    else if (targets) n->loss_sum += gpt_forward(&n->cpu, inp, targets, B, T);
-    else gpt_forward(&n->cpu, inp, NULL, B, T);
+    if (n->cuda) { gpu_gpt_forward(&n->gpu, inp, targets, B, T); return; }
+    float loss = gpt_forward(&n->cpu, inp, targets, B, T);
+    if (targets) n->loss_sum += loss;
 }
 
 void net_backward(Net *n, const int *inp, const int *targets, float dloss) {

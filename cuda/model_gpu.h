@@ -467,10 +467,10 @@ int bucket_tokens(const int *inp, int N, int Vp, int *out, int *count) {
     return u;
 }
 
-// Upload a token batch; with targets (training), also its token buckets.
-// The batch's tokens to the GPU, queued behind the work already there (the
-// last micro-batch's backward still reads the buffers they overwrite): the host
-// does not wait. inp, targets and buckets_host are ordinary host memory.
+// Upload a token batch; with targets (training), also its token buckets. The
+// copies queue behind the work already there (the last micro-batch's backward
+// still reads the buffers they overwrite): the host does not wait. inp,
+// targets and buckets_host are ordinary host memory.
 void gpu_upload_batch(GpuGPT *model, const int *inp, const int *targets, int N) {
     gpu_upload_queued(model->inputs, inp, (size_t)N * 4);
     if (!targets) return;

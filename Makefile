@@ -25,7 +25,7 @@ NVCC   ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/b
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/ops.h sizes.h
+CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/ops.h cuda/nccl_parts.h sizes.h
 ifeq ($(NVCC),)
 GPU_OBJ  = cuda/none.o
 GPU_LIBS =
@@ -78,7 +78,7 @@ cuda/none.o: cuda/none.c cuda/ops.h
 # The GPU API run on the CPU (cuda/host.c): tests/train_host is ./train whose --device cuda runs
 # cuda/model_gpu.h on host memory, so CPU-only CI tests the GPU model's host logic (not its kernels).
 # One translation unit, like train.c: tests/train_host.c includes train.c and cuda/host.c.
-tests/train_host: tests/train_host.c train.c cuda/host.c $(HEADERS)
+tests/train_host: tests/train_host.c train.c cuda/host.c cuda/nccl_parts.h $(HEADERS)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -I. -o $@ tests/train_host.c $(LDLIBS)
 
 # GPU tests: kernels against the CPU ops (tests/test_cuda.c), then the model (tests/run_cuda.sh).

@@ -235,16 +235,21 @@ double comm_sum_ordered(double x) {
     return x;
 }
 
-// Gather a small fixed-size record from every rank to rank 0 (for the per-rank
-// ledger table); out must hold comm_nranks records on rank 0.
-void comm_gather_to_root(const void *rec, void *out, int bytes) {
+// Gather `bytes` bytes from every rank to rank `root`, in rank order; out must
+// hold comm_nranks records on the root (elsewhere it is not touched).
+void comm_gather(const void *rec, void *out, int bytes, int root) {
 #ifdef GPTMEM_MPI
     if (comm_nranks > 1) {
-        MPI_Gather(rec, bytes, MPI_BYTE, out, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+        MPI_Gather(rec, bytes, MPI_BYTE, out, bytes, MPI_BYTE, root, MPI_COMM_WORLD);
         return;
     }
+#else
+    (void)root;
 #endif
     memcpy(out, rec, bytes);
 }
+
+// A small fixed-size record from every rank to rank 0 (the per-rank ledger table).
+void comm_gather_to_root(const void *rec, void *out, int bytes) { comm_gather(rec, out, bytes, 0); }
 
 #endif

@@ -167,6 +167,7 @@ typedef struct {
     int n;                                  // tensors on the stack
     const char *names[ARENA_MAX_TENSORS];  // for --trace and error messages
     size_t sizes[ARENA_MAX_TENSORS];
+    void (*fresh)(void *p, size_t bytes);   // called on each push, if set (the GPU's: cuda/ops.h gpu_fill_fresh)
 } Arena;
 
 Arena g_arena;
@@ -270,6 +271,7 @@ void *arena_push(const char *name, size_t bytes) {
         exit(1);
     }
     void *p = g_arena.base + g_arena.top;
+    if (g_arena.fresh) g_arena.fresh(p, bytes);
     g_arena.top += bytes;
     g_arena.names[g_arena.n] = name;
     g_arena.sizes[g_arena.n] = bytes;

@@ -170,6 +170,15 @@ double net_recompute_seconds(Net *n) { return n->cuda ? gpu_gpt_recompute_second
 // Do all ranks hold the same weights? (every rank takes part; 1 on one rank)
 int net_replicas_identical(Net *n) { return n->cuda ? gpu_replicas_identical(&n->gpu) : gpt_replicas_identical(&n->cpu); }
 
+// How often --log runs that check: every step, but on GPU ranks, which bring
+// every weight to the host to hash it, every ceil(weight bytes /
+// GPU_REPLICA_CHECK_BYTES) steps (GPT-2 in bf16: 249 MB, every 8).
+int net_replica_check_every(const Net *n) {
+    const GpuGPT *g = &n->gpu;
+    if (!n->cuda || g->shard.nranks == 1 || g->shard.stage == 3) return 1;
+    return (int)((g->nparams * g->e + GPU_REPLICA_CHECK_BYTES - 1) / GPU_REPLICA_CHECK_BYTES);
+}
+
 // This rank's part of the training state, what a saved state holds
 // (state.h's NetState): the fp32 weights and Adam's m and v of the parameters
 // [lo, hi) (all of them on one rank), in host or device memory; with

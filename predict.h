@@ -429,12 +429,13 @@ ActivationBytes predict_activations_gpu(int L, int C, int H, int Vp, const RunSh
 }
 
 // The bytes of the GPU run's ledger that live on the host, not the GPU: in
-// `data` the corpus, the token batches (8N), the positions bucketed by token
-// (4(3N+1)) and a count per vocabulary entry (4 Vp); in `comm`, with more than
-// one rank, the staging buffer. The fits-check leaves them out.
+// `data` the corpus, the token batches (8N), the two page-locked buffers the
+// batch goes to the GPU through (inputs, targets and the positions bucketed
+// by token: 2 x 4(5N+1)) and a count per vocabulary entry (4 Vp); in `comm`,
+// with more than one rank, the staging buffer. The fits-check leaves them out.
 size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
     size_t N = (size_t)s->batch * s->seq_len;
-    return s->corpus_bytes + 2 * 4 * N + 4 * (3 * N + 1) + 4 * (size_t)Vp + (s->ranks > 1 ? GPU_STAGING : 0);
+    return s->corpus_bytes + 2 * 4 * N + 2 * 4 * (5 * N + 1) + 4 * (size_t)Vp + (s->ranks > 1 ? GPU_STAGING : 0);
 }
 
 // --device cuda (cuda/model_gpu.h, gpu_gpt_build), one rank. The activation
@@ -449,8 +450,9 @@ size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
 //     --flash D = rowsum(dout * out), 4*B*H*T
 //     --fused-ce the logits of min(N, GPU_HEAD_ROWS) rows, e*rows*Vp (and no (N,Vp) logits on the stack)
 //   data: the corpus and the host batches (as on the CPU), the batches on the
-//     GPU 8N, the positions bucketed by token, 4(3N+1) on the host and on the GPU,
-//     and a count per vocabulary entry 4*Vp on the host
+//     GPU 8N, the positions bucketed by token on the GPU 4(3N+1), the two
+//     page-locked host buffers the batch is uploaded from, 2 x 4(5N+1) (inputs,
+//     targets, buckets), and a count per vocabulary entry 4*Vp on the host
 // ZeRO on N ranks shards the model states as on the CPU (S = ceil(P/N) in
 // whole ADAM_BLOCKs; arrays kept whole are padded to N*S), and adds to `comm`:
 //   the host staging buffer GPU_STAGING (more than one rank),
@@ -480,7 +482,7 @@ void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s,
     base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
                               4 * GPU_COLSUM_CHUNKS * 4 * (size_t)C +
                               (s->flash ? 4 * B * H * T : 0) + (s->fused_ce ? e * (N < GPU_HEAD_ROWS ? N : GPU_HEAD_ROWS) * Vp : 0);
-    base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 2 * 4 * (3 * N + 1) + 4 * (size_t)Vp;
+    base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 4 * (3 * N + 1) + 2 * 4 * (5 * N + 1) + 4 * (size_t)Vp;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
     ActivationBytes act = predict_activations_gpu(L, C, H, Vp, s);
     predict_phases(&base, &act, r);

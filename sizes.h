@@ -18,6 +18,8 @@ enum {
     GPU_HEADROOM = 512 << 20,       // GPU memory a run needs beyond the ledger's device peak: cuBLASLt's state and the
                                     // kernels' local memory, which the context does not hold yet (about 0.3 GiB on an H100)
     GPU_STAGING = 8 << 20,          // ZeRO on the GPU over MPI: each rank's host buffer its collectives go through, bytes
+    GPU_REPLICA_CHECK_BYTES = 32 << 20,  // --log on GPU ranks: the replica check (every weight to the host) runs
+                                         // every ceil(weight bytes / this) steps
     QUANT_BLOCK = 64,               // int8/int4 weights: one fp32 scale per this many consecutive weights of a matrix
     ADAM_BLOCK = 256,               // --adam-bits 8: m and v have one fp32 scale per this many elements (ZeRO shards are whole blocks)
 };

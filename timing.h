@@ -12,7 +12,10 @@
 //   GPU:  the time between the phase's two events in the stream: its kernels,
 //         and any time the GPU sat idle waiting for the host's next launch.
 // On the GPU it also counts the host's waits for the GPU inside a step
-// (ops.h gpu_waits: every copy back, every blocking copy to it, every sync).
+// (ops.h gpu_waits: every copy back, every blocking copy to it, every sync),
+// and the calls that should only have queued work but held the host over
+// 50 us while the GPU was busy ("host blocked", ops.h gpu_blocked: a queued
+// upload from memory the runtime had to stage, say).
 // A phase whose GPU time is well above the sum of its kernels' times (tests/
 // test_cuda --op-times) is held up by the host. The first step (warm-up:
 // cuBLASLt's plans, page faults) is left out of the means when there are more.
@@ -34,8 +37,9 @@ typedef struct {
     int *phase;                // the phase each mark ends
     void **events;             // one GPU event per mark
     double host[TM_NPHASE], dev[TM_NPHASE], first_host[TM_NPHASE], first_dev[TM_NPHASE];
-    long waits_at_start;       // gpu_waits() at the step's start
+    long waits_at_start, blocked_at_start;  // gpu_waits() and gpu_blocked() at the step's start
     long waits, first_waits;   // the host's waits for the GPU inside the steps (after the first; in the first)
+    long blocked, first_blocked;  // the calls that blocked the host, likewise
     int steps;                 // steps added up in host/dev (after the first)
     int first_done;            // the first step is kept apart
 } Timing;
@@ -71,7 +75,7 @@ void timing_record(Timing *tm, int phase) {
 void timing_start(Timing *tm) {
     if (!tm->on) return;
     tm->nmarks = 0;
-    if (tm->gpu) tm->waits_at_start = gpu_waits();
+    if (tm->gpu) tm->waits_at_start = gpu_waits(), tm->blocked_at_start = gpu_blocked();
     tm->last = now_seconds();
     timing_record(tm, -1);
 }
@@ -91,7 +95,10 @@ void timing_mark(Timing *tm, int phase) {
 void timing_step_end(Timing *tm) {
     if (!tm->on) return;
     double *dev = tm->first_done ? tm->dev : tm->first_dev;
-    if (tm->gpu) *(tm->first_done ? &tm->waits : &tm->first_waits) += gpu_waits() - tm->waits_at_start;
+    if (tm->gpu) {
+        *(tm->first_done ? &tm->waits : &tm->first_waits) += gpu_waits() - tm->waits_at_start;
+        *(tm->first_done ? &tm->blocked : &tm->first_blocked) += gpu_blocked() - tm->blocked_at_start;
+    }
     for (int i = 1; tm->gpu && i < tm->nmarks; i++)
         dev[tm->phase[i]] += gpu_event_ms(tm->events[i - 1], tm->events[i]) / 1e3;
     if (tm->first_done) tm->steps++;
@@ -119,8 +126,10 @@ void timing_print(const Timing *tm) {
     if (tm->gpu) {
         printf("  host: time in the calls (launches, and waits for the GPU); GPU: time between the marks in its "
                "stream (kernels, and idling for the host)\n");
-        printf("  the host waited for the GPU %.1f times a step (reading the step's loss and norm is one)\n",
-               (double)(tm->steps ? tm->waits : tm->first_waits) / n);
+        printf("  the host waited for the GPU %.1f times a step (reading the step's loss and norm is one); host "
+               "blocked %.1f times a step (calls that should only queue work, held over 50 us while the GPU was busy)\n",
+               (double)(tm->steps ? tm->waits : tm->first_waits) / n,
+               (double)(tm->steps ? tm->blocked : tm->first_blocked) / n);
     }
 }
 

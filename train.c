@@ -256,6 +256,7 @@ int report_memory(const Options *o, const MemReport *predicted, const MemReport 
                    "textbook %d x params = %zu B\n", all[0].comm_bytes, zero == 3 ? 3 : 2, (zero == 3 ? 3 : 2) * e * P);
         }
     }
+    comm_barrier();  // no rank frees its memory before rank 0 has measured the GPU's (the runtime row)
     free(all);
     if (!o->mem_json) return 0;
     char path[4096];
@@ -371,7 +372,7 @@ void fit_base_command(int argc, char **argv, char *out, size_t n) {
 // 0 if one fits, 1 if none does, 2 for a bad budget.
 int fit_run(const GPTConfig *cfg, const Options *o, long long corpus, int argc, char **argv) {
     size_t budget;
-    char why[128], text[64];
+    char why[128], text[128];
     if (!strcmp(o->fit, "free")) {  // what this machine (or its GPU) has free now
         if (o->cuda) {
             if (gpu_count(why, sizeof why) <= 0) {
@@ -379,13 +380,19 @@ int fit_run(const GPTConfig *cfg, const Options *o, long long corpus, int argc, 
                         "a budget, like --fit 80GiB\n", why);
                 return 2;
             }
-            // the ranks that share a GPU each get their share of what is free (the other
-            // ranks' CUDA contexts, made when they start, are not in this measure)
-            size_t total, k = (size_t)ranks_per_gpu(o->ranks > 1 ? o->ranks : 1, gpu_count(why, sizeof why));
+            // the ranks that share a GPU each get their share of what is free once they
+            // all run: less a CUDA context for each other rank, taken to be as large as
+            // what this process's context made the GPU use (exact on an otherwise idle
+            // GPU, more when other processes use it: the budget errs low, so a listed
+            // setting still starts)
+            size_t total, free_b, k = (size_t)ranks_per_gpu(o->ranks > 1 ? o->ranks : 1, gpu_count(why, sizeof why));
             gpu_open(comm_local_rank(), why, sizeof why);
-            gpu_mem_info(&budget, &total);
-            budget /= k;
-            if (k > 1) snprintf(text, sizeof text, "(free now / %zu ranks per GPU)", k);
+            gpu_mem_info(&free_b, &total);
+            size_t context = total - free_b, others = (k - 1) * context;
+            budget = free_b > others ? (free_b - others) / k : 0;
+            if (k > 1)
+                snprintf(text, sizeof text, "(free now, less %zu more CUDA contexts of %.0f MiB, / %zu ranks per GPU)",
+                         k - 1, context / 1048576.0, k);
             else snprintf(text, sizeof text, "(free now)");
         } else {
             budget = available_memory();
@@ -516,10 +523,13 @@ int open_comm_backend(Options *o) {
 // The ranks (one process, or N under mpirun) and, with --device cuda, the GPU.
 // 0, or 1 after a message.
 int open_ranks_and_device(int *argc, char ***argv, Options *o) {
-    comm_init(argc, argv);
+    // the GPU first (the launcher's environment names the local rank): a CUDA-aware
+    // MPI may otherwise make a context on GPU 0 for every rank at MPI_Init
     char why[256];
-    if (o->cuda && gpu_open(comm_local_rank(), why, sizeof why)) {
-        fprintf(stderr, "error: --device cuda: %s; train on the CPU instead (--device cpu)\n", why);
+    int no_gpu = o->cuda && gpu_open(comm_local_rank(), why, sizeof why);
+    comm_init(argc, argv);
+    if (comm_any(no_gpu)) {
+        if (no_gpu) fprintf(stderr, "error: --device cuda: %s; train on the CPU instead (--device cpu)\n", why);
         return 1;
     }
     if (o->cuda && comm_nranks > 1 && open_comm_backend(o)) return 1;
@@ -853,6 +863,11 @@ int main(int argc, char **argv) {
     int first = 1;
     Timing timing;  // --timing: each phase's time (timing.h); without it the marks do nothing
     timing_init(&timing, o.timing && rank == 0, o.cuda, o.accum);
+    int replica_every = net_replica_check_every(&net);  // --log's check that the ranks agree
+    if (o.log && replica_every > 1)
+        say("note: --log checks that the ranks hold the same weights every %d steps (and at the last): on the GPU "
+            "each check brings all %.0f MiB of them to the host\n", replica_every,
+            mib(net.gpu.nparams * net.gpu.e));
     for (int step = start_step; step < o.steps; step++) {
         double t0 = now_seconds();
         comm_bytes_sent = 0;
@@ -922,12 +937,14 @@ int main(int argc, char **argv) {
             evaluated = 1;
             say("val loss %.4f (%d batches of %d x %d)\n", val_loss, o.eval_batches, B, T);
         }
-        if (o.log) {  // every rank takes part in the replica check; rank 0 writes
-            int same = net_replicas_identical(&net);
+        if (o.log) {  // every rank takes part in the replica check; rank 0 writes (empty: not checked this step)
+            int same = (step + 1) % replica_every == 0 || last ? net_replicas_identical(&net) : -1;
             if (log) {
                 fprintf(log, "%d,%.9g,", r.step, loss);
                 if (evaluated) fprintf(log, "%.9g", val_loss);
-                fprintf(log, ",%.9g,%.9g,%.3f,%lld,%d\n", lr, norm, r.seconds * 1e3, r.tokens, same);
+                fprintf(log, ",%.9g,%.9g,%.3f,%lld,", lr, norm, r.seconds * 1e3, r.tokens);
+                if (same >= 0) fprintf(log, "%d", same);
+                fprintf(log, "\n");
             }
         }
         if (o.sample_len && ((o.sample_every && (step + 1) % o.sample_every == 0) || last))

@@ -22,6 +22,7 @@ __global__ void loss_add_kernel(double *numbers, const float *losses, int N) {
 }
 
 extern "C" void cu_loss_add(double *numbers, const float *losses, int N) {
+    if (N <= 0) return;
     loss_add_kernel<<<1, 1024>>>(numbers, losses, N);
     launch_check("loss_add_kernel");
 }
@@ -48,6 +49,7 @@ template <typename T> __global__ void sum_squares_kernel(double *partials, const
 }
 
 extern "C" void cu_sum_squares_partials(int dt, double *partials, const void *g, size_t n) {
+    // a fixed grid: n = 0 (a rank that owns no parameters) launches it too, and writes zeros
     if (dt == DTYPE_FP32) sum_squares_kernel<<<GPU_NORM_BLOCKS, 256>>>(partials, (const float *)g, n);
     else if (dt == DTYPE_BF16) sum_squares_kernel<<<GPU_NORM_BLOCKS, 256>>>(partials, (const bf16 *)g, n);
     else sum_squares_kernel<<<GPU_NORM_BLOCKS, 256>>>(partials, (const fp16 *)g, n);
@@ -105,6 +107,7 @@ __global__ void adamw_kernel(float *master, T *weights, const T *grads, float *m
 extern "C" void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n,
                          float lr, float beta1, float beta2, float eps, float weight_decay, float b1_correction,
                          float b2_correction, const double *grad_scale) {
+    if (!n) return;  // a launch of 0 blocks is an error on a GPU
     int blocks = blocks_for(n, 256);
     if (dt == DTYPE_FP32)  // the fp32 weights are their own master
         adamw_kernel<<<blocks, 256>>>(master, (float *)NULL, (const float *)grads, m, v, n, lr, beta1, beta2, eps,
@@ -124,6 +127,7 @@ template <typename T> __global__ void store_kernel(T *dst, const float *src, siz
 }
 
 extern "C" void cu_store_dtype(int dt, void *dst, const float *src, size_t n) {
+    if (!n) return;
     if (dt == DTYPE_FP32) { if (dst != src) cuda_check(cudaMemcpy(dst, src, n * 4, cudaMemcpyDeviceToDevice), "copy"); return; }
     if (dt == DTYPE_BF16) store_kernel<<<blocks_for(n, 256), 256>>>((bf16 *)dst, src, n);
     else store_kernel<<<blocks_for(n, 256), 256>>>((fp16 *)dst, src, n);

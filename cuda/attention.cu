@@ -307,12 +307,14 @@ static void flash_backward_t(T *dqkv, const T *dout, const T *qkv, const T *out,
 
 // ---------------------------------------------------------------------------
 extern "C" void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H) {
+    if (B <= 0 || T <= 0) return;  // a launch of 0 blocks is an error on a GPU
     if (dt == DTYPE_FP32) attention_forward_t((float *)out, (float *)att, (const float *)qkv, B, T, C, H);
     else if (dt == DTYPE_BF16) attention_forward_t((bf16 *)out, (bf16 *)att, (const bf16 *)qkv, B, T, C, H);
     else attention_forward_t((fp16 *)out, (fp16 *)att, (const fp16 *)qkv, B, T, C, H);
 }
 extern "C" void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T,
                                       int C, int H) {
+    if (B <= 0 || T <= 0) return;
     if (dt == DTYPE_FP32)
         attention_backward_t((float *)dqkv, (const float *)dout, (const float *)qkv, (float *)att, B, T, C, H);
     else if (dt == DTYPE_BF16)
@@ -326,6 +328,7 @@ extern "C" void cu_flash_force_reference(int on) { g_flash_reference_only = on; 
 static int flash_mma_applies(int dt, int C, int H) { return !g_flash_reference_only && cu_flash_uses_mma(dt, C / H); }
 
 extern "C" void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H) {
+    if (B <= 0 || T <= 0) return;
     if (flash_mma_applies(dt, C, H)) {
         if (dt == DTYPE_BF16) flash_mma_forward_hs((bf16 *)out, lse, (const bf16 *)qkv, B, T, C, H);
         else flash_mma_forward_hs((fp16 *)out, lse, (const fp16 *)qkv, B, T, C, H);
@@ -337,6 +340,7 @@ extern "C" void cu_flash_forward(int dt, void *out, float *lse, const void *qkv,
 }
 extern "C" void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out,
                                   const float *lse, float *D, int B, int T, int C, int H) {
+    if (B <= 0 || T <= 0) return;
     if (flash_mma_applies(dt, C, H)) {  // D = rowsum(dout * out) first, as the reference does
         if (dt == DTYPE_BF16) {
             flash_D_kernel<<<blocks_for((size_t)B * H * T, 256), 256>>>(D, (const bf16 *)dout, (const bf16 *)out, B, T, C, H);

@@ -53,6 +53,7 @@ __global__ void crossentropy_backward_kernel(T *logits, const int *targets, int 
 
 extern "C" void cu_crossentropy_forward(int dt, float *losses, const void *logits, const int *targets, int N, int V,
                                         int Vp) {
+    if (N <= 0) return;  // a launch of 0 blocks is an error on a GPU
     if (dt == DTYPE_FP32) crossentropy_forward_kernel<<<N, 512>>>(losses, (const float *)logits, targets, V, Vp);
     else if (dt == DTYPE_BF16) crossentropy_forward_kernel<<<N, 512>>>(losses, (const bf16 *)logits, targets, V, Vp);
     else crossentropy_forward_kernel<<<N, 512>>>(losses, (const fp16 *)logits, targets, V, Vp);
@@ -60,6 +61,7 @@ extern "C" void cu_crossentropy_forward(int dt, float *losses, const void *logit
 }
 
 extern "C" void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, int V, int Vp, float dloss) {
+    if (N <= 0) return;
     if (dt == DTYPE_FP32) crossentropy_backward_kernel<<<N, 512>>>((float *)logits, targets, V, Vp, dloss);
     else if (dt == DTYPE_BF16) crossentropy_backward_kernel<<<N, 512>>>((bf16 *)logits, targets, V, Vp, dloss);
     else crossentropy_backward_kernel<<<N, 512>>>((fp16 *)logits, targets, V, Vp, dloss);

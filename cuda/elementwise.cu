@@ -46,16 +46,19 @@ template <typename T> static void add_t(T *out, const T *a, const T *b, size_t n
 }
 
 extern "C" void cu_gelu_forward(int dt, void *out, const void *inp, size_t n) {
+    if (!n) return;  // a launch of 0 blocks is an error on a GPU
     if (dt == DTYPE_FP32) gelu_forward_t((float *)out, (const float *)inp, n);
     else if (dt == DTYPE_BF16) gelu_forward_t((bf16 *)out, (const bf16 *)inp, n);
     else gelu_forward_t((fp16 *)out, (const fp16 *)inp, n);
 }
 extern "C" void cu_gelu_backward(int dt, void *dinp, const void *inp, const void *dout, size_t n) {
+    if (!n) return;
     if (dt == DTYPE_FP32) gelu_backward_t((float *)dinp, (const float *)inp, (const float *)dout, n);
     else if (dt == DTYPE_BF16) gelu_backward_t((bf16 *)dinp, (const bf16 *)inp, (const bf16 *)dout, n);
     else gelu_backward_t((fp16 *)dinp, (const fp16 *)inp, (const fp16 *)dout, n);
 }
 extern "C" void cu_residual_forward(int dt, void *out, const void *a, const void *b, size_t n) {
+    if (!n) return;
     if (dt == DTYPE_FP32) add_t((float *)out, (const float *)a, (const float *)b, n);
     else if (dt == DTYPE_BF16) add_t((bf16 *)out, (const bf16 *)a, (const bf16 *)b, n);
     else add_t((fp16 *)out, (const fp16 *)a, (const fp16 *)b, n);

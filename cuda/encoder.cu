@@ -56,6 +56,7 @@ static void encoder_backward_t(T *dwte, T *dwpe, const T *dout, const int *pos, 
 
 extern "C" void cu_encoder_forward(int dt, void *out, const int *inp, const void *wte, const void *wpe, int B, int T,
                                    int C) {
+    if (B <= 0 || T <= 0) return;  // a launch of 0 blocks is an error on a GPU
     if (dt == DTYPE_FP32) encoder_forward_t((float *)out, inp, (const float *)wte, (const float *)wpe, B, T, C);
     else if (dt == DTYPE_BF16) encoder_forward_t((bf16 *)out, inp, (const bf16 *)wte, (const bf16 *)wpe, B, T, C);
     else encoder_forward_t((fp16 *)out, inp, (const fp16 *)wte, (const fp16 *)wpe, B, T, C);
@@ -63,6 +64,7 @@ extern "C" void cu_encoder_forward(int dt, void *out, const int *inp, const void
 
 extern "C" void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const int *pos,
                                     const int *start, const int *tok, int nbuckets, int B, int T, int C) {
+    if (B <= 0 || T <= 0) return;
     if (dt == DTYPE_FP32)
         encoder_backward_t((float *)dwte, (float *)dwpe, (const float *)dout, pos, start, tok, nbuckets, B, T, C);
     else if (dt == DTYPE_BF16)

@@ -13,26 +13,126 @@
 // tests/test_cuda.c does that, on a GPU.
 //
 // One function per declaration of cuda/ops.h, in the same order.
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 #include "ops.h"
 #include "../ops.h"  // the CPU ops (one translation unit with train.c: tests/train_host.c)
+
+// --- what a real GPU would refuse: the emulation stops with the reason -------------
+//
+// A pass under the emulation means something only where it is as strict as the
+// GPU. So every device address it hands out is *tagged*: the host memory that
+// stands for it, plus 2^47, an address no host pointer has (user space ends
+// below 2^47 on x86-64 and arm64), so host code that reads device memory
+// directly faults at once. Every entry point below takes the tag off its
+// device arguments and checks that host arguments carry none; the emulation
+// also stops on a launch of zero elements, an event read before it was
+// recorded, overlapping device copies, and a queued upload from pageable
+// memory or from page-locked memory changed before the GPU could have read it.
+#define DEVICE_TAG ((uintptr_t)1 << 47)
+
+static void emu_stop(const char *fn, const char *fmt, const char *arg) {
+    fprintf(stderr, "error: emulated GPU: %s: ", fn);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "; a real GPU would fail or race here: this is a bug in gptmem\n");
+    abort();
+}
+
+// The host memory standing for device pointer p (NULL stays NULL).
+static void *dev_at(const void *p, const char *fn, const char *arg) {
+    if (!p) return NULL;
+    if (!((uintptr_t)p & DEVICE_TAG)) emu_stop(fn, "%s is a host pointer where a device pointer belongs", arg);
+    return (void *)((uintptr_t)p - DEVICE_TAG);
+}
+
+static void *host_at(const void *p, const char *fn, const char *arg) {
+    if ((uintptr_t)p & DEVICE_TAG) emu_stop(fn, "%s is a device pointer where a host pointer belongs", arg);
+    return (void *)p;
+}
+
+#define DEV(p) dev_at((p), __func__, #p)
+#define HOST(p) host_at((p), __func__, #p)
+// A kernel launched with 0 blocks fails on a GPU: the model never asks for one
+// (cuda/*.cu's launchers return on 0 as well).
+#define LAUNCH(n) do { if ((n) == 0) emu_stop(__func__, "%s is 0: a launch of no blocks", #n); } while (0)
 
 int gpu_built(void) { return 1; }
 
 // Every process has a GPU of its own (its memory), so as many as the ranks on
-// this machine, unless GPTMEM_HOST_GPUS says how many to pretend (tests of
-// ranks sharing a GPU: the fits-check, --fit).
+// this machine, unless GPTMEM_HOST_GPUS says how many to pretend (ranks
+// sharing a GPU: the fits-check, --fit, the runtime row).
 int gpu_count(char *why, size_t why_len) {
     (void)why; (void)why_len;
     return env_number("GPTMEM_HOST_GPUS", NULL, comm_local_size());
 }
 
+// "Device" memory is host memory. Its size: 64 GiB, or GPTMEM_HOST_GPU_MIB.
+// What it holds is what gpu_mem_info reports as used: the process's own
+// buffers, or with GPTMEM_HOST_GPUS (ranks taking that many GPUs in turn) the
+// buffers of every rank on the same emulated GPU, which share a counter in
+// /dev/shm, plus a CUDA context for each of them (GPTMEM_HOST_CONTEXT_MIB,
+// default 300) charged when it opens the GPU: so the runtime row (contexts)
+// and what the ranks sharing a GPU see of each other are as on a real one.
+enum { EMULATED_GPU_MIB = 64 << 10, EMULATED_CONTEXT_MIB = 300 };
+typedef struct {
+    size_t used;  // bytes held on this emulated GPU, every rank's
+    int attached; // processes that opened it and have not exited
+} SharedGpu;
+static size_t own_used;            // without GPTMEM_HOST_GPUS: this process's bytes
+static SharedGpu *shared_gpu;      // with it: the counter of the GPU this rank opened
+static char shared_path[128];
+static size_t context_bytes;
+
+static void used_add(long long bytes) {
+    if (shared_gpu) __atomic_add_fetch(&shared_gpu->used, (size_t)bytes, __ATOMIC_SEQ_CST);
+    else own_used += (size_t)bytes;
+}
+
+static size_t used_now(void) { return shared_gpu ? __atomic_load_n(&shared_gpu->used, __ATOMIC_SEQ_CST) : own_used; }
+
+static void shared_gpu_close(void) {
+    if (!shared_gpu) return;
+    used_add(-(long long)context_bytes);
+    if (__atomic_sub_fetch(&shared_gpu->attached, 1, __ATOMIC_SEQ_CST) == 0) unlink(shared_path);
+    munmap(shared_gpu, sizeof *shared_gpu);
+    shared_gpu = NULL;
+}
+
+// The counter of emulated GPU `gpu` in this job (the launcher's job id, or
+// this process when it runs alone), mapped into this process.
+static void shared_gpu_open(int gpu) {
+    const char *job = getenv("PMIX_NAMESPACE");
+    long id = job ? atol(job) : comm_launched() ? (long)getppid() : (long)getpid();
+    snprintf(shared_path, sizeof shared_path, "/dev/shm/gptmem-host-gpu-%ld-%d", id, gpu);
+    int fd = open(shared_path, O_RDWR | O_CREAT, 0600);
+    if (fd < 0 || ftruncate(fd, sizeof(SharedGpu)) != 0) {
+        fprintf(stderr, "error: emulated GPU: cannot open %s: %s\n", shared_path, strerror(errno));
+        exit(1);
+    }
+    shared_gpu = mmap(NULL, sizeof *shared_gpu, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (shared_gpu == MAP_FAILED) {
+        fprintf(stderr, "error: emulated GPU: cannot map %s: %s\n", shared_path, strerror(errno));
+        exit(1);
+    }
+    __atomic_add_fetch(&shared_gpu->attached, 1, __ATOMIC_SEQ_CST);
+    atexit(shared_gpu_close);
+}
+
 int gpu_open(int local_rank, char *why, size_t why_len) {
-    (void)local_rank; (void)why; (void)why_len;
+    (void)why; (void)why_len;
+    int gpus = env_number("GPTMEM_HOST_GPUS", NULL, 0);
+    if (gpus <= 0 || shared_gpu) return 0;
+    shared_gpu_open(local_rank % gpus);
+    context_bytes = (size_t)env_number("GPTMEM_HOST_CONTEXT_MIB", NULL, EMULATED_CONTEXT_MIB) << 20;
+    used_add((long long)context_bytes);
     return 0;
 }
 
@@ -44,12 +144,6 @@ double gpu_peak_flops(int dt) {
     return 1e12;
 }
 
-// "Device" memory is host memory; what it holds in all is what
-// gpu_mem_info reports as used, so the runtime row (outside the ledger) is 0.
-// Its size: 64 GiB, or GPTMEM_HOST_GPU_MIB (tests of the fits-check and --fit).
-enum { EMULATED_GPU_MIB = 64 << 10 };
-static size_t allocated;
-
 typedef struct { size_t bytes; } Header;  // before every allocation: its size, for gpu_free
 
 void *gpu_malloc(size_t bytes, const char *name) {
@@ -59,58 +153,175 @@ void *gpu_malloc(size_t bytes, const char *name) {
         exit(1);
     }
     h->bytes = bytes;
-    allocated += bytes;
+    used_add((long long)bytes);
     memset(h + 1, 0, bytes);  // zeroed, as cuda/runtime.cu's gpu_malloc does
-    return h + 1;
+    return (void *)((uintptr_t)(h + 1) + DEVICE_TAG);
 }
 
 void gpu_free(void *p) {
     if (!p) return;
-    Header *h = (Header *)p - 1;
-    allocated -= h->bytes;
+    Header *h = (Header *)DEV(p) - 1;
+    used_add(-(long long)h->bytes);
     free(h);
 }
 
-void *gpu_host_alloc(size_t bytes, const char *name) {  // plain host memory here
+// Page-locked memory is plain host memory here; its ranges are kept, so that
+// a queued upload can tell page-locked from pageable.
+enum { MAX_PINNED = 16 };
+static struct { char *p; size_t bytes; } pinned[MAX_PINNED];
+
+void *gpu_host_alloc(size_t bytes, const char *name) {
     void *p = calloc(1, bytes ? bytes : 1);
     if (!p) {
         fprintf(stderr, "error: cannot allocate %s (%zu bytes of host memory)\n", name, bytes);
         exit(1);
     }
+    int i = 0;
+    while (i < MAX_PINNED && pinned[i].p) i++;
+    if (i == MAX_PINNED) emu_stop(__func__, "more than %s page-locked buffers", "16");
+    pinned[i].p = p, pinned[i].bytes = bytes;
     return p;
 }
 
-void gpu_host_free(void *p) { free(p); }
+void gpu_host_free(void *p) {
+    for (int i = 0; i < MAX_PINNED; i++)
+        if (pinned[i].p == p) pinned[i].p = NULL;
+    free(p);
+}
+
+static int is_pinned(const void *p, size_t bytes) {
+    for (int i = 0; i < MAX_PINNED; i++)
+        if (pinned[i].p && (const char *)p >= pinned[i].p && (const char *)p + bytes <= pinned[i].p + pinned[i].bytes)
+            return 1;
+    return 0;
+}
+
+// Queued uploads from page-locked memory: on a GPU the source is read when
+// the stream gets there, so each is remembered with a hash of its bytes until
+// the host has waited past it (an event recorded after it, or any blocking
+// call); if the bytes changed before then, the GPU could have read the new ones.
+enum { MAX_PENDING = 64 };
+typedef struct { const char *src; size_t bytes; uint64_t hash; long seq; } PendingUpload;
+static PendingUpload pending[MAX_PENDING];
+static int npending;
+static long upload_seq;  // uploads queued so far
+
+static uint64_t bytes_hash(const void *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void pending_check(int i, const char *fn) {
+    if (bytes_hash(pending[i].src, pending[i].bytes) != pending[i].hash)
+        emu_stop(fn, "the page-locked source of a queued upload was changed before the GPU was known to have read it "
+                 "(%s: record an event after the upload and gpu_event_wait for it before writing the buffer again)",
+                 "gpu_upload_queued");
+}
+
+// The host has waited past every upload up to number `seq`: check and forget them.
+static void pending_done(long seq, const char *fn) {
+    int k = 0;
+    for (int i = 0; i < npending; i++) {
+        if (pending[i].seq <= seq) pending_check(i, fn);
+        else pending[k++] = pending[i];
+    }
+    npending = k;
+}
 
 static long waits;  // gpu_waits: the calls that wait for the GPU on a real one
 long gpu_waits(void) { return waits; }
-void gpu_upload(void *dst, const void *host_src, size_t bytes) { waits++; memcpy(dst, host_src, bytes); }
-void gpu_upload_queued(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
-void gpu_download(void *host_dst, const void *src, size_t bytes) { waits++; memcpy(host_dst, src, bytes); }
-void gpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
-void gpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
-void gpu_sync(const char *what) { (void)what; waits++; }
+long gpu_blocked(void) { return 0; }  // every call returns at once here
+
+void gpu_upload(void *dst, const void *host_src, size_t bytes) {
+    waits++;
+    pending_done(upload_seq, __func__);
+    void *to = DEV(dst);
+    memcpy(to, HOST(host_src), bytes);
+}
+
+void gpu_upload_queued(void *dst, const void *host_src, size_t bytes) {
+    const char *src = HOST(host_src);
+    if (!is_pinned(src, bytes))
+        emu_stop(__func__, "%s is pageable memory: the runtime may wait for the GPU before copying from it; stage it "
+                 "in page-locked memory (gpu_host_alloc)", "host_src");
+    for (int i = 0; i < npending; i++)  // the host is about to have the GPU read this memory again
+        if (src < pending[i].src + pending[i].bytes && pending[i].src < src + bytes) pending_check(i, __func__);
+    if (npending == MAX_PENDING) pending_done(upload_seq - MAX_PENDING / 2, __func__);  // (old ones: long read)
+    pending[npending++] = (PendingUpload){src, bytes, bytes_hash(src, bytes), ++upload_seq};
+    memcpy(DEV(dst), src, bytes);
+}
+
+void gpu_download(void *host_dst, const void *src, size_t bytes) {
+    waits++;
+    pending_done(upload_seq, __func__);
+    void *dst = HOST(host_dst);
+    memcpy(dst, DEV(src), bytes);
+}
+
+void gpu_copy(void *dst, const void *src, size_t bytes) {
+    char *d = DEV(dst);
+    const char *s = DEV(src);
+    if (bytes && d < s + bytes && s < d + bytes) emu_stop(__func__, "%s: the two ranges overlap (cudaMemcpy's are undefined then)", "dst, src");
+    memcpy(d, s, bytes);
+}
+
+void gpu_zero(void *p, size_t bytes) { memset(DEV(p), 0, bytes); }
+void gpu_sync(const char *what) {
+    (void)what;
+    waits++;
+    pending_done(upload_seq, __func__);
+}
 
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     *total_bytes = (size_t)env_number("GPTMEM_HOST_GPU_MIB", NULL, EMULATED_GPU_MIB) << 20;
-    *free_bytes = allocated < *total_bytes ? *total_bytes - allocated : 0;
+    size_t used = used_now();
+    *free_bytes = used < *total_bytes ? *total_bytes - used : 0;
 }
 
-// Events: the host clock when recorded (every op has finished by then).
-void *gpu_event_new(void) { return calloc(1, sizeof(struct timespec)); }
-void gpu_event_record(void *event) { clock_gettime(CLOCK_MONOTONIC, event); }
-float gpu_event_ms(void *start, void *stop) {
-    const struct timespec *a = start, *b = stop;
-    waits++;
-    return (float)((b->tv_sec - a->tv_sec) * 1e3 + (b->tv_nsec - a->tv_nsec) / 1e6);
+// Events: the host clock when recorded (every op has finished by then), and
+// the uploads queued before it.
+typedef struct {
+    struct timespec t;
+    int recorded;
+    long uploads;  // upload_seq when recorded
+} Event;
+
+void *gpu_event_new(void) { return calloc(1, sizeof(Event)); }
+
+void gpu_event_record(void *event) {
+    Event *e = HOST(event);
+    clock_gettime(CLOCK_MONOTONIC, &e->t);
+    e->recorded = 1;
+    e->uploads = upload_seq;
 }
+
+float gpu_event_ms(void *start, void *stop) {
+    const Event *a = HOST(start), *b = HOST(stop);
+    if (!a->recorded || !b->recorded)
+        emu_stop(__func__, "the %s event was never recorded (cudaEventElapsedTime fails)", a->recorded ? "stop" : "start");
+    waits++;
+    pending_done(b->uploads, __func__);
+    return (float)((b->t.tv_sec - a->t.tv_sec) * 1e3 + (b->t.tv_nsec - a->t.tv_nsec) / 1e6);
+}
+
+void gpu_event_wait(void *event) {
+    const Event *e = HOST(event);
+    if (!e->recorded) emu_stop(__func__, "%s was never recorded", "event");
+    pending_done(e->uploads, __func__);  // reached at once: every op has finished (no wait counted)
+}
+
 void gpu_event_free(void *event) { free(event); }
 
+void gpu_fill_fresh(void *p, size_t bytes) { memset(DEV(p), 0xFF, bytes); }  // NaN in every dtype
+
 // NCCL, emulated with MPI on the host memory (each rank is its own process with
-// its own "GPU"): the same parts move, so --comm nccl's path through
-// cuda/model_gpu.h is tested on the CPU. The sums are taken in fp32 and rounded
-// once (NCCL adds bf16 and fp16 in their own format). The bytes sent are left
-// to the caller to count, as with the real NCCL.
+// its own "GPU"). The loop over the ranks' parts is cuda/nccl_parts.h, the one
+// cuda/nccl.cu runs; the primitives under it: a rooted reduce that gathers the
+// part to the root and adds it there in rank order, in the stored dtype (NCCL
+// adds bf16 and fp16 in their own format; its order depends on its algorithm),
+// and a broadcast. The bytes sent are left to the caller to count, as with the
+// real NCCL.
 int gpu_nccl_built(void) { return 1; }
 size_t gpu_nccl_id_bytes(void) { return 16; }
 void gpu_nccl_unique_id(void *id) { memset(id, 0x4E, 16); }
@@ -120,30 +331,34 @@ int gpu_nccl_open(const void *id, int nranks, int rank, char *why, size_t why_le
 }
 void gpu_nccl_close(void) {}
 
-void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks) {
-    size_t total = 0, before = 0, e = dtype_size(dt);
-    int *cnt = malloc(sizeof(int) * nranks);
-    for (int r = 0; r < nranks; r++) {
-        if (r == comm_rank_id) before = total;
-        cnt[r] = (int)counts[r], total += counts[r];
-    }
-    float *sum = malloc(sizeof(float) * (total + 1));
-    dtype_load(sum, data, total, dt);
+static void nccl_group(int start) { (void)start; }  // each call runs at once, in the same order on every rank
+
+static void nccl_reduce_part(void *p, size_t n, int dt, int root) {
+    size_t e = dtype_size(dt), bytes = n * e;
+    char *mine = DEV(p), *all = comm_rank_id == root ? malloc(bytes * comm_nranks) : NULL;
+    if (bytes > (size_t)INT32_MAX) emu_stop(__func__, "a part of %s bytes (MPI counts are ints)", "over 2 GiB");
     long long sent = comm_bytes_sent;
-    comm_reduce_scatter(sum, cnt);
+    comm_gather(mine, all, (int)bytes, root);
     comm_bytes_sent = sent;
-    dtype_store((char *)data + before * e, sum, counts[comm_rank_id], dt);
-    free(sum); free(cnt);
+    if (!all) return;
+    float *sum = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n);
+    dtype_load(sum, all, n, dt);
+    for (int r = 1; r < comm_nranks; r++) {  // sum = round(sum + part r): every addition in the dtype
+        dtype_load(x, all + r * bytes, n, dt);
+        for (size_t i = 0; i < n; i++) sum[i] += x[i];
+        dtype_round_store(sum, mine, n, dt);
+    }
+    dtype_store(mine, sum, n, dt);
+    free(sum); free(x); free(all);
 }
 
-void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks) {
-    int *cnt = malloc(sizeof(int) * nranks), *at = malloc(sizeof(int) * nranks);
-    for (int r = 0; r < nranks; r++) cnt[r] = (int)bytes[r], at[r] = (int)displs[r];
+static void nccl_broadcast_part(void *p, size_t bytes, int root) {
     long long sent = comm_bytes_sent;
-    comm_allgather(data, cnt, at);
+    comm_broadcast(DEV(p), (long long)bytes, root);
     comm_bytes_sent = sent;
-    free(cnt); free(at);
 }
+
+#include "nccl_parts.h"
 
 // --- widening and rounding --------------------------------------------------------
 
@@ -164,10 +379,13 @@ static void narrow(int dt, void *dst, float *f, size_t n) {
 // --- GEMM -------------------------------------------------------------------------
 
 void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats) {
+    workspace = DEV(workspace), colsum = DEV(colsum);
     (void)workspace; (void)bytes; (void)colsum; (void)colsum_floats;
 }
 
 void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    LAUNCH(N);
+    out = DEV(out), inp = DEV(inp), w = DEV(w), bias = DEV(bias);
     float *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, (size_t)OC * C), *fb = widen(dt, bias, OC);
     float *fo = malloc(sizeof(float) * N * OC);
     matmul_forward(fo, fi, fw, fb, N, C, OC);
@@ -177,6 +395,8 @@ void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const 
 
 void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
                         int N, int C, int OC) {
+    LAUNCH(N);
+    dinp = DEV(dinp), dw = DEV(dw), dbias = DEV(dbias), dout = DEV(dout), inp = DEV(inp), w = DEV(w);
     float *fd = widen(dt, dout, (size_t)N * OC), *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, (size_t)OC * C);
     float *fdw = widen(dt, dw, (size_t)OC * C), *fdb = widen(dt, dbias, OC);
     float *fdi = dinp ? malloc(sizeof(float) * N * C) : NULL;
@@ -187,13 +407,15 @@ void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *d
     free(fd); free(fi); free(fw);
 }
 
-void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K) {
+void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K) {  // (its arguments: untagged below)
     cu_matmul_forward(dt, c, a, b, NULL, M, K, N);
 }
 
 // --- encoder ----------------------------------------------------------------------
 
 void cu_encoder_forward(int dt, void *out, const int *inp, const void *wte, const void *wpe, int B, int T, int C) {
+    LAUNCH(B * T);
+    out = DEV(out), inp = DEV(inp), wte = DEV(wte), wpe = DEV(wpe);
     int V = 0;  // the rows of wte this batch reads: up to the largest token
     for (int i = 0; i < B * T; i++) V = inp[i] + 1 > V ? inp[i] + 1 : V;
     float *fte = widen(dt, wte, (size_t)V * C), *fpe = widen(dt, wpe, (size_t)T * C);
@@ -208,6 +430,8 @@ void cu_encoder_forward(int dt, void *out, const int *inp, const void *wte, cons
 // position order.
 void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const int *pos, const int *start,
                          const int *tok, int nbuckets, int B, int T, int C) {
+    LAUNCH(B * T);
+    dwte = DEV(dwte), dwpe = DEV(dwpe), dout = DEV(dout), pos = DEV(pos), start = DEV(start), tok = DEV(tok);
     size_t e = dtype_size(dt);
     float *fd = widen(dt, dout, (size_t)B * T * C), *fpe = widen(dt, dwpe, (size_t)T * C);
     for (int i = 0; i < B * T; i++)
@@ -227,6 +451,8 @@ void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const
 
 void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b,
                           int N, int C) {
+    LAUNCH(N);
+    out = DEV(out), mean = DEV(mean), rstd = DEV(rstd), inp = DEV(inp), w = DEV(w), b = DEV(b);
     float *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, C), *fb = widen(dt, b, C);
     float *fo = malloc(sizeof(float) * N * C);
     layernorm_forward(fo, mean, rstd, fi, fw, fb, N, C);
@@ -236,6 +462,9 @@ void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const voi
 
 void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
                            const float *mean, const float *rstd, int N, int C) {
+    LAUNCH(N);
+    dinp = DEV(dinp), dw = DEV(dw), db = DEV(db), dout = DEV(dout), inp = DEV(inp), w = DEV(w), mean = DEV(mean);
+    rstd = DEV(rstd);
     float *fdi = widen(dt, dinp, (size_t)N * C), *fdw = widen(dt, dw, C), *fdb = widen(dt, db, C);
     float *fd = widen(dt, dout, (size_t)N * C), *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, C);
     layernorm_backward(fdi, fdw, fdb, fd, fi, fw, mean, rstd, N, C);
@@ -248,6 +477,8 @@ void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *d
 // --- GELU, residual -------------------------------------------------------------------
 
 void cu_gelu_forward(int dt, void *out, const void *inp, size_t n) {
+    LAUNCH(n);
+    out = DEV(out), inp = DEV(inp);
     float *fi = widen(dt, inp, n), *fo = malloc(sizeof(float) * n);
     gelu_forward(fo, fi, n);
     narrow(dt, out, fo, n);
@@ -255,6 +486,8 @@ void cu_gelu_forward(int dt, void *out, const void *inp, size_t n) {
 }
 
 void cu_gelu_backward(int dt, void *dinp, const void *inp, const void *dout, size_t n) {
+    LAUNCH(n);
+    dinp = DEV(dinp), inp = DEV(inp), dout = DEV(dout);
     float *fi = widen(dt, inp, n), *fd = widen(dt, dout, n), *fo = malloc(sizeof(float) * (n ? n : 1));
     gelu_backward(fo, fi, fd, n);
     narrow(dt, dinp, fo, n);
@@ -262,6 +495,8 @@ void cu_gelu_backward(int dt, void *dinp, const void *inp, const void *dout, siz
 }
 
 void cu_residual_forward(int dt, void *out, const void *a, const void *b, size_t n) {
+    LAUNCH(n);
+    out = DEV(out), a = DEV(a), b = DEV(b);
     float *fa = widen(dt, a, n), *fb = widen(dt, b, n), *fo = malloc(sizeof(float) * n);
     residual_forward(fo, fa, fb, n);
     narrow(dt, out, fo, n);
@@ -273,6 +508,8 @@ void cu_add_into(int dt, void *dst, const void *src, size_t n) { cu_residual_for
 // --- attention ------------------------------------------------------------------------
 
 void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H) {
+    LAUNCH(B * T);
+    out = DEV(out), att = DEV(att), qkv = DEV(qkv);
     size_t n = (size_t)B * T * C, na = (size_t)B * H * T * T;
     float *fq = widen(dt, qkv, 3 * n), *fo = malloc(sizeof(float) * n), *fa = malloc(sizeof(float) * na);
     attention_forward(fo, fa, fq, B, T, C, H);
@@ -283,6 +520,8 @@ void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, 
 
 void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T, int C,
                            int H) {
+    LAUNCH(B * T);
+    dqkv = DEV(dqkv), dout = DEV(dout), qkv = DEV(qkv), att = DEV(att);
     size_t n = (size_t)B * T * C, na = (size_t)B * H * T * T;
     float *fd = widen(dt, dout, n), *fq = widen(dt, qkv, 3 * n), *fa = widen(dt, att, na);
     float *fdq = calloc(3 * n, sizeof(float));
@@ -299,6 +538,8 @@ int cu_flash_uses_mma(int dt, int hs) {
 void cu_flash_force_reference(int on) { (void)on; }
 
 void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H) {
+    LAUNCH(B * T);
+    out = DEV(out), lse = DEV(lse), qkv = DEV(qkv);
     size_t n = (size_t)B * T * C;
     float *fq = widen(dt, qkv, 3 * n), *fo = malloc(sizeof(float) * n);
     flash_attention_forward(fo, lse, fq, B, T, C, H);
@@ -308,6 +549,8 @@ void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int
 
 void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
                        float *D, int B, int T, int C, int H) {
+    LAUNCH(B * T);
+    dqkv = DEV(dqkv), dout = DEV(dout), qkv = DEV(qkv), out = DEV(out), lse = DEV(lse), D = DEV(D);
     (void)D;  // the CPU op computes its D row by row
     size_t n = (size_t)B * T * C;
     float *fd = widen(dt, dout, n), *fq = widen(dt, qkv, 3 * n), *fo = widen(dt, out, n);
@@ -320,6 +563,8 @@ void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, co
 // --- softmax + cross-entropy --------------------------------------------------------------
 
 void cu_crossentropy_forward(int dt, float *losses, const void *logits, const int *targets, int N, int V, int Vp) {
+    LAUNCH(N);
+    losses = DEV(losses), logits = DEV(logits), targets = DEV(targets);
     for (int i = 0; i < N; i++) {  // a copy of the row: the CPU op writes the probabilities over it
         float *x = widen(dt, (const char *)logits + (size_t)i * Vp * dtype_size(dt), Vp);
         losses[i] = crossentropy_forward(x, targets + i, 1, V, Vp);
@@ -328,6 +573,8 @@ void cu_crossentropy_forward(int dt, float *losses, const void *logits, const in
 }
 
 void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, int V, int Vp, float dloss) {
+    LAUNCH(N);
+    logits = DEV(logits), targets = DEV(targets);
     for (int i = 0; i < N; i++) {
         void *row = (char *)logits + (size_t)i * Vp * dtype_size(dt);
         float *x = widen(dt, row, Vp);
@@ -340,17 +587,21 @@ void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, i
 // --- optimizer -------------------------------------------------------------------------------
 
 void cu_loss_add(double *numbers, const float *losses, int N) {
+    LAUNCH(N);
+    numbers = DEV(numbers), losses = DEV(losses);
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += losses[i];  // in row order, as gpt_forward
     numbers[STEP_LOSS] += (float)(sum / N);
 }
 
 void cu_sum_squares_partials(int dt, double *partials, const void *g, size_t n) {
+    partials = DEV(partials), g = DEV(g);
     memset(partials, 0, sizeof(double) * GPU_NORM_BLOCKS);
     partials[0] = sum_squares_dt(g, n, dt);
 }
 
 void cu_grad_scale(double *numbers, const double *partials, int nparts, float loss_scale, float clip) {
+    numbers = DEV(numbers), partials = DEV(partials);
     double s = 0.0;
     for (int i = 0; i < nparts; i++) s += partials[i];
     numbers[STEP_SUMSQ] = s;
@@ -360,6 +611,8 @@ void cu_grad_scale(double *numbers, const double *partials, int nparts, float lo
 void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr,
               float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction,
               const double *scale) {
+    LAUNCH(n);
+    master = DEV(master), weights = DEV(weights), grads = DEV(grads), m = DEV(m), v = DEV(v), scale = DEV(scale);
     float grad_scale = (float)*scale;
     if (isnan(grad_scale)) return;  // a skipped step
     float *fg = widen(dt, grads, n);
@@ -374,5 +627,7 @@ void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m,
 }
 
 void cu_store_dtype(int dt, void *dst, const float *src, size_t n) {
+    LAUNCH(n);
+    dst = DEV(dst), src = DEV(src);
     if (dst != src) dtype_store(dst, src, n, dt);
 }

@@ -106,6 +106,7 @@ static void layernorm_backward_t(T *dinp, T *dw, T *db, const T *dout, const T *
 
 extern "C" void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const void *inp, const void *w,
                                      const void *b, int N, int C) {
+    if (N <= 0) return;  // a launch of 0 blocks is an error on a GPU
     if (dt == DTYPE_FP32)
         layernorm_forward_t((float *)out, mean, rstd, (const float *)inp, (const float *)w,
                             (const float *)b, N, C);
@@ -119,6 +120,7 @@ extern "C" void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd
 
 extern "C" void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp,
                                       const void *w, const float *mean, const float *rstd, int N, int C) {
+    if (N <= 0) return;
     if (dt == DTYPE_FP32)
         layernorm_backward_t((float *)dinp, (float *)dw, (float *)db, (const float *)dout, (const float *)inp,
                              (const float *)w, mean, rstd, N, C);

@@ -201,11 +201,13 @@ template <typename T> static void bias_backward_t(T *dbias, const T *dout, int N
 
 extern "C" void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C,
                                   int OC) {
+    if (N <= 0) return;  // nothing to multiply (cuBLASLt refuses empty shapes)
     lt_matmul(dt, out, w, inp, bias, OC, N, C, 1, 0, C, C, OC, 0.0f);
 }
 
 extern "C" void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
                                    const void *w, int N, int C, int OC) {
+    if (N <= 0) return;
     if (dinp) lt_matmul(dt, dinp, w, dout, NULL, C, N, OC, 0, 0, C, OC, C, 0.0f);
     lt_matmul(dt, dw, inp, dout, NULL, C, OC, N, 0, 1, C, OC, C, 1.0f);
     if (dbias) {

@@ -92,7 +92,12 @@ typedef struct {
     // the token batch on the device, and the positions bucketed by token for
     // the embedding backward (ledger: data): [pos (N) | start (N+1) | tok (N)]
     int *inputs, *targets, *buckets, nbuckets;
-    int *buckets_host, *token_count_host;  // host: the same layout, and a count per vocabulary entry
+    // the batch on its way there: two page-locked host buffers used in turn, each
+    // [inputs (N) | targets (N) | pos | start | tok] (5N+1 ints), an event after each one's
+    // uploads (gpu_upload_batch); and a count per vocabulary entry for the bucketing
+    int *batch_host[2], batch_turn, batch_sent[2];
+    void *batch_event[2];
+    int *token_count_host;
     // --ckpt: the recompute of layer l in micro-batch k of a step is timed by events
     // recompute_events[k][2l] and [2l+1] in the GPU's stream (a host wait per layer, or
     // per micro-batch, would stall the queue); gpu_gpt_recompute_seconds reads them after the step
@@ -225,7 +230,11 @@ void gpu_gpt_build(GpuGPT *model, const GPTConfig *cfg, int B, int T, int dtype,
     model->inputs = gpu_alloc(MEM_DATA, N * 4, "inputs (GPU)");
     model->targets = gpu_alloc(MEM_DATA, N * 4, "targets (GPU)");
     model->buckets = gpu_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets (GPU)");
-    model->buckets_host = mem_alloc(MEM_DATA, (3 * N + 1) * 4, "token buckets");
+    for (int k = 0; k < 2; k++) {  // page-locked host memory, in the ledger (data) though not on the GPU
+        model->batch_host[k] = gpu_host_alloc((5 * N + 1) * 4, "a token batch buffer");
+        mem_track(model->batch_host[k], MEM_DATA, (5 * N + 1) * 4, "token batch (pinned host)", 0);
+        model->batch_event[k] = gpu_event_new();
+    }
     model->token_count_host = mem_alloc(MEM_DATA, (size_t)padded_vocab(cfg) * 4, "token counts");
     model->acts = calloc(cfg->layers, sizeof(GpuActs));
 }
@@ -236,7 +245,11 @@ void gpu_gpt_free(GpuGPT *model) {
                    model->grad_layer, model->grad_global, model->gather_layer, model->gather_global, model->head_logits};
     if (model->master != model->params) gpu_release(model->master);
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_release(dev[i]);
-    mem_free(model->buckets_host);
+    for (int k = 0; k < 2; k++) {
+        if (mem_untrack(model->batch_host[k])) ledger_bug("a token batch buffer is not in the ledger", "gpu_gpt_free");
+        gpu_host_free(model->batch_host[k]);
+        gpu_event_free(model->batch_event[k]);
+    }
     mem_free(model->token_count_host);
     if (model->staging.host) {
         if (mem_untrack(model->staging.host)) ledger_bug("the staging buffer is not in the ledger", "gpu_gpt_free");
@@ -279,8 +292,11 @@ double gpu_gpt_recompute_seconds(GpuGPT *model) {
 }
 
 // The activation stack on the device: `capacity` bytes (the predicted peak).
+// Each push is handed to gpu_fill_fresh (the emulated GPU fills it with NaN,
+// so a read before a write shows; GPTMEM_POISON=1 makes a real GPU do it too).
 void gpu_arena_reserve(size_t capacity) {
     arena_adopt(gpu_malloc(capacity, "the activation stack"), capacity, GPU_ACT_ALIGN);
+    g_arena.fresh = gpu_fill_fresh;
     g_ledger.gpu_reserved += capacity;
 }
 
@@ -416,7 +432,7 @@ void gpu_gpt_reduce_grads(GpuGPT *model) {
 // 16-bit compute weights (fp32: they are the same array); at stages 1, 2
 // every rank's updated block goes to every rank.
 void gpu_gpt_sync_params(GpuGPT *model) {
-    if (model->dtype != DT_FP32)
+    if (model->dtype != DT_FP32 && model->master_n)  // (a rank may own no parameters: a toy model on many ranks)
         cu_store_dtype(model->dtype, at_elem(model, model->params, model->master_base - model->params_base), model->master,
                        model->master_n);
     if (model->shard.stage == 1 || model->shard.stage == 2) gpu_allgather_blocks(model, model->params, model->e);
@@ -469,14 +485,27 @@ int bucket_tokens(const int *inp, int N, int Vp, int *out, int *count) {
 
 // Upload a token batch; with targets (training), also its token buckets. The
 // copies queue behind the work already there (the last micro-batch's backward
-// still reads the buffers they overwrite): the host does not wait. inp,
-// targets and buckets_host are ordinary host memory.
+// still reads the device buffers they overwrite), from page-locked memory, so
+// the host does not wait: it fills the two host buffers in turn, and before it
+// refills one it waits for the event recorded after that buffer's uploads (two
+// micro-batches ago: long done). All the host's work (the bucketing) comes
+// before the first upload.
 void gpu_upload_batch(GpuGPT *model, const int *inp, const int *targets, int N) {
-    gpu_upload_queued(model->inputs, inp, (size_t)N * 4);
-    if (!targets) return;
-    gpu_upload_queued(model->targets, targets, (size_t)N * 4);
-    model->nbuckets = bucket_tokens(inp, N, padded_vocab(&model->cfg), model->buckets_host, model->token_count_host);
-    gpu_upload_queued(model->buckets, model->buckets_host, (size_t)(3 * N + 1) * 4);
+    int k = model->batch_turn, *h = model->batch_host[k];
+    model->batch_turn ^= 1;
+    if (model->batch_sent[k]) gpu_event_wait(model->batch_event[k]);
+    memcpy(h, inp, (size_t)N * 4);
+    if (targets) {
+        memcpy(h + N, targets, (size_t)N * 4);
+        model->nbuckets = bucket_tokens(inp, N, padded_vocab(&model->cfg), h + 2 * N, model->token_count_host);
+    }
+    gpu_upload_queued(model->inputs, h, (size_t)N * 4);
+    if (targets) {
+        gpu_upload_queued(model->targets, h + N, (size_t)N * 4);
+        gpu_upload_queued(model->buckets, h + 2 * N, (size_t)(3 * N + 1) * 4);
+    }
+    gpu_event_record(model->batch_event[k]);
+    model->batch_sent[k] = 1;
 }
 
 // --- forward ----------------------------------------------------------------------

@@ -1,17 +1,13 @@
 // cuda/nccl.cu — NCCL: ZeRO's two collectives on device memory, in the GPU's
-// stream (issue 14), for ranks that each have a GPU of their own. NCCL
-// refuses two ranks on one GPU; those go through staging.h (MPI on host
-// buffers) instead: --comm in train.c chooses.
+// stream, for ranks that each have a GPU of their own. NCCL refuses two ranks
+// on one GPU; those go through staging.h (MPI on host buffers) instead:
+// --comm in train.c chooses.
 //
-// ZeRO's pieces are uneven (a layer's range cut by the shard boundaries, some
-// pieces empty), so neither call is NCCL's one-shot collective; each is a
-// group of rooted calls that NCCL runs as one:
-//   reduce-scatter: for every rank r, ncclReduce of part r to root r, in
-//                   place (sum in the stored dtype: NCCL adds bf16 and fp16
-//                   in their own format, where MPI staging adds in fp32)
-//   all-gather:     for every rank r, ncclBroadcast of part r from root r, in place
-// Every rank makes the same calls in the same order (the parts come from the
-// shard layout, which every rank computes alike).
+// The collectives are groups of rooted calls, one a rank's part
+// (cuda/nccl_parts.h, the loop the emulated GPU runs too); here are the
+// primitives it calls: ncclReduce in place to root r (NCCL adds bf16 and fp16
+// in their own format, where MPI staging adds in fp32), ncclBroadcast in place
+// from root r, inside ncclGroupStart / ncclGroupEnd so NCCL runs them as one.
 //
 // Built when the Makefile finds nccl.h (GPTMEM_NCCL); otherwise
 // gpu_nccl_built() is 0 and train.c never calls the rest.
@@ -55,26 +51,20 @@ static ncclDataType_t nccl_type(int dt) {
     return dt == DTYPE_FP32 ? ncclFloat32 : dt == DTYPE_BF16 ? ncclBfloat16 : ncclFloat16;
 }
 
-void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks) {
-    size_t e = dt == DTYPE_FP32 ? 4 : 2, at = 0;
-    char *p = (char *)data;
-    nccl_check(ncclGroupStart(), "ncclGroupStart");
-    for (int r = 0; r < nranks; r++) {
-        if (counts[r])
-            nccl_check(ncclReduce(p + at * e, p + at * e, counts[r], nccl_type(dt), ncclSum, r, g_nccl, 0), "ncclReduce");
-        at += counts[r];
-    }
-    nccl_check(ncclGroupEnd(), "ncclGroupEnd (reduce-scatter)");
+static void nccl_group(int start) {
+    if (start) nccl_check(ncclGroupStart(), "ncclGroupStart");
+    else nccl_check(ncclGroupEnd(), "ncclGroupEnd");
 }
 
-void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks) {
-    char *p = (char *)data;
-    nccl_check(ncclGroupStart(), "ncclGroupStart");
-    for (int r = 0; r < nranks; r++)
-        if (bytes[r])
-            nccl_check(ncclBroadcast(p + displs[r], p + displs[r], bytes[r], ncclUint8, r, g_nccl, 0), "ncclBroadcast");
-    nccl_check(ncclGroupEnd(), "ncclGroupEnd (all-gather)");
+static void nccl_reduce_part(void *p, size_t n, int dt, int root) {
+    nccl_check(ncclReduce(p, p, n, nccl_type(dt), ncclSum, root, g_nccl, 0), "ncclReduce");
 }
+
+static void nccl_broadcast_part(void *p, size_t bytes, int root) {
+    nccl_check(ncclBroadcast(p, p, bytes, ncclUint8, root, g_nccl, 0), "ncclBroadcast");
+}
+
+#include "nccl_parts.h"
 
 #else  // no nccl.h at build time: train.c asks gpu_nccl_built() first and never calls the rest
 

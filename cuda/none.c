@@ -88,6 +88,7 @@ void gpu_sync(const char *what) {
 }
 
 long gpu_waits(void) { return 0; }
+long gpu_blocked(void) { return 0; }
 
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     (void)free_bytes; (void)total_bytes;
@@ -108,9 +109,19 @@ float gpu_event_ms(void *start, void *stop) {
     unreachable("gpu_event_ms"); return 0;
 }
 
+void gpu_event_wait(void *event) {
+    (void)event;
+    unreachable("gpu_event_wait");
+}
+
 void gpu_event_free(void *event) {
     (void)event;
     unreachable("gpu_event_free");
+}
+
+void gpu_fill_fresh(void *p, size_t bytes) {
+    (void)p; (void)bytes;
+    unreachable("gpu_fill_fresh");
 }
 
 int gpu_nccl_built(void) { return 0; }

@@ -37,24 +37,36 @@ void gpu_free(void *p);
 void *gpu_host_alloc(size_t bytes, const char *name);
 void gpu_host_free(void *p);
 void gpu_upload(void *dst, const void *host_src, size_t bytes);  // waits for the GPU's queued work first
-// The same copy queued behind the GPU's work, without waiting for it: host_src must be ordinary
-// (pageable) memory, which the driver copies to its own staging buffer before returning, so it
-// may be reused at once. (From page-locked memory the copy would read host_src later.)
+// The same copy queued behind the GPU's work, without waiting for it. host_src must be page-locked
+// (gpu_host_alloc): from pageable memory the runtime may wait for the GPU ("API synchronization
+// behavior" in the CUDA documentation). The GPU reads host_src when its stream reaches the copy,
+// so the host must not change it before then: record an event after the copy and gpu_event_wait
+// for it before writing host_src again.
 void gpu_upload_queued(void *dst, const void *host_src, size_t bytes);
 void gpu_download(void *host_dst, const void *src, size_t bytes);
 void gpu_copy(void *dst, const void *src, size_t bytes);  // device to device
 void gpu_zero(void *p, size_t bytes);
 void gpu_sync(const char *what);
 // How many times so far the host has waited for the GPU to finish its queued work: each
-// gpu_upload, gpu_download, gpu_sync and gpu_event_ms (--timing counts them inside a step).
+// gpu_upload, gpu_download, gpu_sync and gpu_event_ms, and a gpu_event_wait whose event the
+// GPU had not reached yet (--timing counts them inside a step).
 long gpu_waits(void);
+// How many calls that should return at once (queued copies, device copies and fills) took over
+// 50 us while the GPU was busy: the host was held up by the runtime (--timing's "host blocked").
+long gpu_blocked(void);
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes);
 // Timing inside the GPU's stream without stopping the host: record events
 // around the work, read the time between two of them later (waits for `stop`).
 void *gpu_event_new(void);
 void gpu_event_record(void *event);
 float gpu_event_ms(void *start, void *stop);
+// The host waits until the GPU's stream has passed `event` (at once if it has).
+void gpu_event_wait(void *event);
 void gpu_event_free(void *event);
+// A tensor just pushed on the GPU's activation stack (memory.h calls it on every push): the
+// emulated GPU fills it with 0xFF bytes (NaN in fp32, bf16 and fp16) so that a read before a
+// write shows; the real GPU does the same only when GPTMEM_POISON=1 is set (a debugging run).
+void gpu_fill_fresh(void *p, size_t bytes);
 
 // --- NCCL (cuda/nccl.cu): ZeRO's collectives on device memory, ranks with a GPU each ---
 int gpu_nccl_built(void);          // 1 if this build links NCCL

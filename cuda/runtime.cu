@@ -2,6 +2,7 @@
 // the C side needs, each checked (cuda/ops.h).
 #include "common.cuh"
 #include <string.h>
+#include <time.h>
 
 static cudaDeviceProp g_prop;
 
@@ -73,24 +74,46 @@ void gpu_host_free(void *p) { cuda_check(cudaFreeHost(p), "cudaFreeHost"); }
 static long g_waits;  // gpu_waits: the calls below that wait for the GPU's queued work
 long gpu_waits(void) { return g_waits; }
 
+// gpu_blocked: a call that should only queue work but held the host over 50 us
+// while the stream was busy (the runtime waited for the GPU, or for a lock).
+static long g_blocked;
+long gpu_blocked(void) { return g_blocked; }
+typedef struct { int busy; double t0; } QueuedCall;
+static double host_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+static QueuedCall queued_begin(void) { return QueuedCall{cudaStreamQuery(0) == cudaErrorNotReady, host_us()}; }
+static void queued_end(QueuedCall c) {
+    if (c.busy && host_us() - c.t0 > 50.0) g_blocked++;
+}
+
 void gpu_upload(void *dst, const void *src, size_t bytes) {
     g_waits++;
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
 }
-// cudaMemcpyAsync from pageable memory copies the bytes into the driver's staging buffer and
-// returns without synchronising the stream (the CUDA runtime's "API synchronization behavior");
-// the DMA follows in stream order, after the kernels queued before it.
+// From page-locked memory cudaMemcpyAsync only queues the DMA, which runs in stream order,
+// after the kernels queued before it (cuda/ops.h: the source is read then, not now).
 void gpu_upload_queued(void *dst, const void *src, size_t bytes) {
+    QueuedCall c = queued_begin();
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, 0), "cudaMemcpyAsync to the GPU");
+    queued_end(c);
 }
 void gpu_download(void *dst, const void *src, size_t bytes) {
     g_waits++;
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
 }
 void gpu_copy(void *dst, const void *src, size_t bytes) {
+    QueuedCall c = queued_begin();
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy on the GPU");
+    queued_end(c);
 }
-void gpu_zero(void *p, size_t bytes) { cuda_check(cudaMemset(p, 0, bytes), "cudaMemset"); }
+void gpu_zero(void *p, size_t bytes) {
+    QueuedCall c = queued_begin();
+    cuda_check(cudaMemset(p, 0, bytes), "cudaMemset");
+    queued_end(c);
+}
 void gpu_sync(const char *what) { g_waits++; cuda_check(cudaDeviceSynchronize(), what); }
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     cuda_check(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
@@ -109,4 +132,18 @@ float gpu_event_ms(void *start, void *stop) {
     cuda_check(cudaEventElapsedTime(&ms, (cudaEvent_t)start, (cudaEvent_t)stop), "cudaEventElapsedTime");
     return ms;
 }
+void gpu_event_wait(void *event) {
+    cudaError_t done = cudaEventQuery((cudaEvent_t)event);
+    if (done == cudaSuccess) return;
+    if (done != cudaErrorNotReady) cuda_check(done, "cudaEventQuery");
+    g_waits++;
+    cuda_check(cudaEventSynchronize((cudaEvent_t)event), "cudaEventSynchronize");
+}
 void gpu_event_free(void *event) { cuda_check(cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy"); }
+
+// GPTMEM_POISON=1: every tensor pushed on the activation stack starts as 0xFF bytes (NaN).
+void gpu_fill_fresh(void *p, size_t bytes) {
+    static int poison = -1;
+    if (poison < 0) poison = getenv("GPTMEM_POISON") && atoi(getenv("GPTMEM_POISON")) == 1;
+    if (poison) cuda_check(cudaMemsetAsync(p, 0xFF, bytes, 0), "cudaMemsetAsync (GPTMEM_POISON)");
+}

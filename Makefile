@@ -7,6 +7,7 @@
 #   make asan       build and run the tests under AddressSanitizer + UBSan
 #   make test-cuda  the GPU tests (needs a GPU): each kernel against its CPU op, then the model
 #   make bench-gpu  the GPU benchmark (GPT-2 124M, B=16 T=1024): tok/s, MFU, peak memory
+#   make bench-load short runs on a quiet and on a busy machine; --ranks 4 with the cores divided or not
 # ARCH=-march=x86-64-v3 builds for another machine than this one.
 
 # MPI (ZeRO over several ranks) when mpicc is found; otherwise one rank only.
@@ -58,7 +59,7 @@ STB := $(wildcard /usr/include/stb/stb_image_write.h)
 HEADERS = memory.h report.h activations.h fit.h quant.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
           data.h dtype.h comm.h staging.h timing.h rng.h cuda/ops.h cuda/model_gpu.h
 
-.PHONY: all test data bench bench-flags asan clean chart compare test-cuda bench-gpu
+.PHONY: all test data bench bench-flags bench-load asan clean chart compare test-cuda bench-gpu
 
 # `make` leaves a runnable ./train with its corpus; if the corpus cannot be had
 # (no ../shared, no network) the build still succeeds and says what to do.
@@ -108,6 +109,10 @@ data/tinyshakespeare.txt:
 
 bench: train
 	bash scripts/bench_cpu.sh
+
+# A shared machine: quiet against every core busy, and ranks dividing the cores (doc/performance.md).
+bench-load: train data
+	bash scripts/bench_load.sh
 
 # What each memory flag costs in time on the CPU (the numbers doc/ quotes).
 bench-flags: train data

@@ -130,7 +130,7 @@ const FlagSpec flag_specs[] = {
     {"weight-decay", ARG_FLOAT, OPT(weight_decay), AT_LEAST_0, 0, "AdamW weight decay (2-D weights only)"},
     {"clip", ARG_FLOAT, OPT(clip), AT_LEAST_0, 0, "clip the global gradient norm to this (0 = off)"},
     {"seed", ARG_U64, OPT(seed), 0, 0, "seed for init, batches and sampling"},
-    {"threads", ARG_INT, OPT(threads), 0, 1024, "OpenMP threads (0 = OMP_NUM_THREADS or all cores)"},
+    {"threads", ARG_INT, OPT(threads), 0, 1024, "OpenMP threads (0 = OMP_NUM_THREADS, or all cores divided among the ranks on this machine)"},
     {"eval-every", ARG_INT, OPT(eval_every), 0, INT_MAX, "validation loss every N steps (0 = only at the end)"},
     {"eval-batches", ARG_INT, OPT(eval_batches), 1, 100000, "batches per validation"},
     {"sample-every", ARG_INT, OPT(sample_every), 0, INT_MAX, "print a text sample every N steps (0 = only at the end)"},

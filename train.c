@@ -98,6 +98,8 @@ void sample_text(Net *net, Dataset *data, int T, int len, float temperature, uin
 
 // ---------------------------------------------------------------------------
 
+int g_threads_shared_by = 1;  // the ranks on this machine that divided its cores among their threads (set_threads)
+
 // One line saying what will run; a dry run leaves out steps and threads.
 void print_config_line(const GPTConfig *c, const Options *o) {
     const GPTConfig *p = NULL;  // the preset: a shape that differs from it is "custom"
@@ -124,7 +126,9 @@ void print_config_line(const GPTConfig *c, const Options *o) {
     if (!o->dry_run) {
         if (!o->eval_only) printf(" | %d steps", o->steps);
 #ifdef _OPENMP
-        if (!o->cuda) printf(" | %d threads", omp_get_max_threads());
+        if (!o->cuda) printf(" | %d thread%s", omp_get_max_threads(), omp_get_max_threads() > 1 ? "s" : "");
+        if (!o->cuda && g_threads_shared_by > 1)
+            printf(" a rank (%ld cores / %d ranks on this machine)", sysconf(_SC_NPROCESSORS_ONLN), g_threads_shared_by);
 #endif
     }
     printf("\n");
@@ -765,13 +769,44 @@ void print_step_line(const StepResult *r, const Options *o, int nranks, const Li
     say("\n");
 }
 
+// OpenMP's waiting threads spin before they sleep, 300,000 times in libgomp:
+// on a machine whose cores other work keeps busy, the spinning takes the
+// cores from the threads that have work, and a run takes 5-40 times longer
+// (doc/performance.md). A spin count of 10,000 costs nothing on a quiet
+// machine and ends most of that. libgomp reads it when it loads, before main,
+// so main sets it and starts the program again, once; a user's own
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT is left as it is.
+void openmp_wait_defaults(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    setenv("GOMP_SPINCOUNT", "10000", 1);
+    execv("/proc/self/exe", argv);  // (if it cannot, the run goes on with the runtime's default)
+}
+
+// The OpenMP threads of this rank: --threads, else OMP_NUM_THREADS, else the
+// machine's cores divided among the ranks on it (the launcher's local size,
+// read before MPI starts), and no more than the cores this process may run on
+// (the launcher may have bound it to one), so that N ranks do not each start
+// a thread per core. Returns the ranks the cores were divided among (1: none).
+int set_threads(const Options *o) {
+#ifdef _OPENMP
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+    if (o->threads > 0 || getenv("OMP_NUM_THREADS") || comm_local_size() <= 1) return 1;
+    int ranks = comm_local_size(), share = (int)sysconf(_SC_NPROCESSORS_ONLN) / ranks, mine = omp_get_num_procs();
+    if (share > mine) share = mine;
+    omp_set_num_threads(share > 1 ? share : 1);
+    return ranks;
+#else
+    (void)o;
+    return 1;
+#endif
+}
+
 int main(int argc, char **argv) {
+    openmp_wait_defaults(argv);
     // 1. parse: the flags and the model they describe
     Options o = parse_args(argc, argv);
     GPTConfig cfg = resolve_config(&o);
-#ifdef _OPENMP
-    if (o.threads > 0) omp_set_num_threads(o.threads);
-#endif
+    g_threads_shared_by = set_threads(&o);
     int B = o.batch, T = o.seq_len;
     setvbuf(stdout, NULL, _IOLBF, 0);
 

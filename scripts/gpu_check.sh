@@ -112,7 +112,9 @@ fi
 # --- facts -------------------------------------------------------------------------
 if want facts; then
   facts() {
-    echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv,noheader 2>&1 | head -1)"
+    echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv,noheader 2>/dev/null |
+                head -1 || true)$(command -v nvidia-smi >/dev/null || echo 'none (no nvidia-smi)')"
+    echo "(compute mode Exclusive_Process would refuse the zero phase's 2 ranks on one GPU)"
     echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
     echo "cores: $(nproc); memory: $(free -g 2>/dev/null | awk '/^Mem/ {print $2 " GiB"}'); /dev/shm: $(df -h /dev/shm 2>/dev/null | awk 'NR == 2 {print $2 " (" $4 " free)"}')"
     echo "mpirun: $(mpirun --version 2>&1 | head -1)"
@@ -181,7 +183,7 @@ if want zero; then
       timeout 120 "$TRAIN" --ranks 2 "${ZERO[@]}" --device cuda --dtype bf16 --flash --ckpt --zero $z --steps 6 \
         --eval-every 0 --eval-batches 1 --sample-len 0 --print-every 1 --mem >"$out" 2>&1
       local rc=$?
-      grep -E '^step +6|rank [0-9]:|communication:|runtime|^    (total|comm) |error' "$out"
+      grep -E '^step +6|rank [0-9]:|communication:|^    runtime|^    (total|comm) |error' "$out"
       if [ $rc -ne 0 ]; then echo "zero $z: exit $rc"; tail -3 "$out"; bad=1; continue; fi
       grep -qE '^step +6/' "$out" || { echo "zero $z: no step 6"; bad=1; }
       grep -q ' on 2 ranks' "$out" && grep -q '| comm mpi' "$out" || { echo "zero $z: did not run on 2 ranks over MPI"; bad=1; }
@@ -191,7 +193,7 @@ if want zero; then
     return $bad
   }
   phase zero 90 240 bash -c "$(declare -f zero_runs); L=$L; TRAIN=$TRAIN; ZERO=(${ZERO[*]}); zero_runs"
-  grep -E '^###|^step|rank [0-9]:|communication:|runtime|exit|not |no step|differs|error' "$L/zero.log" | tee -a "$SUM"
+  grep -E '^###|^step|rank [0-9]:|communication:|^    runtime|exit|not |no step|differs|error' "$L/zero.log" | tee -a "$SUM"
   [ $REHEARSE = 1 ] || note "(--comm nccl beyond one rank stays unverified here: NCCL refuses two ranks on one GPU)"
 fi
 

@@ -731,6 +731,32 @@ if [ -n "${MPI+set}" ] && echo "$out" | grep -q '^SKIP GPU tests:'; then
     ok "no GPU: --device cuda under mpirun -np 2 stops every rank with the message (exit $rc)"
   else bad "no GPU: --device cuda under mpirun -np 2 (exit $rc)"; fi
 fi
+# scripts/gpu_check.sh's control flow, rehearsed without a GPU (tests/train_host), so the script is never
+# first run on a GPU: every phase reported, the ones that can run here ok, the others SKIP; the logs packed
+if [ -n "${MPI+set}" ]; then
+  bash scripts/gpu_check.sh --rehearse "$tmp/gc" >"$tmp/gc.out" 2>&1; rc=$?
+  good=1
+  for p in facts build smoke zero; do grep -q "^== $p: ok" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not ok"; }; done
+  for p in kernels model bench sanitize ops; do grep -q "^== $p: SKIP" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not skipped"; }; done
+  tar -tzf "$tmp/gc/logs.tgz" 2>/dev/null | grep -q 'logs/zero.log' || { good=0; echo "  logs.tgz lacks the zero log"; }
+  grep -q 'the same losses, bit for bit' "$tmp/gc/summary.txt" || { good=0; echo "  the poisoned synchronous run differs"; }
+  # negative controls: a trainer that fails (or does not run sharded) makes the zero phase FAILED, not ok;
+  # a short deadline skips what cannot fit, and says so; a tree without the corpus stops at once
+  printf '#!/bin/sh\necho "step     6/6 | loss 1"\n[ "$FAKE_RC" = 0 ] || echo "error: CUDA: planted failure"\nexit ${FAKE_RC:-1}\n' >"$tmp/fake_train"
+  chmod +x "$tmp/fake_train"
+  for rc_fake in 1 0; do
+    FAKE_RC=$rc_fake GPU_CHECK_TRAIN="$tmp/fake_train" PHASES=zero bash scripts/gpu_check.sh --rehearse "$tmp/gcf" >/dev/null 2>&1
+    grep -q '^== zero: FAILED' "$tmp/gcf/summary.txt" || { good=0; echo "  a failing trainer (exit $rc_fake) passed the zero phase"; }
+  done
+  bash scripts/gpu_check.sh --rehearse --deadline 2 "$tmp/gcd" >/dev/null 2>&1
+  grep -q '^== zero: SKIPPED: needs about' "$tmp/gcd/summary.txt" || { good=0; echo "  --deadline 2 did not skip the zero phase"; }
+  mkdir -p "$tmp/nocorpus/scripts" && cp scripts/gpu_check.sh "$tmp/nocorpus/scripts/"
+  bash "$tmp/nocorpus/scripts/gpu_check.sh" --rehearse "$tmp/gcn" >/dev/null 2>&1; rcn=$?
+  [ $rcn = 2 ] && grep -q 'tinyshakespeare.txt is missing: send it along' "$tmp/gcn/summary.txt" || { good=0; echo "  no corpus: exit $rcn"; }
+  if [ $rc = 0 ] && [ $good = 1 ]; then
+    ok "scripts/gpu_check.sh --rehearse: facts, build, smoke, zero ok; the GPU's phases SKIP; logs.tgz; a failing trainer FAILS the zero phase; a deadline skips; no corpus stops"
+  else bad "scripts/gpu_check.sh --rehearse (exit $rc)"; cat "$tmp/gc/summary.txt"; fi
+fi
 # the GPU model's host logic (cuda/model_gpu.h: ledger, stack, order of the ops, checkpoints, ZeRO) with
 # the GPU API run on the CPU (cuda/host.c, tests/train_host): tests/run_cuda.sh's model checks
 out=$(bash tests/run_cuda.sh --host 2>&1)
@@ -768,7 +794,7 @@ if ./train --help >"$tmp/help" && [ "$(grep -c '^  --' "$tmp/help")" -ge 25 ]; t
   if [ -z "$missing" ]; then ok "README's flag table lists every flag of --help"
   else bad "README's flag table lacks: $missing"; fi
 else bad "--help lists the flags"; fi
-for f in doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/quantization.md doc/README.md; do
+for f in doc/performance.md doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/quantization.md doc/README.md; do
   if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
 done
 # the dry-run table in doc/memory.md is the binary's output, verbatim

@@ -26,7 +26,7 @@ NVCC   ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/b
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/ops.h cuda/nccl_parts.h sizes.h
+CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/api.h cuda/nccl_parts.h core/sizes.h
 ifeq ($(NVCC),)
 GPU_OBJ  = cuda/none.o
 GPU_LIBS =
@@ -51,13 +51,13 @@ CC     ?= gcc
 ARCH   ?= -march=native $(if $(filter x86_64,$(shell uname -m)),-mprefer-vector-width=512)
 OPT    ?= -O3
 CFLAGS ?= $(OPT) $(ARCH) -ffp-contract=fast
-CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp
+CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I.
 LDLIBS  = -lm
 
 STB := $(wildcard /usr/include/stb/stb_image_write.h)
 
-HEADERS = memory.h report.h activations.h fit.h quant.h model.h ops.h saved.h zero.h net.h flags.h state.h predict.h sizes.h optimizer.h \
-          data.h dtype.h comm.h staging.h timing.h rng.h cuda/ops.h cuda/model_gpu.h
+# every header: the program is one translation unit (train.c includes them), as are the tests
+HEADERS = model.h $(wildcard core/*.h memory/*.h parallel/*.h io/*.h cpu/*.h gpu/*.h app/*.h) cuda/api.h
 
 .PHONY: all test data bench bench-flags bench-load asan clean chart compare test-cuda bench-gpu
 
@@ -71,20 +71,20 @@ train: train.c $(HEADERS) $(GPU_OBJ)
 
 # The kernels: one nvcc translation unit (cuda/kernels.cu includes the op files).
 cuda/kernels.o: $(CUDA_SRC)
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) $(NCCL_FLAGS) -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
+	$(NVCC) -O3 -std=c++17 -I. $(CUDA_ARCH) $(NCCL_FLAGS) -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
 
-cuda/none.o: cuda/none.c cuda/ops.h
-	$(CC) -O2 -std=c11 -Wall -Wextra -c cuda/none.c -o $@
+cuda/none.o: cuda/none.c cuda/api.h
+	$(CC) -O2 -std=c11 -Wall -Wextra -I. -c cuda/none.c -o $@
 
-# The GPU API run on the CPU (cuda/host.c): tests/train_host is ./train whose --device cuda runs
-# cuda/model_gpu.h on host memory, so CPU-only CI tests the GPU model's host logic (not its kernels).
-# One translation unit, like train.c: tests/train_host.c includes train.c and cuda/host.c.
-tests/train_host: tests/train_host.c train.c cuda/host.c cuda/nccl_parts.h $(HEADERS)
-	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -I. -o $@ tests/train_host.c $(LDLIBS)
+# The GPU API run on the CPU (tests/host_gpu.c): tests/train_host is ./train whose --device cuda runs
+# the GPU model (gpu/) on host memory, so CPU-only CI tests the GPU model's host logic (not its kernels).
+# One translation unit, like train.c: tests/train_host.c includes train.c and tests/host_gpu.c.
+tests/train_host: tests/train_host.c train.c tests/host_gpu.c cuda/nccl_parts.h $(HEADERS)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -o $@ tests/train_host.c $(LDLIBS)
 
 # GPU tests: kernels against the CPU ops (tests/test_cuda.c), then the model (tests/run_cuda.sh).
 tests/test_cuda: tests/test_cuda.c tests/check.h $(HEADERS) $(GPU_OBJ)
-	$(CC) $(CFLAGS) -I. -o $@ tests/test_cuda.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
+	$(CC) $(CFLAGS) -o $@ tests/test_cuda.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
 
 test-cuda: train tests/test_cuda data
 	bash tests/run_cuda.sh
@@ -92,12 +92,12 @@ test-cuda: train tests/test_cuda data
 bench-gpu: train tests/test_cuda
 	bash scripts/bench_gpu.sh
 
-# staging.h's host-staged collectives against the direct ones (run under mpirun by tests/run.sh).
-tests/test_comm: tests/test_comm.c tests/check.h staging.h comm.h cuda/ops.h $(GPU_OBJ)
-	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -I. -o $@ tests/test_comm.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
+# parallel/staging.h's host-staged collectives against the direct ones (run under mpirun by tests/run.sh).
+tests/test_comm: tests/test_comm.c tests/check.h $(HEADERS) $(GPU_OBJ)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -o $@ tests/test_comm.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
 
 tests/test_cpu: tests/test_cpu.c tests/check.h $(HEADERS)
-	$(CC) $(CFLAGS) -I. -o $@ tests/test_cpu.c $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ tests/test_cpu.c $(LDLIBS)
 
 test: train tests/test_cpu tests/test_cuda tests/test_comm tests/train_host data $(if $(STB),scripts/chart)
 	bash tests/run.sh

@@ -15,15 +15,15 @@
 #include <omp.h>
 #endif
 
-#include "flags.h"
-#include "memory.h"
-#include "predict.h"
-#include "activations.h"
-#include "fit.h"
-#include "data.h"
-#include "net.h"
-#include "state.h"
-#include "timing.h"
+#include "app/flags.h"
+#include "memory/ledger.h"
+#include "memory/predict.h"
+#include "memory/timeline.h"
+#include "memory/fit.h"
+#include "io/data.h"
+#include "app/net.h"
+#include "io/state.h"
+#include "app/observe.h"
 
 // printf on rank 0 only: with several ranks, one copy of each line.
 void say(const char *fmt, ...) {
@@ -137,21 +137,6 @@ void print_config_line(const GPTConfig *c, const Options *o) {
         printf("note: --flash runs on the reference kernels (CUDA cores, slow) for %s with head size %d; the "
                "tensor-core kernels take --dtype bf16 or fp16 with head size 64 or 128\n", dtype_name[o->dtype],
                c->channels / c->heads);
-}
-
-// fp16 dynamic loss scaling: halve the scale on an overflow (the step was
-// skipped), double it after 1000 good steps in a row. bf16 needs none: it has
-// fp32's exponent range, so its gradients neither overflow nor underflow.
-enum { LOSS_SCALE_WINDOW = 1000 };
-
-void update_loss_scale(LiveState *live, int skipped) {
-    if (skipped) {
-        live->loss_scale = live->loss_scale / 2 > 1.0f ? live->loss_scale / 2 : 1.0f;
-        live->good_steps = 0;
-    } else if (++live->good_steps == LOSS_SCALE_WINDOW) {
-        live->loss_scale *= 2;
-        live->good_steps = 0;
-    }
 }
 
 // Ranks on a machine take its GPUs in turn (gpu_open), so ceil(ranks / GPUs) share each.
@@ -945,7 +930,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         if (!skipped) live.updates++;
-        if (o.dtype == DT_FP16) update_loss_scale(&live, skipped);
+        if (o.dtype == DT_FP16) update_loss_scale(&live.loss_scale, &live.good_steps, skipped);
         timing_mark(&timing, TM_STEP);
         timing_step_end(&timing);
         if (first) {

@@ -12,7 +12,7 @@
 #include <cuda_fp16.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "ops.h"
+#include "cuda/api.h"
 
 typedef __nv_bfloat16 bf16;
 typedef __half fp16;

@@ -5,13 +5,14 @@
 //
 // The collectives are groups of rooted calls, one a rank's part
 // (cuda/nccl_parts.h, the loop the emulated GPU runs too); here are the
-// primitives it calls: ncclReduce in place to root r (NCCL adds bf16 and fp16
+// calls it makes: ncclReduce in place to root r (NCCL adds bf16 and fp16
 // in their own format, where MPI staging adds in fp32), ncclBroadcast in place
 // from root r, inside ncclGroupStart / ncclGroupEnd so NCCL runs them as one.
 //
 // Built when the Makefile finds nccl.h (GPTMEM_NCCL); otherwise
 // gpu_nccl_built() is 0 and train.c never calls the rest.
 #include <string.h>
+#include "nccl_parts.h"
 
 #ifdef GPTMEM_NCCL
 #include <nccl.h>
@@ -64,7 +65,15 @@ static void nccl_broadcast_part(void *p, size_t bytes, int root) {
     nccl_check(ncclBroadcast(p, p, bytes, ncclUint8, root, g_nccl, 0), "ncclBroadcast");
 }
 
-#include "nccl_parts.h"
+static const NcclCalls nccl_calls = {nccl_group, nccl_reduce_part, nccl_broadcast_part};
+
+void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks) {
+    nccl_parts_reduce_scatter(&nccl_calls, dt, data, counts, nranks);
+}
+
+void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks) {
+    nccl_parts_allgather(&nccl_calls, data, bytes, displs, nranks);
+}
 
 #else  // no nccl.h at build time: train.c asks gpu_nccl_built() first and never calls the rest
 

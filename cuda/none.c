@@ -4,7 +4,7 @@
 // One stub per declaration, in the same order.
 #include <stdio.h>
 #include <stdlib.h>
-#include "ops.h"
+#include "cuda/api.h"
 
 static const char *const no_cuda = "this build has no CUDA: nvcc was not found when it was built "
                                    "(install the CUDA toolkit and run make again)";

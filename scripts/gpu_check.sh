@@ -27,7 +27,7 @@
 #   LOGDIR     default $OUT, else gpu_check_logs
 #   --deadline the whole check's limit in seconds (default 570: one device call is 600)
 #   --rehearse the same control flow on a machine without a GPU: the trainer is
-#              tests/train_host (the GPU API on the CPU, cuda/host.c) at a small shape; the
+#              tests/train_host (the GPU API on the CPU, tests/host_gpu.c) at a small shape; the
 #              phases that need a GPU say SKIP. make test runs it, so the script itself is
 #              never first run on a GPU.
 #   PHASES="build kernels" runs only those; BENCH_STEPS=N the benchmark's steps (default 15)

@@ -438,7 +438,7 @@ else bad "gpt2-xl --zero 3 --ranks 8 dry run"; fi
 if command -v mpirun >/dev/null && ./train --help | grep -q 'this build: MPI yes'; then
   MPI=(mpirun --oversubscribe)
   Z=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1)
-  # staging.h's host-staged collectives (for ZeRO on a GPU over MPI) == the direct ones, on 3 and 4 ranks
+  # parallel/staging.h's host-staged collectives (for ZeRO on a GPU over MPI) == the direct ones, on 3 and 4 ranks
   for n in 3 4; do
     out=$(timeout 60 "${MPI[@]}" -np $n ./tests/test_comm 2>&1)
     echo "$out" | grep -E '^(PASS|FAIL) '
@@ -757,8 +757,8 @@ if [ -n "${MPI+set}" ]; then
     ok "scripts/gpu_check.sh --rehearse: facts, build, smoke, zero ok; the GPU's phases SKIP; logs.tgz; a failing trainer FAILS the zero phase; a deadline skips; no corpus stops"
   else bad "scripts/gpu_check.sh --rehearse (exit $rc)"; cat "$tmp/gc/summary.txt"; fi
 fi
-# the GPU model's host logic (cuda/model_gpu.h: ledger, stack, order of the ops, checkpoints, ZeRO) with
-# the GPU API run on the CPU (cuda/host.c, tests/train_host): tests/run_cuda.sh's model checks
+# the GPU model's host logic (gpu/model.h: ledger, stack, order of the ops, checkpoints, ZeRO) with
+# the GPU API run on the CPU (tests/host_gpu.c, tests/train_host): tests/run_cuda.sh's model checks
 out=$(bash tests/run_cuda.sh --host 2>&1)
 echo "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed -E 's/^(PASS|FAIL|SKIP) /\1 train_host: /'
 pass=$((pass + $(echo "$out" | grep -c '^PASS ')))

@@ -6,7 +6,7 @@
 #                        flag's equivalence, the ledger, checkpoints across
 #                        devices, compute-sanitizer
 # With --host (tests/run.sh, on any machine) the model checks run tests/train_host,
-# whose GPU is cuda/host.c (the GPU API on the CPU): they test cuda/model_gpu.h's
+# whose GPU is tests/host_gpu.c (the GPU API on the CPU): they test gpu/model.h's
 # host logic; the kernel tests, the tensor-core checks and compute-sanitizer are
 # left out (they need the real GPU).
 set -u
@@ -212,7 +212,7 @@ else
   echo "SKIP compute-sanitizer not found"
 fi
 
-# --- 8. ZeRO on the GPU: N ranks (sharing one GPU: the MPI backend, staging.h) -----------
+# --- 8. ZeRO on the GPU: N ranks (sharing one GPU: the MPI backend, parallel/staging.h) ---
 # the same checks as the CPU's (tests/run.sh 3c), on --device cuda
 if command -v mpirun >/dev/null && $TRAIN --help | grep -q 'this build: MPI yes'; then
   export GPTMEM_HOST_GPUS=1  # the emulation, like the lent machine: one GPU, so --comm auto is mpi
@@ -323,7 +323,7 @@ if command -v mpirun >/dev/null && $TRAIN --help | grep -q 'this build: MPI yes'
   else bad "--log replica check interval: $(tail -n +2 "$tmp/zk.csv" | cut -d, -f8 | tr '\n' ' ')"; grep -E 'note|error' "$tmp/zk"; fi
   unset GPTMEM_HOST_GPUS
   # --comm nccl: ranks with a GPU each (only the emulation has several here; its NCCL is MPI on host memory,
-  # so this checks cuda/model_gpu.h's NCCL path, not NCCL itself: tests/test_cuda runs NCCL's calls on one rank)
+  # so this checks gpu/model.h's NCCL path, not NCCL itself: tests/test_cuda runs NCCL's calls on one rank)
   if [ $HOST = 1 ]; then
     nbad=0; nrun=0
     for dt in fp32 bf16; do

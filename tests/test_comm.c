@@ -7,7 +7,7 @@
 // Also comm_allgather_block cut into pieces (blocks over MPI's int counts).
 // Rank 0 prints "PASS name: detail" or "FAIL name: detail" lines.
 #include <stdint.h>
-#include "staging.h"
+#include "parallel/staging.h"
 #include "tests/check.h"
 
 // counts[r] for case `which`: equal parts, uneven parts, some empty.

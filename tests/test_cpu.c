@@ -11,9 +11,9 @@
 // of the whole gradient vector, ||analytic - numeric|| / ||numeric||, must be
 // under 1e-2. A wrong term in a backward gives errors of order 1.
 #include "model.h"
-#include "predict.h"
-#include "optimizer.h"
-#include "data.h"
+#include "memory/predict.h"
+#include "cpu/optimizer.h"
+#include "io/data.h"
 #include "tests/check.h"
 
 

@@ -15,13 +15,13 @@
 //
 // Prints "PASS name: ..." / "FAIL name: ..." lines and "SKIP" if there is no
 // GPU; tests/run_cuda.sh counts them.
-#include "memory.h"
+#include "memory/ledger.h"
 #include "model.h"
-#include "predict.h"
-#include "optimizer.h"
+#include "memory/predict.h"
+#include "cpu/optimizer.h"
 #include "tests/check.h"
-#include "cuda/ops.h"
-#include "cuda/model_gpu.h"
+#include "cuda/api.h"
+#include "gpu/model.h"
 
 
 uint64_t test_rng = 7;

@@ -9,7 +9,7 @@
 #define main train_main
 #include "train.c"
 #undef main
-#include "cuda/host.c"
+#include "tests/host_gpu.c"
 
 static int plant(const char *name) {
     float *d = gpu_malloc(64 * sizeof(float), "planted");

@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "dtype.h"
+#include "core/dtype.h"
 
 // --- encoder: token + position embedding ----------------------------------
 // out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]

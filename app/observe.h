@@ -24,8 +24,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include "cuda/ops.h"
-#include "model.h"  // now_seconds
+#include "core/clock.h"
+#include "cuda/api.h"
 
 enum { TM_DATA, TM_FORWARD, TM_BACKWARD, TM_REDUCE, TM_NORM, TM_STEP, TM_NPHASE };
 const char *timing_phase_name[TM_NPHASE] = {"zero, data", "forward", "backward", "reduce", "norm", "optimizer"};

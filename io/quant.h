@@ -34,9 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "dtype.h"
-#include "memory.h"
-#include "sizes.h"
+#include "core/dtype.h"
+#include "memory/ledger.h"
+#include "core/sizes.h"
 
 enum { QF_FP32, QF_BF16, QF_INT8, QF_INT4, QF_N };
 const char *const quant_name[QF_N] = {"fp32", "bf16", "int8", "int4"};

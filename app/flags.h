@@ -13,12 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm.h"
-#include "dtype.h"
-#include "model.h"
-#include "quant.h"
-#include "sizes.h"
-#include "cuda/ops.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/saved.h"
+#include "core/sizes.h"
+#include "cuda/api.h"
+#include "io/quant.h"
+#include "parallel/comm.h"
 
 
 enum { COMM_AUTO, COMM_NCCL, COMM_MPI };  // --comm

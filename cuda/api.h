@@ -12,7 +12,7 @@
 #define GPTMEM_CUDA_OPS_H
 
 #include <stddef.h>
-#include "../sizes.h"  // GPU_NORM_BLOCKS, GPU_COLSUM_CHUNKS, GPU_GEMM_WORKSPACE
+#include "core/sizes.h"  // GPU_NORM_BLOCKS, GPU_COLSUM_CHUNKS, GPU_GEMM_WORKSPACE
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,6 @@
-// optimizer.h — AdamW, the learning-rate schedule, and gradient clipping.
+// cpu/optimizer.h — AdamW's state on the CPU (fp32 m and v, or --adam-bits 8's
+// block-quantized codes) and its step over this rank's parameters, tensor by
+// tensor; the update itself is core/adamw.h's.
 #ifndef GPTMEM_OPTIMIZER_H
 #define GPTMEM_OPTIMIZER_H
 
@@ -7,73 +9,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "memory.h"
-#include "model.h"
-#include "dtype.h"
-
-typedef struct {
-    float lr;            // peak learning rate
-    float beta1, beta2;  // 0.9, 0.95
-    float eps;           // 1e-8
-    float weight_decay;  // applied only to 2-D weights (matrices and embeddings)
-    int warmup;          // linear warmup steps
-    int total_steps;     // cosine decay reaches min_lr at the last step
-    float min_lr_frac;   // min_lr = lr * min_lr_frac
-} AdamWConfig;
-
-// Learning rate at step s (0-based): linear warmup from lr/warmup to lr over
-// `warmup` steps, then cosine decay from lr to min_lr at the last step.
-float lr_at(const AdamWConfig *cfg, int s) {
-    if (s < cfg->warmup) return cfg->lr * (float)(s + 1) / (float)cfg->warmup;
-    int decay_steps = cfg->total_steps - cfg->warmup;
-    if (decay_steps <= 1) return cfg->lr;
-    float progress = (float)(s - cfg->warmup) / (float)(decay_steps - 1);
-    if (progress > 1.0f) progress = 1.0f;
-    float min_lr = cfg->lr * cfg->min_lr_frac;
-    return min_lr + 0.5f * (cfg->lr - min_lr) * (1.0f + cosf(3.14159265358979f * progress));
-}
-
-
-// Scale that clips the global gradient norm to max_norm (1 if no clipping needed
-// or clipping is off, max_norm <= 0).
-float clip_scale(double grad_norm, float max_norm) {
-    if (max_norm <= 0.0f || grad_norm <= max_norm) return 1.0f;
-    return (float)(max_norm / (grad_norm + 1e-6));
-}
-
-// The factor AdamW multiplies a step's gradients by, from their sum of squares:
-// 1/loss_scale (fp16 scales the loss up, --loss-scale) times the clip scale of
-// the true norm sqrt(sumsq)/loss_scale. NaN when that norm is not finite (an
-// fp16 overflow): AdamW then skips the step. cuda/adamw.cu's grad_scale_kernel
-// computes the same on the GPU.
-float step_grad_scale(double sumsq, float loss_scale, float max_norm) {
-    double norm = sqrt(sumsq) / loss_scale;
-    if (!isfinite(norm)) return NAN;
-    return clip_scale(norm, max_norm) / loss_scale;
-}
-
-// One AdamW update of params[0..n) from grads (multiplied by grad_scale first,
-// which carries the clipping). `decay` says whether this range is a 2-D weight.
-// t is the 1-based step count, for bias correction.
-//   g = grad * grad_scale
-//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
-//   mhat = m / (1 - b1^t); vhat = v / (1 - b2^t)
-//   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
-void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, const AdamWConfig *cfg, float lr,
-                  int t, float grad_scale, int decay) {
-    float b1c = 1.0f - powf(cfg->beta1, (float)t), b2c = 1.0f - powf(cfg->beta2, (float)t);
-    float wd = decay ? cfg->weight_decay : 0.0f;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float g = grads[i] * grad_scale;
-        float mi = cfg->beta1 * m[i] + (1.0f - cfg->beta1) * g;
-        float vi = cfg->beta2 * v[i] + (1.0f - cfg->beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        float mhat = mi / b1c, vhat = vi / b2c;
-        params[i] -= lr * (mhat / (sqrtf(vhat) + cfg->eps) + wd * params[i]);
-    }
-}
+#include "core/adamw.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/sizes.h"
+#include "cpu/ops.h"  // GRAD_BLOCK
+#include "memory/ledger.h"
 
 // ---------------------------------------------------------------------------
 // The optimizer: AdamW state for every parameter, applied tensor by tensor so
@@ -166,7 +107,8 @@ void adam8_decode(const int8_t *mq, const uint8_t *vq, int n, float mscale, floa
 // The moments as fp32: elements [at, at + n) of this optimizer's state
 // (at a multiple of ADAM_BLOCK), m (which 0) or v (1), read or written. For
 // saving and resuming (state.h); both bit widths.
-void optimizer_moments_get(const Optimizer *opt, int which, size_t at, float *dst, size_t n) {
+void optimizer_moments_get(const void *optimizer, int which, size_t at, float *dst, size_t n) {
+    const Optimizer *opt = optimizer;
     if (opt->bits != 8) { memcpy(dst, (which ? opt->v : opt->m) + at, n * sizeof(float)); return; }
     for (size_t b = 0; b < n; b += ADAM_BLOCK) {
         int len = (int)(n - b < ADAM_BLOCK ? n - b : ADAM_BLOCK);
@@ -178,7 +120,8 @@ void optimizer_moments_get(const Optimizer *opt, int which, size_t at, float *ds
 }
 
 // Writing v (which 1) after m: the codes of a block are made from both.
-void optimizer_moments_set(Optimizer *opt, int which, size_t at, const float *src, size_t n) {
+void optimizer_moments_set(void *optimizer, int which, size_t at, const float *src, size_t n) {
+    Optimizer *opt = optimizer;
     if (opt->bits != 8) { memcpy((which ? opt->v : opt->m) + at, src, n * sizeof(float)); return; }
     for (size_t b = 0; b < n; b += ADAM_BLOCK) {
         int len = (int)(n - b < ADAM_BLOCK ? n - b : ADAM_BLOCK);

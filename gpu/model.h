@@ -34,9 +34,22 @@
 #ifndef GPTMEM_MODEL_GPU_H
 #define GPTMEM_MODEL_GPU_H
 
-#include "ops.h"
-#include "../staging.h"
-#include "../zero.h"
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/adamw.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "core/saved.h"
+#include "core/sizes.h"
+#include "cuda/api.h"
+#include "memory/ledger.h"
+#include "parallel/comm.h"
+#include "parallel/staging.h"
+#include "parallel/zero.h"
 
 
 // The tensors one layer saves (device pointers): in the dtype, except the

@@ -22,8 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "report.h"
-#include "sizes.h"
+#include "memory/report.h"
+#include "core/sizes.h"
 
 // One live allocation, so that mem_free knows its size and category and
 // --mem can list every buffer by name.

@@ -22,8 +22,9 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#include "ops.h"
-#include "../ops.h"  // the CPU ops (one translation unit with train.c: tests/train_host.c)
+#include "cuda/api.h"
+#include "cuda/nccl_parts.h"
+#include "cpu/ops.h"  // the CPU ops (one translation unit with train.c: tests/train_host.c)
 
 // --- what a real GPU would refuse: the emulation stops with the reason -------------
 //
@@ -358,7 +359,15 @@ static void nccl_broadcast_part(void *p, size_t bytes, int root) {
     comm_bytes_sent = sent;
 }
 
-#include "nccl_parts.h"
+static const NcclCalls nccl_calls = {nccl_group, nccl_reduce_part, nccl_broadcast_part};
+
+void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks) {
+    nccl_parts_reduce_scatter(&nccl_calls, dt, data, counts, nranks);
+}
+
+void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks) {
+    nccl_parts_allgather(&nccl_calls, data, bytes, displs, nranks);
+}
 
 // --- widening and rounding --------------------------------------------------------
 

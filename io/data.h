@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "memory.h"
-#include "rng.h"
+#include "memory/ledger.h"
+#include "core/rng.h"
 
 typedef struct {
     unsigned char *bytes;  // the whole file (ledger: data)

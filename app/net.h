@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model.h"
-#include "optimizer.h"
-#include "zero.h"
-#include "cuda/ops.h"
-#include "cuda/model_gpu.h"
-#include "state.h"
+#include "cpu/optimizer.h"
+#include "parallel/zero.h"
+#include "cuda/api.h"
+#include "gpu/model.h"
+#include "io/state.h"
 
 typedef struct {
     int cuda;       // --device cuda
@@ -197,7 +197,10 @@ NetState net_state(Net *n) {
     Optimizer *opt = &n->opt;
     st.lo = model->shard.own_lo, st.hi = model->shard.own_hi, st.on_gpu = 0;
     st.w = model->params + (st.lo - model->master_base);
-    if (opt->bits == 8) st.adam8 = opt, st.adam8_at = st.lo - opt->lo;
+    if (opt->bits == 8) {  // m and v read and written through the optimizer, as fp32
+        st.moments = opt, st.moments_at = st.lo - opt->lo;
+        st.moments_get = optimizer_moments_get, st.moments_set = optimizer_moments_set;
+    }
     else st.m = opt->m + (st.lo - opt->lo), st.v = opt->v + (st.lo - opt->lo);
     return st;
 }

@@ -29,10 +29,9 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
-#include "data.h"
-#include "dtype.h"
-#include "optimizer.h"
-#include "cuda/ops.h"
+#include "core/dtype.h"
+#include "cuda/api.h"
+#include "io/data.h"  // file_size
 
 #define STATE_MAGIC "GPTMEMCK"
 #define STATE_VERSION 4u  // 4 added adam_bits; a version 3 file (the same header without it) still loads
@@ -56,14 +55,17 @@ size_t state_header_bytes(uint32_t version) { return version == 3 ? offsetof(Sta
 // What a state file's arrays come from and go to: this rank's fp32 weights
 // and Adam's m and v of the parameters [lo, hi) (element 0 is parameter lo),
 // in host or device memory (on_gpu); with --adam-bits 8, m and v are read
-// and written through the optimizer (optimizer_moments_get/set), from its
-// element adam8_at, and the file holds the fp32 values its codes stand for.
+// and written through the optimizer's accessors (cpu/optimizer.h
+// optimizer_moments_get/set), from its element moments_at, and the file holds
+// the fp32 values its codes stand for.
 typedef struct {
     float *w, *m, *v;
     size_t lo, hi;
     int on_gpu;
-    Optimizer *adam8;
-    size_t adam8_at;
+    void *moments;  // --adam-bits 8: the optimizer whose accessors below read and write m and v
+    size_t moments_at;
+    void (*moments_get)(const void *opt, int which, size_t at, float *dst, size_t n);
+    void (*moments_set)(void *opt, int which, size_t at, const float *src, size_t n);
 } NetState;
 
 // The part of the state that changes as training goes, besides the weights,
@@ -125,13 +127,13 @@ int write_array(FILE *f, uint64_t *h, const float *src, size_t bytes, int on_gpu
 // (--adam-bits 8) widened a chunk at a time through a host buffer.
 int write_moments(FILE *f, uint64_t *h, const NetState *st, int which) {
     size_t n = st->hi - st->lo;
-    if (!st->adam8) return write_array(f, h, which ? st->v : st->m, n * sizeof(float), st->on_gpu);
+    if (!st->moments) return write_array(f, h, which ? st->v : st->m, n * sizeof(float), st->on_gpu);
     float *chunk = malloc(STATE_CHUNK);
     size_t per = STATE_CHUNK / sizeof(float);  // a multiple of ADAM_BLOCK
     int bad = 0;
     for (size_t at = 0; at < n && !bad; at += per) {
         size_t len = n - at < per ? n - at : per;
-        optimizer_moments_get(st->adam8, which, st->adam8_at + at, chunk, len);
+        st->moments_get(st->moments, which, st->moments_at + at, chunk, len);
         bad = write_hashed(f, h, chunk, len * sizeof(float));
     }
     free(chunk);
@@ -319,13 +321,13 @@ void state_read(StateReader *r, float *dst, size_t bytes, int on_gpu) {
 // (--adam-bits 8) a chunk at a time through a host buffer into the codes.
 void read_moments(StateReader *r, NetState *st, int which) {
     size_t n = st->hi - st->lo;
-    if (!st->adam8) { state_read(r, which ? st->v : st->m, n * sizeof(float), st->on_gpu); return; }
+    if (!st->moments) { state_read(r, which ? st->v : st->m, n * sizeof(float), st->on_gpu); return; }
     float *chunk = malloc(STATE_CHUNK);
     size_t per = STATE_CHUNK / sizeof(float);
     for (size_t at = 0; at < n; at += per) {
         size_t len = n - at < per ? n - at : per;
         state_read(r, chunk, len * sizeof(float), 0);
-        optimizer_moments_set(st->adam8, which, st->adam8_at + at, chunk, len);
+        st->moments_set(st->moments, which, st->moments_at + at, chunk, len);
     }
     free(chunk);
 }

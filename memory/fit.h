@@ -17,9 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "predict.h"
-#include "report.h"
-#include "saved.h"
+#include "memory/predict.h"
+#include "memory/report.h"
+#include "core/saved.h"
 
 // A budget: a number and a unit, B, KiB/MiB/GiB/TiB (powers of 1024) or
 // KB/MB/GB/TB (powers of 1000), e.g. 80GiB, 24GB, 1.5GiB, 512MiB, 1000000B.

@@ -13,10 +13,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include "memory.h"
-#include "predict.h"
-#include "report.h"
-#include "saved.h"
+#include "memory/ledger.h"
+#include "memory/predict.h"
+#include "memory/report.h"
+#include "core/saved.h"
 
 // The published term each saved tensor is (16-bit bytes), or why it is not one.
 const char *formula_term(int sv, int flash) {

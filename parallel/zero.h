@@ -26,10 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm.h"
-#include "dtype.h"
-#include "memory.h"
-#include "sizes.h"
+#include "parallel/comm.h"
+#include "core/dtype.h"
+#include "memory/ledger.h"
+#include "core/sizes.h"
 
 typedef struct {
     int stage;              // --zero S, or 0 with one rank (nothing to shard)

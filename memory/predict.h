@@ -14,9 +14,9 @@
 
 #include <stddef.h>
 #include <string.h>
-#include "report.h"  // only the categories: the predictor never sees the allocator
-#include "sizes.h"   // the sizes the trainer allocates by
-#include "saved.h"   // the tensors a block saves
+#include "memory/report.h"  // only the categories: the predictor never sees the allocator
+#include "core/sizes.h"   // the sizes the trainer allocates by
+#include "core/saved.h"   // the tensors a block saves
 
 // What the prediction depends on besides the model shape.
 typedef struct {

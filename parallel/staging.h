@@ -18,9 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm.h"
-#include "dtype.h"
-#include "cuda/ops.h"  // the host-device copies
+#include "parallel/comm.h"
+#include "core/dtype.h"
+#include "cuda/api.h"  // the host-device copies
 
 typedef struct {
     void *host;  // the staging buffer

@@ -1,0 +1,180 @@
+// core/config.h — the model's shape and the flat parameter layout every part
+// of gptmem shares: the config and its presets, the padded vocabulary, where
+// each layer, op and tensor sits in the one parameter array, and the GPT-2
+// init. No device, no allocator: the CPU and GPU models, the predictor and
+// the optimizer all read it.
+//
+// Letters: C channels, H heads, L layers, V vocabulary, Vp = V padded to a
+// multiple of 64, maxT learned positions.
+#ifndef GPTMEM_CONFIG_H
+#define GPTMEM_CONFIG_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include "core/rng.h"
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+typedef struct {
+    int layers;    // L
+    int channels;  // C
+    int heads;     // H
+    int vocab;     // V: real vocabulary size (256 for the byte tokenizer)
+    int max_seq;   // maxT: number of learned positions
+} GPTConfig;
+
+typedef struct {
+    const char *name;
+    GPTConfig cfg;
+    const char *note;
+} ModelPreset;
+
+const ModelPreset model_presets[] = {
+    {"small", {4, 128, 4, 256, 128}, "the default: learns Shakespeare in about 6 minutes on 2 cores"},
+    {"gpt2", {12, 768, 12, 50257, 1024}, "GPT-2 124M"},
+    {"gpt2-medium", {24, 1024, 16, 50257, 1024}, "GPT-2 350M"},
+    {"gpt2-large", {36, 1280, 20, 50257, 1024}, "GPT-2 774M"},
+    {"gpt2-xl", {48, 1600, 25, 50257, 1024}, "GPT-2 1558M"},
+};
+const int n_model_presets = sizeof model_presets / sizeof model_presets[0];
+
+// The vocabulary padded to a multiple of 64 so the LM head's matmul tiles
+// evenly; padded logits are masked out of the loss.
+int padded_vocab(const GPTConfig *c) { return (c->vocab + 63) / 64 * 64; }
+
+// ---------------------------------------------------------------------------
+// Parameter layout
+//
+// All parameters live in one flat array, in this order:
+//   wte   (Vp, C)      token embedding, also the LM head (tied)
+//   wpe   (maxT, C)    position embedding
+//   then for each layer l = 0..L-1, one contiguous block:
+//     ln1w (C), ln1b (C), qkvw (3C, C), qkvb (3C), attprojw (C, C), attprojb (C),
+//     ln2w (C), ln2b (C), fcw (4C, C), fcb (4C), fcprojw (C, 4C), fcprojb (C)
+//   lnfw  (C), lnfb (C)   final layernorm
+// Keeping each layer contiguous means one layer's weights (or gradients) are
+// one slice of the array: what ZeRO stage 2/3 reduce and gather per layer.
+// Linear weights are (out, in), as in PyTorch's nn.Linear.
+
+size_t layer_param_count(int C) { return (size_t)12 * C * C + (size_t)13 * C; }
+
+size_t param_count(const GPTConfig *c) {
+    size_t C = c->channels;
+    return (size_t)padded_vocab(c) * C + (size_t)c->max_seq * C + c->layers * layer_param_count(c->channels) + 2 * C;
+}
+
+// Offset of layer l's block in the flat array.
+size_t layer_offset(const GPTConfig *c, int l) {
+    return ((size_t)padded_vocab(c) + c->max_seq) * c->channels + (size_t)l * layer_param_count(c->channels);
+}
+
+// The ops of a layer that own parameters, in layout order. Each op's weight
+// and bias sit next to each other in the layer's block, so one op's
+// parameters are one slice of the flat array: what ZeRO stage 3 gathers just
+// before the op runs, and stages 2 and 3 reduce-scatter as soon as the op's
+// backward has produced their gradients (a "piece", see fetch_params).
+enum { OP_LN1, OP_QKV, OP_ATTPROJ, OP_LN2, OP_FC, OP_FCPROJ, LAYER_OPS };
+const char *const op_names[LAYER_OPS] = {"ln1", "qkv", "attproj", "ln2", "fc", "fcproj"};
+
+// How many parameters op `op` has: ln 2C; qkv 3C^2 + 3C; attproj C^2 + C; fc 4C^2 + 4C; fcproj 4C^2 + C.
+size_t op_param_count(size_t C, int op) {
+    switch (op) {
+    case OP_QKV: return 3 * C * C + 3 * C;
+    case OP_ATTPROJ: return C * C + C;
+    case OP_FC: return 4 * C * C + 4 * C;
+    case OP_FCPROJ: return 4 * C * C + C;
+    default: return 2 * C;  // OP_LN1, OP_LN2: weight and bias
+    }
+}
+
+// Where op `op`'s parameters start in layer l's block, as a flat index.
+size_t op_param_offset(const GPTConfig *c, int l, int op) {
+    size_t off = layer_offset(c, l);
+    for (int k = 0; k < op; k++) off += op_param_count(c->channels, k);
+    return off;
+}
+
+// One named tensor of the layout: used by init (std and which get weight
+// decay) and by the optimizer (weight decay only on 2-D weights).
+typedef struct {
+    size_t offset, count;
+    int is_matrix;     // 2-D weight: gets weight decay
+    float init_std;    // 0 means "ones" (layernorm weight) or "zeros" (bias), see init
+    int init_ones;
+} ParamTensor;
+
+// Append one tensor to the table and advance the running offset.
+void add_tensor(ParamTensor *out, int *n, size_t *off, size_t count, int is_matrix, float std, int ones) {
+    ParamTensor *t = &out[(*n)++];
+    t->offset = *off; t->count = count; t->is_matrix = is_matrix; t->init_std = std; t->init_ones = ones;
+    *off += count;
+}
+
+int param_tensor_count(const GPTConfig *c) { return 4 + 12 * c->layers; }
+
+// Fill `out` (param_tensor_count entries) with the tensors in layout order.
+void param_tensors(const GPTConfig *c, ParamTensor *out) {
+    size_t C = c->channels;
+    float proj_std = 0.02f / sqrtf(2.0f * c->layers);  // residual projections: GPT-2 scaling
+    int n = 0;
+    size_t off = 0;
+    add_tensor(out, &n, &off, (size_t)padded_vocab(c) * C, 1, 0.02f, 0);  // wte
+    add_tensor(out, &n, &off, (size_t)c->max_seq * C, 1, 0.02f, 0);       // wpe
+    for (int l = 0; l < c->layers; l++) {
+        add_tensor(out, &n, &off, C, 0, 0, 1);                // ln1w
+        add_tensor(out, &n, &off, C, 0, 0, 0);                // ln1b
+        add_tensor(out, &n, &off, 3 * C * C, 1, 0.02f, 0);    // qkvw
+        add_tensor(out, &n, &off, 3 * C, 0, 0, 0);            // qkvb
+        add_tensor(out, &n, &off, C * C, 1, proj_std, 0);     // attprojw
+        add_tensor(out, &n, &off, C, 0, 0, 0);                // attprojb
+        add_tensor(out, &n, &off, C, 0, 0, 1);                // ln2w
+        add_tensor(out, &n, &off, C, 0, 0, 0);                // ln2b
+        add_tensor(out, &n, &off, 4 * C * C, 1, 0.02f, 0);    // fcw
+        add_tensor(out, &n, &off, 4 * C, 0, 0, 0);            // fcb
+        add_tensor(out, &n, &off, 4 * C * C, 1, proj_std, 0); // fcprojw
+        add_tensor(out, &n, &off, C, 0, 0, 0);                // fcprojb
+    }
+    add_tensor(out, &n, &off, C, 0, 0, 1);  // lnfw
+    add_tensor(out, &n, &off, C, 0, 0, 0);  // lnfb
+}
+
+// Element j of tensor i (the i-th of param_tensors), drawing from *s: called
+// for every element in layout order, it gives the whole init sequence.
+float init_value(const ParamTensor *t, int i, size_t j, const GPTConfig *c, uint64_t *s) {
+    size_t random = i == 0 ? (size_t)c->vocab * c->channels : t->count;  // wte: real rows only
+    if (j >= random) return 0.0f;
+    if (t->init_ones) return 1.0f;
+    return t->init_std > 0 ? t->init_std * rng_normal(s) : 0.0f;
+}
+
+// GPT-2 init: linear and embedding weights ~ N(0, 0.02), residual output
+// projections ~ N(0, 0.02/sqrt(2L)), layernorm weights 1, biases 0.
+// The padded vocabulary rows of wte are left at zero (they are never used).
+// Only the parameters [lo, hi) of the flat array are written, to dst[0..hi-lo):
+// a ZeRO rank that owns a shard draws the whole sequence (so every rank agrees)
+// and keeps its part. lo = 0, hi = P fills a full array.
+void init_params_range(float *dst, size_t lo, size_t hi, const GPTConfig *c, uint64_t seed) {
+    int n = param_tensor_count(c);
+    ParamTensor *t = malloc(sizeof(ParamTensor) * n);
+    param_tensors(c, t);
+    uint64_t s = rng_seed(seed);
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < t[i].count; j++) {
+            float v = init_value(&t[i], i, j, c, &s);
+            size_t at = t[i].offset + j;
+            if (at >= lo && at < hi) dst[at - lo] = v;
+        }
+    free(t);
+}
+
+void init_params(float *params, const GPTConfig *c, uint64_t seed) { init_params_range(params, 0, param_count(c), c, seed); }
+
+// Parameters outside the layers: wte, wpe and the final layernorm, (Vp + maxT) C + 2C.
+size_t global_param_count(const GPTConfig *c) {
+    return ((size_t)padded_vocab(c) + c->max_seq) * c->channels + 2 * (size_t)c->channels;
+}
+
+#endif

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""tests/layout.py — the tree keeps its shape (doc/architecture.md, "The map").
+
+Checks, printing one PASS/FAIL line each:
+  1. every header compiles on its own (it includes what it uses): gcc -fsyntax-only, no warning;
+  2. every #include runs downward: from a file to one on a lower floor, or in its own folder
+     (the floors, lowest first: core; cuda's API, memory; parallel; io; cpu, gpu; model.h; app;
+     train.c), and the includes inside a folder make no cycle;
+  3. no source file outside the kernels (cuda/*.cu) and the tests is over MAX_LINES lines.
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+MAX_LINES = 500
+FLOORS = [("core/", 0), ("cuda/api.h", 1), ("cuda/nccl_parts.h", 1), ("memory/", 1), ("parallel/", 2), ("io/", 3),
+          ("cpu/", 4), ("gpu/", 4), ("model.h", 5), ("app/", 6), ("train.c", 7)]
+
+
+def floor(path):
+    for prefix, f in FLOORS:
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            return f
+    return None
+
+
+def folder(path):
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def includes(path):
+    return re.findall(r'^#include "([^"]+)"', open(path).read(), re.M)
+
+
+def main():
+    os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    headers = sorted(["model.h", "cuda/api.h", "cuda/nccl_parts.h"] +
+                     [h for d in ("core", "memory", "parallel", "io", "cpu", "gpu", "app") for h in glob.glob(d + "/*.h")])
+    fails = 0
+
+    bad = []
+    for h in headers:
+        r = subprocess.run(["gcc", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-fopenmp", "-I.",
+                            "-fsyntax-only", "-x", "c", h], capture_output=True, text=True)
+        if r.returncode or r.stderr.strip():
+            bad.append(h + ": " + (r.stderr.strip().splitlines() or ["?"])[0])
+    print(("PASS" if not bad else "FAIL") + " each of the %d headers compiles on its own%s" %
+          (len(headers), "" if not bad else ": " + "; ".join(bad[:5])))
+    fails += bool(bad)
+
+    bad = []
+    graph = {}
+    for f in headers + ["train.c"]:
+        graph[f] = includes(f)
+        for inc in graph[f]:
+            if not os.path.exists(inc):
+                bad.append("%s includes %s, which does not exist" % (f, inc))
+            elif floor(inc) is None or floor(f) is None:
+                bad.append("%s or %s has no floor" % (f, inc))
+            elif folder(inc) != folder(f) and floor(inc) >= floor(f):
+                bad.append("%s (floor %d) includes %s (floor %d)" % (f, floor(f), inc, floor(inc)))
+    state = {}
+
+    def visit(n, stack):
+        if state.get(n) == 1:
+            bad.append("an include cycle: " + " -> ".join(stack + [n]))
+            return
+        if state.get(n) == 2:
+            return
+        state[n] = 1
+        for m in graph.get(n, []):
+            if m in graph:
+                visit(m, stack + [n])
+        state[n] = 2
+
+    for n in graph:
+        visit(n, [])
+    print(("PASS" if not bad else "FAIL") + " every include runs to a lower floor or within a folder, no cycles%s" %
+          ("" if not bad else ": " + "; ".join(bad[:5])))
+    fails += bool(bad)
+
+    sources = headers + ["train.c"] + glob.glob("cuda/*.c") + glob.glob("scripts/*.c")
+    long = ["%s %d" % (s, sum(1 for _ in open(s))) for s in sources if sum(1 for _ in open(s)) > MAX_LINES]
+    print(("PASS" if not long else "FAIL") + " no source file outside the kernels and tests is over %d lines%s" %
+          (MAX_LINES, "" if not long else ": " + ", ".join(long)))
+    fails += bool(long)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

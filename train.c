@@ -101,7 +101,7 @@ void sample_text(Net *net, Dataset *data, int T, int len, float temperature, uin
 int g_threads_shared_by = 1;  // the ranks on this machine that divided its cores among their threads (set_threads)
 
 // One line saying what will run; a dry run leaves out steps and threads.
-void print_config_line(const GPTConfig *c, const Options *o) {
+void print_config_line(const GPTConfig *c, const Settings *o) {
     const GPTConfig *p = NULL;  // the preset: a shape that differs from it is "custom"
     for (int i = 0; i < n_model_presets; i++)
         if (!strcmp(model_presets[i].name, o->model)) p = &model_presets[i].cfg;
@@ -209,7 +209,7 @@ typedef struct {
     long long comm_bytes;
 } RankLedger;
 
-int report_memory(const Options *o, const MemReport *predicted, const MemReport *measured, long long step_comm,
+int report_memory(const Settings *o, const MemReport *predicted, const MemReport *measured, long long step_comm,
                   size_t P, int zero, const char *receipt) {
     RankLedger mine = {measured->peak_total, predicted->peak_total,
                        !memcmp(predicted, measured, sizeof *measured), step_comm};
@@ -270,14 +270,15 @@ int omp_threads(void) {
 // The dry run's last lines: this rank's model states and the buffers they
 // move through, next to the ZeRO paper's formula for the stage, with the
 // difference named.
-void print_paper_comparison(const GPTConfig *cfg, const RunShape *s, const MemReport *r) {
+void print_paper_comparison(const Settings *s, const MemReport *r) {
+    const GPTConfig *cfg = &s->cfg;
     int ranks = s->ranks > 1 ? s->ranks : 1, zero = ranks > 1 ? s->zero : 0, e = s->dtype == 0 ? 4 : 2;
     double K = paper_optimizer_bytes(s);  // 12 in mixed precision, 8 in fp32; less with --adam-bits 8
     int Vp = padded_vocab(cfg), C = cfg->channels;
     size_t P = param_count(cfg);
     const size_t *b = r->peak;
     size_t states = b[MEM_PARAMS] + b[MEM_MASTER] + b[MEM_GRADS] + b[MEM_ADAM_M] + b[MEM_ADAM_V];
-    size_t scratch = predict_model_scratch(C, Vp, cfg->max_seq, s), total = states + b[MEM_COMM] + scratch;
+    size_t scratch = predict_model_scratch(s), total = states + b[MEM_COMM] + scratch;
     double paper = predict_paper_states(P, s);
     char formula[96];
     if (zero == 0) snprintf(formula, sizeof formula, "(%d + %d + %g) Psi", e, e, K);
@@ -308,13 +309,13 @@ void print_paper_comparison(const GPTConfig *cfg, const RunShape *s, const MemRe
 // The first step's timeline (memory.h recorded it) against the predicted
 // one: --mem-timeline writes both to a CSV per rank (rank r > 0: FILE.rank<r>).
 // 0, or 1 if the file cannot be written.
-void timeline_path(const Options *o, char *path, size_t n) {
+void timeline_path(const Settings *o, char *path, size_t n) {
     if (comm_rank_id == 0) snprintf(path, n, "%s", o->mem_timeline);
     else snprintf(path, n, "%s.rank%d", o->mem_timeline, comm_rank_id);
 }
 
 // Before training: can this rank write its timeline file? 0 yes; 1 after a message.
-int timeline_unwritable(const Options *o) {
+int timeline_unwritable(const Settings *o) {
     char path[1024];
     timeline_path(o, path, sizeof path);
     FILE *f = fopen(path, "w");
@@ -324,7 +325,7 @@ int timeline_unwritable(const Options *o) {
     return 1;
 }
 
-int write_timeline(const Options *o, const PredictedTimeline *t) {
+int write_timeline(const Settings *o, const PredictedTimeline *t) {
     char path[1024];
     timeline_path(o, path, sizeof path);
     if (write_mem_timeline(path, t)) {
@@ -359,7 +360,8 @@ void fit_base_command(int argc, char **argv, char *out, size_t n) {
 
 // --fit BUDGET: the settings that fit, from the predictor alone (fit.h).
 // 0 if one fits, 1 if none does, 2 for a bad budget.
-int fit_run(const GPTConfig *cfg, const Options *o, long long corpus, int argc, char **argv) {
+int fit_run(const Settings *o, int argc, char **argv) {
+    const GPTConfig *cfg = &o->cfg;
     size_t budget;
     char why[128], text[128];
     if (!strcmp(o->fit, "free")) {  // what this machine (or its GPU) has free now
@@ -394,17 +396,15 @@ int fit_run(const GPTConfig *cfg, const Options *o, long long corpus, int argc, 
     }
     char base[2048];
     fit_base_command(argc, argv, base, sizeof base);
-    Options shown = *o;
+    Settings shown = *o;
     shown.dry_run = 1;  // the config line without steps and threads: nothing runs
     print_config_line(cfg, &shown);
-    return fit_report(cfg->layers, cfg->channels, cfg->heads, cfg->vocab, cfg->max_seq, o->seq_len, o->batch * o->accum,
-                      o->ranks > 1 ? o->ranks : 1, o->cuda, o->adam_bits == 8, corpus > 0 ? (size_t)corpus : 0, budget,
-                      text, base);
+    return fit_report(o, o->batch * o->accum, o->ranks > 1 ? o->ranks : 1, budget, text, base);
 }
 
 // --dry-run --infer: serving the model, in each number format: the weights,
 // and the KV cache for --batch sequences of --seq-len tokens (predict.h).
-void print_inference(const GPTConfig *c, const Options *o) {
+void print_inference(const GPTConfig *c, const Settings *o) {
     InferenceBytes r = predict_inference(c->layers, c->channels, padded_vocab(c), c->max_seq, o->batch, o->seq_len);
     printf("inference: the weights in each format, and the KV cache (K and V, bf16) for %d x %d tokens: %zu B "
            "(%.2f GiB)\n", o->batch, o->seq_len, r.kv_cache, r.kv_cache / 1073741824.0);
@@ -421,16 +421,17 @@ void print_inference(const GPTConfig *c, const Options *o) {
 }
 
 // --dry-run: the prediction alone, from the config; nothing is allocated.
-int dry_run(const GPTConfig *cfg, const Options *o, const RunShape *shape, long long corpus) {
+int dry_run(const Settings *o) {
+    const GPTConfig *cfg = &o->cfg;
     MemReport predicted;
-    predict_memory(cfg->layers, cfg->channels, cfg->heads, cfg->vocab, cfg->max_seq, shape, &predicted);
+    predict_memory(o, &predicted);
     print_config_line(cfg, o);
-    if (corpus < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", o->data);
+    if (file_size(o->data) < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", o->data);
     printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",
            o->cuda ? "GPU " : "", o->ranks > 1 ? " of each rank" : "");
     print_prediction(stdout, &predicted, o->eval_only ? EVAL_PHASES : MEM_NPHASE);
-    if (!o->cuda && !o->eval_only) print_paper_comparison(cfg, shape, &predicted);
-    if (o->mem_ops) print_activation_table(stdout, cfg->layers, cfg->channels, cfg->heads, cfg->vocab, shape, 0);
+    if (!o->cuda && !o->eval_only) print_paper_comparison(o, &predicted);
+    if (o->mem_ops) print_activation_table(stdout, o, 0);
     if (o->infer) print_inference(cfg, o);
     if (o->mem_json && write_mem_json(o->mem_json, &predicted, NULL, NULL)) {
         fprintf(stderr, "error: cannot write '%s'\n", o->mem_json);
@@ -482,7 +483,7 @@ int launch_ranks(int argc, char **argv, int n) {
 // (staging.h) when ranks share one (NCCL refuses two ranks on one GPU) or
 // the build has no NCCL. Resolves o->comm to COMM_NCCL or COMM_MPI; with NCCL,
 // rank 0 makes the communicator's id and every rank joins. 0, or 1 after a message.
-int open_comm_backend(Options *o) {
+int open_comm_backend(Settings *o) {
     int sharing = gpu_sharing(), built = gpu_nccl_built();
     if (o->comm == COMM_NCCL && (sharing > 1 || !built)) {
         if (comm_rank_id == 0) {
@@ -511,7 +512,7 @@ int open_comm_backend(Options *o) {
 
 // The ranks (one process, or N under mpirun) and, with --device cuda, the GPU.
 // 0, or 1 after a message.
-int open_ranks_and_device(int *argc, char ***argv, Options *o) {
+int open_ranks_and_device(int *argc, char ***argv, Settings *o) {
     // the GPU first (the launcher's environment names the local rank): a CUDA-aware
     // MPI may otherwise make a context on GPU 0 for every rank at MPI_Init
     char why[256];
@@ -531,7 +532,7 @@ int open_ranks_and_device(int *argc, char ***argv, Options *o) {
 
 // Load the data; every rank must draw the same batch windows, so check that
 // they start from the same state. 0, or 1 after a message.
-int load_data(Dataset *data, const Options *o) {
+int load_data(Dataset *data, const Settings *o) {
     if (comm_any(data_load(data, o->data, o->batch, o->seq_len, o->seed) != 0)) {
         if (comm_nranks > 1) fprintf(stderr, "error: rank %d stops: a rank could not load its data\n", comm_rank_id);
         return 1;
@@ -611,7 +612,8 @@ double weight_error(GPT *model, FILE *f, long data_at, int format) {
     return sqrt(err / (sum > 0 ? sum : 1));
 }
 
-int eval_only_run(const GPTConfig *cfg, Options *o, const RunShape *shape) {
+int eval_only_run(Settings *o) {
+    const GPTConfig *cfg = &o->cfg;
     int B = o->batch, T = o->seq_len;
     if (open_ranks_and_device(NULL, NULL, o)) return 1;
     if (comm_nranks > 1) {
@@ -623,14 +625,14 @@ int eval_only_run(const GPTConfig *cfg, Options *o, const RunShape *shape) {
                "--dtype %s is for training (16-bit weights: --quantize bf16)\n", dtype_name[o->dtype]);
     MemReport predicted, measured;
     memset(&measured, 0, sizeof measured);
-    predict_memory(cfg->layers, cfg->channels, cfg->heads, cfg->vocab, cfg->max_seq, shape, &predicted);
+    predict_memory(o, &predicted);
     check_fits(predicted.peak_total);
     Dataset data;
     if (load_data(&data, o)) return 1;
     Net net;
     memset(&net, 0, sizeof net);
     GPT *model = &net.cpu;
-    gpt_build_eval(model, cfg, B, T, o->flash, o->fused_ce, o->quantize);
+    gpt_build_eval(model, o);
     arena_reserve(predicted.peak[MEM_ACTIVATIONS]);
     StateReader state;
     StateHeader hd = eval_load(model, o->resume, &state);
@@ -735,7 +737,7 @@ void format_duration(char *out, size_t n, double seconds) {
 // ranks; fpt model FLOPs a token), memory (live now, and this step's peak),
 // elapsed and remaining time; with --recompute the time it took and its FLOPs
 // (rfpt a token) as a share of the model's.
-void print_step_line(const StepResult *r, const Options *o, int nranks, const LiveState *live, Net *net,
+void print_step_line(const StepResult *r, const Settings *o, int nranks, const LiveState *live, Net *net,
                      double peak_flops, double fpt, double rfpt, double elapsed, int steps_done) {
     int B = o->batch, T = o->seq_len;
     char done[32], left[32];
@@ -772,7 +774,7 @@ void openmp_wait_defaults(char **argv) {
 // read before MPI starts), and no more than the cores this process may run on
 // (the launcher may have bound it to one), so that N ranks do not each start
 // a thread per core. Returns the ranks the cores were divided among (1: none).
-int set_threads(const Options *o) {
+int set_threads(const Settings *o) {
 #ifdef _OPENMP
     if (o->threads > 0) omp_set_num_threads(o->threads);
     if (o->threads > 0 || getenv("OMP_NUM_THREADS") || comm_local_size() <= 1) return 1;
@@ -789,8 +791,8 @@ int set_threads(const Options *o) {
 int main(int argc, char **argv) {
     openmp_wait_defaults(argv);
     // 1. parse: the flags and the model they describe
-    Options o = parse_args(argc, argv);
-    GPTConfig cfg = resolve_config(&o);
+    Settings o = parse_settings(argc, argv);
+    GPTConfig cfg = o.cfg;
     g_threads_shared_by = set_threads(&o);
     int B = o.batch, T = o.seq_len;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -803,28 +805,24 @@ int main(int argc, char **argv) {
     }
 
     // 2. predict the memory from the config alone (a dry run stops here)
-    long long corpus = file_size(o.data);
-    RunShape shape = {B, T, corpus > 0 ? (size_t)corpus : 0, o.flash, o.ckpt, o.fused_ce, o.dtype, o.zero, o.ranks,
-                      o.cuda, o.recompute, o.adam_bits == 8, o.eval_only, o.quantize ? quant_bits[o.quantize] : 0};
-    if (o.fit) return fit_run(&cfg, &o, corpus, argc, argv);
-    if (o.dry_run) return dry_run(&cfg, &o, &shape, corpus);
-    if (o.eval_only) return eval_only_run(&cfg, &o, &shape);
+    if (o.fit) return fit_run(&o, argc, argv);
+    if (o.dry_run) return dry_run(&o);
+    if (o.eval_only) return eval_only_run(&o);
     if (open_ranks_and_device(&argc, &argv, &o)) return 1;
     int rank = comm_rank_id, nranks = comm_nranks;
-    shape.ranks = nranks;
+    o.ranks = nranks;
+    Plan plan = make_plan(&o, nranks);
     MemReport predicted;
-    predict_memory(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.max_seq, &shape, &predicted);
-    if (o.cuda) check_fits_gpu(predicted.peak_total - predict_host_bytes_gpu(padded_vocab(&cfg), &shape));
+    predict_memory(&o, &predicted);
+    if (o.cuda) check_fits_gpu(predicted.peak_total - predict_host_bytes_gpu(&o));
     else check_fits(predicted.peak_total * (size_t)nranks);
 
     // 3. build: data, the model and its optimizer (every buffer through the ledger), or resume
     Dataset data;
     if (load_data(&data, &o)) return 1;
     Net net;
-    NetSpec spec = {B, T, o.dtype, o.flash, o.ckpt, o.fused_ce, o.recompute, o.zero, rank, nranks,
-                    predicted.peak[MEM_ACTIVATIONS], o.seed, o.adam_bits, o.comm == COMM_NCCL};
-    AdamWConfig adam = {o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.warmup, o.steps, o.min_lr_frac};
-    net_build(&net, o.cuda, &cfg, &spec, &adam);
+    net_build(&net, &o, &plan, rank, nranks, predicted.peak[MEM_ACTIVATIONS]);
+    AdamWConfig adam = net.opt.cfg;
     int zero = net_zero_stage(&net);
     NetState st = net_state(&net);  // this rank's part of what a saved state holds
     size_t nparams = param_count(&cfg);
@@ -874,7 +872,7 @@ int main(int argc, char **argv) {
     // 4. the training loop: forward, backward, reduce, step
     double peak_flops = o.cuda ? gpu_peak_flops(o.dtype) : cpu_peak_flops(omp_threads()) * nranks;
     double fpt = flops_per_token(&cfg, T);
-    double rfpt = cfg.layers * recompute_flops_per_token_layer(run_drops(&shape), T, cfg.channels);
+    double rfpt = cfg.layers * recompute_flops_per_token_layer(plan.drops, T, cfg.channels);
     int print_every = o.print_every ? o.print_every : (o.steps - start_step + 24) / 25;
     double t_start = now_seconds(), t_train = 0.0;
     long long tokens_seen = 0, first_step_comm = 0;
@@ -994,7 +992,7 @@ int main(int argc, char **argv) {
         PredictedTimeline timeline = {0};
         char *receipt = NULL;
         if (recorded) {
-            timeline = predicted_timeline(cfg.layers, cfg.channels, cfg.heads, cfg.vocab, &shape, o.accum, &predicted);
+            timeline = predicted_timeline(&o, o.accum, &predicted);
             receipt = receipt_json(&timeline);
             if (o.mem_timeline && write_timeline(&o, &timeline)) return 1;
         }
@@ -1003,7 +1001,7 @@ int main(int argc, char **argv) {
             return 1;
         if (recorded && o.mem && rank == 0) print_peak_receipt(stdout, &timeline, &predicted);
         if (recorded) { predicted_timeline_free(&timeline); free(receipt); }
-        if (o.mem_ops && rank == 0) print_activation_table(stdout, cfg.layers, cfg.channels, cfg.heads, cfg.vocab, &shape, block_kept);
+        if (o.mem_ops && rank == 0) print_activation_table(stdout, &o, block_kept);
     }
     if (log) fclose(log);
     net_free(&net);

@@ -14,80 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/config.h"
+#include "core/settings.h"
 #include "core/dtype.h"
 #include "core/saved.h"
 #include "core/sizes.h"
 #include "cuda/api.h"
+#include "io/data.h"
 #include "io/quant.h"
 #include "parallel/comm.h"
 
-
-enum { COMM_AUTO, COMM_NCCL, COMM_MPI };  // --comm
-
-typedef struct {
-    const char *model;  // preset name
-    int layers, channels, heads, vocab, max_seq;  // overrides, 0 = the preset's
-    const char *data;
-    int batch, seq_len, steps, accum;
-    int flash, ckpt, fused_ce;
-    const char *recompute_str;  // --recompute LIST
-    unsigned recompute;         // its REC_* bits (saved.h); --ckpt sets REC_BLOCK
-    const char *device_str;
-    int cuda;  // --device cuda
-    const char *dtype_str;
-    int dtype;
-    float loss_scale;
-    int zero, ranks;
-    const char *comm_str;  // --comm auto|nccl|mpi: ZeRO's collectives on the GPU
-    int comm;              // its COMM_*
-    float lr, min_lr_frac, weight_decay, clip;
-    int warmup;
-    uint64_t seed;
-    int threads;
-    int eval_every, eval_batches, sample_every, sample_len;
-    float temperature;
-    const char *save, *resume;
-    int save_every, stop_after;
-    int mem, mem_ops, dry_run, trace, timing;
-    int infer;  // --infer (with --dry-run): the weights in each format and the KV cache
-    int eval_only;             // --eval-only: evaluate and sample the --resume state, no training
-    const char *quantize_str;  // --quantize bf16|int8|int4 (with --eval-only)
-    int quantize;              // its QF_* (quant.h); QF_FP32 without the flag
-    int adam_bits;             // --adam-bits 32 or 8: Adam's m and v in fp32 or 8-bit blocks
-    const char *fit;  // --fit BUDGET ("free": what this machine or GPU has free)
-    int print_every;  // step lines: every N steps (0 = about 25 lines per run), plus the first and the last
-    const char *mem_json;
-    const char *mem_timeline;  // --mem-timeline FILE.csv
-    const char *log;
-} Options;
-
-Options default_options(void) {
-    Options o;
-    memset(&o, 0, sizeof o);
-    o.model = "small";
-    o.dtype_str = "fp32";
-    o.comm_str = "auto";
-    o.device_str = "cpu";
-    o.loss_scale = DEFAULT_LOSS_SCALE;
-    o.data = "data/tinyshakespeare.txt";
-    o.batch = 32;
-    o.accum = 1;
-    o.steps = 1000;
-    o.lr = 3e-3f;
-    o.min_lr_frac = 0.1f;
-    o.weight_decay = 0.1f;
-    o.clip = 1.0f;
-    o.warmup = -1;  // -1: 5% of the steps
-    o.seed = 1337;
-    o.eval_every = 200;
-    o.eval_batches = 16;
-    o.sample_every = 500;
-    o.sample_len = 240;
-    o.temperature = 0.8f;
-    o.save_every = 0;
-    o.adam_bits = 32;
-    return o;
-}
 
 // The flag table: name, value kind, help. --help prints it with the defaults.
 enum { ARG_FLAG, ARG_INT, ARG_FLOAT, ARG_STR, ARG_U64 };
@@ -96,12 +31,12 @@ enum { AT_LEAST_0, ABOVE_0, AT_LEAST_1, FROM_0_TO_1 };
 typedef struct {
     const char *name;
     int kind;
-    size_t offset;  // where in Options the value goes
+    size_t offset;  // where in Settings the value goes
     long lo, hi;    // allowed range for ints; for numbers, lo is one of AT_LEAST_0 ... FROM_0_TO_1
     const char *help;
 } FlagSpec;
 
-#define OPT(field) offsetof(Options, field)
+#define OPT(field) offsetof(Settings, field)
 const FlagSpec flag_specs[] = {
     {"model", ARG_STR, OPT(model), 0, 0, "preset: small, gpt2, gpt2-medium, gpt2-large, gpt2-xl"},
     {"layers", ARG_INT, OPT(layers), 1, 1024, "override the preset's number of layers L"},
@@ -170,7 +105,7 @@ void usage_error(const char *fmt, ...) {
     exit(2);
 }
 
-void print_default(const FlagSpec *f, const Options *d) {
+void print_default(const FlagSpec *f, const Settings *d) {
     const char *p = (const char *)d + f->offset;
     switch (f->kind) {
     case ARG_FLAG: printf("off"); break;
@@ -185,7 +120,7 @@ void print_default(const FlagSpec *f, const Options *d) {
 }
 
 void print_help(void) {
-    Options d = default_options();
+    Settings d = default_settings();
     printf("gptmem: train a GPT-2 style model in plain C and see where every byte of memory goes.\n\n"
            "usage: ./train [--flag value | --flag=value]...\n\n");
     for (int i = 0; i < n_flag_specs; i++) {
@@ -227,7 +162,7 @@ void print_help(void) {
 }
 
 // Parse one value into the option it belongs to; exits 2 on a bad value.
-void parse_value(const FlagSpec *f, const char *v, Options *o) {
+void parse_value(const FlagSpec *f, const char *v, Settings *o) {
     char *p = (char *)o + f->offset, *end;
     errno = 0;
     if (f->kind == ARG_INT) {
@@ -259,8 +194,8 @@ void parse_value(const FlagSpec *f, const char *v, Options *o) {
     }
 }
 
-Options parse_args(int argc, char **argv) {
-    Options o = default_options();
+Settings parse_args(int argc, char **argv) {
+    Settings o = default_settings();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { print_help(); exit(0); }
@@ -291,7 +226,7 @@ Options parse_args(int argc, char **argv) {
 
 // --recompute LIST (comma-separated names of saved.h's recompute_choices)
 // into o->recompute; --ckpt is "block", and "block" sets --ckpt.
-void parse_recompute(Options *o) {
+void parse_recompute(Settings *o) {
     if (o->recompute_str) {
         if (o->ckpt) usage_error("--ckpt is --recompute block: give one of them, not both");
         char list[256];
@@ -310,7 +245,7 @@ void parse_recompute(Options *o) {
 }
 
 // --eval-only, --quantize and --adam-bits: what each needs, what each excludes.
-void parse_eval_flags(Options *o) {
+void parse_eval_flags(Settings *o) {
     if (o->adam_bits != 32 && o->adam_bits != 8) usage_error("--adam-bits must be 32 or 8 (got %d)", o->adam_bits);
     if (o->adam_bits == 8 && o->cuda)
         usage_error("--adam-bits 8 runs on the CPU only for now (drop it, or --device cpu)");
@@ -336,8 +271,9 @@ void parse_eval_flags(Options *o) {
         usage_error("--eval-only needs a state to evaluate: --resume FILE (one saved with --save)");
 }
 
-// Resolve the preset and overrides into a model config; check it makes sense.
-GPTConfig resolve_config(Options *o) {
+// Resolve the preset and overrides into the model config, and everything else
+// the flags imply; check it makes sense.
+void resolve_settings(Settings *o) {
     const ModelPreset *p = NULL;
     for (int i = 0; i < n_model_presets; i++)
         if (!strcmp(model_presets[i].name, o->model)) p = &model_presets[i];
@@ -391,7 +327,17 @@ GPTConfig resolve_config(Options *o) {
     if (o->cuda && o->mem_ops)
         usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
                     "bytes and keeps its own --ckpt)", GPU_ACT_ALIGN);
-    return c;
+    o->cfg = c;
+    long long corpus = file_size(o->data);
+    o->corpus_bytes = corpus > 0 ? (size_t)corpus : 0;
+    o->quant_bits = o->quantize ? quant_bits[o->quantize] : 0;
+}
+
+// The run's settings, from the command line (exits 2 on a bad flag or value).
+Settings parse_settings(int argc, char **argv) {
+    Settings o = parse_args(argc, argv);
+    resolve_settings(&o);
+    return o;
 }
 
 #endif

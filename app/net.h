@@ -13,6 +13,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "core/plan.h"
+#include "core/settings.h"
 #include "model.h"
 #include "cpu/optimizer.h"
 #include "parallel/zero.h"
@@ -38,42 +40,37 @@ typedef struct {
     double sumsq;     // the gradients' sum of squares (all ranks), times loss_scale^2 in fp16
 } NetNumbers;
 
-// What a model needs to be built, besides its config.
-typedef struct {
-    int batch, seq_len;        // the micro-batch B x T
-    int dtype, flash, ckpt;    // --dtype, --flash, --ckpt
-    int fused_ce;              // --fused-ce
-    unsigned recompute;        // --recompute (REC_*, saved.h; --ckpt is REC_BLOCK)
-    int zero, rank, nranks;    // --zero over this rank of nranks
-    size_t activation_stack;   // bytes for the activation stack: the predicted peak
-    uint64_t seed;             // --seed: the init
-    int adam_bits;             // --adam-bits: 32, or 8 (the CPU only)
-    int nccl;                  // --comm nccl (the GPU, several ranks): train.c opened the communicator
-} NetSpec;
+// The AdamW settings of the run (core/adamw.h).
+AdamWConfig adamw_config(const Settings *s) {
+    AdamWConfig a = {s->lr, 0.9f, 0.95f, 1e-8f, s->weight_decay, s->warmup, s->steps, s->min_lr_frac};
+    return a;
+}
 
-// Build the model and its optimizer on the chosen device, initialize the weights.
-void net_build(Net *n, int cuda, const GPTConfig *cfg, const NetSpec *s, const AdamWConfig *adam) {
+// Build the model and its optimizer on the settings' device, for rank `rank`
+// of `nranks` following `plan`, with an activation stack of `stack` bytes (the
+// predicted peak), and initialize the weights from --seed.
+void net_build(Net *n, const Settings *s, const Plan *plan, int rank, int nranks, size_t stack) {
     memset(n, 0, sizeof *n);
-    n->cuda = cuda;
-    n->opt.cfg = *adam;
+    n->cuda = s->cuda;
+    n->opt.cfg = adamw_config(s);
     n->opt.bits = 32;
-    if (cuda) {
-        gpu_gpt_build(&n->gpu, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt, s->fused_ce, s->zero, s->rank,
-                      s->nranks);
-        n->gpu.nccl = s->nccl;
-        gpu_arena_reserve(s->activation_stack);
+    if (s->cuda) {
+        gpu_gpt_build(&n->gpu, &s->cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt, s->fused_ce, s->zero, rank,
+                      nranks);
+        n->gpu.nccl = s->comm == COMM_NCCL;
+        gpu_arena_reserve(stack);
         gpu_gpt_init(&n->gpu, s->seed);
-        n->row = malloc(sizeof(float) * padded_vocab(cfg));
+        n->row = malloc(sizeof(float) * padded_vocab(&s->cfg));
         return;
     }
     GPT *model = &n->cpu;
-    gpt_build(model, cfg, s->batch, s->seq_len, s->dtype, s->flash, s->recompute, s->fused_ce, s->zero, s->rank,
-              s->nranks);
-    arena_reserve(s->activation_stack);
+    gpt_build(model, s, plan, rank, nranks);
+    arena_reserve(stack);
     gpt_init(model, s->seed);
     const Shard *sh = &model->shard;  // the optimizer's state: the shard from stage 1, else whole
-    if (sh->stage >= 1) optimizer_build(&n->opt, adam, cfg, sh->own_lo, sh->own_hi, sh->size, s->adam_bits);
-    else optimizer_build(&n->opt, adam, cfg, 0, model->nparams, sh->padded, s->adam_bits);
+    AdamWConfig adam = adamw_config(s);
+    if (sh->stage >= 1) optimizer_build(&n->opt, &adam, &s->cfg, sh->own_lo, sh->own_hi, sh->size, s->adam_bits);
+    else optimizer_build(&n->opt, &adam, &s->cfg, 0, model->nparams, sh->padded, s->adam_bits);
 }
 
 void net_free(Net *n) {

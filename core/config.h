@@ -90,6 +90,20 @@ size_t op_param_count(size_t C, int op) {
     }
 }
 
+// Of them, the weight's (the bias follows it): ln C; qkv 3C^2; attproj C^2; fc 4C^2; fcproj 4C^2.
+size_t op_weight_count(size_t C, int op) {
+    switch (op) {
+    case OP_QKV: return 3 * C * C;
+    case OP_ATTPROJ: return C * C;
+    case OP_FC: case OP_FCPROJ: return 4 * C * C;
+    default: return C;  // OP_LN1, OP_LN2
+    }
+}
+
+// The inputs and outputs of a linear op: qkv C -> 3C, attproj C -> C, fc C -> 4C, fcproj 4C -> C.
+int op_inputs(int C, int op) { return op == OP_FCPROJ ? 4 * C : C; }
+int op_outputs(int C, int op) { return op == OP_QKV ? 3 * C : op == OP_FC ? 4 * C : C; }
+
 // Where op `op`'s parameters start in layer l's block, as a flat index.
 size_t op_param_offset(const GPTConfig *c, int l, int op) {
     size_t off = layer_offset(c, l);

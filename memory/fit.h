@@ -20,6 +20,7 @@
 #include "memory/predict.h"
 #include "memory/report.h"
 #include "core/saved.h"
+#include "core/settings.h"
 
 // A budget: a number and a unit, B, KiB/MiB/GiB/TiB (powers of 1024) or
 // KB/MB/GB/TB (powers of 1000), e.g. 80GiB, 24GB, 1.5GiB, 512MiB, 1000000B.
@@ -122,15 +123,15 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
     if (f->zero) snprintf(out + k, n - k, " --zero %d", f->zero);
 }
 
-// Try every setting for the model L, C, H, V, maxT at T tokens a sequence,
-// `global` sequences per rank per step, on `ranks` ranks, against `budget`
-// bytes a rank (on the GPU, the rank's share of its GPU; adam8: the user's
-// --adam-bits 8, kept in every setting).
-// Prints the table; `base` is the command line without the flags --fit sets,
-// for the recommended command. 0 if something fits, 1 if not.
-int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int ranks, int gpu, int adam8, size_t corpus,
-               size_t budget, const char *budget_text, const char *base) {
-    int Vp = (V + 63) / 64 * 64;
+// Try every setting for the run's model at its --seq-len, `global` sequences
+// per rank per step, on `ranks` ranks, against `budget` bytes a rank (on the
+// GPU, the rank's share of its GPU); the run's device, --adam-bits and corpus
+// are kept in every setting. Prints the table; `base` is the command line
+// without the flags --fit sets, for the recommended command. 0 if something
+// fits, 1 if not.
+int fit_report(const Settings *run, int global, int ranks, size_t budget, const char *budget_text, const char *base) {
+    int L = run->cfg.layers, C = run->cfg.channels, maxT = run->cfg.max_seq, T = run->seq_len, gpu = run->cuda;
+    int Vp = (run->cfg.vocab + 63) / 64 * 64;
     double P = (double)predict_param_count(L, C, Vp, maxT), table = ((double)Vp + maxT) * C;
     double fpt = model_flops_per_token(L, C, Vp, maxT, T);
     unsigned recomputes[] = {0, REC_GELU | REC_LN, REC_BLOCK};
@@ -147,10 +148,12 @@ int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int rank
                             if (global % micro || n == cap) continue;
                             if (gpu && r == 1) continue;  // the GPU rebuilds whole blocks only (--ckpt)
                             FitSetting f = {dtype, flash, fused, zero, micro, global / micro, recomputes[r], 0, 0, 0, 0, 0, 0, 0, 0, 0};
-                            RunShape s = {micro, T, corpus, flash, r == 2, fused, dtype, zero, ranks, gpu, recomputes[r], adam8, 0, 0};
+                            Settings s = *run;
+                            s.batch = micro, s.flash = flash, s.ckpt = r == 2, s.fused_ce = fused, s.dtype = dtype;
+                            s.zero = zero, s.ranks = ranks, s.recompute = recomputes[r], s.eval_only = 0, s.quant_bits = 0;
                             MemReport pred;
-                            predict_memory(L, C, H, V, maxT, &s, &pred);
-                            f.peak = gpu ? pred.peak_total - predict_host_bytes_gpu(Vp, &s) : pred.peak_total;
+                            predict_memory(&s, &pred);
+                            f.peak = gpu ? pred.peak_total - predict_host_bytes_gpu(&s) : pred.peak_total;
                             f.need = f.peak + (gpu ? GPU_HEADROOM : 0);
                             for (int c = 0; c < MEM_NCAT; c++)
                                 if (pred.peak[c] > pred.peak[f.category]) f.category = c;
@@ -160,7 +163,7 @@ int fit_report(int L, int C, int H, int V, int maxT, int T, int global, int rank
                             unsigned drops = run_drops(&s);
                             f.flops = (L * recompute_flops_per_token_layer(drops, T, C) + (fused ? 2.0 * C * Vp : 0)) / fpt;
                             f.comm = fit_comm_bytes(&f, P, table, ranks);
-                            StackParts parts = predict_stack_parts(C, H, Vp, &s);
+                            StackParts parts = predict_stack_parts(&s);
                             f.rebuilt = (double)(parts.full - parts.kept) * L * f.accum;
                             f.slow = gpu ? (dtype == 0) + !flash : (dtype == 1) + flash;
                             if (f.peak < best.peak) best = f;

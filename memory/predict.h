@@ -17,22 +17,9 @@
 #include "memory/report.h"  // only the categories: the predictor never sees the allocator
 #include "core/sizes.h"   // the sizes the trainer allocates by
 #include "core/saved.h"   // the tensors a block saves
+#include "core/plan.h"      // the step plan: what a block drops
+#include "core/settings.h"  // the run's settings
 
-// What the prediction depends on besides the model shape.
-typedef struct {
-    int batch, seq_len;   // the micro-batch: --accum repeats it, so it sets the activations
-    size_t corpus_bytes;  // the text file is held in memory as bytes
-    int flash;            // --flash: lse (B*H*T) instead of probabilities (B*H*T^2)
-    int ckpt;             // --ckpt: keep one (N,C) tensor per block, recompute the rest
-    int fused_ce;         // --fused-ce: no logits (N,Vp); the LM head a tile at a time, the table in chunks
-    int dtype;            // --dtype: 0 fp32, 1 bf16, 2 fp16 (dtype.h)
-    int zero, ranks;      // --zero S on N ranks (ranks 0 or 1: one rank, nothing sharded)
-    int gpu;              // --device cuda: the GPU's layout (predict_memory_gpu)
-    unsigned recompute;   // --recompute: REC_* (saved.h); --ckpt counts as REC_BLOCK
-    int adam8;            // --adam-bits 8: m and v in 8 bits, a scale per block of ADAM_BLOCK
-    int eval_only;        // --eval-only: a forward-only model (predict_memory_eval)
-    int quant_bits;       // --eval-only --quantize: the weights in 16, 8 or 4 bits (0: fp32)
-} RunShape;
 
 // P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
 //   12C^2 per layer: qkv 3C^2 + attproj C^2 + fc 4C^2 + fcproj 4C^2
@@ -95,13 +82,13 @@ ActivationBytes stack_bytes(int L, size_t encoded, size_t kept, size_t full, siz
 size_t cpu_act(size_t bytes) { return (bytes + CPU_ACT_ALIGN - 1) / CPU_ACT_ALIGN * CPU_ACT_ALIGN; }
 
 // The bytes of tensor i of a table on the CPU's stack: row statistics in fp32.
-size_t saved_bytes(const SavedTensor *t, int C, int H, int Vp, const RunShape *s) {
-    size_t e = s->dtype == 0 ? 4 : 2;
+size_t saved_bytes(const SavedTensor *t, const Settings *s) {
+    size_t e = s->dtype == 0 ? 4 : 2, C = s->cfg.channels, H = s->cfg.heads, Vp = (s->cfg.vocab + 63) / 64 * 64;
     return cpu_act((saved_is_row_stat(t, s->flash) ? 4 : e) * saved_count(t, s->batch, s->seq_len, C, H, Vp, s->flash));
 }
 
-// What a block drops for this run's --recompute and --ckpt.
-unsigned run_drops(const RunShape *s) { return saved_dropped(s->recompute | (s->ckpt ? REC_BLOCK : 0), s->flash); }
+// What a block drops for this run's --recompute and --ckpt: the plan's (core/plan.h).
+unsigned run_drops(const Settings *s) { return make_plan(s, s->ranks).drops; }
 
 // The stack's pieces, in bytes: one block's 13 tensors, what a block keeps
 // after the forward, the embedding output, the final tensors.
@@ -109,22 +96,23 @@ typedef struct {
     size_t full, kept, encoded, final;
 } StackParts;
 
-StackParts predict_stack_parts(int C, int H, int Vp, const RunShape *s) {
-    size_t B = s->batch, T = s->seq_len, e = s->dtype == 0 ? 4 : 2;
+StackParts predict_stack_parts(const Settings *s) {
+    size_t B = s->batch, T = s->seq_len, e = s->dtype == 0 ? 4 : 2, C = s->cfg.channels, Vp = (s->cfg.vocab + 63) / 64 * 64;
     StackParts p = {0, 0, cpu_act(e * B * T * C), 0};
     unsigned drops = run_drops(s);
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
-        size_t b = saved_bytes(&block_saved[i], C, H, Vp, s);
+        size_t b = saved_bytes(&block_saved[i], s);
         p.full += b;
         if (!(drops & SV_BIT(i))) p.kept += b;
     }
-    for (int i = 0; i < SV_LOGITS; i++) p.final += saved_bytes(&final_saved[i], C, H, Vp, s);
-    p.final += s->fused_ce ? 4 * B * T : e * saved_count(&final_saved[SV_LOGITS], B, T, C, H, Vp, s->flash);
+    for (int i = 0; i < SV_LOGITS; i++) p.final += saved_bytes(&final_saved[i], s);
+    p.final += s->fused_ce ? 4 * B * T : e * B * T * Vp;  // the logits' log-sum-exp (fp32), or the logits
     return p;
 }
 
-ActivationBytes predict_activations(int L, int C, int H, int Vp, const RunShape *s) {
-    StackParts p = predict_stack_parts(C, H, Vp, s);
+ActivationBytes predict_activations(const Settings *s) {
+    StackParts p = predict_stack_parts(s);
+    size_t L = s->cfg.layers;
     ActivationBytes a;
     a.after_forward = p.encoded + (size_t)L * p.kept + p.final;
     size_t last_block = p.encoded + (size_t)(L - 1) * p.kept + p.full;
@@ -149,11 +137,12 @@ void stack_event(StackEvent *ev, int *k, int max, char op, const char *name, siz
 }
 
 // Returns how many events there are (only the first max are written).
-int predict_stack_events(int L, int C, int H, int Vp, const RunShape *s, int accum, StackEvent *ev, int max) {
-    size_t B = s->batch, T = s->seq_len, N = B * T, e = s->dtype == 0 ? 4 : 2;
+int predict_stack_events(const Settings *s, int accum, StackEvent *ev, int max) {
+    size_t B = s->batch, T = s->seq_len, N = B * T, e = s->dtype == 0 ? 4 : 2, Vp = (s->cfg.vocab + 63) / 64 * 64;
+    int L = s->cfg.layers;
     unsigned drops = run_drops(s);
-    StackParts p = predict_stack_parts(C, H, Vp, s);
-    size_t res3 = saved_bytes(&block_saved[SV_RES3], C, H, Vp, s), rebuilt = p.full - p.kept;
+    StackParts p = predict_stack_parts(s);
+    size_t res3 = saved_bytes(&block_saved[SV_RES3], s), rebuilt = p.full - p.kept;
     int k = 0;
     for (int m = 0; m < accum; m++) {
         // forward: the embedding output, each block's 13 tensors (and with --recompute the drop:
@@ -161,16 +150,16 @@ int predict_stack_events(int L, int C, int H, int Vp, const RunShape *s, int acc
         stack_event(ev, &k, max, '+', "encoded", p.encoded);
         for (int l = 0; l < L; l++) {
             for (int i = 0; i < SAVED_PER_LAYER; i++)
-                stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash), saved_bytes(&block_saved[i], C, H, Vp, s));
+                stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash), saved_bytes(&block_saved[i], s));
             if (!drops) continue;
             stack_event(ev, &k, max, '-', "recompute", p.full);
             for (int i = 0; i < SAVED_PER_LAYER; i++)
                 if (!(drops & SV_BIT(i)))
                     stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash),
-                                saved_bytes(&block_saved[i], C, H, Vp, s));
+                                saved_bytes(&block_saved[i], s));
         }
         for (int i = 0; i < SV_LOGITS; i++)
-            stack_event(ev, &k, max, '+', final_saved[i].name, saved_bytes(&final_saved[i], C, H, Vp, s));
+            stack_event(ev, &k, max, '+', final_saved[i].name, saved_bytes(&final_saved[i], s));
         if (s->fused_ce) stack_event(ev, &k, max, '+', "logits_lse", 4 * N);
         else stack_event(ev, &k, max, '+', "logits", e * N * Vp);
         // backward: the final tensors go; each block pops its output, rebuilds what it dropped,
@@ -181,7 +170,7 @@ int predict_stack_events(int L, int C, int H, int Vp, const RunShape *s, int acc
             for (int i = 0; i < SAVED_PER_LAYER; i++)
                 if (drops & SV_BIT(i))
                     stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash),
-                                saved_bytes(&block_saved[i], C, H, Vp, s));
+                                saved_bytes(&block_saved[i], s));
             stack_event(ev, &k, max, '-', "layer", p.kept - res3 + rebuilt);
         }
         stack_event(ev, &k, max, '-', "encoded", p.encoded);
@@ -205,9 +194,9 @@ size_t predict_moved(int C, int Vp, int maxT, int fused_ce) {
 // fp32 (w_piece, w_global), and runs whose gradients go through fp32 buckets
 // (16-bit, or stages 2 and 3) count those as scratch at stages 0 and 1 (at 2
 // and 3 they are comm).
-size_t predict_model_scratch(int C, int Vp, int maxT, const RunShape *s) {
+size_t predict_model_scratch(const Settings *s) {
     int zero = s->ranks > 1 ? s->zero : 0, bucketed = s->dtype != 0 || zero >= 2;
-    size_t moved = predict_moved(C, Vp, maxT, s->fused_ce);
+    size_t moved = predict_moved(s->cfg.channels, (s->cfg.vocab + 63) / 64 * 64, s->cfg.max_seq, s->fused_ce);
     return 4 * ((s->dtype != 0 ? moved : 0) + (bucketed && zero < 2 ? moved : 0));
 }
 
@@ -223,11 +212,11 @@ size_t predict_head_scratch(size_t N, int Vp) {
 // (mixed precision: fp32 master + m + v = 12; fp32: m + v = 8), each divided
 // by the N ranks from the stage that shards it. Psi = P, padded vocabulary included.
 // With --adam-bits 8, m and v take 1 + 1 bytes and a scale each per ADAM_BLOCK: K = 2 + 8/256 (+ 4 master).
-double paper_optimizer_bytes(const RunShape *s) {
-    return (s->dtype == 0 ? 0 : 4) + (s->adam8 ? 2 + 8.0 / ADAM_BLOCK : 8);
+double paper_optimizer_bytes(const Settings *s) {
+    return (s->dtype == 0 ? 0 : 4) + (s->adam_bits == 8 ? 2 + 8.0 / ADAM_BLOCK : 8);
 }
 
-double predict_paper_states(size_t P, const RunShape *s) {
+double predict_paper_states(size_t P, const Settings *s) {
     int ranks = s->ranks > 1 ? s->ranks : 1, zero = ranks > 1 ? s->zero : 0;
     double e = s->dtype == 0 ? 4 : 2, K = paper_optimizer_bytes(s), n = ranks;
     return (double)P * (e / (zero == 3 ? n : 1) + e / (zero >= 2 ? n : 1) + K / (zero >= 1 ? n : 1));
@@ -279,9 +268,9 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
 //   activations: one forward's, in fp32, each block keeping only its output as with --ckpt; it is
 //     discarded after, so the phases after it are the base
 //   data: as in training
-void predict_memory_eval(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r) {
+void predict_memory_eval(const Settings *s, MemReport *r) {
     memset(r, 0, sizeof *r);
-    int Vp = (V + 63) / 64 * 64;
+    int L = s->cfg.layers, C = s->cfg.channels, maxT = s->cfg.max_seq, Vp = (s->cfg.vocab + 63) / 64 * 64;
     size_t N = (size_t)s->batch * s->seq_len, P = predict_param_count(L, C, Vp, maxT);
     InferenceBytes inf = predict_inference(L, C, Vp, maxT, 1, 1);
     MemSnapshot base;
@@ -300,13 +289,13 @@ void predict_memory_eval(int L, int C, int H, int V, int maxT, const RunShape *s
     base.bytes[MEM_SCRATCH] = 4 * scratch;
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
-    RunShape fwd = *s;  // the forward's tensors in fp32, as with --ckpt
+    Settings fwd = *s;  // the forward's tensors in fp32, as with --ckpt
     fwd.dtype = 0, fwd.ckpt = 1, fwd.recompute = REC_BLOCK;
-    ActivationBytes act = predict_activations(L, C, H, Vp, &fwd);
+    ActivationBytes act = predict_activations(&fwd);
     predict_phases(&base, &act, r);
 }
 
-void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r);
+void predict_memory_gpu(const Settings *s, MemReport *r);
 
 // ZeRO on N ranks (zero.h's shard_layout, from the config alone): each rank
 // owns a shard of S = ceil(P/N) parameters, rounded up to whole blocks of
@@ -321,7 +310,7 @@ typedef struct {
     size_t grads_n;    // the gradients: S from stage 2
 } ShardSizes;
 
-ShardSizes predict_shard(size_t P, const RunShape *s) {
+ShardSizes predict_shard(size_t P, const Settings *s) {
     ShardSizes z;
     z.ranks = s->ranks > 1 ? (size_t)s->ranks : 1;
     z.zero = z.ranks > 1 ? s->zero : 0;
@@ -335,11 +324,11 @@ ShardSizes predict_shard(size_t P, const RunShape *s) {
 }
 
 // Fill `r` with the predicted ledger for one training run.
-void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r) {
-    if (s->gpu) { predict_memory_gpu(L, C, H, V, maxT, s, r); return; }
-    if (s->eval_only) { predict_memory_eval(L, C, H, V, maxT, s, r); return; }
+void predict_memory(const Settings *s, MemReport *r) {
+    if (s->cuda) { predict_memory_gpu(s, r); return; }
+    if (s->eval_only) { predict_memory_eval(s, r); return; }
     memset(r, 0, sizeof *r);
-    int Vp = (V + 63) / 64 * 64;
+    int L = s->cfg.layers, C = s->cfg.channels, H = s->cfg.heads, maxT = s->cfg.max_seq, Vp = (s->cfg.vocab + 63) / 64 * 64;
     size_t P = predict_param_count(L, C, Vp, maxT);
     size_t N = (size_t)s->batch * s->seq_len;
 
@@ -354,7 +343,7 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
     base.bytes[MEM_GRADS] = e * grads_n;
     base.bytes[MEM_ADAM_M] = 4 * master_n;    // AdamW m and v in fp32,
     base.bytes[MEM_ADAM_V] = 4 * master_n;
-    if (s->adam8)  // or --adam-bits 8: a byte each, and an fp32 scale per block of ADAM_BLOCK
+    if (s->adam_bits == 8)  // or --adam-bits 8: a byte each, and an fp32 scale per block of ADAM_BLOCK
         base.bytes[MEM_ADAM_M] = base.bytes[MEM_ADAM_V] = master_n + 4 * ((master_n + ADAM_BLOCK - 1) / ADAM_BLOCK);
     // so mixed precision on one rank is the ZeRO paper's 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter,
     // and stage 1 is 2P + 2P + 12P/N, stage 2 2P + (2 + 12)P/N, stage 3 (2 + 2 + 12)P/N (plus padding)
@@ -381,12 +370,12 @@ void predict_memory(int L, int C, int H, int V, int maxT, const RunShape *s, Mem
         size_t final = N * C + (s->fused_ce ? 0 : head_rows * Vp);
         scratch += N * C + (block > final ? block : final);
     }
-    base.bytes[MEM_SCRATCH] = 4 * scratch + predict_model_scratch(C, Vp, maxT, s);
+    base.bytes[MEM_SCRATCH] = 4 * scratch + predict_model_scratch(s);
     // data: the corpus bytes + inputs and targets, N int32 each
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
 
-    ActivationBytes act = predict_activations(L, C, H, Vp, s);
+    ActivationBytes act = predict_activations(s);
     predict_phases(&base, &act, r);
 }
 
@@ -414,16 +403,18 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
 //   encoded and each kept block output (--ckpt) A(e N C); final A(e N C) + 2 A(4N) + A(e N Vp)
 size_t gpu_act(size_t bytes) { return (bytes + GPU_ACT_ALIGN - 1) / GPU_ACT_ALIGN * GPU_ACT_ALIGN; }
 
-size_t gpu_saved_bytes(const SavedTensor *t, int C, int H, int Vp, const RunShape *s) {
+size_t gpu_saved_bytes(const SavedTensor *t, const Settings *s) {
     size_t e = s->dtype == 0 ? 4 : 2, per = saved_is_row_stat(t, s->flash) ? 4 : e;
+    size_t C = s->cfg.channels, H = s->cfg.heads, Vp = (s->cfg.vocab + 63) / 64 * 64;
     return gpu_act(per * saved_count(t, s->batch, s->seq_len, C, H, Vp, s->flash));
 }
 
-ActivationBytes predict_activations_gpu(int L, int C, int H, int Vp, const RunShape *s) {
-    size_t full = 0, final = 0, e = s->dtype == 0 ? 4 : 2;
-    for (int i = 0; i < SAVED_PER_LAYER; i++) full += gpu_saved_bytes(&block_saved[i], C, H, Vp, s);
+ActivationBytes predict_activations_gpu(const Settings *s) {
+    size_t full = 0, final = 0, e = s->dtype == 0 ? 4 : 2, C = s->cfg.channels;
+    int L = s->cfg.layers;
+    for (int i = 0; i < SAVED_PER_LAYER; i++) full += gpu_saved_bytes(&block_saved[i], s);
     for (int i = 0; i < SAVED_FINAL; i++)  // --fused-ce: no logits (the GPU's chunked head saves nothing else)
-        if (i != SV_LOGITS || !s->fused_ce) final += gpu_saved_bytes(&final_saved[i], C, H, Vp, s);
+        if (i != SV_LOGITS || !s->fused_ce) final += gpu_saved_bytes(&final_saved[i], s);
     size_t nc = gpu_act(e * s->batch * s->seq_len * C);
     return stack_bytes(L, nc, nc, full, final, s->ckpt);
 }
@@ -433,8 +424,8 @@ ActivationBytes predict_activations_gpu(int L, int C, int H, int Vp, const RunSh
 // batch goes to the GPU through (inputs, targets and the positions bucketed
 // by token: 2 x 4(5N+1)) and a count per vocabulary entry (4 Vp); in `comm`,
 // with more than one rank, the staging buffer. The fits-check leaves them out.
-size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
-    size_t N = (size_t)s->batch * s->seq_len;
+size_t predict_host_bytes_gpu(const Settings *s) {
+    size_t N = (size_t)s->batch * s->seq_len, Vp = (s->cfg.vocab + 63) / 64 * 64;
     return s->corpus_bytes + 2 * 4 * N + 2 * 4 * (5 * N + 1) + 4 * (size_t)Vp + (s->ranks > 1 ? GPU_STAGING : 0);
 }
 
@@ -461,9 +452,9 @@ size_t predict_host_bytes_gpu(int Vp, const RunShape *s) {
 //   (G = (Vp + maxT) C + 2C: wte, wpe and the final layernorm)
 // What the ledger cannot see (the CUDA context, cuBLASLt's own state) is
 // measured at run time and printed as its own "runtime" row.
-void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s, MemReport *r) {
+void predict_memory_gpu(const Settings *s, MemReport *r) {
     memset(r, 0, sizeof *r);
-    int Vp = (V + 63) / 64 * 64;
+    int L = s->cfg.layers, C = s->cfg.channels, H = s->cfg.heads, maxT = s->cfg.max_seq, Vp = (s->cfg.vocab + 63) / 64 * 64;
     size_t P = predict_param_count(L, C, Vp, maxT);
     size_t B = s->batch, T = s->seq_len, N = B * T, e = s->dtype == 0 ? 4 : 2;
     ShardSizes sh = predict_shard(P, s);
@@ -484,7 +475,7 @@ void predict_memory_gpu(int L, int C, int H, int V, int maxT, const RunShape *s,
                               (s->flash ? 4 * B * H * T : 0) + (s->fused_ce ? e * (N < GPU_HEAD_ROWS ? N : GPU_HEAD_ROWS) * Vp : 0);
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 4 * (3 * N + 1) + 2 * 4 * (5 * N + 1) + 4 * (size_t)Vp;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
-    ActivationBytes act = predict_activations_gpu(L, C, H, Vp, s);
+    ActivationBytes act = predict_activations_gpu(s);
     predict_phases(&base, &act, r);
 }
 

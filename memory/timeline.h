@@ -48,12 +48,12 @@ const char *saved_shape(const SavedTensor *t, int flash) {
 // Print the table for the run `s` (its B, T, dtype, --flash, --recompute).
 // measured: what block 0 of a real run kept on the stack (the arena's bytes
 // between its mark and the next block's), 0 for a dry run.
-void print_activation_table(FILE *f, int L, int C, int H, int V, const RunShape *s, size_t measured) {
-    int Vp = (V + 63) / 64 * 64;
+void print_activation_table(FILE *f, const Settings *s, size_t measured) {
+    int L = s->cfg.layers, C = s->cfg.channels, H = s->cfg.heads;
     double sbh = (double)s->seq_len * s->batch * C, as2b = (double)H * s->seq_len * s->seq_len * s->batch;
     double scale = s->dtype == 0 ? 2.0 : 1.0;  // the formula counts 2 bytes an element; fp32 is twice that
     unsigned drops = run_drops(s);
-    StackParts p = predict_stack_parts(C, H, Vp, s);
+    StackParts p = predict_stack_parts(s);
     fprintf(f, "one block's saved tensors (s = T = %d, b = B = %d, h = C = %d, a = H = %d; %s; N = B*T):\n",
             s->seq_len, s->batch, C, H, s->dtype == 0 ? "fp32" : s->dtype == 1 ? "bf16" : "fp16");
     fprintf(f, "  %-9s %-10s %-5s %15s  %-68s %s\n", "tensor", "shape", "dtype", "bytes/layer",
@@ -62,7 +62,7 @@ void print_activation_table(FILE *f, int L, int C, int H, int V, const RunShape 
         const SavedTensor *t = &block_saved[i];
         int fp32 = s->dtype == 0 || saved_is_row_stat(t, s->flash);
         fprintf(f, "  %-9s %-10s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), saved_shape(t, s->flash),
-                fp32 ? "fp32" : s->dtype == 1 ? "bf16" : "fp16", saved_bytes(t, C, H, Vp, s), formula_term(i, s->flash),
+                fp32 ? "fp32" : s->dtype == 1 ? "bf16" : "fp16", saved_bytes(t, s), formula_term(i, s->flash),
                 drops & SV_BIT(i) ? "rebuilt" : "kept");
     }
     const char *struck[] = {"as2b   attention dropout mask", "2as2b  attention dropout output",
@@ -100,13 +100,12 @@ typedef struct {
     int peak;          // the event at the predicted highest
 } PredictedTimeline;
 
-PredictedTimeline predicted_timeline(int L, int C, int H, int V, const RunShape *s, int accum, const MemReport *pred) {
+PredictedTimeline predicted_timeline(const Settings *s, int accum, const MemReport *pred) {
     PredictedTimeline t;
-    int Vp = (V + 63) / 64 * 64;
-    t.n = predict_stack_events(L, C, H, Vp, s, accum, NULL, 0);
+    t.n = predict_stack_events(s, accum, NULL, 0);
     t.ev = malloc(sizeof(StackEvent) * t.n);
     t.act = malloc(sizeof(size_t) * t.n);
-    predict_stack_events(L, C, H, Vp, s, accum, t.ev, t.n);
+    predict_stack_events(s, accum, t.ev, t.n);
     t.base = pred->phase[PHASE_INIT].total - pred->phase[PHASE_INIT].bytes[MEM_ACTIVATIONS];
     size_t live = 0, best = 0;
     t.peak = 0;

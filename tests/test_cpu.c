@@ -231,11 +231,25 @@ double loss_model(void) {
     return l;
 }
 
+// The settings of a one-rank model of config c for micro-batches of B x T.
+Settings test_settings(const GPTConfig *c, int B, int T, int dtype, int flash, unsigned recompute, int fused_ce) {
+    Settings s = default_settings();
+    s.cfg = *c, s.batch = B, s.seq_len = T, s.dtype = dtype, s.flash = flash, s.recompute = recompute;
+    s.ckpt = (recompute & REC_BLOCK) != 0, s.fused_ce = fused_ce, s.ranks = 1;
+    return s;
+}
+
+// Build tm for these settings, with an activation stack of the predicted peak.
+void build_model(const Settings *s) {
+    Plan p = make_plan(s, 1);
+    gpt_build(&tm, s, &p, 0, 1);
+    arena_reserve(predict_activations(s).peak);
+}
+
 void model_setup(const GPTConfig *c, int B, int T) {
     tm_B = B; tm_T = T;
-    gpt_build(&tm, c, B, T, DT_FP32, 0, 0, 0, 0, 0, 1);
-    RunShape shape = {B, T, 0, 0, 0, 0, DT_FP32, 0, 1, 0, 0, 0, 0, 0};
-    arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
+    Settings s = test_settings(c, B, T, DT_FP32, 0, 0, 0);
+    build_model(&s);
 }
 
 void model_teardown(void) { gpt_free(&tm); arena_release(); }
@@ -325,9 +339,8 @@ void test_flash(void) {
 float grads_of(const GPTConfig *c, int flash, int ckpt, int B, int T, int micro, const int *in, const int *tg,
                float *grads_out) {
     int b = B / micro;
-    gpt_build(&tm, c, b, T, DT_FP32, flash, ckpt ? REC_BLOCK : 0, 0, 0, 0, 1);
-    RunShape shape = {b, T, 0, flash, ckpt, 0, DT_FP32, 0, 1, 0, 0, 0, 0, 0};
-    arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
+    Settings s = test_settings(c, b, T, DT_FP32, flash, ckpt ? REC_BLOCK : 0, 0);
+    build_model(&s);
     init_params(tm.params, c, 11);
     gpt_zero_grad(&tm);
     float loss = 0;
@@ -377,9 +390,8 @@ void test_flags_equivalence(void) {
 // built with (dtype, fused_ce); returns the loss, the gradients widened to fp32.
 float grads_dt(const GPTConfig *c, int dtype, int flash, int fused, int B, int T, const int *in, const int *tg,
                float *out) {
-    gpt_build(&tm, c, B, T, dtype, flash, 0, fused, 0, 0, 1);
-    RunShape shape = {B, T, 0, flash, 0, fused, dtype, 0, 1, 0, 0, 0, 0, 0};
-    arena_reserve(predict_activations(c->layers, c->channels, c->heads, padded_vocab(c), &shape).peak);
+    Settings s = test_settings(c, B, T, dtype, flash, 0, fused);
+    build_model(&s);
     init_params(tm.params, c, 13);
     gpt_sync_params(&tm);
     gpt_zero_grad(&tm);
@@ -512,9 +524,8 @@ void test_dtype_model(void) {
     for (int i = 0; i < B * T; i++) { in[i] = (int)(rng_next(&test_rng) % 77); tg[i] = (int)(rng_next(&test_rng) % 77); }
     float loss[3];
     for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
-        gpt_build(&tm, &c, B, T, dt, 0, 0, 0, 0, 0, 1);
-        RunShape shape = {B, T, 0, 0, 0, 0, dt, 0, 1, 0, 0, 0, 0, 0};
-        arena_reserve(predict_activations(c.layers, c.channels, c.heads, padded_vocab(&c), &shape).peak);
+        Settings s = test_settings(&c, B, T, dt, 0, 0, 0);
+        build_model(&s);
         init_params(tm.params, &c, 5);
         gpt_sync_params(&tm);
         gpt_zero_grad(&tm);

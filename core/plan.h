@@ -1,0 +1,99 @@
+// core/plan.h — the step plan: what a training step does besides its ops,
+// decided once from the settings and followed alike by the CPU model
+// (model.h), the GPU model (gpu/model.h) and both predictors
+// (memory/predict.h). Adding a memory technique means adding its decision
+// here, its room on each device, and its formula in the predictor.
+//
+// Three decisions:
+//
+//   Where the parameters move, a piece at a time (ZeRO, 16-bit storage).
+//     A piece is one op's weight and bias (the ops of a layer, in layout
+//     order: ln1, qkv, attproj, ln2, fc, fcproj), the final layernorm, or
+//     with --fused-ce a chunk of vocab_chunk rows of the embedding table
+//     [wte | wpe]; without it the LM head uses the whole table at once, which
+//     moves as one piece of its own (the globals: wte, wpe, the final
+//     layernorm). At ZeRO stage 3 each piece is gathered from every rank just
+//     before the op that reads it runs (forward, rebuild, backward, and again
+//     each time), into one buffer of the largest piece; at stages 2 and 3 its
+//     gradient is reduce-scattered as soon as its backward is done, so no rank
+//     ever holds more than a piece of unreduced gradients.
+//
+//   Which saved tensors each block drops and rebuilds (--recompute, --ckpt).
+//     After a block's forward, the tensors in `drops` leave the activation
+//     stack and the kept ones move down over them; in the backward, the block's
+//     ops whose outputs were dropped run again on the kept ones, the same ops on
+//     the same inputs: the same bits.
+//
+//   How the LM head and the loss are tiled (--fused-ce).
+//     Without it, the logits (N, Vp) are computed and kept whole. With it, the
+//     vocabulary goes a chunk of vocab_chunk rows of wte at a time (the outer
+//     loop: each chunk moved once), the rows head_rows at a time (the inner
+//     loop), through one tile of logits, each row's softmax kept online (its
+//     max and sum of exponentials); the backward computes each tile again.
+//     The embedding lookup and its gradient go a chunk of the table at a time too.
+#ifndef GPTMEM_PLAN_H
+#define GPTMEM_PLAN_H
+
+#include <stddef.h>
+#include "core/config.h"
+#include "core/saved.h"
+#include "core/settings.h"
+#include "core/sizes.h"
+
+typedef struct {
+    int stage;           // the ZeRO stage in effect: --zero on several ranks, else 0
+    int ranks;           // the ranks the parameters are sharded over (1: none)
+    unsigned drops;      // SV_BIT()s of the tensors a block drops after its forward, rebuilt in its backward
+    int tiled_head;      // --fused-ce: the LM head and the loss by tiles, the table by chunks
+    int head_rows;       // rows of logits computed at a time: --fused-ce's tiles, and the CPU's 16-bit head
+    int vocab_chunk;     // --fused-ce: rows of the embedding table in a chunk (a piece)
+    size_t piece;        // parameters in the largest piece that is not the whole table
+    size_t table;        // parameters in the globals: wte, wpe, the final layernorm ((Vp + maxT) C + 2C)
+} Plan;
+
+// A piece: the parameters [lo, lo + n) of the flat array.
+typedef struct {
+    size_t lo, n;
+} Piece;
+
+// The plan for these settings on `ranks` ranks (the ranks in effect: 1 for one process).
+Plan make_plan(const Settings *s, int ranks) {
+    const GPTConfig *c = &s->cfg;
+    size_t C = c->channels, N = (size_t)s->batch * s->seq_len, rows = (size_t)padded_vocab(c) + c->max_seq;
+    Plan p;
+    p.ranks = ranks > 1 ? ranks : 1;
+    p.stage = p.ranks > 1 ? s->zero : 0;
+    p.drops = saved_dropped(s->recompute | (s->ckpt ? REC_BLOCK : 0), s->flash);
+    p.tiled_head = s->fused_ce;
+    size_t most_rows = s->cuda ? GPU_HEAD_ROWS : HEAD_ROWS;
+    p.head_rows = (int)(N < most_rows ? N : most_rows);
+    p.vocab_chunk = VOCAB_CHUNK;
+    size_t fc = op_param_count(C, OP_FC), chunk = (rows < VOCAB_CHUNK ? rows : VOCAB_CHUNK) * C;
+    p.piece = s->fused_ce && chunk > fc ? chunk : fc;
+    p.table = global_param_count(c);
+    return p;
+}
+
+// The piece of op `op` of layer l.
+Piece op_piece(const GPTConfig *c, int l, int op) {
+    Piece p = {op_param_offset(c, l, op), op_param_count(c->channels, op)};
+    return p;
+}
+
+// The final layernorm's piece (2C: its weight and bias).
+Piece lnf_piece(const GPTConfig *c) {
+    Piece p = {layer_offset(c, c->layers), 2 * (size_t)c->channels};
+    return p;
+}
+
+// --fused-ce: the chunks of `rows` rows of the table (Vp for the LM head, Vp + maxT for the
+// lookup), and the piece of chunk k (its rows [k vocab_chunk, ...) of C parameters each).
+int table_chunks(const Plan *p, int rows) { return (rows + p->vocab_chunk - 1) / p->vocab_chunk; }
+
+Piece table_chunk(const Plan *p, const GPTConfig *c, int rows, int k) {
+    int r0 = k * p->vocab_chunk, r1 = r0 + p->vocab_chunk < rows ? r0 + p->vocab_chunk : rows;
+    Piece q = {(size_t)r0 * c->channels, (size_t)(r1 - r0) * c->channels};
+    return q;
+}
+
+#endif

@@ -1,0 +1,93 @@
+// core/settings.h — one run's settings, in one struct: the flags (app/flags.h
+// parses them into it, and --help prints the defaults below), and what is
+// worked out from them once: the model config, the corpus size, the ranks.
+// Built once and passed by pointer to everything that needs to know how the
+// run is set up: the plan, both models, both predictors, --fit, the reports.
+#ifndef GPTMEM_SETTINGS_H
+#define GPTMEM_SETTINGS_H
+
+#include <stdint.h>
+#include <string.h>
+#include "core/config.h"
+#include "core/sizes.h"
+
+enum { COMM_AUTO, COMM_NCCL, COMM_MPI };  // --comm
+
+typedef struct {
+    // the model: a preset and its overrides (0: the preset's)
+    const char *model;
+    int layers, channels, heads, vocab, max_seq;
+    GPTConfig cfg;  // the two resolved (app/flags.h resolve_settings)
+    // one step: accum micro-batches of batch x seq_len tokens
+    const char *data;     // the corpus
+    size_t corpus_bytes;  // its size (the data row holds it), 0 if it is not there
+    int batch, seq_len, accum, steps, stop_after;
+    // the memory flags
+    const char *dtype_str;
+    int dtype;                  // --dtype: DT_FP32, DT_BF16, DT_FP16 (core/dtype.h)
+    float loss_scale;           // fp16: the initial dynamic loss scale
+    int flash, fused_ce;        // --flash, --fused-ce
+    const char *recompute_str;  // --recompute LIST
+    unsigned recompute;         // its REC_* bits (core/saved.h); --ckpt sets REC_BLOCK
+    int ckpt;                   // --ckpt, or --recompute block
+    int adam_bits;              // --adam-bits 32 or 8: Adam's m and v in fp32 or 8-bit blocks
+    // where it runs: the device, and ZeRO over ranks
+    const char *device_str;
+    int cuda;               // --device cuda
+    int zero, ranks;        // --zero S; --ranks N (the ranks to start, or with --dry-run to predict for)
+    const char *comm_str;   // --comm auto|nccl|mpi: ZeRO's collectives on the GPU
+    int comm;               // its COMM_*
+    int threads;            // OpenMP threads (0: divide the cores, app/launch.h)
+    // the optimizer
+    float lr, min_lr_frac, weight_decay, clip;
+    int warmup;
+    uint64_t seed;
+    // evaluation, samples, states
+    int eval_every, eval_batches, sample_every, sample_len;
+    float temperature;
+    const char *save, *resume;
+    int save_every;
+    int eval_only;             // --eval-only: evaluate and sample the --resume state, no training
+    const char *quantize_str;  // --quantize bf16|int8|int4 (with --eval-only)
+    int quantize;              // its QF_* (io/quant.h); QF_FP32 without the flag
+    int quant_bits;            // its bits (16, 8, 4; 0: fp32)
+    // what the run shows and writes
+    int mem, mem_ops, dry_run, trace, timing;
+    int infer;          // --infer (with --dry-run): the weights in each format and the KV cache
+    const char *fit;    // --fit BUDGET ("free": what this machine or GPU has free)
+    int print_every;    // step lines: every N steps (0 = about 25 lines per run), plus the first and the last
+    const char *mem_json;
+    const char *mem_timeline;  // --mem-timeline FILE.csv
+    const char *log;
+} Settings;
+
+// The defaults of the flags (--help prints them).
+Settings default_settings(void) {
+    Settings o;
+    memset(&o, 0, sizeof o);
+    o.model = "small";
+    o.dtype_str = "fp32";
+    o.comm_str = "auto";
+    o.device_str = "cpu";
+    o.loss_scale = DEFAULT_LOSS_SCALE;
+    o.data = "data/tinyshakespeare.txt";
+    o.batch = 32;
+    o.accum = 1;
+    o.steps = 1000;
+    o.lr = 3e-3f;
+    o.min_lr_frac = 0.1f;
+    o.weight_decay = 0.1f;
+    o.clip = 1.0f;
+    o.warmup = -1;  // -1: 5% of the steps
+    o.seed = 1337;
+    o.eval_every = 200;
+    o.eval_batches = 16;
+    o.sample_every = 500;
+    o.sample_len = 240;
+    o.temperature = 0.8f;
+    o.save_every = 0;
+    o.adam_bits = 32;
+    return o;
+}
+
+#endif

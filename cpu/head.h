@@ -1,0 +1,253 @@
+// cpu/head.h — the two ends of the model on the CPU: the embedding lookup,
+// and the final layernorm, the LM head (tied to wte) and the loss; each in
+// the way the plan says (core/plan.h):
+//   the whole table at once: the logits (N,Vp) kept on the stack (fp32), or
+//     computed and kept head_rows rows at a time through an fp32 buffer (16-bit);
+//   --fused-ce: the vocabulary a chunk of the table at a time, the rows a tile
+//     at a time, each row's softmax kept online, no (N,Vp) logits at all; the
+//     lookup and its gradient a chunk of the table at a time too.
+#ifndef GPTMEM_CPU_HEAD_H
+#define GPTMEM_CPU_HEAD_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "core/dtype.h"
+#include "core/plan.h"
+#include "core/saved.h"
+#include "cpu/gpt.h"
+#include "cpu/ops.h"
+#include "cpu/storage.h"
+#include "cpu/weights.h"
+#include "memory/ledger.h"
+
+// The start of a forward over a B x T batch: its mark on the stack and,
+// without --fused-ce, the whole table (stage 3: gathered now; it stays until
+// the LM head has run).
+void forward_start(GPT *m, int B, int T) {
+    if (!m->plan.tiled_head) m->globals = global_weights(m);
+    m->B = B; m->T = T;
+    m->arena_mark = arena_mark();
+}
+
+// encoded (N,C) = wte[inp] + wpe[0..T): pushed on the stack (rounded to the
+// storage dtype), computed in x_work for 16-bit runs.
+void embed_forward(GPT *m, const int *inp) {
+    const GPTConfig *c = &m->cfg;
+    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq;
+    size_t N = (size_t)B * T;
+    ledger_where("embedding", 0);
+    m->encoded = arena_push("encoded", N * C * dtype_size(m->dtype));
+    float *enc = m->dtype == DT_FP32 ? m->encoded : m->x_work;
+    if (m->plan.tiled_head) {  // a chunk of the table at a time
+        memset(enc, 0, sizeof(float) * N * C);
+        for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
+            int r0 = k * m->plan.vocab_chunk, r1 = r0 + m->plan.vocab_chunk < rows ? r0 + m->plan.vocab_chunk : rows;
+            encoder_forward_chunk(enc, inp, table_chunk_weights(m, rows, k), r0, r1, Vp, B, T, C);
+        }
+    } else {
+        encoder_forward(enc, inp, m->globals.wte, m->globals.wpe, B, T, C);
+    }
+    dtype_round_store(enc, m->encoded, N * C, m->dtype);
+}
+
+// Its backward: d(encoded) (in dres) into the table's gradient; the globals'
+// gradients (the LM head's, the final layernorm's, these) are complete now.
+void embed_backward(GPT *m, const int *inp) {
+    const GPTConfig *c = &m->cfg;
+    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq;
+    ledger_where("embedding backward", 0);
+    if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
+        for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
+            int r0 = k * m->plan.vocab_chunk, r1 = r0 + m->plan.vocab_chunk < rows ? r0 + m->plan.vocab_chunk : rows;
+            float *g = grads_params(m, table_chunk(&m->plan, c, rows, k));
+            encoder_backward_chunk(g, m->dres, inp, r0, r1, Vp, B, T, C);
+            table_chunk_grads_done(m, rows, k);
+        }
+    } else {
+        encoder_backward(m->global_grads.wte, m->global_grads.wpe, m->dres, inp, B, T, C);
+        global_grads_done(m);
+    }
+    arena_pop_to(m->arena_mark, "encoded");
+}
+
+// lnf (N,C) = layernorm(x), pushed with its row statistics; returns its fp32 view.
+float *final_norm_forward(GPT *m, const float *x) {
+    int N = m->B * m->T, C = m->cfg.channels;
+    LayerActs *f = &m->final;
+    ledger_where("final layernorm and LM head", 0);
+    f->mark = arena_mark();
+    f->pushing = (1u << SAVED_FINAL) - 1;
+    float *lnf = push_saved(m, f, final_saved, SV_LNF);
+    float *mean = push_saved(m, f, final_saved, SV_LNF_MEAN), *rstd = push_saved(m, f, final_saved, SV_LNF_RSTD);
+    if (m->plan.tiled_head) {
+        const float *p = fetch_params(m, lnf_piece(&m->cfg), "final layernorm");
+        layernorm_forward(lnf, mean, rstd, x, p, p + C, N, C);
+    } else {
+        layernorm_forward(lnf, mean, rstd, x, m->globals.lnfw, m->globals.lnfb, N, C);
+    }
+    round_saved(m, f, SV_LNF);
+    return lnf;
+}
+
+// Its backward: d(x) (into dres, zeroed first) from d(lnf) (in dln); then
+// every final tensor leaves the stack.
+void final_norm_backward(GPT *m) {
+    int N = m->B * m->T, C = m->cfg.channels;
+    LayerActs *f = &m->final;
+    const float *x = block_input(m, m->cfg.layers), *mean = f->view[SV_LNF_MEAN], *rstd = f->view[SV_LNF_RSTD];
+    memset(m->dres, 0, sizeof(float) * (size_t)N * C);
+    if (m->plan.tiled_head) {
+        Piece lnf = lnf_piece(&m->cfg);
+        const float *p = fetch_params(m, lnf, "final layernorm");
+        float *g = grads_params(m, lnf);
+        layernorm_backward(m->dres, g, g + C, m->dln, x, p, mean, rstd, N, C);
+        grads_params_done(m, lnf, "final layernorm");
+    } else {
+        GlobalWeights *w = &m->globals, *g = &m->global_grads;
+        layernorm_backward(m->dres, g->lnfw, g->lnfb, m->dln, x, w->lnfw, mean, rstd, N, C);
+    }
+    arena_pop_to(f->mark, "final");
+}
+
+// --fused-ce: the LM head and the loss without the (N,Vp) logits: the
+// vocabulary a chunk of wte at a time (the outer loop, so stage 3 gathers each
+// chunk once), the rows head_rows at a time (the inner loop), through one tile
+// of logits (head_tile). Each tile updates every row's online softmax
+// (cpu/ops.h, crossentropy_tile_forward). Leaves each row's log-sum-exp in lse
+// (N, fp32) for the backward; returns the mean loss. Cost: the backward
+// computes the logits again, 2 N C Vp more FLOPs a step.
+float head_forward_tiled(GPT *m, const float *lnf, const int *targets, int N, float *lse) {
+    const GPTConfig *c = &m->cfg;
+    int C = c->channels, Vp = padded_vocab(c), R = m->plan.head_rows;
+    float *s = m->head_stats, *z = m->head_stats + N;
+    for (int i = 0; i < N; i++) lse[i] = -INFINITY, s[i] = 0.0f, z[i] = 0.0f;
+    for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
+        int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+        const float *w = table_chunk_weights(m, Vp, k);  // wte rows [v0, v0 + nv): (nv, C)
+        for (int r0 = 0; r0 < N; r0 += R) {
+            int rows = N - r0 < R ? N - r0 : R;
+            matmul_forward(m->head_tile, lnf + (size_t)r0 * C, w, NULL, rows, C, nv);  // (rows, nv)
+            crossentropy_tile_forward(m->head_tile, rows, nv, v0, c->vocab, targets + r0, lse + r0, s + r0, z + r0);
+        }
+    }
+    double loss = 0.0;
+    for (int i = 0; i < N; i++) {
+        lse[i] += logf(s[i]);  // lse = m + log s
+        loss += lse[i] - z[i];
+    }
+    return (float)(loss / N);
+}
+
+// Its backward: the same tiles again, each turned into dlogits
+// (crossentropy_tile_backward), then
+//   d(lnf) rows (N,C)  += dlogits (rows, nv) @ w (nv, C)      (over the chunks)
+//   d(w) (nv, C)       += dlogits^T (nv, rows) @ lnf rows (rows, C)
+// (matmul_backward's two products, the first one summed over the chunks).
+// Each chunk's gradient is handed on as soon as its rows are done.
+void head_backward_tiled(GPT *m, float *dlnf, const float *lnf, const float *lse, const int *targets, int N,
+                         float dloss) {
+    const GPTConfig *c = &m->cfg;
+    int C = c->channels, Vp = padded_vocab(c), R = m->plan.head_rows;
+    for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
+        int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+        const float *w = table_chunk_weights(m, Vp, k);
+        float *g = grads_params(m, table_chunk(&m->plan, c, Vp, k));
+        for (int r0 = 0; r0 < N; r0 += R) {
+            int rows = N - r0 < R ? N - r0 : R;
+            float *tile = m->head_tile;
+            matmul_forward(tile, lnf + (size_t)r0 * C, w, NULL, rows, C, nv);
+            crossentropy_tile_backward(tile, rows, nv, v0, c->vocab, targets + r0, lse + r0, dloss);
+            gemm(rows, C, nv, tile, nv, 1, w, C, 1, dlnf + (size_t)r0 * C, C, k > 0);  // the first chunk overwrites
+            gemm(nv, C, rows, tile, 1, nv, lnf + (size_t)r0 * C, C, 1, g, C, 1);
+        }
+        table_chunk_grads_done(m, Vp, k);
+    }
+}
+
+// 16-bit runs: the LM head and the loss head_rows rows at a time, through the
+// fp32 buffer m->logits (head_rows x Vp); each chunk's logits (probabilities,
+// with targets) are rounded into the saved 16-bit logits. Returns the mean loss.
+float head_forward_rows(GPT *m, const float *lnf, const float *wte, const int *targets, int N) {
+    int C = m->cfg.channels, Vp = padded_vocab(&m->cfg), R = m->plan.head_rows;
+    double loss = 0.0;
+    for (int r0 = 0; r0 < N; r0 += R) {
+        int rows = N - r0 < R ? N - r0 : R;
+        matmul_forward(m->logits, lnf + (size_t)r0 * C, wte, NULL, rows, C, Vp);
+        if (targets) loss += (double)crossentropy_forward(m->logits, targets + r0, rows, m->cfg.vocab, Vp) * rows;
+        dtype_round_store(m->logits, (uint16_t *)m->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp, m->dtype);
+    }
+    return (float)(loss / N);
+}
+
+// logits (N,Vp) = lnf wte^T (the LM head, tied to wte); with targets, the
+// mean cross-entropy loss, the logits turned into probabilities. Without
+// --fused-ce the logits stay on the stack (model->logits is their fp32 view:
+// sampling reads them); with it, each row's log-sum-exp does.
+float head_forward(GPT *m, const float *lnf, const int *targets) {
+    const GPTConfig *c = &m->cfg;
+    int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c);
+    if (m->plan.tiled_head) {  // no logits: each row's log-sum-exp, in fp32 whatever the dtype
+        m->head_lse = arena_push("logits_lse", (size_t)N * sizeof(float));
+        return targets ? head_forward_tiled(m, lnf, targets, N, m->head_lse) : 0.0f;
+    }
+    if (m->dtype != DT_FP32) {  // the logits are saved in 16 bits but computed in chunks of rows
+        m->logits_saved = arena_push("logits", (size_t)N * Vp * 2);
+        m->logits = work_view(m, final_saved, SV_LOGITS);
+        return head_forward_rows(m, lnf, m->globals.wte, targets, N);
+    }
+    m->logits = push_saved(m, &m->final, final_saved, SV_LOGITS);
+    matmul_forward(m->logits, lnf, m->globals.wte, NULL, N, C, Vp);
+    if (!targets) return 0.0f;
+    return crossentropy_forward(m->logits, targets, N, c->vocab, Vp);
+}
+
+// Its backward: d(lnf) into dln, and wte's gradient (without --fused-ce, into
+// the globals' gradients, which the embedding's backward completes).
+void head_backward(GPT *m, const int *targets, float dloss) {
+    const GPTConfig *c = &m->cfg;
+    int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c);
+    LayerActs *f = &m->final;
+    ledger_where("LM head backward", 0);
+    load_saved(m, f, SV_LOGITS);  // lnf and its statistics (the logits: below, a chunk at a time)
+    float *lnf = f->view[SV_LNF];
+    if (m->plan.tiled_head) {
+        head_backward_tiled(m, m->dln, lnf, m->head_lse, targets, N, dloss);
+        return;
+    }
+    m->globals = global_weights(m), m->global_grads = global_grads(m);
+    const float *wte = m->globals.wte;
+    if (m->dtype == DT_FP32) {
+        crossentropy_backward(m->logits, targets, N, Vp, dloss);
+        matmul_backward(m->dln, m->global_grads.wte, NULL, m->logits, lnf, wte, N, C, Vp);
+        return;
+    }
+    int R = m->plan.head_rows;
+    for (int r0 = 0; r0 < N; r0 += R) {  // the same, head_rows rows at a time (head_forward_rows)
+        int rows = N - r0 < R ? N - r0 : R;
+        dtype_load(m->logits, (const uint16_t *)m->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp, m->dtype);
+        crossentropy_backward(m->logits, targets + r0, rows, Vp, dloss);
+        matmul_backward(m->dln + (size_t)r0 * C, m->global_grads.wte, NULL, m->logits, lnf + (size_t)r0 * C, wte, rows,
+                        C, Vp);
+    }
+}
+
+// The logits of row i of the last forward pass, fp32 (for sampling). With
+// --fused-ce they are computed now, a chunk of wte at a time, into head_tile.
+const float *gpt_logits_row(GPT *m, int i) {
+    const GPTConfig *c = &m->cfg;
+    int C = c->channels, Vp = padded_vocab(c);
+    if (m->plan.tiled_head) {
+        const float *x = m->final.view[SV_LNF] + (size_t)i * C;
+        for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
+            int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+            matmul_forward(m->head_tile + v0, x, table_chunk_weights(m, Vp, k), NULL, 1, C, nv);
+        }
+        return m->head_tile;
+    }
+    if (m->dtype == DT_FP32) return m->logits + (size_t)i * Vp;
+    dtype_load(m->logits, (const uint16_t *)m->logits_saved + (size_t)i * Vp, Vp, m->dtype);
+    return m->logits;
+}
+
+#endif

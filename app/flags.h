@@ -319,14 +319,11 @@ void resolve_settings(Settings *o) {
     parse_recompute(o);
     if (o->infer && !o->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
     parse_eval_flags(o);
-    if (o->cuda && o->recompute && o->recompute != REC_BLOCK)
-        usage_error("--recompute %s runs on the CPU only for now: the GPU rebuilds whole blocks (--ckpt, which is "
-                    "--recompute block)", o->recompute_str);
     if (o->cuda && o->mem_timeline)
         usage_error("--mem-timeline records the CPU's activation stack; drop --device cuda");
     if (o->cuda && o->mem_ops)
         usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
-                    "bytes and keeps its own --ckpt)", GPU_ACT_ALIGN);
+                    "bytes: --device cuda --dry-run shows its stack)", GPU_ACT_ALIGN);
     o->cfg = c;
     long long corpus = file_size(o->data);
     o->corpus_bytes = corpus > 0 ? (size_t)corpus : 0;

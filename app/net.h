@@ -55,8 +55,7 @@ void net_build(Net *n, const Settings *s, const Plan *plan, int rank, int nranks
     n->opt.cfg = adamw_config(s);
     n->opt.bits = 32;
     if (s->cuda) {
-        gpu_gpt_build(&n->gpu, &s->cfg, s->batch, s->seq_len, s->dtype, s->flash, s->ckpt, s->fused_ce, s->zero, rank,
-                      nranks);
+        gpu_gpt_build(&n->gpu, s, plan, rank, nranks);
         n->gpu.nccl = s->comm == COMM_NCCL;
         gpu_arena_reserve(stack);
         gpu_gpt_init(&n->gpu, s->seed);
@@ -162,6 +161,9 @@ NetNumbers net_read_numbers(Net *n) {
     return r;
 }
 
+// What block 0 kept on the stack after the last training forward (--mem-ops; the CPU's stack only).
+size_t net_block_kept_bytes(const Net *n) { return n->cuda ? 0 : n->cpu.block_kept_bytes; }
+
 double net_recompute_seconds(Net *n) { return n->cuda ? gpu_gpt_recompute_seconds(&n->gpu) : n->cpu.recompute_seconds; }
 
 // Do all ranks hold the same weights? (every rank takes part; 1 on one rank)
@@ -174,6 +176,11 @@ int net_replica_check_every(const Net *n) {
     const GpuGPT *g = &n->gpu;
     if (!n->cuda || g->shard.nranks == 1 || g->shard.stage == 3) return 1;
     return (int)((g->nparams * g->e + GPU_REPLICA_CHECK_BYTES - 1) / GPU_REPLICA_CHECK_BYTES);
+}
+
+// The bytes of the weights the model computes with, all of them (that check hashes them).
+size_t net_weight_bytes(const Net *n) {
+    return n->cuda ? n->gpu.nparams * n->gpu.e : n->cpu.nparams * dtype_size(n->cpu.dtype);
 }
 
 // This rank's part of the training state, what a saved state holds

@@ -1,136 +1,156 @@
-// timing.h — --timing: where a training step's time goes, phase by phase.
-//
-// The loop in train.c marks the end of each phase: zeroing the gradients and
-// taking the batch, the forward, the backward (once per micro-batch each),
-// the reduction, the gradient norm, the optimizer step. A mark reads the host
-// clock and, on the GPU, records an event in the GPU's stream. At the end the
-// run prints, per phase, the mean milliseconds per step of
-//   host: the time the host spent in the phase's calls: on the CPU the work
-//         itself; on the GPU queueing kernels, plus waiting wherever it waits
-//         for the GPU (once a step on one rank: reading the step's loss and
-//         norm at the optimizer phase's end);
-//   GPU:  the time between the phase's two events in the stream: its kernels,
-//         and any time the GPU sat idle waiting for the host's next launch.
-// On the GPU it also counts the host's waits for the GPU inside a step
-// (ops.h gpu_waits: every copy back, every blocking copy to it, every sync),
-// and the calls that should only have queued work but held the host over
-// 50 us while the GPU was busy ("host blocked", ops.h gpu_blocked: a queued
-// upload from memory the runtime had to stage, say).
-// A phase whose GPU time is well above the sum of its kernels' times (tests/
-// test_cuda --op-times) is held up by the host. The first step (warm-up:
-// cuBLASLt's plans, page faults) is left out of the means when there are more.
-#ifndef GPTMEM_TIMING_H
-#define GPTMEM_TIMING_H
+// app/observe.h — everything the loop shows of itself, behind one call per
+// phase, so the loop in train.c stays the slide: the phases' times
+// (--timing, app/timing.h), the ledger at the first step's phases (--mem,
+// --mem-json), --trace's pushes and pops of the first step, the recording of
+// its stack (--mem-timeline and the peak's receipt, on the CPU), the kept
+// bytes of a block (--mem-ops); and at the end, the report of all of it.
+#ifndef GPTMEM_OBSERVE_H
+#define GPTMEM_OBSERVE_H
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include "app/launch.h"
+#include "app/net.h"
+#include "app/report.h"
+#include "app/timing.h"
 #include "core/clock.h"
-#include "cuda/api.h"
-
-enum { TM_DATA, TM_FORWARD, TM_BACKWARD, TM_REDUCE, TM_NORM, TM_STEP, TM_NPHASE };
-const char *timing_phase_name[TM_NPHASE] = {"zero, data", "forward", "backward", "reduce", "norm", "optimizer"};
+#include "core/settings.h"
+#include "memory/ledger.h"
+#include "memory/report.h"
+#include "memory/timeline.h"
+#include "parallel/comm.h"
 
 typedef struct {
-    int on, gpu;               // --timing; GPU events too
-    int nmarks, cap;           // marks this step (the first is the step's start), events allocated
-    double last;               // the host clock at the last mark
-    int *phase;                // the phase each mark ends
-    void **events;             // one GPU event per mark
-    double host[TM_NPHASE], dev[TM_NPHASE], first_host[TM_NPHASE], first_dev[TM_NPHASE];
-    long waits_at_start, blocked_at_start;  // gpu_waits() and gpu_blocked() at the step's start
-    long waits, first_waits;   // the host's waits for the GPU inside the steps (after the first; in the first)
-    long blocked, first_blocked;  // the calls that blocked the host, likewise
-    int steps;                 // steps added up in host/dev (after the first)
-    int first_done;            // the first step is kept apart
-} Timing;
+    const Settings *s;
+    int stage;              // the ZeRO stage in effect (for --trace's title)
+    Timing timing;          // --timing
+    MemReport measured;     // the ledger at the first step's phases (and, at the end, its peaks)
+    int first, micro;       // the run's first step still running; its micro-batch
+    int recording;          // the first step's stack is recorded (--mem, --mem-json, --mem-timeline on the CPU)
+    size_t block_kept;      // what block 0 kept on the stack in a training forward (--mem-ops)
+    long long first_step_comm;  // the bytes the first step sent
+    double start, step_start, train_seconds;  // the run's start, the step's, the time in steps
+    long long tokens;       // tokens trained on
+} Observer;
 
-// A step has 1 + 3 x accum + 3 marks.
-void timing_init(Timing *tm, int on, int gpu, int accum) {
-    *tm = (Timing){0};
-    tm->on = on, tm->gpu = gpu, tm->cap = 1 + 3 * accum + 3;
-    if (!on) return;
-    tm->phase = calloc(tm->cap, sizeof(int));
-    tm->events = calloc(tm->cap, sizeof(void *));
-    if (!tm->phase || !tm->events) {
-        fprintf(stderr, "error: out of memory for --timing\n");
-        exit(1);
+// Before the loop, with the model built: the ledger's starting point.
+void observe_start(Observer *ob, const Settings *s, const Net *net) {
+    memset(ob, 0, sizeof *ob);
+    ob->s = s;
+    ob->stage = net_zero_stage(net);
+    ob->first = 1;
+    ob->recording = !s->cuda && (s->mem || s->mem_json || s->mem_timeline);
+    ob->measured.phase[PHASE_INIT] = ledger_snapshot();
+    timing_init(&ob->timing, s->timing && comm_rank_id == 0, s->cuda, s->accum);
+    ob->start = now_seconds();
+}
+
+// The start of a step: its clock, its ledger window and bytes sent; the
+// first one's --trace and recording.
+void observe_step(Observer *ob, int step) {
+    ob->step_start = now_seconds();
+    ob->micro = 0;
+    comm_bytes_sent = 0;
+    ledger_window_start();
+    g_ledger.trace = ob->s->trace && ob->first && comm_rank_id == 0;
+    if (g_ledger.trace)
+        printf("trace of step %d: the activation stack%s\n", step + 1, ob->stage ? ", ZeRO gathers and reductions" : "");
+    timing_start(&ob->timing);
+    if (ob->first && ob->recording) record_start();  // the timeline and the peak's receipt
+}
+
+// The end of a phase (app/timing.h's TM_*).
+void observe(Observer *ob, int phase, const Net *net) {
+    timing_mark(&ob->timing, phase);
+    if (phase == TM_FORWARD) {
+        ob->block_kept = net_block_kept_bytes(net);
+        if (ob->first && ob->micro == 0) ob->measured.phase[PHASE_FORWARD] = ledger_snapshot();
     }
-    for (int i = 0; gpu && i < tm->cap; i++) tm->events[i] = gpu_event_new();
-}
-
-void timing_free(Timing *tm) {
-    for (int i = 0; tm->gpu && tm->events && i < tm->cap; i++) gpu_event_free(tm->events[i]);
-    free(tm->phase);
-    free(tm->events);
-}
-
-void timing_record(Timing *tm, int phase) {
-    if (tm->nmarks == tm->cap) return;  // (cannot happen: cap counts every mark)
-    tm->phase[tm->nmarks] = phase;
-    if (tm->gpu) gpu_event_record(tm->events[tm->nmarks]);
-    tm->nmarks++;
-}
-
-// The start of a step.
-void timing_start(Timing *tm) {
-    if (!tm->on) return;
-    tm->nmarks = 0;
-    if (tm->gpu) tm->waits_at_start = gpu_waits(), tm->blocked_at_start = gpu_blocked();
-    tm->last = now_seconds();
-    timing_record(tm, -1);
-}
-
-// The end of `phase`.
-void timing_mark(Timing *tm, int phase) {
-    if (!tm->on) return;
-    double now = now_seconds();
-    double *host = tm->first_done ? tm->host : tm->first_host;
-    host[phase] += now - tm->last;
-    tm->last = now;
-    timing_record(tm, phase);
-}
-
-// The end of a step: the GPU's times between the marks (this waits for the
-// step's last event, so the GPU has finished the step).
-void timing_step_end(Timing *tm) {
-    if (!tm->on) return;
-    double *dev = tm->first_done ? tm->dev : tm->first_dev;
-    if (tm->gpu) {
-        *(tm->first_done ? &tm->waits : &tm->first_waits) += gpu_waits() - tm->waits_at_start;
-        *(tm->first_done ? &tm->blocked : &tm->first_blocked) += gpu_blocked() - tm->blocked_at_start;
+    if (phase == TM_BACKWARD && ob->first && ob->micro++ == 0) ob->measured.phase[PHASE_BACKWARD] = ledger_snapshot();
+    if (phase == TM_REDUCE) record_stop();  // every micro-batch's pushes and pops are in
+    if (phase != TM_STEP) return;
+    timing_step_end(&ob->timing);
+    if (ob->first) {
+        ob->measured.phase[PHASE_STEP] = ledger_snapshot();
+        ob->first_step_comm = comm_bytes_sent;
     }
-    for (int i = 1; tm->gpu && i < tm->nmarks; i++)
-        dev[tm->phase[i]] += gpu_event_ms(tm->events[i - 1], tm->events[i]) / 1e3;
-    if (tm->first_done) tm->steps++;
-    tm->first_done = 1;
+    g_ledger.trace = 0;
+    ob->first = 0;
 }
 
-// The table: ms per step, the mean over the steps after the first (or the first alone).
-void timing_print(const Timing *tm) {
-    if (!tm->on || !tm->first_done) return;
-    int n = tm->steps ? tm->steps : 1;
-    const double *host = tm->steps ? tm->host : tm->first_host, *dev = tm->steps ? tm->dev : tm->first_dev;
-    if (tm->steps) printf("where a step's time went (--timing): ms per step, the mean of the %d steps after the first\n", n);
-    else printf("where a step's time went (--timing): ms in the only step (warm-up included)\n");
-    printf("  %-12s %10s%s\n", "phase", "host", tm->gpu ? "        GPU" : "");
-    double th = 0, td = 0;
-    for (int p = 0; p < TM_NPHASE; p++) {
-        th += host[p], td += dev[p];
-        printf("  %-12s %10.3f", timing_phase_name[p], 1e3 * host[p] / n);
-        if (tm->gpu) printf(" %10.3f", 1e3 * dev[p] / n);
-        printf("\n");
+// The seconds the step took so far, and, for the run, its tokens.
+double observe_step_seconds(Observer *ob, long long tokens) {
+    double seconds = now_seconds() - ob->step_start;
+    ob->train_seconds += seconds;
+    ob->tokens += tokens;
+    return seconds;
+}
+
+// --- --mem-timeline's files: the first step's timeline (memory/ledger.h recorded
+// it) against the predicted one, a CSV per rank (rank r > 0: FILE.rank<r>) ---------
+
+void timeline_path(const Settings *o, char *path, size_t n) {
+    if (comm_rank_id == 0) snprintf(path, n, "%s", o->mem_timeline);
+    else snprintf(path, n, "%s.rank%d", o->mem_timeline, comm_rank_id);
+}
+
+// Before training: can this rank write its timeline file? 0 yes; 1 after a message.
+int timeline_unwritable(const Settings *o) {
+    char path[1024];
+    timeline_path(o, path, sizeof path);
+    FILE *f = fopen(path, "w");
+    if (f) { fclose(f); return 0; }
+    fprintf(stderr, "error: cannot write the memory timeline '%s': %s; give --mem-timeline a path in a writable "
+            "directory\n", path, strerror(errno));
+    return 1;
+}
+
+int write_timeline(const Settings *o, const PredictedTimeline *t) {
+    char path[1024];
+    timeline_path(o, path, sizeof path);
+    if (write_mem_timeline(path, t)) {
+        fprintf(stderr, "error: cannot write the memory timeline '%s'\n", path);
+        return 1;
     }
-    printf("  %-12s %10.3f", "step", 1e3 * th / n);
-    if (tm->gpu) printf(" %10.3f", 1e3 * td / n);
-    printf("\n");
-    if (tm->gpu) {
-        printf("  host: time in the calls (launches, and waits for the GPU); GPU: time between the marks in its "
-               "stream (kernels, and idling for the host)\n");
-        printf("  the host waited for the GPU %.1f times a step (reading the step's loss and norm is one); host "
-               "blocked %.1f times a step (calls that should only queue work, held over 50 us while the GPU was busy)\n",
-               (double)(tm->steps ? tm->waits : tm->first_waits) / n,
-               (double)(tm->steps ? tm->blocked : tm->first_blocked) / n);
+    if (comm_rank_id == 0)
+        printf("wrote %s: %d pushes and pops of step 1%s, measured %s predicted on every row\n", path, g_recording.n,
+               comm_nranks > 1 ? " (each rank: its own file)" : "", timeline_agrees(t) ? "==" : "!= (a bug: see the file)");
+    return 0;
+}
+
+// --- the end of the run ---------------------------------------------------------------
+
+// The run's last lines: the done line, --timing's table and, if steps ran,
+// the ledger against the prediction (--mem, --mem-json), the first step's
+// timeline (--mem-timeline) and its peak's receipt, one block's tensors
+// (--mem-ops). 0, or 1 if a file cannot be written.
+int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float val_loss, size_t nparams) {
+    const Settings *o = ob->s;
+    say("done: %d steps in %.1f s (%.0f tok/s training) | final val loss %.4f | peak memory %.2f MiB%s (the "
+        "process: %.2f MiB, see --mem)\n", steps_run, now_seconds() - ob->start,
+        ob->train_seconds > 0 ? ob->tokens / ob->train_seconds : 0.0, val_loss, mib(g_ledger.peak_total),
+        comm_nranks > 1 ? " (rank 0)" : "", mib(process_peak_rss()));
+    timing_print(&ob->timing);
+    timing_free(&ob->timing);
+    if (steps_run == 0) return 0;
+    memcpy(ob->measured.peak, g_ledger.peak, sizeof ob->measured.peak);
+    ob->measured.peak_total = g_ledger.peak_total;
+    PredictedTimeline timeline = {0};
+    char *receipt = NULL;
+    if (ob->recording) {
+        timeline = predicted_timeline(o, o->accum, predicted);
+        receipt = receipt_json(&timeline);
+        if (o->mem_timeline && write_timeline(o, &timeline)) return 1;
     }
+    if ((o->mem || o->mem_json) &&
+        report_memory(o, predicted, &ob->measured, ob->first_step_comm, nparams, ob->stage, receipt))
+        return 1;
+    if (ob->recording && o->mem && comm_rank_id == 0) print_peak_receipt(stdout, &timeline, predicted);
+    if (ob->recording) { predicted_timeline_free(&timeline); free(receipt); }
+    if (o->mem_ops && comm_rank_id == 0) print_activation_table(stdout, o, ob->block_kept);
+    return 0;
 }
 
 #endif

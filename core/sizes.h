@@ -14,7 +14,7 @@ enum {
     GPU_COLSUM_CHUNKS = 64,         // the GPU's column sums (bias, layernorm gradients): row chunks
     CPU_ACT_ALIGN = 4,              // every tensor on the CPU's stack starts on this boundary (fp32 row statistics follow 16-bit tensors)
     GPU_ACT_ALIGN = 256,            // every tensor on the GPU's activation stack starts on this boundary
-    GPU_HEAD_ROWS = 1024,           // the GPU's --fused-ce: the LM head and loss run this many rows at a time
+    GPU_HEAD_ROWS = 8192,           // the GPU's --fused-ce: the LM head's tiles are this many rows (x VOCAB_CHUNK)
     GPU_HEADROOM = 512 << 20,       // GPU memory a run needs beyond the ledger's device peak: cuBLASLt's state and the
                                     // kernels' local memory, which the context does not hold yet (about 0.3 GiB on an H100)
     GPU_STAGING = 8 << 20,          // ZeRO on the GPU over MPI: each rank's host buffer its collectives go through, bytes

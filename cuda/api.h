@@ -93,6 +93,10 @@ void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const 
 // dbias[OC] += column sums of dout   (accumulates; NULL skips it)
 void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
                         int N, int C, int OC);
+// matmul_backward without a bias, whose dinp is added to (add 1) or overwritten (add 0):
+// --fused-ce's d(lnf) adds up over the vocabulary's chunks
+void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
+                             int N, int C, int OC, int add);
 // C[M,N] (fp32/T) = A[M,K] @ B[N,K]^T, plain, for the benchmark's peak measurement
 void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K);
 
@@ -104,6 +108,14 @@ void cu_encoder_forward(int dt, void *out, const int *inp, const void *wte, cons
 // positions pos[start[u] .. start[u+1]).
 void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const int *pos, const int *start,
                          const int *tok, int nbuckets, int B, int T, int C);
+
+// --fused-ce: the table [wte | wpe] (Vp + maxT rows) a chunk of rows [r0, r1) at a time (T, C values a row):
+// out[B,T,C] += the chunk's rows of each position's token and of its position
+void cu_encoder_forward_chunk(int dt, void *out, const int *inp, const void *rows, int r0, int r1, int Vp, int B,
+                              int T, int C);
+// drows (the chunk's rows) += dout of the positions that use them, in position order (the buckets above)
+void cu_encoder_backward_chunk(int dt, void *drows, const void *dout, const int *pos, const int *start, const int *tok,
+                               int nbuckets, int r0, int r1, int Vp, int B, int T, int C);
 
 // --- layernorm (cuda/layernorm.cu) ----------------------------------------------
 // out[N,C] (T); mean[N], rstd[N] in fp32 (the backward needs them exact)
@@ -140,6 +152,17 @@ void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, co
 void cu_crossentropy_forward(int dt, float *losses, const void *logits, const int *targets, int N, int V, int Vp);
 // logits -> dlogits in place: (softmax - onehot(target)) * dloss over the first V, 0 on the padding.
 void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, int V, int Vp, float dloss);
+
+// --fused-ce (cpu/ops.h's crossentropy_tile_*): the logits a tile at a time, rows x nv columns
+// (row stride nv, T) of the vocabulary from v0; columns v0 + j >= V are padding. Fold one tile into
+// each row's running max m, sum s of exp(x - m) and target logit z (fp32; the tile with v0 = 0 starts them)
+void cu_crossentropy_tile_forward(int dt, const void *tile, int rows, int nv, int v0, int V, const int *targets,
+                                  float *m, float *s, float *z);
+// after the last tile: lse[i] = m[i] + log s[i] (m was kept in lse), losses[i] = lse[i] - z[i]
+void cu_crossentropy_tile_finish(float *lse, const float *s, const float *z, float *losses, int N);
+// a tile -> its dlogits in place: (exp(x - lse) - onehot(target)) * dloss, 0 on the padding
+void cu_crossentropy_tile_backward(int dt, void *tile, int rows, int nv, int v0, int V, const int *targets,
+                                   const float *lse, float dloss);
 
 // --- the step's numbers and the optimizer (cuda/adamw.cu) ---------------------------
 // A step's loss and gradient norm stay on the GPU, in GPU_STEP_NUMBERS doubles, until the

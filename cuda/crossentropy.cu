@@ -67,3 +67,74 @@ extern "C" void cu_crossentropy_backward(int dt, void *logits, const int *target
     else crossentropy_backward_kernel<<<N, 512>>>((fp16 *)logits, targets, V, Vp, dloss);
     launch_check("crossentropy_backward_kernel");
 }
+
+// --- --fused-ce: the loss a tile of logits at a time (gpu/head.h) --------------------
+// cpu/ops.h's crossentropy_tile_forward and _backward: the logits come a tile
+// at a time, rows [r0, r0 + rows) by vocabulary columns [v0, v0 + nv); each
+// row keeps a running max m, the running sum s of exp(x - m), rescaled when m
+// grows, and its target's logit z when the target's column passes by. One
+// block a row of the tile: a one-pass max and sum over the tile's columns
+// (row_softmax_stats over the real ones), folded into the row's running pair.
+
+template <typename T>
+__global__ void crossentropy_tile_forward_kernel(const T *tile, int nv, int v0, int V, const int *targets, float *m,
+                                                 float *s, float *z) {
+    int i = blockIdx.x, real = V - v0 < nv ? V - v0 : nv;
+    const T *x = tile + (size_t)i * nv;
+    float tm, ts;
+    row_softmax_stats(x, real, &tm, &ts);
+    if (threadIdx.x != 0) return;
+    float m0 = v0 == 0 ? -INFINITY : m[i], s0 = v0 == 0 ? 0.0f : s[i];  // the first tile starts the row
+    float mx = tm > m0 ? tm : m0;
+    s[i] = (s0 == 0.0f ? 0.0f : s0 * expf(m0 - mx)) + (ts == 0.0f ? 0.0f : ts * expf(tm - mx));
+    m[i] = mx;
+    int t = targets[i] - v0;
+    if (v0 == 0) z[i] = 0.0f;
+    if (t >= 0 && t < real) z[i] = ld(x[t]);
+}
+
+__global__ void crossentropy_tile_finish_kernel(float *lse, const float *s, const float *z, float *losses, int N) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    lse[i] += logf(s[i]);  // lse = m + log s
+    losses[i] = lse[i] - z[i];
+}
+
+template <typename T>
+__global__ void crossentropy_tile_backward_kernel(T *tile, int nv, int v0, int V, const int *targets, const float *lse,
+                                                  float dloss) {
+    int i = blockIdx.x, t = targets[i] - v0;
+    T *x = tile + (size_t)i * nv;
+    for (int v = threadIdx.x; v < nv; v += blockDim.x) {
+        float p = v0 + v < V ? expf(ld(x[v]) - lse[i]) * dloss : 0.0f;
+        x[v] = st<T>(v == t ? p - dloss : p);
+    }
+}
+
+extern "C" void cu_crossentropy_tile_forward(int dt, const void *tile, int rows, int nv, int v0, int V,
+                                             const int *targets, float *m, float *s, float *z) {
+    if (rows <= 0) return;  // a launch of 0 blocks is an error on a GPU
+    if (dt == DTYPE_FP32)
+        crossentropy_tile_forward_kernel<<<rows, 512>>>((const float *)tile, nv, v0, V, targets, m, s, z);
+    else if (dt == DTYPE_BF16)
+        crossentropy_tile_forward_kernel<<<rows, 512>>>((const bf16 *)tile, nv, v0, V, targets, m, s, z);
+    else crossentropy_tile_forward_kernel<<<rows, 512>>>((const fp16 *)tile, nv, v0, V, targets, m, s, z);
+    launch_check("crossentropy_tile_forward_kernel");
+}
+
+extern "C" void cu_crossentropy_tile_finish(float *lse, const float *s, const float *z, float *losses, int N) {
+    if (N <= 0) return;
+    crossentropy_tile_finish_kernel<<<blocks_for(N, 256), 256>>>(lse, s, z, losses, N);
+    launch_check("crossentropy_tile_finish_kernel");
+}
+
+extern "C" void cu_crossentropy_tile_backward(int dt, void *tile, int rows, int nv, int v0, int V, const int *targets,
+                                              const float *lse, float dloss) {
+    if (rows <= 0) return;
+    if (dt == DTYPE_FP32)
+        crossentropy_tile_backward_kernel<<<rows, 512>>>((float *)tile, nv, v0, V, targets, lse, dloss);
+    else if (dt == DTYPE_BF16)
+        crossentropy_tile_backward_kernel<<<rows, 512>>>((bf16 *)tile, nv, v0, V, targets, lse, dloss);
+    else crossentropy_tile_backward_kernel<<<rows, 512>>>((fp16 *)tile, nv, v0, V, targets, lse, dloss);
+    launch_check("crossentropy_tile_backward_kernel");
+}

@@ -71,3 +71,90 @@ extern "C" void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *
         encoder_backward_t((bf16 *)dwte, (bf16 *)dwpe, (const bf16 *)dout, pos, start, tok, nbuckets, B, T, C);
     else encoder_backward_t((fp16 *)dwte, (fp16 *)dwpe, (const fp16 *)dout, pos, start, tok, nbuckets, B, T, C);
 }
+
+// --- --fused-ce: the table a chunk of rows at a time (gpu/head.h) -------------------
+// The table [wte | wpe] is Vp + maxT rows; a chunk is its rows [r0, r1) (C
+// values each). cpu/ops.h's encoder_forward_chunk and _backward_chunk.
+
+// out[bt, :] += rows[tok - r0] if the token's row is in the chunk, and
+// rows[Vp + t - r0] if the position's is (out starts at 0). Each element gets
+// at most these two additions, and the first, to 0, is exact: the sum is the
+// whole lookup's, bit for bit, whatever the chunks.
+template <typename T>
+__global__ void encoder_forward_chunk_kernel(T *out, const int *inp, const T *rows, int r0, int r1, int Vp, int BT,
+                                             int Tn, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)BT * C) return;
+    int bt = (int)(i / C), c = (int)(i % C), tok = inp[bt], pos = Vp + bt % Tn;
+    int has_tok = tok >= r0 && tok < r1, has_pos = pos >= r0 && pos < r1;
+    if (!has_tok && !has_pos) return;
+    float x = ld(out[i]);
+    if (has_tok) x += ld(rows[(size_t)(tok - r0) * C + c]);
+    if (has_pos) x += ld(rows[(size_t)(pos - r0) * C + c]);
+    out[i] = st<T>(x);
+}
+
+// The token rows of the chunk: block u owns bucket u (encoder_backward_wte_kernel) if its token is in [r0, r1).
+template <typename T>
+__global__ void encoder_backward_chunk_tok_kernel(T *drows, const T *dout, const int *pos, const int *start,
+                                                  const int *tok, int r0, int r1, int C) {
+    int u = blockIdx.x;
+    if (tok[u] < r0 || tok[u] >= r1) return;
+    T *row = drows + (size_t)(tok[u] - r0) * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float s = ld(row[c]);
+        for (int j = start[u]; j < start[u + 1]; j++) s += ld(dout[(size_t)pos[j] * C + c]);
+        row[c] = st<T>(s);
+    }
+}
+
+// The position rows of the chunk, positions [t0, t1): one thread per (t, c), b in order (encoder_backward_wpe_kernel).
+template <typename T>
+__global__ void encoder_backward_chunk_pos_kernel(T *drows, const T *dout, int t0, int t1, int B, int Tn, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)(t1 - t0) * C) return;
+    size_t at = (size_t)t0 * C + i;  // (t, c) in dout's rows
+    float s = ld(drows[i]);
+    for (int b = 0; b < B; b++) s += ld(dout[(size_t)b * Tn * C + at]);
+    drows[i] = st<T>(s);
+}
+
+template <typename T>
+static void encoder_forward_chunk_t(T *out, const int *inp, const T *rows, int r0, int r1, int Vp, int B, int Tn, int C) {
+    size_t n = (size_t)B * Tn * C;
+    encoder_forward_chunk_kernel<<<blocks_for(n, 256), 256>>>(out, inp, rows, r0, r1, Vp, B * Tn, Tn, C);
+    launch_check("encoder_forward_chunk_kernel");
+}
+
+template <typename T>
+static void encoder_backward_chunk_t(T *drows, const T *dout, const int *pos, const int *start, const int *tok,
+                                     int nbuckets, int r0, int r1, int Vp, int B, int Tn, int C) {
+    if (nbuckets > 0 && r0 < Vp) {
+        encoder_backward_chunk_tok_kernel<<<nbuckets, 256>>>(drows, dout, pos, start, tok, r0, r1, C);
+        launch_check("encoder_backward_chunk_tok_kernel");
+    }
+    int t0 = r0 > Vp ? r0 - Vp : 0, t1 = r1 - Vp < Tn ? r1 - Vp : Tn;  // the chunk's position rows this batch uses
+    if (t1 <= t0) return;
+    size_t n = (size_t)(t1 - t0) * C;
+    encoder_backward_chunk_pos_kernel<<<blocks_for(n, 256), 256>>>(drows + (size_t)(Vp + t0 - r0) * C, dout, t0, t1, B,
+                                                                  Tn, C);
+    launch_check("encoder_backward_chunk_pos_kernel");
+}
+
+extern "C" void cu_encoder_forward_chunk(int dt, void *out, const int *inp, const void *rows, int r0, int r1, int Vp,
+                                         int B, int T, int C) {
+    if (B <= 0 || T <= 0) return;  // a launch of 0 blocks is an error on a GPU
+    if (dt == DTYPE_FP32) encoder_forward_chunk_t((float *)out, inp, (const float *)rows, r0, r1, Vp, B, T, C);
+    else if (dt == DTYPE_BF16) encoder_forward_chunk_t((bf16 *)out, inp, (const bf16 *)rows, r0, r1, Vp, B, T, C);
+    else encoder_forward_chunk_t((fp16 *)out, inp, (const fp16 *)rows, r0, r1, Vp, B, T, C);
+}
+
+extern "C" void cu_encoder_backward_chunk(int dt, void *drows, const void *dout, const int *pos, const int *start,
+                                          const int *tok, int nbuckets, int r0, int r1, int Vp, int B, int T, int C) {
+    if (B <= 0 || T <= 0) return;
+    if (dt == DTYPE_FP32)
+        encoder_backward_chunk_t((float *)drows, (const float *)dout, pos, start, tok, nbuckets, r0, r1, Vp, B, T, C);
+    else if (dt == DTYPE_BF16)
+        encoder_backward_chunk_t((bf16 *)drows, (const bf16 *)dout, pos, start, tok, nbuckets, r0, r1, Vp, B, T, C);
+    else encoder_backward_chunk_t((fp16 *)drows, (const fp16 *)dout, pos, start, tok, nbuckets, r0, r1, Vp, B, T, C);
+}

@@ -217,6 +217,13 @@ extern "C" void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, co
     }
 }
 
+extern "C" void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
+                                        int N, int C, int OC, int add) {
+    if (N <= 0) return;
+    lt_matmul(dt, dinp, w, dout, NULL, C, N, OC, 0, 0, C, OC, C, add ? 1.0f : 0.0f);
+    lt_matmul(dt, dw, inp, dout, NULL, C, OC, N, 0, 1, C, OC, C, 1.0f);
+}
+
 extern "C" void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K) {
     cu_matmul_forward(dt, c, a, b, NULL, M, K, N);
 }

@@ -270,3 +270,39 @@ void cu_store_dtype(int dt, void *dst, const float *src, size_t n) {
     (void)dt; (void)dst; (void)src; (void)n;
     unreachable("cu_store_dtype");
 }
+
+void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w, int N,
+                             int C, int OC, int add) {
+    (void)dt; (void)dinp; (void)dw; (void)dout; (void)inp; (void)w; (void)N; (void)C; (void)OC; (void)add;
+    unreachable("cu_matmul_backward_into");
+}
+
+void cu_encoder_forward_chunk(int dt, void *out, const int *inp, const void *rows, int r0, int r1, int Vp, int B,
+                              int T, int C) {
+    (void)dt; (void)out; (void)inp; (void)rows; (void)r0; (void)r1; (void)Vp; (void)B; (void)T; (void)C;
+    unreachable("cu_encoder_forward_chunk");
+}
+
+void cu_encoder_backward_chunk(int dt, void *drows, const void *dout, const int *pos, const int *start, const int *tok,
+                               int nbuckets, int r0, int r1, int Vp, int B, int T, int C) {
+    (void)dt; (void)drows; (void)dout; (void)pos; (void)start; (void)tok; (void)nbuckets; (void)r0; (void)r1;
+    (void)Vp; (void)B; (void)T; (void)C;
+    unreachable("cu_encoder_backward_chunk");
+}
+
+void cu_crossentropy_tile_forward(int dt, const void *tile, int rows, int nv, int v0, int V, const int *targets,
+                                  float *m, float *s, float *z) {
+    (void)dt; (void)tile; (void)rows; (void)nv; (void)v0; (void)V; (void)targets; (void)m; (void)s; (void)z;
+    unreachable("cu_crossentropy_tile_forward");
+}
+
+void cu_crossentropy_tile_finish(float *lse, const float *s, const float *z, float *losses, int N) {
+    (void)lse; (void)s; (void)z; (void)losses; (void)N;
+    unreachable("cu_crossentropy_tile_finish");
+}
+
+void cu_crossentropy_tile_backward(int dt, void *tile, int rows, int nv, int v0, int V, const int *targets,
+                                   const float *lse, float dloss) {
+    (void)dt; (void)tile; (void)rows; (void)nv; (void)v0; (void)V; (void)targets; (void)lse; (void)dloss;
+    unreachable("cu_crossentropy_tile_backward");
+}

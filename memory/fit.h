@@ -146,7 +146,6 @@ int fit_report(const Settings *run, int global, int ranks, size_t budget, const 
                     for (int zero = 0; zero <= (ranks > 1 ? 3 : 0); zero++)
                         for (int micro = global; micro >= 1; micro--) {
                             if (global % micro || n == cap) continue;
-                            if (gpu && r == 1) continue;  // the GPU rebuilds whole blocks only (--ckpt)
                             FitSetting f = {dtype, flash, fused, zero, micro, global / micro, recomputes[r], 0, 0, 0, 0, 0, 0, 0, 0, 0};
                             Settings s = *run;
                             s.batch = micro, s.flash = flash, s.ckpt = r == 2, s.fused_ce = fused, s.dtype = dtype;

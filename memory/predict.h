@@ -60,20 +60,12 @@ typedef struct {
     size_t after_forward, peak;
 } ActivationBytes;
 
-// The GPU's stack (cuda/model_gpu.h) from the bytes of its pieces: with
-// --ckpt it keeps each block's output; the backward pops block l's output
-// (the gradient carries on in dres) and recomputes the block on top of the
-// outputs below it, as the CPU does: peak = the larger of after the forward
-// and encoded + (L-1)*kept + full (the last block, forward or recomputed).
-ActivationBytes stack_bytes(int L, size_t encoded, size_t kept, size_t full, size_t final, int ckpt) {
+// The stack from the bytes of its pieces, on either device.
+ActivationBytes stack_of(size_t L, size_t encoded, size_t kept, size_t full, size_t final) {
     ActivationBytes a;
-    if (ckpt) {
-        a.after_forward = encoded + (size_t)L * kept + final;
-        size_t last_block = encoded + (size_t)(L - 1) * kept + full;
-        a.peak = a.after_forward > last_block ? a.after_forward : last_block;
-    } else {
-        a.after_forward = a.peak = encoded + (size_t)L * full + final;
-    }
+    a.after_forward = encoded + L * kept + final;
+    size_t last_block = encoded + (L - 1) * kept + full;
+    a.peak = a.after_forward > last_block ? a.after_forward : last_block;
     return a;
 }
 
@@ -112,12 +104,7 @@ StackParts predict_stack_parts(const Settings *s) {
 
 ActivationBytes predict_activations(const Settings *s) {
     StackParts p = predict_stack_parts(s);
-    size_t L = s->cfg.layers;
-    ActivationBytes a;
-    a.after_forward = p.encoded + (size_t)L * p.kept + p.final;
-    size_t last_block = p.encoded + (size_t)(L - 1) * p.kept + p.full;
-    a.peak = a.after_forward > last_block ? a.after_forward : last_block;
-    return a;
+    return stack_of(s->cfg.layers, p.encoded, p.kept, p.full, p.final);
 }
 
 // One step's pushes and pops on the CPU's activation stack, in order, for
@@ -393,14 +380,17 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
     r->peak_total = base->total + act->peak;
 }
 
-// The GPU's activation stack (cuda/model_gpu.h): the same tensors as above,
-// with two differences. The row statistics (layernorm mean and rstd, flash's
-// lse) are fp32 whatever the dtype, and every tensor starts on a 256-byte
-// boundary, so each push is rounded up: A(x) = x rounded up to GPU_ACT_ALIGN.
+// The GPU's activation stack (gpu/storage.h): the same tensors as above and
+// the same plan (what a block drops after its forward and rebuilds in its
+// backward), with two differences. The row statistics (layernorm mean and
+// rstd, flash's lse) are fp32 whatever the dtype, and every tensor starts on
+// a 256-byte boundary, so each push is rounded up: A(x) = x rounded up to
+// GPU_ACT_ALIGN.
 //   one block = A(e N C) [ln1] + 4 A(4N) [ln1, ln2 mean and rstd] + A(3 e N C) [qkv]
 //             + A(e B H T^2) [att] or A(4 B H T) [lse] + 4 A(e N C) [atty, res2, ln2, res3]
-//             + 2 A(4 e N C) [fch, fch_gelu]
-//   encoded and each kept block output (--ckpt) A(e N C); final A(e N C) + 2 A(4N) + A(e N Vp)
+//             + 2 A(4 e N C) [fch, fch_gelu];  kept: the tensors the plan keeps
+//   encoded A(e N C); final A(e N C) + 2 A(4N) + A(e N Vp) [logits] or A(4N) [--fused-ce: lse]
+//   after forward = encoded + L*kept + final; peak = max(after forward, encoded + (L-1)*kept + full)
 size_t gpu_act(size_t bytes) { return (bytes + GPU_ACT_ALIGN - 1) / GPU_ACT_ALIGN * GPU_ACT_ALIGN; }
 
 size_t gpu_saved_bytes(const SavedTensor *t, const Settings *s) {
@@ -410,13 +400,17 @@ size_t gpu_saved_bytes(const SavedTensor *t, const Settings *s) {
 }
 
 ActivationBytes predict_activations_gpu(const Settings *s) {
-    size_t full = 0, final = 0, e = s->dtype == 0 ? 4 : 2, C = s->cfg.channels;
-    int L = s->cfg.layers;
-    for (int i = 0; i < SAVED_PER_LAYER; i++) full += gpu_saved_bytes(&block_saved[i], s);
-    for (int i = 0; i < SAVED_FINAL; i++)  // --fused-ce: no logits (the GPU's chunked head saves nothing else)
-        if (i != SV_LOGITS || !s->fused_ce) final += gpu_saved_bytes(&final_saved[i], s);
-    size_t nc = gpu_act(e * s->batch * s->seq_len * C);
-    return stack_bytes(L, nc, nc, full, final, s->ckpt);
+    size_t full = 0, kept = 0, final = 0, e = s->dtype == 0 ? 4 : 2, C = s->cfg.channels, N = (size_t)s->batch * s->seq_len;
+    size_t L = s->cfg.layers;
+    unsigned drops = run_drops(s);
+    for (int i = 0; i < SAVED_PER_LAYER; i++) {
+        size_t b = gpu_saved_bytes(&block_saved[i], s);
+        full += b;
+        if (!(drops & SV_BIT(i))) kept += b;
+    }
+    for (int i = 0; i < SV_LOGITS; i++) final += gpu_saved_bytes(&final_saved[i], s);
+    final += s->fused_ce ? gpu_act(4 * N) : gpu_saved_bytes(&final_saved[SV_LOGITS], s);
+    return stack_of(L, gpu_act(e * N * C), kept, full, final);
 }
 
 // The bytes of the GPU run's ledger that live on the host, not the GPU: in
@@ -429,8 +423,8 @@ size_t predict_host_bytes_gpu(const Settings *s) {
     return s->corpus_bytes + 2 * 4 * N + 2 * 4 * (5 * N + 1) + 4 * (size_t)Vp + (s->ranks > 1 ? GPU_STAGING : 0);
 }
 
-// --device cuda (cuda/model_gpu.h, gpu_gpt_build), one rank. The activation
-// stack above; the differences from the CPU in the fixed part:
+// --device cuda (gpu/gpt.h, gpu_buffers), one rank. The activation stack
+// above; the differences from the CPU in the fixed part:
 //   params e*P, master 4P (16-bit only), grads e*P, adam_m 4P, adam_v 4P (e = 4 or 2)
 //   scratch: no fp32 working copies (the GPU computes on the 16-bit tensors);
 //     backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype,
@@ -439,17 +433,18 @@ size_t predict_host_bytes_gpu(const Settings *s) {
 //     cuBLASLt's 32 MiB workspace, the column sums' partials
 //     GPU_COLSUM_CHUNKS x 4C floats, and with
 //     --flash D = rowsum(dout * out), 4*B*H*T
-//     --fused-ce the logits of min(N, GPU_HEAD_ROWS) rows, e*rows*Vp (and no (N,Vp) logits on the stack)
+//     --fused-ce a tile of logits, e * max(rows * min(Vp, VOCAB_CHUNK), Vp) with rows =
+//       min(N, GPU_HEAD_ROWS), and each row's running sum and target logit, 2 * 4N
 //   data: the corpus and the host batches (as on the CPU), the batches on the
 //     GPU 8N, the positions bucketed by token on the GPU 4(3N+1), the two
 //     page-locked host buffers the batch is uploaded from, 2 x 4(5N+1) (inputs,
 //     targets, buckets), and a count per vocabulary entry 4*Vp on the host
 // ZeRO on N ranks shards the model states as on the CPU (S = ceil(P/N) in
-// whole ADAM_BLOCKs; arrays kept whole are padded to N*S), and adds to `comm`:
+// whole ADAM_BLOCKs; arrays kept whole are padded to N*S), and adds to `comm`,
+// in the dtype, the plan's pieces as on the CPU (predict_moved):
 //   the host staging buffer GPU_STAGING (more than one rank),
-//   stages 2, 3: the gradient buckets of a layer and of the globals, e*(12C^2 + 13C + G),
+//   stages 2, 3: the gradient buckets of a piece and, without --fused-ce, of the globals, e*moved
 //   stage 3: as much again for the gathered weights
-//   (G = (Vp + maxT) C + 2C: wte, wpe and the final layernorm)
 // What the ledger cannot see (the CUDA context, cuBLASLt's own state) is
 // measured at run time and printed as its own "runtime" row.
 void predict_memory_gpu(const Settings *s, MemReport *r) {
@@ -467,12 +462,12 @@ void predict_memory_gpu(const Settings *s, MemReport *r) {
     base.bytes[MEM_GRADS] = e * sh.grads_n;
     base.bytes[MEM_ADAM_M] = 4 * sh.state_n;
     base.bytes[MEM_ADAM_V] = 4 * sh.state_n;
-    size_t layer = 12 * (size_t)C * C + 13 * (size_t)C, global = ((size_t)Vp + maxT) * C + 2 * (size_t)C;
-    base.bytes[MEM_COMM] = (ranks > 1 ? GPU_STAGING : 0) + (zero >= 2 ? e * (layer + global) : 0) +
-                           (zero == 3 ? e * (layer + global) : 0);
+    size_t moved = predict_moved(C, Vp, maxT, s->fused_ce);
+    base.bytes[MEM_COMM] = (ranks > 1 ? GPU_STAGING : 0) + (zero >= 2 ? e * moved : 0) + (zero == 3 ? e * moved : 0);
+    size_t rows = N < GPU_HEAD_ROWS ? N : GPU_HEAD_ROWS, tile = rows * ((size_t)Vp < VOCAB_CHUNK ? (size_t)Vp : VOCAB_CHUNK);
     base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
-                              4 * GPU_COLSUM_CHUNKS * 4 * (size_t)C +
-                              (s->flash ? 4 * B * H * T : 0) + (s->fused_ce ? e * (N < GPU_HEAD_ROWS ? N : GPU_HEAD_ROWS) * Vp : 0);
+                              4 * GPU_COLSUM_CHUNKS * 4 * (size_t)C + (s->flash ? 4 * B * H * T : 0) +
+                              (s->fused_ce ? e * (tile > (size_t)Vp ? tile : (size_t)Vp) + 2 * 4 * N : 0);
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 4 * (3 * N + 1) + 2 * 4 * (5 * N + 1) + 4 * (size_t)Vp;
     for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
     ActivationBytes act = predict_activations_gpu(s);

@@ -416,6 +416,19 @@ void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *d
     free(fd); free(fi); free(fw);
 }
 
+void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w, int N,
+                             int C, int OC, int add) {
+    LAUNCH(N);
+    dinp = DEV(dinp), dw = DEV(dw), dout = DEV(dout), inp = DEV(inp), w = DEV(w);
+    float *fd = widen(dt, dout, (size_t)N * OC), *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, (size_t)OC * C);
+    float *fdw = widen(dt, dw, (size_t)OC * C), *fdi = add ? widen(dt, dinp, (size_t)N * C) : calloc((size_t)N * C, 4);
+    gemm(N, C, OC, fd, OC, 1, fw, C, 1, fdi, C, add);  // dinp (+)= dout w
+    gemm(OC, C, N, fd, 1, OC, fi, C, 1, fdw, C, 1);    // dw += dout^T inp
+    narrow(dt, dinp, fdi, (size_t)N * C);
+    narrow(dt, dw, fdw, (size_t)OC * C);
+    free(fd); free(fi); free(fw);
+}
+
 void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K) {  // (its arguments: untagged below)
     cu_matmul_forward(dt, c, a, b, NULL, M, K, N);
 }
@@ -451,6 +464,41 @@ void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const
         float *fr = widen(dt, row, C);
         for (int j = start[u]; j < start[u + 1]; j++)
             for (int c = 0; c < C; c++) fr[c] += fd[(size_t)pos[j] * C + c];
+        narrow(dt, row, fr, C);
+    }
+    free(fd);
+}
+
+void cu_encoder_forward_chunk(int dt, void *out, const int *inp, const void *rows, int r0, int r1, int Vp, int B,
+                              int T, int C) {
+    LAUNCH(B * T);
+    out = DEV(out), inp = DEV(inp), rows = DEV(rows);
+    float *fo = widen(dt, out, (size_t)B * T * C), *fr = widen(dt, rows, (size_t)(r1 - r0) * C);
+    encoder_forward_chunk(fo, inp, fr, r0, r1, Vp, B, T, C);
+    narrow(dt, out, fo, (size_t)B * T * C);
+    free(fr);
+}
+
+// The chunk's token rows bucket by bucket, in position order (as cu_encoder_backward), then its position rows.
+void cu_encoder_backward_chunk(int dt, void *drows, const void *dout, const int *pos, const int *start, const int *tok,
+                               int nbuckets, int r0, int r1, int Vp, int B, int T, int C) {
+    LAUNCH(B * T);
+    drows = DEV(drows), dout = DEV(dout), pos = DEV(pos), start = DEV(start), tok = DEV(tok);
+    size_t e = dtype_size(dt);
+    float *fd = widen(dt, dout, (size_t)B * T * C);
+    for (int u = 0; u < nbuckets; u++) {
+        if (tok[u] < r0 || tok[u] >= r1) continue;
+        void *row = (char *)drows + (size_t)(tok[u] - r0) * C * e;
+        float *fr = widen(dt, row, C);
+        for (int j = start[u]; j < start[u + 1]; j++)
+            for (int c = 0; c < C; c++) fr[c] += fd[(size_t)pos[j] * C + c];
+        narrow(dt, row, fr, C);
+    }
+    for (int t = r0 > Vp ? r0 - Vp : 0; t < T && Vp + t < r1; t++) {
+        void *row = (char *)drows + (size_t)(Vp + t - r0) * C * e;
+        float *fr = widen(dt, row, C);
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < C; c++) fr[c] += fd[((size_t)b * T + t) * C + c];
         narrow(dt, row, fr, C);
     }
     free(fd);
@@ -591,6 +639,35 @@ void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, i
         crossentropy_backward(x, targets + i, 1, Vp, dloss);
         narrow(dt, row, x, Vp);
     }
+}
+
+void cu_crossentropy_tile_forward(int dt, const void *tile, int rows, int nv, int v0, int V, const int *targets,
+                                  float *m, float *s, float *z) {
+    LAUNCH(rows);
+    tile = DEV(tile), targets = DEV(targets), m = DEV(m), s = DEV(s), z = DEV(z);
+    if (v0 == 0)  // the first tile starts each row
+        for (int i = 0; i < rows; i++) m[i] = -INFINITY, s[i] = 0.0f, z[i] = 0.0f;
+    float *ft = widen(dt, tile, (size_t)rows * nv);
+    crossentropy_tile_forward(ft, rows, nv, v0, V, targets, m, s, z);
+    free(ft);
+}
+
+void cu_crossentropy_tile_finish(float *lse, const float *s, const float *z, float *losses, int N) {
+    LAUNCH(N);
+    lse = DEV(lse), s = DEV(s), z = DEV(z), losses = DEV(losses);
+    for (int i = 0; i < N; i++) {
+        lse[i] += logf(s[i]);
+        losses[i] = lse[i] - z[i];
+    }
+}
+
+void cu_crossentropy_tile_backward(int dt, void *tile, int rows, int nv, int v0, int V, const int *targets,
+                                   const float *lse, float dloss) {
+    LAUNCH(rows);
+    tile = DEV(tile), targets = DEV(targets), lse = DEV(lse);
+    float *ft = widen(dt, tile, (size_t)rows * nv);
+    crossentropy_tile_backward(ft, rows, nv, v0, V, targets, lse, dloss);
+    narrow(dt, tile, ft, (size_t)rows * nv);
 }
 
 // --- optimizer -------------------------------------------------------------------------------

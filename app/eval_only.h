@@ -1,0 +1,155 @@
+// app/eval_only.h — --eval-only: evaluate and sample a saved state, its
+// weights held in fp32 or (--quantize) in bf16, int8 or int4, next to the
+// other formats.
+#ifndef GPTMEM_EVAL_ONLY_H
+#define GPTMEM_EVAL_ONLY_H
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "app/launch.h"
+#include "app/net.h"
+#include "app/report.h"
+#include "app/sample.h"
+#include "cpu/gpt.h"
+#include "cpu/weights.h"
+#include "io/quant.h"
+#include "io/state.h"
+#include "memory/predict.h"
+
+// --eval-only: evaluate and sample a saved state, its weights held in fp32 or
+// (--quantize) in bf16, int8 or int4, next to the other formats.
+
+// Read the state's weights into the eval model, a few blocks at a time
+// through its piece buffer, tensor by tensor (so each read covers whole
+// blocks of QUANT_BLOCK); Adam's m and v are read past, for the checksum.
+// Returns the state's header; exits on a bad file or a weight that is not finite.
+StateHeader eval_load(GPT *model, const char *path, StateReader *r) {
+    const GPTConfig *c = &model->cfg;
+    StateHeader want = {.L = c->layers, .C = c->channels, .H = c->heads, .V = c->vocab, .maxT = c->max_seq,
+                        .nparams = model->nparams};
+    *r = state_open(path, &want, READ_WEIGHTS);
+    float *buf = model->w_piece;
+    size_t K = model->piece;  // a multiple of QUANT_BLOCK
+    for (int i = 0; i < model->quant.ntensors; i++) {
+        const QuantTensor *t = &model->quant.tensors[i];
+        for (size_t at = 0; at < t->count; at += K) {
+            size_t n = t->count - at < K ? t->count - at : K;
+            state_read(r, buf, n * sizeof(float), 0);
+            size_t bad = eval_store(model, buf, t->offset + at, n);
+            if (bad) {
+                fprintf(stderr, "error: checkpoint '%s' has a weight that is %s (parameter %zu): it cannot be "
+                        "evaluated or quantized; resume from an earlier checkpoint\n", path,
+                        isnan(buf[bad - 1 - t->offset - at]) ? "nan" : "infinite", bad - 1);
+                exit(1);
+            }
+        }
+    }
+    for (size_t left = 2 * model->nparams; left > 0;) {  // m and v: read for the checksum only
+        size_t n = left < K ? left : K;
+        state_read(r, buf, n * sizeof(float), 0);
+        left -= n;
+    }
+    state_close(r);
+    return r->hd;
+}
+
+// How far `format` moves the weights of the state file f (fp32 weights from
+// byte data_at): RMS(rounded - w) / RMS(w) over every parameter, each tensor
+// read through the piece buffer and rounded a block at a time.
+double weight_error(GPT *model, FILE *f, long data_at, int format) {
+    double err = 0, sum = 0;
+    float *w = model->w_piece;
+    if (fseek(f, data_at, SEEK_SET) != 0) return NAN;
+    for (int i = 0; i < model->quant.ntensors; i++) {
+        const QuantTensor *t = &model->quant.tensors[i];
+        for (size_t at = 0; at < t->count; at += model->piece) {
+            size_t n = t->count - at < model->piece ? t->count - at : model->piece;
+            if (fread(w, sizeof(float), n, f) != n) return NAN;
+            for (size_t b = 0; b < n; b += QUANT_BLOCK) {
+                float block[QUANT_BLOCK];
+                size_t len = n - b < QUANT_BLOCK ? n - b : QUANT_BLOCK;
+                memcpy(block, w + b, len * sizeof(float));
+                quant_round_trip(&model->quant, format, block, t->offset + at + b, len);
+                for (size_t j = 0; j < len; j++) {
+                    err += ((double)block[j] - w[b + j]) * ((double)block[j] - w[b + j]);
+                    sum += (double)w[b + j] * w[b + j];
+                }
+            }
+        }
+    }
+    return sqrt(err / (sum > 0 ? sum : 1));
+}
+
+int eval_only_run(Settings *o) {
+    const GPTConfig *cfg = &o->cfg;
+    int B = o->batch, T = o->seq_len;
+    if (open_ranks_and_device(NULL, NULL, o)) return 1;
+    if (comm_nranks > 1) {
+        fprintf(stderr, "error: --eval-only runs in one process; start it without mpirun\n");
+        return 1;
+    }
+    if (o->dtype != DT_FP32)
+        printf("note: --eval-only computes in fp32 and holds the weights in fp32 or in --quantize's format; "
+               "--dtype %s is for training (16-bit weights: --quantize bf16)\n", dtype_name[o->dtype]);
+    MemReport predicted, measured;
+    memset(&measured, 0, sizeof measured);
+    predict_memory(o, &predicted);
+    check_fits(predicted.peak_total);
+    Dataset data;
+    if (load_data(&data, o)) return 1;
+    Net net;
+    memset(&net, 0, sizeof net);
+    GPT *model = &net.cpu;
+    gpt_build_eval(model, o);
+    arena_reserve(predicted.peak[MEM_ACTIVATIONS]);
+    StateReader state;
+    StateHeader hd = eval_load(model, o->resume, &state);
+    measured.phase[PHASE_INIT] = ledger_snapshot();
+    print_config_line(cfg, o);
+    printf("evaluating %s (step %d): %d validation batches of %d x %d, the weights held in %s\n", o->resume, hd.step,
+           o->eval_batches, B, T, quant_name[o->quantize]);
+
+    // the held weights: the run's loss, its ledger
+    float held = evaluate(&net, &data, B, T, o->eval_batches, &measured.phase[PHASE_FORWARD]);
+    measured.phase[PHASE_BACKWARD] = measured.phase[PHASE_STEP] = ledger_snapshot();
+    size_t held_bytes = g_ledger.live[MEM_PARAMS] + g_ledger.live[MEM_QWEIGHTS] + g_ledger.live[MEM_QSCALES];
+
+    // every format, from the state file: each piece read and rounded through it as the model asks for it
+    InferenceBytes inf = predict_inference(cfg->layers, cfg->channels, padded_vocab(cfg), cfg->max_seq, 1, 1);
+    printf("  %-7s %4s %14s %12s %10s %9s\n", "weights", "bits", "bytes", "weight error", "val loss", "vs fp32");
+    float fp32_loss = 0;
+    for (int f = QF_FP32; f < QF_N; f++) {
+        float loss = held;
+        FILE *file = fopen(o->resume, "rb");
+        if (!file) { fprintf(stderr, "error: cannot reopen '%s': %s\n", o->resume, strerror(errno)); return 1; }
+        double werr = weight_error(model, file, state.data_at, f);
+        if (f != o->quantize) {
+            model->from_file = file, model->file_at = state.data_at, model->file_format = f;
+            loss = evaluate(&net, &data, B, T, o->eval_batches, NULL);
+            model->from_file = NULL;
+        }
+        fclose(file);
+        if (f == QF_FP32) fp32_loss = loss;
+        size_t bytes = f == o->quantize ? held_bytes : inference_weight_bytes(&inf, quant_bits[f]);
+        printf("  %-7s %4d %14zu %11.4f%% %10.6f", quant_name[f], quant_bits[f], bytes, 100 * werr, loss);
+        if (f != QF_FP32) printf(" %+9.6f", loss - fp32_loss);
+        else printf(" %9s", "");
+        printf("%s\n", f == o->quantize ? "  <- held in memory (this run's weights)" : "");
+    }
+    printf("  weight error: RMS(rounded - w) / RMS(w) over all parameters; the rows not held read the fp32 "
+           "weights from the state file a piece at a time, rounded through the format as the model asks for "
+           "them: the same numbers, no memory held\n");
+    uint64_t rng = rng_seed(o->seed ^ 0x5A3B1E);
+    if (o->sample_len) sample_text(&net, &data, T, o->sample_len, o->temperature, &rng);
+    memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
+    measured.peak_total = g_ledger.peak_total;
+    int bad = (o->mem || o->mem_json) && report_memory(o, &predicted, &measured, 0, model->nparams, 0, NULL);
+    net_free(&net);
+    data_free(&data);
+    comm_finalize();
+    return bad;
+}
+
+#endif

@@ -1,0 +1,79 @@
+// app/fit_cmd.h — --fit BUDGET: which settings fit, from the predictor alone
+// (memory/fit.h searches them); the budget, and the command to run.
+#ifndef GPTMEM_FIT_CMD_H
+#define GPTMEM_FIT_CMD_H
+
+#include <stdio.h>
+#include <string.h>
+#include "app/flags.h"
+#include "app/launch.h"
+#include "app/report.h"
+#include "cuda/api.h"
+#include "memory/fit.h"
+#include "parallel/comm.h"
+
+// --fit: the command line without the flags --fit chooses (for the recommended command).
+void fit_base_command(int argc, char **argv, char *out, size_t n) {
+    const char *chosen[] = {"fit", "batch", "accum", "dtype", "flash", "ckpt", "recompute", "fused-ce", "zero", "dry-run"};
+    const int takes_value[] = {1, 1, 1, 1, 0, 0, 1, 0, 1, 0};
+    size_t k = (size_t)snprintf(out, n, "./train");
+    for (int i = 1; i < argc && k < n; i++) {
+        int skip = 0;
+        for (int c = 0; c < 10 && !skip; c++) {
+            size_t len = strlen(chosen[c]);
+            if (strncmp(argv[i], "--", 2) || strncmp(argv[i] + 2, chosen[c], len)) continue;
+            if (argv[i][2 + len] == '=') skip = 1;
+            else if (argv[i][2 + len] == 0) {
+                skip = 1;
+                if (takes_value[c] && i + 1 < argc && strncmp(argv[i + 1], "--", 2)) i++;  // its value
+            }
+        }
+        if (!skip) k += (size_t)snprintf(out + k, n - k, " %s", argv[i]);
+    }
+}
+
+// --fit BUDGET: the settings that fit, from the predictor alone (fit.h).
+// 0 if one fits, 1 if none does, 2 for a bad budget.
+int fit_run(const Settings *o, int argc, char **argv) {
+    const GPTConfig *cfg = &o->cfg;
+    size_t budget;
+    char why[128], text[128];
+    if (!strcmp(o->fit, "free")) {  // what this machine (or its GPU) has free now
+        if (o->cuda) {
+            if (gpu_count(why, sizeof why) <= 0) {
+                fprintf(stderr, "error: --fit alone measures the GPU's free memory, and there is none here (%s); give "
+                        "a budget, like --fit 80GiB\n", why);
+                return 2;
+            }
+            // the ranks that share a GPU each get their share of what is free once they
+            // all run: less a CUDA context for each other rank, taken to be as large as
+            // what this process's context made the GPU use (exact on an otherwise idle
+            // GPU, more when other processes use it: the budget errs low, so a listed
+            // setting still starts)
+            size_t total, free_b, k = (size_t)ranks_per_gpu(o->ranks > 1 ? o->ranks : 1, gpu_count(why, sizeof why));
+            gpu_open(comm_local_rank(), why, sizeof why);
+            gpu_mem_info(&free_b, &total);
+            size_t context = total - free_b, others = (k - 1) * context;
+            budget = free_b > others ? (free_b - others) / k : 0;
+            if (k > 1)
+                snprintf(text, sizeof text, "(free now, less %zu more CUDA contexts of %.0f MiB, / %zu ranks per GPU)",
+                         k - 1, context / 1048576.0, k);
+            else snprintf(text, sizeof text, "(free now)");
+        } else {
+            budget = available_memory();
+            snprintf(text, sizeof text, "(free now)");
+        }
+    } else {
+        budget = parse_budget(o->fit, why, sizeof why);
+        if (!budget) usage_error("--fit '%s': %s", o->fit, why);
+        snprintf(text, sizeof text, "%s", o->fit);
+    }
+    char base[2048];
+    fit_base_command(argc, argv, base, sizeof base);
+    Settings shown = *o;
+    shown.dry_run = 1;  // the config line without steps and threads: nothing runs
+    print_config_line(cfg, &shown);
+    return fit_report(o, o->batch * o->accum, o->ranks > 1 ? o->ranks : 1, budget, text, base);
+}
+
+#endif

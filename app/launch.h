@@ -1,0 +1,255 @@
+// app/launch.h — how a run starts: its processes (--ranks relaunches under
+// mpirun), its threads (OpenMP's waiting, the cores divided among the ranks),
+// the ranks and the GPU opened, the collectives' backend on the GPU (--comm),
+// the check that the run fits before anything is allocated, and the data.
+#ifndef GPTMEM_LAUNCH_H
+#define GPTMEM_LAUNCH_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "app/flags.h"
+#include "core/settings.h"
+#include "core/sizes.h"
+#include "cuda/api.h"
+#include "io/data.h"
+#include "memory/predict.h"
+#include "parallel/comm.h"
+
+// printf on rank 0 only: with several ranks, one copy of each line.
+void say(const char *fmt, ...) {
+    if (comm_rank_id != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+}
+
+// OpenMP's waiting threads spin before they sleep, 300,000 times in libgomp:
+// on a machine whose cores other work keeps busy, the spinning takes the
+// cores from the threads that have work, and a run takes 5-40 times longer
+// (doc/performance.md). A spin count of 10,000 costs nothing on a quiet
+// machine and ends most of that. libgomp reads it when it loads, before main,
+// so main sets it and starts the program again, once; a user's own
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT is left as it is.
+void openmp_wait_defaults(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    setenv("GOMP_SPINCOUNT", "10000", 1);
+    execv("/proc/self/exe", argv);  // (if it cannot, the run goes on with the runtime's default)
+}
+
+// The OpenMP threads of this rank: --threads, else OMP_NUM_THREADS, else the
+// machine's cores divided among the ranks on it (the launcher's local size,
+// read before MPI starts), and no more than the cores this process may run on
+// (the launcher may have bound it to one), so that N ranks do not each start
+// a thread per core. Returns the ranks the cores were divided among (1: none).
+int set_threads(const Settings *o) {
+#ifdef _OPENMP
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+    if (o->threads > 0 || getenv("OMP_NUM_THREADS") || comm_local_size() <= 1) return 1;
+    int ranks = comm_local_size(), share = (int)sysconf(_SC_NPROCESSORS_ONLN) / ranks, mine = omp_get_num_procs();
+    if (share > mine) share = mine;
+    omp_set_num_threads(share > 1 ? share : 1);
+    return ranks;
+#else
+    (void)o;
+    return 1;
+#endif
+}
+
+int g_threads_shared_by = 1;  // the ranks on this machine that divided its cores among their threads (set_threads)
+
+// The OpenMP threads the CPU ops use (1 without OpenMP).
+int omp_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+// Ranks on a machine take its GPUs in turn (gpu_open), so ceil(ranks / GPUs) share each.
+int ranks_per_gpu(int ranks, int gpus) { return gpus > 0 && ranks > gpus ? (ranks + gpus - 1) / gpus : 1; }
+
+// How many ranks share this rank's GPU (the ranks on this machine).
+int gpu_sharing(void) {
+    char why[128];
+    return ranks_per_gpu(comm_local_size(), gpu_count(why, sizeof why));
+}
+
+// Stop early, before allocating anything, if the run cannot fit on the GPU:
+// the ledger's device buffers at their peak (the host-side data left out),
+// plus GPU_HEADROOM for what the ledger cannot see and the context does not
+// yet hold, for each rank that shares the GPU, against the memory free now,
+// after every rank created its CUDA context and before any allocated (the
+// barriers). --fit applies the same test to each setting.
+void check_fits_gpu(size_t device_peak_bytes) {
+    size_t free_b, total_b, k = (size_t)gpu_sharing();
+    comm_barrier();
+    gpu_mem_info(&free_b, &total_b);
+    comm_barrier();
+    if (k * (device_peak_bytes + GPU_HEADROOM) > free_b) {
+        char ranks[64] = "";
+        if (k > 1) snprintf(ranks, sizeof ranks, " for each of the %zu ranks that share it", k);
+        fprintf(stderr, "error: this run needs %.2f GiB of GPU memory (its peak, %.2f GiB, plus %.2f GiB for the "
+                "CUDA libraries)%s but %.2f GiB of %.2f GiB are free; use a smaller --model, --batch or "
+                "--seq-len, or --ckpt, --flash, --dtype bf16%s (./train --device cuda --dry-run shows the "
+                "breakdown; --fit lists what fits)\n", (device_peak_bytes + GPU_HEADROOM) / 1073741824.0,
+                device_peak_bytes / 1073741824.0, GPU_HEADROOM / 1073741824.0, ranks, free_b / 1073741824.0,
+                total_b / 1073741824.0, k > 1 ? ", fewer ranks or a higher --zero" : "");
+        exit(1);
+    }
+}
+
+// Stop early, with a clear message, if the run cannot fit in this machine.
+// The memory this machine has free for a new process now (MemAvailable in
+// /proc/meminfo; else 90% of the physical memory).
+size_t available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    size_t kib = 0;
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %zu kB", &kib) == 1) break;
+        fclose(f);
+    }
+    if (kib) return kib * 1024;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (size_t)(0.9 * pages * page) : 0;
+}
+
+void check_fits(size_t peak_bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return;
+    double have = (double)pages * page;
+    if (peak_bytes > have * 0.9) {
+        fprintf(stderr, "error: this run needs %.2f GiB at its peak but the machine has %.2f GiB; use a smaller "
+                "--model, --batch or --seq-len (./train --dry-run shows the breakdown)\n",
+                peak_bytes / 1073741824.0, have / 1073741824.0);
+        exit(1);
+    }
+}
+
+// --ranks N (N > 1, not a dry run): start N copies of this command under
+// mpirun, without --ranks, and become that mpirun. Open MPI's mpirun is told
+// it may start more ranks than cores (--oversubscribe) and, run as root,
+// that this is fine (--allow-run-as-root), so the line works as written on
+// a 2-core machine and in CI.
+int launch_ranks(int argc, char **argv, int n) {
+    if (comm_launched())
+        usage_error("--ranks starts the ranks itself (mpirun -np %d); under mpirun, leave --ranks out", n);
+    if (!comm_have_mpi()) {
+        fprintf(stderr, "error: --ranks %d needs MPI, and this build has none: install libopenmpi-dev and "
+                "openmpi-bin, then make clean && make\n", n);
+        return 1;
+    }
+    char np[16];
+    snprintf(np, sizeof np, "%d", n);
+    char **args = calloc((size_t)argc + 8, sizeof(char *));
+    int k = 0;
+    args[k++] = "mpirun";
+    args[k++] = "-np";
+    args[k++] = np;
+    if (comm_is_openmpi()) args[k++] = "--oversubscribe";
+    if (comm_is_openmpi() && geteuid() == 0) args[k++] = "--allow-run-as-root";
+    args[k++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ranks")) { i++; continue; }  // the value follows (parse_args checked it)
+        if (!strncmp(argv[i], "--ranks=", 8)) continue;
+        args[k++] = argv[i];
+    }
+    printf("starting %d ranks:", n);
+    for (int i = 0; i < k; i++) printf(" %s", args[i]);
+    printf("\n");
+    fflush(stdout);
+    execvp("mpirun", args);
+    fprintf(stderr, "error: cannot start mpirun: %s; install openmpi-bin, or start the ranks yourself with "
+            "mpirun -np %d\n", strerror(errno), n);
+    return 1;
+}
+
+// --comm: ZeRO's collectives on the GPU go over NCCL on the device buffers
+// when every rank has a GPU of its own, and over MPI through host buffers
+// (staging.h) when ranks share one (NCCL refuses two ranks on one GPU) or
+// the build has no NCCL. Resolves o->comm to COMM_NCCL or COMM_MPI; with NCCL,
+// rank 0 makes the communicator's id and every rank joins. 0, or 1 after a message.
+int open_comm_backend(Settings *o) {
+    int sharing = gpu_sharing(), built = gpu_nccl_built();
+    if (o->comm == COMM_NCCL && (sharing > 1 || !built)) {
+        if (comm_rank_id == 0) {
+            if (!built) fprintf(stderr, "error: --comm nccl: this build has no NCCL (nccl.h was not found when it "
+                                "was built); use --comm mpi\n");
+            else fprintf(stderr, "error: --comm nccl: %d ranks share each GPU here, and NCCL refuses two ranks on "
+                         "one GPU; use --comm mpi (auto chooses it)\n", sharing);
+        }
+        return 1;
+    }
+    if (o->comm == COMM_AUTO) o->comm = sharing == 1 && built ? COMM_NCCL : COMM_MPI;
+    if (o->comm != COMM_NCCL) return 0;
+    unsigned char id[512] = {0};
+    size_t n = gpu_nccl_id_bytes();
+    if (n > sizeof id) n = sizeof id;  // (NCCL's is 128 bytes)
+    if (comm_rank_id == 0) gpu_nccl_unique_id(id);
+    comm_broadcast(id, (long long)n, 0);
+    char why[256] = "";
+    int bad = gpu_nccl_open(id, comm_nranks, comm_rank_id, why, sizeof why);
+    if (comm_any(bad)) {
+        if (bad) fprintf(stderr, "error: rank %d: NCCL could not start (%s); try --comm mpi\n", comm_rank_id, why);
+        return 1;
+    }
+    return 0;
+}
+
+// The ranks (one process, or N under mpirun) and, with --device cuda, the GPU.
+// 0, or 1 after a message.
+int open_ranks_and_device(int *argc, char ***argv, Settings *o) {
+    // the GPU first (the launcher's environment names the local rank): a CUDA-aware
+    // MPI may otherwise make a context on GPU 0 for every rank at MPI_Init
+    char why[256];
+    int no_gpu = o->cuda && gpu_open(comm_local_rank(), why, sizeof why);
+    comm_init(argc, argv);
+    if (comm_any(no_gpu)) {
+        if (no_gpu) fprintf(stderr, "error: --device cuda: %s; train on the CPU instead (--device cpu)\n", why);
+        return 1;
+    }
+    if (o->cuda && comm_nranks > 1 && open_comm_backend(o)) return 1;
+    if (o->zero && comm_nranks == 1)
+        say("note: --zero %d on one rank: nothing to shard, training as usual; shard it with `./train --ranks 4 "
+            "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", o->zero,
+            o->zero, o->zero, comm_have_mpi() ? "" : " (this build has no MPI: install libopenmpi-dev and rebuild)");
+    return 0;
+}
+
+// Load the data; every rank must draw the same batch windows, so check that
+// they start from the same state. 0, or 1 after a message.
+int load_data(Dataset *data, const Settings *o) {
+    if (comm_any(data_load(data, o->data, o->batch, o->seq_len, o->seed) != 0)) {
+        if (comm_nranks > 1) fprintf(stderr, "error: rank %d stops: a rank could not load its data\n", comm_rank_id);
+        return 1;
+    }
+    uint64_t rng_root = data->rng;
+    comm_broadcast(&rng_root, sizeof rng_root, 0);
+    if (comm_any(rng_root != data->rng)) {
+        fprintf(stderr, "error: rank %d: the ranks disagree on the data stream (same --seed on every rank?)\n",
+                comm_rank_id);
+        return 1;
+    }
+    return 0;
+}
+
+// Before anything is allocated: stop with a message unless the predicted
+// peak fits where the run runs (the GPU's memory for each rank sharing it, or
+// this machine's for all its ranks).
+void check_fits_here(const Settings *o, const MemReport *predicted) {
+    if (o->cuda) check_fits_gpu(predicted->peak_total - predict_host_bytes_gpu(o));
+    else check_fits(predicted->peak_total * (size_t)comm_nranks);
+}
+
+#endif

@@ -1,0 +1,279 @@
+// app/report.h — what a run prints: the config line, the step line (with the
+// MFU), the dry run (the predicted ledger, the ZeRO paper's formula beside it,
+// --infer), and the ledger at the end (--mem, --mem-json, every rank's).
+#ifndef GPTMEM_APP_REPORT_H
+#define GPTMEM_APP_REPORT_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "app/launch.h"
+#include "app/net.h"
+#include "core/settings.h"
+#include "cuda/api.h"
+#include "io/quant.h"
+#include "io/state.h"
+#include "memory/ledger.h"
+#include "memory/predict.h"
+#include "memory/report.h"
+#include "memory/timeline.h"
+#include "parallel/comm.h"
+
+// One line saying what will run; a dry run leaves out steps and threads.
+void print_config_line(const GPTConfig *c, const Settings *o) {
+    const GPTConfig *p = NULL;  // the preset: a shape that differs from it is "custom"
+    for (int i = 0; i < n_model_presets; i++)
+        if (!strcmp(model_presets[i].name, o->model)) p = &model_presets[i].cfg;
+    int preset = p && !memcmp(p, c, sizeof *c);
+    printf("model %s%s: L%d C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens",
+           preset ? o->model : "custom", preset ? "" : " shape", c->layers, c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
+           param_count(c) / 1e6, o->batch, o->seq_len);
+    if (o->accum > 1) printf(" x %d accum", o->accum);
+    if (o->dtype != DT_FP32) printf(" | %s", dtype_name[o->dtype]);
+    if (o->flash) printf(" | flash");
+    if (o->zero) printf(" | zero %d", o->zero);
+    if (o->ranks > 1) printf(" on %d ranks", o->ranks);
+    else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
+    if (o->ckpt) printf(" | ckpt");
+    else if (o->recompute) printf(" | recompute %s", o->recompute_str);
+    if (o->fused_ce) printf(" | fused-ce");
+    if (o->cuda) printf(" | cuda");
+    if (o->cuda && !o->dry_run) printf(" %s", gpu_name());
+    if (o->cuda && comm_nranks > 1) printf(" | comm %s", o->comm == COMM_NCCL ? "nccl" : "mpi");
+    if (o->adam_bits == 8) printf(" | 8-bit adam");
+    if (o->eval_only) printf(" | eval-only%s%s", o->quantize ? ", weights in " : "", o->quantize ? quant_name[o->quantize] : "");
+    if (!o->dry_run) {
+        if (!o->eval_only) printf(" | %d steps", o->steps);
+#ifdef _OPENMP
+        if (!o->cuda) printf(" | %d thread%s", omp_get_max_threads(), omp_get_max_threads() > 1 ? "s" : "");
+        if (!o->cuda && g_threads_shared_by > 1)
+            printf(" a rank (%ld cores / %d ranks on this machine)", sysconf(_SC_NPROCESSORS_ONLN), g_threads_shared_by);
+#endif
+    }
+    printf("\n");
+    // --flash on the GPU: the tensor-core kernels take 16-bit runs with head size 64 or 128
+    if (o->cuda && o->flash && !o->dry_run && !cu_flash_uses_mma(o->dtype, c->channels / c->heads))
+        printf("note: --flash runs on the reference kernels (CUDA cores, slow) for %s with head size %d; the "
+               "tensor-core kernels take --dtype bf16 or fp16 with head size 64 or 128\n", dtype_name[o->dtype],
+               c->channels / c->heads);
+}
+
+// The end of a run with --mem / --mem-json: this rank's ledger against the
+// prediction; with several ranks, one line per rank (gathered to rank 0).
+typedef struct {
+    size_t peak_total, predicted_peak;
+    int equal;
+    long long comm_bytes;
+} RankLedger;
+
+int report_memory(const Settings *o, const MemReport *predicted, const MemReport *measured, long long step_comm,
+                  size_t P, int zero, const char *receipt) {
+    RankLedger mine = {measured->peak_total, predicted->peak_total,
+                       !memcmp(predicted, measured, sizeof *measured), step_comm};
+    RankLedger *all = malloc(sizeof(RankLedger) * comm_nranks);
+    comm_gather_to_root(&mine, all, sizeof mine);
+    if (o->mem && comm_rank_id == 0) {
+        printf("memory ledger: predicted vs measured (bytes)%s\n", comm_nranks > 1 ? ", rank 0" : "");
+        print_mem_report(stdout, predicted, measured, o->eval_only ? EVAL_PHASES : MEM_NPHASE);
+        printf("  activation stack: %zu bytes reserved from the prediction, high-water mark %zu\n",
+               g_arena.capacity, measured->peak[MEM_ACTIVATIONS]);
+        size_t rss = process_peak_rss();
+        if (rss)
+            printf("    %-12s %16zu B: the process's peak resident size (%.2f MiB), %.2f MiB more than the host part "
+                   "of the ledger: the program and its libraries (a build with CUDA maps cuBLASLt and the CUDA "
+                   "runtime: about 150 MiB, on the CPU too), thread stacks, the C library's heap; not predicted\n",
+                   "process", rss, mib(rss), mib(rss) - mib(g_ledger.peak_total - g_ledger.gpu_reserved));
+        if (o->cuda) {  // what cudaMemGetInfo sees beyond the ledger's own device buffers
+            size_t free_b, total_b;
+            gpu_mem_info(&free_b, &total_b);
+            size_t used = total_b - free_b, k = (size_t)gpu_sharing(), ours = g_ledger.gpu_reserved * k;
+            char share[96] = "";
+            if (k > 1) snprintf(share, sizeof share, " of the %zu ranks sharing this GPU (each as this rank's)", k);
+            printf("    %-12s %16lld B: GPU memory in use (%.2f MiB) minus the ledger's device buffers%s "
+                   "(%.2f MiB): the CUDA context%s, cuBLASLt, allocator rounding; not predicted\n",
+                   "runtime", (long long)used - (long long)ours, mib(used), share, mib(ours), k > 1 ? "s" : "");
+        }
+        for (int r = 0; comm_nranks > 1 && r < comm_nranks; r++)
+            printf("  rank %d: peak %zu B measured, %zu B predicted: %s\n", r, all[r].peak_total,
+                   all[r].predicted_peak, all[r].equal ? "equal in every row" : "DIFFERENT");
+        if (comm_nranks > 1) {
+            size_t e = dtype_size(o->dtype);
+            printf("  communication: %lld B sent per step by rank 0 (ring volumes: (N-1)/N of each collective); "
+                   "textbook %d x params = %zu B\n", all[0].comm_bytes, zero == 3 ? 3 : 2, (zero == 3 ? 3 : 2) * e * P);
+        }
+    }
+    comm_barrier();  // no rank frees its memory before rank 0 has measured the GPU's (the runtime row)
+    free(all);
+    if (!o->mem_json) return 0;
+    char path[4096];
+    if (comm_rank_id == 0) snprintf(path, sizeof path, "%s", o->mem_json);
+    else snprintf(path, sizeof path, "%s.rank%d", o->mem_json, comm_rank_id);
+    if (write_mem_json(path, predicted, measured, receipt)) {
+        fprintf(stderr, "error: cannot write '%s'\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+// The dry run's last lines: this rank's model states and the buffers they
+// move through, next to the ZeRO paper's formula for the stage, with the
+// difference named.
+void print_paper_comparison(const Settings *s, const MemReport *r) {
+    const GPTConfig *cfg = &s->cfg;
+    int ranks = s->ranks > 1 ? s->ranks : 1, zero = ranks > 1 ? s->zero : 0, e = s->dtype == 0 ? 4 : 2;
+    double K = paper_optimizer_bytes(s);  // 12 in mixed precision, 8 in fp32; less with --adam-bits 8
+    int Vp = padded_vocab(cfg), C = cfg->channels;
+    size_t P = param_count(cfg);
+    const size_t *b = r->peak;
+    size_t states = b[MEM_PARAMS] + b[MEM_MASTER] + b[MEM_GRADS] + b[MEM_ADAM_M] + b[MEM_ADAM_V];
+    size_t scratch = predict_model_scratch(s), total = states + b[MEM_COMM] + scratch;
+    double paper = predict_paper_states(P, s);
+    char formula[96];
+    if (zero == 0) snprintf(formula, sizeof formula, "(%d + %d + %g) Psi", e, e, K);
+    else if (zero == 1) snprintf(formula, sizeof formula, "(%d + %d) Psi + %g Psi / %d", e, e, K, ranks);
+    else if (zero == 2) snprintf(formula, sizeof formula, "%d Psi + (%d + %g) Psi / %d", e, e, K, ranks);
+    else snprintf(formula, sizeof formula, "(%d + %d + %g) Psi / %d", e, e, K, ranks);
+    printf("the ZeRO paper against this run: the model states of %s (stage %d, Psi = %zu parameters)\n",
+           ranks > 1 ? "each rank" : "the process", zero, P);
+    printf("  %-56s %14.0f B %10.2f MiB\n", formula, paper, paper / 1048576.0);
+    printf("  %-56s %14zu B %10.2f MiB\n", "gptmem: params + master + grads + adam_m + adam_v", states, mib(states));
+    printf("  %-56s %14zu B %10.2f MiB\n", "  + comm (reduction chunks, gradient buckets, gathers)", b[MEM_COMM],
+           mib(b[MEM_COMM]));
+    printf("  %-56s %14zu B %10.2f MiB\n", "  + model-sized scratch (fp32 copies, buckets)", scratch, mib(scratch));
+    printf("  %-56s %14zu B %10.2f MiB = %.2fx the paper\n", "  = total", total, mib(total), total / paper);
+    size_t moved = predict_moved(C, Vp, cfg->max_seq, s->fused_ce), table = ((size_t)Vp + cfg->max_seq) * C + 2 * (size_t)C;
+    if (total <= (size_t)paper) return;
+    if (!s->fused_ce)
+        printf("  the difference: buffers that hold the whole embedding table (%zu parameters, %.1f%% of Psi) and "
+               "one op's (%zu); --fused-ce moves the table in chunks of %d rows\n", table, 100.0 * table / P,
+               moved - table, VOCAB_CHUNK);
+    else
+        printf("  the difference: buffers for one piece of %zu parameters (%s)%s\n", moved,
+               moved == 4 * (size_t)C * C + 4 * (size_t)C ? "fc's weight and bias, the largest op" :
+                                                         "a chunk of the embedding table",
+               states > paper + 0.5 ? ", and the shards' padding" : "");
+}
+
+// --dry-run --infer: serving the model, in each number format: the weights,
+// and the KV cache for --batch sequences of --seq-len tokens (predict.h).
+void print_inference(const GPTConfig *c, const Settings *o) {
+    InferenceBytes r = predict_inference(c->layers, c->channels, padded_vocab(c), c->max_seq, o->batch, o->seq_len);
+    printf("inference: the weights in each format, and the KV cache (K and V, bf16) for %d x %d tokens: %zu B "
+           "(%.2f GiB)\n", o->batch, o->seq_len, r.kv_cache, r.kv_cache / 1073741824.0);
+    printf("  %-6s %5s %16s %12s %16s %12s\n", "format", "bits", "weights", "GiB", "+ KV cache", "GiB");
+    const char *name[] = {"fp32", "bf16", "int8", "int4"};
+    const int bits[] = {32, 16, 8, 4};
+    for (int k = 0; k < 4; k++) {
+        size_t w = inference_weight_bytes(&r, bits[k]);
+        printf("  %-6s %5d %16zu %12.2f %16zu %12.2f\n", name[k], bits[k], w, w / 1073741824.0, w + r.kv_cache,
+               (w + r.kv_cache) / 1073741824.0);
+    }
+    printf("  int8/int4: the %zu matrix weights in blocks of %d with an fp32 scale each (%zu scales); the %zu "
+           "vector parameters (biases, layernorms) in bf16\n", r.matrices, QUANT_BLOCK, r.scales, r.vectors);
+}
+
+// --dry-run: the prediction alone, from the config; nothing is allocated.
+int dry_run(const Settings *o) {
+    const GPTConfig *cfg = &o->cfg;
+    MemReport predicted;
+    predict_memory(o, &predicted);
+    print_config_line(cfg, o);
+    if (file_size(o->data) < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", o->data);
+    printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",
+           o->cuda ? "GPU " : "", o->ranks > 1 ? " of each rank" : "");
+    print_prediction(stdout, &predicted, o->eval_only ? EVAL_PHASES : MEM_NPHASE);
+    if (!o->cuda && !o->eval_only) print_paper_comparison(o, &predicted);
+    if (o->mem_ops) print_activation_table(stdout, o, 0);
+    if (o->infer) print_inference(cfg, o);
+    if (o->mem_json && write_mem_json(o->mem_json, &predicted, NULL, NULL)) {
+        fprintf(stderr, "error: cannot write '%s'\n", o->mem_json);
+        return 1;
+    }
+    return 0;
+}
+
+// What one optimizer step did, for its line of output and the --log CSV.
+typedef struct {
+    int step;           // 1-based
+    float loss, lr;     // the global batch's mean loss; the learning rate used
+    double norm;        // the global gradient norm (before clipping)
+    double seconds;     // wall time of the step
+    long long tokens;   // tokens in the global batch
+    float scale;        // fp16: the loss scale the step ran with
+    int skipped;        // fp16: inf/nan gradients, the update was skipped
+} StepResult;
+
+// The CPU's peak FLOP/s, for the step line's MFU: threads x clock x FLOPs per
+// cycle per core, taking a core to have two FMA pipes of its widest vectors
+// (AVX-512: 2 x 16 lanes x 2 = 64 FLOPs a cycle; AVX2 with FMA: 32; else 16).
+// An upper bound: some cores run AVX-512 as two 256-bit halves. The clock is
+// the core's maximum (/sys/.../cpuinfo_max_freq), else /proc/cpuinfo's
+// "cpu MHz". 0 when it cannot be told.
+double cpu_peak_flops(int threads) {
+    double per_cycle = 16, hz = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    if (__builtin_cpu_supports("avx512f")) per_cycle = 64;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) per_cycle = 32;
+#endif
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+    long khz = 0;
+    if (f && fscanf(f, "%ld", &khz) == 1) hz = khz * 1e3;
+    if (f) fclose(f);
+    if (hz == 0 && (f = fopen("/proc/cpuinfo", "r"))) {
+        char line[256];
+        double mhz;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "cpu MHz : %lf", &mhz) == 1) { hz = mhz * 1e6; break; }
+        fclose(f);
+    }
+    return threads * hz * per_cycle;
+}
+
+// The peak FLOP/s of the run's devices (the step line's MFU): the GPU's for its dtype, or the CPU's
+// threads on every rank.
+double run_peak_flops(const Settings *o) {
+    return o->cuda ? gpu_peak_flops(o->dtype) : cpu_peak_flops(omp_threads()) * comm_nranks;
+}
+
+// Model FLOPs of one token, forward and backward: 6 per parameter (the
+// matmuls; the LM head is in P through wte) and the attention's QK^T and PV,
+// 6 L T C (causal: half of 12 L T C). The usual MFU numerator.
+double flops_per_token(const GPTConfig *c, int T) {
+    return model_flops_per_token(c->layers, c->channels, padded_vocab(c), c->max_seq, T);
+}
+
+// m:ss, or h:mm:ss from an hour
+void format_duration(char *out, size_t n, double seconds) {
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600) snprintf(out, n, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(out, n, "%ld:%02ld", s / 60, s % 60);
+}
+
+// The step line: loss, lr, norm, time, tok/s, MFU (against peak_flops of all
+// ranks; fpt model FLOPs a token), memory (live now, and this step's peak),
+// elapsed and remaining time; with --recompute the time it took and its FLOPs
+// (rfpt a token) as a share of the model's.
+void print_step_line(const StepResult *r, const Settings *o, int nranks, const LiveState *live, Net *net,
+                     double peak_flops, double fpt, double rfpt, double elapsed, int steps_done) {
+    int B = o->batch, T = o->seq_len;
+    char done[32], left[32];
+    format_duration(done, sizeof done, elapsed);
+    format_duration(left, sizeof left, elapsed / steps_done * (o->steps - r->step));
+    say("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s", r->step, o->steps, r->loss, r->lr,
+        r->norm, r->seconds * 1e3, r->tokens / r->seconds);
+    if (peak_flops > 0) say(" | MFU %4.1f%%", 100.0 * r->tokens * fpt / r->seconds / peak_flops);
+    say(" | mem %.1f MiB now, %.1f peak | %s elapsed, %s left", mib(g_ledger.total), mib(g_ledger.window_peak), done,
+        left);
+    if (o->accum > 1 || nranks > 1) say(" | tokens %d micro, %lld step", B * T, r->tokens);
+    if (nranks > 1) say(" | sent %.2f MiB", comm_bytes_sent / 1048576.0);
+    if (o->recompute) say(" | recompute %.1f ms, %.1f%% more FLOPs", net_recompute_seconds(net) * 1e3, 100.0 * rfpt / fpt);
+    if (r->skipped) say(" | skipped: inf/nan gradients, loss scale %g -> %g", r->scale, live->loss_scale);
+    else if (o->dtype == DT_FP16) say(" | loss scale %g", r->scale);
+    say("\n");
+}
+
+#endif

@@ -1,0 +1,76 @@
+// app/sample.h — evaluation and sampling: the validation loss of the model as
+// it is, and text generated from it a byte at a time.
+#ifndef GPTMEM_SAMPLE_H
+#define GPTMEM_SAMPLE_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "app/launch.h"
+#include "app/net.h"
+#include "core/rng.h"
+#include "io/data.h"
+#include "memory/ledger.h"
+
+// The validation loss of the model as it is: the mean of n_batches batches'
+// mean losses; after_forward (if not NULL) gets the ledger after the first
+// forward (for the ledger's "after forward").
+float evaluate(Net *net, Dataset *data, int B, int T, int n_batches, MemSnapshot *after_forward) {
+    for (int k = 0; k < n_batches; k++) {
+        data_val_batch(data, B, T, k, n_batches);
+        net_forward(net, data->inputs, data->targets, B, T);
+        if (k == 0 && after_forward) *after_forward = ledger_snapshot();
+        net_discard_activations(net);
+    }
+    return (float)(net_read_numbers(net).loss_sum / n_batches);
+}
+
+// Print text[from, to) escaped (data.h escape_text): raw bytes could be
+// terminal escape codes or broken UTF-8.
+void say_text(const unsigned char *text, int from, int to) {
+    char *out = malloc(4 * (size_t)(to - from) + 1);
+    escape_text(text + from, (size_t)(to - from), out);
+    say("%s", out);
+    free(out);
+}
+
+// Generate `len` bytes after a newline, each from the model's distribution
+// over the last T bytes of context (scaled by 1/temperature). Uses the batch
+// buffer data->inputs (B*T >= T) as the context. Printed a line at a time,
+// escaped where the bytes are not text.
+void sample_text(Net *net, Dataset *data, int T, int len, float temperature, uint64_t *rng) {
+    int *ctx = data->inputs, n = 1, printed = 0;
+    unsigned char *text = malloc((size_t)len + 1);
+    ctx[0] = '\n';
+    say("---- sample ----\n");
+    for (int i = 0; i < len; i++) {
+        net_forward(net, ctx, NULL, 1, n);
+        const float *logits = net_logits_row(net, n - 1);  // the last position predicts the next byte
+        float maxv = -INFINITY;
+        for (int v = 0; v < 256; v++) if (logits[v] > maxv) maxv = logits[v];
+        double sum = 0.0;
+        for (int v = 0; v < 256; v++) sum += exp((logits[v] - maxv) / temperature);
+        double r = rng_uniform(rng) * sum, acc = 0.0;
+        int tok = 255;
+        for (int v = 0; v < 256; v++) {
+            acc += exp((logits[v] - maxv) / temperature);
+            if (acc > r) { tok = v; break; }
+        }
+        net_discard_activations(net);
+        if (n == T) { memmove(ctx, ctx + 1, sizeof(int) * (T - 1)); n--; }  // slide the window
+        ctx[n++] = tok;
+        text[i] = (unsigned char)tok;
+        if (tok == '\n') {  // a line is complete: no UTF-8 sequence spans a newline
+            say_text(text, printed, i + 1);
+            printed = i + 1;
+        }
+    }
+    say_text(text, printed, len);
+    say("\n----------------\n");
+    fflush(stdout);
+    free(text);
+}
+
+#endif

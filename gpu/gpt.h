@@ -1,0 +1,244 @@
+// gpu/gpt.h — the GPU model's state (--device cuda): its struct, and the one
+// table of its buffers (where: the GPU, the host, page-locked host memory;
+// ledger category; size) that building and freeing both read.
+// memory/predict.h predict_memory_gpu computes the same sizes on its own.
+//
+// What differs from the CPU model (cpu/gpt.h): with --dtype bf16/fp16 the GPU
+// computes on the 16-bit tensors directly (cuBLASLt and the kernels widen to
+// fp32 in registers), so there are no fp32 working copies; the backward
+// buffers (dres, dln, ...) and ZeRO's buffers are stored in the dtype too.
+// Kept in fp32 whatever the dtype: the layernorms' row mean and rstd and flash
+// attention's row log-sum-exp (the backward recomputes from them, and a
+// 16-bit lse would put every recomputed probability off by up to 1.6%). Every
+// activation starts on a 256-byte boundary (GPU_ACT_ALIGN, core/sizes.h).
+#ifndef GPTMEM_GPU_GPT_H
+#define GPTMEM_GPU_GPT_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/plan.h"
+#include "core/saved.h"
+#include "core/settings.h"
+#include "core/sizes.h"
+#include "cuda/api.h"
+#include "memory/ledger.h"
+#include "parallel/staging.h"
+#include "parallel/zero.h"
+
+// The tensors one layer saves (device pointers): in the dtype, except the
+// row statistics (mean, rstd, lse), which are fp32. saved[] by SV_ number,
+// NULL where a tensor is not on the stack (dropped, or popped).
+typedef struct {
+    void *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
+    float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
+    void *saved[SAVED_PER_LAYER];
+    int mark;          // stack mark before this layer's pushes
+    unsigned pushing;  // SV_BIT()s of the tensors the running gpu_block_forward computes
+} GpuActs;
+
+// The weights that are not in a layer (or their gradients), in the dtype:
+// the embeddings and the final layernorm.
+typedef struct {
+    void *wte, *wpe, *lnfw, *lnfb;
+} GpuGlobals;
+
+typedef struct {
+    GPTConfig cfg;
+    Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
+    int dtype, flash;
+    size_t nparams, e;  // e: bytes per stored element (4 or 2)
+    ParamTensor *tensors;
+    int ntensors;
+    // ZeRO: which arrays are shards (parallel/zero.h); element 0 of each array is parameter *_base
+    Shard shard;
+    size_t params_base, master_base, state_base, grads_base;
+    size_t master_n;  // the master's elements that hold parameters (P, or this rank's share)
+    // model states (ledger: params, master, grads, adam_m, adam_v)
+    void *params;            // the weights the model computes with, in the dtype
+    float *master;           // fp32 weights the optimizer updates: 16-bit runs' master copy; fp32: == params
+    void *grads;             // in the dtype
+    float *adam_m, *adam_v;  // AdamW state, fp32
+    // ZeRO's buffers (ledger: comm), in the dtype: a piece of the plan, and
+    // without --fused-ce the globals, packed [wte | wpe | lnfw | lnfb]
+    void *gather_piece, *gather_global;  // stage 3: gathered from every rank
+    void *grad_piece, *grad_global;      // stages 2, 3: their gradients, until reduce-scattered into the shard
+    GpuGlobals globals, global_grads;    // without --fused-ce: where this step reads and adds them
+    Staging staging;  // more than one rank: the host buffer the MPI collectives (and the replica check) go through
+    int nccl;         // --comm nccl: the collectives run on the device buffers (cuda/nccl.cu)
+    // activations of the current forward pass (on the activation stack)
+    void *encoded, *lnf, *logits;
+    float *lnf_mean, *lnf_rstd;
+    float *head_lse;  // --fused-ce: each row's log-sum-exp (N), fp32
+    GpuActs *acts;
+    int B, T, arena_mark, final_mark;
+    // backward buffers, reused by every layer (ledger: scratch), in the dtype
+    void *dres, *dln, *dqkv, *datty, *dfch;
+    float *losses;           // (N) per-row losses
+    void *head_tile;         // --fused-ce: head_rows x vocab_chunk logits (and room for one row of Vp: sampling)
+    float *head_stats;       // --fused-ce: (2,N) each row's running sum of exp and its target's logit
+    float *flash_D;          // --flash: (B,H,T) rowsum(dout * out) for the backward
+    double *norm_partials;   // GPU_NORM_BLOCKS partial sums of the gradient norm
+    double *numbers;         // the step's numbers (cuda/api.h STEP_*): loss sum, sum of squares, AdamW's scale
+    float host_scale;        // more than one rank: the scale, also known to the host (it summed the ranks' norms)
+    void *gemm_workspace;
+    float *colsum;           // partial sums of the bias and layernorm weight gradients (64 x 4C)
+    // the token batch on the device, and the positions bucketed by token for
+    // the embedding backward (ledger: data): [pos (N) | start (N+1) | tok (N)]
+    int *inputs, *targets, *buckets, nbuckets;
+    // the batch on its way there: two page-locked host buffers used in turn, each
+    // [inputs (N) | targets (N) | pos | start | tok] (5N+1 ints), an event after each one's
+    // uploads (gpu_upload_batch); and a count per vocabulary entry for the bucketing
+    int *batch_host[2], batch_turn, batch_sent[2];
+    void *batch_event[2];
+    int *token_count_host;
+    // the rebuilds' time (--recompute, --ckpt): block l's rebuild in micro-batch k of a step is
+    // timed by events recompute_events[k][2l] and [2l+1] in the GPU's stream (a host wait per
+    // layer would stall the queue); gpu_gpt_recompute_seconds reads them after the step
+    void ***recompute_events;
+    int recompute_sets;  // micro-batches that have their events (grown as --accum needs)
+    int recompute_used;  // micro-batches recorded and not yet added into recompute_seconds
+    double recompute_seconds;
+} GpuGPT;
+
+// --fused-ce's tile: head_rows x min(Vp, vocab_chunk) logits, or one row of
+// Vp (sampling) if that is larger.
+size_t gpu_head_tile_elems(const GpuGPT *m) {
+    size_t Vp = padded_vocab(&m->cfg), chunk = (size_t)m->plan.vocab_chunk;
+    size_t tile = (size_t)m->plan.head_rows * (Vp < chunk ? Vp : chunk);
+    return tile > Vp ? tile : Vp;
+}
+
+// Where a buffer lives.
+enum { ON_GPU, ON_HOST, ON_PINNED_HOST };
+
+typedef struct {
+    void **at;
+    int where, category;
+    const char *name;
+    size_t bytes;  // 0: this model has none
+} GpuBuffer;
+
+enum { GPU_MAX_BUFFERS = 36 };
+
+// The model's buffers, in the order they are made, for micro-batches of B x T.
+// ZeRO on N ranks shards the model states as on the CPU (S = ceil(P/N) in
+// whole ADAM_BLOCKs; arrays kept whole are padded to N*S) and adds to `comm`
+// the host staging buffer (more than one rank), the gradient buckets of a
+// piece and, without --fused-ce, of the globals (stages 2, 3), and as much
+// again for the gathered weights (stage 3).
+int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
+    const Shard *sh = &m->shard;
+    const GPTConfig *c = &m->cfg;
+    size_t N = (size_t)B * T, C = c->channels, e = m->e, Vp = padded_vocab(c);
+    int n = 0, lp = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
+#define BUF(ptr, where, cat, name, size) b[n++] = (GpuBuffer){(void **)&m->ptr, where, cat, name, size}
+    BUF(params, ON_GPU, MEM_PARAMS, lp ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
+    BUF(master, ON_GPU, MEM_MASTER, "master weights", lp ? shard_state_len(sh) * 4 : 0);
+    BUF(grads, ON_GPU, MEM_GRADS, lp ? "grads (16-bit)" : "grads", shard_grads_len(sh) * e);
+    BUF(adam_m, ON_GPU, MEM_ADAM_M, "adam_m", shard_state_len(sh) * 4);
+    BUF(adam_v, ON_GPU, MEM_ADAM_V, "adam_v", shard_state_len(sh) * 4);
+    BUF(grad_piece, ON_GPU, MEM_COMM, "piece grads bucket", sh->stage >= 2 ? m->plan.piece * e : 0);
+    BUF(grad_global, ON_GPU, MEM_COMM, "global grads bucket", sh->stage >= 2 && whole_table ? m->plan.table * e : 0);
+    BUF(gather_piece, ON_GPU, MEM_COMM, "piece gather", sh->stage == 3 ? m->plan.piece * e : 0);
+    BUF(gather_global, ON_GPU, MEM_COMM, "global gather", sh->stage == 3 && whole_table ? m->plan.table * e : 0);
+    BUF(staging.host, ON_PINNED_HOST, MEM_COMM, "staging (pinned host)", sh->nranks > 1 ? GPU_STAGING : 0);
+    BUF(dres, ON_GPU, MEM_SCRATCH, "dres", N * C * e);
+    BUF(dln, ON_GPU, MEM_SCRATCH, "dln", N * C * e);
+    BUF(dqkv, ON_GPU, MEM_SCRATCH, "dqkv", N * 3 * C * e);
+    BUF(datty, ON_GPU, MEM_SCRATCH, "datty", N * C * e);
+    BUF(dfch, ON_GPU, MEM_SCRATCH, "dfch", N * 4 * C * e);
+    BUF(losses, ON_GPU, MEM_SCRATCH, "losses", N * 4);
+    BUF(head_tile, ON_GPU, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? gpu_head_tile_elems(m) * e : 0);
+    BUF(head_stats, ON_GPU, MEM_SCRATCH, "head row stats", m->plan.tiled_head ? 2 * N * 4 : 0);
+    BUF(flash_D, ON_GPU, MEM_SCRATCH, "flash D", m->flash ? (size_t)B * c->heads * T * 4 : 0);
+    BUF(norm_partials, ON_GPU, MEM_SCRATCH, "norm partials", GPU_NORM_BLOCKS * sizeof(double));
+    BUF(numbers, ON_GPU, MEM_SCRATCH, "step numbers", GPU_STEP_NUMBERS * sizeof(double));
+    BUF(gemm_workspace, ON_GPU, MEM_SCRATCH, "cuBLASLt workspace", GPU_GEMM_WORKSPACE);
+    // column sums are at most 4C wide (the fc bias; layernorm's dw|db is 2C)
+    BUF(colsum, ON_GPU, MEM_SCRATCH, "column-sum partials", (size_t)GPU_COLSUM_CHUNKS * 4 * C * 4);
+    BUF(inputs, ON_GPU, MEM_DATA, "inputs (GPU)", N * 4);
+    BUF(targets, ON_GPU, MEM_DATA, "targets (GPU)", N * 4);
+    BUF(buckets, ON_GPU, MEM_DATA, "token buckets (GPU)", (3 * N + 1) * 4);
+    BUF(batch_host[0], ON_PINNED_HOST, MEM_DATA, "token batch (pinned host)", (5 * N + 1) * 4);
+    BUF(batch_host[1], ON_PINNED_HOST, MEM_DATA, "token batch (pinned host)", (5 * N + 1) * 4);
+    BUF(token_count_host, ON_HOST, MEM_DATA, "token counts", Vp * 4);
+#undef BUF
+    return n;
+}
+
+// Device buffers come zeroed (gpu_malloc zeroes), like mem_alloc's: Adam's m and v start at 0.
+void gpu_buffers_alloc(GpuGPT *m, int B, int T) {
+    GpuBuffer b[GPU_MAX_BUFFERS];
+    int n = gpu_buffers(m, B, T, b);
+    for (int i = 0; i < n; i++) {
+        if (!b[i].bytes) continue;
+        if (b[i].where == ON_HOST) { *b[i].at = mem_alloc(b[i].category, b[i].bytes, b[i].name); continue; }
+        *b[i].at = b[i].where == ON_GPU ? gpu_malloc(b[i].bytes, b[i].name) : gpu_host_alloc(b[i].bytes, b[i].name);
+        mem_track(*b[i].at, b[i].category, b[i].bytes, b[i].name, b[i].where == ON_GPU);
+    }
+}
+
+void gpu_buffers_free(GpuGPT *m, int B, int T) {
+    GpuBuffer b[GPU_MAX_BUFFERS];
+    int n = gpu_buffers(m, B, T, b);
+    for (int i = 0; i < n; i++) {
+        if (!b[i].bytes || !*b[i].at) continue;
+        if (b[i].where == ON_HOST) mem_free(*b[i].at);
+        else {
+            if (mem_untrack(*b[i].at)) ledger_bug("a GPU model buffer is not in the ledger", b[i].name);
+            if (b[i].where == ON_GPU) gpu_free(*b[i].at);
+            else gpu_host_free(*b[i].at);
+        }
+        *b[i].at = NULL;
+    }
+}
+
+// The model for micro-batches of B x T (the settings' batch and seq_len),
+// rank `rank` of `nranks`, following the plan; gpu_gpt_init makes the weights.
+void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank, int nranks) {
+    memset(m, 0, sizeof *m);
+    m->cfg = s->cfg;
+    m->plan = *plan;
+    m->dtype = s->dtype;
+    m->flash = s->flash;
+    m->nparams = param_count(&m->cfg);
+    m->e = dtype_size(s->dtype);
+    m->ntensors = param_tensor_count(&m->cfg);
+    m->tensors = malloc(sizeof(ParamTensor) * m->ntensors);
+    param_tensors(&m->cfg, m->tensors);
+    m->shard = shard_layout(m->nparams, s->zero, rank, nranks);
+    const Shard *sh = &m->shard;
+    m->params_base = shard_weights_base(sh);
+    m->state_base = shard_state_base(sh);
+    m->grads_base = shard_grads_base(sh);
+    m->master_base = m->dtype == DT_FP32 ? m->params_base : m->state_base;  // fp32: the weights are their own master
+    size_t master_len = m->dtype == DT_FP32 ? shard_weights_len(sh) : shard_state_len(sh);
+    m->master_n = m->nparams - m->master_base < master_len ? m->nparams - m->master_base : master_len;
+    m->B = s->batch, m->T = s->seq_len;
+    gpu_buffers_alloc(m, s->batch, s->seq_len);
+    if (m->dtype == DT_FP32) m->master = m->params;
+    if (sh->nranks > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
+    cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
+    for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
+    m->acts = calloc(m->cfg.layers, sizeof(GpuActs));
+}
+
+void gpu_gpt_free(GpuGPT *m) {
+    if (m->dtype == DT_FP32) m->master = NULL;  // (the params)
+    gpu_buffers_free(m, m->B, m->T);
+    for (int k = 0; k < 2; k++) gpu_event_free(m->batch_event[k]);
+    for (int k = 0; k < m->recompute_sets; k++) {
+        for (int i = 0; i < 2 * m->cfg.layers; i++) gpu_event_free(m->recompute_events[k][i]);
+        free(m->recompute_events[k]);
+    }
+    free(m->recompute_events);
+    free(m->acts);
+    free(m->tensors);
+}
+
+void *at_elem(const GpuGPT *m, void *base, size_t i) { return (char *)base + i * m->e; }
+
+#endif

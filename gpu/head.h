@@ -1,0 +1,243 @@
+// gpu/head.h — the two ends of the model on the GPU: cpu/head.h's room with
+// the cu_ ops. The embedding lookup, the final layernorm, the LM head (tied
+// to wte) and the loss, the way the plan says:
+//   the whole table at once: the logits (N,Vp) kept on the stack, their loss
+//     and gradient by the fused softmax + cross-entropy kernels;
+//   --fused-ce: the vocabulary a chunk of the table at a time, the rows a tile
+//     at a time, each row's softmax kept online (its running max, sum and
+//     target logit), no (N,Vp) logits at all; the lookup and its gradient a
+//     chunk of the table at a time too.
+// The loss stays on the GPU (cu_loss_add into the step's numbers).
+#ifndef GPTMEM_GPU_HEAD_H
+#define GPTMEM_GPU_HEAD_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/dtype.h"
+#include "core/plan.h"
+#include "core/saved.h"
+#include "cuda/api.h"
+#include "gpu/gpt.h"
+#include "gpu/storage.h"
+#include "gpu/weights.h"
+#include "memory/ledger.h"
+
+// Bucket the positions 0..N-1 by the token they hold, for encoder_backward: a
+// counting sort (positions stay in order within a token: deterministic).
+// out = [pos (N) | start (N+1) | tok (N)]: bucket u holds token tok[u] at the
+// positions pos[start[u] .. start[u+1]). count: Vp ints of scratch. Returns
+// the number of buckets.
+int bucket_tokens(const int *inp, int N, int Vp, int *out, int *count) {
+    int *pos = out, *start = pos + N, *tok = start + N + 1;
+    memset(count, 0, sizeof(int) * Vp);
+    for (int i = 0; i < N; i++) count[inp[i]]++;
+    int u = 0, acc = 0;
+    for (int v = 0; v < Vp; v++) {
+        if (!count[v]) continue;
+        tok[u] = v;
+        start[u++] = acc;
+        int first = acc;
+        acc += count[v];
+        count[v] = first;  // from now on: where this token's next position goes
+    }
+    start[u] = acc;
+    for (int i = 0; i < N; i++) pos[count[inp[i]]++] = i;
+    return u;
+}
+
+// Upload a token batch; with targets (training), also its token buckets. The
+// copies queue behind the work already there (the last micro-batch's backward
+// still reads the device buffers they overwrite), from page-locked memory, so
+// the host does not wait: it fills the two host buffers in turn, and before it
+// refills one it waits for the event recorded after that buffer's uploads (two
+// micro-batches ago: long done). All the host's work (the bucketing) comes
+// before the first upload.
+void gpu_upload_batch(GpuGPT *m, const int *inp, const int *targets, int N) {
+    int k = m->batch_turn, *h = m->batch_host[k];
+    m->batch_turn ^= 1;
+    if (m->batch_sent[k]) gpu_event_wait(m->batch_event[k]);
+    memcpy(h, inp, (size_t)N * 4);
+    if (targets) {
+        memcpy(h + N, targets, (size_t)N * 4);
+        m->nbuckets = bucket_tokens(inp, N, padded_vocab(&m->cfg), h + 2 * N, m->token_count_host);
+    }
+    gpu_upload_queued(m->inputs, h, (size_t)N * 4);
+    if (targets) {
+        gpu_upload_queued(m->targets, h + N, (size_t)N * 4);
+        gpu_upload_queued(m->buckets, h + 2 * N, (size_t)(3 * N + 1) * 4);
+    }
+    gpu_event_record(m->batch_event[k]);
+    m->batch_sent[k] = 1;
+}
+
+// The start of a forward over a B x T batch: its mark on the stack and,
+// without --fused-ce, the whole table (stage 3: gathered now; it stays until
+// the LM head has run).
+void gpu_forward_start(GpuGPT *m, int B, int T) {
+    if (!m->plan.tiled_head) m->globals = gpu_global_weights(m);
+    m->B = B; m->T = T;
+    m->arena_mark = arena_mark();
+}
+
+// encoded (N,C) = wte[inp] + wpe[0..T), pushed on the stack.
+void gpu_embed_forward(GpuGPT *m) {
+    const GPTConfig *c = &m->cfg;
+    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq, dt = m->dtype;
+    ledger_where("embedding", 0);
+    m->encoded = arena_push("encoded", (size_t)B * T * C * m->e);
+    if (!m->plan.tiled_head) {
+        cu_encoder_forward(dt, m->encoded, m->inputs, m->globals.wte, m->globals.wpe, B, T, C);
+        return;
+    }
+    gpu_zero(m->encoded, (size_t)B * T * C * m->e);  // a chunk of the table at a time
+    for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
+        int r0 = k * m->plan.vocab_chunk, r1 = r0 + m->plan.vocab_chunk < rows ? r0 + m->plan.vocab_chunk : rows;
+        cu_encoder_forward_chunk(dt, m->encoded, m->inputs, gpu_table_chunk_weights(m, rows, k), r0, r1, Vp, B, T, C);
+    }
+}
+
+// Its backward: d(encoded) (in dres) into the table's gradient; the globals'
+// gradients (the LM head's, the final layernorm's, these) are complete now.
+void gpu_embed_backward(GpuGPT *m) {
+    const GPTConfig *c = &m->cfg;
+    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq, dt = m->dtype;
+    int N = B * T, *pos = m->buckets, *start = pos + N, *tok = start + N + 1;
+    ledger_where("embedding backward", 0);
+    if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
+        for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
+            int r0 = k * m->plan.vocab_chunk, r1 = r0 + m->plan.vocab_chunk < rows ? r0 + m->plan.vocab_chunk : rows;
+            void *g = gpu_grads_params(m, table_chunk(&m->plan, c, rows, k));
+            cu_encoder_backward_chunk(dt, g, m->dres, pos, start, tok, m->nbuckets, r0, r1, Vp, B, T, C);
+            gpu_table_chunk_grads_done(m, rows, k);
+        }
+    } else {
+        cu_encoder_backward(dt, m->global_grads.wte, m->global_grads.wpe, m->dres, pos, start, tok, m->nbuckets, B, T, C);
+        gpu_global_grads_done(m);
+    }
+    arena_pop_to(m->arena_mark, "encoded");
+}
+
+// lnf (N,C) = layernorm(x), pushed with its row statistics (fp32).
+void *gpu_final_norm_forward(GpuGPT *m, const void *x) {
+    int N = m->B * m->T, C = m->cfg.channels, dt = m->dtype;
+    ledger_where("final layernorm and LM head", 0);
+    m->final_mark = arena_mark();
+    m->lnf = gpu_push_saved(m, &final_saved[SV_LNF]);
+    m->lnf_mean = gpu_push_saved(m, &final_saved[SV_LNF_MEAN]);
+    m->lnf_rstd = gpu_push_saved(m, &final_saved[SV_LNF_RSTD]);
+    if (m->plan.tiled_head) {
+        void *p = gpu_fetch_params(m, lnf_piece(&m->cfg), "final layernorm");
+        cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, p, at_elem(m, p, C), N, C);
+    } else {
+        cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, m->globals.lnfw, m->globals.lnfb, N, C);
+    }
+    return m->lnf;
+}
+
+// Its backward: d(x) (into dres, zeroed first) from d(lnf) (in dln); then
+// every final tensor leaves the stack.
+void gpu_final_norm_backward(GpuGPT *m) {
+    int N = m->B * m->T, C = m->cfg.channels, dt = m->dtype;
+    const void *x = gpu_block_input(m, m->cfg.layers);
+    gpu_zero(m->dres, (size_t)N * C * m->e);
+    if (m->plan.tiled_head) {
+        Piece lnf = lnf_piece(&m->cfg);
+        void *p = gpu_fetch_params(m, lnf, "final layernorm"), *g = gpu_grads_params(m, lnf);
+        cu_layernorm_backward(dt, m->dres, g, at_elem(m, g, C), m->dln, x, p, m->lnf_mean, m->lnf_rstd, N, C);
+        gpu_grads_params_done(m, lnf, "final layernorm");
+    } else {
+        cu_layernorm_backward(dt, m->dres, m->global_grads.lnfw, m->global_grads.lnfb, m->dln, x, m->globals.lnfw,
+                              m->lnf_mean, m->lnf_rstd, N, C);
+    }
+    arena_pop_to(m->final_mark, "final");
+}
+
+// logits (N,Vp) = lnf wte^T and, with targets, the mean cross-entropy loss,
+// added into the step's numbers on the GPU (cu_loss_add). Without --fused-ce
+// the logits stay on the stack (sampling reads them); with it, each row's
+// log-sum-exp does, the vocabulary a chunk of wte at a time (the outer loop,
+// so stage 3 gathers each chunk once), the rows head_rows at a time.
+void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
+    const GPTConfig *c = &m->cfg;
+    int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c), R = m->plan.head_rows, dt = m->dtype;
+    if (!m->plan.tiled_head) {
+        m->logits = gpu_push_saved(m, &final_saved[SV_LOGITS]);
+        cu_matmul_forward(dt, m->logits, lnf, m->globals.wte, NULL, N, C, Vp);
+        if (!has_targets) return;
+        cu_crossentropy_forward(dt, m->losses, m->logits, m->targets, N, c->vocab, Vp);
+        cu_loss_add(m->numbers, m->losses, N);  // stays on the GPU: no wait here
+        return;
+    }
+    m->head_lse = arena_push("logits_lse", (size_t)N * sizeof(float));
+    if (!has_targets) return;  // (sampling: gpu_logits_row computes its row)
+    float *s = m->head_stats, *z = m->head_stats + N;
+    for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
+        int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+        const void *w = gpu_table_chunk_weights(m, Vp, k);  // wte rows [v0, v0 + nv): (nv, C)
+        for (int r0 = 0; r0 < N; r0 += R) {
+            int rows = N - r0 < R ? N - r0 : R;
+            cu_matmul_forward(dt, m->head_tile, at_elem(m, (void *)lnf, (size_t)r0 * C), w, NULL, rows, C, nv);
+            cu_crossentropy_tile_forward(dt, m->head_tile, rows, nv, v0, c->vocab, m->targets + r0, m->head_lse + r0,
+                                         s + r0, z + r0);
+        }
+    }
+    cu_crossentropy_tile_finish(m->head_lse, s, z, m->losses, N);  // lse = m + log s; loss = lse - z
+    cu_loss_add(m->numbers, m->losses, N);
+}
+
+// Its backward: d(lnf) into dln, and wte's gradient (without --fused-ce into
+// the globals' gradients, which the embedding's backward completes; with it a
+// chunk at a time, each handed on as soon as its rows are done: the same
+// tiles again, each turned into dlogits, then d(lnf) += dlogits w and
+// d(w) += dlogits^T lnf).
+void gpu_head_backward(GpuGPT *m, float dloss) {
+    const GPTConfig *c = &m->cfg;
+    int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c), R = m->plan.head_rows, dt = m->dtype;
+    void *lnf = m->lnf;
+    ledger_where("LM head backward", 0);
+    if (!m->plan.tiled_head) {
+        m->globals = gpu_global_weights(m), m->global_grads = gpu_global_grads(m);
+        cu_crossentropy_backward(dt, m->logits, m->targets, N, c->vocab, Vp, dloss);  // logits -> dlogits in place
+        cu_matmul_backward(dt, m->dln, m->global_grads.wte, NULL, m->logits, lnf, m->globals.wte, N, C, Vp);
+        return;
+    }
+    for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
+        int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+        const void *w = gpu_table_chunk_weights(m, Vp, k);
+        void *g = gpu_grads_params(m, table_chunk(&m->plan, c, Vp, k));
+        for (int r0 = 0; r0 < N; r0 += R) {
+            int rows = N - r0 < R ? N - r0 : R;
+            void *x = at_elem(m, lnf, (size_t)r0 * C);
+            cu_matmul_forward(dt, m->head_tile, x, w, NULL, rows, C, nv);
+            cu_crossentropy_tile_backward(dt, m->head_tile, rows, nv, v0, c->vocab, m->targets + r0, m->head_lse + r0,
+                                          dloss);
+            cu_matmul_backward_into(dt, at_elem(m, m->dln, (size_t)r0 * C), g, m->head_tile, x, w, rows, C, nv, k > 0);
+        }
+        gpu_table_chunk_grads_done(m, Vp, k);
+    }
+}
+
+// Row i of the last forward's logits, widened to fp32 into host[Vp] (sampling).
+// With --fused-ce there are none: the row is computed now, a chunk of wte at
+// a time, into the tile buffer.
+void gpu_logits_row(GpuGPT *m, int i, float *host) {
+    int C = m->cfg.channels, Vp = padded_vocab(&m->cfg);
+    const void *row = m->plan.tiled_head ? m->head_tile : at_elem(m, m->logits, (size_t)i * Vp);
+    if (m->plan.tiled_head) {
+        const void *x = at_elem(m, m->lnf, (size_t)i * C);
+        for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
+            int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+            cu_matmul_forward(m->dtype, at_elem(m, m->head_tile, v0), x, gpu_table_chunk_weights(m, Vp, k), NULL, 1, C,
+                              nv);
+        }
+        row = m->head_tile;
+    }
+    if (m->dtype == DT_FP32) { gpu_download(host, row, (size_t)Vp * 4); return; }
+    uint16_t *h = malloc(2 * (size_t)Vp);
+    gpu_download(h, row, 2 * (size_t)Vp);
+    dtype_load(host, h, Vp, m->dtype);
+    free(h);
+}
+
+#endif

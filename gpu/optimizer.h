@@ -1,0 +1,71 @@
+// gpu/optimizer.h — the end of a step on the GPU: the gradients' norm, AdamW
+// (its state, m and v, lives on the GPU with the model) and the step's
+// numbers, which stay on the GPU until the host reads them once, after the step.
+#ifndef GPTMEM_GPU_OPTIMIZER_H
+#define GPTMEM_GPU_OPTIMIZER_H
+
+#include <math.h>
+#include "core/adamw.h"
+#include "cuda/api.h"
+#include "gpu/gpt.h"
+#include "gpu/weights.h"
+#include "parallel/comm.h"
+
+// The gradients' norm and AdamW's scale (core/adamw.h step_grad_scale) into
+// the step's numbers: the sum of squares of the (reduced) gradients this rank
+// owns, all of them on one rank. On one rank it all stays on the GPU. With
+// several, the partial sums come to the host (a wait: the ranks must add their
+// sums, in rank order), and the total and the scale go back.
+void gpu_grad_norm(GpuGPT *m, float loss_scale, float clip) {
+    const Shard *sh = &m->shard;
+    cu_sum_squares_partials(m->dtype, m->norm_partials, at_elem(m, m->grads, sh->own_lo - m->grads_base),
+                            sh->own_hi - sh->own_lo);
+    if (sh->nranks == 1) {
+        cu_grad_scale(m->numbers, m->norm_partials, GPU_NORM_BLOCKS, loss_scale, clip);
+        return;
+    }
+    double part[GPU_NORM_BLOCKS], s = 0.0;
+    gpu_download(part, m->norm_partials, sizeof part);
+    for (int i = 0; i < GPU_NORM_BLOCKS; i++) s += part[i];
+    double total = comm_sum_ordered(s);
+    m->host_scale = step_grad_scale(total, loss_scale, clip);
+    double two[2] = {total, m->host_scale};  // STEP_SUMSQ, STEP_SCALE
+    gpu_upload(m->numbers + STEP_SUMSQ, two, sizeof two);
+}
+
+// The step's loss sum (the micro-batches' mean losses added up since the last
+// read) and sum of squares, in one copy: the host's one wait for the GPU in a
+// step. The loss sum starts again from 0.
+void gpu_read_numbers(GpuGPT *m, double *loss_sum, double *sumsq) {
+    double v[GPU_STEP_NUMBERS];
+    gpu_download(v, m->numbers, sizeof v);
+    *loss_sum = v[STEP_LOSS], *sumsq = v[STEP_SUMSQ];
+    gpu_zero(m->numbers + STEP_LOSS, sizeof(double));
+}
+
+// One AdamW step over the parameters this rank updates (its share from stage
+// 1 on; all of them at stage 0, where every rank is a replica), tensor by
+// tensor so weight decay reaches only 2-D weights (cpu/optimizer.h
+// optimizer_step); the 16-bit weights are rewritten from the master. Stages
+// 1, 2 then all-gather every rank's updated block. The gradients' scale is in
+// the step's numbers (gpu_grad_norm): a NaN there skips the step in the
+// kernels, and, with several ranks, here already (no gathers).
+void gpu_adamw_step(GpuGPT *m, const AdamWConfig *o, float lr, int t) {
+    const Shard *sh = &m->shard;
+    if (sh->nranks > 1 && isnan(m->host_scale)) return;
+    float b1c = 1.0f - powf(o->beta1, (float)t), b2c = 1.0f - powf(o->beta2, (float)t);
+    size_t lo = sh->stage >= 1 ? sh->own_lo : 0, hi = sh->stage >= 1 ? sh->own_hi : m->nparams;
+    for (int i = 0; i < m->ntensors; i++) {
+        const ParamTensor *pt = &m->tensors[i];
+        size_t a = pt->offset > lo ? pt->offset : lo, b = pt->offset + pt->count < hi ? pt->offset + pt->count : hi;
+        if (a >= b) continue;
+        cu_adamw(m->dtype, m->master + (a - m->master_base),
+                 m->dtype == DT_FP32 ? NULL : at_elem(m, m->params, a - m->params_base),
+                 at_elem(m, m->grads, a - m->grads_base), m->adam_m + (a - m->state_base),
+                 m->adam_v + (a - m->state_base), b - a, lr, o->beta1, o->beta2, o->eps,
+                 pt->is_matrix ? o->weight_decay : 0.0f, b1c, b2c, m->numbers + STEP_SCALE);
+    }
+    if (sh->stage == 1 || sh->stage == 2) gpu_allgather_blocks(m, m->params, m->e);
+}
+
+#endif

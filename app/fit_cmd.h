@@ -32,7 +32,7 @@ void fit_base_command(int argc, char **argv, char *out, size_t n) {
     }
 }
 
-// --fit BUDGET: the settings that fit, from the predictor alone (fit.h).
+// --fit BUDGET: the settings that fit, from the predictor alone (memory/fit.h).
 // 0 if one fits, 1 if none does, 2 for a bad budget.
 int fit_run(const Settings *o, int argc, char **argv) {
     const GPTConfig *cfg = &o->cfg;

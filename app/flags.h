@@ -1,4 +1,4 @@
-// flags.h — the command line: every flag in one table (name, kind, range,
+// app/flags.h — the command line: every flag in one table (name, kind, range,
 // help), its defaults, the parser, --help, and the checks that turn the flags
 // into a model config. A bad flag or value exits 2 with one line naming it.
 #ifndef GPTMEM_FLAGS_H
@@ -224,7 +224,7 @@ Settings parse_args(int argc, char **argv) {
     return o;
 }
 
-// --recompute LIST (comma-separated names of saved.h's recompute_choices)
+// --recompute LIST (comma-separated names of core/saved.h's recompute_choices)
 // into o->recompute; --ckpt is "block", and "block" sets --ckpt.
 void parse_recompute(Settings *o) {
     if (o->recompute_str) {
@@ -248,7 +248,7 @@ void parse_recompute(Settings *o) {
 void parse_eval_flags(Settings *o) {
     if (o->adam_bits != 32 && o->adam_bits != 8) usage_error("--adam-bits must be 32 or 8 (got %d)", o->adam_bits);
     if (o->adam_bits == 8 && o->cuda)
-        usage_error("--adam-bits 8 runs on the CPU only for now (drop it, or --device cpu)");
+        usage_error("--adam-bits 8 runs on the CPU (drop it, or --device cpu)");
     o->quantize = QF_FP32;
     if (o->quantize_str) {
         for (int f = QF_BF16; f < QF_N; f++)
@@ -260,7 +260,7 @@ void parse_eval_flags(Settings *o) {
     }
     if (!o->eval_only) return;
     if (o->adam_bits != 32) usage_error("--eval-only runs no optimizer: drop --adam-bits");
-    if (o->cuda) usage_error("--eval-only runs on the CPU only for now (drop --device cuda)");
+    if (o->cuda) usage_error("--eval-only runs on the CPU (drop --device cuda)");
     if (o->ranks > 1 || o->zero) usage_error("--eval-only runs in one process: drop --ranks and --zero");
     if (o->recompute) usage_error("--eval-only has no backward, so nothing to recompute: drop --ckpt / --recompute");
     if (o->save) usage_error("--eval-only changes nothing to save: drop --save");

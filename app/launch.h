@@ -177,7 +177,7 @@ int launch_ranks(int argc, char **argv, int n) {
 
 // --comm: ZeRO's collectives on the GPU go over NCCL on the device buffers
 // when every rank has a GPU of its own, and over MPI through host buffers
-// (staging.h) when ranks share one (NCCL refuses two ranks on one GPU) or
+// (parallel/staging.h) when ranks share one (NCCL refuses two ranks on one GPU) or
 // the build has no NCCL. Resolves o->comm to COMM_NCCL or COMM_MPI; with NCCL,
 // rank 0 makes the communicator's id and every rank joins. 0, or 1 after a message.
 int open_comm_backend(Settings *o) {

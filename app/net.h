@@ -1,5 +1,5 @@
-// net.h — the model on its device: the CPU reference (model.h, with
-// optimizer.h's AdamW) or the GPU (cuda/model_gpu.h, which keeps AdamW's
+// app/net.h — the model on its device: the CPU reference (model.h, with
+// cpu/optimizer.h's AdamW state) or the GPU (gpu/model.h, which keeps AdamW's
 // state on the GPU too). train.c's loop calls only these functions; they are
 // the only places that ask which device runs.
 //
@@ -31,7 +31,7 @@ typedef struct {
     // --device cpu: the step's numbers (the GPU keeps them in device memory, GpuGPT.numbers)
     double loss_sum;   // the mean losses of the forwards since the last net_read_numbers, added up
     double sumsq;      // the gradients' sum of squares (net_grad_norm)
-    float grad_scale;  // AdamW's gradient scale: optimizer.h step_grad_scale; NaN skips the step
+    float grad_scale;  // AdamW's gradient scale: core/adamw.h step_grad_scale; NaN skips the step
 } Net;
 
 // The step's numbers, read after it (net_read_numbers).
@@ -129,7 +129,7 @@ const float *net_logits_row(Net *n, int i) {
 
 // The gradients' global norm (their sum of squares over all ranks) and
 // AdamW's gradient scale from it: 1/loss_scale, times the clip scale when the
-// norm is over `clip` (optimizer.h step_grad_scale).
+// norm is over `clip` (core/adamw.h step_grad_scale).
 void net_grad_norm(Net *n, float loss_scale, float clip) {
     if (n->cuda) { gpu_grad_norm(&n->gpu, loss_scale, clip); return; }
     n->sumsq = gpt_grad_sum_squares(&n->cpu);
@@ -184,7 +184,7 @@ size_t net_weight_bytes(const Net *n) {
 }
 
 // This rank's part of the training state, what a saved state holds
-// (state.h's NetState): the fp32 weights and Adam's m and v of the parameters
+// (io/state.h's NetState): the fp32 weights and Adam's m and v of the parameters
 // [lo, hi) (all of them on one rank), in host or device memory; with
 // --adam-bits 8 the moments are read and written through the optimizer.
 NetState net_state(Net *n) {

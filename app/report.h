@@ -159,7 +159,7 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
 }
 
 // --dry-run --infer: serving the model, in each number format: the weights,
-// and the KV cache for --batch sequences of --seq-len tokens (predict.h).
+// and the KV cache for --batch sequences of --seq-len tokens (memory/predict.h).
 void print_inference(const GPTConfig *c, const Settings *o) {
     InferenceBytes r = predict_inference(c->layers, c->channels, padded_vocab(c), c->max_seq, o->batch, o->seq_len);
     printf("inference: the weights in each format, and the KV cache (K and V, bf16) for %d x %d tokens: %zu B "

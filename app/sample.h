@@ -27,7 +27,7 @@ float evaluate(Net *net, Dataset *data, int B, int T, int n_batches, MemSnapshot
     return (float)(net_read_numbers(net).loss_sum / n_batches);
 }
 
-// Print text[from, to) escaped (data.h escape_text): raw bytes could be
+// Print text[from, to) escaped (io/data.h escape_text): raw bytes could be
 // terminal escape codes or broken UTF-8.
 void say_text(const unsigned char *text, int from, int to) {
     char *out = malloc(4 * (size_t)(to - from) + 1);

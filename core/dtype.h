@@ -1,4 +1,4 @@
-// dtype.h — the storage types of --dtype: fp32, bf16, fp16, and the exact
+// core/dtype.h — the storage types of --dtype: fp32, bf16, fp16, and the exact
 // conversions between them.
 //
 // Mixed precision in gptmem: parameters, gradients and saved activations are

@@ -1,4 +1,4 @@
-// rng.h — the random numbers: a 64-bit xorshift* generator, so runs are
+// core/rng.h — the random numbers: a 64-bit xorshift* generator, so runs are
 // reproducible bit for bit from --seed and a saved state can store where each
 // stream is (init, the training batches, sampling).
 #ifndef GPTMEM_RNG_H

@@ -1,7 +1,7 @@
-// saved.h — what one transformer block saves for its backward, and what the
+// core/saved.h — what one transformer block saves for its backward, and what the
 // final layernorm and the LM head save: the tensors in push order, with their
-// shapes. The CPU model (model.h), the GPU model (cuda/model_gpu.h) and the
-// predictor (predict.h) all read these tables, so the three cannot disagree
+// shapes. The CPU model (model.h), the GPU model (gpu/model.h) and the
+// predictor (memory/predict.h) all read these tables, so the three cannot disagree
 // on what is kept.
 #ifndef GPTMEM_SAVED_H
 #define GPTMEM_SAVED_H

@@ -1,5 +1,5 @@
-// sizes.h — the numbers the trainer and the predictor must agree on. Each is
-// a size the trainer allocates by; predict.h uses the same name instead of a
+// core/sizes.h — the numbers the trainer and the predictor must agree on. Each is
+// a size the trainer allocates by; memory/predict.h uses the same name instead of a
 // copy of the number, so a change here changes both.
 #ifndef GPTMEM_SIZES_H
 #define GPTMEM_SIZES_H

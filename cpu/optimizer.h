@@ -106,7 +106,7 @@ void adam8_decode(const int8_t *mq, const uint8_t *vq, int n, float mscale, floa
 
 // The moments as fp32: elements [at, at + n) of this optimizer's state
 // (at a multiple of ADAM_BLOCK), m (which 0) or v (1), read or written. For
-// saving and resuming (state.h); both bit widths.
+// saving and resuming (io/state.h); both bit widths.
 void optimizer_moments_get(const void *optimizer, int which, size_t at, float *dst, size_t n) {
     const Optimizer *opt = optimizer;
     if (opt->bits != 8) { memcpy(dst, (which ? opt->v : opt->m) + at, n * sizeof(float)); return; }

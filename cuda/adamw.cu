@@ -1,6 +1,6 @@
 // cuda/adamw.cu — the optimizer on the GPU: the step's loss, the global
 // gradient norm and AdamW. The loss and the norm stay in device memory (the
-// step's numbers, ops.h STEP_*): AdamW reads its scale from there, so the host
+// step's numbers, cuda/api.h STEP_*): AdamW reads its scale from there, so the host
 // never waits for the GPU inside a step; it reads the numbers once, after it.
 #include "common.cuh"
 
@@ -57,7 +57,7 @@ extern "C" void cu_sum_squares_partials(int dt, double *partials, const void *g,
 }
 
 // One thread: the norm's partial sums added in order, and AdamW's gradient
-// scale from them, optimizer.h's step_grad_scale written again for the GPU:
+// scale from them, core/adamw.h's step_grad_scale written again for the GPU:
 //   norm = sqrt(sumsq) / loss_scale;  NaN if not finite (the step is skipped)
 //   clip = norm <= max_norm (or max_norm <= 0) ? 1 : max_norm / (norm + 1e-6)
 //   scale = clip / loss_scale
@@ -80,7 +80,7 @@ extern "C" void cu_grad_scale(double *numbers, const double *partials, int npart
     launch_check("grad_scale_kernel");
 }
 
-// AdamW, one thread per parameter (optimizer.h has the same formula):
+// AdamW, one thread per parameter (core/adamw.h has the same formula):
 //   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
 //   p -= lr * (m / b1c / (sqrt(v / b2c) + eps) + wd * p)
 // then, for 16-bit runs, the compute weight is the new fp32 master rounded.

@@ -1,6 +1,6 @@
-// cuda/ops.h — what the C side sees of the GPU: plain C declarations of the
+// cuda/api.h — what the C side sees of the GPU: plain C declarations of the
 // launchers in cuda/*.cu. Every pointer argument is a *device* pointer unless
-// its name says host. `dt` is the storage dtype of dtype.h (0 fp32, 1 bf16,
+// its name says host. `dt` is the storage dtype of core/dtype.h (0 fp32, 1 bf16,
 // 2 fp16): tensors named with a T below are stored in it; arithmetic is fp32,
 // as on the CPU. Every launcher checks its launch and exits with a message
 // naming the kernel on any CUDA error.
@@ -63,7 +63,7 @@ float gpu_event_ms(void *start, void *stop);
 // The host waits until the GPU's stream has passed `event` (at once if it has).
 void gpu_event_wait(void *event);
 void gpu_event_free(void *event);
-// A tensor just pushed on the GPU's activation stack (memory.h calls it on every push): the
+// A tensor just pushed on the GPU's activation stack (memory/ledger.h calls it on every push): the
 // emulated GPU fills it with 0xFF bytes (NaN in fp32, bf16 and fp16) so that a read before a
 // write shows; the real GPU does the same only when GPTMEM_POISON=1 is set (a debugging run).
 void gpu_fill_fresh(void *p, size_t bytes);
@@ -174,7 +174,7 @@ void cu_loss_add(double *numbers, const float *losses, int N);
 // partials (fixed orders: the same sum on every run).
 void cu_sum_squares_partials(int dt, double *partials, const void *g, size_t n);
 // numbers[STEP_SUMSQ] = partials[0] + ... + partials[nparts-1], in order; numbers[STEP_SCALE] =
-// optimizer.h's step_grad_scale of it: 1/loss_scale times the clip scale, NaN if the norm is not finite.
+// core/adamw.h's step_grad_scale of it: 1/loss_scale times the clip scale, NaN if the norm is not finite.
 void cu_grad_scale(double *numbers, const double *partials, int nparts, float loss_scale, float clip);
 // AdamW on n parameters, the gradients multiplied by *grad_scale (device memory: numbers +
 // STEP_SCALE); nothing is written when it is NaN (a skipped step). master (fp32) -= ...; with

@@ -3,8 +3,8 @@
 //
 // Storage types: a kernel is a template over T in {float, __nv_bfloat16,
 // __half}; it loads with ld() (exact widening to fp32), computes in fp32 and
-// stores with st<T>() (round to nearest even, as dtype.h does on the CPU).
-// Each launcher in cuda/ops.h takes the runtime dtype and picks the instance.
+// stores with st<T>() (round to nearest even, as core/dtype.h does on the CPU).
+// Each launcher in cuda/api.h takes the runtime dtype and picks the instance.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -70,6 +70,6 @@ __device__ float block_max(float x) {
     return warp_max(x);
 }
 
-// dtype.h's DT_FP32, DT_BF16, DT_FP16 (dtype.h is C; the numbers are the contract).
+// core/dtype.h's DT_FP32, DT_BF16, DT_FP16 (core/dtype.h is C; the numbers are the contract).
 // Each launcher turns the runtime dtype into a type with one if/else over these.
 enum { DTYPE_FP32 = 0, DTYPE_BF16 = 1, DTYPE_FP16 = 2 };

@@ -1,6 +1,6 @@
 // cuda/nccl.cu — NCCL: ZeRO's two collectives on device memory, in the GPU's
 // stream, for ranks that each have a GPU of their own. NCCL refuses two ranks
-// on one GPU; those go through staging.h (MPI on host buffers) instead:
+// on one GPU; those go through parallel/staging.h (MPI on host buffers) instead:
 // --comm in train.c chooses.
 //
 // The collectives are groups of rooted calls, one a rank's part

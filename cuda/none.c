@@ -1,4 +1,4 @@
-// cuda/none.c — the build without nvcc: every GPU entry point of cuda/ops.h,
+// cuda/none.c — the build without nvcc: every GPU entry point of cuda/api.h,
 // none of them usable. gpu_open says why, so `--device cuda` stops with a
 // clear message and nothing else here is ever reached.
 // One stub per declaration, in the same order.

@@ -1,5 +1,5 @@
 // cuda/runtime.cu — opening the GPU and moving bytes: the few runtime calls
-// the C side needs, each checked (cuda/ops.h).
+// the C side needs, each checked (cuda/api.h).
 #include "common.cuh"
 #include <string.h>
 #include <time.h>
@@ -94,7 +94,7 @@ void gpu_upload(void *dst, const void *src, size_t bytes) {
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
 }
 // From page-locked memory cudaMemcpyAsync only queues the DMA, which runs in stream order,
-// after the kernels queued before it (cuda/ops.h: the source is read then, not now).
+// after the kernels queued before it (cuda/api.h: the source is read then, not now).
 void gpu_upload_queued(void *dst, const void *src, size_t bytes) {
     QueuedCall c = queued_begin();
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, 0), "cudaMemcpyAsync to the GPU");

@@ -1,4 +1,4 @@
-// data.h — the corpus, the byte tokenizer and the batches.
+// io/data.h — the corpus, the byte tokenizer and the batches.
 //
 // Tokenizer: every byte of the text file is one token (vocabulary 256).
 // Split: the first 90% of the bytes train, the last 10% validate.

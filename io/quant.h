@@ -1,4 +1,4 @@
-// quant.h — weights in fewer bits, for evaluation and sampling (--eval-only
+// io/quant.h — weights in fewer bits, for evaluation and sampling (--eval-only
 // --quantize bf16|int8|int4; doc/quantization.md).
 //
 // What is quantized: the matrices (wte, wpe, and each layer's qkv, attproj,
@@ -25,7 +25,7 @@
 // Reading weights back (quant_load) works on any range of the flat layout
 // that starts and ends on block boundaries of the matrices in it: an op's
 // weight and bias, a chunk of rows of the embedding table, the final
-// layernorm. The model asks for exactly those (model.h, fetch_params).
+// layernorm. The model asks for exactly those (cpu/weights.h, fetch_params).
 #ifndef GPTMEM_QUANT_H
 #define GPTMEM_QUANT_H
 
@@ -42,7 +42,7 @@ enum { QF_FP32, QF_BF16, QF_INT8, QF_INT4, QF_N };
 const char *const quant_name[QF_N] = {"fp32", "bf16", "int8", "int4"};
 const int quant_bits[QF_N] = {32, 16, 8, 4};
 
-// One tensor of the flat layout, as far as quantization cares (model.h's
+// One tensor of the flat layout, as far as quantization cares (core/config.h's
 // ParamTensor has the same three fields, and the init's).
 typedef struct {
     size_t offset, count;

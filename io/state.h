@@ -1,4 +1,4 @@
-// state.h — the saved training state (--save, --resume; the messages call it
+// io/state.h — the saved training state (--save, --resume; the messages call it
 // a checkpoint): what a file holds, how it is written and read, and every
 // check that refuses a file that does not belong to this run. Not to be
 // confused with --ckpt (activation checkpointing, model.h), which saves

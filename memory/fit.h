@@ -1,6 +1,6 @@
-// fit.h — --fit BUDGET: which settings fit in a memory budget, and what each
+// memory/fit.h — --fit BUDGET: which settings fit in a memory budget, and what each
 // costs. Every setting that changes memory is tried through the predictor
-// (predict.h, the same numbers as --dry-run; nothing is allocated): the
+// (memory/predict.h, the same numbers as --dry-run; nothing is allocated): the
 // storage dtype, --flash, --recompute (none, gelu,ln, or block = --ckpt),
 // --fused-ce, the same global batch split into smaller micro-batches
 // (--batch b --accum G/b), and the ZeRO stage when there are several ranks.

@@ -1,4 +1,4 @@
-// memory.h — the memory ledger: one tracked allocator and the activation stack.
+// memory/ledger.h — the memory ledger: one tracked allocator and the activation stack.
 //
 // Every large buffer in gptmem is allocated here with a category. The ledger
 // keeps, per category, the bytes live now and the most ever live, plus the
@@ -12,8 +12,8 @@
 // once (sized from the predictor); what the ledger counts as "activations" is
 // what is pushed on it, so its high-water mark is the measured peak.
 //
-// The predictor (predict.h) computes the same numbers from the config alone;
-// it includes only report.h (the categories and tables), never this file, so
+// The predictor (memory/predict.h) computes the same numbers from the config alone;
+// it includes only memory/report.h (the categories and tables), never this file, so
 // the compiler checks that it cannot call the allocator. Tests check the two
 // agree to the byte.
 #ifndef GPTMEM_MEMORY_H
@@ -32,7 +32,7 @@ typedef struct {
     size_t bytes;
     int category;
     const char *name;
-    int on_gpu;  // a device buffer (--device cuda): allocated and freed by cuda/model_gpu.h
+    int on_gpu;  // a device buffer (--device cuda): allocated and freed by gpu/model.h
 } MemBlock;
 
 #define MEM_MAX_BLOCKS 256
@@ -79,7 +79,7 @@ void ledger_sub(int category, size_t bytes) {
 }
 
 // Record a buffer someone allocated: its category, size and name. mem_alloc
-// uses it for host memory; the GPU path (cuda/model_gpu.h) for device memory,
+// uses it for host memory; the GPU path (gpu/model.h) for device memory,
 // so both land in the same ledger and the same --mem table.
 void mem_track(void *p, int category, size_t bytes, const char *name, int on_gpu) {
     if (g_ledger.nblocks == MEM_MAX_BLOCKS) ledger_bug("too many tracked buffers", name);
@@ -167,7 +167,7 @@ typedef struct {
     int n;                                  // tensors on the stack
     const char *names[ARENA_MAX_TENSORS];  // for --trace and error messages
     size_t sizes[ARENA_MAX_TENSORS];
-    void (*fresh)(void *p, size_t bytes);   // called on each push, if set (the GPU's: cuda/ops.h gpu_fill_fresh)
+    void (*fresh)(void *p, size_t bytes);   // called on each push, if set (the GPU's: cuda/api.h gpu_fill_fresh)
 } Arena;
 
 Arena g_arena;

@@ -1,4 +1,4 @@
-// predict.h — the closed-form memory predictor.
+// memory/predict.h — the closed-form memory predictor.
 //
 // Computes every ledger category, at every phase, from the config alone. It
 // never calls the allocator and never builds a model: each number is a
@@ -37,7 +37,7 @@ double model_flops_per_token(int L, int C, int Vp, int maxT, int T) {
 
 // The activation stack at its two moments that matter: after the forward
 // (everything the backward will need is live) and at its peak (the largest it
-// ever gets). The tensors are saved.h's tables, each stored in the --dtype,
+// ever gets). The tensors are core/saved.h's tables, each stored in the --dtype,
 // but the row statistics (layernorm mean and rstd, flash's lse) in fp32:
 //   encoded                                   N*C
 //   one block, all 13 tensors ("full"): ln1 N*C, ln1 mean+rstd 2N (fp32), qkv 3N*C,
@@ -48,7 +48,7 @@ double model_flops_per_token(int L, int C, int Vp, int maxT, int T) {
 //     (--fused-ce: no logits, but each row's log-sum-exp, N values in fp32 whatever the dtype:
 //     the backward rebuilds the probabilities as exp(logit - lse), which a 16-bit lse would spoil)
 // --recompute (--ckpt is its "block") drops some of a block's tensors after
-// the block ran; "kept" is what stays, per block. Then (model.h, drop_saved and rebuild_block):
+// the block ran; "kept" is what stays, per block. Then (cpu/storage.h, drop_saved and rebuild_block):
 //   after forward = encoded + L*kept + final
 //   peak = max(after forward, encoded + (L-1)*kept + full)
 // The second term is the forward of the last block, all 13 tensors on top of
@@ -108,7 +108,7 @@ ActivationBytes predict_activations(const Settings *s) {
 }
 
 // One step's pushes and pops on the CPU's activation stack, in order, for
-// --mem-timeline: written from saved.h's tables and the schedule of
+// --mem-timeline: written from core/saved.h's tables and the schedule of
 // model.h's gpt_forward and gpt_backward (repeated for each of `accum`
 // micro-batches), not by running the model. A pop frees everything above a
 // mark, so its event carries the bytes freed and what it ends.
@@ -165,7 +165,7 @@ int predict_stack_events(const Settings *s, int accum, StackEvent *ev, int max) 
     return k;
 }
 
-// The model moves through buffers a piece at a time (model.h, fetch_params): one op's parameters,
+// The model moves through buffers a piece at a time (cpu/weights.h, fetch_params; core/plan.h): one op's parameters,
 // the largest fc's 4C^2 + 4C, or with --fused-ce a chunk of min(VOCAB_CHUNK, Vp + maxT) rows of the
 // embedding table if that is larger. Without --fused-ce the LM head needs the whole table
 // ("global": wte, wpe, lnf = (Vp + maxT) C + 2C) at once, so it gets buffers of its own.
@@ -244,7 +244,7 @@ size_t inference_weight_bytes(const InferenceBytes *r, int bits) {
 
 void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemReport *r);
 
-// --eval-only: the forward-only model (model.h, gpt_build_eval). fp32
+// --eval-only: the forward-only model (cpu/gpt.h, gpt_build_eval). fp32
 // arithmetic; no gradients, Adam, master weights or backward buffers.
 //   the weights: params 4P, or with --quantize
 //     qweights = the matrices' codes (inference_weight_bytes, without the scales) + the vectors in bf16
@@ -284,7 +284,7 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
 
 void predict_memory_gpu(const Settings *s, MemReport *r);
 
-// ZeRO on N ranks (zero.h's shard_layout, from the config alone): each rank
+// ZeRO on N ranks (parallel/zero.h's shard_layout, from the config alone): each rank
 // owns a shard of S = ceil(P/N) parameters, rounded up to whole blocks of
 // ADAM_BLOCK; the arrays that stay whole are padded to N*S (one rank: S = P,
 // nothing padded, stage 0). The elements of each array a rank holds:
@@ -347,7 +347,7 @@ void predict_memory(const Settings *s, MemReport *r) {
     size_t head_rows = N < HEAD_ROWS ? N : HEAD_ROWS;  // the CPU's LM head runs HEAD_ROWS rows at a time
     if (s->fused_ce) scratch += predict_head_scratch(N, Vp);
     if (s->dtype != 0) {
-        // 16-bit runs compute in fp32 working buffers (model.h, gpt_build):
+        // 16-bit runs compute in fp32 working buffers (cpu/gpt.h, cpu_buffers):
         //   x_work N*C; act_work = the fp32 views of max(one block's 13 tensors, the final layernorm
         //   and a chunk of logits), less the row statistics (stored in fp32, their own views):
         //     block = 16*N*C (+ B*H*T^2 naive attention),

@@ -1,5 +1,5 @@
-// report.h — the words and tables of memory accounting, shared by the ledger
-// (memory.h, what was allocated) and the predictor (predict.h, what the
+// memory/report.h — the words and tables of memory accounting, shared by the ledger
+// (memory/ledger.h, what was allocated) and the predictor (memory/predict.h, what the
 // formulas say): the categories every buffer belongs to, the phases of a step
 // at which both take a snapshot, and the --mem tables and --mem-json output.
 // Nothing here allocates or knows about the allocator.
@@ -19,7 +19,7 @@ enum MemCategory {
     MEM_SCRATCH,      // temporaries reused by every layer (backward buffers)
     MEM_COMM,         // communication buffers (ZeRO)
     MEM_DATA,         // the corpus and the token batches
-    MEM_QWEIGHTS,     // --eval-only --quantize: the weights in bf16, int8 or int4 (quant.h)
+    MEM_QWEIGHTS,     // --eval-only --quantize: the weights in bf16, int8 or int4 (io/quant.h)
     MEM_QSCALES,      // their scales: one fp32 per block of QUANT_BLOCK weights (int8, int4)
     MEM_NCAT
 };
@@ -136,7 +136,7 @@ void json_report(FILE *f, const MemReport *r) {
 }
 
 // Both reports as JSON: {"predicted": {...}, "measured": {...} or null}.
-// receipt: the peak's receipt as a JSON object (activations.h), or NULL.
+// receipt: the peak's receipt as a JSON object (memory/timeline.h), or NULL.
 int write_mem_json(const char *path, const MemReport *pred, const MemReport *meas, const char *receipt) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;

@@ -1,4 +1,4 @@
-// activations.h — --mem-ops: one block's saved tensors, op by op, against the
+// memory/timeline.h — --mem-ops: one block's saved tensors, op by op, against the
 // published formula. Korthikanti et al. 2022 ("Reducing Activation
 // Recomputation in Large Transformer Models") count, per layer, in 16-bit
 // bytes, 34 sbh + 5 as^2 b (s = T, b = B, h = C, a = H), of which the dropout
@@ -86,7 +86,7 @@ void print_activation_table(FILE *f, const Settings *s, size_t measured) {
 }
 
 // --- --mem-timeline and the peak's receipt -------------------------------------------
-// The measured side is memory.h's recording of one step (every push and pop,
+// The measured side is memory/ledger.h's recording of one step (every push and pop,
 // the live bytes per category after it, the stack at the highest total); the
 // predicted side is predict_stack_events on top of the predicted ledger's
 // constant part. They are written side by side; train.c reads back whether

@@ -1,4 +1,4 @@
-// comm.h — the communication layer: every collective gptmem uses, in one place.
+// parallel/comm.h — the communication layer: every collective gptmem uses, in one place.
 //
 // With MPI (the Makefile builds with mpicc when it finds it, defining
 // GPTMEM_MPI) these are MPI calls; without, one rank and each call is the

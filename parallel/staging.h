@@ -1,7 +1,7 @@
-// staging.h — host staging: comm.h's collectives on data in device memory,
+// parallel/staging.h — host staging: parallel/comm.h's collectives on data in device memory,
 // through a host buffer.
 //
-// For ZeRO on the GPU with MPI (issue 14: several ranks on one GPU, which
+// For ZeRO on the GPU with MPI (several ranks on one GPU, which
 // NCCL refuses): MPI works on host memory, so a collective on device data goes
 // through a host buffer of `cap` bytes (pinned, when a GPU model allocates it;
 // ledger: comm) a chunk at a time: each rank's part of the chunk is copied
@@ -25,7 +25,7 @@
 typedef struct {
     void *host;  // the staging buffer
     size_t cap;  // its bytes: at least one element a rank ((4 + e) N for the reduce-scatter, e per stored element)
-    int on_gpu;  // the data is in device memory (cuda/ops.h's copies), else host memory
+    int on_gpu;  // the data is in device memory (cuda/api.h's copies), else host memory
 } Staging;
 
 void staging_down(const Staging *st, void *host, const void *data, size_t bytes) {
@@ -56,8 +56,8 @@ int chunk_count(size_t count, size_t c, size_t k) {
 }
 
 // comm_reduce_scatter on data in device (or host) memory, stored as dtype
-// (dtype.h): src holds sum(counts) elements, rank r's part after rank r-1's.
-// The sum is taken in fp32, as zero.h does on the CPU: a chunk of each part
+// (core/dtype.h): src holds sum(counts) elements, rank r's part after rank r-1's.
+// The sum is taken in fp32, as parallel/zero.h does on the CPU: a chunk of each part
 // is copied down (into `down`, then widened into `sum`), reduced, and this
 // rank's summed part goes to dst[0..counts[rank]), rounded to dtype: written
 // over it, or with `accumulate` added to what dst holds (a gradient shard).

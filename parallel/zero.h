@@ -1,7 +1,7 @@
-// zero.h — ZeRO: how N ranks share the flat parameter array, and the
+// parallel/zero.h — ZeRO: how N ranks share the flat parameter array, and the
 // collectives that move its pieces. Everything about sharding is here; the
-// model (model.h) embeds one Shard and calls these at the right moments of
-// its forward and backward (the schedule, written out in model.h).
+// models (cpu/weights.h, gpu/weights.h) hold one Shard each and call these at the
+// moments of the step the plan names (core/plan.h).
 //
 // The shard layout: P parameters, N ranks. Each rank owns S = ceil(P / N),
 // rounded up to whole blocks of ADAM_BLOCK (so that --adam-bits 8 quantizes
@@ -16,7 +16,7 @@
 //   stage 3: + the weights: each layer's are all-gathered before they are used
 // With one rank nothing is sharded whatever the stage (stage 0, S = P).
 //
-// The functions below work on host memory and call comm.h's collectives; the
+// The functions below work on host memory and call parallel/comm.h's collectives; the
 // arithmetic (shard_layout, shard_pieces, the array lengths) is the part a
 // GPU model reuses with device buffers and other collective calls.
 #ifndef GPTMEM_ZERO_H

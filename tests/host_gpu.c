@@ -1,18 +1,18 @@
-// cuda/host.c — the GPU API of cuda/ops.h, run on the CPU: "device" memory is
-// host memory, and every cu_* op is its CPU twin from ops.h, with 16-bit
+// tests/host_gpu.c — the GPU API of cuda/api.h, run on the CPU: "device" memory is
+// host memory, and every cu_* op is its CPU twin from cpu/ops.h, with 16-bit
 // tensors widened to fp32 before and rounded after, as the kernels do in
 // registers.
 //
-// Why: cuda/model_gpu.h is host code (allocation through the ledger, the
+// Why: gpu/model.h is host code (allocation through the ledger, the
 // activation stack, the order of the ops, checkpoints and, with issue 14,
 // ZeRO's shards and collectives) that otherwise runs only where a GPU is
 // lent. Linked with this file instead of cuda/kernels.o, train.c becomes
-// tests/train_host, whose --device cuda runs model_gpu.h on any machine, so
+// tests/train_host, whose --device cuda runs gpu/model.h on any machine, so
 // CPU-only CI checks that logic: the GPU ledger predicted == measured, resume,
 // ZeRO on N ranks == one rank. It checks nothing about the kernels:
 // tests/test_cuda.c does that, on a GPU.
 //
-// One function per declaration of cuda/ops.h, in the same order.
+// One function per declaration of cuda/api.h, in the same order.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -447,7 +447,7 @@ void cu_encoder_forward(int dt, void *out, const int *inp, const void *wte, cons
     free(fte); free(fpe);
 }
 
-// The positions come bucketed by token (model_gpu.h bucket_tokens): each
+// The positions come bucketed by token (gpu/head.h bucket_tokens): each
 // bucket's rows of wte, and every position's row of wpe, accumulate in
 // position order.
 void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const int *pos, const int *start,
@@ -702,7 +702,7 @@ void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m,
     float grad_scale = (float)*scale;
     if (isnan(grad_scale)) return;  // a skipped step
     float *fg = widen(dt, grads, n);
-    for (size_t i = 0; i < n; i++) {  // the formula of cuda/adamw.cu and optimizer.h
+    for (size_t i = 0; i < n; i++) {  // the formula of cuda/adamw.cu and core/adamw.h
         float g = fg[i] * grad_scale;
         m[i] = beta1 * m[i] + (1.0f - beta1) * g;
         v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;

@@ -1,4 +1,4 @@
-// tests/test_comm.c — staging.h's host-staged collectives (the MPI backend ZeRO
+// tests/test_comm.c — parallel/staging.h's host-staged collectives (the MPI backend ZeRO
 // on a GPU will use, issue 14) against the direct ones, on the CPU: run it
 // under mpirun -np N (tests/run.sh uses 3 and 4). Staging buffers of a few
 // elements force many chunks; parts of uneven length and of length 0 check

@@ -665,7 +665,7 @@ void test_schedule_and_clip(void) {
           "%.6g (want %.6g), %.6g (want 1), %.6g (want nan)", f1, want1, f2, f3);
 }
 
-// --- quantization (quant.h) ---------------------------------------------------------
+// --- quantization (io/quant.h) ---------------------------------------------------------
 // A made-up layout: a matrix of 67 (a block of 64 and a short one of 3), a
 // vector of 5, a matrix of 128 zeros (two zero blocks), a matrix of 1 (so
 // the next starts on an odd int4 nibble), a matrix of 130 with one large weight.
@@ -735,7 +735,7 @@ void test_param_count(void) {
     check(param_count(&model_presets[1].cfg) == 124475904, "gpt2 is 124M", "%zu", param_count(&model_presets[1].cfg));
 }
 
-// Samples print text as it is and every other byte as \xNN (data.h escape_text).
+// Samples print text as it is and every other byte as \xNN (io/data.h escape_text).
 void test_escape_text(void) {
     struct { const char *in, *want, *what; } cases[] = {
         {"to be,\n\tor not", "to be,\n\tor not", "ASCII text, newline and tab"},

@@ -399,7 +399,7 @@ void test_fused_ce_ops(int dt) {
 }
 
 // The step's numbers on the device: the loss sum (cu_loss_add) against the
-// CPU's row-order mean, and AdamW's scale (cu_grad_scale) against optimizer.h's
+// CPU's row-order mean, and AdamW's scale (cu_grad_scale) against cpu/optimizer.h's
 // step_grad_scale, bit for bit: unclipped, clipped, fp16's loss scale, and
 // NaN for an infinite norm.
 void test_step_numbers(void) {
@@ -438,7 +438,7 @@ void test_step_numbers(void) {
     free(losses);
 }
 
-// The gradient norm and one AdamW update against optimizer.h; a NaN scale
+// The gradient norm and one AdamW update against core/adamw.h and cpu/optimizer.h; a NaN scale
 // (a skipped step) changes nothing.
 void test_optimizer(int dt) {
     size_t n = 100003;
@@ -515,7 +515,7 @@ typedef struct {
     char *x, *y, *qkv, *dqkv, *w, *dw, *att, *logits;
     float *stat, *stat2, *D, *losses, *master, *m, *v;
     int *targets;
-    double *numbers;  // the step's numbers (ops.h STEP_*)
+    double *numbers;  // the step's numbers (cuda/api.h STEP_*)
 } OpBufs;
 
 // The ops in a step's order; `times` is how often a step runs each.
@@ -639,7 +639,7 @@ void test_empty_launches(void) {
 // ranks of NCCL): the group of in-place reduces and broadcasts runs on the
 // device in each dtype, and with one rank the sum is the part itself, so the
 // data must come back bit for bit. What several ranks do is tested with
-// --comm nccl in tests/run_cuda.sh on the emulation (cuda/host.c).
+// --comm nccl in tests/run_cuda.sh on the emulation (tests/host_gpu.c).
 void test_nccl_one_rank(void) {
     if (!gpu_nccl_built()) {
         printf("SKIP NCCL: this build has none\n");

@@ -1,5 +1,5 @@
-// tests/train_host.c — ./train with the GPU API of cuda/ops.h run on the CPU
-// (cuda/host.c): its --device cuda runs cuda/model_gpu.h on host memory, so
+// tests/train_host.c — ./train with the GPU API of cuda/api.h run on the CPU
+// (tests/host_gpu.c): its --device cuda runs gpu/model.h on host memory, so
 // the GPU model's host logic is tested without a GPU. Built by make test.
 //
 // tests/train_host --plant NAME runs one planted bug against the emulated GPU
@@ -44,16 +44,20 @@ static int plant(const char *name) {
         buf[0] = 2;
         gpu_upload_queued(d, buf, 64);
         printf("the buffer was reused after its event\n");
+        gpu_event_free(read);
+        gpu_host_free(buf);
     } else if (!strcmp(name, "read-before-write")) {  // an op reads a tensor nothing wrote
         gpu_arena_reserve(1 << 20);
         float *unwritten = arena_push("unwritten", 64 * sizeof(float));
         cu_gelu_forward(DT_FP32, d, unwritten, 64);
         gpu_download(host, d, sizeof host);
         printf("read before write: %s\n", isnan(host[0]) ? "NaN" : "a number");
+        gpu_arena_release();
     } else {
         fprintf(stderr, "error: --plant: unknown bug '%s'\n", name);
         return 2;
     }
+    gpu_free(d);  // the plants that run to here leave nothing behind (make asan checks for leaks)
     return 0;
 }
 

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# tests/e2e/docs.sh — the docs against the binary: every cheap command they show runs, every
+# generated table is the binary's output, every flag is in README.
+# Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+# every command the docs and --help tell a reader to type, where it is cheap enough for CI, runs
+# (GPTMEM_QUICK, set by make asan: only the dry runs and --help; the sanitized build trains 20-60x slower)
+if msg=$(timeout 600 python3 tests/doc_commands.py ${GPTMEM_QUICK:+--quick}); then ok "${msg##*$'\n'}"
+else bad "commands in the docs: $(echo "$msg" | grep -E 'FAIL|doc commands')"; fi
+if ./train --help >"$tmp/help" && [ "$(grep -c '^  --' "$tmp/help")" -ge 25 ]; then
+  missing=$(grep -o '^  --[a-z-]*' "$tmp/help" | tr -d ' ' | while read -r f; do grep -q -- "\`$f" README.md || echo "$f"; done)
+  if [ -z "$missing" ]; then ok "README's flag table lists every flag of --help"
+  else bad "README's flag table lacks: $missing"; fi
+else bad "--help lists the flags"; fi
+for f in doc/performance.md doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/quantization.md doc/README.md; do
+  if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
+done
+# the dry-run table in doc/memory.md is the binary's output, verbatim
+if python3 scripts/doc_tables.py --check ${GPTMEM_QUICK:+--quick} >"$tmp/doc" 2>&1; then ok "doc tables match the binary"
+else bad "doc tables match the binary: $(head -3 "$tmp/doc")"; fi
+
+
+# the tree keeps its shape: each header compiles alone, includes run downward, no file over ~500 lines
+python3 tests/layout.py
+echo "END tests/e2e/docs.sh"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# tests/e2e/errors.sh — bad input: a clear message and a non-zero exit, never a crash.
+# Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+# expect CODE "message part" args...
+expect 2 "unknown flag '--bogus'" --bogus
+expect 2 "--batch must be an integer from 1" --batch 0
+expect 2 "--lr must be a number" --lr=abc
+expect 2 "--steps needs a value" --steps
+expect 2 "not divisible by --heads" --channels 30 --heads 4
+expect 2 "over the model's maximum" --seq-len 300
+expect 2 "--model must be one of" --model gpt5
+expect 2 "--data needs a value" --data --steps 5
+expect 2 "--lr must be a number > 0 (got '-1')" --lr -1
+expect 2 "--lr must be a number > 0 (got '0')" --lr 0
+expect 2 "--min-lr-frac must be a number from 0 to 1" --min-lr-frac 1.5
+expect 2 "--vocab must be an integer from 256" --vocab 100
+expect 2 "--mem takes no value" --mem=1
+expect 2 "--dtype must be one of fp32, bf16, fp16" --dtype fp8
+expect 2 "--loss-scale must be a number >= 1" --loss-scale 0.5
+expect 1 "make data" --data /nonexistent/file.txt
+printf 'tiny' >"$tmp/tiny.txt"
+expect 1 "needs at least" --data "$tmp/tiny.txt"
+expect 1 "needs .* GiB at its peak" --model gpt2-xl --batch 64
+
+echo "END tests/e2e/errors.sh"

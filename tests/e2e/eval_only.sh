@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# tests/e2e/eval_only.sh — --eval-only and --quantize: the ledger, the formats side by side, sampling,
+# bad input.
+# Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+# a small model trained for 120 steps, then evaluated with its weights held in each format
+Q=(--batch 16 --eval-batches 4 --sample-len 0)
+./train "${Q[@]}" --steps 120 --eval-every 0 --save "$tmp/q.ckpt" >"$tmp/qtrain" 2>&1
+good=1
+for f in fp32 bf16 int8 int4; do
+  qf=(); [ $f = fp32 ] || qf=(--quantize $f)
+  ./train "${Q[@]}" --eval-only --resume "$tmp/q.ckpt" "${qf[@]}" --mem-json "$tmp/q_$f.json" >"$tmp/q_$f" 2>&1 \
+    && mem_equal "$tmp/q_$f.json" || { good=0; echo "  $f: ledger"; tail -2 "$tmp/q_$f"; }
+  ./train "${Q[@]}" --eval-only "${qf[@]}" --dry-run --mem-json "$tmp/qd_$f.json" >/dev/null 2>&1
+  python3 -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))['predicted'] != json.load(open(sys.argv[2]))['measured'])" \
+    "$tmp/qd_$f.json" "$tmp/q_$f.json" || { good=0; echo "  $f: the dry run differs from the run"; }
+done
+if [ $good -eq 1 ]; then ok "--eval-only, weights in fp32, bf16, int8, int4: ledger predicted == measured (qweights, qscales rows), and == the dry run"
+else bad "--eval-only ledger"; fi
+# the table: held weights give the numbers the other runs compute from the file; the fp32 loss is the
+# training run's final val loss; the held bytes are --dry-run --infer's; the errors are ordered
+./train "${Q[@]}" --dry-run --infer >"$tmp/qinfer" 2>&1
+if msg=$(python3 tests/quant_table.py "$tmp" "$tmp/qinfer"); then ok "--quantize: $msg"
+else bad "--quantize table: $msg"; fi
+# --fused-ce and --flash in the eval model: the ledger holds, the loss is the plain model's to 1e-5
+./train "${Q[@]}" --eval-only --resume "$tmp/q.ckpt" --quantize int4 --fused-ce --flash --mem-json "$tmp/qff.json" >"$tmp/qff" 2>&1
+l1=$(awk '$1 == "int4" && /held/ {print $5}' "$tmp/q_int4"); l2=$(awk '$1 == "int4" && /held/ {print $5}' "$tmp/qff")
+if mem_equal "$tmp/qff.json" && python3 -c "import sys; sys.exit(abs($l1 - $l2) > 1e-5)" 2>/dev/null; then
+  ok "--eval-only --quantize int4 --fused-ce --flash: ledger equal, loss $l2 (plain $l1)"
+else bad "--eval-only --fused-ce --flash: loss '$l1' vs '$l2'"; fi
+# sampling with int8 weights: the same text twice
+./train --eval-only --resume "$tmp/q.ckpt" --quantize int8 --eval-batches 1 --sample-len 200 >"$tmp/s1" 2>&1
+./train --eval-only --resume "$tmp/q.ckpt" --quantize int8 --eval-batches 1 --sample-len 200 >"$tmp/s2" 2>&1
+if grep -q -- '---- sample ----' "$tmp/s1" && cmp -s "$tmp/s1" "$tmp/s2"; then ok "--eval-only --quantize int8 samples, the same text twice"
+else bad "--eval-only sampling"; fi
+# bad input
+expect 2 "--quantize goes with --eval-only" --quantize int8 --steps 1
+expect 2 "--quantize must be bf16, int8 or int4" --eval-only --resume "$tmp/q.ckpt" --quantize int3
+expect 2 "--eval-only needs a state to evaluate" --eval-only
+expect 2 "drop --ranks and --zero" --eval-only --resume "$tmp/q.ckpt" --zero 2
+expect 2 "nothing to recompute" --eval-only --resume "$tmp/q.ckpt" --ckpt
+expect 1 "cannot open checkpoint" --eval-only --resume "$tmp/missing.ckpt"
+expect 1 "different model" --eval-only --resume "$tmp/q.ckpt" --layers 3
+expect 2 "runs no training step: drop --log" --eval-only --resume "$tmp/q.ckpt" --log "$tmp/x.csv"
+# a state with a nan weight (its checksum made right again) is refused before anything is evaluated
+python3 tests/state_edit.py "$tmp/q.ckpt" "$tmp/nan.ckpt" nan 1000
+expect 1 "has a weight that is nan (parameter 1000)" --eval-only --resume "$tmp/nan.ckpt" --quantize int8
+
+
+echo "END tests/e2e/eval_only.sh"

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# tests/e2e/gpu.sh — the GPU path on a machine without one: the messages, the GPU predictor,
+# gpu_check.sh rehearsed, and the GPU model on the emulated GPU (tests/run_cuda.sh --host).
+# Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+# (the GPU itself is tested by `make test-cuda`, tests/run_cuda.sh)
+expect 2 "--device must be cpu or cuda (got 'gpu')" --device gpu
+expect 2 "supports head sizes up to 128" --device cuda --flash --channels 512 --heads 2 --dry-run
+if ./train --device cuda --dry-run --ranks 2 --zero 3 --dtype bf16 | grep -q 'predicted GPU memory of each rank'; then
+  ok "--device cuda --dry-run --ranks 2 --zero 3: each rank's GPU memory"
+else bad "--device cuda --dry-run --ranks 2 --zero 3"; fi
+# --fused-ce on the GPU: no (N,Vp) logits on the stack, a chunk of GPU_HEAD_ROWS rows in scratch
+a=$(./train --model gpt2 --batch 16 --dtype bf16 --flash --ckpt --device cuda --dry-run | awk '$1 == "total" {print $NF}')
+b=$(./train --model gpt2 --batch 16 --dtype bf16 --flash --ckpt --device cuda --dry-run --fused-ce | awk '$1 == "total" {print $NF}')
+if [ -n "$a" ] && [ -n "$b" ] && [ "$b" -lt $((a - 1024 * 1024 * 1024)) ]; then
+  ok "GPU --fused-ce dry run, GPT-2 B16 bf16 --flash --ckpt: peak $b B, over 1 GiB below the whole head's $a B"
+else bad "GPU --fused-ce dry run: $b vs $a"; fi
+out=$(./tests/test_cuda 2>&1); rc=$?
+if echo "$out" | grep -q '^SKIP GPU tests:'; then
+  # no GPU here: --device cuda must say so and stop
+  expect 1 "error: --device cuda: " "${SMALL[@]}" --device cuda --steps 1
+  if grep -qE "(no usable CUDA GPU|this build has no CUDA).*train on the CPU instead" "$tmp/err"; then
+    ok "no GPU: the message says why and what to do"; else bad "no GPU: $(cat "$tmp/err")"; fi
+  ok "tests/test_cuda builds and skips without a GPU"
+else
+  [ $rc -eq 0 ] && ok "tests/test_cuda: $(echo "$out" | tail -1)" || bad "tests/test_cuda: $(echo "$out" | grep FAIL | head -3)"
+fi
+if have_mpi && echo "$out" | grep -q '^SKIP GPU tests:'; then
+  timeout 60 "${MPI[@]}" -np 2 ./train "${SMALL[@]}" --device cuda --steps 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q 'error: --device cuda: ' "$tmp/err"; then
+    ok "no GPU: --device cuda under mpirun -np 2 stops every rank with the message (exit $rc)"
+  else bad "no GPU: --device cuda under mpirun -np 2 (exit $rc)"; fi
+fi
+# scripts/gpu_check.sh's control flow, rehearsed without a GPU (tests/train_host), so the script is never
+# first run on a GPU: every phase reported, the ones that can run here ok, the others SKIP; the logs packed
+if have_mpi; then
+  bash scripts/gpu_check.sh --rehearse "$tmp/gc" >"$tmp/gc.out" 2>&1; rc=$?
+  good=1
+  for p in facts build smoke zero; do grep -q "^== $p: ok" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not ok"; }; done
+  for p in kernels model bench sanitize ops; do grep -q "^== $p: SKIP" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not skipped"; }; done
+  tar -tzf "$tmp/gc/logs.tgz" 2>/dev/null | grep -q 'logs/zero.log' || { good=0; echo "  logs.tgz lacks the zero log"; }
+  grep -q 'the same losses, bit for bit' "$tmp/gc/summary.txt" || { good=0; echo "  the poisoned synchronous run differs"; }
+  # negative controls: a trainer that fails (or does not run sharded) makes the zero phase FAILED, not ok;
+  # a short deadline skips what cannot fit, and says so; a tree without the corpus stops at once
+  printf '#!/bin/sh\necho "step     6/6 | loss 1"\n[ "$FAKE_RC" = 0 ] || echo "error: CUDA: planted failure"\nexit ${FAKE_RC:-1}\n' >"$tmp/fake_train"
+  chmod +x "$tmp/fake_train"
+  for rc_fake in 1 0; do
+    FAKE_RC=$rc_fake GPU_CHECK_TRAIN="$tmp/fake_train" PHASES=zero bash scripts/gpu_check.sh --rehearse "$tmp/gcf" >/dev/null 2>&1
+    grep -q '^== zero: FAILED' "$tmp/gcf/summary.txt" || { good=0; echo "  a failing trainer (exit $rc_fake) passed the zero phase"; }
+  done
+  bash scripts/gpu_check.sh --rehearse --deadline 2 "$tmp/gcd" >/dev/null 2>&1
+  grep -q '^== zero: SKIPPED: needs about' "$tmp/gcd/summary.txt" || { good=0; echo "  --deadline 2 did not skip the zero phase"; }
+  mkdir -p "$tmp/nocorpus/scripts" && cp scripts/gpu_check.sh "$tmp/nocorpus/scripts/"
+  bash "$tmp/nocorpus/scripts/gpu_check.sh" --rehearse "$tmp/gcn" >/dev/null 2>&1; rcn=$?
+  [ $rcn = 2 ] && grep -q 'tinyshakespeare.txt is missing: send it along' "$tmp/gcn/summary.txt" || { good=0; echo "  no corpus: exit $rcn"; }
+  if [ $rc = 0 ] && [ $good = 1 ]; then
+    ok "scripts/gpu_check.sh --rehearse: facts, build, smoke, zero ok; the GPU's phases SKIP; logs.tgz; a failing trainer FAILS the zero phase; a deadline skips; no corpus stops"
+  else bad "scripts/gpu_check.sh --rehearse (exit $rc)"; cat "$tmp/gc/summary.txt"; fi
+fi
+# the GPU model's host logic (gpu/model.h: ledger, stack, order of the ops, checkpoints, ZeRO) with
+# the GPU API run on the CPU (tests/host_gpu.c, tests/train_host): tests/run_cuda.sh's model checks
+out=$(bash tests/run_cuda.sh --host 2>&1)
+echo "$out" | grep -E '^(PASS|FAIL) ' | sed -E 's/^(PASS|FAIL) /\1 train_host: /'
+echo "$out" | sed -n 's/^SKIP /  (needs a real GPU, left out here: /p' | sed 's/$/)/'
+echo "$out" | grep -qE '^[0-9]+ passed' || bad "tests/run_cuda.sh --host ran to the end"
+# the GPU's predictor (works anywhere): the same activation stack as the CPU, in every dtype (both
+# keep the row statistics in fp32; at this shape every tensor is a multiple of 256 bytes, so the
+# GPU's alignment adds nothing, and the logits set the --ckpt peak on both); 16 bytes per parameter
+# of model states with 16-bit storage, no fp32 working copies, cuBLASLt's workspace
+gpu_dry() { ./train --model gpt2 --batch 4 --seq-len 256 --dry-run "$@" | awk -v r="$ROW" '$1 == r {print $NF}'; }
+gpu_ok=1
+for flags in "" "--ckpt" "--flash" "--ckpt --flash" "--dtype bf16" "--dtype fp16 --flash" "--dtype bf16 --ckpt"; do
+  ROW=activations; [ "$(gpu_dry $flags)" = "$(gpu_dry $flags --device cuda)" ] || { gpu_ok=0; echo "  activations differ: $flags"; }
+done
+ROW=params; p=$(gpu_dry --dtype bf16 --device cuda); P=$((p / 2))
+states=0; for r in params master grads adam_m adam_v; do ROW=$r; states=$((states + $(gpu_dry --dtype bf16 --device cuda))); done
+[ "$states" -eq $((16 * P)) ] || { gpu_ok=0; echo "  bf16 model states $states != 16 x $P"; }
+ROW=scratch; s16=$(gpu_dry --dtype bf16 --device cuda); s32=$(gpu_dry --device cuda); cpu16=$(gpu_dry --dtype bf16)
+[ $((s32 - s16)) -eq $((10 * 4 * 256 * 768 * 2)) ] && [ "$s16" -lt "$cpu16" ] || { gpu_ok=0; echo "  scratch $s32 $s16 $cpu16"; }
+sf=$(gpu_dry --device cuda --flash)
+[ $((sf - s32)) -eq $((4 * 4 * 12 * 256)) ] || { gpu_ok=0; echo "  flash D $sf - $s32"; }
+if [ $gpu_ok -eq 1 ] && ./train --device cuda --dry-run | grep -q 'predicted GPU memory'; then
+  ok "GPU dry run: activations as the CPU's, 16 B/param with bf16, backward buffers in the dtype, flash's D"
+else bad "GPU dry run predictor"; fi
+
+
+echo "END tests/e2e/gpu.sh"

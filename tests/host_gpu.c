@@ -4,7 +4,7 @@
 // registers.
 //
 // Why: gpu/model.h is host code (allocation through the ledger, the
-// activation stack, the order of the ops, checkpoints and, with issue 14,
+// activation stack, the order of the ops, checkpoints,
 // ZeRO's shards and collectives) that otherwise runs only where a GPU is
 // lent. Linked with this file instead of cuda/kernels.o, train.c becomes
 // tests/train_host, whose --device cuda runs gpu/model.h on any machine, so
@@ -137,7 +137,7 @@ int gpu_open(int local_rank, char *why, size_t why_len) {
     return 0;
 }
 
-const char *gpu_name(void) { return "host emulation (cuda/host.c: no GPU, for tests)"; }
+const char *gpu_name(void) { return "host emulation (tests/host_gpu.c: no GPU, for tests)"; }
 
 // A nominal peak (for the step line's MFU only): 1 TFLOP/s whatever the dtype.
 double gpu_peak_flops(int dt) {

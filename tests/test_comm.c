@@ -1,6 +1,6 @@
 // tests/test_comm.c — parallel/staging.h's host-staged collectives (the MPI backend ZeRO
-// on a GPU will use, issue 14) against the direct ones, on the CPU: run it
-// under mpirun -np N (tests/run.sh uses 3 and 4). Staging buffers of a few
+// on a GPU uses over MPI) against the direct ones, on the CPU: run it
+// under mpirun -np N (tests/e2e/zero.sh uses 3 and 4). Staging buffers of a few
 // elements force many chunks; parts of uneven length and of length 0 check
 // the chunk edges. Values are small integers, so every sum is exact and the
 // two results must be equal bit for bit, and so must the bytes counted as sent.

@@ -24,4 +24,12 @@ else bad "doc tables match the binary: $(head -3 "$tmp/doc")"; fi
 
 # the tree keeps its shape: each header compiles alone, includes run downward, no file over ~500 lines
 python3 tests/layout.py
+python3 tests/doc_names.py
+# ... and it can fail: a page that cites a function and a file that do not exist
+ghost=no_such_step_$$  # (a name no source file holds, this one included)
+printf 'Read `block_forward` in `model.h`, then `%s` in `cpu/no_such_room.h`.\n' $ghost >"$tmp/bad.md"
+if python3 tests/doc_names.py "$tmp/bad.md" >"$tmp/names" 2>&1; then bad "tests/doc_names.py finds a name and a file that do not exist"
+elif grep -q "$ghost" "$tmp/names" && grep -q 'no_such_room.h' "$tmp/names" && ! grep -q 'block_forward' "$tmp/names"; then
+  ok "tests/doc_names.py finds a name and a file that do not exist, and only those"
+else bad "tests/doc_names.py names what is missing: $(cat "$tmp/names")"; fi
 echo "END tests/e2e/docs.sh"

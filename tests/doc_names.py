@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""tests/doc_names.py — every file and function the docs send a reader to exists in the code.
+
+Reads README.md and doc/*.md. In each, the text in backticks is checked when it looks like
+  - a path in the tree (`model.h`, `cpu/storage.h`, `tests/e2e/zero.sh`, `gpu/`): it must exist,
+    relative to the repository root (a `path:line` or `path#anchor` is checked for its path); a
+    bare file name may be one in a folder, or a file a script writes (`summary.txt`);
+  - a C name (`block_forward`, `gpu_block_forward()`, `cu_gelu_forward`): a lowercase identifier with
+    an underscore, or any identifier followed by `()`, must appear as a word in a source file.
+Flags (`--ckpt`), commands with spaces, numbers, and names in ```text blocks (program output) are
+not checked. Prints PASS or FAIL lines in the style of tests/run.sh; exits 1 on a missing name.
+tests/doc_names.py FILE... checks those files instead.
+"""
+import glob
+import os
+import re
+import sys
+
+given = [os.path.abspath(f) for f in sys.argv[1:]]  # other files to check instead (the test's negative control)
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+os.chdir(root)
+
+docs = given or ["README.md"] + sorted(glob.glob("doc/*.md"))
+sources = [f for pat in ("*.c", "*.h", "*/*.h", "*/*.c", "*/*.cu", "*/*.cuh", "tests/*.c", "tests/*.h",
+                         "scripts/*.c", "scripts/*.py", "scripts/*.sh", "tests/*.sh", "tests/*.py",
+                         "tests/e2e/*.sh", "Makefile")
+           for f in glob.glob(pat)]
+words, written = set(), ""
+for f in sources:
+    with open(f, errors="replace") as fh:
+        text = fh.read()
+    words.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    written += text
+
+PATH_TAIL = re.compile(r"\.(h|c|cu|cuh|sh|py|md|txt|csv|json)$|/$")
+C_NAME = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)+$")
+C_CALL = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\(\)$")
+
+
+def spans(text):
+    """The backticked spans outside fenced blocks, with their line numbers."""
+    fenced = False
+    for no, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        for m in re.finditer(r"`([^`\n]+)`", line):
+            yield no, m.group(1).strip()
+
+
+missing, paths, names = [], 0, 0
+for doc in docs:
+    with open(doc) as fh:
+        text = fh.read()
+    for no, span in spans(text):
+        if " " in span or span.startswith(("-", "$", ".")):
+            continue
+        path = re.split(r"[:#]", span)[0]
+        if "/" in path or PATH_TAIL.search(path):
+            if path.startswith(("../", "/", "http", "~")) or "*" in path or "<" in path or "N" == path:
+                continue
+            if not (path.startswith("doc/") or "/" not in path or os.path.exists(path)):
+                missing.append(f"{doc}:{no}: `{span}`: no such file")
+            elif "/" not in path and PATH_TAIL.search(path) and not (
+                    os.path.exists(path) or os.path.exists(os.path.join(os.path.dirname(doc), path))
+                    or glob.glob(f"*/{path}") or glob.glob(f"*/*/{path}") or f"/{path}" in written):
+                missing.append(f"{doc}:{no}: `{span}`: no such file")
+            elif path.startswith("doc/") and not os.path.exists(path):
+                missing.append(f"{doc}:{no}: `{span}`: no such file")
+            paths += 1
+            continue
+        call = C_CALL.match(span)
+        name = call.group(1) if call else span if C_NAME.match(span) else None
+        if name is None:
+            continue
+        names += 1
+        if name not in words:
+            missing.append(f"{doc}:{no}: `{span}`: no such name in the code")
+
+if missing:
+    print(f"FAIL the docs cite {len(missing)} files or names that do not exist:")
+    for m in missing:
+        print("  " + m)
+    sys.exit(1)
+print(f"PASS every file ({paths}) and C name ({names}) the docs cite exists in the code")

@@ -20,6 +20,7 @@
 #include "core/sizes.h"
 #include "cuda/api.h"
 #include "io/data.h"
+#include "memory/ledger.h"
 #include "memory/predict.h"
 #include "parallel/comm.h"
 
@@ -220,6 +221,7 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *o) {
         return 1;
     }
     if (o->cuda && comm_nranks > 1 && open_comm_backend(o)) return 1;
+    if (o->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
     if (o->zero && comm_nranks == 1)
         say("note: --zero %d on one rank: nothing to shard, training as usual; shard it with `./train --ranks 4 "
             "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", o->zero,
@@ -248,7 +250,7 @@ int load_data(Dataset *data, const Settings *o) {
 // peak fits where the run runs (the GPU's memory for each rank sharing it, or
 // this machine's for all its ranks).
 void check_fits_here(const Settings *o, const MemReport *predicted) {
-    if (o->cuda) check_fits_gpu(predicted->peak_total - predict_host_bytes_gpu(o));
+    if (o->cuda) check_fits_gpu(predicted->peak_at[LOC_DEVICE]);
     else check_fits(predicted->peak_total * (size_t)comm_nranks);
 }
 

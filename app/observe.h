@@ -137,6 +137,7 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
     if (steps_run == 0) return 0;
     memcpy(ob->measured.peak, g_ledger.peak, sizeof ob->measured.peak);
     ob->measured.peak_total = g_ledger.peak_total;
+    memcpy(ob->measured.peak_at, g_ledger.peak_at, sizeof ob->measured.peak_at);
     PredictedTimeline timeline = {0};
     char *receipt = NULL;
     if (ob->recording) {

@@ -111,9 +111,9 @@ size_t gpu_head_tile_elems(const GpuGPT *m) {
     return tile > Vp ? tile : Vp;
 }
 
-// Where a buffer lives.
-enum { ON_GPU, ON_HOST, ON_PINNED_HOST };
-
+// One buffer of the model: where its pointer lives, where the buffer lives
+// (MemLocation: the GPU, host memory, page-locked host memory), its ledger
+// category and name, and its size for this model.
 typedef struct {
     void **at;
     int where, category;
@@ -135,36 +135,36 @@ int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
     size_t N = (size_t)B * T, C = c->channels, e = m->e, Vp = padded_vocab(c);
     int n = 0, lp = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
 #define BUF(ptr, where, cat, name, size) b[n++] = (GpuBuffer){(void **)&m->ptr, where, cat, name, size}
-    BUF(params, ON_GPU, MEM_PARAMS, lp ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
-    BUF(master, ON_GPU, MEM_MASTER, "master weights", lp ? shard_state_len(sh) * 4 : 0);
-    BUF(grads, ON_GPU, MEM_GRADS, lp ? "grads (16-bit)" : "grads", shard_grads_len(sh) * e);
-    BUF(adam_m, ON_GPU, MEM_ADAM_M, "adam_m", shard_state_len(sh) * 4);
-    BUF(adam_v, ON_GPU, MEM_ADAM_V, "adam_v", shard_state_len(sh) * 4);
-    BUF(grad_piece, ON_GPU, MEM_COMM, "piece grads bucket", sh->stage >= 2 ? m->plan.piece * e : 0);
-    BUF(grad_global, ON_GPU, MEM_COMM, "global grads bucket", sh->stage >= 2 && whole_table ? m->plan.table * e : 0);
-    BUF(gather_piece, ON_GPU, MEM_COMM, "piece gather", sh->stage == 3 ? m->plan.piece * e : 0);
-    BUF(gather_global, ON_GPU, MEM_COMM, "global gather", sh->stage == 3 && whole_table ? m->plan.table * e : 0);
-    BUF(staging.host, ON_PINNED_HOST, MEM_COMM, "staging (pinned host)", sh->nranks > 1 ? GPU_STAGING : 0);
-    BUF(dres, ON_GPU, MEM_SCRATCH, "dres", N * C * e);
-    BUF(dln, ON_GPU, MEM_SCRATCH, "dln", N * C * e);
-    BUF(dqkv, ON_GPU, MEM_SCRATCH, "dqkv", N * 3 * C * e);
-    BUF(datty, ON_GPU, MEM_SCRATCH, "datty", N * C * e);
-    BUF(dfch, ON_GPU, MEM_SCRATCH, "dfch", N * 4 * C * e);
-    BUF(losses, ON_GPU, MEM_SCRATCH, "losses", N * 4);
-    BUF(head_tile, ON_GPU, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? gpu_head_tile_elems(m) * e : 0);
-    BUF(head_stats, ON_GPU, MEM_SCRATCH, "head row stats", m->plan.tiled_head ? 2 * N * 4 : 0);
-    BUF(flash_D, ON_GPU, MEM_SCRATCH, "flash D", m->flash ? (size_t)B * c->heads * T * 4 : 0);
-    BUF(norm_partials, ON_GPU, MEM_SCRATCH, "norm partials", GPU_NORM_BLOCKS * sizeof(double));
-    BUF(numbers, ON_GPU, MEM_SCRATCH, "step numbers", GPU_STEP_NUMBERS * sizeof(double));
-    BUF(gemm_workspace, ON_GPU, MEM_SCRATCH, "cuBLASLt workspace", GPU_GEMM_WORKSPACE);
+    BUF(params, LOC_DEVICE, MEM_PARAMS, lp ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
+    BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", lp ? shard_state_len(sh) * 4 : 0);
+    BUF(grads, LOC_DEVICE, MEM_GRADS, lp ? "grads (16-bit)" : "grads", shard_grads_len(sh) * e);
+    BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", shard_state_len(sh) * 4);
+    BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", shard_state_len(sh) * 4);
+    BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", sh->stage >= 2 ? m->plan.piece * e : 0);
+    BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", sh->stage >= 2 && whole_table ? m->plan.table * e : 0);
+    BUF(gather_piece, LOC_DEVICE, MEM_COMM, "piece gather", sh->stage == 3 ? m->plan.piece * e : 0);
+    BUF(gather_global, LOC_DEVICE, MEM_COMM, "global gather", sh->stage == 3 && whole_table ? m->plan.table * e : 0);
+    BUF(staging.host, LOC_PINNED, MEM_COMM, "staging (pinned host)", sh->nranks > 1 ? GPU_STAGING : 0);
+    BUF(dres, LOC_DEVICE, MEM_SCRATCH, "dres", N * C * e);
+    BUF(dln, LOC_DEVICE, MEM_SCRATCH, "dln", N * C * e);
+    BUF(dqkv, LOC_DEVICE, MEM_SCRATCH, "dqkv", N * 3 * C * e);
+    BUF(datty, LOC_DEVICE, MEM_SCRATCH, "datty", N * C * e);
+    BUF(dfch, LOC_DEVICE, MEM_SCRATCH, "dfch", N * 4 * C * e);
+    BUF(losses, LOC_DEVICE, MEM_SCRATCH, "losses", N * 4);
+    BUF(head_tile, LOC_DEVICE, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? gpu_head_tile_elems(m) * e : 0);
+    BUF(head_stats, LOC_DEVICE, MEM_SCRATCH, "head row stats", m->plan.tiled_head ? 2 * N * 4 : 0);
+    BUF(flash_D, LOC_DEVICE, MEM_SCRATCH, "flash D", m->flash ? (size_t)B * c->heads * T * 4 : 0);
+    BUF(norm_partials, LOC_DEVICE, MEM_SCRATCH, "norm partials", GPU_NORM_BLOCKS * sizeof(double));
+    BUF(numbers, LOC_DEVICE, MEM_SCRATCH, "step numbers", GPU_STEP_NUMBERS * sizeof(double));
+    BUF(gemm_workspace, LOC_DEVICE, MEM_SCRATCH, "cuBLASLt workspace", GPU_GEMM_WORKSPACE);
     // column sums are at most 4C wide (the fc bias; layernorm's dw|db is 2C)
-    BUF(colsum, ON_GPU, MEM_SCRATCH, "column-sum partials", (size_t)GPU_COLSUM_CHUNKS * 4 * C * 4);
-    BUF(inputs, ON_GPU, MEM_DATA, "inputs (GPU)", N * 4);
-    BUF(targets, ON_GPU, MEM_DATA, "targets (GPU)", N * 4);
-    BUF(buckets, ON_GPU, MEM_DATA, "token buckets (GPU)", (3 * N + 1) * 4);
-    BUF(batch_host[0], ON_PINNED_HOST, MEM_DATA, "token batch (pinned host)", (5 * N + 1) * 4);
-    BUF(batch_host[1], ON_PINNED_HOST, MEM_DATA, "token batch (pinned host)", (5 * N + 1) * 4);
-    BUF(token_count_host, ON_HOST, MEM_DATA, "token counts", Vp * 4);
+    BUF(colsum, LOC_DEVICE, MEM_SCRATCH, "column-sum partials", (size_t)GPU_COLSUM_CHUNKS * 4 * C * 4);
+    BUF(inputs, LOC_DEVICE, MEM_DATA, "inputs (GPU)", N * 4);
+    BUF(targets, LOC_DEVICE, MEM_DATA, "targets (GPU)", N * 4);
+    BUF(buckets, LOC_DEVICE, MEM_DATA, "token buckets (GPU)", (3 * N + 1) * 4);
+    BUF(batch_host[0], LOC_PINNED, MEM_DATA, "token batch (pinned host)", (5 * N + 1) * 4);
+    BUF(batch_host[1], LOC_PINNED, MEM_DATA, "token batch (pinned host)", (5 * N + 1) * 4);
+    BUF(token_count_host, LOC_HOST, MEM_DATA, "token counts", Vp * 4);
 #undef BUF
     return n;
 }
@@ -175,9 +175,9 @@ void gpu_buffers_alloc(GpuGPT *m, int B, int T) {
     int n = gpu_buffers(m, B, T, b);
     for (int i = 0; i < n; i++) {
         if (!b[i].bytes) continue;
-        if (b[i].where == ON_HOST) { *b[i].at = mem_alloc(b[i].category, b[i].bytes, b[i].name); continue; }
-        *b[i].at = b[i].where == ON_GPU ? gpu_malloc(b[i].bytes, b[i].name) : gpu_host_alloc(b[i].bytes, b[i].name);
-        mem_track(*b[i].at, b[i].category, b[i].bytes, b[i].name, b[i].where == ON_GPU);
+        if (b[i].where == LOC_HOST) { *b[i].at = mem_alloc(b[i].category, b[i].bytes, b[i].name); continue; }
+        *b[i].at = b[i].where == LOC_DEVICE ? gpu_malloc(b[i].bytes, b[i].name) : gpu_host_alloc(b[i].bytes, b[i].name);
+        mem_track(*b[i].at, b[i].category, b[i].bytes, b[i].name, b[i].where);
     }
 }
 
@@ -186,10 +186,10 @@ void gpu_buffers_free(GpuGPT *m, int B, int T) {
     int n = gpu_buffers(m, B, T, b);
     for (int i = 0; i < n; i++) {
         if (!b[i].bytes || !*b[i].at) continue;
-        if (b[i].where == ON_HOST) mem_free(*b[i].at);
+        if (b[i].where == LOC_HOST) mem_free(*b[i].at);
         else {
             if (mem_untrack(*b[i].at)) ledger_bug("a GPU model buffer is not in the ledger", b[i].name);
-            if (b[i].where == ON_GPU) gpu_free(*b[i].at);
+            if (b[i].where == LOC_DEVICE) gpu_free(*b[i].at);
             else gpu_host_free(*b[i].at);
         }
         *b[i].at = NULL;

@@ -152,7 +152,7 @@ int fit_report(const Settings *run, int global, int ranks, size_t budget, const 
                             s.zero = zero, s.ranks = ranks, s.recompute = recomputes[r], s.eval_only = 0, s.quant_bits = 0;
                             MemReport pred;
                             predict_memory(&s, &pred);
-                            f.peak = gpu ? pred.peak_total - predict_host_bytes_gpu(&s) : pred.peak_total;
+                            f.peak = gpu ? pred.peak_at[LOC_DEVICE] : pred.peak_total;
                             f.need = f.peak + (gpu ? GPU_HEADROOM : 0);
                             for (int c = 0; c < MEM_NCAT; c++)
                                 if (pred.peak[c] > pred.peak[f.category]) f.category = c;

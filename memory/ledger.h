@@ -32,7 +32,7 @@ typedef struct {
     size_t bytes;
     int category;
     const char *name;
-    int on_gpu;  // a device buffer (--device cuda): allocated and freed by gpu/model.h
+    int loc;  // MemLocation: where it lives
 } MemBlock;
 
 #define MEM_MAX_BLOCKS 256
@@ -41,6 +41,10 @@ typedef struct {
     size_t live[MEM_NCAT];
     size_t peak[MEM_NCAT];
     size_t total, peak_total;
+    size_t live_at[MEM_NLOC][MEM_NCAT];  // the live bytes by location
+    size_t total_at[MEM_NLOC], peak_at[MEM_NLOC];
+    int on_gpu;           // the device is a GPU: its LOC_DEVICE buffers are cudaMalloc'ed
+    int host_loc;         // where mem_alloc's buffers live: the device on the CPU, the host beside a GPU
     size_t window_peak;   // the largest total since ledger_window_start (one step's peak, for the step line)
     size_t gpu_reserved;  // bytes cudaMalloc'ed through the ledger (buffers + the activation arena)
     MemBlock blocks[MEM_MAX_BLOCKS];
@@ -57,12 +61,15 @@ void ledger_bug(const char *what, const char *name) {
     exit(1);
 }
 
-// Count bytes in or out of a category and move the peaks.
-void ledger_add(int category, size_t bytes) {
+// Count bytes in or out of a category at a location and move the peaks.
+void ledger_add(int category, size_t bytes, int loc) {
     g_ledger.live[category] += bytes;
     g_ledger.total += bytes;
+    g_ledger.live_at[loc][category] += bytes;
+    g_ledger.total_at[loc] += bytes;
     if (g_ledger.live[category] > g_ledger.peak[category]) g_ledger.peak[category] = g_ledger.live[category];
     if (g_ledger.total > g_ledger.peak_total) g_ledger.peak_total = g_ledger.total;
+    if (g_ledger.total_at[loc] > g_ledger.peak_at[loc]) g_ledger.peak_at[loc] = g_ledger.total_at[loc];
     if (g_ledger.total > g_ledger.window_peak) g_ledger.window_peak = g_ledger.total;
 }
 
@@ -73,38 +80,43 @@ void ledger_where(const char *fmt, int layer) { snprintf(g_ledger.where, sizeof 
 // Start a new window (a step): its peak starts at what is live now.
 void ledger_window_start(void) { g_ledger.window_peak = g_ledger.total; }
 
-void ledger_sub(int category, size_t bytes) {
+void ledger_sub(int category, size_t bytes, int loc) {
     g_ledger.live[category] -= bytes;
     g_ledger.total -= bytes;
+    g_ledger.live_at[loc][category] -= bytes;
+    g_ledger.total_at[loc] -= bytes;
 }
 
-// Record a buffer someone allocated: its category, size and name. mem_alloc
-// uses it for host memory; the GPU path (gpu/model.h) for device memory,
-// so both land in the same ledger and the same --mem table.
-void mem_track(void *p, int category, size_t bytes, const char *name, int on_gpu) {
+// Record a buffer someone allocated: its category, size, name and location.
+// mem_alloc uses it for host memory; the GPU path (gpu/gpt.h) for device and
+// page-locked memory, so all land in the same ledger and the same --mem table.
+// A file's bytes (--offload-to disk) are recorded with a key of its own as p.
+void mem_track(void *p, int category, size_t bytes, const char *name, int loc) {
     if (g_ledger.nblocks == MEM_MAX_BLOCKS) ledger_bug("too many tracked buffers", name);
     MemBlock *b = &g_ledger.blocks[g_ledger.nblocks++];
-    b->ptr = p; b->bytes = bytes; b->category = category; b->name = name; b->on_gpu = on_gpu;
-    if (on_gpu) g_ledger.gpu_reserved += bytes;
-    ledger_add(category, bytes);
+    b->ptr = p; b->bytes = bytes; b->category = category; b->name = name; b->loc = loc;
+    if (loc == LOC_DEVICE && g_ledger.on_gpu) g_ledger.gpu_reserved += bytes;
+    ledger_add(category, bytes, loc);
 }
 
 // Forget a tracked buffer (the caller frees it); 0, or -1 if it was not tracked.
 int mem_untrack(void *p) {
     for (int i = 0; i < g_ledger.nblocks; i++) {
-        if (g_ledger.blocks[i].ptr != p) continue;
-        ledger_sub(g_ledger.blocks[i].category, g_ledger.blocks[i].bytes);
-        if (g_ledger.blocks[i].on_gpu) g_ledger.gpu_reserved -= g_ledger.blocks[i].bytes;
-        g_ledger.blocks[i] = g_ledger.blocks[--g_ledger.nblocks];
+        MemBlock *b = &g_ledger.blocks[i];
+        if (b->ptr != p) continue;
+        ledger_sub(b->category, b->bytes, b->loc);
+        if (b->loc == LOC_DEVICE && g_ledger.on_gpu) g_ledger.gpu_reserved -= b->bytes;
+        *b = g_ledger.blocks[--g_ledger.nblocks];
         return 0;
     }
     return -1;
 }
 
-// Allocate `bytes` zeroed bytes in `category`. 64-byte aligned for SIMD.
-// The ledger counts exactly the bytes asked for (alignment padding is the C
-// library's business and is the same for every run).
-void *mem_alloc(int category, size_t bytes, const char *name) {
+// Allocate `bytes` zeroed bytes of host memory in `category`, at location
+// `loc` (LOC_HOST or LOC_DEVICE on the CPU; LOC_PINNED where no GPU pins it).
+// 64-byte aligned for SIMD. The ledger counts exactly the bytes asked for
+// (alignment padding is the C library's business and the same for every run).
+void *mem_alloc_at(int loc, int category, size_t bytes, const char *name) {
     size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded == 0) rounded = 64;
     void *p = aligned_alloc(64, rounded);
@@ -115,8 +127,20 @@ void *mem_alloc(int category, size_t bytes, const char *name) {
         exit(1);
     }
     memset(p, 0, rounded);
-    mem_track(p, category, bytes, name, 0);
+    mem_track(p, category, bytes, name, loc);
     return p;
+}
+
+// The same where this run keeps its host memory: the device on the CPU, the
+// host beside a GPU (ledger_device_is_gpu says so when a GPU run starts).
+void *mem_alloc(int category, size_t bytes, const char *name) {
+    return mem_alloc_at(g_ledger.host_loc, category, bytes, name);
+}
+
+// --device cuda: from now on mem_alloc's buffers are host memory beside the GPU.
+void ledger_device_is_gpu(void) {
+    g_ledger.on_gpu = 1;
+    g_ledger.host_loc = LOC_HOST;
 }
 
 void mem_free(void *p) {
@@ -128,6 +152,7 @@ void mem_free(void *p) {
 MemSnapshot ledger_snapshot(void) {
     MemSnapshot s;
     memcpy(s.bytes, g_ledger.live, sizeof s.bytes);
+    memcpy(s.at, g_ledger.live_at, sizeof s.at);
     s.total = g_ledger.total;
     return s;
 }
@@ -276,7 +301,7 @@ void *arena_push(const char *name, size_t bytes) {
     g_arena.names[g_arena.n] = name;
     g_arena.sizes[g_arena.n] = bytes;
     g_arena.n++;
-    ledger_add(MEM_ACTIVATIONS, bytes);
+    ledger_add(MEM_ACTIVATIONS, bytes, LOC_DEVICE);
     if (g_ledger.trace)
         printf("  push %-10s %10zu B  live activations %10zu B\n", name, bytes, g_arena.top);
     record_event('+', name, bytes);
@@ -300,7 +325,7 @@ void arena_pop_to(int mark, const char *why) {
         g_arena.top -= g_arena.sizes[g_arena.n];
         freed += g_arena.sizes[g_arena.n];
     }
-    ledger_sub(MEM_ACTIVATIONS, freed);
+    ledger_sub(MEM_ACTIVATIONS, freed, LOC_DEVICE);
     if (g_ledger.trace && freed)
         printf("  pop  %-10s %10zu B  live activations %10zu B\n", why, freed, g_arena.top);
     if (freed) record_event('-', why, freed);

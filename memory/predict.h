@@ -275,7 +275,7 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
     }
     base.bytes[MEM_SCRATCH] = 4 * scratch;
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
-    for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
+    snapshot_on_device(&base);
     Settings fwd = *s;  // the forward's tensors in fp32, as with --ckpt
     fwd.dtype = 0, fwd.ckpt = 1, fwd.recompute = REC_BLOCK;
     ActivationBytes act = predict_activations(&fwd);
@@ -360,7 +360,7 @@ void predict_memory(const Settings *s, MemReport *r) {
     base.bytes[MEM_SCRATCH] = 4 * scratch + predict_model_scratch(s);
     // data: the corpus bytes + inputs and targets, N int32 each
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
-    for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
+    snapshot_on_device(&base);
 
     ActivationBytes act = predict_activations(s);
     predict_phases(&base, &act, r);
@@ -374,10 +374,12 @@ void predict_memory(const Settings *s, MemReport *r) {
 void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemReport *r) {
     for (int ph = 0; ph < MEM_NPHASE; ph++) r->phase[ph] = *base;
     r->phase[PHASE_FORWARD].bytes[MEM_ACTIVATIONS] = act->after_forward;
+    r->phase[PHASE_FORWARD].at[LOC_DEVICE][MEM_ACTIVATIONS] = act->after_forward;
     r->phase[PHASE_FORWARD].total += act->after_forward;
     for (int c = 0; c < MEM_NCAT; c++) r->peak[c] = base->bytes[c];
     r->peak[MEM_ACTIVATIONS] = act->peak;
     r->peak_total = base->total + act->peak;
+    for (int l = 0; l < MEM_NLOC; l++) r->peak_at[l] = snapshot_at(base, l) + (l == LOC_DEVICE ? act->peak : 0);
 }
 
 // The GPU's activation stack (gpu/storage.h): the same tensors as above and
@@ -413,16 +415,6 @@ ActivationBytes predict_activations_gpu(const Settings *s) {
     return stack_of(L, gpu_act(e * N * C), kept, full, final);
 }
 
-// The bytes of the GPU run's ledger that live on the host, not the GPU: in
-// `data` the corpus, the token batches (8N), the two page-locked buffers the
-// batch goes to the GPU through (inputs, targets and the positions bucketed
-// by token: 2 x 4(5N+1)) and a count per vocabulary entry (4 Vp); in `comm`,
-// with more than one rank, the staging buffer. The fits-check leaves them out.
-size_t predict_host_bytes_gpu(const Settings *s) {
-    size_t N = (size_t)s->batch * s->seq_len, Vp = (s->cfg.vocab + 63) / 64 * 64;
-    return s->corpus_bytes + 2 * 4 * N + 2 * 4 * (5 * N + 1) + 4 * (size_t)Vp + (s->ranks > 1 ? GPU_STAGING : 0);
-}
-
 // --device cuda (gpu/gpt.h, gpu_buffers), one rank. The activation stack
 // above; the differences from the CPU in the fixed part:
 //   params e*P, master 4P (16-bit only), grads e*P, adam_m 4P, adam_v 4P (e = 4 or 2)
@@ -435,14 +427,14 @@ size_t predict_host_bytes_gpu(const Settings *s) {
 //     --flash D = rowsum(dout * out), 4*B*H*T
 //     --fused-ce a tile of logits, e * max(rows * min(Vp, VOCAB_CHUNK), Vp) with rows =
 //       min(N, GPU_HEAD_ROWS), and each row's running sum and target logit, 2 * 4N
-//   data: the corpus and the host batches (as on the CPU), the batches on the
-//     GPU 8N, the positions bucketed by token on the GPU 4(3N+1), the two
-//     page-locked host buffers the batch is uploaded from, 2 x 4(5N+1) (inputs,
-//     targets, buckets), and a count per vocabulary entry 4*Vp on the host
+//   data: on the GPU the batches 8N and the positions bucketed by token
+//     4(3N+1); on the host the corpus, the host batches 8N (as on the CPU) and
+//     a count per vocabulary entry 4*Vp; page-locked, the two buffers the batch
+//     is uploaded from, 2 x 4(5N+1) (inputs, targets, buckets)
 // ZeRO on N ranks shards the model states as on the CPU (S = ceil(P/N) in
 // whole ADAM_BLOCKs; arrays kept whole are padded to N*S), and adds to `comm`,
 // in the dtype, the plan's pieces as on the CPU (predict_moved):
-//   the host staging buffer GPU_STAGING (more than one rank),
+//   the page-locked host staging buffer GPU_STAGING (more than one rank),
 //   stages 2, 3: the gradient buckets of a piece and, without --fused-ce, of the globals, e*moved
 //   stage 3: as much again for the gathered weights
 // What the ledger cannot see (the CUDA context, cuBLASLt's own state) is
@@ -463,13 +455,17 @@ void predict_memory_gpu(const Settings *s, MemReport *r) {
     base.bytes[MEM_ADAM_M] = 4 * sh.state_n;
     base.bytes[MEM_ADAM_V] = 4 * sh.state_n;
     size_t moved = predict_moved(C, Vp, maxT, s->fused_ce);
-    base.bytes[MEM_COMM] = (ranks > 1 ? GPU_STAGING : 0) + (zero >= 2 ? e * moved : 0) + (zero == 3 ? e * moved : 0);
+    base.bytes[MEM_COMM] = (zero >= 2 ? e * moved : 0) + (zero == 3 ? e * moved : 0);
     size_t rows = N < GPU_HEAD_ROWS ? N : GPU_HEAD_ROWS, tile = rows * ((size_t)Vp < VOCAB_CHUNK ? (size_t)Vp : VOCAB_CHUNK);
     base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
                               4 * GPU_COLSUM_CHUNKS * 4 * (size_t)C + (s->flash ? 4 * B * H * T : 0) +
                               (s->fused_ce ? e * (tile > (size_t)Vp ? tile : (size_t)Vp) + 2 * 4 * N : 0);
-    base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 2 * 4 * N + 4 * (3 * N + 1) + 2 * 4 * (5 * N + 1) + 4 * (size_t)Vp;
-    for (int c = 0; c < MEM_NCAT; c++) base.total += base.bytes[c];
+    base.bytes[MEM_DATA] = 2 * 4 * N + 4 * (3 * N + 1);  // on the GPU: the batch, the token buckets
+    memcpy(base.at[LOC_DEVICE], base.bytes, sizeof base.bytes);
+    base.at[LOC_HOST][MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 4 * (size_t)Vp;  // the corpus, its batches, counts
+    base.at[LOC_PINNED][MEM_DATA] = 2 * 4 * (5 * N + 1);                          // the two upload buffers
+    base.at[LOC_PINNED][MEM_COMM] = ranks > 1 ? GPU_STAGING : 0;                  // the staging buffer
+    snapshot_totals(&base);
     ActivationBytes act = predict_activations_gpu(s);
     predict_phases(&base, &act, r);
 }

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stddef.h>
+#include <string.h>
 
 enum MemCategory {
     MEM_PARAMS,       // the model's weights in the compute dtype
@@ -32,11 +33,45 @@ const char *const mem_category_name[MEM_NCAT] = {
 // The quantized weights' rows are shown only in the runs that have them.
 int mem_row_hidden(int c, size_t a, size_t b) { return (c == MEM_QWEIGHTS || c == MEM_QSCALES) && !a && !b; }
 
-// A snapshot of the ledger: live bytes per category and their total.
+// Where a buffer lives. The device is the memory the model computes in: the
+// GPU with --device cuda, RAM on --device cpu. The host is RAM beside a GPU,
+// or on the CPU the separate arrays offload keeps (--offload: the same RAM,
+// its own rows); pinned is page-locked host memory, which the link between
+// host and GPU reads and writes; disk is a file (--offload-to disk).
+enum MemLocation { LOC_DEVICE, LOC_HOST, LOC_PINNED, LOC_DISK, MEM_NLOC };
+const char *const mem_location_name[MEM_NLOC] = {"device", "host", "pinned", "disk"};
+
+// A snapshot of the ledger: live bytes per category (every location) and
+// their total, and the same by location.
 typedef struct {
     size_t bytes[MEM_NCAT];
     size_t total;
+    size_t at[MEM_NLOC][MEM_NCAT];
 } MemSnapshot;
+
+// The live bytes of location `loc` in a snapshot.
+size_t snapshot_at(const MemSnapshot *s, int loc) {
+    size_t t = 0;
+    for (int c = 0; c < MEM_NCAT; c++) t += s->at[loc][c];
+    return t;
+}
+
+// A snapshot's category rows and total from its locations (the predictor
+// says where every byte lives; the rows add them up).
+void snapshot_totals(MemSnapshot *s) {
+    s->total = 0;
+    for (int c = 0; c < MEM_NCAT; c++) {
+        s->bytes[c] = 0;
+        for (int l = 0; l < MEM_NLOC; l++) s->bytes[c] += s->at[l][c];
+        s->total += s->bytes[c];
+    }
+}
+
+// All of a snapshot's bytes on the device (the CPU without offload).
+void snapshot_on_device(MemSnapshot *s) {
+    memcpy(s->at[LOC_DEVICE], s->bytes, sizeof s->bytes);
+    snapshot_totals(s);
+}
 
 // The phases at which train.c takes a snapshot; the predictor fills the same.
 enum MemPhase { PHASE_INIT, PHASE_FORWARD, PHASE_BACKWARD, PHASE_STEP, MEM_NPHASE };
@@ -47,12 +82,21 @@ const char *const mem_phase_name[MEM_NPHASE] = {
 // An --eval-only run has only the first two: the weights loaded, and one forward.
 enum { EVAL_PHASES = PHASE_FORWARD + 1 };
 
-// A full report: the four phase snapshots, per-category peaks, total peak.
+// A full report: the four phase snapshots, per-category peaks, total peak,
+// and each location's peak (the peak of its total).
 typedef struct {
     MemSnapshot phase[MEM_NPHASE];
     size_t peak[MEM_NCAT];
     size_t peak_total;
+    size_t peak_at[MEM_NLOC];
 } MemReport;
+
+// Does the report hold anything off the device (a GPU's host buffers, offload)?
+int report_off_device(const MemReport *r) {
+    for (int l = LOC_HOST; l < MEM_NLOC; l++)
+        if (r->peak_at[l]) return 1;
+    return 0;
+}
 
 // Printing: the table --mem shows and the JSON --mem-json writes.
 
@@ -88,6 +132,39 @@ void print_mem_rows(FILE *f, const char *title, const size_t *pred, size_t pred_
     }
 }
 
+// Where the bytes live, for a run with some off the device: the rows that
+// are not on the device, at the last phase (they do not change through a
+// step: only the device's activations do), then each location's peak;
+// predicted and, when given, measured.
+void print_locations(FILE *f, const MemReport *pred, const MemReport *meas, int nphases) {
+    const MemSnapshot *p = &pred->phase[nphases - 1], *m = meas ? &meas->phase[nphases - 1] : NULL;
+    fprintf(f, "  off the device (the rows above less these are on it), and each location's peak\n");
+    for (int l = LOC_HOST; l < MEM_NLOC; l++)
+        for (int c = 0; c < MEM_NCAT; c++) {
+            size_t a = p->at[l][c], b = m ? m->at[l][c] : 0;
+            if (!a && !b) continue;
+            fprintf(f, "    %-7s %-12s %16zu ", mem_location_name[l], mem_category_name[c], a);
+            print_size(f, a);
+            if (m) {
+                fprintf(f, " %16zu ", b);
+                print_size(f, b);
+                fprintf(f, " %10lld", (long long)b - (long long)a);
+            }
+            fprintf(f, "\n");
+        }
+    for (int l = 0; l < MEM_NLOC; l++) {
+        if (!pred->peak_at[l] && !(meas && meas->peak_at[l])) continue;
+        fprintf(f, "    %-7s %-12s %16zu ", mem_location_name[l], "peak", pred->peak_at[l]);
+        print_size(f, pred->peak_at[l]);
+        if (meas) {
+            fprintf(f, " %16zu ", meas->peak_at[l]);
+            print_size(f, meas->peak_at[l]);
+            fprintf(f, " %10lld", (long long)meas->peak_at[l] - (long long)pred->peak_at[l]);
+        }
+        fprintf(f, "\n");
+    }
+}
+
 // The first `nphases` phases (an --eval-only run has two: init and forward), then the peaks.
 void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas, int nphases) {
     for (int ph = 0; ph < nphases; ph++)
@@ -95,6 +172,7 @@ void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas, int
                        meas ? meas->phase[ph].bytes : NULL, meas ? meas->phase[ph].total : 0);
     print_mem_rows(f, "peak (per category; total = peak of the sum)", pred->peak, pred->peak_total,
                    meas ? meas->peak : NULL, meas ? meas->peak_total : 0);
+    if (report_off_device(pred) || (meas && report_off_device(meas))) print_locations(f, pred, meas, nphases);
 }
 
 // The prediction alone, compact: one row per category, one column per phase,
@@ -115,24 +193,43 @@ void print_prediction(FILE *f, const MemReport *r, int nphases) {
         print_size(f, peak);  // the same in MiB or GiB, whichever reads better
         fprintf(f, " %14zu\n", peak);
     }
+    if (report_off_device(r)) print_locations(f, r, NULL, nphases);
 }
 
-void json_sizes(FILE *f, const size_t *b, size_t total) {
+// {"params": B, ..., "total": B}; with `at`, then "at": {"device": {...}, ...}
+// for the locations that hold anything.
+void json_sizes(FILE *f, const size_t *b, size_t total, const size_t (*at)[MEM_NCAT]) {
     fprintf(f, "{");
     for (int c = 0; c < MEM_NCAT; c++) fprintf(f, "\"%s\": %zu, ", mem_category_name[c], b[c]);
-    fprintf(f, "\"total\": %zu}", total);
+    fprintf(f, "\"total\": %zu", total);
+    if (at) {
+        fprintf(f, ", \"at\": {");
+        for (int l = 0, first = 1; l < MEM_NLOC; l++) {
+            size_t t = 0;
+            for (int c = 0; c < MEM_NCAT; c++) t += at[l][c];
+            if (!t) continue;
+            fprintf(f, "%s\"%s\": {", first ? "" : ", ", mem_location_name[l]);
+            for (int c = 0; c < MEM_NCAT; c++) fprintf(f, "\"%s\": %zu, ", mem_category_name[c], at[l][c]);
+            fprintf(f, "\"total\": %zu}", t);
+            first = 0;
+        }
+        fprintf(f, "}");
+    }
+    fprintf(f, "}");
 }
 
 void json_report(FILE *f, const MemReport *r) {
     fprintf(f, "{");
     for (int ph = 0; ph < MEM_NPHASE; ph++) {
         fprintf(f, "\"%s\": ", mem_phase_name[ph]);
-        json_sizes(f, r->phase[ph].bytes, r->phase[ph].total);
+        json_sizes(f, r->phase[ph].bytes, r->phase[ph].total, r->phase[ph].at);
         fprintf(f, ", ");
     }
     fprintf(f, "\"peak\": ");
-    json_sizes(f, r->peak, r->peak_total);
-    fprintf(f, "}");
+    json_sizes(f, r->peak, r->peak_total, NULL);
+    fprintf(f, ", \"peak_at\": {");
+    for (int l = 0; l < MEM_NLOC; l++) fprintf(f, "%s\"%s\": %zu", l ? ", " : "", mem_location_name[l], r->peak_at[l]);
+    fprintf(f, "}}");
 }
 
 // Both reports as JSON: {"predicted": {...}, "measured": {...} or null}.

@@ -58,6 +58,8 @@ const FlagSpec flag_specs[] = {
     {"comm", ARG_STR, OPT(comm_str), 0, 0, "ZeRO's collectives on the GPU: auto (nccl when each rank has a GPU of its own, else mpi), nccl, or mpi (through host buffers; ranks may share a GPU)"},
     {"ranks", ARG_INT, OPT(ranks), 1, 4096, "train on N ranks (starts mpirun -np N); with --dry-run: each rank's memory on N ranks"},
     {"adam-bits", ARG_INT, OPT(adam_bits), 1, 64, "AdamW's m and v: 32 (fp32) or 8 (blocks of 256, an fp32 scale each)"},
+    {"offload", ARG_STR, OPT(offload_str), 0, 0, "off the device: opt (fp32 master, Adam's m and v; AdamW runs on the host) or opt,params (also ZeRO-3's weight shard)"},
+    {"offload-to", ARG_STR, OPT(offload_to), 0, 0, "where --offload puts them: host (page-locked buffers for the link, the rest pageable) or disk[:DIR] (the optimizer's states in a file in DIR, default .)"},
     {"loss-scale", ARG_FLOAT, OPT(loss_scale), AT_LEAST_1, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
     {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps"},
     {"lr", ARG_FLOAT, OPT(lr), ABOVE_0, 0, "peak learning rate"},
@@ -244,11 +246,39 @@ void parse_recompute(Settings *o) {
     if (o->recompute & REC_BLOCK) o->ckpt = 1;
 }
 
+// --offload and --offload-to: what is moved, and where to.
+void parse_offload(Settings *o) {
+    if (strcmp(o->offload_str, "none")) {
+        char list[256];
+        snprintf(list, sizeof list, "%s", o->offload_str);
+        for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
+            if (!strcmp(name, "opt")) o->offload |= OFFLOAD_OPT;
+            else if (!strcmp(name, "params")) o->offload |= OFFLOAD_PARAMS;
+            else usage_error("--offload: unknown part '%s'; the choices are opt, or opt,params (or none)", name);
+        }
+        if (!o->offload) usage_error("--offload needs opt or opt,params (got '%s')", o->offload_str);
+    }
+    if (o->offload_to != OFFLOAD_TO_DEFAULT && !o->offload)
+        usage_error("--offload-to %s: nothing to offload; add --offload opt (the optimizer's states) or opt,params",
+                    o->offload_to);
+    if ((o->offload & OFFLOAD_PARAMS) && !(o->offload & OFFLOAD_OPT))
+        usage_error("--offload params: the weights follow the optimizer's states off the device; give --offload opt,params");
+    if ((o->offload & OFFLOAD_PARAMS) && o->zero != 3)
+        usage_error("--offload params moves ZeRO stage 3's weight shard: add --zero 3 (on several ranks), or use --offload opt");
+    if (o->offload && o->eval_only) usage_error("--offload moves the optimizer's states; --eval-only has no optimizer");
+    const char *to = o->offload_to;
+    if (!strcmp(to, "host")) return;
+    if (strncmp(to, "disk", 4) || (to[4] && to[4] != ':') || (to[4] == ':' && !to[5]))
+        usage_error("--offload-to must be host, disk or disk:DIR (got '%s')", to);
+    o->offload_disk = 1;
+    snprintf(o->offload_dir, sizeof o->offload_dir, "%s", to[4] ? to + 5 : ".");
+}
+
 // --eval-only, --quantize and --adam-bits: what each needs, what each excludes.
 void parse_eval_flags(Settings *o) {
     if (o->adam_bits != 32 && o->adam_bits != 8) usage_error("--adam-bits must be 32 or 8 (got %d)", o->adam_bits);
-    if (o->adam_bits == 8 && o->cuda)
-        usage_error("--adam-bits 8 runs on the CPU (drop it, or --device cpu)");
+    if (o->adam_bits == 8 && o->cuda && !(o->offload & OFFLOAD_OPT))
+        usage_error("--adam-bits 8 runs on the CPU (drop it, --device cpu, or --offload opt: AdamW on the host)");
     o->quantize = QF_FP32;
     if (o->quantize_str) {
         for (int f = QF_BF16; f < QF_N; f++)
@@ -318,6 +348,7 @@ void resolve_settings(Settings *o) {
     }
     parse_recompute(o);
     if (o->infer && !o->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
+    parse_offload(o);
     parse_eval_flags(o);
     if (o->cuda && o->mem_timeline)
         usage_error("--mem-timeline records the CPU's activation stack; drop --device cuda");

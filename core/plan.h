@@ -4,7 +4,7 @@
 // (memory/predict.h). Adding a memory technique means adding its decision
 // here, its room on each device, and its formula in the predictor.
 //
-// Three decisions:
+// Four decisions:
 //
 //   Where the parameters move, a piece at a time (ZeRO, 16-bit storage).
 //     A piece is one op's weight and bias (the ops of a layer, in layout
@@ -23,6 +23,14 @@
 //     stack and the kept ones move down over them; in the backward, the block's
 //     ops whose outputs were dropped run again on the kept ones, the same ops on
 //     the same inputs: the same bits.
+//
+//   Where the optimizer's states live (--offload).
+//     With opt, the fp32 master weights and Adam's m and v of the parameters
+//     this rank updates live off the device, in host memory or a file; AdamW
+//     runs on the host a chunk of offload_chunk parameters at a time: the
+//     chunk's gradients come down, its new weights go up. With params (ZeRO
+//     stage 3), the weight shard lives on the host too, and each gather first
+//     uploads this rank's part of the piece.
 //
 //   How the LM head and the loss are tiled (--fused-ce).
 //     Without it, the logits (N, Vp) are computed and kept whole. With it, the
@@ -49,6 +57,9 @@ typedef struct {
     int vocab_chunk;     // --fused-ce: rows of the embedding table in a chunk (a piece)
     size_t piece;        // parameters in the largest piece that is not the whole table
     size_t table;        // parameters in the globals: wte, wpe, the final layernorm ((Vp + maxT) C + 2C)
+    unsigned offload;    // OFFLOAD_* in effect: opt; params at stage 3 only
+    int offload_disk;    // --offload-to disk: the optimizer's states in a file
+    size_t offload_chunk;  // parameters the offloaded step moves at a time (at most; a shard may be shorter)
 } Plan;
 
 // A piece: the parameters [lo, lo + n) of the flat array.
@@ -71,6 +82,9 @@ Plan make_plan(const Settings *s, int ranks) {
     size_t fc = op_param_count(C, OP_FC), chunk = (rows < VOCAB_CHUNK ? rows : VOCAB_CHUNK) * C;
     p.piece = s->fused_ce && chunk > fc ? chunk : fc;
     p.table = global_param_count(c);
+    p.offload = s->offload & (p.stage == 3 ? OFFLOAD_OPT | OFFLOAD_PARAMS : OFFLOAD_OPT);
+    p.offload_disk = p.offload && s->offload_disk;
+    p.offload_chunk = OFFLOAD_CHUNK;
     return p;
 }
 

@@ -12,6 +12,8 @@
 #include "core/sizes.h"
 
 enum { COMM_AUTO, COMM_NCCL, COMM_MPI };  // --comm
+enum { OFFLOAD_OPT = 1, OFFLOAD_PARAMS = 2 };  // --offload opt[,params]
+const char OFFLOAD_TO_DEFAULT[] = "host";      // --offload-to's default (a flag that gives it points elsewhere)
 
 typedef struct {
     // the model: a preset and its overrides (0: the preset's)
@@ -31,6 +33,11 @@ typedef struct {
     unsigned recompute;         // its REC_* bits (core/saved.h); --ckpt sets REC_BLOCK
     int ckpt;                   // --ckpt, or --recompute block
     int adam_bits;              // --adam-bits 32 or 8: Adam's m and v in fp32 or 8-bit blocks
+    const char *offload_str;    // --offload none|opt|opt,params
+    unsigned offload;           // its OFFLOAD_* bits: the optimizer's states (and ZeRO-3's weight shard) off the device
+    const char *offload_to;     // --offload-to host|disk[:DIR]
+    int offload_disk;           // the optimizer's states in a file (else host memory)
+    char offload_dir[1024];     // the file's folder (disk)
     // where it runs: the device, and ZeRO over ranks
     const char *device_str;
     int cuda;               // --device cuda
@@ -87,6 +94,8 @@ Settings default_settings(void) {
     o.temperature = 0.8f;
     o.save_every = 0;
     o.adam_bits = 32;
+    o.offload_str = "none";
+    o.offload_to = OFFLOAD_TO_DEFAULT;
     return o;
 }
 

@@ -36,8 +36,9 @@ typedef struct {
 // ZeRO shard is padded so every rank allocates the same), in `bits` (32 or 8):
 //   32: m and v in fp32, 4 + 4 bytes a parameter
 //    8: m and v in one byte each, and an fp32 scale each per ADAM_BLOCK: 2 + 8/256 bytes a parameter
-void optimizer_build(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
-                     size_t n_alloc, int bits) {
+// at location `loc` (memory/report.h: the device, or with --offload the host).
+void optimizer_build_at(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
+                        size_t n_alloc, int bits, int loc) {
     memset(opt, 0, sizeof *opt);
     opt->cfg = *cfg;
     opt->lo = lo;
@@ -45,17 +46,33 @@ void optimizer_build(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *mo
     opt->bits = bits;
     if (bits == 8) {
         size_t blocks = (n_alloc + ADAM_BLOCK - 1) / ADAM_BLOCK;
-        opt->m8 = mem_alloc(MEM_ADAM_M, n_alloc, "adam_m (8-bit)");
-        opt->m_scale = mem_alloc(MEM_ADAM_M, blocks * sizeof(float), "adam_m scales");
-        opt->v8 = mem_alloc(MEM_ADAM_V, n_alloc, "adam_v (8-bit)");
-        opt->v_scale = mem_alloc(MEM_ADAM_V, blocks * sizeof(float), "adam_v scales");
+        opt->m8 = mem_alloc_at(loc, MEM_ADAM_M, n_alloc, "adam_m (8-bit)");
+        opt->m_scale = mem_alloc_at(loc, MEM_ADAM_M, blocks * sizeof(float), "adam_m scales");
+        opt->v8 = mem_alloc_at(loc, MEM_ADAM_V, n_alloc, "adam_v (8-bit)");
+        opt->v_scale = mem_alloc_at(loc, MEM_ADAM_V, blocks * sizeof(float), "adam_v scales");
     } else {
-        opt->m = mem_alloc(MEM_ADAM_M, n_alloc * sizeof(float), "adam_m");
-        opt->v = mem_alloc(MEM_ADAM_V, n_alloc * sizeof(float), "adam_v");
+        opt->m = mem_alloc_at(loc, MEM_ADAM_M, n_alloc * sizeof(float), "adam_m");
+        opt->v = mem_alloc_at(loc, MEM_ADAM_V, n_alloc * sizeof(float), "adam_v");
     }
     opt->ntensors = param_tensor_count(model);
     opt->tensors = malloc(sizeof(ParamTensor) * opt->ntensors);
     param_tensors(model, opt->tensors);
+}
+
+void optimizer_build(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
+                     size_t n_alloc, int bits) {
+    optimizer_build_at(opt, cfg, model, lo, hi, n_alloc, bits, g_ledger.host_loc);
+}
+
+// The optimizer over [a, b) of its parameters (a - lo a multiple of
+// ADAM_BLOCK), its state at m and v (or m8, v8 and the scales) given for that
+// range: what --offload steps a chunk at a time.
+Optimizer optimizer_view(const Optimizer *opt, size_t a, size_t b, void *m, void *v, float *m_scale, float *v_scale) {
+    Optimizer view = *opt;
+    view.lo = a, view.hi = b;
+    if (opt->bits == 8) view.m8 = m, view.v8 = v, view.m_scale = m_scale, view.v_scale = v_scale;
+    else view.m = m, view.v = v;
+    return view;
 }
 
 void optimizer_free(Optimizer *opt) {

@@ -58,14 +58,20 @@ size_t state_header_bytes(uint32_t version) { return version == 3 ? offsetof(Sta
 // and written through the optimizer's accessors (cpu/optimizer.h
 // optimizer_moments_get/set), from its element moments_at, and the file holds
 // the fp32 values its codes stand for.
+// With --offload-to disk the weights, too, are read and written through
+// accessors (cpu/offload.h, gpu/offload.h: the offload file, a record at a time).
 typedef struct {
     float *w, *m, *v;
     size_t lo, hi;
     int on_gpu;
-    void *moments;  // --adam-bits 8: the optimizer whose accessors below read and write m and v
+    void *moments;  // --adam-bits 8 or the offload file: what the accessors below read and write m and v of
     size_t moments_at;
     void (*moments_get)(const void *opt, int which, size_t at, float *dst, size_t n);
     void (*moments_set)(void *opt, int which, size_t at, const float *src, size_t n);
+    void *weights;  // the offload file: what these read and write the weights of
+    size_t weights_at;
+    void (*weights_get)(const void *ctx, int which, size_t at, float *dst, size_t n);
+    void (*weights_set)(void *ctx, int which, size_t at, const float *src, size_t n);
 } NetState;
 
 // The part of the state that changes as training goes, besides the weights,
@@ -123,21 +129,35 @@ int write_array(FILE *f, uint64_t *h, const float *src, size_t bytes, int on_gpu
     return bad;
 }
 
-// Adam's m (which 0) or v (1) of the state st: an fp32 array as it is, or
-// (--adam-bits 8) widened a chunk at a time through a host buffer.
-int write_moments(FILE *f, uint64_t *h, const NetState *st, int which) {
-    size_t n = st->hi - st->lo;
-    if (!st->moments) return write_array(f, h, which ? st->v : st->m, n * sizeof(float), st->on_gpu);
+// n floats read through an accessor (get(ctx, which, at + i, ...)) a chunk at
+// a time through a host buffer, written and hashed.
+int write_accessed(FILE *f, uint64_t *h, void (*get)(const void *, int, size_t, float *, size_t), const void *ctx,
+                   int which, size_t at0, size_t n) {
     float *chunk = malloc(STATE_CHUNK);
     size_t per = STATE_CHUNK / sizeof(float);  // a multiple of ADAM_BLOCK
     int bad = 0;
     for (size_t at = 0; at < n && !bad; at += per) {
         size_t len = n - at < per ? n - at : per;
-        st->moments_get(st->moments, which, st->moments_at + at, chunk, len);
+        get(ctx, which, at0 + at, chunk, len);
         bad = write_hashed(f, h, chunk, len * sizeof(float));
     }
     free(chunk);
     return bad;
+}
+
+// Adam's m (which 0) or v (1) of the state st: an fp32 array as it is, or
+// (--adam-bits 8, the offload file) through the accessor.
+int write_moments(FILE *f, uint64_t *h, const NetState *st, int which) {
+    size_t n = st->hi - st->lo;
+    if (!st->moments) return write_array(f, h, which ? st->v : st->m, n * sizeof(float), st->on_gpu);
+    return write_accessed(f, h, st->moments_get, st->moments, which, st->moments_at, n);
+}
+
+// The fp32 weights of the state st: an array, or (the offload file) through the accessor.
+int write_weights(FILE *f, uint64_t *h, const NetState *st) {
+    size_t n = st->hi - st->lo;
+    if (!st->weights) return write_array(f, h, st->w, n * sizeof(float), st->on_gpu);
+    return write_accessed(f, h, st->weights_get, st->weights, 0, st->weights_at, n);
 }
 
 // Is `path` something a save may replace: missing, or a regular file? A
@@ -166,9 +186,8 @@ int write_state_file(const char *path, const char *tmp, const StateHeader *hd, c
     if (!f) { fprintf(stderr, "error: cannot write checkpoint '%s': %s\n", tmp, strerror(errno)); return -1; }
     uint64_t h = 0xCBF29CE484222325ULL;
     uint32_t version = STATE_VERSION;
-    size_t n = (hd->hi - hd->lo) * sizeof(float);
     int bad = write_hashed(f, &h, STATE_MAGIC, 8) | write_hashed(f, &h, &version, 4) |
-              write_hashed(f, &h, hd, sizeof *hd) | write_array(f, &h, st->w, n, st->on_gpu);
+              write_hashed(f, &h, hd, sizeof *hd) | write_weights(f, &h, st);
     if (getenv("GPTMEM_INTERRUPT_SAVE")) { fflush(f); raise(SIGINT); }
     bad |= write_moments(f, &h, st, 0) | write_moments(f, &h, st, 1);
     bad |= fwrite(&h, 8, 1, f) != 1;
@@ -319,17 +338,22 @@ void state_read(StateReader *r, float *dst, size_t bytes, int on_gpu) {
 
 // Adam's m (which 0) or v (1) into the state st: into an fp32 array, or
 // (--adam-bits 8) a chunk at a time through a host buffer into the codes.
-void read_moments(StateReader *r, NetState *st, int which) {
-    size_t n = st->hi - st->lo;
-    if (!st->moments) { state_read(r, which ? st->v : st->m, n * sizeof(float), st->on_gpu); return; }
+void read_accessed(StateReader *r, void (*set)(void *, int, size_t, const float *, size_t), void *ctx, int which,
+                   size_t at0, size_t n) {
     float *chunk = malloc(STATE_CHUNK);
     size_t per = STATE_CHUNK / sizeof(float);
     for (size_t at = 0; at < n; at += per) {
         size_t len = n - at < per ? n - at : per;
         state_read(r, chunk, len * sizeof(float), 0);
-        st->moments_set(st->moments, which, st->moments_at + at, chunk, len);
+        set(ctx, which, at0 + at, chunk, len);
     }
     free(chunk);
+}
+
+void read_moments(StateReader *r, NetState *st, int which) {
+    size_t n = st->hi - st->lo;
+    if (!st->moments) { state_read(r, which ? st->v : st->m, n * sizeof(float), st->on_gpu); return; }
+    read_accessed(r, st->moments_set, st->moments, which, st->moments_at, n);
 }
 
 // The end: the stored checksum must equal the hash of everything before it.
@@ -347,7 +371,8 @@ void state_close(StateReader *r) {
 // another model; returns the header.
 StateHeader load_state(const char *path, const StateHeader *want, NetState *st) {
     StateReader r = state_open(path, want, RESUME_TRAINING);
-    state_read(&r, st->w, (r.hd.hi - r.hd.lo) * sizeof(float), st->on_gpu);
+    if (st->weights) read_accessed(&r, st->weights_set, st->weights, 0, st->weights_at, r.hd.hi - r.hd.lo);
+    else state_read(&r, st->w, (r.hd.hi - r.hd.lo) * sizeof(float), st->on_gpu);
     read_moments(&r, st, 0);
     read_moments(&r, st, 1);
     state_close(&r);

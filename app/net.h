@@ -16,7 +16,9 @@
 #include "core/plan.h"
 #include "core/settings.h"
 #include "model.h"
+#include "cpu/offload.h"
 #include "cpu/optimizer.h"
+#include "parallel/comm.h"
 #include "parallel/zero.h"
 #include "cuda/api.h"
 #include "gpu/model.h"
@@ -32,6 +34,8 @@ typedef struct {
     double loss_sum;   // the mean losses of the forwards since the last net_read_numbers, added up
     double sumsq;      // the gradients' sum of squares (net_grad_norm)
     float grad_scale;  // AdamW's gradient scale: core/adamw.h step_grad_scale; NaN skips the step
+    CpuOffload off;      // --offload on the CPU: the optimizer's states off the device
+    StateTarget off_file;  // --offload-to disk: what a saved state reads and writes them through
 } Net;
 
 // The step's numbers, read after it (net_read_numbers).
@@ -48,8 +52,9 @@ AdamWConfig adamw_config(const Settings *s) {
 
 // Build the model and its optimizer on the settings' device, for rank `rank`
 // of `nranks` following `plan`, with an activation stack of `stack` bytes (the
-// predicted peak), and initialize the weights from --seed.
-void net_build(Net *n, const Settings *s, const Plan *plan, int rank, int nranks, size_t stack) {
+// predicted peak), and initialize the weights from --seed. 0, or -1 after a
+// message (--offload-to disk could not make its file).
+int net_build(Net *n, const Settings *s, const Plan *plan, int rank, int nranks, size_t stack) {
     memset(n, 0, sizeof *n);
     n->cuda = s->cuda;
     n->opt.cfg = adamw_config(s);
@@ -60,16 +65,25 @@ void net_build(Net *n, const Settings *s, const Plan *plan, int rank, int nranks
         gpu_arena_reserve(stack);
         gpu_gpt_init(&n->gpu, s->seed);
         n->row = malloc(sizeof(float) * padded_vocab(&s->cfg));
-        return;
+        return 0;
     }
     GPT *model = &n->cpu;
     gpt_build(model, s, plan, rank, nranks);
     arena_reserve(stack);
-    gpt_init(model, s->seed);
     const Shard *sh = &model->shard;  // the optimizer's state: the shard from stage 1, else whole
     AdamWConfig adam = adamw_config(s);
-    if (sh->stage >= 1) optimizer_build(&n->opt, &adam, &s->cfg, sh->own_lo, sh->own_hi, sh->size, s->adam_bits);
-    else optimizer_build(&n->opt, &adam, &s->cfg, 0, model->nparams, sh->padded, s->adam_bits);
+    size_t lo = sh->stage >= 1 ? sh->own_lo : 0, hi = sh->stage >= 1 ? sh->own_hi : model->nparams;
+    size_t n_alloc = sh->stage >= 1 ? sh->size : sh->padded;
+    if (plan->offload & OFFLOAD_OPT) {  // --offload: the optimizer's states off the device, and the init there
+        n->off_file = (StateTarget){&n->off, &n->opt};
+        int bad = cpu_offload_build(&n->off, model, &n->opt, &adam, lo, hi, n_alloc, s->adam_bits, s->offload_dir, rank);
+        if (comm_any(bad)) return -1;  // (every rank stops before the init's collectives)
+        cpu_offload_init(&n->off, model, &n->opt, s->seed);
+        return 0;
+    }
+    gpt_init(model, s->seed);
+    optimizer_build(&n->opt, &adam, &s->cfg, lo, hi, n_alloc, s->adam_bits);
+    return 0;
 }
 
 void net_free(Net *n) {
@@ -80,6 +94,7 @@ void net_free(Net *n) {
         free(n->row);
     } else {
         optimizer_free(&n->opt);
+        cpu_offload_free(&n->off);
         gpt_free(&n->cpu);
         arena_release();
     }
@@ -143,6 +158,7 @@ void net_step(Net *n, float lr, int t) {
     if (n->cuda) { gpu_adamw_step(&n->gpu, &n->opt.cfg, lr, t); return; }
     if (isnan(n->grad_scale)) return;
     GPT *model = &n->cpu;
+    if (n->off.on) { cpu_offload_step(&n->off, model, &n->opt, lr, t, n->grad_scale); return; }
     optimizer_step(&n->opt, model->params, model->master_base, gpt_grads(model), model->grads_base, model->dtype, lr,
                    t, n->grad_scale);
     gpt_sync_params(model);  // stages 1, 2: all-gather the updated shards
@@ -201,6 +217,15 @@ NetState net_state(Net *n) {
     Optimizer *opt = &n->opt;
     st.lo = model->shard.own_lo, st.hi = model->shard.own_hi, st.on_gpu = 0;
     st.w = model->params + (st.lo - model->master_base);
+    if (n->off.on && n->off.disk) {  // --offload-to disk: all three through the file
+        st.w = NULL;
+        st.weights = st.moments = &n->off_file;
+        st.weights_at = st.moments_at = st.lo - n->off.lo;
+        st.weights_get = offload_weights_get, st.weights_set = offload_weights_set;
+        st.moments_get = offload_moments_get, st.moments_set = offload_moments_set;
+        return st;
+    }
+    if (n->off.on) st.w = n->off.master + (st.lo - n->off.lo);  // --offload-to host: the host's arrays
     if (opt->bits == 8) {  // m and v read and written through the optimizer, as fp32
         st.moments = opt, st.moments_at = st.lo - opt->lo;
         st.moments_get = optimizer_moments_get, st.moments_set = optimizer_moments_set;
@@ -225,9 +250,14 @@ void net_state_loaded(Net *n) {
     }
     GPT *model = &n->cpu;
     const Shard *sh = &model->shard;
+    if (n->off.on && n->off.disk) {
+        if (sh->stage == 0 && sh->nranks > 1) offload_file_allgather(&n->off_file, sh);
+        cpu_offload_weights_follow(&n->off, model, &n->opt);
+        return;
+    }
     if (sh->stage == 0 && sh->nranks > 1) {
         long long bytes = (long long)sh->size * sizeof(float);
-        comm_allgather_block(model->params, bytes);
+        comm_allgather_block(n->off.on ? n->off.master : model->params, bytes);
         if (n->opt.bits == 8) {  // the codes, and a scale per ADAM_BLOCK (S is whole blocks)
             long long scales = (long long)(sh->size / ADAM_BLOCK) * sizeof(float);
             comm_allgather_block(n->opt.m8, (long long)sh->size);
@@ -239,7 +269,8 @@ void net_state_loaded(Net *n) {
             comm_allgather_block(n->opt.v, bytes);
         }
     }
-    gpt_sync_params(model);
+    if (n->off.on) cpu_offload_weights_follow(&n->off, model, &n->opt);
+    else gpt_sync_params(model);
 }
 
 #endif

@@ -31,6 +31,7 @@ typedef struct {
     int recording;          // the first step's stack is recorded (--mem, --mem-json, --mem-timeline on the CPU)
     size_t block_kept;      // what block 0 kept on the stack in a training forward (--mem-ops)
     long long first_step_comm;  // the bytes the first step sent
+    long long traffic_start[TR_N];  // --offload's counts when the first step started
     double start, step_start, train_seconds;  // the run's start, the step's, the time in steps
     long long tokens;       // tokens trained on
 } Observer;
@@ -59,6 +60,7 @@ void observe_step(Observer *ob, int step) {
         printf("trace of step %d: the activation stack%s\n", step + 1, ob->stage ? ", ZeRO gathers and reductions" : "");
     timing_start(&ob->timing);
     if (ob->first && ob->recording) record_start();  // the timeline and the peak's receipt
+    if (ob->first) memcpy(ob->traffic_start, g_traffic.bytes, sizeof ob->traffic_start);
 }
 
 // The end of a phase (app/timing.h's TM_*).
@@ -75,6 +77,7 @@ void observe(Observer *ob, int phase, const Net *net) {
     if (ob->first) {
         ob->measured.phase[PHASE_STEP] = ledger_snapshot();
         ob->first_step_comm = comm_bytes_sent;
+        for (int k = 0; k < TR_N; k++) ob->measured.traffic[k] = g_traffic.bytes[k] - ob->traffic_start[k];
     }
     g_ledger.trace = 0;
     ob->first = 0;

@@ -170,7 +170,13 @@ float init_value(const ParamTensor *t, int i, size_t j, const GPTConfig *c, uint
 // Only the parameters [lo, hi) of the flat array are written, to dst[0..hi-lo):
 // a ZeRO rank that owns a shard draws the whole sequence (so every rank agrees)
 // and keeps its part. lo = 0, hi = P fills a full array.
-void init_params_range(float *dst, size_t lo, size_t hi, const GPTConfig *c, uint64_t seed) {
+// The same a window of `chunk` parameters at a time, for states that never
+// sit in memory whole (--offload-to disk): buf[0..b-a) holds the parameters
+// [a, b), then take(ctx, a, b) is called, for each window of [lo, hi) in
+// order (the tensors are in layout order, so the sequence visits the flat
+// array from its start).
+void init_params_chunks(float *buf, size_t chunk, size_t lo, size_t hi, const GPTConfig *c, uint64_t seed,
+                        void (*take)(void *ctx, size_t a, size_t b), void *ctx) {
     int n = param_tensor_count(c);
     ParamTensor *t = malloc(sizeof(ParamTensor) * n);
     param_tensors(c, t);
@@ -179,9 +185,17 @@ void init_params_range(float *dst, size_t lo, size_t hi, const GPTConfig *c, uin
         for (size_t j = 0; j < t[i].count; j++) {
             float v = init_value(&t[i], i, j, c, &s);
             size_t at = t[i].offset + j;
-            if (at >= lo && at < hi) dst[at - lo] = v;
+            if (at < lo || at >= hi) continue;
+            buf[(at - lo) % chunk] = v;
+            if ((at + 1 - lo) % chunk == 0 || at + 1 == hi) take(ctx, at - (at - lo) % chunk, at + 1);
         }
     free(t);
+}
+
+static void init_take_nothing(void *ctx, size_t a, size_t b) { (void)ctx, (void)a, (void)b; }
+
+void init_params_range(float *dst, size_t lo, size_t hi, const GPTConfig *c, uint64_t seed) {
+    if (hi > lo) init_params_chunks(dst, hi - lo, lo, hi, c, seed, init_take_nothing, NULL);
 }
 
 void init_params(float *params, const GPTConfig *c, uint64_t seed) { init_params_range(params, 0, param_count(c), c, seed); }

@@ -146,12 +146,14 @@ size_t head_tile_floats(const GPT *m) {
 }
 
 // One buffer of the model: where its pointer lives, its ledger category and
-// name, and its size for this model (0: this model has none).
+// name, its size for this model (0: this model has none), and where it lives
+// (the device; --offload opt,params keeps the weight shard in pinned memory).
 typedef struct {
     void **at;
     int category;
     const char *name;
     size_t bytes;
+    int loc;
 } Buffer;
 
 enum { CPU_MAX_BUFFERS = 24 };
@@ -166,17 +168,20 @@ enum { CPU_MAX_BUFFERS = 24 };
 // fp32 runs have no master: the fp32 weights are what the optimizer updates.
 // With --fused-ce the globals need no buffers of their own: the table moves
 // through the piece buffers a chunk at a time.
+// With --offload opt the master weights are the offload room's (cpu/offload.h), not here.
 int cpu_buffers(GPT *m, int B, int T, Buffer *b) {
     const Shard *sh = &m->shard;
     const GPTConfig *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->channels, f = sizeof(float), e = dtype_size(m->dtype);
     int n = 0, lp = m->dtype != DT_FP32, train = !m->eval, whole_table = !m->plan.tiled_head;
-    int comm_buckets = sh->stage >= 2 ? MEM_COMM : MEM_SCRATCH;
+    int comm_buckets = sh->stage >= 2 ? MEM_COMM : MEM_SCRATCH, offloaded = m->plan.offload & OFFLOAD_OPT;
+    int wloc = m->plan.offload & OFFLOAD_PARAMS ? LOC_PINNED : LOC_DEVICE;  // the compute weights
     size_t block = block_act_floats(c, B, T, m->flash), final = final_act_floats(m, B, T);
-#define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, cat, name, size}
-    BUF(params, MEM_PARAMS, "params", !lp && (train || m->quant.format == QF_FP32) ? shard_weights_len(sh) * f : 0);
-    BUF(params_lp, MEM_PARAMS, "params (16-bit)", lp ? shard_weights_len(sh) * 2 : 0);
-    BUF(params, MEM_MASTER, "master weights", lp ? shard_state_len(sh) * f : 0);
+#define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, cat, name, size, LOC_DEVICE}
+#define BUF_AT(loc, ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, cat, name, size, loc}
+    BUF_AT(wloc, params, MEM_PARAMS, "params", !lp && (train || m->quant.format == QF_FP32) ? shard_weights_len(sh) * f : 0);
+    BUF_AT(wloc, params_lp, MEM_PARAMS, "params (16-bit)", lp ? shard_weights_len(sh) * 2 : 0);
+    BUF(params, MEM_MASTER, "master weights", lp && !offloaded ? shard_state_len(sh) * f : 0);
     BUF(grads, MEM_GRADS, "grads", train && !lp ? shard_grads_len(sh) * f : 0);
     BUF(grads_lp, MEM_GRADS, "grads (16-bit)", lp ? shard_grads_len(sh) * 2 : 0);
     BUF(dres, MEM_SCRATCH, "dres", train ? N * C * f : 0);
@@ -201,6 +206,7 @@ int cpu_buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(gather_piece, MEM_COMM, "piece gather", sh->stage == 3 ? m->piece * e : 0);
     BUF(gather_global, MEM_COMM, "global gather", sh->stage == 3 && whole_table ? m->plan.table * e : 0);
 #undef BUF
+#undef BUF_AT
     return n;
 }
 
@@ -209,7 +215,7 @@ void cpu_buffers_alloc(GPT *m, int B, int T) {
     Buffer b[CPU_MAX_BUFFERS];
     int n = cpu_buffers(m, B, T, b);
     for (int i = 0; i < n; i++)
-        if (b[i].bytes) *b[i].at = mem_alloc(b[i].category, b[i].bytes, b[i].name);
+        if (b[i].bytes) *b[i].at = mem_alloc_at(b[i].loc, b[i].category, b[i].bytes, b[i].name);
     m->acts = calloc(m->cfg.layers, sizeof(LayerActs));
 }
 

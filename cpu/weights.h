@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "core/dtype.h"
 #include "core/plan.h"
+#include "core/traffic.h"
 #include "cpu/gpt.h"
 #include "cpu/ops.h"
 #include "io/quant.h"
@@ -98,8 +99,15 @@ double gpt_grad_sum_squares(const GPT *m) {
 }
 
 // Stage 3: every rank's weights of [lo, hi) into dst (in the storage dtype).
+// With --offload opt,params this rank's shard is in page-locked host memory:
+// its part of the piece goes up first (the gather's own copy), over the link.
 void gather_weights(GPT *m, void *dst, size_t lo, size_t hi) {
-    zero_gather(&m->shard, dst, compute_weights(m), m->params_base, lo, hi, m->dtype);
+    const Shard *sh = &m->shard;
+    if (m->plan.offload & OFFLOAD_PARAMS) {
+        size_t a = lo > sh->own_lo ? lo : sh->own_lo, b = hi < sh->own_hi ? hi : sh->own_hi;
+        if (b > a) traffic_add(TR_UP, (long long)((b - a) * dtype_size(m->dtype)), 0.0);
+    }
+    zero_gather(sh, dst, compute_weights(m), m->params_base, lo, hi, m->dtype);
 }
 
 // Stages 2, 3: a bucket of fp32 gradients of [lo, hi), summed over the ranks

@@ -91,42 +91,59 @@ void offload_file_close(OffloadFile *f) {
     f->fd = -1;
 }
 
-// Record k's three parts at w (fp32), m and v (moment_bytes each).
+// Where record k's bytes come from or go to: up to five segments, in file
+// order (the master weights; m's values, or its codes then its scales; the
+// same for v). record_parts makes them for a chunk of len elements.
 typedef struct {
-    float *w;
-    void *m, *v;
+    void *seg[5];
+    size_t bytes[5];
+    int n;
 } RecordParts;
 
-static int whole_io(int write, int fd, void *p, size_t n, off_t at) {
-    char *b = p;
-    while (n) {
-        ssize_t got = write ? pwrite(fd, b, n, at) : pread(fd, b, n, at);
-        if (got <= 0) return -1;
-        b += got, n -= (size_t)got, at += got;
+RecordParts record_parts(size_t len, int bits, float *w, void *m, float *m_scale, void *v, float *v_scale) {
+    RecordParts r = {{w}, {4 * len}, 1};
+    size_t scales = 4 * ((len + ADAM_BLOCK - 1) / ADAM_BLOCK);
+    void *moment[2] = {m, v};
+    float *scale[2] = {m_scale, v_scale};
+    for (int i = 0; i < 2; i++) {
+        r.seg[r.n] = moment[i], r.bytes[r.n++] = bits == 8 ? len : 4 * len;
+        if (bits == 8) r.seg[r.n] = scale[i], r.bytes[r.n++] = scales;
+    }
+    return r;
+}
+
+static int record_io(int write, const OffloadFile *f, size_t k, RecordParts *r) {
+    off_t at = (off_t)(k * record_bytes(f, f->chunk));
+    for (int i = 0; i < r->n; i++) {
+        char *b = r->seg[i];
+        size_t n = r->bytes[i];
+        while (n) {
+            ssize_t got = write ? pwrite(f->fd, b, n, at) : pread(f->fd, b, n, at);
+            if (got <= 0) return -1;
+            b += got, n -= (size_t)got, at += got;
+        }
     }
     return 0;
 }
 
-uint64_t record_hash(const OffloadFile *f, size_t len, RecordParts r) {
-    uint64_t h = replica_hash(REPLICA_HASH_START, r.w, 4 * len);
-    h = replica_hash(h, r.m, moment_bytes(len, f->bits));
-    return replica_hash(h, r.v, moment_bytes(len, f->bits));
+uint64_t record_hash(const RecordParts *r) {
+    uint64_t h = REPLICA_HASH_START;
+    for (int i = 0; i < r->n; i++) h = replica_hash(h, r->seg[i], r->bytes[i]);
+    return h;
 }
 
 // Read record k into r, checking its hash; a record never written reads as zeros.
 void offload_file_read(OffloadFile *f, size_t k, RecordParts r) {
-    size_t len = record_len(f, k), mb = moment_bytes(len, f->bits);
-    off_t at = (off_t)(k * record_bytes(f, f->chunk));
+    size_t len = record_len(f, k);
     double t0 = now_seconds();
-    int bad = whole_io(0, f->fd, r.w, 4 * len, at) || whole_io(0, f->fd, r.m, mb, at + 4 * (off_t)len) ||
-              whole_io(0, f->fd, r.v, mb, at + 4 * (off_t)len + (off_t)mb);
+    int bad = record_io(0, f, k, &r);
     traffic_add(TR_DISK_READ, (long long)record_bytes(f, len), now_seconds() - t0);
     if (bad) {
         fprintf(stderr, "error: --offload-to disk: cannot read the optimizer's states back (record %zu): %s; the run "
                 "stops here (a state saved before is intact)\n", k, strerror(errno));
         exit(1);
     }
-    if (f->hash[k] && record_hash(f, len, r) != f->hash[k]) {
+    if (f->hash[k] && record_hash(&r) != f->hash[k]) {
         fprintf(stderr, "error: --offload-to disk: the offload file was changed under the run (record %zu of %zu, "
                 "parameters %zu..%zu, does not hash as it was written); the run stops before training on it (a state "
                 "saved before is intact)\n", k, f->nrec, k * f->chunk, k * f->chunk + len);
@@ -136,18 +153,16 @@ void offload_file_read(OffloadFile *f, size_t k, RecordParts r) {
 
 // Write record k from r, and keep its hash.
 void offload_file_write(OffloadFile *f, size_t k, RecordParts r) {
-    size_t len = record_len(f, k), mb = moment_bytes(len, f->bits);
-    off_t at = (off_t)(k * record_bytes(f, f->chunk));
+    size_t len = record_len(f, k);
     double t0 = now_seconds();
-    int bad = whole_io(1, f->fd, r.w, 4 * len, at) || whole_io(1, f->fd, r.m, mb, at + 4 * (off_t)len) ||
-              whole_io(1, f->fd, r.v, mb, at + 4 * (off_t)len + (off_t)mb);
+    int bad = record_io(1, f, k, &r);
     traffic_add(TR_DISK_WRITE, (long long)record_bytes(f, len), now_seconds() - t0);
     if (bad) {
         fprintf(stderr, "error: --offload-to disk: cannot write the optimizer's states (record %zu): %s; the run stops "
                 "here (a state saved before is intact)\n", k, strerror(errno));
         exit(1);
     }
-    f->hash[k] = record_hash(f, len, r);
+    f->hash[k] = record_hash(&r);
     if (!f->hash[k]) f->hash[k] = 1;  // 0 means "never written"
 }
 

@@ -19,6 +19,7 @@
 #include "core/saved.h"   // the tensors a block saves
 #include "core/plan.h"      // the step plan: what a block drops
 #include "core/settings.h"  // the run's settings
+#include "memory/predict_offload.h"  // --offload's rows and traffic
 
 
 // P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
@@ -312,7 +313,11 @@ ShardSizes predict_shard(size_t P, const Settings *s) {
 
 // Fill `r` with the predicted ledger for one training run.
 void predict_memory(const Settings *s, MemReport *r) {
-    if (s->cuda) { predict_memory_gpu(s, r); return; }
+    if (s->cuda) {
+        predict_memory_gpu(s, r);
+        predict_traffic(s, 0, r->traffic);  // rank 0's (train.c asks for each rank's own)
+        return;
+    }
     if (s->eval_only) { predict_memory_eval(s, r); return; }
     memset(r, 0, sizeof *r);
     int L = s->cfg.layers, C = s->cfg.channels, H = s->cfg.heads, maxT = s->cfg.max_seq, Vp = (s->cfg.vocab + 63) / 64 * 64;
@@ -361,9 +366,12 @@ void predict_memory(const Settings *s, MemReport *r) {
     // data: the corpus bytes + inputs and targets, N int32 each
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     snapshot_on_device(&base);
+    predict_offload_rows(s, zero, master_n, &base);  // --offload: the optimizer's states off the device
+    snapshot_totals(&base);
 
     ActivationBytes act = predict_activations(s);
     predict_phases(&base, &act, r);
+    predict_traffic(s, 0, r->traffic);  // rank 0's (train.c asks for each rank's own)
 }
 
 // Fill the phases and peaks from the constant part `base` and the activations:
@@ -465,6 +473,7 @@ void predict_memory_gpu(const Settings *s, MemReport *r) {
     base.at[LOC_HOST][MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 4 * (size_t)Vp;  // the corpus, its batches, counts
     base.at[LOC_PINNED][MEM_DATA] = 2 * 4 * (5 * N + 1);                          // the two upload buffers
     base.at[LOC_PINNED][MEM_COMM] = ranks > 1 ? GPU_STAGING : 0;                  // the staging buffer
+    predict_offload_rows(s, zero, sh.state_n, &base);
     snapshot_totals(&base);
     ActivationBytes act = predict_activations_gpu(s);
     predict_phases(&base, &act, r);

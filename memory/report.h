@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stddef.h>
 #include <string.h>
+#include "core/traffic.h"
 
 enum MemCategory {
     MEM_PARAMS,       // the model's weights in the compute dtype
@@ -84,12 +85,20 @@ enum { EVAL_PHASES = PHASE_FORWARD + 1 };
 
 // A full report: the four phase snapshots, per-category peaks, total peak,
 // and each location's peak (the peak of its total).
+// With --offload, also what one step moves between the locations (core/traffic.h's kinds).
 typedef struct {
     MemSnapshot phase[MEM_NPHASE];
     size_t peak[MEM_NCAT];
     size_t peak_total;
     size_t peak_at[MEM_NLOC];
+    long long traffic[TR_N];
 } MemReport;
+
+int report_moves(const MemReport *r) {
+    for (int k = 0; k < TR_N; k++)
+        if (r->traffic[k]) return 1;
+    return 0;
+}
 
 // Does the report hold anything off the device (a GPU's host buffers, offload)?
 int report_off_device(const MemReport *r) {
@@ -165,6 +174,22 @@ void print_locations(FILE *f, const MemReport *pred, const MemReport *meas, int 
     }
 }
 
+// What a step moves (--offload): predicted and, when given, measured (the first step's).
+void print_traffic(FILE *f, const MemReport *pred, const MemReport *meas) {
+    fprintf(f, "  what one step moves (--offload)\n");
+    for (int k = 0; k < TR_N; k++) {
+        if (!pred->traffic[k] && !(meas && meas->traffic[k])) continue;
+        fprintf(f, "    %-20s %16lld ", traffic_name[k], pred->traffic[k]);
+        print_size(f, (size_t)pred->traffic[k]);
+        if (meas) {
+            fprintf(f, " %16lld ", meas->traffic[k]);
+            print_size(f, (size_t)meas->traffic[k]);
+            fprintf(f, " %10lld", meas->traffic[k] - pred->traffic[k]);
+        }
+        fprintf(f, "\n");
+    }
+}
+
 // The first `nphases` phases (an --eval-only run has two: init and forward), then the peaks.
 void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas, int nphases) {
     for (int ph = 0; ph < nphases; ph++)
@@ -173,6 +198,7 @@ void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas, int
     print_mem_rows(f, "peak (per category; total = peak of the sum)", pred->peak, pred->peak_total,
                    meas ? meas->peak : NULL, meas ? meas->peak_total : 0);
     if (report_off_device(pred) || (meas && report_off_device(meas))) print_locations(f, pred, meas, nphases);
+    if (report_moves(pred) || (meas && report_moves(meas))) print_traffic(f, pred, meas);
 }
 
 // The prediction alone, compact: one row per category, one column per phase,
@@ -194,6 +220,7 @@ void print_prediction(FILE *f, const MemReport *r, int nphases) {
         fprintf(f, " %14zu\n", peak);
     }
     if (report_off_device(r)) print_locations(f, r, NULL, nphases);
+    if (report_moves(r)) print_traffic(f, r, NULL);
 }
 
 // {"params": B, ..., "total": B}; with `at`, then "at": {"device": {...}, ...}
@@ -229,7 +256,13 @@ void json_report(FILE *f, const MemReport *r) {
     json_sizes(f, r->peak, r->peak_total, NULL);
     fprintf(f, ", \"peak_at\": {");
     for (int l = 0; l < MEM_NLOC; l++) fprintf(f, "%s\"%s\": %zu", l ? ", " : "", mem_location_name[l], r->peak_at[l]);
-    fprintf(f, "}}");
+    fprintf(f, "}");
+    if (report_moves(r)) {
+        fprintf(f, ", \"traffic\": {");
+        for (int k = 0; k < TR_N; k++) fprintf(f, "%s\"%s\": %lld", k ? ", " : "", traffic_name[k], r->traffic[k]);
+        fprintf(f, "}");
+    }
+    fprintf(f, "}");
 }
 
 // Both reports as JSON: {"predicted": {...}, "measured": {...} or null}.

@@ -57,7 +57,7 @@ LDLIBS  = -lm
 STB := $(wildcard /usr/include/stb/stb_image_write.h)
 
 # every header: the program is one translation unit (train.c includes them), as are the tests
-HEADERS = model.h $(wildcard core/*.h memory/*.h parallel/*.h io/*.h cpu/*.h gpu/*.h app/*.h) cuda/api.h
+HEADERS = model.h $(wildcard core/*.h memory/*.h parallel/*.h io/*.h optim/*.h cpu/*.h gpu/*.h app/*.h) cuda/api.h
 
 .PHONY: all test data bench bench-flags bench-load asan clean chart compare test-cuda bench-gpu
 
@@ -138,6 +138,8 @@ compare: train chart data
 	  "fp32=" "bf16=--dtype bf16" "bf16+ckpt=--dtype bf16 --ckpt" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \
 	  "+fused-ce=--dtype bf16 --ckpt --flash --fused-ce" "bf16+zero3 x8=--dtype bf16 --zero 3 --ranks 8" \
 	  "+fused-ce=--dtype bf16 --zero 3 --ranks 8 --fused-ce"
+	python3 scripts/compare.py --dry-run --base "$(GPT2) --dtype bf16" "bf16=" "offload=--offload opt" \
+	  "to disk=--offload opt --offload-to disk" "ZeRO-3 x4=--zero 3 --ranks 4" "+opt,params=--zero 3 --ranks 4 --offload opt,params"
 	python3 scripts/compare.py --base "$(SMALL_RUN)" --csv doc/img/memory_small.csv --png doc/img/memory_small.png \
 	  --title "small model, batch 32 x 128, 2 cores: measured peak memory" \
 	  "fp32=" "bf16=--dtype bf16" "ckpt=--ckpt" "flash=--flash" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \

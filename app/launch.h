@@ -248,10 +248,11 @@ int load_data(Dataset *data, const Settings *o) {
 
 // Before anything is allocated: stop with a message unless the predicted
 // peak fits where the run runs (the GPU's memory for each rank sharing it, or
-// this machine's for all its ranks).
+// this machine's RAM for all its ranks: everything but the offload file, whose
+// bytes stay the same from build to exit, so the peak less them is the RAM's).
 void check_fits_here(const Settings *o, const MemReport *predicted) {
     if (o->cuda) check_fits_gpu(predicted->peak_at[LOC_DEVICE]);
-    else check_fits(predicted->peak_total * (size_t)comm_nranks);
+    else check_fits((predicted->peak_total - predicted->peak_at[LOC_DISK]) * (size_t)comm_nranks);
 }
 
 #endif

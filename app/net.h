@@ -1,5 +1,5 @@
 // app/net.h — the model on its device: the CPU reference (model.h, with
-// cpu/optimizer.h's AdamW state) or the GPU (gpu/model.h, which keeps AdamW's
+// optim/optimizer.h's AdamW state) or the GPU (gpu/model.h, which keeps AdamW's
 // state on the GPU too). train.c's loop calls only these functions; they are
 // the only places that ask which device runs.
 //
@@ -17,7 +17,7 @@
 #include "core/settings.h"
 #include "model.h"
 #include "cpu/offload.h"
-#include "cpu/optimizer.h"
+#include "optim/optimizer.h"
 #include "parallel/comm.h"
 #include "parallel/zero.h"
 #include "cuda/api.h"

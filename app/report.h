@@ -45,6 +45,8 @@ void print_config_line(const GPTConfig *c, const Settings *o) {
     if (o->cuda && !o->dry_run) printf(" %s", gpu_name());
     if (o->cuda && comm_nranks > 1) printf(" | comm %s", o->comm == COMM_NCCL ? "nccl" : "mpi");
     if (o->adam_bits == 8) printf(" | 8-bit adam");
+    if (o->offload) printf(" | offload %s to %s%s", o->offload_str, o->offload_disk ? "disk " : "host",
+                           o->offload_disk ? o->offload_dir : "");
     if (o->eval_only) printf(" | eval-only%s%s", o->quantize ? ", weights in " : "", o->quantize ? quant_name[o->quantize] : "");
     if (!o->dry_run) {
         if (!o->eval_only) printf(" | %d steps", o->steps);
@@ -83,10 +85,10 @@ int report_memory(const Settings *o, const MemReport *predicted, const MemReport
                g_arena.capacity, measured->peak[MEM_ACTIVATIONS]);
         size_t rss = process_peak_rss();
         if (rss)
-            printf("    %-12s %16zu B: the process's peak resident size (%.2f MiB), %.2f MiB more than the host part "
-                   "of the ledger: the program and its libraries (a build with CUDA maps cuBLASLt and the CUDA "
+            printf("    %-12s %16zu B: the process's peak resident size (%.2f MiB), %.2f MiB more than the ledger's "
+                   "bytes in RAM (not a GPU's, not the offload file's): the program and its libraries (a build with CUDA maps cuBLASLt and the CUDA "
                    "runtime: about 150 MiB, on the CPU too), thread stacks, the C library's heap; not predicted\n",
-                   "process", rss, mib(rss), mib(rss) - mib(g_ledger.peak_total - g_ledger.gpu_reserved));
+                   "process", rss, mib(rss), mib(rss) - mib(g_ledger.peak_total - g_ledger.gpu_reserved - g_ledger.peak_at[LOC_DISK]));
         if (o->cuda) {  // what cudaMemGetInfo sees beyond the ledger's own device buffers
             size_t free_b, total_b;
             gpu_mem_info(&free_b, &total_b);

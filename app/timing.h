@@ -19,12 +19,16 @@
 // A phase whose GPU time is well above the sum of its kernels' times (tests/
 // test_cuda --op-times) is held up by the host. The first step (warm-up:
 // cuBLASLt's plans, page faults) is left out of the means when there are more.
+// With --offload the optimizer's row is split into what it adds: the time of
+// the copies down and up, of the host's AdamW, of the offload file's reads and
+// writes (core/traffic.h, counted where they happen), with their bytes a second.
 #ifndef GPTMEM_TIMING_H
 #define GPTMEM_TIMING_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include "core/clock.h"
+#include "core/traffic.h"
 #include "cuda/api.h"
 
 enum { TM_DATA, TM_FORWARD, TM_BACKWARD, TM_REDUCE, TM_NORM, TM_STEP, TM_NPHASE };
@@ -40,6 +44,8 @@ typedef struct {
     long waits_at_start, blocked_at_start;  // gpu_waits() and gpu_blocked() at the step's start
     long waits, first_waits;   // the host's waits for the GPU inside the steps (after the first; in the first)
     long blocked, first_blocked;  // the calls that blocked the host, likewise
+    Traffic traffic_at_start;  // --offload: the counters at the step's start
+    Traffic moved, first_moved;  // and what the steps moved, and the time it took (after the first; in the first)
     int steps;                 // steps added up in host/dev (after the first)
     int first_done;            // the first step is kept apart
 } Timing;
@@ -76,6 +82,7 @@ void timing_start(Timing *tm) {
     if (!tm->on) return;
     tm->nmarks = 0;
     if (tm->gpu) tm->waits_at_start = gpu_waits(), tm->blocked_at_start = gpu_blocked();
+    tm->traffic_at_start = g_traffic;
     tm->last = now_seconds();
     timing_record(tm, -1);
 }
@@ -99,10 +106,33 @@ void timing_step_end(Timing *tm) {
         *(tm->first_done ? &tm->waits : &tm->first_waits) += gpu_waits() - tm->waits_at_start;
         *(tm->first_done ? &tm->blocked : &tm->first_blocked) += gpu_blocked() - tm->blocked_at_start;
     }
+    Traffic *moved = tm->first_done ? &tm->moved : &tm->first_moved;
+    for (int k = 0; k < TR_N; k++) {
+        moved->bytes[k] += g_traffic.bytes[k] - tm->traffic_at_start.bytes[k];
+        moved->seconds[k] += g_traffic.seconds[k] - tm->traffic_at_start.seconds[k];
+    }
+    moved->adam_seconds += g_traffic.adam_seconds - tm->traffic_at_start.adam_seconds;
     for (int i = 1; tm->gpu && i < tm->nmarks; i++)
         dev[tm->phase[i]] += gpu_event_ms(tm->events[i - 1], tm->events[i]) / 1e3;
     if (tm->first_done) tm->steps++;
     tm->first_done = 1;
+}
+
+// --offload's part of the optimizer's row: ms per step of each kind of copy
+// (and its GB/s) and of AdamW on the host; nothing without offload.
+void timing_print_offload(const Traffic *moved, int n) {
+    int any = moved->adam_seconds > 0;
+    for (int k = 0; k < TR_N; k++) any |= moved->bytes[k] != 0;
+    if (!any) return;
+    printf("    %-10s %10.3f\n", "host AdamW", 1e3 * moved->adam_seconds / n);
+    for (int k = 0; k < TR_N; k++) {
+        if (!moved->bytes[k]) continue;
+        double s = moved->seconds[k];
+        double b = (double)moved->bytes[k] / n;
+        printf("    %-10s %10.3f   %.2f %s a step", traffic_name[k], 1e3 * s / n, b >= 1e9 ? b / 1e9 : b / 1e6, b >= 1e9 ? "GB" : "MB");
+        if (s > 0) printf(" at %.2f GB/s", moved->bytes[k] / 1e9 / s);
+        printf("\n");
+    }
 }
 
 // The table: ms per step, the mean over the steps after the first (or the first alone).
@@ -119,6 +149,7 @@ void timing_print(const Timing *tm) {
         printf("  %-12s %10.3f", timing_phase_name[p], 1e3 * host[p] / n);
         if (tm->gpu) printf(" %10.3f", 1e3 * dev[p] / n);
         printf("\n");
+        if (p == TM_STEP) timing_print_offload(tm->steps ? &tm->moved : &tm->first_moved, n);
     }
     printf("  %-12s %10.3f", "step", 1e3 * th / n);
     if (tm->gpu) printf(" %10.3f", 1e3 * td / n);

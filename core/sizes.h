@@ -22,8 +22,9 @@ enum {
                                          // every ceil(weight bytes / this) steps
     QUANT_BLOCK = 64,               // int8/int4 weights: one fp32 scale per this many consecutive weights of a matrix
     ADAM_BLOCK = 256,               // --adam-bits 8: m and v have one fp32 scale per this many elements (ZeRO shards are whole blocks)
+    GRAD_BLOCK = 4096,              // 16-bit gradients are widened (summed, stepped) this many at a time
     OFFLOAD_CHUNK = 1 << 20,        // --offload: the optimizer's step moves this many parameters at a time (over the link, to
-                                    // and from disk); a multiple of ADAM_BLOCK and of the optimizer's gradient block
+                                    // and from disk); a multiple of ADAM_BLOCK and of GRAD_BLOCK
 };
 
 #define DEFAULT_LOSS_SCALE 65536.0f  // fp16: the starting loss scale (--loss-scale)

@@ -30,7 +30,7 @@
 #include "core/dtype.h"
 #include "core/traffic.h"
 #include "cpu/gpt.h"
-#include "cpu/optimizer.h"
+#include "optim/optimizer.h"
 #include "io/offload_file.h"
 #include "memory/ledger.h"
 #include "parallel/comm.h"

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/dtype.h"
+#include "core/sizes.h"
 #include "cpu/gemm.h"
 
 // --- encoder: token + position embedding ----------------------------------
@@ -461,7 +462,6 @@ void crossentropy_tile_backward(float *tile, int rows, int nv, int v0, int V, co
 // GRAD_BLOCK values at a time and summed in 8 independent lanes (lane i takes
 // every 8th element, so the compiler can use vector registers without
 // reordering any sum); then lanes and chunks are added in order.
-enum { GRAD_BLOCK = 4096 };
 
 double sum_squares_dt(const void *g, size_t n, int dt) {
     enum { CHUNKS = 64, LANES = 8 };

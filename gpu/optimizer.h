@@ -45,7 +45,7 @@ void gpu_read_numbers(GpuGPT *m, double *loss_sum, double *sumsq) {
 
 // One AdamW step over the parameters this rank updates (its share from stage
 // 1 on; all of them at stage 0, where every rank is a replica), tensor by
-// tensor so weight decay reaches only 2-D weights (cpu/optimizer.h
+// tensor so weight decay reaches only 2-D weights (optim/optimizer.h
 // optimizer_step); the 16-bit weights are rewritten from the master. Stages
 // 1, 2 then all-gather every rank's updated block. The gradients' scale is in
 // the step's numbers (gpu_grad_norm): a NaN there skips the step in the

@@ -55,7 +55,7 @@ size_t state_header_bytes(uint32_t version) { return version == 3 ? offsetof(Sta
 // What a state file's arrays come from and go to: this rank's fp32 weights
 // and Adam's m and v of the parameters [lo, hi) (element 0 is parameter lo),
 // in host or device memory (on_gpu); with --adam-bits 8, m and v are read
-// and written through the optimizer's accessors (cpu/optimizer.h
+// and written through the optimizer's accessors (optim/optimizer.h
 // optimizer_moments_get/set), from its element moments_at, and the file holds
 // the fp32 values its codes stand for.
 // With --offload-to disk the weights, too, are read and written through

@@ -12,7 +12,7 @@
 // under 1e-2. A wrong term in a backward gives errors of order 1.
 #include "model.h"
 #include "memory/predict.h"
-#include "cpu/optimizer.h"
+#include "optim/optimizer.h"
 #include "io/data.h"
 #include "tests/check.h"
 

@@ -18,7 +18,7 @@
 #include "memory/ledger.h"
 #include "model.h"
 #include "memory/predict.h"
-#include "cpu/optimizer.h"
+#include "optim/optimizer.h"
 #include "tests/check.h"
 #include "cuda/api.h"
 #include "gpu/model.h"
@@ -399,7 +399,7 @@ void test_fused_ce_ops(int dt) {
 }
 
 // The step's numbers on the device: the loss sum (cu_loss_add) against the
-// CPU's row-order mean, and AdamW's scale (cu_grad_scale) against cpu/optimizer.h's
+// CPU's row-order mean, and AdamW's scale (cu_grad_scale) against optim/optimizer.h's
 // step_grad_scale, bit for bit: unclipped, clipped, fp16's loss scale, and
 // NaN for an infinite norm.
 void test_step_numbers(void) {
@@ -438,7 +438,7 @@ void test_step_numbers(void) {
     free(losses);
 }
 
-// The gradient norm and one AdamW update against core/adamw.h and cpu/optimizer.h; a NaN scale
+// The gradient norm and one AdamW update against core/adamw.h and optim/optimizer.h; a NaN scale
 // (a skipped step) changes nothing.
 void test_optimizer(int dt) {
     size_t n = 100003;

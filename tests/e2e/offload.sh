@@ -83,6 +83,17 @@ EOF
 ); then ok "--offload opt --offload-to disk, bf16: $msg"
 else bad "--offload's rows and traffic by formula: $msg"; fi
 
+# --- --timing splits the optimizer's row into what offload adds (and a run without offload does not)
+# (the default small model: forward and backward must hold most of the step, as timing_check.py asks)
+T=(--steps 5 --batch 8 --eval-every 0 --sample-len 0 --timing --dtype bf16)
+if ./train "${T[@]}" --offload opt --offload-to disk:"$tmp" --log "$tmp/t1.csv" >"$tmp/t1" 2>&1 &&
+   msg=$(python3 tests/timing_check.py "$tmp/t1" "$tmp/t1.csv" host 0.05 offload 2>&1) &&
+   ./train "${T[@]}" --log "$tmp/t0.csv" >"$tmp/t0" 2>&1 &&
+   python3 tests/timing_check.py "$tmp/t0" "$tmp/t0.csv" host 0.05 >/dev/null 2>&1 &&
+   ! python3 tests/timing_check.py "$tmp/t0" "$tmp/t0.csv" host 0.05 offload >/dev/null 2>&1; then
+  ok "--timing with --offload-to disk: the optimizer's row split into host AdamW, link down and up, disk read and write ($msg)"
+else bad "--timing with --offload: $msg"; fi
+
 # --- resume: an offloaded state resumes without offload and back, bit for bit (3 ranks, stages 0 and 3, disk)
 if have_mpi; then
   nbad=0

@@ -1,6 +1,7 @@
-// cpu/optimizer.h — AdamW's state on the CPU (fp32 m and v, or --adam-bits 8's
+// optim/optimizer.h — AdamW's state on the host (fp32 m and v, or --adam-bits 8's
 // block-quantized codes) and its step over this rank's parameters, tensor by
-// tensor; the update itself is core/adamw.h's.
+// tensor: the CPU model's optimizer, and with --offload the GPU's too (optim/offload.h).
+// The update itself is core/adamw.h's.
 #ifndef GPTMEM_OPTIMIZER_H
 #define GPTMEM_OPTIMIZER_H
 
@@ -13,7 +14,6 @@
 #include "core/config.h"
 #include "core/dtype.h"
 #include "core/sizes.h"
-#include "cpu/ops.h"  // GRAD_BLOCK
 #include "memory/ledger.h"
 
 // ---------------------------------------------------------------------------

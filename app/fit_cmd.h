@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include "app/flags.h"
 #include "app/launch.h"
 #include "app/report.h"
@@ -14,12 +15,13 @@
 
 // --fit: the command line without the flags --fit chooses (for the recommended command).
 void fit_base_command(int argc, char **argv, char *out, size_t n) {
-    const char *chosen[] = {"fit", "batch", "accum", "dtype", "flash", "ckpt", "recompute", "fused-ce", "zero", "dry-run"};
-    const int takes_value[] = {1, 1, 1, 1, 0, 0, 1, 0, 1, 0};
+    const char *chosen[] = {"fit", "batch", "accum", "dtype", "flash", "ckpt", "recompute", "fused-ce", "zero", "dry-run",
+                            "offload-to", "offload"};
+    const int takes_value[] = {1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1};
     size_t k = (size_t)snprintf(out, n, "./train");
     for (int i = 1; i < argc && k < n; i++) {
         int skip = 0;
-        for (int c = 0; c < 10 && !skip; c++) {
+        for (int c = 0; c < 12 && !skip; c++) {
             size_t len = strlen(chosen[c]);
             if (strncmp(argv[i], "--", 2) || strncmp(argv[i] + 2, chosen[c], len)) continue;
             if (argv[i][2 + len] == '=') skip = 1;
@@ -73,7 +75,12 @@ int fit_run(const Settings *o, int argc, char **argv) {
     Settings shown = *o;
     shown.dry_run = 1;  // the config line without steps and threads: nothing runs
     print_config_line(cfg, &shown);
-    return fit_report(o, o->batch * o->accum, o->ranks > 1 ? o->ranks : 1, budget, text, base);
+    // --offload's room: the host's free memory, and the disk's in the offload file's folder
+    g_fit_offload_dir = o->offload_disk ? o->offload_dir : ".";
+    struct statvfs fs;
+    size_t disk_free = statvfs(g_fit_offload_dir, &fs) == 0 ? (size_t)fs.f_bavail * fs.f_frsize : 0;
+    return fit_report(o, o->batch * o->accum, o->ranks > 1 ? o->ranks : 1, budget, text, base, available_memory(),
+                      disk_free);
 }
 
 #endif

@@ -265,8 +265,6 @@ void parse_offload(Settings *o) {
         usage_error("--offload params: the weights follow the optimizer's states off the device; give --offload opt,params");
     if ((o->offload & OFFLOAD_PARAMS) && o->zero != 3)
         usage_error("--offload params moves ZeRO stage 3's weight shard: add --zero 3 (on several ranks), or use --offload opt");
-    if (o->offload && o->cuda)
-        usage_error("--offload is written for --device cpu only; on the GPU, use --zero on several ranks or --device cpu");
     if (o->offload && o->eval_only) usage_error("--offload moves the optimizer's states; --eval-only has no optimizer");
     const char *to = o->offload_to;
     if (!strcmp(to, "host")) return;

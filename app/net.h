@@ -17,6 +17,8 @@
 #include "core/settings.h"
 #include "model.h"
 #include "cpu/offload.h"
+#include "gpu/offload.h"
+#include "optim/offload.h"
 #include "optim/optimizer.h"
 #include "parallel/comm.h"
 #include "parallel/zero.h"
@@ -27,15 +29,15 @@
 typedef struct {
     int cuda;       // --device cuda
     GPT cpu;        // --device cpu: the model
-    Optimizer opt;  // AdamW: its config on both devices; its state on the CPU only
+    Optimizer opt;  // AdamW: its config on both devices; its state on the CPU, or off either device (--offload)
     GpuGPT gpu;     // --device cuda: the model and AdamW's state
     float *row;     // --device cuda: one row of logits copied to the host for sampling (Vp floats)
     // --device cpu: the step's numbers (the GPU keeps them in device memory, GpuGPT.numbers)
     double loss_sum;   // the mean losses of the forwards since the last net_read_numbers, added up
     double sumsq;      // the gradients' sum of squares (net_grad_norm)
     float grad_scale;  // AdamW's gradient scale: core/adamw.h step_grad_scale; NaN skips the step
-    CpuOffload off;      // --offload on the CPU: the optimizer's states off the device
-    StateTarget off_file;  // --offload-to disk: what a saved state reads and writes them through
+    HostOffload off;         // --offload: the optimizer's states off the device, its step on the host
+    OffloadTarget off_file;  // --offload-to disk: what a saved state reads and writes them through
 } Net;
 
 // The step's numbers, read after it (net_read_numbers).
@@ -63,38 +65,44 @@ int net_build(Net *n, const Settings *s, const Plan *plan, int rank, int nranks,
         gpu_gpt_build(&n->gpu, s, plan, rank, nranks);
         n->gpu.nccl = s->comm == COMM_NCCL;
         gpu_arena_reserve(stack);
-        gpu_gpt_init(&n->gpu, s->seed);
         n->row = malloc(sizeof(float) * padded_vocab(&s->cfg));
+    } else {
+        gpt_build(&n->cpu, s, plan, rank, nranks);
+        arena_reserve(stack);
+    }
+    const Shard *sh = s->cuda ? &n->gpu.shard : &n->cpu.shard;  // the optimizer's state: the shard from stage 1, else whole
+    AdamWConfig adam = adamw_config(s);
+    size_t lo = sh->stage >= 1 ? sh->own_lo : 0, hi = sh->stage >= 1 ? sh->own_hi : sh->nparams;
+    size_t n_alloc = sh->stage >= 1 ? sh->size : sh->padded;
+    if (plan->offload & OFFLOAD_OPT) {  // --offload: the optimizer's states off the device, and the init there
+        OffloadLink link = s->cuda ? gpu_offload_link(&n->gpu) : cpu_offload_link(&n->cpu);
+        n->off_file = (OffloadTarget){&n->off, &n->opt};
+        int bad = host_offload_build(&n->off, &link, plan, &n->opt, &adam, &s->cfg, lo, hi, n_alloc, s->adam_bits,
+                                     s->offload_dir, rank);
+        if (comm_any(bad)) return -1;  // (every rank stops before the init's collectives)
+        host_offload_init(&n->off, &n->opt, &s->cfg, s->seed);
+        return 0;
+    }
+    if (s->cuda) {
+        gpu_gpt_init(&n->gpu, s->seed);
         return 0;
     }
     GPT *model = &n->cpu;
-    gpt_build(model, s, plan, rank, nranks);
-    arena_reserve(stack);
-    const Shard *sh = &model->shard;  // the optimizer's state: the shard from stage 1, else whole
-    AdamWConfig adam = adamw_config(s);
-    size_t lo = sh->stage >= 1 ? sh->own_lo : 0, hi = sh->stage >= 1 ? sh->own_hi : model->nparams;
-    size_t n_alloc = sh->stage >= 1 ? sh->size : sh->padded;
-    if (plan->offload & OFFLOAD_OPT) {  // --offload: the optimizer's states off the device, and the init there
-        n->off_file = (StateTarget){&n->off, &n->opt};
-        int bad = cpu_offload_build(&n->off, model, &n->opt, &adam, lo, hi, n_alloc, s->adam_bits, s->offload_dir, rank);
-        if (comm_any(bad)) return -1;  // (every rank stops before the init's collectives)
-        cpu_offload_init(&n->off, model, &n->opt, s->seed);
-        return 0;
-    }
     gpt_init(model, s->seed);
     optimizer_build(&n->opt, &adam, &s->cfg, lo, hi, n_alloc, s->adam_bits);
     return 0;
 }
 
 void net_free(Net *n) {
+    host_offload_free(&n->off);
     if (n->cuda) {
         if (n->gpu.nccl) gpu_nccl_close();  // the communicator train.c opened (--comm nccl)
+        optimizer_free(&n->opt);
         gpu_gpt_free(&n->gpu);
         gpu_arena_release();
         free(n->row);
     } else {
         optimizer_free(&n->opt);
-        cpu_offload_free(&n->off);
         gpt_free(&n->cpu);
         arena_release();
     }
@@ -155,10 +163,11 @@ void net_grad_norm(Net *n, float loss_scale, float clip) {
 // of net_grad_norm, then the weights every rank computes with. Nothing
 // happens when the norm was not finite (fp16 overflow: the step is skipped).
 void net_step(Net *n, float lr, int t) {
-    if (n->cuda) { gpu_adamw_step(&n->gpu, &n->opt.cfg, lr, t); return; }
-    if (isnan(n->grad_scale)) return;
+    if (n->cuda && !n->off.on) { gpu_adamw_step(&n->gpu, &n->opt.cfg, lr, t); return; }
+    float scale = n->cuda ? gpu_step_scale(&n->gpu) : n->grad_scale;
+    if (isnan(scale)) return;
+    if (n->off.on) { host_offload_step(&n->off, &n->opt, lr, t, scale); return; }
     GPT *model = &n->cpu;
-    if (n->off.on) { cpu_offload_step(&n->off, model, &n->opt, lr, t, n->grad_scale); return; }
     optimizer_step(&n->opt, model->params, model->master_base, gpt_grads(model), model->grads_base, model->dtype, lr,
                    t, n->grad_scale);
     gpt_sync_params(model);  // stages 1, 2: all-gather the updated shards
@@ -206,7 +215,7 @@ size_t net_weight_bytes(const Net *n) {
 NetState net_state(Net *n) {
     NetState st;
     memset(&st, 0, sizeof st);
-    if (n->cuda) {
+    if (n->cuda && !n->off.on) {
         GpuGPT *g = &n->gpu;
         st.lo = g->shard.own_lo, st.hi = g->shard.own_hi, st.on_gpu = 1;
         st.w = g->master + (st.lo - g->master_base);
@@ -215,8 +224,9 @@ NetState net_state(Net *n) {
     }
     GPT *model = &n->cpu;
     Optimizer *opt = &n->opt;
-    st.lo = model->shard.own_lo, st.hi = model->shard.own_hi, st.on_gpu = 0;
-    st.w = model->params + (st.lo - model->master_base);
+    const Shard *sh = n->cuda ? &n->gpu.shard : &model->shard;
+    st.lo = sh->own_lo, st.hi = sh->own_hi, st.on_gpu = 0;
+    if (!n->off.on) st.w = model->params + (st.lo - model->master_base);
     if (n->off.on && n->off.disk) {  // --offload-to disk: all three through the file
         st.w = NULL;
         st.weights = st.moments = &n->off_file;
@@ -238,6 +248,15 @@ NetState net_state(Net *n) {
 // gathers every rank's part (they are replicas); then the compute weights
 // (16-bit copies, and the gathers of stages 1 and 2) follow the fp32 weights.
 void net_state_loaded(Net *n) {
+    if (n->off.on) {
+        const Shard *sh = n->cuda ? &n->gpu.shard : &n->cpu.shard;
+        if (sh->stage == 0 && sh->nranks > 1) {
+            if (n->off.disk) offload_file_allgather(&n->off_file, sh);
+            else optimizer_state_allgather(&n->opt, n->off.master, sh);
+        }
+        host_offload_weights_follow(&n->off, &n->opt);
+        return;
+    }
     if (n->cuda) {
         GpuGPT *g = &n->gpu;
         if (g->shard.stage == 0 && g->shard.nranks > 1) {
@@ -250,27 +269,8 @@ void net_state_loaded(Net *n) {
     }
     GPT *model = &n->cpu;
     const Shard *sh = &model->shard;
-    if (n->off.on && n->off.disk) {
-        if (sh->stage == 0 && sh->nranks > 1) offload_file_allgather(&n->off_file, sh);
-        cpu_offload_weights_follow(&n->off, model, &n->opt);
-        return;
-    }
-    if (sh->stage == 0 && sh->nranks > 1) {
-        long long bytes = (long long)sh->size * sizeof(float);
-        comm_allgather_block(n->off.on ? n->off.master : model->params, bytes);
-        if (n->opt.bits == 8) {  // the codes, and a scale per ADAM_BLOCK (S is whole blocks)
-            long long scales = (long long)(sh->size / ADAM_BLOCK) * sizeof(float);
-            comm_allgather_block(n->opt.m8, (long long)sh->size);
-            comm_allgather_block(n->opt.v8, (long long)sh->size);
-            comm_allgather_block(n->opt.m_scale, scales);
-            comm_allgather_block(n->opt.v_scale, scales);
-        } else {
-            comm_allgather_block(n->opt.m, bytes);
-            comm_allgather_block(n->opt.v, bytes);
-        }
-    }
-    if (n->off.on) cpu_offload_weights_follow(&n->off, model, &n->opt);
-    else gpt_sync_params(model);
+    if (sh->stage == 0 && sh->nranks > 1) optimizer_state_allgather(&n->opt, model->params, sh);
+    gpt_sync_params(model);
 }
 
 #endif

@@ -1,256 +1,51 @@
-// cpu/offload.h — --offload on the CPU: the optimizer's states off the device,
-// and AdamW run there a chunk at a time (core/plan.h). On the CPU the device
-// and the host are the same RAM, so this room keeps what a GPU would need
-// apart in arrays of their own, and copies between them where a GPU would
-// copy over the link: the ledger's rows and the traffic are a GPU's, and the
-// arithmetic is the one no-offload step's, so the bits are too.
-//
-//   --offload opt, --offload-to host: the fp32 master weights and Adam's m
-//     and v of the parameters this rank updates in host memory; a chunk's
-//     gradients come down through a page-locked landing buffer, its new
-//     weights (rounded to the dtype) go up through a page-locked upload
-//     buffer, two of each, used in turn.
-//   --offload-to disk: the same states in the offload file (io/offload_file.h),
-//     a chunk of them in host memory at a time.
-//   --offload opt,params (ZeRO stage 3): the weight shard lives in page-locked
-//     host memory (cpu/gpt.h); AdamW writes the new weights there, and each
-//     gather uploads this rank's part of the piece (cpu/weights.h).
-//
-// Rows (n: the states' elements, the optimizer's; c = min(OFFLOAD_CHUNK, n);
-// e: the dtype's bytes):
-//   host:   master 4n (none for fp32 with params: the shard is the master), adam_m, adam_v
-//   disk:   master 4n, adam_m, adam_v in the file; host: one chunk of each
-//   pinned: comm 2 c e of landing buffers, and 2 c e of upload buffers (none with params)
+// cpu/offload.h — --offload on the CPU: the device's side of optim/offload.h.
+// On the CPU the device and the host are the same RAM, so the host's side
+// keeps what a GPU would need apart in arrays of its own, and these calls
+// copy between them where a GPU would copy over the link (memcpy, counted and
+// timed as the link's traffic): the ledger's rows and the traffic are a GPU's.
+// The page-locked buffers are RAM tracked at the ledger's `pinned` location.
 #ifndef GPTMEM_CPU_OFFLOAD_H
 #define GPTMEM_CPU_OFFLOAD_H
 
 #include <string.h>
 #include "core/clock.h"
-#include "core/config.h"
 #include "core/dtype.h"
 #include "core/traffic.h"
 #include "cpu/gpt.h"
-#include "optim/optimizer.h"
-#include "io/offload_file.h"
 #include "memory/ledger.h"
-#include "parallel/comm.h"
+#include "optim/offload.h"
 #include "parallel/zero.h"
 
-typedef struct {
-    int on, params, disk;
-    size_t lo, hi;        // the parameters the step updates: the optimizer's
-    size_t n;             // the states' elements (element 0: parameter lo)
-    size_t chunk;         // parameters a chunk: min(OFFLOAD_CHUNK, n)
-    float *master;        // host: the fp32 master weights of [lo, lo + n); disk: one chunk of them
-    int master_is_shard;  // fp32 with params: the pinned weight shard is the master
-    void *landing[2], *upload[2];  // page-locked: a chunk of gradients, of new weights, each
-    OffloadFile file;     // disk
-} CpuOffload;
-
-// The room for model m and its optimizer's range (lo, hi, n_alloc); the
-// optimizer's state is built here, at the host (or, on disk, a chunk of it).
-// 0, or -1 after a message (the offload file could not be made).
-int cpu_offload_build(CpuOffload *o, GPT *m, Optimizer *opt, const AdamWConfig *adam, size_t lo, size_t hi,
-                      size_t n_alloc, int adam_bits, const char *dir, int rank) {
-    memset(o, 0, sizeof *o);
-    o->on = 1;
-    o->params = (m->plan.offload & OFFLOAD_PARAMS) != 0;
-    o->disk = m->plan.offload_disk;
-    o->lo = lo, o->hi = hi, o->n = n_alloc;
-    o->chunk = n_alloc < m->plan.offload_chunk ? n_alloc : m->plan.offload_chunk;
-    if (!o->chunk) o->chunk = ADAM_BLOCK;  // a rank with nothing to update still builds
-    size_t e = dtype_size(m->dtype), per = o->disk ? o->chunk : n_alloc;
-    o->master_is_shard = o->params && m->dtype == DT_FP32 && !o->disk;
-    if (o->master_is_shard) o->master = m->params;
-    else o->master = mem_alloc_at(LOC_HOST, MEM_MASTER, per * sizeof(float), o->disk ? "master (a chunk)" : "master weights");
-    optimizer_build_at(opt, adam, &m->cfg, lo, hi, per, adam_bits, LOC_HOST);
-    for (int i = 0; i < 2; i++) {
-        o->landing[i] = mem_alloc_at(LOC_PINNED, MEM_COMM, o->chunk * e, "offload landing (grads)");
-        if (!o->params) o->upload[i] = mem_alloc_at(LOC_PINNED, MEM_COMM, o->chunk * e, "offload upload (weights)");
-    }
-    if (o->disk && offload_file_open(&o->file, dir, rank, n_alloc, o->chunk, adam_bits)) return -1;
-    return 0;
-}
-
-void cpu_offload_free(CpuOffload *o) {
-    if (!o->on) return;
-    if (!o->master_is_shard) mem_free(o->master);
-    for (int i = 0; i < 2; i++) mem_free(o->landing[i]), mem_free(o->upload[i]);
-    offload_file_close(&o->file);
-    memset(o, 0, sizeof *o);
-}
-
-// Record k of the file: the chunk buffers its parts are read into and written from.
-RecordParts chunk_record(const CpuOffload *o, const Optimizer *opt, size_t k, float *w) {
-    size_t len = record_len(&o->file, k);
-    if (opt->bits == 8) return record_parts(len, 8, w, opt->m8, opt->m_scale, opt->v8, opt->v_scale);
-    return record_parts(len, 32, w, opt->m, NULL, opt->v, NULL);
-}
-
-// Chunk k's states: where its master weights, m and v are (host arrays, or the
-// chunk buffers the file's record was read into), as an optimizer view.
-typedef struct {
-    float *w;
-    Optimizer view;
-} ChunkStates;
-
-ChunkStates chunk_states(CpuOffload *o, Optimizer *opt, size_t k, int read) {
-    size_t a = o->lo + k * o->chunk, b = a + o->chunk < o->lo + o->n ? a + o->chunk : o->lo + o->n;
-    size_t at = o->disk ? 0 : k * o->chunk;  // the chunk's first element in the state arrays
-    ChunkStates c;
-    c.w = o->master + at;
-    if (opt->bits == 8)
-        c.view = optimizer_view(opt, a, b, opt->m8 + at, opt->v8 + at, opt->m_scale + at / ADAM_BLOCK,
-                                opt->v_scale + at / ADAM_BLOCK);
-    else c.view = optimizer_view(opt, a, b, opt->m + at, opt->v + at, NULL, NULL);
-    if (o->disk && read) offload_file_read(&o->file, k, chunk_record(o, opt, k, c.w));
-    return c;
-}
-
-void chunk_store(CpuOffload *o, Optimizer *opt, size_t k, ChunkStates *c) {
-    if (o->disk) offload_file_write(&o->file, k, chunk_record(o, opt, k, c->w));
-}
-
-// The compute weights of [a, b) from the master weights w: rounded to the
-// dtype, up into the device's weights through an upload buffer, or (params)
-// straight into the pinned shard.
-void weights_up(CpuOffload *o, GPT *m, size_t k, size_t a, size_t b, const float *w) {
-    size_t e = dtype_size(m->dtype), len = b - a;
-    char *dst = (char *)compute_weights(m) + (a - m->params_base) * e;
-    if (o->params) {
-        if (m->dtype != DT_FP32) dtype_store(dst, w, len, m->dtype);
-        else if (!o->master_is_shard) memcpy(dst, w, len * 4);
-        return;
-    }
-    void *up = o->upload[k & 1];
-    if (m->dtype == DT_FP32) memcpy(up, w, len * 4);
-    else dtype_store(up, w, len, m->dtype);
-    double t0 = now_seconds();
-    memcpy(dst, up, len * e);
-    traffic_add(TR_UP, (long long)(len * e), now_seconds() - t0);
-}
-
-// The step: for each chunk of [lo, hi), its gradients down, AdamW on the host
-// (the no-offload step's arithmetic, on the same numbers), its states back to
-// the file (disk), its new weights up; then ZeRO stages 1, 2 all-gather them.
-void cpu_offload_step(CpuOffload *o, GPT *m, Optimizer *opt, float lr, int t, float grad_scale) {
+static void cpu_down(void *model, void *landing, size_t a, size_t b) {
+    GPT *m = model;
     size_t e = dtype_size(m->dtype);
-    const char *g = gpt_grads(m);
-    for (size_t k = 0, a = o->lo; a < o->hi; k++, a += o->chunk) {
-        size_t b = a + o->chunk < o->hi ? a + o->chunk : o->hi;
-        void *land = o->landing[k & 1];
-        double t0 = now_seconds();
-        memcpy(land, g + (a - m->grads_base) * e, (b - a) * e);  // the gradients down
-        traffic_add(TR_DOWN, (long long)((b - a) * e), now_seconds() - t0);
-        ChunkStates c = chunk_states(o, opt, k, 1);
-        c.view.hi = b;  // the chunk's parameters this step updates
-        t0 = now_seconds();
-        optimizer_step(&c.view, c.w, a, land, a, m->dtype, lr, t, grad_scale);
-        g_traffic.adam_seconds += now_seconds() - t0;
-        chunk_store(o, opt, k, &c);
-        weights_up(o, m, k, a, b, c.w);
-    }
+    double t0 = now_seconds();
+    memcpy(landing, (const char *)gpt_grads(m) + (a - m->grads_base) * e, (b - a) * e);
+    traffic_add(TR_DOWN, (long long)((b - a) * e), now_seconds() - t0);
+}
+
+static void cpu_up(void *model, int k, const void *upload, size_t a, size_t b) {
+    GPT *m = model;
+    size_t e = dtype_size(m->dtype);
+    (void)k;
+    double t0 = now_seconds();
+    memcpy((char *)compute_weights(m) + (a - m->params_base) * e, upload, (b - a) * e);
+    traffic_add(TR_UP, (long long)((b - a) * e), now_seconds() - t0);
+}
+
+static void cpu_up_wait(void *model, int k) { (void)model, (void)k; }  // a memcpy is done when it returns
+
+static void cpu_allgather(void *model) {
+    GPT *m = model;
     zero_allgather_weights(&m->shard, compute_weights(m), m->dtype);
 }
 
-// The compute weights follow the master weights (after init, after a resume):
-// every chunk of [lo, hi) up, then the all-gather of stages 1, 2.
-void cpu_offload_weights_follow(CpuOffload *o, GPT *m, Optimizer *opt) {
-    for (size_t k = 0, a = o->lo; a < o->hi; k++, a += o->chunk) {
-        size_t b = a + o->chunk < o->hi ? a + o->chunk : o->hi;
-        ChunkStates c = chunk_states(o, opt, k, 1);
-        weights_up(o, m, k, a, b, c.w);
-    }
-    zero_allgather_weights(&m->shard, compute_weights(m), m->dtype);
-}
+static void *cpu_pinned(size_t bytes, const char *name) { return mem_alloc_at(LOC_PINNED, MEM_COMM, bytes, name); }
 
-// GPT-2's init of the master weights of [lo, hi) (in the file, a record at a
-// time, with m and v at 0), then the compute weights from them.
-typedef struct {
-    CpuOffload *o;
-    Optimizer *opt;
-} InitTarget;
-
-static void init_record(void *ctx, size_t a, size_t b) {
-    InitTarget *it = ctx;
-    size_t k = (a - it->o->lo) / it->o->chunk;
-    (void)b;
-    ChunkStates c = chunk_states(it->o, it->opt, k, 0);
-    chunk_store(it->o, it->opt, k, &c);
-}
-
-void cpu_offload_init(CpuOffload *o, GPT *m, Optimizer *opt, uint64_t seed) {
-    if (o->disk) {
-        InitTarget it = {o, opt};
-        init_params_chunks(o->master, o->chunk, o->lo, o->hi, &m->cfg, seed, init_record, &it);
-    } else if (o->hi > o->lo) {
-        init_params_range(o->master, o->lo, o->hi, &m->cfg, seed);
-    }
-    cpu_offload_weights_follow(o, m, opt);
-}
-
-// Saved states through the file (--offload-to disk): element `at` of the
-// states on, n of them; which 0 is the weights (weights_get/set) or m (moments),
-// 1 v. Each touches the records it spans: read (checked), and for a set
-// changed and written back.
-typedef struct {
-    CpuOffload *o;
-    Optimizer *opt;
-} StateTarget;
-
-static void file_access(StateTarget *st, int weights, int which, size_t at, float *get, const float *set, size_t n) {
-    CpuOffload *o = st->o;
-    for (size_t done = 0; done < n;) {
-        size_t k = (at + done) / o->chunk, in = (at + done) % o->chunk;
-        size_t len = o->chunk - in < n - done ? o->chunk - in : n - done;
-        ChunkStates c = chunk_states(o, st->opt, k, 1);
-        if (weights) {
-            if (get) memcpy(get + done, c.w + in, len * 4);
-            else memcpy(c.w + in, set + done, len * 4);
-        } else if (get) {
-            optimizer_moments_get(&c.view, which, in, get + done, len);
-        } else {
-            optimizer_moments_set(&c.view, which, in, set + done, len);
-        }
-        if (set) chunk_store(o, st->opt, k, &c);
-        done += len;
-    }
-}
-
-void offload_weights_get(const void *ctx, int which, size_t at, float *dst, size_t n) {
-    file_access((StateTarget *)ctx, 1, which, at, dst, NULL, n);
-}
-void offload_weights_set(void *ctx, int which, size_t at, const float *src, size_t n) {
-    file_access(ctx, 1, which, at, NULL, src, n);
-}
-void offload_moments_get(const void *ctx, int which, size_t at, float *dst, size_t n) {
-    file_access((StateTarget *)ctx, 0, which, at, dst, NULL, n);
-}
-void offload_moments_set(void *ctx, int which, size_t at, const float *src, size_t n) {
-    file_access(ctx, 0, which, at, NULL, src, n);
-}
-
-// ZeRO stage 0 on several ranks, after a resume: each rank read its own part
-// of the saved state into its file; every rank needs all of them (the ranks
-// are replicas), so each part goes to every rank's file, through a 1 MiB host
-// buffer (as a saved state does, io/state.h): its rank reads it and
-// broadcasts, the others write it.
-void offload_file_allgather(StateTarget *st, const Shard *sh) {
-    enum { PER = (1 << 20) / sizeof(float) };
-    float *buf = malloc(PER * sizeof(float));
-    for (int r = 0; r < sh->nranks; r++) {
-        size_t a = (size_t)r * sh->size, b = a + sh->size < sh->nparams ? a + sh->size : sh->nparams;
-        for (size_t at = a; at < b; at += PER) {
-            size_t len = b - at < PER ? b - at : PER;
-            for (int part = 0; part < 3; part++) {  // the weights, m, v
-                int weights = part == 0, moment = part == 2;
-                if (sh->rank == r) file_access(st, weights, moment, at - st->o->lo, buf, NULL, len);
-                comm_broadcast(buf, len * sizeof(float), r);
-                if (sh->rank != r) file_access(st, weights, moment, at - st->o->lo, NULL, buf, len);
-            }
-        }
-    }
-    free(buf);
+OffloadLink cpu_offload_link(GPT *m) {
+    OffloadLink l = {m, m->dtype, cpu_down, cpu_up, cpu_up_wait, cpu_allgather, cpu_pinned, mem_free, NULL, 0};
+    if (m->plan.offload & OFFLOAD_PARAMS) l.shard = compute_weights(m), l.shard_base = m->params_base;
+    return l;
 }
 
 #endif

@@ -93,6 +93,9 @@ typedef struct {
     // uploads (gpu_upload_batch); and a count per vocabulary entry for the bucketing
     int *batch_host[2], batch_turn, batch_sent[2];
     void *batch_event[2];
+    // --offload opt: an event after each of the two offload upload buffers' copies (gpu/offload.h)
+    void *offload_event[2];
+    int offload_sent[2];
     int *token_count_host;
     // the rebuilds' time (--recompute, --ckpt): block l's rebuild in micro-batch k of a step is
     // timed by events recompute_events[k][2l] and [2l+1] in the GPU's stream (a host wait per
@@ -135,11 +138,14 @@ int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
     size_t N = (size_t)B * T, C = c->channels, e = m->e, Vp = padded_vocab(c);
     int n = 0, lp = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
 #define BUF(ptr, where, cat, name, size) b[n++] = (GpuBuffer){(void **)&m->ptr, where, cat, name, size}
-    BUF(params, LOC_DEVICE, MEM_PARAMS, lp ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
-    BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", lp ? shard_state_len(sh) * 4 : 0);
+    // --offload opt: the optimizer's states live on the host (optim/offload.h); opt,params: the
+    // weight shard in page-locked host memory, which each gather uploads from (gpu_gather)
+    int off = (m->plan.offload & OFFLOAD_OPT) != 0, off_params = (m->plan.offload & OFFLOAD_PARAMS) != 0;
+    BUF(params, off_params ? LOC_PINNED : LOC_DEVICE, MEM_PARAMS, lp ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
+    BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", lp && !off ? shard_state_len(sh) * 4 : 0);
     BUF(grads, LOC_DEVICE, MEM_GRADS, lp ? "grads (16-bit)" : "grads", shard_grads_len(sh) * e);
-    BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", shard_state_len(sh) * 4);
-    BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", shard_state_len(sh) * 4);
+    BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", off ? 0 : shard_state_len(sh) * 4);
+    BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", off ? 0 : shard_state_len(sh) * 4);
     BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", sh->stage >= 2 ? m->plan.piece * e : 0);
     BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", sh->stage >= 2 && whole_table ? m->plan.table * e : 0);
     BUF(gather_piece, LOC_DEVICE, MEM_COMM, "piece gather", sh->stage == 3 ? m->plan.piece * e : 0);
@@ -219,7 +225,8 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank, int
     m->master_n = m->nparams - m->master_base < master_len ? m->nparams - m->master_base : master_len;
     m->B = s->batch, m->T = s->seq_len;
     gpu_buffers_alloc(m, s->batch, s->seq_len);
-    if (m->dtype == DT_FP32) m->master = m->params;
+    if (m->dtype == DT_FP32 && !m->plan.offload) m->master = m->params;
+    for (int k = 0; k < 2 && m->plan.offload && !(m->plan.offload & OFFLOAD_PARAMS); k++) m->offload_event[k] = gpu_event_new();
     if (sh->nranks > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
     cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
@@ -229,6 +236,8 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank, int
 void gpu_gpt_free(GpuGPT *m) {
     if (m->dtype == DT_FP32) m->master = NULL;  // (the params)
     gpu_buffers_free(m, m->B, m->T);
+    for (int k = 0; k < 2; k++)
+        if (m->offload_event[k]) gpu_event_free(m->offload_event[k]);
     for (int k = 0; k < 2; k++) gpu_event_free(m->batch_event[k]);
     for (int k = 0; k < m->recompute_sets; k++) {
         for (int i = 0; i < 2 * m->cfg.layers; i++) gpu_event_free(m->recompute_events[k][i]);

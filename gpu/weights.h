@@ -17,9 +17,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/plan.h"
 #include "core/rng.h"
+#include "core/traffic.h"
 #include "cuda/api.h"
 #include "gpu/gpt.h"
 #include "memory/ledger.h"
@@ -64,14 +66,24 @@ void gpu_reduce_scatter_parts(GpuGPT *m, void *src, const int *counts, void *dst
     free(n);
 }
 
-// Stage 3: every rank's weights of [lo, hi) into dst (a gather buffer, in the dtype).
+// Stage 3: every rank's weights of [lo, hi) into dst (a gather buffer, in the
+// dtype). With --offload opt,params this rank's part comes up from the
+// page-locked weight shard first (queued: the host writes the shard only in
+// the optimizer's step, after the step's numbers were read).
 void gpu_gather(GpuGPT *m, void *dst, size_t lo, size_t hi) {
     const Shard *sh = &m->shard;
     int N = sh->nranks, me = sh->rank, *pieces = malloc(sizeof(int) * N);
     size_t *first = malloc(sizeof(size_t) * N), *bytes = malloc(sizeof(size_t) * N), *at = malloc(sizeof(size_t) * N);
     shard_pieces(sh, lo, hi, pieces, first);
     for (int r = 0; r < N; r++) at[r] = pieces[r] ? (first[r] - lo) * m->e : 0, bytes[r] = pieces[r] * m->e;
-    if (bytes[me]) gpu_copy((char *)dst + at[me], at_elem(m, m->params, first[me] - m->params_base), bytes[me]);
+    void *own = at_elem(m, m->params, first[me] - m->params_base);
+    if (bytes[me] && (m->plan.offload & OFFLOAD_PARAMS)) {
+        double t0 = now_seconds();
+        gpu_upload_queued((char *)dst + at[me], own, bytes[me]);
+        traffic_add(TR_UP, (long long)bytes[me], now_seconds() - t0);
+    } else if (bytes[me]) {
+        gpu_copy((char *)dst + at[me], own, bytes[me]);
+    }
     gpu_allgather(m, dst, bytes, at);
     free(pieces); free(first); free(bytes); free(at);
 }

@@ -9,6 +9,11 @@
 // cheapest as a command to run. On the GPU a setting fits when its device
 // peak plus GPU_HEADROOM does: the test the run itself makes before it
 // allocates (train.c, check_fits_gpu), so a listed setting is not refused.
+// When nothing fits, --offload is the last knob (the lecture's advice: avoid
+// it if you can): the optimizer's states (and at ZeRO-3 the weight shard) off
+// the device, to host memory (on the GPU) or to disk; such a setting fits when
+// what stays on the device does, and what goes to the host and the disk fits
+// in what this machine has free there. Its cost is the bytes a step moves.
 #ifndef GPTMEM_FIT_H
 #define GPTMEM_FIT_H
 
@@ -18,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "memory/predict.h"
+#include "memory/predict_offload.h"
 #include "memory/report.h"
 #include "core/saved.h"
 #include "core/settings.h"
@@ -59,12 +65,15 @@ enum { FIT_ROWS = 12 };  // the table's length: the cheapest this many
 // formulas say of it.
 typedef struct {
     int dtype, flash, fused_ce, zero, micro, accum;
+    int offload;         // FIT_OFFLOAD_*: none, or what goes off the device and where
     unsigned recompute;  // REC_* (REC_BLOCK is --ckpt)
     size_t peak;         // bytes per rank at the peak (predict_memory; on the GPU its device part)
     size_t need;         // what it needs of the budget: the peak (+ GPU_HEADROOM on the GPU)
     double flops;        // extra forward FLOPs (rebuilds, the fused head's second pass) / the model's
     double rebuilt;      // bytes of tensors rebuilt in a step's backwards (--recompute: even GELU costs time)
     double comm;         // bytes each rank sends per step (the ZeRO formulas below)
+    double moved;        // --offload: bytes a step moves over the link and to and from disk (predict_traffic)
+    size_t host, disk;   // --offload: bytes on the host (on the GPU: pageable and page-locked) and on disk
     int slow;            // choices slower on this device: CPU 16-bit storage, --flash (measured a few % slower);
                          // GPU fp32, naive attention
     int category;        // the largest category at the peak
@@ -93,24 +102,31 @@ double fit_comm_bytes(const FitSetting *f, double P, double table, int ranks) {
 // cheap on every cost and cheaper on one, or as cheap on all and smaller
 // (more headroom)? Memory beyond fitting buys nothing, so only costs count.
 int fit_beats(const FitSetting *a, const FitSetting *b) {
-    int le = a->flops <= b->flops + 1e-12 && a->rebuilt <= b->rebuilt && a->comm <= b->comm && a->micro >= b->micro &&
-             a->slow <= b->slow;
-    int lt = a->flops < b->flops - 1e-12 || a->rebuilt < b->rebuilt || a->comm < b->comm || a->micro > b->micro ||
-             a->slow < b->slow;
+    int le = a->flops <= b->flops + 1e-12 && a->rebuilt <= b->rebuilt && a->comm <= b->comm && a->moved <= b->moved &&
+             a->micro >= b->micro && a->slow <= b->slow;
+    int lt = a->flops < b->flops - 1e-12 || a->rebuilt < b->rebuilt || a->comm < b->comm || a->moved < b->moved ||
+             a->micro > b->micro || a->slow < b->slow;
     return le && (lt || a->peak < b->peak);
 }
 
 // Cheapest first: extra FLOPs, then the bytes rebuilt, then communication,
-// then the larger micro-batch, then the fewer slower choices, then the smaller peak.
+// then the bytes offload moves, then the larger micro-batch, then the fewer slower choices, then the smaller peak.
 int fit_cheaper(const void *pa, const void *pb) {
     const FitSetting *a = pa, *b = pb;
     if (fabs(a->flops - b->flops) > 1e-12) return a->flops < b->flops ? -1 : 1;
     if (a->rebuilt != b->rebuilt) return a->rebuilt < b->rebuilt ? -1 : 1;
     if (a->comm != b->comm) return a->comm < b->comm ? -1 : 1;
+    if (a->moved != b->moved) return a->moved < b->moved ? -1 : 1;
     if (a->micro != b->micro) return a->micro > b->micro ? -1 : 1;
     if (a->slow != b->slow) return a->slow - b->slow;
     return a->peak < b->peak ? -1 : a->peak > b->peak;
 }
+
+// --offload's choices: what goes off the device, and where (the host is no use on the CPU, where it is the same RAM).
+enum { FIT_OFFLOAD_NONE, FIT_OFFLOAD_HOST, FIT_OFFLOAD_DISK, FIT_OFFLOAD_PARAMS_HOST, FIT_OFFLOAD_PARAMS_DISK, FIT_OFFLOADS };
+
+// The offload file's folder for --fit's settings (the run's --offload-to disk:DIR, else .).
+const char *g_fit_offload_dir = ".";
 
 // The flags of a setting, as they go on a command line.
 void fit_flags(const FitSetting *f, char *out, size_t n) {
@@ -120,65 +136,109 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
     if (f->recompute & REC_BLOCK) k += snprintf(out + k, n - k, " --ckpt");
     else if (f->recompute) k += snprintf(out + k, n - k, " --recompute gelu,ln");
     if (f->fused_ce) k += snprintf(out + k, n - k, " --fused-ce");
-    if (f->zero) snprintf(out + k, n - k, " --zero %d", f->zero);
+    if (f->zero) k += snprintf(out + k, n - k, " --zero %d", f->zero);
+    if (f->offload) {
+        int params = f->offload >= FIT_OFFLOAD_PARAMS_HOST, disk = f->offload == FIT_OFFLOAD_DISK || f->offload == FIT_OFFLOAD_PARAMS_DISK;
+        k += snprintf(out + k, n - k, " --offload %s", params ? "opt,params" : "opt");
+        if (disk && !strcmp(g_fit_offload_dir, ".")) snprintf(out + k, n - k, " --offload-to disk");
+        else if (disk) snprintf(out + k, n - k, " --offload-to disk:%s", g_fit_offload_dir);
+    }
+}
+
+// Does setting f fit: its device (on the CPU: RAM) need in the budget, and
+// with --offload what goes to the host and to disk in what is free there,
+// for all `ranks` (they share this machine)?
+int fit_fits(const FitSetting *f, size_t budget, size_t host_free, size_t disk_free, int ranks) {
+    return f->need <= budget && f->host * (size_t)ranks <= host_free && f->disk * (size_t)ranks <= disk_free;
 }
 
 // Try every setting for the run's model at its --seq-len, `global` sequences
 // per rank per step, on `ranks` ranks, against `budget` bytes a rank (on the
 // GPU, the rank's share of its GPU); the run's device, --adam-bits and corpus
-// are kept in every setting. Prints the table; `base` is the command line
+// are kept in every setting. When none fits, the settings with --offload,
+// against host_free bytes of host memory (the GPU's runs) and disk_free bytes
+// in the offload file's folder. Prints the table; `base` is the command line
 // without the flags --fit sets, for the recommended command. 0 if something
 // fits, 1 if not.
-int fit_report(const Settings *run, int global, int ranks, size_t budget, const char *budget_text, const char *base) {
+int fit_report(const Settings *run, int global, int ranks, size_t budget, const char *budget_text, const char *base,
+               size_t host_free, size_t disk_free) {
     int L = run->cfg.layers, C = run->cfg.channels, maxT = run->cfg.max_seq, T = run->seq_len, gpu = run->cuda;
     int Vp = (run->cfg.vocab + 63) / 64 * 64;
     double P = (double)predict_param_count(L, C, Vp, maxT), table = ((double)Vp + maxT) * C;
     double fpt = model_flops_per_token(L, C, Vp, maxT, T);
     unsigned recomputes[] = {0, REC_GELU | REC_LN, REC_BLOCK};
-    int cap = 2 * 2 * 3 * 2 * 4 * 64, n = 0, fits = 0;
-    FitSetting *all = malloc(sizeof(FitSetting) * cap), best = {0};
+    int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2, n = 0, fits = 0, tried = 0, pass;
+    FitSetting *all = malloc(sizeof(FitSetting) * cap), best = {0}, best_off = {0};
     size_t min_weights = (size_t)-1;
-    best.peak = (size_t)-1;
-    for (int dtype = 0; dtype <= 1; dtype++)
+    best.peak = best_off.peak = (size_t)-1;
+    for (pass = 0; pass < 2 && !fits; pass++) {  // 0: without offload; 1: with it, when nothing fit
+        n = 0;
+        for (int off = pass ? FIT_OFFLOAD_HOST : FIT_OFFLOAD_NONE; off <= (pass ? FIT_OFFLOADS - 1 : 0); off++)
+        for (int dtype = 0; dtype <= 1; dtype++)
         for (int flash = 0; flash <= 1; flash++)
-            for (int r = 0; r < 3; r++)
-                for (int fused = 0; fused <= 1; fused++)
-                    for (int zero = 0; zero <= (ranks > 1 ? 3 : 0); zero++)
-                        for (int micro = global; micro >= 1; micro--) {
-                            if (global % micro || n == cap) continue;
-                            FitSetting f = {dtype, flash, fused, zero, micro, global / micro, recomputes[r], 0, 0, 0, 0, 0, 0, 0, 0, 0};
-                            Settings s = *run;
-                            s.batch = micro, s.flash = flash, s.ckpt = r == 2, s.fused_ce = fused, s.dtype = dtype;
-                            s.zero = zero, s.ranks = ranks, s.recompute = recomputes[r], s.eval_only = 0, s.quant_bits = 0;
-                            MemReport pred;
-                            predict_memory(&s, &pred);
-                            f.peak = gpu ? pred.peak_at[LOC_DEVICE] : pred.peak_total;
-                            f.need = f.peak + (gpu ? GPU_HEADROOM : 0);
-                            for (int c = 0; c < MEM_NCAT; c++)
-                                if (pred.peak[c] > pred.peak[f.category]) f.category = c;
-                            f.category_bytes = pred.peak[f.category];
-                            f.weights = pred.peak[MEM_PARAMS];
-                            if (f.weights < min_weights) min_weights = f.weights;
-                            unsigned drops = run_drops(&s);
-                            f.flops = (L * recompute_flops_per_token_layer(drops, T, C) + (fused ? 2.0 * C * Vp : 0)) / fpt;
-                            f.comm = fit_comm_bytes(&f, P, table, ranks);
-                            StackParts parts = predict_stack_parts(&s);
-                            f.rebuilt = (double)(parts.full - parts.kept) * L * f.accum;
-                            f.slow = gpu ? (dtype == 0) + !flash : (dtype == 1) + flash;
-                            if (f.peak < best.peak) best = f;
-                            if (f.need <= budget) fits++;
-                            all[n++] = f;
-                        }
+        for (int r = 0; r < 3; r++)
+        for (int fused = 0; fused <= 1; fused++)
+        for (int zero = 0; zero <= (ranks > 1 ? 3 : 0); zero++)
+        for (int micro = global; micro >= 1; micro--) {
+            int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
+            if (global % micro || n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
+            FitSetting f = {dtype, flash, fused, zero, micro, global / micro, off, recomputes[r], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+            Settings s = *run;
+            s.batch = micro, s.flash = flash, s.ckpt = r == 2, s.fused_ce = fused, s.dtype = dtype;
+            s.zero = zero, s.ranks = ranks, s.recompute = recomputes[r], s.eval_only = 0, s.quant_bits = 0;
+            s.offload = off ? OFFLOAD_OPT | (params ? OFFLOAD_PARAMS : 0) : 0, s.offload_disk = disk;
+            MemReport pred;
+            predict_memory(&s, &pred);
+            f.disk = pred.peak_at[LOC_DISK];
+            f.peak = gpu ? pred.peak_at[LOC_DEVICE] : pred.peak_total - f.disk;
+            f.host = gpu && off ? pred.peak_at[LOC_HOST] + pred.peak_at[LOC_PINNED] : 0;
+            f.need = f.peak + (gpu ? GPU_HEADROOM : 0);
+            for (int c = 0; c < MEM_NCAT; c++)
+                if (pred.peak[c] > pred.peak[f.category]) f.category = c;
+            f.category_bytes = pred.peak[f.category];
+            f.weights = pred.peak[MEM_PARAMS];
+            if (f.weights < min_weights) min_weights = f.weights;
+            unsigned drops = run_drops(&s);
+            f.flops = (L * recompute_flops_per_token_layer(drops, T, C) + (fused ? 2.0 * C * Vp : 0)) / fpt;
+            f.comm = fit_comm_bytes(&f, P, table, ranks);
+            long long moved[TR_N];
+            predict_traffic(&s, 0, moved);
+            for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];
+            StackParts parts = predict_stack_parts(&s);
+            f.rebuilt = (double)(parts.full - parts.kept) * L * f.accum;
+            f.slow = gpu ? (dtype == 0) + !flash : (dtype == 1) + flash;
+            FitSetting *smallest = pass ? &best_off : &best;
+            if (f.peak < smallest->peak) *smallest = f;
+            if (fit_fits(&f, budget, host_free, disk_free, ranks)) fits++;
+            all[n++] = f;
+        }
+        if (!pass) tried = n;
+    }
+    int offloaded = pass == 2;  // nothing fit without offload: the table lists settings with it
     printf("--fit %s: %zu bytes (%.2f %s) per %s; %d of %d settings fit", budget_text, budget,
            budget / (budget >= 1073741824 ? 1073741824.0 : 1048576.0), budget >= 1073741824 ? "GiB" : "MiB",
-           gpu ? (ranks > 1 ? "rank on its GPU" : "GPU") : ranks > 1 ? "rank" : "process", fits, n);
+           gpu ? (ranks > 1 ? "rank on its GPU" : "GPU") : ranks > 1 ? "rank" : "process", offloaded ? 0 : fits, tried);
     if (gpu) printf(" (each needs its device peak + %.2f GiB for the CUDA libraries)", GPU_HEADROOM / 1073741824.0);
+    if (offloaded && gpu)
+        printf(";\nwith --offload (the optimizer's states off the GPU), %d of %d fit in what this machine has free: "
+               "%.2f GiB of host memory, %.2f GiB of disk (in %s)", fits, n, host_free / 1073741824.0,
+               disk_free / 1073741824.0, g_fit_offload_dir);
+    else if (offloaded)
+        printf(";\nwith --offload-to disk (the optimizer's states in a file), %d of %d fit in %.2f GiB of free disk (in %s)",
+               fits, n, disk_free / 1073741824.0, g_fit_offload_dir);
     if (!fits) {
         char flags[256];
         fit_flags(&best, flags, sizeof flags);
         printf(".\nnothing fits. The smallest peak reachable is %.2f GiB (%zu bytes%s), with %s; its largest part is "
                "%s, %.2f GiB.\n", best.peak / 1073741824.0, best.peak, gpu ? ", the CUDA libraries' headroom aside" : "",
                flags, mem_category_name[best.category], best.category_bytes / 1073741824.0);
+        if (best_off.peak != (size_t)-1) {
+            fit_flags(&best_off, flags, sizeof flags);
+            printf("With --offload the smallest peak is %.2f GiB %s, with %s, which needs ", best_off.peak / 1073741824.0,
+                   gpu ? "on the GPU" : "of RAM", flags);
+            if (gpu) printf("%.2f GiB of host memory and ", best_off.host / 1073741824.0);
+            printf("%.2f GiB of disk a rank.\n", best_off.disk / 1073741824.0);
+        }
         if (budget < min_weights)
             printf("The budget is smaller than the weights alone: %.2f GiB in 16 bits%s.\n", min_weights / 1073741824.0,
                    ranks > 1 ? ", sharded by ZeRO-3" : "");
@@ -189,29 +249,35 @@ int fit_report(const Settings *run, int global, int ranks, size_t budget, const 
     // keep the ones no other fitting setting makes pointless (of exact equals, the first)
     int shown = 0;
     for (int i = 0; i < n; i++) {
-        if (all[i].need > budget) continue;
+        if (!fit_fits(&all[i], budget, host_free, disk_free, ranks)) continue;
         int beaten = 0;
         for (int j = 0; j < n && !beaten; j++) {
-            if (j == i || all[j].need > budget) continue;
+            if (j == i || !fit_fits(&all[j], budget, host_free, disk_free, ranks)) continue;
             int equal = fit_beats(&all[i], &all[j]) == 0 && fit_beats(&all[j], &all[i]) == 0 &&
                         all[i].peak == all[j].peak && all[i].flops == all[j].flops && all[i].rebuilt == all[j].rebuilt &&
-                        all[i].comm == all[j].comm && all[i].micro == all[j].micro && all[i].slow == all[j].slow;
+                        all[i].comm == all[j].comm && all[i].moved == all[j].moved && all[i].micro == all[j].micro &&
+                        all[i].slow == all[j].slow;
             beaten = fit_beats(&all[j], &all[i]) || (equal && j < i);
         }
         if (!beaten) all[shown++] = all[i];
     }
     qsort(all, shown, sizeof *all, fit_cheaper);
     printf("; %d that no other fitting one beats on every cost; the cheapest first:\n", shown);
-    printf("  %12s %12s %12s %14s %14s %12s  %s\n", "peak", "headroom", "extra FLOPs", "rebuilt/step", "comm/step",
-           "micro-batch", "flags");
+    printf("  %12s %12s %12s %14s %14s", "peak", "headroom", "extra FLOPs", "rebuilt/step", "comm/step");
+    if (offloaded) printf(" %14s %10s %10s", "moved/step", "host", "disk");
+    printf(" %12s  %s\n", "micro-batch", "flags");
     double unit = budget >= 1073741824 ? 1073741824.0 : 1048576.0;  // GiB, or MiB for small budgets
     const char *uname = budget >= 1073741824 ? "GiB" : "MiB";
     for (int i = 0; i < shown && i < FIT_ROWS; i++) {
         char flags[256];
         fit_flags(&all[i], flags, sizeof flags);
-        printf("  %8.2f %s %8.2f %s %11.1f%% %10.1f MiB %10.1f MiB %6d x %-4d  %s\n", all[i].peak / unit, uname,
+        printf("  %8.2f %s %8.2f %s %11.1f%% %10.1f MiB %10.1f MiB", all[i].peak / unit, uname,
                (budget - all[i].need) / unit, uname, 100 * all[i].flops, all[i].rebuilt / 1048576.0,
-               all[i].comm / 1048576.0, all[i].micro, all[i].accum, flags);
+               all[i].comm / 1048576.0);
+        if (offloaded)
+            printf(" %10.1f MiB %6.2f GiB %6.2f GiB", all[i].moved / 1048576.0, all[i].host / 1073741824.0,
+                   all[i].disk / 1073741824.0);
+        printf(" %6d x %-4d  %s\n", all[i].micro, all[i].accum, flags);
     }
     if (shown > FIT_ROWS) printf("  (and %d more, each costlier in some way than one above)\n", shown - FIT_ROWS);
     char flags[256];

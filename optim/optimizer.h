@@ -15,6 +15,8 @@
 #include "core/dtype.h"
 #include "core/sizes.h"
 #include "memory/ledger.h"
+#include "parallel/comm.h"
+#include "parallel/zero.h"
 
 // ---------------------------------------------------------------------------
 // The optimizer: AdamW state for every parameter, applied tensor by tensor so
@@ -218,6 +220,24 @@ void optimizer_step_8bit(Optimizer *opt, float *w, size_t w_base, const void *g,
                          pt->is_matrix);
         }
         adam8_encode(m, v, len, opt->m8 + (a - opt->lo), opt->v8 + (a - opt->lo), &opt->m_scale[k], &opt->v_scale[k]);
+    }
+}
+
+// After a saved state was read, at ZeRO stage 0 on several ranks: each rank
+// read its own block of S parameters into w (the fp32 weights) and the
+// moments; every rank's block goes to every rank (they are replicas).
+void optimizer_state_allgather(Optimizer *opt, float *w, const Shard *sh) {
+    long long bytes = (long long)sh->size * sizeof(float);
+    comm_allgather_block(w, bytes);
+    if (opt->bits == 8) {  // the codes, and a scale per ADAM_BLOCK (S is whole blocks)
+        long long scales = (long long)(sh->size / ADAM_BLOCK) * sizeof(float);
+        comm_allgather_block(opt->m8, (long long)sh->size);
+        comm_allgather_block(opt->v8, (long long)sh->size);
+        comm_allgather_block(opt->m_scale, scales);
+        comm_allgather_block(opt->v_scale, scales);
+    } else {
+        comm_allgather_block(opt->m, bytes);
+        comm_allgather_block(opt->v, bytes);
     }
 }
 

@@ -21,7 +21,8 @@ peak=$(./tests/test_cuda --gemm-peak | awk '/TFLOP/ {print $(NF-1)}')
 echo "measured bf16 GEMM peak: $peak TFLOP/s"
 printf '%-40s %12s %8s %14s %14s\n' setting "tok/s" MFU "peak (ledger)" "GPU in use"
 for setting in "--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf16 --flash --fused-ce" \
-               "--dtype bf16 --flash --ckpt --fused-ce" "--dtype bf16" "--dtype fp32 --flash"; do
+               "--dtype bf16 --flash --ckpt --fused-ce" "--dtype bf16" "--dtype fp32 --flash" \
+               "--dtype bf16 --flash --offload opt" "--dtype bf16 --flash --offload opt --offload-to disk:/tmp"; do
   out=$(./train "${BASE[@]}" $setting --mem 2>&1) || { echo "$setting: failed"; echo "$out" | tail -3; continue; }
   # tok/s: the median of the steps after the 5 warm-up steps
   toks=$(echo "$out" | awk -F'|' '/^step/ { n++; if (n > 5) { split($6, a, " "); print a[1] } }' | sort -n |
@@ -36,3 +37,5 @@ for setting in "--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf1
 done
 # where the first setting's step goes, phase by phase: the host's time and the GPU's (events)
 ./train "${BASE[@]}" --dtype bf16 --flash --steps 12 --timing 2>&1 | sed -n '/^where a step/,$p'
+# --offload opt: what the optimizer's row adds (the copies down and up, AdamW on the host's cores)
+./train "${BASE[@]}" --dtype bf16 --flash --offload opt --steps 8 --timing 2>&1 | sed -n '/^where a step/,$p'

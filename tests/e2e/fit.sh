@@ -27,10 +27,37 @@ for budget in 2.2MiB 2400KB 3MiB; do
 done
 if [ $good -eq 1 ] && [ $runs -ge 3 ]; then ok "--fit: $runs listed settings ran within their budgets; 1 B less drops the cheapest; the recommended commands run"
 else bad "--fit"; fi
-./train --model gpt2-xl --batch 8 --fit 10GiB >"$tmp/fit" 2>&1; rc=$?
-if [ $rc -eq 1 ] && grep -q 'nothing fits. The smallest peak reachable is 23.65 GiB' "$tmp/fit" && grep -q 'its largest part is master' "$tmp/fit"; then
-  ok "--fit: nothing fits -> the smallest peak reachable and what dominates it (exit 1)"
+./train --model gpt2-xl --batch 8 --fit 4GiB >"$tmp/fit" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q 'nothing fits. The smallest peak reachable is 23.65 GiB' "$tmp/fit" && grep -q 'its largest part is master' "$tmp/fit" &&
+   grep -q 'With --offload the smallest peak is 6.26 GiB of RAM, .* --offload opt --offload-to disk, which needs 17.41 GiB of disk' "$tmp/fit"; then
+  ok "--fit: nothing fits, with offload neither -> the smallest peaks reachable and what dominates (exit 1)"
 else bad "--fit nothing fits (exit $rc)"; fi
+# when nothing fits, offload is the last knob: GPT-2 XL in 10 GiB of RAM with its optimizer's states on disk (17.41 GiB
+# of them: listed when the disk has that free), on a GPU of 8 GiB with them in host memory (17.42 GiB)
+./train --model gpt2-xl --batch 8 --fit 10GiB >"$tmp/fo" 2>&1; rc1=$?
+./train --model gpt2-xl --batch 8 --device cuda --fit 8GiB >"$tmp/fog" 2>&1; rc2=$?
+if msg=$(python3 - "$tmp/fo" "$rc1" "$tmp/fog" "$rc2" <<'PY'
+import re, sys
+out = []
+for path, rc, where, need, flag in ((sys.argv[1], sys.argv[2], "disk", 17.41, "--offload opt --offload-to disk"),
+                                    (sys.argv[3], sys.argv[4], "host memory", 17.42, "--offload opt")):
+    t = open(path).read()
+    m = re.search(r"0 of \d+ settings fit.*\nwith --offload.* (\d+) of \d+ fit", t)
+    have = float(re.search(r"([0-9.]+) GiB of (?:free )?" + ("disk" if where == "disk" else "host memory"), t).group(1))
+    listed = [l for l in t.splitlines() if re.match(r"^ +[0-9.]+ GiB", l)]
+    if have >= need + 0.01:
+        ok = (m and int(m.group(1)) > 0 and rc == "0" and listed and all(flag in l for l in listed)
+              and re.search(r"recommended: .*" + re.escape(flag), t))
+        out.append(f"{where}: {len(listed)} settings with {flag}")
+    else:
+        ok = rc == "1" and "nothing fits" in t
+        out.append(f"{where}: {have} GiB free < {need}: nothing")
+    if not ok:
+        sys.exit(f"{path}: {t[:600]}")
+print("; ".join(out))
+PY
+); then ok "--fit: when nothing fits, --offload (the states on disk in RAM's stead; in host memory beside a GPU) against what is free ($msg)"
+else bad "--fit with offload: $msg"; fi
 ./train --model gpt2-xl --batch 8 --fit 2GiB >"$tmp/fit" 2>&1; rc=$?
 if [ $rc -eq 1 ] && grep -q 'smaller than the weights alone' "$tmp/fit"; then ok "--fit: a budget under the weights alone says so (exit 1)"
 else bad "--fit under the weights (exit $rc)"; fi

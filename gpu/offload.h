@@ -1,0 +1,83 @@
+// gpu/offload.h — --offload on the GPU: the device's side of optim/offload.h.
+// The host runs AdamW a chunk at a time; these calls move a chunk over the
+// link, through page-locked buffers (cudaMallocHost, in the ledger at the
+// `pinned` location), so the copy engine reads and writes them directly:
+//   down: a chunk's gradients into a landing buffer (gpu_download: it waits
+//         for the queued backward and the copy; the host needs them now);
+//   up:   a chunk's new weights from an upload buffer, queued on the stream
+//         with an event after it; the host writes that buffer again only after
+//         the event (the next chunk but one), so the upload of chunk k runs
+//         while the host steps chunk k + 1.
+// With opt,params the weight shard itself is page-locked (gpu/gpt.h) and the
+// gathers upload this rank's part (gpu_gather).
+#ifndef GPTMEM_GPU_OFFLOAD_H
+#define GPTMEM_GPU_OFFLOAD_H
+
+#include <math.h>
+#include "core/clock.h"
+#include "core/traffic.h"
+#include "cuda/api.h"
+#include "gpu/gpt.h"
+#include "gpu/weights.h"
+#include "memory/ledger.h"
+#include "optim/offload.h"
+
+static void gpu_down(void *model, void *landing, size_t a, size_t b) {
+    GpuGPT *m = model;
+    double t0 = now_seconds();
+    gpu_download(landing, at_elem(m, m->grads, a - m->grads_base), (b - a) * m->e);
+    traffic_add(TR_DOWN, (long long)((b - a) * m->e), now_seconds() - t0);
+}
+
+static void gpu_up(void *model, int k, const void *upload, size_t a, size_t b) {
+    GpuGPT *m = model;
+    double t0 = now_seconds();
+    gpu_upload_queued(at_elem(m, m->params, a - m->params_base), upload, (b - a) * m->e);
+    gpu_event_record(m->offload_event[k]);
+    m->offload_sent[k] = 1;
+    traffic_add(TR_UP, (long long)((b - a) * m->e), now_seconds() - t0);
+}
+
+// The time the host waits here is the upload's, as seen from the host.
+static void gpu_up_wait(void *model, int k) {
+    GpuGPT *m = model;
+    if (!m->offload_sent[k]) return;
+    double t0 = now_seconds();
+    gpu_event_wait(m->offload_event[k]);
+    m->offload_sent[k] = 0;
+    traffic_add(TR_UP, 0, now_seconds() - t0);
+}
+
+static void gpu_offload_allgather(void *model) {
+    GpuGPT *m = model;
+    if (m->shard.stage == 1 || m->shard.stage == 2) gpu_allgather_blocks(m, m->params, m->e);
+}
+
+static void *gpu_pinned(size_t bytes, const char *name) {
+    void *p = gpu_host_alloc(bytes, name);
+    mem_track(p, MEM_COMM, bytes, name, LOC_PINNED);
+    return p;
+}
+
+static void gpu_unpin(void *p) {
+    if (mem_untrack(p)) ledger_bug("an offload buffer is not in the ledger", "gpu_unpin");
+    gpu_host_free(p);
+}
+
+OffloadLink gpu_offload_link(GpuGPT *m) {
+    OffloadLink l = {m, m->dtype, gpu_down, gpu_up, gpu_up_wait, gpu_offload_allgather, gpu_pinned, gpu_unpin, NULL, 0};
+    if (m->plan.offload & OFFLOAD_PARAMS) l.shard = m->params, l.shard_base = m->params_base;
+    return l;
+}
+
+// AdamW's gradient scale, on the host: read from the step's numbers on one
+// rank (a wait: the host's step needs the norm of all the gradients), known
+// already on several (gpu_grad_norm summed the ranks' norms there).
+float gpu_step_scale(GpuGPT *m) {
+    if (m->shard.nranks > 1) return m->host_scale;
+    double v[GPU_STEP_NUMBERS];
+    gpu_download(v, m->numbers, sizeof v);
+    return (float)v[STEP_SCALE];
+}
+
+#endif

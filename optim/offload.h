@@ -1,0 +1,275 @@
+// optim/offload.h — --offload: the optimizer's states off the device, and
+// AdamW run on the host a chunk at a time (core/plan.h). This is the host's
+// side, the same for both devices; the device's side is an OffloadLink, the
+// few calls that reach its gradients and weights (cpu/offload.h: copies
+// within RAM, kept apart as a GPU's would be; gpu/offload.h: copies over the
+// link through page-locked buffers). The arithmetic is the no-offload CPU
+// step's (optimizer_step) on the same numbers, so the bits are too.
+//
+//   --offload opt, --offload-to host: the fp32 master weights and Adam's m
+//     and v of the parameters this rank updates in host memory; a chunk's
+//     gradients come down through a page-locked landing buffer, its new
+//     weights (rounded to the dtype) go up through a page-locked upload
+//     buffer, two of each, used in turn.
+//   --offload-to disk: the same states in the offload file (io/offload_file.h),
+//     a chunk of them in host memory at a time.
+//   --offload opt,params (ZeRO stage 3): the weight shard lives in page-locked
+//     host memory (the link's shard); AdamW writes the new weights there, and
+//     each gather uploads this rank's part of the piece.
+//
+// Rows (n: the states' elements, the optimizer's; c = min(OFFLOAD_CHUNK, n);
+// e: the dtype's bytes):
+//   host:   master 4n (none for fp32 with params: the shard is the master), adam_m, adam_v
+//   disk:   master 4n, adam_m, adam_v in the file; host: one chunk of each
+//   pinned: comm 2 c e of landing buffers, and 2 c e of upload buffers (none with params)
+#ifndef GPTMEM_OPTIM_OFFLOAD_H
+#define GPTMEM_OPTIM_OFFLOAD_H
+
+#include <string.h>
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/plan.h"
+#include "core/traffic.h"
+#include "io/offload_file.h"
+#include "memory/ledger.h"
+#include "optim/optimizer.h"
+#include "parallel/comm.h"
+#include "parallel/zero.h"
+
+// The device's side: where the step's gradients come from and its weights go.
+typedef struct {
+    void *model;
+    int dtype;
+    // the gradients of parameters [a, b), in the dtype, into `landing`; done when it returns
+    void (*down)(void *model, void *landing, size_t a, size_t b);
+    // the new weights of [a, b), in the dtype, from upload buffer `k` (0 or 1) to the device's
+    // compute weights: may be queued; `up_wait` returns when buffer k may be written again
+    void (*up)(void *model, int k, const void *upload, size_t a, size_t b);
+    void (*up_wait)(void *model, int k);
+    void (*allgather)(void *model);  // ZeRO stages 1, 2: every rank's updated weights to every rank
+    void *(*pinned)(size_t bytes, const char *name);  // page-locked host memory, in the ledger (comm)
+    void (*unpin)(void *p);
+    void *shard;        // --offload opt,params: the page-locked weight shard, in the dtype
+    size_t shard_base;  // its element 0's parameter
+} OffloadLink;
+
+typedef struct {
+    int on, params, disk;
+    OffloadLink link;
+    size_t lo, hi;        // the parameters the step updates: the optimizer's
+    size_t n;             // the states' elements (element 0: parameter lo)
+    size_t chunk;         // parameters a chunk: min(OFFLOAD_CHUNK, n)
+    float *master;        // host: the fp32 master weights of [lo, lo + n); disk: one chunk of them
+    int master_is_shard;  // fp32 with params: the pinned weight shard is the master
+    void *landing[2], *upload[2];  // page-locked: a chunk of gradients, of new weights, each
+    OffloadFile file;     // disk
+} HostOffload;
+
+// The host's side for the plan's offload and the optimizer's range (lo, hi,
+// n_alloc); the optimizer's state is built here, at the host (on disk, a
+// chunk of it). 0, or -1 after a message (the offload file could not be made).
+int host_offload_build(HostOffload *o, const OffloadLink *link, const Plan *plan, Optimizer *opt,
+                       const AdamWConfig *adam, const GPTConfig *cfg, size_t lo, size_t hi, size_t n_alloc,
+                       int adam_bits, const char *dir, int rank) {
+    memset(o, 0, sizeof *o);
+    o->on = 1;
+    o->link = *link;
+    o->params = (plan->offload & OFFLOAD_PARAMS) != 0;
+    o->disk = plan->offload_disk;
+    o->lo = lo, o->hi = hi, o->n = n_alloc;
+    o->chunk = n_alloc < plan->offload_chunk ? n_alloc : plan->offload_chunk;
+    if (!o->chunk) o->chunk = ADAM_BLOCK;  // a rank with nothing to update still builds
+    size_t e = dtype_size(link->dtype), per = o->disk ? o->chunk : n_alloc;
+    o->master_is_shard = o->params && link->dtype == DT_FP32 && !o->disk;
+    if (o->master_is_shard) o->master = (float *)link->shard + (lo - link->shard_base);
+    else o->master = mem_alloc_at(LOC_HOST, MEM_MASTER, per * sizeof(float), o->disk ? "master (a chunk)" : "master weights");
+    optimizer_build_at(opt, adam, cfg, lo, hi, per, adam_bits, LOC_HOST);
+    for (int i = 0; i < 2; i++) {
+        o->landing[i] = link->pinned(o->chunk * e, "offload landing (grads)");
+        if (!o->params) o->upload[i] = link->pinned(o->chunk * e, "offload upload (weights)");
+    }
+    if (o->disk && offload_file_open(&o->file, dir, rank, n_alloc, o->chunk, adam_bits)) return -1;
+    return 0;
+}
+
+void host_offload_free(HostOffload *o) {
+    if (!o->on) return;
+    if (!o->master_is_shard) mem_free(o->master);
+    for (int i = 0; i < 2; i++) {
+        if (o->landing[i]) o->link.unpin(o->landing[i]);
+        if (o->upload[i]) o->link.unpin(o->upload[i]);
+    }
+    offload_file_close(&o->file);
+    memset(o, 0, sizeof *o);
+}
+
+// Record k of the file: the chunk buffers its parts are read into and written from.
+RecordParts chunk_record(const HostOffload *o, const Optimizer *opt, size_t k, float *w) {
+    size_t len = record_len(&o->file, k);
+    if (opt->bits == 8) return record_parts(len, 8, w, opt->m8, opt->m_scale, opt->v8, opt->v_scale);
+    return record_parts(len, 32, w, opt->m, NULL, opt->v, NULL);
+}
+
+// Chunk k's states: where its master weights, m and v are (host arrays, or the
+// chunk buffers the file's record was read into), as an optimizer view.
+typedef struct {
+    float *w;
+    Optimizer view;
+} ChunkStates;
+
+ChunkStates chunk_states(HostOffload *o, Optimizer *opt, size_t k, int read) {
+    size_t a = o->lo + k * o->chunk, b = a + o->chunk < o->lo + o->n ? a + o->chunk : o->lo + o->n;
+    size_t at = o->disk ? 0 : k * o->chunk;  // the chunk's first element in the state arrays
+    ChunkStates c;
+    c.w = o->master + at;
+    if (opt->bits == 8)
+        c.view = optimizer_view(opt, a, b, opt->m8 + at, opt->v8 + at, opt->m_scale + at / ADAM_BLOCK,
+                                opt->v_scale + at / ADAM_BLOCK);
+    else c.view = optimizer_view(opt, a, b, opt->m + at, opt->v + at, NULL, NULL);
+    if (o->disk && read) offload_file_read(&o->file, k, chunk_record(o, opt, k, c.w));
+    return c;
+}
+
+void chunk_store(HostOffload *o, Optimizer *opt, size_t k, ChunkStates *c) {
+    if (o->disk) offload_file_write(&o->file, k, chunk_record(o, opt, k, c->w));
+}
+
+// The compute weights of [a, b) from the master weights w: rounded to the
+// dtype, up to the device through upload buffer k & 1, or (params) straight
+// into the pinned shard, which the gathers upload from.
+void weights_up(HostOffload *o, size_t k, size_t a, size_t b, const float *w) {
+    const OffloadLink *l = &o->link;
+    size_t len = b - a;
+    if (o->params) {
+        char *dst = (char *)l->shard + (a - l->shard_base) * dtype_size(l->dtype);
+        if (l->dtype != DT_FP32) dtype_store(dst, w, len, l->dtype);
+        else if (!o->master_is_shard) memcpy(dst, w, len * 4);
+        return;
+    }
+    void *up = o->upload[k & 1];
+    l->up_wait(l->model, (int)(k & 1));
+    if (l->dtype == DT_FP32) memcpy(up, w, len * 4);
+    else dtype_store(up, w, len, l->dtype);
+    l->up(l->model, (int)(k & 1), up, a, b);
+}
+
+// The step: for each chunk of [lo, hi), its gradients down, AdamW on the host
+// (the no-offload step's arithmetic, on the same numbers), its states back to
+// the file (disk), its new weights up; then ZeRO stages 1, 2 all-gather them.
+// A NaN grad_scale (an fp16 overflow) skips the step, as without offload.
+void host_offload_step(HostOffload *o, Optimizer *opt, float lr, int t, float grad_scale) {
+    const OffloadLink *l = &o->link;
+    for (size_t k = 0, a = o->lo; a < o->hi; k++, a += o->chunk) {
+        size_t b = a + o->chunk < o->hi ? a + o->chunk : o->hi;
+        void *land = o->landing[k & 1];
+        l->down(l->model, land, a, b);
+        ChunkStates c = chunk_states(o, opt, k, 1);
+        c.view.hi = b;  // the chunk's parameters this step updates
+        double t0 = now_seconds();
+        optimizer_step(&c.view, c.w, a, land, a, l->dtype, lr, t, grad_scale);
+        g_traffic.adam_seconds += now_seconds() - t0;
+        chunk_store(o, opt, k, &c);
+        weights_up(o, k, a, b, c.w);
+    }
+    for (int i = 0; i < 2 && !o->params; i++) l->up_wait(l->model, i);
+    l->allgather(l->model);
+}
+
+// The compute weights follow the master weights (after init, after a resume):
+// every chunk of [lo, hi) up, then the all-gather of stages 1, 2.
+void host_offload_weights_follow(HostOffload *o, Optimizer *opt) {
+    for (size_t k = 0, a = o->lo; a < o->hi; k++, a += o->chunk) {
+        size_t b = a + o->chunk < o->hi ? a + o->chunk : o->hi;
+        ChunkStates c = chunk_states(o, opt, k, 1);
+        weights_up(o, k, a, b, c.w);
+    }
+    for (int i = 0; i < 2 && !o->params; i++) o->link.up_wait(o->link.model, i);
+    o->link.allgather(o->link.model);
+}
+
+// GPT-2's init of the master weights of [lo, hi) (in the file, a record at a
+// time, with m and v at 0), then the compute weights from them.
+typedef struct {
+    HostOffload *o;
+    Optimizer *opt;
+} OffloadTarget;
+
+static void init_record(void *ctx, size_t a, size_t b) {
+    OffloadTarget *it = ctx;
+    size_t k = (a - it->o->lo) / it->o->chunk;
+    (void)b;
+    ChunkStates c = chunk_states(it->o, it->opt, k, 0);
+    chunk_store(it->o, it->opt, k, &c);
+}
+
+void host_offload_init(HostOffload *o, Optimizer *opt, const GPTConfig *cfg, uint64_t seed) {
+    if (o->disk) {
+        OffloadTarget it = {o, opt};
+        init_params_chunks(o->master, o->chunk, o->lo, o->hi, cfg, seed, init_record, &it);
+    } else if (o->hi > o->lo) {
+        init_params_range(o->master, o->lo, o->hi, cfg, seed);
+    }
+    host_offload_weights_follow(o, opt);
+}
+
+// Saved states through the file (--offload-to disk): element `at` of the
+// states on, n of them; which 0 is the weights (weights_get/set) or m (moments),
+// 1 v. Each touches the records it spans: read (checked), and for a set
+// changed and written back.
+static void file_access(OffloadTarget *st, int weights, int which, size_t at, float *get, const float *set, size_t n) {
+    HostOffload *o = st->o;
+    for (size_t done = 0; done < n;) {
+        size_t k = (at + done) / o->chunk, in = (at + done) % o->chunk;
+        size_t len = o->chunk - in < n - done ? o->chunk - in : n - done;
+        ChunkStates c = chunk_states(o, st->opt, k, 1);
+        if (weights) {
+            if (get) memcpy(get + done, c.w + in, len * 4);
+            else memcpy(c.w + in, set + done, len * 4);
+        } else if (get) {
+            optimizer_moments_get(&c.view, which, in, get + done, len);
+        } else {
+            optimizer_moments_set(&c.view, which, in, set + done, len);
+        }
+        if (set) chunk_store(o, st->opt, k, &c);
+        done += len;
+    }
+}
+
+void offload_weights_get(const void *ctx, int which, size_t at, float *dst, size_t n) {
+    file_access((OffloadTarget *)ctx, 1, which, at, dst, NULL, n);
+}
+void offload_weights_set(void *ctx, int which, size_t at, const float *src, size_t n) {
+    file_access(ctx, 1, which, at, NULL, src, n);
+}
+void offload_moments_get(const void *ctx, int which, size_t at, float *dst, size_t n) {
+    file_access((OffloadTarget *)ctx, 0, which, at, dst, NULL, n);
+}
+void offload_moments_set(void *ctx, int which, size_t at, const float *src, size_t n) {
+    file_access(ctx, 0, which, at, NULL, src, n);
+}
+
+// ZeRO stage 0 on several ranks, after a resume: each rank read its own part
+// of the saved state into its file; every rank needs all of them (the ranks
+// are replicas), so each part goes to every rank's file, through a 1 MiB host
+// buffer (as a saved state does, io/state.h): its rank reads it and
+// broadcasts, the others write it.
+void offload_file_allgather(OffloadTarget *st, const Shard *sh) {
+    enum { PER = (1 << 20) / sizeof(float) };
+    float *buf = malloc(PER * sizeof(float));
+    for (int r = 0; r < sh->nranks; r++) {
+        size_t a = (size_t)r * sh->size, b = a + sh->size < sh->nparams ? a + sh->size : sh->nparams;
+        for (size_t at = a; at < b; at += PER) {
+            size_t len = b - at < PER ? b - at : PER;
+            for (int part = 0; part < 3; part++) {  // the weights, m, v
+                int weights = part == 0, moment = part == 2;
+                if (sh->rank == r) file_access(st, weights, moment, at - st->o->lo, buf, NULL, len);
+                comm_broadcast(buf, len * sizeof(float), r);
+                if (sh->rank != r) file_access(st, weights, moment, at - st->o->lo, NULL, buf, len);
+            }
+        }
+    }
+    free(buf);
+}
+
+#endif

@@ -131,10 +131,13 @@ int write_timeline(const Settings *o, const PredictedTimeline *t) {
 // (--mem-ops). 0, or 1 if a file cannot be written.
 int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float val_loss, size_t nparams) {
     const Settings *o = ob->s;
+    size_t file = g_ledger.peak_at[LOC_DISK];  // --offload-to disk: the file's bytes, not memory's
     say("done: %d steps in %.1f s (%.0f tok/s training) | final val loss %.4f | peak memory %.2f MiB%s (the "
-        "process: %.2f MiB, see --mem)\n", steps_run, now_seconds() - ob->start,
-        ob->train_seconds > 0 ? ob->tokens / ob->train_seconds : 0.0, val_loss, mib(g_ledger.peak_total),
+        "process: %.2f MiB, see --mem)", steps_run, now_seconds() - ob->start,
+        ob->train_seconds > 0 ? ob->tokens / ob->train_seconds : 0.0, val_loss, mib(g_ledger.peak_total - file),
         comm_nranks > 1 ? " (rank 0)" : "", mib(process_peak_rss()));
+    if (file) say(" | %.2f GiB in the offload file", file / 1073741824.0);
+    say("\n");
     timing_print(&ob->timing);
     timing_free(&ob->timing);
     if (steps_run == 0) return 0;

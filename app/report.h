@@ -256,9 +256,9 @@ void format_duration(char *out, size_t n, double seconds) {
 }
 
 // The step line: loss, lr, norm, time, tok/s, MFU (against peak_flops of all
-// ranks; fpt model FLOPs a token), memory (live now, and this step's peak),
-// elapsed and remaining time; with --recompute the time it took and its FLOPs
-// (rfpt a token) as a share of the model's.
+// ranks; fpt model FLOPs a token), memory (live now, and this step's peak; the
+// offload file apart), elapsed and remaining time; with --recompute the time
+// it took and its FLOPs (rfpt a token) as a share of the model's.
 void print_step_line(const StepResult *r, const Settings *o, int nranks, const LiveState *live, Net *net,
                      double peak_flops, double fpt, double rfpt, double elapsed, int steps_done) {
     int B = o->batch, T = o->seq_len;
@@ -268,8 +268,10 @@ void print_step_line(const StepResult *r, const Settings *o, int nranks, const L
     say("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s", r->step, o->steps, r->loss, r->lr,
         r->norm, r->seconds * 1e3, r->tokens / r->seconds);
     if (peak_flops > 0) say(" | MFU %4.1f%%", 100.0 * r->tokens * fpt / r->seconds / peak_flops);
-    say(" | mem %.1f MiB now, %.1f peak | %s elapsed, %s left", mib(g_ledger.total), mib(g_ledger.window_peak), done,
-        left);
+    size_t file = g_ledger.total_at[LOC_DISK];  // --offload-to disk: in the file, not in memory (the same all run)
+    say(" | mem %.1f MiB now, %.1f peak", mib(g_ledger.total - file), mib(g_ledger.window_peak - file));
+    if (file) say(" (+ %.2f GiB on disk)", file / 1073741824.0);
+    say(" | %s elapsed, %s left", done, left);
     if (o->accum > 1 || nranks > 1) say(" | tokens %d micro, %lld step", B * T, r->tokens);
     if (nranks > 1) say(" | sent %.2f MiB", comm_bytes_sent / 1048576.0);
     if (o->recompute) say(" | recompute %.1f ms, %.1f%% more FLOPs", net_recompute_seconds(net) * 1e3, 100.0 * rfpt / fpt);

@@ -138,6 +138,10 @@ compare: train chart data
 	  "fp32=" "bf16=--dtype bf16" "bf16+ckpt=--dtype bf16 --ckpt" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \
 	  "+fused-ce=--dtype bf16 --ckpt --flash --fused-ce" "bf16+zero3 x8=--dtype bf16 --zero 3 --ranks 8" \
 	  "+fused-ce=--dtype bf16 --zero 3 --ranks 8 --fused-ce"
+	python3 scripts/compare.py --dry-run --base "--model gpt2 --batch 1 --dtype bf16 --zero 3 --ranks 8" \
+	  --csv doc/img/memory_groups.csv --png doc/img/memory_groups.png \
+	  --title "GPT-2, ZeRO-3 on 8 ranks in groups of K: peak memory per rank" \
+	  "K 1=--shard-group 1" "K 2=--shard-group 2" "K 4=--shard-group 4" "K 8=--shard-group 8"
 	python3 scripts/compare.py --dry-run --base "$(GPT2) --dtype bf16" "bf16=" "offload=--offload opt" \
 	  "to disk=--offload opt --offload-to disk" "ZeRO-3 x4=--zero 3 --ranks 4" "+opt,params=--zero 3 --ranks 4 --offload opt,params"
 	python3 scripts/compare.py --base "$(SMALL_RUN)" --csv doc/img/memory_small.csv --png doc/img/memory_small.png \

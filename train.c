@@ -106,7 +106,7 @@ int build(Run *run, Net *net, const Settings *o, const Plan *plan, const MemRepo
 StepResult *read_step(StepResult *r, Net *net, const Settings *o, LiveState *live, int step, float lr, float scale) {
     NetNumbers numbers = net_read_numbers(net);
     double norm = sqrt(numbers.sumsq) / scale;
-    *r = (StepResult){step + 1, (float)(comm_sum_ordered(numbers.loss_sum / o->accum) / comm_nranks), lr, norm, 0,
+    *r = (StepResult){step + 1, (float)(comm_sum_ordered(&comm_world, numbers.loss_sum / o->accum) / comm_nranks), lr, norm, 0,
                       (long long)o->batch * o->seq_len * o->accum * comm_nranks, scale, !isfinite(norm)};
     if (r->skipped && o->dtype != DT_FP16) {
         fprintf(stderr, "error: the gradients are not finite at step %d; lower --lr\n", step + 1);

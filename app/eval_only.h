@@ -146,7 +146,7 @@ int eval_only_run(Settings *o) {
     memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
     measured.peak_total = g_ledger.peak_total;
     memcpy(measured.peak_at, g_ledger.peak_at, sizeof measured.peak_at);
-    int bad = (o->mem || o->mem_json) && report_memory(o, &predicted, &measured, 0, model->nparams, 0, NULL);
+    int bad = (o->mem || o->mem_json) && report_memory(o, &predicted, &measured, 0, 0, model->nparams, 0, NULL);
     net_free(&net);
     data_free(&data);
     comm_finalize();

@@ -55,6 +55,7 @@ const FlagSpec flag_specs[] = {
     {"device", ARG_STR, OPT(device_str), 0, 0, "where to train: cpu (the reference) or cuda (the GPU)"},
     {"dtype", ARG_STR, OPT(dtype_str), 0, 0, "storage of weights, grads, activations: fp32, bf16 or fp16"},
     {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
+    {"shard-group", ARG_INT, OPT(shard_group), 0, 1 << 20, "the sharding factor: ZeRO shards over groups of K ranks, the groups hold replicas (0: all ranks)"},
     {"comm", ARG_STR, OPT(comm_str), 0, 0, "ZeRO's collectives on the GPU: auto (nccl when each rank has a GPU of its own, else mpi), nccl, or mpi (through host buffers; ranks may share a GPU)"},
     {"ranks", ARG_INT, OPT(ranks), 1, 4096, "train on N ranks (starts mpirun -np N); with --dry-run: each rank's memory on N ranks"},
     {"adam-bits", ARG_INT, OPT(adam_bits), 1, 64, "AdamW's m and v: 32 (fp32) or 8 (blocks of 256, an fp32 scale each)"},
@@ -246,6 +247,25 @@ void parse_recompute(Settings *o) {
     if (o->recompute & REC_BLOCK) o->ckpt = 1;
 }
 
+// --shard-group K: a divisor of the ranks, with a ZeRO stage to shard (the
+// ranks under mpirun are checked again once known, app/launch.h).
+void check_shard_group(int k, int zero, int ranks) {
+    if (!k) return;
+    if (!zero) usage_error("--shard-group %d shards ZeRO's states in groups: add --zero 1, 2 or 3", k);
+    if (ranks <= 1)
+        usage_error("--shard-group %d needs several ranks (--ranks N, or mpirun -np N) to put in groups", k);
+    if (k > ranks || ranks % k)
+        usage_error("--shard-group %d must divide the %d ranks (groups of K ranks, N/K of them): try one of the divisors of %d",
+                    k, ranks, ranks);
+}
+
+void parse_shard_group(Settings *o) {
+    if (!o->shard_group) return;
+    if (o->cuda) usage_error("--shard-group runs on --device cpu for now; on the GPU, use --zero over all the ranks");
+    if (o->ranks > 1 || !comm_launched()) check_shard_group(o->shard_group, o->zero, o->ranks);
+    else if (!o->zero) check_shard_group(o->shard_group, 0, 2);
+}
+
 // --offload and --offload-to: what is moved, and where to.
 void parse_offload(Settings *o) {
     if (strcmp(o->offload_str, "none")) {
@@ -349,6 +369,7 @@ void resolve_settings(Settings *o) {
     parse_recompute(o);
     if (o->infer && !o->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
     parse_offload(o);
+    parse_shard_group(o);
     parse_eval_flags(o);
     if (o->cuda && o->mem_timeline)
         usage_error("--mem-timeline records the CPU's activation stack; drop --device cuda");

@@ -222,6 +222,10 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *o) {
     }
     if (o->cuda && comm_nranks > 1 && open_comm_backend(o)) return 1;
     if (o->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
+    if (o->shard_group) {  // (the ranks are known now)
+        check_shard_group(o->shard_group, o->zero, comm_nranks);
+        comm_split_groups(o->shard_group);
+    }
     if (o->zero && comm_nranks == 1)
         say("note: --zero %d on one rank: nothing to shard, training as usual; shard it with `./train --ranks 4 "
             "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", o->zero,

@@ -31,6 +31,7 @@ typedef struct {
     int recording;          // the first step's stack is recorded (--mem, --mem-json, --mem-timeline on the CPU)
     size_t block_kept;      // what block 0 kept on the stack in a training forward (--mem-ops)
     long long first_step_comm;  // the bytes the first step sent
+    long long first_step_across;  // --shard-group: of which across the groups
     long long traffic_start[TR_N];  // --offload's counts when the first step started
     double start, step_start, train_seconds;  // the run's start, the step's, the time in steps
     long long tokens;       // tokens trained on
@@ -53,7 +54,7 @@ void observe_start(Observer *ob, const Settings *s, const Net *net) {
 void observe_step(Observer *ob, int step) {
     ob->step_start = now_seconds();
     ob->micro = 0;
-    comm_bytes_sent = 0;
+    comm_clear_counts();
     ledger_window_start();
     g_ledger.trace = ob->s->trace && ob->first && comm_rank_id == 0;
     if (g_ledger.trace)
@@ -77,6 +78,7 @@ void observe(Observer *ob, int phase, const Net *net) {
     if (ob->first) {
         ob->measured.phase[PHASE_STEP] = ledger_snapshot();
         ob->first_step_comm = comm_bytes_sent;
+        ob->first_step_across = comm_across.bytes;
         for (int k = 0; k < TR_N; k++) ob->measured.traffic[k] = g_traffic.bytes[k] - ob->traffic_start[k];
     }
     g_ledger.trace = 0;
@@ -152,7 +154,7 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
         if (o->mem_timeline && write_timeline(o, &timeline)) return 1;
     }
     if ((o->mem || o->mem_json) &&
-        report_memory(o, predicted, &ob->measured, ob->first_step_comm, nparams, ob->stage, receipt))
+        report_memory(o, predicted, &ob->measured, ob->first_step_comm, ob->first_step_across, nparams, ob->stage, receipt))
         return 1;
     if (ob->recording && o->mem && comm_rank_id == 0) print_peak_receipt(stdout, &timeline, predicted);
     if (ob->recording) { predicted_timeline_free(&timeline); free(receipt); }

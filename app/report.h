@@ -38,6 +38,7 @@ void print_config_line(const GPTConfig *c, const Settings *o) {
     if (o->zero) printf(" | zero %d", o->zero);
     if (o->ranks > 1) printf(" on %d ranks", o->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
+    if (o->shard_group) printf(" in groups of %d", o->shard_group);
     if (o->ckpt) printf(" | ckpt");
     else if (o->recompute) printf(" | recompute %s", o->recompute_str);
     if (o->fused_ce) printf(" | fused-ce");
@@ -70,12 +71,13 @@ typedef struct {
     size_t peak_total, predicted_peak;
     int equal;
     long long comm_bytes;
+    long long comm_across;  // --shard-group: of which across the groups
 } RankLedger;
 
 int report_memory(const Settings *o, const MemReport *predicted, const MemReport *measured, long long step_comm,
-                  size_t P, int zero, const char *receipt) {
+                  long long step_across, size_t P, int zero, const char *receipt) {
     RankLedger mine = {measured->peak_total, predicted->peak_total,
-                       !memcmp(predicted, measured, sizeof *measured), step_comm};
+                       !memcmp(predicted, measured, sizeof *measured), step_comm, step_across};
     RankLedger *all = malloc(sizeof(RankLedger) * comm_nranks);
     comm_gather_to_root(&mine, all, sizeof mine);
     if (o->mem && comm_rank_id == 0) {
@@ -106,6 +108,13 @@ int report_memory(const Settings *o, const MemReport *predicted, const MemReport
             size_t e = dtype_size(o->dtype);
             printf("  communication: %lld B sent per step by rank 0 (ring volumes: (N-1)/N of each collective); "
                    "textbook %d x params = %zu B\n", all[0].comm_bytes, zero == 3 ? 3 : 2, (zero == 3 ? 3 : 2) * e * P);
+            if (o->shard_group) {
+                Settings k = *o;
+                k.ranks = comm_nranks;
+                printf("  of which inside its group of %d: %lld B; across the %d groups: %lld B (predicted %lld B)\n",
+                       o->shard_group, all[0].comm_bytes - all[0].comm_across, comm_nranks / o->shard_group,
+                       all[0].comm_across, predict_across_bytes(P, &k));
+            }
         }
     }
     comm_barrier();  // no rank frees its memory before rank 0 has measured the GPU's (the runtime row)
@@ -126,7 +135,8 @@ int report_memory(const Settings *o, const MemReport *predicted, const MemReport
 // difference named.
 void print_paper_comparison(const Settings *s, const MemReport *r) {
     const GPTConfig *cfg = &s->cfg;
-    int ranks = s->ranks > 1 ? s->ranks : 1, zero = ranks > 1 ? s->zero : 0, e = s->dtype == 0 ? 4 : 2;
+    // the ranks that share the shards: all, or --shard-group's K
+    int ranks = settings_shard_ranks(s, s->ranks), zero = ranks > 1 ? s->zero : 0, e = s->dtype == 0 ? 4 : 2;
     double K = paper_optimizer_bytes(s);  // 12 in mixed precision, 8 in fp32; less with --adam-bits 8
     int Vp = padded_vocab(cfg), C = cfg->channels;
     size_t P = param_count(cfg);
@@ -147,6 +157,28 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
            mib(b[MEM_COMM]));
     printf("  %-56s %14zu B %10.2f MiB\n", "  + model-sized scratch (fp32 copies, buckets)", scratch, mib(scratch));
     printf("  %-56s %14zu B %10.2f MiB = %.2fx the paper\n", "  = total", total, mib(total), total / paper);
+    // what a step sends, each rank: inside the ranks that share the shards (all, or a group), and
+    // with --shard-group the sum across the groups
+    double inside = ring_step_bytes(zero, e, s->accum, s->ckpt, s->fused_ce, (double)P,
+                                    ((double)Vp + cfg->max_seq) * C, ranks);
+    if (ranks > 1 && s->ranks == ranks)
+        printf("  %-56s %14.0f B %10.2f MiB\n", "a step sends: the stage's ring formula", inside, inside / 1048576.0);
+    if (s->ranks > ranks) {
+        int R = s->ranks / ranks;
+        ShardSizes z = predict_shard(P, s);
+        double n = z.zero == 0 ? (double)z.weights_n : (double)z.S;
+        long long across = predict_across_bytes(P, s);
+        if (ranks == 1) printf("  --shard-group 1: a group of one shards nothing, data parallel over %d ranks; a step sums "
+                               "each rank's gradients (%.0f) across them:\n", R, n);
+        else printf("  --shard-group %d: the states sharded over the %d ranks of a group, the %d groups replicas; a step "
+                    "sums each rank's gradients (%.0f) across the groups:\n", ranks, ranks, R, n);
+        printf("  %-56s %14.0f B %10.2f MiB\n", "  inside the group: the stage's ring formula", inside,
+               inside / 1048576.0);
+        printf("  %-56s %14.0f B %10.2f MiB\n", "  across: ring all-reduce, 2 (R-1)/R x 4 x those",
+               2.0 * (R - 1) / R * 4 * n, 2.0 * (R - 1) / R * 4 * n / 1048576.0);
+        printf("  %-56s %14lld B %10.2f MiB\n", "  across: gptmem sends (chunks, R blocks each)", across,
+               across / 1048576.0);
+    }
     size_t moved = predict_moved(C, Vp, cfg->max_seq, s->fused_ce), table = ((size_t)Vp + cfg->max_seq) * C + 2 * (size_t)C;
     if (total <= (size_t)paper) return;
     if (!s->fused_ce)
@@ -274,6 +306,7 @@ void print_step_line(const StepResult *r, const Settings *o, int nranks, const L
     say(" | %s elapsed, %s left", done, left);
     if (o->accum > 1 || nranks > 1) say(" | tokens %d micro, %lld step", B * T, r->tokens);
     if (nranks > 1) say(" | sent %.2f MiB", comm_bytes_sent / 1048576.0);
+    if (nranks > 1 && o->shard_group) say(" (%.2f across groups)", comm_across.bytes / 1048576.0);
     if (o->recompute) say(" | recompute %.1f ms, %.1f%% more FLOPs", net_recompute_seconds(net) * 1e3, 100.0 * rfpt / fpt);
     if (r->skipped) say(" | skipped: inf/nan gradients, loss scale %g -> %g", r->scale, live->loss_scale);
     else if (o->dtype == DT_FP16) say(" | loss scale %g", r->scale);

@@ -50,7 +50,7 @@
 
 typedef struct {
     int stage;           // the ZeRO stage in effect: --zero on several ranks, else 0
-    int ranks;           // the ranks the parameters are sharded over (1: none)
+    int ranks;           // the ranks the parameters are sharded over (1: none; --shard-group: the group's)
     unsigned drops;      // SV_BIT()s of the tensors a block drops after its forward, rebuilt in its backward
     int tiled_head;      // --fused-ce: the LM head and the loss by tiles, the table by chunks
     int head_rows;       // rows of logits computed at a time: --fused-ce's tiles, and the CPU's 16-bit head
@@ -72,7 +72,7 @@ Plan make_plan(const Settings *s, int ranks) {
     const GPTConfig *c = &s->cfg;
     size_t C = c->channels, N = (size_t)s->batch * s->seq_len, rows = (size_t)padded_vocab(c) + c->max_seq;
     Plan p;
-    p.ranks = ranks > 1 ? ranks : 1;
+    p.ranks = settings_shard_ranks(s, ranks);
     p.stage = p.ranks > 1 ? s->zero : 0;
     p.drops = saved_dropped(s->recompute | (s->ckpt ? REC_BLOCK : 0), s->flash);
     p.tiled_head = s->fused_ce;

@@ -42,6 +42,7 @@ typedef struct {
     const char *device_str;
     int cuda;               // --device cuda
     int zero, ranks;        // --zero S; --ranks N (the ranks to start, or with --dry-run to predict for)
+    int shard_group;        // --shard-group K: ZeRO shards over groups of K ranks, replicated across groups (0: all ranks)
     const char *comm_str;   // --comm auto|nccl|mpi: ZeRO's collectives on the GPU
     int comm;               // its COMM_*
     int threads;            // OpenMP threads (0: divide the cores, app/launch.h)
@@ -97,6 +98,12 @@ Settings default_settings(void) {
     o.offload_str = "none";
     o.offload_to = OFFLOAD_TO_DEFAULT;
     return o;
+}
+
+// The ranks ZeRO shards over, of `ranks` in all: a group of --shard-group K, or all of them (1: none).
+int settings_shard_ranks(const Settings *s, int ranks) {
+    if (ranks <= 1) return 1;
+    return s->shard_group > 0 && s->shard_group < ranks ? s->shard_group : ranks;
 }
 
 #endif

@@ -110,6 +110,7 @@ typedef struct {
     // ZeRO buffers (ledger: comm)
     int bucketed;       // gradients go through the fp32 buckets g_piece / g_global
     float *reduce_buf;  // stages 0, 1: N * REDUCE_CHUNK floats for the chunked gradient reduction
+    float *across_buf;  // --shard-group: the sum across the groups' chunk (parallel/zero.h across_buffer_floats)
     // --eval-only (gpt_build_eval): a forward-only model, fp32 arithmetic, no gradients. Its weights
     // are the fp32 params, or with --quantize held in quant; each op reads its piece back (cpu/weights.h).
     int eval;
@@ -203,6 +204,7 @@ int cpu_buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(g_global, comm_buckets, "global grads bucket", m->bucketed && whole_table ? m->plan.table * f : 0);
     size_t k = sh->size < REDUCE_CHUNK ? sh->size : REDUCE_CHUNK;
     BUF(reduce_buf, MEM_COMM, "reduce chunk", sh->nranks > 1 && sh->stage <= 1 ? (size_t)sh->nranks * k * f : 0);
+    BUF(across_buf, MEM_COMM, "across-groups chunk", across_buffer_floats(sh) * f);
     BUF(gather_piece, MEM_COMM, "piece gather", sh->stage == 3 ? m->piece * e : 0);
     BUF(gather_global, MEM_COMM, "global gather", sh->stage == 3 && whole_table ? m->plan.table * e : 0);
 #undef BUF
@@ -238,7 +240,7 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank, int nranks
     m->dtype = s->dtype;
     m->flash = s->flash;
     m->nparams = param_count(&m->cfg);
-    m->shard = shard_layout(m->nparams, s->zero, rank, nranks);
+    m->shard = shard_layout(m->nparams, s->zero, rank, nranks, s->shard_group);
     const Shard *sh = &m->shard;
     m->params_base = shard_weights_base(sh);
     m->grads_base = shard_grads_base(sh);
@@ -268,7 +270,7 @@ void gpt_build_eval(GPT *m, const Settings *s) {
     m->dtype = DT_FP32;
     m->flash = s->flash;
     m->nparams = param_count(&m->cfg);
-    m->shard = shard_layout(m->nparams, 0, 0, 1);
+    m->shard = shard_layout(m->nparams, 0, 0, 1, 0);
     int n = param_tensor_count(&m->cfg);  // the layout as io/quant.h sees it
     ParamTensor *pt = malloc(sizeof(ParamTensor) * n);
     QuantTensor *qt = malloc(sizeof(QuantTensor) * n);

@@ -95,7 +95,7 @@ double gpt_grad_sum_squares(const GPT *m) {
     const Shard *sh = &m->shard;
     const char *g = gpt_grads(m);
     size_t at = sh->own_lo - m->grads_base;
-    return comm_sum_ordered(sum_squares_dt(g + at * dtype_size(m->dtype), sh->own_hi - sh->own_lo, m->dtype));
+    return comm_sum_ordered(sh->comm, sum_squares_dt(g + at * dtype_size(m->dtype), sh->own_hi - sh->own_lo, m->dtype));
 }
 
 // Stage 3: every rank's weights of [lo, hi) into dst (in the storage dtype).
@@ -116,9 +116,13 @@ void reduce_scatter_grads(GPT *m, float *bucket, size_t lo, size_t hi) {
     zero_reduce_scatter(&m->shard, bucket, lo, hi, gpt_grads(m), m->grads_base, m->dtype);
 }
 
-// Stages 0, 1 on several ranks: the full gradients, summed over the ranks.
+// Stages 0, 1 on several ranks: the full gradients, summed over the ranks
+// (stages 2, 3 summed each piece's in the backward). With --shard-group that
+// was inside the group: the part this rank's optimizer reads is then summed
+// across the groups.
 void gpt_reduce_grads(GPT *m) {
     if (m->shard.nranks > 1 && m->shard.stage <= 1) zero_reduce_full(&m->shard, gpt_grads(m), m->reduce_buf, m->dtype);
+    zero_reduce_across(&m->shard, gpt_grads(m), m->across_buf, m->dtype);
 }
 
 // Are the weights the same on every rank (parallel/zero.h)? 1 yes, 0 no.

@@ -215,7 +215,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank, int
     m->ntensors = param_tensor_count(&m->cfg);
     m->tensors = malloc(sizeof(ParamTensor) * m->ntensors);
     param_tensors(&m->cfg, m->tensors);
-    m->shard = shard_layout(m->nparams, s->zero, rank, nranks);
+    m->shard = shard_layout(m->nparams, s->zero, rank, nranks, s->shard_group);
     const Shard *sh = &m->shard;
     m->params_base = shard_weights_base(sh);
     m->state_base = shard_state_base(sh);

@@ -27,7 +27,7 @@ void gpu_grad_norm(GpuGPT *m, float loss_scale, float clip) {
     double part[GPU_NORM_BLOCKS], s = 0.0;
     gpu_download(part, m->norm_partials, sizeof part);
     for (int i = 0; i < GPU_NORM_BLOCKS; i++) s += part[i];
-    double total = comm_sum_ordered(s);
+    double total = comm_sum_ordered(m->shard.comm, s);
     m->host_scale = step_grad_scale(total, loss_scale, clip);
     double two[2] = {total, m->host_scale};  // STEP_SUMSQ, STEP_SCALE
     gpu_upload(m->numbers + STEP_SUMSQ, two, sizeof two);

@@ -311,9 +311,11 @@ StateReader state_open(const char *path, const StateHeader *want, int purpose) {
     }
     if (purpose == RESUME_TRAINING && (hd.zero != want->zero || hd.nranks != want->nranks || hd.rank != want->rank ||
                                        hd.lo != want->lo || hd.hi != want->hi)) {
-        fprintf(stderr, "error: checkpoint '%s' is rank %d of %d at --zero %d; this is rank %d of %d at --zero %d: "
-                "resume with the same mpirun -np and --zero\n", path, hd.rank, hd.nranks, hd.zero, want->rank,
-                want->nranks, want->zero);
+        fprintf(stderr, "error: checkpoint '%s' is rank %d of %d at --zero %d, holding parameters [%llu, %llu); this is "
+                "rank %d of %d at --zero %d, needing [%llu, %llu): resume with the same mpirun -np, --zero and "
+                "--shard-group\n", path, hd.rank, hd.nranks, hd.zero, (unsigned long long)hd.lo,
+                (unsigned long long)hd.hi, want->rank, want->nranks, want->zero, (unsigned long long)want->lo,
+                (unsigned long long)want->hi);
         exit(1);
     }
     size_t n = (hd.hi - hd.lo) * sizeof(float);

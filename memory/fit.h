@@ -80,22 +80,10 @@ typedef struct {
     size_t category_bytes, weights;  // its bytes; the weights' (params row)
 } FitSetting;
 
-// Bytes a rank sends in one step (ring collectives: (N-1)/N of each), Psi
-// parameters, e bytes a stored weight, gradients reduced in fp32 here:
-//   stage 0: all-reduce of the gradients                    2 x 4 Psi
-//   stage 1: reduce-scatter of them, all-gather of weights   4 Psi + e Psi
-//   stage 2: reduce-scatter each micro-batch, all-gather     A x 4 Psi + e Psi
-//   stage 3: each micro-batch, reduce-scatter and two gathers (three with --ckpt's rebuild)
-//            A x (4 Psi + (2 or 3) e Psi); --fused-ce gathers the table once more and
-//            reduce-scatters it twice, A x (e + 4) table
+// Bytes a rank sends in one step: the ring formulas (memory/predict.h ring_step_bytes).
 double fit_comm_bytes(const FitSetting *f, double P, double table, int ranks) {
-    if (ranks <= 1) return 0;
-    double e = f->dtype == 0 ? 4 : 2, ring = (ranks - 1.0) / ranks, A = f->accum, b;
-    if (f->zero == 0) b = 2 * 4 * P;
-    else if (f->zero == 1) b = 4 * P + e * P;
-    else if (f->zero == 2) b = A * 4 * P + e * P;
-    else b = A * (4 * P + ((f->recompute & REC_BLOCK) ? 3 : 2) * e * P + (f->fused_ce ? (e + 4) * table : 0));
-    return ring * b;
+    return ring_step_bytes(f->zero, f->dtype == 0 ? 4 : 2, f->accum, (f->recompute & REC_BLOCK) != 0, f->fused_ce, P,
+                           table, ranks);
 }
 
 // Of two settings that both fit, does a make b pointless: at least as

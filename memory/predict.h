@@ -20,6 +20,7 @@
 #include "core/plan.h"      // the step plan: what a block drops
 #include "core/settings.h"  // the run's settings
 #include "memory/predict_offload.h"  // --offload's rows and traffic
+#include "memory/predict_shard.h"    // ZeRO's shards and what a step sends
 
 
 // P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
@@ -183,7 +184,7 @@ size_t predict_moved(int C, int Vp, int maxT, int fused_ce) {
 // (16-bit, or stages 2 and 3) count those as scratch at stages 0 and 1 (at 2
 // and 3 they are comm).
 size_t predict_model_scratch(const Settings *s) {
-    int zero = s->ranks > 1 ? s->zero : 0, bucketed = s->dtype != 0 || zero >= 2;
+    int zero = settings_shard_ranks(s, s->ranks) > 1 ? s->zero : 0, bucketed = s->dtype != 0 || zero >= 2;
     size_t moved = predict_moved(s->cfg.channels, (s->cfg.vocab + 63) / 64 * 64, s->cfg.max_seq, s->fused_ce);
     return 4 * ((s->dtype != 0 ? moved : 0) + (bucketed && zero < 2 ? moved : 0));
 }
@@ -205,7 +206,7 @@ double paper_optimizer_bytes(const Settings *s) {
 }
 
 double predict_paper_states(size_t P, const Settings *s) {
-    int ranks = s->ranks > 1 ? s->ranks : 1, zero = ranks > 1 ? s->zero : 0;
+    int ranks = settings_shard_ranks(s, s->ranks), zero = ranks > 1 ? s->zero : 0;  // --shard-group: 16 Psi / K
     double e = s->dtype == 0 ? 4 : 2, K = paper_optimizer_bytes(s), n = ranks;
     return (double)P * (e / (zero == 3 ? n : 1) + e / (zero >= 2 ? n : 1) + K / (zero >= 1 ? n : 1));
 }
@@ -285,32 +286,6 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
 
 void predict_memory_gpu(const Settings *s, MemReport *r);
 
-// ZeRO on N ranks (parallel/zero.h's shard_layout, from the config alone): each rank
-// owns a shard of S = ceil(P/N) parameters, rounded up to whole blocks of
-// ADAM_BLOCK; the arrays that stay whole are padded to N*S (one rank: S = P,
-// nothing padded, stage 0). The elements of each array a rank holds:
-typedef struct {
-    size_t ranks;
-    int zero;          // the stage in effect (0 on one rank)
-    size_t S;
-    size_t weights_n;  // the compute weights: S at stage 3, else N*S
-    size_t state_n;    // master weights, Adam m and v: S from stage 1
-    size_t grads_n;    // the gradients: S from stage 2
-} ShardSizes;
-
-ShardSizes predict_shard(size_t P, const Settings *s) {
-    ShardSizes z;
-    z.ranks = s->ranks > 1 ? (size_t)s->ranks : 1;
-    z.zero = z.ranks > 1 ? s->zero : 0;
-    z.S = (P + z.ranks - 1) / z.ranks;
-    if (z.ranks > 1) z.S = (z.S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
-    size_t full = z.ranks > 1 ? z.S * z.ranks : P;
-    z.weights_n = z.zero == 3 ? z.S : full;
-    z.state_n = z.zero >= 1 ? z.S : full;
-    z.grads_n = z.zero >= 2 ? z.S : full;
-    return z;
-}
-
 // Fill `r` with the predicted ledger for one training run.
 void predict_memory(const Settings *s, MemReport *r) {
     if (s->cuda) {
@@ -347,6 +322,13 @@ void predict_memory(const Settings *s, MemReport *r) {
     size_t moved = predict_moved(C, Vp, maxT, s->fused_ce);  // a piece (and, without --fused-ce, the table)
     if (zero >= 2) base.bytes[MEM_COMM] = 4 * moved;      // fp32 gradient buckets
     if (zero == 3) base.bytes[MEM_COMM] += e * moved;     // gathered weights
+    if (sh.groups > 1) {
+        // --shard-group: the sum across the R groups of the gradients a rank's optimizer reads (all
+        // of them in a group of one, else its shard), a chunk c = min(that, REDUCE_CHUNK) at a time,
+        // in R blocks of ceil(c / R) fp32
+        size_t n = zero == 0 ? weights_n : S, c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = sh.groups;
+        base.bytes[MEM_COMM] += 4 * R * ((c + R - 1) / R);
+    }
     // backward scratch: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C floats
     size_t scratch = 10 * N * C;
     size_t head_rows = N < HEAD_ROWS ? N : HEAD_ROWS;  // the CPU's LM head runs HEAD_ROWS rows at a time

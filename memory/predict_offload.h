@@ -72,7 +72,8 @@ void predict_traffic(const Settings *s, int r, long long out[TR_N]) {
     if (!(s->offload & OFFLOAD_OPT)) return;
     size_t C = s->cfg.channels, L = s->cfg.layers, maxT = s->cfg.max_seq, Vp = (s->cfg.vocab + 63) / 64 * 64;
     size_t P = Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C;
-    size_t ranks = s->ranks > 1 ? (size_t)s->ranks : 1, stage = ranks > 1 ? (size_t)s->zero : 0;
+    size_t ranks = (size_t)settings_shard_ranks(s, s->ranks), stage = ranks > 1 ? (size_t)s->zero : 0;
+    r %= (int)ranks;  // --shard-group: the rank's place in its group
     size_t S = (P + ranks - 1) / ranks;
     if (ranks > 1) S = (S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
     size_t Lr = stage == 0 ? P : own_part(0, P, (size_t)r, S, P), e = s->dtype == 0 ? 4 : 2;

@@ -228,16 +228,16 @@ void optimizer_step_8bit(Optimizer *opt, float *w, size_t w_base, const void *g,
 // moments; every rank's block goes to every rank (they are replicas).
 void optimizer_state_allgather(Optimizer *opt, float *w, const Shard *sh) {
     long long bytes = (long long)sh->size * sizeof(float);
-    comm_allgather_block(w, bytes);
+    comm_allgather_block(sh->comm, w, bytes);
     if (opt->bits == 8) {  // the codes, and a scale per ADAM_BLOCK (S is whole blocks)
         long long scales = (long long)(sh->size / ADAM_BLOCK) * sizeof(float);
-        comm_allgather_block(opt->m8, (long long)sh->size);
-        comm_allgather_block(opt->v8, (long long)sh->size);
-        comm_allgather_block(opt->m_scale, scales);
-        comm_allgather_block(opt->v_scale, scales);
+        comm_allgather_block(sh->comm, opt->m8, (long long)sh->size);
+        comm_allgather_block(sh->comm, opt->v8, (long long)sh->size);
+        comm_allgather_block(sh->comm, opt->m_scale, scales);
+        comm_allgather_block(sh->comm, opt->v_scale, scales);
     } else {
-        comm_allgather_block(opt->m, bytes);
-        comm_allgather_block(opt->v, bytes);
+        comm_allgather_block(sh->comm, opt->m, bytes);
+        comm_allgather_block(sh->comm, opt->v, bytes);
     }
 }
 

@@ -8,6 +8,11 @@
 // Every call adds the bytes this rank sends to comm_bytes_sent, counted as a
 // ring algorithm sends them: a reduce-scatter or an all-gather of n bytes in
 // total sends (N-1)/N * n from each rank; an all-reduce twice that.
+//
+// ZeRO's collectives run over a group of ranks (CommGroup): all of them
+// (comm_world), or with --shard-group K the K ranks that share the shards
+// (comm_in_group) and the ranks that hold the same shard in the other groups
+// (comm_across); each group counts its own bytes too.
 #ifndef GPTMEM_COMM_H
 #define GPTMEM_COMM_H
 
@@ -21,6 +26,25 @@
 int comm_rank_id, comm_nranks = 1;
 long long comm_bytes_sent;  // this rank's bytes sent since the counter was last cleared
 int comm_finalized;
+
+typedef struct {
+    int size, rank;   // the ranks in the group, and this one's place among them
+    long long bytes;  // this rank's bytes sent over it since comm_bytes_sent was last cleared
+#ifdef GPTMEM_MPI
+    MPI_Comm comm;
+#endif
+} CommGroup;
+
+CommGroup comm_world = {.size = 1}, comm_in_group = {.size = 1}, comm_across = {.size = 1};
+
+// Count `bytes` sent over group g (and in the total).
+void comm_count(CommGroup *g, long long bytes) {
+    g->bytes += bytes;
+    comm_bytes_sent += bytes;
+}
+
+// Clear the byte counters (every step's start).
+void comm_clear_counts(void) { comm_bytes_sent = comm_world.bytes = comm_in_group.bytes = comm_across.bytes = 0; }
 
 #ifdef GPTMEM_MPI
 // A rank that exits without finishing (a bad file, a failed allocation, any
@@ -79,6 +103,9 @@ void comm_init(int *argc, char ***argv) {
     comm_mpi_up = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &comm_rank_id);
     MPI_Comm_size(MPI_COMM_WORLD, &comm_nranks);
+    comm_world = (CommGroup){comm_nranks, comm_rank_id, 0, MPI_COMM_WORLD};
+    comm_in_group = comm_world;
+    comm_across = (CommGroup){1, 0, 0, MPI_COMM_SELF};
     atexit(comm_abort_at_exit);
 #else
     (void)argc; (void)argv;
@@ -90,6 +117,22 @@ void comm_finalize(void) {
     if (!comm_mpi_up) return;
     comm_finalized = 1;
     MPI_Finalize();
+#endif
+}
+
+// --shard-group K: groups of K consecutive ranks (rank r in group r / K, at
+// place r % K), made once; comm_across joins the ranks at the same place of
+// every group. Without it (k = the number of ranks) the group is every rank.
+void comm_split_groups(int k) {
+#ifdef GPTMEM_MPI
+    if (comm_nranks == 1 || k == comm_nranks) return;
+    MPI_Comm in, across;
+    MPI_Comm_split(MPI_COMM_WORLD, comm_rank_id / k, comm_rank_id, &in);
+    MPI_Comm_split(MPI_COMM_WORLD, comm_rank_id % k, comm_rank_id, &across);
+    comm_in_group = (CommGroup){k, comm_rank_id % k, 0, in};
+    comm_across = (CommGroup){comm_nranks / k, comm_rank_id / k, 0, across};
+#else
+    (void)k;
 #endif
 }
 
@@ -131,43 +174,43 @@ int comm_any(int flag) {
 // Reduce-scatter, summing fp32: buf holds comm_nranks blocks of n floats; on
 // return this rank's block (the sum over ranks of everyone's block number
 // rank) is in buf[0..n).
-void comm_reduce_scatter_block(float *buf, int n) {
+void comm_reduce_scatter_block(CommGroup *g, float *buf, int n) {
 #ifdef GPTMEM_MPI
-    if (comm_nranks > 1) {
-        MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        comm_bytes_sent += (long long)(comm_nranks - 1) * n * 4;
+    if (g->size > 1) {
+        MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, g->comm);
+        comm_count(g, (long long)(g->size - 1) * n * 4);
     }
 #else
-    (void)buf; (void)n;
+    (void)g; (void)buf; (void)n;
 #endif
 }
 
 // Reduce-scatter with a count per rank (some may be 0): buf holds
 // sum(counts) floats, rank r's part after rank r-1's; on return this rank's
 // summed part is in buf[0..counts[rank]).
-void comm_reduce_scatter(float *buf, const int *counts) {
+void comm_reduce_scatter(CommGroup *g, float *buf, const int *counts) {
 #ifdef GPTMEM_MPI
-    if (comm_nranks > 1) {
+    if (g->size > 1) {
         long long total = 0;
-        for (int r = 0; r < comm_nranks; r++) total += counts[r];
-        MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        comm_bytes_sent += (total - counts[comm_rank_id]) * 4;
+        for (int r = 0; r < g->size; r++) total += counts[r];
+        MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, g->comm);
+        comm_count(g, (total - counts[g->rank]) * 4);
     }
 #else
-    (void)buf; (void)counts;
+    (void)g; (void)buf; (void)counts;
 #endif
 }
 
 // All-gather of bytes with a count and offset per rank: this rank's part is
 // already in place at buf + displs[rank]; on return every part is.
-void comm_allgather(void *buf, const int *counts, const int *displs) {
+void comm_allgather(CommGroup *g, void *buf, const int *counts, const int *displs) {
 #ifdef GPTMEM_MPI
-    if (comm_nranks > 1) {
-        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
-        comm_bytes_sent += (long long)counts[comm_rank_id] * (comm_nranks - 1);
+    if (g->size > 1) {
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, g->comm);
+        comm_count(g, (long long)counts[g->rank] * (g->size - 1));
     }
 #else
-    (void)buf; (void)counts; (void)displs;
+    (void)g; (void)buf; (void)counts; (void)displs;
 #endif
 }
 
@@ -180,11 +223,11 @@ long long comm_max_bytes = 1LL << 30;
 // A block larger than comm_max_bytes goes a piece at a time: piece [c0, c0+k)
 // of every block at once, described by a datatype of k bytes whose extent is
 // one block, so that rank r's piece lands at buf + r*bytes + c0.
-void comm_allgather_block(void *buf, long long bytes) {
+void comm_allgather_block(CommGroup *g, void *buf, long long bytes) {
 #ifdef GPTMEM_MPI
-    if (comm_nranks > 1) {
+    if (g->size > 1) {
         if (bytes <= comm_max_bytes) {
-            MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, buf, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+            MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, buf, (int)bytes, MPI_BYTE, g->comm);
         } else {
             for (long long c0 = 0; c0 < bytes; c0 += comm_max_bytes) {
                 long long k = bytes - c0 < comm_max_bytes ? bytes - c0 : comm_max_bytes;
@@ -192,15 +235,15 @@ void comm_allgather_block(void *buf, long long bytes) {
                 MPI_Type_contiguous((int)k, MPI_BYTE, &piece);
                 MPI_Type_create_resized(piece, 0, (MPI_Aint)bytes, &strided);
                 MPI_Type_commit(&strided);
-                MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, (char *)buf + c0, 1, strided, MPI_COMM_WORLD);
+                MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, (char *)buf + c0, 1, strided, g->comm);
                 MPI_Type_free(&strided);
                 MPI_Type_free(&piece);
             }
         }
-        comm_bytes_sent += bytes * (comm_nranks - 1);
+        comm_count(g, bytes * (g->size - 1));
     }
 #else
-    (void)buf; (void)bytes;
+    (void)g; (void)buf; (void)bytes;
 #endif
 }
 
@@ -222,15 +265,17 @@ void comm_broadcast(void *buf, long long bytes, int root) {
 
 // The sum of one double from every rank, added in rank order so that every
 // rank gets the very same bits.
-double comm_sum_ordered(double x) {
+double comm_sum_ordered(CommGroup *g, double x) {
 #ifdef GPTMEM_MPI
-    if (comm_nranks > 1) {
-        double *all = malloc(sizeof(double) * comm_nranks), s = 0.0;
-        MPI_Allgather(&x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD);
-        for (int r = 0; r < comm_nranks; r++) s += all[r];
+    if (g->size > 1) {
+        double *all = malloc(sizeof(double) * g->size), s = 0.0;
+        MPI_Allgather(&x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g->comm);
+        for (int r = 0; r < g->size; r++) s += all[r];
         free(all);
         return s;
     }
+#else
+    (void)g;
 #endif
     return x;
 }

@@ -80,7 +80,7 @@ void staged_reduce_scatter(const Staging *st, const void *src, const int *counts
             dtype_load(sum + at, down + at * e, cnt[r], dtype);
             part += counts[r], at += cnt[r];
         }
-        comm_reduce_scatter(sum, cnt);
+        comm_reduce_scatter(&comm_world, sum, cnt);
         size_t mine = cnt[comm_rank_id], bytes = mine * e;
         char *out = (char *)dst + c * k * e;
         if (accumulate) {
@@ -111,7 +111,7 @@ void staged_allgather(const Staging *st, void *data, const size_t *counts, const
         }
         int me = comm_rank_id;
         staging_down(st, host + at[me], d + displs[me] + c * k, cnt[me]);
-        comm_allgather(host, cnt, at);
+        comm_allgather(&comm_world, host, cnt, at);
         for (int r = 0; r < N; r++)
             if (r != me) staging_up(st, d + displs[r] + c * k, host + at[r], cnt[r]);
     }

@@ -16,6 +16,15 @@
 //   stage 3: + the weights: each layer's are all-gathered before they are used
 // With one rank nothing is sharded whatever the stage (stage 0, S = P).
 //
+// --shard-group K (the sharding factor; FSDP's hybrid sharding): the shards are
+// taken over the K ranks of a group (ranks gK .. gK+K-1), and the N/K groups
+// hold replicas. Everything above then reads "K ranks" for "N ranks", and the
+// collectives run inside the group (comm_in_group); after the gradients are
+// reduced inside it, each rank's part of them is summed across the groups
+// (comm_across: the ranks that hold the same shard), so every group steps on
+// the gradients of all N ranks. K = N is plain ZeRO; K = 1 is data parallel
+// (a group of one shards nothing) with the sum across all N ranks.
+//
 // The functions below work on host memory and call parallel/comm.h's collectives; the
 // arithmetic (shard_layout, shard_pieces, the array lengths) is the part a
 // GPU model reuses with device buffers and other collective calls.
@@ -32,16 +41,25 @@
 #include "core/sizes.h"
 
 typedef struct {
-    int stage;              // --zero S, or 0 with one rank (nothing to shard)
-    int rank, nranks;
+    int stage;              // --zero S, or 0 with one rank in the group (nothing to shard)
+    int rank, nranks;       // this rank's place in its group, the group's ranks (K; all ranks without groups)
+    int groups;             // --shard-group: the groups that hold replicas (N / K; 1 without)
+    CommGroup *comm;        // the group's collectives (comm_in_group; comm_world without groups)
+    CommGroup *across;      // the same shard's ranks in the other groups (comm_across)
     size_t nparams;         // P
     size_t size;            // S = ceil(P / N) in whole ADAM_BLOCKs: the parameters each rank owns (P with one rank)
     size_t own_lo, own_hi;  // this rank owns [own_lo, own_hi) of the flat array
     size_t padded;          // N S: the length of an array kept whole (P with one rank)
 } Shard;
 
-Shard shard_layout(size_t P, int stage, int rank, int nranks) {
+// The layout of rank `rank` of `nranks`, sharded in groups of `group` ranks (0: one group of all).
+Shard shard_layout(size_t P, int stage, int rank, int nranks, int group) {
     Shard s;
+    int K = group > 0 && group < nranks ? group : nranks;
+    s.groups = nranks / K;
+    s.comm = s.groups > 1 ? &comm_in_group : &comm_world;
+    s.across = &comm_across;
+    rank %= K, nranks = K;
     s.stage = nranks > 1 ? stage : 0;
     s.rank = rank;
     s.nranks = nranks;
@@ -86,7 +104,7 @@ void zero_reduce_scatter(const Shard *s, float *bucket, size_t lo, size_t hi, vo
     int *counts = malloc(sizeof(int) * s->nranks);
     size_t *first = malloc(sizeof(size_t) * s->nranks);
     shard_pieces(s, lo, hi, counts, first);
-    comm_reduce_scatter(bucket, counts);
+    comm_reduce_scatter(s->comm, bucket, counts);
     int mine = counts[s->rank];
     if (mine > 0) dtype_accumulate((char *)grads + (first[s->rank] - grads_base) * dtype_size(dtype), bucket, mine, dtype);
     free(counts);
@@ -109,7 +127,7 @@ void zero_gather(const Shard *s, void *dst, const void *weights, size_t weights_
     if (counts[s->rank])
         memcpy((char *)dst + displs[s->rank], (const char *)weights + (first[s->rank] - weights_base) * e,
                counts[s->rank]);
-    comm_allgather(dst, counts, displs);
+    comm_allgather(s->comm, dst, counts, displs);
     free(counts); free(displs); free(first);
 }
 
@@ -129,10 +147,10 @@ void zero_reduce_full(const Shard *s, void *grads, float *reduce_buf, int dtype)
     for (size_t c0 = 0; c0 < S; c0 += K) {
         size_t k = S - c0 < K ? S - c0 : K;
         for (int r = 0; r < N; r++) dtype_load(reduce_buf + (size_t)r * k, g + ((size_t)r * S + c0) * e, k, dtype);
-        comm_reduce_scatter_block(reduce_buf, (int)k);
+        comm_reduce_scatter_block(s->comm, reduce_buf, (int)k);
         if (s->stage == 0) {
             memmove(reduce_buf + (size_t)s->rank * k, reduce_buf, k * sizeof(float));
-            comm_allgather_block(reduce_buf, (long long)k * sizeof(float));
+            comm_allgather_block(s->comm, reduce_buf, (long long)k * sizeof(float));
             for (int r = 0; r < N; r++) dtype_store(g + ((size_t)r * S + c0) * e, reduce_buf + (size_t)r * k, k, dtype);
         } else {
             dtype_store(g + ((size_t)s->rank * S + c0) * e, reduce_buf, k, dtype);
@@ -145,7 +163,44 @@ void zero_reduce_full(const Shard *s, void *grads, float *reduce_buf, int dtype)
 void zero_allgather_weights(const Shard *s, void *weights, int dtype) {
     if (s->stage != 1 && s->stage != 2) return;
     if (g_ledger.trace) printf("  all-gather the updated weights: %zu B\n", s->padded * dtype_size(dtype));
-    comm_allgather_block(weights, (long long)s->size * dtype_size(dtype));
+    comm_allgather_block(s->comm, weights, (long long)s->size * dtype_size(dtype));
+}
+
+// --shard-group: the elements of the gradients this rank's optimizer reads
+// (all of them at stage 0, a group of one; its shard from stage 1) and where
+// they start in its gradient array.
+size_t across_len(const Shard *s) { return s->stage == 0 ? s->padded : s->size; }
+size_t across_at(const Shard *s) { return s->stage == 1 ? s->own_lo : 0; }
+
+// The fp32 buffer zero_reduce_across works in: R blocks of q = ceil(c / R)
+// floats, c = min(across_len, REDUCE_CHUNK) (R: the groups).
+size_t across_buffer_floats(const Shard *s) {
+    size_t n = across_len(s), c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = (size_t)s->groups;
+    return s->groups > 1 ? R * ((c + R - 1) / R) : 0;
+}
+
+// --shard-group, after the gradients were reduced inside the group: sum this
+// rank's part of them (stored as dtype in grads) over the groups, a chunk of
+// c elements at a time through buf (across_buffer_floats): the chunk widened
+// into R blocks of q, a reduce-scatter gives each rank one block's sum, an
+// all-gather gives every rank all of them. Each sum is made once, so every
+// group ends with the very same bits; a rank sends 2 q 4 bytes a chunk,
+// the ring all-reduce's 2 (R-1)/R of the chunk.
+void zero_reduce_across(const Shard *s, void *grads, float *buf, int dtype) {
+    if (s->groups == 1) return;
+    size_t n = across_len(s), c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = (size_t)s->groups, q = (c + R - 1) / R;
+    size_t e = dtype_size(dtype);
+    char *g = (char *)grads + across_at(s) * e;
+    if (g_ledger.trace) printf("  all-reduce the gradients across %zu groups: %zu B in chunks of %zu floats\n", R, n * 4, c);
+    for (size_t c0 = 0; c0 < n; c0 += c) {
+        size_t k = n - c0 < c ? n - c0 : c;
+        memset(buf, 0, R * q * sizeof(float));
+        dtype_load(buf, g + c0 * e, k, dtype);
+        comm_reduce_scatter_block(s->across, buf, (int)q);
+        memmove(buf + (size_t)s->across->rank * q, buf, q * sizeof(float));
+        comm_allgather_block(s->across, buf, (long long)q * sizeof(float));
+        dtype_store(g + c0 * e, buf, k, dtype);
+    }
 }
 
 // Are the weights the same on every rank? Each rank hashes the weights it
@@ -171,16 +226,17 @@ uint64_t replica_hash(uint64_t h, const void *bytes, size_t n) {
 
 // Every rank passes its hash; rank 0 gets 1 if all are equal, 0 if not (the others get 1).
 int zero_hashes_agree(const Shard *s, uint64_t h) {
-    uint64_t *all = malloc(sizeof(uint64_t) * s->nranks);
+    (void)s;  // every rank, in every group
+    uint64_t *all = malloc(sizeof(uint64_t) * comm_nranks);
     comm_gather_to_root(&h, all, sizeof h);
     int same = 1;
-    for (int r = 1; r < s->nranks && s->rank == 0; r++) same &= all[r] == all[0];
+    for (int r = 1; r < comm_nranks && comm_rank_id == 0; r++) same &= all[r] == all[0];
     free(all);
     return same;
 }
 
 int zero_replicas_identical(const Shard *s, const void *weights, int dtype) {
-    if (s->nranks == 1 || s->stage == 3) return 1;
+    if (comm_nranks == 1 || s->stage == 3) return 1;
     return zero_hashes_agree(s, replica_hash(REPLICA_HASH_START, weights, s->nparams * dtype_size(dtype)));
 }
 

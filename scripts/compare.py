@@ -52,6 +52,11 @@ def run_setting(label, flags, dry, tmp):
     peaks["peak_total"] = side["peak"]["total"]
     for loc, b in side.get("peak_at", {}).items():
         peaks["at " + loc] = b
+    if dry:  # what a step sends, each rank (the dry run's ring formulas; --shard-group: and across the groups)
+        for key, pattern in (("sent inside", r"(?:a step sends: the stage's ring formula|inside the group: the stage's ring formula) +(\d+) B"),
+                             ("sent across", r"across: gptmem sends \(chunks, R blocks each\) +(\d+) B")):
+            m = re.search(pattern, r.stdout)
+            peaks[key] = int(m.group(1)) if m else 0
     toks, rows = None, []
     if not dry:
         rows = list(csv.DictReader(open(log)))
@@ -148,6 +153,12 @@ def main():
             table.append(["  peak " + loc.split()[1]] +
                          [human(r[1].get(loc, 0)) + ("" if k == 0 else " " + delta(r[1].get(loc, 0), first))
                           for k, r in enumerate(results)])
+    # what a step sends (dry runs on several ranks): inside the ranks sharing the shards, across --shard-group's groups
+    for key, label in (("sent inside", "sent/step, inside"), ("sent across", "sent/step, across")):
+        if any(r[1].get(key, 0) for r in results):
+            first = results[0][1].get(key, 0)
+            table.append([label] + [human(r[1].get(key, 0)) + ("" if k == 0 else " " + delta(r[1].get(key, 0), first))
+                                    for k, r in enumerate(results)])
     if not dry:
         first = results[0][2]
         table.append(["tok/s"] + [f"{r[2]:.0f}" + ("" if k == 0 else " " + delta(r[2], first)) for k, r in enumerate(results)])

@@ -45,7 +45,7 @@ void test_reduce_scatter(int which, size_t cap_elems, int dtype) {
     memcpy(expect, shard, e * counts[me]);
     Staging st = {malloc(cap), cap, 0};
     comm_bytes_sent = 0;
-    comm_reduce_scatter(direct, counts);
+    comm_reduce_scatter(&comm_world, direct, counts);
     long long sent_direct = comm_bytes_sent;
     comm_bytes_sent = 0;
     int ok;
@@ -75,7 +75,7 @@ void test_allgather(int which, size_t cap_bytes) {
     for (int i = 0; i < counts[me]; i++) direct[displs[me] + i] = staged[displs[me] + i] = (unsigned char)(me * 17 + i);
     Staging st = {malloc(cap_bytes), cap_bytes, 0};
     comm_bytes_sent = 0;
-    comm_allgather(direct, counts, displs);
+    comm_allgather(&comm_world, direct, counts, displs);
     long long sent_direct = comm_bytes_sent;
     comm_bytes_sent = 0;
     size_t *counts_z = calloc(N, sizeof(size_t)), *displs_z = calloc(N, sizeof(size_t));
@@ -102,7 +102,7 @@ void test_allgather_block(long long bytes, long long limit) {
     long long saved = comm_max_bytes;
     comm_max_bytes = limit;
     comm_bytes_sent = 0;
-    comm_allgather_block(buf, bytes);
+    comm_allgather_block(&comm_world, buf, bytes);
     comm_max_bytes = saved;
     int ok = comm_bytes_sent == bytes * (N - 1);
     for (int r = 0; r < N && ok; r++)

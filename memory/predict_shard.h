@@ -1,0 +1,73 @@
+// memory/predict_shard.h — the predictor's part for ranks: how ZeRO (and
+// --shard-group) shards the arrays, and what a step sends, in closed form
+// from the settings (parallel/zero.h does it; the tests hold the two equal).
+#ifndef GPTMEM_PREDICT_SHARD_H
+#define GPTMEM_PREDICT_SHARD_H
+
+#include <stddef.h>
+#include "core/settings.h"
+#include "core/sizes.h"
+
+// ZeRO on N ranks (parallel/zero.h's shard_layout, from the config alone): each rank
+// owns a shard of S = ceil(P/N) parameters, rounded up to whole blocks of
+// ADAM_BLOCK; the arrays that stay whole are padded to N*S (one rank: S = P,
+// nothing padded, stage 0). With --shard-group K, N reads K: the group's
+// ranks share the shards. The elements of each array a rank holds:
+typedef struct {
+    size_t ranks;      // the ranks sharing the shards (K with --shard-group)
+    size_t groups;     // --shard-group: the groups holding replicas, N / K (1 without)
+    int zero;          // the stage in effect (0 on one rank)
+    size_t S;
+    size_t weights_n;  // the compute weights: S at stage 3, else N*S
+    size_t state_n;    // master weights, Adam m and v: S from stage 1
+    size_t grads_n;    // the gradients: S from stage 2
+} ShardSizes;
+
+ShardSizes predict_shard(size_t P, const Settings *s) {
+    ShardSizes z;
+    z.ranks = (size_t)settings_shard_ranks(s, s->ranks);
+    z.groups = s->ranks > 1 ? (size_t)s->ranks / z.ranks : 1;
+    z.zero = z.ranks > 1 ? s->zero : 0;
+    z.S = (P + z.ranks - 1) / z.ranks;
+    if (z.ranks > 1) z.S = (z.S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
+    size_t full = z.ranks > 1 ? z.S * z.ranks : P;
+    z.weights_n = z.zero == 3 ? z.S : full;
+    z.state_n = z.zero >= 1 ? z.S : full;
+    z.grads_n = z.zero >= 2 ? z.S : full;
+    return z;
+}
+
+// --shard-group: the bytes a rank sends in a step summing its gradients across
+// the R groups (parallel/zero.h zero_reduce_across): n = the gradients its
+// optimizer reads (P in a group of one, else S), in chunks of c = min(n,
+// REDUCE_CHUNK), each R blocks of q = ceil(c / R) floats, reduce-scattered and
+// all-gathered: ceil(n / c) x 2 (R - 1) q 4 bytes. The ring all-reduce of n
+// floats sends 2 (R - 1) / R x 4n; the two differ by the blocks' padding.
+long long predict_across_bytes(size_t P, const Settings *s) {
+    ShardSizes z = predict_shard(P, s);
+    if (z.groups <= 1) return 0;
+    size_t n = z.zero == 0 ? z.weights_n : z.S, c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = z.groups;
+    return (long long)(((n + c - 1) / c) * 2 * (R - 1) * ((c + R - 1) / R) * 4);
+}
+
+// The textbook bytes a rank sends in one step (ring collectives: (N-1)/N of
+// each) over `ranks` ranks at `stage`, Psi = P parameters, e bytes a stored
+// weight, gradients reduced in fp32, A micro-batches (--fit's cost, and with
+// --shard-group what a group sends inside itself):
+//   stage 0: all-reduce of the gradients                    2 x 4 Psi
+//   stage 1: reduce-scatter of them, all-gather of weights   4 Psi + e Psi
+//   stage 2: reduce-scatter each micro-batch, all-gather     A x 4 Psi + e Psi
+//   stage 3: each micro-batch, reduce-scatter and two gathers (three with --ckpt's rebuild)
+//            A x (4 Psi + (2 or 3) e Psi); --fused-ce gathers the table once more and
+//            reduce-scatters it twice, A x (e + 4) table
+double ring_step_bytes(int stage, double e, int accum, int ckpt, int fused_ce, double P, double table, int ranks) {
+    if (ranks <= 1) return 0;
+    double ring = (ranks - 1.0) / ranks, A = accum, b;
+    if (stage == 0) b = 2 * 4 * P;
+    else if (stage == 1) b = 4 * P + e * P;
+    else if (stage == 2) b = A * 4 * P + e * P;
+    else b = A * (4 * P + (ckpt ? 3 : 2) * e * P + (fused_ce ? (e + 4) * table : 0));
+    return ring * b;
+}
+
+#endif

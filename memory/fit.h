@@ -3,7 +3,8 @@
 // (memory/predict.h, the same numbers as --dry-run; nothing is allocated): the
 // storage dtype, --flash, --recompute (none, gelu,ln, or block = --ckpt),
 // --fused-ce, the same global batch split into smaller micro-batches
-// (--batch b --accum G/b), and the ZeRO stage when there are several ranks.
+// (--batch b --accum G/b), and the ZeRO stage when there are several ranks
+// (on the CPU with each --shard-group K that divides them).
 // The ones whose peak per rank fits are sorted cheapest first, those beaten
 // by another on every cost and on memory left out; the last line is the
 // cheapest as a command to run. On the GPU a setting fits when its device
@@ -65,6 +66,7 @@ enum { FIT_ROWS = 12 };  // the table's length: the cheapest this many
 // formulas say of it.
 typedef struct {
     int dtype, flash, fused_ce, zero, micro, accum;
+    int group;           // --shard-group K (the ranks, without it)
     int offload;         // FIT_OFFLOAD_*: none, or what goes off the device and where
     unsigned recompute;  // REC_* (REC_BLOCK is --ckpt)
     size_t peak;         // bytes per rank at the peak (predict_memory; on the GPU its device part)
@@ -80,10 +82,15 @@ typedef struct {
     size_t category_bytes, weights;  // its bytes; the weights' (params row)
 } FitSetting;
 
-// Bytes a rank sends in one step: the ring formulas (memory/predict.h ring_step_bytes).
+// Bytes a rank sends in one step, by the ring formulas (memory/predict_shard.h
+// ring_step_bytes): the stage's inside the K ranks that share the shards, and
+// with --shard-group the all-reduce of the rank's gradients (P/K; P for K = 1)
+// across the N/K groups, 2 (R-1)/R x 4 bytes each.
 double fit_comm_bytes(const FitSetting *f, double P, double table, int ranks) {
-    return ring_step_bytes(f->zero, f->dtype == 0 ? 4 : 2, f->accum, (f->recompute & REC_BLOCK) != 0, f->fused_ce, P,
-                           table, ranks);
+    int K = f->group ? f->group : ranks, R = ranks / K;
+    double inside = ring_step_bytes(K > 1 ? f->zero : 0, f->dtype == 0 ? 4 : 2, f->accum,
+                                    (f->recompute & REC_BLOCK) != 0, f->fused_ce, P, table, K);
+    return inside + (R > 1 ? 2.0 * (R - 1) / R * 4 * (K > 1 ? P / K : P) : 0);
 }
 
 // Of two settings that both fit, does a make b pointless: at least as
@@ -125,6 +132,7 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
     else if (f->recompute) k += snprintf(out + k, n - k, " --recompute gelu,ln");
     if (f->fused_ce) k += snprintf(out + k, n - k, " --fused-ce");
     if (f->zero) k += snprintf(out + k, n - k, " --zero %d", f->zero);
+    if (f->group) k += snprintf(out + k, n - k, " --shard-group %d", f->group);
     if (f->offload) {
         int params = f->offload >= FIT_OFFLOAD_PARAMS_HOST, disk = f->offload == FIT_OFFLOAD_DISK || f->offload == FIT_OFFLOAD_PARAMS_DISK;
         k += snprintf(out + k, n - k, " --offload %s", params ? "opt,params" : "opt");
@@ -155,7 +163,9 @@ int fit_report(const Settings *run, int global, int ranks, size_t budget, const 
     double P = (double)predict_param_count(L, C, Vp, maxT), table = ((double)Vp + maxT) * C;
     double fpt = model_flops_per_token(L, C, Vp, maxT, T);
     unsigned recomputes[] = {0, REC_GELU | REC_LN, REC_BLOCK};
-    int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2, n = 0, fits = 0, tried = 0, pass;
+    int divisors = 0;  // --shard-group's choices: each K that divides the ranks
+    for (int k = 1; k <= ranks; k++) divisors += ranks % k == 0;
+    int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2 * divisors, n = 0, fits = 0, tried = 0, pass;
     FitSetting *all = malloc(sizeof(FitSetting) * cap), best = {0}, best_off = {0};
     size_t min_weights = (size_t)-1;
     best.peak = best_off.peak = (size_t)-1;
@@ -167,14 +177,18 @@ int fit_report(const Settings *run, int global, int ranks, size_t budget, const 
         for (int r = 0; r < 3; r++)
         for (int fused = 0; fused <= 1; fused++)
         for (int zero = 0; zero <= (ranks > 1 ? 3 : 0); zero++)
+        for (int group = ranks; group >= 1; group--)
         for (int micro = global; micro >= 1; micro--) {
+            if (ranks % group || (group < ranks && (zero == 0 || gpu))) continue;  // (groups: the CPU's, with a stage)
             int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
             if (global % micro || n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
-            FitSetting f = {dtype, flash, fused, zero, micro, global / micro, off, recomputes[r], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+            FitSetting f = {dtype, flash, fused, zero, micro, global / micro, group < ranks ? group : 0, off, recomputes[r],
+                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
             Settings s = *run;
             s.batch = micro, s.flash = flash, s.ckpt = r == 2, s.fused_ce = fused, s.dtype = dtype;
             s.zero = zero, s.ranks = ranks, s.recompute = recomputes[r], s.eval_only = 0, s.quant_bits = 0;
             s.offload = off ? OFFLOAD_OPT | (params ? OFFLOAD_PARAMS : 0) : 0, s.offload_disk = disk;
+            s.shard_group = f.group;
             MemReport pred;
             predict_memory(&s, &pred);
             f.disk = pred.peak_at[LOC_DISK];

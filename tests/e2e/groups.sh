@@ -14,6 +14,13 @@ if [ "$(row params "$tmp/d2")" -eq $((2 * S)) ] && [ "$(row adam_m "$tmp/d2")" -
    grep -q "across: gptmem sends (chunks, R blocks each) *373555200 B" "$tmp/d2"; then
   ok "--shard-group 2 on 8 ranks, dry run: (2 + 2 + 12) Psi / 2 a rank; 373555200 B a step across the 4 groups"
 else bad "--shard-group dry run: $(grep -E 'Psi /|across' "$tmp/d2")"; fi
+# --fit tries each K as one more knob: GPT-2 XL at batch 8 on 8 ranks in 24 GiB lists one in groups of 4, and its dry run fits
+./train --model gpt2-xl --batch 8 --ranks 8 --fit 24GiB >"$tmp/fk" 2>&1
+flags=$(grep -m1 -- '--shard-group' "$tmp/fk" | sed 's/.* \(--dtype .*\)/\1/')
+if [ -n "$flags" ] && ./train --model gpt2-xl --ranks 8 $flags --dry-run --mem-json "$tmp/fk.json" >/dev/null 2>&1 &&
+   [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["predicted"]["peak"]["total"])' "$tmp/fk.json")" -le $((24 << 30)) ]; then
+  ok "--fit on 8 ranks tries --shard-group as a knob: it lists $flags, whose dry run fits 24 GiB"
+else bad "--fit with --shard-group: '$flags'"; fi
 expect 2 "--shard-group 3 must divide the 4 ranks" --ranks 4 --zero 2 --shard-group 3 --dry-run
 expect 2 "--shard-group 8 must divide the 4 ranks" --ranks 4 --zero 2 --shard-group 8 --dry-run
 expect 2 "add --zero 1, 2 or 3" --ranks 4 --shard-group 2 --dry-run

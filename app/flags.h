@@ -261,7 +261,8 @@ void check_shard_group(int k, int zero, int ranks) {
 
 void parse_shard_group(Settings *o) {
     if (!o->shard_group) return;
-    if (o->cuda) usage_error("--shard-group runs on --device cpu for now; on the GPU, use --zero over all the ranks");
+    if (o->cuda && o->comm == COMM_NCCL)
+        usage_error("--shard-group on the GPU runs over MPI (--comm mpi): NCCL would need a communicator a group");
     if (o->ranks > 1 || !comm_launched()) check_shard_group(o->shard_group, o->zero, o->ranks);
     else if (!o->zero) check_shard_group(o->shard_group, 0, 2);
 }
@@ -360,6 +361,7 @@ void resolve_settings(Settings *o) {
     if (o->comm < 0) usage_error("--comm must be auto, nccl or mpi (got '%s')", o->comm_str);
     if (o->comm == COMM_NCCL && !o->cuda)
         usage_error("--comm nccl moves GPU buffers: it goes with --device cuda (the CPU's ranks use MPI)");
+    parse_shard_group(o);
     if (o->cuda && o->flash && c.channels / c.heads > GPU_FLASH_MAX_HEAD) {
         fprintf(stderr, "error: --device cuda --flash supports head sizes up to %d; this model's is %d "
                 "(--channels / --heads); drop --flash or use more heads\n", GPU_FLASH_MAX_HEAD,
@@ -369,7 +371,6 @@ void resolve_settings(Settings *o) {
     parse_recompute(o);
     if (o->infer && !o->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
     parse_offload(o);
-    parse_shard_group(o);
     parse_eval_flags(o);
     if (o->cuda && o->mem_timeline)
         usage_error("--mem-timeline records the CPU's activation stack; drop --device cuda");

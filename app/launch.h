@@ -192,7 +192,8 @@ int open_comm_backend(Settings *o) {
         }
         return 1;
     }
-    if (o->comm == COMM_AUTO) o->comm = sharing == 1 && built ? COMM_NCCL : COMM_MPI;
+    // (--shard-group's groups run over MPI: NCCL would need a communicator a group)
+    if (o->comm == COMM_AUTO) o->comm = sharing == 1 && built && !o->shard_group ? COMM_NCCL : COMM_MPI;
     if (o->comm != COMM_NCCL) return 0;
     unsigned char id[512] = {0};
     size_t n = gpu_nccl_id_bytes();

@@ -150,7 +150,7 @@ int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
     BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", sh->stage >= 2 && whole_table ? m->plan.table * e : 0);
     BUF(gather_piece, LOC_DEVICE, MEM_COMM, "piece gather", sh->stage == 3 ? m->plan.piece * e : 0);
     BUF(gather_global, LOC_DEVICE, MEM_COMM, "global gather", sh->stage == 3 && whole_table ? m->plan.table * e : 0);
-    BUF(staging.host, LOC_PINNED, MEM_COMM, "staging (pinned host)", sh->nranks > 1 ? GPU_STAGING : 0);
+    BUF(staging.host, LOC_PINNED, MEM_COMM, "staging (pinned host)", sh->nranks > 1 || sh->groups > 1 ? GPU_STAGING : 0);
     BUF(dres, LOC_DEVICE, MEM_SCRATCH, "dres", N * C * e);
     BUF(dln, LOC_DEVICE, MEM_SCRATCH, "dln", N * C * e);
     BUF(dqkv, LOC_DEVICE, MEM_SCRATCH, "dqkv", N * 3 * C * e);
@@ -227,7 +227,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank, int
     gpu_buffers_alloc(m, s->batch, s->seq_len);
     if (m->dtype == DT_FP32 && !m->plan.offload) m->master = m->params;
     for (int k = 0; k < 2 && m->plan.offload && !(m->plan.offload & OFFLOAD_PARAMS); k++) m->offload_event[k] = gpu_event_new();
-    if (sh->nranks > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
+    if (sh->nranks > 1 || sh->groups > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
     cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));

@@ -36,7 +36,7 @@
 // parallel/comm.h counts MPI's (ring).
 void gpu_allgather(GpuGPT *m, void *data, const size_t *bytes, const size_t *at) {
     if (!m->nccl) {
-        staged_allgather(&m->staging, data, bytes, at);
+        staged_allgather(&m->staging, m->shard.comm, data, bytes, at);
         return;
     }
     gpu_nccl_allgather(data, bytes, at, comm_nranks);
@@ -49,7 +49,7 @@ void gpu_allgather(GpuGPT *m, void *data, const size_t *bytes, const size_t *at)
 // src (a bucket, or the gradients themselves), then adds it into dst.
 void gpu_reduce_scatter_parts(GpuGPT *m, void *src, const int *counts, void *dst, int accumulate) {
     if (!m->nccl) {
-        staged_reduce_scatter(&m->staging, src, counts, dst, m->dtype, accumulate);
+        staged_reduce_scatter(&m->staging, m->shard.comm, src, counts, dst, m->dtype, accumulate);
         return;
     }
     int N = comm_nranks, me = comm_rank_id;
@@ -110,12 +110,23 @@ void gpu_allgather_blocks(GpuGPT *m, void *array, size_t elem_bytes) {
     free(bytes); free(at);
 }
 
+// --shard-group: the gradients this rank's optimizer reads, summed across
+// the groups through the staging buffer (parallel/staging.h staged_sum_across).
+void gpu_reduce_across(GpuGPT *m) {
+    const Shard *sh = &m->shard;
+    if (sh->groups == 1) return;
+    if (g_ledger.trace)
+        printf("  all-reduce the gradients across %d groups: %zu B\n", sh->groups, across_len(sh) * 4);
+    staged_sum_across(&m->staging, sh->across, at_elem(m, m->grads, across_at(sh)), across_len(sh), m->dtype);
+}
+
 // Stages 0, 1, after the backward: sum the whole gradient over the ranks (a
 // reduce-scatter gives each rank the sum of its block); stage 0 then
 // all-gathers the sums, stage 1 keeps its own (its optimizer reads no other).
+// With --shard-group that was inside the group; then across the groups.
 void gpu_gpt_reduce_grads(GpuGPT *m) {
     const Shard *sh = &m->shard;
-    if (sh->nranks == 1 || sh->stage >= 2) return;
+    if (sh->nranks == 1 || sh->stage >= 2) { gpu_reduce_across(m); return; }
     if (g_ledger.trace)
         printf("  %s the gradients: %zu B\n", sh->stage == 0 ? "all-reduce (reduce-scatter + all-gather)" : "reduce-scatter",
                sh->padded * m->e);
@@ -125,6 +136,7 @@ void gpu_gpt_reduce_grads(GpuGPT *m) {
     gpu_reduce_scatter_parts(m, m->grads, counts, mine, 0);
     free(counts);
     if (sh->stage == 0) gpu_allgather_blocks(m, m->grads, m->e);
+    gpu_reduce_across(m);
 }
 
 // --- the weights' life across a step ---------------------------------------------------
@@ -165,7 +177,7 @@ void gpu_gpt_zero_grad(GpuGPT *m) { gpu_zero(m->grads, shard_grads_len(&m->shard
 // every rank taking part; 1 on one rank and at stage 3.
 int gpu_replicas_identical(GpuGPT *m) {
     const Shard *sh = &m->shard;
-    if (sh->nranks == 1 || sh->stage == 3) return 1;
+    if (comm_nranks == 1 || sh->stage == 3) return 1;
     size_t bytes = m->nparams * m->e, piece = m->staging.cap / 8 * 8;
     uint64_t h = REPLICA_HASH_START;
     for (size_t at = 0; at < bytes; at += piece) {

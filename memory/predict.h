@@ -454,7 +454,7 @@ void predict_memory_gpu(const Settings *s, MemReport *r) {
     memcpy(base.at[LOC_DEVICE], base.bytes, sizeof base.bytes);
     base.at[LOC_HOST][MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 4 * (size_t)Vp;  // the corpus, its batches, counts
     base.at[LOC_PINNED][MEM_DATA] = 2 * 4 * (5 * N + 1);                          // the two upload buffers
-    base.at[LOC_PINNED][MEM_COMM] = ranks > 1 ? GPU_STAGING : 0;                  // the staging buffer
+    base.at[LOC_PINNED][MEM_COMM] = ranks > 1 || sh.groups > 1 ? GPU_STAGING : 0;  // the staging buffer
     predict_offload_rows(s, zero, sh.state_n, &base);
     snapshot_totals(&base);
     ActivationBytes act = predict_activations_gpu(s);

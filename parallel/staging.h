@@ -20,6 +20,7 @@
 #include <string.h>
 #include "parallel/comm.h"
 #include "core/dtype.h"
+#include "core/sizes.h"
 #include "cuda/api.h"  // the host-device copies
 
 typedef struct {
@@ -40,11 +41,12 @@ void staging_up(const Staging *st, void *data, const void *host, size_t bytes) {
 
 // k, the elements of each rank's part a chunk holds: at least one, or the
 // buffer is too small for N ranks (a bug in the caller: it sizes the buffer).
-size_t staging_chunk(const Staging *st, size_t element_bytes) {
-    size_t k = st->cap / element_bytes / (size_t)comm_nranks;
+// The elements of element_bytes each of `ranks` ranks can put in the buffer at once.
+size_t staging_chunk(const Staging *st, size_t element_bytes, int ranks) {
+    size_t k = st->cap / element_bytes / (size_t)ranks;
     if (k == 0) {
         fprintf(stderr, "error: a staging buffer of %zu bytes is too small for %d ranks; this is a bug in gptmem\n",
-                st->cap, comm_nranks);
+                st->cap, ranks);
         exit(1);
     }
     return k;
@@ -64,10 +66,10 @@ int chunk_count(size_t count, size_t c, size_t k) {
 // dst may lie inside src at this rank's part, or at src itself: writing
 // chunk c of the result over elements [c k, (c + 1) k) of either only
 // overwrites what chunks up to c have read.
-void staged_reduce_scatter(const Staging *st, const void *src, const int *counts, void *dst, int dtype,
+void staged_reduce_scatter(const Staging *st, CommGroup *g, const void *src, const int *counts, void *dst, int dtype,
                            int accumulate) {
-    int N = comm_nranks, most = 0;
-    size_t e = dtype_size(dtype), k = staging_chunk(st, sizeof(float) + e);
+    int N = g->size, most = 0;
+    size_t e = dtype_size(dtype), k = staging_chunk(st, sizeof(float) + e, N);
     float *sum = st->host;                         // N k floats: the MPI call's buffer
     char *down = (char *)st->host + N * k * 4;     // N k elements in dtype: what was copied down
     int *cnt = malloc(sizeof(int) * N);
@@ -80,8 +82,8 @@ void staged_reduce_scatter(const Staging *st, const void *src, const int *counts
             dtype_load(sum + at, down + at * e, cnt[r], dtype);
             part += counts[r], at += cnt[r];
         }
-        comm_reduce_scatter(&comm_world, sum, cnt);
-        size_t mine = cnt[comm_rank_id], bytes = mine * e;
+        comm_reduce_scatter(g, sum, cnt);
+        size_t mine = cnt[g->rank], bytes = mine * e;
         char *out = (char *)dst + c * k * e;
         if (accumulate) {
             staging_down(st, down, out, bytes);
@@ -98,9 +100,9 @@ void staged_reduce_scatter(const Staging *st, const void *src, const int *counts
 // counts[r] bytes at data + displs[r]; this rank's is in place; on return
 // every part is. Sizes are size_t (an array of gpt2-xl's weights is over
 // 2 GiB); each MPI call moves one chunk, well under.
-void staged_allgather(const Staging *st, void *data, const size_t *counts, const size_t *displs) {
-    int N = comm_nranks;
-    size_t k = staging_chunk(st, 1), most = 0;
+void staged_allgather(const Staging *st, CommGroup *g, void *data, const size_t *counts, const size_t *displs) {
+    int N = g->size;
+    size_t k = staging_chunk(st, 1, N), most = 0;
     int *cnt = malloc(sizeof(int) * N), *at = malloc(sizeof(int) * N);
     char *host = st->host, *d = data;
     for (int r = 0; r < N; r++) most = counts[r] > most ? counts[r] : most;
@@ -109,14 +111,42 @@ void staged_allgather(const Staging *st, void *data, const size_t *counts, const
             cnt[r] = chunk_count(counts[r], c, k);
             at[r] = r ? at[r - 1] + cnt[r - 1] : 0;
         }
-        int me = comm_rank_id;
+        int me = g->rank;
         staging_down(st, host + at[me], d + displs[me] + c * k, cnt[me]);
-        comm_allgather(&comm_world, host, cnt, at);
+        comm_allgather(g, host, cnt, at);
         for (int r = 0; r < N; r++)
             if (r != me) staging_up(st, d + displs[r] + c * k, host + at[r], cnt[r]);
     }
     free(cnt);
     free(at);
+}
+
+// --shard-group on the GPU: n elements (dtype) of data summed over group g
+// (the same shard's ranks in every group), as parallel/zero.h's
+// zero_reduce_across does on the CPU, with the same chunks and blocks (so the
+// same bits and bytes): a chunk of c = min(n, REDUCE_CHUNK) copied down,
+// widened into R blocks of q = ceil(c / R) floats, reduce-scattered and
+// all-gathered, rounded back and copied up.
+void staged_sum_across(const Staging *st, CommGroup *g, void *data, size_t n, int dtype) {
+    size_t e = dtype_size(dtype), c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = (size_t)g->size, q = (c + R - 1) / R;
+    float *sum = st->host;                       // R q floats
+    char *down = (char *)st->host + R * q * 4;   // c elements in dtype
+    if (R * q * 4 + c * e > st->cap) {
+        fprintf(stderr, "error: a staging buffer of %zu bytes is too small for %zu groups; this is a bug in gptmem\n",
+                st->cap, R);
+        exit(1);
+    }
+    for (size_t c0 = 0; c0 < n; c0 += c) {
+        size_t k = n - c0 < c ? n - c0 : c;
+        staging_down(st, down, (const char *)data + c0 * e, k * e);
+        memset(sum, 0, R * q * sizeof(float));
+        dtype_load(sum, down, k, dtype);
+        comm_reduce_scatter_block(g, sum, (int)q);
+        memmove(sum + (size_t)g->rank * q, sum, q * sizeof(float));
+        comm_allgather_block(g, sum, (long long)q * sizeof(float));
+        dtype_store(down, sum, k, dtype);
+        staging_up(st, (char *)data + c0 * e, down, k * e);
+    }
 }
 
 #endif

@@ -305,6 +305,25 @@ if command -v mpirun >/dev/null && $TRAIN --help | grep -q 'this build: MPI yes'
      [ "$(tail -n +2 "$tmp/zk.csv" | cut -d, -f8 | tr '\n' ' ')" = " 1  1 1 " ]; then
     ok "--log on 2 GPU ranks with 58 MB of weights: the replica check every 2 steps and at the last"
   else bad "--log replica check interval: $(tail -n +2 "$tmp/zk.csv" | cut -d, -f8 | tr '\n' ' ')"; grep -E 'note|error' "$tmp/zk"; fi
+  # --shard-group K (over MPI): ZeRO inside groups of K ranks, the sum across the groups through the staging
+  # buffer; == one rank, every rank's ledger, the bytes across the groups == their prediction
+  nbad=0; nrun=0
+  for dt in fp32 bf16; do
+    tol=1e-5; extra=(); [ $dt = bf16 ] && tol=2e-2 && extra=(--ckpt --flash)
+    $TRAIN "${Z[@]}" --steps 6 --batch 8 --dtype $dt "${extra[@]}" --log "$tmp/gone.csv" >/dev/null 2>&1
+    for z in 1 2 3; do for k in 2 1; do
+      [ "${RUN_CUDA_QUICK:-0}" = 1 ] && [ $k = 1 ] && continue
+      nrun=$((nrun + 1)); rm -f "$tmp"/gm.json*
+      "${MPI[@]}" -np 4 $TRAIN "${Z[@]}" --steps 6 --batch 2 --zero $z --shard-group $k --dtype $dt "${extra[@]}" \
+        --log "$tmp/gmany.csv" --mem --mem-json "$tmp/gm.json" >"$tmp/glog" 2>&1
+      good=1; for f in "$tmp"/gm.json*; do mem_equal "$f" >/dev/null || good=0; done
+      set -- $(sed -n 's/.*across the [0-9]* groups: \([0-9]*\) B (predicted \([0-9]*\) B).*/\1 \2/p' "$tmp/glog")
+      if [ $good = 1 ] && [ -n "${1:-}" ] && [ "$1" = "$2" ] && close_replicas "$tmp/gone.csv" "$tmp/gmany.csv" $tol; then :
+      else nbad=$((nbad + 1)); echo "  differs: $dt, zero $z, groups of $k: ${msg:-a run failed}"; tail -2 "$tmp/glog"; fi
+    done; done
+  done
+  if [ $nbad -eq 0 ]; then ok "GPU --shard-group on 4 ranks (groups of 2 and 1, stages 1-3, fp32 and bf16 --ckpt --flash) == 1 rank, identical replicas, every ledger, the bytes across the groups == predicted ($nrun runs)"
+  else bad "GPU --shard-group: $nbad of $nrun differ"; fi
   unset GPTMEM_HOST_GPUS
   # --comm nccl: ranks with a GPU each (only the emulation has several here; its NCCL is MPI on host memory,
   # so this checks gpu/model.h's NCCL path, not NCCL itself: tests/test_cuda runs NCCL's calls on one rank)

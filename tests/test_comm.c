@@ -50,11 +50,11 @@ void test_reduce_scatter(int which, size_t cap_elems, int dtype) {
     comm_bytes_sent = 0;
     int ok;
     if (dtype == DT_FP32) {
-        staged_reduce_scatter(&st, staged, counts, staged, dtype, 0);
+        staged_reduce_scatter(&st, &comm_world, staged, counts, staged, dtype, 0);
         ok = !memcmp(direct, staged, sizeof(float) * counts[me]);
     } else {
         dtype_accumulate(expect, direct, counts[me], dtype);
-        staged_reduce_scatter(&st, staged, counts, shard, dtype, 1);
+        staged_reduce_scatter(&st, &comm_world, staged, counts, shard, dtype, 1);
         ok = !memcmp(expect, shard, e * counts[me]);
     }
     ok &= comm_bytes_sent == sent_direct;
@@ -80,7 +80,7 @@ void test_allgather(int which, size_t cap_bytes) {
     comm_bytes_sent = 0;
     size_t *counts_z = calloc(N, sizeof(size_t)), *displs_z = calloc(N, sizeof(size_t));
     for (int r = 0; r < N; r++) counts_z[r] = counts[r], displs_z[r] = displs[r];
-    staged_allgather(&st, staged, counts_z, displs_z);
+    staged_allgather(&st, &comm_world, staged, counts_z, displs_z);
     free(counts_z); free(displs_z);
     int ok = !memcmp(direct, staged, total) && comm_bytes_sent == sent_direct;
     for (int r = 0; r < N && ok; r++)  // and the direct call did what it says: every part from its rank

@@ -261,8 +261,6 @@ void check_shard_group(int k, int zero, int ranks) {
 
 void parse_shard_group(Settings *o) {
     if (!o->shard_group) return;
-    if (o->cuda && o->comm == COMM_NCCL)
-        usage_error("--shard-group on the GPU runs over MPI (--comm mpi): NCCL would need a communicator a group");
     if (o->ranks > 1 || !comm_launched()) check_shard_group(o->shard_group, o->zero, o->ranks);
     else if (!o->zero) check_shard_group(o->shard_group, 0, 2);
 }

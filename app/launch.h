@@ -192,16 +192,17 @@ int open_comm_backend(Settings *o) {
         }
         return 1;
     }
-    // (--shard-group's groups run over MPI: NCCL would need a communicator a group)
-    if (o->comm == COMM_AUTO) o->comm = sharing == 1 && built && !o->shard_group ? COMM_NCCL : COMM_MPI;
+    if (o->comm == COMM_AUTO) o->comm = sharing == 1 && built ? COMM_NCCL : COMM_MPI;
     if (o->comm != COMM_NCCL) return 0;
+    // one communicator for ZeRO's collectives: all the ranks, or with --shard-group this rank's
+    // group (its first rank makes the id); the sum across the groups goes over MPI
     unsigned char id[512] = {0};
     size_t n = gpu_nccl_id_bytes();
     if (n > sizeof id) n = sizeof id;  // (NCCL's is 128 bytes)
-    if (comm_rank_id == 0) gpu_nccl_unique_id(id);
-    comm_broadcast(id, (long long)n, 0);
+    if (comm_in_group.rank == 0) gpu_nccl_unique_id(id);
+    comm_broadcast_in(&comm_in_group, id, (long long)n, 0);
     char why[256] = "";
-    int bad = gpu_nccl_open(id, comm_nranks, comm_rank_id, why, sizeof why);
+    int bad = gpu_nccl_open(id, comm_in_group.size, comm_in_group.rank, why, sizeof why);
     if (comm_any(bad)) {
         if (bad) fprintf(stderr, "error: rank %d: NCCL could not start (%s); try --comm mpi\n", comm_rank_id, why);
         return 1;
@@ -221,12 +222,12 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *o) {
         if (no_gpu) fprintf(stderr, "error: --device cuda: %s; train on the CPU instead (--device cpu)\n", why);
         return 1;
     }
-    if (o->cuda && comm_nranks > 1 && open_comm_backend(o)) return 1;
-    if (o->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
     if (o->shard_group) {  // (the ranks are known now)
         check_shard_group(o->shard_group, o->zero, comm_nranks);
         comm_split_groups(o->shard_group);
     }
+    if (o->cuda && comm_nranks > 1 && open_comm_backend(o)) return 1;
+    if (o->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
     if (o->zero && comm_nranks == 1)
         say("note: --zero %d on one rank: nothing to shard, training as usual; shard it with `./train --ranks 4 "
             "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", o->zero,

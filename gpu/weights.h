@@ -39,8 +39,9 @@ void gpu_allgather(GpuGPT *m, void *data, const size_t *bytes, const size_t *at)
         staged_allgather(&m->staging, m->shard.comm, data, bytes, at);
         return;
     }
-    gpu_nccl_allgather(data, bytes, at, comm_nranks);
-    comm_bytes_sent += (long long)bytes[comm_rank_id] * (comm_nranks - 1);
+    CommGroup *g = m->shard.comm;  // (the communicator is the group's: app/launch.h open_comm_backend)
+    gpu_nccl_allgather(data, bytes, at, g->size);
+    comm_count(g, (long long)bytes[g->rank] * (g->size - 1));
 }
 
 // Reduce-scatter: src holds nranks parts of counts[r] elements (dtype); this
@@ -52,14 +53,15 @@ void gpu_reduce_scatter_parts(GpuGPT *m, void *src, const int *counts, void *dst
         staged_reduce_scatter(&m->staging, m->shard.comm, src, counts, dst, m->dtype, accumulate);
         return;
     }
-    int N = comm_nranks, me = comm_rank_id;
+    CommGroup *g = m->shard.comm;
+    int N = g->size, me = g->rank;
     size_t *n = malloc(sizeof(size_t) * N), before = 0, total = 0;
     for (int r = 0; r < N; r++) {
         if (r == me) before = total;
         n[r] = (size_t)counts[r], total += n[r];
     }
     gpu_nccl_reduce_scatter(m->dtype, src, n, N);
-    comm_bytes_sent += (long long)(total - n[me]) * (long long)m->e;
+    comm_count(g, (long long)(total - n[me]) * (long long)m->e);
     void *mine = at_elem(m, src, before);
     if (n[me] && accumulate) cu_add_into(m->dtype, dst, mine, n[me]);
     else if (n[me] && dst != mine) gpu_copy(dst, mine, n[me] * m->e);

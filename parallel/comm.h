@@ -247,21 +247,24 @@ void comm_allgather_block(CommGroup *g, void *buf, long long bytes) {
 #endif
 }
 
-// Broadcast `bytes` bytes from rank `root` to every rank (the start-up check
-// that all ranks share the data stream; an NCCL unique id, when there is one).
-void comm_broadcast(void *buf, long long bytes, int root) {
+// Broadcast `bytes` bytes from rank `root` of group g to its every rank (an
+// NCCL unique id, when there is one).
+void comm_broadcast_in(CommGroup *g, void *buf, long long bytes, int root) {
 #ifdef GPTMEM_MPI
-    if (comm_nranks > 1) {
+    if (g->size > 1) {
         for (long long c0 = 0; c0 < bytes; c0 += comm_max_bytes) {
             long long k = bytes - c0 < comm_max_bytes ? bytes - c0 : comm_max_bytes;
-            MPI_Bcast((char *)buf + c0, (int)k, MPI_BYTE, root, MPI_COMM_WORLD);
+            MPI_Bcast((char *)buf + c0, (int)k, MPI_BYTE, root, g->comm);
         }
-        if (comm_rank_id == root) comm_bytes_sent += bytes * (comm_nranks - 1);
+        if (g->rank == root) comm_count(g, bytes * (g->size - 1));
     }
 #else
-    (void)buf; (void)bytes; (void)root;
+    (void)g; (void)buf; (void)bytes; (void)root;
 #endif
 }
+
+// The same over every rank (the start-up check that all ranks share the data stream).
+void comm_broadcast(void *buf, long long bytes, int root) { comm_broadcast_in(&comm_world, buf, bytes, root); }
 
 // The sum of one double from every rank, added in rank order so that every
 // rank gets the very same bits.
@@ -280,19 +283,21 @@ double comm_sum_ordered(CommGroup *g, double x) {
     return x;
 }
 
-// Gather `bytes` bytes from every rank to rank `root`, in rank order; out must
-// hold comm_nranks records on the root (elsewhere it is not touched).
-void comm_gather(const void *rec, void *out, int bytes, int root) {
+// Gather `bytes` bytes from every rank of group g to its rank `root`, in rank
+// order; out must hold g->size records on the root (elsewhere it is not touched).
+void comm_gather_in(CommGroup *g, const void *rec, void *out, int bytes, int root) {
 #ifdef GPTMEM_MPI
-    if (comm_nranks > 1) {
-        MPI_Gather(rec, bytes, MPI_BYTE, out, bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+    if (g->size > 1) {
+        MPI_Gather(rec, bytes, MPI_BYTE, out, bytes, MPI_BYTE, root, g->comm);
         return;
     }
 #else
-    (void)root;
+    (void)g; (void)root;
 #endif
     memcpy(out, rec, bytes);
 }
+
+void comm_gather(const void *rec, void *out, int bytes, int root) { comm_gather_in(&comm_world, rec, out, bytes, root); }
 
 // A small fixed-size record from every rank to rank 0 (the per-rank ledger table).
 void comm_gather_to_root(const void *rec, void *out, int bytes) { comm_gather(rec, out, bytes, 0); }

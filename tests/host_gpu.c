@@ -326,9 +326,12 @@ void gpu_fill_fresh(void *p, size_t bytes) { memset(DEV(p), 0xFF, bytes); }  // 
 int gpu_nccl_built(void) { return 1; }
 size_t gpu_nccl_id_bytes(void) { return 16; }
 void gpu_nccl_unique_id(void *id) { memset(id, 0x4E, 16); }
+// The ranks the emulated communicator joins: all of them, or --shard-group's group (comm_in_group).
+static CommGroup *emu_nccl_group = &comm_world;
 int gpu_nccl_open(const void *id, int nranks, int rank, char *why, size_t why_len) {
     (void)id; (void)why; (void)why_len;
-    return nranks == comm_nranks && rank == comm_rank_id ? 0 : -1;
+    emu_nccl_group = &comm_in_group;
+    return nranks == comm_in_group.size && rank == comm_in_group.rank ? 0 : -1;
 }
 void gpu_nccl_close(void) {}
 
@@ -336,15 +339,16 @@ static void nccl_group(int start) { (void)start; }  // each call runs at once, i
 
 static void nccl_reduce_part(void *p, size_t n, int dt, int root) {
     size_t e = dtype_size(dt), bytes = n * e;
-    char *mine = DEV(p), *all = comm_rank_id == root ? malloc(bytes * comm_nranks) : NULL;
+    CommGroup *g = emu_nccl_group;
+    char *mine = DEV(p), *all = g->rank == root ? malloc(bytes * g->size) : NULL;
     if (bytes > (size_t)INT32_MAX) emu_stop(__func__, "a part of %s bytes (MPI counts are ints)", "over 2 GiB");
     long long sent = comm_bytes_sent;
-    comm_gather(mine, all, (int)bytes, root);
+    comm_gather_in(g, mine, all, (int)bytes, root);
     comm_bytes_sent = sent;
     if (!all) return;
     float *sum = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n);
     dtype_load(sum, all, n, dt);
-    for (int r = 1; r < comm_nranks; r++) {  // sum = round(sum + part r): every addition in the dtype
+    for (int r = 1; r < g->size; r++) {  // sum = round(sum + part r): every addition in the dtype
         dtype_load(x, all + r * bytes, n, dt);
         for (size_t i = 0; i < n; i++) sum[i] += x[i];
         dtype_round_store(sum, mine, n, dt);
@@ -354,9 +358,9 @@ static void nccl_reduce_part(void *p, size_t n, int dt, int root) {
 }
 
 static void nccl_broadcast_part(void *p, size_t bytes, int root) {
-    long long sent = comm_bytes_sent;
-    comm_broadcast(DEV(p), (long long)bytes, root);
-    comm_bytes_sent = sent;
+    long long sent = comm_bytes_sent, group_sent = emu_nccl_group->bytes;
+    comm_broadcast_in(emu_nccl_group, DEV(p), (long long)bytes, root);
+    comm_bytes_sent = sent, emu_nccl_group->bytes = group_sent;
 }
 
 static const NcclCalls nccl_calls = {nccl_group, nccl_reduce_part, nccl_broadcast_part};

@@ -346,6 +346,19 @@ if command -v mpirun >/dev/null && $TRAIN --help | grep -q 'this build: MPI yes'
     "${MPI[@]}" -np 2 $TRAIN "${Z[@]}" --steps 6 --batch 2 --accum 2 --zero 2 --comm nccl --log "$tmp/zacc2.csv" >/dev/null 2>&1
     if close_replicas "$tmp/zacc1.csv" "$tmp/zacc2.csv" 1e-5; then ok "--comm nccl zero 2 with --accum 2 on 2 ranks == 1 rank: $msg"
     else bad "--comm nccl zero 2 with --accum 2: ${msg:-a run failed}"; fi
+    # --shard-group with NCCL: a communicator a group (its first rank makes the id), the sum across over MPI
+    $TRAIN "${Z[@]}" --steps 6 --batch 8 --log "$tmp/gn1.csv" >/dev/null 2>&1
+    nbad=0
+    for z in 1 2 3; do
+      rm -f "$tmp"/gn.json*
+      "${MPI[@]}" -np 4 $TRAIN "${Z[@]}" --steps 6 --batch 2 --zero $z --shard-group 2 --log "$tmp/gn4.csv" --mem \
+        --mem-json "$tmp/gn.json" >"$tmp/gnlog" 2>&1
+      good=1; for f in "$tmp"/gn.json*; do mem_equal "$f" >/dev/null || good=0; done
+      grep -q '| comm nccl |' "$tmp/gnlog" && [ $good = 1 ] && close_replicas "$tmp/gn1.csv" "$tmp/gn4.csv" 1e-5 ||
+        { nbad=$((nbad + 1)); echo "  differs: nccl, zero $z, groups of 2: ${msg:-a run failed}"; tail -2 "$tmp/gnlog"; }
+    done
+    if [ $nbad -eq 0 ]; then ok "--comm nccl --shard-group 2 on 4 ranks (a communicator a group), stages 1-3 == 1 rank, every ledger"
+    else bad "--comm nccl --shard-group: $nbad of 3 differ"; fi
     rm -f "$tmp"/zm.json*
     "${MPI[@]}" -np 3 $TRAIN "${Z[@]}" --steps 2 --batch 3 --seq-len 29 --zero 3 --dtype bf16 --ckpt --flash \
       --comm nccl --mem-json "$tmp/zm.json" >"$tmp/zlog" 2>&1

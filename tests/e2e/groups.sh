@@ -25,7 +25,6 @@ expect 2 "--shard-group 3 must divide the 4 ranks" --ranks 4 --zero 2 --shard-gr
 expect 2 "--shard-group 8 must divide the 4 ranks" --ranks 4 --zero 2 --shard-group 8 --dry-run
 expect 2 "add --zero 1, 2 or 3" --ranks 4 --shard-group 2 --dry-run
 expect 2 "--shard-group 2 needs several ranks" --zero 2 --shard-group 2 --dry-run
-expect 2 "--shard-group on the GPU runs over MPI" --device cuda --comm nccl --ranks 4 --zero 2 --shard-group 2 --dry-run
 if ! have_mpi; then skip "--shard-group on MPI ranks: no mpirun/MPI build"; echo "END tests/e2e/groups.sh"; exit 0; fi
 
 G=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --eval-every 5

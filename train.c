@@ -64,6 +64,12 @@ int build(Run *run, Net *net, const Settings *o, const Plan *plan, const MemRepo
     if (comm_any(o->save && state_check_target(run->save_path))) return 1;  // before training: nothing is lost
     if (comm_any(o->mem_timeline && timeline_unwritable(o))) return 1;
     if (o->resume) {
+        int differ = rank == 0 ? resume_ranks_differ(o->resume, nranks) : 0;  // one message, from rank 0
+        comm_broadcast(&differ, sizeof differ, 0);
+        if (differ) {
+            comm_finalize();  // every rank stops here together: no abort
+            return 1;
+        }
         char path[4096];
         snprintf(path, sizeof path, rank ? "%s.rank%d" : "%s", o->resume, rank);
         StateHeader got = load_state(path, &run->header, &run->state);
@@ -76,6 +82,9 @@ int build(Run *run, Net *net, const Settings *o, const Plan *plan, const MemRepo
         run->data.rng = got.data_rng;
         run->sample_rng = got.sample_rng;
         say("resumed from %s at step %d\n", o->resume, run->start_step);
+        if (o->seed_given)
+            say("note: --seed is not used on --resume: the batches and the samples go on from the state's own "
+                "streams, so the run is the same as one that never stopped\n");
         if (run->start_step >= o->steps) {
             say("nothing to train: the state is already at step %d of --steps %d; to train further, pass --steps "
                 "N with N > %d (the learning-rate schedule follows --steps)\n", got.step, o->steps, got.step);
@@ -169,7 +178,10 @@ int main(int argc, char **argv) {
     Settings o = parse_settings(argc, argv);
     g_threads_shared_by = set_threads(&o);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (o.ranks > 1 && !o.dry_run && !o.fit) return launch_ranks(argc, argv, o.ranks);  // --ranks N: mpirun -np N
+    if (o.ranks > 1 && !o.dry_run && !o.fit) {  // --ranks N: mpirun -np N (a state of other ranks is refused first)
+        if (o.resume && resume_ranks_differ(o.resume, o.ranks)) return 1;
+        return launch_ranks(argc, argv, o.ranks);
+    }
     if (o.dry_run && !o.ranks && comm_launched()) {  // mpirun -np N ./train --dry-run: predict for N ranks,
         int launched_rank, size = comm_launched_size(&launched_rank);        // printed once
         if (launched_rank != 0) return 0;

@@ -213,6 +213,7 @@ Settings parse_args(int argc, char **argv) {
         for (int k = 0; k < n_flag_specs; k++)
             if (!strcmp(flag_specs[k].name, name)) f = &flag_specs[k];
         if (!f) usage_error("unknown flag '--%s'", name);
+        if (!strcmp(name, "seed")) o.seed_given = 1;
         if (f->kind == ARG_FLAG) {
             if (eq) usage_error("--%s takes no value (got '%s')", name, eq + 1);
             *(int *)((char *)&o + f->offset) = 1;

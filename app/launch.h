@@ -22,6 +22,7 @@
 #include "io/data.h"
 #include "memory/ledger.h"
 #include "memory/predict.h"
+#include "io/state.h"
 #include "parallel/comm.h"
 
 // printf on rank 0 only: with several ranks, one copy of each line.
@@ -138,6 +139,19 @@ void check_fits(size_t peak_bytes) {
     }
 }
 
+// Was the state `resume` saved by another number of ranks than `nranks`? 1
+// after a message saying how to resume it; 0 if not (or if it cannot be read:
+// loading it says why).
+int resume_ranks_differ(const char *resume, int nranks) {
+    int saved_by = state_ranks(resume);
+    if (saved_by <= 0 || saved_by == nranks) return 0;
+    char how[64] = "one process (no --ranks, no mpirun)";
+    if (saved_by > 1) snprintf(how, sizeof how, "--ranks %d (or mpirun -np %d)", saved_by, saved_by);
+    fprintf(stderr, "error: %s was saved by %d rank%s; this run has %d: resume it with %s, the same --zero and "
+            "--shard-group\n", resume, saved_by, saved_by > 1 ? "s" : "", nranks, how);
+    return 1;
+}
+
 // --ranks N (N > 1, not a dry run): start N copies of this command under
 // mpirun, without --ranks, and become that mpirun. Open MPI's mpirun is told
 // it may start more ranks than cores (--oversubscribe) and, run as root,
@@ -228,6 +242,9 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *o) {
     }
     if (o->cuda && comm_nranks > 1 && open_comm_backend(o)) return 1;
     if (o->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
+    if ((o->recompute & REC_ATTN) && o->flash && !(o->recompute & REC_BLOCK))
+        say("note: --recompute attn drops the attention probabilities, which --flash never keeps: with --flash it "
+            "drops nothing\n");
     if (o->zero && comm_nranks == 1)
         say("note: --zero %d on one rank: nothing to shard, training as usual; shard it with `./train --ranks 4 "
             "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", o->zero,

@@ -50,6 +50,7 @@ typedef struct {
     float lr, min_lr_frac, weight_decay, clip;
     int warmup;
     uint64_t seed;
+    int seed_given;         // --seed was on the command line (a --resume run's streams come from the state instead)
     // evaluation, samples, states
     int eval_every, eval_batches, sample_every, sample_len;
     float temperature;

@@ -267,6 +267,21 @@ typedef struct {
 // resume must; READ_WEIGHTS (--eval-only) takes any dtype, from one rank.
 enum { RESUME_TRAINING, READ_WEIGHTS };
 
+// The ranks that saved the state whose rank-0 file is `path` (from its
+// header), or -1 if it cannot be read as one (load_state then says why).
+int state_ranks(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    char magic[8];
+    uint32_t version = 0;
+    StateHeader hd;
+    memset(&hd, 0, sizeof hd);
+    int ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, STATE_MAGIC, 8) && fread(&version, 4, 1, f) == 1 &&
+             (version == STATE_VERSION || version == 3) && fread(&hd, state_header_bytes(version), 1, f) == 1;
+    fclose(f);
+    return ok ? hd.nranks : -1;
+}
+
 StateReader state_open(const char *path, const StateHeader *want, int purpose) {
     StateReader r = {fopen(path, "rb"), path, 0xCBF29CE484222325ULL, {0}, 0};
     StateHeader hd;

@@ -141,6 +141,15 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
     }
 }
 
+// Bytes in the unit that shows them: B, KiB, MiB or GiB.
+const char *fit_size(char *out, size_t n, double b) {
+    if (b >= 1073741824.0) snprintf(out, n, "%.2f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(out, n, "%.2f MiB", b / 1048576.0);
+    else if (b >= 1024.0) snprintf(out, n, "%.2f KiB", b / 1024.0);
+    else snprintf(out, n, "%.0f B", b);
+    return out;
+}
+
 // Does setting f fit: its device (on the CPU: RAM) need in the budget, and
 // with --offload what goes to the host and to disk in what is free there,
 // for all `ranks` (they share this machine)?
@@ -217,8 +226,8 @@ int fit_report(const Settings *run, int global, int ranks, size_t budget, const 
         if (!pass) tried = n;
     }
     int offloaded = pass == 2;  // nothing fit without offload: the table lists settings with it
-    printf("--fit %s: %zu bytes (%.2f %s) per %s; %d of %d settings fit", budget_text, budget,
-           budget / (budget >= 1073741824 ? 1073741824.0 : 1048576.0), budget >= 1073741824 ? "GiB" : "MiB",
+    char u1[32], u2[32];
+    printf("--fit %s: %zu bytes (%s) per %s; %d of %d settings fit", budget_text, budget, fit_size(u1, sizeof u1, budget),
            gpu ? (ranks > 1 ? "rank on its GPU" : "GPU") : ranks > 1 ? "rank" : "process", offloaded ? 0 : fits, tried);
     if (gpu) printf(" (each needs its device peak + %.2f GiB for the CUDA libraries)", GPU_HEADROOM / 1073741824.0);
     if (offloaded && gpu)
@@ -231,20 +240,23 @@ int fit_report(const Settings *run, int global, int ranks, size_t budget, const 
     if (!fits) {
         char flags[256];
         fit_flags(&best, flags, sizeof flags);
-        printf(".\nnothing fits. The smallest peak reachable is %.2f GiB (%zu bytes%s), with %s; its largest part is "
-               "%s, %.2f GiB.\n", best.peak / 1073741824.0, best.peak, gpu ? ", the CUDA libraries' headroom aside" : "",
-               flags, mem_category_name[best.category], best.category_bytes / 1073741824.0);
+        printf(".\nnothing fits. The smallest peak reachable is %s (%zu bytes%s), with %s; its largest part is "
+               "%s, %s.\n", fit_size(u1, sizeof u1, best.peak), best.peak,
+               gpu ? ", the CUDA libraries' headroom aside" : "", flags, mem_category_name[best.category],
+               fit_size(u2, sizeof u2, best.category_bytes));
         if (best_off.peak != (size_t)-1) {
             fit_flags(&best_off, flags, sizeof flags);
-            printf("With --offload the smallest peak is %.2f GiB %s, with %s, which needs ", best_off.peak / 1073741824.0,
+            printf("With --offload the smallest peak is %s %s, with %s, which needs ", fit_size(u1, sizeof u1, best_off.peak),
                    gpu ? "on the GPU" : "of RAM", flags);
-            if (gpu) printf("%.2f GiB of host memory and ", best_off.host / 1073741824.0);
-            printf("%.2f GiB of disk a rank.\n", best_off.disk / 1073741824.0);
+            if (gpu) printf("%s of host memory and ", fit_size(u1, sizeof u1, best_off.host));
+            printf("%s of disk a rank.\n", fit_size(u1, sizeof u1, best_off.disk));
         }
         if (budget < min_weights)
-            printf("The budget is smaller than the weights alone: %.2f GiB in 16 bits%s.\n", min_weights / 1073741824.0,
+            printf("The budget is smaller than the weights alone: %s in 16 bits%s.\n", fit_size(u1, sizeof u1, min_weights),
                    ranks > 1 ? ", sharded by ZeRO-3" : "");
-        printf("Try more ranks (--ranks N, which adds ZeRO stages), a shorter --seq-len, or a smaller model.\n");
+        printf("Try more ranks (--ranks N, which adds ZeRO stages), a shorter --seq-len, or a smaller model%s.\n",
+               run->adam_bits == 32 && !gpu ? "; --adam-bits 8 keeps Adam's moments in 8 bits (10 instead of 16 bytes "
+                                              "a parameter in mixed precision)" : "");
         free(all);
         return 1;
     }

@@ -25,4 +25,19 @@ printf 'tiny' >"$tmp/tiny.txt"
 expect 1 "needs at least" --data "$tmp/tiny.txt"
 expect 1 "needs .* GiB at its peak" --model gpt2-xl --batch 64
 
+# what a curious student hits: each says so in one line
+Q=(--sample-len 0 --eval-every 0 --eval-batches 1 --batch 4)
+./train "${Q[@]}" --steps 2 --save "$tmp/q.ckpt" >/dev/null 2>&1
+if ./train "${Q[@]}" --steps 3 --resume "$tmp/q.ckpt" --seed 7 2>&1 | grep -q 'note: --seed is not used on --resume' &&
+   ./train "${Q[@]}" --steps 1 --recompute attn --flash 2>&1 | grep -q 'with --flash it drops nothing' &&
+   ./train --fit 1KB 2>&1 | grep -q '1000 bytes (1000 B)' && ./train --fit 1KB 2>&1 | grep -q -- '--adam-bits 8 keeps'; then
+  ok "notes: --seed on --resume, --recompute attn with --flash; --fit 1KB in bytes, and its hint names --adam-bits 8"
+else bad "the notes for --seed on --resume, --recompute attn --flash, --fit's small budgets"; fi
+if have_mpi; then
+  ./train "${Q[@]}" --steps 3 --ranks 2 --resume "$tmp/q.ckpt" >"$tmp/rr" 2>&1; rc=$?
+  if [ $rc = 1 ] && [ "$(grep -c . "$tmp/rr")" = 1 ] && grep -q 'saved by 1 rank; this run has 2: resume it with one process' "$tmp/rr"; then
+    ok "a one-rank state resumed with --ranks 2: one line saying how to resume it (exit 1), before mpirun starts"
+  else bad "a one-rank state with --ranks 2 (exit $rc): $(head -3 "$tmp/rr")"; fi
+fi
+
 echo "END tests/e2e/errors.sh"

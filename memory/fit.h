@@ -294,6 +294,8 @@ int fit_report(const Settings *run, int global, int ranks, size_t budget, const 
         printf(" %6d x %-4d  %s\n", all[i].micro, all[i].accum, flags);
     }
     if (shown > FIT_ROWS) printf("  (and %d more, each costlier in some way than one above)\n", shown - FIT_ROWS);
+    printf("  (extra FLOPs counts the matmuls and attention rebuilt, and --fused-ce's second pass; rebuilding GELU and "
+           "layernorm is elementwise work, which shows in rebuilt/step instead)\n");
     char flags[256];
     fit_flags(&all[0], flags, sizeof flags);
     printf("recommended: %s %s\n", base, flags);

@@ -89,8 +89,11 @@ def human(b):
 
 
 def delta(v, base):
+    """The change from the first column: a percentage, or past +200% (a tiny base) the bytes added."""
     if base == 0:
         return "" if v == 0 else "(new)"
+    if (v - base) / base > 2 and isinstance(v, int):
+        return f"(+{human(v - base)})"
     return f"({(v - base) / base * 100:+.0f}%)"
 
 

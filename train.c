@@ -90,6 +90,11 @@ int build(Run *run, Net *net, const Settings *o, const Plan *plan, const MemRepo
                 "N with N > %d (the learning-rate schedule follows --steps)\n", got.step, o->steps, got.step);
             return 0;
         }
+        if (o->stop_after && run->start_step >= o->stop_after) {
+            say("nothing to train: the state is already at step %d, at or past --stop-after %d\n", got.step,
+                o->stop_after);
+            return 0;
+        }
     }
     if (rank == 0) print_config_line(&o->cfg, o);
     if (o->log && rank == 0) {

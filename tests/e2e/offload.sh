@@ -139,7 +139,8 @@ damager=$!
 wait $pid; rc=$?
 kill $damager 2>/dev/null
 if [ -n "$fd" ] && [ $rc -eq 1 ] && grep -q 'offload file was changed under the run' "$tmp/dm.out" &&
-   ./train "${OS[@]}" --steps 100000 --resume "$tmp/dm.ckpt" --stop-after 1 >/dev/null 2>&1; then
+   ./train "${OS[@]}" --steps 100000 --resume "$tmp/dm.ckpt" --stop-after 1 >"$tmp/dm2.out" 2>&1 &&
+   grep -q 'nothing to train: the state is already at step' "$tmp/dm2.out"; then
   ok "the offload file changed between steps: the run stops (exit 1) naming the record; its last saved state resumes"
 else bad "a damaged offload file: fd '$fd', exit $rc, $(grep error "$tmp/dm.out" | head -1)"; fi
 

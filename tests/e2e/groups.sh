@@ -107,6 +107,12 @@ if [ -n "$(inside "$tmp/in4.out")" ] && [ "$(inside "$tmp/in4.out")" = "$(sent "
   ok "--shard-group 2 on 4 ranks: inside a group it sends ZeRO-3's bytes on 2 ranks ($(inside "$tmp/in4.out") B a step); the step line splits what goes across"
 else bad "--shard-group's bytes inside a group: $(inside "$tmp/in4.out") vs $(sent "$tmp/in2.out")"; fi
 
+# --trace says what the first step sent over each communicator
+timeout 120 "${MPI[@]}" -np 4 ./train "${G[@]}" --steps 1 --batch 2 --zero 3 --shard-group 2 --trace >"$tmp/tr" 2>&1
+if grep -q "this step sent [0-9]* B: $(inside "$tmp/in4.out") B inside its group of 2, [0-9]* B across the 2 groups" "$tmp/tr"; then
+  ok "--trace with --shard-group: the first step's bytes inside the group and across the groups"
+else bad "--trace with --shard-group: $(grep 'this step sent' "$tmp/tr")"; fi
+
 # save and resume in groups: bit for bit; another K is refused, naming the flag
 R=("${MPI[@]}" -np 4 ./train "${G[@]}" --batch 2 --zero 3 --dtype bf16 --shard-group 2)
 timeout 120 "${R[@]}" --steps 8 --save "$tmp/s8.ckpt" >/dev/null 2>&1

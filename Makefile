@@ -128,41 +128,15 @@ else
 endif
 
 # The class demo: memory of GPT-2 across settings (dry runs), the small model for real, loss curves,
-# the activation timeline, and the trained small model's weights in each number format.
+# the activation timeline, and the trained small model's weights in each number format. Each
+# picture's settings live in scripts/pictures.py, which make test also runs (--check): a picture
+# that no longer matches the binary fails the tests.
 GPT2 = --model gpt2 --batch 8 --seq-len 1024
-SMALL_RUN = --steps 6 --eval-batches 1 --eval-every 0
 compare: train chart data
 	mkdir -p doc/img
-	python3 scripts/compare.py --dry-run --base "$(GPT2)" --csv doc/img/memory_gpt2.csv --png doc/img/memory_gpt2.png \
-	  --title "GPT-2 124M, batch 8 x 1024 tokens: peak memory per rank (the CPU path's predictor)" \
-	  "fp32=" "bf16=--dtype bf16" "bf16+ckpt=--dtype bf16 --ckpt" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \
-	  "+fused-ce=--dtype bf16 --ckpt --flash --fused-ce" "bf16+zero3 x8=--dtype bf16 --zero 3 --ranks 8" \
-	  "+fused-ce=--dtype bf16 --zero 3 --ranks 8 --fused-ce"
-	python3 scripts/compare.py --dry-run --base "--model gpt2 --batch 1 --dtype bf16 --zero 3 --ranks 8" \
-	  --csv doc/img/memory_groups.csv --png doc/img/memory_groups.png \
-	  --title "GPT-2, ZeRO-3 on 8 ranks in groups of K: peak memory per rank" \
-	  "K 1=--shard-group 1" "K 2=--shard-group 2" "K 4=--shard-group 4" "K 8=--shard-group 8"
 	python3 scripts/compare.py --dry-run --base "$(GPT2) --dtype bf16" "bf16=" "offload=--offload opt" \
 	  "to disk=--offload opt --offload-to disk" "ZeRO-3 x4=--zero 3 --ranks 4" "+opt,params=--zero 3 --ranks 4 --offload opt,params"
-	python3 scripts/compare.py --base "$(SMALL_RUN)" --csv doc/img/memory_small.csv --png doc/img/memory_small.png \
-	  --title "small model, batch 32 x 128, 2 cores: measured peak memory" \
-	  "fp32=" "bf16=--dtype bf16" "ckpt=--ckpt" "flash=--flash" "bf16+ckpt+flash=--dtype bf16 --ckpt --flash" \
-	  "fused-ce=--fused-ce" "zero2 x2=--zero 2 --ranks 2"
-	for d in fp32 bf16 fp16; do ./train --steps 200 --warmup 40 --eval-every 25 --sample-len 0 --dtype $$d \
-	  --log doc/img/loss_$$d.full.csv >/dev/null && cut -d, -f1-3 doc/img/loss_$$d.full.csv >doc/img/loss_$$d.csv && \
-	  rm doc/img/loss_$$d.full.csv || exit 1; done  # step, loss, val loss: no timings in committed files
-	scripts/chart loss doc/img/loss_small.png "small model on tiny shakespeare: fp32 vs mixed precision" \
-	  fp32=doc/img/loss_fp32.csv bf16=doc/img/loss_bf16.csv fp16=doc/img/loss_fp16.csv
-	for s in none: gelu-ln:--recompute=gelu,ln ckpt:--ckpt flash:--flash; do ./train --steps 1 --eval-batches 1 --sample-len 0 \
-	  $${s#*:} --mem-timeline doc/img/timeline_$${s%%:*}.csv >/dev/null || exit 1; done
-	scripts/chart timeline doc/img/timeline_small.png "small model, batch 32 x 128: the activation stack over one step" \
-	  none=doc/img/timeline_none.csv "recompute gelu,ln=doc/img/timeline_gelu-ln.csv" ckpt=doc/img/timeline_ckpt.csv \
-	  flash=doc/img/timeline_flash.csv
-	./train --sample-len 0 --eval-every 0 --save doc/img/.small.ckpt >/dev/null  # the default run, 1000 steps (~6 min)
-	python3 scripts/quantize.py doc/img/.small.ckpt --csv doc/img/quantize_small.csv --png doc/img/quantize_small.png \
-	  --title "small model after 1000 steps: its weights in each format, and the val loss" >doc/img/quantize_small.md
-	rm -f doc/img/.small.ckpt
-	@echo "wrote doc/img/memory_gpt2.png doc/img/memory_small.png doc/img/loss_small.png doc/img/timeline_small.png doc/img/quantize_small.png"
+	python3 scripts/pictures.py  # the last picture trains the default run, 1000 steps (~6 min)
 
 # Two passes: without MPI, with leak checking (all of our code); then with MPI,
 # leak checking off (OpenMPI's plugins leak at MPI_Init, which is not ours to fix).

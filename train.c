@@ -42,13 +42,34 @@ typedef struct {
     double peak_flops, fpt, rfpt;  // the step line's MFU: the devices' peak, model FLOPs a token, rebuilt ones
 } Run;
 
+// Everything a run built, freed (at its end, and on the way out after an error).
+void release(Run *run, Net *net) {
+    if (run->log) fclose(run->log);
+    run->log = NULL;
+    net_free(net);
+    data_free(&run->data);
+}
+
+// An error once the model is built: everything freed, then the exit code 1.
+int fail_run(Run *run, Net *net) {
+    release(run, net);
+    return 1;
+}
+
+// The end of a run: everything freed, MPI finished. 0.
+int finish(Run *run, Net *net) {
+    release(run, net);
+    comm_finalize();
+    return 0;
+}
+
 // 3. build: the data, the model and its optimizer (every buffer through the
 // ledger), or resume them from a saved state. 0 to train; else the exit code
 // (1 after a message; 0 when a resumed state has nothing left to train).
 int build(Run *run, Net *net, const Settings *o, const Plan *plan, const MemReport *predicted) {
     int rank = comm_rank_id, nranks = comm_nranks;
     memset(run, 0, sizeof *run);
-    if (load_data(&run->data, o)) return 1;
+    if (load_data(&run->data, o)) return 1;  // every rank returns together (see main)
     if (comm_any(net_build(net, o, plan, rank, nranks, predicted->peak[MEM_ACTIVATIONS]) != 0)) return 1;
     run->adam = net->opt.cfg;
     run->state = net_state(net);
@@ -61,15 +82,12 @@ int build(Run *run, Net *net, const Settings *o, const Plan *plan, const MemRepo
     run->sample_rng = rng_seed(o->seed ^ 0x5A3B1E);
     run->val_loss = NAN;
     if (o->save) snprintf(run->save_path, sizeof run->save_path, rank ? "%s.rank%d" : "%s", o->save, rank);
-    if (comm_any(o->save && state_check_target(run->save_path))) return 1;  // before training: nothing is lost
-    if (comm_any(o->mem_timeline && timeline_unwritable(o))) return 1;
+    if (comm_any(o->save && state_check_target(run->save_path))) return fail_run(run, net);  // before training
+    if (comm_any(o->mem_timeline && timeline_unwritable(o))) return fail_run(run, net);
     if (o->resume) {
         int differ = rank == 0 ? resume_ranks_differ(o->resume, nranks) : 0;  // one message, from rank 0
         comm_broadcast(&differ, sizeof differ, 0);
-        if (differ) {
-            comm_finalize();  // every rank stops here together: no abort
-            return 1;
-        }
+        if (differ) return fail_run(run, net);  // every rank stops here together
         char path[4096];
         snprintf(path, sizeof path, rank ? "%s.rank%d" : "%s", o->resume, rank);
         StateHeader got = load_state(path, &run->header, &run->state);
@@ -99,7 +117,10 @@ int build(Run *run, Net *net, const Settings *o, const Plan *plan, const MemRepo
     if (rank == 0) print_config_line(&o->cfg, o);
     if (o->log && rank == 0) {
         run->log = fopen(o->log, "w");
-        if (!run->log) { fprintf(stderr, "error: cannot write the log '%s': %s\n", o->log, strerror(errno)); return 1; }
+        if (!run->log) {
+            fprintf(stderr, "error: cannot write the log '%s': %s\n", o->log, strerror(errno));
+            return fail_run(run, net);
+        }
         fprintf(run->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical\n");
     }
     run->peak_flops = run_peak_flops(o);
@@ -142,7 +163,7 @@ int after_step(Run *run, Net *net, const Settings *o, const StepResult *r, doubl
         fprintf(stderr, "error: the loss is %f at step %d; lower --lr or raise --warmup\n", r->loss, step);
         return 1;
     }
-    if ((o->eval_every && step % o->eval_every == 0) || last) {
+    if ((o->eval_every && step % o->eval_every == 0) || (last && o->eval_at_end)) {
         run->val_loss = evaluate(net, &run->data, o->batch, o->seq_len, o->eval_batches, NULL);
         evaluated = 1;
         say("val loss %.4f (%d batches of %d x %d)\n", run->val_loss, o->eval_batches, o->batch, o->seq_len);
@@ -168,14 +189,6 @@ int after_step(Run *run, Net *net, const Settings *o, const StepResult *r, doubl
     return 0;
 }
 
-// The end of a run: everything freed, MPI finished. 0.
-int finish(Run *run, Net *net) {
-    if (run->log) fclose(run->log);
-    net_free(net);
-    data_free(&run->data);
-    comm_finalize();
-    return 0;
-}
 
 int main(int argc, char **argv) {
     openmp_wait_defaults(argv);
@@ -209,7 +222,10 @@ int main(int argc, char **argv) {
     Run run;
     Net net;
     int rc = build(&run, &net, &o, &plan, &predicted), steps_run = 0;
-    if (rc > 0) return rc;
+    if (rc > 0) {  // every rank got here together (comm_any): they finish MPI together, no abort
+        comm_finalize();
+        return rc;
+    }
     if (rc == 0) return finish(&run, &net);  // a resumed state with nothing left to train
 
     // 4. the training loop: forward, backward, reduce, step
@@ -230,15 +246,15 @@ int main(int argc, char **argv) {
         float lr = lr_at(&run.adam, step);
         net_step(&net, lr, run.live.updates + 1);           // skipped if the norm is not finite
         StepResult r;
-        if (!read_step(&r, &net, &o, &run.live, step, lr, scale)) return 1;
+        if (!read_step(&r, &net, &o, &run.live, step, lr, scale)) return fail_run(&run, &net);
         observe(&ob, TM_STEP, &net);
         r.seconds = observe_step_seconds(&ob, r.tokens);
         steps_run++;
-        if (after_step(&run, &net, &o, &r, now_seconds() - ob.start)) return 1;
+        if (after_step(&run, &net, &o, &r, now_seconds() - ob.start)) return fail_run(&run, &net);
         if (step + 1 == o.stop_after) break;
     }
 
     // 5. report
-    if (observe_end(&ob, &predicted, steps_run, run.val_loss, param_count(&o.cfg))) return 1;
+    if (observe_end(&ob, &predicted, steps_run, run.val_loss, param_count(&o.cfg))) return fail_run(&run, &net);
     return finish(&run, &net);
 }

@@ -62,7 +62,7 @@ const FlagSpec flag_specs[] = {
     {"offload", ARG_STR, OPT(offload_str), 0, 0, "off the device: opt (fp32 master, Adam's m and v; AdamW runs on the host) or opt,params (also ZeRO-3's weight shard)"},
     {"offload-to", ARG_STR, OPT(offload_to), 0, 0, "where --offload puts them: host (page-locked buffers for the link, the rest pageable) or disk[:DIR] (the optimizer's states in a file in DIR, default .)"},
     {"loss-scale", ARG_FLOAT, OPT(loss_scale), AT_LEAST_1, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
-    {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps"},
+    {"steps", ARG_INT, OPT(steps), 1, INT_MAX, "optimizer steps (1: a run that inspects one step, with no val loss or sample unless asked)"},
     {"lr", ARG_FLOAT, OPT(lr), ABOVE_0, 0, "peak learning rate"},
     {"min-lr-frac", ARG_FLOAT, OPT(min_lr_frac), FROM_0_TO_1, 0, "final lr as a fraction of --lr (cosine decay)"},
     {"warmup", ARG_INT, OPT(warmup), -1, INT_MAX, "linear warmup steps (-1 = 5% of --steps)"},
@@ -214,6 +214,8 @@ Settings parse_args(int argc, char **argv) {
             if (!strcmp(flag_specs[k].name, name)) f = &flag_specs[k];
         if (!f) usage_error("unknown flag '--%s'", name);
         if (!strcmp(name, "seed")) o.seed_given = 1;
+        if (!strcmp(name, "eval-every") || !strcmp(name, "eval-batches")) o.eval_given = 1;
+        if (!strcmp(name, "sample-every") || !strcmp(name, "sample-len")) o.sample_given = 1;
         if (f->kind == ARG_FLAG) {
             if (eq) usage_error("--%s takes no value (got '%s')", name, eq + 1);
             *(int *)((char *)&o + f->offset) = 1;
@@ -348,6 +350,10 @@ void resolve_settings(Settings *o) {
     }
     if ((long long)o->batch * o->seq_len > INT_MAX / 8) usage_error("--batch x --seq-len is too large");
     if (o->warmup < 0) o->warmup = o->steps / 20;
+    if (o->steps == 1 && !o->eval_only) {  // a one-step run inspects the step (--trace, --mem, ...): it ends there
+        if (!o->eval_given) o->eval_at_end = 0;  // its val loss is the untrained model's
+        if (!o->sample_given) o->sample_len = 0; // its sample is noise
+    }
     o->dtype = -1;
     for (int d = DT_FP32; d <= DT_FP16; d++)
         if (!strcmp(o->dtype_str, dtype_name[d])) o->dtype = d;

@@ -156,7 +156,8 @@ int resume_ranks_differ(const char *resume, int nranks) {
 // mpirun, without --ranks, and become that mpirun. Open MPI's mpirun is told
 // it may start more ranks than cores (--oversubscribe) and, run as root,
 // that this is fine (--allow-run-as-root), so the line works as written on
-// a 2-core machine and in CI.
+// a 2-core machine and in CI; and to leave out its own banners (--quiet):
+// a rank that stops says why itself, and the exit code still comes back.
 int launch_ranks(int argc, char **argv, int n) {
     if (comm_launched())
         usage_error("--ranks starts the ranks itself (mpirun -np %d); under mpirun, leave --ranks out", n);
@@ -173,6 +174,7 @@ int launch_ranks(int argc, char **argv, int n) {
     args[k++] = "-np";
     args[k++] = np;
     if (comm_is_openmpi()) args[k++] = "--oversubscribe";
+    if (comm_is_openmpi()) args[k++] = "--quiet";
     if (comm_is_openmpi() && geteuid() == 0) args[k++] = "--allow-run-as-root";
     args[k++] = argv[0];
     for (int i = 1; i < argc; i++) {

@@ -58,7 +58,8 @@ void observe_step(Observer *ob, int step) {
     ledger_window_start();
     g_ledger.trace = ob->s->trace && ob->first && comm_rank_id == 0;
     if (g_ledger.trace)
-        printf("trace of step %d: the activation stack%s\n", step + 1, ob->stage ? ", ZeRO gathers and reductions" : "");
+        printf("trace of step %d: the activation stack%s\n%s", step + 1, ob->stage ? ", ZeRO gathers and reductions" : "",
+               ob->stage == 3 ? "(a block pushes its tensors first, for its ops to write into; each op gathers its weights as it runs)\n" : "");
     timing_start(&ob->timing);
     if (ob->first && ob->recording) record_start();  // the timeline and the peak's receipt
     if (ob->first) memcpy(ob->traffic_start, g_traffic.bytes, sizeof ob->traffic_start);
@@ -125,7 +126,7 @@ int write_timeline(const Settings *o, const PredictedTimeline *t) {
         return 1;
     }
     if (comm_rank_id == 0)
-        printf("wrote %s: %d pushes and pops of step 1%s, measured %s predicted on every row\n", path, g_recording.n,
+        printf("wrote %s: %d pushes, pops and drops of step 1%s, measured %s predicted on every row\n", path, g_recording.n,
                comm_nranks > 1 ? " (each rank: its own file)" : "", timeline_agrees(t) ? "==" : "!= (a bug: see the file)");
     return 0;
 }
@@ -139,9 +140,11 @@ int write_timeline(const Settings *o, const PredictedTimeline *t) {
 int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float val_loss, size_t nparams) {
     const Settings *o = ob->s;
     size_t file = g_ledger.peak_at[LOC_DISK];  // --offload-to disk: the file's bytes, not memory's
-    say("done: %d steps in %.1f s (%.0f tok/s training) | final val loss %.4f | peak memory %.2f MiB%s (the "
-        "process: %.2f MiB, see --mem)", steps_run, now_seconds() - ob->start,
-        ob->train_seconds > 0 ? ob->tokens / ob->train_seconds : 0.0, val_loss, mib(g_ledger.peak_total - file),
+    char val[64] = "no val loss (--eval-batches N asks for one)";
+    if (!isnan(val_loss)) snprintf(val, sizeof val, "final val loss %.4f", val_loss);
+    say("done: %d step%s in %.1f s (%.0f tok/s training) | %s | peak memory %.2f MiB%s (the process: %.2f MiB, see "
+        "--mem)", steps_run, steps_run == 1 ? "" : "s", now_seconds() - ob->start,
+        ob->train_seconds > 0 ? ob->tokens / ob->train_seconds : 0.0, val, mib(g_ledger.peak_total - file),
         comm_nranks > 1 ? " (rank 0)" : "", mib(process_peak_rss()));
     if (file) say(" | %.2f GiB in the offload file", file / 1073741824.0);
     say("\n");

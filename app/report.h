@@ -50,7 +50,10 @@ void print_config_line(const GPTConfig *c, const Settings *o) {
                            o->offload_disk ? o->offload_dir : "");
     if (o->eval_only) printf(" | eval-only%s%s", o->quantize ? ", weights in " : "", o->quantize ? quant_name[o->quantize] : "");
     if (!o->dry_run) {
-        if (!o->eval_only) printf(" | %d steps", o->steps);
+        if (!o->eval_only) printf(" | %d step%s", o->steps, o->steps == 1 ? "" : "s");
+        if (!o->eval_only && !o->eval_at_end)
+            printf(" (no val loss%s: ask with --eval-batches N%s)", o->sample_len ? "" : " or sample",
+                   o->sample_len ? "" : ", --sample-len N");
 #ifdef _OPENMP
         if (!o->cuda) printf(" | %d thread%s", omp_get_max_threads(), omp_get_max_threads() > 1 ? "s" : "");
         if (!o->cuda && g_threads_shared_by > 1)

@@ -53,6 +53,8 @@ typedef struct {
     int seed_given;         // --seed was on the command line (a --resume run's streams come from the state instead)
     // evaluation, samples, states
     int eval_every, eval_batches, sample_every, sample_len;
+    int eval_given, sample_given;  // --eval-every/--eval-batches, --sample-every/--sample-len were on the command line
+    int eval_at_end;               // the last step evaluates (not a one-step inspection run: resolve_settings)
     float temperature;
     const char *save, *resume;
     int save_every;
@@ -91,6 +93,7 @@ Settings default_settings(void) {
     o.seed = 1337;
     o.eval_every = 200;
     o.eval_batches = 16;
+    o.eval_at_end = 1;
     o.sample_every = 500;
     o.sample_len = 240;
     o.temperature = 0.8f;

@@ -108,6 +108,7 @@ void drop_saved(GPT *m, int l) {
     LayerActs *a = &m->acts[l];
     void *old[SAVED_PER_LAYER];
     memcpy(old, a->saved, sizeof old);
+    arena_drop_begin();
     arena_pop_to(a->mark, "recompute");
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
         if (m->plan.drops & SV_BIT(i)) { a->saved[i] = NULL; continue; }
@@ -117,6 +118,7 @@ void drop_saved(GPT *m, int l) {
         if (a->saved[i] != old[i]) memmove(a->saved[i], old[i], bytes);  // down the stack, over dropped ones
         if (fp32) a->view[i] = a->saved[i];
     }
+    arena_drop_end("recompute");
     name_views(a, m->flash);
 }
 
@@ -135,10 +137,10 @@ void rebuild_block(GPT *m, int l, const float *x) {
     a->saved[SV_RES3] = NULL;
     load_saved(m, a, SAVED_PER_LAYER);
     if (!m->plan.drops) return;
-    if (g_ledger.trace) printf("  rebuild layer %d\n", l);
     double t0 = now_seconds();
     block_forward(m, l, x, m->plan.drops);
     m->recompute_seconds += now_seconds() - t0;
+    ledger_where("layer %d backward", l);  // the rebuild is done: the block's backward runs
 }
 
 // Its backward is done: everything it pushed leaves the stack.

@@ -75,6 +75,7 @@ void gpu_drop_saved(GpuGPT *m, int l) {
     memcpy(old, a->saved, sizeof old);
     void (*fresh)(void *, size_t) = g_arena.fresh;
     g_arena.fresh = NULL;
+    arena_drop_begin();
     arena_pop_to(a->mark, "recompute");
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
         if (m->plan.drops & SV_BIT(i)) { a->saved[i] = NULL; continue; }
@@ -83,6 +84,7 @@ void gpu_drop_saved(GpuGPT *m, int l) {
         if (a->saved[i] != old[i]) gpu_copy_down(a->saved[i], old[i], bytes);
     }
     g_arena.fresh = fresh;
+    arena_drop_end("recompute");
     gpu_name_views(a, m->flash);
 }
 
@@ -124,10 +126,10 @@ void gpu_rebuild_block(GpuGPT *m, int l, const void *x, void **events) {
     arena_pop_to(arena_mark() - 1, "output");
     m->acts[l].saved[SV_RES3] = NULL;
     if (!m->plan.drops) return;
-    if (g_ledger.trace) printf("  rebuild layer %d\n", l);
     gpu_event_record(events[2 * l]);
     gpu_block_forward(m, l, x, m->plan.drops);
     gpu_event_record(events[2 * l + 1]);
+    ledger_where("layer %d backward", l);  // the rebuild is done: the block's backward runs
 }
 
 // Its backward is done: everything it pushed leaves the stack.

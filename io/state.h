@@ -174,10 +174,20 @@ int state_path_ok(const char *path) {
 int state_check_target(const char *path) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (state_path_ok(path) && state_path_ok(tmp)) return 0;
-    fprintf(stderr, "error: cannot write checkpoint '%s': it exists and is not a regular file (a device, "
-            "directory or fifo); pass --save a file path\n", state_path_ok(path) ? tmp : path);
-    return -1;
+    if (!state_path_ok(path) || !state_path_ok(tmp)) {
+        fprintf(stderr, "error: cannot write checkpoint '%s': it exists and is not a regular file (a device, "
+                "directory or fifo); pass --save a file path\n", state_path_ok(path) ? tmp : path);
+        return -1;
+    }
+    FILE *f = fopen(tmp, "wb");  // the folder exists and takes a file: try it (the save writes tmp first, too)
+    if (!f) {
+        fprintf(stderr, "error: cannot write checkpoint '%s': %s; pass --save a path in a folder you can write\n", tmp,
+                strerror(errno));
+        return -1;
+    }
+    fclose(f);
+    remove(tmp);
+    return 0;
 }
 
 // The write itself: magic, version, header, the three arrays, the checksum.

@@ -75,7 +75,12 @@ void ledger_add(int category, size_t bytes, int loc) {
 
 // Say which op runs now (the model calls it as it goes): --mem-timeline's rows
 // and the peak's receipt name it.
-void ledger_where(const char *fmt, int layer) { snprintf(g_ledger.where, sizeof g_ledger.where, fmt, layer); }
+void ledger_where(const char *fmt, int layer) {
+    char was[sizeof g_ledger.where];
+    memcpy(was, g_ledger.where, sizeof was);
+    snprintf(g_ledger.where, sizeof g_ledger.where, fmt, layer);
+    if (g_ledger.trace && strcmp(was, g_ledger.where)) printf(" %s:\n", g_ledger.where);  // --trace: a heading per part
+}
 
 // Start a new window (a step): its peak starts at what is live now.
 void ledger_window_start(void) { g_ledger.window_peak = g_ledger.total; }
@@ -193,6 +198,8 @@ typedef struct {
     const char *names[ARENA_MAX_TENSORS];  // for --trace and error messages
     size_t sizes[ARENA_MAX_TENSORS];
     void (*fresh)(void *p, size_t bytes);   // called on each push, if set (the GPU's: cuda/api.h gpu_fill_fresh)
+    int dropping;                           // inside arena_drop_begin/end: one event, not each push and pop
+    size_t drop_from;                       // the top when the drop began
 } Arena;
 
 Arena g_arena;
@@ -238,9 +245,9 @@ void arena_release(void) {
 // stack's tensors and the op that was running. Small bookkeeping (a few
 // hundred rows), allocated outside the ledger like the arena's name table.
 typedef struct {
-    char op;           // '+' push, '-' pop
-    const char *name;  // the tensor pushed, or what the pop ends
-    size_t bytes;      // pushed, or freed
+    char op;           // '+' push, '-' pop, 'd' drop (arena_drop_end)
+    const char *name;  // the tensor pushed, or what the pop or drop ends
+    size_t bytes;      // pushed, or freed (a drop: net)
     size_t live[MEM_NCAT], total;
     char where[48];
 } MemEvent;
@@ -302,6 +309,7 @@ void *arena_push(const char *name, size_t bytes) {
     g_arena.sizes[g_arena.n] = bytes;
     g_arena.n++;
     ledger_add(MEM_ACTIVATIONS, bytes, LOC_DEVICE);
+    if (g_arena.dropping) return p;  // part of a drop: arena_drop_end tells it
     if (g_ledger.trace)
         printf("  push %-10s %10zu B  live activations %10zu B\n", name, bytes, g_arena.top);
     record_event('+', name, bytes);
@@ -326,9 +334,29 @@ void arena_pop_to(int mark, const char *why) {
         freed += g_arena.sizes[g_arena.n];
     }
     ledger_sub(MEM_ACTIVATIONS, freed, LOC_DEVICE);
+    if (g_arena.dropping) return;  // part of a drop: arena_drop_end tells it
     if (g_ledger.trace && freed)
         printf("  pop  %-10s %10zu B  live activations %10zu B\n", why, freed, g_arena.top);
     if (freed) record_event('-', why, freed);
+}
+
+// A block's drop (cpu/storage.h drop_saved): the stack pops the whole block
+// and pushes back the tensors the plan keeps, copied down over the dropped
+// ones. That is one change to what is live, not a fall to the block's start
+// and a climb back (memory never is that low): between the begin and the end
+// the pushes and pops are neither printed (--trace) nor recorded
+// (--mem-timeline), and the end prints and records one drop, its net bytes.
+void arena_drop_begin(void) {
+    g_arena.dropping = 1;
+    g_arena.drop_from = g_arena.top;
+}
+
+void arena_drop_end(const char *why) {
+    g_arena.dropping = 0;
+    size_t freed = g_arena.drop_from - g_arena.top;
+    if (g_ledger.trace)
+        printf("  drop %-10s %10zu B  live activations %10zu B\n", why, freed, g_arena.top);
+    record_event('d', why, freed);
 }
 
 #endif

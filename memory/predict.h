@@ -109,19 +109,22 @@ ActivationBytes predict_activations(const Settings *s) {
     return stack_of(s->cfg.layers, p.encoded, p.kept, p.full, p.final);
 }
 
-// One step's pushes and pops on the CPU's activation stack, in order, for
+// One step's pushes, pops and drops on the CPU's activation stack, in order, for
 // --mem-timeline: written from core/saved.h's tables and the schedule of
 // model.h's gpt_forward and gpt_backward (repeated for each of `accum`
 // micro-batches), not by running the model. A pop frees everything above a
-// mark, so its event carries the bytes freed and what it ends.
+// mark, so its event carries the bytes freed and what it ends; a drop
+// (--recompute, --ckpt) keeps some of the block's tensors, so its event
+// carries the net bytes freed and which of the block's tensors stay.
 typedef struct {
-    char op;           // '+' push, '-' pop
-    const char *name;  // the tensor pushed, or what the pop ends
-    size_t bytes;
+    char op;           // '+' push, '-' pop, 'd' drop
+    const char *name;  // the tensor pushed, or what the pop or drop ends
+    size_t bytes;      // pushed, or freed (a drop: net)
+    unsigned keep;     // a drop: SV_BIT()s of the block's tensors that stay
 } StackEvent;
 
 void stack_event(StackEvent *ev, int *k, int max, char op, const char *name, size_t bytes) {
-    if (*k < max) { ev[*k].op = op; ev[*k].name = name; ev[*k].bytes = bytes; }
+    if (*k < max) { ev[*k].op = op; ev[*k].name = name; ev[*k].bytes = bytes; ev[*k].keep = 0; }
     (*k)++;
 }
 
@@ -135,17 +138,14 @@ int predict_stack_events(const Settings *s, int accum, StackEvent *ev, int max) 
     int k = 0;
     for (int m = 0; m < accum; m++) {
         // forward: the embedding output, each block's 13 tensors (and with --recompute the drop:
-        // pop the block, push back what it keeps), the final layernorm, the logits or their lse
+        // one event, the block's tensors less the ones it keeps), the final layernorm, the logits or their lse
         stack_event(ev, &k, max, '+', "encoded", p.encoded);
         for (int l = 0; l < L; l++) {
             for (int i = 0; i < SAVED_PER_LAYER; i++)
                 stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash), saved_bytes(&block_saved[i], s));
             if (!drops) continue;
-            stack_event(ev, &k, max, '-', "recompute", p.full);
-            for (int i = 0; i < SAVED_PER_LAYER; i++)
-                if (!(drops & SV_BIT(i)))
-                    stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash),
-                                saved_bytes(&block_saved[i], s));
+            stack_event(ev, &k, max, 'd', "recompute", p.full - p.kept);
+            if (k <= max) ev[k - 1].keep = ((1u << SAVED_PER_LAYER) - 1) & ~drops;
         }
         for (int i = 0; i < SV_LOGITS; i++)
             stack_event(ev, &k, max, '+', final_saved[i].name, saved_bytes(&final_saved[i], s));

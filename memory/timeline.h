@@ -143,7 +143,7 @@ int write_mem_timeline(const char *path, const PredictedTimeline *t) {
     for (int i = 0; i < n; i++) {
         if (i < g_recording.n) {
             const MemEvent *m = &g_recording.events[i];
-            fprintf(f, "%d,%s,%s,%zu,%s", i, m->op == '+' ? "push" : "pop", m->name, m->bytes, m->where);
+            fprintf(f, "%d,%s,%s,%zu,%s", i, m->op == '+' ? "push" : m->op == 'd' ? "drop" : "pop", m->name, m->bytes, m->where);
             for (int c = 0; c < MEM_NCAT; c++) fprintf(f, ",%zu", m->live[c]);
             fprintf(f, ",%zu", m->total);
         } else {
@@ -162,6 +162,13 @@ int predicted_stack_at_peak(const PredictedTimeline *t, const char **names, size
     int depth = 0;
     for (int i = 0; i <= t->peak && i < t->n; i++) {
         if (t->ev[i].op == '+') { names[depth] = t->ev[i].name; sizes[depth++] = t->ev[i].bytes; continue; }
+        if (t->ev[i].op == 'd') {  // a drop: of the block's tensors on top, the kept ones stay, in order
+            int base = depth - SAVED_PER_LAYER;
+            depth = base;
+            for (int k = 0; k < SAVED_PER_LAYER; k++)
+                if (t->ev[i].keep & SV_BIT(k)) names[depth] = names[base + k], sizes[depth++] = sizes[base + k];
+            continue;
+        }
         for (size_t freed = 0; freed < t->ev[i].bytes && depth > 0;) freed += sizes[--depth];
     }
     return depth;

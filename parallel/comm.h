@@ -114,7 +114,7 @@ void comm_init(int *argc, char ***argv) {
 
 void comm_finalize(void) {
 #ifdef GPTMEM_MPI
-    if (!comm_mpi_up) return;
+    if (!comm_mpi_up || comm_finalized) return;
     comm_finalized = 1;
     MPI_Finalize();
 #endif

@@ -10,10 +10,18 @@
 //       validation loss (thick, with dots) against the step, one colour per run.
 //   chart timeline OUT.png "title" NAME=t1.csv [NAME=t2.csv ...]
 //       t*.csv are ./train --mem-timeline files; draws the live activation bytes
-//       after every push and pop of one step (the sawtooth of forward and
-//       backward), x = the share of the step's events, one colour per setting.
+//       after every push, pop and drop of one step (the sawtooth of forward and
+//       backward), a column for each part of the step (the embedding, each
+//       layer's forward, the LM head, each layer's backward), one colour per setting.
+//   chart same A.png B.png
+//       exit 0 when the two pictures have the same pixels, 1 (saying where) when
+//       not: the doc checks (scripts/pictures.py --check) redraw each committed
+//       picture and compare pixels, not bytes (another stb may compress differently).
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_ONLY_PNG
+#include <stb/stb_image.h>
 #include <stb/stb_easy_font.h>
 #include <math.h>
 #include <stdio.h>
@@ -47,6 +55,12 @@ static void text(int x, int y, const char *s, int scale, Color c) {
 }
 
 static int text_width(const char *s, int scale) { return stb_easy_font_width((char *)s) * scale; }
+
+// The chart's title, centred at the top: large, or smaller where large would not fit the width.
+static void title_text(const char *title) {
+    int scale = text_width(title, 3) <= W - 40 ? 3 : 2;
+    text((W - text_width(title, scale)) / 2, 22, title, scale, BLACK);
+}
 
 static void line(int x0, int y0, int x1, int y1, int thick, Color c) {
     int n = abs(x1 - x0) > abs(y1 - y0) ? abs(x1 - x0) : abs(y1 - y0);
@@ -118,7 +132,7 @@ static void memory_chart(const char *in, const char *out, const char *title) {
     double unit = gib ? 1073741824.0 : 1048576.0, ymax = top / unit * 1.12;
     double step = nice_step(ymax, 8);
     fill(0, 0, W, H, WHITE);
-    text((W - text_width(title, 3)) / 2, 22, title, 3, BLACK);
+    title_text(title);
     int L = 120, R = W - 300, T = 80, B = H - 110;  // plot area
     for (double v = 0; v <= ymax + 1e-9; v += step) {
         int y = B - (int)((B - T) * v / ymax);
@@ -176,7 +190,7 @@ enum { PL = 110, PR = W - 300, PT = 100, PB = H - 90 };  // the plot area
 // White page, the title, the y grid from lo to hi every step (labels in fmt), the y label, the axes.
 static void line_frame(const char *title, double lo, double hi, double step, const char *fmt, const char *ylabel) {
     fill(0, 0, W, H, WHITE);
-    text((W - text_width(title, 3)) / 2, 22, title, 3, BLACK);
+    title_text(title);
     for (double v = lo; v <= hi + 1e-9; v += step) {
         int y = PB - (int)((PB - PT) * (v - lo) / (hi - lo));
         fill(PL, y, PR, y + 1, GRID);
@@ -277,7 +291,26 @@ static void loss_chart(const char *out, const char *title, int nruns, char **spe
 }
 
 // --- the activation stack over one step ---------------------------------------------
-typedef struct { char name[128]; int n; double *act; } Timeline;
+// Each event belongs to a part of the step, its row's `where` (the embedding, layer l's forward,
+// the LM head, layer l's backward and rebuild, ...): each part gets a column of its own, the
+// same width for every setting, so settings with more events (the rebuilds) still line up.
+enum { MAXPART = 512 };
+typedef struct { char name[128]; int n; double *act; int *part; } Timeline;
+static char part_name[MAXPART][48];
+static int nparts;
+
+// The column of a `where`: a rebuild belongs to its layer's backward.
+static int part_of(const char *where) {
+    char key[48];
+    snprintf(key, sizeof key, "%s", where);
+    char *r = strstr(key, " rebuild");
+    if (r) snprintf(r, sizeof key - (size_t)(r - key), " backward");
+    for (int i = 0; i < nparts; i++)
+        if (!strcmp(part_name[i], key)) return i;
+    if (nparts == MAXPART) die("too many parts of the step in a timeline", "");
+    snprintf(part_name[nparts], sizeof part_name[0], "%s", key);
+    return nparts++;
+}
 
 static void read_timeline(Timeline *t, const char *spec) {
     const char *eq = strchr(spec, '='), *path = eq ? eq + 1 : spec;
@@ -288,10 +321,12 @@ static void read_timeline(Timeline *t, const char *spec) {
     if (!fgets(buf, sizeof buf, f) || strncmp(buf, "event,op,tensor,bytes,where,", 28))
         die("not a ./train --mem-timeline file: ", path);
     t->act = malloc(sizeof(double) * MAXP);
+    t->part = malloc(sizeof(int) * MAXP);
     t->n = 0;
     while (fgets(buf, sizeof buf, f) && t->n < MAXP) {
         char *field[32];
         if (split(buf, field, 32) < 11 || !field[10][0]) continue;  // column 10: activations (measured)
+        t->part[t->n] = part_of(field[4]);
         t->act[t->n++] = atof(field[10]);
     }
     fclose(f);
@@ -311,30 +346,72 @@ static void timeline_chart(const char *out, const char *title, int n, char **spe
     hi = ceil(hi / step) * step;
     line_frame(title, 0, hi, step, "%g", "live activations (MiB)");
     int L = PL, R = PR, T = PT, B = PB;
-    text((L + R) / 2 - text_width("one step: forward, then backward (share of its pushes and pops)", 2) / 2, B + 30,
-         "one step: forward, then backward (share of its pushes and pops)", 2, BLACK);
+#define PART_X(p) (L + (int)((double)(R - L) * (p) / nparts))
+    // the columns: a layer's number under it, a light line between them, a dark one where the backward starts
+    int turn = nparts;
+    for (int p = 0; p < nparts; p++) {
+        int layer;
+        if (turn == nparts && strstr(part_name[p], "backward")) turn = p;
+        if (p > 0) fill(PART_X(p), T, PART_X(p) + 1, B, GRID);
+        char lab[16] = "";
+        if (sscanf(part_name[p], "layer %d", &layer) == 1) snprintf(lab, sizeof lab, "%d", layer);
+        else if (!strncmp(part_name[p], "embedding", 9)) snprintf(lab, sizeof lab, "emb");
+        else if (strstr(part_name[p], "LM head")) snprintf(lab, sizeof lab, "head");
+        int scale = text_width(lab, 2) < PART_X(p + 1) - PART_X(p) ? 2 : 1;
+        text((PART_X(p) + PART_X(p + 1) - text_width(lab, scale)) / 2, B + 8, lab, scale, BLACK);
+    }
+    if (turn < nparts) {
+        fill(PART_X(turn) - 1, T - 20, PART_X(turn) + 2, B, BLACK);
+        text(PART_X(turn) - 12 - text_width("<- forward", 2), T - 16, "<- forward", 2, BLACK);
+        text(PART_X(turn) + 12, T - 16, "backward ->", 2, BLACK);
+    }
+    const char *under = "one step, a column for each part: the embedding, each layer (its number), the LM head (head)";
+    text((L + R) / 2 - text_width(under, 2) / 2, B + 36, under, 2, BLACK);
     for (int i = 0; i < n; i++) {
         Color c = PALETTE[i % 10];
         int thick = 2 + 2 * (n - 1 - i), px = L, py = B;  // earlier ones wider: a later one on top leaves them visible
         for (int k = 0; k < ts[i].n; k++) {
-            int x = L + (int)((double)(R - L) * (k + 1) / ts[i].n), y = B - (int)((B - T) * ts[i].act[k] / 1048576 / hi);
+            int first = k, last = k;  // this event is the j-th of the events of its part
+            while (first > 0 && ts[i].part[first - 1] == ts[i].part[k]) first--;
+            while (last + 1 < ts[i].n && ts[i].part[last + 1] == ts[i].part[k]) last++;
+            double at = ts[i].part[k] + (double)(k - first + 1) / (last - first + 1);
+            int x = L + (int)((R - L) * at / nparts), y = B - (int)((B - T) * ts[i].act[k] / 1048576 / hi);
             line(px, py, x, py, thick, c);  // the level until this event
-            line(x, py, x, y, thick, c);    // the push or pop
+            line(x, py, x, y, thick, c);    // the push, pop or drop
             px = x, py = y;
         }
         legend(i, ts[i].name, c);
     }
+#undef PART_X
     if (!stbi_write_png(out, W, H, 3, img, W * 3)) die("cannot write ", out);
 }
 
+// --- two pictures, pixel by pixel ---------------------------------------------------
+static int same_pictures(const char *a, const char *b) {
+    int wa, ha, wb, hb, ca, cb;
+    unsigned char *pa = stbi_load(a, &wa, &ha, &ca, 3), *pb = stbi_load(b, &wb, &hb, &cb, 3);
+    if (!pa) die("cannot read the picture ", a);
+    if (!pb) die("cannot read the picture ", b);
+    int same = wa == wb && ha == hb, at = -1;
+    for (long i = 0; same && i < (long)wa * ha * 3; i++)
+        if (pa[i] != pb[i]) same = 0, at = (int)(i / 3);
+    if (!same && at < 0) fprintf(stderr, "chart: %s is %dx%d, %s is %dx%d\n", a, wa, ha, b, wb, hb);
+    else if (!same) fprintf(stderr, "chart: %s and %s differ, first at pixel x %d, y %d\n", a, b, at % wa, at / wa);
+    stbi_image_free(pa);
+    stbi_image_free(pb);
+    return same ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "same")) return same_pictures(argv[2], argv[3]);
     if (argc == 5 && !strcmp(argv[1], "memory")) memory_chart(argv[2], argv[3], argv[4]);
     else if (argc >= 5 && !strcmp(argv[1], "loss")) loss_chart(argv[2], argv[3], argc - 4, argv + 4);
     else if (argc >= 5 && !strcmp(argv[1], "timeline")) timeline_chart(argv[2], argv[3], argc - 4, argv + 4);
     else {
         fprintf(stderr, "usage: chart memory IN.csv OUT.png TITLE\n"
                         "       chart loss OUT.png TITLE NAME=run.csv [NAME=run.csv ...]\n"
-                        "       chart timeline OUT.png TITLE NAME=timeline.csv [NAME=timeline.csv ...]\n");
+                        "       chart timeline OUT.png TITLE NAME=timeline.csv [NAME=timeline.csv ...]\n"
+                        "       chart same A.png B.png\n");
         return 2;
     }
     return 0;

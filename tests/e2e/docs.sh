@@ -21,6 +21,17 @@ done
 if python3 scripts/doc_tables.py --check ${GPTMEM_QUICK:+--quick} >"$tmp/doc" 2>&1; then ok "doc tables match the binary"
 else bad "doc tables match the binary: $(head -3 "$tmp/doc")"; fi
 
+# every picture in doc/img is current: its data recomputed (dry runs, one-step timelines), its pixels redrawn
+if python3 scripts/pictures.py --check ${GPTMEM_QUICK:+--quick} >"$tmp/pic" 2>&1; then ok "$(tail -1 "$tmp/pic")"
+else bad "pictures: $(head -4 "$tmp/pic" | tr '\n' ' ')"; fi
+# ... and the check can fail: a copy with one number changed, and a picture swapped for another
+cp -r doc/img "$tmp/img"
+sed -i 's/^master,0,/master,1,/' "$tmp/img/memory_gpt2.csv"
+cp doc/img/memory_small.png "$tmp/img/memory_groups.png"
+python3 scripts/pictures.py --check --quick --dir "$tmp/img" >"$tmp/pic" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q 'memory_gpt2.csv: not what' "$tmp/pic" && { [ ! -x scripts/chart ] || grep -q 'memory_groups.png: not drawn' "$tmp/pic"; } &&
+   ! grep -q 'memory_small' "$tmp/pic"; then ok "scripts/pictures.py --check names a stale number and a wrong picture, and only those"
+else bad "scripts/pictures.py --check on a spoiled copy (exit $rc): $(cat "$tmp/pic")"; fi
 
 # the tree keeps its shape: each header compiles alone, includes run downward, no file over ~500 lines
 python3 tests/layout.py

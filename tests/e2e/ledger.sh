@@ -86,7 +86,7 @@ if [ $good -eq 1 ] && ./train "${E[@]}" | grep -q "5as2b = 40.00 GiB a layer; gp
    ./train "${E[@]}" --flash | grep -q "gptmem keeps lse, 4abs = 2.00 MiB"; then
   ok "--mem-ops: 13 tensors each kept or rebuilt, kept bytes predicted == measured; the 8B example's 40 GiB"
 else bad "--mem-ops table"; fi
-# --mem-timeline: one step's pushes and pops, measured == predicted on every row, for a grid of
+# --mem-timeline: one step's pushes, pops and drops, measured == predicted on every row, for a grid of
 # flags; the timeline's highest total is the ledger's peak; --mem prints the peak's receipt
 good=1
 for f in "" "--recompute gelu,attn --dtype bf16" "--ckpt --flash --accum 2" "--fused-ce --dtype fp16 --recompute mlp" "--recompute ln --flash"; do

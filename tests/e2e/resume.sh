@@ -33,6 +33,9 @@ expect 1 "different model" "${SMALL[@]}" --layers 3 --steps 20 --resume "$tmp/a.
 expect 1 "pass --dtype fp32 to resume" "${SMALL[@]}" --dtype bf16 --steps 20 --resume "$tmp/a.ckpt"
 expect 1 "cannot open checkpoint" "${SMALL[@]}" --steps 2 --resume "$tmp/missing.ckpt"
 expect 1 "cannot write checkpoint" "${SMALL[@]}" --steps 1 --save /nonexistent/dir/x.ckpt
+# ... a folder that does not exist is found before training: no step runs, nothing is lost
+if grep -q '^step' "$tmp/out"; then bad "--save into a missing folder is refused before the first step"
+else ok "--save into a missing folder is refused before the first step"; fi
 # --save onto something that is not a regular file is refused before training, and it stays as it was
 mkfifo "$tmp/fifo"
 expect 1 "not a regular file" "${SMALL[@]}" --steps 1 --save "$tmp/fifo"

@@ -18,7 +18,7 @@ output. With --check nothing is written; it exits 1 and names each block whose
 text differs from what the binary prints now (tests/run.sh runs this, so a doc
 can never drift from the code). --check --quick leaves out the blocks that
 train (compare.py --losses): make asan's sanitized build is too slow for them. Only ./train, `python3 scripts/compare.py
---dry-run` and `python3 scripts/compare.py --losses` commands are allowed, and
+--dry-run`, `python3 scripts/compare.py --losses` and `python3 scripts/exercise.py N` commands are allowed, and
 they must be cheap and deterministic (dry runs, --help, short training runs
 reported without timings), since the tests run them all.
 """
@@ -34,9 +34,10 @@ BLOCK = re.compile(r"(<!-- gptmem: (.*?) -->\n```text\n)(.*?)(```\n<!-- /gptmem 
 def run(cmd):
     args = shlex.split(cmd)
     allowed = args[:1] == ["./train"] or args[:3] in (["python3", "scripts/compare.py", "--dry-run"],
-                                                      ["python3", "scripts/compare.py", "--losses"])
+                                                      ["python3", "scripts/compare.py", "--losses"]) or \
+        (args[:2] == ["python3", "scripts/exercise.py"] and len(args) == 3)  # an exercise's answer
     if not allowed:
-        sys.exit(f"doc_tables: only ./train and scripts/compare.py --dry-run commands may be embedded, not: {cmd}")
+        sys.exit(f"doc_tables: only ./train, scripts/compare.py and scripts/exercise.py N commands may be embedded, not: {cmd}")
     r = subprocess.run(args, capture_output=True, text=True, env={"OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin:/usr/local/bin"})
     if r.returncode != 0 and not (r.returncode == 1 and "--fit" in args):  # --fit: 1 says nothing fits
         sys.exit(f"doc_tables: `{cmd}` failed ({r.returncode}): {r.stderr.strip()}")

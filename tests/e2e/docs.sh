@@ -14,7 +14,7 @@ if ./train --help >"$tmp/help" && [ "$(grep -c '^  --' "$tmp/help")" -ge 25 ]; t
   if [ -z "$missing" ]; then ok "README's flag table lists every flag of --help"
   else bad "README's flag table lacks: $missing"; fi
 else bad "--help lists the flags"; fi
-for f in doc/performance.md doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/quantization.md doc/offload.md doc/README.md; do
+for f in doc/performance.md doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/quantization.md doc/offload.md doc/README.md doc/exercises.md; do
   if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
 done
 # the dry-run table in doc/memory.md is the binary's output, verbatim
@@ -32,6 +32,14 @@ python3 scripts/pictures.py --check --quick --dir "$tmp/img" >"$tmp/pic" 2>&1; r
 if [ $rc -eq 1 ] && grep -q 'memory_gpt2.csv: not what' "$tmp/pic" && { [ ! -x scripts/chart ] || grep -q 'memory_groups.png: not drawn' "$tmp/pic"; } &&
    ! grep -q 'memory_small' "$tmp/pic"; then ok "scripts/pictures.py --check names a stale number and a wrong picture, and only those"
 else bad "scripts/pictures.py --check on a spoiled copy (exit $rc): $(cat "$tmp/pic")"; fi
+
+# the exercises: each closed-form formula equals the binary's number; the self-check says right and not right
+if python3 scripts/exercise.py --all ${GPTMEM_QUICK:+--quick} >"$tmp/ex" 2>&1; then ok "$(tail -1 "$tmp/ex")"
+else bad "exercises: $(grep -B3 DISAGREE "$tmp/ex" | head -4)"; fi
+if python3 scripts/exercise.py 1 1419485184 >"$tmp/ex" && grep -q -- '-> right' "$tmp/ex" &&
+   ! python3 scripts/exercise.py 1 1.2GiB >"$tmp/ex" && grep -q -- '-> not right' "$tmp/ex"; then
+  ok "scripts/exercise.py N ANSWER: right for the binary's number, not right (exit 1) for another"
+else bad "scripts/exercise.py's self-check: $(cat "$tmp/ex")"; fi
 
 # the tree keeps its shape: each header compiles alone, includes run downward, no file over ~500 lines
 python3 tests/layout.py

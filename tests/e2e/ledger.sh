@@ -31,6 +31,17 @@ pushes=$(grep -c '^  push' "$tmp/trace"); pops=$(grep -c '^  pop' "$tmp/trace")
 if [ "$pushes" -eq $((1 + 2 * 13 + 4)) ] && [ "$pops" -ge 3 ] && grep -qE 'pop  encoded.*live activations +0 B' "$tmp/trace"; then
   ok "trace: 31 pushes, the stack is empty after the backward"
 else bad "trace: pushes $pushes pops $pops"; fi
+# a drop is one line with its net bytes, under a heading per part; a one-step run ends without the
+# val loss and the sample unless asked for
+TINY=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --batch 4 --steps 1)
+./train "${TINY[@]}" --trace --recompute gelu >"$tmp/trace1" 2>&1
+./train "${TINY[@]}" --eval-batches 1 --sample-len 8 >"$tmp/asked" 2>&1
+if [ "$(grep -c '^  drop recompute' "$tmp/trace1")" -eq 2 ] && ! grep -q '^  pop  recompute' "$tmp/trace1" &&
+   grep -q '^ layer 1 forward:' "$tmp/trace1" && grep -q '^ layer 0 rebuild:' "$tmp/trace1" &&
+   ! grep -q '^val loss' "$tmp/trace1" && grep -q 'no val loss' "$tmp/trace1" &&
+   grep -q '^val loss' "$tmp/asked" && ! grep -q 'no val loss' "$tmp/asked"; then
+  ok "trace: one drop a block, a heading per part; --steps 1 skips the val loss unless --eval-batches asks"
+else bad "trace's drops and headings, --steps 1's val loss: $(grep -c drop "$tmp/trace1") drops"; fi
 # --timing: a row per phase adding up to the step, whose time is the logged step time (steps after the first)
 if ./train "${SMALL[@]}" --steps 6 --accum 2 --timing --log "$tmp/tm.csv" >"$tmp/tm" 2>&1 &&
    msg=$(python3 tests/timing_check.py "$tmp/tm" "$tmp/tm.csv" host 0.05 2>&1); then

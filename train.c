@@ -189,7 +189,6 @@ int after_step(Run *run, Net *net, const Settings *o, const StepResult *r, doubl
     return 0;
 }
 
-
 int main(int argc, char **argv) {
     openmp_wait_defaults(argv);
     // 1. parse: the flags and the model they describe

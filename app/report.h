@@ -91,8 +91,8 @@ int report_memory(const Settings *o, const MemReport *predicted, const MemReport
         size_t rss = process_peak_rss();
         if (rss)
             printf("    %-12s %16zu B: the process's peak resident size (%.2f MiB), %.2f MiB more than the ledger's "
-                   "bytes in RAM (not a GPU's, not the offload file's): the program and its libraries (a build with CUDA maps cuBLASLt and the CUDA "
-                   "runtime: about 150 MiB, on the CPU too), thread stacks, the C library's heap; not predicted\n",
+                   "bytes in RAM (not a GPU's, not the offload file's): the program and its libraries (--device cuda loads cuBLASLt: about 150 MiB), "
+                   "thread stacks, the C library's heap; not predicted\n",
                    "process", rss, mib(rss), mib(rss) - mib(g_ledger.peak_total - g_ledger.gpu_reserved - g_ledger.peak_at[LOC_DISK]));
         if (o->cuda) {  // what cudaMemGetInfo sees beyond the ledger's own device buffers
             size_t free_b, total_b;

@@ -23,6 +23,9 @@ int gpu_built(void);  // 1 if this build has the CUDA path (cuda/kernels.o), 0 i
 // 0 when a GPU is usable; otherwise -1 and `why` says what is missing. Ranks on one machine
 // take its GPUs in turn: the process of local rank r opens GPU r mod (the GPU count).
 int gpu_open(int local_rank, char *why, size_t why_len);
+// cuBLASLt loaded and its functions found (cuda/matmul.cu opens the library at run time; gpu_open
+// calls this): 0, or -1 and `why`. Needs no GPU, so a machine without one checks its cuBLASLt too.
+int cu_blas_open(char *why, size_t why_len);
 // How many GPUs the driver sees, without starting a context (for --help); 0 and `why` if none.
 int gpu_count(char *why, size_t why_len);
 const char *gpu_name(void);

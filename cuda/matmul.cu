@@ -15,8 +15,64 @@
 // Each shape's descriptors and algorithm are made once and kept (GemmPlan).
 #include "common.cuh"
 #include <cublasLt.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
+
+// cuBLASLt is opened when the GPU is (gpu_open calls cu_blas_open), not linked:
+// loading its half-gigabyte library costs a process 80 ms and 150 MiB of
+// resident memory, runs on the CPU included, and a test run starts ./train
+// hundreds of times. Its functions are called through this table; each
+// pointer has the type of the header's own declaration, so the compiler checks
+// every call as if the library were linked.
+static struct {
+    decltype(&cublasLtCreate) Create;
+    decltype(&cublasLtMatmulDescCreate) MatmulDescCreate;
+    decltype(&cublasLtMatmulDescSetAttribute) MatmulDescSetAttribute;
+    decltype(&cublasLtMatmulDescDestroy) MatmulDescDestroy;
+    decltype(&cublasLtMatrixLayoutCreate) MatrixLayoutCreate;
+    decltype(&cublasLtMatrixLayoutDestroy) MatrixLayoutDestroy;
+    decltype(&cublasLtMatmulPreferenceCreate) MatmulPreferenceCreate;
+    decltype(&cublasLtMatmulPreferenceSetAttribute) MatmulPreferenceSetAttribute;
+    decltype(&cublasLtMatmulPreferenceDestroy) MatmulPreferenceDestroy;
+    decltype(&cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic;
+    decltype(&cublasLtMatmul) Matmul;
+} lt;
+static int lt_opened;
+
+// The library by its soname (the Makefile's GPTMEM_CUBLASLT, found when it was
+// built), searched as the dynamic linker would: LD_LIBRARY_PATH, then the
+// CUDA library folder the Makefile wrote into the binary, then the system's.
+#ifndef GPTMEM_CUBLASLT
+#define GPTMEM_CUBLASLT "libcublasLt.so"
+#endif
+
+extern "C" int cu_blas_open(char *why, size_t why_len) {
+    if (lt_opened) return 0;
+    void *lib = dlopen(GPTMEM_CUBLASLT, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(why, why_len, "cannot load cuBLASLt (%s): %s; install the CUDA toolkit's cuBLAS, or set "
+                 "LD_LIBRARY_PATH to the folder that holds it", GPTMEM_CUBLASLT, dlerror());
+        return -1;
+    }
+#define LT(name) {(void **)&lt.name, "cublasLt" #name}
+    struct { void **fn; const char *name; } fns[] = {
+        LT(Create), LT(MatmulDescCreate), LT(MatmulDescSetAttribute), LT(MatmulDescDestroy),
+        LT(MatrixLayoutCreate), LT(MatrixLayoutDestroy), LT(MatmulPreferenceCreate),
+        LT(MatmulPreferenceSetAttribute), LT(MatmulPreferenceDestroy), LT(MatmulAlgoGetHeuristic), LT(Matmul),
+    };
+#undef LT
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        *fns[i].fn = dlsym(lib, fns[i].name);
+        if (!*fns[i].fn) {
+            snprintf(why, why_len, "cuBLASLt (%s) has no %s: a cuBLAS older than the CUDA headers this was built "
+                     "with? (run make again)", GPTMEM_CUBLASLT, fns[i].name);
+            return -1;
+        }
+    }
+    lt_opened = 1;
+    return 0;
+}
 
 static cublasLtHandle_t g_lt;
 static void *g_workspace;
@@ -32,7 +88,9 @@ static float *g_colsum;
 static size_t g_colsum_floats;
 
 extern "C" void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats) {
-    if (!g_lt) lt_check(cublasLtCreate(&g_lt), "cublasLtCreate");
+    char why[512];
+    if (cu_blas_open(why, sizeof why)) { fprintf(stderr, "error: %s\n", why); exit(1); }
+    if (!g_lt) lt_check(lt.Create(&g_lt), "cublasLtCreate");
     g_workspace = workspace;
     g_workspace_bytes = bytes;
     g_colsum = colsum;
@@ -73,35 +131,35 @@ static void plan_make(GemmPlan *p, const GemmKey *key) {
     memset(p, 0, sizeof *p);
     p->key = *key;
     cudaDataType_t type = cuda_type(key->dt);
-    lt_check(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    lt_check(lt.MatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
     cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
-    lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
+    lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
+    lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
     if (key->bias) {
         cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "set EPILOGUE");
+        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "set EPILOGUE");
     }
     int m = key->m, n = key->n, k = key->k;
-    lt_check(cublasLtMatrixLayoutCreate(&p->la, type, key->transa ? k : m, key->transa ? m : k, key->lda), "layout A");
-    lt_check(cublasLtMatrixLayoutCreate(&p->lb, type, key->transb ? n : k, key->transb ? k : n, key->ldb), "layout B");
-    lt_check(cublasLtMatrixLayoutCreate(&p->lc, type, m, n, key->ldd), "layout C");
+    lt_check(lt.MatrixLayoutCreate(&p->la, type, key->transa ? k : m, key->transa ? m : k, key->lda), "layout A");
+    lt_check(lt.MatrixLayoutCreate(&p->lb, type, key->transb ? n : k, key->transb ? k : n, key->ldb), "layout B");
+    lt_check(lt.MatrixLayoutCreate(&p->lc, type, m, n, key->ldd), "layout C");
     cublasLtMatmulPreference_t pref;
-    lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g_workspace_bytes,
+    lt_check(lt.MatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g_workspace_bytes,
                                                   sizeof g_workspace_bytes), "set MAX_WORKSPACE_BYTES");
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->al_a,
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->al_a,
                                                   sizeof key->al_a), "set MIN_ALIGNMENT_A");
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->al_b,
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->al_b,
                                                   sizeof key->al_b), "set MIN_ALIGNMENT_B");
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->al_c,
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->al_c,
                                                   sizeof key->al_c), "set MIN_ALIGNMENT_C");
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_c,
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_c,
                                                   sizeof key->al_c), "set MIN_ALIGNMENT_D");
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    lt_check(cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur, &found),
+    lt_check(lt.MatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur, &found),
              "cublasLtMatmulAlgoGetHeuristic");
-    cublasLtMatmulPreferenceDestroy(pref);
+    lt.MatmulPreferenceDestroy(pref);
     if (found == 0) {
         fprintf(stderr, "error: cuBLASLt has no algorithm for a %d x %d x %d GEMM (dtype %d)\n", m, n, k, key->dt);
         exit(1);
@@ -110,10 +168,10 @@ static void plan_make(GemmPlan *p, const GemmKey *key) {
 }
 
 static void plan_free(GemmPlan *p) {
-    cublasLtMatrixLayoutDestroy(p->la);
-    cublasLtMatrixLayoutDestroy(p->lb);
-    cublasLtMatrixLayoutDestroy(p->lc);
-    cublasLtMatmulDescDestroy(p->op);
+    lt.MatrixLayoutDestroy(p->la);
+    lt.MatrixLayoutDestroy(p->lb);
+    lt.MatrixLayoutDestroy(p->lc);
+    lt.MatmulDescDestroy(p->op);
 }
 
 // D (m x n, column-major, ld ldd) = op(A) op(B) + beta * D [+ bias over rows].
@@ -134,10 +192,10 @@ static void lt_matmul(int dt, void *d, const void *a, const void *b, const void 
         plan_make(p, &key);
     }
     if (bias)
-        lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
                  "set BIAS_POINTER");
     float alpha = 1.0f;
-    lt_check(cublasLtMatmul(g_lt, p->op, &alpha, a, p->la, b, p->lb, &beta, d, p->lc, d, p->lc, &p->algo, g_workspace,
+    lt_check(lt.Matmul(g_lt, p->op, &alpha, a, p->la, b, p->lb, &beta, d, p->lc, d, p->lc, &p->algo, g_workspace,
                             g_workspace_bytes, 0), "cublasLtMatmul");
     if (p == &once) plan_free(p);
 }

@@ -22,6 +22,11 @@ int gpu_open(int local_rank, char *why, size_t why_len) {
     return -1;
 }
 
+int cu_blas_open(char *why, size_t why_len) {
+    snprintf(why, why_len, "%s", no_cuda);
+    return -1;
+}
+
 static void unreachable(const char *what) {
     fprintf(stderr, "error: %s called, but %s\n", what, no_cuda);
     exit(1);

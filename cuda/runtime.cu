@@ -28,7 +28,7 @@ int gpu_open(int local_rank, char *why, size_t why_len) {
     cuda_check(cudaSetDevice(device), "cudaSetDevice");
     cuda_check(cudaGetDeviceProperties(&g_prop, device), "cudaGetDeviceProperties");
     cuda_check(cudaFree(0), "creating the CUDA context");  // creates the context now, not in the first step
-    return 0;
+    return cu_blas_open(why, why_len);
 }
 
 const char *gpu_name(void) { return g_prop.name; }

@@ -137,6 +137,12 @@ int gpu_open(int local_rank, char *why, size_t why_len) {
     return 0;
 }
 
+// The emulation's GEMMs are the CPU's: no cuBLASLt to open.
+int cu_blas_open(char *why, size_t why_len) {
+    (void)why; (void)why_len;
+    return 0;
+}
+
 const char *gpu_name(void) { return "host emulation (tests/host_gpu.c: no GPU, for tests)"; }
 
 // A nominal peak (for the step line's MFU only): 1 TFLOP/s whatever the dtype.

@@ -667,10 +667,14 @@ void test_nccl_one_rank(void) {
 }
 
 int main(int argc, char **argv) {
-    char why[256];
+    char why[512];
+    // cuBLASLt is opened at run time, by the name the build found: with or without a GPU, it loads
+    // and has every function cuda/matmul.cu calls
+    int blas = cu_blas_open(why, sizeof why);
+    check(blas == 0, "cuBLASLt opens", "%s", blas == 0 ? "the library loads and has the GEMMs' functions" : why);
     if (gpu_open(0, why, sizeof why)) {
         printf("SKIP GPU tests: %s\n", why);
-        return 0;
+        return n_fail > 0;
     }
     printf("GPU: %s\n", gpu_name());
     void *workspace = gpu_malloc(GPU_GEMM_WORKSPACE, "cuBLASLt workspace");

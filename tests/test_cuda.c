@@ -668,10 +668,13 @@ void test_nccl_one_rank(void) {
 
 int main(int argc, char **argv) {
     char why[512];
-    // cuBLASLt is opened at run time, by the name the build found: with or without a GPU, it loads
-    // and has every function cuda/matmul.cu calls
-    int blas = cu_blas_open(why, sizeof why);
-    check(blas == 0, "cuBLASLt opens", "%s", blas == 0 ? "the library loads and has the GEMMs' functions" : why);
+    // cuBLASLt is opened at run time, by the name the build found: in a build with CUDA, with or
+    // without a GPU, it loads and has every function cuda/matmul.cu calls (a build without CUDA
+    // has no cuBLASLt to open; the SKIP line below says so)
+    if (gpu_built()) {
+        int blas = cu_blas_open(why, sizeof why);
+        check(blas == 0, "cuBLASLt opens", "%s", blas == 0 ? "the library loads and has the GEMMs' functions" : why);
+    }
     if (gpu_open(0, why, sizeof why)) {
         printf("SKIP GPU tests: %s\n", why);
         return n_fail > 0;

@@ -7,7 +7,7 @@
 // Layout (little-endian, as written by this machine):
 //   "GPTMEMCK" magic, u32 version, i32 L C H V maxT B T, i32 step,
 //   u64 data_rng, u64 sample_rng, u64 nparams, i32 dtype, i32 updates,
-//   f32 loss_scale, i32 good_steps, i32 zero nranks rank, u64 lo hi,
+//   f32 loss_scale, i32 good_steps, i32 zero nranks rank, i32 pad (0), u64 lo hi,
 //   i32 adam_bits (32, or 8: --adam-bits 8), i32 reserved (0),
 //   f32 weights[hi - lo] (the fp32 weights: master copy for 16-bit runs),
 //   f32 adam_m[hi - lo], f32 adam_v[hi - lo] (with --adam-bits 8: the values
@@ -44,6 +44,7 @@ typedef struct {
     float loss_scale;    // fp16 dynamic loss scale
     int32_t good_steps;  // fp16: steps since the scale last changed
     int32_t zero, nranks, rank;  // ZeRO: the file of rank `rank` of `nranks` at stage `zero`
+    int32_t pad;                 // 0 (lo's 8-byte alignment, named so that it is written as zeros)
     uint64_t lo, hi;             // the parameters [lo, hi) this file holds (one rank: all of them)
     int32_t adam_bits;           // 32, or 8: Adam's m and v were kept in 8 bits (--adam-bits 8)
     int32_t reserved;            // 0

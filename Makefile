@@ -34,10 +34,9 @@ $(info gptmem: nvcc not found: building ./train without CUDA (--device cpu only;
 else
 GPU_OBJ  = cuda/kernels.o
 GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
-# cuBLASLt is not linked: cuda/matmul.cu opens it by this name when the GPU opens (a process on the
-# CPU never loads its half gigabyte); the rpath above is where it is found
-CUBLASLT_SO := $(notdir $(firstword $(sort $(wildcard $(CUDA_HOME)/lib64/libcublasLt.so.[0-9]*))))
-GPU_FLAGS = -DGPTMEM_CUBLASLT='"$(or $(CUBLASLT_SO),libcublasLt.so)"'
+# cuBLASLt is not linked: cuda/matmul.cu opens it when the GPU opens (a process on the CPU never
+# loads its half gigabyte), by the soname of its header's major version; the rpath above is where
+# it is found
 # NCCL (--comm nccl: ZeRO's collectives on the GPU's buffers) when its header and library are found
 NCCL_H   := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
 NCCL_LIB := $(firstword $(wildcard $(CUDA_HOME)/lib64/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so \
@@ -75,7 +74,7 @@ train: train.c $(HEADERS) $(GPU_OBJ)
 
 # The kernels: one nvcc translation unit (cuda/kernels.cu includes the op files).
 cuda/kernels.o: $(CUDA_SRC)
-	$(NVCC) -O3 -std=c++17 -I. $(CUDA_ARCH) $(GPU_FLAGS) $(NCCL_FLAGS) -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
+	$(NVCC) -O3 -std=c++17 -I. $(CUDA_ARCH) $(NCCL_FLAGS) -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
 
 cuda/none.o: cuda/none.c cuda/api.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -I. -c cuda/none.c -o $@

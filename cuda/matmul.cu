@@ -40,20 +40,23 @@ static struct {
 } lt;
 static int lt_opened;
 
-// The library by its soname (the Makefile's GPTMEM_CUBLASLT, found when it was
-// built), searched as the dynamic linker would: LD_LIBRARY_PATH, then the
-// CUDA library folder the Makefile wrote into the binary, then the system's.
-#ifndef GPTMEM_CUBLASLT
-#define GPTMEM_CUBLASLT "libcublasLt.so"
-#endif
+// The library by the soname of the major version whose header this file was
+// compiled with (cublas_api.h's CUBLAS_VER_MAJOR: libcublasLt.so.13 for CUDA 13;
+// the unversioned name, a toolkit's development link, only if that is missing),
+// searched as the dynamic linker would: LD_LIBRARY_PATH, then the CUDA library
+// folder the Makefile wrote into the binary, then the system's.
+#define LT_STRING2(x) #x
+#define LT_STRING(x) LT_STRING2(x)
+#define LT_SONAME "libcublasLt.so." LT_STRING(CUBLAS_VER_MAJOR)
 
 extern "C" int cu_blas_open(char *why, size_t why_len) {
     if (lt_opened) return 0;
-    void *lib = dlopen(GPTMEM_CUBLASLT, RTLD_NOW | RTLD_LOCAL);
+    void *lib = dlopen(LT_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         snprintf(why, why_len, "cannot load cuBLASLt (%s): %s; install the CUDA toolkit's cuBLAS, or set "
-                 "LD_LIBRARY_PATH to the folder that holds it", GPTMEM_CUBLASLT, dlerror());
-        return -1;
+                 "LD_LIBRARY_PATH to the folder that holds it", LT_SONAME, dlerror());
+        lib = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) return -1;
     }
 #define LT(name) {(void **)&lt.name, "cublasLt" #name}
     struct { void **fn; const char *name; } fns[] = {
@@ -66,7 +69,7 @@ extern "C" int cu_blas_open(char *why, size_t why_len) {
         *fns[i].fn = dlsym(lib, fns[i].name);
         if (!*fns[i].fn) {
             snprintf(why, why_len, "cuBLASLt (%s) has no %s: a cuBLAS older than the CUDA headers this was built "
-                     "with? (run make again)", GPTMEM_CUBLASLT, fns[i].name);
+                     "with? (run make again)", LT_SONAME, fns[i].name);
             return -1;
         }
     }
@@ -257,9 +260,28 @@ template <typename T> static void bias_backward_t(T *dbias, const T *dout, int N
     colsum_finish(dbias, partial, OC);
 }
 
+// out[N,OC] += bias[OC] on every row, for a bias cuBLASLt's epilogue is not given (below)
+template <typename T> __global__ void add_bias_kernel(T *out, const T *bias, int N, int OC) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * OC) return;
+    out[i] = st<T>(ld(out[i]) + ld(bias[i % OC]));
+}
+
 extern "C" void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C,
                                   int OC) {
     if (N <= 0) return;  // nothing to multiply (cuBLASLt refuses empty shapes)
+    // cuBLASLt is told the alignment of A, B and D but has no setting for the bias's; other projects
+    // saw its epilogue fail on a bias under 16 bytes aligned, so such a bias (a ZeRO shard of a toy
+    // model) is added by a kernel of ours after the GEMM (rounded twice in 16-bit, not once)
+    if (bias && alignment_of(bias) < 16) {
+        lt_matmul(dt, out, w, inp, NULL, OC, N, C, 1, 0, C, C, OC, 0.0f);
+        size_t n = (size_t)N * OC;
+        if (dt == DTYPE_FP32) add_bias_kernel<<<blocks_for(n, 256), 256>>>((float *)out, (const float *)bias, N, OC);
+        else if (dt == DTYPE_BF16) add_bias_kernel<<<blocks_for(n, 256), 256>>>((bf16 *)out, (const bf16 *)bias, N, OC);
+        else add_bias_kernel<<<blocks_for(n, 256), 256>>>((fp16 *)out, (const fp16 *)bias, N, OC);
+        launch_check("add_bias_kernel");
+        return;
+    }
     lt_matmul(dt, out, w, inp, bias, OC, N, C, 1, 0, C, C, OC, 0.0f);
 }
 

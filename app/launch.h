@@ -77,13 +77,21 @@ int omp_threads(void) {
 #endif
 }
 
-// Ranks on a machine take its GPUs in turn (gpu_open), so ceil(ranks / GPUs) share each.
+// Ranks on a machine take its GPUs in turn (gpu_open), so ceil(ranks / GPUs) share each
+// (--fit's prediction for N ranks on this machine).
 int ranks_per_gpu(int ranks, int gpus) { return gpus > 0 && ranks > gpus ? (ranks + gpus - 1) / gpus : 1; }
 
-// How many ranks share this rank's GPU (the ranks on this machine).
-int gpu_sharing(void) {
-    char why[128];
-    return ranks_per_gpu(comm_local_size(), gpu_count(why, sizeof why));
+// How many ranks share this rank's GPU: counted, once the ranks and the GPU are open, as the
+// ranks on this machine that opened the same GPU (its identity, compared among them), not as
+// the ranks per machine over the GPUs this rank sees: with a per-rank CUDA_VISIBLE_DEVICES (a
+// cluster's usual setting) every rank sees one GPU, each a different one.
+int g_gpu_sharing = 1;
+int gpu_sharing(void) { return g_gpu_sharing; }
+
+void count_gpu_sharing(void) {
+    char id[COMM_KEY];
+    gpu_identity(id, sizeof id);
+    g_gpu_sharing = comm_count_same(&comm_machine, id);
 }
 
 // Stop early, before allocating anything, if the run cannot fit on the GPU:
@@ -197,18 +205,23 @@ int launch_ranks(int argc, char **argv, int n) {
 // (parallel/staging.h) when ranks share one (NCCL refuses two ranks on one GPU) or
 // the build has no NCCL. Resolves o->comm to COMM_NCCL or COMM_MPI; with NCCL,
 // rank 0 makes the communicator's id and every rank joins. 0, or 1 after a message.
+// The choice is made once for all ranks (every rank must take the same backend, or their
+// collectives never meet): NCCL only if no rank shares its GPU and every rank's build has it;
+// a rank that cannot take what --comm asks stops all, the first such rank saying why.
 int open_comm_backend(Settings *o) {
     int sharing = gpu_sharing(), built = gpu_nccl_built();
-    if (o->comm == COMM_NCCL && (sharing > 1 || !built)) {
-        if (comm_rank_id == 0) {
-            if (!built) fprintf(stderr, "error: --comm nccl: this build has no NCCL (nccl.h was not found when it "
-                                "was built); use --comm mpi\n");
-            else fprintf(stderr, "error: --comm nccl: %d ranks share each GPU here, and NCCL refuses two ranks on "
-                         "one GPU; use --comm mpi (auto chooses it)\n", sharing);
+    if (o->comm == COMM_NCCL) {
+        int first = comm_first(sharing > 1 || !built);
+        if (first == comm_rank_id) {
+            if (!built) fprintf(stderr, "error: --comm nccl: rank %d's build has no NCCL (nccl.h was not found when "
+                                "it was built); use --comm mpi\n", comm_rank_id);
+            else fprintf(stderr, "error: --comm nccl: rank %d shares its GPU with %d other rank%s, and NCCL refuses "
+                         "two ranks on one GPU; use --comm mpi (auto chooses it)\n", comm_rank_id, sharing - 1,
+                         sharing > 2 ? "s" : "");
         }
-        return 1;
+        if (first >= 0) return 1;
     }
-    if (o->comm == COMM_AUTO) o->comm = sharing == 1 && built ? COMM_NCCL : COMM_MPI;
+    if (o->comm == COMM_AUTO) o->comm = comm_any(sharing > 1 || !built) ? COMM_MPI : COMM_NCCL;
     if (o->comm != COMM_NCCL) return 0;
     // one communicator for ZeRO's collectives: all the ranks, or with --shard-group this rank's
     // group (its first rank makes the id); the sum across the groups goes over MPI
@@ -238,6 +251,7 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *o) {
         if (no_gpu) fprintf(stderr, "error: --device cuda: %s; train on the CPU instead (--device cpu)\n", why);
         return 1;
     }
+    if (o->cuda) count_gpu_sharing();
     if (o->shard_group) {  // (the ranks are known now)
         check_shard_group(o->shard_group, o->zero, comm_nranks);
         comm_split_groups(o->shard_group);

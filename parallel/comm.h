@@ -36,6 +36,7 @@ typedef struct {
 } CommGroup;
 
 CommGroup comm_world = {.size = 1}, comm_in_group = {.size = 1}, comm_across = {.size = 1};
+CommGroup comm_machine = {.size = 1};  // the ranks on this rank's machine (they share its memory)
 
 // Count `bytes` sent over group g (and in the total).
 void comm_count(CommGroup *g, long long bytes) {
@@ -106,6 +107,11 @@ void comm_init(int *argc, char ***argv) {
     comm_world = (CommGroup){comm_nranks, comm_rank_id, 0, MPI_COMM_WORLD};
     comm_in_group = comm_world;
     comm_across = (CommGroup){1, 0, 0, MPI_COMM_SELF};
+    MPI_Comm machine;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_rank_id, MPI_INFO_NULL, &machine);
+    comm_machine.comm = machine;
+    MPI_Comm_size(machine, &comm_machine.size);
+    MPI_Comm_rank(machine, &comm_machine.rank);
     atexit(comm_abort_at_exit);
 #else
     (void)argc; (void)argv;
@@ -169,6 +175,40 @@ int comm_any(int flag) {
     }
 #endif
     return flag;
+}
+
+// The lowest rank whose flag is set, or -1 if none: every rank calls it, and
+// that rank alone says what is wrong (one message, not one a rank).
+int comm_first(int flag) {
+    int first = flag ? comm_rank_id : comm_nranks;
+#ifdef GPTMEM_MPI
+    if (comm_nranks > 1) {
+        int mine = first;
+        MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    }
+#endif
+    return first < comm_nranks ? first : -1;
+}
+
+// How many ranks of group g (this one included) hold the same key as this one
+// (a string; the first COMM_KEY bytes count): the ranks on a machine that opened
+// the same GPU, say.
+enum { COMM_KEY = 96 };
+int comm_count_same(CommGroup *g, const char *key) {
+    char mine[COMM_KEY] = {0};
+    snprintf(mine, sizeof mine, "%s", key);
+#ifdef GPTMEM_MPI
+    if (g->size > 1) {
+        char *all = malloc((size_t)g->size * COMM_KEY);
+        MPI_Allgather(mine, COMM_KEY, MPI_CHAR, all, COMM_KEY, MPI_CHAR, g->comm);
+        int same = 0;
+        for (int r = 0; r < g->size; r++) same += !memcmp(all + (size_t)r * COMM_KEY, mine, COMM_KEY);
+        free(all);
+        return same;
+    }
+#endif
+    (void)g;
+    return 1;
 }
 
 // Reduce-scatter, summing fp32: buf holds comm_nranks blocks of n floats; on

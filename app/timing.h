@@ -130,7 +130,8 @@ void timing_print_offload(const Traffic *moved, int n) {
         double s = moved->seconds[k];
         double b = (double)moved->bytes[k] / n;
         printf("    %-10s %10.3f   %.2f %s a step", traffic_name[k], 1e3 * s / n, b >= 1e9 ? b / 1e9 : b / 1e6, b >= 1e9 ? "GB" : "MB");
-        if (s > 0) printf(" at %.2f GB/s", moved->bytes[k] / 1e9 / s);
+        if (g_traffic.queued && k <= TR_UP) printf(" (the host's wait: the copies are queued, and overlap host AdamW)");
+        else if (s > 0) printf(" at %.2f GB/s", moved->bytes[k] / 1e9 / s);
         printf("\n");
     }
 }

@@ -14,6 +14,7 @@ typedef struct {
     long long bytes[TR_N];   // since the start of the run
     double seconds[TR_N];    // the time the copies took
     double adam_seconds;     // and AdamW on the host
+    int queued;              // the link's copies are queued (a GPU): its seconds are the host's waits
 } Traffic;
 
 Traffic g_traffic;

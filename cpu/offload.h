@@ -16,8 +16,9 @@
 #include "optim/offload.h"
 #include "parallel/zero.h"
 
-static void cpu_down(void *model, void *landing, size_t a, size_t b) {
+static void cpu_down(void *model, int k, void *landing, size_t a, size_t b) {
     GPT *m = model;
+    (void)k;
     size_t e = dtype_size(m->dtype);
     double t0 = now_seconds();
     memcpy(landing, (const char *)gpt_grads(m) + (a - m->grads_base) * e, (b - a) * e);
@@ -33,7 +34,7 @@ static void cpu_up(void *model, int k, const void *upload, size_t a, size_t b) {
     traffic_add(TR_UP, (long long)((b - a) * e), now_seconds() - t0);
 }
 
-static void cpu_up_wait(void *model, int k) { (void)model, (void)k; }  // a memcpy is done when it returns
+static void cpu_wait(void *model, int k) { (void)model, (void)k; }  // a memcpy is done when it returns
 
 static void cpu_allgather(void *model) {
     GPT *m = model;
@@ -43,7 +44,7 @@ static void cpu_allgather(void *model) {
 static void *cpu_pinned(size_t bytes, const char *name) { return mem_alloc_at(LOC_PINNED, MEM_COMM, bytes, name); }
 
 OffloadLink cpu_offload_link(GPT *m) {
-    OffloadLink l = {m, m->dtype, cpu_down, cpu_up, cpu_up_wait, cpu_allgather, cpu_pinned, mem_free, NULL, 0};
+    OffloadLink l = {m, m->dtype, cpu_down, cpu_wait, cpu_up, cpu_wait, cpu_allgather, cpu_pinned, mem_free, NULL, 0};
     if (m->plan.offload & OFFLOAD_PARAMS) l.shard = compute_weights(m), l.shard_base = m->params_base;
     return l;
 }

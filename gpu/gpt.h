@@ -93,9 +93,10 @@ typedef struct {
     // uploads (gpu_upload_batch); and a count per vocabulary entry for the bucketing
     int *batch_host[2], batch_turn, batch_sent[2];
     void *batch_event[2];
-    // --offload opt: an event after each of the two offload upload buffers' copies (gpu/offload.h)
-    void *offload_event[2];
-    int offload_sent[2];
+    // --offload opt: an event after the copy into each of the two landing buffers, and after
+    // the copy out of each of the two upload buffers (gpu/offload.h)
+    void *offload_down_event[2], *offload_event[2];
+    int offload_down_sent[2], offload_sent[2];
     int *token_count_host;
     // the rebuilds' time (--recompute, --ckpt): block l's rebuild in micro-batch k of a step is
     // timed by events recompute_events[k][2l] and [2l+1] in the GPU's stream (a host wait per
@@ -226,7 +227,10 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank, int
     m->B = s->batch, m->T = s->seq_len;
     gpu_buffers_alloc(m, s->batch, s->seq_len);
     if (m->dtype == DT_FP32 && !m->plan.offload) m->master = m->params;
-    for (int k = 0; k < 2 && m->plan.offload && !(m->plan.offload & OFFLOAD_PARAMS); k++) m->offload_event[k] = gpu_event_new();
+    for (int k = 0; k < 2 && m->plan.offload; k++) {
+        m->offload_down_event[k] = gpu_event_new();
+        if (!(m->plan.offload & OFFLOAD_PARAMS)) m->offload_event[k] = gpu_event_new();
+    }
     if (sh->nranks > 1 || sh->groups > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
     cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
@@ -236,8 +240,10 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank, int
 void gpu_gpt_free(GpuGPT *m) {
     if (m->dtype == DT_FP32) m->master = NULL;  // (the params)
     gpu_buffers_free(m, m->B, m->T);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
         if (m->offload_event[k]) gpu_event_free(m->offload_event[k]);
+        if (m->offload_down_event[k]) gpu_event_free(m->offload_down_event[k]);
+    }
     for (int k = 0; k < 2; k++) gpu_event_free(m->batch_event[k]);
     for (int k = 0; k < m->recompute_sets; k++) {
         for (int i = 0; i < 2 * m->cfg.layers; i++) gpu_event_free(m->recompute_events[k][i]);

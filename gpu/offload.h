@@ -1,13 +1,20 @@
 // gpu/offload.h — --offload on the GPU: the device's side of optim/offload.h.
 // The host runs AdamW a chunk at a time; these calls move a chunk over the
 // link, through page-locked buffers (cudaMallocHost, in the ledger at the
-// `pinned` location), so the copy engine reads and writes them directly:
-//   down: a chunk's gradients into a landing buffer (gpu_download: it waits
-//         for the queued backward and the copy; the host needs them now);
-//   up:   a chunk's new weights from an upload buffer, queued on the stream
-//         with an event after it; the host writes that buffer again only after
-//         the event (the next chunk but one), so the upload of chunk k runs
-//         while the host steps chunk k + 1.
+// `pinned` location), so the copy engine reads and writes them directly.
+// Every copy is queued on the one stream with an event after it, and the host
+// waits for an event only when it needs that copy done:
+//   down: a chunk's gradients into landing buffer k & 1; the host steps chunk
+//         k after waiting for its event, having queued chunk k + 1's download
+//         first, so that copy runs while the host steps chunk k;
+//   up:   a chunk's new weights from upload buffer k & 1; the host writes that
+//         buffer again (chunk k + 2) after waiting for its event, so the upload
+//         of chunk k runs while the host steps chunk k + 1.
+// The stream runs the copies in the order they were queued (down k + 1, up k,
+// down k + 2, ...), so before waiting for chunk k's download the host waits
+// for chunk k - 2's upload, which the stream runs first: each wait is then
+// charged to its own row (--timing's "link down" and "link up": the host's
+// waits, not the copies, which overlap host AdamW).
 // With opt,params the weight shard itself is page-locked (gpu/gpt.h) and the
 // gathers upload this rank's part (gpu_gather).
 #ifndef GPTMEM_GPU_OFFLOAD_H
@@ -22,11 +29,24 @@
 #include "memory/ledger.h"
 #include "optim/offload.h"
 
-static void gpu_down(void *model, void *landing, size_t a, size_t b) {
+static void gpu_down(void *model, int k, void *landing, size_t a, size_t b) {
     GpuGPT *m = model;
     double t0 = now_seconds();
-    gpu_download(landing, at_elem(m, m->grads, a - m->grads_base), (b - a) * m->e);
+    gpu_download_queued(landing, at_elem(m, m->grads, a - m->grads_base), (b - a) * m->e);
+    gpu_event_record(m->offload_down_event[k]);
+    m->offload_down_sent[k] = 1;
+    g_traffic.queued = 1;
     traffic_add(TR_DOWN, (long long)((b - a) * m->e), now_seconds() - t0);
+}
+
+// The time the host waits here is the download's, as seen from the host.
+static void gpu_down_wait(void *model, int k) {
+    GpuGPT *m = model;
+    if (!m->offload_down_sent[k]) return;
+    double t0 = now_seconds();
+    gpu_event_wait(m->offload_down_event[k]);
+    m->offload_down_sent[k] = 0;
+    traffic_add(TR_DOWN, 0, now_seconds() - t0);
 }
 
 static void gpu_up(void *model, int k, const void *upload, size_t a, size_t b) {
@@ -65,7 +85,8 @@ static void gpu_unpin(void *p) {
 }
 
 OffloadLink gpu_offload_link(GpuGPT *m) {
-    OffloadLink l = {m, m->dtype, gpu_down, gpu_up, gpu_up_wait, gpu_offload_allgather, gpu_pinned, gpu_unpin, NULL, 0};
+    OffloadLink l = {m, m->dtype, gpu_down, gpu_down_wait, gpu_up, gpu_up_wait, gpu_offload_allgather, gpu_pinned,
+                     gpu_unpin, NULL, 0};
     if (m->plan.offload & OFFLOAD_PARAMS) l.shard = m->params, l.shard_base = m->params_base;
     return l;
 }

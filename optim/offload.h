@@ -41,8 +41,10 @@
 typedef struct {
     void *model;
     int dtype;
-    // the gradients of parameters [a, b), in the dtype, into `landing`; done when it returns
-    void (*down)(void *model, void *landing, size_t a, size_t b);
+    // the gradients of parameters [a, b), in the dtype, into landing buffer `k` (0 or 1): may be
+    // queued; `down_wait` returns when the buffer holds them
+    void (*down)(void *model, int k, void *landing, size_t a, size_t b);
+    void (*down_wait)(void *model, int k);
     // the new weights of [a, b), in the dtype, from upload buffer `k` (0 or 1) to the device's
     // compute weights: may be queued; `up_wait` returns when buffer k may be written again
     void (*up)(void *model, int k, const void *upload, size_t a, size_t b);
@@ -154,16 +156,24 @@ void weights_up(HostOffload *o, size_t k, size_t a, size_t b, const float *w) {
     l->up(l->model, (int)(k & 1), up, a, b);
 }
 
+// The end of the chunk that starts at parameter a.
+static size_t chunk_end(const HostOffload *o, size_t a) { return a + o->chunk < o->hi ? a + o->chunk : o->hi; }
+
 // The step: for each chunk of [lo, hi), its gradients down, AdamW on the host
 // (the no-offload step's arithmetic, on the same numbers), its states back to
 // the file (disk), its new weights up; then ZeRO stages 1, 2 all-gather them.
+// The next chunk's gradients are on their way down while the host steps this
+// one (two landing buffers, used in turn; gpu/offload.h says the order on a GPU).
 // A NaN grad_scale (an fp16 overflow) skips the step, as without offload.
 void host_offload_step(HostOffload *o, Optimizer *opt, float lr, int t, float grad_scale) {
     const OffloadLink *l = &o->link;
+    if (o->lo < o->hi) l->down(l->model, 0, o->landing[0], o->lo, chunk_end(o, o->lo));
     for (size_t k = 0, a = o->lo; a < o->hi; k++, a += o->chunk) {
-        size_t b = a + o->chunk < o->hi ? a + o->chunk : o->hi;
+        size_t b = chunk_end(o, a);
         void *land = o->landing[k & 1];
-        l->down(l->model, land, a, b);
+        if (!o->params) l->up_wait(l->model, (int)(k & 1));  // chunk k - 2's upload, queued before this download
+        l->down_wait(l->model, (int)(k & 1));
+        if (b < o->hi) l->down(l->model, (int)((k + 1) & 1), o->landing[(k + 1) & 1], b, chunk_end(o, b));
         ChunkStates c = chunk_states(o, opt, k, 1);
         c.view.hi = b;  // the chunk's parameters this step updates
         double t0 = now_seconds();
@@ -180,9 +190,8 @@ void host_offload_step(HostOffload *o, Optimizer *opt, float lr, int t, float gr
 // every chunk of [lo, hi) up, then the all-gather of stages 1, 2.
 void host_offload_weights_follow(HostOffload *o, Optimizer *opt) {
     for (size_t k = 0, a = o->lo; a < o->hi; k++, a += o->chunk) {
-        size_t b = a + o->chunk < o->hi ? a + o->chunk : o->hi;
         ChunkStates c = chunk_states(o, opt, k, 1);
-        weights_up(o, k, a, b, c.w);
+        weights_up(o, k, a, chunk_end(o, a), c.w);
     }
     for (int i = 0; i < 2 && !o->params; i++) o->link.up_wait(o->link.model, i);
     o->link.allgather(o->link.model);

@@ -29,6 +29,10 @@ int cu_blas_open(char *why, size_t why_len);
 // How many GPUs the driver sees, without starting a context (for --help); 0 and `why` if none.
 int gpu_count(char *why, size_t why_len);
 const char *gpu_name(void);
+// The opened GPU's identity (its UUID, in hex): the same string in every process that opened the
+// same GPU, whatever CUDA_VISIBLE_DEVICES made its number there; "" before gpu_open. Ranks compare
+// it to count how many share a GPU (app/launch.h).
+void gpu_identity(char *id, size_t len);
 // The GPU's nominal dense peak in FLOP/s for this storage dtype, from its SM count and clock:
 // 16-bit on the tensor cores (per SM per clock: Hopper 4096, A100 2048, others 1024), fp32 on
 // the CUDA cores (no TF32: 2 x 128 lanes per SM per clock, A100 2 x 64). For the step line's MFU.
@@ -47,6 +51,10 @@ void gpu_upload(void *dst, const void *host_src, size_t bytes);  // waits for th
 // for it before writing host_src again.
 void gpu_upload_queued(void *dst, const void *host_src, size_t bytes);
 void gpu_download(void *host_dst, const void *src, size_t bytes);
+// The download queued behind the GPU's work, without waiting: host_dst must be page-locked, and
+// holds the bytes only once the host has waited for an event recorded after the copy
+// (gpu_event_wait); the host neither reads nor writes it before then.
+void gpu_download_queued(void *host_dst, const void *src, size_t bytes);
 void gpu_copy(void *dst, const void *src, size_t bytes);  // device to device
 void gpu_zero(void *p, size_t bytes);
 void gpu_sync(const char *what);

@@ -42,6 +42,10 @@ const char * gpu_name(void) {
     unreachable("gpu_name"); return "";
 }
 
+void gpu_identity(char *id, size_t len) {
+    if (len) id[0] = 0;
+}
+
 void * gpu_malloc(size_t bytes, const char *name) {
     (void)bytes; (void)name;
     unreachable("gpu_malloc"); return 0;
@@ -75,6 +79,11 @@ void gpu_upload_queued(void *dst, const void *host_src, size_t bytes) {
 void gpu_download(void *host_dst, const void *src, size_t bytes) {
     (void)host_dst; (void)src; (void)bytes;
     unreachable("gpu_download");
+}
+
+void gpu_download_queued(void *host_dst, const void *src, size_t bytes) {
+    (void)host_dst; (void)src; (void)bytes;
+    unreachable("gpu_download_queued");
 }
 
 void gpu_copy(void *dst, const void *src, size_t bytes) {

@@ -33,9 +33,18 @@ int gpu_open(int local_rank, char *why, size_t why_len) {
 
 const char *gpu_name(void) { return g_prop.name; }
 
+void gpu_identity(char *id, size_t len) {
+    if (!len) return;
+    id[0] = 0;
+    if (!g_prop.name[0]) return;  // (not opened)
+    for (size_t i = 0; i < sizeof g_prop.uuid.bytes && 2 * i + 2 < len; i++)
+        snprintf(id + 2 * i, 3, "%02x", (unsigned char)g_prop.uuid.bytes[i]);
+}
+
 double gpu_peak_flops(int dt) {
-    int khz = 0, major = g_prop.major, minor = g_prop.minor;
-    cuda_check(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0), "cudaDeviceGetAttribute(clock)");
+    int khz = 0, major = g_prop.major, minor = g_prop.minor, device = 0;
+    cuda_check(cudaGetDevice(&device), "cudaGetDevice");  // the GPU gpu_open chose
+    cuda_check(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device), "cudaDeviceGetAttribute(clock)");
     double per_sm_clock;
     if (dt == DTYPE_FP32) per_sm_clock = 2.0 * (major == 8 && minor == 0 ? 64 : 128);
     else per_sm_clock = major >= 9 ? 4096 : major == 8 && minor == 0 ? 2048 : 1024;
@@ -103,6 +112,12 @@ void gpu_upload_queued(void *dst, const void *src, size_t bytes) {
 void gpu_download(void *dst, const void *src, size_t bytes) {
     g_waits++;
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
+}
+// Into page-locked memory the same: queued, written when the stream gets there.
+void gpu_download_queued(void *dst, const void *src, size_t bytes) {
+    QueuedCall c = queued_begin();
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, 0), "cudaMemcpyAsync from the GPU");
+    queued_end(c);
 }
 void gpu_copy(void *dst, const void *src, size_t bytes) {
     QueuedCall c = queued_begin();

@@ -12,30 +12,48 @@
 #   llm.c bf16 + cuDNN flash   497.8K tok/s   llm.c own attention 323.7K
 #   PyTorch 2.11 compile bf16  470.6K tok/s, 8.45 GiB; + checkpointing 400.5K, 3.73 GiB
 # Usage: scripts/bench_gpu.sh [STEPS] (default 30; the first 5 are warm-up)
-set -eu
+# Exits non-zero when any setting (or the peak measurement, or a --timing run) fails; each
+# failure says which. BENCH_TRAIN, BENCH_TEST_CUDA name other binaries, BENCH_MODEL other
+# model flags (the MFU is then left out: its FLOPs are GPT-2's) and BENCH_PEAK a peak in
+# TFLOP/s instead of measuring one (scripts/gpu_check.sh --rehearse runs it so, without a GPU).
+set -u
 cd "$(dirname "$0")/.."
 STEPS=${1:-30}
-BASE=(--device cuda --model gpt2 --batch 16 --seq-len 1024 --steps "$STEPS" --eval-every 0 --eval-batches 1
-      --sample-len 0 --warmup 5 --lr 6e-4)
-peak=$(./tests/test_cuda --gemm-peak | awk '/TFLOP/ {print $(NF-1)}')
+TRAIN=${BENCH_TRAIN:-./train}
+TEST_CUDA=${BENCH_TEST_CUDA:-./tests/test_cuda}
+MODEL=(${BENCH_MODEL:---model gpt2 --batch 16 --seq-len 1024})
+BASE=(--device cuda "${MODEL[@]}" --steps "$STEPS" --eval-every 0 --eval-batches 1 --sample-len 0 --warmup 5 --lr 6e-4)
+bad=0
+peak=${BENCH_PEAK:-$("$TEST_CUDA" --gemm-peak | awk '/TFLOP/ {print $(NF-1)}')}
+if [ -z "$peak" ]; then echo "FAILED: the bf16 GEMM peak ($TEST_CUDA --gemm-peak printed none)"; bad=1; peak=0; fi
 echo "measured bf16 GEMM peak: $peak TFLOP/s"
 printf '%-40s %12s %8s %14s %14s\n' setting "tok/s" MFU "peak (ledger)" "GPU in use"
 for setting in "--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf16 --flash --fused-ce" \
                "--dtype bf16 --flash --ckpt --fused-ce" "--dtype bf16" "--dtype fp32 --flash" \
                "--dtype bf16 --flash --offload opt" "--dtype bf16 --flash --offload opt --offload-to disk:/tmp"; do
-  out=$(./train "${BASE[@]}" $setting --mem 2>&1) || { echo "$setting: failed"; echo "$out" | tail -3; continue; }
+  # shellcheck disable=SC2086
+  out=$("$TRAIN" "${BASE[@]}" $setting --mem 2>&1) || { echo "$setting: FAILED"; echo "$out" | tail -3; bad=1; continue; }
   # tok/s: the median of the steps after the 5 warm-up steps
   toks=$(echo "$out" | awk -F'|' '/^step/ { n++; if (n > 5) { split($6, a, " "); print a[1] } }' | sort -n |
          awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
   gib=$(echo "$out" | awk '/^  peak/ { p = 1 } p && /^    total/ { printf "%.2f", $5 / 1073741824; exit }')
   gpu=$(echo "$out" | awk '/runtime/ { for (i = 1; i <= NF; i++) if ($i == "use") { gsub(/[()]/, "", $(i+1)); print $(i+1) " MiB" } }')
-  mfu=$(awk -v t="$toks" -v p="$peak" 'BEGIN {
+  mfu=-
+  [ -z "${BENCH_MODEL:-}" ] && [ "$peak" != 0 ] && mfu=$(awk -v t="$toks" -v p="$peak" 'BEGIN {
     P = 124475904; L = 12; T = 1024; C = 768
     flops = 6 * P + 6 * L * T * C
     printf "%.1f%%", 100 * t * flops / (p * 1e12) }')
+  if [ -z "$toks" ] || [ -z "$gib" ]; then echo "$setting: FAILED (no step times or no peak in its output)"; bad=1; continue; fi
   printf '%-40s %12s %8s %10s GiB %14s\n' "$setting" "$toks" "$mfu" "$gib" "$gpu"
 done
-# where the first setting's step goes, phase by phase: the host's time and the GPU's (events)
-./train "${BASE[@]}" --dtype bf16 --flash --steps 12 --timing 2>&1 | sed -n '/^where a step/,$p'
-# --offload opt: what the optimizer's row adds (the copies down and up, AdamW on the host's cores)
-./train "${BASE[@]}" --dtype bf16 --flash --offload opt --steps 8 --timing 2>&1 | sed -n '/^where a step/,$p'
+# where a step goes, phase by phase: the host's time and the GPU's (events); with --offload opt, what
+# the optimizer's row adds (the copies down and up, AdamW on the host's cores)
+for setting in "--dtype bf16 --flash --steps 12" "--dtype bf16 --flash --offload opt --steps 8"; do
+  # shellcheck disable=SC2086
+  if out=$("$TRAIN" "${BASE[@]}" $setting --timing 2>&1); then
+    echo "### $setting --timing"
+    echo "$out" | sed -n '/^where a step/,$p'
+  else echo "$setting --timing: FAILED"; echo "$out" | tail -3; bad=1; fi
+done
+[ $bad = 0 ] || echo "bench_gpu.sh: a setting failed (above)"
+exit $bad

@@ -14,6 +14,7 @@
 //
 // One function per declaration of cuda/api.h, in the same order.
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,10 +69,34 @@ int gpu_built(void) { return 1; }
 
 // Every process has a GPU of its own (its memory), so as many as the ranks on
 // this machine, unless GPTMEM_HOST_GPUS says how many to pretend (ranks
-// sharing a GPU: the fits-check, --fit, the runtime row).
+// sharing a GPU: the fits-check, --fit, the runtime row). CUDA_VISIBLE_DEVICES,
+// as a cluster's launcher sets it per rank, narrows them as on a GPU: this
+// process sees the GPUs it lists (numbered 0, 1, ... here), each still the GPU
+// of its own number on the machine (its identity, and the memory counter the
+// processes that see it share).
+static int visible_gpus(char *list, size_t len) {
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (!v) return 0;
+    snprintf(list, len, "%s", v);
+    int n = *v ? 1 : 0;
+    for (; *v; v++) n += *v == ',';
+    return n;
+}
+
+// The machine's number of the visible GPU `device`.
+static int physical_gpu(int device) {
+    char list[256];
+    if (visible_gpus(list, sizeof list) <= device) return device;
+    char *p = list;
+    for (int i = 0; i < device; i++) p = strchr(p, ',') + 1;
+    return atoi(p);
+}
+
 int gpu_count(char *why, size_t why_len) {
     (void)why; (void)why_len;
-    return env_number("GPTMEM_HOST_GPUS", NULL, comm_local_size());
+    char list[256];
+    int visible = visible_gpus(list, sizeof list);
+    return visible ? visible : env_number("GPTMEM_HOST_GPUS", NULL, comm_local_size());
 }
 
 // "Device" memory is host memory. Its size: 64 GiB, or GPTMEM_HOST_GPU_MIB.
@@ -127,11 +152,16 @@ static void shared_gpu_open(int gpu) {
     atexit(shared_gpu_close);
 }
 
+static int opened_gpu = -1;  // the machine's number of the GPU this process opened (-1: one of its own)
+
 int gpu_open(int local_rank, char *why, size_t why_len) {
     (void)why; (void)why_len;
-    int gpus = env_number("GPTMEM_HOST_GPUS", NULL, 0);
+    char list[256];
+    int gpus = visible_gpus(list, sizeof list);
+    if (!gpus) gpus = env_number("GPTMEM_HOST_GPUS", NULL, 0);
     if (gpus <= 0 || shared_gpu) return 0;
-    shared_gpu_open(local_rank % gpus);
+    opened_gpu = physical_gpu(local_rank % gpus);
+    shared_gpu_open(opened_gpu);
     context_bytes = (size_t)env_number("GPTMEM_HOST_CONTEXT_MIB", NULL, EMULATED_CONTEXT_MIB) << 20;
     used_add((long long)context_bytes);
     return 0;
@@ -144,6 +174,16 @@ int cu_blas_open(char *why, size_t why_len) {
 }
 
 const char *gpu_name(void) { return "host emulation (tests/host_gpu.c: no GPU, for tests)"; }
+
+// GPU n of this machine (the machine: where this process runs, or the one
+// GPTMEM_MACHINE names in a test of several), or a GPU of this process's own.
+void gpu_identity(char *id, size_t len) {
+    const char *machine = getenv("GPTMEM_MACHINE");
+    char host[64] = "";
+    if (!machine) gethostname(host, sizeof host - 1), machine = host;
+    if (opened_gpu >= 0) snprintf(id, len, "emulated GPU %d of %s", opened_gpu, machine);
+    else snprintf(id, len, "emulated GPU of process %ld", (long)getpid());
+}
 
 // A nominal peak (for the step line's MFU only): 1 TFLOP/s whatever the dtype.
 double gpu_peak_flops(int dt) {
@@ -190,7 +230,10 @@ void *gpu_host_alloc(size_t bytes, const char *name) {
     return p;
 }
 
+static void downloads_land(long seq, const char *fn);
+
 void gpu_host_free(void *p) {
+    downloads_land(LONG_MAX, __func__);  // cudaFreeHost waits for the GPU first
     for (int i = 0; i < MAX_PINNED; i++)
         if (pinned[i].p == p) pinned[i].p = NULL;
     free(p);
@@ -236,6 +279,34 @@ static void pending_done(long seq, const char *fn) {
     npending = k;
 }
 
+// Queued downloads into page-locked memory: on a GPU the bytes land when the
+// stream gets there, and the host may count on them only after waiting for an
+// event recorded after the copy. So here the source is copied aside when the
+// download is queued (the bytes as of that point in the stream), the destination
+// is filled with 0xFF (NaN: a read before the wait shows), and the bytes land
+// when the host waits past it; if the host wrote the destination meanwhile, the
+// GPU would have overwritten it: that stops the emulation.
+typedef struct { char *dst, *bytes; size_t n; uint64_t hash; long seq; } PendingDownload;
+static PendingDownload pending_down[MAX_PENDING];
+static int npending_down;
+static long download_seq;  // downloads queued so far
+
+// The host has waited past every download up to number `seq`: they land.
+static void downloads_land(long seq, const char *fn) {
+    int k = 0;
+    for (int i = 0; i < npending_down; i++) {
+        PendingDownload *d = &pending_down[i];
+        if (d->seq > seq) { pending_down[k++] = *d; continue; }
+        if (bytes_hash(d->dst, d->n) != d->hash)
+            emu_stop(fn, "the page-locked destination of a queued download was written by the host before the GPU "
+                     "was known to have written it (%s: wait for an event recorded after the download first)",
+                     "gpu_download_queued");
+        memcpy(d->dst, d->bytes, d->n);
+        free(d->bytes);
+    }
+    npending_down = k;
+}
+
 static long waits;  // gpu_waits: the calls that wait for the GPU on a real one
 long gpu_waits(void) { return waits; }
 long gpu_blocked(void) { return 0; }  // every call returns at once here
@@ -243,6 +314,7 @@ long gpu_blocked(void) { return 0; }  // every call returns at once here
 void gpu_upload(void *dst, const void *host_src, size_t bytes) {
     waits++;
     pending_done(upload_seq, __func__);
+    downloads_land(download_seq, __func__);
     void *to = DEV(dst);
     memcpy(to, HOST(host_src), bytes);
 }
@@ -262,8 +334,24 @@ void gpu_upload_queued(void *dst, const void *host_src, size_t bytes) {
 void gpu_download(void *host_dst, const void *src, size_t bytes) {
     waits++;
     pending_done(upload_seq, __func__);
+    downloads_land(download_seq, __func__);
     void *dst = HOST(host_dst);
     memcpy(dst, DEV(src), bytes);
+}
+
+void gpu_download_queued(void *host_dst, const void *src, size_t bytes) {
+    char *dst = HOST(host_dst);
+    if (!is_pinned(dst, bytes))
+        emu_stop(__func__, "%s is pageable memory: the runtime would copy into it before returning; land it in "
+                 "page-locked memory (gpu_host_alloc)", "host_dst");
+    for (int i = 0; i < npending_down; i++)
+        if (dst < pending_down[i].dst + pending_down[i].n && pending_down[i].dst < dst + bytes)
+            emu_stop(__func__, "%s overlaps a queued download the host has not waited for", "host_dst");
+    if (npending_down == MAX_PENDING) emu_stop(__func__, "more than %s queued downloads not waited for", "64");
+    char *copy = malloc(bytes ? bytes : 1);
+    memcpy(copy, DEV(src), bytes);
+    memset(dst, 0xFF, bytes);
+    pending_down[npending_down++] = (PendingDownload){dst, copy, bytes, bytes_hash(dst, bytes), ++download_seq};
 }
 
 void gpu_copy(void *dst, const void *src, size_t bytes) {
@@ -278,6 +366,7 @@ void gpu_sync(const char *what) {
     (void)what;
     waits++;
     pending_done(upload_seq, __func__);
+    downloads_land(download_seq, __func__);
 }
 
 void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
@@ -291,7 +380,8 @@ void gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
 typedef struct {
     struct timespec t;
     int recorded;
-    long uploads;  // upload_seq when recorded
+    long uploads;    // upload_seq when recorded
+    long downloads;  // download_seq when recorded
 } Event;
 
 void *gpu_event_new(void) { return calloc(1, sizeof(Event)); }
@@ -301,6 +391,7 @@ void gpu_event_record(void *event) {
     clock_gettime(CLOCK_MONOTONIC, &e->t);
     e->recorded = 1;
     e->uploads = upload_seq;
+    e->downloads = download_seq;
 }
 
 float gpu_event_ms(void *start, void *stop) {
@@ -309,6 +400,7 @@ float gpu_event_ms(void *start, void *stop) {
         emu_stop(__func__, "the %s event was never recorded (cudaEventElapsedTime fails)", a->recorded ? "stop" : "start");
     waits++;
     pending_done(b->uploads, __func__);
+    downloads_land(b->downloads, __func__);
     return (float)((b->t.tv_sec - a->t.tv_sec) * 1e3 + (b->t.tv_nsec - a->t.tv_nsec) / 1e6);
 }
 
@@ -316,6 +408,7 @@ void gpu_event_wait(void *event) {
     const Event *e = HOST(event);
     if (!e->recorded) emu_stop(__func__, "%s was never recorded", "event");
     pending_done(e->uploads, __func__);  // reached at once: every op has finished (no wait counted)
+    downloads_land(e->downloads, __func__);
 }
 
 void gpu_event_free(void *event) { free(event); }

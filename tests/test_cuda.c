@@ -13,8 +13,13 @@
 // CPU reference does not). Row statistics (layernorm mean and rstd, flash's
 // lse) are fp32 on the GPU whatever the dtype and are held to fp32's tolerance.
 //
-// Prints "PASS name: ..." / "FAIL name: ..." lines and "SKIP" if there is no
-// GPU; tests/run_cuda.sh counts them.
+// Prints "PASS name: ..." / "FAIL name: ..." lines, "SKIP GPU tests: why" if there
+// is no GPU (the only line that stops tests/run_cuda.sh early) and "SKIP NCCL: ..."
+// in a build without NCCL; tests/run_cuda.sh counts them.
+// Usage: tests/test_cuda [--no-nccl | --probe | --gemm-peak | --op-times]
+//   --no-nccl    every test but NCCL's (compute-sanitizer's target)
+//   --probe      one small GEMM and exit (can compute-sanitizer attach here?)
+//   --gemm-peak  the bf16 GEMM rate (scripts/bench_gpu.sh's MFU); --op-times each op's time
 #include "memory/ledger.h"
 #include "model.h"
 #include "memory/predict.h"
@@ -186,6 +191,16 @@ void test_matmul(int dt) {
     void *d_out = poisoned((size_t)N * OC, dt);
     cu_matmul_forward(dt, d_out, d_x, d_w, d_bias, N, C, OC);
     expect("matmul_forward", dt, d_out, out, (size_t)N * OC);
+    // a bias 8 bytes past a 256-byte boundary (ZeRO stages 1-2 on a toy model put one there): cuBLASLt's
+    // bias epilogue is not told its alignment, so cu_matmul_forward adds such a bias itself
+    size_t skew = 8 / dtype_size(dt);
+    void *d_bias_skew = gpu_malloc((OC + skew) * dtype_size(dt), "bias, skewed");
+    gpu_copy((char *)d_bias_skew + 8, d_bias, OC * dtype_size(dt));
+    void *d_out_skew = poisoned((size_t)N * OC, dt);
+    cu_matmul_forward(dt, d_out_skew, d_x, d_w, (char *)d_bias_skew + 8, N, C, OC);
+    expect("matmul_forward, bias 8-byte aligned", dt, d_out_skew, out, (size_t)N * OC);
+    gpu_free(d_bias_skew);
+    gpu_free(d_out_skew);
     float *dout = randv((size_t)N * OC, 1, dt), *dinp = fvec((size_t)N * C), *dw = randv((size_t)OC * C, 1, dt),
           *db = randv(OC, 1, dt);
     void *d_dout = up(dout, (size_t)N * OC, dt), *d_dinp = poisoned((size_t)N * C, dt),
@@ -684,6 +699,14 @@ int main(int argc, char **argv) {
     size_t colsum_floats = (size_t)GPU_COLSUM_CHUNKS * 4 * 1024;  // column sums up to 4096 wide
     float *colsum = gpu_malloc(colsum_floats * 4, "column-sum partials");
     cu_matmul_setup(workspace, GPU_GEMM_WORKSPACE, colsum, colsum_floats);
+    if (argc > 1 && !strcmp(argv[1], "--probe")) {  // one small GEMM: can a tool (compute-sanitizer) attach?
+        void *a = gpu_malloc(64 * 64 * 4, "probe");
+        cu_matmul_forward(DT_FP32, a, a, a, NULL, 32, 32, 32);
+        gpu_sync("the probe");
+        gpu_free(a);
+        printf("probe: a GEMM ran on %s\n", gpu_name());
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "--gemm-peak")) {
         gemm_peak();
         return 0;

@@ -46,6 +46,21 @@ static int plant(const char *name) {
         printf("the buffer was reused after its event\n");
         gpu_event_free(read);
         gpu_host_free(buf);
+    } else if (!strcmp(name, "download-early") || !strcmp(name, "download-write") ||
+               !strcmp(name, "download-waited")) {
+        // a queued download into page-locked memory: read before waiting for its event (NaN: the bytes
+        // are not there yet), written before (the GPU would overwrite it), or read after (right)
+        float *land = gpu_host_alloc(64 * sizeof(float), "planted landing");
+        void *done = gpu_event_new();
+        gpu_zero(d, 64 * sizeof(float));
+        gpu_download_queued(land, d, 64 * sizeof(float));
+        gpu_event_record(done);
+        if (!strcmp(name, "download-write")) land[0] = 1;
+        if (!strcmp(name, "download-waited")) gpu_event_wait(done);
+        printf("the landing buffer holds %s\n", isnan(land[1]) ? "NaN" : "the bytes");
+        gpu_event_wait(done);
+        gpu_event_free(done);
+        gpu_host_free(land);
     } else if (!strcmp(name, "read-before-write")) {  // an op reads a tensor nothing wrote
         gpu_arena_reserve(1 << 20);
         float *unwritten = arena_push("unwritten", 64 * sizeof(float));

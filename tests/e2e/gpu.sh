@@ -35,21 +35,26 @@ if have_mpi && echo "$out" | grep -q '^SKIP GPU tests:'; then
   else bad "no GPU: --device cuda under mpirun -np 2 (exit $rc)"; fi
 fi
 # scripts/gpu_check.sh's control flow, rehearsed without a GPU (tests/train_host), so the script is never
-# first run on a GPU: every phase reported, the ones that can run here ok, the others SKIP; the logs packed
+# first run on a GPU: every phase reported in its order, the ones that can run here ok, the others SKIP;
+# one RESULT line; the logs packed
 if have_mpi; then
   bash scripts/gpu_check.sh --rehearse "$tmp/gc" >"$tmp/gc.out" 2>&1; rc=$?
   good=1
-  for p in facts build smoke zero; do grep -q "^== $p: ok" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not ok"; }; done
-  for p in kernels model bench sanitize ops; do grep -q "^== $p: SKIP" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not skipped"; }; done
+  order=$(sed -n 's/^== \([a-z]*\):.*/\1/p' "$tmp/gc/summary.txt" | tr '\n' ' ')
+  [ "$order" = "facts build kernels newest smoke zero sanitize model bench racecheck ops " ] || { good=0; echo "  order: $order"; }
+  for p in facts build newest smoke zero bench; do grep -q "^== $p: ok" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not ok"; }; done
+  for p in kernels model sanitize racecheck ops; do grep -q "^== $p: SKIP" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not skipped"; }; done
+  [ "$(tail -1 "$tmp/gc/summary.txt" | cut -d'(' -f1)" = "RESULT: 6 passed, 0 failed, 0 timed out, 5 skipped " ] ||
+    { good=0; echo "  last line: $(tail -1 "$tmp/gc/summary.txt")"; }
+  [ "$(ls "$tmp/gc" | tr '\n' ' ')" = "logs.tgz summary.txt " ] || { good=0; echo "  LOGDIR holds more than 2 files: $(ls "$tmp/gc")"; }
   tar -tzf "$tmp/gc/logs.tgz" 2>/dev/null | grep -q 'logs/zero.log' || { good=0; echo "  logs.tgz lacks the zero log"; }
   grep -q 'the same losses, bit for bit' "$tmp/gc/summary.txt" || { good=0; echo "  the poisoned synchronous run differs"; }
-  # negative controls: a trainer that fails (or does not run sharded) makes the zero phase FAILED, not ok;
-  # a short deadline skips what cannot fit, and says so; a tree without the corpus stops at once
-  printf '#!/bin/sh\necho "step     6/6 | loss 1"\n[ "$FAKE_RC" = 0 ] || echo "error: CUDA: planted failure"\nexit ${FAKE_RC:-1}\n' >"$tmp/fake_train"
-  chmod +x "$tmp/fake_train"
-  for rc_fake in 1 0; do
-    FAKE_RC=$rc_fake GPU_CHECK_TRAIN="$tmp/fake_train" PHASES=zero bash scripts/gpu_check.sh --rehearse "$tmp/gcf" >/dev/null 2>&1
-    grep -q '^== zero: FAILED' "$tmp/gcf/summary.txt" || { good=0; echo "  a failing trainer (exit $rc_fake) passed the zero phase"; }
+  [ "$(grep -c 'against one rank: ' "$tmp/gc/summary.txt")" = 8 ] || { good=0; echo "  not 8 runs compared with one rank"; }
+  for part in 1 2; do
+    want="facts build kernels newest smoke zero sanitize "; [ $part = 2 ] && want="facts build model bench racecheck ops "
+    bash scripts/gpu_check.sh --rehearse --part $part --deadline 0 "$tmp/gcp" >/dev/null 2>&1
+    got=$(sed -n 's/^== \([a-z]*\):.*/\1/p' "$tmp/gcp/summary.txt" | tr '\n' ' ')
+    [ "$got" = "$want" ] || { good=0; echo "  --part $part: $got"; }
   done
   bash scripts/gpu_check.sh --rehearse --deadline 2 "$tmp/gcd" >/dev/null 2>&1
   grep -q '^== zero: SKIPPED: needs about' "$tmp/gcd/summary.txt" || { good=0; echo "  --deadline 2 did not skip the zero phase"; }
@@ -57,8 +62,68 @@ if have_mpi; then
   bash "$tmp/nocorpus/scripts/gpu_check.sh" --rehearse "$tmp/gcn" >/dev/null 2>&1; rcn=$?
   [ $rcn = 2 ] && grep -q 'tinyshakespeare.txt is missing: send it along' "$tmp/gcn/summary.txt" || { good=0; echo "  no corpus: exit $rcn"; }
   if [ $rc = 0 ] && [ $good = 1 ]; then
-    ok "scripts/gpu_check.sh --rehearse: facts, build, smoke, zero ok; the GPU's phases SKIP; logs.tgz; a failing trainer FAILS the zero phase; a deadline skips; no corpus stops"
+    ok "scripts/gpu_check.sh --rehearse: facts, build, newest, smoke, zero, bench ok in that order, the GPU's phases SKIP, one RESULT line, exit 0; --part 1 and 2; logs.tgz; a deadline skips; no corpus stops"
   else bad "scripts/gpu_check.sh --rehearse (exit $rc)"; cat "$tmp/gc/summary.txt"; fi
+  # negative controls: a trainer that fails in one place makes that phase FAILED, the RESULT line counts
+  # it and the script exits 1 (PHASES: only the phases that run it)
+  printf '#!/bin/sh\necho "step     6/6 | loss 1"\n[ "$FAKE_RC" = 0 ] || echo "error: CUDA: planted failure"\nexit ${FAKE_RC:-1}\n' >"$tmp/fake_train"
+  cat >"$tmp/wrap_train" <<'EOF'
+#!/bin/sh
+# tests/train_host, but failing where FAIL_ON (a flag) is given, or with FIT_EMPTY=1 a --fit that lists nothing
+for a in "$@"; do
+  [ "$a" = "$FAIL_ON" ] && { echo "error: planted failure on $a" >&2; exit 1; }
+  [ "$a" = --fit ] && [ -n "$FIT_EMPTY" ] && { echo "--fit: no setting fits"; exit 0; }
+done
+exec ./tests/train_host "$@"
+EOF
+  chmod +x "$tmp/fake_train" "$tmp/wrap_train"
+  good=1
+  failing() {  # failing PHASES PHASE WHY ENV...: the rehearsal with that trainer says PHASE: FAILED, exit 1
+    local phases=$1 name=$2 why=$3; shift 3
+    rm -rf "$tmp/gcf"
+    env "$@" PHASES="$phases" bash scripts/gpu_check.sh --rehearse "$tmp/gcf" >"$tmp/gcf.out" 2>&1; local rcf=$?
+    tar -xzf "$tmp/gcf/logs.tgz" -C "$tmp/gcf" 2>/dev/null
+    if [ $rcf != 1 ] || ! grep -q "^== $name: FAILED" "$tmp/gcf/summary.txt" ||
+       ! tail -1 "$tmp/gcf/summary.txt" | grep -qE '^RESULT: [0-9]+ passed, [1-9][0-9]* failed'; then
+      good=0; echo "  $why: exit $rcf, $(grep "^== $name" "$tmp/gcf/summary.txt"), $(tail -1 "$tmp/gcf/summary.txt")"
+    fi
+  }
+  for rc_fake in 1 0; do  # (0: it exits 0 but never runs sharded)
+    failing zero zero "a trainer failing the zero phase (exit $rc_fake)" FAKE_RC=$rc_fake GPU_CHECK_TRAIN="$tmp/fake_train"
+  done
+  failing newest newest "a trainer failing on --offload" FAIL_ON=--offload GPU_CHECK_TRAIN="$tmp/wrap_train"
+  failing bench bench "a trainer failing on --offload" FAIL_ON=--offload GPU_CHECK_TRAIN="$tmp/wrap_train"
+  grep -q 'offload opt: FAILED' "$tmp/gcf/logs/bench.log" || { good=0; echo "  bench_gpu.sh did not name the failed setting"; }
+  failing smoke smoke "a trainer failing on --fit" FAIL_ON=--fit GPU_CHECK_TRAIN="$tmp/wrap_train"
+  failing smoke smoke "a --fit that lists no setting" FIT_EMPTY=1 GPU_CHECK_TRAIN="$tmp/wrap_train"
+  grep -q 'listed no setting' "$tmp/gcf/logs/smoke.log" || { good=0; echo "  the smoke phase ran a setting --fit did not list"; }
+  if [ $good = 1 ]; then
+    ok "scripts/gpu_check.sh --rehearse with trainers that fail: the zero phase (failing, or never sharded), --offload (newest and bench, bench_gpu.sh naming the setting), --fit (failing, or listing nothing): each phase FAILED, the RESULT line counts it, exit 1"
+  else bad "scripts/gpu_check.sh: a planted failure passed"; fi
+fi
+# tests/run_cuda.sh stops early only on tests/test_cuda's "SKIP GPU tests" line: a GPU build without
+# NCCL (test_cuda prints "SKIP NCCL") goes on to the model checks, here with a trainer that fails at once
+printf '#!/bin/sh\necho "GPU: a stub"\necho "PASS a kernel"\necho "SKIP NCCL: this build has none"\necho "1 passed, 0 failed"\n' >"$tmp/stub_tc"
+printf '#!/bin/sh\necho "PASS cuBLASLt opens"\necho "SKIP GPU tests: no GPU here"\n' >"$tmp/nogpu_tc"
+printf '#!/bin/sh\necho "error: planted failure" >&2\nexit 1\n' >"$tmp/fail_train"
+chmod +x "$tmp/stub_tc" "$tmp/nogpu_tc" "$tmp/fail_train"
+RUN_CUDA_TEST_CUDA="$tmp/stub_tc" RUN_CUDA_TRAIN="$tmp/fail_train" bash tests/run_cuda.sh >"$tmp/rc1" 2>&1; rc1=$?
+RUN_CUDA_TEST_CUDA="$tmp/nogpu_tc" RUN_CUDA_TRAIN="$tmp/fail_train" bash tests/run_cuda.sh >"$tmp/rc2" 2>&1; rc2=$?
+if [ $rc1 = 1 ] && grep -q '^FAIL 10 steps on the GPU track the CPU' "$tmp/rc1" && ! grep -q 'no GPU' "$tmp/rc1" &&
+   tail -1 "$tmp/rc1" | grep -qE '^1 passed, [1-9][0-9]* failed, [1-9][0-9]* skipped' &&
+   [ $rc2 = 0 ] && [ "$(tail -1 "$tmp/rc2")" = "1 passed, 0 failed, 1 skipped (no GPU)" ]; then
+  ok "tests/run_cuda.sh: 'SKIP NCCL' goes on to the model checks (a failing trainer fails them: exit 1), only 'SKIP GPU tests' stops it (exit 0)"
+else bad "tests/run_cuda.sh's early stop (exit $rc1, $(tail -1 "$tmp/rc1"); no GPU: exit $rc2, $(tail -1 "$tmp/rc2"))"; fi
+# scripts/bench_gpu.sh exits non-zero when a setting or a --timing run fails, and names it
+if [ -x tests/train_host ]; then
+  for f in --ckpt --timing ""; do
+    BENCH_TRAIN="$tmp/wrap_train" FAIL_ON=$f BENCH_PEAK=1 BENCH_MODEL="${SMALL[*]}" bash scripts/bench_gpu.sh 6 >"$tmp/bench$f" 2>&1
+    echo $? >>"$tmp/bench_rcs"
+  done
+  if [ "$(tr '\n' ' ' <"$tmp/bench_rcs")" = "1 1 0 " ] && grep -q -- '--dtype bf16 --flash --ckpt: FAILED' "$tmp/bench--ckpt" &&
+     grep -q -- '--timing: FAILED' "$tmp/bench--timing" && ! grep -q FAILED "$tmp/bench"; then
+    ok "scripts/bench_gpu.sh: a failing setting or --timing run is named and the exit is 1; none failing: exit 0"
+  else bad "scripts/bench_gpu.sh's exit (--ckpt failing, --timing failing, none: $(tr '\n' ' ' <"$tmp/bench_rcs"))"; tail -3 "$tmp/bench"; fi
 fi
 # the GPU model's host logic (gpu/model.h: ledger, stack, order of the ops, checkpoints, ZeRO) with
 # the GPU API run on the CPU (tests/host_gpu.c, tests/train_host): tests/run_cuda.sh's model checks

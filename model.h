@@ -107,7 +107,7 @@ enum { ALL_SAVED = (1u << SAVED_PER_LAYER) - 1 };
 
 // One transformer block, forward: x (N,C) -> res3 (N,C). `todo` (SV_BIT()s)
 // names the tensors to compute: ALL_SAVED in the forward, the plan's drops
-// when the backward rebuilds them (cpu/storage.h rebuild_block).
+// when the backward rebuilds them (rebuild, below).
 void block_forward(GPT *m, int l, const float *x, unsigned todo) {
     LayerActs *a = push_block(m, l, todo);
     norm(m, a, l, OP_LN1, SV_LN1, x);                           // ln1 = layernorm(x)                     (N,C)
@@ -136,6 +136,15 @@ void block_backward(GPT *m, int l, const float *x) {
     norm_backward(m, l, OP_LN1, m->dres, m->dln, x, a->ln1_mean, a->ln1_rstd);       // d(x) += ...          (N,C)
 }
 
+// --ckpt, --recompute: the tensors block l dropped after its forward (the plan's
+// drops), computed again by the block's own ops on the tensors it kept. The same
+// ops on the same inputs: the same bits. Its time is the step line's "recompute".
+void rebuild(GPT *m, int l, const float *x) {
+    rebuild_begin(m, l);
+    block_forward(m, l, x, m->plan.drops);  // only the dropped tensors: `todo` = the drops
+    rebuild_end(m, l);
+}
+
 // --- the model ---------------------------------------------------------------------------
 
 // Forward over tokens inp (B,T). Leaves what the backward needs on the
@@ -162,8 +171,9 @@ void gpt_backward(GPT *m, const int *inp, const int *targets, float dloss) {
     final_norm_backward(m);            // d(x) of the last block into dres
     for (int l = m->cfg.layers - 1; l >= 0; l--) {
         const float *x = block_input(m, l);
-        rebuild_block(m, l, x);        // pop its output; widen what it kept, rebuild what it dropped
-        block_backward(m, l, x);       // d(res3) -> d(x), in dres
+        reload_block(m, l);                    // pop its output; widen what it kept
+        if (m->plan.drops) rebuild(m, l, x);   // run its ops again for what it dropped
+        block_backward(m, l, x);               // d(res3) -> d(x), in dres
         pop_block(m, l);
     }
     embed_backward(m, inp);            // the table's gradient

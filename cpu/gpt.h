@@ -68,6 +68,7 @@ typedef struct {
     int dtype;  // --dtype: DT_FP32, DT_BF16 or DT_FP16 (storage of weights, grads, activations)
     int flash;  // --flash: attention without the T x T matrix
     double recompute_seconds;  // time spent rebuilding dropped tensors (the price of the memory saved)
+    double rebuild_started;    // the clock when the running rebuild began
     size_t block_kept_bytes;   // measured: what block 0 kept on the stack after the last forward (--mem-ops)
     size_t nparams;
     float *params;     // fp32 weights: what the optimizer updates (ledger: params, or master with 16-bit)

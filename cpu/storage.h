@@ -122,24 +122,27 @@ void drop_saved(GPT *m, int l) {
     name_views(a, m->flash);
 }
 
-void block_forward(GPT *m, int l, const float *x, unsigned todo);
-
 // In the backward of block l: its output res3 was the next block's input, and
 // that block's backward is done, so it is popped first (it is on top); then the
-// kept tensors are widened (16-bit runs), and the dropped ones rebuilt from
-// them by running their ops again (block_forward with the drops as `todo`),
-// pushed on the stack until the block's backward is done. Bit for bit what the
-// forward computed: the same ops on the same inputs.
-void rebuild_block(GPT *m, int l, const float *x) {
+// kept tensors are widened (16-bit runs). What it dropped is rebuilt next, on
+// the slide (model.h rebuild), pushed on top until the block's backward is done.
+void reload_block(GPT *m, int l) {
     LayerActs *a = &m->acts[l];
     ledger_where("layer %d backward", l);
     arena_pop_to(arena_mark() - 1, "output");
     a->saved[SV_RES3] = NULL;
     load_saved(m, a, SAVED_PER_LAYER);
-    if (!m->plan.drops) return;
-    double t0 = now_seconds();
-    block_forward(m, l, x, m->plan.drops);
-    m->recompute_seconds += now_seconds() - t0;
+}
+
+// The rebuild's clock (the step line's "recompute"): started before block l's
+// ops run again, stopped after them.
+void rebuild_begin(GPT *m, int l) {
+    (void)l;
+    m->rebuild_started = now_seconds();
+}
+
+void rebuild_end(GPT *m, int l) {
+    m->recompute_seconds += now_seconds() - m->rebuild_started;
     ledger_where("layer %d backward", l);  // the rebuild is done: the block's backward runs
 }
 

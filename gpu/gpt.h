@@ -104,6 +104,7 @@ typedef struct {
     void ***recompute_events;
     int recompute_sets;  // micro-batches that have their events (grown as --accum needs)
     int recompute_used;  // micro-batches recorded and not yet added into recompute_seconds
+    void **rebuild_events;  // the running backward's set
     double recompute_seconds;
 } GpuGPT;
 

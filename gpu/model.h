@@ -96,7 +96,7 @@ enum { GPU_ALL_SAVED = (1u << SAVED_PER_LAYER) - 1 };
 
 // One transformer block, forward: x (N,C) -> res3 (N,C). `todo` (SV_BIT()s)
 // names the tensors to compute: all in the forward, the plan's drops when the
-// backward rebuilds them (gpu/storage.h gpu_rebuild_block).
+// backward rebuilds them (gpu_rebuild, below).
 void gpu_block_forward(GpuGPT *m, int l, const void *x, unsigned todo) {
     GpuActs *a = gpu_push_block(m, l, todo);
     gpu_norm(m, a, l, OP_LN1, SV_LN1, x);                           // ln1 = layernorm(x)                  (N,C)
@@ -123,6 +123,14 @@ void gpu_block_backward(GpuGPT *m, int l, const void *x) {
     gpu_norm_backward(m, l, OP_LN1, m->dres, m->dln, x, a->ln1_mean, a->ln1_rstd);       // d(x) += ...      (N,C)
 }
 
+// --ckpt, --recompute: the tensors block l dropped after its forward, computed
+// again by the block's own ops on the kept ones (model.h rebuild).
+void gpu_rebuild(GpuGPT *m, int l, const void *x) {
+    gpu_rebuild_begin(m, l);
+    gpu_block_forward(m, l, x, m->plan.drops);  // only the dropped tensors: `todo` = the drops
+    gpu_rebuild_end(m, l);
+}
+
 // --- the model ---------------------------------------------------------------------------
 
 // Forward over tokens inp (B,T) (host memory). Leaves what the backward needs
@@ -143,13 +151,13 @@ void gpu_gpt_forward(GpuGPT *m, const int *inp, const int *targets, int B, int T
 
 // Backward for the last gpu_gpt_forward (with targets); dloss as in model.h.
 void gpu_gpt_backward(GpuGPT *m, float dloss) {
-    void **events = m->plan.drops ? gpu_recompute_events(m) : NULL;  // this micro-batch's rebuilds' timing
     gpu_head_backward(m, dloss);   // d(lnf) into dln; wte's gradient
     gpu_final_norm_backward(m);    // d(x) of the last block into dres
     for (int l = m->cfg.layers - 1; l >= 0; l--) {
         const void *x = gpu_block_input(m, l);
-        gpu_rebuild_block(m, l, x, events);  // pop its output; rebuild what it dropped
-        gpu_block_backward(m, l, x);         // d(res3) -> d(x), in dres
+        gpu_reload_block(m, l);                    // pop its output
+        if (m->plan.drops) gpu_rebuild(m, l, x);   // run its ops again for what it dropped
+        gpu_block_backward(m, l, x);               // d(res3) -> d(x), in dres
         gpu_pop_block(m, l);
     }
     gpu_embed_backward(m);         // the table's gradient

@@ -115,20 +115,25 @@ double gpu_gpt_recompute_seconds(GpuGPT *m) {
     return m->recompute_seconds;
 }
 
-void gpu_block_forward(GpuGPT *m, int l, const void *x, unsigned todo);
-
 // In the backward of block l: pop its output (the next block's input, whose
-// backward is done), and rebuild what the plan dropped by running their ops
-// again (gpu_block_forward with the drops), timed by events in the stream.
-// `events` are the micro-batch's (gpu_recompute_events), NULL without drops.
-void gpu_rebuild_block(GpuGPT *m, int l, const void *x, void **events) {
+// backward is done); what it dropped is rebuilt next, on the slide (gpu/model.h
+// gpu_rebuild). (No widening: the kernels read the 16-bit tensors.)
+void gpu_reload_block(GpuGPT *m, int l) {
     ledger_where("layer %d backward", l);
     arena_pop_to(arena_mark() - 1, "output");
     m->acts[l].saved[SV_RES3] = NULL;
-    if (!m->plan.drops) return;
-    gpu_event_record(events[2 * l]);
-    gpu_block_forward(m, l, x, m->plan.drops);
-    gpu_event_record(events[2 * l + 1]);
+}
+
+// The rebuild's clock: events in the stream around block l's ops (a host wait
+// per layer would stall the queue), read after the step. The backward rebuilds
+// from the last layer down: its first rebuild takes the micro-batch's set.
+void gpu_rebuild_begin(GpuGPT *m, int l) {
+    if (l == m->cfg.layers - 1) m->rebuild_events = gpu_recompute_events(m);
+    gpu_event_record(m->rebuild_events[2 * l]);
+}
+
+void gpu_rebuild_end(GpuGPT *m, int l) {
+    gpu_event_record(m->rebuild_events[2 * l + 1]);
     ledger_where("layer %d backward", l);  // the rebuild is done: the block's backward runs
 }
 

@@ -50,7 +50,7 @@ double model_flops_per_token(int L, int C, int Vp, int maxT, int T) {
 //     (--fused-ce: no logits, but each row's log-sum-exp, N values in fp32 whatever the dtype:
 //     the backward rebuilds the probabilities as exp(logit - lse), which a 16-bit lse would spoil)
 // --recompute (--ckpt is its "block") drops some of a block's tensors after
-// the block ran; "kept" is what stays, per block. Then (cpu/storage.h, drop_saved and rebuild_block):
+// the block ran; "kept" is what stays, per block. Then (cpu/storage.h drop_saved, model.h rebuild):
 //   after forward = encoded + L*kept + final
 //   peak = max(after forward, encoded + (L-1)*kept + full)
 // The second term is the forward of the last block, all 13 tensors on top of

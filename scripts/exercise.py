@@ -208,7 +208,7 @@ EXERCISES = [
     ("The running example in bf16: how many bytes of activations does `--flash` save?",
      "`flash_attention_forward` in `cpu/ops.h`", "B", ex_flash),
     ("The running example with `--dtype bf16 --flash --ckpt`: how high do the activations go, and where?",
-     "`predict_stack_parts` in `memory/predict.h`, `rebuild_block` in `cpu/storage.h`", "B",
+     "`predict_stack_parts` in `memory/predict.h`, `rebuild` in `model.h`", "B",
      lambda: ex_ckpt_peak(False)),
     ("... and after `--fused-ce`? Why is the peak now somewhere else?", "`head_forward_tiled` in `cpu/head.h`", "B",
      lambda: ex_ckpt_peak(True)),
@@ -221,7 +221,7 @@ EXERCISES = [
     ("The running example in bf16 with `--offload opt`: how many bytes does a step move over the link?",
      "`predict_traffic` in `memory/predict_offload.h`, `host_offload_step` in `optim/offload.h`", "B", ex_offload),
     ("Why do `--ckpt` and a resumed run give the same val loss as keeping everything in one go? (The worst "
-     "step difference, in nats.)", "`rebuild_block` in `cpu/storage.h`, `load_state` in `io/state.h`", "nats",
+     "step difference, in nats.)", "`rebuild` in `model.h`, `load_state` in `io/state.h`", "nats",
      ex_resume_ckpt),
 ]
 

@@ -6,7 +6,10 @@ Checks, printing one PASS/FAIL line each:
   2. every #include runs downward: from a file to one on a lower floor, or in its own folder
      (the floors, lowest first: core; cuda's API, memory; parallel; io; optim; cpu, gpu; model.h; app;
      train.c), and the includes inside a folder make no cycle;
-  3. no source file outside the kernels (cuda/*.cu) and the tests is over MAX_LINES lines.
+  3. no source file outside the kernels (cuda/*.cu) and the tests is over MAX_LINES lines;
+  4. no header declares a function it does not define (a prototype would let a room call a floor above
+     it, which the include rule cannot see); the device API (cuda/api.h), whose definitions are the
+     kernels', is the exception.
 """
 import glob
 import os
@@ -32,6 +35,24 @@ def folder(path):
 
 def includes(path):
     return re.findall(r'^#include "([^"]+)"', open(path).read(), re.M)
+
+
+def prototypes(path):
+    """The functions a file declares without a body (a top-level statement ending in ');'), and the ones
+    it defines (a top-level statement ending in '{')."""
+    declared, defined = set(), set()
+    stmt = ""
+    for line in open(path):
+        if not stmt and (not re.match(r"[A-Za-z_]", line) or re.match(r"(typedef|enum|struct|union|extern|static const)\b", line)):
+            continue
+        stmt += line.split("//")[0]
+        s = stmt.rstrip()
+        if s.endswith(";") or s.endswith("{") or s.endswith("}"):
+            m = re.match(r"[\w\s\*]*?\b([A-Za-z_]\w*)\s*\(", stmt)
+            if m and "=" not in stmt.split("(")[0]:
+                (defined if "{" in stmt else declared if s.endswith(");") else set()).add(m.group(1))
+            stmt = ""
+    return declared - defined
 
 
 def main():
@@ -78,6 +99,12 @@ def main():
     for n in graph:
         visit(n, [])
     print(("PASS" if not bad else "FAIL") + " every include runs to a lower floor or within a folder, no cycles%s" %
+          ("" if not bad else ": " + "; ".join(bad[:5])))
+    fails += bool(bad)
+
+    bad = ["%s declares %s" % (h, ", ".join(sorted(prototypes(h)))) for h in headers
+           if h not in ("cuda/api.h",) and prototypes(h)]
+    print(("PASS" if not bad else "FAIL") + " no header declares a function it does not define (cuda/api.h aside)%s" %
           ("" if not bad else ": " + "; ".join(bad[:5])))
     fails += bool(bad)
 

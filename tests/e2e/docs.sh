@@ -43,6 +43,12 @@ else bad "scripts/exercise.py's self-check: $(cat "$tmp/ex")"; fi
 
 # the tree keeps its shape: each header compiles alone, includes run downward, no file over ~500 lines
 python3 tests/layout.py
+# ... and its prototype rule can fail: a room that declares the slide's block_forward to call it (how the
+# rebuild once reached up into model.h), and a function it defines
+printf 'void block_forward(int l);\nvoid rebuild_here(int l);\nvoid rebuild_here(int l) { block_forward(l); }\n' >"$tmp/room.h"
+if [ "$(python3 -c 'import sys; sys.path.insert(0, "tests"); import layout; print(sorted(layout.prototypes(sys.argv[1])))' "$tmp/room.h")" = "['block_forward']" ]; then
+  ok "tests/layout.py finds a header that declares a function it does not define, and only that one"
+else bad "tests/layout.py's prototype rule"; fi
 python3 tests/doc_names.py
 # ... and it can fail: a page that cites a function and a file that do not exist
 ghost=no_such_step_$$  # (a name no source file holds, this one included)

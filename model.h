@@ -103,10 +103,8 @@ void activate_backward(GPT *m, float *dinp, const float *inp, const float *dout)
 
 // --- the block ---------------------------------------------------------------------------
 
-enum { ALL_SAVED = (1u << SAVED_PER_LAYER) - 1 };
-
 // One transformer block, forward: x (N,C) -> res3 (N,C). `todo` (SV_BIT()s)
-// names the tensors to compute: ALL_SAVED in the forward, the plan's drops
+// names the tensors to compute: SV_ALL in the forward, the plan's drops
 // when the backward rebuilds them (rebuild, below).
 void block_forward(GPT *m, int l, const float *x, unsigned todo) {
     LayerActs *a = push_block(m, l, todo);
@@ -155,7 +153,7 @@ float gpt_forward(GPT *m, const int *inp, const int *targets, int B, int T) {
     forward_start(m, B, T);
     embed_forward(m, inp);                                  // encoded = wte[inp] + wpe                (N,C)
     for (int l = 0; l < L; l++) {
-        block_forward(m, l, block_input(m, l), ALL_SAVED);  // res3 = block(x)                         (N,C)
+        block_forward(m, l, block_input(m, l), SV_ALL);     // res3 = block(x)                         (N,C)
         drop_saved(m, l);                                   // keep what the plan keeps (--recompute, --ckpt)
     }
     m->block_kept_bytes = arena_bytes(m->acts[0].mark, L > 1 ? m->acts[1].mark : arena_mark());  // (--mem-ops)

@@ -70,7 +70,7 @@ int build(Run *run, Net *net, const Settings *o, const Plan *plan, const MemRepo
     int rank = comm_rank_id, nranks = comm_nranks;
     memset(run, 0, sizeof *run);
     if (load_data(&run->data, o)) return 1;  // every rank returns together (see main)
-    if (comm_any(net_build(net, o, plan, rank, nranks, predicted->peak[MEM_ACTIVATIONS]) != 0)) return 1;
+    if (comm_any(net_build(net, o, plan, rank, predicted->peak[MEM_ACTIVATIONS]) != 0)) return 1;
     run->adam = net->opt.cfg;
     run->state = net_state(net);
     const GPTConfig *c = &o->cfg;
@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
     Plan plan = make_plan(&o, comm_nranks);
     MemReport predicted;
     predict_memory(&o, &predicted);
-    predict_traffic(&o, comm_rank_id, predicted.traffic);  // what this rank's steps move (--offload)
+    predict_traffic(&o, &plan, comm_rank_id, predicted.traffic);  // what this rank's steps move (--offload)
     check_fits_here(&o, &predicted);  // (stops with a message if not)
 
     // 3. build: the data, the model and its optimizer, or resume

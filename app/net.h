@@ -53,27 +53,27 @@ AdamWConfig adamw_config(const Settings *s) {
 }
 
 // Build the model and its optimizer on the settings' device, for rank `rank`
-// of `nranks` following `plan`, with an activation stack of `stack` bytes (the
-// predicted peak), and initialize the weights from --seed. 0, or -1 after a
-// message (--offload-to disk could not make its file).
-int net_build(Net *n, const Settings *s, const Plan *plan, int rank, int nranks, size_t stack) {
+// following `plan` (made for all the ranks), with an activation stack of
+// `stack` bytes (the predicted peak), and initialize the weights from --seed.
+// 0, or -1 after a message (--offload-to disk could not make its file).
+int net_build(Net *n, const Settings *s, const Plan *plan, int rank, size_t stack) {
     memset(n, 0, sizeof *n);
     n->cuda = s->cuda;
     n->opt.cfg = adamw_config(s);
     n->opt.bits = 32;
     if (s->cuda) {
-        gpu_gpt_build(&n->gpu, s, plan, rank, nranks);
+        gpu_gpt_build(&n->gpu, s, plan, rank);
         n->gpu.nccl = s->comm == COMM_NCCL;
         gpu_arena_reserve(stack);
         n->row = malloc(sizeof(float) * padded_vocab(&s->cfg));
     } else {
-        gpt_build(&n->cpu, s, plan, rank, nranks);
+        gpt_build(&n->cpu, s, plan, rank);
         arena_reserve(stack);
     }
     const Shard *sh = s->cuda ? &n->gpu.shard : &n->cpu.shard;  // the optimizer's state: the shard from stage 1, else whole
     AdamWConfig adam = adamw_config(s);
-    size_t lo = sh->stage >= 1 ? sh->own_lo : 0, hi = sh->stage >= 1 ? sh->own_hi : sh->nparams;
-    size_t n_alloc = sh->stage >= 1 ? sh->size : sh->padded;
+    size_t lo, hi, n_alloc = shard_state_len(sh);
+    shard_state_range(sh, &lo, &hi);
     if (plan->offload & OFFLOAD_OPT) {  // --offload: the optimizer's states off the device, and the init there
         OffloadLink link = s->cuda ? gpu_offload_link(&n->gpu) : cpu_offload_link(&n->cpu);
         n->off_file = (OffloadTarget){&n->off, &n->opt};

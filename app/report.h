@@ -111,13 +111,11 @@ int report_memory(const Settings *o, const MemReport *predicted, const MemReport
             size_t e = dtype_size(o->dtype);
             printf("  communication: %lld B sent per step by rank 0 (ring volumes: (N-1)/N of each collective); "
                    "textbook %d x params = %zu B\n", all[0].comm_bytes, zero == 3 ? 3 : 2, (zero == 3 ? 3 : 2) * e * P);
-            if (o->shard_group) {
-                Settings k = *o;
-                k.ranks = comm_nranks;
+            Plan plan = make_plan(o, comm_nranks);
+            if (o->shard_group)
                 printf("  of which inside its group of %d: %lld B; across the %d groups: %lld B (predicted %lld B)\n",
                        o->shard_group, all[0].comm_bytes - all[0].comm_across, comm_nranks / o->shard_group,
-                       all[0].comm_across, predict_across_bytes(P, &k));
-            }
+                       all[0].comm_across, predict_across_bytes(P, &plan));
         }
     }
     comm_barrier();  // no rank frees its memory before rank 0 has measured the GPU's (the runtime row)
@@ -139,14 +137,15 @@ int report_memory(const Settings *o, const MemReport *predicted, const MemReport
 void print_paper_comparison(const Settings *s, const MemReport *r) {
     const GPTConfig *cfg = &s->cfg;
     // the ranks that share the shards: all, or --shard-group's K
-    int ranks = settings_shard_ranks(s, s->ranks), zero = ranks > 1 ? s->zero : 0, e = s->dtype == 0 ? 4 : 2;
+    Plan plan = make_plan(s, s->ranks);
+    int ranks = plan.ranks, zero = plan.stage, e = (int)dtype_size(s->dtype);
     double K = paper_optimizer_bytes(s);  // 12 in mixed precision, 8 in fp32; less with --adam-bits 8
     int Vp = padded_vocab(cfg), C = cfg->channels;
     size_t P = param_count(cfg);
     const size_t *b = r->peak;
     size_t states = b[MEM_PARAMS] + b[MEM_MASTER] + b[MEM_GRADS] + b[MEM_ADAM_M] + b[MEM_ADAM_V];
-    size_t scratch = predict_model_scratch(s), total = states + b[MEM_COMM] + scratch;
-    double paper = predict_paper_states(P, s);
+    size_t scratch = predict_model_scratch(s, &plan), total = states + b[MEM_COMM] + scratch;
+    double paper = predict_paper_states(P, s, &plan);
     char formula[96];
     if (zero == 0) snprintf(formula, sizeof formula, "(%d + %d + %g) Psi", e, e, K);
     else if (zero == 1) snprintf(formula, sizeof formula, "(%d + %d) Psi + %g Psi / %d", e, e, K, ranks);
@@ -168,9 +167,9 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
         printf("  %-56s %14.0f B %10.2f MiB\n", "a step sends: the stage's ring formula", inside, inside / 1048576.0);
     if (s->ranks > ranks) {
         int R = s->ranks / ranks;
-        ShardSizes z = predict_shard(P, s);
+        ShardSizes z = predict_shard(P, &plan);
         double n = z.zero == 0 ? (double)z.weights_n : (double)z.S;
-        long long across = predict_across_bytes(P, s);
+        long long across = predict_across_bytes(P, &plan);
         if (ranks == 1) printf("  --shard-group 1: a group of one shards nothing, data parallel over %d ranks; a step sums "
                                "each rank's gradients (%.0f) across them:\n", R, n);
         else printf("  --shard-group %d: the states sharded over the %d ranks of a group, the %d groups replicas; a step "
@@ -182,7 +181,7 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
         printf("  %-56s %14lld B %10.2f MiB\n", "  across: gptmem sends (chunks, R blocks each)", across,
                across / 1048576.0);
     }
-    size_t moved = predict_moved(C, Vp, cfg->max_seq, s->fused_ce), table = ((size_t)Vp + cfg->max_seq) * C + 2 * (size_t)C;
+    size_t moved = predict_moved(C, Vp, cfg->max_seq, plan.tiled_head), table = ((size_t)Vp + cfg->max_seq) * C + 2 * (size_t)C;
     if (total <= (size_t)paper) return;
     if (!s->fused_ce)
         printf("  the difference: buffers that hold the whole embedding table (%zu parameters, %.1f%% of Psi) and "

@@ -2,7 +2,10 @@
 // decided once from the settings and followed alike by the CPU model
 // (model.h), the GPU model (gpu/model.h) and both predictors
 // (memory/predict.h). Adding a memory technique means adding its decision
-// here, its room on each device, and its formula in the predictor.
+// here, its room on each device, and its formula in the predictor. This is the
+// one reader of the settings that decide them (--zero, --shard-group,
+// --offload, --recompute, --ckpt, --fused-ce): the rooms and the predictors
+// read the plan.
 //
 // Four decisions:
 //
@@ -50,7 +53,8 @@
 
 typedef struct {
     int stage;           // the ZeRO stage in effect: --zero on several ranks, else 0
-    int ranks;           // the ranks the parameters are sharded over (1: none; --shard-group: the group's)
+    int ranks;           // the ranks the parameters are sharded over (1: none; --shard-group: the group's K)
+    int groups;          // --shard-group: the groups of K ranks that hold replicas (1 without)
     unsigned drops;      // SV_BIT()s of the tensors a block drops after its forward, rebuilt in its backward
     int tiled_head;      // --fused-ce: the LM head and the loss by tiles, the table by chunks
     int head_rows;       // rows of logits computed at a time: --fused-ce's tiles, and the CPU's 16-bit head
@@ -72,7 +76,9 @@ Plan make_plan(const Settings *s, int ranks) {
     const GPTConfig *c = &s->cfg;
     size_t C = c->channels, N = (size_t)s->batch * s->seq_len, rows = (size_t)padded_vocab(c) + c->max_seq;
     Plan p;
-    p.ranks = settings_shard_ranks(s, ranks);
+    // the ranks that share the shards: a group of --shard-group K, or all of them (1: none)
+    p.ranks = ranks <= 1 ? 1 : s->shard_group > 0 && s->shard_group < ranks ? s->shard_group : ranks;
+    p.groups = ranks > 1 ? ranks / p.ranks : 1;
     p.stage = p.ranks > 1 ? s->zero : 0;
     p.drops = saved_dropped(s->recompute | (s->ckpt ? REC_BLOCK : 0), s->flash);
     p.tiled_head = s->fused_ce;

@@ -71,6 +71,7 @@ int saved_is_row_stat(const SavedTensor *t, int flash) {
 // and rebuilds in the backward (a bit per SV_ index). --ckpt is "block".
 enum { REC_GELU = 1 << 0, REC_LN = 1 << 1, REC_ATTN = 1 << 2, REC_MLP = 1 << 3, REC_BLOCK = 1 << 4 };
 #define SV_BIT(i) (1u << (i))
+#define SV_ALL ((1u << SAVED_PER_LAYER) - 1)  // all of a block's tensors: what its forward computes
 
 typedef struct {
     const char *name;
@@ -87,7 +88,7 @@ const RecomputeChoice recompute_choices[] = {
      "nothing to drop under --flash)"},
     {"mlp", REC_MLP, SV_BIT(SV_LN2) | SV_BIT(SV_FCH) | SV_BIT(SV_FCH_GELU),
      "the MLP's input ln2 and its hidden fch, fch_gelu, rebuilt from res2"},
-    {"block", REC_BLOCK, ((1u << SAVED_PER_LAYER) - 1) & ~SV_BIT(SV_RES3),
+    {"block", REC_BLOCK, SV_ALL & ~SV_BIT(SV_RES3),
      "every tensor but the block's output res3, the block rerun from its input (--ckpt)"},
 };
 enum { N_RECOMPUTE_CHOICES = sizeof recompute_choices / sizeof recompute_choices[0] };

@@ -104,10 +104,4 @@ Settings default_settings(void) {
     return o;
 }
 
-// The ranks ZeRO shards over, of `ranks` in all: a group of --shard-group K, or all of them (1: none).
-int settings_shard_ranks(const Settings *s, int ranks) {
-    if (ranks <= 1) return 1;
-    return s->shard_group > 0 && s->shard_group < ranks ? s->shard_group : ranks;
-}
-
 #endif

@@ -232,16 +232,16 @@ void gpt_free(GPT *m) {
 }
 
 // The model for micro-batches of B x T (Settings' batch and seq_len), for
-// rank `rank` of `nranks` at the plan's ZeRO stage; its weights are made by
-// gpt_init (cpu/weights.h).
-void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank, int nranks) {
+// rank `rank` at the plan's ZeRO stage; its weights are made by gpt_init
+// (cpu/weights.h).
+void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     memset(m, 0, sizeof *m);
     m->cfg = s->cfg;
     m->plan = *plan;
     m->dtype = s->dtype;
     m->flash = s->flash;
     m->nparams = param_count(&m->cfg);
-    m->shard = shard_layout(m->nparams, s->zero, rank, nranks, s->shard_group);
+    m->shard = shard_layout(m->nparams, plan, rank);
     const Shard *sh = &m->shard;
     m->params_base = shard_weights_base(sh);
     m->grads_base = shard_grads_base(sh);
@@ -271,7 +271,7 @@ void gpt_build_eval(GPT *m, const Settings *s) {
     m->dtype = DT_FP32;
     m->flash = s->flash;
     m->nparams = param_count(&m->cfg);
-    m->shard = shard_layout(m->nparams, 0, 0, 1, 0);
+    m->shard = shard_layout(m->nparams, &m->plan, 0);
     int n = param_tensor_count(&m->cfg);  // the layout as io/quant.h sees it
     ParamTensor *pt = malloc(sizeof(ParamTensor) * n);
     QuantTensor *qt = malloc(sizeof(QuantTensor) * n);

@@ -89,9 +89,8 @@ const float *block_input(GPT *m, int l) {
 // ones when the backward rebuilds them, on top of the kept ones.
 LayerActs *push_block(GPT *m, int l, unsigned todo) {
     LayerActs *a = &m->acts[l];
-    unsigned all = (1u << SAVED_PER_LAYER) - 1;
-    if (todo == all) a->mark = arena_mark();
-    ledger_where(todo == all ? "layer %d forward" : "layer %d rebuild", l);
+    if (todo == SV_ALL) a->mark = arena_mark();
+    ledger_where(todo == SV_ALL ? "layer %d forward" : "layer %d rebuild", l);
     a->pushing = todo;
     for (int i = 0; i < SAVED_PER_LAYER; i++)
         if (todo & SV_BIT(i)) push_saved(m, a, block_saved, i);

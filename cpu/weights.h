@@ -72,7 +72,8 @@ size_t eval_store(GPT *m, const float *src, size_t lo, size_t n) {
 void gpt_sync_params(GPT *m) {
     const Shard *sh = &m->shard;
     if (m->dtype != DT_FP32) {
-        size_t lo = sh->stage >= 1 ? sh->own_lo : 0, hi = sh->stage >= 1 ? sh->own_hi : m->nparams;
+        size_t lo, hi;
+        shard_state_range(sh, &lo, &hi);
         dtype_store((uint16_t *)m->params_lp + (lo - m->params_base), m->params + (lo - m->master_base), hi - lo,
                     m->dtype);
     }

@@ -205,8 +205,8 @@ void gpu_buffers_free(GpuGPT *m, int B, int T) {
 }
 
 // The model for micro-batches of B x T (the settings' batch and seq_len),
-// rank `rank` of `nranks`, following the plan; gpu_gpt_init makes the weights.
-void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank, int nranks) {
+// rank `rank`, following the plan; gpu_gpt_init makes the weights.
+void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     memset(m, 0, sizeof *m);
     m->cfg = s->cfg;
     m->plan = *plan;
@@ -217,7 +217,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank, int
     m->ntensors = param_tensor_count(&m->cfg);
     m->tensors = malloc(sizeof(ParamTensor) * m->ntensors);
     param_tensors(&m->cfg, m->tensors);
-    m->shard = shard_layout(m->nparams, s->zero, rank, nranks, s->shard_group);
+    m->shard = shard_layout(m->nparams, plan, rank);
     const Shard *sh = &m->shard;
     m->params_base = shard_weights_base(sh);
     m->state_base = shard_state_base(sh);

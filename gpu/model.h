@@ -92,8 +92,6 @@ void gpu_activate_backward(GpuGPT *m, void *dinp, const void *inp, const void *d
 
 // --- the block ---------------------------------------------------------------------------
 
-enum { GPU_ALL_SAVED = (1u << SAVED_PER_LAYER) - 1 };
-
 // One transformer block, forward: x (N,C) -> res3 (N,C). `todo` (SV_BIT()s)
 // names the tensors to compute: all in the forward, the plan's drops when the
 // backward rebuilds them (gpu_rebuild, below).
@@ -142,7 +140,7 @@ void gpu_gpt_forward(GpuGPT *m, const int *inp, const int *targets, int B, int T
     gpu_forward_start(m, B, T);
     gpu_embed_forward(m);                                           // encoded = wte[inp] + wpe          (N,C)
     for (int l = 0; l < L; l++) {
-        gpu_block_forward(m, l, gpu_block_input(m, l), GPU_ALL_SAVED);  // res3 = block(x)              (N,C)
+        gpu_block_forward(m, l, gpu_block_input(m, l), SV_ALL);     // res3 = block(x)                  (N,C)
         gpu_drop_saved(m, l);                                       // keep what the plan keeps
     }
     const void *lnf = gpu_final_norm_forward(m, gpu_block_input(m, L));  // lnf = layernorm(x)           (N,C)

@@ -54,7 +54,8 @@ void gpu_adamw_step(GpuGPT *m, const AdamWConfig *o, float lr, int t) {
     const Shard *sh = &m->shard;
     if (sh->nranks > 1 && isnan(m->host_scale)) return;
     float b1c = 1.0f - powf(o->beta1, (float)t), b2c = 1.0f - powf(o->beta2, (float)t);
-    size_t lo = sh->stage >= 1 ? sh->own_lo : 0, hi = sh->stage >= 1 ? sh->own_hi : m->nparams;
+    size_t lo, hi;
+    shard_state_range(sh, &lo, &hi);
     for (int i = 0; i < m->ntensors; i++) {
         const ParamTensor *pt = &m->tensors[i];
         size_t a = pt->offset > lo ? pt->offset : lo, b = pt->offset + pt->count < hi ? pt->offset + pt->count : hi;

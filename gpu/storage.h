@@ -46,9 +46,8 @@ const void *gpu_block_input(GpuGPT *m, int l) { return l == 0 ? m->encoded : m->
 // Block l's tensors that `todo` names on the stack (cpu/storage.h push_block).
 GpuActs *gpu_push_block(GpuGPT *m, int l, unsigned todo) {
     GpuActs *a = &m->acts[l];
-    unsigned all = (1u << SAVED_PER_LAYER) - 1;
-    if (todo == all) a->mark = arena_mark();
-    ledger_where(todo == all ? "layer %d forward" : "layer %d rebuild", l);
+    if (todo == SV_ALL) a->mark = arena_mark();
+    ledger_where(todo == SV_ALL ? "layer %d forward" : "layer %d rebuild", l);
     a->pushing = todo;
     for (int i = 0; i < SAVED_PER_LAYER; i++)
         if (todo & SV_BIT(i)) a->saved[i] = gpu_push_saved(m, &block_saved[i]);

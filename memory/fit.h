@@ -88,7 +88,7 @@ typedef struct {
 // across the N/K groups, 2 (R-1)/R x 4 bytes each.
 double fit_comm_bytes(const FitSetting *f, double P, double table, int ranks) {
     int K = f->group ? f->group : ranks, R = ranks / K;
-    double inside = ring_step_bytes(K > 1 ? f->zero : 0, f->dtype == 0 ? 4 : 2, f->accum,
+    double inside = ring_step_bytes(K > 1 ? f->zero : 0, dtype_size(f->dtype), f->accum,
                                     (f->recompute & REC_BLOCK) != 0, f->fused_ce, P, table, K);
     return inside + (R > 1 ? 2.0 * (R - 1) / R * 4 * (K > 1 ? P / K : P) : 0);
 }
@@ -125,7 +125,7 @@ const char *g_fit_offload_dir = ".";
 
 // The flags of a setting, as they go on a command line.
 void fit_flags(const FitSetting *f, char *out, size_t n) {
-    int k = snprintf(out, n, "--dtype %s --batch %d", f->dtype == 0 ? "fp32" : "bf16", f->micro);
+    int k = snprintf(out, n, "--dtype %s --batch %d", dtype_name[f->dtype], f->micro);
     if (f->accum > 1) k += snprintf(out + k, n - k, " --accum %d", f->accum);
     if (f->flash) k += snprintf(out + k, n - k, " --flash");
     if (f->recompute & REC_BLOCK) k += snprintf(out + k, n - k, " --ckpt");
@@ -168,7 +168,7 @@ int fit_fits(const FitSetting *f, size_t budget, size_t host_free, size_t disk_f
 int fit_report(const Settings *run, int global, int ranks, size_t budget, const char *budget_text, const char *base,
                size_t host_free, size_t disk_free) {
     int L = run->cfg.layers, C = run->cfg.channels, maxT = run->cfg.max_seq, T = run->seq_len, gpu = run->cuda;
-    int Vp = (run->cfg.vocab + 63) / 64 * 64;
+    int Vp = padded_vocab(&run->cfg);
     double P = (double)predict_param_count(L, C, Vp, maxT), table = ((double)Vp + maxT) * C;
     double fpt = model_flops_per_token(L, C, Vp, maxT, T);
     unsigned recomputes[] = {0, REC_GELU | REC_LN, REC_BLOCK};
@@ -209,15 +209,15 @@ int fit_report(const Settings *run, int global, int ranks, size_t budget, const 
             f.category_bytes = pred.peak[f.category];
             f.weights = pred.peak[MEM_PARAMS];
             if (f.weights < min_weights) min_weights = f.weights;
-            unsigned drops = run_drops(&s);
-            f.flops = (L * recompute_flops_per_token_layer(drops, T, C) + (fused ? 2.0 * C * Vp : 0)) / fpt;
+            Plan plan = make_plan(&s, s.ranks);
+            f.flops = (L * recompute_flops_per_token_layer(plan.drops, T, C) + (fused ? 2.0 * C * Vp : 0)) / fpt;
             f.comm = fit_comm_bytes(&f, P, table, ranks);
             long long moved[TR_N];
-            predict_traffic(&s, 0, moved);
+            predict_traffic(&s, &plan, 0, moved);
             for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];
-            StackParts parts = predict_stack_parts(&s);
+            StackParts parts = predict_stack_parts(&s, &plan);
             f.rebuilt = (double)(parts.full - parts.kept) * L * f.accum;
-            f.slow = gpu ? (dtype == 0) + !flash : (dtype == 1) + flash;
+            f.slow = gpu ? (dtype == DT_FP32) + !flash : (dtype == DT_BF16) + flash;
             FitSetting *smallest = pass ? &best_off : &best;
             if (f.peak < smallest->peak) *smallest = f;
             if (fit_fits(&f, budget, host_free, disk_free, ranks)) fits++;

@@ -1,7 +1,9 @@
 // memory/predict.h — the closed-form memory predictor.
 //
-// Computes every ledger category, at every phase, from the config alone. It
-// never calls the allocator and never builds a model: each number is a
+// Computes every ledger category, at every phase, from the config and the step
+// plan's decisions (core/plan.h: the stage, what a block drops, the head's
+// tiles, what is offloaded; one plan, made by predict_memory and handed down).
+// It never calls the allocator and never builds a model: each number is a
 // formula, written out next to the code. A test runs the real trainer and
 // checks that the ledger it measured equals this prediction to the byte; the
 // activation stack is also *sized* from this prediction, so if the two ever
@@ -15,10 +17,12 @@
 #include <stddef.h>
 #include <string.h>
 #include "memory/report.h"  // only the categories: the predictor never sees the allocator
-#include "core/sizes.h"   // the sizes the trainer allocates by
-#include "core/saved.h"   // the tensors a block saves
-#include "core/plan.h"      // the step plan: what a block drops
+#include "core/dtype.h"     // the dtypes' sizes
+#include "core/sizes.h"     // the sizes the trainer allocates by
+#include "core/saved.h"     // the tensors a block saves
+#include "core/plan.h"      // the step plan's decisions: the stage, the drops, the tiles, the offload
 #include "core/settings.h"  // the run's settings
+#include "memory/predict_infer.h"    // inference: the weights in each format, the KV cache
 #include "memory/predict_offload.h"  // --offload's rows and traffic
 #include "memory/predict_shard.h"    // ZeRO's shards and what a step sends
 
@@ -77,12 +81,9 @@ size_t cpu_act(size_t bytes) { return (bytes + CPU_ACT_ALIGN - 1) / CPU_ACT_ALIG
 
 // The bytes of tensor i of a table on the CPU's stack: row statistics in fp32.
 size_t saved_bytes(const SavedTensor *t, const Settings *s) {
-    size_t e = s->dtype == 0 ? 4 : 2, C = s->cfg.channels, H = s->cfg.heads, Vp = (s->cfg.vocab + 63) / 64 * 64;
+    size_t e = dtype_size(s->dtype), C = s->cfg.channels, H = s->cfg.heads, Vp = padded_vocab(&s->cfg);
     return cpu_act((saved_is_row_stat(t, s->flash) ? 4 : e) * saved_count(t, s->batch, s->seq_len, C, H, Vp, s->flash));
 }
-
-// What a block drops for this run's --recompute and --ckpt: the plan's (core/plan.h).
-unsigned run_drops(const Settings *s) { return make_plan(s, s->ranks).drops; }
 
 // The stack's pieces, in bytes: one block's 13 tensors, what a block keeps
 // after the forward, the embedding output, the final tensors.
@@ -90,22 +91,21 @@ typedef struct {
     size_t full, kept, encoded, final;
 } StackParts;
 
-StackParts predict_stack_parts(const Settings *s) {
-    size_t B = s->batch, T = s->seq_len, e = s->dtype == 0 ? 4 : 2, C = s->cfg.channels, Vp = (s->cfg.vocab + 63) / 64 * 64;
+StackParts predict_stack_parts(const Settings *s, const Plan *plan) {
+    size_t B = s->batch, T = s->seq_len, e = dtype_size(s->dtype), C = s->cfg.channels, Vp = padded_vocab(&s->cfg);
     StackParts p = {0, 0, cpu_act(e * B * T * C), 0};
-    unsigned drops = run_drops(s);
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
         size_t b = saved_bytes(&block_saved[i], s);
         p.full += b;
-        if (!(drops & SV_BIT(i))) p.kept += b;
+        if (!(plan->drops & SV_BIT(i))) p.kept += b;
     }
     for (int i = 0; i < SV_LOGITS; i++) p.final += saved_bytes(&final_saved[i], s);
-    p.final += s->fused_ce ? 4 * B * T : e * B * T * Vp;  // the logits' log-sum-exp (fp32), or the logits
+    p.final += plan->tiled_head ? 4 * B * T : e * B * T * Vp;  // the logits' log-sum-exp (fp32), or the logits
     return p;
 }
 
-ActivationBytes predict_activations(const Settings *s) {
-    StackParts p = predict_stack_parts(s);
+ActivationBytes predict_activations(const Settings *s, const Plan *plan) {
+    StackParts p = predict_stack_parts(s, plan);
     return stack_of(s->cfg.layers, p.encoded, p.kept, p.full, p.final);
 }
 
@@ -129,11 +129,11 @@ void stack_event(StackEvent *ev, int *k, int max, char op, const char *name, siz
 }
 
 // Returns how many events there are (only the first max are written).
-int predict_stack_events(const Settings *s, int accum, StackEvent *ev, int max) {
-    size_t B = s->batch, T = s->seq_len, N = B * T, e = s->dtype == 0 ? 4 : 2, Vp = (s->cfg.vocab + 63) / 64 * 64;
+int predict_stack_events(const Settings *s, const Plan *plan, int accum, StackEvent *ev, int max) {
+    size_t B = s->batch, T = s->seq_len, N = B * T, e = dtype_size(s->dtype), Vp = padded_vocab(&s->cfg);
     int L = s->cfg.layers;
-    unsigned drops = run_drops(s);
-    StackParts p = predict_stack_parts(s);
+    unsigned drops = plan->drops;
+    StackParts p = predict_stack_parts(s, plan);
     size_t res3 = saved_bytes(&block_saved[SV_RES3], s), rebuilt = p.full - p.kept;
     int k = 0;
     for (int m = 0; m < accum; m++) {
@@ -145,11 +145,11 @@ int predict_stack_events(const Settings *s, int accum, StackEvent *ev, int max) 
                 stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash), saved_bytes(&block_saved[i], s));
             if (!drops) continue;
             stack_event(ev, &k, max, 'd', "recompute", p.full - p.kept);
-            if (k <= max) ev[k - 1].keep = ((1u << SAVED_PER_LAYER) - 1) & ~drops;
+            if (k <= max) ev[k - 1].keep = SV_ALL & ~drops;
         }
         for (int i = 0; i < SV_LOGITS; i++)
             stack_event(ev, &k, max, '+', final_saved[i].name, saved_bytes(&final_saved[i], s));
-        if (s->fused_ce) stack_event(ev, &k, max, '+', "logits_lse", 4 * N);
+        if (plan->tiled_head) stack_event(ev, &k, max, '+', "logits_lse", 4 * N);
         else stack_event(ev, &k, max, '+', "logits", e * N * Vp);
         // backward: the final tensors go; each block pops its output, rebuilds what it dropped,
         // and pops the rest when its backward is done; the embedding output goes last
@@ -183,17 +183,17 @@ size_t predict_moved(int C, int Vp, int maxT, int fused_ce) {
 // fp32 (w_piece, w_global), and runs whose gradients go through fp32 buckets
 // (16-bit, or stages 2 and 3) count those as scratch at stages 0 and 1 (at 2
 // and 3 they are comm).
-size_t predict_model_scratch(const Settings *s) {
-    int zero = settings_shard_ranks(s, s->ranks) > 1 ? s->zero : 0, bucketed = s->dtype != 0 || zero >= 2;
-    size_t moved = predict_moved(s->cfg.channels, (s->cfg.vocab + 63) / 64 * 64, s->cfg.max_seq, s->fused_ce);
-    return 4 * ((s->dtype != 0 ? moved : 0) + (bucketed && zero < 2 ? moved : 0));
+size_t predict_model_scratch(const Settings *s, const Plan *p) {
+    int zero = p->stage, wide = s->dtype != DT_FP32, bucketed = wide || zero >= 2;
+    size_t moved = predict_moved(s->cfg.channels, padded_vocab(&s->cfg), s->cfg.max_seq, p->tiled_head);
+    return 4 * ((wide ? moved : 0) + (bucketed && zero < 2 ? moved : 0));
 }
 
-// --fused-ce's scratch, floats: a tile of logits, min(N, HEAD_ROWS) x min(Vp, VOCAB_CHUNK) (or one row
-// of Vp for sampling, if larger), and two numbers per row: its running sum of exp and its target's logit.
-size_t predict_head_scratch(size_t N, int Vp) {
-    size_t rows = N < HEAD_ROWS ? N : HEAD_ROWS, tile = rows * ((size_t)Vp < VOCAB_CHUNK ? (size_t)Vp : VOCAB_CHUNK);
-    return (tile > (size_t)Vp ? tile : (size_t)Vp) + 2 * N;
+// --fused-ce's scratch, elements: a tile of logits, `rows` (the plan's head rows) x min(Vp, VOCAB_CHUNK) (or
+// one row of Vp for sampling, if larger), and two numbers per row: its running sum of exp and its target's logit.
+size_t predict_head_tile(size_t rows, int Vp) {
+    size_t tile = rows * ((size_t)Vp < VOCAB_CHUNK ? (size_t)Vp : VOCAB_CHUNK);
+    return tile > (size_t)Vp ? tile : (size_t)Vp;
 }
 
 // The ZeRO paper's model states per rank (Rajbhandari et al. 2020): weights
@@ -202,158 +202,13 @@ size_t predict_head_scratch(size_t N, int Vp) {
 // by the N ranks from the stage that shards it. Psi = P, padded vocabulary included.
 // With --adam-bits 8, m and v take 1 + 1 bytes and a scale each per ADAM_BLOCK: K = 2 + 8/256 (+ 4 master).
 double paper_optimizer_bytes(const Settings *s) {
-    return (s->dtype == 0 ? 0 : 4) + (s->adam_bits == 8 ? 2 + 8.0 / ADAM_BLOCK : 8);
+    return (s->dtype == DT_FP32 ? 0 : 4) + (s->adam_bits == 8 ? 2 + 8.0 / ADAM_BLOCK : 8);
 }
 
-double predict_paper_states(size_t P, const Settings *s) {
-    int ranks = settings_shard_ranks(s, s->ranks), zero = ranks > 1 ? s->zero : 0;  // --shard-group: 16 Psi / K
-    double e = s->dtype == 0 ? 4 : 2, K = paper_optimizer_bytes(s), n = ranks;
+double predict_paper_states(size_t P, const Settings *s, const Plan *p) {
+    int zero = p->stage;  // --shard-group: over the group's K ranks, 16 Psi / K
+    double e = dtype_size(s->dtype), K = paper_optimizer_bytes(s), n = p->ranks;
     return (double)P * (e / (zero == 3 ? n : 1) + e / (zero >= 2 ? n : 1) + K / (zero >= 1 ? n : 1));
-}
-
-// --- inference: what the weights take in each number format, and the KV cache ---
-// For serving, only the weights and the attention's cached keys and values
-// are held for long. The 2-D weights (wte, wpe, and per layer qkv 3C^2,
-// attproj C^2, fc 4C^2, fcproj 4C^2) can be stored as int8 or int4: each block
-// of QUANT_BLOCK consecutive weights of a matrix shares one fp32 scale
-// (absmax / 127, or / 7). The vectors (biases, layernorms: 13C a layer + 2C)
-// stay in 16 bits. The KV cache: K and V, (B, T, C) each, per layer, in 16 bits.
-typedef struct {
-    size_t matrices, vectors, scales;  // parameters in matrices, in vectors; fp32 scales of the block formats
-    size_t kv_cache;                   // bytes: 2 L B T C x 2
-} InferenceBytes;
-
-size_t quant_blocks(size_t n) { return (n + QUANT_BLOCK - 1) / QUANT_BLOCK; }
-
-InferenceBytes predict_inference(int L, int C, int Vp, int maxT, int B, int T) {
-    InferenceBytes r;
-    size_t c = C, c2 = c * c;
-    r.matrices = (size_t)Vp * c + (size_t)maxT * c + (size_t)L * 12 * c2;
-    r.vectors = (size_t)L * 13 * c + 2 * c;
-    r.scales = quant_blocks((size_t)Vp * c) + quant_blocks((size_t)maxT * c) +
-               (size_t)L * (quant_blocks(3 * c2) + quant_blocks(c2) + 2 * quant_blocks(4 * c2));
-    r.kv_cache = 2 * (size_t)L * B * T * c * 2;
-    return r;
-}
-
-// Bytes of the weights in a format: bits 32 or 16 (every parameter), or 8, 4
-// (the matrices, plus their fp32 scales; the vectors in 16 bits).
-// (int4: two weights a byte, an odd count rounded up to a whole byte.)
-size_t inference_weight_bytes(const InferenceBytes *r, int bits) {
-    if (bits >= 16) return (r->matrices + r->vectors) * (bits / 8);
-    return (r->matrices * bits + 7) / 8 + 4 * r->scales + 2 * r->vectors;
-}
-
-void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemReport *r);
-
-// --eval-only: the forward-only model (cpu/gpt.h, gpt_build_eval). fp32
-// arithmetic; no gradients, Adam, master weights or backward buffers.
-//   the weights: params 4P, or with --quantize
-//     qweights = the matrices' codes (inference_weight_bytes, without the scales) + the vectors in bf16
-//     qscales  = 4 bytes a block (int8, int4)
-//   scratch: one piece in fp32 (fc's 4C^2 + 4C, or with --fused-ce a chunk of the table if larger),
-//     rounded up to whole blocks of QUANT_BLOCK (the state is read through it); without --fused-ce
-//     the whole table (Vp + maxT) C + 2C in fp32 for the LM head, with it the logits tile and row stats
-//   activations: one forward's, in fp32, each block keeping only its output as with --ckpt; it is
-//     discarded after, so the phases after it are the base
-//   data: as in training
-void predict_memory_eval(const Settings *s, MemReport *r) {
-    memset(r, 0, sizeof *r);
-    int L = s->cfg.layers, C = s->cfg.channels, maxT = s->cfg.max_seq, Vp = (s->cfg.vocab + 63) / 64 * 64;
-    size_t N = (size_t)s->batch * s->seq_len, P = predict_param_count(L, C, Vp, maxT);
-    InferenceBytes inf = predict_inference(L, C, Vp, maxT, 1, 1);
-    MemSnapshot base;
-    memset(&base, 0, sizeof base);
-    int bits = s->quant_bits;
-    if (!bits) base.bytes[MEM_PARAMS] = 4 * P;
-    if (bits) base.bytes[MEM_QWEIGHTS] = (inf.matrices * bits + 7) / 8 + 2 * inf.vectors;
-    if (bits && bits < 16) base.bytes[MEM_QSCALES] = 4 * inf.scales;
-    size_t op = 4 * (size_t)C * C + 4 * (size_t)C, piece = s->fused_ce ? predict_moved(C, Vp, maxT, 1) : op;
-    size_t scratch = (piece + QUANT_BLOCK - 1) / QUANT_BLOCK * QUANT_BLOCK;
-    if (s->fused_ce) {
-        scratch += predict_head_scratch(N, Vp);
-    } else {
-        scratch += ((size_t)Vp + maxT) * C + 2 * (size_t)C;
-    }
-    base.bytes[MEM_SCRATCH] = 4 * scratch;
-    base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
-    snapshot_on_device(&base);
-    Settings fwd = *s;  // the forward's tensors in fp32, as with --ckpt
-    fwd.dtype = 0, fwd.ckpt = 1, fwd.recompute = REC_BLOCK;
-    ActivationBytes act = predict_activations(&fwd);
-    predict_phases(&base, &act, r);
-}
-
-void predict_memory_gpu(const Settings *s, MemReport *r);
-
-// Fill `r` with the predicted ledger for one training run.
-void predict_memory(const Settings *s, MemReport *r) {
-    if (s->cuda) {
-        predict_memory_gpu(s, r);
-        predict_traffic(s, 0, r->traffic);  // rank 0's (train.c asks for each rank's own)
-        return;
-    }
-    if (s->eval_only) { predict_memory_eval(s, r); return; }
-    memset(r, 0, sizeof *r);
-    int L = s->cfg.layers, C = s->cfg.channels, H = s->cfg.heads, maxT = s->cfg.max_seq, Vp = (s->cfg.vocab + 63) / 64 * 64;
-    size_t P = predict_param_count(L, C, Vp, maxT);
-    size_t N = (size_t)s->batch * s->seq_len;
-
-    MemSnapshot base;
-    memset(&base, 0, sizeof base);
-    ShardSizes sh = predict_shard(P, s);
-    size_t ranks = sh.ranks, S = sh.S, weights_n = sh.weights_n, master_n = sh.state_n, grads_n = sh.grads_n;
-    int zero = sh.zero;
-    size_t e = s->dtype == 0 ? 4 : 2;         // bytes per stored weight or gradient
-    base.bytes[MEM_PARAMS] = e * weights_n;   // fp32: 4P; mixed precision: 2P
-    base.bytes[MEM_MASTER] = s->dtype == 0 ? 0 : 4 * master_n;  // fp32 weights are their own master
-    base.bytes[MEM_GRADS] = e * grads_n;
-    base.bytes[MEM_ADAM_M] = 4 * master_n;    // AdamW m and v in fp32,
-    base.bytes[MEM_ADAM_V] = 4 * master_n;
-    if (s->adam_bits == 8)  // or --adam-bits 8: a byte each, and an fp32 scale per block of ADAM_BLOCK
-        base.bytes[MEM_ADAM_M] = base.bytes[MEM_ADAM_V] = master_n + 4 * ((master_n + ADAM_BLOCK - 1) / ADAM_BLOCK);
-    // so mixed precision on one rank is the ZeRO paper's 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter,
-    // and stage 1 is 2P + 2P + 12P/N, stage 2 2P + (2 + 12)P/N, stage 3 (2 + 2 + 12)P/N (plus padding)
-    if (ranks > 1 && zero <= 1) {
-        // stages 0, 1: the full gradients are reduced in chunks of K = min(S, REDUCE_CHUNK) per rank
-        size_t K = S < REDUCE_CHUNK ? S : REDUCE_CHUNK;
-        base.bytes[MEM_COMM] = 4 * ranks * K;
-    }
-    size_t moved = predict_moved(C, Vp, maxT, s->fused_ce);  // a piece (and, without --fused-ce, the table)
-    if (zero >= 2) base.bytes[MEM_COMM] = 4 * moved;      // fp32 gradient buckets
-    if (zero == 3) base.bytes[MEM_COMM] += e * moved;     // gathered weights
-    if (sh.groups > 1) {
-        // --shard-group: the sum across the R groups of the gradients a rank's optimizer reads (all
-        // of them in a group of one, else its shard), a chunk c = min(that, REDUCE_CHUNK) at a time,
-        // in R blocks of ceil(c / R) fp32
-        size_t n = zero == 0 ? weights_n : S, c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = sh.groups;
-        base.bytes[MEM_COMM] += 4 * R * ((c + R - 1) / R);
-    }
-    // backward scratch: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C floats
-    size_t scratch = 10 * N * C;
-    size_t head_rows = N < HEAD_ROWS ? N : HEAD_ROWS;  // the CPU's LM head runs HEAD_ROWS rows at a time
-    if (s->fused_ce) scratch += predict_head_scratch(N, Vp);
-    if (s->dtype != 0) {
-        // 16-bit runs compute in fp32 working buffers (cpu/gpt.h, cpu_buffers):
-        //   x_work N*C; act_work = the fp32 views of max(one block's 13 tensors, the final layernorm
-        //   and a chunk of logits), less the row statistics (stored in fp32, their own views):
-        //     block = 16*N*C (+ B*H*T^2 naive attention),
-        //     final = N*C + min(N, HEAD_ROWS)*Vp (--fused-ce: no logits here, N*C)
-        size_t B = s->batch, T = s->seq_len;
-        size_t block = 16 * N * C + (s->flash ? 0 : B * H * T * T);
-        size_t final = N * C + (s->fused_ce ? 0 : head_rows * Vp);
-        scratch += N * C + (block > final ? block : final);
-    }
-    base.bytes[MEM_SCRATCH] = 4 * scratch + predict_model_scratch(s);
-    // data: the corpus bytes + inputs and targets, N int32 each
-    base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
-    snapshot_on_device(&base);
-    predict_offload_rows(s, zero, master_n, &base);  // --offload: the optimizer's states off the device
-    snapshot_totals(&base);
-
-    ActivationBytes act = predict_activations(s);
-    predict_phases(&base, &act, r);
-    predict_traffic(s, 0, r->traffic);  // rank 0's (train.c asks for each rank's own)
 }
 
 // Fill the phases and peaks from the constant part `base` and the activations:
@@ -372,6 +227,117 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
     for (int l = 0; l < MEM_NLOC; l++) r->peak_at[l] = snapshot_at(base, l) + (l == LOC_DEVICE ? act->peak : 0);
 }
 
+// --eval-only: the forward-only model (cpu/gpt.h, gpt_build_eval). fp32
+// arithmetic; no gradients, Adam, master weights or backward buffers.
+//   the weights: params 4P, or with --quantize
+//     qweights = the matrices' codes (inference_weight_bytes, without the scales) + the vectors in bf16
+//     qscales  = 4 bytes a block (int8, int4)
+//   scratch: one piece in fp32 (fc's 4C^2 + 4C, or with --fused-ce a chunk of the table if larger),
+//     rounded up to whole blocks of QUANT_BLOCK (the state is read through it); without --fused-ce
+//     the whole table (Vp + maxT) C + 2C in fp32 for the LM head, with it the logits tile and row stats
+//   activations: one forward's, in fp32, each block keeping only its output as with --ckpt; it is
+//     discarded after, so the phases after it are the base
+//   data: as in training
+// Its plan is the forward's: fp32, --ckpt's drops, one process.
+void predict_memory_eval(const Settings *s, MemReport *r) {
+    memset(r, 0, sizeof *r);
+    Settings fwd = *s;  // the forward's tensors in fp32, as with --ckpt
+    fwd.dtype = DT_FP32, fwd.ckpt = 1, fwd.recompute = REC_BLOCK;
+    Plan p = make_plan(&fwd, 1);
+    int L = s->cfg.layers, C = s->cfg.channels, maxT = s->cfg.max_seq, Vp = padded_vocab(&s->cfg);
+    size_t N = (size_t)s->batch * s->seq_len, P = predict_param_count(L, C, Vp, maxT);
+    InferenceBytes inf = predict_inference(L, C, Vp, maxT, 1, 1);
+    MemSnapshot base;
+    memset(&base, 0, sizeof base);
+    int bits = s->quant_bits;
+    if (!bits) base.bytes[MEM_PARAMS] = 4 * P;
+    if (bits) base.bytes[MEM_QWEIGHTS] = (inf.matrices * bits + 7) / 8 + 2 * inf.vectors;
+    if (bits && bits < 16) base.bytes[MEM_QSCALES] = 4 * inf.scales;
+    size_t op = 4 * (size_t)C * C + 4 * (size_t)C, piece = p.tiled_head ? predict_moved(C, Vp, maxT, 1) : op;
+    size_t scratch = (piece + QUANT_BLOCK - 1) / QUANT_BLOCK * QUANT_BLOCK;
+    if (p.tiled_head) scratch += predict_head_tile((size_t)p.head_rows, Vp) + 2 * N;
+    else scratch += ((size_t)Vp + maxT) * C + 2 * (size_t)C;
+    base.bytes[MEM_SCRATCH] = 4 * scratch;
+    base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
+    snapshot_on_device(&base);
+    ActivationBytes act = predict_activations(&fwd, &p);
+    predict_phases(&base, &act, r);
+}
+
+// The model states of one rank, on either device (ZeRO's shards, sh), in the
+// storage dtype's e bytes a weight or gradient:
+//   params e*weights_n; master 4*state_n with 16-bit storage (fp32 weights are their own
+//   master); grads e*grads_n; adam_m, adam_v 4*state_n each, or with --adam-bits 8 a byte
+//   each and an fp32 scale per block of ADAM_BLOCK
+// so mixed precision on one rank is the ZeRO paper's 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter,
+// and stage 1 is 2P + 2P + 12P/N, stage 2 2P + (2 + 12)P/N, stage 3 (2 + 2 + 12)P/N (plus padding).
+void predict_states(const Settings *s, const ShardSizes *sh, MemSnapshot *b) {
+    size_t e = dtype_size(s->dtype), n = sh->state_n;
+    b->bytes[MEM_PARAMS] = e * sh->weights_n;
+    b->bytes[MEM_MASTER] = s->dtype == DT_FP32 ? 0 : 4 * n;
+    b->bytes[MEM_GRADS] = e * sh->grads_n;
+    b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = s->adam_bits == 8 ? n + 4 * ((n + ADAM_BLOCK - 1) / ADAM_BLOCK) : 4 * n;
+}
+
+// The CPU's comm row: the buffers ZeRO moves gradients and weights through (parallel/zero.h).
+//   stages 0, 1 on several ranks: the full gradients reduced in chunks of K = min(S, REDUCE_CHUNK) a rank, N*K
+//   stages 2, 3: fp32 gradient buckets of what is moved (predict_moved); stage 3: as much again, gathered, in e
+//   --shard-group: the sum across the R groups of the gradients a rank's optimizer reads (all of them in a
+//     group of one, else its shard), a chunk c = min(that, REDUCE_CHUNK) at a time, in R blocks of ceil(c / R)
+size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
+    size_t bytes = 0, S = sh->S, e = dtype_size(s->dtype);
+    int zero = p->stage;
+    if (sh->ranks > 1 && zero <= 1) bytes = 4 * sh->ranks * (S < REDUCE_CHUNK ? S : REDUCE_CHUNK);
+    size_t moved = predict_moved(s->cfg.channels, padded_vocab(&s->cfg), s->cfg.max_seq, p->tiled_head);
+    if (zero >= 2) bytes = 4 * moved;
+    if (zero == 3) bytes += e * moved;
+    if (sh->groups > 1) {
+        size_t n = zero == 0 ? sh->weights_n : S, c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = sh->groups;
+        bytes += 4 * R * ((c + R - 1) / R);
+    }
+    return bytes;
+}
+
+// The CPU's scratch row, floats (and the model-sized part, predict_model_scratch, in bytes):
+//   backward buffers: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C
+//   --fused-ce: a tile of logits and two numbers a row (predict_head_tile)
+//   16-bit runs compute in fp32 working buffers (cpu/gpt.h, cpu_buffers): x_work N*C; act_work =
+//     the fp32 views of max(one block's 13 tensors, the final layernorm and a chunk of logits),
+//     less the row statistics (stored in fp32, their own views):
+//       block = 16*N*C (+ B*H*T^2 naive attention),
+//       final = N*C + head_rows*Vp (--fused-ce: no logits here, N*C)
+size_t predict_scratch(const Settings *s, const Plan *p) {
+    size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, Vp = padded_vocab(&s->cfg);
+    size_t scratch = 10 * N * C;
+    if (p->tiled_head) scratch += predict_head_tile((size_t)p->head_rows, (int)Vp) + 2 * N;
+    if (s->dtype != DT_FP32) {
+        size_t block = 16 * N * C + (s->flash ? 0 : B * H * T * T);
+        size_t final = N * C + (p->tiled_head ? 0 : (size_t)p->head_rows * Vp);
+        scratch += N * C + (block > final ? block : final);
+    }
+    return 4 * scratch + predict_model_scratch(s, p);
+}
+
+// One training run on the CPU, with its plan: the constant part (states, comm, scratch, data: the
+// corpus bytes + inputs and targets, N int32 each; --offload's rows off the device), then the stack.
+void predict_memory_cpu(const Settings *s, const Plan *p, MemReport *r) {
+    memset(r, 0, sizeof *r);
+    size_t N = (size_t)s->batch * s->seq_len;
+    ShardSizes sh = predict_shard(predict_param_count(s->cfg.layers, s->cfg.channels, padded_vocab(&s->cfg),
+                                                      s->cfg.max_seq), p);
+    MemSnapshot base;
+    memset(&base, 0, sizeof base);
+    predict_states(s, &sh, &base);
+    base.bytes[MEM_COMM] = predict_comm(s, p, &sh);
+    base.bytes[MEM_SCRATCH] = predict_scratch(s, p);
+    base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
+    snapshot_on_device(&base);
+    predict_offload_rows(s, p, sh.state_n, &base);  // --offload: the optimizer's states off the device
+    snapshot_totals(&base);
+    ActivationBytes act = predict_activations(s, p);
+    predict_phases(&base, &act, r);
+}
+
 // The GPU's activation stack (gpu/storage.h): the same tensors as above and
 // the same plan (what a block drops after its forward and rebuilds in its
 // backward), with two differences. The row statistics (layernorm mean and
@@ -386,79 +352,84 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
 size_t gpu_act(size_t bytes) { return (bytes + GPU_ACT_ALIGN - 1) / GPU_ACT_ALIGN * GPU_ACT_ALIGN; }
 
 size_t gpu_saved_bytes(const SavedTensor *t, const Settings *s) {
-    size_t e = s->dtype == 0 ? 4 : 2, per = saved_is_row_stat(t, s->flash) ? 4 : e;
-    size_t C = s->cfg.channels, H = s->cfg.heads, Vp = (s->cfg.vocab + 63) / 64 * 64;
+    size_t e = dtype_size(s->dtype), per = saved_is_row_stat(t, s->flash) ? 4 : e;
+    size_t C = s->cfg.channels, H = s->cfg.heads, Vp = padded_vocab(&s->cfg);
     return gpu_act(per * saved_count(t, s->batch, s->seq_len, C, H, Vp, s->flash));
 }
 
-ActivationBytes predict_activations_gpu(const Settings *s) {
-    size_t full = 0, kept = 0, final = 0, e = s->dtype == 0 ? 4 : 2, C = s->cfg.channels, N = (size_t)s->batch * s->seq_len;
+ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
+    size_t full = 0, kept = 0, final = 0, e = dtype_size(s->dtype), C = s->cfg.channels, N = (size_t)s->batch * s->seq_len;
     size_t L = s->cfg.layers;
-    unsigned drops = run_drops(s);
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
         size_t b = gpu_saved_bytes(&block_saved[i], s);
         full += b;
-        if (!(drops & SV_BIT(i))) kept += b;
+        if (!(p->drops & SV_BIT(i))) kept += b;
     }
     for (int i = 0; i < SV_LOGITS; i++) final += gpu_saved_bytes(&final_saved[i], s);
-    final += s->fused_ce ? gpu_act(4 * N) : gpu_saved_bytes(&final_saved[SV_LOGITS], s);
+    final += p->tiled_head ? gpu_act(4 * N) : gpu_saved_bytes(&final_saved[SV_LOGITS], s);
     return stack_of(L, gpu_act(e * N * C), kept, full, final);
 }
 
-// --device cuda (gpu/gpt.h, gpu_buffers), one rank. The activation stack
-// above; the differences from the CPU in the fixed part:
-//   params e*P, master 4P (16-bit only), grads e*P, adam_m 4P, adam_v 4P (e = 4 or 2)
-//   scratch: no fp32 working copies (the GPU computes on the 16-bit tensors);
-//     backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype,
-//     per-row losses 4N, the norm's GPU_NORM_BLOCKS partial sums (doubles),
-//     the step's GPU_STEP_NUMBERS numbers (doubles: loss, sum of squares, scale),
-//     cuBLASLt's 32 MiB workspace, the column sums' partials
-//     GPU_COLSUM_CHUNKS x 4C floats, and with
-//     --flash D = rowsum(dout * out), 4*B*H*T
-//     --fused-ce a tile of logits, e * max(rows * min(Vp, VOCAB_CHUNK), Vp) with rows =
-//       min(N, GPU_HEAD_ROWS), and each row's running sum and target logit, 2 * 4N
+// The GPU's scratch row: no fp32 working copies (the GPU computes on the 16-bit tensors);
+//   backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype,
+//   per-row losses 4N, the norm's GPU_NORM_BLOCKS partial sums (doubles),
+//   the step's GPU_STEP_NUMBERS numbers (doubles: loss, sum of squares, scale),
+//   cuBLASLt's 32 MiB workspace, the column sums' partials GPU_COLSUM_CHUNKS x 4C floats, and with
+//   --flash D = rowsum(dout * out), 4*B*H*T
+//   --fused-ce a tile of logits, e * predict_head_tile(head_rows), and each row's running sum and
+//     target logit, 2 * 4N
+size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
+    size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, e = dtype_size(s->dtype);
+    return 10 * N * C * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
+           4 * GPU_COLSUM_CHUNKS * 4 * C + (s->flash ? 4 * B * H * T : 0) +
+           (p->tiled_head ? e * predict_head_tile((size_t)p->head_rows, padded_vocab(&s->cfg)) + 2 * 4 * N : 0);
+}
+
+// --device cuda (gpu/gpt.h, gpu_buffers), with its plan. The activation stack
+// above; the fixed part:
+//   the model states as on the CPU (predict_states; S = ceil(P/N) in whole ADAM_BLOCKs, arrays kept
+//     whole padded to N*S)
+//   comm: stages 2, 3: the gradient buckets of a piece and, without --fused-ce, of the globals,
+//     e*moved (predict_moved); stage 3: as much again for the gathered weights; page-locked, the
+//     host staging buffer GPU_STAGING (more than one rank)
+//   scratch: predict_scratch_gpu
 //   data: on the GPU the batches 8N and the positions bucketed by token
 //     4(3N+1); on the host the corpus, the host batches 8N (as on the CPU) and
 //     a count per vocabulary entry 4*Vp; page-locked, the two buffers the batch
 //     is uploaded from, 2 x 4(5N+1) (inputs, targets, buckets)
-// ZeRO on N ranks shards the model states as on the CPU (S = ceil(P/N) in
-// whole ADAM_BLOCKs; arrays kept whole are padded to N*S), and adds to `comm`,
-// in the dtype, the plan's pieces as on the CPU (predict_moved):
-//   the page-locked host staging buffer GPU_STAGING (more than one rank),
-//   stages 2, 3: the gradient buckets of a piece and, without --fused-ce, of the globals, e*moved
-//   stage 3: as much again for the gathered weights
 // What the ledger cannot see (the CUDA context, cuBLASLt's own state) is
 // measured at run time and printed as its own "runtime" row.
-void predict_memory_gpu(const Settings *s, MemReport *r) {
+void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     memset(r, 0, sizeof *r);
-    int L = s->cfg.layers, C = s->cfg.channels, H = s->cfg.heads, maxT = s->cfg.max_seq, Vp = (s->cfg.vocab + 63) / 64 * 64;
-    size_t P = predict_param_count(L, C, Vp, maxT);
-    size_t B = s->batch, T = s->seq_len, N = B * T, e = s->dtype == 0 ? 4 : 2;
-    ShardSizes sh = predict_shard(P, s);
-    size_t ranks = sh.ranks;
-    int zero = sh.zero;
+    int L = s->cfg.layers, C = s->cfg.channels, maxT = s->cfg.max_seq, Vp = padded_vocab(&s->cfg);
+    size_t N = (size_t)s->batch * s->seq_len, e = dtype_size(s->dtype);
+    ShardSizes sh = predict_shard(predict_param_count(L, C, Vp, maxT), p);
     MemSnapshot base;
     memset(&base, 0, sizeof base);
-    base.bytes[MEM_PARAMS] = e * sh.weights_n;
-    base.bytes[MEM_MASTER] = s->dtype == 0 ? 0 : 4 * sh.state_n;
-    base.bytes[MEM_GRADS] = e * sh.grads_n;
-    base.bytes[MEM_ADAM_M] = 4 * sh.state_n;
-    base.bytes[MEM_ADAM_V] = 4 * sh.state_n;
-    size_t moved = predict_moved(C, Vp, maxT, s->fused_ce);
-    base.bytes[MEM_COMM] = (zero >= 2 ? e * moved : 0) + (zero == 3 ? e * moved : 0);
-    size_t rows = N < GPU_HEAD_ROWS ? N : GPU_HEAD_ROWS, tile = rows * ((size_t)Vp < VOCAB_CHUNK ? (size_t)Vp : VOCAB_CHUNK);
-    base.bytes[MEM_SCRATCH] = 10 * N * C * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
-                              4 * GPU_COLSUM_CHUNKS * 4 * (size_t)C + (s->flash ? 4 * B * H * T : 0) +
-                              (s->fused_ce ? e * (tile > (size_t)Vp ? tile : (size_t)Vp) + 2 * 4 * N : 0);
+    predict_states(s, &sh, &base);
+    size_t moved = predict_moved(C, Vp, maxT, p->tiled_head);
+    base.bytes[MEM_COMM] = (p->stage >= 2 ? e * moved : 0) + (p->stage == 3 ? e * moved : 0);
+    base.bytes[MEM_SCRATCH] = predict_scratch_gpu(s, p);
     base.bytes[MEM_DATA] = 2 * 4 * N + 4 * (3 * N + 1);  // on the GPU: the batch, the token buckets
     memcpy(base.at[LOC_DEVICE], base.bytes, sizeof base.bytes);
     base.at[LOC_HOST][MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 4 * (size_t)Vp;  // the corpus, its batches, counts
     base.at[LOC_PINNED][MEM_DATA] = 2 * 4 * (5 * N + 1);                          // the two upload buffers
-    base.at[LOC_PINNED][MEM_COMM] = ranks > 1 || sh.groups > 1 ? GPU_STAGING : 0;  // the staging buffer
-    predict_offload_rows(s, zero, sh.state_n, &base);
+    base.at[LOC_PINNED][MEM_COMM] = sh.ranks > 1 || sh.groups > 1 ? GPU_STAGING : 0;  // the staging buffer
+    predict_offload_rows(s, p, sh.state_n, &base);
     snapshot_totals(&base);
-    ActivationBytes act = predict_activations_gpu(s);
+    ActivationBytes act = predict_activations_gpu(s, p);
     predict_phases(&base, &act, r);
+}
+
+// Fill `r` with the predicted ledger for one run of these settings (rank 0's,
+// with its --offload traffic; train.c asks for each rank's own traffic). The
+// one plan of the prediction is made here and handed down.
+void predict_memory(const Settings *s, MemReport *r) {
+    if (s->eval_only && !s->cuda) { predict_memory_eval(s, r); return; }
+    Plan p = make_plan(s, s->ranks);
+    if (s->cuda) predict_memory_gpu(s, &p, r);
+    else predict_memory_cpu(s, &p, r);
+    predict_traffic(s, &p, 0, r->traffic);
 }
 
 #endif

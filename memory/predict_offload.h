@@ -1,7 +1,8 @@
 // memory/predict_offload.h — the predictor's part for --offload (core/plan.h):
 // where the optimizer's states go, and what a step moves over the link and to
-// and from disk, in closed form from the settings. Written apart from the
-// rooms that do it (cpu/offload.h, gpu/offload.h); the tests hold the two equal.
+// and from disk, in closed form from the settings and the plan's decisions.
+// Written apart from the rooms that do it (cpu/offload.h, gpu/offload.h); the
+// tests hold the two equal.
 //
 // Letters as in memory/predict.h; n = the optimizer's state elements (S from
 // stage 1, else the padded P), c = min(OFFLOAD_CHUNK, n), e = the dtype's bytes,
@@ -10,6 +11,8 @@
 #define GPTMEM_PREDICT_OFFLOAD_H
 
 #include <stddef.h>
+#include "core/dtype.h"
+#include "core/plan.h"
 #include "core/saved.h"
 #include "core/settings.h"
 #include "core/sizes.h"
@@ -18,24 +21,24 @@
 
 size_t offload_moment_bytes(size_t x, int bits) { return bits == 8 ? x + 4 * ((x + ADAM_BLOCK - 1) / ADAM_BLOCK) : 4 * x; }
 
-// Move the rows --offload moves off the device, in a snapshot whose bytes are
-// all on the device (at[LOC_DEVICE]); stage is the ZeRO stage in effect,
-// state_n the optimizer's elements. The caller adds up the rows after.
+// Move the rows the plan's --offload moves off the device, in a snapshot whose
+// bytes are all on the device (at[LOC_DEVICE]); state_n is the optimizer's
+// elements. The caller adds up the rows after.
 //   the device keeps no master, adam_m, adam_v;
 //   host:   master 4n (for fp32 with params none: the pinned shard is the master), adam_m, adam_v mb(n);
 //           on disk these are one chunk each: master 4c, mb(c), mb(c)
 //   disk:   master 4n, adam_m, adam_v mb(n)
 //   pinned: comm 2ce of landing buffers (the gradients down) and 2ce of upload buffers (the weights up),
 //           with params none of the latter: the weight shard (params) is there instead
-void predict_offload_rows(const Settings *s, int stage, size_t state_n, MemSnapshot *b) {
-    if (!(s->offload & OFFLOAD_OPT)) return;
-    int params = (s->offload & OFFLOAD_PARAMS) && stage == 3, disk = s->offload_disk;
-    size_t e = s->dtype == 0 ? 4 : 2, c = state_n < OFFLOAD_CHUNK ? state_n : OFFLOAD_CHUNK;
+void predict_offload_rows(const Settings *s, const Plan *p, size_t state_n, MemSnapshot *b) {
+    if (!(p->offload & OFFLOAD_OPT)) return;
+    int params = (p->offload & OFFLOAD_PARAMS) != 0, disk = p->offload_disk;
+    size_t e = dtype_size(s->dtype), c = state_n < OFFLOAD_CHUNK ? state_n : OFFLOAD_CHUNK;
     if (!c) c = ADAM_BLOCK;
     size_t per = disk ? c : state_n;
     size_t *dev = b->at[LOC_DEVICE], *host = b->at[LOC_HOST], *pin = b->at[LOC_PINNED], *dsk = b->at[LOC_DISK];
     dev[MEM_MASTER] = dev[MEM_ADAM_M] = dev[MEM_ADAM_V] = 0;
-    host[MEM_MASTER] += params && s->dtype == 0 && !disk ? 0 : 4 * per;
+    host[MEM_MASTER] += params && s->dtype == DT_FP32 && !disk ? 0 : 4 * per;
     host[MEM_ADAM_M] += offload_moment_bytes(per, s->adam_bits);
     host[MEM_ADAM_V] += offload_moment_bytes(per, s->adam_bits);
     if (disk) {
@@ -67,24 +70,24 @@ size_t own_part(size_t a, size_t b, size_t r, size_t S, size_t P) {
 //               the block dropped
 //   disk read, disk write: the records those parameters touch, whole: 4 X + 2 mb(X) each way, with
 //               X = min(n, L_r rounded up to a whole chunk)
-void predict_traffic(const Settings *s, int r, long long out[TR_N]) {
+void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N]) {
     for (int k = 0; k < TR_N; k++) out[k] = 0;
-    if (!(s->offload & OFFLOAD_OPT)) return;
-    size_t C = s->cfg.channels, L = s->cfg.layers, maxT = s->cfg.max_seq, Vp = (s->cfg.vocab + 63) / 64 * 64;
+    if (!(p->offload & OFFLOAD_OPT)) return;
+    size_t C = s->cfg.channels, L = s->cfg.layers, maxT = s->cfg.max_seq, Vp = padded_vocab(&s->cfg);
     size_t P = Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C;
-    size_t ranks = (size_t)settings_shard_ranks(s, s->ranks), stage = ranks > 1 ? (size_t)s->zero : 0;
+    size_t ranks = (size_t)p->ranks, stage = (size_t)p->stage;
     r %= (int)ranks;  // --shard-group: the rank's place in its group
     size_t S = (P + ranks - 1) / ranks;
     if (ranks > 1) S = (S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
-    size_t Lr = stage == 0 ? P : own_part(0, P, (size_t)r, S, P), e = s->dtype == 0 ? 4 : 2;
+    size_t Lr = stage == 0 ? P : own_part(0, P, (size_t)r, S, P), e = dtype_size(s->dtype);
     out[TR_DOWN] = (long long)(e * Lr);
     // the file is read and written a whole record at a time: the records the L_r parameters touch
     size_t n = stage >= 1 ? S : ranks > 1 ? S * ranks : P, c = n < OFFLOAD_CHUNK ? n : OFFLOAD_CHUNK;
     size_t X = Lr ? (Lr + c - 1) / c * c : 0;
     if (X > n) X = n;
-    if (s->offload_disk)
+    if (p->offload_disk)
         out[TR_DISK_READ] = out[TR_DISK_WRITE] = (long long)(4 * X + 2 * offload_moment_bytes(X, s->adam_bits));
-    if (!((s->offload & OFFLOAD_PARAMS) && stage == 3)) {
+    if (!(p->offload & OFFLOAD_PARAMS)) {
         out[TR_UP] = (long long)(e * Lr);
         return;
     }
@@ -93,12 +96,12 @@ void predict_traffic(const Settings *s, int r, long long out[TR_N]) {
     size_t op_n[6] = {2 * C, 3 * C * C + 3 * C, C * C + C, 2 * C, 4 * C * C + 4 * C, 4 * C * C + C};
     unsigned writes[6] = {SV_BIT(SV_LN1) | SV_BIT(SV_LN1_MEAN) | SV_BIT(SV_LN1_RSTD), SV_BIT(SV_QKV), SV_BIT(SV_RES2),
                           SV_BIT(SV_LN2) | SV_BIT(SV_LN2_MEAN) | SV_BIT(SV_LN2_RSTD), SV_BIT(SV_FCH), SV_BIT(SV_RES3)};
-    unsigned drops = saved_dropped(s->recompute | (s->ckpt ? REC_BLOCK : 0), s->flash);
+    unsigned drops = p->drops;
     size_t layers = 2 * own_part(emb, lnf, (size_t)r, S, P), rebuilt = 0;
     for (size_t l = 0; l < L; l++)
         for (size_t op = 0, at = emb + l * layer; op < 6; at += op_n[op], op++)
             if (drops & writes[op]) rebuilt += own_part(at, at + op_n[op], (size_t)r, S, P);
-    size_t table = s->fused_ce ? own_part(0, emb, (size_t)r, S, P) + 2 * own_part(0, Vp * C, (size_t)r, S, P)
+    size_t table = p->tiled_head ? own_part(0, emb, (size_t)r, S, P) + 2 * own_part(0, Vp * C, (size_t)r, S, P)
                                : 2 * own_part(0, emb, (size_t)r, S, P);
     size_t micro = layers + rebuilt + table + 2 * own_part(lnf, lnf + 2 * C, (size_t)r, S, P);
     out[TR_UP] = (long long)(e * micro * (size_t)s->accum);

@@ -1,11 +1,11 @@
 // memory/predict_shard.h — the predictor's part for ranks: how ZeRO (and
-// --shard-group) shards the arrays, and what a step sends, in closed form
-// from the settings (parallel/zero.h does it; the tests hold the two equal).
+// --shard-group) shards the arrays, and what a step sends, in closed form from
+// the plan's stage and ranks (parallel/zero.h does it; the tests hold the two equal).
 #ifndef GPTMEM_PREDICT_SHARD_H
 #define GPTMEM_PREDICT_SHARD_H
 
 #include <stddef.h>
-#include "core/settings.h"
+#include "core/plan.h"
 #include "core/sizes.h"
 
 // ZeRO on N ranks (parallel/zero.h's shard_layout, from the config alone): each rank
@@ -23,11 +23,11 @@ typedef struct {
     size_t grads_n;    // the gradients: S from stage 2
 } ShardSizes;
 
-ShardSizes predict_shard(size_t P, const Settings *s) {
+ShardSizes predict_shard(size_t P, const Plan *p) {
     ShardSizes z;
-    z.ranks = (size_t)settings_shard_ranks(s, s->ranks);
-    z.groups = s->ranks > 1 ? (size_t)s->ranks / z.ranks : 1;
-    z.zero = z.ranks > 1 ? s->zero : 0;
+    z.ranks = (size_t)p->ranks;
+    z.groups = (size_t)p->groups;
+    z.zero = p->stage;
     z.S = (P + z.ranks - 1) / z.ranks;
     if (z.ranks > 1) z.S = (z.S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
     size_t full = z.ranks > 1 ? z.S * z.ranks : P;
@@ -43,8 +43,8 @@ ShardSizes predict_shard(size_t P, const Settings *s) {
 // REDUCE_CHUNK), each R blocks of q = ceil(c / R) floats, reduce-scattered and
 // all-gathered: ceil(n / c) x 2 (R - 1) q 4 bytes. The ring all-reduce of n
 // floats sends 2 (R - 1) / R x 4n; the two differ by the blocks' padding.
-long long predict_across_bytes(size_t P, const Settings *s) {
-    ShardSizes z = predict_shard(P, s);
+long long predict_across_bytes(size_t P, const Plan *p) {
+    ShardSizes z = predict_shard(P, p);
     if (z.groups <= 1) return 0;
     size_t n = z.zero == 0 ? z.weights_n : z.S, c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = z.groups;
     return (long long)(((n + c - 1) / c) * 2 * (R - 1) * ((c + R - 1) / R) * 4);

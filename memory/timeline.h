@@ -51,18 +51,19 @@ const char *saved_shape(const SavedTensor *t, int flash) {
 void print_activation_table(FILE *f, const Settings *s, size_t measured) {
     int L = s->cfg.layers, C = s->cfg.channels, H = s->cfg.heads;
     double sbh = (double)s->seq_len * s->batch * C, as2b = (double)H * s->seq_len * s->seq_len * s->batch;
-    double scale = s->dtype == 0 ? 2.0 : 1.0;  // the formula counts 2 bytes an element; fp32 is twice that
-    unsigned drops = run_drops(s);
-    StackParts p = predict_stack_parts(s);
+    double scale = s->dtype == DT_FP32 ? 2.0 : 1.0;  // the formula counts 2 bytes an element; fp32 is twice that
+    Plan plan = make_plan(s, s->ranks);
+    unsigned drops = plan.drops;
+    StackParts p = predict_stack_parts(s, &plan);
     fprintf(f, "one block's saved tensors (s = T = %d, b = B = %d, h = C = %d, a = H = %d; %s; N = B*T):\n",
-            s->seq_len, s->batch, C, H, s->dtype == 0 ? "fp32" : s->dtype == 1 ? "bf16" : "fp16");
+            s->seq_len, s->batch, C, H, dtype_name[s->dtype]);
     fprintf(f, "  %-9s %-10s %-5s %15s  %-68s %s\n", "tensor", "shape", "dtype", "bytes/layer",
             "the formula's term (16-bit bytes)", "this run");
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
         const SavedTensor *t = &block_saved[i];
-        int fp32 = s->dtype == 0 || saved_is_row_stat(t, s->flash);
+        int fp32 = s->dtype == DT_FP32 || saved_is_row_stat(t, s->flash);
         fprintf(f, "  %-9s %-10s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), saved_shape(t, s->flash),
-                fp32 ? "fp32" : s->dtype == 1 ? "bf16" : "fp16", saved_bytes(t, s), formula_term(i, s->flash),
+                dtype_name[fp32 ? DT_FP32 : s->dtype], saved_bytes(t, s), formula_term(i, s->flash),
                 drops & SV_BIT(i) ? "rebuilt" : "kept");
     }
     const char *struck[] = {"as2b   attention dropout mask", "2as2b  attention dropout output",
@@ -102,10 +103,11 @@ typedef struct {
 
 PredictedTimeline predicted_timeline(const Settings *s, int accum, const MemReport *pred) {
     PredictedTimeline t;
-    t.n = predict_stack_events(s, accum, NULL, 0);
+    Plan plan = make_plan(s, s->ranks);
+    t.n = predict_stack_events(s, &plan, accum, NULL, 0);
     t.ev = malloc(sizeof(StackEvent) * t.n);
     t.act = malloc(sizeof(size_t) * t.n);
-    predict_stack_events(s, accum, t.ev, t.n);
+    predict_stack_events(s, &plan, accum, t.ev, t.n);
     t.base = pred->phase[PHASE_INIT].total - pred->phase[PHASE_INIT].bytes[MEM_ACTIVATIONS];
     size_t live = 0, best = 0;
     t.peak = 0;

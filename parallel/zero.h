@@ -37,6 +37,7 @@
 #include <string.h>
 #include "parallel/comm.h"
 #include "core/dtype.h"
+#include "core/plan.h"
 #include "memory/ledger.h"
 #include "core/sizes.h"
 
@@ -52,15 +53,16 @@ typedef struct {
     size_t padded;          // N S: the length of an array kept whole (P with one rank)
 } Shard;
 
-// The layout of rank `rank` of `nranks`, sharded in groups of `group` ranks (0: one group of all).
-Shard shard_layout(size_t P, int stage, int rank, int nranks, int group) {
+// The layout of rank `rank` (of all the ranks) for the plan's stage, over the
+// plan's ranks: its group of K (plan->ranks) with --shard-group, else all of them.
+Shard shard_layout(size_t P, const Plan *plan, int rank) {
     Shard s;
-    int K = group > 0 && group < nranks ? group : nranks;
-    s.groups = nranks / K;
+    int nranks = plan->ranks;
+    s.groups = plan->groups;
     s.comm = s.groups > 1 ? &comm_in_group : &comm_world;
     s.across = &comm_across;
-    rank %= K, nranks = K;
-    s.stage = nranks > 1 ? stage : 0;
+    rank %= nranks;
+    s.stage = plan->stage;
     s.rank = rank;
     s.nranks = nranks;
     s.nparams = P;
@@ -82,6 +84,13 @@ size_t shard_grads_len(const Shard *s) { return s->stage >= 2 ? s->size : s->pad
 size_t shard_weights_base(const Shard *s) { return s->stage == 3 ? s->own_lo : 0; }
 size_t shard_state_base(const Shard *s) { return s->stage >= 1 ? s->own_lo : 0; }
 size_t shard_grads_base(const Shard *s) { return s->stage >= 2 ? s->own_lo : 0; }
+
+// The parameters [lo, hi) this rank's optimizer updates: its own from stage 1
+// on, all of them at stage 0 (every rank a replica).
+void shard_state_range(const Shard *s, size_t *lo, size_t *hi) {
+    *lo = s->stage >= 1 ? s->own_lo : 0;
+    *hi = s->stage >= 1 ? s->own_hi : s->nparams;
+}
 
 // counts[r] = how many of the parameters [lo, hi) rank r owns; first[r] = the
 // first of them (flat index). Ranks own consecutive shards, so the pieces of

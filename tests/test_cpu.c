@@ -242,8 +242,8 @@ Settings test_settings(const GPTConfig *c, int B, int T, int dtype, int flash, u
 // Build tm for these settings, with an activation stack of the predicted peak.
 void build_model(const Settings *s) {
     Plan p = make_plan(s, 1);
-    gpt_build(&tm, s, &p, 0, 1);
-    arena_reserve(predict_activations(s).peak);
+    gpt_build(&tm, s, &p, 0);
+    arena_reserve(predict_activations(s, &p).peak);
 }
 
 void model_setup(const GPTConfig *c, int B, int T) {

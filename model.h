@@ -32,7 +32,7 @@
 // are then on the stack: kept, or rebuilt by a step before).
 
 // out, mean, rstd (tensors o, o+1, o+2: (N,C), (N), (N)) = layernorm(x) with op `op`'s weight and bias
-void norm(GPT *m, LayerActs *a, int l, int op, int o, const float *x) {
+void norm(GPT *m, Acts *a, int l, int op, int o, const float *x) {
     if (!(a->pushing & (SV_BIT(o) | SV_BIT(o + 1) | SV_BIT(o + 2)))) return;
     int N = m->B * m->T, C = m->cfg.channels;
     OpParams w = op_weights(m, l, op);
@@ -41,7 +41,7 @@ void norm(GPT *m, LayerActs *a, int l, int op, int o, const float *x) {
 }
 
 // out (tensor o) = inp W^T + b with op `op`'s weight and bias, plus `residual` if given
-void linear(GPT *m, LayerActs *a, int l, int op, int o, const float *inp, const float *residual) {
+void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float *residual) {
     if (!(a->pushing & SV_BIT(o))) return;
     int N = m->B * m->T, C = m->cfg.channels;
     OpParams w = op_weights(m, l, op);
@@ -54,7 +54,7 @@ void linear(GPT *m, LayerActs *a, int l, int op, int o, const float *inp, const 
 // probabilities att (B,H,T,T), or with --flash only each row's log-sum-exp.
 // Rebuilding att alone (--recompute attn) writes atty to scratch (dqkv: free
 // until the backward needs it), not over the kept tensor.
-void attend(GPT *m, LayerActs *a) {
+void attend(GPT *m, Acts *a) {
     if (!(a->pushing & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY)))) return;
     int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads;
     float *out = a->pushing & SV_BIT(SV_ATTY) ? a->atty : m->dqkv;
@@ -65,7 +65,7 @@ void attend(GPT *m, LayerActs *a) {
 }
 
 // out (tensor o, (N,4C)) = gelu(inp)
-void activate(GPT *m, LayerActs *a, int o, const float *inp) {
+void activate(GPT *m, Acts *a, int o, const float *inp) {
     if (!(a->pushing & SV_BIT(o))) return;
     gelu_forward(a->view[o], inp, (size_t)m->B * m->T * 4 * m->cfg.channels);
     round_saved(m, a, o);
@@ -90,7 +90,7 @@ void norm_backward(GPT *m, int l, int op, float *dinp, const float *dout, const 
 }
 
 // dqkv = d attention (overwrites): from the probabilities, or --flash's recompute from lse
-void attend_backward(GPT *m, LayerActs *a, float *dqkv, const float *datty) {
+void attend_backward(GPT *m, Acts *a, float *dqkv, const float *datty) {
     int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads;
     if (m->flash) flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, C, H);
     else attention_backward(dqkv, datty, a->qkv, a->att, B, T, C, H);
@@ -107,7 +107,7 @@ void activate_backward(GPT *m, float *dinp, const float *inp, const float *dout)
 // names the tensors to compute: SV_ALL in the forward, the plan's drops
 // when the backward rebuilds them (rebuild, below).
 void block_forward(GPT *m, int l, const float *x, unsigned todo) {
-    LayerActs *a = push_block(m, l, todo);
+    Acts *a = push_block(m, l, todo);
     norm(m, a, l, OP_LN1, SV_LN1, x);                           // ln1 = layernorm(x)                     (N,C)
     linear(m, a, l, OP_QKV, SV_QKV, a->ln1, NULL);              // qkv = ln1 Wqkv^T + bqkv                 (N,3C)
     attend(m, a);                                               // atty = attention(q, k, v)               (N,C)
@@ -123,7 +123,7 @@ void block_forward(GPT *m, int l, const float *x, unsigned todo) {
 // gradients go where cpu/weights.h says. The residual stream carries the
 // gradient through: d(res2) starts as d(res3), d(x) as d(res2), both in dres.
 void block_backward(GPT *m, int l, const float *x) {
-    LayerActs *a = &m->acts[l];
+    Acts *a = &m->acts[l];
     linear_backward(m, l, OP_FCPROJ, m->dfch, m->dres, a->fch_gelu);                 // d(fch_gelu)          (N,4C)
     activate_backward(m, m->dfch, a->fch, m->dfch);                                  // d(fch)               (N,4C)
     linear_backward(m, l, OP_FC, m->dln, m->dfch, a->ln2);                           // d(ln2)               (N,C)
@@ -156,7 +156,6 @@ float gpt_forward(GPT *m, const int *inp, const int *targets, int B, int T) {
         block_forward(m, l, block_input(m, l), SV_ALL);     // res3 = block(x)                         (N,C)
         drop_saved(m, l);                                   // keep what the plan keeps (--recompute, --ckpt)
     }
-    m->block_kept_bytes = arena_bytes(m->acts[0].mark, L > 1 ? m->acts[1].mark : arena_mark());  // (--mem-ops)
     float *lnf = final_norm_forward(m, block_input(m, L));  // lnf = layernorm(x)                      (N,C)
     return head_forward(m, lnf, targets);                   // loss = cross-entropy(lnf wte^T)         (N,Vp)
 }

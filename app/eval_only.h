@@ -12,8 +12,8 @@
 #include "app/net.h"
 #include "app/report.h"
 #include "app/sample.h"
+#include "cpu/eval.h"
 #include "cpu/gpt.h"
-#include "cpu/weights.h"
 #include "io/quant.h"
 #include "io/state.h"
 #include "memory/predict.h"
@@ -32,8 +32,8 @@ StateHeader eval_load(GPT *model, const char *path, StateReader *r) {
     *r = state_open(path, &want, READ_WEIGHTS);
     float *buf = model->w_piece;
     size_t K = model->piece;  // a multiple of QUANT_BLOCK
-    for (int i = 0; i < model->quant.ntensors; i++) {
-        const QuantTensor *t = &model->quant.tensors[i];
+    for (int i = 0; i < model->eval->quant.ntensors; i++) {
+        const QuantTensor *t = &model->eval->quant.tensors[i];
         for (size_t at = 0; at < t->count; at += K) {
             size_t n = t->count - at < K ? t->count - at : K;
             state_read(r, buf, n * sizeof(float), 0);
@@ -62,8 +62,8 @@ double weight_error(GPT *model, FILE *f, long data_at, int format) {
     double err = 0, sum = 0;
     float *w = model->w_piece;
     if (fseek(f, data_at, SEEK_SET) != 0) return NAN;
-    for (int i = 0; i < model->quant.ntensors; i++) {
-        const QuantTensor *t = &model->quant.tensors[i];
+    for (int i = 0; i < model->eval->quant.ntensors; i++) {
+        const QuantTensor *t = &model->eval->quant.tensors[i];
         for (size_t at = 0; at < t->count; at += model->piece) {
             size_t n = t->count - at < model->piece ? t->count - at : model->piece;
             if (fread(w, sizeof(float), n, f) != n) return NAN;
@@ -71,7 +71,7 @@ double weight_error(GPT *model, FILE *f, long data_at, int format) {
                 float block[QUANT_BLOCK];
                 size_t len = n - b < QUANT_BLOCK ? n - b : QUANT_BLOCK;
                 memcpy(block, w + b, len * sizeof(float));
-                quant_round_trip(&model->quant, format, block, t->offset + at + b, len);
+                quant_round_trip(&model->eval->quant, format, block, t->offset + at + b, len);
                 for (size_t j = 0; j < len; j++) {
                     err += ((double)block[j] - w[b + j]) * ((double)block[j] - w[b + j]);
                     sum += (double)w[b + j] * w[b + j];
@@ -126,9 +126,9 @@ int eval_only_run(Settings *o) {
         if (!file) { fprintf(stderr, "error: cannot reopen '%s': %s\n", o->resume, strerror(errno)); return 1; }
         double werr = weight_error(model, file, state.data_at, f);
         if (f != o->quantize) {
-            model->from_file = file, model->file_at = state.data_at, model->file_format = f;
+            eval_from_file(model, file, state.data_at, f);
             loss = evaluate(&net, &data, B, T, o->eval_batches, NULL);
-            model->from_file = NULL;
+            eval_from_file(model, NULL, 0, 0);
         }
         fclose(file);
         if (f == QF_FP32) fp32_loss = loss;
@@ -147,7 +147,8 @@ int eval_only_run(Settings *o) {
     measured.peak_total = g_ledger.peak_total;
     memcpy(measured.peak_at, g_ledger.peak_at, sizeof measured.peak_at);
     int bad = (o->mem || o->mem_json) && report_memory(o, &predicted, &measured, 0, 0, model->nparams, 0, NULL);
-    net_free(&net);
+    gpt_free_eval(model);
+    arena_release();
     data_free(&data);
     comm_finalize();
     return bad;

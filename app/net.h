@@ -63,7 +63,7 @@ int net_build(Net *n, const Settings *s, const Plan *plan, int rank, size_t stac
     n->opt.bits = 32;
     if (s->cuda) {
         gpu_gpt_build(&n->gpu, s, plan, rank);
-        n->gpu.nccl = s->comm == COMM_NCCL;
+        n->gpu.comm.nccl = s->comm == COMM_NCCL;
         gpu_arena_reserve(stack);
         n->row = malloc(sizeof(float) * padded_vocab(&s->cfg));
     } else {
@@ -96,7 +96,7 @@ int net_build(Net *n, const Settings *s, const Plan *plan, int rank, size_t stac
 void net_free(Net *n) {
     host_offload_free(&n->off);
     if (n->cuda) {
-        if (n->gpu.nccl) gpu_nccl_close();  // the communicator train.c opened (--comm nccl)
+        if (n->gpu.comm.nccl) gpu_nccl_close();  // the communicator train.c opened (--comm nccl)
         optimizer_free(&n->opt);
         gpu_gpt_free(&n->gpu);
         gpu_arena_release();
@@ -140,13 +140,13 @@ void net_reduce(Net *n) {
 }
 
 void net_discard_activations(Net *n) {
-    if (n->cuda) gpu_discard_activations(&n->gpu);
+    if (n->cuda) gpu_gpt_discard_activations(&n->gpu);
     else gpt_discard_activations(&n->cpu);
 }
 
 const float *net_logits_row(Net *n, int i) {
     if (!n->cuda) return gpt_logits_row(&n->cpu, i);
-    gpu_logits_row(&n->gpu, i, n->row);
+    gpu_gpt_logits_row(&n->gpu, i, n->row);
     return n->row;
 }
 
@@ -192,7 +192,7 @@ size_t net_block_kept_bytes(const Net *n) { return n->cuda ? 0 : n->cpu.block_ke
 double net_recompute_seconds(Net *n) { return n->cuda ? gpu_gpt_recompute_seconds(&n->gpu) : n->cpu.recompute_seconds; }
 
 // Do all ranks hold the same weights? (every rank takes part; 1 on one rank)
-int net_replicas_identical(Net *n) { return n->cuda ? gpu_replicas_identical(&n->gpu) : gpt_replicas_identical(&n->cpu); }
+int net_replicas_identical(Net *n) { return n->cuda ? gpu_gpt_replicas_identical(&n->gpu) : gpt_replicas_identical(&n->cpu); }
 
 // How often --log runs that check: every step, but on GPU ranks, which bring
 // every weight to the host to hash it, every ceil(weight bytes /
@@ -260,9 +260,9 @@ void net_state_loaded(Net *n) {
     if (n->cuda) {
         GpuGPT *g = &n->gpu;
         if (g->shard.stage == 0 && g->shard.nranks > 1) {
-            gpu_allgather_blocks(g, g->master, sizeof(float));
-            gpu_allgather_blocks(g, g->adam_m, sizeof(float));
-            gpu_allgather_blocks(g, g->adam_v, sizeof(float));
+            gpu_zero_allgather_blocks(&g->comm, g->master, sizeof(float));
+            gpu_zero_allgather_blocks(&g->comm, g->adam_m, sizeof(float));
+            gpu_zero_allgather_blocks(&g->comm, g->adam_v, sizeof(float));
         }
         gpu_gpt_sync_params(g);
         return;

@@ -66,9 +66,12 @@ size_t param_count(const GPTConfig *c) {
     return (size_t)padded_vocab(c) * C + (size_t)c->max_seq * C + c->layers * layer_param_count(c->channels) + 2 * C;
 }
 
+// The embedding table [wte | wpe]: (Vp + maxT) C parameters, the first of the flat array.
+size_t embedding_param_count(const GPTConfig *c) { return ((size_t)padded_vocab(c) + c->max_seq) * c->channels; }
+
 // Offset of layer l's block in the flat array.
 size_t layer_offset(const GPTConfig *c, int l) {
-    return ((size_t)padded_vocab(c) + c->max_seq) * c->channels + (size_t)l * layer_param_count(c->channels);
+    return embedding_param_count(c) + (size_t)l * layer_param_count(c->channels);
 }
 
 // The ops of a layer that own parameters, in layout order. Each op's weight
@@ -202,7 +205,7 @@ void init_params(float *params, const GPTConfig *c, uint64_t seed) { init_params
 
 // Parameters outside the layers: wte, wpe and the final layernorm, (Vp + maxT) C + 2C.
 size_t global_param_count(const GPTConfig *c) {
-    return ((size_t)padded_vocab(c) + c->max_seq) * c->channels + 2 * (size_t)c->channels;
+    return embedding_param_count(c) + 2 * (size_t)c->channels;
 }
 
 #endif

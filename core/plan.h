@@ -46,6 +46,7 @@
 #define GPTMEM_PLAN_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "core/config.h"
 #include "core/saved.h"
 #include "core/settings.h"
@@ -94,6 +95,14 @@ Plan make_plan(const Settings *s, int ranks) {
     return p;
 }
 
+// --fused-ce's tile of logits, elements: head_rows x min(Vp, vocab_chunk), or
+// one whole row of Vp (sampling) if that is larger.
+size_t head_tile_elems(const Plan *p, const GPTConfig *c) {
+    size_t Vp = padded_vocab(c), chunk = (size_t)p->vocab_chunk;
+    size_t tile = (size_t)p->head_rows * (Vp < chunk ? Vp : chunk);
+    return tile > Vp ? tile : Vp;
+}
+
 // The piece of op `op` of layer l.
 Piece op_piece(const GPTConfig *c, int l, int op) {
     Piece p = {op_param_offset(c, l, op), op_param_count(c->channels, op)};
@@ -106,13 +115,39 @@ Piece lnf_piece(const GPTConfig *c) {
     return p;
 }
 
+// A piece's name, for --trace: "layer l op" (an op's), "table rows a..b" (a
+// chunk of [wte | wpe]) or "final layernorm".
+const char *piece_name(const GPTConfig *c, Piece p, char *out, size_t n) {
+    size_t C = c->channels, emb = embedding_param_count(c);
+    if (p.lo >= layer_offset(c, c->layers)) {
+        snprintf(out, n, "final layernorm");
+    } else if (p.lo < emb) {
+        snprintf(out, n, "table rows %zu..%zu", p.lo / C, (p.lo + p.n) / C - 1);
+    } else {
+        int l = (int)((p.lo - emb) / layer_param_count(c->channels)), op = 0;
+        while (op + 1 < LAYER_OPS && op_param_offset(c, l, op + 1) <= p.lo) op++;
+        snprintf(out, n, "layer %d %s", l, op_names[op]);
+    }
+    return out;
+}
+
 // --fused-ce: the chunks of `rows` rows of the table (Vp for the LM head, Vp + maxT for the
 // lookup), and the piece of chunk k (its rows [k vocab_chunk, ...) of C parameters each).
 int table_chunks(const Plan *p, int rows) { return (rows + p->vocab_chunk - 1) / p->vocab_chunk; }
 
+// Chunk k's rows [lo, hi) (the last chunk may be short).
+typedef struct {
+    int lo, hi;
+} Rows;
+
+Rows table_rows(const Plan *p, int rows, int k) {
+    Rows r = {k * p->vocab_chunk, k * p->vocab_chunk + p->vocab_chunk < rows ? k * p->vocab_chunk + p->vocab_chunk : rows};
+    return r;
+}
+
 Piece table_chunk(const Plan *p, const GPTConfig *c, int rows, int k) {
-    int r0 = k * p->vocab_chunk, r1 = r0 + p->vocab_chunk < rows ? r0 + p->vocab_chunk : rows;
-    Piece q = {(size_t)r0 * c->channels, (size_t)(r1 - r0) * c->channels};
+    Rows r = table_rows(p, rows, k);
+    Piece q = {(size_t)r.lo * c->channels, (size_t)(r.hi - r.lo) * c->channels};
     return q;
 }
 

@@ -42,8 +42,8 @@ void embed_forward(GPT *m, const int *inp) {
     if (m->plan.tiled_head) {  // a chunk of the table at a time
         memset(enc, 0, sizeof(float) * N * C);
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
-            int r0 = k * m->plan.vocab_chunk, r1 = r0 + m->plan.vocab_chunk < rows ? r0 + m->plan.vocab_chunk : rows;
-            encoder_forward_chunk(enc, inp, table_chunk_weights(m, rows, k), r0, r1, Vp, B, T, C);
+            Rows r = table_rows(&m->plan, rows, k);
+            encoder_forward_chunk(enc, inp, table_chunk_weights(m, rows, k), r.lo, r.hi, Vp, B, T, C);
         }
     } else {
         encoder_forward(enc, inp, m->globals.wte, m->globals.wpe, B, T, C);
@@ -59,9 +59,9 @@ void embed_backward(GPT *m, const int *inp) {
     ledger_where("embedding backward", 0);
     if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
-            int r0 = k * m->plan.vocab_chunk, r1 = r0 + m->plan.vocab_chunk < rows ? r0 + m->plan.vocab_chunk : rows;
+            Rows r = table_rows(&m->plan, rows, k);
             float *g = grads_params(m, table_chunk(&m->plan, c, rows, k));
-            encoder_backward_chunk(g, m->dres, inp, r0, r1, Vp, B, T, C);
+            encoder_backward_chunk(g, m->dres, inp, r.lo, r.hi, Vp, B, T, C);
             table_chunk_grads_done(m, rows, k);
         }
     } else {
@@ -74,14 +74,14 @@ void embed_backward(GPT *m, const int *inp) {
 // lnf (N,C) = layernorm(x), pushed with its row statistics; returns its fp32 view.
 float *final_norm_forward(GPT *m, const float *x) {
     int N = m->B * m->T, C = m->cfg.channels;
-    LayerActs *f = &m->final;
+    Acts *f = &m->final;
     ledger_where("final layernorm and LM head", 0);
     f->mark = arena_mark();
     f->pushing = (1u << SAVED_FINAL) - 1;
     float *lnf = push_saved(m, f, final_saved, SV_LNF);
     float *mean = push_saved(m, f, final_saved, SV_LNF_MEAN), *rstd = push_saved(m, f, final_saved, SV_LNF_RSTD);
     if (m->plan.tiled_head) {
-        const float *p = fetch_params(m, lnf_piece(&m->cfg), "final layernorm");
+        const float *p = fetch_params(m, lnf_piece(&m->cfg));
         layernorm_forward(lnf, mean, rstd, x, p, p + C, N, C);
     } else {
         layernorm_forward(lnf, mean, rstd, x, m->globals.lnfw, m->globals.lnfb, N, C);
@@ -94,17 +94,17 @@ float *final_norm_forward(GPT *m, const float *x) {
 // every final tensor leaves the stack.
 void final_norm_backward(GPT *m) {
     int N = m->B * m->T, C = m->cfg.channels;
-    LayerActs *f = &m->final;
+    Acts *f = &m->final;
     const float *x = block_input(m, m->cfg.layers), *mean = f->view[SV_LNF_MEAN], *rstd = f->view[SV_LNF_RSTD];
     memset(m->dres, 0, sizeof(float) * (size_t)N * C);
     if (m->plan.tiled_head) {
         Piece lnf = lnf_piece(&m->cfg);
-        const float *p = fetch_params(m, lnf, "final layernorm");
+        const float *p = fetch_params(m, lnf);
         float *g = grads_params(m, lnf);
         layernorm_backward(m->dres, g, g + C, m->dln, x, p, mean, rstd, N, C);
-        grads_params_done(m, lnf, "final layernorm");
+        grads_params_done(m, lnf);
     } else {
-        GlobalWeights *w = &m->globals, *g = &m->global_grads;
+        Globals *w = &m->globals, *g = &m->global_grads;
         layernorm_backward(m->dres, g->lnfw, g->lnfb, m->dln, x, w->lnfw, mean, rstd, N, C);
     }
     arena_pop_to(f->mark, "final");
@@ -123,7 +123,8 @@ float head_forward_tiled(GPT *m, const float *lnf, const int *targets, int N, fl
     float *s = m->head_stats, *z = m->head_stats + N;
     for (int i = 0; i < N; i++) lse[i] = -INFINITY, s[i] = 0.0f, z[i] = 0.0f;
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
-        int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+        Rows v = table_rows(&m->plan, Vp, k);
+        int v0 = v.lo, nv = v.hi - v.lo;
         const float *w = table_chunk_weights(m, Vp, k);  // wte rows [v0, v0 + nv): (nv, C)
         for (int r0 = 0; r0 < N; r0 += R) {
             int rows = N - r0 < R ? N - r0 : R;
@@ -150,7 +151,8 @@ void head_backward_tiled(GPT *m, float *dlnf, const float *lnf, const float *lse
     const GPTConfig *c = &m->cfg;
     int C = c->channels, Vp = padded_vocab(c), R = m->plan.head_rows;
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
-        int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+        Rows v = table_rows(&m->plan, Vp, k);
+        int v0 = v.lo, nv = v.hi - v.lo;
         const float *w = table_chunk_weights(m, Vp, k);
         float *g = grads_params(m, table_chunk(&m->plan, c, Vp, k));
         for (int r0 = 0; r0 < N; r0 += R) {
@@ -207,7 +209,7 @@ float head_forward(GPT *m, const float *lnf, const int *targets) {
 void head_backward(GPT *m, const int *targets, float dloss) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c);
-    LayerActs *f = &m->final;
+    Acts *f = &m->final;
     ledger_where("LM head backward", 0);
     load_saved(m, f, SV_LOGITS);  // lnf and its statistics (the logits: below, a chunk at a time)
     float *lnf = f->view[SV_LNF];
@@ -240,7 +242,8 @@ const float *gpt_logits_row(GPT *m, int i) {
     if (m->plan.tiled_head) {
         const float *x = m->final.view[SV_LNF] + (size_t)i * C;
         for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
-            int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+            Rows v = table_rows(&m->plan, Vp, k);
+            int v0 = v.lo, nv = v.hi - v.lo;
             matmul_forward(m->head_tile + v0, x, table_chunk_weights(m, Vp, k), NULL, 1, C, nv);
         }
         return m->head_tile;

@@ -40,7 +40,7 @@ float *work_view(GPT *m, const SavedTensor *table, int i) {
 // Push tensor i of `table` on the stack (in the storage dtype; row
 // statistics in fp32) and return the fp32 view the ops write: the tensor
 // itself, or its place in the working buffer.
-float *push_saved(GPT *m, LayerActs *a, const SavedTensor *table, int i) {
+float *push_saved(GPT *m, Acts *a, const SavedTensor *table, int i) {
     size_t count = tensor_count(m, table, i);
     int fp32 = stored_fp32(m, table, i);
     a->saved[i] = arena_push(saved_name(&table[i], m->flash), count * (fp32 ? 4 : 2));
@@ -52,20 +52,20 @@ float *push_saved(GPT *m, LayerActs *a, const SavedTensor *table, int i) {
 // An op has written tensor i's view: round it to the storage dtype, in the
 // saved tensor and in the view itself, so the next op reads exactly what the
 // backward will. (Stored in fp32, or not being pushed now: nothing to do.)
-void round_saved(GPT *m, LayerActs *a, int i) {
+void round_saved(GPT *m, Acts *a, int i) {
     if ((a->pushing & SV_BIT(i)) && a->view[i] != a->saved[i])
         dtype_round_store(a->view[i], a->saved[i], a->count[i], m->dtype);
 }
 
 // Widen the first n saved tensors of a that are on the stack back into their
 // fp32 views, for the backward.
-void load_saved(GPT *m, LayerActs *a, int n) {
+void load_saved(GPT *m, Acts *a, int n) {
     for (int i = 0; i < n; i++)
         if (a->saved[i] && a->view[i] != a->saved[i]) dtype_load(a->view[i], a->saved[i], a->count[i], m->dtype);
 }
 
 // The named views of a block's tensors.
-void name_views(LayerActs *a, int flash) {
+void name_views(Acts *a, int flash) {
     a->ln1 = a->view[SV_LN1], a->ln1_mean = a->view[SV_LN1_MEAN], a->ln1_rstd = a->view[SV_LN1_RSTD];
     a->qkv = a->view[SV_QKV];
     a->att = flash ? NULL : a->view[SV_ATT];
@@ -87,8 +87,8 @@ const float *block_input(GPT *m, int l) {
 // Block l's tensors that `todo` names (SV_BIT()s) on the stack, for its ops to
 // write: all 13 in the forward (which marks the stack first), the dropped
 // ones when the backward rebuilds them, on top of the kept ones.
-LayerActs *push_block(GPT *m, int l, unsigned todo) {
-    LayerActs *a = &m->acts[l];
+Acts *push_block(GPT *m, int l, unsigned todo) {
+    Acts *a = &m->acts[l];
     if (todo == SV_ALL) a->mark = arena_mark();
     ledger_where(todo == SV_ALL ? "layer %d forward" : "layer %d rebuild", l);
     a->pushing = todo;
@@ -102,23 +102,26 @@ LayerActs *push_block(GPT *m, int l, unsigned todo) {
 // drop (--recompute; --ckpt is "block"). The kept ones are copied down over
 // the dropped ones, in push order, and everything above them popped; so the
 // stack holds, per block, just what the backward cannot cheaply rebuild.
+// What block 0 then holds is measured for --mem-ops (block_kept_bytes).
 void drop_saved(GPT *m, int l) {
-    if (!m->plan.drops) return;
-    LayerActs *a = &m->acts[l];
-    void *old[SAVED_PER_LAYER];
-    memcpy(old, a->saved, sizeof old);
-    arena_drop_begin();
-    arena_pop_to(a->mark, "recompute");
-    for (int i = 0; i < SAVED_PER_LAYER; i++) {
-        if (m->plan.drops & SV_BIT(i)) { a->saved[i] = NULL; continue; }
-        int fp32 = stored_fp32(m, block_saved, i);
-        size_t bytes = a->count[i] * (fp32 ? 4 : 2);
-        a->saved[i] = arena_push(saved_name(&block_saved[i], m->flash), bytes);
-        if (a->saved[i] != old[i]) memmove(a->saved[i], old[i], bytes);  // down the stack, over dropped ones
-        if (fp32) a->view[i] = a->saved[i];
+    Acts *a = &m->acts[l];
+    if (m->plan.drops) {
+        void *old[SAVED_PER_LAYER];
+        memcpy(old, a->saved, sizeof old);
+        arena_drop_begin();
+        arena_pop_to(a->mark, "recompute");
+        for (int i = 0; i < SAVED_PER_LAYER; i++) {
+            if (m->plan.drops & SV_BIT(i)) { a->saved[i] = NULL; continue; }
+            int fp32 = stored_fp32(m, block_saved, i);
+            size_t bytes = a->count[i] * (fp32 ? 4 : 2);
+            a->saved[i] = arena_push(saved_name(&block_saved[i], m->flash), bytes);
+            if (a->saved[i] != old[i]) memmove(a->saved[i], old[i], bytes);  // down the stack, over dropped ones
+            if (fp32) a->view[i] = a->saved[i];
+        }
+        arena_drop_end("recompute");
+        name_views(a, m->flash);
     }
-    arena_drop_end("recompute");
-    name_views(a, m->flash);
+    if (l == 0) m->block_kept_bytes = arena_bytes(a->mark, arena_mark());
 }
 
 // In the backward of block l: its output res3 was the next block's input, and
@@ -126,7 +129,7 @@ void drop_saved(GPT *m, int l) {
 // kept tensors are widened (16-bit runs). What it dropped is rebuilt next, on
 // the slide (model.h rebuild), pushed on top until the block's backward is done.
 void reload_block(GPT *m, int l) {
-    LayerActs *a = &m->acts[l];
+    Acts *a = &m->acts[l];
     ledger_where("layer %d backward", l);
     arena_pop_to(arena_mark() - 1, "output");
     a->saved[SV_RES3] = NULL;

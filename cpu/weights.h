@@ -4,7 +4,8 @@
 //   the stored weights themselves (fp32, this rank holds them),
 //   gathered from every rank's shard first (ZeRO stage 3),
 //   widened from 16 bits into a working buffer (--dtype bf16, fp16),
-//   read back from a quantized state or the state file (--eval-only).
+//   read back from where the eval model holds them (--eval-only: cpu/eval.h,
+//   through the model's read_back).
 // Its gradients go into the stored fp32 gradients, or into an fp32 bucket
 // that is added into the 16-bit gradients, or reduce-scattered over the ranks
 // (stages 2, 3), once the op's backward is done.
@@ -27,42 +28,9 @@
 #include "core/traffic.h"
 #include "cpu/gpt.h"
 #include "cpu/ops.h"
-#include "io/quant.h"
 #include "memory/ledger.h"
 #include "parallel/comm.h"
 #include "parallel/zero.h"
-
-// --- the eval model's weights: held quantized, or read from the state file -------------
-
-// Does the eval model read its weights back through eval_weights (quantized,
-// or from the file) rather than use them where they are (fp32 params)?
-int eval_reads_back(const GPT *m) { return m->eval && (m->quant.format != QF_FP32 || m->from_file); }
-
-// The fp32 weights of the flat range [lo, lo + n), from where the eval model
-// keeps them: the state file (each piece rounded through file_format as it is
-// read, so the comparison rows need no memory of their own) or quant's storage.
-void eval_weights(GPT *m, float *dst, size_t lo, size_t n) {
-    if (m->from_file) {
-        if (fseek(m->from_file, m->file_at + (long)(lo * sizeof(float)), SEEK_SET) != 0 ||
-            fread(dst, sizeof(float), n, m->from_file) != n) {
-            fprintf(stderr, "error: cannot read the weights back from the state file (was it changed during the run?)\n");
-            exit(1);
-        }
-        quant_round_trip(&m->quant, m->file_format, dst, lo, n);
-        return;
-    }
-    quant_load(&m->quant, dst, lo, n);
-}
-
-// Hold the weights [lo, lo + n) (src[0] = parameter lo) as the eval model
-// keeps them. 0, or the flat index + 1 of a weight that is inf or nan.
-size_t eval_store(GPT *m, const float *src, size_t lo, size_t n) {
-    if (m->quant.format != QF_FP32) return quant_store(&m->quant, src, lo, n);
-    for (size_t j = 0; j < n; j++)
-        if (!isfinite(src[j])) return lo + j + 1;
-    memcpy(m->params + lo, src, n * sizeof(float));
-    return 0;
-}
 
 // --- ZeRO's collectives, and the weights' life across a step ----------------------------
 
@@ -135,15 +103,16 @@ int gpt_replicas_identical(const GPT *m) { return zero_replicas_identical(&m->sh
 // weights themselves (fp32), or widened into w_piece (16-bit). Stage 3 first
 // gathers them from every rank's shard: before the op's forward, again before
 // its backward, and before a rebuild. The pointer is good until the next
-// fetch_params. `what` names the piece for --trace.
-float *fetch_params(GPT *m, Piece p, const char *what) {
-    if (eval_reads_back(m)) {
-        eval_weights(m, m->w_piece, p.lo, p.n);
+// fetch_params. (The eval model reads them back from where it holds them.)
+float *fetch_params(GPT *m, Piece p) {
+    if (m->read_back) {
+        m->read_back(m, m->w_piece, p.lo, p.n);
         return m->w_piece;
     }
     const void *src = m->gather_piece;
     if (m->shard.stage == 3) {
-        if (g_ledger.trace) printf("  gather %s: %zu B\n", what, p.n * dtype_size(m->dtype));
+        char what[48];
+        if (g_ledger.trace) printf("  gather %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * dtype_size(m->dtype));
         gather_weights(m, m->gather_piece, p.lo, p.lo + p.n);
     } else {
         src = (const char *)compute_weights(m) + (p.lo - m->params_base) * dtype_size(m->dtype);
@@ -154,24 +123,25 @@ float *fetch_params(GPT *m, Piece p, const char *what) {
 }
 
 // Where the backward of a piece accumulates its fp32 gradients: into the
-// stored fp32 grads, or into the bucket g_piece (zeroed here), which
+// stored fp32 grads, or into the bucket grad_piece (zeroed here), which
 // grads_params_done hands on.
 float *grads_params(GPT *m, Piece p) {
     if (!m->bucketed) return m->grads + (p.lo - m->grads_base);
-    memset(m->g_piece, 0, p.n * sizeof(float));
-    return m->g_piece;
+    memset(m->grad_piece, 0, p.n * sizeof(float));
+    return m->grad_piece;
 }
 
 // The piece's gradients are complete: stages 2, 3 reduce-scatter them now,
 // so no rank ever holds more than a piece of unreduced gradients; 16-bit runs
 // at stages 0, 1 add them into the 16-bit grads.
-void grads_params_done(GPT *m, Piece p, const char *what) {
+void grads_params_done(GPT *m, Piece p) {
     if (!m->bucketed) return;
     if (m->shard.stage >= 2) {
-        if (g_ledger.trace) printf("  reduce-scatter %s: %zu B\n", what, p.n * sizeof(float));
-        reduce_scatter_grads(m, m->g_piece, p.lo, p.lo + p.n);
+        char what[48];
+        if (g_ledger.trace) printf("  reduce-scatter %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * sizeof(float));
+        reduce_scatter_grads(m, m->grad_piece, p.lo, p.lo + p.n);
     } else {
-        dtype_accumulate((uint16_t *)m->grads_lp + p.lo, m->g_piece, p.n, m->dtype);
+        dtype_accumulate((uint16_t *)m->grads_lp + p.lo, m->grad_piece, p.n, m->dtype);
     }
 }
 
@@ -182,9 +152,7 @@ typedef struct {
 
 // Layer l's op `op`: its weights, its gradient bucket, and the end of its backward.
 OpParams op_weights(GPT *m, int l, int op) {
-    char what[48] = "";  // --trace names the piece; nothing to format otherwise
-    if (g_ledger.trace) snprintf(what, sizeof what, "layer %d %s", l, op_names[op]);
-    float *p = fetch_params(m, op_piece(&m->cfg, l, op), what);
+    float *p = fetch_params(m, op_piece(&m->cfg, l, op));
     OpParams w = {p, p + op_weight_count(m->cfg.channels, op)};
     return w;
 }
@@ -195,92 +163,76 @@ OpParams op_grads(GPT *m, int l, int op) {
     return g;
 }
 
-void op_grads_done(GPT *m, int l, int op) {
-    char what[48] = "";
-    if (g_ledger.trace) snprintf(what, sizeof what, "layer %d %s", l, op_names[op]);
-    grads_params_done(m, op_piece(&m->cfg, l, op), what);
-}
+void op_grads_done(GPT *m, int l, int op) { grads_params_done(m, op_piece(&m->cfg, l, op)); }
 
 // --- the globals: the whole table at once (the LM head without --fused-ce) ------------------
 
 // Where they sit: in an array with the flat parameter layout (fp32 runs), or
 // in a working buffer packed as [wte | wpe | lnfw lnfb] (16-bit runs, stage 3).
-GlobalWeights globals_in_flat(float *base, const GPTConfig *c) {
+Globals globals_flat(float *base, const GPTConfig *c) {
     float *lnf = base + layer_offset(c, c->layers);
-    GlobalWeights g = {base, base + (size_t)padded_vocab(c) * c->channels, lnf, lnf + c->channels};
+    Globals g = {base, base + (size_t)padded_vocab(c) * c->channels, lnf, lnf + c->channels};
     return g;
 }
 
-GlobalWeights globals_in_work(float *work, const GPTConfig *c) {
-    float *lnf = work + ((size_t)padded_vocab(c) + c->max_seq) * c->channels;
-    GlobalWeights g = {work, work + (size_t)padded_vocab(c) * c->channels, lnf, lnf + c->channels};
+Globals globals_packed(float *work, const GPTConfig *c) {
+    float *lnf = work + embedding_param_count(c);
+    Globals g = {work, work + (size_t)padded_vocab(c) * c->channels, lnf, lnf + c->channels};
     return g;
 }
 
 // The embeddings and final layernorm as fp32 (widened into w_global for 16-bit; stage 3: gathered).
-GlobalWeights global_weights(GPT *m) {
+Globals global_weights(GPT *m) {
     const GPTConfig *c = &m->cfg;
-    size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels, lnf = layer_offset(c, c->layers);
+    size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
     size_t e = dtype_size(m->dtype);
-    if (eval_reads_back(m)) {  // [wte | wpe] and lnf, read back
-        eval_weights(m, m->w_global, 0, emb);
-        eval_weights(m, m->w_global + emb, lnf, 2 * c->channels);
-        return globals_in_work(m->w_global, c);
+    if (m->read_back) {  // (the eval model) [wte | wpe] and lnf, read back
+        m->read_back(m, m->w_global, 0, emb);
+        m->read_back(m, m->w_global + emb, lnf, 2 * c->channels);
+        return globals_packed(m->w_global, c);
     }
     if (m->shard.stage == 3) {  // gather [wte | wpe] and the final layernorm, packed
         if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", m->plan.table * e);
         gather_weights(m, m->gather_global, 0, emb);
         gather_weights(m, (char *)m->gather_global + emb * e, lnf, lnf + 2 * c->channels);
-        if (m->dtype == DT_FP32) return globals_in_work(m->gather_global, c);
+        if (m->dtype == DT_FP32) return globals_packed(m->gather_global, c);
         dtype_load(m->w_global, m->gather_global, m->plan.table, m->dtype);
-        return globals_in_work(m->w_global, c);
+        return globals_packed(m->w_global, c);
     }
-    if (m->dtype == DT_FP32) return globals_in_flat(m->params, c);
+    if (m->dtype == DT_FP32) return globals_flat(m->params, c);
     dtype_load(m->w_global, m->params_lp, emb, m->dtype);
     dtype_load(m->w_global + emb, (const uint16_t *)m->params_lp + lnf, 2 * c->channels, m->dtype);
-    return globals_in_work(m->w_global, c);
+    return globals_packed(m->w_global, c);
 }
 
-// Their gradients: the stored fp32 ones, or g_global (zeroed here; added into
+// Their gradients: the stored fp32 ones, or grad_global (zeroed here; added into
 // the 16-bit grads, or reduce-scattered, by global_grads_done).
-GlobalWeights global_grads(GPT *m) {
-    if (!m->bucketed) return globals_in_flat(m->grads, &m->cfg);
-    memset(m->g_global, 0, m->plan.table * sizeof(float));
-    return globals_in_work(m->g_global, &m->cfg);
+Globals global_grads(GPT *m) {
+    if (!m->bucketed) return globals_flat(m->grads, &m->cfg);
+    memset(m->grad_global, 0, m->plan.table * sizeof(float));
+    return globals_packed(m->grad_global, &m->cfg);
 }
 
 void global_grads_done(GPT *m) {
     if (!m->bucketed) return;
     const GPTConfig *c = &m->cfg;
-    size_t emb = ((size_t)padded_vocab(c) + c->max_seq) * c->channels, lnf = layer_offset(c, c->layers);
+    size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
     if (m->shard.stage >= 2) {
         if (g_ledger.trace)
             printf("  reduce-scatter embeddings and final layernorm: %zu B\n", m->plan.table * sizeof(float));
-        reduce_scatter_grads(m, m->g_global, 0, emb);
-        reduce_scatter_grads(m, m->g_global + emb, lnf, lnf + 2 * c->channels);
+        reduce_scatter_grads(m, m->grad_global, 0, emb);
+        reduce_scatter_grads(m, m->grad_global + emb, lnf, lnf + 2 * c->channels);
         return;
     }
-    dtype_accumulate(m->grads_lp, m->g_global, emb, m->dtype);
-    dtype_accumulate((uint16_t *)m->grads_lp + lnf, m->g_global + emb, 2 * c->channels, m->dtype);
+    dtype_accumulate(m->grads_lp, m->grad_global, emb, m->dtype);
+    dtype_accumulate((uint16_t *)m->grads_lp + lnf, m->grad_global + emb, 2 * c->channels, m->dtype);
 }
 
 // --- --fused-ce: the table a chunk of rows at a time ------------------------------------
 
 // Chunk k of the table's first `rows` rows: its weights, and the end of its backward.
-float *table_chunk_weights(GPT *m, int rows, int k) {
-    Piece p = table_chunk(&m->plan, &m->cfg, rows, k);
-    char what[48] = "";
-    size_t C = m->cfg.channels;
-    if (g_ledger.trace) snprintf(what, sizeof what, "table rows %zu..%zu", p.lo / C, (p.lo + p.n) / C - 1);
-    return fetch_params(m, p, what);
-}
+float *table_chunk_weights(GPT *m, int rows, int k) { return fetch_params(m, table_chunk(&m->plan, &m->cfg, rows, k)); }
 
-void table_chunk_grads_done(GPT *m, int rows, int k) {
-    Piece p = table_chunk(&m->plan, &m->cfg, rows, k);
-    char what[48] = "";
-    size_t C = m->cfg.channels;
-    if (g_ledger.trace) snprintf(what, sizeof what, "table rows %zu..%zu", p.lo / C, (p.lo + p.n) / C - 1);
-    grads_params_done(m, p, what);
-}
+void table_chunk_grads_done(GPT *m, int rows, int k) { grads_params_done(m, table_chunk(&m->plan, &m->cfg, rows, k)); }
 
 #endif

@@ -25,6 +25,7 @@
 #include "core/sizes.h"
 #include "cuda/api.h"
 #include "memory/ledger.h"
+#include "parallel/gpu_zero.h"
 #include "parallel/staging.h"
 #include "parallel/zero.h"
 
@@ -67,7 +68,7 @@ typedef struct {
     void *grad_piece, *grad_global;      // stages 2, 3: their gradients, until reduce-scattered into the shard
     GpuGlobals globals, global_grads;    // without --fused-ce: where this step reads and adds them
     Staging staging;  // more than one rank: the host buffer the MPI collectives (and the replica check) go through
-    int nccl;         // --comm nccl: the collectives run on the device buffers (cuda/nccl.cu)
+    GpuComm comm;     // ZeRO's collectives: the shard, the backend (--comm nccl: the device buffers), the dtype
     // activations of the current forward pass (on the activation stack)
     void *encoded, *lnf, *logits;
     float *lnf_mean, *lnf_rstd;
@@ -108,14 +109,6 @@ typedef struct {
     double recompute_seconds;
 } GpuGPT;
 
-// --fused-ce's tile: head_rows x min(Vp, vocab_chunk) logits, or one row of
-// Vp (sampling) if that is larger.
-size_t gpu_head_tile_elems(const GpuGPT *m) {
-    size_t Vp = padded_vocab(&m->cfg), chunk = (size_t)m->plan.vocab_chunk;
-    size_t tile = (size_t)m->plan.head_rows * (Vp < chunk ? Vp : chunk);
-    return tile > Vp ? tile : Vp;
-}
-
 // One buffer of the model: where its pointer lives, where the buffer lives
 // (MemLocation: the GPU, host memory, page-locked host memory), its ledger
 // category and name, and its size for this model.
@@ -141,7 +134,7 @@ int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
     int n = 0, lp = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
 #define BUF(ptr, where, cat, name, size) b[n++] = (GpuBuffer){(void **)&m->ptr, where, cat, name, size}
     // --offload opt: the optimizer's states live on the host (optim/offload.h); opt,params: the
-    // weight shard in page-locked host memory, which each gather uploads from (gpu_gather)
+    // weight shard in page-locked host memory, which each gather uploads from (gpu_gather_weights)
     int off = (m->plan.offload & OFFLOAD_OPT) != 0, off_params = (m->plan.offload & OFFLOAD_PARAMS) != 0;
     BUF(params, off_params ? LOC_PINNED : LOC_DEVICE, MEM_PARAMS, lp ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
     BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", lp && !off ? shard_state_len(sh) * 4 : 0);
@@ -159,7 +152,7 @@ int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
     BUF(datty, LOC_DEVICE, MEM_SCRATCH, "datty", N * C * e);
     BUF(dfch, LOC_DEVICE, MEM_SCRATCH, "dfch", N * 4 * C * e);
     BUF(losses, LOC_DEVICE, MEM_SCRATCH, "losses", N * 4);
-    BUF(head_tile, LOC_DEVICE, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? gpu_head_tile_elems(m) * e : 0);
+    BUF(head_tile, LOC_DEVICE, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? head_tile_elems(&m->plan, c) * e : 0);
     BUF(head_stats, LOC_DEVICE, MEM_SCRATCH, "head row stats", m->plan.tiled_head ? 2 * N * 4 : 0);
     BUF(flash_D, LOC_DEVICE, MEM_SCRATCH, "flash D", m->flash ? (size_t)B * c->heads * T * 4 : 0);
     BUF(norm_partials, LOC_DEVICE, MEM_SCRATCH, "norm partials", GPU_NORM_BLOCKS * sizeof(double));
@@ -233,10 +226,13 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
         if (!(m->plan.offload & OFFLOAD_PARAMS)) m->offload_event[k] = gpu_event_new();
     }
     if (sh->nranks > 1 || sh->groups > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
+    m->comm = (GpuComm){&m->shard, &m->staging, 0, m->dtype};  // (net_build sets nccl: --comm)
     cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));
 }
+
+void gpu_gpt_zero_grad(GpuGPT *m) { gpu_zero(m->grads, shard_grads_len(&m->shard) * m->e); }
 
 void gpu_gpt_free(GpuGPT *m) {
     if (m->dtype == DT_FP32) m->master = NULL;  // (the params)

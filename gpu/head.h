@@ -92,8 +92,8 @@ void gpu_embed_forward(GpuGPT *m) {
     }
     gpu_zero(m->encoded, (size_t)B * T * C * m->e);  // a chunk of the table at a time
     for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
-        int r0 = k * m->plan.vocab_chunk, r1 = r0 + m->plan.vocab_chunk < rows ? r0 + m->plan.vocab_chunk : rows;
-        cu_encoder_forward_chunk(dt, m->encoded, m->inputs, gpu_table_chunk_weights(m, rows, k), r0, r1, Vp, B, T, C);
+        Rows r = table_rows(&m->plan, rows, k);
+        cu_encoder_forward_chunk(dt, m->encoded, m->inputs, gpu_table_chunk_weights(m, rows, k), r.lo, r.hi, Vp, B, T, C);
     }
 }
 
@@ -106,9 +106,9 @@ void gpu_embed_backward(GpuGPT *m) {
     ledger_where("embedding backward", 0);
     if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
-            int r0 = k * m->plan.vocab_chunk, r1 = r0 + m->plan.vocab_chunk < rows ? r0 + m->plan.vocab_chunk : rows;
+            Rows r = table_rows(&m->plan, rows, k);
             void *g = gpu_grads_params(m, table_chunk(&m->plan, c, rows, k));
-            cu_encoder_backward_chunk(dt, g, m->dres, pos, start, tok, m->nbuckets, r0, r1, Vp, B, T, C);
+            cu_encoder_backward_chunk(dt, g, m->dres, pos, start, tok, m->nbuckets, r.lo, r.hi, Vp, B, T, C);
             gpu_table_chunk_grads_done(m, rows, k);
         }
     } else {
@@ -127,7 +127,7 @@ void *gpu_final_norm_forward(GpuGPT *m, const void *x) {
     m->lnf_mean = gpu_push_saved(m, &final_saved[SV_LNF_MEAN]);
     m->lnf_rstd = gpu_push_saved(m, &final_saved[SV_LNF_RSTD]);
     if (m->plan.tiled_head) {
-        void *p = gpu_fetch_params(m, lnf_piece(&m->cfg), "final layernorm");
+        void *p = gpu_fetch_params(m, lnf_piece(&m->cfg));
         cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, p, at_elem(m, p, C), N, C);
     } else {
         cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, m->globals.lnfw, m->globals.lnfb, N, C);
@@ -143,9 +143,9 @@ void gpu_final_norm_backward(GpuGPT *m) {
     gpu_zero(m->dres, (size_t)N * C * m->e);
     if (m->plan.tiled_head) {
         Piece lnf = lnf_piece(&m->cfg);
-        void *p = gpu_fetch_params(m, lnf, "final layernorm"), *g = gpu_grads_params(m, lnf);
+        void *p = gpu_fetch_params(m, lnf), *g = gpu_grads_params(m, lnf);
         cu_layernorm_backward(dt, m->dres, g, at_elem(m, g, C), m->dln, x, p, m->lnf_mean, m->lnf_rstd, N, C);
-        gpu_grads_params_done(m, lnf, "final layernorm");
+        gpu_grads_params_done(m, lnf);
     } else {
         cu_layernorm_backward(dt, m->dres, m->global_grads.lnfw, m->global_grads.lnfb, m->dln, x, m->globals.lnfw,
                               m->lnf_mean, m->lnf_rstd, N, C);
@@ -170,10 +170,11 @@ void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
         return;
     }
     m->head_lse = arena_push("logits_lse", (size_t)N * sizeof(float));
-    if (!has_targets) return;  // (sampling: gpu_logits_row computes its row)
+    if (!has_targets) return;  // (sampling: gpu_gpt_logits_row computes its row)
     float *s = m->head_stats, *z = m->head_stats + N;
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
-        int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+        Rows v = table_rows(&m->plan, Vp, k);
+        int v0 = v.lo, nv = v.hi - v.lo;
         const void *w = gpu_table_chunk_weights(m, Vp, k);  // wte rows [v0, v0 + nv): (nv, C)
         for (int r0 = 0; r0 < N; r0 += R) {
             int rows = N - r0 < R ? N - r0 : R;
@@ -203,7 +204,8 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
         return;
     }
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
-        int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+        Rows v = table_rows(&m->plan, Vp, k);
+        int v0 = v.lo, nv = v.hi - v.lo;
         const void *w = gpu_table_chunk_weights(m, Vp, k);
         void *g = gpu_grads_params(m, table_chunk(&m->plan, c, Vp, k));
         for (int r0 = 0; r0 < N; r0 += R) {
@@ -221,13 +223,14 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
 // Row i of the last forward's logits, widened to fp32 into host[Vp] (sampling).
 // With --fused-ce there are none: the row is computed now, a chunk of wte at
 // a time, into the tile buffer.
-void gpu_logits_row(GpuGPT *m, int i, float *host) {
+void gpu_gpt_logits_row(GpuGPT *m, int i, float *host) {
     int C = m->cfg.channels, Vp = padded_vocab(&m->cfg);
     const void *row = m->plan.tiled_head ? m->head_tile : at_elem(m, m->logits, (size_t)i * Vp);
     if (m->plan.tiled_head) {
         const void *x = at_elem(m, m->lnf, (size_t)i * C);
         for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
-            int v0 = k * m->plan.vocab_chunk, nv = Vp - v0 < m->plan.vocab_chunk ? Vp - v0 : m->plan.vocab_chunk;
+            Rows v = table_rows(&m->plan, Vp, k);
+            int v0 = v.lo, nv = v.hi - v.lo;
             cu_matmul_forward(m->dtype, at_elem(m, m->head_tile, v0), x, gpu_table_chunk_weights(m, Vp, k), NULL, 1, C,
                               nv);
         }

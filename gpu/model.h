@@ -161,6 +161,6 @@ void gpu_gpt_backward(GpuGPT *m, float dloss) {
     gpu_embed_backward(m);         // the table's gradient
 }
 
-void gpu_discard_activations(GpuGPT *m) { arena_pop_to(m->arena_mark, "forward"); }
+void gpu_gpt_discard_activations(GpuGPT *m) { arena_pop_to(m->arena_mark, "forward"); }
 
 #endif

@@ -16,7 +16,7 @@
 // charged to its own row (--timing's "link down" and "link up": the host's
 // waits, not the copies, which overlap host AdamW).
 // With opt,params the weight shard itself is page-locked (gpu/gpt.h) and the
-// gathers upload this rank's part (gpu_gather).
+// gathers upload this rank's part (gpu_gather_weights).
 #ifndef GPTMEM_GPU_OFFLOAD_H
 #define GPTMEM_GPU_OFFLOAD_H
 
@@ -70,7 +70,7 @@ static void gpu_up_wait(void *model, int k) {
 
 static void gpu_offload_allgather(void *model) {
     GpuGPT *m = model;
-    if (m->shard.stage == 1 || m->shard.stage == 2) gpu_allgather_blocks(m, m->params, m->e);
+    if (m->shard.stage == 1 || m->shard.stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->e);
 }
 
 static void *gpu_pinned(size_t bytes, const char *name) {

@@ -66,7 +66,7 @@ void gpu_adamw_step(GpuGPT *m, const AdamWConfig *o, float lr, int t) {
                  m->adam_v + (a - m->state_base), b - a, lr, o->beta1, o->beta2, o->eps,
                  pt->is_matrix ? o->weight_decay : 0.0f, b1c, b2c, m->numbers + STEP_SCALE);
     }
-    if (sh->stage == 1 || sh->stage == 2) gpu_allgather_blocks(m, m->params, m->e);
+    if (sh->stage == 1 || sh->stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->e);
 }
 
 #endif

@@ -301,7 +301,7 @@ size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
 // The CPU's scratch row, floats (and the model-sized part, predict_model_scratch, in bytes):
 //   backward buffers: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C
 //   --fused-ce: a tile of logits and two numbers a row (predict_head_tile)
-//   16-bit runs compute in fp32 working buffers (cpu/gpt.h, cpu_buffers): x_work N*C; act_work =
+//   16-bit runs compute in fp32 working buffers (cpu/gpt.h, buffers): x_work N*C; act_work =
 //     the fp32 views of max(one block's 13 tensors, the final layernorm and a chunk of logits),
 //     less the row statistics (stored in fp32, their own views):
 //       block = 16*N*C (+ B*H*T^2 naive attention),

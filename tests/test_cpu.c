@@ -14,6 +14,7 @@
 #include "memory/predict.h"
 #include "optim/optimizer.h"
 #include "io/data.h"
+#include "io/quant.h"
 #include "tests/check.h"
 
 
@@ -533,7 +534,7 @@ void test_dtype_model(void) {
         if (dt != DT_FP32) {
             // the fp32 working copy of the final layernorm (what the LM head read)
             // holds exactly the stored 16-bit numbers: round_saved() rounded both
-            LayerActs *f = &tm.final;
+            Acts *f = &tm.final;
             int exact = 1;
             for (size_t i = 0; i < (size_t)B * T * c.channels; i++) {
                 uint16_t s = ((const uint16_t *)f->saved[0])[i];

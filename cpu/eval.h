@@ -1,0 +1,125 @@
+// cpu/eval.h — --eval-only's model: the CPU model built forward-only, its
+// weights held in --quantize's format (fp32 in the params array; bf16, int8 or
+// int4 in io/quant.h's storage) or read from the state file (the comparison
+// rows), each piece read back into fp32 as an op asks for it (the model's
+// read_back, which cpu/weights.h calls: the training path never comes here).
+// Its forward is the training forward with --ckpt's drops: with no backward to
+// come, a block keeps only its output (the next block's input) once it has run.
+// No gradients, no Adam, no backward buffers; fp32 arithmetic whatever the
+// weights are stored in.
+#ifndef GPTMEM_CPU_EVAL_H
+#define GPTMEM_CPU_EVAL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/config.h"
+#include "core/plan.h"
+#include "core/settings.h"
+#include "cpu/gpt.h"
+#include "io/quant.h"
+#include "memory/ledger.h"
+#include "parallel/zero.h"
+
+// Where the eval model's weights are held.
+typedef struct EvalWeights {
+    QuantWeights quant;  // the layout, and with --quantize the weights in bf16, int8 or int4
+    FILE *from_file;     // set: read the weights from the state file instead (the comparison rows),
+    long file_at;        //   whose fp32 weights start at this byte,
+    int file_format;     //   each piece rounded through this format as it is read
+} EvalWeights;
+
+// The fp32 weights of the flat range [lo, lo + n), from where the eval model
+// keeps them: the state file (each piece rounded through file_format as it is
+// read, so the comparison rows need no memory of their own) or quant's storage.
+void eval_read_back(GPT *m, float *dst, size_t lo, size_t n) {
+    EvalWeights *w = m->eval;
+    if (w->from_file) {
+        if (fseek(w->from_file, w->file_at + (long)(lo * sizeof(float)), SEEK_SET) != 0 ||
+            fread(dst, sizeof(float), n, w->from_file) != n) {
+            fprintf(stderr, "error: cannot read the weights back from the state file (was it changed during the run?)\n");
+            exit(1);
+        }
+        quant_round_trip(&w->quant, w->file_format, dst, lo, n);
+        return;
+    }
+    quant_load(&w->quant, dst, lo, n);
+}
+
+// Read the weights from the state file f (fp32 weights from byte at), each
+// piece rounded through `format` (f NULL: from where the model holds them).
+void eval_from_file(GPT *m, FILE *f, long at, int format) {
+    EvalWeights *w = m->eval;
+    w->from_file = f, w->file_at = at, w->file_format = format;
+    m->read_back = f || w->quant.format != QF_FP32 ? eval_read_back : NULL;
+}
+
+// Hold the weights [lo, lo + n) (src[0] = parameter lo) as the eval model
+// keeps them. 0, or the flat index + 1 of a weight that is inf or nan.
+size_t eval_store(GPT *m, const float *src, size_t lo, size_t n) {
+    if (m->eval->quant.format != QF_FP32) return quant_store(&m->eval->quant, src, lo, n);
+    for (size_t j = 0; j < n; j++)
+        if (!isfinite(src[j])) return lo + j + 1;
+    memcpy(m->params + lo, src, n * sizeof(float));
+    return 0;
+}
+
+// The eval model's buffers, in the order they are made:
+//   weights: params 4P (fp32), or io/quant.h's qweights + qscales (made by quant_alloc)
+//   scratch: w_piece (a piece, fp32, in whole blocks of QUANT_BLOCK: the state is read through it),
+//            --fused-ce's logits tile and row stats, w_global (the whole table, without --fused-ce)
+enum { EVAL_BUFFERS = 5 };
+int eval_buffers(GPT *m, int B, int T, Buffer *b) {
+    size_t N = (size_t)B * T, f = sizeof(float);
+    int n = 0, tiled = m->plan.tiled_head;
+#define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, LOC_DEVICE, cat, name, size}
+    BUF(params, MEM_PARAMS, "params", m->eval->quant.format == QF_FP32 ? m->nparams * f : 0);
+    BUF(w_piece, MEM_SCRATCH, "piece weights work", m->piece * f);
+    BUF(head_tile, MEM_SCRATCH, "logits tile", tiled ? head_tile_elems(&m->plan, &m->cfg) * f : 0);
+    BUF(head_stats, MEM_SCRATCH, "head row stats", tiled ? 2 * N * f : 0);
+    BUF(w_global, MEM_SCRATCH, "global weights work", !tiled ? m->plan.table * f : 0);
+#undef BUF
+    return n;
+}
+
+// The eval model for micro-batches of B x T, its weights held in --quantize's
+// format; eval_load (app/eval_only.h) reads them in.
+void gpt_build_eval(GPT *m, const Settings *s) {
+    memset(m, 0, sizeof *m);
+    Settings forward = *s;
+    forward.dtype = DT_FP32, forward.recompute = REC_BLOCK, forward.ckpt = 1, forward.zero = 0;
+    m->cfg = s->cfg;
+    m->plan = make_plan(&forward, 1);
+    m->eval = calloc(1, sizeof(EvalWeights));
+    m->dtype = DT_FP32;
+    m->flash = s->flash;
+    m->nparams = param_count(&m->cfg);
+    m->shard = shard_layout(m->nparams, &m->plan, 0);
+    int n = param_tensor_count(&m->cfg);  // the layout as io/quant.h sees it
+    ParamTensor *pt = malloc(sizeof(ParamTensor) * n);
+    QuantTensor *qt = malloc(sizeof(QuantTensor) * n);
+    param_tensors(&m->cfg, pt);
+    for (int i = 0; i < n; i++) qt[i] = (QuantTensor){pt[i].offset, pt[i].count, pt[i].is_matrix};
+    quant_layout(&m->eval->quant, qt, n);
+    free(pt);
+    free(qt);
+    m->piece = (m->plan.piece + QUANT_BLOCK - 1) / QUANT_BLOCK * QUANT_BLOCK;
+    m->B = s->batch, m->T = s->seq_len;
+    if (s->quantize != QF_FP32) quant_alloc(&m->eval->quant, s->quantize);
+    eval_from_file(m, NULL, 0, 0);
+    Buffer b[EVAL_BUFFERS];
+    table_alloc(b, eval_buffers(m, m->B, m->T, b));
+    m->acts = calloc(m->cfg.layers, sizeof(Acts));
+}
+
+void gpt_free_eval(GPT *m) {
+    Buffer b[EVAL_BUFFERS];
+    table_free(b, eval_buffers(m, m->B, m->T, b));
+    quant_free(&m->eval->quant);
+    free(m->eval);
+    free(m->acts);
+    memset(m, 0, sizeof *m);
+}
+
+#endif

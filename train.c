@@ -39,7 +39,8 @@ typedef struct {
     int start_step, print_every, replica_every;
     FILE *log;               // --log (rank 0)
     float val_loss;
-    double peak_flops, fpt, rfpt;  // the step line's MFU: the devices' peak, model FLOPs a token, rebuilt ones
+    // the step line's MFU: the devices' peak FLOP/s, the model's FLOPs a token, the rebuilds'
+    double peak_flops, token_flops, rebuilt_token_flops;
 } Run;
 
 // Everything a run built, freed (at its end, and on the way out after an error).
@@ -63,72 +64,87 @@ int finish(Run *run, Net *net) {
     return 0;
 }
 
+// 2. what this rank will hold (and what its --offload steps move), predicted
+// from the settings and the plan; the run stops here with a message unless it
+// fits where it runs.
+void predict_rank(const Settings *s, const Plan *plan, MemReport *predicted) {
+    predict_memory(s, predicted);
+    predict_traffic(s, plan, comm_rank_id, predicted->traffic);
+    check_fits_here(s, predicted);
+}
+
+// Resume from --resume's state (this rank's file): the weights and the
+// optimizer's state, the step, the random streams. -1 to train on; else the
+// exit code (1 after a message; 0 when there is nothing left to train).
+int resume(Run *run, Net *net, const Settings *s) {
+    int rank = comm_rank_id, differ = rank == 0 ? resume_ranks_differ(s->resume, comm_nranks) : 0;  // one message
+    comm_broadcast(&differ, sizeof differ, 0);
+    if (differ) return fail_run(run, net);  // every rank stops here together
+    char path[4096];
+    snprintf(path, sizeof path, rank ? "%s.rank%d" : "%s", s->resume, rank);
+    StateHeader got = load_state(path, &run->header, &run->state);
+    if (got.adam_bits != run->header.adam_bits)
+        say("note: %s kept Adam's moments in %d bits; this run keeps them in %d (--adam-bits %d), converted as "
+            "they were read\n", s->resume, got.adam_bits, s->adam_bits, s->adam_bits);
+    net_state_loaded(net);
+    run->live = state_live(&got);
+    run->start_step = got.step;
+    run->data.rng = got.data_rng;
+    run->sample_rng = got.sample_rng;
+    say("resumed from %s at step %d\n", s->resume, run->start_step);
+    if (s->seed_given)
+        say("note: --seed is not used on --resume: the batches and the samples go on from the state's own "
+            "streams, so the run is the same as one that never stopped\n");
+    if (run->start_step >= s->steps) {
+        say("nothing to train: the state is already at step %d of --steps %d; to train further, pass --steps "
+            "N with N > %d (the learning-rate schedule follows --steps)\n", got.step, s->steps, got.step);
+        return 0;
+    }
+    if (s->stop_after && run->start_step >= s->stop_after) {
+        say("nothing to train: the state is already at step %d, at or past --stop-after %d\n", got.step,
+            s->stop_after);
+        return 0;
+    }
+    return -1;
+}
+
 // 3. build: the data, the model and its optimizer (every buffer through the
 // ledger), or resume them from a saved state. 0 to train; else the exit code
 // (1 after a message; 0 when a resumed state has nothing left to train).
-int build(Run *run, Net *net, const Settings *o, const Plan *plan, const MemReport *predicted) {
-    int rank = comm_rank_id, nranks = comm_nranks;
+int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemReport *predicted) {
+    int rank = comm_rank_id, nranks = comm_nranks, rc;
     memset(run, 0, sizeof *run);
-    if (load_data(&run->data, o)) return 1;  // every rank returns together (see main)
-    if (comm_any(net_build(net, o, plan, rank, predicted->peak[MEM_ACTIVATIONS]) != 0)) return 1;
+    if (load_data(&run->data, s)) return 1;  // every rank returns together (see main)
+    if (comm_any(net_build(net, s, plan, rank, predicted->peak[MEM_ACTIVATIONS]) != 0)) return 1;
     run->adam = net->opt.cfg;
     run->state = net_state(net);
-    const GPTConfig *c = &o->cfg;
+    const GPTConfig *c = &s->cfg;
     run->header = (StateHeader){.L = c->layers, .C = c->channels, .H = c->heads, .V = c->vocab, .maxT = c->max_seq,
-                                .B = o->batch, .T = o->seq_len, .nparams = param_count(c), .dtype = o->dtype,
+                                .B = s->batch, .T = s->seq_len, .nparams = param_count(c), .dtype = s->dtype,
                                 .zero = net_zero_stage(net), .nranks = nranks, .rank = rank, .lo = run->state.lo,
-                                .hi = run->state.hi, .adam_bits = o->adam_bits};
-    run->live = (LiveState){0, o->dtype == DT_FP16 ? o->loss_scale : 1.0f, 0};
-    run->sample_rng = rng_seed(o->seed ^ 0x5A3B1E);
+                                .hi = run->state.hi, .adam_bits = s->adam_bits};
+    run->live = (LiveState){0, s->dtype == DT_FP16 ? s->loss_scale : 1.0f, 0};
+    run->sample_rng = sample_stream(s->seed);
     run->val_loss = NAN;
-    if (o->save) snprintf(run->save_path, sizeof run->save_path, rank ? "%s.rank%d" : "%s", o->save, rank);
-    if (comm_any(o->save && state_check_target(run->save_path))) return fail_run(run, net);  // before training
-    if (comm_any(o->mem_timeline && timeline_unwritable(o))) return fail_run(run, net);
-    if (o->resume) {
-        int differ = rank == 0 ? resume_ranks_differ(o->resume, nranks) : 0;  // one message, from rank 0
-        comm_broadcast(&differ, sizeof differ, 0);
-        if (differ) return fail_run(run, net);  // every rank stops here together
-        char path[4096];
-        snprintf(path, sizeof path, rank ? "%s.rank%d" : "%s", o->resume, rank);
-        StateHeader got = load_state(path, &run->header, &run->state);
-        if (got.adam_bits != run->header.adam_bits)
-            say("note: %s kept Adam's moments in %d bits; this run keeps them in %d (--adam-bits %d), converted as "
-                "they were read\n", o->resume, got.adam_bits, o->adam_bits, o->adam_bits);
-        net_state_loaded(net);
-        run->live = state_live(&got);
-        run->start_step = got.step;
-        run->data.rng = got.data_rng;
-        run->sample_rng = got.sample_rng;
-        say("resumed from %s at step %d\n", o->resume, run->start_step);
-        if (o->seed_given)
-            say("note: --seed is not used on --resume: the batches and the samples go on from the state's own "
-                "streams, so the run is the same as one that never stopped\n");
-        if (run->start_step >= o->steps) {
-            say("nothing to train: the state is already at step %d of --steps %d; to train further, pass --steps "
-                "N with N > %d (the learning-rate schedule follows --steps)\n", got.step, o->steps, got.step);
-            return 0;
-        }
-        if (o->stop_after && run->start_step >= o->stop_after) {
-            say("nothing to train: the state is already at step %d, at or past --stop-after %d\n", got.step,
-                o->stop_after);
-            return 0;
-        }
-    }
-    if (rank == 0) print_config_line(&o->cfg, o);
-    if (o->log && rank == 0) {
-        run->log = fopen(o->log, "w");
+    if (s->save) snprintf(run->save_path, sizeof run->save_path, rank ? "%s.rank%d" : "%s", s->save, rank);
+    if (comm_any(s->save && state_check_target(run->save_path))) return fail_run(run, net);  // before training
+    if (comm_any(s->mem_timeline && timeline_unwritable(s))) return fail_run(run, net);
+    if (s->resume && (rc = resume(run, net, s)) >= 0) return rc;
+    if (rank == 0) print_config_line(&s->cfg, s);
+    if (s->log && rank == 0) {
+        run->log = fopen(s->log, "w");
         if (!run->log) {
-            fprintf(stderr, "error: cannot write the log '%s': %s\n", o->log, strerror(errno));
+            fprintf(stderr, "error: cannot write the log '%s': %s\n", s->log, strerror(errno));
             return fail_run(run, net);
         }
         fprintf(run->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical\n");
     }
-    run->peak_flops = run_peak_flops(o);
-    run->fpt = flops_per_token(c, o->seq_len);
-    run->rfpt = c->layers * recompute_flops_per_token_layer(plan->drops, o->seq_len, c->channels);
-    run->print_every = o->print_every ? o->print_every : (o->steps - run->start_step + 24) / 25;
+    run->peak_flops = run_peak_flops(s);
+    run->token_flops = flops_per_token(c, s->seq_len);
+    run->rebuilt_token_flops = c->layers * recompute_flops_per_token_layer(plan->drops, s->seq_len, c->channels);
+    run->print_every = s->print_every ? s->print_every : (s->steps - run->start_step + 24) / 25;
     run->replica_every = net_replica_check_every(net);  // --log's check that the ranks agree
-    if (o->log && run->replica_every > 1)
+    if (s->log && run->replica_every > 1)
         say("note: --log checks that the ranks hold the same weights every %d steps (and at the last): on the GPU "
             "each check brings all %.0f MiB of them to the host\n", run->replica_every, mib(net_weight_bytes(net)));
     return -1;
@@ -138,37 +154,39 @@ int build(Run *run, Net *net, const Settings *o, const Plan *plan, const MemRepo
 // wait for it): the global batch's mean loss and the gradients' norm; fp16's
 // loss scale follows them (an overflow skipped the step). NULL after a message
 // when the gradients are not finite in fp32 or bf16.
-StepResult *read_step(StepResult *r, Net *net, const Settings *o, LiveState *live, int step, float lr, float scale) {
+StepResult *read_step(StepResult *r, Net *net, const Settings *s, LiveState *live, int step, float lr, float scale) {
     NetNumbers numbers = net_read_numbers(net);
     double norm = sqrt(numbers.sumsq) / scale;
-    *r = (StepResult){step + 1, (float)(comm_sum_ordered(&comm_world, numbers.loss_sum / o->accum) / comm_nranks), lr, norm, 0,
-                      (long long)o->batch * o->seq_len * o->accum * comm_nranks, scale, !isfinite(norm)};
-    if (r->skipped && o->dtype != DT_FP16) {
+    *r = (StepResult){.step = step + 1,
+                      .loss = (float)(comm_sum_ordered(&comm_world, numbers.loss_sum / s->accum) / comm_nranks),
+                      .lr = lr, .norm = norm, .tokens = (long long)s->batch * s->seq_len * s->accum * comm_nranks,
+                      .scale = scale, .skipped = !isfinite(norm)};
+    if (r->skipped && s->dtype != DT_FP16) {
         fprintf(stderr, "error: the gradients are not finite at step %d; lower --lr\n", step + 1);
         return NULL;
     }
     if (!r->skipped) live->updates++;
-    if (o->dtype == DT_FP16) update_loss_scale(&live->loss_scale, &live->good_steps, r->skipped);
+    if (s->dtype == DT_FP16) update_loss_scale(&live->loss_scale, &live->good_steps, r->skipped);
     return r;
 }
 
 // What the step did: its line, then evaluation, the log, a sample and a save
 // when due. 0, or 1 after a message.
-int after_step(Run *run, Net *net, const Settings *o, const StepResult *r, double elapsed) {
-    int step = r->step, last = step == o->steps || step == o->stop_after, evaluated = 0;
+int after_step(Run *run, Net *net, const Settings *s, const StepResult *r, double elapsed) {
+    int step = r->step, last = step == s->steps || step == s->stop_after, evaluated = 0;
     if (step - 1 == run->start_step || last || r->skipped || step % run->print_every == 0)
-        print_step_line(r, o, comm_nranks, &run->live, net, run->peak_flops, run->fpt, run->rfpt, elapsed,
-                        step - run->start_step);
+        print_step_line(r, s, comm_nranks, &run->live, net, run->peak_flops, run->token_flops,
+                        run->rebuilt_token_flops, elapsed, step - run->start_step);
     if (!isfinite(r->loss) && !r->skipped) {
         fprintf(stderr, "error: the loss is %f at step %d; lower --lr or raise --warmup\n", r->loss, step);
         return 1;
     }
-    if ((o->eval_every && step % o->eval_every == 0) || (last && o->eval_at_end)) {
-        run->val_loss = evaluate(net, &run->data, o->batch, o->seq_len, o->eval_batches, NULL);
+    if ((s->eval_every && step % s->eval_every == 0) || (last && s->eval_at_end)) {
+        run->val_loss = evaluate(net, &run->data, s->batch, s->seq_len, s->eval_batches, NULL);
         evaluated = 1;
-        say("val loss %.4f (%d batches of %d x %d)\n", run->val_loss, o->eval_batches, o->batch, o->seq_len);
+        say("val loss %.4f (%d batches of %d x %d)\n", run->val_loss, s->eval_batches, s->batch, s->seq_len);
     }
-    if (o->log) {  // every rank takes part in the replica check; rank 0 writes (empty: not checked this step)
+    if (s->log) {  // every rank takes part in the replica check; rank 0 writes (empty: not checked this step)
         int same = step % run->replica_every == 0 || last ? net_replicas_identical(net) : -1;
         if (run->log) {
             fprintf(run->log, "%d,%.9g,", step, r->loss);
@@ -178,12 +196,12 @@ int after_step(Run *run, Net *net, const Settings *o, const StepResult *r, doubl
             fprintf(run->log, "\n");
         }
     }
-    if (o->sample_len && ((o->sample_every && step % o->sample_every == 0) || last))
-        sample_text(net, &run->data, o->seq_len, o->sample_len, o->temperature, &run->sample_rng);
-    if (o->save && ((o->save_every && step % o->save_every == 0) || last)) {
-        StateHeader hd = state_at(&run->header, step, &run->live, run->data.rng, run->sample_rng);
-        if (save_state(run->save_path, &hd, &run->state)) return 1;
-        say("saved checkpoint %s%s at step %d\n", o->save, comm_nranks > 1 ? " (and .rank1 ... for the other ranks)" : "",
+    if (s->sample_len && ((s->sample_every && step % s->sample_every == 0) || last))
+        sample_text(net, &run->data, s->seq_len, s->sample_len, s->temperature, &run->sample_rng);
+    if (s->save && ((s->save_every && step % s->save_every == 0) || last)) {
+        StateHeader header = state_at(&run->header, step, &run->live, run->data.rng, run->sample_rng);
+        if (save_state(run->save_path, &header, &run->state)) return 1;
+        say("saved checkpoint %s%s at step %d\n", s->save, comm_nranks > 1 ? " (and .rank1 ... for the other ranks)" : "",
             step);
     }
     return 0;
@@ -192,35 +210,27 @@ int after_step(Run *run, Net *net, const Settings *o, const StepResult *r, doubl
 int main(int argc, char **argv) {
     openmp_wait_defaults(argv);
     // 1. parse: the flags and the model they describe
-    Settings o = parse_settings(argc, argv);
-    g_threads_shared_by = set_threads(&o);
+    Settings s = parse_settings(argc, argv);
+    g_threads_shared_by = set_threads(&s);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (o.ranks > 1 && !o.dry_run && !o.fit) {  // --ranks N: mpirun -np N (a state of other ranks is refused first)
-        if (o.resume && resume_ranks_differ(o.resume, o.ranks)) return 1;
-        return launch_ranks(argc, argv, o.ranks);
-    }
-    if (o.dry_run && !o.ranks && comm_launched()) {  // mpirun -np N ./train --dry-run: predict for N ranks,
-        int launched_rank, size = comm_launched_size(&launched_rank);        // printed once
-        if (launched_rank != 0) return 0;
-        o.ranks = size;
-    }
+    int rc = launch(&s, argc, argv);  // --ranks N: this process becomes mpirun -np N
+    if (rc >= 0) return rc;
 
     // 2. predict the memory from the settings alone (--fit, a dry run and --eval-only stop here)
-    if (o.fit) return fit_run(&o, argc, argv);
-    if (o.dry_run) return dry_run(&o);
-    if (o.eval_only) return eval_only_run(&o);
-    if (open_ranks_and_device(&argc, &argv, &o)) return 1;
-    o.ranks = comm_nranks;
-    Plan plan = make_plan(&o, comm_nranks);
+    if (s.fit) return fit_run(&s, argc, argv);
+    if (s.dry_run) return dry_run(&s);
+    if (s.eval_only) return eval_only_run(&s);
+    if (open_ranks_and_device(&argc, &argv, &s)) return 1;
+    s.ranks = comm_nranks;
+    Plan plan = make_plan(&s, comm_nranks);
     MemReport predicted;
-    predict_memory(&o, &predicted);
-    predict_traffic(&o, &plan, comm_rank_id, predicted.traffic);  // what this rank's steps move (--offload)
-    check_fits_here(&o, &predicted);  // (stops with a message if not)
+    predict_rank(&s, &plan, &predicted);  // (stops with a message if it cannot fit)
 
     // 3. build: the data, the model and its optimizer, or resume
     Run run;
     Net net;
-    int rc = build(&run, &net, &o, &plan, &predicted), steps_run = 0;
+    int steps_run = 0;
+    rc = build(&run, &net, &s, &plan, &predicted);
     if (rc > 0) {  // every rank got here together (comm_any): they finish MPI together, no abort
         comm_finalize();
         return rc;
@@ -229,31 +239,31 @@ int main(int argc, char **argv) {
 
     // 4. the training loop: forward, backward, reduce, step
     Observer ob;  // --timing, --mem, --trace, --mem-timeline: one call per phase
-    observe_start(&ob, &o, &net);
-    for (int step = run.start_step; step < o.steps; step++) {
+    observe_start(&ob, &s, &net);
+    for (int step = run.start_step; step < s.steps; step++) {
         observe_step(&ob, step);
         net_zero_grad(&net);
         float scale = run.live.loss_scale;  // fp16: the loss is scaled so small gradients survive
-        float dloss = scale / ((float)o.batch * o.seq_len * o.accum * comm_nranks);  // the mean over the global batch
-        for (int micro = 0; micro < o.accum; micro++) {  // --accum: gradients add up over micro-batches
-            data_next_train(&run.data, o.batch, o.seq_len, comm_rank_id, comm_nranks);  observe(&ob, TM_DATA, &net);
-            net_forward(&net, run.data.inputs, run.data.targets, o.batch, o.seq_len);  observe(&ob, TM_FORWARD, &net);
+        float dloss = scale / ((float)s.batch * s.seq_len * s.accum * comm_nranks);  // the mean over the global batch
+        for (int micro = 0; micro < s.accum; micro++) {  // --accum: gradients add up over micro-batches
+            data_next_train(&run.data, s.batch, s.seq_len, comm_rank_id, comm_nranks);  observe(&ob, TM_DATA, &net);
+            net_forward(&net, run.data.inputs, run.data.targets, s.batch, s.seq_len);  observe(&ob, TM_FORWARD, &net);
             net_backward(&net, run.data.inputs, run.data.targets, dloss);              observe(&ob, TM_BACKWARD, &net);
         }
         net_reduce(&net);                                   observe(&ob, TM_REDUCE, &net);  // ZeRO stages 0, 1
-        net_grad_norm(&net, scale, o.clip);                 observe(&ob, TM_NORM, &net);    // and the clip scale
+        net_grad_norm(&net, scale, s.clip);                 observe(&ob, TM_NORM, &net);    // and the clip scale
         float lr = lr_at(&run.adam, step);
         net_step(&net, lr, run.live.updates + 1);           // skipped if the norm is not finite
         StepResult r;
-        if (!read_step(&r, &net, &o, &run.live, step, lr, scale)) return fail_run(&run, &net);
+        if (!read_step(&r, &net, &s, &run.live, step, lr, scale)) return fail_run(&run, &net);
         observe(&ob, TM_STEP, &net);
         r.seconds = observe_step_seconds(&ob, r.tokens);
         steps_run++;
-        if (after_step(&run, &net, &o, &r, now_seconds() - ob.start)) return fail_run(&run, &net);
-        if (step + 1 == o.stop_after) break;
+        if (after_step(&run, &net, &s, &r, now_seconds() - ob.start)) return fail_run(&run, &net);
+        if (step + 1 == s.stop_after) break;
     }
 
     // 5. report
-    if (observe_end(&ob, &predicted, steps_run, run.val_loss, param_count(&o.cfg))) return fail_run(&run, &net);
+    if (observe_end(&ob, &predicted, steps_run, run.val_loss, param_count(&s.cfg))) return fail_run(&run, &net);
     return finish(&run, &net);
 }

@@ -52,7 +52,7 @@ StateHeader eval_load(GPT *model, const char *path, StateReader *r) {
         left -= n;
     }
     state_close(r);
-    return r->hd;
+    return r->header;
 }
 
 // How far `format` moves the weights of the state file f (fp32 weights from
@@ -82,71 +82,81 @@ double weight_error(GPT *model, FILE *f, long data_at, int format) {
     return sqrt(err / (sum > 0 ? sum : 1));
 }
 
-int eval_only_run(Settings *o) {
-    const GPTConfig *cfg = &o->cfg;
-    int B = o->batch, T = o->seq_len;
-    if (open_ranks_and_device(NULL, NULL, o)) return 1;
-    if (comm_nranks > 1) {
-        fprintf(stderr, "error: --eval-only runs in one process; start it without mpirun\n");
-        return 1;
-    }
-    if (o->dtype != DT_FP32)
-        printf("note: --eval-only computes in fp32 and holds the weights in fp32 or in --quantize's format; "
-               "--dtype %s is for training (16-bit weights: --quantize bf16)\n", dtype_name[o->dtype]);
-    MemReport predicted, measured;
-    memset(&measured, 0, sizeof measured);
-    predict_memory(o, &predicted);
-    check_fits(predicted.peak_total);
-    Dataset data;
-    if (load_data(&data, o)) return 1;
-    Net net;
-    memset(&net, 0, sizeof net);
-    GPT *model = &net.cpu;
-    gpt_build_eval(model, o);
-    arena_reserve(predicted.peak[MEM_ACTIVATIONS]);
-    StateReader state;
-    StateHeader hd = eval_load(model, o->resume, &state);
-    measured.phase[PHASE_INIT] = ledger_snapshot();
-    print_config_line(cfg, o);
-    printf("evaluating %s (step %d): %d validation batches of %d x %d, the weights held in %s\n", o->resume, hd.step,
-           o->eval_batches, B, T, quant_name[o->quantize]);
-
-    // the held weights: the run's loss, its ledger
-    float held = evaluate(&net, &data, B, T, o->eval_batches, &measured.phase[PHASE_FORWARD]);
-    measured.phase[PHASE_BACKWARD] = measured.phase[PHASE_STEP] = ledger_snapshot();
-    size_t held_bytes = g_ledger.live[MEM_PARAMS] + g_ledger.live[MEM_QWEIGHTS] + g_ledger.live[MEM_QSCALES];
-
-    // every format, from the state file: each piece read and rounded through it as the model asks for it
+// Every format's row, from the state file (its fp32 weights from byte data_at):
+// each piece read and rounded through the format as the model asks for it;
+// the held format's row is this run's (its loss `held`, its `held_bytes`).
+// 0, or 1 after a message.
+int print_formats(Net *net, Dataset *data, const Settings *s, long data_at, float held, size_t held_bytes) {
+    GPT *model = &net->cpu;
+    const GPTConfig *cfg = &s->cfg;
     InferenceBytes inf = predict_inference(cfg->layers, cfg->channels, padded_vocab(cfg), cfg->max_seq, 1, 1);
     printf("  %-7s %4s %14s %12s %10s %9s\n", "weights", "bits", "bytes", "weight error", "val loss", "vs fp32");
     float fp32_loss = 0;
     for (int f = QF_FP32; f < QF_N; f++) {
         float loss = held;
-        FILE *file = fopen(o->resume, "rb");
-        if (!file) { fprintf(stderr, "error: cannot reopen '%s': %s\n", o->resume, strerror(errno)); return 1; }
-        double werr = weight_error(model, file, state.data_at, f);
-        if (f != o->quantize) {
-            eval_from_file(model, file, state.data_at, f);
-            loss = evaluate(&net, &data, B, T, o->eval_batches, NULL);
+        FILE *file = fopen(s->resume, "rb");
+        if (!file) { fprintf(stderr, "error: cannot reopen '%s': %s\n", s->resume, strerror(errno)); return 1; }
+        double werr = weight_error(model, file, data_at, f);
+        if (f != s->quantize) {
+            eval_from_file(model, file, data_at, f);
+            loss = evaluate(net, data, s->batch, s->seq_len, s->eval_batches, NULL);
             eval_from_file(model, NULL, 0, 0);
         }
         fclose(file);
         if (f == QF_FP32) fp32_loss = loss;
-        size_t bytes = f == o->quantize ? held_bytes : inference_weight_bytes(&inf, quant_bits[f]);
+        size_t bytes = f == s->quantize ? held_bytes : inference_weight_bytes(&inf, quant_bits[f]);
         printf("  %-7s %4d %14zu %11.4f%% %10.6f", quant_name[f], quant_bits[f], bytes, 100 * werr, loss);
         if (f != QF_FP32) printf(" %+9.6f", loss - fp32_loss);
         else printf(" %9s", "");
-        printf("%s\n", f == o->quantize ? "  <- held in memory (this run's weights)" : "");
+        printf("%s\n", f == s->quantize ? "  <- held in memory (this run's weights)" : "");
     }
     printf("  weight error: RMS(rounded - w) / RMS(w) over all parameters; the rows not held read the fp32 "
            "weights from the state file a piece at a time, rounded through the format as the model asks for "
            "them: the same numbers, no memory held\n");
-    uint64_t rng = rng_seed(o->seed ^ 0x5A3B1E);
-    if (o->sample_len) sample_text(&net, &data, T, o->sample_len, o->temperature, &rng);
+    return 0;
+}
+
+int eval_only_run(Settings *s) {
+    const GPTConfig *cfg = &s->cfg;
+    int B = s->batch, T = s->seq_len;
+    if (open_ranks_and_device(NULL, NULL, s)) return 1;
+    if (comm_nranks > 1) {
+        fprintf(stderr, "error: --eval-only runs in one process; start it without mpirun\n");
+        return 1;
+    }
+    if (s->dtype != DT_FP32)
+        printf("note: --eval-only computes in fp32 and holds the weights in fp32 or in --quantize's format; "
+               "--dtype %s is for training (16-bit weights: --quantize bf16)\n", dtype_name[s->dtype]);
+    MemReport predicted, measured;
+    memset(&measured, 0, sizeof measured);
+    predict_memory(s, &predicted);
+    check_fits(predicted.peak_total);
+    Dataset data;
+    if (load_data(&data, s)) return 1;
+    Net net;
+    memset(&net, 0, sizeof net);
+    GPT *model = &net.cpu;
+    gpt_build_eval(model, s);
+    arena_reserve(predicted.peak[MEM_ACTIVATIONS]);
+    StateReader state;
+    StateHeader header = eval_load(model, s->resume, &state);
+    measured.phase[PHASE_INIT] = ledger_snapshot();
+    print_config_line(cfg, s);
+    printf("evaluating %s (step %d): %d validation batches of %d x %d, the weights held in %s\n", s->resume, header.step,
+           s->eval_batches, B, T, quant_name[s->quantize]);
+
+    // the held weights: the run's loss, its ledger
+    float held = evaluate(&net, &data, B, T, s->eval_batches, &measured.phase[PHASE_FORWARD]);
+    measured.phase[PHASE_BACKWARD] = measured.phase[PHASE_STEP] = ledger_snapshot();
+    size_t held_bytes = g_ledger.live[MEM_PARAMS] + g_ledger.live[MEM_QWEIGHTS] + g_ledger.live[MEM_QSCALES];
+
+    if (print_formats(&net, &data, s, state.data_at, held, held_bytes)) return 1;
+    uint64_t rng = sample_stream(s->seed);
+    if (s->sample_len) sample_text(&net, &data, T, s->sample_len, s->temperature, &rng);
     memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
     measured.peak_total = g_ledger.peak_total;
     memcpy(measured.peak_at, g_ledger.peak_at, sizeof measured.peak_at);
-    int bad = (o->mem || o->mem_json) && report_memory(o, &predicted, &measured, 0, 0, model->nparams, 0, NULL);
+    int bad = (s->mem || s->mem_json) && report_memory(s, &predicted, &measured, 0, 0, model->nparams, 0, NULL);
     gpt_free_eval(model);
     arena_release();
     data_free(&data);

@@ -36,12 +36,12 @@ void fit_base_command(int argc, char **argv, char *out, size_t n) {
 
 // --fit BUDGET: the settings that fit, from the predictor alone (memory/fit.h).
 // 0 if one fits, 1 if none does, 2 for a bad budget.
-int fit_run(const Settings *o, int argc, char **argv) {
-    const GPTConfig *cfg = &o->cfg;
+int fit_run(const Settings *s, int argc, char **argv) {
+    const GPTConfig *cfg = &s->cfg;
     size_t budget;
     char why[128], text[128];
-    if (!strcmp(o->fit, "free")) {  // what this machine (or its GPU) has free now
-        if (o->cuda) {
+    if (!strcmp(s->fit, "free")) {  // what this machine (or its GPU) has free now
+        if (s->cuda) {
             if (gpu_count(why, sizeof why) <= 0) {
                 fprintf(stderr, "error: --fit alone measures the GPU's free memory, and there is none here (%s); give "
                         "a budget, like --fit 80GiB\n", why);
@@ -52,7 +52,7 @@ int fit_run(const Settings *o, int argc, char **argv) {
             // what this process's context made the GPU use (exact on an otherwise idle
             // GPU, more when other processes use it: the budget errs low, so a listed
             // setting still starts)
-            size_t total, free_b, k = (size_t)ranks_per_gpu(o->ranks > 1 ? o->ranks : 1, gpu_count(why, sizeof why));
+            size_t total, free_b, k = (size_t)ranks_per_gpu(s->ranks > 1 ? s->ranks : 1, gpu_count(why, sizeof why));
             gpu_open(comm_local_rank(), why, sizeof why);
             gpu_mem_info(&free_b, &total);
             size_t context = total - free_b, others = (k - 1) * context;
@@ -66,21 +66,21 @@ int fit_run(const Settings *o, int argc, char **argv) {
             snprintf(text, sizeof text, "(free now)");
         }
     } else {
-        budget = parse_budget(o->fit, why, sizeof why);
-        if (!budget) usage_error("--fit '%s': %s", o->fit, why);
-        snprintf(text, sizeof text, "%s", o->fit);
+        budget = parse_budget(s->fit, why, sizeof why);
+        if (!budget) usage_error("--fit '%s': %s", s->fit, why);
+        snprintf(text, sizeof text, "%s", s->fit);
     }
     char base[2048];
     fit_base_command(argc, argv, base, sizeof base);
-    Settings shown = *o;
+    Settings shown = *s;
     shown.dry_run = 1;  // the config line without steps and threads: nothing runs
     print_config_line(cfg, &shown);
     // --offload's room: the host's free memory, and the disk's in the offload file's folder
-    g_fit_offload_dir = o->offload_disk ? o->offload_dir : ".";
+    g_fit_offload_dir = s->offload_disk ? s->offload_dir : ".";
     struct statvfs fs;
     size_t disk_free = statvfs(g_fit_offload_dir, &fs) == 0 ? (size_t)fs.f_bavail * fs.f_frsize : 0;
-    return fit_report(o, o->batch * o->accum, o->ranks > 1 ? o->ranks : 1, budget, text, base, available_memory(),
-                      disk_free);
+    FitQuestion q = {s, s->batch * s->accum, s->ranks > 1 ? s->ranks : 1, budget, available_memory(), disk_free};
+    return fit_report(&q, text, base);
 }
 
 #endif

@@ -165,8 +165,8 @@ void print_help(void) {
 }
 
 // Parse one value into the option it belongs to; exits 2 on a bad value.
-void parse_value(const FlagSpec *f, const char *v, Settings *o) {
-    char *p = (char *)o + f->offset, *end;
+void parse_value(const FlagSpec *f, const char *v, Settings *s) {
+    char *p = (char *)s + f->offset, *end;
     errno = 0;
     if (f->kind == ARG_INT) {
         long x = strtol(v, &end, 10);
@@ -198,7 +198,7 @@ void parse_value(const FlagSpec *f, const char *v, Settings *o) {
 }
 
 Settings parse_args(int argc, char **argv) {
-    Settings o = default_settings();
+    Settings s = default_settings();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { print_help(); exit(0); }
@@ -213,41 +213,41 @@ Settings parse_args(int argc, char **argv) {
         for (int k = 0; k < n_flag_specs; k++)
             if (!strcmp(flag_specs[k].name, name)) f = &flag_specs[k];
         if (!f) usage_error("unknown flag '--%s'", name);
-        if (!strcmp(name, "seed")) o.seed_given = 1;
-        if (!strcmp(name, "eval-every") || !strcmp(name, "eval-batches")) o.eval_given = 1;
-        if (!strcmp(name, "sample-every") || !strcmp(name, "sample-len")) o.sample_given = 1;
+        if (!strcmp(name, "seed")) s.seed_given = 1;
+        if (!strcmp(name, "eval-every") || !strcmp(name, "eval-batches")) s.eval_given = 1;
+        if (!strcmp(name, "sample-every") || !strcmp(name, "sample-len")) s.sample_given = 1;
         if (f->kind == ARG_FLAG) {
             if (eq) usage_error("--%s takes no value (got '%s')", name, eq + 1);
-            *(int *)((char *)&o + f->offset) = 1;
+            *(int *)((char *)&s + f->offset) = 1;
             continue;
         }
         if (eq) value = eq + 1;
         else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) value = argv[++i];
         else if (!strcmp(name, "fit")) value = "free";  // --fit alone: the memory free here
         else usage_error("--%s needs a value", name);  // (a value that starts with -- goes as --flag=value)
-        parse_value(f, value, &o);
+        parse_value(f, value, &s);
     }
-    return o;
+    return s;
 }
 
 // --recompute LIST (comma-separated names of core/saved.h's recompute_choices)
 // into o->recompute; --ckpt is "block", and "block" sets --ckpt.
-void parse_recompute(Settings *o) {
-    if (o->recompute_str) {
-        if (o->ckpt) usage_error("--ckpt is --recompute block: give one of them, not both");
+void parse_recompute(Settings *s) {
+    if (s->recompute_str) {
+        if (s->ckpt) usage_error("--ckpt is --recompute block: give one of them, not both");
         char list[256];
-        snprintf(list, sizeof list, "%s", o->recompute_str);
+        snprintf(list, sizeof list, "%s", s->recompute_str);
         for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
             int found = 0;
             for (int k = 0; k < N_RECOMPUTE_CHOICES; k++)
-                if (!strcmp(name, recompute_choices[k].name)) o->recompute |= recompute_choices[k].flag, found = 1;
+                if (!strcmp(name, recompute_choices[k].name)) s->recompute |= recompute_choices[k].flag, found = 1;
             if (!found) usage_error("--recompute: unknown name '%s'; the choices are gelu, ln, attn, mlp, block", name);
         }
-        if (!o->recompute) usage_error("--recompute needs a list of names: gelu, ln, attn, mlp, block (got '%s')",
-                                       o->recompute_str);
+        if (!s->recompute) usage_error("--recompute needs a list of names: gelu, ln, attn, mlp, block (got '%s')",
+                                       s->recompute_str);
     }
-    if (o->ckpt) o->recompute = REC_BLOCK;
-    if (o->recompute & REC_BLOCK) o->ckpt = 1;
+    if (s->ckpt) s->recompute = REC_BLOCK;
+    if (s->recompute & REC_BLOCK) s->ckpt = 1;
 }
 
 // --shard-group K: a divisor of the ranks, with a ZeRO stage to shard (the
@@ -262,137 +262,144 @@ void check_shard_group(int k, int zero, int ranks) {
                     k, ranks, ranks);
 }
 
-void parse_shard_group(Settings *o) {
-    if (!o->shard_group) return;
-    if (o->ranks > 1 || !comm_launched()) check_shard_group(o->shard_group, o->zero, o->ranks);
-    else if (!o->zero) check_shard_group(o->shard_group, 0, 2);
+void parse_shard_group(Settings *s) {
+    if (!s->shard_group) return;
+    if (s->ranks > 1 || !comm_launched()) check_shard_group(s->shard_group, s->zero, s->ranks);
+    else if (!s->zero) check_shard_group(s->shard_group, 0, 2);
 }
 
 // --offload and --offload-to: what is moved, and where to.
-void parse_offload(Settings *o) {
-    if (strcmp(o->offload_str, "none")) {
+void parse_offload(Settings *s) {
+    if (strcmp(s->offload_str, "none")) {
         char list[256];
-        snprintf(list, sizeof list, "%s", o->offload_str);
+        snprintf(list, sizeof list, "%s", s->offload_str);
         for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
-            if (!strcmp(name, "opt")) o->offload |= OFFLOAD_OPT;
-            else if (!strcmp(name, "params")) o->offload |= OFFLOAD_PARAMS;
+            if (!strcmp(name, "opt")) s->offload |= OFFLOAD_OPT;
+            else if (!strcmp(name, "params")) s->offload |= OFFLOAD_PARAMS;
             else usage_error("--offload: unknown part '%s'; the choices are opt, or opt,params (or none)", name);
         }
-        if (!o->offload) usage_error("--offload needs opt or opt,params (got '%s')", o->offload_str);
+        if (!s->offload) usage_error("--offload needs opt or opt,params (got '%s')", s->offload_str);
     }
-    if (o->offload_to != OFFLOAD_TO_DEFAULT && !o->offload)
+    if (s->offload_to != OFFLOAD_TO_DEFAULT && !s->offload)
         usage_error("--offload-to %s: nothing to offload; add --offload opt (the optimizer's states) or opt,params",
-                    o->offload_to);
-    if ((o->offload & OFFLOAD_PARAMS) && !(o->offload & OFFLOAD_OPT))
+                    s->offload_to);
+    if ((s->offload & OFFLOAD_PARAMS) && !(s->offload & OFFLOAD_OPT))
         usage_error("--offload params: the weights follow the optimizer's states off the device; give --offload opt,params");
-    if ((o->offload & OFFLOAD_PARAMS) && o->zero != 3)
+    if ((s->offload & OFFLOAD_PARAMS) && s->zero != 3)
         usage_error("--offload params moves ZeRO stage 3's weight shard: add --zero 3 (on several ranks), or use --offload opt");
-    if (o->offload && o->eval_only) usage_error("--offload moves the optimizer's states; --eval-only has no optimizer");
-    const char *to = o->offload_to;
+    if (s->offload && s->eval_only) usage_error("--offload moves the optimizer's states; --eval-only has no optimizer");
+    const char *to = s->offload_to;
     if (!strcmp(to, "host")) return;
     if (strncmp(to, "disk", 4) || (to[4] && to[4] != ':') || (to[4] == ':' && !to[5]))
         usage_error("--offload-to must be host, disk or disk:DIR (got '%s')", to);
-    o->offload_disk = 1;
-    snprintf(o->offload_dir, sizeof o->offload_dir, "%s", to[4] ? to + 5 : ".");
+    s->offload_disk = 1;
+    snprintf(s->offload_dir, sizeof s->offload_dir, "%s", to[4] ? to + 5 : ".");
 }
 
 // --eval-only, --quantize and --adam-bits: what each needs, what each excludes.
-void parse_eval_flags(Settings *o) {
-    if (o->adam_bits != 32 && o->adam_bits != 8) usage_error("--adam-bits must be 32 or 8 (got %d)", o->adam_bits);
-    if (o->adam_bits == 8 && o->cuda && !(o->offload & OFFLOAD_OPT))
+void parse_eval_flags(Settings *s) {
+    if (s->adam_bits != 32 && s->adam_bits != 8) usage_error("--adam-bits must be 32 or 8 (got %d)", s->adam_bits);
+    if (s->adam_bits == 8 && s->cuda && !(s->offload & OFFLOAD_OPT))
         usage_error("--adam-bits 8 runs on the CPU (drop it, --device cpu, or --offload opt: AdamW on the host)");
-    o->quantize = QF_FP32;
-    if (o->quantize_str) {
+    s->quantize = QF_FP32;
+    if (s->quantize_str) {
         for (int f = QF_BF16; f < QF_N; f++)
-            if (!strcmp(o->quantize_str, quant_name[f])) o->quantize = f;
-        if (o->quantize == QF_FP32) usage_error("--quantize must be bf16, int8 or int4 (got '%s')", o->quantize_str);
-        if (!o->eval_only)
+            if (!strcmp(s->quantize_str, quant_name[f])) s->quantize = f;
+        if (s->quantize == QF_FP32) usage_error("--quantize must be bf16, int8 or int4 (got '%s')", s->quantize_str);
+        if (!s->eval_only)
             usage_error("--quantize goes with --eval-only --resume STATE: it evaluates and samples a trained state "
                         "(training keeps fp32 master weights; see --dtype)");
     }
-    if (!o->eval_only) return;
-    if (o->adam_bits != 32) usage_error("--eval-only runs no optimizer: drop --adam-bits");
-    if (o->cuda) usage_error("--eval-only runs on the CPU (drop --device cuda)");
-    if (o->ranks > 1 || o->zero) usage_error("--eval-only runs in one process: drop --ranks and --zero");
-    if (o->recompute) usage_error("--eval-only has no backward, so nothing to recompute: drop --ckpt / --recompute");
-    if (o->save) usage_error("--eval-only changes nothing to save: drop --save");
-    if (o->fit || o->mem_timeline || o->mem_ops || o->log || o->trace || o->timing)
-        usage_error("--eval-only runs no training step: drop --%s", o->fit ? "fit" : o->mem_timeline ? "mem-timeline" :
-                    o->mem_ops ? "mem-ops" : o->log ? "log" : o->trace ? "trace" : "timing");
-    if (!o->resume && !o->dry_run)
+    if (!s->eval_only) return;
+    if (s->adam_bits != 32) usage_error("--eval-only runs no optimizer: drop --adam-bits");
+    if (s->cuda) usage_error("--eval-only runs on the CPU (drop --device cuda)");
+    if (s->ranks > 1 || s->zero) usage_error("--eval-only runs in one process: drop --ranks and --zero");
+    if (s->recompute) usage_error("--eval-only has no backward, so nothing to recompute: drop --ckpt / --recompute");
+    if (s->save) usage_error("--eval-only changes nothing to save: drop --save");
+    if (s->fit || s->mem_timeline || s->mem_ops || s->log || s->trace || s->timing)
+        usage_error("--eval-only runs no training step: drop --%s", s->fit ? "fit" : s->mem_timeline ? "mem-timeline" :
+                    s->mem_ops ? "mem-ops" : s->log ? "log" : s->trace ? "trace" : "timing");
+    if (!s->resume && !s->dry_run)
         usage_error("--eval-only needs a state to evaluate: --resume FILE (one saved with --save)");
 }
 
-// Resolve the preset and overrides into the model config, and everything else
-// the flags imply; check it makes sense.
-void resolve_settings(Settings *o) {
+// The model: the preset with --layers, --channels, ... over it; and the
+// sequence length it takes (--seq-len, by default its maxT). Checked.
+GPTConfig resolve_model(Settings *s) {
     const ModelPreset *p = NULL;
     for (int i = 0; i < n_model_presets; i++)
-        if (!strcmp(model_presets[i].name, o->model)) p = &model_presets[i];
+        if (!strcmp(model_presets[i].name, s->model)) p = &model_presets[i];
     if (!p) usage_error("--model must be one of small, gpt2, gpt2-medium, gpt2-large, gpt2-xl (got '%s')",
-                        o->model);
+                        s->model);
     GPTConfig c = p->cfg;
-    if (o->layers) c.layers = o->layers;
-    if (o->channels) c.channels = o->channels;
-    if (o->heads) c.heads = o->heads;
-    if (o->vocab) c.vocab = o->vocab;
-    if (o->max_seq) c.max_seq = o->max_seq;
+    if (s->layers) c.layers = s->layers;
+    if (s->channels) c.channels = s->channels;
+    if (s->heads) c.heads = s->heads;
+    if (s->vocab) c.vocab = s->vocab;
+    if (s->max_seq) c.max_seq = s->max_seq;
     if (c.channels % c.heads) {
         fprintf(stderr, "error: --channels %d is not divisible by --heads %d; pick heads that divide "
                 "channels (see ./train --help)\n", c.channels, c.heads);
         exit(2);
     }
-    if (o->seq_len == 0) o->seq_len = c.max_seq;
-    if (o->seq_len > c.max_seq) {
+    if (s->seq_len == 0) s->seq_len = c.max_seq;
+    if (s->seq_len > c.max_seq) {
         fprintf(stderr, "error: --seq-len %d is over the model's maximum of %d positions; use --seq-len "
-                "1..%d or raise --max-seq (see ./train --help)\n", o->seq_len, c.max_seq, c.max_seq);
+                "1..%d or raise --max-seq (see ./train --help)\n", s->seq_len, c.max_seq, c.max_seq);
         exit(2);
     }
-    if ((long long)o->batch * o->seq_len > INT_MAX / 8) usage_error("--batch x --seq-len is too large");
-    if (o->warmup < 0) o->warmup = o->steps / 20;
-    if (o->steps == 1 && !o->eval_only) {  // a one-step run inspects the step (--trace, --mem, ...): it ends there
-        if (!o->eval_given) o->eval_at_end = 0;  // its val loss is the untrained model's
-        if (!o->sample_given) o->sample_len = 0; // its sample is noise
+    if ((long long)s->batch * s->seq_len > INT_MAX / 8) usage_error("--batch x --seq-len is too large");
+    return c;
+}
+
+// Resolve the preset and overrides into the model config, and everything else
+// the flags imply; check it makes sense.
+void resolve_settings(Settings *s) {
+    GPTConfig c = resolve_model(s);
+    if (s->warmup < 0) s->warmup = s->steps / 20;
+    if (s->steps == 1 && !s->eval_only) {  // a one-step run inspects the step (--trace, --mem, ...): it ends there
+        if (!s->eval_given) s->eval_at_end = 0;  // its val loss is the untrained model's
+        if (!s->sample_given) s->sample_len = 0; // its sample is noise
     }
-    o->dtype = -1;
+    s->dtype = -1;
     for (int d = DT_FP32; d <= DT_FP16; d++)
-        if (!strcmp(o->dtype_str, dtype_name[d])) o->dtype = d;
-    if (o->dtype < 0) usage_error("--dtype must be one of fp32, bf16, fp16 (got '%s')", o->dtype_str);
-    if (strcmp(o->device_str, "cpu") && strcmp(o->device_str, "cuda"))
-        usage_error("--device must be cpu or cuda (got '%s')", o->device_str);
-    o->cuda = !strcmp(o->device_str, "cuda");
-    o->comm = !strcmp(o->comm_str, "auto") ? COMM_AUTO : !strcmp(o->comm_str, "nccl") ? COMM_NCCL
-            : !strcmp(o->comm_str, "mpi") ? COMM_MPI : -1;
-    if (o->comm < 0) usage_error("--comm must be auto, nccl or mpi (got '%s')", o->comm_str);
-    if (o->comm == COMM_NCCL && !o->cuda)
+        if (!strcmp(s->dtype_str, dtype_name[d])) s->dtype = d;
+    if (s->dtype < 0) usage_error("--dtype must be one of fp32, bf16, fp16 (got '%s')", s->dtype_str);
+    if (strcmp(s->device_str, "cpu") && strcmp(s->device_str, "cuda"))
+        usage_error("--device must be cpu or cuda (got '%s')", s->device_str);
+    s->cuda = !strcmp(s->device_str, "cuda");
+    s->comm = !strcmp(s->comm_str, "auto") ? COMM_AUTO : !strcmp(s->comm_str, "nccl") ? COMM_NCCL
+            : !strcmp(s->comm_str, "mpi") ? COMM_MPI : -1;
+    if (s->comm < 0) usage_error("--comm must be auto, nccl or mpi (got '%s')", s->comm_str);
+    if (s->comm == COMM_NCCL && !s->cuda)
         usage_error("--comm nccl moves GPU buffers: it goes with --device cuda (the CPU's ranks use MPI)");
-    parse_shard_group(o);
-    if (o->cuda && o->flash && c.channels / c.heads > GPU_FLASH_MAX_HEAD) {
+    parse_shard_group(s);
+    if (s->cuda && s->flash && c.channels / c.heads > GPU_FLASH_MAX_HEAD) {
         fprintf(stderr, "error: --device cuda --flash supports head sizes up to %d; this model's is %d "
                 "(--channels / --heads); drop --flash or use more heads\n", GPU_FLASH_MAX_HEAD,
                 c.channels / c.heads);
         exit(2);
     }
-    parse_recompute(o);
-    if (o->infer && !o->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
-    parse_offload(o);
-    parse_eval_flags(o);
-    if (o->cuda && o->mem_timeline)
+    parse_recompute(s);
+    if (s->infer && !s->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
+    parse_offload(s);
+    parse_eval_flags(s);
+    if (s->cuda && s->mem_timeline)
         usage_error("--mem-timeline records the CPU's activation stack; drop --device cuda");
-    if (o->cuda && o->mem_ops)
+    if (s->cuda && s->mem_ops)
         usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
                     "bytes: --device cuda --dry-run shows its stack)", GPU_ACT_ALIGN);
-    o->cfg = c;
-    long long corpus = file_size(o->data);
-    o->corpus_bytes = corpus > 0 ? (size_t)corpus : 0;
-    o->quant_bits = o->quantize ? quant_bits[o->quantize] : 0;
+    s->cfg = c;
+    long long corpus = file_size(s->data);
+    s->corpus_bytes = corpus > 0 ? (size_t)corpus : 0;
+    s->quant_bits = s->quantize ? quant_bits[s->quantize] : 0;
 }
 
 // The run's settings, from the command line (exits 2 on a bad flag or value).
 Settings parse_settings(int argc, char **argv) {
-    Settings o = parse_args(argc, argv);
-    resolve_settings(&o);
-    return o;
+    Settings s = parse_args(argc, argv);
+    resolve_settings(&s);
+    return s;
 }
 
 #endif

@@ -52,16 +52,16 @@ void openmp_wait_defaults(char **argv) {
 // read before MPI starts), and no more than the cores this process may run on
 // (the launcher may have bound it to one), so that N ranks do not each start
 // a thread per core. Returns the ranks the cores were divided among (1: none).
-int set_threads(const Settings *o) {
+int set_threads(const Settings *s) {
 #ifdef _OPENMP
-    if (o->threads > 0) omp_set_num_threads(o->threads);
-    if (o->threads > 0 || getenv("OMP_NUM_THREADS") || comm_local_size() <= 1) return 1;
+    if (s->threads > 0) omp_set_num_threads(s->threads);
+    if (s->threads > 0 || getenv("OMP_NUM_THREADS") || comm_local_size() <= 1) return 1;
     int ranks = comm_local_size(), share = (int)sysconf(_SC_NPROCESSORS_ONLN) / ranks, mine = omp_get_num_procs();
     if (share > mine) share = mine;
     omp_set_num_threads(share > 1 ? share : 1);
     return ranks;
 #else
-    (void)o;
+    (void)s;
     return 1;
 #endif
 }
@@ -200,6 +200,23 @@ int launch_ranks(int argc, char **argv, int n) {
     return 1;
 }
 
+// How this process goes on: --ranks N (not a dry run or --fit) starts N ranks
+// under mpirun and becomes it (a state of another number of ranks is refused
+// first); `mpirun -np N ./train --dry-run` predicts for N ranks, printed by
+// rank 0 alone. -1 to go on; else the exit code.
+int launch(Settings *s, int argc, char **argv) {
+    if (s->ranks > 1 && !s->dry_run && !s->fit) {
+        if (s->resume && resume_ranks_differ(s->resume, s->ranks)) return 1;
+        return launch_ranks(argc, argv, s->ranks);
+    }
+    if (s->dry_run && !s->ranks && comm_launched()) {
+        int launched_rank, size = comm_launched_size(&launched_rank);
+        if (launched_rank != 0) return 0;
+        s->ranks = size;
+    }
+    return -1;
+}
+
 // --comm: ZeRO's collectives on the GPU go over NCCL on the device buffers
 // when every rank has a GPU of its own, and over MPI through host buffers
 // (parallel/staging.h) when ranks share one (NCCL refuses two ranks on one GPU) or
@@ -208,9 +225,9 @@ int launch_ranks(int argc, char **argv, int n) {
 // The choice is made once for all ranks (every rank must take the same backend, or their
 // collectives never meet): NCCL only if no rank shares its GPU and every rank's build has it;
 // a rank that cannot take what --comm asks stops all, the first such rank saying why.
-int open_comm_backend(Settings *o) {
+int open_comm_backend(Settings *s) {
     int sharing = gpu_sharing(), built = gpu_nccl_built();
-    if (o->comm == COMM_NCCL) {
+    if (s->comm == COMM_NCCL) {
         int first = comm_first(sharing > 1 || !built);
         if (first == comm_rank_id) {
             if (!built) fprintf(stderr, "error: --comm nccl: rank %d's build has no NCCL (nccl.h was not found when "
@@ -221,8 +238,8 @@ int open_comm_backend(Settings *o) {
         }
         if (first >= 0) return 1;
     }
-    if (o->comm == COMM_AUTO) o->comm = comm_any(sharing > 1 || !built) ? COMM_MPI : COMM_NCCL;
-    if (o->comm != COMM_NCCL) return 0;
+    if (s->comm == COMM_AUTO) s->comm = comm_any(sharing > 1 || !built) ? COMM_MPI : COMM_NCCL;
+    if (s->comm != COMM_NCCL) return 0;
     // one communicator for ZeRO's collectives: all the ranks, or with --shard-group this rank's
     // group (its first rank makes the id); the sum across the groups goes over MPI
     unsigned char id[512] = {0};
@@ -241,37 +258,37 @@ int open_comm_backend(Settings *o) {
 
 // The ranks (one process, or N under mpirun) and, with --device cuda, the GPU.
 // 0, or 1 after a message.
-int open_ranks_and_device(int *argc, char ***argv, Settings *o) {
+int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
     // the GPU first (the launcher's environment names the local rank): a CUDA-aware
     // MPI may otherwise make a context on GPU 0 for every rank at MPI_Init
     char why[256];
-    int no_gpu = o->cuda && gpu_open(comm_local_rank(), why, sizeof why);
+    int no_gpu = s->cuda && gpu_open(comm_local_rank(), why, sizeof why);
     comm_init(argc, argv);
     if (comm_any(no_gpu)) {
         if (no_gpu) fprintf(stderr, "error: --device cuda: %s; train on the CPU instead (--device cpu)\n", why);
         return 1;
     }
-    if (o->cuda) count_gpu_sharing();
-    if (o->shard_group) {  // (the ranks are known now)
-        check_shard_group(o->shard_group, o->zero, comm_nranks);
-        comm_split_groups(o->shard_group);
+    if (s->cuda) count_gpu_sharing();
+    if (s->shard_group) {  // (the ranks are known now)
+        check_shard_group(s->shard_group, s->zero, comm_nranks);
+        comm_split_groups(s->shard_group);
     }
-    if (o->cuda && comm_nranks > 1 && open_comm_backend(o)) return 1;
-    if (o->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
-    if ((o->recompute & REC_ATTN) && o->flash && !(o->recompute & REC_BLOCK))
+    if (s->cuda && comm_nranks > 1 && open_comm_backend(s)) return 1;
+    if (s->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
+    if ((s->recompute & REC_ATTN) && s->flash && !(s->recompute & REC_BLOCK))
         say("note: --recompute attn drops the attention probabilities, which --flash never keeps: with --flash it "
             "drops nothing\n");
-    if (o->zero && comm_nranks == 1)
+    if (s->zero && comm_nranks == 1)
         say("note: --zero %d on one rank: nothing to shard, training as usual; shard it with `./train --ranks 4 "
-            "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", o->zero,
-            o->zero, o->zero, comm_have_mpi() ? "" : " (this build has no MPI: install libopenmpi-dev and rebuild)");
+            "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", s->zero,
+            s->zero, s->zero, comm_have_mpi() ? "" : " (this build has no MPI: install libopenmpi-dev and rebuild)");
     return 0;
 }
 
 // Load the data; every rank must draw the same batch windows, so check that
 // they start from the same state. 0, or 1 after a message.
-int load_data(Dataset *data, const Settings *o) {
-    if (comm_any(data_load(data, o->data, o->batch, o->seq_len, o->seed) != 0)) {
+int load_data(Dataset *data, const Settings *s) {
+    if (comm_any(data_load(data, s->data, s->batch, s->seq_len, s->seed) != 0)) {
         if (comm_nranks > 1) fprintf(stderr, "error: rank %d stops: a rank could not load its data\n", comm_rank_id);
         return 1;
     }
@@ -289,8 +306,8 @@ int load_data(Dataset *data, const Settings *o) {
 // peak fits where the run runs (the GPU's memory for each rank sharing it, or
 // this machine's RAM for all its ranks: everything but the offload file, whose
 // bytes stay the same from build to exit, so the peak less them is the RAM's).
-void check_fits_here(const Settings *o, const MemReport *predicted) {
-    if (o->cuda) check_fits_gpu(predicted->peak_at[LOC_DEVICE]);
+void check_fits_here(const Settings *s, const MemReport *predicted) {
+    if (s->cuda) check_fits_gpu(predicted->peak_at[LOC_DEVICE]);
     else check_fits((predicted->peak_total - predicted->peak_at[LOC_DISK]) * (size_t)comm_nranks);
 }
 

@@ -200,12 +200,12 @@ int net_replicas_identical(Net *n) { return n->cuda ? gpu_gpt_replicas_identical
 int net_replica_check_every(const Net *n) {
     const GpuGPT *g = &n->gpu;
     if (!n->cuda || g->shard.nranks == 1 || g->shard.stage == 3) return 1;
-    return (int)((g->nparams * g->e + GPU_REPLICA_CHECK_BYTES - 1) / GPU_REPLICA_CHECK_BYTES);
+    return (int)((g->nparams * g->elem_bytes + GPU_REPLICA_CHECK_BYTES - 1) / GPU_REPLICA_CHECK_BYTES);
 }
 
 // The bytes of the weights the model computes with, all of them (that check hashes them).
 size_t net_weight_bytes(const Net *n) {
-    return n->cuda ? n->gpu.nparams * n->gpu.e : n->cpu.nparams * dtype_size(n->cpu.dtype);
+    return n->cuda ? n->gpu.nparams * n->gpu.elem_bytes : n->cpu.nparams * dtype_size(n->cpu.dtype);
 }
 
 // This rank's part of the training state, what a saved state holds

@@ -102,15 +102,15 @@ double observe_step_seconds(Observer *ob, long long tokens) {
 // --- --mem-timeline's files: the first step's timeline (memory/ledger.h recorded
 // it) against the predicted one, a CSV per rank (rank r > 0: FILE.rank<r>) ---------
 
-void timeline_path(const Settings *o, char *path, size_t n) {
-    if (comm_rank_id == 0) snprintf(path, n, "%s", o->mem_timeline);
-    else snprintf(path, n, "%s.rank%d", o->mem_timeline, comm_rank_id);
+void timeline_path(const Settings *s, char *path, size_t n) {
+    if (comm_rank_id == 0) snprintf(path, n, "%s", s->mem_timeline);
+    else snprintf(path, n, "%s.rank%d", s->mem_timeline, comm_rank_id);
 }
 
 // Before training: can this rank write its timeline file? 0 yes; 1 after a message.
-int timeline_unwritable(const Settings *o) {
+int timeline_unwritable(const Settings *s) {
     char path[1024];
-    timeline_path(o, path, sizeof path);
+    timeline_path(s, path, sizeof path);
     FILE *f = fopen(path, "w");
     if (f) { fclose(f); return 0; }
     fprintf(stderr, "error: cannot write the memory timeline '%s': %s; give --mem-timeline a path in a writable "
@@ -118,9 +118,9 @@ int timeline_unwritable(const Settings *o) {
     return 1;
 }
 
-int write_timeline(const Settings *o, const PredictedTimeline *t) {
+int write_timeline(const Settings *s, const PredictedTimeline *t) {
     char path[1024];
-    timeline_path(o, path, sizeof path);
+    timeline_path(s, path, sizeof path);
     if (write_mem_timeline(path, t)) {
         fprintf(stderr, "error: cannot write the memory timeline '%s'\n", path);
         return 1;
@@ -138,7 +138,7 @@ int write_timeline(const Settings *o, const PredictedTimeline *t) {
 // timeline (--mem-timeline) and its peak's receipt, one block's tensors
 // (--mem-ops). 0, or 1 if a file cannot be written.
 int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float val_loss, size_t nparams) {
-    const Settings *o = ob->s;
+    const Settings *s = ob->s;
     size_t file = g_ledger.peak_at[LOC_DISK];  // --offload-to disk: the file's bytes, not memory's
     char val[64] = "no val loss (--eval-batches N asks for one)";
     if (!isnan(val_loss)) snprintf(val, sizeof val, "final val loss %.4f", val_loss);
@@ -157,16 +157,16 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
     PredictedTimeline timeline = {0};
     char *receipt = NULL;
     if (ob->recording) {
-        timeline = predicted_timeline(o, o->accum, predicted);
+        timeline = predicted_timeline(s, s->accum, predicted);
         receipt = receipt_json(&timeline);
-        if (o->mem_timeline && write_timeline(o, &timeline)) return 1;
+        if (s->mem_timeline && write_timeline(s, &timeline)) return 1;
     }
-    if ((o->mem || o->mem_json) &&
-        report_memory(o, predicted, &ob->measured, ob->first_step_comm, ob->first_step_across, nparams, ob->stage, receipt))
+    if ((s->mem || s->mem_json) &&
+        report_memory(s, predicted, &ob->measured, ob->first_step_comm, ob->first_step_across, nparams, ob->stage, receipt))
         return 1;
-    if (ob->recording && o->mem && comm_rank_id == 0) print_peak_receipt(stdout, &timeline, predicted);
+    if (ob->recording && s->mem && comm_rank_id == 0) print_peak_receipt(stdout, &timeline, predicted);
     if (ob->recording) { predicted_timeline_free(&timeline); free(receipt); }
-    if (o->mem_ops && comm_rank_id == 0) print_activation_table(stdout, o, ob->block_kept);
+    if (s->mem_ops && comm_rank_id == 0) print_activation_table(stdout, s, ob->block_kept);
     return 0;
 }
 

@@ -24,47 +24,47 @@
 #include "parallel/comm.h"
 
 // One line saying what will run; a dry run leaves out steps and threads.
-void print_config_line(const GPTConfig *c, const Settings *o) {
+void print_config_line(const GPTConfig *c, const Settings *s) {
     const GPTConfig *p = NULL;  // the preset: a shape that differs from it is "custom"
     for (int i = 0; i < n_model_presets; i++)
-        if (!strcmp(model_presets[i].name, o->model)) p = &model_presets[i].cfg;
+        if (!strcmp(model_presets[i].name, s->model)) p = &model_presets[i].cfg;
     int preset = p && !memcmp(p, c, sizeof *c);
     printf("model %s%s: L%d C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens",
-           preset ? o->model : "custom", preset ? "" : " shape", c->layers, c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
-           param_count(c) / 1e6, o->batch, o->seq_len);
-    if (o->accum > 1) printf(" x %d accum", o->accum);
-    if (o->dtype != DT_FP32) printf(" | %s", dtype_name[o->dtype]);
-    if (o->flash) printf(" | flash");
-    if (o->zero) printf(" | zero %d", o->zero);
-    if (o->ranks > 1) printf(" on %d ranks", o->ranks);
+           preset ? s->model : "custom", preset ? "" : " shape", c->layers, c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
+           param_count(c) / 1e6, s->batch, s->seq_len);
+    if (s->accum > 1) printf(" x %d accum", s->accum);
+    if (s->dtype != DT_FP32) printf(" | %s", dtype_name[s->dtype]);
+    if (s->flash) printf(" | flash");
+    if (s->zero) printf(" | zero %d", s->zero);
+    if (s->ranks > 1) printf(" on %d ranks", s->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
-    if (o->shard_group) printf(" in groups of %d", o->shard_group);
-    if (o->ckpt) printf(" | ckpt");
-    else if (o->recompute) printf(" | recompute %s", o->recompute_str);
-    if (o->fused_ce) printf(" | fused-ce");
-    if (o->cuda) printf(" | cuda");
-    if (o->cuda && !o->dry_run) printf(" %s", gpu_name());
-    if (o->cuda && comm_nranks > 1) printf(" | comm %s", o->comm == COMM_NCCL ? "nccl" : "mpi");
-    if (o->adam_bits == 8) printf(" | 8-bit adam");
-    if (o->offload) printf(" | offload %s to %s%s", o->offload_str, o->offload_disk ? "disk " : "host",
-                           o->offload_disk ? o->offload_dir : "");
-    if (o->eval_only) printf(" | eval-only%s%s", o->quantize ? ", weights in " : "", o->quantize ? quant_name[o->quantize] : "");
-    if (!o->dry_run) {
-        if (!o->eval_only) printf(" | %d step%s", o->steps, o->steps == 1 ? "" : "s");
-        if (!o->eval_only && !o->eval_at_end)
-            printf(" (no val loss%s: ask with --eval-batches N%s)", o->sample_len ? "" : " or sample",
-                   o->sample_len ? "" : ", --sample-len N");
+    if (s->shard_group) printf(" in groups of %d", s->shard_group);
+    if (s->ckpt) printf(" | ckpt");
+    else if (s->recompute) printf(" | recompute %s", s->recompute_str);
+    if (s->fused_ce) printf(" | fused-ce");
+    if (s->cuda) printf(" | cuda");
+    if (s->cuda && !s->dry_run) printf(" %s", gpu_name());
+    if (s->cuda && comm_nranks > 1) printf(" | comm %s", s->comm == COMM_NCCL ? "nccl" : "mpi");
+    if (s->adam_bits == 8) printf(" | 8-bit adam");
+    if (s->offload) printf(" | offload %s to %s%s", s->offload_str, s->offload_disk ? "disk " : "host",
+                           s->offload_disk ? s->offload_dir : "");
+    if (s->eval_only) printf(" | eval-only%s%s", s->quantize ? ", weights in " : "", s->quantize ? quant_name[s->quantize] : "");
+    if (!s->dry_run) {
+        if (!s->eval_only) printf(" | %d step%s", s->steps, s->steps == 1 ? "" : "s");
+        if (!s->eval_only && !s->eval_at_end)
+            printf(" (no val loss%s: ask with --eval-batches N%s)", s->sample_len ? "" : " or sample",
+                   s->sample_len ? "" : ", --sample-len N");
 #ifdef _OPENMP
-        if (!o->cuda) printf(" | %d thread%s", omp_get_max_threads(), omp_get_max_threads() > 1 ? "s" : "");
-        if (!o->cuda && g_threads_shared_by > 1)
+        if (!s->cuda) printf(" | %d thread%s", omp_get_max_threads(), omp_get_max_threads() > 1 ? "s" : "");
+        if (!s->cuda && g_threads_shared_by > 1)
             printf(" a rank (%ld cores / %d ranks on this machine)", sysconf(_SC_NPROCESSORS_ONLN), g_threads_shared_by);
 #endif
     }
     printf("\n");
     // --flash on the GPU: the tensor-core kernels take 16-bit runs with head size 64 or 128
-    if (o->cuda && o->flash && !o->dry_run && !cu_flash_uses_mma(o->dtype, c->channels / c->heads))
+    if (s->cuda && s->flash && !s->dry_run && !cu_flash_uses_mma(s->dtype, c->channels / c->heads))
         printf("note: --flash runs on the reference kernels (CUDA cores, slow) for %s with head size %d; the "
-               "tensor-core kernels take --dtype bf16 or fp16 with head size 64 or 128\n", dtype_name[o->dtype],
+               "tensor-core kernels take --dtype bf16 or fp16 with head size 64 or 128\n", dtype_name[s->dtype],
                c->channels / c->heads);
 }
 
@@ -77,15 +77,15 @@ typedef struct {
     long long comm_across;  // --shard-group: of which across the groups
 } RankLedger;
 
-int report_memory(const Settings *o, const MemReport *predicted, const MemReport *measured, long long step_comm,
+int report_memory(const Settings *s, const MemReport *predicted, const MemReport *measured, long long step_comm,
                   long long step_across, size_t P, int zero, const char *receipt) {
     RankLedger mine = {measured->peak_total, predicted->peak_total,
                        !memcmp(predicted, measured, sizeof *measured), step_comm, step_across};
     RankLedger *all = malloc(sizeof(RankLedger) * comm_nranks);
     comm_gather_to_root(&mine, all, sizeof mine);
-    if (o->mem && comm_rank_id == 0) {
+    if (s->mem && comm_rank_id == 0) {
         printf("memory ledger: predicted vs measured (bytes)%s\n", comm_nranks > 1 ? ", rank 0" : "");
-        print_mem_report(stdout, predicted, measured, o->eval_only ? EVAL_PHASES : MEM_NPHASE);
+        print_mem_report(stdout, predicted, measured, s->eval_only ? EVAL_PHASES : MEM_NPHASE);
         printf("  activation stack: %zu bytes reserved from the prediction, high-water mark %zu\n",
                g_arena.capacity, measured->peak[MEM_ACTIVATIONS]);
         size_t rss = process_peak_rss();
@@ -94,7 +94,7 @@ int report_memory(const Settings *o, const MemReport *predicted, const MemReport
                    "bytes in RAM (not a GPU's, not the offload file's): the program and its libraries (--device cuda loads cuBLASLt: about 150 MiB), "
                    "thread stacks, the C library's heap; not predicted\n",
                    "process", rss, mib(rss), mib(rss) - mib(g_ledger.peak_total - g_ledger.gpu_reserved - g_ledger.peak_at[LOC_DISK]));
-        if (o->cuda) {  // what cudaMemGetInfo sees beyond the ledger's own device buffers
+        if (s->cuda) {  // what cudaMemGetInfo sees beyond the ledger's own device buffers
             size_t free_b, total_b;
             gpu_mem_info(&free_b, &total_b);
             size_t used = total_b - free_b, k = (size_t)gpu_sharing(), ours = g_ledger.gpu_reserved * k;
@@ -108,22 +108,22 @@ int report_memory(const Settings *o, const MemReport *predicted, const MemReport
             printf("  rank %d: peak %zu B measured, %zu B predicted: %s\n", r, all[r].peak_total,
                    all[r].predicted_peak, all[r].equal ? "equal in every row" : "DIFFERENT");
         if (comm_nranks > 1) {
-            size_t e = dtype_size(o->dtype);
+            size_t e = dtype_size(s->dtype);
             printf("  communication: %lld B sent per step by rank 0 (ring volumes: (N-1)/N of each collective); "
                    "textbook %d x params = %zu B\n", all[0].comm_bytes, zero == 3 ? 3 : 2, (zero == 3 ? 3 : 2) * e * P);
-            Plan plan = make_plan(o, comm_nranks);
-            if (o->shard_group)
+            Plan plan = make_plan(s, comm_nranks);
+            if (s->shard_group)
                 printf("  of which inside its group of %d: %lld B; across the %d groups: %lld B (predicted %lld B)\n",
-                       o->shard_group, all[0].comm_bytes - all[0].comm_across, comm_nranks / o->shard_group,
+                       s->shard_group, all[0].comm_bytes - all[0].comm_across, comm_nranks / s->shard_group,
                        all[0].comm_across, predict_across_bytes(P, &plan));
         }
     }
     comm_barrier();  // no rank frees its memory before rank 0 has measured the GPU's (the runtime row)
     free(all);
-    if (!o->mem_json) return 0;
+    if (!s->mem_json) return 0;
     char path[4096];
-    if (comm_rank_id == 0) snprintf(path, sizeof path, "%s", o->mem_json);
-    else snprintf(path, sizeof path, "%s.rank%d", o->mem_json, comm_rank_id);
+    if (comm_rank_id == 0) snprintf(path, sizeof path, "%s", s->mem_json);
+    else snprintf(path, sizeof path, "%s.rank%d", s->mem_json, comm_rank_id);
     if (write_mem_json(path, predicted, measured, receipt)) {
         fprintf(stderr, "error: cannot write '%s'\n", path);
         return 1;
@@ -196,10 +196,10 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
 
 // --dry-run --infer: serving the model, in each number format: the weights,
 // and the KV cache for --batch sequences of --seq-len tokens (memory/predict.h).
-void print_inference(const GPTConfig *c, const Settings *o) {
-    InferenceBytes r = predict_inference(c->layers, c->channels, padded_vocab(c), c->max_seq, o->batch, o->seq_len);
+void print_inference(const GPTConfig *c, const Settings *s) {
+    InferenceBytes r = predict_inference(c->layers, c->channels, padded_vocab(c), c->max_seq, s->batch, s->seq_len);
     printf("inference: the weights in each format, and the KV cache (K and V, bf16) for %d x %d tokens: %zu B "
-           "(%.2f GiB)\n", o->batch, o->seq_len, r.kv_cache, r.kv_cache / 1073741824.0);
+           "(%.2f GiB)\n", s->batch, s->seq_len, r.kv_cache, r.kv_cache / 1073741824.0);
     printf("  %-6s %5s %16s %12s %16s %12s\n", "format", "bits", "weights", "GiB", "+ KV cache", "GiB");
     const char *name[] = {"fp32", "bf16", "int8", "int4"};
     const int bits[] = {32, 16, 8, 4};
@@ -213,20 +213,20 @@ void print_inference(const GPTConfig *c, const Settings *o) {
 }
 
 // --dry-run: the prediction alone, from the config; nothing is allocated.
-int dry_run(const Settings *o) {
-    const GPTConfig *cfg = &o->cfg;
+int dry_run(const Settings *s) {
+    const GPTConfig *cfg = &s->cfg;
     MemReport predicted;
-    predict_memory(o, &predicted);
-    print_config_line(cfg, o);
-    if (file_size(o->data) < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", o->data);
+    predict_memory(s, &predicted);
+    print_config_line(cfg, s);
+    if (file_size(s->data) < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", s->data);
     printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",
-           o->cuda ? "GPU " : "", o->ranks > 1 ? " of each rank" : "");
-    print_prediction(stdout, &predicted, o->eval_only ? EVAL_PHASES : MEM_NPHASE);
-    if (!o->cuda && !o->eval_only) print_paper_comparison(o, &predicted);
-    if (o->mem_ops) print_activation_table(stdout, o, 0);
-    if (o->infer) print_inference(cfg, o);
-    if (o->mem_json && write_mem_json(o->mem_json, &predicted, NULL, NULL)) {
-        fprintf(stderr, "error: cannot write '%s'\n", o->mem_json);
+           s->cuda ? "GPU " : "", s->ranks > 1 ? " of each rank" : "");
+    print_prediction(stdout, &predicted, s->eval_only ? EVAL_PHASES : MEM_NPHASE);
+    if (!s->cuda && !s->eval_only) print_paper_comparison(s, &predicted);
+    if (s->mem_ops) print_activation_table(stdout, s, 0);
+    if (s->infer) print_inference(cfg, s);
+    if (s->mem_json && write_mem_json(s->mem_json, &predicted, NULL, NULL)) {
+        fprintf(stderr, "error: cannot write '%s'\n", s->mem_json);
         return 1;
     }
     return 0;
@@ -271,8 +271,8 @@ double cpu_peak_flops(int threads) {
 
 // The peak FLOP/s of the run's devices (the step line's MFU): the GPU's for its dtype, or the CPU's
 // threads on every rank.
-double run_peak_flops(const Settings *o) {
-    return o->cuda ? gpu_peak_flops(o->dtype) : cpu_peak_flops(omp_threads()) * comm_nranks;
+double run_peak_flops(const Settings *s) {
+    return s->cuda ? gpu_peak_flops(s->dtype) : cpu_peak_flops(omp_threads()) * comm_nranks;
 }
 
 // Model FLOPs of one token, forward and backward: 6 per parameter (the
@@ -290,28 +290,30 @@ void format_duration(char *out, size_t n, double seconds) {
 }
 
 // The step line: loss, lr, norm, time, tok/s, MFU (against peak_flops of all
-// ranks; fpt model FLOPs a token), memory (live now, and this step's peak; the
+// ranks; token_flops: the model's FLOPs a token), memory (live now, and this step's peak; the
 // offload file apart), elapsed and remaining time; with --recompute the time
-// it took and its FLOPs (rfpt a token) as a share of the model's.
-void print_step_line(const StepResult *r, const Settings *o, int nranks, const LiveState *live, Net *net,
-                     double peak_flops, double fpt, double rfpt, double elapsed, int steps_done) {
-    int B = o->batch, T = o->seq_len;
+// it took and its FLOPs (rebuilt_token_flops) as a share of the model's.
+void print_step_line(const StepResult *r, const Settings *s, int nranks, const LiveState *live, Net *net,
+                     double peak_flops, double token_flops, double rebuilt_token_flops, double elapsed, int steps_done) {
+    int B = s->batch, T = s->seq_len;
     char done[32], left[32];
     format_duration(done, sizeof done, elapsed);
-    format_duration(left, sizeof left, elapsed / steps_done * (o->steps - r->step));
-    say("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s", r->step, o->steps, r->loss, r->lr,
+    format_duration(left, sizeof left, elapsed / steps_done * (s->steps - r->step));
+    say("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s", r->step, s->steps, r->loss, r->lr,
         r->norm, r->seconds * 1e3, r->tokens / r->seconds);
-    if (peak_flops > 0) say(" | MFU %4.1f%%", 100.0 * r->tokens * fpt / r->seconds / peak_flops);
+    if (peak_flops > 0) say(" | MFU %4.1f%%", 100.0 * r->tokens * token_flops / r->seconds / peak_flops);
     size_t file = g_ledger.total_at[LOC_DISK];  // --offload-to disk: in the file, not in memory (the same all run)
     say(" | mem %.1f MiB now, %.1f peak", mib(g_ledger.total - file), mib(g_ledger.window_peak - file));
     if (file) say(" (+ %.2f GiB on disk)", file / 1073741824.0);
     say(" | %s elapsed, %s left", done, left);
-    if (o->accum > 1 || nranks > 1) say(" | tokens %d micro, %lld step", B * T, r->tokens);
+    if (s->accum > 1 || nranks > 1) say(" | tokens %d micro, %lld step", B * T, r->tokens);
     if (nranks > 1) say(" | sent %.2f MiB", comm_bytes_sent / 1048576.0);
-    if (nranks > 1 && o->shard_group) say(" (%.2f across groups)", comm_across.bytes / 1048576.0);
-    if (o->recompute) say(" | recompute %.1f ms, %.1f%% more FLOPs", net_recompute_seconds(net) * 1e3, 100.0 * rfpt / fpt);
+    if (nranks > 1 && s->shard_group) say(" (%.2f across groups)", comm_across.bytes / 1048576.0);
+    if (s->recompute)
+        say(" | recompute %.1f ms, %.1f%% more FLOPs", net_recompute_seconds(net) * 1e3,
+            100.0 * rebuilt_token_flops / token_flops);
     if (r->skipped) say(" | skipped: inf/nan gradients, loss scale %g -> %g", r->scale, live->loss_scale);
-    else if (o->dtype == DT_FP16) say(" | loss scale %g", r->scale);
+    else if (s->dtype == DT_FP16) say(" | loss scale %g", r->scale);
     say("\n");
 }
 

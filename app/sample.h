@@ -14,6 +14,10 @@
 #include "io/data.h"
 #include "memory/ledger.h"
 
+// The sample stream's start: --seed mixed with a constant of its own, so that
+// sampling never draws the numbers the batches draw (io/data.h) from --seed.
+uint64_t sample_stream(uint64_t seed) { return rng_seed(seed ^ 0x5A3B1E); }
+
 // The validation loss of the model as it is: the mean of n_batches batches'
 // mean losses; after_forward (if not NULL) gets the ledger after the first
 // forward (for the ledger's "after forward").

@@ -74,34 +74,34 @@ typedef struct {
 
 // The defaults of the flags (--help prints them).
 Settings default_settings(void) {
-    Settings o;
-    memset(&o, 0, sizeof o);
-    o.model = "small";
-    o.dtype_str = "fp32";
-    o.comm_str = "auto";
-    o.device_str = "cpu";
-    o.loss_scale = DEFAULT_LOSS_SCALE;
-    o.data = "data/tinyshakespeare.txt";
-    o.batch = 32;
-    o.accum = 1;
-    o.steps = 1000;
-    o.lr = 3e-3f;
-    o.min_lr_frac = 0.1f;
-    o.weight_decay = 0.1f;
-    o.clip = 1.0f;
-    o.warmup = -1;  // -1: 5% of the steps
-    o.seed = 1337;
-    o.eval_every = 200;
-    o.eval_batches = 16;
-    o.eval_at_end = 1;
-    o.sample_every = 500;
-    o.sample_len = 240;
-    o.temperature = 0.8f;
-    o.save_every = 0;
-    o.adam_bits = 32;
-    o.offload_str = "none";
-    o.offload_to = OFFLOAD_TO_DEFAULT;
-    return o;
+    Settings s;
+    memset(&s, 0, sizeof s);
+    s.model = "small";
+    s.dtype_str = "fp32";
+    s.comm_str = "auto";
+    s.device_str = "cpu";
+    s.loss_scale = DEFAULT_LOSS_SCALE;
+    s.data = "data/tinyshakespeare.txt";
+    s.batch = 32;
+    s.accum = 1;
+    s.steps = 1000;
+    s.lr = 3e-3f;
+    s.min_lr_frac = 0.1f;
+    s.weight_decay = 0.1f;
+    s.clip = 1.0f;
+    s.warmup = -1;  // -1: 5% of the steps
+    s.seed = 1337;
+    s.eval_every = 200;
+    s.eval_batches = 16;
+    s.eval_at_end = 1;
+    s.sample_every = 500;
+    s.sample_len = 240;
+    s.temperature = 0.8f;
+    s.save_every = 0;
+    s.adam_bits = 32;
+    s.offload_str = "none";
+    s.offload_to = OFFLOAD_TO_DEFAULT;
+    return s;
 }
 
 #endif

@@ -163,17 +163,17 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     const Shard *sh = &m->shard;
     const GPTConfig *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->channels, f = sizeof(float), e = dtype_size(m->dtype);
-    int n = 0, lp = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
+    int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
     int comm_buckets = sh->stage >= 2 ? MEM_COMM : MEM_SCRATCH, offloaded = m->plan.offload & OFFLOAD_OPT;
     int wloc = m->plan.offload & OFFLOAD_PARAMS ? LOC_PINNED : LOC_DEVICE;  // the compute weights
     size_t block = block_act_floats(c, B, T, m->flash), final = final_act_floats(m, B, T);
 #define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, LOC_DEVICE, cat, name, size}
 #define BUF_AT(where, ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
-    BUF_AT(wloc, params, MEM_PARAMS, "params", !lp ? shard_weights_len(sh) * f : 0);
-    BUF_AT(wloc, params_lp, MEM_PARAMS, "params (16-bit)", lp ? shard_weights_len(sh) * 2 : 0);
-    BUF(params, MEM_MASTER, "master weights", lp && !offloaded ? shard_state_len(sh) * f : 0);
-    BUF(grads, MEM_GRADS, "grads", !lp ? shard_grads_len(sh) * f : 0);
-    BUF(grads_lp, MEM_GRADS, "grads (16-bit)", lp ? shard_grads_len(sh) * 2 : 0);
+    BUF_AT(wloc, params, MEM_PARAMS, "params", !mixed ? shard_weights_len(sh) * f : 0);
+    BUF_AT(wloc, params_lp, MEM_PARAMS, "params (16-bit)", mixed ? shard_weights_len(sh) * 2 : 0);
+    BUF(params, MEM_MASTER, "master weights", mixed && !offloaded ? shard_state_len(sh) * f : 0);
+    BUF(grads, MEM_GRADS, "grads", !mixed ? shard_grads_len(sh) * f : 0);
+    BUF(grads_lp, MEM_GRADS, "grads (16-bit)", mixed ? shard_grads_len(sh) * 2 : 0);
     BUF(dres, MEM_SCRATCH, "dres", N * C * f);
     BUF(dln, MEM_SCRATCH, "dln", N * C * f);
     BUF(dqkv, MEM_SCRATCH, "dqkv", N * 3 * C * f);
@@ -181,10 +181,10 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(dfch, MEM_SCRATCH, "dfch", N * 4 * C * f);
     BUF(head_tile, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? head_tile_elems(&m->plan, c) * f : 0);
     BUF(head_stats, MEM_SCRATCH, "head row stats", m->plan.tiled_head ? 2 * N * f : 0);
-    BUF(x_work, MEM_SCRATCH, "x work", lp ? N * C * f : 0);
-    BUF(act_work, MEM_SCRATCH, "activation work", lp ? (block > final ? block : final) * f : 0);
-    BUF(w_piece, MEM_SCRATCH, "piece weights work", lp ? m->piece * f : 0);
-    BUF(w_global, MEM_SCRATCH, "global weights work", lp && whole_table ? m->plan.table * f : 0);
+    BUF(x_work, MEM_SCRATCH, "x work", mixed ? N * C * f : 0);
+    BUF(act_work, MEM_SCRATCH, "activation work", mixed ? (block > final ? block : final) * f : 0);
+    BUF(w_piece, MEM_SCRATCH, "piece weights work", mixed ? m->piece * f : 0);
+    BUF(w_global, MEM_SCRATCH, "global weights work", mixed && whole_table ? m->plan.table * f : 0);
     // gradient buckets: 16-bit runs collect each piece's fp32 gradients there;
     // stages 2 and 3 reduce-scatter them there (then they are comm buffers)
     BUF(grad_piece, comm_buckets, "piece grads bucket", m->bucketed ? m->piece * f : 0);

@@ -50,7 +50,7 @@ typedef struct {
     GPTConfig cfg;
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
     int dtype, flash;
-    size_t nparams, e;  // e: bytes per stored element (4 or 2)
+    size_t nparams, elem_bytes;  // elem_bytes: bytes per stored element (4 or 2)
     ParamTensor *tensors;
     int ntensors;
     // ZeRO: which arrays are shards (parallel/zero.h); element 0 of each array is parameter *_base
@@ -130,15 +130,15 @@ enum { GPU_MAX_BUFFERS = 36 };
 int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
     const Shard *sh = &m->shard;
     const GPTConfig *c = &m->cfg;
-    size_t N = (size_t)B * T, C = c->channels, e = m->e, Vp = padded_vocab(c);
-    int n = 0, lp = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
+    size_t N = (size_t)B * T, C = c->channels, e = m->elem_bytes, Vp = padded_vocab(c);
+    int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
 #define BUF(ptr, where, cat, name, size) b[n++] = (GpuBuffer){(void **)&m->ptr, where, cat, name, size}
     // --offload opt: the optimizer's states live on the host (optim/offload.h); opt,params: the
     // weight shard in page-locked host memory, which each gather uploads from (gpu_gather_weights)
     int off = (m->plan.offload & OFFLOAD_OPT) != 0, off_params = (m->plan.offload & OFFLOAD_PARAMS) != 0;
-    BUF(params, off_params ? LOC_PINNED : LOC_DEVICE, MEM_PARAMS, lp ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
-    BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", lp && !off ? shard_state_len(sh) * 4 : 0);
-    BUF(grads, LOC_DEVICE, MEM_GRADS, lp ? "grads (16-bit)" : "grads", shard_grads_len(sh) * e);
+    BUF(params, off_params ? LOC_PINNED : LOC_DEVICE, MEM_PARAMS, mixed ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
+    BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", mixed && !off ? shard_state_len(sh) * 4 : 0);
+    BUF(grads, LOC_DEVICE, MEM_GRADS, mixed ? "grads (16-bit)" : "grads", shard_grads_len(sh) * e);
     BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", off ? 0 : shard_state_len(sh) * 4);
     BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", off ? 0 : shard_state_len(sh) * 4);
     BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", sh->stage >= 2 ? m->plan.piece * e : 0);
@@ -206,7 +206,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     m->dtype = s->dtype;
     m->flash = s->flash;
     m->nparams = param_count(&m->cfg);
-    m->e = dtype_size(s->dtype);
+    m->elem_bytes = dtype_size(s->dtype);
     m->ntensors = param_tensor_count(&m->cfg);
     m->tensors = malloc(sizeof(ParamTensor) * m->ntensors);
     param_tensors(&m->cfg, m->tensors);
@@ -232,7 +232,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));
 }
 
-void gpu_gpt_zero_grad(GpuGPT *m) { gpu_zero(m->grads, shard_grads_len(&m->shard) * m->e); }
+void gpu_gpt_zero_grad(GpuGPT *m) { gpu_zero(m->grads, shard_grads_len(&m->shard) * m->elem_bytes); }
 
 void gpu_gpt_free(GpuGPT *m) {
     if (m->dtype == DT_FP32) m->master = NULL;  // (the params)
@@ -251,6 +251,7 @@ void gpu_gpt_free(GpuGPT *m) {
     free(m->tensors);
 }
 
-void *at_elem(const GpuGPT *m, void *base, size_t i) { return (char *)base + i * m->e; }
+// Element i of a device array in the storage dtype (device pointers are void *).
+void *element(const GpuGPT *m, void *base, size_t i) { return (char *)base + i * m->elem_bytes; }
 
 #endif

@@ -85,12 +85,12 @@ void gpu_embed_forward(GpuGPT *m) {
     const GPTConfig *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq, dt = m->dtype;
     ledger_where("embedding", 0);
-    m->encoded = arena_push("encoded", (size_t)B * T * C * m->e);
+    m->encoded = arena_push("encoded", (size_t)B * T * C * m->elem_bytes);
     if (!m->plan.tiled_head) {
         cu_encoder_forward(dt, m->encoded, m->inputs, m->globals.wte, m->globals.wpe, B, T, C);
         return;
     }
-    gpu_zero(m->encoded, (size_t)B * T * C * m->e);  // a chunk of the table at a time
+    gpu_zero(m->encoded, (size_t)B * T * C * m->elem_bytes);  // a chunk of the table at a time
     for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
         Rows r = table_rows(&m->plan, rows, k);
         cu_encoder_forward_chunk(dt, m->encoded, m->inputs, gpu_table_chunk_weights(m, rows, k), r.lo, r.hi, Vp, B, T, C);
@@ -128,7 +128,7 @@ void *gpu_final_norm_forward(GpuGPT *m, const void *x) {
     m->lnf_rstd = gpu_push_saved(m, &final_saved[SV_LNF_RSTD]);
     if (m->plan.tiled_head) {
         void *p = gpu_fetch_params(m, lnf_piece(&m->cfg));
-        cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, p, at_elem(m, p, C), N, C);
+        cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, p, element(m, p, C), N, C);
     } else {
         cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, m->globals.lnfw, m->globals.lnfb, N, C);
     }
@@ -140,11 +140,11 @@ void *gpu_final_norm_forward(GpuGPT *m, const void *x) {
 void gpu_final_norm_backward(GpuGPT *m) {
     int N = m->B * m->T, C = m->cfg.channels, dt = m->dtype;
     const void *x = gpu_block_input(m, m->cfg.layers);
-    gpu_zero(m->dres, (size_t)N * C * m->e);
+    gpu_zero(m->dres, (size_t)N * C * m->elem_bytes);
     if (m->plan.tiled_head) {
         Piece lnf = lnf_piece(&m->cfg);
         void *p = gpu_fetch_params(m, lnf), *g = gpu_grads_params(m, lnf);
-        cu_layernorm_backward(dt, m->dres, g, at_elem(m, g, C), m->dln, x, p, m->lnf_mean, m->lnf_rstd, N, C);
+        cu_layernorm_backward(dt, m->dres, g, element(m, g, C), m->dln, x, p, m->lnf_mean, m->lnf_rstd, N, C);
         gpu_grads_params_done(m, lnf);
     } else {
         cu_layernorm_backward(dt, m->dres, m->global_grads.lnfw, m->global_grads.lnfb, m->dln, x, m->globals.lnfw,
@@ -178,7 +178,7 @@ void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
         const void *w = gpu_table_chunk_weights(m, Vp, k);  // wte rows [v0, v0 + nv): (nv, C)
         for (int r0 = 0; r0 < N; r0 += R) {
             int rows = N - r0 < R ? N - r0 : R;
-            cu_matmul_forward(dt, m->head_tile, at_elem(m, (void *)lnf, (size_t)r0 * C), w, NULL, rows, C, nv);
+            cu_matmul_forward(dt, m->head_tile, element(m, (void *)lnf, (size_t)r0 * C), w, NULL, rows, C, nv);
             cu_crossentropy_tile_forward(dt, m->head_tile, rows, nv, v0, c->vocab, m->targets + r0, m->head_lse + r0,
                                          s + r0, z + r0);
         }
@@ -210,11 +210,11 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
         void *g = gpu_grads_params(m, table_chunk(&m->plan, c, Vp, k));
         for (int r0 = 0; r0 < N; r0 += R) {
             int rows = N - r0 < R ? N - r0 : R;
-            void *x = at_elem(m, lnf, (size_t)r0 * C);
+            void *x = element(m, lnf, (size_t)r0 * C);
             cu_matmul_forward(dt, m->head_tile, x, w, NULL, rows, C, nv);
             cu_crossentropy_tile_backward(dt, m->head_tile, rows, nv, v0, c->vocab, m->targets + r0, m->head_lse + r0,
                                           dloss);
-            cu_matmul_backward_into(dt, at_elem(m, m->dln, (size_t)r0 * C), g, m->head_tile, x, w, rows, C, nv, k > 0);
+            cu_matmul_backward_into(dt, element(m, m->dln, (size_t)r0 * C), g, m->head_tile, x, w, rows, C, nv, k > 0);
         }
         gpu_table_chunk_grads_done(m, Vp, k);
     }
@@ -225,13 +225,13 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
 // a time, into the tile buffer.
 void gpu_gpt_logits_row(GpuGPT *m, int i, float *host) {
     int C = m->cfg.channels, Vp = padded_vocab(&m->cfg);
-    const void *row = m->plan.tiled_head ? m->head_tile : at_elem(m, m->logits, (size_t)i * Vp);
+    const void *row = m->plan.tiled_head ? m->head_tile : element(m, m->logits, (size_t)i * Vp);
     if (m->plan.tiled_head) {
-        const void *x = at_elem(m, m->lnf, (size_t)i * C);
+        const void *x = element(m, m->lnf, (size_t)i * C);
         for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
             Rows v = table_rows(&m->plan, Vp, k);
             int v0 = v.lo, nv = v.hi - v.lo;
-            cu_matmul_forward(m->dtype, at_elem(m, m->head_tile, v0), x, gpu_table_chunk_weights(m, Vp, k), NULL, 1, C,
+            cu_matmul_forward(m->dtype, element(m, m->head_tile, v0), x, gpu_table_chunk_weights(m, Vp, k), NULL, 1, C,
                               nv);
         }
         row = m->head_tile;

@@ -32,11 +32,11 @@
 static void gpu_down(void *model, int k, void *landing, size_t a, size_t b) {
     GpuGPT *m = model;
     double t0 = now_seconds();
-    gpu_download_queued(landing, at_elem(m, m->grads, a - m->grads_base), (b - a) * m->e);
+    gpu_download_queued(landing, element(m, m->grads, a - m->grads_base), (b - a) * m->elem_bytes);
     gpu_event_record(m->offload_down_event[k]);
     m->offload_down_sent[k] = 1;
     g_traffic.queued = 1;
-    traffic_add(TR_DOWN, (long long)((b - a) * m->e), now_seconds() - t0);
+    traffic_add(TR_DOWN, (long long)((b - a) * m->elem_bytes), now_seconds() - t0);
 }
 
 // The time the host waits here is the download's, as seen from the host.
@@ -52,10 +52,10 @@ static void gpu_down_wait(void *model, int k) {
 static void gpu_up(void *model, int k, const void *upload, size_t a, size_t b) {
     GpuGPT *m = model;
     double t0 = now_seconds();
-    gpu_upload_queued(at_elem(m, m->params, a - m->params_base), upload, (b - a) * m->e);
+    gpu_upload_queued(element(m, m->params, a - m->params_base), upload, (b - a) * m->elem_bytes);
     gpu_event_record(m->offload_event[k]);
     m->offload_sent[k] = 1;
-    traffic_add(TR_UP, (long long)((b - a) * m->e), now_seconds() - t0);
+    traffic_add(TR_UP, (long long)((b - a) * m->elem_bytes), now_seconds() - t0);
 }
 
 // The time the host waits here is the upload's, as seen from the host.
@@ -70,7 +70,7 @@ static void gpu_up_wait(void *model, int k) {
 
 static void gpu_offload_allgather(void *model) {
     GpuGPT *m = model;
-    if (m->shard.stage == 1 || m->shard.stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->e);
+    if (m->shard.stage == 1 || m->shard.stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 
 static void *gpu_pinned(size_t bytes, const char *name) {

@@ -18,7 +18,7 @@
 // sums, in rank order), and the total and the scale go back.
 void gpu_grad_norm(GpuGPT *m, float loss_scale, float clip) {
     const Shard *sh = &m->shard;
-    cu_sum_squares_partials(m->dtype, m->norm_partials, at_elem(m, m->grads, sh->own_lo - m->grads_base),
+    cu_sum_squares_partials(m->dtype, m->norm_partials, element(m, m->grads, sh->own_lo - m->grads_base),
                             sh->own_hi - sh->own_lo);
     if (sh->nranks == 1) {
         cu_grad_scale(m->numbers, m->norm_partials, GPU_NORM_BLOCKS, loss_scale, clip);
@@ -50,10 +50,10 @@ void gpu_read_numbers(GpuGPT *m, double *loss_sum, double *sumsq) {
 // 1, 2 then all-gather every rank's updated block. The gradients' scale is in
 // the step's numbers (gpu_grad_norm): a NaN there skips the step in the
 // kernels, and, with several ranks, here already (no gathers).
-void gpu_adamw_step(GpuGPT *m, const AdamWConfig *o, float lr, int t) {
+void gpu_adamw_step(GpuGPT *m, const AdamWConfig *adam, float lr, int t) {
     const Shard *sh = &m->shard;
     if (sh->nranks > 1 && isnan(m->host_scale)) return;
-    float b1c = 1.0f - powf(o->beta1, (float)t), b2c = 1.0f - powf(o->beta2, (float)t);
+    float b1c = 1.0f - powf(adam->beta1, (float)t), b2c = 1.0f - powf(adam->beta2, (float)t);
     size_t lo, hi;
     shard_state_range(sh, &lo, &hi);
     for (int i = 0; i < m->ntensors; i++) {
@@ -61,12 +61,12 @@ void gpu_adamw_step(GpuGPT *m, const AdamWConfig *o, float lr, int t) {
         size_t a = pt->offset > lo ? pt->offset : lo, b = pt->offset + pt->count < hi ? pt->offset + pt->count : hi;
         if (a >= b) continue;
         cu_adamw(m->dtype, m->master + (a - m->master_base),
-                 m->dtype == DT_FP32 ? NULL : at_elem(m, m->params, a - m->params_base),
-                 at_elem(m, m->grads, a - m->grads_base), m->adam_m + (a - m->state_base),
-                 m->adam_v + (a - m->state_base), b - a, lr, o->beta1, o->beta2, o->eps,
-                 pt->is_matrix ? o->weight_decay : 0.0f, b1c, b2c, m->numbers + STEP_SCALE);
+                 m->dtype == DT_FP32 ? NULL : element(m, m->params, a - m->params_base),
+                 element(m, m->grads, a - m->grads_base), m->adam_m + (a - m->state_base),
+                 m->adam_v + (a - m->state_base), b - a, lr, adam->beta1, adam->beta2, adam->eps,
+                 pt->is_matrix ? adam->weight_decay : 0.0f, b1c, b2c, m->numbers + STEP_SCALE);
     }
-    if (sh->stage == 1 || sh->stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->e);
+    if (sh->stage == 1 || sh->stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 
 #endif

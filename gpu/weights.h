@@ -59,8 +59,8 @@ void gpu_gpt_reduce_grads(GpuGPT *m) {
 // every rank's updated block goes to every rank.
 void gpu_gpt_sync_params(GpuGPT *m) {
     if (m->dtype != DT_FP32 && m->master_n)  // (a rank may own no parameters: a toy model on many ranks)
-        cu_store_dtype(m->dtype, at_elem(m, m->params, m->master_base - m->params_base), m->master, m->master_n);
-    if (m->shard.stage == 1 || m->shard.stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->e);
+        cu_store_dtype(m->dtype, element(m, m->params, m->master_base - m->params_base), m->master, m->master_n);
+    if (m->shard.stage == 1 || m->shard.stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 
 // GPT-2 init, the same numbers as core/config.h's init_params (same generator,
@@ -89,7 +89,7 @@ void gpu_gpt_init(GpuGPT *m, uint64_t seed) {
 int gpu_gpt_replicas_identical(GpuGPT *m) {
     const Shard *sh = &m->shard;
     if (comm_nranks == 1 || sh->stage == 3) return 1;
-    size_t bytes = m->nparams * m->e, piece = m->staging.cap / 8 * 8;
+    size_t bytes = m->nparams * m->elem_bytes, piece = m->staging.cap / 8 * 8;
     uint64_t h = REPLICA_HASH_START;
     for (size_t at = 0; at < bytes; at += piece) {
         size_t n = bytes - at < piece ? bytes - at : piece;
@@ -106,9 +106,9 @@ int gpu_gpt_replicas_identical(GpuGPT *m) {
 // forward, again before its backward, and before a rebuild). Good until the
 // next gpu_fetch_params.
 void *gpu_fetch_params(GpuGPT *m, Piece p) {
-    if (m->shard.stage != 3) return at_elem(m, m->params, p.lo - m->params_base);
+    if (m->shard.stage != 3) return element(m, m->params, p.lo - m->params_base);
     char what[48];
-    if (g_ledger.trace) printf("  gather %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * m->e);
+    if (g_ledger.trace) printf("  gather %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * m->elem_bytes);
     gpu_gather_weights(m, m->gather_piece, p.lo, p.lo + p.n);
     return m->gather_piece;
 }
@@ -117,15 +117,15 @@ void *gpu_fetch_params(GpuGPT *m, Piece p) {
 // at stages 2, 3 the bucket grad_piece (zeroed here), which
 // gpu_grads_params_done reduce-scatters.
 void *gpu_grads_params(GpuGPT *m, Piece p) {
-    if (m->shard.stage < 2) return at_elem(m, m->grads, p.lo - m->grads_base);
-    gpu_zero(m->grad_piece, p.n * m->e);
+    if (m->shard.stage < 2) return element(m, m->grads, p.lo - m->grads_base);
+    gpu_zero(m->grad_piece, p.n * m->elem_bytes);
     return m->grad_piece;
 }
 
 void gpu_grads_params_done(GpuGPT *m, Piece p) {
     if (m->shard.stage < 2) return;
     char what[48];
-    if (g_ledger.trace) printf("  reduce-scatter %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * m->e);
+    if (g_ledger.trace) printf("  reduce-scatter %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * m->elem_bytes);
     gpu_reduce_scatter_grads(m, m->grad_piece, p.lo, p.lo + p.n);
 }
 
@@ -136,13 +136,13 @@ typedef struct {
 
 GpuOpParams gpu_op_weights(GpuGPT *m, int l, int op) {
     void *p = gpu_fetch_params(m, op_piece(&m->cfg, l, op));
-    GpuOpParams w = {p, at_elem(m, p, op_weight_count(m->cfg.channels, op))};
+    GpuOpParams w = {p, element(m, p, op_weight_count(m->cfg.channels, op))};
     return w;
 }
 
 GpuOpParams gpu_op_grads(GpuGPT *m, int l, int op) {
     void *p = gpu_grads_params(m, op_piece(&m->cfg, l, op));
-    GpuOpParams g = {p, at_elem(m, p, op_weight_count(m->cfg.channels, op))};
+    GpuOpParams g = {p, element(m, p, op_weight_count(m->cfg.channels, op))};
     return g;
 }
 
@@ -154,15 +154,15 @@ void gpu_op_grads_done(GpuGPT *m, int l, int op) { gpu_grads_params_done(m, op_p
 // stages 2 and 3's bucket), or in the flat layout (the stored arrays).
 GpuGlobals gpu_globals_packed(const GpuGPT *m, void *base) {
     size_t emb = embedding_param_count(&m->cfg);
-    GpuGlobals g = {base, at_elem(m, base, (size_t)padded_vocab(&m->cfg) * m->cfg.channels), at_elem(m, base, emb),
-                    at_elem(m, base, emb + m->cfg.channels)};
+    GpuGlobals g = {base, element(m, base, (size_t)padded_vocab(&m->cfg) * m->cfg.channels), element(m, base, emb),
+                    element(m, base, emb + m->cfg.channels)};
     return g;
 }
 
 GpuGlobals gpu_globals_flat(const GpuGPT *m, void *base) {  // (an array holding every parameter)
     size_t lnf = layer_offset(&m->cfg, m->cfg.layers);
-    GpuGlobals g = {base, at_elem(m, base, (size_t)padded_vocab(&m->cfg) * m->cfg.channels), at_elem(m, base, lnf),
-                    at_elem(m, base, lnf + m->cfg.channels)};
+    GpuGlobals g = {base, element(m, base, (size_t)padded_vocab(&m->cfg) * m->cfg.channels), element(m, base, lnf),
+                    element(m, base, lnf + m->cfg.channels)};
     return g;
 }
 
@@ -171,9 +171,9 @@ GpuGlobals gpu_global_weights(GpuGPT *m) {
     if (m->shard.stage != 3) return gpu_globals_flat(m, m->params);
     const GPTConfig *c = &m->cfg;
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
-    if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", m->plan.table * m->e);
+    if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", m->plan.table * m->elem_bytes);
     gpu_gather_weights(m, m->gather_global, 0, emb);
-    gpu_gather_weights(m, at_elem(m, m->gather_global, emb), lnf, lnf + 2 * c->channels);
+    gpu_gather_weights(m, element(m, m->gather_global, emb), lnf, lnf + 2 * c->channels);
     return gpu_globals_packed(m, m->gather_global);
 }
 
@@ -181,7 +181,7 @@ GpuGlobals gpu_global_weights(GpuGPT *m) {
 // here), reduce-scattered by gpu_global_grads_done.
 GpuGlobals gpu_global_grads(GpuGPT *m) {
     if (m->shard.stage < 2) return gpu_globals_flat(m, m->grads);
-    gpu_zero(m->grad_global, m->plan.table * m->e);
+    gpu_zero(m->grad_global, m->plan.table * m->elem_bytes);
     return gpu_globals_packed(m, m->grad_global);
 }
 
@@ -189,9 +189,9 @@ void gpu_global_grads_done(GpuGPT *m) {
     if (m->shard.stage < 2) return;
     const GPTConfig *c = &m->cfg;
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
-    if (g_ledger.trace) printf("  reduce-scatter embeddings and final layernorm: %zu B\n", m->plan.table * m->e);
+    if (g_ledger.trace) printf("  reduce-scatter embeddings and final layernorm: %zu B\n", m->plan.table * m->elem_bytes);
     gpu_reduce_scatter_grads(m, m->grad_global, 0, emb);
-    gpu_reduce_scatter_grads(m, at_elem(m, m->grad_global, emb), lnf, lnf + 2 * c->channels);
+    gpu_reduce_scatter_grads(m, element(m, m->grad_global, emb), lnf, lnf + 2 * c->channels);
 }
 
 // --- --fused-ce: the table a chunk of rows at a time ------------------------------------

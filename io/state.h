@@ -87,18 +87,18 @@ typedef struct {
 // The header to write after `step` steps: the run's own (model, batch, dtype,
 // ranks, shard) with where training is.
 StateHeader state_at(const StateHeader *run, int step, const LiveState *live, uint64_t data_rng, uint64_t sample_rng) {
-    StateHeader hd = *run;
-    hd.step = step;
-    hd.updates = live->updates;
-    hd.loss_scale = live->loss_scale;
-    hd.good_steps = live->good_steps;
-    hd.data_rng = data_rng;
-    hd.sample_rng = sample_rng;
-    return hd;
+    StateHeader header = *run;
+    header.step = step;
+    header.updates = live->updates;
+    header.loss_scale = live->loss_scale;
+    header.good_steps = live->good_steps;
+    header.data_rng = data_rng;
+    header.sample_rng = sample_rng;
+    return header;
 }
 
-LiveState state_live(const StateHeader *hd) {
-    LiveState live = {hd->updates, hd->loss_scale, hd->good_steps};
+LiveState state_live(const StateHeader *header) {
+    LiveState live = {header->updates, header->loss_scale, header->good_steps};
     return live;
 }
 
@@ -192,13 +192,13 @@ int state_check_target(const char *path) {
 }
 
 // The write itself: magic, version, header, the three arrays, the checksum.
-int write_state_file(const char *path, const char *tmp, const StateHeader *hd, const NetState *st) {
+int write_state_file(const char *path, const char *tmp, const StateHeader *header, const NetState *st) {
     FILE *f = fopen(tmp, "wb");
     if (!f) { fprintf(stderr, "error: cannot write checkpoint '%s': %s\n", tmp, strerror(errno)); return -1; }
     uint64_t h = 0xCBF29CE484222325ULL;
     uint32_t version = STATE_VERSION;
     int bad = write_hashed(f, &h, STATE_MAGIC, 8) | write_hashed(f, &h, &version, 4) |
-              write_hashed(f, &h, hd, sizeof *hd) | write_weights(f, &h, st);
+              write_hashed(f, &h, header, sizeof *header) | write_weights(f, &h, st);
     if (getenv("GPTMEM_INTERRUPT_SAVE")) { fflush(f); raise(SIGINT); }
     bad |= write_moments(f, &h, st, 0) | write_moments(f, &h, st, 1);
     bad |= fwrite(&h, 8, 1, f) != 1;
@@ -228,7 +228,7 @@ static void interrupted_while_saving(int sig) {
 // Write the state to path (through path.tmp, renamed when complete): 0, or -1
 // after a message. (GPTMEM_INTERRUPT_SAVE set in the environment interrupts
 // the write half-way, as Ctrl-C would: the tests' way to check the handler.)
-int save_state(const char *path, const StateHeader *hd, const NetState *st) {
+int save_state(const char *path, const StateHeader *header, const NetState *st) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (state_check_target(path)) return -1;
@@ -238,7 +238,7 @@ int save_state(const char *path, const StateHeader *hd, const NetState *st) {
     on_signal.sa_handler = interrupted_while_saving;
     sigaction(SIGINT, &on_signal, &old_int);
     sigaction(SIGTERM, &on_signal, &old_term);
-    int result = write_state_file(path, tmp, hd, st);
+    int result = write_state_file(path, tmp, header, st);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     return result;
@@ -270,7 +270,7 @@ typedef struct {
     FILE *f;
     const char *path;
     uint64_t h;       // FNV-1a of every byte read so far
-    StateHeader hd;
+    StateHeader header;
     long data_at;     // the byte where the weights start
 } StateReader;
 
@@ -285,18 +285,52 @@ int state_ranks(const char *path) {
     if (!f) return -1;
     char magic[8];
     uint32_t version = 0;
-    StateHeader hd;
-    memset(&hd, 0, sizeof hd);
+    StateHeader header;
+    memset(&header, 0, sizeof header);
     int ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, STATE_MAGIC, 8) && fread(&version, 4, 1, f) == 1 &&
-             (version == STATE_VERSION || version == 3) && fread(&hd, state_header_bytes(version), 1, f) == 1;
+             (version == STATE_VERSION || version == 3) && fread(&header, state_header_bytes(version), 1, f) == 1;
     fclose(f);
-    return ok ? hd.nranks : -1;
+    return ok ? header.nranks : -1;
+}
+
+// A header read from `path`, checked against this run (`want`) for the
+// purpose: the dtype and the ranks' shares for a resume, one file holding
+// every weight for --eval-only, the model always. Exits with a message.
+void state_check_header(const char *path, const StateHeader *h, const StateHeader *want, int purpose) {
+    if (purpose == RESUME_TRAINING && h->dtype != want->dtype) {
+        fprintf(stderr, "error: checkpoint '%s' was trained with --dtype %s; pass --dtype %s to resume it\n", path,
+                h->dtype >= 0 && h->dtype <= DT_FP16 ? dtype_name[h->dtype] : "?",
+                h->dtype >= 0 && h->dtype <= DT_FP16 ? dtype_name[h->dtype] : "?");
+        exit(1);
+    }
+    if (h->L != want->L || h->C != want->C || h->H != want->H || h->V != want->V || h->maxT != want->maxT ||
+        h->nparams != want->nparams) {
+        fprintf(stderr, "error: checkpoint '%s' is for a different model (L%d C%d H%d V%d maxT %d) than this "
+                "run (L%d C%d H%d V%d maxT %d); pass the same --model and overrides\n", path, h->L, h->C, h->H,
+                h->V, h->maxT, want->L, want->C, want->H, want->V, want->maxT);
+        exit(1);
+    }
+    if (purpose == READ_WEIGHTS && (h->nranks != 1 || h->lo != 0 || h->hi != h->nparams)) {
+        fprintf(stderr, "error: checkpoint '%s' is rank %d of %d (--zero %d): it holds a part of the weights; "
+                "--eval-only reads a state saved by one process (resume it on %d ranks and --save from a "
+                "run without --zero, or evaluate it there)\n", path, h->rank, h->nranks, h->zero, h->nranks);
+        exit(1);
+    }
+    if (purpose == RESUME_TRAINING && (h->zero != want->zero || h->nranks != want->nranks || h->rank != want->rank ||
+                                       h->lo != want->lo || h->hi != want->hi)) {
+        fprintf(stderr, "error: checkpoint '%s' is rank %d of %d at --zero %d, holding parameters [%llu, %llu); this is "
+                "rank %d of %d at --zero %d, needing [%llu, %llu): resume with the same mpirun -np, --zero and "
+                "--shard-group\n", path, h->rank, h->nranks, h->zero, (unsigned long long)h->lo,
+                (unsigned long long)h->hi, want->rank, want->nranks, want->zero, (unsigned long long)want->lo,
+                (unsigned long long)want->hi);
+        exit(1);
+    }
 }
 
 StateReader state_open(const char *path, const StateHeader *want, int purpose) {
     StateReader r = {fopen(path, "rb"), path, 0xCBF29CE484222325ULL, {0}, 0};
-    StateHeader hd;
-    memset(&hd, 0, sizeof hd);
+    StateHeader header;
+    memset(&header, 0, sizeof header);
     if (!r.f) { fprintf(stderr, "error: cannot open checkpoint '%s': %s\n", path, strerror(errno)); exit(1); }
     long long size = file_size(path);
     char magic[8];
@@ -310,49 +344,22 @@ StateReader state_open(const char *path, const StateHeader *want, int purpose) {
                 STATE_VERSION);
         exit(1);
     }
-    size_t header = state_header_bytes(version);
-    if (read_hashed(r.f, &r.h, &hd, header)) {
+    size_t header_bytes = state_header_bytes(version);
+    if (read_hashed(r.f, &r.h, &header, header_bytes)) {
         fprintf(stderr, "error: checkpoint '%s' is truncated (no complete header)\n", path);
         exit(1);
     }
-    if (version == 3) hd.adam_bits = 32;
-    if (purpose == RESUME_TRAINING && hd.dtype != want->dtype) {
-        fprintf(stderr, "error: checkpoint '%s' was trained with --dtype %s; pass --dtype %s to resume it\n", path,
-                hd.dtype >= 0 && hd.dtype <= DT_FP16 ? dtype_name[hd.dtype] : "?",
-                hd.dtype >= 0 && hd.dtype <= DT_FP16 ? dtype_name[hd.dtype] : "?");
-        exit(1);
-    }
-    if (hd.L != want->L || hd.C != want->C || hd.H != want->H || hd.V != want->V || hd.maxT != want->maxT ||
-        hd.nparams != want->nparams) {
-        fprintf(stderr, "error: checkpoint '%s' is for a different model (L%d C%d H%d V%d maxT %d) than this "
-                "run (L%d C%d H%d V%d maxT %d); pass the same --model and overrides\n", path, hd.L, hd.C, hd.H,
-                hd.V, hd.maxT, want->L, want->C, want->H, want->V, want->maxT);
-        exit(1);
-    }
-    if (purpose == READ_WEIGHTS && (hd.nranks != 1 || hd.lo != 0 || hd.hi != hd.nparams)) {
-        fprintf(stderr, "error: checkpoint '%s' is rank %d of %d (--zero %d): it holds a part of the weights; "
-                "--eval-only reads a state saved by one process (resume it on %d ranks and --save from a "
-                "run without --zero, or evaluate it there)\n", path, hd.rank, hd.nranks, hd.zero, hd.nranks);
-        exit(1);
-    }
-    if (purpose == RESUME_TRAINING && (hd.zero != want->zero || hd.nranks != want->nranks || hd.rank != want->rank ||
-                                       hd.lo != want->lo || hd.hi != want->hi)) {
-        fprintf(stderr, "error: checkpoint '%s' is rank %d of %d at --zero %d, holding parameters [%llu, %llu); this is "
-                "rank %d of %d at --zero %d, needing [%llu, %llu): resume with the same mpirun -np, --zero and "
-                "--shard-group\n", path, hd.rank, hd.nranks, hd.zero, (unsigned long long)hd.lo,
-                (unsigned long long)hd.hi, want->rank, want->nranks, want->zero, (unsigned long long)want->lo,
-                (unsigned long long)want->hi);
-        exit(1);
-    }
-    size_t n = (hd.hi - hd.lo) * sizeof(float);
-    long long expect = 8 + 4 + (long long)header + 3LL * (long long)n + 8;
+    if (version == 3) header.adam_bits = 32;
+    state_check_header(path, &header, want, purpose);
+    size_t n = (header.hi - header.lo) * sizeof(float);
+    long long expect = 8 + 4 + (long long)header_bytes + 3LL * (long long)n + 8;
     if (size != expect) {
         fprintf(stderr, "error: checkpoint '%s' has %lld bytes, expected %lld: it is %s\n", path, size, expect,
                 size < expect ? "truncated" : "longer than its header says");
         exit(1);
     }
-    r.hd = hd;
-    r.data_at = (long)(8 + 4 + header);
+    r.header = header;
+    r.data_at = (long)(8 + 4 + header_bytes);
     return r;
 }
 
@@ -399,15 +406,15 @@ void state_close(StateReader *r) {
 // another model; returns the header.
 StateHeader load_state(const char *path, const StateHeader *want, NetState *st) {
     StateReader r = state_open(path, want, RESUME_TRAINING);
-    if (st->weights) read_accessed(&r, st->weights_set, st->weights, 0, st->weights_at, r.hd.hi - r.hd.lo);
-    else state_read(&r, st->w, (r.hd.hi - r.hd.lo) * sizeof(float), st->on_gpu);
+    if (st->weights) read_accessed(&r, st->weights_set, st->weights, 0, st->weights_at, r.header.hi - r.header.lo);
+    else state_read(&r, st->w, (r.header.hi - r.header.lo) * sizeof(float), st->on_gpu);
     read_moments(&r, st, 0);
     read_moments(&r, st, 1);
     state_close(&r);
-    if (r.hd.B != want->B || r.hd.T != want->T)
-        fprintf(stderr, "warning: checkpoint was trained with batch %d x %d, this run uses %d x %d\n", r.hd.B, r.hd.T,
+    if (r.header.B != want->B || r.header.T != want->T)
+        fprintf(stderr, "warning: checkpoint was trained with batch %d x %d, this run uses %d x %d\n", r.header.B, r.header.T,
                 want->B, want->T);
-    return r.hd;
+    return r.header;
 }
 
 #endif

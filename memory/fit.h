@@ -157,116 +157,133 @@ int fit_fits(const FitSetting *f, size_t budget, size_t host_free, size_t disk_f
     return f->need <= budget && f->host * (size_t)ranks <= host_free && f->disk * (size_t)ranks <= disk_free;
 }
 
-// Try every setting for the run's model at its --seq-len, `global` sequences
-// per rank per step, on `ranks` ranks, against `budget` bytes a rank (on the
-// GPU, the rank's share of its GPU); the run's device, --adam-bits and corpus
-// are kept in every setting. When none fits, the settings with --offload,
-// against host_free bytes of host memory (the GPU's runs) and disk_free bytes
-// in the offload file's folder. Prints the table; `base` is the command line
-// without the flags --fit sets, for the recommended command. 0 if something
-// fits, 1 if not.
-int fit_report(const Settings *run, int global, int ranks, size_t budget, const char *budget_text, const char *base,
-               size_t host_free, size_t disk_free) {
-    int L = run->cfg.layers, C = run->cfg.channels, maxT = run->cfg.max_seq, T = run->seq_len, gpu = run->cuda;
-    int Vp = padded_vocab(&run->cfg);
-    double P = (double)predict_param_count(L, C, Vp, maxT), table = ((double)Vp + maxT) * C;
-    double fpt = model_flops_per_token(L, C, Vp, maxT, T);
+// Where --fit looks: the run's settings (its model, --seq-len, device,
+// --adam-bits, corpus: kept in every setting), `global` sequences per rank per
+// step, on `ranks` ranks, against `budget` bytes a rank (on the GPU, the rank's
+// share of its GPU), and with --offload against host_free bytes of host memory
+// (the GPU's runs) and disk_free bytes in the offload file's folder.
+typedef struct {
+    const Settings *s;
+    int global, ranks;
+    size_t budget, host_free, disk_free;
+} FitQuestion;
+
+// What it found: the settings of the pass that ended the search (with
+// --offload when nothing fit without it), how many fit, how many the first
+// pass tried, and the smallest peaks without and with offload.
+typedef struct {
+    FitSetting *all;
+    int n, fits, tried, offloaded;
+    FitSetting best, best_off;
+    size_t min_weights;  // the smallest weights (params row) of any setting
+} FitSearch;
+
+// One setting, predicted: the run's settings with f's flags, its peak and what
+// it costs (extra FLOPs, bytes rebuilt, sent and moved).
+FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
+    const GPTConfig *c = &q->s->cfg;
+    int L = c->layers, C = c->channels, Vp = padded_vocab(c), T = q->s->seq_len, gpu = q->s->cuda;
+    int params = f.offload >= FIT_OFFLOAD_PARAMS_HOST, disk = f.offload == FIT_OFFLOAD_DISK || f.offload == FIT_OFFLOAD_PARAMS_DISK;
+    Settings t = *q->s;  // the trial
+    t.batch = f.micro, t.flash = f.flash, t.ckpt = (f.recompute & REC_BLOCK) != 0, t.fused_ce = f.fused_ce;
+    t.dtype = f.dtype, t.zero = f.zero, t.ranks = q->ranks, t.recompute = f.recompute, t.eval_only = 0, t.quant_bits = 0;
+    t.offload = f.offload ? OFFLOAD_OPT | (params ? OFFLOAD_PARAMS : 0) : 0, t.offload_disk = disk;
+    t.shard_group = f.group;
+    MemReport pred;
+    predict_memory(&t, &pred);
+    f.disk = pred.peak_at[LOC_DISK];
+    f.peak = gpu ? pred.peak_at[LOC_DEVICE] : pred.peak_total - f.disk;
+    f.host = gpu && f.offload ? pred.peak_at[LOC_HOST] + pred.peak_at[LOC_PINNED] : 0;
+    f.need = f.peak + (gpu ? GPU_HEADROOM : 0);
+    for (int k = 0; k < MEM_NCAT; k++)
+        if (pred.peak[k] > pred.peak[f.category]) f.category = k;
+    f.category_bytes = pred.peak[f.category];
+    f.weights = pred.peak[MEM_PARAMS];
+    Plan plan = make_plan(&t, t.ranks);
+    double token_flops = model_flops_per_token(L, C, Vp, c->max_seq, T);
+    f.flops = (L * recompute_flops_per_token_layer(plan.drops, T, C) + (f.fused_ce ? 2.0 * C * Vp : 0)) / token_flops;
+    f.comm = fit_comm_bytes(&f, (double)predict_param_count(L, C, Vp, c->max_seq), ((double)Vp + c->max_seq) * C, q->ranks);
+    long long moved[TR_N];
+    predict_traffic(&t, &plan, 0, moved);
+    for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];
+    StackParts parts = predict_stack_parts(&t, &plan);
+    f.rebuilt = (double)(parts.full - parts.kept) * L * f.accum;
+    f.slow = gpu ? (f.dtype == DT_FP32) + !f.flash : (f.dtype == DT_BF16) + f.flash;
+    return f;
+}
+
+// Every setting: dtype, --flash, the recompute choices, --fused-ce, the ZeRO
+// stage, --shard-group (the CPU's, with a stage), the micro-batch; first
+// without --offload and, when nothing fits, with each of its choices.
+FitSearch fit_search(const FitQuestion *q) {
     unsigned recomputes[] = {0, REC_GELU | REC_LN, REC_BLOCK};
-    int divisors = 0;  // --shard-group's choices: each K that divides the ranks
-    for (int k = 1; k <= ranks; k++) divisors += ranks % k == 0;
-    int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2 * divisors, n = 0, fits = 0, tried = 0, pass;
-    FitSetting *all = malloc(sizeof(FitSetting) * cap), best = {0}, best_off = {0};
-    size_t min_weights = (size_t)-1;
-    best.peak = best_off.peak = (size_t)-1;
-    for (pass = 0; pass < 2 && !fits; pass++) {  // 0: without offload; 1: with it, when nothing fit
-        n = 0;
+    int ranks = q->ranks, global = q->global, gpu = q->s->cuda, divisors = 0, pass;
+    for (int k = 1; k <= ranks; k++) divisors += ranks % k == 0;  // --shard-group's choices: each K that divides the ranks
+    int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2 * divisors;
+    FitSearch r = {malloc(sizeof(FitSetting) * cap), 0, 0, 0, 0, {0}, {0}, (size_t)-1};
+    r.best.peak = r.best_off.peak = (size_t)-1;
+    for (pass = 0; pass < 2 && !r.fits; pass++) {  // 0: without offload; 1: with it, when nothing fit
+        r.n = 0;
         for (int off = pass ? FIT_OFFLOAD_HOST : FIT_OFFLOAD_NONE; off <= (pass ? FIT_OFFLOADS - 1 : 0); off++)
         for (int dtype = 0; dtype <= 1; dtype++)
         for (int flash = 0; flash <= 1; flash++)
-        for (int r = 0; r < 3; r++)
+        for (int rc = 0; rc < 3; rc++)
         for (int fused = 0; fused <= 1; fused++)
         for (int zero = 0; zero <= (ranks > 1 ? 3 : 0); zero++)
         for (int group = ranks; group >= 1; group--)
         for (int micro = global; micro >= 1; micro--) {
             if (ranks % group || (group < ranks && (zero == 0 || gpu))) continue;  // (groups: the CPU's, with a stage)
             int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
-            if (global % micro || n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
-            FitSetting f = {dtype, flash, fused, zero, micro, global / micro, group < ranks ? group : 0, off, recomputes[r],
+            if (global % micro || r.n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
+            FitSetting f = {dtype, flash, fused, zero, micro, global / micro, group < ranks ? group : 0, off, recomputes[rc],
                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-            Settings s = *run;
-            s.batch = micro, s.flash = flash, s.ckpt = r == 2, s.fused_ce = fused, s.dtype = dtype;
-            s.zero = zero, s.ranks = ranks, s.recompute = recomputes[r], s.eval_only = 0, s.quant_bits = 0;
-            s.offload = off ? OFFLOAD_OPT | (params ? OFFLOAD_PARAMS : 0) : 0, s.offload_disk = disk;
-            s.shard_group = f.group;
-            MemReport pred;
-            predict_memory(&s, &pred);
-            f.disk = pred.peak_at[LOC_DISK];
-            f.peak = gpu ? pred.peak_at[LOC_DEVICE] : pred.peak_total - f.disk;
-            f.host = gpu && off ? pred.peak_at[LOC_HOST] + pred.peak_at[LOC_PINNED] : 0;
-            f.need = f.peak + (gpu ? GPU_HEADROOM : 0);
-            for (int c = 0; c < MEM_NCAT; c++)
-                if (pred.peak[c] > pred.peak[f.category]) f.category = c;
-            f.category_bytes = pred.peak[f.category];
-            f.weights = pred.peak[MEM_PARAMS];
-            if (f.weights < min_weights) min_weights = f.weights;
-            Plan plan = make_plan(&s, s.ranks);
-            f.flops = (L * recompute_flops_per_token_layer(plan.drops, T, C) + (fused ? 2.0 * C * Vp : 0)) / fpt;
-            f.comm = fit_comm_bytes(&f, P, table, ranks);
-            long long moved[TR_N];
-            predict_traffic(&s, &plan, 0, moved);
-            for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];
-            StackParts parts = predict_stack_parts(&s, &plan);
-            f.rebuilt = (double)(parts.full - parts.kept) * L * f.accum;
-            f.slow = gpu ? (dtype == DT_FP32) + !flash : (dtype == DT_BF16) + flash;
-            FitSetting *smallest = pass ? &best_off : &best;
+            f = fit_predict(q, f);
+            if (f.weights < r.min_weights) r.min_weights = f.weights;
+            FitSetting *smallest = pass ? &r.best_off : &r.best;
             if (f.peak < smallest->peak) *smallest = f;
-            if (fit_fits(&f, budget, host_free, disk_free, ranks)) fits++;
-            all[n++] = f;
+            if (fit_fits(&f, q->budget, q->host_free, q->disk_free, ranks)) r.fits++;
+            r.all[r.n++] = f;
         }
-        if (!pass) tried = n;
+        if (!pass) r.tried = r.n;
     }
-    int offloaded = pass == 2;  // nothing fit without offload: the table lists settings with it
-    char u1[32], u2[32];
-    printf("--fit %s: %zu bytes (%s) per %s; %d of %d settings fit", budget_text, budget, fit_size(u1, sizeof u1, budget),
-           gpu ? (ranks > 1 ? "rank on its GPU" : "GPU") : ranks > 1 ? "rank" : "process", offloaded ? 0 : fits, tried);
-    if (gpu) printf(" (each needs its device peak + %.2f GiB for the CUDA libraries)", GPU_HEADROOM / 1073741824.0);
-    if (offloaded && gpu)
-        printf(";\nwith --offload (the optimizer's states off the GPU), %d of %d fit in what this machine has free: "
-               "%.2f GiB of host memory, %.2f GiB of disk (in %s)", fits, n, host_free / 1073741824.0,
-               disk_free / 1073741824.0, g_fit_offload_dir);
-    else if (offloaded)
-        printf(";\nwith --offload-to disk (the optimizer's states in a file), %d of %d fit in %.2f GiB of free disk (in %s)",
-               fits, n, disk_free / 1073741824.0, g_fit_offload_dir);
-    if (!fits) {
-        char flags[256];
-        fit_flags(&best, flags, sizeof flags);
-        printf(".\nnothing fits. The smallest peak reachable is %s (%zu bytes%s), with %s; its largest part is "
-               "%s, %s.\n", fit_size(u1, sizeof u1, best.peak), best.peak,
-               gpu ? ", the CUDA libraries' headroom aside" : "", flags, mem_category_name[best.category],
-               fit_size(u2, sizeof u2, best.category_bytes));
-        if (best_off.peak != (size_t)-1) {
-            fit_flags(&best_off, flags, sizeof flags);
-            printf("With --offload the smallest peak is %s %s, with %s, which needs ", fit_size(u1, sizeof u1, best_off.peak),
-                   gpu ? "on the GPU" : "of RAM", flags);
-            if (gpu) printf("%s of host memory and ", fit_size(u1, sizeof u1, best_off.host));
-            printf("%s of disk a rank.\n", fit_size(u1, sizeof u1, best_off.disk));
-        }
-        if (budget < min_weights)
-            printf("The budget is smaller than the weights alone: %s in 16 bits%s.\n", fit_size(u1, sizeof u1, min_weights),
-                   ranks > 1 ? ", sharded by ZeRO-3" : "");
-        printf("Try more ranks (--ranks N, which adds ZeRO stages), a shorter --seq-len, or a smaller model%s.\n",
-               run->adam_bits == 32 && !gpu ? "; --adam-bits 8 keeps Adam's moments in 8 bits (10 instead of 16 bytes "
-                                              "a parameter in mixed precision)" : "");
-        free(all);
-        return 1;
+    r.offloaded = pass == 2;  // nothing fit without offload: the table lists settings with it
+    return r;
+}
+
+// Nothing fits: the smallest peak reachable, with and without --offload, and what to try.
+void fit_print_none(const FitQuestion *q, const FitSearch *r) {
+    char flags[256], u1[32], u2[32];
+    int gpu = q->s->cuda;
+    fit_flags(&r->best, flags, sizeof flags);
+    printf(".\nnothing fits. The smallest peak reachable is %s (%zu bytes%s), with %s; its largest part is "
+           "%s, %s.\n", fit_size(u1, sizeof u1, r->best.peak), r->best.peak,
+           gpu ? ", the CUDA libraries' headroom aside" : "", flags, mem_category_name[r->best.category],
+           fit_size(u2, sizeof u2, r->best.category_bytes));
+    if (r->best_off.peak != (size_t)-1) {
+        fit_flags(&r->best_off, flags, sizeof flags);
+        printf("With --offload the smallest peak is %s %s, with %s, which needs ", fit_size(u1, sizeof u1, r->best_off.peak),
+               gpu ? "on the GPU" : "of RAM", flags);
+        if (gpu) printf("%s of host memory and ", fit_size(u1, sizeof u1, r->best_off.host));
+        printf("%s of disk a rank.\n", fit_size(u1, sizeof u1, r->best_off.disk));
     }
-    // keep the ones no other fitting setting makes pointless (of exact equals, the first)
-    int shown = 0;
+    if (q->budget < r->min_weights)
+        printf("The budget is smaller than the weights alone: %s in 16 bits%s.\n", fit_size(u1, sizeof u1, r->min_weights),
+               q->ranks > 1 ? ", sharded by ZeRO-3" : "");
+    printf("Try more ranks (--ranks N, which adds ZeRO stages), a shorter --seq-len, or a smaller model%s.\n",
+           q->s->adam_bits == 32 && !gpu ? "; --adam-bits 8 keeps Adam's moments in 8 bits (10 instead of 16 bytes "
+                                           "a parameter in mixed precision)" : "");
+}
+
+// The frontier: the fitting settings no other fitting one makes pointless (of
+// exact equals, the first), moved to the front of r->all, cheapest first. How many.
+int fit_frontier(const FitQuestion *q, FitSearch *r) {
+    FitSetting *all = r->all;
+    int shown = 0, n = r->n;
     for (int i = 0; i < n; i++) {
-        if (!fit_fits(&all[i], budget, host_free, disk_free, ranks)) continue;
+        if (!fit_fits(&all[i], q->budget, q->host_free, q->disk_free, q->ranks)) continue;
         int beaten = 0;
         for (int j = 0; j < n && !beaten; j++) {
-            if (j == i || !fit_fits(&all[j], budget, host_free, disk_free, ranks)) continue;
+            if (j == i || !fit_fits(&all[j], q->budget, q->host_free, q->disk_free, q->ranks)) continue;
             int equal = fit_beats(&all[i], &all[j]) == 0 && fit_beats(&all[j], &all[i]) == 0 &&
                         all[i].peak == all[j].peak && all[i].flops == all[j].flops && all[i].rebuilt == all[j].rebuilt &&
                         all[i].comm == all[j].comm && all[i].moved == all[j].moved && all[i].micro == all[j].micro &&
@@ -276,31 +293,56 @@ int fit_report(const Settings *run, int global, int ranks, size_t budget, const 
         if (!beaten) all[shown++] = all[i];
     }
     qsort(all, shown, sizeof *all, fit_cheaper);
+    return shown;
+}
+
+// The table of the first `shown` settings (the frontier), and the recommended command.
+void fit_print_table(const FitQuestion *q, const FitSearch *r, int shown, const char *base) {
     printf("; %d that no other fitting one beats on every cost; the cheapest first:\n", shown);
     printf("  %12s %12s %12s %14s %14s", "peak", "headroom", "extra FLOPs", "rebuilt/step", "comm/step");
-    if (offloaded) printf(" %14s %10s %10s", "moved/step", "host", "disk");
+    if (r->offloaded) printf(" %14s %10s %10s", "moved/step", "host", "disk");
     printf(" %12s  %s\n", "micro-batch", "flags");
-    double unit = budget >= 1073741824 ? 1073741824.0 : 1048576.0;  // GiB, or MiB for small budgets
-    const char *uname = budget >= 1073741824 ? "GiB" : "MiB";
+    double unit = q->budget >= 1073741824 ? 1073741824.0 : 1048576.0;  // GiB, or MiB for small budgets
+    const char *uname = q->budget >= 1073741824 ? "GiB" : "MiB";
+    char flags[256];
     for (int i = 0; i < shown && i < FIT_ROWS; i++) {
-        char flags[256];
-        fit_flags(&all[i], flags, sizeof flags);
-        printf("  %8.2f %s %8.2f %s %11.1f%% %10.1f MiB %10.1f MiB", all[i].peak / unit, uname,
-               (budget - all[i].need) / unit, uname, 100 * all[i].flops, all[i].rebuilt / 1048576.0,
-               all[i].comm / 1048576.0);
-        if (offloaded)
-            printf(" %10.1f MiB %6.2f GiB %6.2f GiB", all[i].moved / 1048576.0, all[i].host / 1073741824.0,
-                   all[i].disk / 1073741824.0);
-        printf(" %6d x %-4d  %s\n", all[i].micro, all[i].accum, flags);
+        const FitSetting *f = &r->all[i];
+        fit_flags(f, flags, sizeof flags);
+        printf("  %8.2f %s %8.2f %s %11.1f%% %10.1f MiB %10.1f MiB", f->peak / unit, uname, (q->budget - f->need) / unit,
+               uname, 100 * f->flops, f->rebuilt / 1048576.0, f->comm / 1048576.0);
+        if (r->offloaded)
+            printf(" %10.1f MiB %6.2f GiB %6.2f GiB", f->moved / 1048576.0, f->host / 1073741824.0, f->disk / 1073741824.0);
+        printf(" %6d x %-4d  %s\n", f->micro, f->accum, flags);
     }
     if (shown > FIT_ROWS) printf("  (and %d more, each costlier in some way than one above)\n", shown - FIT_ROWS);
     printf("  (extra FLOPs counts the matmuls and attention rebuilt, and --fused-ce's second pass; rebuilding GELU and "
            "layernorm is elementwise work, which shows in rebuilt/step instead)\n");
-    char flags[256];
-    fit_flags(&all[0], flags, sizeof flags);
+    fit_flags(&r->all[0], flags, sizeof flags);
     printf("recommended: %s %s\n", base, flags);
-    free(all);
-    return 0;
+}
+
+// --fit: try every setting (fit_search), print how many fit, then the
+// frontier's table, or what comes closest. `base` is the command line without
+// the flags --fit sets, for the recommended command. 0 if something fits, 1 if not.
+int fit_report(const FitQuestion *q, const char *budget_text, const char *base) {
+    FitSearch r = fit_search(q);
+    int gpu = q->s->cuda, ranks = q->ranks;
+    char u1[32];
+    printf("--fit %s: %zu bytes (%s) per %s; %d of %d settings fit", budget_text, q->budget,
+           fit_size(u1, sizeof u1, q->budget), gpu ? (ranks > 1 ? "rank on its GPU" : "GPU") : ranks > 1 ? "rank" : "process",
+           r.offloaded ? 0 : r.fits, r.tried);
+    if (gpu) printf(" (each needs its device peak + %.2f GiB for the CUDA libraries)", GPU_HEADROOM / 1073741824.0);
+    if (r.offloaded && gpu)
+        printf(";\nwith --offload (the optimizer's states off the GPU), %d of %d fit in what this machine has free: "
+               "%.2f GiB of host memory, %.2f GiB of disk (in %s)", r.fits, r.n, q->host_free / 1073741824.0,
+               q->disk_free / 1073741824.0, g_fit_offload_dir);
+    else if (r.offloaded)
+        printf(";\nwith --offload-to disk (the optimizer's states in a file), %d of %d fit in %.2f GiB of free disk (in %s)",
+               r.fits, r.n, q->disk_free / 1073741824.0, g_fit_offload_dir);
+    if (r.fits) fit_print_table(q, &r, fit_frontier(q, &r), base);
+    else fit_print_none(q, &r);
+    free(r.all);
+    return r.fits ? 0 : 1;
 }
 
 #endif

@@ -71,44 +71,44 @@ typedef struct {
 // The host's side for the plan's offload and the optimizer's range (lo, hi,
 // n_alloc); the optimizer's state is built here, at the host (on disk, a
 // chunk of it). 0, or -1 after a message (the offload file could not be made).
-int host_offload_build(HostOffload *o, const OffloadLink *link, const Plan *plan, Optimizer *opt,
+int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *plan, Optimizer *opt,
                        const AdamWConfig *adam, const GPTConfig *cfg, size_t lo, size_t hi, size_t n_alloc,
                        int adam_bits, const char *dir, int rank) {
-    memset(o, 0, sizeof *o);
-    o->on = 1;
-    o->link = *link;
-    o->params = (plan->offload & OFFLOAD_PARAMS) != 0;
-    o->disk = plan->offload_disk;
-    o->lo = lo, o->hi = hi, o->n = n_alloc;
-    o->chunk = n_alloc < plan->offload_chunk ? n_alloc : plan->offload_chunk;
-    if (!o->chunk) o->chunk = ADAM_BLOCK;  // a rank with nothing to update still builds
-    size_t e = dtype_size(link->dtype), per = o->disk ? o->chunk : n_alloc;
-    o->master_is_shard = o->params && link->dtype == DT_FP32 && !o->disk;
-    if (o->master_is_shard) o->master = (float *)link->shard + (lo - link->shard_base);
-    else o->master = mem_alloc_at(LOC_HOST, MEM_MASTER, per * sizeof(float), o->disk ? "master (a chunk)" : "master weights");
+    memset(off, 0, sizeof *off);
+    off->on = 1;
+    off->link = *link;
+    off->params = (plan->offload & OFFLOAD_PARAMS) != 0;
+    off->disk = plan->offload_disk;
+    off->lo = lo, off->hi = hi, off->n = n_alloc;
+    off->chunk = n_alloc < plan->offload_chunk ? n_alloc : plan->offload_chunk;
+    if (!off->chunk) off->chunk = ADAM_BLOCK;  // a rank with nothing to update still builds
+    size_t e = dtype_size(link->dtype), per = off->disk ? off->chunk : n_alloc;
+    off->master_is_shard = off->params && link->dtype == DT_FP32 && !off->disk;
+    if (off->master_is_shard) off->master = (float *)link->shard + (lo - link->shard_base);
+    else off->master = mem_alloc_at(LOC_HOST, MEM_MASTER, per * sizeof(float), off->disk ? "master (a chunk)" : "master weights");
     optimizer_build_at(opt, adam, cfg, lo, hi, per, adam_bits, LOC_HOST);
     for (int i = 0; i < 2; i++) {
-        o->landing[i] = link->pinned(o->chunk * e, "offload landing (grads)");
-        if (!o->params) o->upload[i] = link->pinned(o->chunk * e, "offload upload (weights)");
+        off->landing[i] = link->pinned(off->chunk * e, "offload landing (grads)");
+        if (!off->params) off->upload[i] = link->pinned(off->chunk * e, "offload upload (weights)");
     }
-    if (o->disk && offload_file_open(&o->file, dir, rank, n_alloc, o->chunk, adam_bits)) return -1;
+    if (off->disk && offload_file_open(&off->file, dir, rank, n_alloc, off->chunk, adam_bits)) return -1;
     return 0;
 }
 
-void host_offload_free(HostOffload *o) {
-    if (!o->on) return;
-    if (!o->master_is_shard) mem_free(o->master);
+void host_offload_free(HostOffload *off) {
+    if (!off->on) return;
+    if (!off->master_is_shard) mem_free(off->master);
     for (int i = 0; i < 2; i++) {
-        if (o->landing[i]) o->link.unpin(o->landing[i]);
-        if (o->upload[i]) o->link.unpin(o->upload[i]);
+        if (off->landing[i]) off->link.unpin(off->landing[i]);
+        if (off->upload[i]) off->link.unpin(off->upload[i]);
     }
-    offload_file_close(&o->file);
-    memset(o, 0, sizeof *o);
+    offload_file_close(&off->file);
+    memset(off, 0, sizeof *off);
 }
 
 // Record k of the file: the chunk buffers its parts are read into and written from.
-RecordParts chunk_record(const HostOffload *o, const Optimizer *opt, size_t k, float *w) {
-    size_t len = record_len(&o->file, k);
+RecordParts chunk_record(const HostOffload *off, const Optimizer *opt, size_t k, float *w) {
+    size_t len = record_len(&off->file, k);
     if (opt->bits == 8) return record_parts(len, 8, w, opt->m8, opt->m_scale, opt->v8, opt->v_scale);
     return record_parts(len, 32, w, opt->m, NULL, opt->v, NULL);
 }
@@ -120,36 +120,36 @@ typedef struct {
     Optimizer view;
 } ChunkStates;
 
-ChunkStates chunk_states(HostOffload *o, Optimizer *opt, size_t k, int read) {
-    size_t a = o->lo + k * o->chunk, b = a + o->chunk < o->lo + o->n ? a + o->chunk : o->lo + o->n;
-    size_t at = o->disk ? 0 : k * o->chunk;  // the chunk's first element in the state arrays
+ChunkStates chunk_states(HostOffload *off, Optimizer *opt, size_t k, int read) {
+    size_t a = off->lo + k * off->chunk, b = a + off->chunk < off->lo + off->n ? a + off->chunk : off->lo + off->n;
+    size_t at = off->disk ? 0 : k * off->chunk;  // the chunk's first element in the state arrays
     ChunkStates c;
-    c.w = o->master + at;
+    c.w = off->master + at;
     if (opt->bits == 8)
         c.view = optimizer_view(opt, a, b, opt->m8 + at, opt->v8 + at, opt->m_scale + at / ADAM_BLOCK,
                                 opt->v_scale + at / ADAM_BLOCK);
     else c.view = optimizer_view(opt, a, b, opt->m + at, opt->v + at, NULL, NULL);
-    if (o->disk && read) offload_file_read(&o->file, k, chunk_record(o, opt, k, c.w));
+    if (off->disk && read) offload_file_read(&off->file, k, chunk_record(off, opt, k, c.w));
     return c;
 }
 
-void chunk_store(HostOffload *o, Optimizer *opt, size_t k, ChunkStates *c) {
-    if (o->disk) offload_file_write(&o->file, k, chunk_record(o, opt, k, c->w));
+void chunk_store(HostOffload *off, Optimizer *opt, size_t k, ChunkStates *c) {
+    if (off->disk) offload_file_write(&off->file, k, chunk_record(off, opt, k, c->w));
 }
 
 // The compute weights of [a, b) from the master weights w: rounded to the
 // dtype, up to the device through upload buffer k & 1, or (params) straight
 // into the pinned shard, which the gathers upload from.
-void weights_up(HostOffload *o, size_t k, size_t a, size_t b, const float *w) {
-    const OffloadLink *l = &o->link;
+void weights_up(HostOffload *off, size_t k, size_t a, size_t b, const float *w) {
+    const OffloadLink *l = &off->link;
     size_t len = b - a;
-    if (o->params) {
+    if (off->params) {
         char *dst = (char *)l->shard + (a - l->shard_base) * dtype_size(l->dtype);
         if (l->dtype != DT_FP32) dtype_store(dst, w, len, l->dtype);
-        else if (!o->master_is_shard) memcpy(dst, w, len * 4);
+        else if (!off->master_is_shard) memcpy(dst, w, len * 4);
         return;
     }
-    void *up = o->upload[k & 1];
+    void *up = off->upload[k & 1];
     l->up_wait(l->model, (int)(k & 1));
     if (l->dtype == DT_FP32) memcpy(up, w, len * 4);
     else dtype_store(up, w, len, l->dtype);
@@ -157,7 +157,7 @@ void weights_up(HostOffload *o, size_t k, size_t a, size_t b, const float *w) {
 }
 
 // The end of the chunk that starts at parameter a.
-static size_t chunk_end(const HostOffload *o, size_t a) { return a + o->chunk < o->hi ? a + o->chunk : o->hi; }
+static size_t chunk_end(const HostOffload *off, size_t a) { return a + off->chunk < off->hi ? a + off->chunk : off->hi; }
 
 // The step: for each chunk of [lo, hi), its gradients down, AdamW on the host
 // (the no-offload step's arithmetic, on the same numbers), its states back to
@@ -165,61 +165,61 @@ static size_t chunk_end(const HostOffload *o, size_t a) { return a + o->chunk < 
 // The next chunk's gradients are on their way down while the host steps this
 // one (two landing buffers, used in turn; gpu/offload.h says the order on a GPU).
 // A NaN grad_scale (an fp16 overflow) skips the step, as without offload.
-void host_offload_step(HostOffload *o, Optimizer *opt, float lr, int t, float grad_scale) {
-    const OffloadLink *l = &o->link;
-    if (o->lo < o->hi) l->down(l->model, 0, o->landing[0], o->lo, chunk_end(o, o->lo));
-    for (size_t k = 0, a = o->lo; a < o->hi; k++, a += o->chunk) {
-        size_t b = chunk_end(o, a);
-        void *land = o->landing[k & 1];
-        if (!o->params) l->up_wait(l->model, (int)(k & 1));  // chunk k - 2's upload, queued before this download
+void host_offload_step(HostOffload *off, Optimizer *opt, float lr, int t, float grad_scale) {
+    const OffloadLink *l = &off->link;
+    if (off->lo < off->hi) l->down(l->model, 0, off->landing[0], off->lo, chunk_end(off, off->lo));
+    for (size_t k = 0, a = off->lo; a < off->hi; k++, a += off->chunk) {
+        size_t b = chunk_end(off, a);
+        void *land = off->landing[k & 1];
+        if (!off->params) l->up_wait(l->model, (int)(k & 1));  // chunk k - 2's upload, queued before this download
         l->down_wait(l->model, (int)(k & 1));
-        if (b < o->hi) l->down(l->model, (int)((k + 1) & 1), o->landing[(k + 1) & 1], b, chunk_end(o, b));
-        ChunkStates c = chunk_states(o, opt, k, 1);
+        if (b < off->hi) l->down(l->model, (int)((k + 1) & 1), off->landing[(k + 1) & 1], b, chunk_end(off, b));
+        ChunkStates c = chunk_states(off, opt, k, 1);
         c.view.hi = b;  // the chunk's parameters this step updates
         double t0 = now_seconds();
         optimizer_step(&c.view, c.w, a, land, a, l->dtype, lr, t, grad_scale);
         g_traffic.adam_seconds += now_seconds() - t0;
-        chunk_store(o, opt, k, &c);
-        weights_up(o, k, a, b, c.w);
+        chunk_store(off, opt, k, &c);
+        weights_up(off, k, a, b, c.w);
     }
-    for (int i = 0; i < 2 && !o->params; i++) l->up_wait(l->model, i);
+    for (int i = 0; i < 2 && !off->params; i++) l->up_wait(l->model, i);
     l->allgather(l->model);
 }
 
 // The compute weights follow the master weights (after init, after a resume):
 // every chunk of [lo, hi) up, then the all-gather of stages 1, 2.
-void host_offload_weights_follow(HostOffload *o, Optimizer *opt) {
-    for (size_t k = 0, a = o->lo; a < o->hi; k++, a += o->chunk) {
-        ChunkStates c = chunk_states(o, opt, k, 1);
-        weights_up(o, k, a, chunk_end(o, a), c.w);
+void host_offload_weights_follow(HostOffload *off, Optimizer *opt) {
+    for (size_t k = 0, a = off->lo; a < off->hi; k++, a += off->chunk) {
+        ChunkStates c = chunk_states(off, opt, k, 1);
+        weights_up(off, k, a, chunk_end(off, a), c.w);
     }
-    for (int i = 0; i < 2 && !o->params; i++) o->link.up_wait(o->link.model, i);
-    o->link.allgather(o->link.model);
+    for (int i = 0; i < 2 && !off->params; i++) off->link.up_wait(off->link.model, i);
+    off->link.allgather(off->link.model);
 }
 
 // GPT-2's init of the master weights of [lo, hi) (in the file, a record at a
 // time, with m and v at 0), then the compute weights from them.
 typedef struct {
-    HostOffload *o;
+    HostOffload *off;
     Optimizer *opt;
 } OffloadTarget;
 
 static void init_record(void *ctx, size_t a, size_t b) {
     OffloadTarget *it = ctx;
-    size_t k = (a - it->o->lo) / it->o->chunk;
+    size_t k = (a - it->off->lo) / it->off->chunk;
     (void)b;
-    ChunkStates c = chunk_states(it->o, it->opt, k, 0);
-    chunk_store(it->o, it->opt, k, &c);
+    ChunkStates c = chunk_states(it->off, it->opt, k, 0);
+    chunk_store(it->off, it->opt, k, &c);
 }
 
-void host_offload_init(HostOffload *o, Optimizer *opt, const GPTConfig *cfg, uint64_t seed) {
-    if (o->disk) {
-        OffloadTarget it = {o, opt};
-        init_params_chunks(o->master, o->chunk, o->lo, o->hi, cfg, seed, init_record, &it);
-    } else if (o->hi > o->lo) {
-        init_params_range(o->master, o->lo, o->hi, cfg, seed);
+void host_offload_init(HostOffload *off, Optimizer *opt, const GPTConfig *cfg, uint64_t seed) {
+    if (off->disk) {
+        OffloadTarget it = {off, opt};
+        init_params_chunks(off->master, off->chunk, off->lo, off->hi, cfg, seed, init_record, &it);
+    } else if (off->hi > off->lo) {
+        init_params_range(off->master, off->lo, off->hi, cfg, seed);
     }
-    host_offload_weights_follow(o, opt);
+    host_offload_weights_follow(off, opt);
 }
 
 // Saved states through the file (--offload-to disk): element `at` of the
@@ -227,11 +227,11 @@ void host_offload_init(HostOffload *o, Optimizer *opt, const GPTConfig *cfg, uin
 // 1 v. Each touches the records it spans: read (checked), and for a set
 // changed and written back.
 static void file_access(OffloadTarget *st, int weights, int which, size_t at, float *get, const float *set, size_t n) {
-    HostOffload *o = st->o;
+    HostOffload *off = st->off;
     for (size_t done = 0; done < n;) {
-        size_t k = (at + done) / o->chunk, in = (at + done) % o->chunk;
-        size_t len = o->chunk - in < n - done ? o->chunk - in : n - done;
-        ChunkStates c = chunk_states(o, st->opt, k, 1);
+        size_t k = (at + done) / off->chunk, in = (at + done) % off->chunk;
+        size_t len = off->chunk - in < n - done ? off->chunk - in : n - done;
+        ChunkStates c = chunk_states(off, st->opt, k, 1);
         if (weights) {
             if (get) memcpy(get + done, c.w + in, len * 4);
             else memcpy(c.w + in, set + done, len * 4);
@@ -240,7 +240,7 @@ static void file_access(OffloadTarget *st, int weights, int which, size_t at, fl
         } else {
             optimizer_moments_set(&c.view, which, in, set + done, len);
         }
-        if (set) chunk_store(o, st->opt, k, &c);
+        if (set) chunk_store(off, st->opt, k, &c);
         done += len;
     }
 }
@@ -272,9 +272,9 @@ void offload_file_allgather(OffloadTarget *st, const Shard *sh) {
             size_t len = b - at < PER ? b - at : PER;
             for (int part = 0; part < 3; part++) {  // the weights, m, v
                 int weights = part == 0, moment = part == 2;
-                if (sh->rank == r) file_access(st, weights, moment, at - st->o->lo, buf, NULL, len);
+                if (sh->rank == r) file_access(st, weights, moment, at - st->off->lo, buf, NULL, len);
                 comm_broadcast(buf, len * sizeof(float), r);
-                if (sh->rank != r) file_access(st, weights, moment, at - st->o->lo, NULL, buf, len);
+                if (sh->rank != r) file_access(st, weights, moment, at - st->off->lo, NULL, buf, len);
             }
         }
     }

@@ -99,34 +99,69 @@ static void label_under(const char *name, int x, int slot, int y) {
     text(x + (slot - text_width(b, 2)) / 2, y + 24, b, 2, BLACK);
 }
 
+// --- reading CSV ------------------------------------------------------------------
+// The fields of one CSV line, in place (at most n; the line's end stripped): a
+// field in double quotes may hold commas, and "" in it stands for one quote
+// (Python's csv module writes a label such as "attn,mlp" so). Returns the count.
+static int split(char *s, char **fields, int n) {
+    int k = 0;
+    s[strcspn(s, "\r\n")] = 0;
+    char *r = s, *w = s;  // read and write positions: unquoting only ever shortens the line
+    while (k < n) {
+        fields[k++] = w;
+        if (*r == '"') {
+            for (r++; *r && !(*r == '"' && r[1] != '"'); r++) {
+                if (*r == '"') r++;  // "" -> "
+                *w++ = *r;
+            }
+            if (*r == '"') r++;
+        }
+        while (*r && *r != ',') *w++ = *r++;
+        if (*r != ',') { *w = 0; break; }
+        r++;
+        *w++ = 0;
+    }
+    return k;
+}
+
 // --- memory: stacked bars ---------------------------------------------------------
 enum { MAXS = 16, MAXC = 16 };
 
-static void memory_chart(const char *in, const char *out, const char *title) {
+// The settings (columns) and categories (rows) of scripts/compare.py's CSV: bytes[c][s].
+typedef struct {
+    char names[MAXS][128], cats[MAXC][64];
+    double bytes[MAXC][MAXS];
+    int ns, nc;
+} MemoryTable;
+
+static void read_memory_csv(const char *in, MemoryTable *t) {
     FILE *f = fopen(in, "r");
     if (!f) die("cannot read ", in);
-    char line_buf[4096], names[MAXS][128], cats[MAXC][64];
-    double bytes[MAXC][MAXS];
-    int ns = 0, nc = 0;
+    char line_buf[4096], *field[MAXS + 1];
+    memset(t, 0, sizeof *t);
     if (!fgets(line_buf, sizeof line_buf, f)) die("empty file: ", in);
-    line_buf[strcspn(line_buf, "\r\n")] = 0;
-    char *tok = strtok(line_buf, ",");  // "category"
-    while ((tok = strtok(NULL, ",")) && ns < MAXS) snprintf(names[ns++], sizeof names[0], "%s", tok);
-    while (fgets(line_buf, sizeof line_buf, f) && nc < MAXC) {
-        line_buf[strcspn(line_buf, "\r\n")] = 0;
-        tok = strtok(line_buf, ",");
-        if (!tok || !strcmp(tok, "peak_total") || !strcmp(tok, "tok/s")) continue;
-        snprintf(cats[nc], sizeof cats[0], "%s", tok);
-        for (int s = 0; s < ns; s++) bytes[nc][s] = (tok = strtok(NULL, ",")) ? atof(tok) : 0;
-        nc++;
+    int n = split(line_buf, field, MAXS + 1);  // "category", then a setting a column
+    for (int k = 1; k < n; k++) snprintf(t->names[t->ns++], sizeof t->names[0], "%s", field[k]);
+    while (fgets(line_buf, sizeof line_buf, f) && t->nc < MAXC) {
+        n = split(line_buf, field, MAXS + 1);
+        if (!field[0][0] || !strcmp(field[0], "peak_total") || !strcmp(field[0], "tok/s")) continue;
+        snprintf(t->cats[t->nc], sizeof t->cats[0], "%s", field[0]);
+        for (int k = 0; k < t->ns; k++) t->bytes[t->nc][k] = k + 1 < n ? atof(field[k + 1]) : 0;
+        t->nc++;
     }
     fclose(f);
-    if (ns == 0 || nc == 0) die("no settings or categories in ", in);
+    if (t->ns == 0 || t->nc == 0) die("no settings or categories in ", in);
+}
+
+static void memory_chart(const char *in, const char *out, const char *title) {
+    MemoryTable t;
+    read_memory_csv(in, &t);
+    int ns = t.ns, nc = t.nc;
     double top = 0;
     for (int s = 0; s < ns; s++) {
-        double t = 0;
-        for (int c = 0; c < nc; c++) t += bytes[c][s];
-        if (t > top) top = t;
+        double sum = 0;
+        for (int c = 0; c < nc; c++) sum += t.bytes[c][s];
+        if (sum > top) top = sum;
     }
     int gib = top > 4.0 * (1 << 30);
     double unit = gib ? 1073741824.0 : 1048576.0, ymax = top / unit * 1.12;
@@ -149,9 +184,9 @@ static void memory_chart(const char *in, const char *out, const char *title) {
         int x0 = L + s * slot + (slot - bw) / 2;
         double acc = 0;
         for (int c = 0; c < nc; c++) {
-            if (bytes[c][s] <= 0) continue;
+            if (t.bytes[c][s] <= 0) continue;
             int y1 = B - (int)((B - T) * (acc / unit) / ymax);
-            acc += bytes[c][s];
+            acc += t.bytes[c][s];
             int y0 = B - (int)((B - T) * (acc / unit) / ymax);
             fill(x0, y0, x0 + bw, y1, PALETTE[c % 10]);
         }
@@ -159,29 +194,23 @@ static void memory_chart(const char *in, const char *out, const char *title) {
         snprintf(lab, sizeof lab, gib ? "%.2f GiB" : "%.1f MiB", acc / unit);
         int ytop = B - (int)((B - T) * (acc / unit) / ymax);
         text(x0 + (bw - text_width(lab, 2)) / 2, ytop - 24, lab, 2, BLACK);
-        label_under(names[s], L + s * slot, slot, B + 16);
+        label_under(t.names[s], L + s * slot, slot, B + 16);
     }
     int ly = T;
     text(R + 40, ly, "memory at peak", 2, BLACK);
     ly += 34;
     for (int c = nc - 1; c >= 0; c--) {  // top of the stack first, as on the bars
         int used = 0;
-        for (int s = 0; s < ns; s++) used |= bytes[c][s] > 0;
+        for (int s = 0; s < ns; s++) used |= t.bytes[c][s] > 0;
         if (!used) continue;
         fill(R + 40, ly, R + 64, ly + 20, PALETTE[c % 10]);
-        text(R + 76, ly + 2, cats[c], 2, BLACK);
+        text(R + 76, ly + 2, t.cats[c], 2, BLACK);
         ly += 32;
     }
     if (!stbi_write_png(out, W, H, 3, img, W * 3)) die("cannot write ", out);
-}
-
-// Split s at commas into at most n fields, keeping empty ones; returns the count.
-static int split(char *s, char **fields, int n) {
-    int k = 0;
-    fields[k++] = s;
-    for (char *p = s; *p && k < n; p++)
-        if (*p == ',') { *p = 0; fields[k++] = p + 1; }
-    return k;
+    printf("chart: %d bars (", ns);
+    for (int s = 0; s < ns; s++) printf("%s%s", s ? " | " : "", t.names[s]);
+    printf("), %d categories -> %s\n", nc, out);
 }
 
 // --- line charts (loss, timeline): the frame and the legend --------------------------

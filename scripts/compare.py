@@ -185,7 +185,7 @@ def main():
                                capture_output=True, text=True)
             if r.returncode != 0:
                 fail(r.stderr.strip())
-            print(f"wrote {out_png}")
+            print(r.stdout.strip())  # the chart's bars: one a setting
         if out_csv:
             print(f"wrote {out_csv}")
 

@@ -9,7 +9,9 @@ Checks, printing one PASS/FAIL line each:
   3. no source file outside the kernels (cuda/*.cu) and the tests is over MAX_LINES lines;
   4. no header declares a function it does not define (a prototype would let a room call a floor above
      it, which the include rule cannot see); the device API (cuda/api.h), whose definitions are the
-     kernels', is the exception.
+     kernels', is the exception;
+  5. no function outside the kernels (cuda/*.cu) and the tests is over MAX_FUNCTION lines: one that
+     grows past it is split into the steps it takes.
 """
 import glob
 import os
@@ -18,6 +20,7 @@ import subprocess
 import sys
 
 MAX_LINES = 500
+MAX_FUNCTION = 60
 FLOORS = [("core/", 0), ("cuda/api.h", 1), ("cuda/nccl_parts.h", 1), ("memory/", 1), ("parallel/", 2), ("io/", 3),
           ("optim/", 4), ("cpu/", 5), ("gpu/", 5), ("model.h", 6), ("app/", 7), ("train.c", 8)]
 
@@ -53,6 +56,28 @@ def prototypes(path):
                 (defined if "{" in stmt else declared if s.endswith(");") else set()).add(m.group(1))
             stmt = ""
     return declared - defined
+
+
+def functions(path):
+    """(name, first line, lines) of each function a file defines: a top-level line that opens a
+    definition, to the first line that is a lone '}' (the house style closes a function there)."""
+    lines, out, i = open(path).read().split("\n"), [], 0
+    while i < len(lines):
+        line = lines[i]
+        if re.match(r"[A-Za-z_]", line) and "(" in line and not re.match(r"(typedef|enum|struct|#|static const|const)\b", line):
+            j = i
+            while j < len(lines) and not lines[j].rstrip().endswith(("{", ";")):
+                j += 1
+            if j < len(lines) and lines[j].rstrip().endswith("{") and not lines[j].rstrip().endswith("= {"):
+                k = j + 1
+                while k < len(lines) and lines[k] != "}":
+                    k += 1
+                m = re.search(r"([A-Za-z_]\w*)\s*\(", line)
+                out.append((m.group(1) if m else "?", i + 1, k - i + 1))
+                i = k + 1
+                continue
+        i += 1
+    return out
 
 
 def main():
@@ -109,6 +134,11 @@ def main():
     fails += bool(bad)
 
     sources = headers + ["train.c"] + glob.glob("cuda/*.c") + glob.glob("scripts/*.c")
+    long_fns = ["%s:%d %s (%d)" % (f, line, name, n) for f in sources if f != "cuda/api.h"
+                for name, line, n in functions(f) if n > MAX_FUNCTION]
+    print(("PASS" if not long_fns else "FAIL") + " no function outside the kernels and tests is over %d lines%s" %
+          (MAX_FUNCTION, "" if not long_fns else ": " + ", ".join(long_fns)))
+    fails += bool(long_fns)
     long = ["%s %d" % (s, sum(1 for _ in open(s))) for s in sources if sum(1 for _ in open(s)) > MAX_LINES]
     print(("PASS" if not long else "FAIL") + " no source file outside the kernels and tests is over %d lines%s" %
           (MAX_LINES, "" if not long else ": " + ", ".join(long)))

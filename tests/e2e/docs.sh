@@ -49,6 +49,12 @@ printf 'void block_forward(int l);\nvoid rebuild_here(int l);\nvoid rebuild_here
 if [ "$(python3 -c 'import sys; sys.path.insert(0, "tests"); import layout; print(sorted(layout.prototypes(sys.argv[1])))' "$tmp/room.h")" = "['block_forward']" ]; then
   ok "tests/layout.py finds a header that declares a function it does not define, and only that one"
 else bad "tests/layout.py's prototype rule"; fi
+# ... and its function-length rule: a function of 61 lines, and one of 60
+{ echo 'int long_one(void) {'; for i in $(seq 59); do echo "    int x$i = $i;"; done; echo '}'
+  echo 'int short_one(void) {'; for i in $(seq 58); do echo "    int y$i = $i;"; done; echo '}'; } >"$tmp/fn.h"
+if [ "$(python3 -c 'import sys; sys.path.insert(0, "tests"); import layout; print([f for f in layout.functions(sys.argv[1]) if f[2] > layout.MAX_FUNCTION])' "$tmp/fn.h")" = "[('long_one', 1, 61)]" ]; then
+  ok "tests/layout.py finds a function over 60 lines, and not one of 60"
+else bad "tests/layout.py's function-length rule"; fi
 python3 tests/doc_names.py
 # ... and it can fail: a page that cites a function and a file that do not exist
 ghost=no_such_step_$$  # (a name no source file holds, this one included)

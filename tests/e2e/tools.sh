@@ -29,6 +29,13 @@ if [ -x scripts/chart ]; then
   if scripts/chart timeline "$tmp/tl.png" "test" none="$tmp/t0.csv" ckpt="$tmp/t1.csv" &&
      [ "$(head -c 4 "$tmp/tl.png" | od -An -c | tr -d ' ')" = "211PNG" ]; then ok "chart: the activation timeline of two settings as PNG"
   else bad "chart timeline PNG"; fi
+  # a label with a comma (--recompute's own names have them) is one quoted CSV field, one bar
+  python3 scripts/compare.py --dry-run --png "$tmp/c.png" ckpt=--ckpt "attn,mlp=--recompute attn,mlp" >"$tmp/cc" 2>&1
+  printf 'category,"a ""quoted"", b",c\nparams,100,200\n' >"$tmp/q.csv"
+  if grep -q '^chart: 2 bars (ckpt | attn,mlp), ' "$tmp/cc" &&
+     scripts/chart memory "$tmp/q.csv" "$tmp/q.png" t | grep -q '^chart: 2 bars (a "quoted", b | c), 1 categories'; then
+    ok "chart: a setting whose label has a comma is one bar (compare.py's --png; a quoted CSV field with \"\")"
+  else bad "chart: a label with a comma: $(cat "$tmp/cc" | tail -1)"; fi
   scripts/chart loss "$tmp/x.png" t a=/nonexistent.csv >"$tmp/cerr" 2>&1; rc1=$?
   scripts/chart loss "$tmp/x.png" t a="$tmp/cmp.csv" >>"$tmp/cerr" 2>&1; rc2=$?
   if [ $rc1 -eq 1 ] && [ $rc2 -eq 1 ] && grep -q 'cannot read the run log' "$tmp/cerr" && grep -q 'not a ./train --log file' "$tmp/cerr"; then

@@ -26,7 +26,7 @@ NVCC   ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/b
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/api.h cuda/nccl_parts.h core/sizes.h
+CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/api.h cuda/nccl_parts.h lib/core/sizes.h
 ifeq ($(NVCC),)
 GPU_OBJ  = cuda/none.o
 GPU_LIBS =
@@ -54,13 +54,14 @@ CC     ?= gcc
 ARCH   ?= -march=native $(if $(filter x86_64,$(shell uname -m)),-mprefer-vector-width=512)
 OPT    ?= -O3
 CFLAGS ?= $(OPT) $(ARCH) -ffp-contract=fast
-CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I.
+# the rooms are in lib/ and included by their path there ("core/config.h"), as llm.c's llmc/
+CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I. -Ilib
 LDLIBS  = -lm
 
 STB := $(wildcard /usr/include/stb/stb_image_write.h)
 
 # every header: the program is one translation unit (train.c includes them), as are the tests
-HEADERS = model.h $(wildcard core/*.h memory/*.h parallel/*.h io/*.h optim/*.h cpu/*.h gpu/*.h app/*.h) cuda/api.h
+HEADERS = model.h $(wildcard lib/*/*.h) cuda/api.h
 
 .PHONY: all test data bench bench-flags bench-load asan clean chart compare test-cuda bench-gpu
 
@@ -74,10 +75,10 @@ train: train.c $(HEADERS) $(GPU_OBJ)
 
 # The kernels: one nvcc translation unit (cuda/kernels.cu includes the op files).
 cuda/kernels.o: $(CUDA_SRC)
-	$(NVCC) -O3 -std=c++17 -I. $(CUDA_ARCH) $(NCCL_FLAGS) -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
+	$(NVCC) -O3 -std=c++17 -I. -Ilib $(CUDA_ARCH) $(NCCL_FLAGS) -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
 
 cuda/none.o: cuda/none.c cuda/api.h
-	$(CC) -O2 -std=c11 -Wall -Wextra -I. -c cuda/none.c -o $@
+	$(CC) -O2 -std=c11 -Wall -Wextra -I. -Ilib -c cuda/none.c -o $@
 
 # The GPU API run on the CPU (tests/host_gpu.c): tests/train_host is ./train whose --device cuda runs
 # the GPU model (gpu/) on host memory, so CPU-only CI tests the GPU model's host logic (not its kernels).

@@ -18,7 +18,8 @@ output. With --check nothing is written; it exits 1 and names each block whose
 text differs from what the binary prints now (tests/run.sh runs this, so a doc
 can never drift from the code). --check --quick leaves out the blocks that
 train (compare.py --losses): make asan's sanitized build is too slow for them. Only ./train, `python3 scripts/compare.py
---dry-run`, `python3 scripts/compare.py --losses` and `python3 scripts/exercise.py N` commands are allowed, and
+--dry-run`, `python3 scripts/compare.py --losses`, `python3 scripts/exercise.py N` and `python3 tests/layout.py
+--house` commands are allowed, and
 they must be cheap and deterministic (dry runs, --help, short training runs
 reported without timings), since the tests run them all.
 """
@@ -35,7 +36,8 @@ def run(cmd):
     args = shlex.split(cmd)
     allowed = args[:1] == ["./train"] or args[:3] in (["python3", "scripts/compare.py", "--dry-run"],
                                                       ["python3", "scripts/compare.py", "--losses"]) or \
-        (args[:2] == ["python3", "scripts/exercise.py"] and len(args) == 3)  # an exercise's answer
+        (args[:2] == ["python3", "scripts/exercise.py"] and len(args) == 3) or \
+        args == ["python3", "tests/layout.py", "--house"]  # an exercise's answer; the drawing of the house
     if not allowed:
         sys.exit(f"doc_tables: only ./train, scripts/compare.py and scripts/exercise.py N commands may be embedded, not: {cmd}")
     r = subprocess.run(args, capture_output=True, text=True, env={"OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin:/usr/local/bin"})

@@ -3,7 +3,8 @@
 
 Reads README.md and doc/*.md. In each, the text in backticks is checked when it looks like
   - a path in the tree (`model.h`, `cpu/storage.h`, `tests/e2e/zero.sh`, `gpu/`): it must exist,
-    relative to the repository root (a `path:line` or `path#anchor` is checked for its path); a
+    relative to the repository root or, for a room, to lib/ (a header is named by its include path:
+    `cpu/storage.h` is lib/cpu/storage.h); a `path:line` or `path#anchor` is checked for its path; a
     bare file name may be one in a folder, or a file a script writes (`summary.txt`);
   - a C name (`block_forward`, `gpu_block_forward()`, `cu_gelu_forward`): a lowercase identifier with
     an underscore, or any identifier followed by `()`, must appear as a word in a source file.
@@ -21,7 +22,7 @@ root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 os.chdir(root)
 
 docs = given or ["README.md"] + sorted(glob.glob("doc/*.md"))
-sources = [f for pat in ("*.c", "*.h", "*/*.h", "*/*.c", "*/*.cu", "*/*.cuh", "tests/*.c", "tests/*.h",
+sources = [f for pat in ("*.c", "*.h", "*/*.h", "lib/*/*.h", "*/*.c", "*/*.cu", "*/*.cuh", "tests/*.c", "tests/*.h",
                          "scripts/*.c", "scripts/*.py", "scripts/*.sh", "tests/*.sh", "tests/*.py",
                          "tests/e2e/*.sh", "Makefile")
            for f in glob.glob(pat)]
@@ -61,11 +62,13 @@ for doc in docs:
         if "/" in path or PATH_TAIL.search(path):
             if path.startswith(("../", "/", "http", "~")) or "*" in path or "<" in path or "N" == path:
                 continue
-            if not (path.startswith("doc/") or "/" not in path or os.path.exists(path)):
+            if not (path.startswith("doc/") or "/" not in path or os.path.exists(path) or
+                    os.path.exists("lib/" + path)):
                 missing.append(f"{doc}:{no}: `{span}`: no such file")
             elif "/" not in path and PATH_TAIL.search(path) and not (
                     os.path.exists(path) or os.path.exists(os.path.join(os.path.dirname(doc), path))
-                    or glob.glob(f"*/{path}") or glob.glob(f"*/*/{path}") or f"/{path}" in written):
+                    or glob.glob(f"*/{path}") or glob.glob(f"*/*/{path}") or glob.glob(f"lib/*/{path}")
+                    or f"/{path}" in written):
                 missing.append(f"{doc}:{no}: `{span}`: no such file")
             elif path.startswith("doc/") and not os.path.exists(path):
                 missing.append(f"{doc}:{no}: `{span}`: no such file")

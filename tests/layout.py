@@ -2,6 +2,9 @@
 """tests/layout.py — the tree keeps its shape (doc/architecture.md, "The map").
 
 Checks, printing one PASS/FAIL line each:
+  0. the top level is the design's: Makefile, README.md, train.c, model.h (the slides), cuda/ (the
+     kernels), lib/ (the rooms, one folder a floor, included by their path there: "core/config.h"),
+     data/, scripts/, tests/, doc/;
   1. every header compiles on its own (it includes what it uses): gcc -fsyntax-only, no warning;
   2. every #include runs downward: from a file to one on a lower floor, or in its own folder
      (the floors, lowest first: core; cuda's API, memory; parallel; io; optim; cpu, gpu; model.h; app;
@@ -11,7 +14,9 @@ Checks, printing one PASS/FAIL line each:
      it, which the include rule cannot see); the device API (cuda/api.h), whose definitions are the
      kernels', is the exception;
   5. no function outside the kernels (cuda/*.cu) and the tests is over MAX_FUNCTION lines: one that
-     grows past it is split into the steps it takes.
+     grows past it is split into the steps it takes;
+  6. the memory room's predicted half (predict*.h, fit.h) never reaches its measured half (ledger.h),
+     not even through another header: the predictor is written apart from the allocator, the check.
 """
 import glob
 import os
@@ -21,8 +26,10 @@ import sys
 
 MAX_LINES = 500
 MAX_FUNCTION = 60
-FLOORS = [("core/", 0), ("cuda/api.h", 1), ("cuda/nccl_parts.h", 1), ("memory/", 1), ("parallel/", 2), ("io/", 3),
-          ("optim/", 4), ("cpu/", 5), ("gpu/", 5), ("model.h", 6), ("app/", 7), ("train.c", 8)]
+FLOORS = [("lib/core/", 0), ("cuda/api.h", 1), ("cuda/nccl_parts.h", 1), ("lib/memory/", 1), ("lib/parallel/", 2),
+          ("lib/io/", 3), ("lib/optim/", 4), ("lib/cpu/", 5), ("lib/gpu/", 5), ("model.h", 6), ("lib/app/", 7),
+          ("train.c", 8)]
+TOP = {"Makefile", "README.md", "train.c", "model.h", "cuda", "lib", "data", "scripts", "tests", "doc"}
 
 
 def floor(path):
@@ -37,7 +44,10 @@ def folder(path):
 
 
 def includes(path):
-    return re.findall(r'^#include "([^"]+)"', open(path).read(), re.M)
+    """The files a file includes, by their path in the tree: "core/config.h" is lib/core/config.h
+    (the Makefile's -Ilib), "model.h" and "cuda/api.h" are at the top."""
+    names = re.findall(r'^#include "([^"]+)"', open(path).read(), re.M)
+    return [n if os.path.exists(n) or not os.path.exists("lib/" + n) else "lib/" + n for n in names]
 
 
 def prototypes(path):
@@ -80,16 +90,63 @@ def functions(path):
     return out
 
 
+def room(path):
+    """The room a file is in: its folder under lib/ (`cpu/`), cuda/'s API (`cuda/`), or the file itself."""
+    if path.startswith("lib/"):
+        return path.split("/")[1] + "/"
+    return "cuda/" if path.startswith("cuda/") else path
+
+
+def house():
+    """The drawing of the house: each floor's rooms, top first, and the rooms each includes; then the
+    arrows that run up and the circles (none may: checks 2 and 4 keep it so)."""
+    headers = sorted(["model.h", "cuda/api.h", "cuda/nccl_parts.h"] + glob.glob("lib/*/*.h"))
+    edges, floors = {}, {}
+    for f in headers + ["train.c"]:
+        floors.setdefault(floor(f), set()).add(room(f))
+        for inc in includes(f):
+            if room(inc) != room(f):
+                edges.setdefault(room(f), set()).add(room(inc))
+    level = {r: fl for fl, rooms in floors.items() for r in rooms}
+    up = sum(1 for a, bs in edges.items() for b in bs if level[b] >= level[a])
+    circles = []
+
+    def visit(n, stack):
+        if n in stack:
+            circles.append(stack[stack.index(n):] + [n])
+            return
+        for m in sorted(edges.get(n, [])):
+            visit(m, stack + [n])
+    for n in sorted(edges):
+        visit(n, [])
+    lines = []
+    for fl in sorted(floors, reverse=True):
+        for r in sorted(floors[fl]):
+            below = sorted(edges.get(r, []), key=lambda x: (-level[x], x))
+            lines.append("floor %d  %-10s %s" % (fl, r, ("-> " + " ".join(below)) if below else ""))
+    arrows = sum(len(v) for v in edges.values())
+    lines.append("%d rooms on %d floors, %d arrows: %d run up or across, %d circles" %
+                 (len(level), len(floors), arrows, up, len(circles)))
+    return "\n".join(line.rstrip() for line in lines)
+
+
 def main():
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    headers = sorted(["model.h", "cuda/api.h", "cuda/nccl_parts.h"] +
-                     [h for d in ("core", "memory", "parallel", "io", "optim", "cpu", "gpu", "app") for h in glob.glob(d + "/*.h")])
+    headers = sorted(["model.h", "cuda/api.h", "cuda/nccl_parts.h"] + glob.glob("lib/*/*.h"))
     fails = 0
+
+    tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True).stdout.split()
+    top = {f.split("/")[0] for f in tracked if not f.startswith(".")}
+    bad = sorted(top ^ TOP) if tracked else []
+    print(("PASS" if not bad else "FAIL") + " the top level is the design's (%s)%s" %
+          (", ".join(sorted(TOP)), "" if not bad else ": " + ", ".join(
+              ("%s is there" if b in top else "%s is missing") % b for b in bad)))
+    fails += bool(bad)
 
     bad = []
     for h in headers:
         r = subprocess.run(["gcc", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-fopenmp", "-I.",
-                            "-fsyntax-only", "-x", "c", h], capture_output=True, text=True)
+                            "-Ilib", "-fsyntax-only", "-x", "c", h], capture_output=True, text=True)
         if r.returncode or r.stderr.strip():
             bad.append(h + ": " + (r.stderr.strip().splitlines() or ["?"])[0])
     print(("PASS" if not bad else "FAIL") + " each of the %d headers compiles on its own%s" %
@@ -127,6 +184,17 @@ def main():
           ("" if not bad else ": " + "; ".join(bad[:5])))
     fails += bool(bad)
 
+    def reaches(f, target, seen):
+        if f == target:
+            return True
+        seen.add(f)
+        return any(reaches(g, target, seen) for g in graph.get(f, []) if g not in seen)
+    predicted = sorted(glob.glob("lib/memory/predict*.h")) + ["lib/memory/fit.h"]
+    bad = [p for p in predicted if reaches(p, "lib/memory/ledger.h", set())]
+    print(("PASS" if not bad else "FAIL") + " the predicted half of memory/ (%d headers) never includes the measured half, "
+          "memory/ledger.h%s" % (len(predicted), "" if not bad else ": " + ", ".join(bad)))
+    fails += bool(bad)
+
     bad = ["%s declares %s" % (h, ", ".join(sorted(prototypes(h)))) for h in headers
            if h not in ("cuda/api.h",) and prototypes(h)]
     print(("PASS" if not bad else "FAIL") + " no header declares a function it does not define (cuda/api.h aside)%s" %
@@ -147,4 +215,8 @@ def main():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--house"]:
+        os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        print(house())
+        sys.exit(0)
     sys.exit(main())

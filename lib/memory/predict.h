@@ -1,4 +1,5 @@
-// memory/predict.h — the closed-form memory predictor.
+// memory/predict.h — the predicted half of the memory room: the closed-form memory
+// predictor (with predict_*.h and fit.h; none of them sees memory/ledger.h).
 //
 // Computes every ledger category, at every phase, from the config and the step
 // plan's decisions (core/plan.h: the stage, what a block drops, the head's

@@ -1,4 +1,4 @@
-// memory/predict_offload.h — the predictor's part for --offload (core/plan.h):
+// memory/predict_offload.h — the predicted half: the predictor's part for --offload (core/plan.h):
 // where the optimizer's states go, and what a step moves over the link and to
 // and from disk, in closed form from the settings and the plan's decisions.
 // Written apart from the rooms that do it (cpu/offload.h, gpu/offload.h); the

@@ -23,10 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 #include "core/clock.h"
+#include "core/hash.h"
 #include "core/sizes.h"
 #include "core/traffic.h"
 #include "memory/ledger.h"
-#include "parallel/zero.h"
 
 typedef struct {
     int fd;

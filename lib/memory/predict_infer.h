@@ -1,4 +1,4 @@
-// memory/predict_infer.h — the predictor's part for serving (--dry-run --infer,
+// memory/predict_infer.h — the predicted half: the predictor's part for serving (--dry-run --infer,
 // --eval-only --quantize): what the weights take in each number format, and the
 // KV cache, in closed form from the shape.
 #ifndef GPTMEM_PREDICT_INFER_H

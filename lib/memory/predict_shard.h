@@ -1,4 +1,4 @@
-// memory/predict_shard.h — the predictor's part for ranks: how ZeRO (and
+// memory/predict_shard.h — the predicted half: the predictor's part for ranks: how ZeRO (and
 // --shard-group) shards the arrays, and what a step sends, in closed form from
 // the plan's stage and ranks (parallel/zero.h does it; the tests hold the two equal).
 #ifndef GPTMEM_PREDICT_SHARD_H

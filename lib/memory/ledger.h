@@ -1,4 +1,5 @@
-// memory/ledger.h — the memory ledger: one tracked allocator and the activation stack.
+// memory/ledger.h — the measured half of the memory room: the ledger, one tracked allocator
+// and the activation stack.
 //
 // Every large buffer in gptmem is allocated here with a category. The ledger
 // keeps, per category, the bytes live now and the most ever live, plus the

@@ -30,6 +30,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 #include "core/dtype.h"
+#include "core/hash.h"
 #include "cuda/api.h"
 #include "io/data.h"  // file_size
 
@@ -102,11 +103,6 @@ LiveState state_live(const StateHeader *header) {
     return live;
 }
 
-uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 0x100000001B3ULL; }
-    return h;
-}
 
 int write_hashed(FILE *f, uint64_t *h, const void *p, size_t n) {
     *h = fnv1a(*h, p, n);

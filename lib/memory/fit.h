@@ -1,4 +1,4 @@
-// memory/fit.h — --fit BUDGET: which settings fit in a memory budget, and what each
+// memory/fit.h — the predicted half of the memory room: --fit BUDGET, which settings fit in a memory budget, and what each
 // costs. Every setting that changes memory is tried through the predictor
 // (memory/predict.h, the same numbers as --dry-run; nothing is allocated): the
 // storage dtype, --flash, --recompute (none, gelu,ln, or block = --ckpt),

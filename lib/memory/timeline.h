@@ -1,4 +1,4 @@
-// memory/timeline.h — --mem-ops: one block's saved tensors, op by op, against the
+// memory/timeline.h — both halves, side by side: --mem-ops, one block's saved tensors, op by op, against the
 // published formula. Korthikanti et al. 2022 ("Reducing Activation
 // Recomputation in Large Transformer Models") count, per layer, in 16-bit
 // bytes, 34 sbh + 5 as^2 b (s = T, b = B, h = C, a = H), of which the dropout

@@ -1,4 +1,4 @@
-// memory/report.h — the words and tables of memory accounting, shared by the ledger
+// memory/report.h — both halves of the memory room: the words and tables of memory accounting, shared by the ledger
 // (memory/ledger.h, what was allocated) and the predictor (memory/predict.h, what the
 // formulas say): the categories every buffer belongs to, the phases of a step
 // at which both take a snapshot, and the --mem tables and --mem-json output.

@@ -37,6 +37,7 @@
 #include <string.h>
 #include "parallel/comm.h"
 #include "core/dtype.h"
+#include "core/hash.h"
 #include "core/plan.h"
 #include "memory/ledger.h"
 #include "core/sizes.h"
@@ -214,25 +215,8 @@ void zero_reduce_across(const Shard *s, void *grads, float *buf, int dtype) {
 
 // Are the weights the same on every rank? Each rank hashes the weights it
 // holds whole (stages 0 to 2; at stage 3 each rank holds only its shard, so
-// there is nothing to compare) and rank 0 compares: 1 yes, 0 no. The hash
-// mixes 8-byte words (any differing bit changes it), then the tail bytes; a
-// long array may be hashed a piece at a time (each piece but the last a
-// multiple of 8 bytes): replica_hash(replica_hash(REPLICA_HASH_START, a), b).
-const uint64_t REPLICA_HASH_START = 0x9E3779B97F4A7C15ULL;
-
-uint64_t replica_hash(uint64_t h, const void *bytes, size_t n) {
-    const unsigned char *w = bytes;
-    size_t words = n / 8;
-    uint64_t x;
-    for (size_t i = 0; i < words; i++) {
-        memcpy(&x, w + 8 * i, 8);
-        h = (h ^ x) * 0xFF51AFD7ED558CCDULL;
-        h ^= h >> 33;
-    }
-    for (size_t i = 8 * words; i < n; i++) h = (h ^ w[i]) * 0x100000001B3ULL;
-    return h;
-}
-
+// there is nothing to compare; core/hash.h's replica_hash) and rank 0
+// compares: 1 yes, 0 no.
 // Every rank passes its hash; rank 0 gets 1 if all are equal, 0 if not (the others get 1).
 int zero_hashes_agree(const Shard *s, uint64_t h) {
     (void)s;  // every rank, in every group

@@ -83,11 +83,11 @@ cuda/none.o: cuda/none.c cuda/api.h
 # The GPU API run on the CPU (tests/host_gpu.c): tests/train_host is ./train whose --device cuda runs
 # the GPU model (gpu/) on host memory, so CPU-only CI tests the GPU model's host logic (not its kernels).
 # One translation unit, like train.c: tests/train_host.c includes train.c and tests/host_gpu.c.
-tests/train_host: tests/train_host.c train.c tests/host_gpu.c cuda/nccl_parts.h $(HEADERS)
+tests/train_host: tests/train_host.c train.c tests/host_gpu.c $(wildcard tests/host_gpu/*.h) cuda/nccl_parts.h $(HEADERS)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -o $@ tests/train_host.c $(LDLIBS)
 
 # GPU tests: kernels against the CPU ops (tests/test_cuda.c), then the model (tests/run_cuda.sh).
-tests/test_cuda: tests/test_cuda.c tests/check.h $(HEADERS) $(GPU_OBJ)
+tests/test_cuda: tests/test_cuda.c $(wildcard tests/cuda_checks/*.h) tests/check.h $(HEADERS) $(GPU_OBJ)
 	$(CC) $(CFLAGS) -o $@ tests/test_cuda.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
 
 test-cuda: train tests/test_cuda data
@@ -100,7 +100,7 @@ bench-gpu: train tests/test_cuda
 tests/test_comm: tests/test_comm.c tests/check.h $(HEADERS) $(GPU_OBJ)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -o $@ tests/test_comm.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
 
-tests/test_cpu: tests/test_cpu.c tests/check.h $(HEADERS)
+tests/test_cpu: tests/test_cpu.c $(wildcard tests/cpu_checks/*.h) tests/check.h $(HEADERS)
 	$(CC) $(CFLAGS) -o $@ tests/test_cpu.c $(LDLIBS)
 
 test: train tests/test_cpu tests/test_cuda tests/test_comm tests/train_host data $(if $(STB),scripts/chart)

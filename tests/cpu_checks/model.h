@@ -1,0 +1,182 @@
+// tests/cpu_checks/model.h — tests/test_cpu.c's checks of the whole model: its finite differences;
+// --ckpt, --recompute, --flash and --accum against the plain step; the parameter count.
+#ifndef GPTMEM_TEST_CPU_MODEL_H
+#define GPTMEM_TEST_CPU_MODEL_H
+
+// --- the whole model -----------------------------------------------------------
+GPT tm;
+int tm_in[64], tm_tg[64];
+int tm_B, tm_T;
+
+double loss_model(void) {
+    double l = gpt_forward(&tm, tm_in, tm_tg, tm_B, tm_T);
+    gpt_discard_activations(&tm);
+    return l;
+}
+
+// The settings of a one-rank model of config c for micro-batches of B x T.
+Settings test_settings(const GPTConfig *c, int B, int T, int dtype, int flash, unsigned recompute, int fused_ce) {
+    Settings s = default_settings();
+    s.cfg = *c, s.batch = B, s.seq_len = T, s.dtype = dtype, s.flash = flash, s.recompute = recompute;
+    s.ckpt = (recompute & REC_BLOCK) != 0, s.fused_ce = fused_ce, s.ranks = 1;
+    return s;
+}
+
+// Build tm for these settings, with an activation stack of the predicted peak.
+void build_model(const Settings *s) {
+    Plan p = make_plan(s, 1);
+    gpt_build(&tm, s, &p, 0);
+    arena_reserve(predict_activations(s, &p).peak);
+}
+
+void model_setup(const GPTConfig *c, int B, int T) {
+    tm_B = B; tm_T = T;
+    Settings s = test_settings(c, B, T, DT_FP32, 0, 0, 0);
+    build_model(&s);
+}
+
+void model_teardown(void) { gpt_free(&tm); arena_release(); }
+
+void test_model_fd(void) {
+    // odd sizes: C = 18 (not a power of two), H = 3 (head size 6), T = 7, V = 70 (padded to 128)
+    GPTConfig c = {2, 18, 3, 70, 9};
+    model_setup(&c, 2, 7);
+    init_params(tm.params, &c, 7);
+    // 3x the init scale so every path carries signal; eps 3e-3 keeps the
+    // truncation error of the central difference well under the tolerance
+    for (size_t i = 0; i < tm.nparams; i++) tm.params[i] *= 3.0f;
+    for (int i = 0; i < 14; i++) { tm_in[i] = (int)(rng_next(&test_rng) % 70); tm_tg[i] = (int)(rng_next(&test_rng) % 70); }
+    gpt_zero_grad(&tm);
+    gpt_forward(&tm, tm_in, tm_tg, 2, 7);
+    gpt_backward(&tm, tm_in, tm_tg, 1.0f / 14);
+    // every tensor of the layout gets checked on a sample of its elements
+    int nt = param_tensor_count(&c);
+    ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
+    param_tensors(&c, t);
+    size_t picked[600];
+    int np = 0;
+    for (int i = 0; i < nt && np < 600; i++)
+        for (int k = 0; k < 12 && np < 600; k++) {
+            size_t off = t[i].offset + (size_t)(rng_next(&test_rng) % t[i].count);
+            if (i == 0 && off >= (size_t)70 * 18) continue;  // padded wte rows: no gradient by design
+            picked[np++] = off;
+        }
+    float *x = fvec(np), *an = fvec(np);
+    double *num = malloc(sizeof(double) * np);
+    const float eps = 3e-3f;
+    for (int i = 0; i < np; i++) {
+        float keep = tm.params[picked[i]];
+        tm.params[picked[i]] = keep + eps;
+        double lp = loss_model();
+        tm.params[picked[i]] = keep - eps;
+        double lm = loss_model();
+        tm.params[picked[i]] = keep;
+        num[i] = (lp - lm) / (2 * eps);
+        an[i] = tm.grads[picked[i]];
+    }
+    double e = rel_err(an, num, np);
+    check(e < 1e-2, "fd whole model", "relative error %.2e over %d parameters in all %d tensors", e, np, nt);
+    free(t); free(x); free(an); free(num);
+    model_teardown();
+}
+
+// Gradients of one step for a model built with (flash, ckpt), B x T tokens
+// from tokens[] split into `micro` micro-batches; returns the mean loss.
+float grads_of(const GPTConfig *c, int flash, int ckpt, int B, int T, int micro, const int *in, const int *tg,
+               float *grads_out) {
+    int b = B / micro;
+    Settings s = test_settings(c, b, T, DT_FP32, flash, ckpt ? REC_BLOCK : 0, 0);
+    build_model(&s);
+    init_params(tm.params, c, 11);
+    gpt_zero_grad(&tm);
+    float loss = 0;
+    for (int k = 0; k < micro; k++) {
+        loss += gpt_forward(&tm, in + k * b * T, tg + k * b * T, b, T) / micro;
+        gpt_backward(&tm, in + k * b * T, tg + k * b * T, 1.0f / (b * T * micro));
+    }
+    memcpy(grads_out, tm.grads, tm.nparams * sizeof(float));
+    model_teardown();
+    return loss;
+}
+
+// max |a - b| / max |b|: relative to the largest gradient, so tiny elements
+// do not turn rounding into a large ratio
+double max_rel_diff(const float *a, const float *b, size_t n) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs((double)a[i] - b[i]) > d) d = fabs((double)a[i] - b[i]);
+        if (fabs(b[i]) > m) m = fabs(b[i]);
+    }
+    return d / (m > 0 ? m : 1);
+}
+
+void test_flags_equivalence(void) {
+    GPTConfig c = {3, 24, 3, 77, 20};
+    int B = 8, T = 19, in[8 * 19], tg[8 * 19];
+    for (int i = 0; i < B * T; i++) { in[i] = (int)(rng_next(&test_rng) % 77); tg[i] = (int)(rng_next(&test_rng) % 77); }
+    size_t P = param_count(&c);
+    float *g_ref = fvec(P), *g = fvec(P);
+    float l_ref = grads_of(&c, 0, 0, B, T, 1, in, tg, g_ref);
+    float l_ck = grads_of(&c, 0, 1, B, T, 1, in, tg, g);
+    check(l_ck == l_ref && !memcmp(g, g_ref, P * sizeof(float)), "ckpt: bitwise identical gradients and loss",
+          "loss %.7f vs %.7f", l_ck, l_ref);
+    float l_fl = grads_of(&c, 1, 0, B, T, 1, in, tg, g_ref);
+    float l_flck = grads_of(&c, 1, 1, B, T, 1, in, tg, g);
+    check(l_flck == l_fl && !memcmp(g, g_ref, P * sizeof(float)), "flash+ckpt: bitwise identical to flash",
+          "loss %.7f vs %.7f", l_flck, l_fl);
+    l_ref = grads_of(&c, 0, 0, B, T, 1, in, tg, g_ref);
+    float l_acc = grads_of(&c, 0, 0, B, T, 4, in, tg, g);
+    double e = max_rel_diff(g, g_ref, P);
+    check(e < 1e-5 && fabsf(l_acc - l_ref) < 1e-5f * l_ref, "accum 4 x batch 2 == batch 8",
+          "gradients max relative difference %.2e, loss %.7f vs %.7f", e, l_acc, l_ref);
+    free(g_ref); free(g);
+}
+
+// --fused-ce == the unfused classifier: one forward and backward of a model
+// built with (dtype, fused_ce); returns the loss, the gradients widened to fp32.
+float grads_dt(const GPTConfig *c, int dtype, int flash, int fused, int B, int T, const int *in, const int *tg,
+               float *out) {
+    Settings s = test_settings(c, B, T, dtype, flash, 0, fused);
+    build_model(&s);
+    init_params(tm.params, c, 13);
+    gpt_sync_params(&tm);
+    gpt_zero_grad(&tm);
+    float loss = gpt_forward(&tm, in, tg, B, T);
+    gpt_backward(&tm, in, tg, 1.0f / (B * T));
+    dtype_load(out, gpt_grads(&tm), tm.nparams, dtype);
+    model_teardown();
+    return loss;
+}
+
+// The worst, over the tensors of the layout, of ||a - b|| / ||b|| (a tensor
+// whose gradient is all zeros in both counts as 0).
+double worst_tensor_err(const GPTConfig *c, const float *a, const float *b) {
+    int nt = param_tensor_count(c);
+    ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
+    param_tensors(c, t);
+    double worst = 0;
+    for (int i = 0; i < nt; i++) {
+        double e = rel_err_ff(a + t[i].offset, b + t[i].offset, t[i].count);
+        if (e > worst) worst = e;
+    }
+    free(t);
+    return worst;
+}
+
+// The predictor's parameter count equals the layout's, for every preset.
+void test_param_count(void) {
+    for (int i = 0; i < n_model_presets; i++) {
+        const GPTConfig *c = &model_presets[i].cfg;
+        size_t a = param_count(c), b = predict_param_count(c->layers, c->channels, padded_vocab(c), c->max_seq);
+        int nt = param_tensor_count(c);
+        ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
+        param_tensors(c, t);
+        size_t sum = t[nt - 1].offset + t[nt - 1].count;
+        free(t);
+        check(a == b && a == sum, "param count", "%s: layout %zu, tensors %zu, predictor %zu", model_presets[i].name,
+              a, sum, b);
+    }
+    check(param_count(&model_presets[1].cfg) == 124475904, "gpt2 is 124M", "%zu", param_count(&model_presets[1].cfg));
+}
+
+#endif

@@ -1,0 +1,74 @@
+// tests/cuda_checks/attention.h — tests/test_cuda.c's checks of attention, naive and flash, and the
+// tensor-core flash kernels against the reference ones.
+#ifndef GPTMEM_TEST_CUDA_ATTENTION_H
+#define GPTMEM_TEST_CUDA_ATTENTION_H
+
+// Naive and flash attention, forward and backward, on one shape.
+void test_attention(int dt, int B, int T, int H, int hs) {
+    int C = H * hs, N = B * T;
+    char shape[64];
+    snprintf(shape, sizeof shape, "B%d T%d H%d hs%d%s", B, T, H, hs, cu_flash_uses_mma(dt, hs) ? " (flash: mma)" : "");
+    float *qkv = randv((size_t)N * 3 * C, 1, dt), *out = fvec((size_t)N * C), *att = fvec((size_t)B * H * T * T);
+    attention_forward(out, att, qkv, B, T, C, H);
+    void *d_qkv = up(qkv, (size_t)N * 3 * C, dt), *d_out = poisoned((size_t)N * C, dt),
+         *d_att = poisoned((size_t)B * H * T * T, dt);
+    cu_attention_forward(dt, d_out, d_att, d_qkv, B, T, C, H);
+    expect(label("attention_forward out", shape), dt, d_out, out, (size_t)N * C);
+    expect(label("attention_forward att", shape), dt, d_att, att, (size_t)B * H * T * T);
+    float *att_s = down(d_att, (size_t)B * H * T * T, dt);  // the backward reads att as stored
+    float *dout = randv((size_t)N * C, 1, dt), *dqkv = fvec((size_t)N * 3 * C);
+    void *d_dout = up(dout, (size_t)N * C, dt), *d_dqkv = poisoned((size_t)N * 3 * C, dt);
+    attention_backward(dqkv, dout, qkv, att_s, B, T, C, H);
+    cu_attention_backward(dt, d_dqkv, d_dout, d_qkv, d_att, B, T, C, H);
+    expect(label("attention_backward", shape), dt, d_dqkv, dqkv, (size_t)N * 3 * C);
+
+    float *lse = fvec((size_t)B * H * T);
+    flash_attention_forward(out, lse, qkv, B, T, C, H);
+    void *d_lse = poisoned((size_t)B * H * T, DT_FP32);
+    float *D = gpu_malloc(sizeof(float) * B * H * T, "D");
+    gpu_free(d_out);
+    d_out = poisoned((size_t)N * C, dt);
+    cu_flash_forward(dt, d_out, d_lse, d_qkv, B, T, C, H);
+    expect(label("flash_forward out", shape), dt, d_out, out, (size_t)N * C);
+    expect_stored(label("flash_forward lse (fp32)", shape), dt, DT_FP32, d_lse, lse, (size_t)B * H * T);
+    float *out_s = down(d_out, (size_t)N * C, dt), *lse_s = down(d_lse, (size_t)B * H * T, DT_FP32);
+    flash_attention_backward(dqkv, dout, qkv, out_s, lse_s, B, T, C, H);
+    gpu_free(d_dqkv);
+    d_dqkv = poisoned((size_t)N * 3 * C, dt);
+    cu_flash_backward(dt, d_dqkv, d_dout, d_qkv, d_out, d_lse, D, B, T, C, H);
+    expect(label("flash_backward", shape), dt, d_dqkv, dqkv, (size_t)N * 3 * C);
+    gpu_free(d_qkv); gpu_free(d_out); gpu_free(d_att); gpu_free(d_dout); gpu_free(d_dqkv); gpu_free(d_lse);
+    gpu_free(D);
+    free(qkv); free(out); free(att); free(att_s); free(dout); free(dqkv); free(lse); free(out_s); free(lse_s);
+}
+
+// The tensor-core flash kernels against the reference kernels (attention.cu),
+// on the same inputs, at shapes with partial tiles: out, lse and dqkv.
+void test_flash_mma_vs_reference(int dt, int B, int T, int H, int hs) {
+    int C = H * hs, N = B * T;
+    char shape[64];
+    snprintf(shape, sizeof shape, "B%d T%d H%d hs%d", B, T, H, hs);
+    float *qkv = randv((size_t)N * 3 * C, 1, dt), *dout = randv((size_t)N * C, 1, dt);
+    void *d_qkv = up(qkv, (size_t)N * 3 * C, dt), *d_dout = up(dout, (size_t)N * C, dt);
+    float *D = gpu_malloc(sizeof(float) * B * H * T, "D");
+    void *out[2], *lse[2], *dqkv[2];
+    for (int ref = 0; ref < 2; ref++) {  // 0: tensor cores, 1: the reference
+        out[ref] = poisoned((size_t)N * C, dt);
+        lse[ref] = poisoned((size_t)B * H * T, DT_FP32);
+        dqkv[ref] = poisoned((size_t)N * 3 * C, dt);
+        cu_flash_force_reference(ref);
+        cu_flash_forward(dt, out[ref], lse[ref], d_qkv, B, T, C, H);
+        cu_flash_backward(dt, dqkv[ref], d_dout, d_qkv, out[ref], lse[ref], D, B, T, C, H);
+    }
+    cu_flash_force_reference(0);
+    float *want_out = down(out[1], (size_t)N * C, dt), *want_lse = down(lse[1], (size_t)B * H * T, DT_FP32),
+          *want_dqkv = down(dqkv[1], (size_t)N * 3 * C, dt);
+    expect(label("flash mma vs reference: out", shape), dt, out[0], want_out, (size_t)N * C);
+    expect_stored(label("flash mma vs reference: lse (fp32)", shape), dt, DT_FP32, lse[0], want_lse, (size_t)B * H * T);
+    expect(label("flash mma vs reference: dqkv", shape), dt, dqkv[0], want_dqkv, (size_t)N * 3 * C);
+    for (int ref = 0; ref < 2; ref++) { gpu_free(out[ref]); gpu_free(lse[ref]); gpu_free(dqkv[ref]); }
+    gpu_free(d_qkv); gpu_free(d_dout); gpu_free(D);
+    free(qkv); free(dout); free(want_out); free(want_lse); free(want_dqkv);
+}
+
+#endif

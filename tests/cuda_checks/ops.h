@@ -1,0 +1,113 @@
+// tests/cuda_checks/ops.h — tests/test_cuda.c's checks of the embedding, layernorm, the GEMMs (a bias
+// 8 bytes aligned too), GELU and the residual.
+#ifndef GPTMEM_TEST_CUDA_OPS_H
+#define GPTMEM_TEST_CUDA_OPS_H
+
+// --- the ops ---------------------------------------------------------------------
+
+void test_encoder(int dt) {
+    int B = 3, T = 17, C = 40, V = 70, N = B * T;
+    int *inp = malloc(sizeof(int) * N);
+    for (int i = 0; i < N; i++) inp[i] = (int)(rng_next(&test_rng) % 9);  // few tokens: many repeats
+    float *wte = randv((size_t)V * C, 1, dt), *wpe = randv((size_t)T * C, 1, dt), *out = fvec((size_t)N * C);
+    encoder_forward(out, inp, wte, wpe, B, T, C);
+    int *d_inp = gpu_malloc(sizeof(int) * N, "inp");
+    gpu_upload(d_inp, inp, sizeof(int) * N);
+    void *d_wte = up(wte, (size_t)V * C, dt), *d_wpe = up(wpe, (size_t)T * C, dt), *d_out = poisoned((size_t)N * C, dt);
+    cu_encoder_forward(dt, d_out, d_inp, d_wte, d_wpe, B, T, C);
+    expect("encoder_forward", dt, d_out, out, (size_t)N * C);
+    // backward: gradients accumulate into nonzero starting values
+    float *dout = randv((size_t)N * C, 1, dt), *dwte = randv((size_t)V * C, 1, dt), *dwpe = randv((size_t)T * C, 1, dt);
+    void *d_dout = up(dout, (size_t)N * C, dt), *d_dwte = up(dwte, (size_t)V * C, dt), *d_dwpe = up(dwpe, (size_t)T * C, dt);
+    encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+    int *buckets = malloc(sizeof(int) * (3 * N + 1)), *count = malloc(sizeof(int) * V);
+    int nb = bucket_tokens(inp, N, V, buckets, count);
+    int *d_buckets = gpu_malloc(sizeof(int) * (3 * N + 1), "buckets");
+    gpu_upload(d_buckets, buckets, sizeof(int) * (3 * N + 1));
+    cu_encoder_backward(dt, d_dwte, d_dwpe, d_dout, d_buckets, d_buckets + N, d_buckets + 2 * N + 1, nb, B, T, C);
+    expect("encoder_backward dwte", dt, d_dwte, dwte, (size_t)V * C);
+    expect("encoder_backward dwpe", dt, d_dwpe, dwpe, (size_t)T * C);
+    gpu_free(d_inp); gpu_free(d_wte); gpu_free(d_wpe); gpu_free(d_out); gpu_free(d_dout); gpu_free(d_dwte);
+    gpu_free(d_dwpe); gpu_free(d_buckets);
+    free(inp); free(wte); free(wpe); free(out); free(dout); free(dwte); free(dwpe); free(buckets); free(count);
+}
+
+void test_layernorm(int dt) {
+    int N = 37, C = 200;
+    float *x = randv((size_t)N * C, 2, dt), *w = randv(C, 1, dt), *b = randv(C, 1, dt);
+    float *out = fvec((size_t)N * C), *mean = fvec(N), *rstd = fvec(N);
+    layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    void *d_x = up(x, (size_t)N * C, dt), *d_w = up(w, C, dt), *d_b = up(b, C, dt);
+    void *d_out = poisoned((size_t)N * C, dt), *d_mean = poisoned(N, DT_FP32), *d_rstd = poisoned(N, DT_FP32);
+    cu_layernorm_forward(dt, d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C);
+    expect("layernorm_forward out", dt, d_out, out, (size_t)N * C);
+    expect_stored("layernorm_forward mean (fp32)", dt, DT_FP32, d_mean, mean, N);
+    expect_stored("layernorm_forward rstd (fp32)", dt, DT_FP32, d_rstd, rstd, N);
+    // the backward reads the saved mean and rstd as the GPU stored them
+    float *mean_s = down(d_mean, N, DT_FP32), *rstd_s = down(d_rstd, N, DT_FP32);
+    float *dout = randv((size_t)N * C, 1, dt), *dinp = randv((size_t)N * C, 1, dt), *dw = randv(C, 1, dt),
+          *db = randv(C, 1, dt);
+    void *d_dout = up(dout, (size_t)N * C, dt), *d_dinp = up(dinp, (size_t)N * C, dt), *d_dw = up(dw, C, dt),
+         *d_db = up(db, C, dt);
+    layernorm_backward(dinp, dw, db, dout, x, w, mean_s, rstd_s, N, C);
+    cu_layernorm_backward(dt, d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
+    expect("layernorm_backward dinp", dt, d_dinp, dinp, (size_t)N * C);
+    expect("layernorm_backward dw", dt, d_dw, dw, C);
+    expect("layernorm_backward db", dt, d_db, db, C);
+    void *dev[] = {d_x, d_w, d_b, d_out, d_mean, d_rstd, d_dout, d_dinp, d_dw, d_db};
+    for (int i = 0; i < 10; i++) gpu_free(dev[i]);
+    free(x); free(w); free(b); free(out); free(mean); free(rstd); free(mean_s); free(rstd_s);
+    free(dout); free(dinp); free(dw); free(db);
+}
+
+void test_matmul(int dt) {
+    int N = 45, C = 72, OC = 100;  // odd sizes: cuBLASLt must handle unaligned edges
+    float *x = randv((size_t)N * C, 1, dt), *w = randv((size_t)OC * C, 0.1f, dt), *bias = randv(OC, 1, dt);
+    float *out = fvec((size_t)N * OC);
+    matmul_forward(out, x, w, bias, N, C, OC);
+    void *d_x = up(x, (size_t)N * C, dt), *d_w = up(w, (size_t)OC * C, dt), *d_bias = up(bias, OC, dt);
+    void *d_out = poisoned((size_t)N * OC, dt);
+    cu_matmul_forward(dt, d_out, d_x, d_w, d_bias, N, C, OC);
+    expect("matmul_forward", dt, d_out, out, (size_t)N * OC);
+    // a bias 8 bytes past a 256-byte boundary (ZeRO stages 1-2 on a toy model put one there): cuBLASLt's
+    // bias epilogue is not told its alignment, so cu_matmul_forward adds such a bias itself
+    size_t skew = 8 / dtype_size(dt);
+    void *d_bias_skew = gpu_malloc((OC + skew) * dtype_size(dt), "bias, skewed");
+    gpu_copy((char *)d_bias_skew + 8, d_bias, OC * dtype_size(dt));
+    void *d_out_skew = poisoned((size_t)N * OC, dt);
+    cu_matmul_forward(dt, d_out_skew, d_x, d_w, (char *)d_bias_skew + 8, N, C, OC);
+    expect("matmul_forward, bias 8-byte aligned", dt, d_out_skew, out, (size_t)N * OC);
+    gpu_free(d_bias_skew);
+    gpu_free(d_out_skew);
+    float *dout = randv((size_t)N * OC, 1, dt), *dinp = fvec((size_t)N * C), *dw = randv((size_t)OC * C, 1, dt),
+          *db = randv(OC, 1, dt);
+    void *d_dout = up(dout, (size_t)N * OC, dt), *d_dinp = poisoned((size_t)N * C, dt),
+         *d_dw = up(dw, (size_t)OC * C, dt), *d_db = up(db, OC, dt);
+    matmul_backward(dinp, dw, db, dout, x, w, N, C, OC);
+    cu_matmul_backward(dt, d_dinp, d_dw, d_db, d_dout, d_x, d_w, N, C, OC);
+    expect("matmul_backward dinp", dt, d_dinp, dinp, (size_t)N * C);
+    expect("matmul_backward dw", dt, d_dw, dw, (size_t)OC * C);
+    expect("matmul_backward dbias", dt, d_db, db, OC);
+    void *dev[] = {d_x, d_w, d_bias, d_out, d_dout, d_dinp, d_dw, d_db};
+    for (int i = 0; i < 8; i++) gpu_free(dev[i]);
+    free(x); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(db);
+}
+
+void test_elementwise(int dt) {
+    size_t n = 10007;
+    float *x = randv(n, 2, dt), *y = randv(n, 1, dt), *out = fvec(n), *dinp = fvec(n);
+    void *d_x = up(x, n, dt), *d_y = up(y, n, dt), *d_out = poisoned(n, dt);
+    gelu_forward(out, x, n);
+    cu_gelu_forward(dt, d_out, d_x, n);
+    expect("gelu_forward", dt, d_out, out, n);
+    gelu_backward(dinp, x, y, n);
+    cu_gelu_backward(dt, d_out, d_x, d_y, n);
+    expect("gelu_backward", dt, d_out, dinp, n);
+    residual_forward(out, x, y, n);
+    cu_residual_forward(dt, d_out, d_x, d_y, n);
+    expect("residual_forward", dt, d_out, out, n);
+    gpu_free(d_x); gpu_free(d_y); gpu_free(d_out);
+    free(x); free(y); free(out); free(dinp);
+}
+
+#endif

@@ -1,0 +1,96 @@
+// tests/cuda_checks/optimizer.h — tests/test_cuda.c's checks of the step's numbers on the device and
+// AdamW.
+#ifndef GPTMEM_TEST_CUDA_OPTIMIZER_H
+#define GPTMEM_TEST_CUDA_OPTIMIZER_H
+
+// The step's numbers on the device: the loss sum (cu_loss_add) against the
+// CPU's row-order mean, and AdamW's scale (cu_grad_scale) against optim/optimizer.h's
+// step_grad_scale, bit for bit: unclipped, clipped, fp16's loss scale, and
+// NaN for an infinite norm.
+void test_step_numbers(void) {
+    int N = 3001;
+    float *losses = randv(N, 3.0f, DT_FP32);
+    for (int i = 0; i < N; i++) losses[i] = fabsf(losses[i]) + 1.0f;
+    double sum = 0.0, want = 0.0, got[GPU_STEP_NUMBERS];
+    for (int i = 0; i < N; i++) sum += losses[i];
+    want = 2.0 * (float)(sum / N);  // two micro-batches' means, as gpt_forward rounds each
+    float *d_losses = up(losses, N, DT_FP32);
+    double *d_num = gpu_malloc(sizeof got, "step numbers");
+    cu_loss_add(d_num, d_losses, N);
+    cu_loss_add(d_num, d_losses, N);
+    gpu_download(got, d_num, sizeof got);
+    check(fabs(got[STEP_LOSS] - want) <= 1e-6 * want, "loss_add", "%.9g vs CPU %.9g", got[STEP_LOSS], want);
+    struct { double sumsq; float loss_scale, clip; } cases[] = {
+        {0.25, 1.0f, 1.0f}, {400.0, 1.0f, 1.0f}, {400.0, 1.0f, 0.0f}, {3e9, 65536.0f, 1.0f}, {INFINITY, 1.0f, 1.0f}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        double parts[3] = {cases[k].sumsq / 4, cases[k].sumsq / 4, cases[k].sumsq / 2};
+        double *d_parts = gpu_malloc(sizeof parts, "partials");
+        gpu_upload(d_parts, parts, sizeof parts);
+        cu_grad_scale(d_num, d_parts, 3, cases[k].loss_scale, cases[k].clip);
+        gpu_download(got, d_num, sizeof got);
+        double s = 0.0;
+        for (int i = 0; i < 3; i++) s += parts[i];
+        float want_scale = step_grad_scale(s, cases[k].loss_scale, cases[k].clip), got_scale = (float)got[STEP_SCALE];
+        int same = isnan(want_scale) ? isnan(got_scale) : got_scale == want_scale;
+        char name[128];
+        snprintf(name, sizeof name, "grad_scale (sum %g, loss scale %g, clip %g)", cases[k].sumsq, cases[k].loss_scale,
+                 cases[k].clip);
+        check(same && (got[STEP_SUMSQ] == s || isinf(s)), name, "scale %.9g vs CPU %.9g, sum %.9g vs %.9g", got_scale,
+              want_scale, got[STEP_SUMSQ], s);
+        gpu_free(d_parts);
+    }
+    gpu_free(d_losses); gpu_free(d_num);
+    free(losses);
+}
+
+// The gradient norm and one AdamW update against core/adamw.h and optim/optimizer.h; a NaN scale
+// (a skipped step) changes nothing.
+void test_optimizer(int dt) {
+    size_t n = 100003;
+    float *g = randv(n, 1e-2f, dt), *w = randv(n, 1, DT_FP32), *m = randv(n, 1e-3f, DT_FP32), *v = fvec(n);
+    for (size_t i = 0; i < n; i++) v[i] = 1e-4f * (1 + i % 7);
+    double want = sum_squares(g, n), part[GPU_NORM_BLOCKS], got = 0;
+    void *d_g = up(g, n, dt);
+    double *d_part = gpu_malloc(sizeof part, "partials");
+    cu_sum_squares_partials(dt, d_part, d_g, n);
+    gpu_download(part, d_part, sizeof part);
+    for (int i = 0; i < GPU_NORM_BLOCKS; i++) got += part[i];
+    char name[64];
+    snprintf(name, sizeof name, "sum_squares %s", dtype_name[dt]);
+    check(fabs(got - want) / want < 1e-9, name, "%.12g vs CPU %.12g", got, want);
+    double scales[GPU_STEP_NUMBERS] = {0};
+    double *d_scale = gpu_malloc(sizeof scales, "step numbers");
+    scales[STEP_SCALE] = NAN;  // a skipped step first: nothing may change
+    gpu_upload(d_scale, scales, sizeof scales);
+    AdamWConfig cfg = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0, 10, 0.1f};
+    float *d_w = up(w, n, DT_FP32), *d_m = up(m, n, DT_FP32), *d_v = up(v, n, DT_FP32);
+    void *d_lp = dt == DT_FP32 ? NULL : poisoned(n, dt);
+    int t = 3;
+    float b1c = 1.0f - powf(cfg.beta1, (float)t), b2c = 1.0f - powf(cfg.beta2, (float)t);
+    cu_adamw(dt, d_w, d_lp, d_g, d_m, d_v, n, 1e-3f, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, b1c, b2c,
+             d_scale + STEP_SCALE);
+    {
+        float *gw = down(d_w, n, DT_FP32), *gm = down(d_m, n, DT_FP32);
+        snprintf(name, sizeof name, "adamw %s skipped (NaN scale)", dtype_name[dt]);
+        check(memcmp(gw, w, n * 4) == 0 && memcmp(gm, m, n * 4) == 0, name, "the weights or m changed");
+        free(gw); free(gm);
+    }
+    adamw_update(w, g, m, v, n, &cfg, 1e-3f, t, 0.5f, 1);
+    scales[STEP_SCALE] = 0.5;
+    gpu_upload(d_scale, scales, sizeof scales);
+    cu_adamw(dt, d_w, d_lp, d_g, d_m, d_v, n, 1e-3f, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, b1c, b2c,
+             d_scale + STEP_SCALE);
+    {
+        float *gw = down(d_w, n, DT_FP32), *gm = down(d_m, n, DT_FP32), *gv = down(d_v, n, DT_FP32);
+        double ew = rel(gw, w, n), em = rel(gm, m, n), ev = rel(gv, v, n);
+        snprintf(name, sizeof name, "adamw %s", dtype_name[dt]);
+        check(ew < 1e-6 && em < 1e-6 && ev < 1e-6, name, "master %.1e, m %.1e, v %.1e", ew, em, ev);
+        if (d_lp) expect("adamw 16-bit weights", dt, d_lp, w, n);
+        free(gw); free(gm); free(gv);
+    }
+    gpu_free(d_g); gpu_free(d_part); gpu_free(d_scale); gpu_free(d_w); gpu_free(d_m); gpu_free(d_v);
+    if (d_lp) gpu_free(d_lp);
+    free(g); free(w); free(m); free(v);
+}
+
+#endif

@@ -1,0 +1,128 @@
+// tests/cuda_checks/speed.h — tests/test_cuda.c's measurements, --gemm-peak and --op-times: the
+// GPU's GEMM rate, and each op's time at GPT-2's shapes.
+#ifndef GPTMEM_TEST_CUDA_SPEED_H
+#define GPTMEM_TEST_CUDA_SPEED_H
+
+// --gemm-peak: the bf16 matmul rate of this GPU through cuBLASLt (8192^3
+// GEMMs), what scripts/bench_gpu.sh computes MFU against.
+void gemm_peak(void) {
+    int n = 8192, reps = 20;
+    void *a = gpu_malloc((size_t)n * n * 2, "A"), *b = gpu_malloc((size_t)n * n * 2, "B"),
+         *c = gpu_malloc((size_t)n * n * 2, "C");
+    cu_gemm_nt(DT_BF16, c, a, b, n, n, n);  // warm-up
+    gpu_sync("warm-up");
+    double t0 = now_seconds();
+    for (int i = 0; i < reps; i++) cu_gemm_nt(DT_BF16, c, a, b, n, n, n);
+    gpu_sync("gemm");
+    double s = now_seconds() - t0;
+    printf("bf16 GEMM %d^3 through cuBLASLt: %.1f TFLOP/s\n", n, 2.0 * n * n * (double)n * reps / s / 1e12);
+    gpu_free(a); gpu_free(b); gpu_free(c);
+}
+
+// --op-times: where a GPT-2 124M step's time goes (B 16, T 1024, bf16): each op
+// at its real shape, timed with events over a few repetitions, then the sum
+// per step (12 layers; the LM head and loss once). Inputs are zeros: timing
+// only, nothing is checked.
+enum { OT_B = 16, OT_T = 1024, OT_C = 768, OT_H = 12, OT_V = 50257, OT_VP = 50304, OT_L = 12 };
+static const size_t OT_P = 124475904;  // GPT-2 124M's parameters with Vp = 50304
+
+typedef struct {
+    char *x, *y, *qkv, *dqkv, *w, *dw, *att, *logits;
+    float *stat, *stat2, *D, *losses, *master, *m, *v;
+    int *targets;
+    double *numbers;  // the step's numbers (cuda/api.h STEP_*)
+} OpBufs;
+
+// The ops in a step's order; `times` is how often a step runs each.
+static const struct { const char *name; int times; } op_list[] = {
+    {"layernorm fwd", 2 * OT_L},        {"matmul fwd qkv", OT_L},      {"attention fwd (naive)", OT_L},
+    {"flash fwd", OT_L},                {"matmul fwd attproj", OT_L},  {"residual fwd", 2 * OT_L},
+    {"matmul fwd fc", OT_L},            {"gelu fwd", OT_L},            {"matmul fwd fcproj", OT_L},
+    {"lm head fwd", 1},                 {"crossentropy fwd", 1},       {"loss add", 1},
+    {"crossentropy bwd", 1},
+    {"lm head bwd", 1},                 {"matmul bwd fcproj", OT_L},   {"gelu bwd", OT_L},
+    {"matmul bwd fc", OT_L},            {"layernorm bwd", 2 * OT_L},   {"matmul bwd attproj", OT_L},
+    {"attention bwd (naive)", OT_L},    {"flash bwd", OT_L},           {"matmul bwd qkv", OT_L},
+    {"grad norm", 1},                   {"adamw", 1},
+    {"flash fwd (reference)", OT_L},    {"flash bwd (reference)", OT_L},
+};
+enum { N_OPS = sizeof op_list / sizeof op_list[0] };
+
+void run_op(int i, OpBufs *b) {
+    int B = OT_B, T = OT_T, C = OT_C, H = OT_H, N = B * T, dt = DT_BF16;
+    switch (i) {
+    case 0: cu_layernorm_forward(dt, b->y, b->stat, b->stat2, b->x, b->w, b->w, N, C); break;
+    case 1: cu_matmul_forward(dt, b->qkv, b->x, b->w, b->w, N, C, 3 * C); break;
+    case 2: cu_attention_forward(dt, b->y, b->att, b->qkv, B, T, C, H); break;
+    case 3: cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H); break;
+    case 4: cu_matmul_forward(dt, b->y, b->x, b->w, b->w, N, C, C); break;
+    case 5: cu_residual_forward(dt, b->y, b->y, b->x, (size_t)N * C); break;
+    case 6: cu_matmul_forward(dt, b->y, b->x, b->w, b->w, N, C, 4 * C); break;
+    case 7: cu_gelu_forward(dt, b->y, b->x, (size_t)N * 4 * C); break;
+    case 8: cu_matmul_forward(dt, b->y, b->x, b->w, b->w, N, 4 * C, C); break;
+    case 9: cu_matmul_forward(dt, b->logits, b->x, b->w, NULL, N, C, OT_VP); break;
+    case 10: cu_crossentropy_forward(dt, b->losses, b->logits, b->targets, N, OT_V, OT_VP); break;
+    case 11: cu_loss_add(b->numbers, b->losses, N); break;
+    case 12: cu_crossentropy_backward(dt, b->logits, b->targets, N, OT_V, OT_VP, 1.0f / N); break;
+    case 13: cu_matmul_backward(dt, b->y, b->dw, NULL, b->logits, b->x, b->w, N, C, OT_VP); break;
+    case 14: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, 4 * C, C); break;
+    case 15: cu_gelu_backward(dt, b->y, b->x, b->y, (size_t)N * 4 * C); break;
+    case 16: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, 4 * C); break;
+    case 17: cu_layernorm_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, b->stat, b->stat2, N, C); break;
+    case 18: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, C); break;
+    case 19: cu_attention_backward(dt, b->dqkv, b->y, b->qkv, b->att, B, T, C, H); break;
+    case 20: cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H); break;
+    case 21: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->dqkv, b->x, b->w, N, C, 3 * C); break;
+    case 22:  // the norm's partial sums, and the scale from them (finite: the inputs are zeros)
+        cu_sum_squares_partials(dt, (double *)b->D, b->dw, OT_P);
+        cu_grad_scale(b->numbers, (double *)b->D, GPU_NORM_BLOCKS, 1.0f, 1.0f);
+        break;
+    case 23:
+        cu_adamw(dt, b->master, b->dw, b->dw, b->m, b->v, OT_P, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.5f,
+                 b->numbers + STEP_SCALE);
+        break;
+    case 24: cu_flash_force_reference(1); cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H); cu_flash_force_reference(0); break;
+    case 25:
+        cu_flash_force_reference(1);
+        cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H);
+        cu_flash_force_reference(0);
+        break;
+    }
+}
+
+void op_times(void) {
+    size_t B = OT_B, T = OT_T, C = OT_C, H = OT_H, N = B * T, e = 2;
+    int reps = 5;
+    OpBufs b = {
+        gpu_malloc(N * 4 * C * e, "x"), gpu_malloc(N * 4 * C * e, "y"), gpu_malloc(N * 3 * C * e, "qkv"),
+        gpu_malloc(N * 3 * C * e, "dqkv"), gpu_malloc(OT_P * e, "w"),
+        gpu_malloc(OT_P * e, "dw"), gpu_malloc(B * H * T * T * e, "att"),  // w, dw: all P (the optimizer ops)
+        gpu_malloc(N * OT_VP * e, "logits"), gpu_malloc(B * H * T * 4, "stat"), gpu_malloc(N * 4, "stat2"),
+        gpu_malloc(B * H * T * 4, "D"), gpu_malloc(N * 4, "losses"), gpu_malloc(OT_P * 4, "master"),
+        gpu_malloc(OT_P * 4, "m"), gpu_malloc(OT_P * 4, "v"), gpu_malloc(N * 4, "targets"),
+        gpu_malloc(GPU_STEP_NUMBERS * sizeof(double), "step numbers")};
+    void *start = gpu_event_new(), *stop = gpu_event_new();
+    double naive = 0, flash = 0;
+    printf("%-24s %10s %8s %12s\n", "op (GPT-2 B16 T1024 bf16)", "ms", "x/step", "ms/step");
+    for (int i = 0; i < N_OPS; i++) {
+        run_op(i, &b);  // warm-up (and cuBLASLt's heuristic)
+        gpu_event_record(start);
+        for (int r = 0; r < reps; r++) run_op(i, &b);
+        gpu_event_record(stop);
+        double ms = gpu_event_ms(start, stop) / reps, step = ms * op_list[i].times;
+        if (strstr(op_list[i].name, "reference")) {}  // shown for comparison, in neither sum
+        else if (strstr(op_list[i].name, "flash")) flash += step;
+        else if (strstr(op_list[i].name, "naive")) naive += step;
+        else { naive += step; flash += step; }
+        printf("%-24s %10.3f %8d %12.2f\n", op_list[i].name, ms, op_list[i].times, step);
+    }
+    printf("step (ops only): %.1f ms naive = %.0f tok/s; %.1f ms --flash (tensor cores) = %.0f tok/s\n", naive, N / naive * 1e3,
+           flash, N / flash * 1e3);
+    void *bufs[] = {b.x, b.y, b.qkv, b.dqkv, b.w, b.dw, b.att, b.logits, b.stat, b.stat2, b.D, b.losses,
+                    b.master, b.m, b.v, b.targets, b.numbers};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_free(bufs[i]);
+    gpu_event_free(start);
+    gpu_event_free(stop);
+}
+
+#endif

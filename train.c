@@ -92,6 +92,14 @@ int resume(Run *run, Net *net, const Settings *s) {
     run->data.rng = got.data_rng;
     run->sample_rng = got.sample_rng;
     say("resumed from %s at step %d\n", s->resume, run->start_step);
+    if (got.B != s->batch || got.T != s->seq_len)
+        say("note: %s was saved by a run of --batch %d --seq-len %d, this one has --batch %d --seq-len %d: it trains "
+            "on other batches than the run that never stopped (the same flags resume it bit for bit)\n", s->resume,
+            got.B, got.T, s->batch, s->seq_len);
+    if (got.steps && got.steps != s->steps)
+        say("note: %s was saved by a run of --steps %d, this one has --steps %d: the learning-rate schedule follows "
+            "--steps, so this is no longer the run that never stopped (the same --steps resumes it bit for bit)\n",
+            s->resume, got.steps, s->steps);
     if (s->seed_given)
         say("note: --seed is not used on --resume: the batches and the samples go on from the state's own "
             "streams, so the run is the same as one that never stopped\n");
@@ -122,7 +130,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
     run->header = (StateHeader){.L = c->layers, .C = c->channels, .H = c->heads, .V = c->vocab, .maxT = c->max_seq,
                                 .B = s->batch, .T = s->seq_len, .nparams = param_count(c), .dtype = s->dtype,
                                 .zero = net_zero_stage(net), .nranks = nranks, .rank = rank, .lo = run->state.lo,
-                                .hi = run->state.hi, .adam_bits = s->adam_bits};
+                                .hi = run->state.hi, .adam_bits = s->adam_bits, .steps = s->steps};
     run->live = (LiveState){0, s->dtype == DT_FP16 ? s->loss_scale : 1.0f, 0};
     run->sample_rng = sample_stream(s->seed);
     run->val_loss = NAN;
@@ -137,7 +145,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
             fprintf(stderr, "error: cannot write the log '%s': %s\n", s->log, strerror(errno));
             return fail_run(run, net);
         }
-        fprintf(run->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical\n");
+        fprintf(run->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical,loss_scale\n");
     }
     run->peak_flops = run_peak_flops(s);
     run->token_flops = flops_per_token(c, s->seq_len);
@@ -193,7 +201,7 @@ int after_step(Run *run, Net *net, const Settings *s, const StepResult *r, doubl
             if (evaluated) fprintf(run->log, "%.9g", run->val_loss);
             fprintf(run->log, ",%.9g,%.9g,%.3f,%lld,", r->lr, r->norm, r->seconds * 1e3, r->tokens);
             if (same >= 0) fprintf(run->log, "%d", same);
-            fprintf(run->log, "\n");
+            fprintf(run->log, ",%.9g\n", r->scale);
         }
     }
     if (s->sample_len && ((s->sample_every && step % s->sample_every == 0) || last))

@@ -79,6 +79,10 @@ def print_losses(results):
         d = max(abs(float(a["loss"]) - float(b["loss"])) for a, b in zip(first_rows, r[3]))
         worst.append(f"{d:.4f}")
     table.append([f"worst step vs {results[0][0]}"] + worst)
+    if any(float(x.get("loss_scale") or 1) != 1 for r in results for x in r[3]):  # fp16: the loss scale's path
+        table.append(["steps skipped (overflow)"] + [str(sum(x["grad_norm"] in ("inf", "nan", "-nan") for x in r[3]))
+                                                     for r in results])
+        table.append(["loss scale, last step"] + [f"{float(r[3][-1].get('loss_scale') or 1):g}" for r in results])
     widths = [max(len(line[c]) for line in table) + 2 for c in range(len(table[0]))]
     for line in table:
         print(f"{line[0]:<{widths[0]}}" + "".join(f"{cell:>{w}}" for cell, w in zip(line[1:], widths[1:])))

@@ -11,15 +11,18 @@ A block in a Markdown file looks like this:
     <!-- /gptmem -->
 
 The block shows the command on its first line (Markdown viewers hide the
-comment), then its output.
+comment), then its output. A block that prints Markdown (the exercises'
+handout) is pasted as it is, between <!-- gptmem-md: COMMAND --> and
+<!-- /gptmem-md -->.
 
 Without arguments every such block is rewritten with the command's current
 output. With --check nothing is written; it exits 1 and names each block whose
 text differs from what the binary prints now (tests/run.sh runs this, so a doc
 can never drift from the code). --check --quick leaves out the blocks that
-train (compare.py --losses): make asan's sanitized build is too slow for them. Only ./train, `python3 scripts/compare.py
---dry-run`, `python3 scripts/compare.py --losses`, `python3 scripts/exercise.py N` and `python3 tests/layout.py
---house` commands are allowed, and
+train (compare.py --losses, the exercises that train): make asan's sanitized build is too slow for them. Only
+./train, `python3 scripts/compare.py --dry-run`, `python3 scripts/compare.py --losses`, `python3 scripts/exercise.py
+N --show`, `python3 scripts/exercise.py --handout`, `python3 scripts/formulas.py` and `python3 tests/layout.py --house`
+commands are allowed, and
 they must be cheap and deterministic (dry runs, --help, short training runs
 reported without timings), since the tests run them all.
 """
@@ -30,16 +33,19 @@ import subprocess
 import sys
 
 BLOCK = re.compile(r"(<!-- gptmem: (.*?) -->\n```text\n)(.*?)(```\n<!-- /gptmem -->)", re.S)
+MD_BLOCK = re.compile(r"(<!-- gptmem-md: (.*?) -->\n)(.*?)(<!-- /gptmem-md -->)", re.S)
 
 
 def run(cmd):
     args = shlex.split(cmd)
     allowed = args[:1] == ["./train"] or args[:3] in (["python3", "scripts/compare.py", "--dry-run"],
                                                       ["python3", "scripts/compare.py", "--losses"]) or \
-        (args[:2] == ["python3", "scripts/exercise.py"] and len(args) == 3) or \
-        args == ["python3", "tests/layout.py", "--house"]  # an exercise's answer; the drawing of the house
+        (args[:2] == ["python3", "scripts/exercise.py"] and args[3:] == ["--show"] and len(args) == 4) or \
+        args in (["python3", "scripts/exercise.py", "--handout"], ["python3", "scripts/formulas.py"],
+                 ["python3", "tests/layout.py", "--house"])
     if not allowed:
-        sys.exit(f"doc_tables: only ./train, scripts/compare.py and scripts/exercise.py N commands may be embedded, not: {cmd}")
+        sys.exit(f"doc_tables: only ./train, scripts/compare.py, scripts/exercise.py N --show or --handout, "
+                 f"scripts/formulas.py and tests/layout.py --house may be embedded, not: {cmd}")
     r = subprocess.run(args, capture_output=True, text=True, env={"OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin:/usr/local/bin"})
     if r.returncode != 0 and not (r.returncode == 1 and "--fit" in args):  # --fit: 1 says nothing fits
         sys.exit(f"doc_tables: `{cmd}` failed ({r.returncode}): {r.stderr.strip()}")
@@ -51,9 +57,17 @@ def shown(cmd):
     return f"$ {cmd}\n" + run(cmd)
 
 
+def trains(cmd, training_exercises):
+    """Does the block's command train (too slow for make asan's build)?"""
+    args = shlex.split(cmd)
+    return "--losses" in args or (args[1:2] == ["scripts/exercise.py"] and args[2] in training_exercises)
+
+
 def main():
     check = "--check" in sys.argv[1:]
-    quick = "--quick" in sys.argv[1:]  # with --check: leave out the training runs (--losses), for make asan
+    quick = "--quick" in sys.argv[1:]  # with --check: leave out the training runs (--losses, exercises), for make asan
+    training_exercises = subprocess.run(["python3", "scripts/exercise.py", "--trains"], capture_output=True,
+                                        text=True).stdout.split() if quick else []
     drift = []
     for path in sorted(glob.glob("doc/*.md")) + ["README.md"]:
         try:
@@ -62,9 +76,11 @@ def main():
             continue
         if check:
             drift += [f"{path}: {m.group(2)}" for m in BLOCK.finditer(text)
-                      if not (quick and "--losses" in m.group(2)) and m.group(3) != shown(m.group(2))]
+                      if not (quick and trains(m.group(2), training_exercises)) and m.group(3) != shown(m.group(2))]
+            drift += [f"{path}: {m.group(2)}" for m in MD_BLOCK.finditer(text) if m.group(3) != run(m.group(2))]
             continue
         new = BLOCK.sub(lambda m: m.group(1) + shown(m.group(2)) + m.group(4), text)
+        new = MD_BLOCK.sub(lambda m: m.group(1) + run(m.group(2)) + m.group(4), new)
         if new != text:
             open(path, "w").write(new)
             print("updated", path)

@@ -35,9 +35,9 @@ LADDER = [("fp32", ""), ("+bf16", BF16), ("+flash", f"{BF16} --flash"), ("+ckpt"
 # Memory charts: name, the flags in front of every setting, dry (predicted) or measured, title, settings.
 MEMORY = [
     ("memory_gpt2", GPT2, True,
-     "GPT-2 124M, batch 8 x 1024: one flag at a time, peak memory per rank (predicted = measured)", LADDER),
+     "GPT-2 124M, batch 8 x 1024: one flag at a time, predicted peak memory per rank (dry runs)", LADDER),
     ("memory_groups", "--model gpt2 --batch 1 --dtype bf16 --zero 3 --ranks 8", True,
-     "GPT-2, ZeRO-3 on 8 ranks in groups of K: peak memory per rank",
+     "GPT-2, ZeRO-3 on 8 ranks in groups of K: predicted peak memory per rank (dry runs)",
      [("K 1", "--shard-group 1"), ("K 2", "--shard-group 2"), ("K 4", "--shard-group 4"), ("K 8", "--shard-group 8")]),
     ("memory_small", "--steps 6 --eval-batches 1 --eval-every 0", False,
      "small model, batch 32 x 128, 2 cores: measured peak memory",
@@ -135,6 +135,9 @@ def check(quick):
             return subprocess.run(["scripts/chart", "same", png, fresh], cwd=ROOT, capture_output=True).returncode != 0
 
         for name, base, dry, title, settings in MEMORY:
+            if ("predicted" in title and "measured" not in title) != dry or ("measured" in title) == dry:
+                stale.append(f"{img(name, 'png')}: its title '{title}' does not say where its bytes come from "
+                             f"({'predicted: a dry run' if dry else 'measured: a run'})")
             fresh_csv = os.path.join(tmp, f"{name}.csv")
             memory_csv(name, base, dry, settings, fresh_csv, force_dry=True)
             if not same_file(img(name, "csv"), fresh_csv):

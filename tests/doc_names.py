@@ -9,7 +9,9 @@ Reads README.md and doc/*.md. In each, the text in backticks is checked when it 
   - a C name (`block_forward`, `gpu_block_forward()`, `cu_gelu_forward`): a lowercase identifier with
     an underscore, or any identifier followed by `()`, must appear as a word in a source file.
 Flags (`--ckpt`), commands with spaces, numbers, and names in ```text blocks (program output) are
-not checked. Prints PASS or FAIL lines in the style of tests/run.sh; exits 1 on a missing name.
+not checked. And every source a page cites can be found: a markdown link to a page of the tree names
+a file that exists and, with #anchor, a heading or an id="anchor" of that page; no page cites
+"seed 002" (a file a reader of the docs does not have): sources are cited in doc/references.md. Prints PASS or FAIL lines in the style of tests/run.sh; exits 1 on a missing name.
 tests/doc_names.py FILE... checks those files instead.
 """
 import glob
@@ -82,9 +84,43 @@ for doc in docs:
         if name not in words:
             missing.append(f"{doc}:{no}: `{span}`: no such name in the code")
 
+
+
+def anchors(page):
+    """The #anchors a page has: its headings, as GitHub spells them, and its id="..."."""
+    with open(page) as fh:
+        text = fh.read()
+    found = set(re.findall(r'id="([^"]+)"', text))
+    for line in text.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            found.add(re.sub(r"[^a-z0-9 _-]", "", title).replace(" ", "-"))
+    return found
+
+
+links = 0
+for doc in docs:
+    with open(doc) as fh:
+        text = fh.read()
+    for no, line in enumerate(text.splitlines(), 1):
+        for m in re.finditer(r"\bseeds?[ /]?0\d\d\b|shared/seeds", line, re.I):
+            missing.append(f"{doc}:{no}: '{m.group(0)}': a source no reader can find (cite it in doc/references.md)")
+        for m in re.finditer(r"\]\(([^)\s]+)\)", line):
+            target = m.group(1)
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            page, _, anchor = target.partition("#")
+            page = os.path.normpath(os.path.join(os.path.dirname(doc), page)) if page else doc
+            links += 1
+            if not os.path.exists(page):
+                missing.append(f"{doc}:{no}: link ({target}): no such file")
+            elif anchor and page.endswith(".md") and anchor not in anchors(page):
+                missing.append(f"{doc}:{no}: link ({target}): {page} has no #{anchor}")
+
 if missing:
     print(f"FAIL the docs cite {len(missing)} files or names that do not exist:")
     for m in missing:
         print("  " + m)
     sys.exit(1)
-print(f"PASS every file ({paths}) and C name ({names}) the docs cite exists in the code")
+print(f"PASS every file ({paths}) and C name ({names}) the docs cite exists in the code, every link ({links}) "
+      "reaches its page and anchor, and no page cites a source a reader cannot find")

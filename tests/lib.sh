@@ -29,7 +29,7 @@ mem_equal() { python3 tests/mem_equal.py "$1"; }
 # same_weights A B: two saved states hold the same bits
 same_weights() { cmp -s "$1" "$2"; }
 # log_column FILE NAME: one column of a --log CSV (step, loss, val_loss, lr, grad_norm, ms, tokens,
-# replicas_identical), a value a line
+# replicas_identical, loss_scale), a value a line
 log_column() { python3 -c 'import csv, sys; [print(r[sys.argv[2]]) for r in csv.DictReader(open(sys.argv[1]))]' "$1" "$2"; }
 # worst_difference A.csv B.csv: the largest |loss difference| of two --log files, step by step
 worst_difference() { paste <(log_column "$1" loss) <(log_column "$2" loss) | awk '{x = $2 - $1; if (x < 0) x = -x; if (x > m) m = x} END {print m + 0}'; }

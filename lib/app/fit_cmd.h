@@ -15,13 +15,13 @@
 
 // --fit: the command line without the flags --fit chooses (for the recommended command).
 void fit_base_command(int argc, char **argv, char *out, size_t n) {
-    const char *chosen[] = {"fit", "batch", "accum", "dtype", "flash", "ckpt", "recompute", "fused-ce", "zero", "dry-run",
-                            "offload-to", "offload"};
-    const int takes_value[] = {1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1};
+    const char *chosen[] = {"fit-host", "fit-disk", "fit", "batch", "accum", "dtype", "flash", "ckpt", "recompute",
+                            "fused-ce", "zero", "dry-run", "offload-to", "offload"};
+    const int takes_value[] = {1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1}, n_chosen = sizeof takes_value / sizeof *takes_value;
     size_t k = (size_t)snprintf(out, n, "./train");
     for (int i = 1; i < argc && k < n; i++) {
         int skip = 0;
-        for (int c = 0; c < 12 && !skip; c++) {
+        for (int c = 0; c < n_chosen && !skip; c++) {
             size_t len = strlen(chosen[c]);
             if (strncmp(argv[i], "--", 2) || strncmp(argv[i] + 2, chosen[c], len)) continue;
             if (argv[i][2 + len] == '=') skip = 1;
@@ -70,16 +70,26 @@ int fit_run(const Settings *s, int argc, char **argv) {
         if (!budget) usage_error("--fit '%s': %s", s->fit, why);
         snprintf(text, sizeof text, "%s", s->fit);
     }
+    size_t host = available_memory(), disk_given = 0;
+    if (s->fit_host && !(host = parse_budget(s->fit_host, why, sizeof why))) usage_error("--fit-host '%s': %s", s->fit_host, why);
+    if (s->fit_disk && !(disk_given = parse_budget(s->fit_disk, why, sizeof why)))
+        usage_error("--fit-disk '%s': %s", s->fit_disk, why);
     char base[2048];
     fit_base_command(argc, argv, base, sizeof base);
     Settings shown = *s;
     shown.dry_run = 1;  // the config line without steps and threads: nothing runs
     print_config_line(cfg, &shown);
-    // --offload's room: the host's free memory, and the disk's in the offload file's folder
+    // --offload's room: the host's free memory, and the disk's in the offload file's folder; or what
+    // --fit-host and --fit-disk say the machine in mind has
     g_fit_offload_dir = s->offload_disk ? s->offload_dir : ".";
     struct statvfs fs;
-    size_t disk_free = statvfs(g_fit_offload_dir, &fs) == 0 ? (size_t)fs.f_bavail * fs.f_frsize : 0;
-    FitQuestion q = {s, s->batch * s->accum, s->ranks > 1 ? s->ranks : 1, budget, available_memory(), disk_free};
+    size_t disk = statvfs(g_fit_offload_dir, &fs) == 0 ? (size_t)fs.f_bavail * fs.f_frsize : 0;
+    if (s->fit_disk) disk = disk_given;
+    if (s->fit_host && !s->cuda)
+        printf("note: --fit-host sizes a GPU machine's host memory; on the CPU the host is the device (--fit's budget), "
+               "so --offload's settings go to disk\n");
+    FitQuestion q = {s, s->batch * s->accum, s->ranks > 1 ? s->ranks : 1, budget, host, disk, s->fit_host != NULL,
+                     s->fit_disk != NULL};
     return fit_report(&q, text, base);
 }
 

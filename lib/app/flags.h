@@ -87,10 +87,12 @@ const FlagSpec flag_specs[] = {
     {"mem-timeline", ARG_STR, OPT(mem_timeline), 0, 0, "write one step's memory after every push and pop as CSV, measured and predicted"},
     {"mem-ops", ARG_FLAG, OPT(mem_ops), 0, 0, "print one block's saved tensors: shape, bytes, the published formula's term, kept or rebuilt"},
     {"print-every", ARG_INT, OPT(print_every), 0, INT_MAX, "print a step line every N steps, and the first and last (0 = about 25 a run)"},
-    {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas"},
+    {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas, loss scale"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
     {"infer", ARG_FLAG, OPT(infer), 0, 0, "with --dry-run: inference memory, the weights in fp32/bf16/int8/int4 and the KV cache"},
     {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first"},
+    {"fit-host", ARG_STR, OPT(fit_host), 0, 0, "with --fit: the host memory of the machine in mind, for --offload's settings (512GiB, ...; default: what is free here)"},
+    {"fit-disk", ARG_STR, OPT(fit_disk), 0, 0, "with --fit: the free disk of the machine in mind, for --offload-to disk (2TB, ...; default: what is free here)"},
     {"trace", ARG_FLAG, OPT(trace), 0, 0, "print each activation push and pop, ZeRO gather and reduction of the first step"},
     {"timing", ARG_FLAG, OPT(timing), 0, 0, "print where a step's time goes: each phase's ms, the host's and the GPU's, and how often the host waited for the GPU"},
 };
@@ -382,6 +384,8 @@ void resolve_settings(Settings *s) {
     }
     parse_recompute(s);
     if (s->infer && !s->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
+    if ((s->fit_host || s->fit_disk) && !s->fit)
+        usage_error("--%s goes with --fit (it sizes the machine --fit searches for)", s->fit_host ? "fit-host" : "fit-disk");
     parse_offload(s);
     parse_eval_flags(s);
     if (s->cuda && s->mem_timeline)

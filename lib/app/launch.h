@@ -256,6 +256,26 @@ int open_comm_backend(Settings *s) {
     return 0;
 }
 
+// What the flags ask that does nothing, said once before the run (or the dry
+// run) goes on, on `ranks` ranks: a flag may be right and still surprise.
+void settings_notes(const Settings *s, int ranks) {
+    if ((s->recompute & REC_ATTN) && s->flash && !(s->recompute & REC_BLOCK))
+        say("note: --recompute attn drops the attention probabilities, which --flash never keeps: with --flash it "
+            "drops nothing\n");
+    if (s->zero && ranks <= 1)
+        say("note: --zero %d on one rank: nothing to shard, %s as usual; shard it with `./train --ranks 4 "
+            "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", s->zero,
+            s->dry_run ? "predicted" : "training", s->zero, s->zero,
+            comm_have_mpi() ? "" : " (this build has no MPI: install libopenmpi-dev and rebuild)");
+    if (s->stop_after > s->steps && !s->dry_run)
+        say("note: --stop-after %d is past --steps %d: the run ends at step %d, where --steps ends it\n",
+            s->stop_after, s->steps, s->steps);
+    if (s->dry_run && (s->trace || s->timing))
+        say("note: %s prints what a step does as it runs; a dry run runs no step, so there is nothing to print "
+            "(the table below is the prediction; `--steps 1 %s` runs one step)\n", s->trace ? "--trace" : "--timing",
+            s->trace ? "--trace" : "--timing");
+}
+
 // The ranks (one process, or N under mpirun) and, with --device cuda, the GPU.
 // 0, or 1 after a message.
 int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
@@ -275,13 +295,7 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
     }
     if (s->cuda && comm_nranks > 1 && open_comm_backend(s)) return 1;
     if (s->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
-    if ((s->recompute & REC_ATTN) && s->flash && !(s->recompute & REC_BLOCK))
-        say("note: --recompute attn drops the attention probabilities, which --flash never keeps: with --flash it "
-            "drops nothing\n");
-    if (s->zero && comm_nranks == 1)
-        say("note: --zero %d on one rank: nothing to shard, training as usual; shard it with `./train --ranks 4 "
-            "--zero %d`, or see each rank's memory with `./train --ranks 4 --zero %d --dry-run`%s\n", s->zero,
-            s->zero, s->zero, comm_have_mpi() ? "" : " (this build has no MPI: install libopenmpi-dev and rebuild)");
+    settings_notes(s, comm_nranks);
     return 0;
 }
 

@@ -217,6 +217,7 @@ int dry_run(const Settings *s) {
     const GPTConfig *cfg = &s->cfg;
     MemReport predicted;
     predict_memory(s, &predicted);
+    settings_notes(s, s->ranks);
     print_config_line(cfg, s);
     if (file_size(s->data) < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", s->data);
     printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",

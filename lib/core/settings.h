@@ -66,6 +66,7 @@ typedef struct {
     int mem, mem_ops, dry_run, trace, timing;
     int infer;          // --infer (with --dry-run): the weights in each format and the KV cache
     const char *fit;    // --fit BUDGET ("free": what this machine or GPU has free)
+    const char *fit_host, *fit_disk;  // --fit-host, --fit-disk SIZE: --offload's room on the machine in mind (NULL: free here)
     int print_every;    // step lines: every N steps (0 = about 25 lines per run), plus the first and the last
     const char *mem_json;
     const char *mem_timeline;  // --mem-timeline FILE.csv

@@ -163,8 +163,8 @@ int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
     BUF(inputs, LOC_DEVICE, MEM_DATA, "inputs (GPU)", N * 4);
     BUF(targets, LOC_DEVICE, MEM_DATA, "targets (GPU)", N * 4);
     BUF(buckets, LOC_DEVICE, MEM_DATA, "token buckets (GPU)", (3 * N + 1) * 4);
-    BUF(batch_host[0], LOC_PINNED, MEM_DATA, "token batch (pinned host)", (5 * N + 1) * 4);
-    BUF(batch_host[1], LOC_PINNED, MEM_DATA, "token batch (pinned host)", (5 * N + 1) * 4);
+    BUF(batch_host[0], LOC_PINNED, MEM_DATA, "token batch 1 of 2 (pinned host)", (5 * N + 1) * 4);
+    BUF(batch_host[1], LOC_PINNED, MEM_DATA, "token batch 2 of 2 (pinned host)", (5 * N + 1) * 4);
     BUF(token_count_host, LOC_HOST, MEM_DATA, "token counts", Vp * 4);
 #undef BUF
     return n;

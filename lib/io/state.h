@@ -8,7 +8,7 @@
 //   "GPTMEMCK" magic, u32 version, i32 L C H V maxT B T, i32 step,
 //   u64 data_rng, u64 sample_rng, u64 nparams, i32 dtype, i32 updates,
 //   f32 loss_scale, i32 good_steps, i32 zero nranks rank, i32 pad (0), u64 lo hi,
-//   i32 adam_bits (32, or 8: --adam-bits 8), i32 reserved (0),
+//   i32 adam_bits (32, or 8: --adam-bits 8), i32 steps (the run's --steps; 0: not recorded),
 //   f32 weights[hi - lo] (the fp32 weights: master copy for 16-bit runs),
 //   f32 adam_m[hi - lo], f32 adam_v[hi - lo] (with --adam-bits 8: the values
 //   its 8-bit codes stand for; read back, they give the same codes),
@@ -48,10 +48,10 @@ typedef struct {
     int32_t pad;                 // 0 (lo's 8-byte alignment, named so that it is written as zeros)
     uint64_t lo, hi;             // the parameters [lo, hi) this file holds (one rank: all of them)
     int32_t adam_bits;           // 32, or 8: Adam's m and v were kept in 8 bits (--adam-bits 8)
-    int32_t reserved;            // 0
+    int32_t steps;               // the run's --steps, which its learning-rate schedule follows (0: not recorded)
 } StateHeader;
 
-// The header's bytes in a file of this version (3: without adam_bits, reserved).
+// The header's bytes in a file of this version (3: without adam_bits, steps).
 size_t state_header_bytes(uint32_t version) { return version == 3 ? offsetof(StateHeader, adam_bits) : sizeof(StateHeader); }
 
 // What a state file's arrays come from and go to: this rank's fp32 weights

@@ -166,6 +166,7 @@ typedef struct {
     const Settings *s;
     int global, ranks;
     size_t budget, host_free, disk_free;
+    int host_given, disk_given;  // host_free, disk_free: the machine in mind's (--fit-host, --fit-disk), not this one's
 } FitQuestion;
 
 // What it found: the settings of the pass that ended the search (with
@@ -332,13 +333,14 @@ int fit_report(const FitQuestion *q, const char *budget_text, const char *base) 
            fit_size(u1, sizeof u1, q->budget), gpu ? (ranks > 1 ? "rank on its GPU" : "GPU") : ranks > 1 ? "rank" : "process",
            r.offloaded ? 0 : r.fits, r.tried);
     if (gpu) printf(" (each needs its device peak + %.2f GiB for the CUDA libraries)", GPU_HEADROOM / 1073741824.0);
+    char disk[96];
+    if (q->disk_given) snprintf(disk, sizeof disk, "%.2f GiB of disk (--fit-disk)", q->disk_free / 1073741824.0);
+    else snprintf(disk, sizeof disk, "%.2f GiB of disk free here (in %s)", q->disk_free / 1073741824.0, g_fit_offload_dir);
     if (r.offloaded && gpu)
-        printf(";\nwith --offload (the optimizer's states off the GPU), %d of %d fit in what this machine has free: "
-               "%.2f GiB of host memory, %.2f GiB of disk (in %s)", r.fits, r.n, q->host_free / 1073741824.0,
-               q->disk_free / 1073741824.0, g_fit_offload_dir);
+        printf(";\nwith --offload (the optimizer's states off the GPU), %d of %d fit in %.2f GiB of host memory (%s) and %s",
+               r.fits, r.n, q->host_free / 1073741824.0, q->host_given ? "--fit-host" : "free here", disk);
     else if (r.offloaded)
-        printf(";\nwith --offload-to disk (the optimizer's states in a file), %d of %d fit in %.2f GiB of free disk (in %s)",
-               r.fits, r.n, q->disk_free / 1073741824.0, g_fit_offload_dir);
+        printf(";\nwith --offload-to disk (the optimizer's states in a file), %d of %d fit in %s", r.fits, r.n, disk);
     if (r.fits) fit_print_table(q, &r, fit_frontier(q, &r), base);
     else fit_print_none(q, &r);
     free(r.all);

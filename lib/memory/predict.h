@@ -16,6 +16,7 @@
 #define GPTMEM_PREDICT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include "memory/report.h"  // only the categories: the predictor never sees the allocator
 #include "core/dtype.h"     // the dtypes' sizes
@@ -122,10 +123,15 @@ typedef struct {
     const char *name;  // the tensor pushed, or what the pop or drop ends
     size_t bytes;      // pushed, or freed (a drop: net)
     unsigned keep;     // a drop: SV_BIT()s of the block's tensors that stay
+    char where[40];    // the part of the step it happens in, as the model names it (ledger_where)
 } StackEvent;
 
-void stack_event(StackEvent *ev, int *k, int max, char op, const char *name, size_t bytes) {
-    if (*k < max) { ev[*k].op = op; ev[*k].name = name; ev[*k].bytes = bytes; ev[*k].keep = 0; }
+// where: "layer %d forward" and the like, with the layer put in.
+void stack_event(StackEvent *ev, int *k, int max, char op, const char *name, size_t bytes, const char *where, int layer) {
+    if (*k < max) {
+        ev[*k].op = op, ev[*k].name = name, ev[*k].bytes = bytes, ev[*k].keep = 0;
+        snprintf(ev[*k].where, sizeof ev[*k].where, where, layer);
+    }
     (*k)++;
 }
 
@@ -140,30 +146,32 @@ int predict_stack_events(const Settings *s, const Plan *plan, int accum, StackEv
     for (int m = 0; m < accum; m++) {
         // forward: the embedding output, each block's 13 tensors (and with --recompute the drop:
         // one event, the block's tensors less the ones it keeps), the final layernorm, the logits or their lse
-        stack_event(ev, &k, max, '+', "encoded", p.encoded);
+        stack_event(ev, &k, max, '+', "encoded", p.encoded, "embedding", 0);
         for (int l = 0; l < L; l++) {
             for (int i = 0; i < SAVED_PER_LAYER; i++)
-                stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash), saved_bytes(&block_saved[i], s));
+                stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash), saved_bytes(&block_saved[i], s),
+                            "layer %d forward", l);
             if (!drops) continue;
-            stack_event(ev, &k, max, 'd', "recompute", p.full - p.kept);
+            stack_event(ev, &k, max, 'd', "recompute", p.full - p.kept, "layer %d forward", l);
             if (k <= max) ev[k - 1].keep = SV_ALL & ~drops;
         }
+        const char *head = "final layernorm and LM head";
         for (int i = 0; i < SV_LOGITS; i++)
-            stack_event(ev, &k, max, '+', final_saved[i].name, saved_bytes(&final_saved[i], s));
-        if (plan->tiled_head) stack_event(ev, &k, max, '+', "logits_lse", 4 * N);
-        else stack_event(ev, &k, max, '+', "logits", e * N * Vp);
+            stack_event(ev, &k, max, '+', final_saved[i].name, saved_bytes(&final_saved[i], s), head, 0);
+        if (plan->tiled_head) stack_event(ev, &k, max, '+', "logits_lse", 4 * N, head, 0);
+        else stack_event(ev, &k, max, '+', "logits", e * N * Vp, head, 0);
         // backward: the final tensors go; each block pops its output, rebuilds what it dropped,
         // and pops the rest when its backward is done; the embedding output goes last
-        stack_event(ev, &k, max, '-', "final", p.final);
+        stack_event(ev, &k, max, '-', "final", p.final, "LM head backward", 0);
         for (int l = L - 1; l >= 0; l--) {
-            stack_event(ev, &k, max, '-', "output", res3);
+            stack_event(ev, &k, max, '-', "output", res3, "layer %d backward", l);
             for (int i = 0; i < SAVED_PER_LAYER; i++)
                 if (drops & SV_BIT(i))
                     stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash),
-                                saved_bytes(&block_saved[i], s));
-            stack_event(ev, &k, max, '-', "layer", p.kept - res3 + rebuilt);
+                                saved_bytes(&block_saved[i], s), "layer %d rebuild", l);
+            stack_event(ev, &k, max, '-', "layer", p.kept - res3 + rebuilt, "layer %d backward", l);
         }
-        stack_event(ev, &k, max, '-', "encoded", p.encoded);
+        stack_event(ev, &k, max, '-', "encoded", p.encoded, "embedding backward", 0);
     }
     return k;
 }

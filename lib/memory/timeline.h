@@ -18,20 +18,21 @@
 #include "memory/report.h"
 #include "core/saved.h"
 
-// The published term each saved tensor is (16-bit bytes), or why it is not one.
+// The published term each saved tensor is, in bytes with e = the bytes of an
+// element (the paper's 16 bits: e = 2), or why it is not one.
 const char *formula_term(int sv, int flash) {
     switch (sv) {
-    case SV_LN1: return "2sbh   the QKV matmul's input";
-    case SV_QKV: return "6sbh   Q, K for QK^T (4sbh), V for the attention over V (2sbh)";
-    case SV_ATT: return flash ? "-      flash keeps the softmax's log-sum-exp, not the softmax"
-                              : "2as2b  the softmax output";
-    case SV_ATTY: return "2sbh   the output projection's input";
-    case SV_RES2: return "2sbh   the second layernorm's input";
-    case SV_LN2: return "2sbh   the MLP's input";
-    case SV_FCH: return "8sbh   the GELU's input";
-    case SV_FCH_GELU: return "8sbh   the second MLP matmul's input";
-    case SV_RES3: return "2sbh   the next block's first layernorm input";
-    default: return "-      layernorm statistics (not in the formula)";
+    case SV_LN1: return "e sbh    the QKV matmul's input";
+    case SV_QKV: return "3e sbh   Q, K for QK^T (2e sbh), V for the attention over V (e sbh)";
+    case SV_ATT: return flash ? "-        flash keeps the softmax's log-sum-exp, not the softmax"
+                              : "e as2b   the softmax output";
+    case SV_ATTY: return "e sbh    the output projection's input";
+    case SV_RES2: return "e sbh    the second layernorm's input";
+    case SV_LN2: return "e sbh    the MLP's input";
+    case SV_FCH: return "4e sbh   the GELU's input";
+    case SV_FCH_GELU: return "4e sbh   the second MLP matmul's input";
+    case SV_RES3: return "e sbh    the next block's first layernorm input";
+    default: return "-        layernorm statistics (not in the formula)";
     }
 }
 
@@ -45,20 +46,37 @@ const char *saved_shape(const SavedTensor *t, int flash) {
     }
 }
 
+// Where the whole stack is highest over one step (predicted: predict_stack_events, the
+// events a real run's --mem-timeline records and the tests hold equal, part of the step included).
+void print_stack_peak(FILE *f, const Settings *s, const Plan *plan) {
+    int n = predict_stack_events(s, plan, 1, NULL, 0), at = 0;
+    StackEvent *ev = malloc(sizeof(StackEvent) * n);
+    predict_stack_events(s, plan, 1, ev, n);
+    size_t live = 0, best = 0;
+    for (int i = 0; i < n; i++) {
+        live = ev[i].op == '+' ? live + ev[i].bytes : live - ev[i].bytes;
+        if (live > best) best = live, at = i;
+    }
+    fprintf(f, "the stack at its highest (predicted): %zu B (%.2f MiB), during %s (event %d of %d: %s %s)\n", best,
+            best / 1048576.0, ev[at].where, at, n, ev[at].op == '+' ? "push" : ev[at].op == 'd' ? "drop" : "pop",
+            ev[at].name);
+    free(ev);
+}
+
 // Print the table for the run `s` (its B, T, dtype, --flash, --recompute).
 // measured: what block 0 of a real run kept on the stack (the arena's bytes
 // between its mark and the next block's), 0 for a dry run.
 void print_activation_table(FILE *f, const Settings *s, size_t measured) {
     int L = s->cfg.layers, C = s->cfg.channels, H = s->cfg.heads;
     double sbh = (double)s->seq_len * s->batch * C, as2b = (double)H * s->seq_len * s->seq_len * s->batch;
-    double scale = s->dtype == DT_FP32 ? 2.0 : 1.0;  // the formula counts 2 bytes an element; fp32 is twice that
+    double e = (double)dtype_size(s->dtype);  // the bytes of an element; the dropout masks are 1 byte each
     Plan plan = make_plan(s, s->ranks);
     unsigned drops = plan.drops;
     StackParts p = predict_stack_parts(s, &plan);
     fprintf(f, "one block's saved tensors (s = T = %d, b = B = %d, h = C = %d, a = H = %d; %s; N = B*T):\n",
             s->seq_len, s->batch, C, H, dtype_name[s->dtype]);
     fprintf(f, "  %-9s %-10s %-5s %15s  %-68s %s\n", "tensor", "shape", "dtype", "bytes/layer",
-            "the formula's term (16-bit bytes)", "this run");
+            "the formula's term (bytes; e = bytes an element)", "this run");
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
         const SavedTensor *t = &block_saved[i];
         int fp32 = s->dtype == DT_FP32 || saved_is_row_stat(t, s->flash);
@@ -66,24 +84,30 @@ void print_activation_table(FILE *f, const Settings *s, size_t measured) {
                 dtype_name[fp32 ? DT_FP32 : s->dtype], saved_bytes(t, s), formula_term(i, s->flash),
                 drops & SV_BIT(i) ? "rebuilt" : "kept");
     }
-    const char *struck[] = {"as2b   attention dropout mask", "2as2b  attention dropout output",
-                            "sbh    dropout mask after the attention", "sbh    dropout mask after the MLP"};
+    const char *struck[] = {"as2b     attention dropout mask (1 byte an element)", "e as2b   attention dropout output",
+                            "sbh      dropout mask after the attention (1 byte)", "sbh      dropout mask after the MLP (1 byte)"};
     for (int k = 0; k < 4; k++)
         fprintf(f, "  %-9s %-10s %-5s %15s  %-68s %s\n", "(dropout)", "-", "-", "-", struck[k], "no dropout here");
-    double with = (34 * sbh + 5 * as2b) * scale, without = (32 * sbh + 2 * as2b) * scale;
-    const char *label[] = {"per layer: the formula with dropout, 34sbh + 5as2b", "  without dropout, 32sbh + 2as2b",
+    // with dropout (16e + 2) sbh + (2e + 1) as2b (16-bit, e = 2: 34sbh + 5as2b); without, 16e sbh + e as2b
+    double with = (16 * e + 2) * sbh + (2 * e + 1) * as2b, without = 16 * e * sbh + e * as2b;
+    char with_label[96], without_label[96];
+    snprintf(with_label, sizeof with_label, "per layer: with dropout, (16e+2)sbh + (2e+1)as2b = %.0fsbh + %.0fas2b",
+             16 * e + 2, 2 * e + 1);
+    snprintf(without_label, sizeof without_label, "  without dropout, 16e sbh + e as2b = %.0fsbh + %.0fas2b", 16 * e, e);
+    const char *label[] = {with_label, without_label,
                            "  gptmem, all 13 tensors (predicted)", "  gptmem, kept by this run (predicted)",
                            "  gptmem, kept by this run (measured)"};
     double value[] = {with, without, (double)p.full, (double)p.kept, (double)measured};
     for (int k = 0; k < (measured ? 5 : 4); k++)
-        fprintf(f, "  %-52s %18.0f B %12.2f MiB\n", label[k], value[k], value[k] / 1048576);
-    double sq = 5 * as2b * scale, kept_sq = s->flash ? 4.0 * H * s->seq_len * s->batch : 2 * as2b * scale;
-    fprintf(f, "  the T x T terms alone: the formula's 5as2b = %.2f GiB a layer; gptmem keeps %s = %.2f %s%s\n",
-            sq / 1073741824, s->flash ? "lse, 4abs" : "att, 2as2b", kept_sq / (kept_sq < 1073741824 ? 1048576 : 1073741824),
+        fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", label[k], value[k], value[k] / 1048576);
+    double sq = (2 * e + 1) * as2b, kept_sq = s->flash ? 4.0 * H * s->seq_len * s->batch : e * as2b;
+    fprintf(f, "  the T x T terms alone: the formula's (2e+1)as2b = %.2f GiB a layer; gptmem keeps %s = %.2f %s%s\n",
+            sq / 1073741824, s->flash ? "lse, 4abs" : "att, e as2b", kept_sq / (kept_sq < 1073741824 ? 1048576 : 1073741824),
             kept_sq < 1073741824 ? "MiB" : "GiB",
             s->flash ? " (--flash)" : drops & SV_BIT(SV_ATT) ? ", and rebuilds it (--recompute)" : "");
     fprintf(f, "  x %d layers, plus the embedding output (%zu B) and the final layernorm and LM head (%zu B)\n", L,
             p.encoded, p.final);
+    print_stack_peak(f, s, &plan);
 }
 
 // --- --mem-timeline and the peak's receipt -------------------------------------------
@@ -122,12 +146,13 @@ PredictedTimeline predicted_timeline(const Settings *s, int accum, const MemRepo
 void predicted_timeline_free(PredictedTimeline *t) { free(t->ev); free(t->act); }
 
 // Do the measured events equal the predicted ones, row by row (op, tensor,
-// bytes, and so the live bytes)? 1 yes.
+// bytes, the part of the step, and so the live bytes)? 1 yes.
 int timeline_agrees(const PredictedTimeline *t) {
     if (g_recording.n != t->n) return 0;
     for (int i = 0; i < t->n; i++) {
         const MemEvent *m = &g_recording.events[i];
         if (m->op != t->ev[i].op || strcmp(m->name, t->ev[i].name) || m->bytes != t->ev[i].bytes ||
+            strcmp(m->where, t->ev[i].where) ||
             m->live[MEM_ACTIVATIONS] != t->act[i] || m->total != t->base + t->act[i])
             return 0;
     }
@@ -209,34 +234,35 @@ char *receipt_json(const PredictedTimeline *t) {
 void print_peak_receipt(FILE *f, const PredictedTimeline *t, const MemReport *pred) {
     if (g_recording.peak_event < 0) return;
     const MemEvent *m = &g_recording.events[g_recording.peak_event];
-    fprintf(f, "the peak's receipt: %zu B (%.2f MiB) at event %d of the step, during %s; predicted %zu B at event %d\n",
-            m->total, mib(m->total), g_recording.peak_event, m->where, t->base + t->act[t->peak], t->peak);
-    fprintf(f, "  %-28s %-12s %15s\n", "buffer", "category", "bytes");
+    fprintf(f, "the peak's receipt: %zu B (%.2f MiB) at event %d of the step, during %s; predicted %zu B at event %d, "
+            "during %s\n", m->total, mib(m->total), g_recording.peak_event, m->where, t->base + t->act[t->peak], t->peak,
+            t->ev[t->peak].where);
+    fprintf(f, "  %-32s %-12s %15s\n", "buffer", "category", "bytes");
     for (int c = 0; c < MEM_NCAT; c++) {
         if (c == MEM_ACTIVATIONS) continue;
         for (int b = 0; b < g_ledger.nblocks; b++)
             if (g_ledger.blocks[b].category == c)
-                fprintf(f, "  %-28s %-12s %15zu\n", g_ledger.blocks[b].name, mem_category_name[c], g_ledger.blocks[b].bytes);
+                fprintf(f, "  %-32s %-12s %15zu\n", g_ledger.blocks[b].name, mem_category_name[c], g_ledger.blocks[b].bytes);
         if (m->live[c] || pred->phase[PHASE_INIT].bytes[c])
-            fprintf(f, "  %-28s %-12s %15zu   predicted %zu\n", "  = all of it", mem_category_name[c], m->live[c],
+            fprintf(f, "  %-32s %-12s %15zu   predicted %zu\n", "  = all of it", mem_category_name[c], m->live[c],
                     pred->phase[PHASE_INIT].bytes[c]);
     }
     const char **names = malloc(sizeof(const char *) * (t->n + 1));
     size_t *sizes = malloc(sizeof(size_t) * (t->n + 1));
     int depth = predicted_stack_at_peak(t, names, sizes);
-    fprintf(f, "  %-28s %-12s %15s   %-12s %15s\n", "on the stack (measured)", "", "bytes", "predicted", "bytes");
+    fprintf(f, "  %-32s %-12s %15s   %-12s %15s\n", "on the stack (measured)", "", "bytes", "predicted", "bytes");
     int rows = g_recording.peak_n > depth ? g_recording.peak_n : depth;
     size_t sum_m = 0, sum_p = 0;
     for (int i = 0; i < rows; i++) {
-        char left[64] = "", right[64] = "";
+        char left[96] = "", right[64] = "";
         if (i < g_recording.peak_n) {
-            snprintf(left, sizeof left, "  %-28s %-12s %15zu", g_recording.peak_names[i], "activations", g_recording.peak_sizes[i]);
+            snprintf(left, sizeof left, "  %-32s %-12s %15zu", g_recording.peak_names[i], "activations", g_recording.peak_sizes[i]);
             sum_m += g_recording.peak_sizes[i];
         }
         if (i < depth) { snprintf(right, sizeof right, "%-12s %15zu", names[i], sizes[i]); sum_p += sizes[i]; }
-        fprintf(f, "%-59s   %s\n", left, right);
+        fprintf(f, "%-63s   %s\n", left, right);
     }
-    fprintf(f, "  %-28s %-12s %15zu   %-12s %15zu\n", "  = all of it", "activations", sum_m, "", sum_p);
+    fprintf(f, "  %-32s %-12s %15zu   %-12s %15zu\n", "  = all of it", "activations", sum_m, "", sum_p);
     free(names);
     free(sizes);
 }

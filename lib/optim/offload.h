@@ -87,9 +87,12 @@ int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *pl
     if (off->master_is_shard) off->master = (float *)link->shard + (lo - link->shard_base);
     else off->master = mem_alloc_at(LOC_HOST, MEM_MASTER, per * sizeof(float), off->disk ? "master (a chunk)" : "master weights");
     optimizer_build_at(opt, adam, cfg, lo, hi, per, adam_bits, LOC_HOST);
+    // two of each: one chunk's copy in flight while the host works on the other
+    static const char *landing_name[2] = {"offload landing 1 of 2 (grads)", "offload landing 2 of 2 (grads)"};
+    static const char *upload_name[2] = {"offload upload 1 of 2 (weights)", "offload upload 2 of 2 (weights)"};
     for (int i = 0; i < 2; i++) {
-        off->landing[i] = link->pinned(off->chunk * e, "offload landing (grads)");
-        if (!off->params) off->upload[i] = link->pinned(off->chunk * e, "offload upload (weights)");
+        off->landing[i] = link->pinned(off->chunk * e, landing_name[i]);
+        if (!off->params) off->upload[i] = link->pinned(off->chunk * e, upload_name[i]);
     }
     if (off->disk && offload_file_open(&off->file, dir, rank, n_alloc, off->chunk, adam_bits)) return -1;
     return 0;

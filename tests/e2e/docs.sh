@@ -14,7 +14,7 @@ if ./train --help >"$tmp/help" && [ "$(grep -c '^  --' "$tmp/help")" -ge 25 ]; t
   if [ -z "$missing" ]; then ok "README's flag table lists every flag of --help"
   else bad "README's flag table lacks: $missing"; fi
 else bad "--help lists the flags"; fi
-for f in doc/performance.md doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/quantization.md doc/offload.md doc/README.md doc/exercises.md; do
+for f in doc/performance.md doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/quantization.md doc/offload.md doc/README.md doc/exercises.md doc/answers.md doc/formulas.md doc/references.md; do
   if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
 done
 # the dry-run table in doc/memory.md is the binary's output, verbatim
@@ -33,13 +33,21 @@ if [ $rc -eq 1 ] && grep -q 'memory_gpt2.csv: not what' "$tmp/pic" && { [ ! -x s
    ! grep -q 'memory_small' "$tmp/pic"; then ok "scripts/pictures.py --check names a stale number and a wrong picture, and only those"
 else bad "scripts/pictures.py --check on a spoiled copy (exit $rc): $(cat "$tmp/pic")"; fi
 
-# the exercises: each closed-form formula equals the binary's number; the self-check says right and not right
-if python3 scripts/exercise.py --all ${GPTMEM_QUICK:+--quick} >"$tmp/ex" 2>&1; then ok "$(tail -1 "$tmp/ex")"
-else bad "exercises: $(grep -B3 DISAGREE "$tmp/ex" | head -4)"; fi
+# the formulas sheet: every row's closed form equals the dry run's bytes
+if python3 scripts/formulas.py --check >"$tmp/fm" 2>&1; then ok "$(tail -1 "$tmp/fm")"
+else bad "doc/formulas.md: $(cat "$tmp/fm")"; fi
+# the exercises: each part's closed-form formula equals the binary's number, and the checker says right to
+# it and not right to a wrong one; then as a student types it: a wrong number is "not right" with a hint
+# and without the answer, every part of an answer is checked (exercise 5 has two), a wrong word is not right
+if python3 scripts/exercise.py --self-test ${GPTMEM_QUICK:+--quick} >"$tmp/ex" 2>&1; then ok "$(tail -1 "$tmp/ex")"
+else bad "exercises' checker: $(head -4 "$tmp/ex")"; fi
 if python3 scripts/exercise.py 1 1419485184 >"$tmp/ex" && grep -q -- '-> right' "$tmp/ex" &&
-   ! python3 scripts/exercise.py 1 1.2GiB >"$tmp/ex" && grep -q -- '-> not right' "$tmp/ex"; then
-  ok "scripts/exercise.py N ANSWER: right for the binary's number, not right (exit 1) for another"
-else bad "scripts/exercise.py's self-check: $(cat "$tmp/ex")"; fi
+   ! python3 scripts/exercise.py 1 1.2GiB >"$tmp/ex" && grep -q -- '-> not right. Hint:' "$tmp/ex" && ! grep -q 1419485184 "$tmp/ex" &&
+   python3 scripts/exercise.py 5 20% 50 >"$tmp/ex" && [ "$(grep -c -- '-> right' "$tmp/ex")" = 2 ] &&
+   ! python3 scripts/exercise.py 7b forward >"$tmp/ex" && grep -q -- '(b): forward -> not right' "$tmp/ex" &&
+   python3 scripts/exercise.py 1 --show >"$tmp/ex" && grep -q 'the binary: 1419485184 B' "$tmp/ex"; then
+  ok "scripts/exercise.py N ANSWER...: right for the binary's answers (both parts of 5), not right with a hint and no answer for another, the answer on --show"
+else bad "scripts/exercise.py as a student uses it: $(cat "$tmp/ex")"; fi
 
 # the tree keeps its shape: each header compiles alone, includes run downward, no file over ~500 lines
 python3 tests/layout.py
@@ -63,4 +71,13 @@ if python3 tests/doc_names.py "$tmp/bad.md" >"$tmp/names" 2>&1; then bad "tests/
 elif grep -q "$ghost" "$tmp/names" && grep -q 'no_such_room.h' "$tmp/names" && ! grep -q 'block_forward' "$tmp/names"; then
   ok "tests/doc_names.py finds a name and a file that do not exist, and only those"
 else bad "tests/doc_names.py names what is missing: $(cat "$tmp/names")"; fi
+# ... and its citations: a page that cites "seed 002", an anchor references.md does not have and a page
+# that is not there, beside a link that is right
+mkdir -p "$tmp/cite" && cp doc/references.md "$tmp/cite/"
+printf 'As the lecture (seed 002) says ([lecture](references.md#lecture)); see [x](references.md#no-such-paper) and [y](no-such-page.md).\n' >"$tmp/cite/page.md"
+python3 tests/doc_names.py "$tmp/cite/page.md" >"$tmp/names" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "'seed 002': a source no reader can find" "$tmp/names" && grep -q 'has no #no-such-paper' "$tmp/names" &&
+   grep -q 'no-such-page.md): no such file' "$tmp/names" && [ "$(grep -c '^  ' "$tmp/names")" -eq 3 ]; then
+  ok "tests/doc_names.py finds a seed file cited, a missing anchor and a missing page, and only those"
+else bad "tests/doc_names.py's citations (exit $rc): $(cat "$tmp/names")"; fi
 echo "END tests/e2e/docs.sh"

@@ -58,6 +58,18 @@ print("; ".join(out))
 PY
 ); then ok "--fit: when nothing fits, --offload (the states on disk in RAM's stead; in host memory beside a GPU) against what is free ($msg)"
 else bad "--fit with offload: $msg"; fi
+# ... and against the machine in mind's, not this one's: --fit-host (a GPU's host) and --fit-disk, on each
+# side of what the states need (17.42 GiB in host memory beside a GPU of 8 GiB; 17.41 GiB on disk)
+./train --model gpt2-xl --batch 8 --device cuda --fit 8GiB --fit-host 16GiB --fit-disk 16GiB >"$tmp/h16" 2>&1; r1=$?
+./train --model gpt2-xl --batch 8 --device cuda --fit 8GiB --fit-host 32GiB --fit-disk 16GiB >"$tmp/h32" 2>&1; r2=$?
+./train --model gpt2-xl --batch 8 --fit 10GiB --fit-disk 16GiB >"$tmp/d16" 2>&1; r3=$?
+./train --model gpt2-xl --batch 8 --fit 10GiB --fit-disk 1TB >"$tmp/d1t" 2>&1; r4=$?
+if [ "$r1$r2$r3$r4" = 1010 ] && grep -q 'nothing fits' "$tmp/h16" && grep -q 'in 32.00 GiB of host memory (--fit-host)' "$tmp/h32" &&
+   grep -q '^recommended: .* --offload opt$' "$tmp/h32" && ! grep -q 'recommended: .*--fit-host' "$tmp/h32" &&
+   grep -q 'nothing fits' "$tmp/d16" && grep -q 'fit in 931.32 GiB of disk (--fit-disk)' "$tmp/d1t" &&
+   grep -q '^recommended: .*--offload-to disk$' "$tmp/d1t"; then
+  ok "--fit-host and --fit-disk: --offload's settings against the machine in mind (beside a GPU, a disk of 16 GiB and 16 GiB of host memory: none; 32: listed; on the CPU a disk of 16 GiB: none; 1 TB: listed)"
+else bad "--fit-host / --fit-disk (exits $r1 $r2 $r3 $r4): $(head -3 "$tmp/h32")"; fi
 ./train --model gpt2-xl --batch 8 --fit 2GiB >"$tmp/fit" 2>&1; rc=$?
 if [ $rc -eq 1 ] && grep -q 'smaller than the weights alone' "$tmp/fit"; then ok "--fit: a budget under the weights alone says so (exit 1)"
 else bad "--fit under the weights (exit $rc)"; fi

@@ -73,12 +73,14 @@ if [ "$(row params "$tmp/bf")" -eq $((2 * P)) ] && [ "$(row master "$tmp/bf")" -
   ok "--dtype bf16 ledger: params 2P, master 4P, grads 2P, activations halve (but the fp32 layernorm statistics)"
 else bad "--dtype bf16 ledger rows"; fi
 
-# --flash removes exactly the T^2 terms: 12 layers x B x H x (T^2 - T) floats for gpt2 at T=1024
+# --flash removes exactly the T^2 terms: 12 layers x B x H x (e T^2 - 4 T) bytes for gpt2 at T=1024 (the
+# probabilities in the dtype, e bytes; the lse in fp32), in fp32 and in bf16 (doc/flash-attention.md)
 peak_act() { ./train --model gpt2 --batch 1 --seq-len 1024 --dry-run "$@" | awk '$1 == "activations" {print $NF}'; }
-naive=$(peak_act); flash=$(peak_act --flash)
-if [ -n "$naive" ] && [ $((naive - flash)) -eq $((12 * 12 * (1024 * 1024 - 1024) * 4)) ]; then
-  ok "--flash in the gpt2 dry run: activations drop by exactly 12 x H x (T^2 - T) x 4 bytes"
-else bad "--flash dry run: naive $naive flash $flash"; fi
+naive=$(peak_act); flash=$(peak_act --flash); naive16=$(peak_act --dtype bf16); flash16=$(peak_act --dtype bf16 --flash)
+if [ -n "$naive" ] && [ $((naive - flash)) -eq $((12 * 12 * (4 * 1024 * 1024 - 4 * 1024))) ] &&
+   [ -n "$naive16" ] && [ $((naive16 - flash16)) -eq $((12 * 12 * (2 * 1024 * 1024 - 4 * 1024))) ]; then
+  ok "--flash in the gpt2 dry run: activations drop by exactly 12 x H x (e T^2 - 4 T) bytes, fp32 (e 4) and bf16 (e 2)"
+else bad "--flash dry run: naive $naive flash $flash; bf16 naive $naive16 flash $flash16"; fi
 # --ckpt in the gpt2 dry run: activations drop from L x full to L x N x C + one full block
 ckpt=$(peak_act --ckpt)
 if [ -n "$ckpt" ] && [ "$ckpt" -lt $((naive / 4)) ]; then ok "--ckpt in the gpt2 dry run: $naive -> $ckpt bytes"
@@ -91,12 +93,30 @@ for f in "" "--recompute gelu" "--recompute ln,attn --dtype bf16" "--ckpt --flas
   p=$(grep 'kept by this run (predicted)' "$tmp/ops" | awk '{print $(NF-3)}'); m=$(grep 'kept by this run (measured)' "$tmp/ops" | awk '{print $(NF-3)}')
   { [ -n "$p" ] && [ "$p" = "$m" ] && [ "$(grep -cE ' (kept|rebuilt)$' "$tmp/ops")" -eq 13 ]; } || { good=0; echo "  --mem-ops $f: predicted $p measured $m"; }
 done
-# seed 002's 8B example: 40 GiB of T x T terms a layer at 16K tokens in the formula; gptmem 16 GiB, --flash 2 MiB
+# the lecture's activation tables' 8B example: 40 GiB of T x T terms a layer at 16K tokens in the
+# formula; gptmem 16 GiB, --flash 2 MiB
 E=(--layers 32 --channels 4096 --heads 32 --max-seq 16384 --seq-len 16384 --batch 1 --dtype bf16 --dry-run --mem-ops)
-if [ $good -eq 1 ] && ./train "${E[@]}" | grep -q "5as2b = 40.00 GiB a layer; gptmem keeps att, 2as2b = 16.00 GiB" &&
+if [ $good -eq 1 ] && ./train "${E[@]}" | grep -q "(2e+1)as2b = 40.00 GiB a layer; gptmem keeps att, e as2b = 16.00 GiB" &&
    ./train "${E[@]}" --flash | grep -q "gptmem keeps lse, 4abs = 2.00 MiB"; then
   ok "--mem-ops: 13 tensors each kept or rebuilt, kept bytes predicted == measured; the 8B example's 40 GiB"
 else bad "--mem-ops table"; fi
+# the formula holds in every dtype: with e the bytes of an element (dropout masks 1 byte), (16e+2)sbh + (2e+1)as2b
+# with dropout and 16e sbh + e as2b without (16-bit: the paper's 34sbh + 5as2b, 32sbh + 2as2b; fp32: 66, 9 and
+# 64, 4), each number in the row it names; and gptmem's 13 tensors are the no-dropout formula plus the row stats
+good=1
+for dt in fp32 bf16; do
+  e=4; [ $dt = bf16 ] && e=2
+  ./train --model gpt2 --batch 2 --seq-len 256 --dtype $dt --dry-run --mem-ops >"$tmp/ops" 2>&1
+  sbh=$((256 * 2 * 768)); as2b=$((12 * 256 * 256 * 2))
+  with=$(((16 * e + 2) * sbh + (2 * e + 1) * as2b)); without=$((16 * e * sbh + e * as2b))
+  grep -q "with dropout, (16e+2)sbh + (2e+1)as2b = $((16 * e + 2))sbh + $((2 * e + 1))as2b *$with B" "$tmp/ops" &&
+    grep -q "without dropout, 16e sbh + e as2b = $((16 * e))sbh + $((e))as2b *$without B" "$tmp/ops" &&
+    grep -q "all 13 tensors (predicted) *$((without + 4 * 4 * 256 * 2)) B" "$tmp/ops" &&
+    grep -q "the formula's term (bytes; e = bytes an element)" "$tmp/ops" && ! grep -q "16-bit bytes" "$tmp/ops" ||
+    { good=0; echo "  --mem-ops $dt:"; grep -E "dropout,|formula's term|13 tensors" "$tmp/ops"; }
+done
+if [ $good = 1 ]; then ok "--mem-ops: the published formula with e = bytes an element, right in fp32 (66sbh + 9as2b) and bf16 (34sbh + 5as2b)"
+else bad "--mem-ops: the formula in each dtype"; fi
 # --mem-timeline: one step's pushes, pops and drops, measured == predicted on every row, for a grid of
 # flags; the timeline's highest total is the ledger's peak; --mem prints the peak's receipt
 good=1
@@ -115,8 +135,12 @@ EOF2
   r=$(grep "the peak's receipt" "$tmp/tlog")
   m=$(echo "$r" | sed 's/.*receipt: \([0-9]*\) B.*/\1/'); p=$(echo "$r" | sed 's/.*predicted \([0-9]*\) B.*/\1/')
   [ -n "$m" ] && [ "$m" = "$p" ] || { good=0; echo "  receipt $f: $r"; }
+  # the part of the step: train's own row-by-row comparison (op, tensor, bytes, where), and the receipt's two
+  wm=$(echo "$r" | sed 's/.* of the step, during \(.*\); predicted.*/\1/'); wp=$(echo "$r" | sed 's/.*, during \(.*\)$/\1/')
+  grep -q 'measured == predicted on every row' "$tmp/tlog" && [ -n "$wm" ] && [ "$wm" = "$wp" ] ||
+    { good=0; echo "  where $f: '$wm' / '$wp'"; }
 done
-if [ $good -eq 1 ]; then ok "--mem-timeline: measured == predicted on every row, its highest total is the ledger's peak; the peak's receipt (--mem, --mem-json)"
+if [ $good -eq 1 ]; then ok "--mem-timeline: measured == predicted on every row (the part of the step too), its highest total is the ledger's peak; the peak's receipt (--mem, --mem-json)"
 else bad "--mem-timeline / receipt"; fi
 expect 2 "--mem-timeline records the CPU" --device cuda --mem-timeline "$tmp/x.csv" --dry-run
 expect 1 "cannot write the memory timeline" "${SMALL[@]}" --steps 1 --mem-timeline /nonexistent/dir/t.csv

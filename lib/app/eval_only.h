@@ -21,6 +21,31 @@
 // --eval-only: evaluate and sample a saved state, its weights held in fp32 or
 // (--quantize) in bf16, int8 or int4, next to the other formats.
 
+// Hold the weights [lo, lo + n) from buf in the eval model; exits with a
+// message if one is not finite.
+void eval_keep(GPT *model, const float *buf, size_t lo, size_t n, const char *path) {
+    size_t bad = eval_store(model, buf, lo, n);
+    if (!bad) return;
+    fprintf(stderr, "error: '%s' has a weight that is %s (parameter %zu): it cannot be evaluated or quantized\n", path,
+            isnan(buf[bad - 1 - lo]) ? "nan" : "infinite", bad - 1);
+    exit(1);
+}
+
+// Read --init's weights (io/llmc.h) into the eval model, a piece at a time.
+void eval_load_init(GPT *model, const WeightSource *from, const char *path) {
+    for (int i = 0; i < model->eval->quant.ntensors; i++) {
+        const QuantTensor *t = &model->eval->quant.tensors[i];
+        for (size_t at = 0; at < t->count; at += model->piece) {
+            size_t n = t->count - at < model->piece ? t->count - at : model->piece, lo = t->offset + at;
+            if (from->read(from->file, model->w_piece, lo, lo + n)) {
+                fprintf(stderr, "error: reading the weights of '%s' failed part-way\n", path);
+                exit(1);
+            }
+            eval_keep(model, model->w_piece, lo, n, path);
+        }
+    }
+}
+
 // Read the state's weights into the eval model, a few blocks at a time
 // through its piece buffer, tensor by tensor (so each read covers whole
 // blocks of QUANT_BLOCK); Adam's m and v are read past, for the checksum.
@@ -37,13 +62,7 @@ StateHeader eval_load(GPT *model, const char *path, StateReader *r) {
         for (size_t at = 0; at < t->count; at += K) {
             size_t n = t->count - at < K ? t->count - at : K;
             state_read(r, buf, n * sizeof(float), 0);
-            size_t bad = eval_store(model, buf, t->offset + at, n);
-            if (bad) {
-                fprintf(stderr, "error: checkpoint '%s' has a weight that is %s (parameter %zu): it cannot be "
-                        "evaluated or quantized; resume from an earlier checkpoint\n", path,
-                        isnan(buf[bad - 1 - t->offset - at]) ? "nan" : "infinite", bad - 1);
-                exit(1);
-            }
+            eval_keep(model, buf, t->offset + at, n, path);
         }
     }
     for (size_t left = 2 * model->nparams; left > 0;) {  // m and v: read for the checksum only
@@ -55,18 +74,17 @@ StateHeader eval_load(GPT *model, const char *path, StateReader *r) {
     return r->header;
 }
 
-// How far `format` moves the weights of the state file f (fp32 weights from
-// byte data_at): RMS(rounded - w) / RMS(w) over every parameter, each tensor
-// read through the piece buffer and rounded a block at a time.
-double weight_error(GPT *model, FILE *f, long data_at, int format) {
+// How far `format` moves the weights of the file: RMS(rounded - w) / RMS(w)
+// over every parameter, each tensor read through the piece buffer and
+// rounded a block at a time.
+double weight_error(GPT *model, const WeightSource *from, int format) {
     double err = 0, sum = 0;
     float *w = model->w_piece;
-    if (fseek(f, data_at, SEEK_SET) != 0) return NAN;
     for (int i = 0; i < model->eval->quant.ntensors; i++) {
         const QuantTensor *t = &model->eval->quant.tensors[i];
         for (size_t at = 0; at < t->count; at += model->piece) {
             size_t n = t->count - at < model->piece ? t->count - at : model->piece;
-            if (fread(w, sizeof(float), n, f) != n) return NAN;
+            if (from->read(from->file, w, t->offset + at, t->offset + at + n)) return NAN;
             for (size_t b = 0; b < n; b += QUANT_BLOCK) {
                 float block[QUANT_BLOCK];
                 size_t len = n - b < QUANT_BLOCK ? n - b : QUANT_BLOCK;
@@ -82,11 +100,11 @@ double weight_error(GPT *model, FILE *f, long data_at, int format) {
     return sqrt(err / (sum > 0 ? sum : 1));
 }
 
-// Every format's row, from the state file (its fp32 weights from byte data_at):
+// Every format's row, from the file (the state's fp32 weights, or --init's):
 // each piece read and rounded through the format as the model asks for it;
 // the held format's row is this run's (its loss `held`, its `held_bytes`).
 // 0, or 1 after a message.
-int print_formats(Net *net, Dataset *data, const Settings *s, long data_at, float held, size_t held_bytes) {
+int print_formats(Net *net, Dataset *data, const Settings *s, const WeightSource *from, float held, size_t held_bytes) {
     GPT *model = &net->cpu;
     const GPTConfig *cfg = &s->cfg;
     InferenceBytes inf = predict_inference(cfg->layers, cfg->channels, padded_vocab(cfg), cfg->max_seq, 1, 1);
@@ -94,15 +112,12 @@ int print_formats(Net *net, Dataset *data, const Settings *s, long data_at, floa
     float fp32_loss = 0;
     for (int f = QF_FP32; f < QF_N; f++) {
         float loss = held;
-        FILE *file = fopen(s->resume, "rb");
-        if (!file) { fprintf(stderr, "error: cannot reopen '%s': %s\n", s->resume, strerror(errno)); return 1; }
-        double werr = weight_error(model, file, data_at, f);
+        double werr = weight_error(model, from, f);
         if (f != s->quantize) {
-            eval_from_file(model, file, data_at, f);
+            eval_from_file(model, from, f);
             loss = evaluate(net, data, s->batch, s->seq_len, s->eval_batches, NULL);
-            eval_from_file(model, NULL, 0, 0);
+            eval_from_file(model, NULL, 0);
         }
-        fclose(file);
         if (f == QF_FP32) fp32_loss = loss;
         size_t bytes = f == s->quantize ? held_bytes : inference_weight_bytes(&inf, quant_bits[f]);
         printf("  %-7s %4d %14zu %11.4f%% %10.6f", quant_name[f], quant_bits[f], bytes, 100 * werr, loss);
@@ -111,8 +126,57 @@ int print_formats(Net *net, Dataset *data, const Settings *s, long data_at, floa
         printf("%s\n", f == s->quantize ? "  <- held in memory (this run's weights)" : "");
     }
     printf("  weight error: RMS(rounded - w) / RMS(w) over all parameters; the rows not held read the fp32 "
-           "weights from the state file a piece at a time, rounded through the format as the model asks for "
+           "weights from the file a piece at a time, rounded through the format as the model asks for "
            "them: the same numbers, no memory held\n");
+    return 0;
+}
+
+// A WeightSource read as llm.c's export asks (io/llmc.h llmc_export_range: n weights from `at`).
+static void source_get(const void *ctx, size_t at, float *dst, size_t n) {
+    const WeightSource *from = ctx;
+    if (from->read(from->file, dst, at, at + n)) memset(dst, 0, n * sizeof(float));  // (the file was read whole once)
+}
+
+// --eval-only --export FILE: the weights evaluated (the state's or --init's,
+// fp32) as llm.c's model file, through FILE.tmp. 0, or 1 after a message.
+int export_from(const WeightSource *from, const GPTConfig *c, const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (state_check_target(path) || llmc_export_begin(tmp, c) ||
+        llmc_export_range(tmp, c, 0, param_count(c), source_get, from) || rename(tmp, path)) {
+        fprintf(stderr, "error: cannot write '%s' for --export\n", path);
+        unlink(tmp);
+        return 1;
+    }
+    printf("exported the weights to %s (llm.c's GPT-2 model file, fp32)\n", path);
+    return 0;
+}
+
+// Where --eval-only's weights come from: --init's llm.c file or --resume's
+// state, and what the comparison rows read them through.
+typedef struct {
+    LlmcModel init;
+    StateWeights state;  // (f open while the rows read it)
+    WeightSource from;
+    char what[64];       // "llm.c's weights", or the state's step
+} EvalFiles;
+
+// Read the weights into the eval model; 0, or 1 after a message.
+int eval_weights(GPT *model, const Settings *s, EvalFiles *e) {
+    char err[1400];
+    memset(e, 0, sizeof *e);
+    if (s->init) {
+        if (llmc_model_open(&e->init, s->init, err, sizeof err)) { fprintf(stderr, "error: --init: %s\n", err); return 1; }
+        e->from = (WeightSource){0, llmc_read_range, &e->init};
+        eval_load_init(model, &e->from, s->init);
+        snprintf(e->what, sizeof e->what, "llm.c's weights");
+        return 0;
+    }
+    StateReader state;
+    snprintf(e->what, sizeof e->what, "step %d", eval_load(model, s->resume, &state).step);
+    e->state = (StateWeights){fopen(s->resume, "rb"), state.data_at};
+    e->from = (WeightSource){0, state_weights_read, &e->state};
+    if (!e->state.f) { fprintf(stderr, "error: cannot reopen '%s': %s\n", s->resume, strerror(errno)); return 1; }
     return 0;
 }
 
@@ -138,19 +202,22 @@ int eval_only_run(Settings *s) {
     GPT *model = &net.cpu;
     gpt_build_eval(model, s);
     arena_reserve(predicted.peak[MEM_ACTIVATIONS]);
-    StateReader state;
-    StateHeader header = eval_load(model, s->resume, &state);
+    EvalFiles files;
+    if (eval_weights(model, s, &files)) return 1;
     measured.phase[PHASE_INIT] = ledger_snapshot();
     print_config_line(cfg, s);
-    printf("evaluating %s (step %d): %d validation batches of %d x %d, the weights held in %s\n", s->resume, header.step,
-           s->eval_batches, B, T, quant_name[s->quantize]);
+    printf("evaluating %s (%s): %d validation batches of %d x %d, the weights held in %s\n", s->init ? s->init : s->resume,
+           files.what, s->eval_batches, B, T, quant_name[s->quantize]);
 
     // the held weights: the run's loss, its ledger
     float held = evaluate(&net, &data, B, T, s->eval_batches, &measured.phase[PHASE_FORWARD]);
     measured.phase[PHASE_BACKWARD] = measured.phase[PHASE_STEP] = ledger_snapshot();
     size_t held_bytes = g_ledger.live[MEM_PARAMS] + g_ledger.live[MEM_QWEIGHTS] + g_ledger.live[MEM_QSCALES];
 
-    if (print_formats(&net, &data, s, state.data_at, held, held_bytes)) return 1;
+    int failed = print_formats(&net, &data, s, &files.from, held, held_bytes) ||
+                 (s->export_to && export_from(&files.from, cfg, s->export_to));
+    if (files.state.f) fclose(files.state.f);
+    if (failed) return 1;
     uint64_t rng = sample_stream(s->seed);
     if (s->sample_len) sample_text(&net, &data, T, s->sample_len, s->temperature, &rng);
     memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);

@@ -19,6 +19,7 @@
 #include "core/saved.h"
 #include "core/sizes.h"
 #include "cuda/api.h"
+#include "app/inputs.h"
 #include "io/data.h"
 #include "io/quant.h"
 #include "parallel/comm.h"
@@ -44,7 +45,13 @@ const FlagSpec flag_specs[] = {
     {"heads", ARG_INT, OPT(heads), 1, 1024, "override the preset's heads H (must divide C)"},
     {"vocab", ARG_INT, OPT(vocab), 256, 1 << 20, "override the vocabulary V (>= 256: tokens are bytes)"},
     {"max-seq", ARG_INT, OPT(max_seq), 1, 65536, "override the model's learned positions maxT"},
-    {"data", ARG_STR, OPT(data), 0, 0, "text file to train on (bytes are tokens)"},
+    {"data", ARG_STR, OPT(data), 0, 0, "what to train on: a text file (bytes are tokens), llm.c token shards (a pattern such as 'dir/*_train_*.bin' for several), or nanoGPT's train.bin"},
+    {"data-format", ARG_STR, OPT(data_format_str), 0, 0, "auto (an llm.c shard by its header, else text), text, llmc, or nanogpt (headerless uint16 tokens)"},
+    {"val-data", ARG_STR, OPT(val_data), 0, 0, "token files to validate on (default: the last 10% of --data)"},
+    {"in-order", ARG_FLAG, OPT(in_order), 0, 0, "read batches in file order (batch k: tokens k*B*T ...), as llm.c's loader without shuffling; validation from the start"},
+    {"tokenizer", ARG_STR, OPT(tokenizer), 0, 0, "llm.c's tokenizer file for samples of tokens (default: tokenizer.bin or gpt2_tokenizer.bin beside --data)"},
+    {"init", ARG_STR, OPT(init), 0, 0, "start from llm.c's GPT-2 model file (fp32 or bf16; the shape from its header): weights only, a fresh optimizer"},
+    {"export", ARG_STR, OPT(export_to), 0, 0, "at the end, write the weights as llm.c's GPT-2 model file (fp32), which llm.c and --init load"},
     {"batch", ARG_INT, OPT(batch), 1, 65536, "sequences per micro-batch B"},
     {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (auto = the model's maxT)"},
     {"accum", ARG_INT, OPT(accum), 1, 65536, "gradient accumulation: micro-batches per optimizer step"},
@@ -66,6 +73,8 @@ const FlagSpec flag_specs[] = {
     {"lr", ARG_FLOAT, OPT(lr), ABOVE_0, 0, "peak learning rate"},
     {"min-lr-frac", ARG_FLOAT, OPT(min_lr_frac), FROM_0_TO_1, 0, "final lr as a fraction of --lr (cosine decay)"},
     {"warmup", ARG_INT, OPT(warmup), -1, INT_MAX, "linear warmup steps (-1 = 5% of --steps)"},
+    {"beta1", ARG_FLOAT, OPT(beta1), FROM_0_TO_1, 0, "AdamW's beta1"},
+    {"beta2", ARG_FLOAT, OPT(beta2), FROM_0_TO_1, 0, "AdamW's beta2 (llm.c: 0.999)"},
     {"weight-decay", ARG_FLOAT, OPT(weight_decay), AT_LEAST_0, 0, "AdamW weight decay (2-D weights only)"},
     {"clip", ARG_FLOAT, OPT(clip), AT_LEAST_0, 0, "clip the global gradient norm to this (0 = off)"},
     {"seed", ARG_U64, OPT(seed), 0, 0, "seed for init, batches and sampling"},
@@ -73,7 +82,7 @@ const FlagSpec flag_specs[] = {
     {"eval-every", ARG_INT, OPT(eval_every), 0, INT_MAX, "validation loss every N steps (0 = only at the end)"},
     {"eval-batches", ARG_INT, OPT(eval_batches), 1, 100000, "batches per validation"},
     {"sample-every", ARG_INT, OPT(sample_every), 0, INT_MAX, "print a text sample every N steps (0 = only at the end)"},
-    {"sample-len", ARG_INT, OPT(sample_len), 0, 100000, "bytes per sample (0 = no samples)"},
+    {"sample-len", ARG_INT, OPT(sample_len), 0, 100000, "tokens per sample (bytes of a text corpus; 0 = no samples)"},
     {"temperature", ARG_FLOAT, OPT(temperature), ABOVE_0, 0, "sampling temperature"},
     {"save", ARG_STR, OPT(save), 0, 0, "write a checkpoint here (every --save-every steps and at the end)"},
     {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
@@ -98,17 +107,6 @@ const FlagSpec flag_specs[] = {
 };
 #undef OPT
 const int n_flag_specs = sizeof flag_specs / sizeof flag_specs[0];
-
-// A bad flag or value: one line naming it, exit code 2.
-void usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see ./train --help)\n");
-    va_end(ap);
-    exit(2);
-}
 
 void print_default(const FlagSpec *f, const Settings *d) {
     const char *p = (const char *)d + f->offset;
@@ -216,6 +214,7 @@ Settings parse_args(int argc, char **argv) {
             if (!strcmp(flag_specs[k].name, name)) f = &flag_specs[k];
         if (!f) usage_error("unknown flag '--%s'", name);
         if (!strcmp(name, "seed")) s.seed_given = 1;
+        if (!strcmp(name, "model")) s.model_given = 1;
         if (!strcmp(name, "eval-every") || !strcmp(name, "eval-batches")) s.eval_given = 1;
         if (!strcmp(name, "sample-every") || !strcmp(name, "sample-len")) s.sample_given = 1;
         if (f->kind == ARG_FLAG) {
@@ -318,15 +317,20 @@ void parse_eval_flags(Settings *s) {
     if (s->ranks > 1 || s->zero) usage_error("--eval-only runs in one process: drop --ranks and --zero");
     if (s->recompute) usage_error("--eval-only has no backward, so nothing to recompute: drop --ckpt / --recompute");
     if (s->save) usage_error("--eval-only changes nothing to save: drop --save");
+    if (s->export_to && s->quantize)
+        usage_error("--export writes the fp32 weights as llm.c keeps them; drop --quantize");
     if (s->fit || s->mem_timeline || s->mem_ops || s->log || s->trace || s->timing)
         usage_error("--eval-only runs no training step: drop --%s", s->fit ? "fit" : s->mem_timeline ? "mem-timeline" :
                     s->mem_ops ? "mem-ops" : s->log ? "log" : s->trace ? "trace" : "timing");
-    if (!s->resume && !s->dry_run)
-        usage_error("--eval-only needs a state to evaluate: --resume FILE (one saved with --save)");
+    if (!s->resume && !s->init && !s->dry_run)
+        usage_error("--eval-only needs weights to evaluate: --resume FILE (a state saved with --save) or --init FILE "
+                    "(llm.c's model file)");
 }
 
-// The model: the preset with --layers, --channels, ... over it; and the
-// sequence length it takes (--seq-len, by default its maxT). Checked.
+// The model: the preset with --layers, --channels, ... over it (or --init's
+// file's shape); with token files and no --vocab, the small model's
+// vocabulary becomes the tokens' (GPT-2's for uint16, Llama 3's for uint32);
+// and the sequence length it takes (--seq-len, by default its maxT). Checked.
 GPTConfig resolve_model(Settings *s) {
     const ModelPreset *p = NULL;
     for (int i = 0; i < n_model_presets; i++)
@@ -338,7 +342,9 @@ GPTConfig resolve_model(Settings *s) {
     if (s->channels) c.channels = s->channels;
     if (s->heads) c.heads = s->heads;
     if (s->vocab) c.vocab = s->vocab;
+    else if (s->token_width && c.vocab == 256) c.vocab = s->token_width == 4 ? LLAMA3_VOCAB : GPT2_VOCAB;
     if (s->max_seq) c.max_seq = s->max_seq;
+    if (s->init) resolve_init(s, &c);
     if (c.channels % c.heads) {
         fprintf(stderr, "error: --channels %d is not divisible by --heads %d; pick heads that divide "
                 "channels (see ./train --help)\n", c.channels, c.heads);
@@ -357,6 +363,7 @@ GPTConfig resolve_model(Settings *s) {
 // Resolve the preset and overrides into the model config, and everything else
 // the flags imply; check it makes sense.
 void resolve_settings(Settings *s) {
+    resolve_data(s);
     GPTConfig c = resolve_model(s);
     if (s->warmup < 0) s->warmup = s->steps / 20;
     if (s->steps == 1 && !s->eval_only) {  // a one-step run inspects the step (--trace, --mem, ...): it ends there
@@ -394,8 +401,10 @@ void resolve_settings(Settings *s) {
         usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
                     "bytes: --device cuda --dry-run shows its stack)", GPU_ACT_ALIGN);
     s->cfg = c;
-    long long corpus = file_size(s->data);
-    s->corpus_bytes = corpus > 0 ? (size_t)corpus : 0;
+    long long corpus = s->data_format == DATA_TEXT ? file_size(s->data) : 0;
+    s->corpus_bytes = data_held_bytes(s->data_format, s->token_width, corpus > 0 ? corpus : 0, s->seq_len);
+    resolve_tokenizer(s);
+    s->corpus_bytes += (size_t)s->tokenizer_bytes;
     s->quant_bits = s->quantize ? quant_bits[s->quantize] : 0;
 }
 

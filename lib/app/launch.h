@@ -301,8 +301,20 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
 
 // Load the data; every rank must draw the same batch windows, so check that
 // they start from the same state. 0, or 1 after a message.
+// What --data, --val-data, --data-format and --in-order ask io/data.h to read.
+DataSpec data_spec(const Settings *s) {
+    return (DataSpec){s->data, s->val_data, s->data_format, s->cfg.vocab, s->in_order,
+                      s->tokenizer_path[0] ? s->tokenizer_path : NULL};
+}
+
 int load_data(Dataset *data, const Settings *s) {
-    if (comm_any(data_load(data, s->data, s->batch, s->seq_len, s->seed) != 0)) {
+    DataSpec spec = data_spec(s);
+    int bad = data_load(data, &spec, s->batch, s->seq_len, s->seed) != 0;
+    long long global = (long long)comm_nranks * s->batch * s->seq_len + 1;  // --in-order: one global batch's tokens
+    if (!bad && s->in_order && data->train.len < global)
+        bad = 1, fprintf(stderr, "error: --in-order reads a global batch of %lld tokens at a time, and the training "
+                         "split of '%s' has %lld; use a smaller --batch or --seq-len\n", global, s->data, data->train.len);
+    if (comm_any(bad)) {
         if (comm_nranks > 1) fprintf(stderr, "error: rank %d stops: a rank could not load its data\n", comm_rank_id);
         return 1;
     }

@@ -11,8 +11,10 @@
 #ifndef GPTMEM_NET_H
 #define GPTMEM_NET_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "core/plan.h"
 #include "core/settings.h"
 #include "model.h"
@@ -24,6 +26,7 @@
 #include "parallel/zero.h"
 #include "cuda/api.h"
 #include "gpu/model.h"
+#include "io/llmc.h"
 #include "io/state.h"
 
 typedef struct {
@@ -48,16 +51,27 @@ typedef struct {
 
 // The AdamW settings of the run (core/adamw.h).
 AdamWConfig adamw_config(const Settings *s) {
-    AdamWConfig a = {s->lr, 0.9f, 0.95f, 1e-8f, s->weight_decay, s->warmup, s->steps, s->min_lr_frac};
+    AdamWConfig a = {s->lr, s->beta1, s->beta2, 1e-8f, s->weight_decay, s->warmup, s->steps, s->min_lr_frac};
     return a;
 }
 
 // Build the model and its optimizer on the settings' device, for rank `rank`
 // following `plan` (made for all the ranks), with an activation stack of
-// `stack` bytes (the predicted peak), and initialize the weights from --seed.
+// `stack` bytes (the predicted peak), and initialize the weights from --seed
+// or read them from --init's llm.c file (each rank reads only what it keeps).
 // 0, or -1 after a message (--offload-to disk could not make its file).
 int net_build(Net *n, const Settings *s, const Plan *plan, int rank, size_t stack) {
     memset(n, 0, sizeof *n);
+    LlmcModel init_file;  // (its header was checked when the settings were resolved: app/flags.h)
+    WeightSource src = seeded(s->seed);
+    char err[1400];
+    if (s->init) {
+        if (llmc_model_open(&init_file, s->init, err, sizeof err)) {
+            fprintf(stderr, "error: --init: %s\n", err);
+            return -1;
+        }
+        src.read = llmc_read_range, src.file = &init_file;
+    }
     n->cuda = s->cuda;
     n->opt.cfg = adamw_config(s);
     n->opt.bits = 32;
@@ -80,15 +94,15 @@ int net_build(Net *n, const Settings *s, const Plan *plan, int rank, size_t stac
         int bad = host_offload_build(&n->off, &link, plan, &n->opt, &adam, &s->cfg, lo, hi, n_alloc, s->adam_bits,
                                      s->offload_dir, rank);
         if (comm_any(bad)) return -1;  // (every rank stops before the init's collectives)
-        host_offload_init(&n->off, &n->opt, &s->cfg, s->seed);
+        host_offload_init(&n->off, &n->opt, &s->cfg, &src);
         return 0;
     }
     if (s->cuda) {
-        gpu_gpt_init(&n->gpu, s->seed);
+        gpu_gpt_init(&n->gpu, &src);
         return 0;
     }
     GPT *model = &n->cpu;
-    gpt_init(model, s->seed);
+    gpt_init(model, &src);
     optimizer_build(&n->opt, &adam, &s->cfg, lo, hi, n_alloc, s->adam_bits);
     return 0;
 }
@@ -203,6 +217,9 @@ int net_replica_check_every(const Net *n) {
     return (int)((g->nparams * g->elem_bytes + GPU_REPLICA_CHECK_BYTES - 1) / GPU_REPLICA_CHECK_BYTES);
 }
 
+// The model's vocabulary V (the logits past it are padding).
+int net_vocab(const Net *n) { return n->cuda ? n->gpu.cfg.vocab : n->cpu.cfg.vocab; }
+
 // The bytes of the weights the model computes with, all of them (that check hashes them).
 size_t net_weight_bytes(const Net *n) {
     return n->cuda ? n->gpu.nparams * n->gpu.elem_bytes : n->cpu.nparams * dtype_size(n->cpu.dtype);
@@ -242,6 +259,36 @@ NetState net_state(Net *n) {
     }
     else st.m = opt->m + (st.lo - opt->lo), st.v = opt->v + (st.lo - opt->lo);
     return st;
+}
+
+// --export FILE: the fp32 weights as llm.c's GPT-2 model file (io/llmc.h),
+// written to FILE.tmp and renamed when whole. Rank 0 writes the header and
+// sizes the file; then each rank writes the weights it keeps (net_state's
+// [lo, hi): together the ranks' parts are all of them, at every stage) where
+// llm.c keeps them. 0 (also without --export), or 1 after a message (every
+// rank returns the same).
+int net_export(Net *n, const Settings *s) {
+    const GPTConfig *c = &s->cfg;
+    const char *path = s->export_to;
+    if (!path) return 0;
+    NetState st = net_state(n);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int bad = comm_rank_id == 0 && (state_check_target(path) || llmc_export_begin(tmp, c));
+    if (comm_any(bad)) {
+        if (comm_rank_id == 0) fprintf(stderr, "error: cannot write '%s' for --export\n", tmp);
+        return 1;
+    }
+    bad = llmc_export_range(tmp, c, st.lo, st.hi, state_weights_get, &st) != 0;
+    if (comm_any(bad)) {
+        if (bad) fprintf(stderr, "error: writing '%s' for --export failed part-way\n", tmp);
+        if (comm_rank_id == 0) unlink(tmp);
+        return 1;
+    }
+    if (comm_rank_id == 0 && rename(tmp, path) != 0) bad = 1, fprintf(stderr, "error: cannot rename '%s' to '%s'\n", tmp, path);
+    if (comm_any(bad)) return 1;
+    if (comm_rank_id == 0) printf("exported the weights to %s (llm.c's GPT-2 model file, fp32)\n", path);
+    return 0;
 }
 
 // After a saved state was read into net_state's arrays: at stage 0 every rank

@@ -28,11 +28,22 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
     const GPTConfig *p = NULL;  // the preset: a shape that differs from it is "custom"
     for (int i = 0; i < n_model_presets; i++)
         if (!strcmp(model_presets[i].name, s->model)) p = &model_presets[i].cfg;
-    int preset = p && !memcmp(p, c, sizeof *c);
-    printf("model %s%s: L%d C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens",
-           preset ? s->model : "custom", preset ? "" : " shape", c->layers, c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
+    GPTConfig as_preset = p ? *p : *c;
+    if (p && s->token_width && !s->vocab && p->vocab == 256) as_preset.vocab = c->vocab;  // tokens' vocabulary (flags.h)
+    int preset = p && !memcmp(&as_preset, c, sizeof *c) && !s->init;
+    if (s->init) printf("model from %s: L%d", s->init, c->layers);
+    else printf("model %s%s: L%d", preset ? s->model : "custom", preset ? "" : " shape", c->layers);
+    printf(" C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens",
+           c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
            param_count(c) / 1e6, s->batch, s->seq_len);
     if (s->accum > 1) printf(" x %d accum", s->accum);
+    if (s->data_format != DATA_TEXT) {  // token files: which, how many tokens, how they are read
+        printf(" | data: %s tokens (uint%d), %lld", s->data_format == DATA_LLMC ? "llm.c" : "nanoGPT", 8 * s->token_width,
+               s->data_tokens);
+        if (s->data_files > 1) printf(" in %d files", s->data_files);
+        if (s->val_data) printf(", val %lld", s->val_tokens);
+        if (s->in_order) printf(", in order");
+    } else if (s->in_order) printf(" | data in order");
     if (s->dtype != DT_FP32) printf(" | %s", dtype_name[s->dtype]);
     if (s->flash) printf(" | flash");
     if (s->zero) printf(" | zero %d", s->zero);
@@ -219,7 +230,7 @@ int dry_run(const Settings *s) {
     predict_memory(s, &predicted);
     settings_notes(s, s->ranks);
     print_config_line(cfg, s);
-    if (file_size(s->data) < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", s->data);
+    if (s->data_format == DATA_TEXT && file_size(s->data) < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", s->data);
     printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",
            s->cuda ? "GPU " : "", s->ranks > 1 ? " of each rank" : "");
     print_prediction(stdout, &predicted, s->eval_only ? EVAL_PHASES : MEM_NPHASE);

@@ -40,38 +40,57 @@ void say_text(const unsigned char *text, int from, int to) {
     free(out);
 }
 
-// Generate `len` bytes after a newline, each from the model's distribution
-// over the last T bytes of context (scaled by 1/temperature). Uses the batch
-// buffer data->inputs (B*T >= T) as the context. Printed a line at a time,
-// escaped where the bytes are not text.
+// A sampled token's text appended to text[*n] (grown as needed): its byte for
+// a text corpus, its bytes from the tokenizer for token files, or its number
+// where there is no tokenizer. Returns whether the text now ends a line.
+int append_token(unsigned char **text, size_t *n, size_t *cap, const Dataset *data, int tok) {
+    unsigned char num[16];
+    int len = 1;
+    const unsigned char *bytes = NULL;
+    if (data->format == DATA_TEXT) num[0] = (unsigned char)tok, bytes = num;
+    else bytes = tokenizer_decode(&data->tokenizer, tok, &len);
+    if (!bytes) len = snprintf((char *)num, sizeof num, "<%d>", tok), bytes = num;
+    if (*n + (size_t)len + 1 > *cap) *cap = 2 * (*n + (size_t)len + 1), *text = realloc(*text, *cap);
+    memcpy(*text + *n, bytes, (size_t)len);
+    *n += (size_t)len;
+    return memchr(bytes, '\n', (size_t)len) != NULL;
+}
+
+// Generate `len` tokens (bytes of a text corpus) after a newline (token
+// files: after the end-of-text token), each from the model's distribution
+// over the last T tokens of context (scaled by 1/temperature). Uses the
+// batch buffer data->inputs (B*T >= T) as the context. Printed a line at a
+// time, escaped where the bytes are not text.
 void sample_text(Net *net, Dataset *data, int T, int len, float temperature, uint64_t *rng) {
-    int *ctx = data->inputs, n = 1, printed = 0;
-    unsigned char *text = malloc((size_t)len + 1);
-    ctx[0] = '\n';
+    int *ctx = data->inputs, n = 1, V = data->format == DATA_TEXT ? 256 : net_vocab(net);
+    size_t cap = (size_t)len + 1, used = 0, printed = 0;
+    unsigned char *text = malloc(cap);
+    ctx[0] = data->format == DATA_TEXT ? '\n' : data->tokenizer.n ? data->tokenizer.eot : V - 1;
     say("---- sample ----\n");
+    if (data->format != DATA_TEXT && !data->tokenizer.n)
+        say("(no tokenizer file beside the data, nor --tokenizer: the tokens' numbers)\n");
     for (int i = 0; i < len; i++) {
         net_forward(net, ctx, NULL, 1, n);
-        const float *logits = net_logits_row(net, n - 1);  // the last position predicts the next byte
+        const float *logits = net_logits_row(net, n - 1);  // the last position predicts the next token
         float maxv = -INFINITY;
-        for (int v = 0; v < 256; v++) if (logits[v] > maxv) maxv = logits[v];
+        for (int v = 0; v < V; v++) if (logits[v] > maxv) maxv = logits[v];
         double sum = 0.0;
-        for (int v = 0; v < 256; v++) sum += exp((logits[v] - maxv) / temperature);
+        for (int v = 0; v < V; v++) sum += exp((logits[v] - maxv) / temperature);
         double r = rng_uniform(rng) * sum, acc = 0.0;
-        int tok = 255;
-        for (int v = 0; v < 256; v++) {
+        int tok = V - 1;
+        for (int v = 0; v < V; v++) {
             acc += exp((logits[v] - maxv) / temperature);
             if (acc > r) { tok = v; break; }
         }
         net_discard_activations(net);
         if (n == T) { memmove(ctx, ctx + 1, sizeof(int) * (T - 1)); n--; }  // slide the window
         ctx[n++] = tok;
-        text[i] = (unsigned char)tok;
-        if (tok == '\n') {  // a line is complete: no UTF-8 sequence spans a newline
-            say_text(text, printed, i + 1);
-            printed = i + 1;
+        if (append_token(&text, &used, &cap, data, tok)) {  // a line is complete: no UTF-8 sequence spans a newline
+            say_text(text, (int)printed, (int)used);
+            printed = used;
         }
     }
-    say_text(text, printed, len);
+    say_text(text, (int)printed, (int)used);
     say("\n----------------\n");
     fflush(stdout);
     free(text);

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include "core/rng.h"
 
@@ -167,6 +168,17 @@ float init_value(const ParamTensor *t, int i, size_t j, const GPTConfig *c, uint
     return t->init_std > 0 ? t->init_std * rng_normal(s) : 0.0f;
 }
 
+// Where the first weights come from: GPT-2's init drawn from a seed, or
+// (read not NULL) a file that gives any range [lo, hi) of the flat array as
+// fp32 (--init: io/llmc.h), returning 0 or -1 if it could not be read.
+typedef struct {
+    uint64_t seed;
+    int (*read)(const void *file, float *dst, size_t lo, size_t hi);
+    const void *file;
+} WeightSource;
+
+WeightSource seeded(uint64_t seed) { return (WeightSource){seed, NULL, NULL}; }
+
 // GPT-2 init: linear and embedding weights ~ N(0, 0.02), residual output
 // projections ~ N(0, 0.02/sqrt(2L)), layernorm weights 1, biases 0.
 // The padded vocabulary rows of wte are left at zero (they are never used).
@@ -177,13 +189,24 @@ float init_value(const ParamTensor *t, int i, size_t j, const GPTConfig *c, uint
 // sit in memory whole (--offload-to disk): buf[0..b-a) holds the parameters
 // [a, b), then take(ctx, a, b) is called, for each window of [lo, hi) in
 // order (the tensors are in layout order, so the sequence visits the flat
-// array from its start).
-void init_params_chunks(float *buf, size_t chunk, size_t lo, size_t hi, const GPTConfig *c, uint64_t seed,
+// array from its start). A file source reads each window instead.
+void init_params_chunks(float *buf, size_t chunk, size_t lo, size_t hi, const GPTConfig *c, const WeightSource *src,
                         void (*take)(void *ctx, size_t a, size_t b), void *ctx) {
+    if (src->read) {
+        for (size_t a = lo; a < hi; a += chunk) {
+            size_t b = hi - a < chunk ? hi : a + chunk;
+            if (src->read(src->file, buf, a, b)) {
+                fprintf(stderr, "error: reading the weights of --init failed part-way\n");
+                exit(1);
+            }
+            take(ctx, a, b);
+        }
+        return;
+    }
     int n = param_tensor_count(c);
     ParamTensor *t = malloc(sizeof(ParamTensor) * n);
     param_tensors(c, t);
-    uint64_t s = rng_seed(seed);
+    uint64_t s = rng_seed(src->seed);
     for (int i = 0; i < n; i++)
         for (size_t j = 0; j < t[i].count; j++) {
             float v = init_value(&t[i], i, j, c, &s);
@@ -197,11 +220,14 @@ void init_params_chunks(float *buf, size_t chunk, size_t lo, size_t hi, const GP
 
 static void init_take_nothing(void *ctx, size_t a, size_t b) { (void)ctx, (void)a, (void)b; }
 
-void init_params_range(float *dst, size_t lo, size_t hi, const GPTConfig *c, uint64_t seed) {
-    if (hi > lo) init_params_chunks(dst, hi - lo, lo, hi, c, seed, init_take_nothing, NULL);
+void init_params_range(float *dst, size_t lo, size_t hi, const GPTConfig *c, const WeightSource *src) {
+    if (hi > lo) init_params_chunks(dst, hi - lo, lo, hi, c, src, init_take_nothing, NULL);
 }
 
-void init_params(float *params, const GPTConfig *c, uint64_t seed) { init_params_range(params, 0, param_count(c), c, seed); }
+void init_params(float *params, const GPTConfig *c, uint64_t seed) {
+    WeightSource src = seeded(seed);
+    init_params_range(params, 0, param_count(c), c, &src);
+}
 
 // Parameters outside the layers: wte, wpe and the final layernorm, (Vp + maxT) C + 2C.
 size_t global_param_count(const GPTConfig *c) {

@@ -21,8 +21,22 @@ typedef struct {
     int layers, channels, heads, vocab, max_seq;
     GPTConfig cfg;  // the two resolved (app/flags.h resolve_settings)
     // one step: accum micro-batches of batch x seq_len tokens
-    const char *data;     // the corpus
-    size_t corpus_bytes;  // its size (the data row holds it), 0 if it is not there
+    const char *data;     // the corpus: a text file, or token files (io/tokens.h)
+    const char *val_data; // --val-data: token files that validate (NULL: the last 10% of --data)
+    const char *data_format_str;  // --data-format auto|text|llmc|nanogpt
+    int data_format;      // its DATA_* resolved: never DATA_AUTO (io/tokens.h)
+    int token_width;      // token files: bytes a token (2 or 4); 0 for text
+    long long data_tokens, val_tokens;  // token files: how many each holds
+    int data_files;       // token files: how many --data names (a pattern: all it matches)
+    int in_order;         // --in-order: batches in file order, as llm.c's loader without shuffling
+    size_t corpus_bytes;  // what reading it holds (the data row): a text file whole, a window of
+                          // T+1 tokens of token files; 0 if it is not there
+    const char *tokenizer;  // --tokenizer: llm.c's tokenizer file, to print samples of tokens as text
+    char tokenizer_path[1280];  // the one samples use: --tokenizer or one found beside --data ("": none)
+    long long tokenizer_bytes;  // what its table holds in memory (part of corpus_bytes)
+    const char *init;       // --init: llm.c's GPT-2 model file, the first weights
+    const char *export_to;  // --export: write the trained weights as llm.c's model file
+    int model_given;        // --model was on the command line (--init takes the shape from its file)
     int batch, seq_len, accum, steps, stop_after;
     // the memory flags
     const char *dtype_str;
@@ -47,7 +61,7 @@ typedef struct {
     int comm;               // its COMM_*
     int threads;            // OpenMP threads (0: divide the cores, app/launch.h)
     // the optimizer
-    float lr, min_lr_frac, weight_decay, clip;
+    float lr, min_lr_frac, weight_decay, clip, beta1, beta2;
     int warmup;
     uint64_t seed;
     int seed_given;         // --seed was on the command line (a --resume run's streams come from the state instead)
@@ -90,6 +104,9 @@ Settings default_settings(void) {
     s.min_lr_frac = 0.1f;
     s.weight_decay = 0.1f;
     s.clip = 1.0f;
+    s.beta1 = 0.9f;
+    s.beta2 = 0.95f;
+    s.data_format_str = "auto";
     s.warmup = -1;  // -1: 5% of the steps
     s.seed = 1337;
     s.eval_every = 200;

@@ -25,20 +25,18 @@
 // Where the eval model's weights are held.
 typedef struct EvalWeights {
     QuantWeights quant;  // the layout, and with --quantize the weights in bf16, int8 or int4
-    FILE *from_file;     // set: read the weights from the state file instead (the comparison rows),
-    long file_at;        //   whose fp32 weights start at this byte,
-    int file_format;     //   each piece rounded through this format as it is read
+    const WeightSource *from;  // set: read the weights from the file instead (the comparison rows: the
+    int file_format;           //   state file or --init's), each piece rounded through this format as it is read
 } EvalWeights;
 
 // The fp32 weights of the flat range [lo, lo + n), from where the eval model
-// keeps them: the state file (each piece rounded through file_format as it is
+// keeps them: the file (each piece rounded through file_format as it is
 // read, so the comparison rows need no memory of their own) or quant's storage.
 void eval_read_back(GPT *m, float *dst, size_t lo, size_t n) {
     EvalWeights *w = m->eval;
-    if (w->from_file) {
-        if (fseek(w->from_file, w->file_at + (long)(lo * sizeof(float)), SEEK_SET) != 0 ||
-            fread(dst, sizeof(float), n, w->from_file) != n) {
-            fprintf(stderr, "error: cannot read the weights back from the state file (was it changed during the run?)\n");
+    if (w->from) {
+        if (w->from->read(w->from->file, dst, lo, lo + n)) {
+            fprintf(stderr, "error: cannot read the weights back from the file (was it changed during the run?)\n");
             exit(1);
         }
         quant_round_trip(&w->quant, w->file_format, dst, lo, n);
@@ -47,12 +45,12 @@ void eval_read_back(GPT *m, float *dst, size_t lo, size_t n) {
     quant_load(&w->quant, dst, lo, n);
 }
 
-// Read the weights from the state file f (fp32 weights from byte at), each
-// piece rounded through `format` (f NULL: from where the model holds them).
-void eval_from_file(GPT *m, FILE *f, long at, int format) {
+// Read the weights from the file `from`, each piece rounded through `format`
+// (from NULL: from where the model holds them).
+void eval_from_file(GPT *m, const WeightSource *from, int format) {
     EvalWeights *w = m->eval;
-    w->from_file = f, w->file_at = at, w->file_format = format;
-    m->read_back = f || w->quant.format != QF_FP32 ? eval_read_back : NULL;
+    w->from = from, w->file_format = format;
+    m->read_back = from || w->quant.format != QF_FP32 ? eval_read_back : NULL;
 }
 
 // Hold the weights [lo, lo + n) (src[0] = parameter lo) as the eval model
@@ -107,7 +105,7 @@ void gpt_build_eval(GPT *m, const Settings *s) {
     m->piece = (m->plan.piece + QUANT_BLOCK - 1) / QUANT_BLOCK * QUANT_BLOCK;
     m->B = s->batch, m->T = s->seq_len;
     if (s->quantize != QF_FP32) quant_alloc(&m->eval->quant, s->quantize);
-    eval_from_file(m, NULL, 0, 0);
+    eval_from_file(m, NULL, 0);
     Buffer b[EVAL_BUFFERS];
     table_alloc(b, eval_buffers(m, m->B, m->T, b));
     m->acts = calloc(m->cfg.layers, sizeof(Acts));

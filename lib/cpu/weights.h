@@ -48,13 +48,14 @@ void gpt_sync_params(GPT *m) {
     zero_allgather_weights(sh, compute_weights(m), m->dtype);
 }
 
-// Initialize the weights (GPT-2 init from the seed) on every rank: each rank
-// fills the fp32 weights it keeps (all, or its shard), then gpt_sync_params
-// makes the 16-bit copy and, at stages 1 and 2, gathers the full weights.
-void gpt_init(GPT *m, uint64_t seed) {
+// Initialize the weights (GPT-2 init from the seed, or --init's file) on every
+// rank: each rank fills the fp32 weights it keeps (all, or its shard), then
+// gpt_sync_params makes the 16-bit copy and, at stages 1 and 2, gathers the
+// full weights.
+void gpt_init(GPT *m, const WeightSource *src) {
     const Shard *sh = &m->shard;
     int sharded = m->dtype == DT_FP32 ? sh->stage == 3 : sh->stage >= 1;
-    init_params_range(m->params, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : m->nparams, &m->cfg, seed);
+    init_params_range(m->params, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : m->nparams, &m->cfg, src);
     gpt_sync_params(m);
 }
 

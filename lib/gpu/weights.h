@@ -63,23 +63,26 @@ void gpu_gpt_sync_params(GpuGPT *m) {
     if (m->shard.stage == 1 || m->shard.stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 
-// GPT-2 init, the same numbers as core/config.h's init_params (same generator,
-// same order), made on the host a chunk at a time; the master's part of them
-// (all, or this rank's share) is uploaded.
-void gpu_gpt_init(GpuGPT *m, uint64_t seed) {
+// The first weights, the same numbers as the CPU's (core/config.h
+// init_params_chunks: GPT-2's init, or --init's file), made on the host a
+// chunk at a time; the master's part of them (all, or this rank's share) is
+// uploaded.
+typedef struct {
+    GpuGPT *m;
+    float *chunk;
+} GpuInit;
+
+static void upload_chunk(void *ctx, size_t a, size_t b) {
+    GpuInit *it = ctx;
+    gpu_upload(it->m->master + (a - it->m->master_base), it->chunk, (b - a) * 4);
+}
+
+void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
     enum { CHUNK = 1 << 18 };
-    float *chunk = malloc(sizeof(float) * CHUNK);  // 1 MiB of host staging, not a model buffer
-    uint64_t s = rng_seed(seed);
-    size_t filled = 0, at = 0, flat = 0, lo = m->master_base, hi = lo + m->master_n;
-    for (int i = 0; i < m->ntensors; i++)
-        for (size_t j = 0; j < m->tensors[i].count; j++, flat++) {
-            float x = init_value(&m->tensors[i], i, j, &m->cfg, &s);  // every value drawn, to keep the sequence
-            if (flat < lo || flat >= hi) continue;
-            chunk[filled++] = x;
-            if (filled == CHUNK) { gpu_upload(m->master + at, chunk, filled * 4); at += filled; filled = 0; }
-        }
-    gpu_upload(m->master + at, chunk, filled * 4);
-    free(chunk);
+    GpuInit it = {m, malloc(sizeof(float) * CHUNK)};  // 1 MiB of host staging, not a model buffer
+    if (m->master_n) init_params_chunks(it.chunk, CHUNK, m->master_base, m->master_base + m->master_n, &m->cfg, src,
+                                        upload_chunk, &it);
+    free(it.chunk);
     gpu_gpt_sync_params(m);
 }
 

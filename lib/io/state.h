@@ -104,6 +104,19 @@ LiveState state_live(const StateHeader *header) {
 }
 
 
+// A state file's fp32 weights (from byte `at`) as a WeightSource's file
+// (core/config.h): what --eval-only's comparison rows read a piece at a time.
+typedef struct {
+    FILE *f;
+    long at;
+} StateWeights;
+
+int state_weights_read(const void *file, float *dst, size_t lo, size_t hi) {
+    const StateWeights *w = file;
+    return fseek(w->f, w->at + (long)(lo * sizeof(float)), SEEK_SET) != 0 ||
+           fread(dst, sizeof(float), hi - lo, w->f) != hi - lo ? -1 : 0;
+}
+
 int write_hashed(FILE *f, uint64_t *h, const void *p, size_t n) {
     *h = fnv1a(*h, p, n);
     return fwrite(p, 1, n, f) == n ? 0 : -1;
@@ -155,6 +168,15 @@ int write_weights(FILE *f, uint64_t *h, const NetState *st) {
     size_t n = st->hi - st->lo;
     if (!st->weights) return write_array(f, h, st->w, n * sizeof(float), st->on_gpu);
     return write_accessed(f, h, st->weights_get, st->weights, 0, st->weights_at, n);
+}
+
+// n of the state's fp32 weights from element `at` (counted from lo) into dst:
+// from host memory, the GPU, or (the offload file) through the accessor.
+void state_weights_get(const void *ctx, size_t at, float *dst, size_t n) {
+    const NetState *st = ctx;
+    if (st->weights) st->weights_get(st->weights, 0, st->weights_at + at, dst, n);
+    else if (st->on_gpu) gpu_download(dst, st->w + at, n * sizeof(float));
+    else memcpy(dst, st->w + at, n * sizeof(float));
 }
 
 // Is `path` something a save may replace: missing, or a regular file? A

@@ -200,8 +200,8 @@ void host_offload_weights_follow(HostOffload *off, Optimizer *opt) {
     off->link.allgather(off->link.model);
 }
 
-// GPT-2's init of the master weights of [lo, hi) (in the file, a record at a
-// time, with m and v at 0), then the compute weights from them.
+// The first master weights of [lo, hi), GPT-2's init or --init's file (in
+// the offload file, a record at a time, with m and v at 0), then the compute weights from them.
 typedef struct {
     HostOffload *off;
     Optimizer *opt;
@@ -215,12 +215,12 @@ static void init_record(void *ctx, size_t a, size_t b) {
     chunk_store(it->off, it->opt, k, &c);
 }
 
-void host_offload_init(HostOffload *off, Optimizer *opt, const GPTConfig *cfg, uint64_t seed) {
+void host_offload_init(HostOffload *off, Optimizer *opt, const GPTConfig *cfg, const WeightSource *src) {
     if (off->disk) {
         OffloadTarget it = {off, opt};
-        init_params_chunks(off->master, off->chunk, off->lo, off->hi, cfg, seed, init_record, &it);
+        init_params_chunks(off->master, off->chunk, off->lo, off->hi, cfg, src, init_record, &it);
     } else if (off->hi > off->lo) {
-        init_params_range(off->master, off->lo, off->hi, cfg, seed);
+        init_params_range(off->master, off->lo, off->hi, cfg, src);
     }
     host_offload_weights_follow(off, opt);
 }

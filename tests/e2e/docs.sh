@@ -20,6 +20,10 @@ done
 # the dry-run table in doc/memory.md is the binary's output, verbatim
 if python3 scripts/doc_tables.py --check ${GPTMEM_QUICK:+--quick} >"$tmp/doc" 2>&1; then ok "doc tables match the binary"
 else bad "doc tables match the binary: $(head -3 "$tmp/doc")"; fi
+printf '<!-- gptmem: ./train --help -->\n<!-- /gptmem -->\n' >"$tmp/nofence.md"
+if ! GPTMEM_DOC_FILES="$tmp/nofence.md" python3 scripts/doc_tables.py --check >"$tmp/doc" 2>&1 && grep -q "without its" "$tmp/doc"; then
+  ok "scripts/doc_tables.py refuses a block it would skip (no \`\`\`text fence), instead of passing it unchecked"
+else bad "doc_tables.py let a block without its fence pass: $(head -2 "$tmp/doc")"; fi
 
 # every picture in doc/img is current: its data recomputed (dry runs, one-step timelines), its pixels redrawn
 if python3 scripts/pictures.py --check ${GPTMEM_QUICK:+--quick} >"$tmp/pic" 2>&1; then ok "$(tail -1 "$tmp/pic")"

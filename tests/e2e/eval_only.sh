@@ -38,7 +38,7 @@ else bad "--eval-only sampling"; fi
 # bad input
 expect 2 "--quantize goes with --eval-only" --quantize int8 --steps 1
 expect 2 "--quantize must be bf16, int8 or int4" --eval-only --resume "$tmp/q.ckpt" --quantize int3
-expect 2 "--eval-only needs a state to evaluate" --eval-only
+expect 2 "--eval-only needs weights to evaluate: --resume FILE" --eval-only
 expect 2 "drop --ranks and --zero" --eval-only --resume "$tmp/q.ckpt" --zero 2
 expect 2 "nothing to recompute" --eval-only --resume "$tmp/q.ckpt" --ckpt
 expect 1 "cannot open checkpoint" --eval-only --resume "$tmp/missing.ckpt"

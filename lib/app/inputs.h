@@ -1,0 +1,126 @@
+// app/inputs.h — the files the flags name besides the outputs: --data and
+// --val-data (text or token files), --tokenizer, --init. Each is found and
+// its header read and checked while the settings are resolved, before
+// anything is allocated, so that a bad file stops the run in one line (and
+// a dry run knows the token width and the model's shape).
+#ifndef GPTMEM_INPUTS_H
+#define GPTMEM_INPUTS_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/config.h"
+#include "core/settings.h"
+#include "io/data.h"
+#include "io/llmc.h"
+#include "io/tokenizer.h"
+#include "io/tokens.h"
+
+// A bad flag or value: one line naming it, exit code 2.
+void usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see ./train --help)\n");
+    va_end(ap);
+    exit(2);
+}
+
+// --data and --val-data: the format (--data-format, or found), and for token
+// files their headers read (the token width and counts); nothing else read.
+void resolve_data(Settings *s) {
+    int f = -1;
+    for (int k = DATA_AUTO; k <= DATA_NANOGPT; k++)
+        if (!strcmp(s->data_format_str, data_format_name[k])) f = k;
+    if (f < 0) usage_error("--data-format must be auto, text, llmc or nanogpt (got '%s')", s->data_format_str);
+    s->data_format = data_format_of(s->data, f);
+    if (s->data_format == DATA_TEXT) {
+        size_t n = strlen(s->data);
+        if (f == DATA_AUTO && n > 4 && !strcmp(s->data + n - 4, ".bin") && file_size(s->data) >= 0) {
+            fprintf(stderr, "error: '%s' has no llm.c token header: if it is nanoGPT's train.bin (uint16 tokens, no "
+                    "header) add --data-format nanogpt; to train on its bytes as text, --data-format text\n", s->data);
+            exit(2);
+        }
+        if (is_pattern(s->data)) usage_error("--data '%s': a pattern names token files, and its first match is not one", s->data);
+        if (s->val_data) usage_error("--val-data names token files; a text corpus validates on its last 10%% (make "
+                                     "token files with scripts/tokenize.py)");
+        return;
+    }
+    char err[1400];
+    TokenSet ts;
+    const char *names[2] = {s->data, s->val_data};
+    for (int k = 0; k < 2 && names[k]; k++) {
+        if (token_set_open(&ts, names[k], s->data_format, err, sizeof err)) {
+            fprintf(stderr, "error: --%s: %s\n", k ? "val-data" : "data", err);
+            exit(1);
+        }
+        if (k && ts.width != s->token_width) {
+            fprintf(stderr, "error: --data '%s' has %d-byte tokens and --val-data '%s' %d-byte ones: one tokenizer "
+                    "made both?\n", s->data, s->token_width, s->val_data, ts.width);
+            exit(1);
+        }
+        s->token_width = ts.width;
+        *(k ? &s->val_tokens : &s->data_tokens) = ts.tokens;
+        if (!k) s->data_files = ts.nfiles;
+        token_set_free(&ts);
+    }
+}
+
+// Samples of token files print as text through llm.c's tokenizer file:
+// --tokenizer's, or tokenizer.bin (scripts/tokenize.py's name) or
+// gpt2_tokenizer.bin (llm.c's) beside --data. None found: the samples print
+// token numbers (load_data says so).
+void resolve_tokenizer(Settings *s) {
+    char err[1400], dir[1024], path[1200];
+    int n;
+    s->tokenizer_path[0] = 0, s->tokenizer_bytes = 0;
+    if (s->tokenizer && s->data_format == DATA_TEXT)
+        usage_error("--tokenizer decodes samples of token files; a text corpus's samples are its own bytes");
+    if (s->data_format == DATA_TEXT || !s->sample_len) return;
+    if (s->tokenizer) {
+        if ((s->tokenizer_bytes = tokenizer_bytes(s->tokenizer, &n, err, sizeof err)) < 0) {
+            fprintf(stderr, "error: --tokenizer: %s\n", err);
+            exit(1);
+        }
+        snprintf(s->tokenizer_path, sizeof s->tokenizer_path, "%s", s->tokenizer);
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s", s->data);
+    char *slash = strrchr(dir, '/');
+    if (slash) slash[1] = 0;
+    else dir[0] = 0;
+    const char *names[2] = {"tokenizer.bin", "gpt2_tokenizer.bin"};
+    for (int k = 0; k < 2 && !s->tokenizer_path[0]; k++) {
+        snprintf(path, sizeof path, "%s%s", dir, names[k]);
+        long long bytes = tokenizer_bytes(path, &n, err, sizeof err);
+        if (bytes >= 0) snprintf(s->tokenizer_path, sizeof s->tokenizer_path, "%s", path), s->tokenizer_bytes = bytes;
+    }
+}
+
+// --init FILE: the model's shape is the file's header's. A flag that gives a
+// shape (--model, --layers, ...) must agree with it.
+void resolve_init(Settings *s, GPTConfig *c) {
+    char err[1400];
+    LlmcModel m;
+    if (s->resume) usage_error("--init starts from llm.c's weights and --resume from a saved state: give one of them");
+    if (llmc_model_open(&m, s->init, err, sizeof err)) {
+        fprintf(stderr, "error: --init: %s\n", err);
+        exit(1);
+    }
+    const GPTConfig *f = &m.cfg;
+    int differs = s->model_given ? memcmp(c, f, sizeof *c) != 0
+                : (s->layers && s->layers != f->layers) || (s->channels && s->channels != f->channels) ||
+                  (s->heads && s->heads != f->heads) || (s->vocab && s->vocab != f->vocab) ||
+                  (s->max_seq && s->max_seq != f->max_seq);
+    if (differs) {
+        fprintf(stderr, "error: --init '%s' holds a model of L%d C%d H%d V%d maxT %d; the flags ask for L%d C%d H%d V%d "
+                "maxT %d: drop --model, --layers, ... (the shape comes from the file)\n", s->init, f->layers,
+                f->channels, f->heads, f->vocab, f->max_seq, c->layers, c->channels, c->heads, c->vocab, c->max_seq);
+        exit(2);
+    }
+    *c = *f;
+}
+
+#endif

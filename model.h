@@ -21,6 +21,7 @@
 #include "core/saved.h"
 #include "cpu/gpt.h"
 #include "cpu/head.h"
+#include "cpu/kvcache.h"
 #include "cpu/ops.h"
 #include "cpu/storage.h"
 #include "cpu/weights.h"
@@ -53,12 +54,14 @@ void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float
 // atty = softmax(q k^T / sqrt(hs), causal) v, each head: keeping the
 // probabilities att (B,H,T,T), or with --flash only each row's log-sum-exp.
 // Rebuilding att alone (--recompute attn) writes atty to scratch (dqkv: free
-// until the backward needs it), not over the kept tensor.
-void attend(GPT *m, Acts *a) {
+// until the backward needs it), not over the kept tensor. A sample's forward
+// attends over the KV cache instead (cpu/kvcache.h: the positions before it too).
+void attend(GPT *m, Acts *a, int l) {
     if (!(a->pushing & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY)))) return;
     int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads;
     float *out = a->pushing & SV_BIT(SV_ATTY) ? a->atty : m->dqkv;
-    if (m->flash) flash_attention_forward(out, a->lse, a->qkv, B, T, C, H);
+    if (m->kv) attend_cached(m, a, l, out);
+    else if (m->flash) flash_attention_forward(out, a->lse, a->qkv, B, T, C, H);
     else attention_forward(out, a->att, a->qkv, B, T, C, H);
     round_saved(m, a, SV_ATT);
     round_saved(m, a, SV_ATTY);
@@ -110,7 +113,7 @@ void block_forward(GPT *m, int l, const float *x, unsigned todo) {
     Acts *a = push_block(m, l, todo);
     norm(m, a, l, OP_LN1, SV_LN1, x);                           // ln1 = layernorm(x)                     (N,C)
     linear(m, a, l, OP_QKV, SV_QKV, a->ln1, NULL);              // qkv = ln1 Wqkv^T + bqkv                 (N,3C)
-    attend(m, a);                                               // atty = attention(q, k, v)               (N,C)
+    attend(m, a, l);                                            // atty = attention(q, k, v)               (N,C)
     linear(m, a, l, OP_ATTPROJ, SV_RES2, a->atty, x);           // res2 = x + atty Wproj^T + bproj         (N,C)
     norm(m, a, l, OP_LN2, SV_LN2, a->res2);                     // ln2 = layernorm(res2)                   (N,C)
     linear(m, a, l, OP_FC, SV_FCH, a->ln2, NULL);               // fch = ln2 Wfc^T + bfc                   (N,4C)

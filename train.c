@@ -123,7 +123,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
     int rank = comm_rank_id, nranks = comm_nranks, rc;
     memset(run, 0, sizeof *run);
     if (load_data(&run->data, s)) return 1;  // every rank returns together (see main)
-    if (comm_any(net_build(net, s, plan, rank, predicted->peak[MEM_ACTIVATIONS]) != 0)) return 1;
+    if (comm_any(net_build(net, s, plan, rank, predicted->stack_peak) != 0)) return 1;
     run->adam = net->opt.cfg;
     run->state = net_state(net);
     const GPTConfig *c = &s->cfg;
@@ -206,7 +206,7 @@ int after_step(Run *run, Net *net, const Settings *s, const StepResult *r, doubl
         }
     }
     if (s->sample_len && ((s->sample_every && step % s->sample_every == 0) || last))
-        sample_text(net, &run->data, s->seq_len, s->sample_len, s->temperature, &run->sample_rng);
+        sample_text(net, &run->data, s, &run->sample_rng);
     if (s->save && ((s->save_every && step % s->save_every == 0) || last)) {
         StateHeader header = state_at(&run->header, step, &run->live, run->data.rng, run->sample_rng);
         if (save_state(run->save_path, &header, &run->state)) return 1;

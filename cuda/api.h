@@ -121,7 +121,8 @@ void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const
                          const int *tok, int nbuckets, int B, int T, int C);
 
 // --fused-ce: the table [wte | wpe] (Vp + maxT rows) a chunk of rows [r0, r1) at a time (T, C values a row):
-// out[B,T,C] += the chunk's rows of each position's token and of its position
+// out[B,T,C] += the chunk's rows of each position's token and of its position (position t's row is
+// Vp + t: rows at positions from p0 on, a sample's forward with the KV cache, pass Vp + p0)
 void cu_encoder_forward_chunk(int dt, void *out, const int *inp, const void *rows, int r0, int r1, int Vp, int B,
                               int T, int C);
 // drows (the chunk's rows) += dout of the positions that use them, in position order (the buckets above)
@@ -147,6 +148,10 @@ void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, 
 // dqkv (overwrites). att is consumed: it is overwritten with the score gradients.
 void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T, int C,
                            int H);
+// Sampling's KV cache (gpu/kvcache.h): n rows of batch 1 at positions p0 .. p0+n-1 (qkv[n,3C]).
+// Their keys and values go into the layer's cache kc, vc ((Tc, C) each, T) at rows p0 ..; then
+// row i attends over the cache's positions 0 .. p0+i: out[n,C] (T). No probabilities are stored.
+void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H);
 enum { GPU_FLASH_MAX_HEAD = 128 };  // --flash on the GPU: head size hs = C/H up to this
 // 1 when --flash runs on the tensor cores (cuda/flash_mma.cu: bf16/fp16, head size 64 or 128);
 // 0: the reference kernels (CUDA cores, any dtype, head sizes up to GPU_FLASH_MAX_HEAD)

@@ -128,6 +128,64 @@ static void attention_backward_t(T *dqkv, const T *dout, const T *qkv, T *att, i
 }
 
 // ---------------------------------------------------------------------------
+// Attention over sampling's KV cache (gpu/kvcache.h; cpu/attention.h
+// attention_forward_cached): n rows of batch 1 at positions p0 .. p0+n-1.
+// First their keys and values are copied into the layer's cache kc, vc
+// ((Tc, C) each) at rows p0 ..; then one block per (row i, head h) computes
+// row t = p0 + i of attention_forward_kernel over the cache's keys 0 .. t
+// (scores in shared memory, block max and sum, then out = sum p v), storing
+// no probabilities: no backward follows.
+template <typename T>
+__global__ void kv_append_kernel(T *kc, T *vc, const T *qkv, int p0, int n, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * C) return;
+    size_t r = i / C, c = i % C, at = ((size_t)p0 + r) * C + c;
+    kc[at] = qkv[r * 3 * C + C + c];
+    vc[at] = qkv[r * 3 * C + 2 * C + c];
+}
+
+template <typename T>
+__global__ void attention_cached_kernel(T *out, const T *kc, const T *vc, const T *qkv, int p0, int C, int H) {
+    extern __shared__ float sm[];  // scores[p0 + n], q[hs]
+    int i = blockIdx.x, h = blockIdx.y, t = p0 + i, hs = C / H;
+    float *s = sm, *q = sm + p0 + gridDim.x;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int j = threadIdx.x; j < hs; j += blockDim.x) q[j] = ld(qkv[(size_t)i * 3 * C + h * hs + j]);
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
+        const T *k = kc + (size_t)t2 * C + h * hs;
+        float d = 0.0f;
+        for (int j = 0; j < hs; j++) d += q[j] * ld(k[j]);
+        s[t2] = d * scale;
+        mx = fmaxf(mx, s[t2]);
+    }
+    mx = block_max(mx);
+    float sum = 0.0f;
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) { s[t2] = expf(s[t2] - mx); sum += s[t2]; }
+    float inv = 1.0f / block_sum(sum);
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) s[t2] *= inv;
+    __syncthreads();
+    T *o = out + (size_t)i * C + h * hs;
+    for (int j = threadIdx.x; j < hs; j += blockDim.x) {
+        float acc = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) acc += s[t2] * ld(vc[(size_t)t2 * C + h * hs + j]);
+        o[j] = st<T>(acc);
+    }
+}
+
+template <typename T>
+static void attention_forward_cached_t(T *out, T *kc, T *vc, const T *qkv, int p0, int n, int C, int H) {
+    kv_append_kernel<<<blocks_for((size_t)n * C, 256), 256>>>(kc, vc, qkv, p0, n, C);
+    launch_check("kv_append_kernel");
+    size_t smem = sizeof(float) * ((size_t)p0 + n + C / H);
+    cuda_check(cudaFuncSetAttribute(attention_cached_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+               "cudaFuncSetAttribute(attention_cached_kernel)");
+    attention_cached_kernel<<<dim3(n, H), 128, smem>>>(out, kc, vc, qkv, p0, C, H);
+    launch_check("attention_cached_kernel");
+}
+
+// ---------------------------------------------------------------------------
 // Flash attention (reference version: CUDA cores, fp32).
 //
 // Forward: a block of FQ = 64 threads owns 64 query rows of one (b, h), one
@@ -320,6 +378,14 @@ extern "C" void cu_attention_backward(int dt, void *dqkv, const void *dout, cons
     else if (dt == DTYPE_BF16)
         attention_backward_t((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, (bf16 *)att, B, T, C, H);
     else attention_backward_t((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, (fp16 *)att, B, T, C, H);
+}
+extern "C" void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C,
+                                            int H) {
+    if (n <= 0) return;
+    if (dt == DTYPE_FP32)
+        attention_forward_cached_t((float *)out, (float *)kc, (float *)vc, (const float *)qkv, p0, n, C, H);
+    else if (dt == DTYPE_BF16) attention_forward_cached_t((bf16 *)out, (bf16 *)kc, (bf16 *)vc, (const bf16 *)qkv, p0, n, C, H);
+    else attention_forward_cached_t((fp16 *)out, (fp16 *)kc, (fp16 *)vc, (const fp16 *)qkv, p0, n, C, H);
 }
 // --flash picks the tensor-core kernels (cuda/flash_mma.cu) when they apply
 // (bf16/fp16, head size 64 or 128), unless a test asked for the reference.

@@ -233,6 +233,11 @@ void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv
     unreachable("cu_attention_backward");
 }
 
+void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H) {
+    (void)dt; (void)out; (void)kc; (void)vc; (void)qkv; (void)p0; (void)n; (void)C; (void)H;
+    unreachable("cu_attention_forward_cached");
+}
+
 int cu_flash_uses_mma(int dt, int hs) {
     (void)dt; (void)hs;
     return 0;

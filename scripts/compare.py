@@ -26,7 +26,8 @@ import subprocess
 import sys
 import tempfile
 
-CATEGORIES = ["params", "master", "grads", "adam_m", "adam_v", "activations", "scratch", "comm", "data", "qweights", "qscales"]
+CATEGORIES = ["params", "master", "grads", "adam_m", "adam_v", "activations", "scratch", "comm", "data", "qweights", "qscales",
+              "kv_cache"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -41,8 +42,9 @@ def run_setting(label, flags, dry, tmp):
     prefix = ["./train"]
     mem = os.path.join(tmp, "mem.json")
     log = os.path.join(tmp, "log.csv")
-    extra = ["--dry-run", "--mem-json", mem] if dry else ["--mem-json", mem, "--log", log, "--sample-len", "0"]
-    r = subprocess.run(prefix + args + extra, cwd=ROOT, capture_output=True, text=True)
+    extra = ["--dry-run", "--mem-json", mem] if dry else ["--mem-json", mem, "--log", log]
+    # no sample at the end (its KV cache is not what the settings compare) unless a setting asks for one
+    r = subprocess.run(prefix + ["--sample-len", "0"] + args + extra, cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
         err = r.stderr.strip().splitlines()
         fail(f"setting '{label}' ({flags.strip()}) failed: {err[0] if err else 'exit ' + str(r.returncode)}")

@@ -21,6 +21,7 @@ N = B * T
 e = 2  # bf16: bytes an element
 BASE = "--model gpt2 --batch 8 --seq-len 1024 --dtype bf16 --dry-run"
 ADAM_BLOCK, HEAD_ROWS, VOCAB_CHUNK = 256, 256, 2048  # core/sizes.h
+SAMPLE = 240  # --sample-len's default: the KV cache of the sample at the end holds 1 + 240 - 1 positions
 
 
 def dry(flags):
@@ -65,6 +66,8 @@ def rows():
          f"4(10·{N}·{C} + {N}·{C} + {16 * N * C + H * T * T * B}) + 8({piece} + {table})",
          4 * (11 * N * C + max(16 * N * C + H * T * T * B, N * C + HEAD_ROWS * Vp)) + 8 * (piece + table), "", "scratch"),
         ("+bf16", "data", "the corpus + 2 · 4N (inputs, targets)", f"{corpus()} + 8·{N}", corpus() + 8 * N, "", "data"),
+        ("+bf16", "kv_cache", "2·L·T′·C·e while the run's last sample runs: T′ = the start's 1 token + 240 sampled − 1",
+         f"2·{L}·{SAMPLE}·{C}·2", 2 * L * SAMPLE * C * e, "", "kv_cache"),
         ("+flash", "activations", "the softmax e·aT²B gives way to its log-sum-exp 4aTB, each layer",
          f"2·{N}·{C} + {L}(32·{N}·{C} + 4·{H}·{T}·{B} + 16·{N}) + {final}", enc + L * block_flash + final,
          "--flash", "activations"),

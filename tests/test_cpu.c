@@ -85,6 +85,7 @@ int main(void) {
     test_residual();
     test_crossentropy();
     test_model_fd();
+    test_kv_cache();
     test_flash();
     test_flags_equivalence();
     test_fused_ce();

@@ -177,6 +177,8 @@ int main(int argc, char **argv) {
         test_attention(dt, 2, 37, 3, 24);   // odd: partial tiles, a head size no power of two
         test_attention(dt, 2, 200, 2, 64);  // GPT-2's head size; several flash query blocks; naive rows > 128
         test_attention(dt, 1, 70, 1, 128);  // the largest head size --flash takes
+        test_attention_cached(dt, 150, 3, 24, 37);  // odd sizes; rows past the kernel's 128 threads
+        test_attention_cached(dt, 64, 2, 64, 1);    // GPT-2's head size, from one token
         if (cu_flash_uses_mma(dt, 64)) {    // 16-bit: the tensor-core kernels against the reference
             test_flash_mma_vs_reference(dt, 2, 300, 3, 64);
             test_flash_mma_vs_reference(dt, 1, 129, 2, 128);

@@ -107,7 +107,7 @@ double weight_error(GPT *model, const WeightSource *from, int format) {
 int print_formats(Net *net, Dataset *data, const Settings *s, const WeightSource *from, float held, size_t held_bytes) {
     GPT *model = &net->cpu;
     const GPTConfig *cfg = &s->cfg;
-    InferenceBytes inf = predict_inference(cfg->layers, cfg->channels, padded_vocab(cfg), cfg->max_seq, 1, 1);
+    InferenceBytes inf = predict_inference(cfg->layers, cfg->channels, padded_vocab(cfg), cfg->max_seq, 1, 1, 4);
     printf("  %-7s %4s %14s %12s %10s %9s\n", "weights", "bits", "bytes", "weight error", "val loss", "vs fp32");
     float fp32_loss = 0;
     for (int f = QF_FP32; f < QF_N; f++) {
@@ -201,7 +201,7 @@ int eval_only_run(Settings *s) {
     memset(&net, 0, sizeof net);
     GPT *model = &net.cpu;
     gpt_build_eval(model, s);
-    arena_reserve(predicted.peak[MEM_ACTIVATIONS]);
+    arena_reserve(predicted.stack_peak);
     EvalFiles files;
     if (eval_weights(model, s, &files)) return 1;
     measured.phase[PHASE_INIT] = ledger_snapshot();
@@ -219,10 +219,11 @@ int eval_only_run(Settings *s) {
     if (files.state.f) fclose(files.state.f);
     if (failed) return 1;
     uint64_t rng = sample_stream(s->seed);
-    if (s->sample_len) sample_text(&net, &data, T, s->sample_len, s->temperature, &rng);
+    if (s->sample_len) sample_text(&net, &data, s, &rng);
     memcpy(measured.peak, g_ledger.peak, sizeof measured.peak);
     measured.peak_total = g_ledger.peak_total;
     memcpy(measured.peak_at, g_ledger.peak_at, sizeof measured.peak_at);
+    measured.stack_peak = g_arena.high;
     int bad = (s->mem || s->mem_json) && report_memory(s, &predicted, &measured, 0, 0, model->nparams, 0, NULL);
     gpt_free_eval(model);
     arena_release();

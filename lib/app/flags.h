@@ -84,6 +84,9 @@ const FlagSpec flag_specs[] = {
     {"sample-every", ARG_INT, OPT(sample_every), 0, INT_MAX, "print a text sample every N steps (0 = only at the end)"},
     {"sample-len", ARG_INT, OPT(sample_len), 0, 100000, "tokens per sample (bytes of a text corpus; 0 = no samples)"},
     {"temperature", ARG_FLOAT, OPT(temperature), ABOVE_0, 0, "sampling temperature"},
+    {"prompt", ARG_STR, OPT(prompt), 0, 0, "start each sample from this text (a text corpus's bytes; at most --seq-len of them)"},
+    {"prompt-file", ARG_STR, OPT(prompt_file), 0, 0, "start each sample from this file's text (token files: its tokens, "
+                                                     "from scripts/tokenize.py --prompt)"},
     {"save", ARG_STR, OPT(save), 0, 0, "write a checkpoint here (every --save-every steps and at the end)"},
     {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
     {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint"},
@@ -404,6 +407,7 @@ void resolve_settings(Settings *s) {
     long long corpus = s->data_format == DATA_TEXT ? file_size(s->data) : 0;
     s->corpus_bytes = data_held_bytes(s->data_format, s->token_width, corpus > 0 ? corpus : 0, s->seq_len);
     resolve_tokenizer(s);
+    resolve_prompt(s);
     s->corpus_bytes += (size_t)s->tokenizer_bytes;
     s->quant_bits = s->quantize ? quant_bits[s->quantize] : 0;
 }

@@ -99,6 +99,41 @@ void resolve_tokenizer(Settings *s) {
     }
 }
 
+// --prompt TEXT or --prompt-file F: what a sample starts from, at most
+// --seq-len tokens: a text corpus's bytes (its tokens); with token files, a
+// file of tokens in llm.c's format (scripts/tokenize.py --prompt makes one;
+// the tokenizer file holds no encoder). prompt_len is the tokens a sample's
+// first forward takes: the prompt's, or 1 (the newline, or the end-of-text
+// token, a sample starts from without one).
+void resolve_prompt(Settings *s) {
+    s->prompt_len = 1;
+    if (!s->prompt && !s->prompt_file) return;
+    if (s->prompt && s->prompt_file) usage_error("give --prompt or --prompt-file, not both");
+    long long n = s->prompt ? (long long)strlen(s->prompt) : file_size(s->prompt_file);
+    if (n < 0) {
+        fprintf(stderr, "error: cannot read the prompt file '%s'\n", s->prompt_file);
+        exit(1);
+    }
+    if (s->data_format != DATA_TEXT) {
+        if (s->prompt)
+            usage_error("with token files a prompt is tokens: make a file of them with python3 scripts/tokenize.py "
+                        "--prompt TEXT FILE and pass --prompt-file FILE");
+        TokenSet ts;
+        char err[1400];
+        if (is_pattern(s->prompt_file) || token_set_open(&ts, s->prompt_file, DATA_LLMC, err, sizeof err) ||
+            token_set_check(&ts, s->cfg.vocab, err, sizeof err)) {
+            fprintf(stderr, "error: --prompt-file: %s\n", is_pattern(s->prompt_file) ? "one file, not a pattern" : err);
+            exit(1);
+        }
+        n = ts.tokens;
+        token_set_free(&ts);
+    }
+    if (n < 1 || n > s->seq_len)
+        usage_error("the prompt has %lld %s; a sample's context holds 1 to %d (--seq-len)", n,
+                    s->data_format == DATA_TEXT ? "bytes" : "tokens", s->seq_len);
+    s->prompt_len = (int)n;
+}
+
 // --init FILE: the model's shape is the file's header's. A flag that gives a
 // shape (--model, --layers, ...) must agree with it.
 void resolve_init(Settings *s, GPTConfig *c) {

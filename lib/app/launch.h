@@ -77,6 +77,41 @@ int omp_threads(void) {
 #endif
 }
 
+// Work that repeats one shape (a sample's forwards: one new position, or the
+// whole window) runs with the team of threads or with one thread, whichever
+// was faster when last tried; every TEAM_RETRY-th run tries the other. On a
+// machine whose other work holds a core, every parallel loop waits at its end
+// for the thread that shares that core, and one thread is faster; on a quiet
+// machine the team is. Either way the same bits (no op's sums depend on the
+// threads).
+enum { TEAM_RETRY = 32 };
+typedef struct {
+    double seconds[2];  // the last run's time with the team (0) and with one thread (1); 0 = not tried
+    int runs;
+} TeamChoice;
+
+int g_team;  // the team's threads, as set_threads left them (team_begin notes them first)
+
+// The way the next run goes (0 the team, 1 one thread), its threads set.
+int team_begin(TeamChoice *c) {
+    int faster = c->seconds[1] && c->seconds[1] < c->seconds[0];
+    int way = !c->seconds[0] ? 0 : !c->seconds[1] ? 1 : c->runs % TEAM_RETRY == TEAM_RETRY - 1 ? !faster : faster;
+    if (!g_team) g_team = omp_threads();
+#ifdef _OPENMP
+    omp_set_num_threads(way ? 1 : g_team);
+#endif
+    return way;
+}
+
+// The run that went `way` took `seconds`; the team's threads back.
+void team_end(TeamChoice *c, int way, double seconds) {
+    c->seconds[way] = seconds;
+    c->runs++;
+#ifdef _OPENMP
+    omp_set_num_threads(g_team);
+#endif
+}
+
 // Ranks on a machine take its GPUs in turn (gpu_open), so ceil(ranks / GPUs) share each
 // (--fit's prediction for N ranks on this machine).
 int ranks_per_gpu(int ranks, int gpus) { return gpus > 0 && ranks > gpus ? (ranks + gpus - 1) / gpus : 1; }

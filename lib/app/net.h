@@ -41,6 +41,8 @@ typedef struct {
     float grad_scale;  // AdamW's gradient scale: core/adamw.h step_grad_scale; NaN skips the step
     HostOffload off;         // --offload: the optimizer's states off the device, its step on the host
     OffloadTarget off_file;  // --offload-to disk: what a saved state reads and writes them through
+    KVCache kv;              // while a sample runs: its KV cache on the CPU (cpu/kvcache.h)
+    GpuKVCache gpu_kv;       // ... on the GPU (gpu/kvcache.h)
 } Net;
 
 // The step's numbers, read after it (net_read_numbers).
@@ -162,6 +164,43 @@ const float *net_logits_row(Net *n, int i) {
     if (!n->cuda) return gpt_logits_row(&n->cpu, i);
     gpu_gpt_logits_row(&n->gpu, i, n->row);
     return n->row;
+}
+
+// Sampling's KV cache for T positions, on the model's device (cpu/kvcache.h,
+// gpu/kvcache.h), on its activation stack. Returns its bytes and sets *dtype
+// to what it holds; 0 without one: GPTMEM_SAMPLE_FULL set (the tests'
+// reference sampler, running the whole context again for every token).
+size_t net_kv_open(Net *n, int T, int *dtype) {
+    if (getenv("GPTMEM_SAMPLE_FULL")) return 0;
+    if (n->cuda) {
+        gpu_kv_open(&n->gpu_kv, &n->gpu, T);
+        *dtype = n->gpu_kv.dtype;
+        return n->gpu_kv.bytes;
+    }
+    kv_open(&n->kv, &n->cpu, T);
+    *dtype = n->kv.dtype;
+    return n->kv.bytes;
+}
+
+void net_kv_close(Net *n) {
+    if (n->gpu_kv.kv) gpu_kv_close(&n->gpu_kv);
+    if (n->kv.kv) kv_close(&n->kv);
+}
+
+// A sample's forward over the context ctx[0 .. pos0 + rows): with the cache
+// open, only its last `rows` tokens, at positions pos0 on, the cache holding
+// the keys and values of the positions before; without, all of it (pos0 0).
+// Returns the logits of the context's last position (fp32, Vp of them).
+const float *net_sample_forward(Net *n, const int *ctx, int pos0, int rows) {
+    if (!n->kv.kv && !n->gpu_kv.kv) {
+        net_forward(n, ctx, NULL, 1, pos0 + rows);
+        return net_logits_row(n, pos0 + rows - 1);
+    }
+    if (n->cuda) n->gpu.kv = &n->gpu_kv, n->gpu.pos0 = pos0;
+    else n->cpu.kv = &n->kv, n->cpu.pos0 = pos0;
+    net_forward(n, ctx + pos0, NULL, 1, rows);
+    n->gpu.kv = NULL, n->gpu.pos0 = 0, n->cpu.kv = NULL, n->cpu.pos0 = 0;
+    return net_logits_row(n, rows - 1);
 }
 
 // The gradients' global norm (their sum of squares over all ranks) and

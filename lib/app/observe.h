@@ -154,6 +154,7 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
     memcpy(ob->measured.peak, g_ledger.peak, sizeof ob->measured.peak);
     ob->measured.peak_total = g_ledger.peak_total;
     memcpy(ob->measured.peak_at, g_ledger.peak_at, sizeof ob->measured.peak_at);
+    ob->measured.stack_peak = g_arena.high;
     PredictedTimeline timeline = {0};
     char *receipt = NULL;
     if (ob->recording) {

@@ -98,7 +98,7 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
         printf("memory ledger: predicted vs measured (bytes)%s\n", comm_nranks > 1 ? ", rank 0" : "");
         print_mem_report(stdout, predicted, measured, s->eval_only ? EVAL_PHASES : MEM_NPHASE);
         printf("  activation stack: %zu bytes reserved from the prediction, high-water mark %zu\n",
-               g_arena.capacity, measured->peak[MEM_ACTIVATIONS]);
+               g_arena.capacity, measured->stack_peak);
         size_t rss = process_peak_rss();
         if (rss)
             printf("    %-12s %16zu B: the process's peak resident size (%.2f MiB), %.2f MiB more than the ledger's "
@@ -208,9 +208,10 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
 // --dry-run --infer: serving the model, in each number format: the weights,
 // and the KV cache for --batch sequences of --seq-len tokens (memory/predict.h).
 void print_inference(const GPTConfig *c, const Settings *s) {
-    InferenceBytes r = predict_inference(c->layers, c->channels, padded_vocab(c), c->max_seq, s->batch, s->seq_len);
-    printf("inference: the weights in each format, and the KV cache (K and V, bf16) for %d x %d tokens: %zu B "
-           "(%.2f GiB)\n", s->batch, s->seq_len, r.kv_cache, r.kv_cache / 1073741824.0);
+    InferenceBytes r = predict_inference(c->layers, c->channels, padded_vocab(c), c->max_seq, s->batch, s->seq_len,
+                                         (int)dtype_size(s->dtype));
+    printf("inference: the weights in each format, and the KV cache (K and V, %s) for %d x %d tokens: %zu B "
+           "(%.2f GiB)\n", dtype_name[s->dtype], s->batch, s->seq_len, r.kv_cache, r.kv_cache / 1073741824.0);
     printf("  %-6s %5s %16s %12s %16s %12s\n", "format", "bits", "weights", "GiB", "+ KV cache", "GiB");
     const char *name[] = {"fp32", "bf16", "int8", "int4"};
     const int bits[] = {32, 16, 8, 4};

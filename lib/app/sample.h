@@ -12,6 +12,7 @@
 #include "app/net.h"
 #include "core/rng.h"
 #include "io/data.h"
+#include "io/tokens.h"
 #include "memory/ledger.h"
 
 // The sample stream's start: --seed mixed with a constant of its own, so that
@@ -56,42 +57,104 @@ int append_token(unsigned char **text, size_t *n, size_t *cap, const Dataset *da
     return memchr(bytes, '\n', (size_t)len) != NULL;
 }
 
-// Generate `len` tokens (bytes of a text corpus) after a newline (token
-// files: after the end-of-text token), each from the model's distribution
-// over the last T tokens of context (scaled by 1/temperature). Uses the
-// batch buffer data->inputs (B*T >= T) as the context. Printed a line at a
-// time, escaped where the bytes are not text.
-void sample_text(Net *net, Dataset *data, int T, int len, float temperature, uint64_t *rng) {
-    int *ctx = data->inputs, n = 1, V = data->format == DATA_TEXT ? 256 : net_vocab(net);
-    size_t cap = (size_t)len + 1, used = 0, printed = 0;
+// The token drawn from a row of logits scaled by 1/temperature (the first
+// V of them: the rest is padding), with one uniform number of rng.
+int draw_token(const float *logits, int V, float temperature, uint64_t *rng) {
+    float maxv = -INFINITY;
+    for (int v = 0; v < V; v++) if (logits[v] > maxv) maxv = logits[v];
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) sum += exp((logits[v] - maxv) / temperature);
+    double r = rng_uniform(rng) * sum, acc = 0.0;
+    for (int v = 0; v < V; v++) {
+        acc += exp((logits[v] - maxv) / temperature);
+        if (acc > r) return v;
+    }
+    return V - 1;
+}
+
+// Where a sample starts: --prompt's or --prompt-file's bytes (a text corpus;
+// with token files, the file's tokens), else a newline (token files: the
+// end-of-text token). Fills ctx; returns how many (app/inputs.h checked the
+// prompt: it fits the context, its tokens are in the vocabulary).
+int sample_start(int *ctx, const Dataset *data, const Settings *s, int V) {
+    if (!s->prompt && !s->prompt_file) {
+        ctx[0] = data->format == DATA_TEXT ? '\n' : data->tokenizer.n ? data->tokenizer.eot : V - 1;
+        return 1;
+    }
+    int n = 0;
+    if (data->format != DATA_TEXT) {
+        TokenSet ts;
+        char err[1400];
+        uint32_t *raw = malloc(sizeof(uint32_t) * s->prompt_len);
+        if (token_set_open(&ts, s->prompt_file, DATA_LLMC, err, sizeof err) == 0) {
+            if (ts.tokens == s->prompt_len && token_set_read(&ts, 0, raw, ts.tokens) == 0)
+                for (; n < s->prompt_len; n++) ctx[n] = token_at(raw, ts.width, n);
+            token_set_free(&ts);
+        }
+        free(raw);
+    } else {
+        FILE *f = s->prompt_file ? fopen(s->prompt_file, "rb") : NULL;
+        for (int c; n < s->prompt_len && (c = f ? fgetc(f) : (unsigned char)s->prompt[n]) != EOF; n++) ctx[n] = c;
+        if (f) fclose(f);
+    }
+    return n ? n : (ctx[0] = data->format == DATA_TEXT ? '\n' : V - 1, 1);
+}
+
+// Generate --sample-len tokens (bytes of a text corpus) after the start
+// (sample_start), each drawn from the model's distribution over the last T
+// tokens of context (scaled by 1/temperature). The context sits in the batch
+// buffer data->inputs (B*T >= T). The first forward takes the whole start (a
+// prompt in one pass); after it each new token is one position, its keys and
+// values added to the KV cache (cpu/kvcache.h, gpu/kvcache.h), until the
+// context is full: from there every token shifts the positions (they are
+// learned), so the window of T goes through again, as it would without a
+// cache. The cache holds the positions the forwards will run: the start's
+// and the sample's less one (its last token is drawn, never run), at most T.
+// The same tokens as running the whole context every time
+// (GPTMEM_SAMPLE_FULL; the tests hold them equal). Each forward after the
+// first runs with the team of threads or with one, whichever is faster on
+// this machine now (team_begin). Printed a line at a time, escaped where the
+// bytes are not text; then the speed and the cache's bytes.
+void sample_text(Net *net, Dataset *data, const Settings *s, uint64_t *rng) {
+    int T = s->seq_len, len = s->sample_len, V = data->format == DATA_TEXT ? 256 : net_vocab(net);
+    int *ctx = data->inputs, n = sample_start(ctx, data, s, V);
+    size_t cap = (size_t)len + n + 1, used = 0, printed = 0;
     unsigned char *text = malloc(cap);
-    ctx[0] = data->format == DATA_TEXT ? '\n' : data->tokenizer.n ? data->tokenizer.eot : V - 1;
+    int kv_dtype = DT_FP32, positions = n + len - 1 < T ? n + len - 1 : T;
+    size_t kv_bytes = net_kv_open(net, positions, &kv_dtype);
     say("---- sample ----\n");
     if (data->format != DATA_TEXT && !data->tokenizer.n)
         say("(no tokenizer file beside the data, nor --tokenizer: the tokens' numbers)\n");
+    for (int k = 0; k < n && (s->prompt || s->prompt_file); k++) append_token(&text, &used, &cap, data, ctx[k]);
+    TeamChoice team[2] = {{{0, 0}, 0}, {{0, 0}, 0}};  // a forward of one position, of the whole context (launch.h)
+    double start = now_seconds();
+    const float *logits = net_sample_forward(net, ctx, 0, n);
     for (int i = 0; i < len; i++) {
-        net_forward(net, ctx, NULL, 1, n);
-        const float *logits = net_logits_row(net, n - 1);  // the last position predicts the next token
-        float maxv = -INFINITY;
-        for (int v = 0; v < V; v++) if (logits[v] > maxv) maxv = logits[v];
-        double sum = 0.0;
-        for (int v = 0; v < V; v++) sum += exp((logits[v] - maxv) / temperature);
-        double r = rng_uniform(rng) * sum, acc = 0.0;
-        int tok = V - 1;
-        for (int v = 0; v < V; v++) {
-            acc += exp((logits[v] - maxv) / temperature);
-            if (acc > r) { tok = v; break; }
-        }
+        int tok = draw_token(logits, V, s->temperature, rng), shifted = n == T;
         net_discard_activations(net);
-        if (n == T) { memmove(ctx, ctx + 1, sizeof(int) * (T - 1)); n--; }  // slide the window
+        if (shifted) { memmove(ctx, ctx + 1, sizeof(int) * (T - 1)); n--; }  // slide the window
         ctx[n++] = tok;
         if (append_token(&text, &used, &cap, data, tok)) {  // a line is complete: no UTF-8 sequence spans a newline
             say_text(text, (int)printed, (int)used);
             printed = used;
         }
+        if (i + 1 < len) {  // the next token's logits: one new position, or the shifted window again
+            int whole = !kv_bytes || shifted, way = net->cuda ? 0 : team_begin(&team[whole]);
+            double t0 = now_seconds();
+            logits = whole ? net_sample_forward(net, ctx, 0, n) : net_sample_forward(net, ctx, n - 1, 1);
+            if (!net->cuda) team_end(&team[whole], way, now_seconds() - t0);
+        }
     }
+    double took = now_seconds() - start;
     say_text(text, (int)printed, (int)used);
     say("\n----------------\n");
+    double rate = len / (took > 0 ? took : 1e-9);
+    if (kv_bytes)
+        say("sampled %d tokens in %.2f s (%.0f tok/s), holding a KV cache of %zu B (%.2f MiB: K and V, %d layers x %d "
+            "positions x %d channels in %s)\n", len, took, rate, kv_bytes, kv_bytes / 1048576.0, s->cfg.layers,
+            positions, s->cfg.channels, dtype_name[kv_dtype]);
+    else say("sampled %d tokens in %.2f s (%.0f tok/s), running the whole context for each (no KV cache)\n", len, took, rate);
+    net_kv_close(net);
     fflush(stdout);
     free(text);
 }

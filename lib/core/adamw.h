@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include "core/sizes.h"
 
 typedef struct {
     float lr;            // peak learning rate
@@ -60,7 +61,7 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
                   int t, float grad_scale, int decay) {
     float b1c = 1.0f - powf(cfg->beta1, (float)t), b2c = 1.0f - powf(cfg->beta2, (float)t);
     float wd = decay ? cfg->weight_decay : 0.0f;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i] * grad_scale;
         float mi = cfg->beta1 * m[i] + (1.0f - cfg->beta1) * g;

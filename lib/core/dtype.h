@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "core/sizes.h"
 
 enum DType { DT_FP32, DT_BF16, DT_FP16 };
 const char *const dtype_name[] = {"fp32", "bf16", "fp16"};
@@ -75,6 +76,14 @@ float fp16_to_float(uint16_t h) {
     return bits_float(sign | (uint32_t)(e - 15 + 127) << 23 | (m << 13));
 }
 
+// n values of dtype dt as fp32, on the calling thread (for a loop that is
+// itself parallel).
+void dtype_widen(float *dst, const void *src, size_t n, int dt) {
+    if (dt == DT_FP32) { memcpy(dst, src, n * sizeof(float)); return; }
+    const uint16_t *s = src;
+    for (size_t i = 0; i < n; i++) dst[i] = dt == DT_BF16 ? bf16_to_float(s[i]) : fp16_to_float(s[i]);
+}
+
 // Store n fp32 values as dtype dt (for fp32: a copy, unless it is the same buffer).
 void dtype_store(void *dst, const float *src, size_t n, int dt) {
     if (dt == DT_FP32) {
@@ -82,7 +91,7 @@ void dtype_store(void *dst, const float *src, size_t n, int dt) {
         return;
     }
     uint16_t *d = dst;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) d[i] = dt == DT_BF16 ? bf16_from_float(src[i]) : fp16_from_float(src[i]);
 }
 
@@ -93,7 +102,7 @@ void dtype_load(float *dst, const void *src, size_t n, int dt) {
         return;
     }
     const uint16_t *s = src;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) dst[i] = dt == DT_BF16 ? bf16_to_float(s[i]) : fp16_to_float(s[i]);
 }
 
@@ -103,7 +112,7 @@ void dtype_load(float *dst, const void *src, size_t n, int dt) {
 void dtype_round_store(float *x, void *dst, size_t n, int dt) {
     if (dt == DT_FP32) return;
     uint16_t *d = dst;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         d[i] = dt == DT_BF16 ? bf16_from_float(x[i]) : fp16_from_float(x[i]);
         x[i] = dt == DT_BF16 ? bf16_to_float(d[i]) : fp16_to_float(d[i]);
@@ -119,7 +128,7 @@ void dtype_accumulate(void *dst, const float *src, size_t n, int dt) {
         return;
     }
     uint16_t *d = dst;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float v = (dt == DT_BF16 ? bf16_to_float(d[i]) : fp16_to_float(d[i])) + src[i];
         d[i] = dt == DT_BF16 ? bf16_from_float(v) : fp16_from_float(v);

@@ -70,6 +70,8 @@ typedef struct {
     int eval_given, sample_given;  // --eval-every/--eval-batches, --sample-every/--sample-len were on the command line
     int eval_at_end;               // the last step evaluates (not a one-step inspection run: resolve_settings)
     float temperature;
+    const char *prompt, *prompt_file;  // --prompt TEXT, --prompt-file F: what a sample starts from (bytes)
+    int prompt_len;                    // its tokens (resolved; 1 without a prompt: the newline or end-of-text a sample starts from)
     const char *save, *resume;
     int save_every;
     int eval_only;             // --eval-only: evaluate and sample the --resume state, no training

@@ -25,6 +25,9 @@ enum {
     GRAD_BLOCK = 4096,              // 16-bit gradients are widened (summed, stepped) this many at a time
     OFFLOAD_CHUNK = 1 << 20,        // --offload: the optimizer's step moves this many parameters at a time (over the link, to
                                     // and from disk); a multiple of ADAM_BLOCK and of GRAD_BLOCK
+    PARALLEL_MIN = 1 << 15,         // an op with less work than this (elements; a GEMM's or attention's multiply-adds
+                                    // / 64) runs on one thread: waking the team for it costs more, and a busy core makes
+                                    // them all wait
 };
 
 #define DEFAULT_LOSS_SCALE 65536.0f  // fp16: the starting loss scale (--loss-scale)

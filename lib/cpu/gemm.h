@@ -4,6 +4,7 @@
 #define GPTMEM_GEMM_H
 
 #include <string.h>
+#include "core/sizes.h"
 
 // Cm[m][n] (+)= sum_k A(m,k) * Bm(k,n), where A(m,k) = A[m*a_m + k*a_k] and
 // Bm(k,n) = Bm[k*b_k + n*b_n]; the strides let one routine serve all three
@@ -78,18 +79,17 @@ void gemm_pack(float *bp, const float *Bm, long b_k, long b_n, int k0, int kc, i
 
 void gemm(int M, int N, int K, const float *A, long a_m, long a_k, const float *Bm, long b_k, long b_n, float *Cm,
           long ldc, int accumulate) {
-    if (!accumulate) {
-#pragma omp parallel for schedule(static)
-        for (int m = 0; m < M; m++) memset(Cm + (long)m * ldc, 0, sizeof(float) * N);
-    }
+    int parallel = (size_t)M * N * K / 64 >= PARALLEL_MIN;  // (the same tiles and sums either way)
     int ntiles = (N + GEMM_NR - 1) / GEMM_NR;
     int mchunks = (M + GEMM_MCHUNK - 1) / GEMM_MCHUNK;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(dynamic) if (parallel)
     for (int mc = 0; mc < mchunks; mc++) {      // a chunk of rows of A stays in L2 cache
         for (int nt = 0; nt < ntiles; nt++) {   // while every column tile is computed
             float bp[GEMM_KC * GEMM_NR];
             int n0 = nt * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
             int m0 = mc * GEMM_MCHUNK, m1 = m0 + GEMM_MCHUNK < M ? m0 + GEMM_MCHUNK : M;
+            if (!accumulate)
+                for (int m = m0; m < m1; m++) memset(Cm + (long)m * ldc + n0, 0, sizeof(float) * nr);
             for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
                 int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
                 gemm_pack(bp, Bm, b_k, b_n, k0, kc, n0, nr);

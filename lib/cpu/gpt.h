@@ -84,6 +84,10 @@ typedef struct GPT {
     void *logits_saved;               // 16-bit runs: the logits on the stack (N,Vp)
     int B, T;                         // shape of the current forward pass
     int arena_mark;                   // stack mark before the forward pass
+    // sampling (cpu/kvcache.h): the keys and values of the positions before this forward, which
+    // starts at position pos0 (NULL and 0 otherwise: a forward over positions 0 .. T-1)
+    struct KVCache *kv;
+    int pos0;
     // backward scratch, reused by every layer: sized for the training batch
     float *dres;   // (N,C)  gradient of the residual stream
     float *dln;    // (N,C)  gradient of a layernorm output

@@ -30,8 +30,9 @@ void forward_start(GPT *m, int B, int T) {
     m->arena_mark = arena_mark();
 }
 
-// encoded (N,C) = wte[inp] + wpe[0..T): pushed on the stack (rounded to the
-// storage dtype), computed in x_work for 16-bit runs.
+// encoded (N,C) = wte[inp] + wpe[pos0 .. pos0+T) (pos0 0 but in a sample's
+// forward with the KV cache): pushed on the stack (rounded to the storage
+// dtype), computed in x_work for 16-bit runs.
 void embed_forward(GPT *m, const int *inp) {
     const GPTConfig *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq;
@@ -43,10 +44,10 @@ void embed_forward(GPT *m, const int *inp) {
         memset(enc, 0, sizeof(float) * N * C);
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
             Rows r = table_rows(&m->plan, rows, k);
-            encoder_forward_chunk(enc, inp, table_chunk_weights(m, rows, k), r.lo, r.hi, Vp, B, T, C);
+            encoder_forward_chunk(enc, inp, table_chunk_weights(m, rows, k), r.lo, r.hi, Vp + m->pos0, B, T, C);
         }
     } else {
-        encoder_forward(enc, inp, m->globals.wte, m->globals.wpe, B, T, C);
+        encoder_forward(enc, inp, m->globals.wte, m->globals.wpe + (size_t)m->pos0 * C, B, T, C);
     }
     dtype_round_store(enc, m->encoded, N * C, m->dtype);
 }

@@ -1,5 +1,5 @@
 // cpu/ops.h — the CPU ops: every forward and its backward side by side, with
-// shapes, on the GEMM of cpu/gemm.h. Plain C11 + OpenMP, fp32 math. The GPU's
+// shapes, on the GEMM of cpu/gemm.h (attention's: cpu/attention.h). Plain C11 + OpenMP, fp32 math. The GPU's
 // twins are declared in cuda/api.h; tests/test_cuda.c checks each against
 // the function of the same name here.
 //
@@ -24,12 +24,13 @@
 #include <string.h>
 #include "core/dtype.h"
 #include "core/sizes.h"
+#include "cpu/attention.h"
 #include "cpu/gemm.h"
 
 // --- encoder: token + position embedding ----------------------------------
 // out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]
 void encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if ((size_t)B * T * C >= PARALLEL_MIN)
     for (int bt = 0; bt < B * T; bt++) {
         const float *we = wte + (size_t)inp[bt] * C, *pe = wpe + (size_t)(bt % T) * C;
         float *o = out + (size_t)bt * C;
@@ -52,9 +53,10 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *in
 // holds rows [r0, r1) of the table [wte | wpe]: Vp token rows, then maxT
 // position rows. out (zeroed before the first chunk) gets a token's row and
 // a position's row where they fall in the chunk; token rows come first, so
-// with the chunks in order each sum is wte row + wpe row, as above.
+// with the chunks in order each sum is wte row + wpe row, as above. (Position
+// t's row is Vp + t: a caller whose positions start at p0 passes Vp + p0.)
 void encoder_forward_chunk(float *out, const int *inp, const float *rows, int r0, int r1, int Vp, int B, int T, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if ((size_t)B * T * C >= PARALLEL_MIN)
     for (int bt = 0; bt < B * T; bt++) {
         int tok = inp[bt], pos = Vp + bt % T;
         float *o = out + (size_t)bt * C;
@@ -84,7 +86,7 @@ void encoder_backward_chunk(float *drows, const float *dout, const int *inp, int
 // Saves mean[N] and rstd[N] for the backward.
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                        int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if ((size_t)N * C >= PARALLEL_MIN)
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C;
         float mu = 0.0f;
@@ -106,7 +108,7 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
 //   dx = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                         const float *mean, const float *rstd, int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if ((size_t)N * C >= PARALLEL_MIN)
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C, *d = dout + (size_t)i * C;
         float mu = mean[i], s = rstd[i];
@@ -137,7 +139,7 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
     gemm(N, OC, C, inp, C, 1, w, 1, C, out, OC, 0);
     if (bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if ((size_t)N * OC >= PARALLEL_MIN)
         for (int i = 0; i < N; i++)
             for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] += bias[o];
     }
@@ -151,197 +153,13 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, co
     if (dinp) gemm(N, C, OC, dout, OC, 1, w, C, 1, dinp, C, 0);
     gemm(OC, C, N, dout, 1, OC, inp, C, 1, dw, C, 1);
     if (dbias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if ((size_t)N * OC >= PARALLEL_MIN)
         for (int o0 = 0; o0 < OC; o0 += 64) {
             int o1 = o0 + 64 < OC ? o0 + 64 : OC;
             for (int i = 0; i < N; i++)
                 for (int o = o0; o < o1; o++) dbias[o] += dout[(size_t)i * OC + o];
         }
     }
-}
-
-// Dot product of a[0..n) and b[0..n), summed in 8 independent lanes (lane j
-// takes elements j, j+8, ...), then the lanes in order. A single running sum
-// is a chain of dependent adds the compiler may not reorder; eight chains
-// become one vector FMA per step. Deterministic, like every sum here.
-float dot8(const float *a, const float *b, int n) {
-    float lane[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) lane[j] += a[i + j] * b[i + j];
-    float s = 0.0f;
-    for (int j = 0; j < 8; j++) s += lane[j];
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
-// --- causal self-attention (naive: keeps the T x T probabilities) ------------
-// qkv[B,T,3C] holds q, k, v side by side; head h uses channels h*hs..(h+1)*hs.
-// att[B,H,T,T]: softmax(q.k / sqrt(hs)) over t2 <= t (row t; entries t2 > t are 0)
-// out[B,T,C]:   out[b,t,h] = sum_t2 att[b,h,t,t2] * v[b,t2,h]
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H) {
-    int hs = C / H;
-    float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(3) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                float *a = att + (((size_t)b * H + h) * T + t) * T;
-                float maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float s = dot8(q, k, hs) * scale;
-                    a[t2] = s;
-                    if (s > maxv) maxv = s;
-                }
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxv); sum += a[t2]; }
-                float inv = 1.0f / sum;
-                for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
-                float *o = out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) o[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
-                }
-            }
-}
-
-// dqkv[B,T,3C] = gradient of q, k, v (overwrites). Per row t of head h:
-//   datt[t2] = dout[t] . v[t2]
-//   dscore[t2] = att[t2] * (datt[t2] - sum_j att[j] datt[j])   (softmax backward)
-//   dq[t] += scale * dscore[t2] k[t2];  dk[t2] += scale * dscore[t2] q[t];  dv[t2] += att[t2] dout[t]
-// One thread per (b, h): k and v gradients sum over rows t, in row order.
-void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C,
-                        int H) {
-    int hs = C / H;
-    float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            // per-thread row scratch: datt (T floats) and a dq accumulator (hs floats)
-            float *datt = malloc(sizeof(float) * ((size_t)T + hs)), *dq_acc = datt + T;
-            for (int t = 0; t < T; t++)
-                for (int j = 0; j < 3; j++)
-                    memset(dqkv + ((size_t)b * T + t) * 3 * C + j * C + h * hs, 0, sizeof(float) * hs);
-            for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                const float *a = att + (((size_t)b * H + h) * T + t) * T;
-                const float *d = dout + ((size_t)b * T + t) * C + h * hs;
-                float dot = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float s = dot8(d, v, hs);
-                    datt[t2] = s;
-                    dot += a[t2] * s;
-                }
-                for (int i = 0; i < hs; i++) dq_acc[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    // restrict: q, k and the three gradient rows never overlap, which
-                    // lets the compiler vectorize these loops
-                    const float *restrict k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float *restrict dk = dqkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float *restrict dv = dqkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float ds = a[t2] * (datt[t2] - dot) * scale;
-                    for (int i = 0; i < hs; i++) dq_acc[i] += ds * k[i];
-                    for (int i = 0; i < hs; i++) dk[i] += ds * q[i];
-                    for (int i = 0; i < hs; i++) dv[i] += a[t2] * d[i];
-                }
-                float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                for (int i = 0; i < hs; i++) dq[i] = dq_acc[i];
-            }
-            free(datt);
-        }
-}
-
-// --- flash attention: the same function, never materializing T x T ---------------
-// out[B,T,C] as attention_forward; lse[B,H,T] = log sum_t2 exp(score[t,t2]) per row.
-// Each query row visits the keys in tiles of FLASH_TILE and keeps a running
-// max m, a running sum l of exp(score - m) and a running output o (hs floats);
-// when a tile raises the max, l and o are rescaled by exp(m_old - m_new) (the
-// "online softmax"). At the end out = o / l and lse = m + log l. Only out and
-// lse are saved: B*H*T floats instead of the B*H*T*T probabilities.
-enum { FLASH_TILE = 64 };
-
-void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int H) {
-    int hs = C / H;
-    float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            float s[FLASH_TILE];
-            float *o = malloc(sizeof(float) * hs);  // the running output of one row
-            for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                float m = -INFINITY, l = 0.0f;
-                for (int i = 0; i < hs; i++) o[i] = 0.0f;
-                for (int j0 = 0; j0 <= t; j0 += FLASH_TILE) {
-                    int j1 = j0 + FLASH_TILE <= t + 1 ? j0 + FLASH_TILE : t + 1;
-                    float tile_max = -INFINITY;
-                    for (int j = j0; j < j1; j++) {
-                        s[j - j0] = dot8(q, qkv + ((size_t)b * T + j) * 3 * C + C + h * hs, hs) * scale;
-                        if (s[j - j0] > tile_max) tile_max = s[j - j0];
-                    }
-                    float m_new = m > tile_max ? m : tile_max;
-                    float correction = expf(m - m_new);  // 0 on the first tile (m = -inf)
-                    l *= correction;
-                    for (int i = 0; i < hs; i++) o[i] *= correction;
-                    for (int j = j0; j < j1; j++) {
-                        float p = expf(s[j - j0] - m_new);
-                        const float *restrict v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
-                        l += p;
-                        for (int i = 0; i < hs; i++) o[i] += p * v[i];
-                    }
-                    m = m_new;
-                }
-                float *y = out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) y[i] = o[i] / l;
-                lse[((size_t)b * H + h) * T + t] = m + logf(l);
-            }
-            free(o);
-        }
-}
-
-// dqkv[B,T,3C] (overwrites), from dout, the saved out and lse. The scores are
-// recomputed tile by tile; each probability is p = exp(score - lse). With
-// D[t] = dout[t] . out[t] (equal to sum_t2 p[t2] (dout[t] . v[t2])), the
-// softmax backward is ds = p (dout[t] . v[t2] - D[t]), and then as in
-// attention_backward. One thread per (b, h).
-void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                              int B, int T, int C, int H) {
-    int hs = C / H;
-    float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            float *dq_acc = malloc(sizeof(float) * hs);
-            for (int t = 0; t < T; t++)
-                for (int j = 0; j < 3; j++)
-                    memset(dqkv + ((size_t)b * T + t) * 3 * C + j * C + h * hs, 0, sizeof(float) * hs);
-            for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                const float *d = dout + ((size_t)b * T + t) * C + h * hs;
-                float D = dot8(d, out + ((size_t)b * T + t) * C + h * hs, hs);
-                float row_lse = lse[((size_t)b * H + h) * T + t];
-                for (int i = 0; i < hs; i++) dq_acc[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *restrict k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    const float *restrict v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float *restrict dk = dqkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float *restrict dv = dqkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float p = expf(dot8(q, k, hs) * scale - row_lse);
-                    float ds = p * (dot8(d, v, hs) - D) * scale;
-                    for (int i = 0; i < hs; i++) dq_acc[i] += ds * k[i];
-                    for (int i = 0; i < hs; i++) dk[i] += ds * q[i];
-                    for (int i = 0; i < hs; i++) dv[i] += p * d[i];
-                }
-                float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                for (int i = 0; i < hs; i++) dq[i] = dq_acc[i];
-            }
-            free(dq_acc);
-        }
 }
 
 // --- GELU (tanh approximation) --------------------------------------------------
@@ -352,7 +170,7 @@ void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, 
 float tanh_via_exp(float u) { return 1.0f - 2.0f / (1.0f + expf(2.0f * u)); }
 
 void gelu_forward(float *out, const float *inp, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         out[i] = 0.5f * x * (1.0f + tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x)));
@@ -361,7 +179,7 @@ void gelu_forward(float *out, const float *inp, size_t n) {
 
 // dinp[n] = gelu'(inp) * dout   (overwrites; dinp may be dout, in place)
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float th = tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x));
@@ -374,7 +192,7 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
 // --- residual add ----------------------------------------------------------------
 // out[n] = a[n] + b[n]  (out may alias a or b)
 void residual_forward(float *out, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
@@ -410,7 +228,7 @@ float crossentropy_forward(float *logits, const int *targets, int N, int V, int 
 // probs[N,Vp] -> dlogits, in place: dlogits = (probs - onehot(target)) * dloss.
 // dloss is the gradient of the final loss w.r.t. each row's loss (1/N for a mean).
 void crossentropy_backward(float *probs, const int *targets, int N, int Vp, float dloss) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if ((size_t)N * Vp >= PARALLEL_MIN)
     for (int i = 0; i < N; i++) {
         float *p = probs + (size_t)i * Vp;
         for (int v = 0; v < Vp; v++) p[v] *= dloss;
@@ -430,7 +248,7 @@ void crossentropy_backward(float *probs, const int *targets, int N, int Vp, floa
 void crossentropy_tile_forward(const float *tile, int rows, int nv, int v0, int V, const int *targets, float *m,
                                float *s, float *z) {
     int real = V - v0 < nv ? V - v0 : nv;  // columns of the tile in the real vocabulary
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * nv >= PARALLEL_MIN)
     for (int i = 0; i < rows; i++) {
         const float *x = tile + (size_t)i * nv;
         float mx = m[i];
@@ -447,7 +265,7 @@ void crossentropy_tile_forward(const float *tile, int rows, int nv, int v0, int 
 // and 0 in the padded columns (v >= V), as crossentropy_backward.
 void crossentropy_tile_backward(float *tile, int rows, int nv, int v0, int V, const int *targets, const float *lse,
                                 float dloss) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * nv >= PARALLEL_MIN)
     for (int i = 0; i < rows; i++) {
         float *x = tile + (size_t)i * nv;
         for (int v = 0; v < nv; v++) x[v] = v0 + v < V ? expf(x[v] - lse[i]) * dloss : 0.0f;
@@ -466,7 +284,7 @@ void crossentropy_tile_backward(float *tile, int rows, int nv, int v0, int V, co
 double sum_squares_dt(const void *g, size_t n, int dt) {
     enum { CHUNKS = 64, LANES = 8 };
     double part[CHUNKS];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided) if (n >= PARALLEL_MIN)
     for (int c = 0; c < CHUNKS; c++) {
         float buf[GRAD_BLOCK];
         size_t i0 = n * c / CHUNKS, i1 = n * (c + 1) / CHUNKS;

@@ -75,6 +75,10 @@ typedef struct {
     float *head_lse;  // --fused-ce: each row's log-sum-exp (N), fp32
     GpuActs *acts;
     int B, T, arena_mark, final_mark;
+    // sampling (gpu/kvcache.h): the keys and values of the positions before this forward, which
+    // starts at position pos0 (NULL and 0 otherwise: a forward over positions 0 .. T-1)
+    struct GpuKVCache *kv;
+    int pos0;
     // backward buffers, reused by every layer (ledger: scratch), in the dtype
     void *dres, *dln, *dqkv, *datty, *dfch;
     float *losses;           // (N) per-row losses

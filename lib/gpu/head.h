@@ -80,20 +80,23 @@ void gpu_forward_start(GpuGPT *m, int B, int T) {
     m->arena_mark = arena_mark();
 }
 
-// encoded (N,C) = wte[inp] + wpe[0..T), pushed on the stack.
+// encoded (N,C) = wte[inp] + wpe[pos0 .. pos0+T) (pos0 0 but in a sample's
+// forward with the KV cache), pushed on the stack.
 void gpu_embed_forward(GpuGPT *m) {
     const GPTConfig *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq, dt = m->dtype;
     ledger_where("embedding", 0);
     m->encoded = arena_push("encoded", (size_t)B * T * C * m->elem_bytes);
     if (!m->plan.tiled_head) {
-        cu_encoder_forward(dt, m->encoded, m->inputs, m->globals.wte, m->globals.wpe, B, T, C);
+        cu_encoder_forward(dt, m->encoded, m->inputs, m->globals.wte, element(m, m->globals.wpe, (size_t)m->pos0 * C),
+                           B, T, C);
         return;
     }
     gpu_zero(m->encoded, (size_t)B * T * C * m->elem_bytes);  // a chunk of the table at a time
     for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
         Rows r = table_rows(&m->plan, rows, k);
-        cu_encoder_forward_chunk(dt, m->encoded, m->inputs, gpu_table_chunk_weights(m, rows, k), r.lo, r.hi, Vp, B, T, C);
+        cu_encoder_forward_chunk(dt, m->encoded, m->inputs, gpu_table_chunk_weights(m, rows, k), r.lo, r.hi, Vp + m->pos0,
+                                 B, T, C);
     }
 }
 

@@ -16,6 +16,7 @@
 #include "cuda/api.h"
 #include "gpu/gpt.h"
 #include "gpu/head.h"
+#include "gpu/kvcache.h"
 #include "gpu/optimizer.h"
 #include "gpu/storage.h"
 #include "gpu/weights.h"
@@ -45,11 +46,14 @@ void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, co
 // atty = softmax(q k^T / sqrt(hs), causal) v, each head: keeping the
 // probabilities att, or with --flash each row's log-sum-exp. Rebuilding att
 // alone (--recompute attn) writes atty to scratch, not over the kept tensor.
-void gpu_attend(GpuGPT *m, GpuActs *a) {
+// A sample's forward attends over the KV cache instead (gpu/kvcache.h: the
+// positions before it too).
+void gpu_attend(GpuGPT *m, GpuActs *a, int l) {
     if (!(a->pushing & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY)))) return;
     int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads;
     void *out = a->pushing & SV_BIT(SV_ATTY) ? a->atty : m->dqkv;
-    if (m->flash) cu_flash_forward(m->dtype, out, a->lse, a->qkv, B, T, C, H);
+    if (m->kv) gpu_attend_cached(m, a, l, out);
+    else if (m->flash) cu_flash_forward(m->dtype, out, a->lse, a->qkv, B, T, C, H);
     else cu_attention_forward(m->dtype, out, a->att, a->qkv, B, T, C, H);
 }
 
@@ -99,7 +103,7 @@ void gpu_block_forward(GpuGPT *m, int l, const void *x, unsigned todo) {
     GpuActs *a = gpu_push_block(m, l, todo);
     gpu_norm(m, a, l, OP_LN1, SV_LN1, x);                           // ln1 = layernorm(x)                  (N,C)
     gpu_linear(m, a, l, OP_QKV, SV_QKV, a->ln1, NULL);              // qkv = ln1 Wqkv^T + bqkv              (N,3C)
-    gpu_attend(m, a);                                               // atty = attention(q, k, v)            (N,C)
+    gpu_attend(m, a, l);                                            // atty = attention(q, k, v)            (N,C)
     gpu_linear(m, a, l, OP_ATTPROJ, SV_RES2, a->atty, x);           // res2 = x + atty Wproj^T + bproj      (N,C)
     gpu_norm(m, a, l, OP_LN2, SV_LN2, a->res2);                     // ln2 = layernorm(res2)                (N,C)
     gpu_linear(m, a, l, OP_FC, SV_FCH, a->ln2, NULL);               // fch = ln2 Wfc^T + bfc                (N,4C)

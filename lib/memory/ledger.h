@@ -185,7 +185,8 @@ size_t process_peak_rss(void) {
 // pop_to returns to an earlier mark. Pushing past the end is a fatal error
 // naming the tensor: the arena is sized from the predictor, so an overflow
 // means the predictor and the code disagree, which is a bug to fix, never to
-// paper over.
+// paper over. What it holds is activations, but for a sample's KV cache
+// (cpu/kvcache.h), pushed under the sample's forwards in a category of its own.
 
 #define ARENA_MAX_TENSORS 4096
 
@@ -198,6 +199,8 @@ typedef struct {
     int n;                                  // tensors on the stack
     const char *names[ARENA_MAX_TENSORS];  // for --trace and error messages
     size_t sizes[ARENA_MAX_TENSORS];
+    int categories[ARENA_MAX_TENSORS];     // the ledger's category of each (MEM_ACTIVATIONS, MEM_KVCACHE)
+    size_t high;                           // the highest top so far (the report's stack_peak)
     void (*fresh)(void *p, size_t bytes);   // called on each push, if set (the GPU's: cuda/api.h gpu_fill_fresh)
     int dropping;                           // inside arena_drop_begin/end: one event, not each push and pop
     size_t drop_from;                       // the top when the drop began
@@ -216,7 +219,7 @@ void arena_reserve(size_t capacity) {
         exit(1);
     }
     g_arena.align = CPU_ACT_ALIGN;  // a 16-bit tensor of an odd size would leave the next fp32 one misaligned
-    g_arena.top = 0;
+    g_arena.top = g_arena.high = 0;
     g_arena.n = 0;
 }
 
@@ -229,7 +232,7 @@ void arena_adopt(void *base, size_t capacity, size_t align) {
     g_arena.adopted = 1;
     g_arena.align = align;
     g_arena.capacity = capacity;
-    g_arena.top = 0;
+    g_arena.top = g_arena.high = 0;
     g_arena.n = 0;
 }
 
@@ -295,7 +298,8 @@ void record_event(char op, const char *name, size_t bytes) {
     }
 }
 
-void *arena_push(const char *name, size_t bytes) {
+// ... as `category` (arena_push: activations).
+void *arena_push_as(int category, const char *name, size_t bytes) {
     if (g_arena.align > 1) bytes = (bytes + g_arena.align - 1) / g_arena.align * g_arena.align;
     if (g_arena.top + bytes > g_arena.capacity || g_arena.n == ARENA_MAX_TENSORS) {
         fprintf(stderr, "error: activation stack overflow pushing '%s' (%zu bytes) at %zu of %zu "
@@ -306,16 +310,20 @@ void *arena_push(const char *name, size_t bytes) {
     void *p = g_arena.base + g_arena.top;
     if (g_arena.fresh) g_arena.fresh(p, bytes);
     g_arena.top += bytes;
+    if (g_arena.top > g_arena.high) g_arena.high = g_arena.top;
     g_arena.names[g_arena.n] = name;
     g_arena.sizes[g_arena.n] = bytes;
+    g_arena.categories[g_arena.n] = category;
     g_arena.n++;
-    ledger_add(MEM_ACTIVATIONS, bytes, LOC_DEVICE);
+    ledger_add(category, bytes, LOC_DEVICE);
     if (g_arena.dropping) return p;  // part of a drop: arena_drop_end tells it
     if (g_ledger.trace)
         printf("  push %-10s %10zu B  live activations %10zu B\n", name, bytes, g_arena.top);
     record_event('+', name, bytes);
     return p;
 }
+
+void *arena_push(const char *name, size_t bytes) { return arena_push_as(MEM_ACTIVATIONS, name, bytes); }
 
 // A mark is the number of tensors on the stack; pop back down to it.
 int arena_mark(void) { return g_arena.n; }
@@ -333,8 +341,8 @@ void arena_pop_to(int mark, const char *why) {
         g_arena.n--;
         g_arena.top -= g_arena.sizes[g_arena.n];
         freed += g_arena.sizes[g_arena.n];
+        ledger_sub(g_arena.categories[g_arena.n], g_arena.sizes[g_arena.n], LOC_DEVICE);
     }
-    ledger_sub(MEM_ACTIVATIONS, freed, LOC_DEVICE);
     if (g_arena.dropping) return;  // part of a drop: arena_drop_end tells it
     if (g_ledger.trace && freed)
         printf("  pop  %-10s %10zu B  live activations %10zu B\n", why, freed, g_arena.top);

@@ -231,9 +231,45 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
     r->phase[PHASE_FORWARD].at[LOC_DEVICE][MEM_ACTIVATIONS] = act->after_forward;
     r->phase[PHASE_FORWARD].total += act->after_forward;
     for (int c = 0; c < MEM_NCAT; c++) r->peak[c] = base->bytes[c];
-    r->peak[MEM_ACTIVATIONS] = act->peak;
+    r->peak[MEM_ACTIVATIONS] = r->stack_peak = act->peak;
     r->peak_total = base->total + act->peak;
     for (int l = 0; l < MEM_NLOC; l++) r->peak_at[l] = snapshot_at(base, l) + (l == LOC_DEVICE ? act->peak : 0);
+}
+
+// Sampling (app/sample.h: the model's forward with the KV cache, cpu/kvcache.h
+// and gpu/kvcache.h). The cache holds every layer's keys and values of the
+// positions the sample runs, in the activations' dtype: 2 L P C e bytes, P the
+// context's T = seq_len, or fewer when the start (prompt_len tokens) and the
+// sample are shorter: prompt_len + sample_len - 1 (the last token is drawn,
+// never run). (--dry-run --infer's row, for batch 1 and a length of P.) A
+// sample's largest forward is its first, over the start's R = prompt_len
+// tokens, unless the context fills (prompt_len + sample_len - 1 > T): then
+// each new token shifts the learned positions and the whole window of R = T
+// tokens goes through again. sample_forward gives that forward's settings
+// (batch 1 x R, with `fwd`'s dtype and flags).
+Settings sample_forward(const Settings *s, const Settings *fwd) {
+    Settings one = *fwd;
+    one.batch = 1;
+    one.seq_len = s->prompt_len + s->sample_len - 1 > s->seq_len ? s->seq_len : s->prompt_len;
+    return one;
+}
+
+size_t sample_kv_bytes(const Settings *s, int dtype) {
+    size_t P = s->prompt_len + s->sample_len - 1 < s->seq_len ? s->prompt_len + s->sample_len - 1 : s->seq_len;
+    return 2 * (size_t)s->cfg.layers * P * s->cfg.channels * dtype_size(dtype);
+}
+
+// The cache (`kv`, as the stack rounds it) is pushed on the activation stack
+// under the sample's forwards (`act`: the stack of the largest), so while a
+// sample runs the stack holds kv + act; nothing else is on it then.
+void predict_sampling(const Settings *s, size_t kv, size_t act, const MemSnapshot *base, MemReport *r) {
+    if (!s->sample_len) return;
+    size_t stack = kv + act, device = snapshot_at(base, LOC_DEVICE) + stack;
+    r->peak[MEM_KVCACHE] = kv;
+    if (act > r->peak[MEM_ACTIVATIONS]) r->peak[MEM_ACTIVATIONS] = act;
+    if (stack > r->stack_peak) r->stack_peak = stack;
+    if (base->total + stack > r->peak_total) r->peak_total = base->total + stack;
+    if (device > r->peak_at[LOC_DEVICE]) r->peak_at[LOC_DEVICE] = device;
 }
 
 // --eval-only: the forward-only model (cpu/gpt.h, gpt_build_eval). fp32
@@ -255,7 +291,7 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
     Plan p = make_plan(&fwd, 1);
     int L = s->cfg.layers, C = s->cfg.channels, maxT = s->cfg.max_seq, Vp = padded_vocab(&s->cfg);
     size_t N = (size_t)s->batch * s->seq_len, P = predict_param_count(L, C, Vp, maxT);
-    InferenceBytes inf = predict_inference(L, C, Vp, maxT, 1, 1);
+    InferenceBytes inf = predict_inference(L, C, Vp, maxT, 1, 1, 4);
     MemSnapshot base;
     memset(&base, 0, sizeof base);
     int bits = s->quant_bits;
@@ -271,6 +307,8 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
     snapshot_on_device(&base);
     ActivationBytes act = predict_activations(&fwd, &p);
     predict_phases(&base, &act, r);
+    Settings one = sample_forward(s, &fwd);
+    predict_sampling(s, cpu_act(sample_kv_bytes(s, fwd.dtype)), predict_activations(&one, &p).peak, &base, r);
 }
 
 // The model states of one rank, on either device (ZeRO's shards, sh), in the
@@ -345,6 +383,8 @@ void predict_memory_cpu(const Settings *s, const Plan *p, MemReport *r) {
     snapshot_totals(&base);
     ActivationBytes act = predict_activations(s, p);
     predict_phases(&base, &act, r);
+    Settings one = sample_forward(s, s);
+    predict_sampling(s, cpu_act(sample_kv_bytes(s, s->dtype)), predict_activations(&one, p).peak, &base, r);
 }
 
 // The GPU's activation stack (gpu/storage.h): the same tensors as above and
@@ -428,6 +468,8 @@ void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     snapshot_totals(&base);
     ActivationBytes act = predict_activations_gpu(s, p);
     predict_phases(&base, &act, r);
+    Settings one = sample_forward(s, s);
+    predict_sampling(s, gpu_act(sample_kv_bytes(s, s->dtype)), predict_activations_gpu(&one, p).peak, &base, r);
 }
 
 // Fill `r` with the predicted ledger for one run of these settings (rank 0's,

@@ -23,16 +23,19 @@ enum MemCategory {
     MEM_DATA,         // the corpus and the token batches
     MEM_QWEIGHTS,     // --eval-only --quantize: the weights in bf16, int8 or int4 (io/quant.h)
     MEM_QSCALES,      // their scales: one fp32 per block of QUANT_BLOCK weights (int8, int4)
+    MEM_KVCACHE,      // sampling: each layer's keys and values of the positions so far (cpu/storage.h)
     MEM_NCAT
 };
 
 const char *const mem_category_name[MEM_NCAT] = {
     "params", "master", "grads", "adam_m", "adam_v",
-    "activations", "scratch", "comm", "data", "qweights", "qscales",
+    "activations", "scratch", "comm", "data", "qweights", "qscales", "kv_cache",
 };
 
-// The quantized weights' rows are shown only in the runs that have them.
-int mem_row_hidden(int c, size_t a, size_t b) { return (c == MEM_QWEIGHTS || c == MEM_QSCALES) && !a && !b; }
+// The quantized weights' rows and the KV cache's are shown only in the runs that have them.
+int mem_row_hidden(int c, size_t a, size_t b) {
+    return (c == MEM_QWEIGHTS || c == MEM_QSCALES || c == MEM_KVCACHE) && !a && !b;
+}
 
 // Where a buffer lives. The device is the memory the model computes in: the
 // GPU with --device cuda, RAM on --device cpu. The host is RAM beside a GPU,
@@ -91,6 +94,8 @@ typedef struct {
     size_t peak[MEM_NCAT];
     size_t peak_total;
     size_t peak_at[MEM_NLOC];
+    size_t stack_peak;  // the activation stack's highest point: what it reserves (its activations, and
+                        // under a sample's forwards the KV cache)
     long long traffic[TR_N];
 } MemReport;
 
@@ -256,7 +261,7 @@ void json_report(FILE *f, const MemReport *r) {
     json_sizes(f, r->peak, r->peak_total, NULL);
     fprintf(f, ", \"peak_at\": {");
     for (int l = 0; l < MEM_NLOC; l++) fprintf(f, "%s\"%s\": %zu", l ? ", " : "", mem_location_name[l], r->peak_at[l]);
-    fprintf(f, "}");
+    fprintf(f, "}, \"stack_peak\": %zu", r->stack_peak);
     if (report_moves(r)) {
         fprintf(f, ", \"traffic\": {");
         for (int k = 0; k < TR_N; k++) fprintf(f, "%s\"%s\": %lld", k ? ", " : "", traffic_name[k], r->traffic[k]);

@@ -179,4 +179,56 @@ void test_param_count(void) {
     check(param_count(&model_presets[1].cfg) == 124475904, "gpt2 is 124M", "%zu", param_count(&model_presets[1].cfg));
 }
 
+// Sampling with the KV cache (cpu/kvcache.h): position by position, and a
+// prompt of 5 in one pass then 4 positions one at a time, the logits of every
+// position against the full forward's row for it: fp32 within 1e-5 (naive and
+// --flash, with and without --fused-ce), bf16 within its rounding.
+double kv_worst(const float *ref, int Vp, int T, int prefill) {
+    KVCache kv;
+    kv_open(&kv, &tm, T);
+    double worst = 0, scale = 0;
+    for (int k = 0; k < T * Vp; k++) scale = fabs(ref[k]) > scale ? fabs(ref[k]) : scale;
+    for (int p = 0; p < T;) {
+        int rows = p == 0 ? prefill : 1;
+        tm.kv = &kv, tm.pos0 = p;
+        gpt_forward(&tm, tm_in + p, NULL, 1, rows);
+        tm.kv = NULL, tm.pos0 = 0;
+        for (int r = 0; r < rows; r++) {
+            const float *row = gpt_logits_row(&tm, r);
+            for (int v = 0; v < Vp; v++) {
+                double d = fabs(row[v] - ref[(size_t)(p + r) * Vp + v]) / scale;
+                worst = d > worst ? d : worst;
+            }
+        }
+        gpt_discard_activations(&tm);
+        p += rows;
+    }
+    kv_close(&kv);
+    return worst;
+}
+
+void test_kv_cache(void) {
+    GPTConfig c = {2, 18, 3, 70, 9};
+    int T = 9, Vp = padded_vocab(&c);
+    const int dtypes[3] = {DT_FP32, DT_FP32, DT_BF16}, flashes[3] = {0, 1, 0};
+    for (int k = 0; k < 3; k++)
+        for (int fused = 0; fused < 2; fused++) {
+            Settings st = test_settings(&c, 1, T, dtypes[k], flashes[k], 0, fused);
+            build_model(&st);
+            init_params(tm.params, &c, 21);
+            gpt_sync_params(&tm);
+            for (int i = 0; i < T; i++) tm_in[i] = (int)(rng_next(&test_rng) % 70);
+            float *ref = malloc(sizeof(float) * T * Vp);
+            gpt_forward(&tm, tm_in, NULL, 1, T);
+            for (int r = 0; r < T; r++) memcpy(ref + (size_t)r * Vp, gpt_logits_row(&tm, r), sizeof(float) * Vp);
+            gpt_discard_activations(&tm);
+            double one = kv_worst(ref, Vp, T, 1), prompt = kv_worst(ref, Vp, T, 5), tol = dtypes[k] == DT_FP32 ? 1e-5 : 1e-2;
+            check(one <= tol && prompt <= tol, "KV cache logits vs the full forward", "%s%s%s: position by position %.1e, "
+                  "a prompt of 5 then one at a time %.1e (tolerance %.0e)", dtype_name[dtypes[k]],
+                  flashes[k] ? " --flash" : "", fused ? " --fused-ce" : "", one, prompt, tol);
+            free(ref);
+            model_teardown();
+        }
+}
+
 #endif

@@ -42,6 +42,34 @@ void test_attention(int dt, int B, int T, int H, int hs) {
     free(qkv); free(out); free(att); free(att_s); free(dout); free(dqkv); free(lse); free(out_s); free(lse_s);
 }
 
+// Attention over sampling's KV cache: a prompt of `prefill` rows in one call, then the rest one row
+// at a time, against cpu/attention.h's op doing the same: every row's output, and the cache after.
+void test_attention_cached(int dt, int T, int H, int hs, int prefill) {
+    int C = H * hs;
+    size_t e = dtype_size(dt);
+    char shape[64];
+    snprintf(shape, sizeof shape, "T%d H%d hs%d, a prompt of %d", T, H, hs, prefill);
+    float *qkv = randv((size_t)T * 3 * C, 1, dt), *out = fvec((size_t)T * C);
+    void *kc = calloc((size_t)T * C, e), *vc = calloc((size_t)T * C, e);
+    void *d_qkv = up(qkv, (size_t)T * 3 * C, dt), *d_out = poisoned((size_t)T * C, dt);
+    void *d_kc = poisoned((size_t)T * C, dt), *d_vc = poisoned((size_t)T * C, dt);
+    for (int p = 0; p < T;) {
+        int n = p == 0 ? prefill : 1;
+        attention_forward_cached(out + (size_t)p * C, kc, vc, dt, qkv + (size_t)p * 3 * C, p, n, C, H);
+        cu_attention_forward_cached(dt, (char *)d_out + (size_t)p * C * e, d_kc, d_vc, (char *)d_qkv + (size_t)p * 3 * C * e,
+                                    p, n, C, H);
+        p += n;
+    }
+    float *k = fvec((size_t)T * C), *v = fvec((size_t)T * C);
+    dtype_load(k, kc, (size_t)T * C, dt);
+    dtype_load(v, vc, (size_t)T * C, dt);
+    expect(label("attention_forward_cached out", shape), dt, d_out, out, (size_t)T * C);
+    expect(label("attention_forward_cached keys", shape), dt, d_kc, k, (size_t)T * C);
+    expect(label("attention_forward_cached values", shape), dt, d_vc, v, (size_t)T * C);
+    gpu_free(d_qkv); gpu_free(d_out); gpu_free(d_kc); gpu_free(d_vc);
+    free(qkv); free(out); free(kc); free(vc); free(k); free(v);
+}
+
 // The tensor-core flash kernels against the reference kernels (attention.cu),
 // on the same inputs, at shapes with partial tiles: out, lse and dqkv.
 void test_flash_mma_vs_reference(int dt, int B, int T, int H, int hs) {

@@ -146,13 +146,13 @@ expect 2 "--mem-timeline records the CPU" --device cuda --mem-timeline "$tmp/x.c
 expect 1 "cannot write the memory timeline" "${SMALL[@]}" --steps 1 --mem-timeline /nonexistent/dir/t.csv
 
 # --dry-run --infer: gpt2's weights in each format against the formula (matrices in int8 + one fp32
-# scale per 64, the 13C + 2C vector parameters in bf16) and its KV cache, 2 L B T C x 2 bytes
+# scale per 64, the 13C + 2C vector parameters in bf16) and its KV cache, 2 L B T C x e bytes (fp32: 4)
 M=$((50304 * 768 + 1024 * 768 + 12 * 12 * 768 * 768)); VEC=$((12 * 13 * 768 + 2 * 768))
 ./train --model gpt2 --batch 2 --seq-len 1024 --dry-run --infer >"$tmp/inf" 2>&1
 w() { awk -v f="$1" '$1 == f {print $3}' "$tmp/inf"; }
 if [ "$(w fp32)" = $((4 * (M + VEC))) ] && [ "$(w bf16)" = $((2 * (M + VEC))) ] &&
    [ "$(w int8)" = $((M + 4 * M / 64 + 2 * VEC)) ] && [ "$(w int4)" = $((M / 2 + 4 * M / 64 + 2 * VEC)) ] &&
-   grep -q "for 2 x 1024 tokens: $((2 * 12 * 2 * 1024 * 768 * 2)) B" "$tmp/inf"; then
+   grep -q "(K and V, fp32) for 2 x 1024 tokens: $((2 * 12 * 2 * 1024 * 768 * 4)) B" "$tmp/inf"; then
   ok "--dry-run --infer: gpt2's weights in fp32, bf16, int8, int4 and the KV cache, by the formula"
 else bad "--dry-run --infer"; head -4 "$tmp/inf"; fi
 expect 2 "--infer goes with --dry-run" --infer --steps 1

@@ -10,11 +10,20 @@ first=$(log_column "$tmp/fall.csv" loss | head -1); last=$(log_column "$tmp/fall
 if python3 -c "import sys; sys.exit(0 if $last < $first - 1.5 else 1)" 2>/dev/null; then
   ok "training loss falls ($first -> $last in 40 steps)"; else bad "training loss falls ($first -> $last)"; fi
 
-# determinism: 1 thread and 2 threads give the same bits
-./train "${SMALL[@]}" --steps 4 --threads 1 --save "$tmp/t1.ckpt" >/dev/null 2>&1
-./train "${SMALL[@]}" --steps 4 --threads 2 --save "$tmp/t2.ckpt" >/dev/null 2>&1
-if cmp -s "$tmp/t1.ckpt" "$tmp/t2.ckpt"; then ok "1 and 2 threads give bitwise equal weights"
-else bad "1 and 2 threads give bitwise equal weights"; fi
+# determinism: 1 thread and 2 threads give the same bits, at a shape whose ops are large enough to share
+# among threads (PARALLEL_MIN, core/sizes.h; SMALL's mostly are not), in each way the loops divide work
+MID=(--layers 2 --channels 64 --heads 2 --max-seq 64 --seq-len 64 --batch 8 --sample-len 0 --eval-batches 1 --steps 4)
+n=0 same=0
+for flags in "" "--dtype bf16 --flash" "--fused-ce --ckpt --dtype fp16"; do
+  n=$((n + 1))
+  # shellcheck disable=SC2086
+  ./train "${MID[@]}" $flags --threads 1 --save "$tmp/t1.ckpt" >/dev/null 2>&1
+  # shellcheck disable=SC2086
+  ./train "${MID[@]}" $flags --threads 2 --save "$tmp/t2.ckpt" >/dev/null 2>&1
+  cmp -s "$tmp/t1.ckpt" "$tmp/t2.ckpt" && same=$((same + 1))
+done
+if [ "$same" = "$n" ]; then ok "1 and 2 threads give bitwise equal weights ($n settings: fp32, bf16 --flash, fp16 --fused-ce --ckpt)"
+else bad "1 and 2 threads give bitwise equal weights: $same of $n"; fi
 
 # --ckpt and --flash --ckpt: bitwise the same weights after 4 steps (cmp of the checkpoints)
 ./train "${SMALL[@]}" --steps 4 --save "$tmp/n.ckpt" >/dev/null 2>&1

@@ -221,6 +221,17 @@ void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv
     free(fd); free(fq); free(fa);
 }
 
+// The rows' keys and values into the cache and their attention over it: cpu/attention.h's op,
+// which reads and writes the cache in its dtype
+void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H) {
+    LAUNCH(n);
+    out = DEV(out), kc = DEV(kc), vc = DEV(vc), qkv = DEV(qkv);
+    float *fq = widen(dt, qkv, (size_t)n * 3 * C), *fo = malloc(sizeof(float) * n * C);
+    attention_forward_cached(fo, kc, vc, dt, fq, p0, n, C, H);
+    narrow(dt, out, fo, (size_t)n * C);
+    free(fq);
+}
+
 int cu_flash_uses_mma(int dt, int hs) {
     (void)dt; (void)hs;
     return 0;

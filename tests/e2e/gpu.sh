@@ -34,6 +34,17 @@ if have_mpi && echo "$out" | grep -q '^SKIP GPU tests:'; then
     ok "no GPU: --device cuda under mpirun -np 2 stops every rank with the message (exit $rc)"
   else bad "no GPU: --device cuda under mpirun -np 2 (exit $rc)"; fi
 fi
+# tests/train_host, but failing where FAIL_ON (a flag) is given, or with FIT_EMPTY=1 a --fit that lists
+# nothing (the rehearsals below and bench_gpu.sh's check use it, with MPI or without)
+cat >"$tmp/wrap_train" <<'EOF'
+#!/bin/sh
+for a in "$@"; do
+  [ "$a" = "$FAIL_ON" ] && { echo "error: planted failure on $a" >&2; exit 1; }
+  [ "$a" = --fit ] && [ -n "$FIT_EMPTY" ] && { echo "--fit: no setting fits"; exit 0; }
+done
+exec ./tests/train_host "$@"
+EOF
+chmod +x "$tmp/wrap_train"
 # scripts/gpu_check.sh's control flow, rehearsed without a GPU (tests/train_host), so the script is never
 # first run on a GPU: every phase reported in its order, the ones that can run here ok, the others SKIP;
 # one RESULT line; the logs packed
@@ -67,16 +78,7 @@ if have_mpi; then
   # negative controls: a trainer that fails in one place makes that phase FAILED, the RESULT line counts
   # it and the script exits 1 (PHASES: only the phases that run it)
   printf '#!/bin/sh\necho "step     6/6 | loss 1"\n[ "$FAKE_RC" = 0 ] || echo "error: CUDA: planted failure"\nexit ${FAKE_RC:-1}\n' >"$tmp/fake_train"
-  cat >"$tmp/wrap_train" <<'EOF'
-#!/bin/sh
-# tests/train_host, but failing where FAIL_ON (a flag) is given, or with FIT_EMPTY=1 a --fit that lists nothing
-for a in "$@"; do
-  [ "$a" = "$FAIL_ON" ] && { echo "error: planted failure on $a" >&2; exit 1; }
-  [ "$a" = --fit ] && [ -n "$FIT_EMPTY" ] && { echo "--fit: no setting fits"; exit 0; }
-done
-exec ./tests/train_host "$@"
-EOF
-  chmod +x "$tmp/fake_train" "$tmp/wrap_train"
+  chmod +x "$tmp/fake_train"
   good=1
   failing() {  # failing PHASES PHASE WHY ENV...: the rehearsal with that trainer says PHASE: FAILED, exit 1
     local phases=$1 name=$2 why=$3; shift 3

@@ -14,7 +14,9 @@
 # Usage: scripts/bench_gpu.sh [STEPS] (default 30; the first 5 are warm-up)
 # Exits non-zero when any setting (or the peak measurement, or a --timing run) fails; each
 # failure says which. BENCH_TRAIN, BENCH_TEST_CUDA name other binaries, BENCH_MODEL other
-# model flags (the MFU is then left out: its FLOPs are GPT-2's) and BENCH_PEAK a peak in
+# model flags (the MFU is then left out: its FLOPs are GPT-2's), BENCH_SETTINGS other settings
+# (separated by ';': "--dtype bf16 --flash;--dtype bf16 --flash --ckpt"), BENCH_TIMING=0 leaves the
+# --timing runs out, and BENCH_PEAK a peak in
 # TFLOP/s instead of measuring one (scripts/gpu_check.sh --rehearse runs it so, without a GPU).
 set -u
 cd "$(dirname "$0")/.."
@@ -28,9 +30,11 @@ peak=${BENCH_PEAK:-$("$TEST_CUDA" --gemm-peak | awk '/TFLOP/ {print $(NF-1)}')}
 if [ -z "$peak" ]; then echo "FAILED: the bf16 GEMM peak ($TEST_CUDA --gemm-peak printed none)"; bad=1; peak=0; fi
 echo "measured bf16 GEMM peak: $peak TFLOP/s"
 printf '%-40s %12s %8s %14s %14s\n' setting "tok/s" MFU "peak (ledger)" "GPU in use"
-for setting in "--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf16 --flash --fused-ce" \
-               "--dtype bf16 --flash --ckpt --fused-ce" "--dtype bf16" "--dtype fp32 --flash" \
-               "--dtype bf16 --flash --offload opt" "--dtype bf16 --flash --offload opt --offload-to disk:/tmp"; do
+SETTINGS=("--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf16 --flash --fused-ce"
+          "--dtype bf16 --flash --ckpt --fused-ce" "--dtype bf16" "--dtype fp32 --flash"
+          "--dtype bf16 --flash --offload opt" "--dtype bf16 --flash --offload opt --offload-to disk:/tmp")
+[ -n "${BENCH_SETTINGS:-}" ] && IFS=';' read -r -a SETTINGS <<<"$BENCH_SETTINGS"
+for setting in "${SETTINGS[@]}"; do
   # shellcheck disable=SC2086
   out=$("$TRAIN" "${BASE[@]}" $setting --mem 2>&1) || { echo "$setting: FAILED"; echo "$out" | tail -3; bad=1; continue; }
   # tok/s: the median of the steps after the 5 warm-up steps
@@ -48,7 +52,9 @@ for setting in "--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf1
 done
 # where a step goes, phase by phase: the host's time and the GPU's (events); with --offload opt, what
 # the optimizer's row adds (the copies down and up, AdamW on the host's cores)
-for setting in "--dtype bf16 --flash --steps 12" "--dtype bf16 --flash --offload opt --steps 8"; do
+TIMED=("--dtype bf16 --flash --steps 12" "--dtype bf16 --flash --offload opt --steps 8")
+[ "${BENCH_TIMING:-1}" = 0 ] && TIMED=()
+for setting in "${TIMED[@]}"; do
   # shellcheck disable=SC2086
   if out=$("$TRAIN" "${BASE[@]}" $setting --timing 2>&1); then
     echo "### $setting --timing"

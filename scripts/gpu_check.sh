@@ -144,8 +144,10 @@ close() {
     { n++; if (NF < 4) short++; r = rd($1, $3); if (r > w) w = r; r = rd($2, $4); if (r > w) w = r }
     END { printf "%d steps, worst relative difference %.2e (tolerance %s)\n", n, w, tol; exit !(n > 0 && !short && w <= tol) }'
 }
-# replicas CSV: every step's replica check (--log's 8th column) said the ranks hold the same weights
-replicas() { ! tail -n +2 "$1" | cut -d, -f8 | grep -qv '^1$'; }
+# replicas CSV: the replica checks of --log (its 8th column, empty on a step it did not check: GPU
+# ranks at GPT-2's size check every 8 steps and at the last) are at least one, and each says the ranks
+# hold the same weights
+replicas() { local c; c=$(tail -n +2 "$1" | cut -d, -f8 | grep -v '^$'); [ -n "$c" ] && ! grep -qv '^1$' <<<"$c"; }
 HELPERS="$(declare -f close replicas); L=$L; TRAIN=$TRAIN; MODEL=(${MODEL[*]}); QUIET=(${QUIET[*]})"
 
 # --- facts -------------------------------------------------------------------------

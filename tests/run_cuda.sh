@@ -4,8 +4,8 @@
 #   kernels      tests/test_cuda: each kernel against its CPU op, all three dtypes
 #   the rest     the model on the GPU against the CPU reference, every flag's equivalence,
 #                the tensor-core flash kernels in the model, the ledger, checkpoints across
-#                devices, sampling, compute-sanitizer, ZeRO and --shard-group over MPI,
-#                errors, --fit, --offload
+#                devices, sampling, llm.c's files (--init, --export), compute-sanitizer, ZeRO and
+#                --shard-group over MPI, errors, --fit, --offload
 # It stops early only where tests/test_cuda says "SKIP GPU tests" (no GPU here); any other
 # SKIP (a build without NCCL: "SKIP NCCL") is counted as skipped and the checks go on.
 # With --host (tests/run.sh, on any machine) the model checks run tests/train_host,
@@ -16,6 +16,7 @@
 # --shard-group, ZeRO), and what the emulation or another phase already proves left out (the
 # kernel tests and the sanitizer, which gpu_check runs as phases of their own; 4 ranks where 2
 # repeat them; most of the ledger grid, of the 3-rank ledgers and checkpoints; the bytes sent).
+# RUN_CUDA_ORDER="sample zero" runs only those sections (the names of the sec_ functions below).
 # RUN_CUDA_TRAIN and RUN_CUDA_TEST_CUDA name other binaries (make test rehearses this script
 # with ones that fail).
 set -u
@@ -272,6 +273,40 @@ sec_sample() {
      cmp -s <(sed -n '/---- sample/,/^------/p' "$tmp/s3.out") <(sed -n '/---- sample/,/^------/p' "$tmp/s4.out"); then
     ok "GPU sampling through the KV cache: the same text as the whole context for every token (fp32), the cache's bytes predicted == measured"
   else bad "GPU sampling through the KV cache"; grep sampled "$tmp/s3.out" "$tmp/s4.out"; fi
+}
+
+# --- tokens: llm.c's files on the GPU: its ten losses, and its model file in and out ----------------
+# (../shared/peers/llmc, or GPTMEM_LLMC=DIR where the files travelled with the tree; tests/e2e/tokens.sh
+# runs the same on the CPU and the emulation)
+sec_tokens() {
+  local P=${GPTMEM_LLMC:-../shared/peers/llmc} want got val w
+  if [ $HOST = 1 ]; then echo "(--host: tests/e2e/tokens.sh runs llm.c's files on the emulation)"; return 0; fi
+  if [ ! -f "$P/gpt2_tiny.bin" ] || [ ! -f "$P/README.md" ]; then skip "llm.c's files on the GPU: not in $P"; return 0; fi
+  # llm.c's train_gpt2.c as the peers' README ran it (B 4, T 64, lr 1e-4 constant, beta2 0.999, no decay or clip)
+  local LL=(--data "$P/tiny_shakespeare_train.bin" --val-data "$P/tiny_shakespeare_val.bin" --in-order --batch 4
+            --seq-len 64 --eval-batches 5 --sample-len 0 --lr 1e-4 --warmup 0 --min-lr-frac 1 --beta2 0.999
+            --weight-decay 0 --clip 0 --eval-every 0 --device cuda)
+  want=$(sed -n 's/^ *step [0-9]*: train loss \([0-9.]*\).*/\1/p' "$P/README.md" | tr '\n' ' ')
+  $TRAIN --init "$P/gpt2_tiny.bin" "${LL[@]}" --steps 10 --log "$tmp/llmc.csv" >"$tmp/llmc.out" 2>&1
+  got=$(losses "$tmp/llmc.csv" | tr '\n' ' ')
+  if w=$(python3 -c '
+import sys
+a, b = sys.argv[1].split(), sys.argv[2].split()
+w = max(abs(float(x) - float(y)) / abs(float(y)) for x, y in zip(a, b)) if len(a) == len(b) == 10 else 1
+print("%.2e" % w); sys.exit(w > 1e-5)' "$got" "$want"); then
+    ok "llm.c's ten training losses on the GPU (fp32, --init gpt2_tiny.bin, its token shards): worst relative $w"
+  else bad "llm.c's losses on the GPU: got $got, want $want"; tail -3 "$tmp/llmc.out"; fi
+  # --export from device memory: what 3 GPU steps leave, read by the CPU (--eval-only), gives the GPU's val
+  # loss, and the CPU writes it back to the same file
+  $TRAIN --init "$P/gpt2_tiny.bin" "${LL[@]}" --steps 3 --lr 1e-3 --export "$tmp/llmc_g.bin" --log "$tmp/llmc_g.csv" \
+    >"$tmp/llmc_g.out" 2>&1
+  $TRAIN --eval-only --init "$tmp/llmc_g.bin" "${LL[@]:0:${#LL[@]}-2}" --export "$tmp/llmc_c.bin" >"$tmp/llmc_ev.out" 2>&1
+  got=$(log_column "$tmp/llmc_g.csv" val_loss | tail -1) val=$(awk '$1 == "fp32" {print $5}' "$tmp/llmc_ev.out")
+  if cmp -s "$tmp/llmc_g.bin" "$tmp/llmc_c.bin" &&
+     w=$(python3 -c 'import sys; w = abs(float(sys.argv[1]) / float(sys.argv[2]) - 1); print("%.2e" % w); sys.exit(w > 1e-5)' \
+         "$val" "$got"); then
+    ok "--export from the GPU: llm.c's file, which the CPU reads to the GPU's val loss ($val vs $got, relative $w) and writes back byte for byte"
+  else bad "--export from the GPU: val loss $got on the GPU, $val from the file on the CPU"; tail -3 "$tmp/llmc_g.out" "$tmp/llmc_ev.out"; fi
 }
 
 # --- sanitize: compute-sanitizer's memcheck on short runs ------------------------------------
@@ -662,10 +697,11 @@ sec_offload() {
 # --- the order: on a GPU the kernels first (no GPU: nothing else can run); quick, the newest first ---
 if [ "$QUICK" = 1 ]; then
   left_out "the kernel tests and compute-sanitizer (scripts/gpu_check.sh runs them as phases of their own)"
-  ORDER="offload groups zero track flags tensorcores ledger timing ckpts sample errors fit"
+  ORDER="offload groups zero track flags tensorcores ledger timing ckpts sample tokens errors fit"
 else
-  ORDER="kernels track flags tensorcores ledger timing ckpts sample sanitize zero groups nccl plants errors fit offload"
+  ORDER="kernels track flags tensorcores ledger timing ckpts sample tokens sanitize zero groups nccl plants errors fit offload"
 fi
+ORDER=${RUN_CUDA_ORDER:-$ORDER}
 for section in $ORDER; do
   if ! "sec_$section"; then
     [ "$section" = kernels ] && exit $((fail > 0))  # no GPU here: the summary line is printed

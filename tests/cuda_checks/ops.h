@@ -32,17 +32,24 @@ void test_encoder(int dt) {
     free(inp); free(wte); free(wpe); free(out); free(dout); free(dwte); free(dwpe); free(buckets); free(count);
 }
 
-void test_layernorm(int dt) {
-    int N = 37, C = 200;
+// a check's name with its width C ("layernorm_backward dinp C200")
+static const char *at_c(const char *what, int C) {
+    static char name[96];
+    snprintf(name, sizeof name, "%s C%d", what, C);
+    return name;
+}
+
+// C 200: the backward's 16-byte pieces (cuda/layernorm.cu's dx16 kernel, every dtype); C 203: a channel a lane
+static void test_layernorm_at(int dt, int N, int C) {
     float *x = randv((size_t)N * C, 2, dt), *w = randv(C, 1, dt), *b = randv(C, 1, dt);
     float *out = fvec((size_t)N * C), *mean = fvec(N), *rstd = fvec(N);
     layernorm_forward(out, mean, rstd, x, w, b, N, C);
     void *d_x = up(x, (size_t)N * C, dt), *d_w = up(w, C, dt), *d_b = up(b, C, dt);
     void *d_out = poisoned((size_t)N * C, dt), *d_mean = poisoned(N, DT_FP32), *d_rstd = poisoned(N, DT_FP32);
     cu_layernorm_forward(dt, d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C);
-    expect("layernorm_forward out", dt, d_out, out, (size_t)N * C);
-    expect_stored("layernorm_forward mean (fp32)", dt, DT_FP32, d_mean, mean, N);
-    expect_stored("layernorm_forward rstd (fp32)", dt, DT_FP32, d_rstd, rstd, N);
+    expect(at_c("layernorm_forward out", C), dt, d_out, out, (size_t)N * C);
+    expect_stored(at_c("layernorm_forward mean (fp32)", C), dt, DT_FP32, d_mean, mean, N);
+    expect_stored(at_c("layernorm_forward rstd (fp32)", C), dt, DT_FP32, d_rstd, rstd, N);
     // the backward reads the saved mean and rstd as the GPU stored them
     float *mean_s = down(d_mean, N, DT_FP32), *rstd_s = down(d_rstd, N, DT_FP32);
     float *dout = randv((size_t)N * C, 1, dt), *dinp = randv((size_t)N * C, 1, dt), *dw = randv(C, 1, dt),
@@ -51,13 +58,17 @@ void test_layernorm(int dt) {
          *d_db = up(db, C, dt);
     layernorm_backward(dinp, dw, db, dout, x, w, mean_s, rstd_s, N, C);
     cu_layernorm_backward(dt, d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
-    expect("layernorm_backward dinp", dt, d_dinp, dinp, (size_t)N * C);
-    expect("layernorm_backward dw", dt, d_dw, dw, C);
-    expect("layernorm_backward db", dt, d_db, db, C);
+    expect(at_c("layernorm_backward dinp", C), dt, d_dinp, dinp, (size_t)N * C);
+    expect(at_c("layernorm_backward dw", C), dt, d_dw, dw, C);
+    expect(at_c("layernorm_backward db", C), dt, d_db, db, C);
     void *dev[] = {d_x, d_w, d_b, d_out, d_mean, d_rstd, d_dout, d_dinp, d_dw, d_db};
     for (int i = 0; i < 10; i++) gpu_free(dev[i]);
     free(x); free(w); free(b); free(out); free(mean); free(rstd); free(mean_s); free(rstd_s);
     free(dout); free(dinp); free(dw); free(db);
+}
+void test_layernorm(int dt) {
+    test_layernorm_at(dt, 37, 200);
+    test_layernorm_at(dt, 37, 203);
 }
 
 void test_matmul(int dt) {
@@ -93,6 +104,7 @@ void test_matmul(int dt) {
     free(x); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(db);
 }
 
+// n 10007: GELU's 16-byte pieces (cuda/elementwise.cu) and the elements past the last whole one
 void test_elementwise(int dt) {
     size_t n = 10007;
     float *x = randv(n, 2, dt), *y = randv(n, 1, dt), *out = fvec(n), *dinp = fvec(n);
@@ -103,6 +115,10 @@ void test_elementwise(int dt) {
     gelu_backward(dinp, x, y, n);
     cu_gelu_backward(dt, d_out, d_x, d_y, n);
     expect("gelu_backward", dt, d_out, dinp, n);
+    void *d_inplace = up(y, n, dt);  // the model's backward writes over dout
+    cu_gelu_backward(dt, d_inplace, d_x, d_inplace, n);
+    expect("gelu_backward in place", dt, d_inplace, dinp, n);
+    gpu_free(d_inplace);
     residual_forward(out, x, y, n);
     cu_residual_forward(dt, d_out, d_x, d_y, n);
     expect("residual_forward", dt, d_out, out, n);

@@ -21,8 +21,9 @@ void gemm_peak(void) {
 
 // --op-times: where a GPT-2 124M step's time goes (B 16, T 1024, bf16): each op
 // at its real shape, timed with events over a few repetitions, then the sum
-// per step (12 layers; the LM head and loss once). Inputs are zeros: timing
-// only, nothing is checked.
+// per step (12 layers; the LM head and loss once). Timing only, nothing is
+// checked; the buffers hold random values (op_fill), since zeros can run faster
+// than real data (a GEMM's operands, a compressible page) and hide a slow kernel.
 enum { OT_B = 16, OT_T = 1024, OT_C = 768, OT_H = 12, OT_V = 50257, OT_VP = 50304, OT_L = 12 };
 static const size_t OT_P = 124475904;  // GPT-2 124M's parameters with Vp = 50304
 
@@ -73,7 +74,7 @@ void run_op(int i, OpBufs *b) {
     case 19: cu_attention_backward(dt, b->dqkv, b->y, b->qkv, b->att, B, T, C, H); break;
     case 20: cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H); break;
     case 21: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->dqkv, b->x, b->w, N, C, 3 * C); break;
-    case 22:  // the norm's partial sums, and the scale from them (finite: the inputs are zeros)
+    case 22:  // the norm's partial sums, and the scale from them
         cu_sum_squares_partials(dt, (double *)b->D, b->dw, OT_P);
         cu_grad_scale(b->numbers, (double *)b->D, GPU_NORM_BLOCKS, 1.0f, 1.0f);
         break;
@@ -90,6 +91,13 @@ void run_op(int i, OpBufs *b) {
     }
 }
 
+// Fill a device buffer of `bytes` in dtype dt from a block of nb random fp32 values on the device,
+// repeated (a 16-bit buffer is the block rounded to it).
+static void op_fill(void *dev, size_t bytes, int dt, const float *block, size_t nb) {
+    size_t e = dtype_size(dt), n = bytes / e;
+    for (size_t i = 0; i < n; i += nb) cu_store_dtype(dt, (char *)dev + i * e, block, n - i < nb ? n - i : nb);
+}
+
 void op_times(void) {
     size_t B = OT_B, T = OT_T, C = OT_C, H = OT_H, N = B * T, e = 2;
     int reps = 5;
@@ -101,6 +109,20 @@ void op_times(void) {
         gpu_malloc(B * H * T * 4, "D"), gpu_malloc(N * 4, "losses"), gpu_malloc(OT_P * 4, "master"),
         gpu_malloc(OT_P * 4, "m"), gpu_malloc(OT_P * 4, "v"), gpu_malloc(N * 4, "targets"),
         gpu_malloc(GPU_STEP_NUMBERS * sizeof(double), "step numbers")};
+    // N(0, 1) values for the activations, weights and logits; |N(0, 1)| + 0.1 for the fp32 statistics
+    // and Adam's moments (a positive rstd and v); the targets stay 0, a valid token
+    size_t nb = (size_t)1 << 20;
+    float *host = randv(nb, 1, DT_FP32), *hpos = fvec(nb);
+    for (size_t i = 0; i < nb; i++) hpos[i] = fabsf(host[i]) + 0.1f;
+    float *block = up(host, nb, DT_FP32), *bpos = up(hpos, nb, DT_FP32);
+    char *act[] = {b.x, b.y, b.qkv, b.dqkv, b.w, b.dw, b.att, b.logits};
+    size_t act_bytes[] = {N * 4 * C * e, N * 4 * C * e, N * 3 * C * e, N * 3 * C * e, OT_P * e, OT_P * e,
+                          B * H * T * T * e, N * OT_VP * e};
+    for (int i = 0; i < 8; i++) op_fill(act[i], act_bytes[i], DT_BF16, block, nb);
+    float *pos[] = {b.stat, b.stat2, b.D, b.master, b.m, b.v};
+    size_t pos_bytes[] = {B * H * T * 4, N * 4, B * H * T * 4, OT_P * 4, OT_P * 4, OT_P * 4};
+    for (int i = 0; i < 6; i++) op_fill(pos[i], pos_bytes[i], DT_FP32, bpos, nb);
+    gpu_free(block); gpu_free(bpos); free(host); free(hpos);
     void *start = gpu_event_new(), *stop = gpu_event_new();
     double naive = 0, flash = 0;
     printf("%-24s %10s %8s %12s\n", "op (GPT-2 B16 T1024 bf16)", "ms", "x/step", "ms/step");

@@ -103,6 +103,33 @@ if have_mpi; then
     ok "scripts/gpu_check.sh --rehearse with trainers that fail: the zero phase (failing, or never sharded), --offload (newest and bench, bench_gpu.sh naming the setting), --fit (failing, or listing nothing): each phase FAILED, the RESULT line counts it, exit 1"
   else bad "scripts/gpu_check.sh: a planted failure passed"; fi
 fi
+# gpu_check.sh's replica check of a --log CSV: at GPT-2's size a GPU rank checks every 8 steps and at the
+# last (the column empty between), which no rehearsal's small model does; the checks made must all say 1
+eval "$(grep '^replicas()' scripts/gpu_check.sh)"
+replica_csv() { echo "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical,loss_scale"; for r in "$@"; do echo "1,2,,3,4,5,6,$r,1"; done; }
+replica_csv "" "" 1 >"$tmp/r_sparse"; replica_csv 1 1 1 >"$tmp/r_all"; replica_csv "" 0 1 >"$tmp/r_zero"
+replica_csv 1 "" 0 >"$tmp/r_last"; replica_csv "" "" "" >"$tmp/r_none"
+if replicas "$tmp/r_sparse" && replicas "$tmp/r_all" && ! replicas "$tmp/r_zero" && ! replicas "$tmp/r_last" &&
+   ! replicas "$tmp/r_none"; then
+  ok "scripts/gpu_check.sh's replica check: checks every few steps pass, every step passes; a 0 anywhere, or no check at all, fails"
+else bad "scripts/gpu_check.sh's replica check of a --log CSV"; fi
+# scripts/kernel_times.py on an ncu CSV of 2 steps: the second step's kernels by family (the first step,
+# and what runs after the second's AdamW, left out)
+{
+  echo '==PROF== Connected to process 1'
+  echo '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
+  i=0
+  for k in "nvjet_gemm 9,000,000" "adamw_kernel 1" "adamw_kernel 1" "nvjet_gemm 2,000,000" "layernorm_backward_dx16_kernel 1,000,000" \
+           "adamw_kernel 500,000" "adamw_kernel 500,000" "nvjet_gemm 7,000,000"; do
+    i=$((i + 1)); echo "\"$i\",\"void ${k%% *}<bf16>(int)\",\"gpu__time_duration.sum\",\"ns\",\"${k#* }\""
+  done
+} >"$tmp/ncu.csv"
+python3 scripts/kernel_times.py "$tmp/ncu.csv" >"$tmp/kt.out" 2>&1
+if grep -q '^ops of one step (4 launches): 4.00 ms' "$tmp/kt.out" && grep -qE '^GEMMs .* 1 +2\.00 +50\.0%' "$tmp/kt.out" &&
+   grep -qE '^layernorm .* 1 +1\.00 +25\.0%' "$tmp/kt.out" && grep -qE '^gradient norm, AdamW.* 2 +1\.00 ' "$tmp/kt.out" &&
+   ! python3 scripts/kernel_times.py "$tmp/kt.out" >/dev/null 2>&1; then
+  ok "scripts/kernel_times.py: the second step of an ncu profile by op family (4 launches, 4.00 ms); a file without its metric refused"
+else bad "scripts/kernel_times.py"; cat "$tmp/kt.out"; fi
 # tests/run_cuda.sh stops early only on tests/test_cuda's "SKIP GPU tests" line: a GPU build without
 # NCCL (test_cuda prints "SKIP NCCL") goes on to the model checks, here with a trainer that fails at once
 printf '#!/bin/sh\necho "GPU: a stub"\necho "PASS a kernel"\necho "SKIP NCCL: this build has none"\necho "1 passed, 0 failed"\n' >"$tmp/stub_tc"

@@ -301,7 +301,7 @@ EXERCISES = [
      ["e as^2 of 16e sh + e as^2 + the layernorm statistics (4 numbers a row, 4 bytes each)",
       "the same sum at T 1024: the T^2 term grows 16 times, the rest 4 times"], ex_t2_share, False),
     ("The running example (GPT-2, batch 8 x 1024) in bf16: how many bytes of activations does `--flash` save?",
-     "`flash_attention_forward` in `cpu/ops.h`, and `doc/flash-attention.md`",
+     "`flash_attention_forward` in `cpu/attention.h`, and `doc/flash-attention.md`",
      ["each layer drops the softmax output (e bytes an element, B x H x T x T) and keeps its log-sum-exp "
       "(4 bytes, B x H x T)"], ex_flash, False),
     ("The running example with `--dtype bf16 --flash --ckpt`: (a) how many bytes do the activations reach at their "

@@ -1,6 +1,7 @@
 // tests/test_cpu.c — checks of the CPU reference math, one file a feature in
 // tests/cpu_checks/: ops.h (each op's finite differences), model.h (the whole
-// model; every flag's equivalence), flash.h, fused_ce.h, dtype.h (16-bit
+// model; every flag's equivalence), flash.h, llama.h (RMSNorm, SwiGLU, RoPE,
+// grouped-query attention), fused_ce.h, dtype.h (16-bit
 // storage), parity.h (against PyTorch), optimizer.h, io.h (quantized
 // weights, the samples' text). This file holds what they share, and main.
 //
@@ -69,6 +70,7 @@ void fd_check(const char *name, LossFn loss, float *x, const float *analytic, si
 #include "tests/cpu_checks/ops.h"
 #include "tests/cpu_checks/model.h"
 #include "tests/cpu_checks/flash.h"
+#include "tests/cpu_checks/llama.h"
 #include "tests/cpu_checks/fused_ce.h"
 #include "tests/cpu_checks/dtype.h"
 #include "tests/cpu_checks/parity.h"
@@ -87,6 +89,10 @@ int main(void) {
     test_model_fd();
     test_kv_cache();
     test_flash();
+    test_rmsnorm();
+    test_swiglu();
+    test_rope();
+    test_gqa();
     test_flags_equivalence();
     test_fused_ce();
     test_flash_16bit();

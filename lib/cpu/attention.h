@@ -1,6 +1,7 @@
 // cpu/attention.h — the CPU's attention ops, forward beside backward: naive
 // (the T x T probabilities kept), over sampling's KV cache, and flash (never
-// materializing T x T). Part of the ops (cpu/ops.h includes it), with their
+// materializing T x T), each for grouped-query heads too (Heads); and the
+// rotary position embedding that Llama applies to q and k before them. Part of the ops (cpu/ops.h includes it), with their
 // letters and their determinism: every output element by one thread, in a
 // fixed order.
 #ifndef GPTMEM_ATTENTION_H
@@ -37,22 +38,37 @@ void softmax_row(float *a, int n, float maxv) {
     for (int j = 0; j < n; j++) a[j] *= inv;
 }
 
+// --- the heads' places in a row of qkv --------------------------------------------
+// A row of qkv holds H query heads, then KVH key heads, then KVH value heads, hs channels
+// each; GPT-2 has KVH = H (the row is 3C). With fewer key-value heads (grouped-query attention,
+// Llama) query head h uses key and value head h / (H / KVH): the groups share them, never
+// repeated in memory. The output row holds the H heads, H hs channels.
+typedef struct {
+    int H, KVH, hs;
+} Heads;
+Heads mha(int C, int H) { return (Heads){H, H, C / H}; }  // every query head its own K and V
+size_t heads_row(Heads g) { return (size_t)(g.H + 2 * g.KVH) * g.hs; }
+int q_at(Heads g, int h) { return h * g.hs; }
+int k_at(Heads g, int h) { return (g.H + h / (g.H / g.KVH)) * g.hs; }
+int v_at(Heads g, int h) { return (g.H + g.KVH + h / (g.H / g.KVH)) * g.hs; }
+
 // --- causal self-attention (naive: keeps the T x T probabilities) ------------
-// qkv[B,T,3C] holds q, k, v side by side; head h uses channels h*hs..(h+1)*hs.
+// qkv[B,T,row] holds the heads as Heads says; for each query head h:
 // att[B,H,T,T]: softmax(q.k / sqrt(hs)) over t2 <= t (row t; entries t2 > t are 0)
-// out[B,T,C]:   out[b,t,h] = sum_t2 att[b,h,t,t2] * v[b,t2,h]
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H) {
-    int hs = C / H;
+// out[B,T,H hs]: out[b,t,h] = sum_t2 att[b,h,t,t2] * v[b,t2,h's group]
+void attention_forward_heads(float *out, float *att, const float *qkv, int B, int T, Heads g) {
+    int H = g.H, hs = g.hs;
+    size_t R = heads_row(g), C = (size_t)H * hs;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(3) schedule(guided) if ((size_t)B * T * T * C / 64 >= PARALLEL_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                const float *q = qkv + ((size_t)b * T + t) * R + q_at(g, h);
                 float *a = att + (((size_t)b * H + h) * T + t) * T;
                 float maxv = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    const float *k = qkv + ((size_t)b * T + t2) * R + k_at(g, h);
                     float s = dot8(q, k, hs) * scale;
                     a[t2] = s;
                     if (s > maxv) maxv = s;
@@ -62,10 +78,14 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
                 float *o = out + ((size_t)b * T + t) * C + h * hs;
                 for (int i = 0; i < hs; i++) o[i] = 0.0f;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    const float *v = qkv + ((size_t)b * T + t2) * R + v_at(g, h);
                     for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
                 }
             }
+}
+// GPT-2's: qkv[B,T,3C], H heads of C/H channels
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H) {
+    attention_forward_heads(out, att, qkv, B, T, mha(C, H));
 }
 
 // --- attention over a KV cache (sampling, cpu/kvcache.h) -------------------------
@@ -105,51 +125,62 @@ void attention_forward_cached(float *out, void *kc, void *vc, int dt, const floa
         }
 }
 
-// dqkv[B,T,3C] = gradient of q, k, v (overwrites). Per row t of head h:
+// dqkv[B,T,row] = gradient of q, k, v (overwrites). Per row t of query head h:
 //   datt[t2] = dout[t] . v[t2]
 //   dscore[t2] = att[t2] * (datt[t2] - sum_j att[j] datt[j])   (softmax backward)
 //   dq[t] += scale * dscore[t2] k[t2];  dk[t2] += scale * dscore[t2] q[t];  dv[t2] += att[t2] dout[t]
-// One thread per (b, h): k and v gradients sum over rows t, in row order.
-void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C,
-                        int H) {
-    int hs = C / H;
+// One thread per (b, key-value head): its K and V gradients sum over its query heads in order, and
+// in each over rows t in order.
+void attention_backward_heads(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
+                              Heads g) {
+    int H = g.H, KVH = g.KVH, hs = g.hs, per = H / KVH;
+    size_t R = heads_row(g), C = (size_t)H * hs;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) schedule(guided) if ((size_t)B * T * T * C / 64 >= PARALLEL_MIN)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
+        for (int kv = 0; kv < KVH; kv++) {
             // per-thread row scratch: datt (T floats) and a dq accumulator (hs floats)
             float *datt = malloc(sizeof(float) * ((size_t)T + hs)), *dq_acc = datt + T;
-            for (int t = 0; t < T; t++)
-                for (int j = 0; j < 3; j++)
-                    memset(dqkv + ((size_t)b * T + t) * 3 * C + j * C + h * hs, 0, sizeof(float) * hs);
-            for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                const float *a = att + (((size_t)b * H + h) * T + t) * T;
-                const float *d = dout + ((size_t)b * T + t) * C + h * hs;
-                float dot = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float s = dot8(d, v, hs);
-                    datt[t2] = s;
-                    dot += a[t2] * s;
+            for (int h = kv * per; h < (kv + 1) * per; h++)
+                for (int t = 0; t < T; t++) {
+                    float *row = dqkv + ((size_t)b * T + t) * R;
+                    memset(row + q_at(g, h), 0, sizeof(float) * hs);
+                    memset(row + k_at(g, h), 0, sizeof(float) * hs);
+                    memset(row + v_at(g, h), 0, sizeof(float) * hs);
                 }
-                for (int i = 0; i < hs; i++) dq_acc[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    // restrict: q, k and the three gradient rows never overlap, which
-                    // lets the compiler vectorize these loops
-                    const float *restrict k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float *restrict dk = dqkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float *restrict dv = dqkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float ds = a[t2] * (datt[t2] - dot) * scale;
-                    for (int i = 0; i < hs; i++) dq_acc[i] += ds * k[i];
-                    for (int i = 0; i < hs; i++) dk[i] += ds * q[i];
-                    for (int i = 0; i < hs; i++) dv[i] += a[t2] * d[i];
+            for (int h = kv * per; h < (kv + 1) * per; h++)
+                for (int t = 0; t < T; t++) {
+                    const float *q = qkv + ((size_t)b * T + t) * R + q_at(g, h);
+                    const float *a = att + (((size_t)b * H + h) * T + t) * T;
+                    const float *d = dout + ((size_t)b * T + t) * C + h * hs;
+                    float dot = 0.0f;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float *v = qkv + ((size_t)b * T + t2) * R + v_at(g, h);
+                        float s = dot8(d, v, hs);
+                        datt[t2] = s;
+                        dot += a[t2] * s;
+                    }
+                    for (int i = 0; i < hs; i++) dq_acc[i] = 0.0f;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        // restrict: q, k and the three gradient rows never overlap, which
+                        // lets the compiler vectorize these loops
+                        const float *restrict k = qkv + ((size_t)b * T + t2) * R + k_at(g, h);
+                        float *restrict dk = dqkv + ((size_t)b * T + t2) * R + k_at(g, h);
+                        float *restrict dv = dqkv + ((size_t)b * T + t2) * R + v_at(g, h);
+                        float ds = a[t2] * (datt[t2] - dot) * scale;
+                        for (int i = 0; i < hs; i++) dq_acc[i] += ds * k[i];
+                        for (int i = 0; i < hs; i++) dk[i] += ds * q[i];
+                        for (int i = 0; i < hs; i++) dv[i] += a[t2] * d[i];
+                    }
+                    float *dq = dqkv + ((size_t)b * T + t) * R + q_at(g, h);
+                    for (int i = 0; i < hs; i++) dq[i] = dq_acc[i];
                 }
-                float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                for (int i = 0; i < hs; i++) dq[i] = dq_acc[i];
-            }
             free(datt);
         }
+}
+void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C,
+                        int H) {
+    attention_backward_heads(dqkv, dout, qkv, att, B, T, mha(C, H));
 }
 
 // --- flash attention: the same function, never materializing T x T ---------------
@@ -161,8 +192,9 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
 // lse are saved: B*H*T floats instead of the B*H*T*T probabilities.
 enum { FLASH_TILE = 64 };
 
-void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int H) {
-    int hs = C / H;
+void flash_attention_forward_heads(float *out, float *lse, const float *qkv, int B, int T, Heads g) {
+    int H = g.H, hs = g.hs;
+    size_t R = heads_row(g), C = (size_t)H * hs;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) schedule(guided) if ((size_t)B * T * T * C / 64 >= PARALLEL_MIN)
     for (int b = 0; b < B; b++)
@@ -170,14 +202,14 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
             float s[FLASH_TILE];
             float *o = malloc(sizeof(float) * hs);  // the running output of one row
             for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                const float *q = qkv + ((size_t)b * T + t) * R + q_at(g, h);
                 float m = -INFINITY, l = 0.0f;
                 for (int i = 0; i < hs; i++) o[i] = 0.0f;
                 for (int j0 = 0; j0 <= t; j0 += FLASH_TILE) {
                     int j1 = j0 + FLASH_TILE <= t + 1 ? j0 + FLASH_TILE : t + 1;
                     float tile_max = -INFINITY;
                     for (int j = j0; j < j1; j++) {
-                        s[j - j0] = dot8(q, qkv + ((size_t)b * T + j) * 3 * C + C + h * hs, hs) * scale;
+                        s[j - j0] = dot8(q, qkv + ((size_t)b * T + j) * R + k_at(g, h), hs) * scale;
                         if (s[j - j0] > tile_max) tile_max = s[j - j0];
                     }
                     float m_new = m > tile_max ? m : tile_max;
@@ -186,7 +218,7 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
                     for (int i = 0; i < hs; i++) o[i] *= correction;
                     for (int j = j0; j < j1; j++) {
                         float p = expf(s[j - j0] - m_new);
-                        const float *restrict v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
+                        const float *restrict v = qkv + ((size_t)b * T + j) * R + v_at(g, h);
                         l += p;
                         for (int i = 0; i < hs; i++) o[i] += p * v[i];
                     }
@@ -199,45 +231,85 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
             free(o);
         }
 }
+void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int H) {
+    flash_attention_forward_heads(out, lse, qkv, B, T, mha(C, H));
+}
 
-// dqkv[B,T,3C] (overwrites), from dout, the saved out and lse. The scores are
+// dqkv[B,T,row] (overwrites), from dout, the saved out and lse. The scores are
 // recomputed tile by tile; each probability is p = exp(score - lse). With
 // D[t] = dout[t] . out[t] (equal to sum_t2 p[t2] (dout[t] . v[t2])), the
 // softmax backward is ds = p (dout[t] . v[t2] - D[t]), and then as in
-// attention_backward. One thread per (b, h).
-void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                              int B, int T, int C, int H) {
-    int hs = C / H;
+// attention_backward. One thread per (b, key-value head), as there.
+void flash_attention_backward_heads(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                    const float *lse, int B, int T, Heads g) {
+    int H = g.H, KVH = g.KVH, hs = g.hs, per = H / KVH;
+    size_t R = heads_row(g), C = (size_t)H * hs;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) schedule(guided) if ((size_t)B * T * T * C / 64 >= PARALLEL_MIN)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
+        for (int kv = 0; kv < KVH; kv++) {
             float *dq_acc = malloc(sizeof(float) * hs);
-            for (int t = 0; t < T; t++)
-                for (int j = 0; j < 3; j++)
-                    memset(dqkv + ((size_t)b * T + t) * 3 * C + j * C + h * hs, 0, sizeof(float) * hs);
-            for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                const float *d = dout + ((size_t)b * T + t) * C + h * hs;
-                float D = dot8(d, out + ((size_t)b * T + t) * C + h * hs, hs);
-                float row_lse = lse[((size_t)b * H + h) * T + t];
-                for (int i = 0; i < hs; i++) dq_acc[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *restrict k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    const float *restrict v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float *restrict dk = dqkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float *restrict dv = dqkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float p = expf(dot8(q, k, hs) * scale - row_lse);
-                    float ds = p * (dot8(d, v, hs) - D) * scale;
-                    for (int i = 0; i < hs; i++) dq_acc[i] += ds * k[i];
-                    for (int i = 0; i < hs; i++) dk[i] += ds * q[i];
-                    for (int i = 0; i < hs; i++) dv[i] += p * d[i];
+            for (int h = kv * per; h < (kv + 1) * per; h++)
+                for (int t = 0; t < T; t++) {
+                    float *row = dqkv + ((size_t)b * T + t) * R;
+                    memset(row + q_at(g, h), 0, sizeof(float) * hs);
+                    memset(row + k_at(g, h), 0, sizeof(float) * hs);
+                    memset(row + v_at(g, h), 0, sizeof(float) * hs);
                 }
-                float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                for (int i = 0; i < hs; i++) dq[i] = dq_acc[i];
-            }
+            for (int h = kv * per; h < (kv + 1) * per; h++)
+                for (int t = 0; t < T; t++) {
+                    const float *q = qkv + ((size_t)b * T + t) * R + q_at(g, h);
+                    const float *d = dout + ((size_t)b * T + t) * C + h * hs;
+                    float D = dot8(d, out + ((size_t)b * T + t) * C + h * hs, hs);
+                    float row_lse = lse[((size_t)b * H + h) * T + t];
+                    for (int i = 0; i < hs; i++) dq_acc[i] = 0.0f;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float *restrict k = qkv + ((size_t)b * T + t2) * R + k_at(g, h);
+                        const float *restrict v = qkv + ((size_t)b * T + t2) * R + v_at(g, h);
+                        float *restrict dk = dqkv + ((size_t)b * T + t2) * R + k_at(g, h);
+                        float *restrict dv = dqkv + ((size_t)b * T + t2) * R + v_at(g, h);
+                        float p = expf(dot8(q, k, hs) * scale - row_lse);
+                        float ds = p * (dot8(d, v, hs) - D) * scale;
+                        for (int i = 0; i < hs; i++) dq_acc[i] += ds * k[i];
+                        for (int i = 0; i < hs; i++) dk[i] += ds * q[i];
+                        for (int i = 0; i < hs; i++) dv[i] += p * d[i];
+                    }
+                    float *dq = dqkv + ((size_t)b * T + t) * R + q_at(g, h);
+                    for (int i = 0; i < hs; i++) dq[i] = dq_acc[i];
+                }
             free(dq_acc);
         }
+}
+void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                              int B, int T, int C, int H) {
+    flash_attention_backward_heads(dqkv, dout, qkv, out, lse, B, T, mha(C, H));
+}
+
+// --- rotary position embedding (Llama) ---------------------------------------------------
+// In each row of qkv[N,row] (rows b*T + t, at position p0 + t), the first `nheads` heads of hs
+// channels (the query heads and the key heads) are rotated: the pair (2i, 2i+1) of a head as a
+// complex number, by the angle (p0 + t) * theta^(-2i/hs) (Meta's layout). In place: attention
+// reads the rotated q and k. The backward rotates the gradient back, by the opposite angle.
+void rope_rotate(float *qkv, int N, int T, int p0, size_t row, int nheads, int hs, float theta, float dir) {
+#pragma omp parallel for schedule(guided) if ((size_t)N * nheads * hs >= PARALLEL_MIN)
+    for (int n = 0; n < N; n++) {
+        float pos = (float)(p0 + n % T);
+        for (int i = 0; i < hs / 2; i++) {
+            float angle = pos * powf(theta, -2.0f * i / hs), c = cosf(angle), s = dir * sinf(angle);
+            for (int h = 0; h < nheads; h++) {
+                float *x = qkv + (size_t)n * row + (size_t)h * hs + 2 * i;
+                float x0 = x[0], x1 = x[1];
+                x[0] = x0 * c - x1 * s;
+                x[1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+void rope_forward(float *qkv, int N, int T, int p0, size_t row, int nheads, int hs, float theta) {
+    rope_rotate(qkv, N, T, p0, row, nheads, hs, theta, 1.0f);
+}
+void rope_backward(float *dqkv, int N, int T, int p0, size_t row, int nheads, int hs, float theta) {
+    rope_rotate(dqkv, N, T, p0, row, nheads, hs, theta, -1.0f);
 }
 
 #endif

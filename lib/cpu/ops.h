@@ -134,6 +134,41 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
     }
 }
 
+// --- RMSNorm (Llama) -------------------------------------------------------------------
+// For each of the N rows x[C]: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps). No mean is
+// taken out and there is no bias. Saves rstd[N] for the backward.
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+#pragma omp parallel for schedule(guided) if ((size_t)N * C >= PARALLEL_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        float ss = 0.0f;
+        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        float s = 1.0f / sqrtf(ss / C + eps);
+        float *o = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) o[c] = x[c] * s * w[c];
+        rstd[i] = s;
+    }
+}
+
+// dinp[N,C] += ..., dw[C] += sum_rows dout * xhat. With xhat = x * rstd and g = dout * w:
+//   dx = rstd * (g - xhat * mean_c(g * xhat))     (layernorm's, with the mean terms gone)
+void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
+                      int N, int C) {
+#pragma omp parallel for schedule(guided) if ((size_t)N * C >= PARALLEL_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *d = dout + (size_t)i * C;
+        float s = rstd[i], gx_mean = 0.0f;
+        for (int c = 0; c < C; c++) gx_mean += d[c] * w[c] * x[c] * s;
+        gx_mean /= C;
+        float *dx = dinp + (size_t)i * C;
+        for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - x[c] * s * gx_mean);
+    }
+    for (int i = 0; i < N; i++) {  // the weight's gradient: a fixed row order, vectorized over channels
+        const float *x = inp + (size_t)i * C, *d = dout + (size_t)i * C;
+        for (int c = 0; c < C; c++) dw[c] += d[c] * x[c] * rstd[i];
+    }
+}
+
 // --- matmul (on cpu/gemm.h's GEMM) -------------------------------------------------
 // out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC]   (bias may be NULL)
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
@@ -186,6 +221,35 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
         float sech2 = 1.0f - th * th;
         float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = grad * dout[i];
+    }
+}
+
+// --- SwiGLU (Llama's MLP) ------------------------------------------------------------------
+// inp[N,2F] holds the two projections of a row side by side, up (the first F) and gate (the
+// next F); out[N,F] = up * silu(gate), silu(g) = g * sigmoid(g). Then a linear takes F to C.
+float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+void swiglu_forward(float *out, const float *inp, int N, int F) {
+#pragma omp parallel for schedule(guided) if ((size_t)N * F >= PARALLEL_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *up = inp + (size_t)i * 2 * F, *g = up + F;
+        float *o = out + (size_t)i * F;
+        for (int j = 0; j < F; j++) o[j] = up[j] * g[j] * sigmoidf(g[j]);
+    }
+}
+
+// dinp[N,2F] (overwrites) from dout[N,F]: d(up) = dout * silu(gate),
+// d(gate) = dout * up * silu'(gate), silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
+void swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
+#pragma omp parallel for schedule(guided) if ((size_t)N * F >= PARALLEL_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *up = inp + (size_t)i * 2 * F, *g = up + F, *d = dout + (size_t)i * F;
+        float *dup = dinp + (size_t)i * 2 * F, *dg = dup + F;
+        for (int j = 0; j < F; j++) {
+            float sg = sigmoidf(g[j]);
+            dup[j] = d[j] * g[j] * sg;
+            dg[j] = d[j] * up[j] * sg * (1.0f + g[j] * (1.0f - sg));
+        }
     }
 }
 

@@ -46,7 +46,7 @@ void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float
     if (!(a->pushing & SV_BIT(o))) return;
     int N = m->B * m->T, C = m->cfg.channels;
     OpParams w = op_weights(m, l, op);
-    matmul_forward(a->view[o], inp, w.w, w.b, N, op_inputs(C, op), op_outputs(C, op));
+    matmul_forward(a->view[o], inp, w.w, w.b, N, op_inputs(&m->cfg, op), op_outputs(&m->cfg, op));
     if (residual) residual_forward(a->view[o], a->view[o], residual, (size_t)N * C);
     round_saved(m, a, o);
 }
@@ -77,9 +77,9 @@ void activate(GPT *m, Acts *a, int o, const float *inp) {
 // Their backward, each beside the forward above:
 // dinp = dout W (overwrites); dW += dout^T inp, db += column sums of dout
 void linear_backward(GPT *m, int l, int op, float *dinp, const float *dout, const float *inp) {
-    int N = m->B * m->T, C = m->cfg.channels;
+    int N = m->B * m->T;
     OpParams w = op_weights(m, l, op), g = op_grads(m, l, op);
-    matmul_backward(dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(C, op), op_outputs(C, op));
+    matmul_backward(dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(&m->cfg, op), op_outputs(&m->cfg, op));
     op_grads_done(m, l, op);
 }
 

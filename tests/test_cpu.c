@@ -93,6 +93,7 @@ int main(void) {
     test_swiglu();
     test_rope();
     test_gqa();
+    test_llama_layout();
     test_flags_equivalence();
     test_fused_ce();
     test_flash_16bit();

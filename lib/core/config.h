@@ -24,8 +24,22 @@ typedef struct {
     int channels;  // C
     int heads;     // H
     int vocab;     // V: real vocabulary size (256 for the byte tokenizer)
-    int max_seq;   // maxT: number of learned positions
+    int max_seq;   // maxT: the longest sequence (GPT-2 learns a position embedding for each)
+    // The fields below are 0 for GPT-2, so {L, C, H, V, maxT} is a GPT-2 config.
+    int arch;      // ARCH_GPT2 or ARCH_LLAMA (RMSNorm, rotary positions, SwiGLU, no biases)
+    int kv_heads;  // KVH: key-value heads, each shared by H / KVH query heads (0: H, one each)
+    int ffn;       // F: the MLP's hidden width (0: 4C, GPT-2's)
+    int untied;    // 1: the LM head is a matrix of its own after the final norm; 0: it is wte
 } GPTConfig;
+
+enum { ARCH_GPT2, ARCH_LLAMA };
+int is_llama(const GPTConfig *c) { return c->arch == ARCH_LLAMA; }
+int cfg_kv_heads(const GPTConfig *c) { return c->kv_heads ? c->kv_heads : c->heads; }
+int cfg_ffn(const GPTConfig *c) { return c->ffn ? c->ffn : 4 * c->channels; }
+// The width of a row of qkv: H query heads, then KVH key and KVH value heads, of C/H channels (GPT-2: 3C).
+size_t qkv_width(const GPTConfig *c) {
+    return (size_t)(c->heads + 2 * cfg_kv_heads(c)) * (c->channels / c->heads);
+}
 
 typedef struct {
     const char *name;
@@ -34,11 +48,16 @@ typedef struct {
 } ModelPreset;
 
 const ModelPreset model_presets[] = {
-    {"small", {4, 128, 4, 256, 128}, "the default: learns Shakespeare in about 6 minutes on 2 cores"},
-    {"gpt2", {12, 768, 12, 50257, 1024}, "GPT-2 124M"},
-    {"gpt2-medium", {24, 1024, 16, 50257, 1024}, "GPT-2 350M"},
-    {"gpt2-large", {36, 1280, 20, 50257, 1024}, "GPT-2 774M"},
-    {"gpt2-xl", {48, 1600, 25, 50257, 1024}, "GPT-2 1558M"},
+    {"small", {.layers = 4, .channels = 128, .heads = 4, .vocab = 256, .max_seq = 128},
+     "the default: learns Shakespeare in about 6 minutes on 2 cores"},
+    {"gpt2", {.layers = 12, .channels = 768, .heads = 12, .vocab = 50257, .max_seq = 1024},
+     "GPT-2 124M"},
+    {"gpt2-medium", {.layers = 24, .channels = 1024, .heads = 16, .vocab = 50257, .max_seq = 1024},
+     "GPT-2 350M"},
+    {"gpt2-large", {.layers = 36, .channels = 1280, .heads = 20, .vocab = 50257, .max_seq = 1024},
+     "GPT-2 774M"},
+    {"gpt2-xl", {.layers = 48, .channels = 1600, .heads = 25, .vocab = 50257, .max_seq = 1024},
+     "GPT-2 1558M"},
 };
 const int n_model_presets = sizeof model_presets / sizeof model_presets[0];
 
@@ -50,30 +69,18 @@ int padded_vocab(const GPTConfig *c) { return (c->vocab + 63) / 64 * 64; }
 // Parameter layout
 //
 // All parameters live in one flat array, in this order:
-//   wte   (Vp, C)      token embedding, also the LM head (tied)
-//   wpe   (maxT, C)    position embedding
-//   then for each layer l = 0..L-1, one contiguous block:
-//     ln1w (C), ln1b (C), qkvw (3C, C), qkvb (3C), attprojw (C, C), attprojb (C),
-//     ln2w (C), ln2b (C), fcw (4C, C), fcb (4C), fcprojw (C, 4C), fcprojb (C)
-//   lnfw  (C), lnfb (C)   final layernorm
+//   wte   (Vp, C)      token embedding, also the LM head unless untied
+//   wpe   (maxT, C)    position embedding (GPT-2; Llama has none: its positions rotate q and k)
+//   then for each layer l = 0..L-1, one contiguous block, an op's weight then its bias:
+//     GPT-2: ln1w (C), ln1b (C), qkvw (3C, C), qkvb (3C), attprojw (C, C), attprojb (C),
+//            ln2w (C), ln2b (C), fcw (4C, C), fcb (4C), fcprojw (C, 4C), fcprojb (C)
+//     Llama: ln1w (C), qkvw ((H + 2 KVH) hs, C), attprojw (C, C), ln2w (C),
+//            fcw (2F, C): the up projection's F rows, then the gate's, fcprojw (C, F); no biases
+//   lnfw  (C), lnfb (C)   final norm (Llama: lnfw only)
+//   lm_head (Vp, C)       only when untied
 // Keeping each layer contiguous means one layer's weights (or gradients) are
 // one slice of the array: what ZeRO stage 2/3 reduce and gather per layer.
 // Linear weights are (out, in), as in PyTorch's nn.Linear.
-
-size_t layer_param_count(int C) { return (size_t)12 * C * C + (size_t)13 * C; }
-
-size_t param_count(const GPTConfig *c) {
-    size_t C = c->channels;
-    return (size_t)padded_vocab(c) * C + (size_t)c->max_seq * C + c->layers * layer_param_count(c->channels) + 2 * C;
-}
-
-// The embedding table [wte | wpe]: (Vp + maxT) C parameters, the first of the flat array.
-size_t embedding_param_count(const GPTConfig *c) { return ((size_t)padded_vocab(c) + c->max_seq) * c->channels; }
-
-// Offset of layer l's block in the flat array.
-size_t layer_offset(const GPTConfig *c, int l) {
-    return embedding_param_count(c) + (size_t)l * layer_param_count(c->channels);
-}
 
 // The ops of a layer that own parameters, in layout order. Each op's weight
 // and bias sit next to each other in the layer's block, so one op's
@@ -83,35 +90,62 @@ size_t layer_offset(const GPTConfig *c, int l) {
 enum { OP_LN1, OP_QKV, OP_ATTPROJ, OP_LN2, OP_FC, OP_FCPROJ, LAYER_OPS };
 const char *const op_names[LAYER_OPS] = {"ln1", "qkv", "attproj", "ln2", "fc", "fcproj"};
 
-// How many parameters op `op` has: ln 2C; qkv 3C^2 + 3C; attproj C^2 + C; fc 4C^2 + 4C; fcproj 4C^2 + C.
-size_t op_param_count(size_t C, int op) {
-    switch (op) {
-    case OP_QKV: return 3 * C * C + 3 * C;
-    case OP_ATTPROJ: return C * C + C;
-    case OP_FC: return 4 * C * C + 4 * C;
-    case OP_FCPROJ: return 4 * C * C + C;
-    default: return 2 * C;  // OP_LN1, OP_LN2: weight and bias
-    }
+// The inputs and outputs of a linear op: qkv C -> (H + 2 KVH) hs (GPT-2: 3C), attproj C -> C,
+// fc C -> F (Llama: 2F, up and gate), fcproj F -> C.
+int op_inputs(const GPTConfig *c, int op) { return op == OP_FCPROJ ? cfg_ffn(c) : c->channels; }
+int op_outputs(const GPTConfig *c, int op) {
+    if (op == OP_QKV) return (int)qkv_width(c);
+    if (op == OP_FC) return (is_llama(c) ? 2 : 1) * cfg_ffn(c);
+    return c->channels;
 }
 
-// Of them, the weight's (the bias follows it): ln C; qkv 3C^2; attproj C^2; fc 4C^2; fcproj 4C^2.
-size_t op_weight_count(size_t C, int op) {
-    switch (op) {
-    case OP_QKV: return 3 * C * C;
-    case OP_ATTPROJ: return C * C;
-    case OP_FC: case OP_FCPROJ: return 4 * C * C;
-    default: return C;  // OP_LN1, OP_LN2
-    }
+// Does an op have a bias (GPT-2's do, the layernorms' too; Llama's have none)?
+int op_has_bias(const GPTConfig *c) { return !is_llama(c); }
+
+// How many weights op `op` has (the bias follows them): a norm C; a linear outputs x inputs.
+size_t op_weight_count(const GPTConfig *c, int op) {
+    if (op == OP_LN1 || op == OP_LN2) return c->channels;
+    return (size_t)op_outputs(c, op) * op_inputs(c, op);
 }
 
-// The inputs and outputs of a linear op: qkv C -> 3C, attproj C -> C, fc C -> 4C, fcproj 4C -> C.
-int op_inputs(int C, int op) { return op == OP_FCPROJ ? 4 * C : C; }
-int op_outputs(int C, int op) { return op == OP_QKV ? 3 * C : op == OP_FC ? 4 * C : C; }
+// And its parameters: GPT-2 ln 2C; qkv 3C^2 + 3C; attproj C^2 + C; fc 4C^2 + 4C; fcproj 4C^2 + C.
+size_t op_param_count(const GPTConfig *c, int op) {
+    if (!op_has_bias(c)) return op_weight_count(c, op);
+    size_t bias = op == OP_LN1 || op == OP_LN2 ? c->channels : op_outputs(c, op);
+    return op_weight_count(c, op) + bias;
+}
+
+size_t layer_param_count(const GPTConfig *c) {
+    size_t n = 0;
+    for (int op = 0; op < LAYER_OPS; op++) n += op_param_count(c, op);
+    return n;
+}
+
+// The embedding table [wte | wpe]: (Vp + maxT) C parameters (Llama: Vp C), the first of the flat array.
+size_t embedding_param_count(const GPTConfig *c) {
+    return ((size_t)padded_vocab(c) + (is_llama(c) ? 0 : c->max_seq)) * c->channels;
+}
+
+// The final norm's parameters: GPT-2 2C (weight and bias), Llama C.
+size_t final_norm_param_count(const GPTConfig *c) { return (op_has_bias(c) ? 2 : 1) * (size_t)c->channels; }
+
+// An untied LM head's parameters: Vp C (none when the head is wte).
+size_t lm_head_param_count(const GPTConfig *c) { return c->untied ? (size_t)padded_vocab(c) * c->channels : 0; }
+
+size_t param_count(const GPTConfig *c) {
+    return embedding_param_count(c) + c->layers * layer_param_count(c) + final_norm_param_count(c) +
+           lm_head_param_count(c);
+}
+
+// Offset of layer l's block in the flat array.
+size_t layer_offset(const GPTConfig *c, int l) {
+    return embedding_param_count(c) + (size_t)l * layer_param_count(c);
+}
 
 // Where op `op`'s parameters start in layer l's block, as a flat index.
 size_t op_param_offset(const GPTConfig *c, int l, int op) {
     size_t off = layer_offset(c, l);
-    for (int k = 0; k < op; k++) off += op_param_count(c->channels, k);
+    for (int k = 0; k < op; k++) off += op_param_count(c, k);
     return off;
 }
 
@@ -131,38 +165,36 @@ void add_tensor(ParamTensor *out, int *n, size_t *off, size_t count, int is_matr
     *off += count;
 }
 
-int param_tensor_count(const GPTConfig *c) { return 4 + 12 * c->layers; }
+// GPT-2: wte, wpe, 12 a layer, lnfw, lnfb. Llama: wte, 6 a layer, lnfw, and lm_head if untied.
+int param_tensor_count(const GPTConfig *c) {
+    return is_llama(c) ? 2 + 6 * c->layers + c->untied : 4 + 12 * c->layers;
+}
 
 // Fill `out` (param_tensor_count entries) with the tensors in layout order.
 void param_tensors(const GPTConfig *c, ParamTensor *out) {
     size_t C = c->channels;
     float proj_std = 0.02f / sqrtf(2.0f * c->layers);  // residual projections: GPT-2 scaling
-    int n = 0;
+    int n = 0, bias = op_has_bias(c);
     size_t off = 0;
     add_tensor(out, &n, &off, (size_t)padded_vocab(c) * C, 1, 0.02f, 0);  // wte
-    add_tensor(out, &n, &off, (size_t)c->max_seq * C, 1, 0.02f, 0);       // wpe
-    for (int l = 0; l < c->layers; l++) {
-        add_tensor(out, &n, &off, C, 0, 0, 1);                // ln1w
-        add_tensor(out, &n, &off, C, 0, 0, 0);                // ln1b
-        add_tensor(out, &n, &off, 3 * C * C, 1, 0.02f, 0);    // qkvw
-        add_tensor(out, &n, &off, 3 * C, 0, 0, 0);            // qkvb
-        add_tensor(out, &n, &off, C * C, 1, proj_std, 0);     // attprojw
-        add_tensor(out, &n, &off, C, 0, 0, 0);                // attprojb
-        add_tensor(out, &n, &off, C, 0, 0, 1);                // ln2w
-        add_tensor(out, &n, &off, C, 0, 0, 0);                // ln2b
-        add_tensor(out, &n, &off, 4 * C * C, 1, 0.02f, 0);    // fcw
-        add_tensor(out, &n, &off, 4 * C, 0, 0, 0);            // fcb
-        add_tensor(out, &n, &off, 4 * C * C, 1, proj_std, 0); // fcprojw
-        add_tensor(out, &n, &off, C, 0, 0, 0);                // fcprojb
-    }
-    add_tensor(out, &n, &off, C, 0, 0, 1);  // lnfw
-    add_tensor(out, &n, &off, C, 0, 0, 0);  // lnfb
+    if (!is_llama(c)) add_tensor(out, &n, &off, (size_t)c->max_seq * C, 1, 0.02f, 0);  // wpe
+    for (int l = 0; l < c->layers; l++)
+        for (int op = 0; op < LAYER_OPS; op++) {
+            int norm = op == OP_LN1 || op == OP_LN2;
+            float std = norm ? 0 : op == OP_ATTPROJ || op == OP_FCPROJ ? proj_std : 0.02f;
+            add_tensor(out, &n, &off, op_weight_count(c, op), !norm, std, norm);  // the weight
+            if (bias) add_tensor(out, &n, &off, op_param_count(c, op) - op_weight_count(c, op), 0, 0, 0);
+        }
+    add_tensor(out, &n, &off, C, 0, 0, 1);                  // lnfw
+    if (bias) add_tensor(out, &n, &off, C, 0, 0, 0);        // lnfb
+    if (c->untied) add_tensor(out, &n, &off, (size_t)padded_vocab(c) * C, 1, 0.02f, 0);  // lm_head
 }
 
 // Element j of tensor i (the i-th of param_tensors), drawing from *s: called
 // for every element in layout order, it gives the whole init sequence.
 float init_value(const ParamTensor *t, int i, size_t j, const GPTConfig *c, uint64_t *s) {
-    size_t random = i == 0 ? (size_t)c->vocab * c->channels : t->count;  // wte: real rows only
+    int table = i == 0 || (c->untied && i == param_tensor_count(c) - 1);     // wte, an untied LM head
+    size_t random = table ? (size_t)c->vocab * c->channels : t->count;         // their real rows only
     if (j >= random) return 0.0f;
     if (t->init_ones) return 1.0f;
     return t->init_std > 0 ? t->init_std * rng_normal(s) : 0.0f;
@@ -229,9 +261,9 @@ void init_params(float *params, const GPTConfig *c, uint64_t seed) {
     init_params_range(params, 0, param_count(c), c, &src);
 }
 
-// Parameters outside the layers: wte, wpe and the final layernorm, (Vp + maxT) C + 2C.
+// Parameters outside the layers: wte, wpe, the final norm and an untied LM head (GPT-2: (Vp + maxT) C + 2C).
 size_t global_param_count(const GPTConfig *c) {
-    return embedding_param_count(c) + 2 * (size_t)c->channels;
+    return embedding_param_count(c) + final_norm_param_count(c) + lm_head_param_count(c);
 }
 
 #endif

@@ -86,7 +86,7 @@ Plan make_plan(const Settings *s, int ranks) {
     size_t most_rows = s->cuda ? GPU_HEAD_ROWS : HEAD_ROWS;
     p.head_rows = (int)(N < most_rows ? N : most_rows);
     p.vocab_chunk = VOCAB_CHUNK;
-    size_t fc = op_param_count(C, OP_FC), chunk = (rows < VOCAB_CHUNK ? rows : VOCAB_CHUNK) * C;
+    size_t fc = op_param_count(c, OP_FC), chunk = (rows < VOCAB_CHUNK ? rows : VOCAB_CHUNK) * C;
     p.piece = s->fused_ce && chunk > fc ? chunk : fc;
     p.table = global_param_count(c);
     p.offload = s->offload & (p.stage == 3 ? OFFLOAD_OPT | OFFLOAD_PARAMS : OFFLOAD_OPT);
@@ -105,7 +105,7 @@ size_t head_tile_elems(const Plan *p, const GPTConfig *c) {
 
 // The piece of op `op` of layer l.
 Piece op_piece(const GPTConfig *c, int l, int op) {
-    Piece p = {op_param_offset(c, l, op), op_param_count(c->channels, op)};
+    Piece p = {op_param_offset(c, l, op), op_param_count(c, op)};
     return p;
 }
 
@@ -124,7 +124,7 @@ const char *piece_name(const GPTConfig *c, Piece p, char *out, size_t n) {
     } else if (p.lo < emb) {
         snprintf(out, n, "table rows %zu..%zu", p.lo / C, (p.lo + p.n) / C - 1);
     } else {
-        int l = (int)((p.lo - emb) / layer_param_count(c->channels)), op = 0;
+        int l = (int)((p.lo - emb) / layer_param_count(c)), op = 0;
         while (op + 1 < LAYER_OPS && op_param_offset(c, l, op + 1) <= p.lo) op++;
         snprintf(out, n, "layer %d %s", l, op_names[op]);
     }

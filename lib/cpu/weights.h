@@ -154,13 +154,13 @@ typedef struct {
 // Layer l's op `op`: its weights, its gradient bucket, and the end of its backward.
 OpParams op_weights(GPT *m, int l, int op) {
     float *p = fetch_params(m, op_piece(&m->cfg, l, op));
-    OpParams w = {p, p + op_weight_count(m->cfg.channels, op)};
+    OpParams w = {p, p + op_weight_count(&m->cfg, op)};
     return w;
 }
 
 OpParams op_grads(GPT *m, int l, int op) {
     float *p = grads_params(m, op_piece(&m->cfg, l, op));
-    OpParams g = {p, p + op_weight_count(m->cfg.channels, op)};
+    OpParams g = {p, p + op_weight_count(&m->cfg, op)};
     return g;
 }
 

@@ -39,7 +39,7 @@ void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, co
     if (!(a->pushing & SV_BIT(o))) return;
     int N = m->B * m->T, C = m->cfg.channels;
     GpuOpParams w = gpu_op_weights(m, l, op);
-    cu_matmul_forward(m->dtype, a->saved[o], inp, w.w, w.b, N, op_inputs(C, op), op_outputs(C, op));
+    cu_matmul_forward(m->dtype, a->saved[o], inp, w.w, w.b, N, op_inputs(&m->cfg, op), op_outputs(&m->cfg, op));
     if (residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)N * C);
 }
 
@@ -66,9 +66,9 @@ void gpu_activate(GpuGPT *m, GpuActs *a, int o, const void *inp) {
 // Their backward, each beside the forward above:
 // dinp = dout W (overwrites); dW += dout^T inp, db += column sums of dout
 void gpu_linear_backward(GpuGPT *m, int l, int op, void *dinp, const void *dout, const void *inp) {
-    int N = m->B * m->T, C = m->cfg.channels;
+    int N = m->B * m->T;
     GpuOpParams w = gpu_op_weights(m, l, op), g = gpu_op_grads(m, l, op);
-    cu_matmul_backward(m->dtype, dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(C, op), op_outputs(C, op));
+    cu_matmul_backward(m->dtype, dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(&m->cfg, op), op_outputs(&m->cfg, op));
     gpu_op_grads_done(m, l, op);
 }
 

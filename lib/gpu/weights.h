@@ -139,13 +139,13 @@ typedef struct {
 
 GpuOpParams gpu_op_weights(GpuGPT *m, int l, int op) {
     void *p = gpu_fetch_params(m, op_piece(&m->cfg, l, op));
-    GpuOpParams w = {p, element(m, p, op_weight_count(m->cfg.channels, op))};
+    GpuOpParams w = {p, element(m, p, op_weight_count(&m->cfg, op))};
     return w;
 }
 
 GpuOpParams gpu_op_grads(GpuGPT *m, int l, int op) {
     void *p = gpu_grads_params(m, op_piece(&m->cfg, l, op));
-    GpuOpParams g = {p, element(m, p, op_weight_count(m->cfg.channels, op))};
+    GpuOpParams g = {p, element(m, p, op_weight_count(&m->cfg, op))};
     return g;
 }
 

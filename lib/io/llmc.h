@@ -43,7 +43,7 @@ size_t llmc_tensor_at(const GPTConfig *c, int i) {
     if (i == 1) return at;
     at += (size_t)c->max_seq * C;
     int n = param_tensor_count(c);
-    if (i >= n - 2) return at + L * layer_param_count(c->channels) + (size_t)(i - (n - 2)) * C;
+    if (i >= n - 2) return at + L * layer_param_count(c) + (size_t)(i - (n - 2)) * C;
     int l = (i - 2) / 12, j = (i - 2) % 12;
     for (int k = 0; k < j; k++) at += L * kind[k];
     return at + (size_t)l * kind[j];

@@ -45,7 +45,7 @@ void test_conversions(void) {
 // A 16-bit model really rounds: the loss differs from fp32 in its low bits, not more,
 // and every saved activation is a representable 16-bit value.
 void test_dtype_model(void) {
-    GPTConfig c = {2, 24, 3, 77, 20};
+    GPTConfig c = {.layers = 2, .channels = 24, .heads = 3, .vocab = 77, .max_seq = 20};
     int B = 2, T = 11, in[22], tg[22];
     for (int i = 0; i < B * T; i++) { in[i] = (int)(rng_next(&test_rng) % 77); tg[i] = (int)(rng_next(&test_rng) % 77); }
     float loss[3];

@@ -6,8 +6,10 @@
 void test_fused_ce(void) {
     // V 2100: two chunks of the table (2048 + 64 padded rows); N 300: a tile of 256 rows and one of 44;
     // V 300 and B*T = 1: one chunk, one row
-    struct { GPTConfig c; int B, T; } cases[] = {{{2, 16, 2, 2100, 100}, 3, 100}, {{1, 24, 3, 300, 9}, 1, 1},
-                                                  {{2, 16, 4, 259, 33}, 5, 33}};
+    struct { GPTConfig c; int B, T; } cases[] = {
+        {{.layers = 2, .channels = 16, .heads = 2, .vocab = 2100, .max_seq = 100}, 3, 100},
+        {{.layers = 1, .channels = 24, .heads = 3, .vocab = 300, .max_seq = 9}, 1, 1},
+        {{.layers = 2, .channels = 16, .heads = 4, .vocab = 259, .max_seq = 33}, 5, 33}};
     double tol[3] = {1e-6, 1e-2, 2e-3};  // fp32; bf16, fp16: the unfused path rounds its probabilities to 16 bits
     for (int k = 0; k < 3; k++) {
         GPTConfig *c = &cases[k].c;

@@ -1,7 +1,7 @@
-// tests/cpu_checks/llama.h — tests/test_cpu.c's checks of Llama's ops: RMSNorm, SwiGLU, the rotary
-// embedding and grouped-query attention, each backward against central differences at odd sizes;
-// grouped-query attention against full attention with each group's K and V repeated; flash against
-// naive with groups.
+// tests/cpu_checks/llama.h — tests/test_cpu.c's checks of Llama's ops and layout: RMSNorm, SwiGLU,
+// the rotary embedding and grouped-query attention, each backward against central differences at
+// odd sizes; grouped-query attention against full attention with each group's K and V repeated;
+// flash against naive with groups; the parameter layout against the published model sizes.
 #ifndef GPTMEM_TEST_CPU_LLAMA_H
 #define GPTMEM_TEST_CPU_LLAMA_H
 
@@ -140,6 +140,45 @@ void test_gqa(void) {
     check(ef < 1e-5 && eb < 1e-5, "grouped-query flash == naive", "H 6 KVH 2 T %d: forward %.2e, backward %.2e", T, ef, eb);
     free(qkv); free(full); free(dout); free(att); free(o_g); free(o_m); free(o_f); free(lse);
     free(d_g); free(d_m); free(d_f); free(d_sum);
+}
+
+// --- Llama's parameter layout (core/config.h) ---------------------------------------------
+// The published sizes: Llama 3 8B and 70B (untied head), Llama 3.2 1B and 3B (tied); every tensor
+// in its place; init: norms 1, the padded rows of both tables 0.
+void test_llama_layout(void) {
+    struct { const char *name; GPTConfig c; size_t published; } shapes[] = {
+        {"llama3-8b", {.layers = 32, .channels = 4096, .heads = 32, .vocab = 128256, .max_seq = 8192,
+                       .arch = ARCH_LLAMA, .kv_heads = 8, .ffn = 14336, .untied = 1}, 8030261248u},
+        {"llama3-70b", {.layers = 80, .channels = 8192, .heads = 64, .vocab = 128256, .max_seq = 8192,
+                        .arch = ARCH_LLAMA, .kv_heads = 8, .ffn = 28672, .untied = 1}, 70553706496u},
+        {"llama3.2-1b", {.layers = 16, .channels = 2048, .heads = 32, .vocab = 128256, .max_seq = 131072,
+                         .arch = ARCH_LLAMA, .kv_heads = 8, .ffn = 8192}, 1235814400u},
+        {"llama3.2-3b", {.layers = 28, .channels = 3072, .heads = 24, .vocab = 128256, .max_seq = 131072,
+                         .arch = ARCH_LLAMA, .kv_heads = 8, .ffn = 8192}, 3212749824u},
+    };
+    for (int i = 0; i < 4; i++) {
+        const GPTConfig *c = &shapes[i].c;
+        int nt = param_tensor_count(c);
+        ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
+        param_tensors(c, t);
+        size_t sum = t[nt - 1].offset + t[nt - 1].count, fc = op_param_count(c, OP_FC);
+        free(t);
+        check(param_count(c) == shapes[i].published && sum == param_count(c) && nt == 2 + 6 * c->layers + c->untied &&
+              fc == 2 * (size_t)c->ffn * c->channels, "llama layout", "%s: %zu parameters (published %zu), tensors %zu",
+              shapes[i].name, param_count(c), shapes[i].published, sum);
+    }
+    GPTConfig c = {.layers = 2, .channels = 8, .heads = 4, .vocab = 70, .max_seq = 16, .arch = ARCH_LLAMA,
+                   .kv_heads = 2, .ffn = 12, .untied = 1};  // Vp 128: 58 padded rows in each table
+    size_t P = param_count(&c), C = c.channels, Vp = padded_vocab(&c);
+    float *p = fvec(P);
+    init_params(p, &c, 7);
+    size_t ln2 = op_param_offset(&c, 1, OP_LN2), head = P - Vp * C;
+    int ones = 1, pad_zero = 1;
+    for (size_t j = 0; j < C; j++) ones &= p[ln2 + j] == 1.0f && p[layer_offset(&c, 2) + j] == 1.0f;  // ln2, lnf
+    for (size_t j = (size_t)c.vocab * C; j < Vp * C; j++) pad_zero &= p[j] == 0.0f && p[head + j] == 0.0f;
+    check(P == Vp * C * 2 + 2 * (2 * C + 16 * C + C * C + 3 * 12 * C) + C && ones && pad_zero && p[head] != 0.0f,
+          "llama init", "%zu parameters (H 4 KVH 2 hs 2: qkv 16 rows); norms 1; the tables' padded rows 0", P);
+    free(p);
 }
 
 #endif

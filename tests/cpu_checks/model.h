@@ -39,7 +39,7 @@ void model_teardown(void) { gpt_free(&tm); arena_release(); }
 
 void test_model_fd(void) {
     // odd sizes: C = 18 (not a power of two), H = 3 (head size 6), T = 7, V = 70 (padded to 128)
-    GPTConfig c = {2, 18, 3, 70, 9};
+    GPTConfig c = {.layers = 2, .channels = 18, .heads = 3, .vocab = 70, .max_seq = 9};
     model_setup(&c, 2, 7);
     init_params(tm.params, &c, 7);
     // 3x the init scale so every path carries signal; eps 3e-3 keeps the
@@ -111,7 +111,7 @@ double max_rel_diff(const float *a, const float *b, size_t n) {
 }
 
 void test_flags_equivalence(void) {
-    GPTConfig c = {3, 24, 3, 77, 20};
+    GPTConfig c = {.layers = 3, .channels = 24, .heads = 3, .vocab = 77, .max_seq = 20};
     int B = 8, T = 19, in[8 * 19], tg[8 * 19];
     for (int i = 0; i < B * T; i++) { in[i] = (int)(rng_next(&test_rng) % 77); tg[i] = (int)(rng_next(&test_rng) % 77); }
     size_t P = param_count(&c);
@@ -208,7 +208,7 @@ double kv_worst(const float *ref, int Vp, int T, int prefill) {
 }
 
 void test_kv_cache(void) {
-    GPTConfig c = {2, 18, 3, 70, 9};
+    GPTConfig c = {.layers = 2, .channels = 18, .heads = 3, .vocab = 70, .max_seq = 9};
     int T = 9, Vp = padded_vocab(&c);
     const int dtypes[3] = {DT_FP32, DT_FP32, DT_BF16}, flashes[3] = {0, 1, 0};
     for (int k = 0; k < 3; k++)

@@ -7,11 +7,14 @@
 #define GPTMEM_SAVED_H
 
 #include <stddef.h>
+#include "core/config.h"
 
-// Shapes, for a micro-batch of N = B*T rows: (N,C), (N,3C), (N,4C), one value
-// per row (N: the layernorm statistics), the attention probabilities
-// (B,H,T,T), or with --flash their row log-sum-exp (B,H,T), the logits (N,Vp).
-enum { SAVED_NC, SAVED_3NC, SAVED_4NC, SAVED_ROWS, SAVED_ATTN, SAVED_LOGITS };
+// Shapes, for a micro-batch of N = B*T rows: (N,C); qkv (N,3C) (Llama: (N, (H + 2 KVH) hs));
+// the first MLP matmul's output (N,4C) (Llama: (N,2F), up and gate) and the activation's (N,4C)
+// (Llama: (N,F)); one value per row (N: the norms' rstd); the layernorm's mean, one per row (N;
+// Llama's RMSNorm keeps none: 0); the attention probabilities (B,H,T,T), or with --flash their row
+// log-sum-exp (B,H,T); the logits (N,Vp).
+enum { SAVED_NC, SAVED_QKV, SAVED_FC, SAVED_FF, SAVED_ROWS, SAVED_MEAN, SAVED_ATTN, SAVED_LOGITS };
 
 typedef struct {
     const char *name;
@@ -27,17 +30,17 @@ enum {
 enum { SV_LNF, SV_LNF_MEAN, SV_LNF_RSTD, SV_LOGITS, SAVED_FINAL };
 
 const SavedTensor block_saved[SAVED_PER_LAYER] = {
-    [SV_LN1] = {"ln1", SAVED_NC},           [SV_LN1_MEAN] = {"ln1_mean", SAVED_ROWS},
-    [SV_LN1_RSTD] = {"ln1_rstd", SAVED_ROWS}, [SV_QKV] = {"qkv", SAVED_3NC},
+    [SV_LN1] = {"ln1", SAVED_NC},           [SV_LN1_MEAN] = {"ln1_mean", SAVED_MEAN},
+    [SV_LN1_RSTD] = {"ln1_rstd", SAVED_ROWS}, [SV_QKV] = {"qkv", SAVED_QKV},
     [SV_ATT] = {"att", SAVED_ATTN},         // "lse" with --flash
     [SV_ATTY] = {"atty", SAVED_NC},         [SV_RES2] = {"res2", SAVED_NC},
-    [SV_LN2] = {"ln2", SAVED_NC},           [SV_LN2_MEAN] = {"ln2_mean", SAVED_ROWS},
-    [SV_LN2_RSTD] = {"ln2_rstd", SAVED_ROWS}, [SV_FCH] = {"fch", SAVED_4NC},
-    [SV_FCH_GELU] = {"fch_gelu", SAVED_4NC}, [SV_RES3] = {"res3", SAVED_NC},
+    [SV_LN2] = {"ln2", SAVED_NC},           [SV_LN2_MEAN] = {"ln2_mean", SAVED_MEAN},
+    [SV_LN2_RSTD] = {"ln2_rstd", SAVED_ROWS}, [SV_FCH] = {"fch", SAVED_FC},
+    [SV_FCH_GELU] = {"fch_gelu", SAVED_FF}, [SV_RES3] = {"res3", SAVED_NC},
 };
 
 const SavedTensor final_saved[SAVED_FINAL] = {
-    [SV_LNF] = {"lnf", SAVED_NC}, [SV_LNF_MEAN] = {"lnf_mean", SAVED_ROWS}, [SV_LNF_RSTD] = {"lnf_rstd", SAVED_ROWS},
+    [SV_LNF] = {"lnf", SAVED_NC}, [SV_LNF_MEAN] = {"lnf_mean", SAVED_MEAN}, [SV_LNF_RSTD] = {"lnf_rstd", SAVED_ROWS},
     [SV_LOGITS] = {"logits", SAVED_LOGITS},
 };
 
@@ -46,25 +49,27 @@ const char *saved_name(const SavedTensor *t, int flash) {
     return t->shape == SAVED_ATTN && flash ? "lse" : t->name;
 }
 
-// Its number of elements for a B x T micro-batch.
-size_t saved_count(const SavedTensor *t, size_t B, size_t T, size_t C, size_t H, size_t Vp, int flash) {
-    size_t N = B * T;
+// Its number of elements for a B x T micro-batch of model c.
+size_t saved_count(const SavedTensor *t, const GPTConfig *c, size_t B, size_t T, int flash) {
+    size_t N = B * T, H = c->heads;
     switch (t->shape) {
-    case SAVED_NC: return N * C;
-    case SAVED_3NC: return 3 * N * C;
-    case SAVED_4NC: return 4 * N * C;
+    case SAVED_NC: return N * c->channels;
+    case SAVED_QKV: return N * qkv_width(c);
+    case SAVED_FC: return N * op_outputs(c, OP_FC);
+    case SAVED_FF: return N * cfg_ffn(c);
     case SAVED_ROWS: return N;
+    case SAVED_MEAN: return is_llama(c) ? 0 : N;
     case SAVED_ATTN: return flash ? B * H * T : B * H * T * T;
-    default: return N * Vp;  // SAVED_LOGITS
+    default: return N * padded_vocab(c);  // SAVED_LOGITS
     }
 }
 
-// A row statistic (layernorm mean and rstd, flash's lse): one value per row,
+// A row statistic (the norms' mean and rstd, flash's lse): one value per row,
 // which the backward recomputes from. Both the CPU and the GPU keep these in
 // fp32 whatever the storage dtype: they are O(N) bytes, and a 16-bit lse or
 // rstd would spoil every gradient computed from it.
 int saved_is_row_stat(const SavedTensor *t, int flash) {
-    return t->shape == SAVED_ROWS || (t->shape == SAVED_ATTN && flash);
+    return t->shape == SAVED_ROWS || t->shape == SAVED_MEAN || (t->shape == SAVED_ATTN && flash);
 }
 
 // --recompute: which of a block's tensors each choice drops in the forward

@@ -131,7 +131,7 @@ size_t block_act_floats(const GPTConfig *c, int B, int T, int flash) {
     size_t n = 0;
     for (int i = 0; i < SAVED_PER_LAYER; i++)
         if (!saved_is_row_stat(&block_saved[i], flash))
-            n += saved_count(&block_saved[i], B, T, c->channels, c->heads, padded_vocab(c), flash);
+            n += saved_count(&block_saved[i], c, B, T, flash);
     return n;
 }
 

@@ -24,7 +24,7 @@ int stored_fp32(const GPT *m, const SavedTensor *table, int i) {
 // Tensor i of `table` (block_saved or final_saved), for the current B x T.
 size_t tensor_count(const GPT *m, const SavedTensor *table, int i) {
     const GPTConfig *c = &m->cfg;
-    return saved_count(&table[i], m->B, m->T, c->channels, c->heads, padded_vocab(c), m->flash);
+    return saved_count(&table[i], c, m->B, m->T, m->flash);
 }
 
 // 16-bit runs: where tensor i's fp32 view sits in act_work, after the views

@@ -18,14 +18,14 @@
 // for a row statistic (layernorm mean and rstd, flash's lse).
 void *gpu_push_saved(GpuGPT *m, const SavedTensor *t) {
     const GPTConfig *c = &m->cfg;
-    size_t count = saved_count(t, m->B, m->T, c->channels, c->heads, padded_vocab(c), m->flash);
+    size_t count = saved_count(t, c, m->B, m->T, m->flash);
     size_t bytes = count * (saved_is_row_stat(t, m->flash) ? sizeof(float) : m->elem_bytes);
     return arena_push(saved_name(t, m->flash), bytes);
 }
 
 size_t gpu_saved_bytes_now(const GpuGPT *m, int i) {
     const GPTConfig *c = &m->cfg;
-    size_t count = saved_count(&block_saved[i], m->B, m->T, c->channels, c->heads, padded_vocab(c), m->flash);
+    size_t count = saved_count(&block_saved[i], c, m->B, m->T, m->flash);
     return count * (saved_is_row_stat(&block_saved[i], m->flash) ? sizeof(float) : m->elem_bytes);
 }
 

@@ -83,8 +83,8 @@ size_t cpu_act(size_t bytes) { return (bytes + CPU_ACT_ALIGN - 1) / CPU_ACT_ALIG
 
 // The bytes of tensor i of a table on the CPU's stack: row statistics in fp32.
 size_t saved_bytes(const SavedTensor *t, const Settings *s) {
-    size_t e = dtype_size(s->dtype), C = s->cfg.channels, H = s->cfg.heads, Vp = padded_vocab(&s->cfg);
-    return cpu_act((saved_is_row_stat(t, s->flash) ? 4 : e) * saved_count(t, s->batch, s->seq_len, C, H, Vp, s->flash));
+    size_t e = dtype_size(s->dtype);
+    return cpu_act((saved_is_row_stat(t, s->flash) ? 4 : e) * saved_count(t, &s->cfg, s->batch, s->seq_len, s->flash));
 }
 
 // The stack's pieces, in bytes: one block's 13 tensors, what a block keeps
@@ -402,8 +402,7 @@ size_t gpu_act(size_t bytes) { return (bytes + GPU_ACT_ALIGN - 1) / GPU_ACT_ALIG
 
 size_t gpu_saved_bytes(const SavedTensor *t, const Settings *s) {
     size_t e = dtype_size(s->dtype), per = saved_is_row_stat(t, s->flash) ? 4 : e;
-    size_t C = s->cfg.channels, H = s->cfg.heads, Vp = padded_vocab(&s->cfg);
-    return gpu_act(per * saved_count(t, s->batch, s->seq_len, C, H, Vp, s->flash));
+    return gpu_act(per * saved_count(t, &s->cfg, s->batch, s->seq_len, s->flash));
 }
 
 ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {

@@ -36,12 +36,15 @@ const char *formula_term(int sv, int flash) {
     }
 }
 
-const char *saved_shape(const SavedTensor *t, int flash) {
+const char *saved_shape(const SavedTensor *t, const GPTConfig *c, int flash) {
+    int llama = is_llama(c);
     switch (t->shape) {
     case SAVED_NC: return "(N,C)";
-    case SAVED_3NC: return "(N,3C)";
-    case SAVED_4NC: return "(N,4C)";
+    case SAVED_QKV: return llama ? "(N,(H+2KVH)hs)" : "(N,3C)";
+    case SAVED_FC: return llama ? "(N,2F)" : "(N,4C)";
+    case SAVED_FF: return llama ? "(N,F)" : "(N,4C)";
     case SAVED_ROWS: return "(N)";
+    case SAVED_MEAN: return llama ? "-" : "(N)";
     default: return flash ? "(B,H,T)" : "(B,H,T,T)";  // SAVED_ATTN
     }
 }
@@ -80,7 +83,7 @@ void print_activation_table(FILE *f, const Settings *s, size_t measured) {
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
         const SavedTensor *t = &block_saved[i];
         int fp32 = s->dtype == DT_FP32 || saved_is_row_stat(t, s->flash);
-        fprintf(f, "  %-9s %-10s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), saved_shape(t, s->flash),
+        fprintf(f, "  %-9s %-10s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), saved_shape(t, &s->cfg, s->flash),
                 dtype_name[fp32 ? DT_FP32 : s->dtype], saved_bytes(t, s), formula_term(i, s->flash),
                 drops & SV_BIT(i) ? "rebuilt" : "kept");
     }

@@ -292,7 +292,7 @@ double run_peak_flops(const Settings *s) {
 // matmuls; the LM head is in P through wte) and the attention's QK^T and PV,
 // 6 L T C (causal: half of 12 L T C). The usual MFU numerator.
 double flops_per_token(const GPTConfig *c, int T) {
-    return model_flops_per_token(c->layers, c->channels, padded_vocab(c), c->max_seq, T);
+    return model_flops_per_token(c, T);
 }
 
 // m:ss, or h:mm:ss from an hour

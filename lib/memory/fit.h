@@ -201,9 +201,9 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     f.category_bytes = pred.peak[f.category];
     f.weights = pred.peak[MEM_PARAMS];
     Plan plan = make_plan(&t, t.ranks);
-    double token_flops = model_flops_per_token(L, C, Vp, c->max_seq, T);
+    double token_flops = model_flops_per_token(c, T);
     f.flops = (L * recompute_flops_per_token_layer(plan.drops, T, C) + (f.fused_ce ? 2.0 * C * Vp : 0)) / token_flops;
-    f.comm = fit_comm_bytes(&f, (double)predict_param_count(L, C, Vp, c->max_seq), ((double)Vp + c->max_seq) * C, q->ranks);
+    f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), ((double)Vp + c->max_seq) * C, q->ranks);
     long long moved[TR_N];
     predict_traffic(&t, &plan, 0, moved);
     for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];

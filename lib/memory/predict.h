@@ -29,18 +29,24 @@
 #include "memory/predict_shard.h"    // ZeRO's shards and what a step sends
 
 
-// P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
+// GPT-2: P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
 //   12C^2 per layer: qkv 3C^2 + attproj C^2 + fc 4C^2 + fcproj 4C^2
 //   13C per layer:   ln1 2C + qkv bias 3C + attproj bias C + ln2 2C + fc bias 4C + fcproj bias C
 //   2C:              the final layernorm
-size_t predict_param_count(int L, int C, int Vp, int maxT) {
-    return (size_t)Vp * C + (size_t)maxT * C + (size_t)L * (12 * (size_t)C * C + 13 * (size_t)C) + 2 * (size_t)C;
+// Llama: P = Vp*C (x2 with an untied head) + L*(C^2 + 2 KVH hs C + C^2 + 3 F C + 2C) + C
+//   per layer: q C^2, k and v 2 KVH hs C, attproj C^2, up, gate and down 3 F C, two RMSNorms 2C; no biases
+//   C:         the final RMSNorm
+size_t predict_param_count(const GPTConfig *c) {
+    size_t L = c->layers, C = c->channels, Vp = padded_vocab(c), maxT = c->max_seq;
+    if (!is_llama(c)) return Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C;
+    size_t KVH = cfg_kv_heads(c), hs = C / c->heads, F = cfg_ffn(c);
+    return Vp * C * (1 + (c->untied != 0)) + L * (C * C + 2 * KVH * hs * C + C * C + 3 * F * C + 2 * C) + C;
 }
 
 // The model's FLOPs a token (forward and backward): 6 per parameter and the
 // attention's 6 L T C (causal), as the step line's MFU counts them.
-double model_flops_per_token(int L, int C, int Vp, int maxT, int T) {
-    return 6.0 * predict_param_count(L, C, Vp, maxT) + 6.0 * L * T * C;
+double model_flops_per_token(const GPTConfig *c, int T) {
+    return 6.0 * predict_param_count(c) + 6.0 * c->layers * T * c->channels;
 }
 
 // The activation stack at its two moments that matter: after the forward
@@ -290,7 +296,7 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
     fwd.dtype = DT_FP32, fwd.ckpt = 1, fwd.recompute = REC_BLOCK;
     Plan p = make_plan(&fwd, 1);
     int L = s->cfg.layers, C = s->cfg.channels, maxT = s->cfg.max_seq, Vp = padded_vocab(&s->cfg);
-    size_t N = (size_t)s->batch * s->seq_len, P = predict_param_count(L, C, Vp, maxT);
+    size_t N = (size_t)s->batch * s->seq_len, P = predict_param_count(&s->cfg);
     InferenceBytes inf = predict_inference(L, C, Vp, maxT, 1, 1, 4);
     MemSnapshot base;
     memset(&base, 0, sizeof base);
@@ -370,8 +376,7 @@ size_t predict_scratch(const Settings *s, const Plan *p) {
 void predict_memory_cpu(const Settings *s, const Plan *p, MemReport *r) {
     memset(r, 0, sizeof *r);
     size_t N = (size_t)s->batch * s->seq_len;
-    ShardSizes sh = predict_shard(predict_param_count(s->cfg.layers, s->cfg.channels, padded_vocab(&s->cfg),
-                                                      s->cfg.max_seq), p);
+    ShardSizes sh = predict_shard(predict_param_count(&s->cfg), p);
     MemSnapshot base;
     memset(&base, 0, sizeof base);
     predict_states(s, &sh, &base);
@@ -449,9 +454,9 @@ size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
 // measured at run time and printed as its own "runtime" row.
 void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     memset(r, 0, sizeof *r);
-    int L = s->cfg.layers, C = s->cfg.channels, maxT = s->cfg.max_seq, Vp = padded_vocab(&s->cfg);
+    int C = s->cfg.channels, maxT = s->cfg.max_seq, Vp = padded_vocab(&s->cfg);
     size_t N = (size_t)s->batch * s->seq_len, e = dtype_size(s->dtype);
-    ShardSizes sh = predict_shard(predict_param_count(L, C, Vp, maxT), p);
+    ShardSizes sh = predict_shard(predict_param_count(&s->cfg), p);
     MemSnapshot base;
     memset(&base, 0, sizeof base);
     predict_states(s, &sh, &base);

@@ -164,8 +164,9 @@ void test_llama_layout(void) {
         size_t sum = t[nt - 1].offset + t[nt - 1].count, fc = op_param_count(c, OP_FC);
         free(t);
         check(param_count(c) == shapes[i].published && sum == param_count(c) && nt == 2 + 6 * c->layers + c->untied &&
-              fc == 2 * (size_t)c->ffn * c->channels, "llama layout", "%s: %zu parameters (published %zu), tensors %zu",
-              shapes[i].name, param_count(c), shapes[i].published, sum);
+              fc == 2 * (size_t)c->ffn * c->channels && predict_param_count(c) == param_count(c), "llama layout",
+              "%s: %zu parameters (published %zu), tensors %zu, predictor %zu", shapes[i].name, param_count(c),
+              shapes[i].published, sum, predict_param_count(c));
     }
     GPTConfig c = {.layers = 2, .channels = 8, .heads = 4, .vocab = 70, .max_seq = 16, .arch = ARCH_LLAMA,
                    .kv_heads = 2, .ffn = 12, .untied = 1};  // Vp 128: 58 padded rows in each table

@@ -167,7 +167,7 @@ double worst_tensor_err(const GPTConfig *c, const float *a, const float *b) {
 void test_param_count(void) {
     for (int i = 0; i < n_model_presets; i++) {
         const GPTConfig *c = &model_presets[i].cfg;
-        size_t a = param_count(c), b = predict_param_count(c->layers, c->channels, padded_vocab(c), c->max_seq);
+        size_t a = param_count(c), b = predict_param_count(c);
         int nt = param_tensor_count(c);
         ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
         param_tensors(c, t);

@@ -125,6 +125,19 @@ void attention_forward_cached(float *out, void *kc, void *vc, int dt, const floa
         }
 }
 
+// The gradient rows of key-value head kv's group (its query heads, its key and value head) at every
+// position of batch row b set to 0: the part of dqkv one thread of the backwards below owns.
+void zero_group_grads(float *dqkv, int b, int T, Heads g, int kv) {
+    int per = g.H / g.KVH;
+    for (int h = kv * per; h < (kv + 1) * per; h++)
+        for (int t = 0; t < T; t++) {
+            float *row = dqkv + ((size_t)b * T + t) * heads_row(g);
+            memset(row + q_at(g, h), 0, sizeof(float) * g.hs);
+            memset(row + k_at(g, h), 0, sizeof(float) * g.hs);
+            memset(row + v_at(g, h), 0, sizeof(float) * g.hs);
+        }
+}
+
 // dqkv[B,T,row] = gradient of q, k, v (overwrites). Per row t of query head h:
 //   datt[t2] = dout[t] . v[t2]
 //   dscore[t2] = att[t2] * (datt[t2] - sum_j att[j] datt[j])   (softmax backward)
@@ -141,13 +154,7 @@ void attention_backward_heads(float *dqkv, const float *dout, const float *qkv, 
         for (int kv = 0; kv < KVH; kv++) {
             // per-thread row scratch: datt (T floats) and a dq accumulator (hs floats)
             float *datt = malloc(sizeof(float) * ((size_t)T + hs)), *dq_acc = datt + T;
-            for (int h = kv * per; h < (kv + 1) * per; h++)
-                for (int t = 0; t < T; t++) {
-                    float *row = dqkv + ((size_t)b * T + t) * R;
-                    memset(row + q_at(g, h), 0, sizeof(float) * hs);
-                    memset(row + k_at(g, h), 0, sizeof(float) * hs);
-                    memset(row + v_at(g, h), 0, sizeof(float) * hs);
-                }
+            zero_group_grads(dqkv, b, T, g, kv);
             for (int h = kv * per; h < (kv + 1) * per; h++)
                 for (int t = 0; t < T; t++) {
                     const float *q = qkv + ((size_t)b * T + t) * R + q_at(g, h);
@@ -249,13 +256,7 @@ void flash_attention_backward_heads(float *dqkv, const float *dout, const float 
     for (int b = 0; b < B; b++)
         for (int kv = 0; kv < KVH; kv++) {
             float *dq_acc = malloc(sizeof(float) * hs);
-            for (int h = kv * per; h < (kv + 1) * per; h++)
-                for (int t = 0; t < T; t++) {
-                    float *row = dqkv + ((size_t)b * T + t) * R;
-                    memset(row + q_at(g, h), 0, sizeof(float) * hs);
-                    memset(row + k_at(g, h), 0, sizeof(float) * hs);
-                    memset(row + v_at(g, h), 0, sizeof(float) * hs);
-                }
+            zero_group_grads(dqkv, b, T, g, kv);
             for (int h = kv * per; h < (kv + 1) * per; h++)
                 for (int t = 0; t < T; t++) {
                     const float *q = qkv + ((size_t)b * T + t) * R + q_at(g, h);

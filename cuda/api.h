@@ -167,7 +167,10 @@ void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, co
 // losses[N] (fp32) = -log softmax(logits[i, :V])[targets[i]]; the logits stay as they are.
 void cu_crossentropy_forward(int dt, float *losses, const void *logits, const int *targets, int N, int V, int Vp);
 // logits -> dlogits in place: (softmax - onehot(target)) * dloss over the first V, 0 on the padding.
-void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, int V, int Vp, float dloss);
+// losses: what cu_crossentropy_forward wrote for these logits; a row's log-sum-exp is its loss plus
+// its target's logit, so the backward reads each row once.
+void cu_crossentropy_backward(int dt, void *logits, const float *losses, const int *targets, int N, int V, int Vp,
+                              float dloss);
 
 // --fused-ce (cpu/ops.h's crossentropy_tile_*): the logits a tile at a time, rows x nv columns
 // (row stride nv, T) of the vocabulary from v0; columns v0 + j >= V are padding. Fold one tile into
@@ -199,6 +202,18 @@ void cu_grad_scale(double *numbers, const double *partials, int nparts, float lo
 void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr,
               float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction,
               const double *grad_scale);
+// cu_adamw over several ranges in one launch: range s is elements [offset, offset + n) of
+// every pointer, updated with its own weight decay (a model's tensors: decay on matrices
+// only); at most CU_ADAMW_SEGMENTS ranges a call, the rest ignored. The same bits as one
+// cu_adamw a range.
+enum { CU_ADAMW_SEGMENTS = 64 };
+typedef struct {
+    size_t offset, n;
+    float weight_decay;
+} AdamwSegment;
+void cu_adamw_segments(int dt, float *master, void *weights, const void *grads, float *m, float *v,
+                       const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps,
+                       float b1_correction, float b2_correction, const double *grad_scale);
 // dst (T) = round(src (fp32)), n elements
 void cu_store_dtype(int dt, void *dst, const float *src, size_t n);
 

@@ -21,7 +21,9 @@
 //   * a B operand that is a row-major tile read "down the columns" (V in P V)
 //     is loaded with ldmatrix.trans, which transposes 8x8 blocks on the way.
 //
-// Work split (no atomics, every output written by one thread: deterministic):
+// Work split (no atomics, every output written by one thread: deterministic);
+// what streams goes global -> shared memory by cp.async in two stages, the
+// next tile's copies running while the block computes on this one:
 //   forward   a block = 64 query rows of one head, 4 warps x 16 rows; K and V
 //             stream through shared memory in tiles of 64 keys
 //   dQ        a block = 64 query rows, 4 warps x 16 rows; recomputes S and dP per key tile
@@ -31,7 +33,15 @@
 #include "common.cuh"
 #include <stdint.h>
 
-enum { MMA_BQ = 64, MMA_BK = 64, MMA_BQ_DKV = 32, MMA_PAD = 8 };  // PAD: 16 bytes per row against bank conflicts
+// PAD: 16 bytes per row against bank conflicts. BQ_DKV: 64 queries a tile in the
+// dK dV kernel needs 243 registers a thread (2 blocks an SM) and took 7.02 ms a
+// GPT-2 step on an H200 against 6.69 for 32.
+enum { MMA_BQ = 64, MMA_BK = 64, MMA_BQ_DKV = 32, MMA_PAD = 8, MMA_THREADS = 128 };
+// Blocks an SM must hold at head size 64, which caps the registers a thread may
+// use (65536 / (128 x blocks)): 3 keeps every kernel free of spills (167-168
+// registers); 4 (128 registers) spills and was slower: flash attention 9.5 ms a
+// GPT-2 step on an H200 against 8.6.
+#define FLASH_MMA_MIN_BLOCKS 3
 #define MMA_LOG2E 1.4426950408889634f
 #define MMA_LN2 0.6931471805599453f
 
@@ -64,40 +74,68 @@ template <> __device__ __forceinline__ void mma16816<fp16>(float c[4], const uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Shared-memory tiles are row-major, ROW = HS + MMA_PAD elements per row.
-// A fragment of the 16x16 block at (row r0, column k0) of tile X (X is A).
-template <typename T, int ROW>
-__device__ __forceinline__ void frag_a(uint32_t a[4], const T *X, int r0, int k0, int g, int t) {
-    a[0] = *(const uint32_t *)&X[(r0 + g) * ROW + k0 + 2 * t];
-    a[1] = *(const uint32_t *)&X[(r0 + g + 8) * ROW + k0 + 2 * t];
-    a[2] = *(const uint32_t *)&X[(r0 + g) * ROW + k0 + 2 * t + 8];
-    a[3] = *(const uint32_t *)&X[(r0 + g + 8) * ROW + k0 + 2 * t + 8];
+// Shared-memory tiles are row-major, ROW = HS + MMA_PAD elements per row. Every
+// fragment comes out of shared memory by ldmatrix: one instruction moves four
+// 8x8 blocks, thread i naming the address of row i % 8 of block i / 8, and
+// thread (g, t) receives row g, values 2t and 2t+1, of each block (with .trans:
+// of each block transposed).
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
-// B fragment for B = Y^T: B[k][n] = Y[n0 + n][k0 + k] (S = Q K^T reads K this way).
-template <typename T, int ROW>
-__device__ __forceinline__ void frag_b_rows(uint32_t b[2], const T *Y, int n0, int k0, int g, int t) {
-    b[0] = *(const uint32_t *)&Y[(n0 + g) * ROW + k0 + 2 * t];
-    b[1] = *(const uint32_t *)&Y[(n0 + g) * ROW + k0 + 2 * t + 8];
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
-// B fragment for B = X itself: B[k][n] = X[k0 + k][n0 + n] (O = P V reads V this way):
-// ldmatrix.trans, threads 0..15 naming the 16 rows k0 .. k0 + 15.
+// A fragment of the 16x16 block at (row r0, column k0) of tile X (X is A):
+// blocks (r0, k0) (r0 + 8, k0) (r0, k0 + 8) (r0 + 8, k0 + 8) are a0 a1 a2 a3.
 template <typename T, int ROW>
-__device__ __forceinline__ void frag_b_cols(uint32_t b[2], const T *X, int k0, int n0, int lane) {
-    uint32_t addr = (uint32_t)__cvta_generic_to_shared(&X[(k0 + lane % 16) * ROW + n0]);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(b[0]), "=r"(b[1]) : "r"(addr));
+__device__ __forceinline__ void frag_a(uint32_t a[4], const T *X, int r0, int k0, int lane) {
+    ldsm_x4(a, &X[(r0 + lane % 16) * ROW + k0 + 8 * (lane / 16)]);
+}
+// B fragments of two 8-wide column tiles for B = Y^T, B[k][n] = Y[n0 + n][k0 + k]
+// (S = Q K^T reads K this way): b[0..1] for columns n0.., b[2..3] for n0 + 8..
+template <typename T, int ROW>
+__device__ __forceinline__ void frag_b_rows2(uint32_t b[4], const T *Y, int n0, int k0, int lane) {
+    ldsm_x4(b, &Y[(n0 + lane % 8 + 8 * (lane / 16)) * ROW + k0 + 8 * (lane / 8 % 2)]);
+}
+// B fragments of two column tiles for B = X itself, B[k][n] = X[k0 + k][n0 + n]
+// (O = P V reads V this way): the same blocks transposed on the way.
+template <typename T, int ROW>
+__device__ __forceinline__ void frag_b_cols2(uint32_t b[4], const T *X, int k0, int n0, int lane) {
+    ldsm_x4_trans(b, &X[(k0 + lane % 16) * ROW + n0 + 8 * (lane / 16)]);
 }
 
+// Global to shared memory without passing through registers (cp.async, sm_80
+// and later): the copies run while the block computes on the tile loaded
+// before, and a copy whose source is out of range writes zeros (src-size 0).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool in) {
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(in ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, bool in) {
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(in ? 4 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// wait until at most N of this thread's committed groups are still in flight
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
 // Rows r0 .. r0 + n - 1 of one head's q, k, v or dout (`src` points at row 0's
-// first channel; rows are `stride` values apart: 3C in qkv, C in dout) into the
-// shared tile X, 16 bytes at a time by the whole block; rows at or past Tn are zeros.
-template <typename T, int HS>
-__device__ __forceinline__ void load_rows(T *X, const T *src, size_t stride, int r0, int n, int Tn) {
+// first channel; rows are `stride` values apart: 3C in qkv, C in dout) on their
+// way into the shared tile X, 16 bytes a copy, spread over the block's 128
+// threads; rows at or past Tn become zeros.
+template <typename T, int HS, int N>
+__device__ __forceinline__ void load_rows(T *X, const T *src, size_t stride, int r0, int Tn) {
     constexpr int ROW = HS + MMA_PAD, CHUNKS = HS / 8;  // 8 values of 16 bits = 16 bytes
-    for (int c = threadIdx.x; c < n * CHUNKS; c += blockDim.x) {
-        int r = c / CHUNKS, col = c % CHUNKS * 8;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r0 + r < Tn) v = *(const uint4 *)&src[(size_t)(r0 + r) * stride + col];
-        *(uint4 *)&X[r * ROW + col] = v;
+    static_assert(N * CHUNKS % MMA_THREADS == 0, "a tile is a whole number of copies per thread");
+    #pragma unroll
+    for (int i = 0; i < N * CHUNKS / MMA_THREADS; i++) {
+        int c = threadIdx.x + i * MMA_THREADS, r = c / CHUNKS, col = c % CHUNKS * 8;
+        bool in = r0 + r < Tn;
+        cp_async16(&X[r * ROW + col], &src[(size_t)(in ? r0 + r : 0) * stride + col], in);
     }
 }
 
@@ -106,17 +144,25 @@ __device__ __forceinline__ void load_rows(T *X, const T *src, size_t stride, int
 //   S (16 x 64) = Q K^T      HS/16 x 8 mma
 //   online softmax on S's rows (each row lives in the 4 threads of a quad)
 //   O (16 x HS) += P V       4 x HS/8 mma
-// Scores are kept in the log2 domain (scale * log2 e folded in) so exp2f does the exponentials.
+// K and V tiles go through two shared-memory stages: tile kt + 1 is copied in
+// while tile kt is used. Scores are kept in the log2 domain (scale * log2 e
+// folded in) so exp2f does the exponentials. Blocks start from the last query
+// rows, which see the most keys, so the longest blocks are not left for the end.
 template <typename T, int HS>
-__global__ void __launch_bounds__(128) flash_mma_forward_kernel(T *out, float *lse, const T *qkv, int Tn, int C, int H) {
-    constexpr int ROW = HS + MMA_PAD;
+__global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS : 1) flash_mma_forward_kernel(T *out, float *lse, const T *qkv, int Tn, int C, int H) {
+    constexpr int ROW = HS + MMA_PAD, TILE = MMA_BK * ROW;
     extern __shared__ __align__(16) unsigned char smem[];
-    T *ks = (T *)smem, *vs = ks + MMA_BK * ROW;
+    T *stages = (T *)smem;  // stage s: K at stages + 2 s TILE, V after it
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int bh = blockIdx.y, b = bh / H, h = bh % H;
-    int qblock = blockIdx.x * MMA_BQ, q0 = qblock + 16 * warp;
+    int qblock = (gridDim.x - 1 - blockIdx.x) * MMA_BQ, q0 = qblock + 16 * warp;
     const T *Q = qkv + (size_t)b * Tn * 3 * C + h * HS, *K = Q + C, *V = Q + 2 * C;
     const float c2 = MMA_LOG2E / sqrtf((float)HS);
+
+    int last_tile = (min(Tn, qblock + MMA_BQ) - 1) / MMA_BK;
+    load_rows<T, HS, MMA_BK>(stages, K, 3 * (size_t)C, 0, Tn);
+    load_rows<T, HS, MMA_BK>(stages + TILE, V, 3 * (size_t)C, 0, Tn);
+    cp_async_commit();
 
     // this warp's Q rows as A fragments, straight from global memory, once
     uint32_t qf[HS / 16][4];
@@ -132,65 +178,76 @@ __global__ void __launch_bounds__(128) flash_mma_forward_kernel(T *out, float *l
     for (int n = 0; n < HS / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8: running max, partial sum
 
-    int last_tile = (min(Tn, qblock + MMA_BQ) - 1) / MMA_BK;
     for (int kt = 0; kt <= last_tile; kt++) {
         int k0 = kt * MMA_BK;
-        __syncthreads();  // the previous tile is no longer read
-        load_rows<T, HS>(ks, K, 3 * (size_t)C, k0, MMA_BK, Tn);
-        load_rows<T, HS>(vs, V, 3 * (size_t)C, k0, MMA_BK, Tn);
-        __syncthreads();
-        if (q0 >= Tn || q0 + 15 < k0) continue;  // this warp: past the end, or the whole tile masked
-        float s[MMA_BK / 8][4];
-        #pragma unroll
-        for (int j = 0; j < MMA_BK / 8; j++) {
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        const T *ks = stages + (kt % 2) * 2 * TILE, *vs = ks + TILE;
+        if (kt < last_tile) {  // the next tile into the other stage (free since the end of the last pass)
+            T *next = stages + (kt + 1) % 2 * 2 * TILE;
+            load_rows<T, HS, MMA_BK>(next, K, 3 * (size_t)C, k0 + MMA_BK, Tn);
+            load_rows<T, HS, MMA_BK>(next + TILE, V, 3 * (size_t)C, k0 + MMA_BK, Tn);
+            cp_async_commit();
+            cp_async_wait<1>();  // this tile's copies are done, the next one's may still run
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();  // ... and so are every other thread's
+        if (q0 < Tn && q0 + 15 >= k0) {  // this warp: not past the end, and the tile not all masked
+            float s[MMA_BK / 8][4];
             #pragma unroll
-            for (int kc = 0; kc < HS / 16; kc++) {
-                uint32_t bf[2];
-                frag_b_rows<T, ROW>(bf, ks, j * 8, kc * 16, g, t);
-                mma16816<T>(s[j], qf[kc], bf);
+            for (int j = 0; j < MMA_BK / 8; j += 2) {
+                #pragma unroll
+                for (int e = 0; e < 4; e++) s[j][e] = s[j + 1][e] = 0.0f;
+                #pragma unroll
+                for (int kc = 0; kc < HS / 16; kc++) {
+                    uint32_t bf[4];
+                    frag_b_rows2<T, ROW>(bf, ks, j * 8, kc * 16, lane);
+                    mma16816<T>(s[j], qf[kc], bf);
+                    mma16816<T>(s[j + 1], qf[kc], bf + 2);
+                }
+            }
+            #pragma unroll
+            for (int i = 0; i < 2; i++) {  // row g (i = 0) and row g + 8 (i = 1)
+                int query = q0 + g + 8 * i;
+                float mx = m[i];
+                #pragma unroll
+                for (int j = 0; j < MMA_BK / 8; j++)
+                    #pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        int key = k0 + j * 8 + 2 * t + e;
+                        float v = key <= query ? s[j][2 * i + e] * c2 : -INFINITY;  // causal
+                        s[j][2 * i + e] = v;
+                        mx = fmaxf(mx, v);
+                    }
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the row's max over its quad
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                float correction = exp2f(m[i] - mx);  // 0 on the first tile (m = -inf)
+                m[i] = mx;
+                l[i] *= correction;
+                #pragma unroll
+                for (int n = 0; n < HS / 8; n++) { o[n][2 * i] *= correction; o[n][2 * i + 1] *= correction; }
+                #pragma unroll
+                for (int j = 0; j < MMA_BK / 8; j++)
+                    #pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        float p = exp2f(s[j][2 * i + e] - mx);
+                        s[j][2 * i + e] = p;
+                        l[i] += p;
+                    }
+            }
+            #pragma unroll
+            for (int kc = 0; kc < MMA_BK / 16; kc++) {  // O += P V, 16 keys at a time
+                uint32_t pf[4] = {pack2<T>(s[2 * kc][0], s[2 * kc][1]), pack2<T>(s[2 * kc][2], s[2 * kc][3]),
+                                  pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]), pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+                #pragma unroll
+                for (int n = 0; n < HS / 8; n += 2) {
+                    uint32_t bf[4];
+                    frag_b_cols2<T, ROW>(bf, vs, kc * 16, n * 8, lane);
+                    mma16816<T>(o[n], pf, bf);
+                    mma16816<T>(o[n + 1], pf, bf + 2);
+                }
             }
         }
-        #pragma unroll
-        for (int i = 0; i < 2; i++) {  // row g (i = 0) and row g + 8 (i = 1)
-            int query = q0 + g + 8 * i;
-            float mx = m[i];
-            #pragma unroll
-            for (int j = 0; j < MMA_BK / 8; j++)
-                #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    int key = k0 + j * 8 + 2 * t + e;
-                    float v = key <= query ? s[j][2 * i + e] * c2 : -INFINITY;  // causal
-                    s[j][2 * i + e] = v;
-                    mx = fmaxf(mx, v);
-                }
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the row's max over its quad
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            float correction = exp2f(m[i] - mx);  // 0 on the first tile (m = -inf)
-            m[i] = mx;
-            l[i] *= correction;
-            #pragma unroll
-            for (int n = 0; n < HS / 8; n++) { o[n][2 * i] *= correction; o[n][2 * i + 1] *= correction; }
-            #pragma unroll
-            for (int j = 0; j < MMA_BK / 8; j++)
-                #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float p = exp2f(s[j][2 * i + e] - mx);
-                    s[j][2 * i + e] = p;
-                    l[i] += p;
-                }
-        }
-        #pragma unroll
-        for (int kc = 0; kc < MMA_BK / 16; kc++) {  // O += P V, 16 keys at a time
-            uint32_t pf[4] = {pack2<T>(s[2 * kc][0], s[2 * kc][1]), pack2<T>(s[2 * kc][2], s[2 * kc][3]),
-                              pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]), pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-            #pragma unroll
-            for (int n = 0; n < HS / 8; n++) {
-                uint32_t bf[2];
-                frag_b_cols<T, ROW>(bf, vs, kc * 16, n * 8, lane);
-                mma16816<T>(o[n], pf, bf);
-            }
-        }
+        __syncthreads();  // every warp is done with this stage before it is loaded again
     }
     if (q0 >= Tn) return;
     #pragma unroll
@@ -209,53 +266,65 @@ __global__ void __launch_bounds__(128) flash_mma_forward_kernel(T *out, float *l
     }
 }
 
-// The two score-like products of a backward tile for this warp's 16 rows
-// (rows r0.. of the shared tiles A1 and A2) against NB x 8 rows of B1 and B2:
+// The two score-like products of a backward tile for this warp's 16 rows, whose
+// A fragments a1 and a2 sit in registers, against NB x 8 rows of the shared tiles B1 and B2:
 //   s = A1 B1^T, dp = A2 B2^T   (dQ kernel: Q K^T and dO V^T; dK dV kernel: K Q^T and V dO^T)
 template <typename T, int HS, int NB>
-__device__ __forceinline__ void two_products(float s[NB][4], float dp[NB][4], const T *a1, const T *b1, const T *a2,
-                                             const T *b2, int r0, int g, int t) {
+__device__ __forceinline__ void two_products(float s[NB][4], float dp[NB][4], const uint32_t a1[HS / 16][4],
+                                             const T *b1, const uint32_t a2[HS / 16][4], const T *b2, int lane) {
     constexpr int ROW = HS + MMA_PAD;
 #pragma unroll
-    for (int j = 0; j < NB; j++) {
+    for (int j = 0; j < NB; j += 2) {
 #pragma unroll
-        for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.0f;
+        for (int e = 0; e < 4; e++) s[j][e] = s[j + 1][e] = dp[j][e] = dp[j + 1][e] = 0.0f;
 #pragma unroll
         for (int kc = 0; kc < HS / 16; kc++) {
-            uint32_t af[4], bf[2];
-            frag_a<T, ROW>(af, a1, r0, kc * 16, g, t);
-            frag_b_rows<T, ROW>(bf, b1, j * 8, kc * 16, g, t);
-            mma16816<T>(s[j], af, bf);
-            frag_a<T, ROW>(af, a2, r0, kc * 16, g, t);
-            frag_b_rows<T, ROW>(bf, b2, j * 8, kc * 16, g, t);
-            mma16816<T>(dp[j], af, bf);
+            uint32_t bf[4];
+            frag_b_rows2<T, ROW>(bf, b1, j * 8, kc * 16, lane);
+            mma16816<T>(s[j], a1[kc], bf);
+            mma16816<T>(s[j + 1], a1[kc], bf + 2);
+            frag_b_rows2<T, ROW>(bf, b2, j * 8, kc * 16, lane);
+            mma16816<T>(dp[j], a2[kc], bf);
+            mma16816<T>(dp[j + 1], a2[kc], bf + 2);
         }
     }
 }
 
+// this warp's 16 rows (from row r0) of the shared tile X as A fragments, all HS columns
+template <typename T, int HS>
+__device__ __forceinline__ void rows_to_frags(uint32_t f[HS / 16][4], const T *X, int r0, int lane) {
+#pragma unroll
+    for (int kc = 0; kc < HS / 16; kc++) frag_a<T, HS + MMA_PAD>(f[kc], X, r0, kc * 16, lane);
+}
+
 // ---------------------------------------------------------------------------
 // Backward, dQ. Warp w owns query rows q0 .. q0 + 15; Q and dO of the block's 64
-// rows sit in shared memory, K and V stream in tiles of 64 keys. Per key tile:
+// rows are copied into shared memory once and this warp's rows kept in
+// registers; K and V stream in tiles of 64 keys through two stages. Per key tile:
 //   S = Q K^T, dP = dO V^T            (16 x 64 each)
 //   P = exp(S scale - lse), dS = P (dP - D) scale
 //   dQ (16 x HS) += dS K
 // D[row] = dout . out (flash_D_kernel in attention.cu) is read from global memory.
 template <typename T, int HS>
-__global__ void __launch_bounds__(128) flash_mma_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv,
+__global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS : 1) flash_mma_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv,
                                                                     const float *lse, const float *D, int Tn, int C,
                                                                     int H) {
-    constexpr int ROW = HS + MMA_PAD;
+    constexpr int ROW = HS + MMA_PAD, TILE = MMA_BK * ROW;
     extern __shared__ __align__(16) unsigned char smem[];
-    T *qs = (T *)smem, *dos = qs + MMA_BQ * ROW, *ks = dos + MMA_BQ * ROW, *vs = ks + MMA_BK * ROW;
+    T *qs = (T *)smem, *dos = qs + MMA_BQ * ROW, *stages = dos + MMA_BQ * ROW;  // stage s: K, V at stages + 2 s TILE
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int bh = blockIdx.y, b = bh / H, h = bh % H;
-    int qblock = blockIdx.x * MMA_BQ, q0 = qblock + 16 * warp;
+    int qblock = (gridDim.x - 1 - blockIdx.x) * MMA_BQ, q0 = qblock + 16 * warp;  // the longest blocks first
     const T *Q = qkv + (size_t)b * Tn * 3 * C + h * HS, *K = Q + C, *V = Q + 2 * C;
     const T *dO = dout + (size_t)b * Tn * C + h * HS;
     const float scale = 1.0f / sqrtf((float)HS), c2 = scale * MMA_LOG2E;
 
-    load_rows<T, HS>(qs, Q, 3 * (size_t)C, qblock, MMA_BQ, Tn);
-    load_rows<T, HS>(dos, dO, C, qblock, MMA_BQ, Tn);
+    load_rows<T, HS, MMA_BQ>(qs, Q, 3 * (size_t)C, qblock, Tn);
+    load_rows<T, HS, MMA_BQ>(dos, dO, C, qblock, Tn);
+    cp_async_commit();
+    load_rows<T, HS, MMA_BK>(stages, K, 3 * (size_t)C, 0, Tn);
+    load_rows<T, HS, MMA_BK>(stages + TILE, V, 3 * (size_t)C, 0, Tn);
+    cp_async_commit();
     float lse2[2], Dr[2];  // rows g and g + 8, lse in the log2 domain
     #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -266,36 +335,51 @@ __global__ void __launch_bounds__(128) flash_mma_backward_dq_kernel(T *dqkv, con
     float dq[HS / 8][4];
     #pragma unroll
     for (int n = 0; n < HS / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    cp_async_wait<1>();  // Q and dO are in
+    __syncthreads();
+    uint32_t qf[HS / 16][4], df[HS / 16][4];
+    rows_to_frags<T, HS>(qf, qs, 16 * warp, lane);
+    rows_to_frags<T, HS>(df, dos, 16 * warp, lane);
 
     int last_tile = (min(Tn, qblock + MMA_BQ) - 1) / MMA_BK;
     for (int kt = 0; kt <= last_tile; kt++) {
         int k0 = kt * MMA_BK;
+        const T *ks = stages + (kt % 2) * 2 * TILE, *vs = ks + TILE;
+        if (kt < last_tile) {
+            T *next = stages + (kt + 1) % 2 * 2 * TILE;
+            load_rows<T, HS, MMA_BK>(next, K, 3 * (size_t)C, k0 + MMA_BK, Tn);
+            load_rows<T, HS, MMA_BK>(next + TILE, V, 3 * (size_t)C, k0 + MMA_BK, Tn);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
         __syncthreads();
-        load_rows<T, HS>(ks, K, 3 * (size_t)C, k0, MMA_BK, Tn);
-        load_rows<T, HS>(vs, V, 3 * (size_t)C, k0, MMA_BK, Tn);
-        __syncthreads();
-        if (q0 >= Tn || q0 + 15 < k0) continue;
-        float s[MMA_BK / 8][4], dp[MMA_BK / 8][4];
-        two_products<T, HS, MMA_BK / 8>(s, dp, qs, ks, dos, vs, 16 * warp, g, t);  // S = Q K^T, dP = dO V^T
-        #pragma unroll
-        for (int j = 0; j < MMA_BK / 8; j++)  // dS, written over s
+        if (q0 < Tn && q0 + 15 >= k0) {
+            float s[MMA_BK / 8][4], dp[MMA_BK / 8][4];
+            two_products<T, HS, MMA_BK / 8>(s, dp, qf, ks, df, vs, lane);  // S = Q K^T, dP = dO V^T
             #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int i = e / 2, query = q0 + g + 8 * i, key = k0 + j * 8 + 2 * t + e % 2;
-                float p = key <= query ? exp2f(s[j][e] * c2 - lse2[i]) : 0.0f;
-                s[j][e] = p * (dp[j][e] - Dr[i]) * scale;
-            }
-        #pragma unroll
-        for (int kc = 0; kc < MMA_BK / 16; kc++) {  // dQ += dS K, 16 keys at a time
-            uint32_t af[4] = {pack2<T>(s[2 * kc][0], s[2 * kc][1]), pack2<T>(s[2 * kc][2], s[2 * kc][3]),
-                              pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]), pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+            for (int j = 0; j < MMA_BK / 8; j++)  // dS, written over s
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int i = e / 2, query = q0 + g + 8 * i, key = k0 + j * 8 + 2 * t + e % 2;
+                    float p = key <= query ? exp2f(s[j][e] * c2 - lse2[i]) : 0.0f;
+                    s[j][e] = p * (dp[j][e] - Dr[i]) * scale;
+                }
             #pragma unroll
-            for (int n = 0; n < HS / 8; n++) {
-                uint32_t bf[2];
-                frag_b_cols<T, ROW>(bf, ks, kc * 16, n * 8, lane);
-                mma16816<T>(dq[n], af, bf);
+            for (int kc = 0; kc < MMA_BK / 16; kc++) {  // dQ += dS K, 16 keys at a time
+                uint32_t af[4] = {pack2<T>(s[2 * kc][0], s[2 * kc][1]), pack2<T>(s[2 * kc][2], s[2 * kc][3]),
+                                  pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]), pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+                #pragma unroll
+                for (int n = 0; n < HS / 8; n += 2) {
+                    uint32_t bf[4];
+                    frag_b_cols2<T, ROW>(bf, ks, kc * 16, n * 8, lane);
+                    mma16816<T>(dq[n], af, bf);
+                    mma16816<T>(dq[n + 1], af, bf + 2);
+                }
             }
         }
+        __syncthreads();
     }
     #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -309,72 +393,101 @@ __global__ void __launch_bounds__(128) flash_mma_backward_dq_kernel(T *dqkv, con
 
 // ---------------------------------------------------------------------------
 // Backward, dK and dV. Warp w owns key rows k0 .. k0 + 15 (k0 = block * 64 + 16 w);
-// K and V of the block's keys sit in shared memory; Q, dO, lse and D stream in
-// tiles of 32 queries, from the first that can see these keys. Per tile, with
+// K and V of the block's keys are copied into shared memory once and this warp's
+// rows kept in registers; Q, dO, lse and D stream in tiles of 32 queries through
+// two stages, from the first tile that can see these keys. Per tile, with
 // everything transposed (keys are the rows):
 //   S^T = K Q^T, dP^T = V dO^T         (16 x 32 each)
 //   P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D) scale
 //   dV (16 x HS) += P^T dO,  dK (16 x HS) += dS^T Q
 template <typename T, int HS>
-__global__ void __launch_bounds__(128) flash_mma_backward_dkv_kernel(T *dqkv, const T *dout, const T *qkv,
+__global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS : 1) flash_mma_backward_dkv_kernel(T *dqkv, const T *dout, const T *qkv,
                                                                      const float *lse, const float *D, int Tn, int C,
                                                                      int H) {
     constexpr int ROW = HS + MMA_PAD, BQ = MMA_BQ_DKV;
+    // a stage: Q and dO (BQ rows each), then lse and D (BQ floats each)
+    constexpr int STAGE = (2 * BQ * ROW * (int)sizeof(T) + 2 * BQ * (int)sizeof(float)) / (int)sizeof(T);
     extern __shared__ __align__(16) unsigned char smem[];
-    T *ks = (T *)smem, *vs = ks + MMA_BK * ROW, *qs = vs + MMA_BK * ROW, *dos = qs + BQ * ROW;
-    float *ls = (float *)(dos + BQ * ROW), *Ds = ls + BQ;
+    T *ks = (T *)smem, *vs = ks + MMA_BK * ROW, *stages = vs + MMA_BK * ROW;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int bh = blockIdx.y, b = bh / H, h = bh % H;
-    int kblock = blockIdx.x * MMA_BK, k0 = kblock + 16 * warp;
+    int kblock = blockIdx.x * MMA_BK, k0 = kblock + 16 * warp;  // the first key blocks are the longest
     const T *Q = qkv + (size_t)b * Tn * 3 * C + h * HS, *K = Q + C, *V = Q + 2 * C;
     const T *dO = dout + (size_t)b * Tn * C + h * HS;
+    const float *lse_h = lse + (size_t)bh * Tn, *D_h = D + (size_t)bh * Tn;
     const float scale = 1.0f / sqrtf((float)HS), c2 = scale * MMA_LOG2E;
 
-    load_rows<T, HS>(ks, K, 3 * (size_t)C, kblock, MMA_BK, Tn);
-    load_rows<T, HS>(vs, V, 3 * (size_t)C, kblock, MMA_BK, Tn);
+    // one stage's copies: query rows qt0 .. qt0 + BQ - 1 (past the end: zeros, masked below)
+    auto load_stage = [&](T *st, int qt0) {
+        load_rows<T, HS, BQ>(st, Q, 3 * (size_t)C, qt0, Tn);
+        load_rows<T, HS, BQ>(st + BQ * ROW, dO, C, qt0, Tn);
+        float *ls = (float *)(st + 2 * BQ * ROW);
+        for (int r = threadIdx.x; r < BQ; r += MMA_THREADS) {
+            bool in = qt0 + r < Tn;
+            cp_async4(&ls[r], &lse_h[in ? qt0 + r : 0], in);
+            cp_async4(&ls[BQ + r], &D_h[in ? qt0 + r : 0], in);
+        }
+    };
+    int first = kblock / BQ * BQ;  // the first query tile that can see these keys
+    load_rows<T, HS, MMA_BK>(ks, K, 3 * (size_t)C, kblock, Tn);
+    load_rows<T, HS, MMA_BK>(vs, V, 3 * (size_t)C, kblock, Tn);
+    cp_async_commit();
+    load_stage(stages, first);
+    cp_async_commit();
     float dk[HS / 8][4], dv[HS / 8][4];
     #pragma unroll
     for (int n = 0; n < HS / 8; n++)
         #pragma unroll
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+    cp_async_wait<1>();  // K and V are in
+    __syncthreads();
+    uint32_t kf[HS / 16][4], vf[HS / 16][4];
+    rows_to_frags<T, HS>(kf, ks, 16 * warp, lane);
+    rows_to_frags<T, HS>(vf, vs, 16 * warp, lane);
 
-    for (int qt0 = kblock / BQ * BQ; qt0 < Tn; qt0 += BQ) {  // query tiles that can see this block's keys
-        __syncthreads();
-        load_rows<T, HS>(qs, Q, 3 * (size_t)C, qt0, BQ, Tn);
-        load_rows<T, HS>(dos, dO, C, qt0, BQ, Tn);
-        for (int r = threadIdx.x; r < BQ; r += blockDim.x) {  // queries past the end: lse = inf makes p = 0
-            ls[r] = qt0 + r < Tn ? lse[(size_t)bh * Tn + qt0 + r] * MMA_LOG2E : INFINITY;
-            Ds[r] = qt0 + r < Tn ? D[(size_t)bh * Tn + qt0 + r] : 0.0f;
+    for (int qt0 = first, it = 0; qt0 < Tn; qt0 += BQ, it++) {
+        T *st = stages + (it % 2) * STAGE, *qs = st, *dos = st + BQ * ROW;
+        const float *ls = (const float *)(st + 2 * BQ * ROW), *Ds = ls + BQ;
+        if (qt0 + BQ < Tn) {
+            load_stage(stages + (it + 1) % 2 * STAGE, qt0 + BQ);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
         __syncthreads();
-        if (k0 >= Tn || k0 > qt0 + BQ - 1) continue;  // this warp: past the end, or no query here sees its keys
-        float s[BQ / 8][4], dp[BQ / 8][4];
-        two_products<T, HS, BQ / 8>(s, dp, ks, qs, vs, dos, 16 * warp, g, t);  // S^T = K Q^T, dP^T = V dO^T
-        #pragma unroll
-        for (int j = 0; j < BQ / 8; j++)  // P^T goes into s, dS^T into dp
+        if (k0 < Tn && k0 <= qt0 + BQ - 1) {  // this warp: not past the end, and some query here sees its keys
+            float s[BQ / 8][4], dp[BQ / 8][4];
+            two_products<T, HS, BQ / 8>(s, dp, kf, qs, vf, dos, lane);  // S^T = K Q^T, dP^T = V dO^T
             #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = k0 + g + 8 * (e / 2), qi = j * 8 + 2 * t + e % 2, query = qt0 + qi;
-                float p = query >= key ? exp2f(s[j][e] * c2 - ls[qi]) : 0.0f;
-                s[j][e] = p;
-                dp[j][e] = p * (dp[j][e] - Ds[qi]) * scale;
-            }
-        #pragma unroll
-        for (int kc = 0; kc < BQ / 16; kc++) {  // dV += P^T dO, dK += dS^T Q, 16 queries at a time
-            uint32_t pf[4] = {pack2<T>(s[2 * kc][0], s[2 * kc][1]), pack2<T>(s[2 * kc][2], s[2 * kc][3]),
-                              pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]), pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-            uint32_t dsf[4] = {pack2<T>(dp[2 * kc][0], dp[2 * kc][1]), pack2<T>(dp[2 * kc][2], dp[2 * kc][3]),
-                               pack2<T>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]),
-                               pack2<T>(dp[2 * kc + 1][2], dp[2 * kc + 1][3])};
+            for (int j = 0; j < BQ / 8; j++)  // P^T goes into s, dS^T into dp
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int key = k0 + g + 8 * (e / 2), qi = j * 8 + 2 * t + e % 2, query = qt0 + qi;
+                    float p = query >= key && query < Tn ? exp2f(s[j][e] * c2 - ls[qi] * MMA_LOG2E) : 0.0f;
+                    s[j][e] = p;
+                    dp[j][e] = p * (dp[j][e] - Ds[qi]) * scale;
+                }
             #pragma unroll
-            for (int n = 0; n < HS / 8; n++) {
-                uint32_t bf[2];
-                frag_b_cols<T, ROW>(bf, dos, kc * 16, n * 8, lane);
-                mma16816<T>(dv[n], pf, bf);
-                frag_b_cols<T, ROW>(bf, qs, kc * 16, n * 8, lane);
-                mma16816<T>(dk[n], dsf, bf);
+            for (int kc = 0; kc < BQ / 16; kc++) {  // dV += P^T dO, dK += dS^T Q, 16 queries at a time
+                uint32_t pf[4] = {pack2<T>(s[2 * kc][0], s[2 * kc][1]), pack2<T>(s[2 * kc][2], s[2 * kc][3]),
+                                  pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]), pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+                uint32_t dsf[4] = {pack2<T>(dp[2 * kc][0], dp[2 * kc][1]), pack2<T>(dp[2 * kc][2], dp[2 * kc][3]),
+                                   pack2<T>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]),
+                                   pack2<T>(dp[2 * kc + 1][2], dp[2 * kc + 1][3])};
+                #pragma unroll
+                for (int n = 0; n < HS / 8; n += 2) {
+                    uint32_t bf[4];
+                    frag_b_cols2<T, ROW>(bf, dos, kc * 16, n * 8, lane);
+                    mma16816<T>(dv[n], pf, bf);
+                    mma16816<T>(dv[n + 1], pf, bf + 2);
+                    frag_b_cols2<T, ROW>(bf, qs, kc * 16, n * 8, lane);
+                    mma16816<T>(dk[n], dsf, bf);
+                    mma16816<T>(dk[n + 1], dsf, bf + 2);
+                }
             }
         }
+        __syncthreads();
     }
     #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -390,33 +503,37 @@ __global__ void __launch_bounds__(128) flash_mma_backward_dkv_kernel(T *dqkv, co
 }
 
 // ---------------------------------------------------------------------------
-// Launchers. Shared memory per block, ROW = HS + 8 values of 2 bytes:
-//   forward 2 x 64 ROW (K, V): 18 KiB at HS 64, 34 KiB at 128
-//   dQ      4 x 64 ROW (Q, dO, K, V): 36 KiB / 68 KiB
-//   dK dV   2 x 64 ROW + 2 x 32 ROW + 2 x 32 floats: 27 KiB / 51 KiB
-// (over 48 KiB needs the opt-in attribute, set each time: it is cheap).
+// Launchers. Shared memory per block, ROW = HS + 8 values of 2 bytes, two stages
+// of whatever streams:
+//   forward 2 x (K, V) x 64 ROW: 36 KiB at HS 64, 68 KiB at 128
+//   dQ      (Q, dO) x 64 ROW + 2 x (K, V) x 64 ROW: 54 KiB / 102 KiB
+//   dK dV   (K, V) x 64 ROW + 2 x ((Q, dO) x 32 ROW + (lse, D) x 32 floats): 36.5 KiB / 68.5 KiB
+// (over 48 KiB needs the opt-in attribute, set each time: it is cheap). At head
+// size 128 the backward kernels use all 255 registers and spill 40 (dQ) and 68
+// (dK dV) bytes a thread; their speed there is unmeasured.
 template <typename T, int HS> static void flash_mma_forward_t(T *out, float *lse, const T *qkv, int B, int Tn, int C, int H) {
-    size_t smem = 2 * MMA_BK * (HS + MMA_PAD) * sizeof(T);
+    size_t smem = 2 * 2 * MMA_BK * (HS + MMA_PAD) * sizeof(T);
     cuda_check(cudaFuncSetAttribute(flash_mma_forward_kernel<T, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                "cudaFuncSetAttribute(flash_mma_forward_kernel)");
-    flash_mma_forward_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BQ), B * H), 128, smem>>>(out, lse, qkv, Tn, C, H);
+    flash_mma_forward_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BQ), B * H), MMA_THREADS, smem>>>(out, lse, qkv, Tn, C, H);
     launch_check("flash_mma_forward_kernel");
 }
 
 template <typename T, int HS>
 static void flash_mma_backward_t(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int B, int Tn,
                                  int C, int H) {
-    size_t smem_dq = 4 * MMA_BQ * (HS + MMA_PAD) * sizeof(T);
+    size_t smem_dq = (2 * MMA_BQ + 2 * 2 * MMA_BK) * (HS + MMA_PAD) * sizeof(T);
     cuda_check(cudaFuncSetAttribute(flash_mma_backward_dq_kernel<T, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_dq), "cudaFuncSetAttribute(flash_mma_backward_dq_kernel)");
-    flash_mma_backward_dq_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BQ), B * H), 128, smem_dq>>>(dqkv, dout, qkv, lse, D,
-                                                                                                Tn, C, H);
+    flash_mma_backward_dq_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BQ), B * H), MMA_THREADS, smem_dq>>>(
+        dqkv, dout, qkv, lse, D, Tn, C, H);
     launch_check("flash_mma_backward_dq_kernel");
-    size_t smem_dkv = (2 * MMA_BK + 2 * MMA_BQ_DKV) * (HS + MMA_PAD) * sizeof(T) + 2 * MMA_BQ_DKV * sizeof(float);
+    size_t smem_dkv = 2 * MMA_BK * (HS + MMA_PAD) * sizeof(T) +
+                      2 * (2 * MMA_BQ_DKV * (HS + MMA_PAD) * sizeof(T) + 2 * MMA_BQ_DKV * sizeof(float));
     cuda_check(cudaFuncSetAttribute(flash_mma_backward_dkv_kernel<T, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_dkv), "cudaFuncSetAttribute(flash_mma_backward_dkv_kernel)");
-    flash_mma_backward_dkv_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BK), B * H), 128, smem_dkv>>>(dqkv, dout, qkv, lse,
-                                                                                                  D, Tn, C, H);
+    flash_mma_backward_dkv_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BK), B * H), MMA_THREADS, smem_dkv>>>(
+        dqkv, dout, qkv, lse, D, Tn, C, H);
     launch_check("flash_mma_backward_dkv_kernel");
 }
 

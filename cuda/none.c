@@ -260,8 +260,8 @@ void cu_crossentropy_forward(int dt, float *losses, const void *logits, const in
     unreachable("cu_crossentropy_forward");
 }
 
-void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, int V, int Vp, float dloss) {
-    (void)dt; (void)logits; (void)targets; (void)N; (void)V; (void)Vp; (void)dloss;
+void cu_crossentropy_backward(int dt, void *logits, const float *losses, const int *targets, int N, int V, int Vp, float dloss) {
+    (void)dt; (void)logits; (void)losses; (void)targets; (void)N; (void)V; (void)Vp; (void)dloss;
     unreachable("cu_crossentropy_backward");
 }
 
@@ -283,6 +283,11 @@ void cu_grad_scale(double *numbers, const double *partials, int nparts, float lo
 void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction, const double *grad_scale) {
     (void)dt; (void)master; (void)weights; (void)grads; (void)m; (void)v; (void)n; (void)lr; (void)beta1; (void)beta2; (void)eps; (void)weight_decay; (void)b1_correction; (void)b2_correction; (void)grad_scale;
     unreachable("cu_adamw");
+}
+
+void cu_adamw_segments(int dt, float *master, void *weights, const void *grads, float *m, float *v, const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps, float b1_correction, float b2_correction, const double *grad_scale) {
+    (void)dt; (void)master; (void)weights; (void)grads; (void)m; (void)v; (void)segs; (void)nsegs; (void)lr; (void)beta1; (void)beta2; (void)eps; (void)b1_correction; (void)b2_correction; (void)grad_scale;
+    unreachable("cu_adamw_segments");
 }
 
 void cu_store_dtype(int dt, void *dst, const float *src, size_t n) {

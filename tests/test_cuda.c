@@ -186,6 +186,7 @@ int main(int argc, char **argv) {
         test_crossentropy(dt);
         test_fused_ce_ops(dt);
         test_optimizer(dt);
+        test_adamw_segments(dt);
     }
     test_step_numbers();
     test_empty_launches();

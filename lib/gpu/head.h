@@ -202,7 +202,7 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
     ledger_where("LM head backward", 0);
     if (!m->plan.tiled_head) {
         m->globals = gpu_global_weights(m), m->global_grads = gpu_global_grads(m);
-        cu_crossentropy_backward(dt, m->logits, m->targets, N, c->vocab, Vp, dloss);  // logits -> dlogits in place
+        cu_crossentropy_backward(dt, m->logits, m->losses, m->targets, N, c->vocab, Vp, dloss);  // -> dlogits in place
         cu_matmul_backward(dt, m->dln, m->global_grads.wte, NULL, m->logits, lnf, m->globals.wte, N, C, Vp);
         return;
     }

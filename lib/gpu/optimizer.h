@@ -46,26 +46,36 @@ void gpu_read_numbers(GpuGPT *m, double *loss_sum, double *sumsq) {
 // One AdamW step over the parameters this rank updates (its share from stage
 // 1 on; all of them at stage 0, where every rank is a replica), tensor by
 // tensor so weight decay reaches only 2-D weights (optim/optimizer.h
-// optimizer_step); the 16-bit weights are rewritten from the master. Stages
-// 1, 2 then all-gather every rank's updated block. The gradients' scale is in
-// the step's numbers (gpu_grad_norm): a NaN there skips the step in the
-// kernels, and, with several ranks, here already (no gathers).
+// optimizer_step), up to CU_ADAMW_SEGMENTS tensors a launch; the 16-bit weights
+// are rewritten from the master. Stages 1, 2 then all-gather every rank's
+// updated block. The gradients' scale is in the step's numbers (gpu_grad_norm):
+// a NaN there skips the step in the kernels, and, with several ranks, here
+// already (no gathers).
+static void gpu_adamw_launch(GpuGPT *m, size_t a0, const AdamwSegment *segs, int n, const AdamWConfig *adam, float lr,
+                             float b1c, float b2c) {  // segs' offsets count from element a0
+    cu_adamw_segments(m->dtype, m->master + (a0 - m->master_base),
+                      m->dtype == DT_FP32 ? NULL : element(m, m->params, a0 - m->params_base),
+                      element(m, m->grads, a0 - m->grads_base), m->adam_m + (a0 - m->state_base),
+                      m->adam_v + (a0 - m->state_base), segs, n, lr, adam->beta1, adam->beta2, adam->eps, b1c, b2c,
+                      m->numbers + STEP_SCALE);
+}
 void gpu_adamw_step(GpuGPT *m, const AdamWConfig *adam, float lr, int t) {
     const Shard *sh = &m->shard;
     if (sh->nranks > 1 && isnan(m->host_scale)) return;
     float b1c = 1.0f - powf(adam->beta1, (float)t), b2c = 1.0f - powf(adam->beta2, (float)t);
-    size_t lo, hi;
+    size_t lo, hi, a0 = 0;
     shard_state_range(sh, &lo, &hi);
+    AdamwSegment segs[CU_ADAMW_SEGMENTS];
+    int n = 0;
     for (int i = 0; i < m->ntensors; i++) {
         const ParamTensor *pt = &m->tensors[i];
         size_t a = pt->offset > lo ? pt->offset : lo, b = pt->offset + pt->count < hi ? pt->offset + pt->count : hi;
         if (a >= b) continue;
-        cu_adamw(m->dtype, m->master + (a - m->master_base),
-                 m->dtype == DT_FP32 ? NULL : element(m, m->params, a - m->params_base),
-                 element(m, m->grads, a - m->grads_base), m->adam_m + (a - m->state_base),
-                 m->adam_v + (a - m->state_base), b - a, lr, adam->beta1, adam->beta2, adam->eps,
-                 pt->is_matrix ? adam->weight_decay : 0.0f, b1c, b2c, m->numbers + STEP_SCALE);
+        if (n == 0) a0 = a;
+        segs[n++] = (AdamwSegment){a - a0, b - a, pt->is_matrix ? adam->weight_decay : 0.0f};
+        if (n == CU_ADAMW_SEGMENTS) gpu_adamw_launch(m, a0, segs, n, adam, lr, b1c, b2c), n = 0;
     }
+    if (n) gpu_adamw_launch(m, a0, segs, n, adam, lr, b1c, b2c);
     if (sh->stage == 1 || sh->stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 

@@ -24,7 +24,7 @@ static void test_crossentropy_at(int dt, int N, int V, int Vp) {
     check(err < 1e-5, name, "mean loss %.6f vs CPU %.6f (the loss is fp32 on both)", sum / N, loss);
     float dloss = 1.0f / N;
     crossentropy_backward(probs, tg, N, Vp, dloss);
-    cu_crossentropy_backward(dt, d_logits, d_tg, N, V, Vp, dloss);
+    cu_crossentropy_backward(dt, d_logits, d_losses, d_tg, N, V, Vp, dloss);
     snprintf(name, sizeof name, "crossentropy_backward Vp%d", Vp);
     expect(name, dt, d_logits, probs, (size_t)N * Vp);
     gpu_free(d_logits); gpu_free(d_tg); gpu_free(d_losses);

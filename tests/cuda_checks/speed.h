@@ -64,7 +64,7 @@ void run_op(int i, OpBufs *b) {
     case 9: cu_matmul_forward(dt, b->logits, b->x, b->w, NULL, N, C, OT_VP); break;
     case 10: cu_crossentropy_forward(dt, b->losses, b->logits, b->targets, N, OT_V, OT_VP); break;
     case 11: cu_loss_add(b->numbers, b->losses, N); break;
-    case 12: cu_crossentropy_backward(dt, b->logits, b->targets, N, OT_V, OT_VP, 1.0f / N); break;
+    case 12: cu_crossentropy_backward(dt, b->logits, b->losses, b->targets, N, OT_V, OT_VP, 1.0f / N); break;
     case 13: cu_matmul_backward(dt, b->y, b->dw, NULL, b->logits, b->x, b->w, N, C, OT_VP); break;
     case 14: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, 4 * C, C); break;
     case 15: cu_gelu_backward(dt, b->y, b->x, b->y, (size_t)N * 4 * C); break;

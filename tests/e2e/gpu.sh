@@ -113,6 +113,24 @@ if replicas "$tmp/r_sparse" && replicas "$tmp/r_all" && ! replicas "$tmp/r_zero"
    ! replicas "$tmp/r_none"; then
   ok "scripts/gpu_check.sh's replica check: checks every few steps pass, every step passes; a 0 anywhere, or no check at all, fails"
 else bad "scripts/gpu_check.sh's replica check of a --log CSV"; fi
+# gpu_check.sh's san_where: a failed compute-sanitizer run names its kernels, one line a place however
+# many reports (offsets and addresses differ between them), the most frequent first
+eval "$(grep '^san_where()' scripts/gpu_check.sh)"
+{
+  echo '========= COMPUTE-SANITIZER'
+  for o in 1a0 2b0 3c0; do
+    echo "========= Error: Race reported between Write access at 0x$o in void colsum_kernel<bf16>(float *, int)"
+    echo "=========     and Read access at 0x${o}8 in void colsum_kernel<bf16>(float *, int) [4 hazards]"
+  done
+  echo '========= Error: Race reported between Read access at 0x10 in head_kernel(int) and Write access at 0x20 in head_kernel(int)'
+  echo 'step 1/2 | loss 4.5'
+  echo '========= RACECHECK SUMMARY: 7 hazards displayed (7 errors, 0 warnings)'
+} >"$tmp/san.log"
+san_where "$tmp/san.log" >"$tmp/san_where.txt"
+if [ "$(wc -l <"$tmp/san_where.txt")" = 3 ] && head -2 "$tmp/san_where.txt" | grep -q '^where: 3 .*colsum_kernel' &&
+   grep -q '^where: 1 .*head_kernel' "$tmp/san_where.txt" && ! grep -q 'SUMMARY\|step' "$tmp/san_where.txt"; then
+  ok "scripts/gpu_check.sh's san_where: a sanitizer's reports folded by place (offsets blanked), the most frequent first"
+else bad "scripts/gpu_check.sh's san_where: $(tr '\n' '|' <"$tmp/san_where.txt")"; fi
 # scripts/kernel_times.py on an ncu CSV of 2 steps: the second step's kernels by family (the first step,
 # and what runs after the second's AdamW, left out)
 {

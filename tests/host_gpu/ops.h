@@ -274,9 +274,11 @@ void cu_crossentropy_forward(int dt, float *losses, const void *logits, const in
     }
 }
 
-void cu_crossentropy_backward(int dt, void *logits, const int *targets, int N, int V, int Vp, float dloss) {
+void cu_crossentropy_backward(int dt, void *logits, const float *losses, const int *targets, int N, int V, int Vp,
+                              float dloss) {
     LAUNCH(N);
     logits = DEV(logits), targets = DEV(targets);
+    (void)DEV(losses);  // the kernel reads each row's log-sum-exp from its loss; the CPU op recomputes it
     for (int i = 0; i < N; i++) {
         void *row = (char *)logits + (size_t)i * Vp * dtype_size(dt);
         float *x = widen(dt, row, Vp);
@@ -355,6 +357,18 @@ void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m,
     }
     free(fg);
     if (weights && dt != DT_FP32) dtype_store(weights, master, n, dt);
+}
+
+void cu_adamw_segments(int dt, float *master, void *weights, const void *grads, float *m, float *v,
+                       const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps,
+                       float b1_correction, float b2_correction, const double *scale) {
+    size_t e = dtype_size(dt);
+    for (int s = 0; s < nsegs && s < CU_ADAMW_SEGMENTS; s++) {
+        size_t o = segs[s].offset;
+        if (!segs[s].n) continue;  // the kernel skips an empty range
+        cu_adamw(dt, master + o, weights ? (char *)weights + o * e : NULL, (const char *)grads + o * e, m + o, v + o,
+                 segs[s].n, lr, beta1, beta2, eps, segs[s].weight_decay, b1_correction, b2_correction, scale);
+    }
 }
 
 void cu_store_dtype(int dt, void *dst, const float *src, size_t n) {

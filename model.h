@@ -1,6 +1,9 @@
-// model.h — the GPT-2 model on the CPU, as the lecture's slide: a block is
+// model.h — the GPT model on the CPU, as the lecture's slide: a block is
 // its list of ops, the model is the embedding, the blocks, the final
 // layernorm and the LM head; forward beside backward, shapes in the comments.
+// The shapes are GPT-2's; a Llama config (core/config.h) runs the same list,
+// each step taking Llama's op: RMSNorm for the norms, q and k rotated (RoPE)
+// in the qkv step, attention over grouped key-value heads, SwiGLU for GELU.
 //
 // The config and the flat parameter layout are core/config.h; what a block
 // saves is core/saved.h; the step plan (ZeRO's pieces, the drops of
@@ -33,20 +36,28 @@
 // are then on the stack: kept, or rebuilt by a step before).
 
 // out, mean, rstd (tensors o, o+1, o+2: (N,C), (N), (N)) = layernorm(x) with op `op`'s weight and bias
+// (Llama: RMSNorm, out and rstd; no mean, no bias)
 void norm(GPT *m, Acts *a, int l, int op, int o, const float *x) {
     if (!(a->pushing & (SV_BIT(o) | SV_BIT(o + 1) | SV_BIT(o + 2)))) return;
     int N = m->B * m->T, C = m->cfg.channels;
     OpParams w = op_weights(m, l, op);
-    layernorm_forward(a->view[o], a->view[o + 1], a->view[o + 2], x, w.w, w.b, N, C);
+    if (is_llama(&m->cfg)) rmsnorm_forward(a->view[o], a->view[o + 2], x, w.w, N, C, LLAMA_NORM_EPS);
+    else layernorm_forward(a->view[o], a->view[o + 1], a->view[o + 2], x, w.w, w.b, N, C);
     round_saved(m, a, o);
 }
 
-// out (tensor o) = inp W^T + b with op `op`'s weight and bias, plus `residual` if given
+// out (tensor o) = inp W^T + b with op `op`'s weight and bias, plus `residual` if given.
+// Llama's qkv: q and k then rotated by their positions (RoPE), here rather than in attend
+// so that the saved qkv is the rotated one and a rebuild of att alone rotates nothing twice.
 void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float *residual) {
     if (!(a->pushing & SV_BIT(o))) return;
-    int N = m->B * m->T, C = m->cfg.channels;
+    const GPTConfig *c = &m->cfg;
+    int N = m->B * m->T, C = c->channels;
     OpParams w = op_weights(m, l, op);
-    matmul_forward(a->view[o], inp, w.w, w.b, N, op_inputs(&m->cfg, op), op_outputs(&m->cfg, op));
+    matmul_forward(a->view[o], inp, w.w, w.b, N, op_inputs(c, op), op_outputs(c, op));
+    if (op == OP_QKV && is_llama(c))
+        rope_forward(a->view[o], N, m->T, m->pos0, qkv_width(c), c->heads + cfg_kv_heads(c), C / c->heads,
+                     LLAMA_ROPE_THETA);
     if (residual) residual_forward(a->view[o], a->view[o], residual, (size_t)N * C);
     round_saved(m, a, o);
 }
@@ -58,50 +69,60 @@ void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float
 // attends over the KV cache instead (cpu/kvcache.h: the positions before it too).
 void attend(GPT *m, Acts *a, int l) {
     if (!(a->pushing & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY)))) return;
-    int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads;
+    int B = m->B, T = m->T;
     float *out = a->pushing & SV_BIT(SV_ATTY) ? a->atty : m->dqkv;
     if (m->kv) attend_cached(m, a, l, out);
-    else if (m->flash) flash_attention_forward(out, a->lse, a->qkv, B, T, C, H);
-    else attention_forward(out, a->att, a->qkv, B, T, C, H);
+    else if (m->flash) flash_attention_forward_heads(out, a->lse, a->qkv, B, T, model_heads(&m->cfg));
+    else attention_forward_heads(out, a->att, a->qkv, B, T, model_heads(&m->cfg));
     round_saved(m, a, SV_ATT);
     round_saved(m, a, SV_ATTY);
 }
 
-// out (tensor o, (N,4C)) = gelu(inp)
+// out (tensor o, (N,4C)) = gelu(inp)   (Llama: (N,F) = swiglu(inp (N,2F)), up times silu(gate))
 void activate(GPT *m, Acts *a, int o, const float *inp) {
     if (!(a->pushing & SV_BIT(o))) return;
-    gelu_forward(a->view[o], inp, (size_t)m->B * m->T * 4 * m->cfg.channels);
+    int N = m->B * m->T, F = cfg_ffn(&m->cfg);
+    if (is_llama(&m->cfg)) swiglu_forward(a->view[o], inp, N, F);
+    else gelu_forward(a->view[o], inp, (size_t)N * F);
     round_saved(m, a, o);
 }
 
 // Their backward, each beside the forward above:
-// dinp = dout W (overwrites); dW += dout^T inp, db += column sums of dout
-void linear_backward(GPT *m, int l, int op, float *dinp, const float *dout, const float *inp) {
+// dinp = dout W (overwrites); dW += dout^T inp, db += column sums of dout.
+// Llama's qkv: dout (dqkv, scratch) is first rotated back in place, RoPE's backward.
+void linear_backward(GPT *m, int l, int op, float *dinp, float *dout, const float *inp) {
+    const GPTConfig *c = &m->cfg;
     int N = m->B * m->T;
     OpParams w = op_weights(m, l, op), g = op_grads(m, l, op);
-    matmul_backward(dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(&m->cfg, op), op_outputs(&m->cfg, op));
+    if (op == OP_QKV && is_llama(c))
+        rope_backward(dout, N, m->T, m->pos0, qkv_width(c), c->heads + cfg_kv_heads(c), c->channels / c->heads,
+                      LLAMA_ROPE_THETA);
+    matmul_backward(dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     op_grads_done(m, l, op);
 }
 
-// dinp += d layernorm(inp); dW, db += ...
+// dinp += d layernorm(inp); dW, db += ...   (Llama: RMSNorm's; mean unused)
 void norm_backward(GPT *m, int l, int op, float *dinp, const float *dout, const float *inp, const float *mean,
                    const float *rstd) {
     int N = m->B * m->T, C = m->cfg.channels;
     OpParams w = op_weights(m, l, op), g = op_grads(m, l, op);
-    layernorm_backward(dinp, g.w, g.b, dout, inp, w.w, mean, rstd, N, C);
+    if (is_llama(&m->cfg)) rmsnorm_backward(dinp, g.w, dout, inp, w.w, rstd, N, C);
+    else layernorm_backward(dinp, g.w, g.b, dout, inp, w.w, mean, rstd, N, C);
     op_grads_done(m, l, op);
 }
 
 // dqkv = d attention (overwrites): from the probabilities, or --flash's recompute from lse
 void attend_backward(GPT *m, Acts *a, float *dqkv, const float *datty) {
-    int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads;
-    if (m->flash) flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, C, H);
-    else attention_backward(dqkv, datty, a->qkv, a->att, B, T, C, H);
+    int B = m->B, T = m->T;
+    if (m->flash) flash_attention_backward_heads(dqkv, datty, a->qkv, a->atty, a->lse, B, T, model_heads(&m->cfg));
+    else attention_backward_heads(dqkv, datty, a->qkv, a->att, B, T, model_heads(&m->cfg));
 }
 
-// dinp = gelu'(inp) dout (dinp may be dout)
+// dinp = gelu'(inp) dout (GPT-2: dinp may be dout; Llama: swiglu's, dinp (N,2F) apart from dout (N,F))
 void activate_backward(GPT *m, float *dinp, const float *inp, const float *dout) {
-    gelu_backward(dinp, inp, dout, (size_t)m->B * m->T * 4 * m->cfg.channels);
+    int N = m->B * m->T, F = cfg_ffn(&m->cfg);
+    if (is_llama(&m->cfg)) swiglu_backward(dinp, inp, dout, N, F);
+    else gelu_backward(dinp, inp, dout, (size_t)N * F);
 }
 
 // --- the block ---------------------------------------------------------------------------
@@ -127,8 +148,8 @@ void block_forward(GPT *m, int l, const float *x, unsigned todo) {
 // gradient through: d(res2) starts as d(res3), d(x) as d(res2), both in dres.
 void block_backward(GPT *m, int l, const float *x) {
     Acts *a = &m->acts[l];
-    linear_backward(m, l, OP_FCPROJ, m->dfch, m->dres, a->fch_gelu);                 // d(fch_gelu)          (N,4C)
-    activate_backward(m, m->dfch, a->fch, m->dfch);                                  // d(fch)               (N,4C)
+    linear_backward(m, l, OP_FCPROJ, m->dact, m->dres, a->fch_gelu);                 // d(fch_gelu)          (N,4C)
+    activate_backward(m, m->dfch, a->fch, m->dact);                                  // d(fch)               (N,4C)
     linear_backward(m, l, OP_FC, m->dln, m->dfch, a->ln2);                           // d(ln2)               (N,C)
     norm_backward(m, l, OP_LN2, m->dres, m->dln, a->res2, a->ln2_mean, a->ln2_rstd); // d(res2) += ...       (N,C)
     linear_backward(m, l, OP_ATTPROJ, m->datty, m->dres, a->atty);                   // d(atty)              (N,C)

@@ -107,7 +107,7 @@ double weight_error(GPT *model, const WeightSource *from, int format) {
 int print_formats(Net *net, Dataset *data, const Settings *s, const WeightSource *from, float held, size_t held_bytes) {
     GPT *model = &net->cpu;
     const GPTConfig *cfg = &s->cfg;
-    InferenceBytes inf = predict_inference(cfg->layers, cfg->channels, padded_vocab(cfg), cfg->max_seq, 1, 1, 4);
+    InferenceBytes inf = predict_inference(cfg, 1, 1, 4);
     printf("  %-7s %4s %14s %12s %10s %9s\n", "weights", "bits", "bytes", "weight error", "val loss", "vs fp32");
     float fp32_loss = 0;
     for (int f = QF_FP32; f < QF_N; f++) {

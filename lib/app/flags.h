@@ -39,12 +39,14 @@ typedef struct {
 
 #define OPT(field) offsetof(Settings, field)
 const FlagSpec flag_specs[] = {
-    {"model", ARG_STR, OPT(model), 0, 0, "preset: small, gpt2, gpt2-medium, gpt2-large, gpt2-xl"},
+    {"model", ARG_STR, OPT(model), 0, 0, "preset: small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-small, llama3.2-1b, llama3.2-3b, llama3-8b, llama3-70b"},
     {"layers", ARG_INT, OPT(layers), 1, 1024, "override the preset's number of layers L"},
     {"channels", ARG_INT, OPT(channels), 1, 65536, "override the preset's channels C"},
     {"heads", ARG_INT, OPT(heads), 1, 1024, "override the preset's heads H (must divide C)"},
     {"vocab", ARG_INT, OPT(vocab), 256, 1 << 20, "override the vocabulary V (>= 256: tokens are bytes)"},
     {"max-seq", ARG_INT, OPT(max_seq), 1, 65536, "override the model's learned positions maxT"},
+    {"kv-heads", ARG_INT, OPT(kv_heads), 1, 1024, "Llama: override the key-value heads KVH (must divide H)"},
+    {"ffn", ARG_INT, OPT(ffn), 1, 1 << 20, "Llama: override the MLP's hidden width F"},
     {"data", ARG_STR, OPT(data), 0, 0, "what to train on: a text file (bytes are tokens), llm.c token shards (a pattern such as 'dir/*_train_*.bin' for several), or nanoGPT's train.bin"},
     {"data-format", ARG_STR, OPT(data_format_str), 0, 0, "auto (an llm.c shard by its header, else text), text, llmc, or nanogpt (headerless uint16 tokens)"},
     {"val-data", ARG_STR, OPT(val_data), 0, 0, "token files to validate on (default: the last 10% of --data)"},
@@ -153,8 +155,10 @@ void print_help(void) {
     printf("\nmodel presets:\n");
     for (int i = 0; i < n_model_presets; i++) {
         const GPTConfig *c = &model_presets[i].cfg;
-        printf("  %-12s L%d C%d H%d V%d maxT %d  %.1fM params  %s\n", model_presets[i].name, c->layers,
-               c->channels, c->heads, c->vocab, c->max_seq, param_count(c) / 1e6, model_presets[i].note);
+        char llama[32] = "";
+        if (is_llama(c)) snprintf(llama, sizeof llama, " KVH%d F%d", cfg_kv_heads(c), cfg_ffn(c));
+        printf("  %-12s L%d C%d H%d%s V%d maxT %d  %.1fM params  %s\n", model_presets[i].name, c->layers,
+               c->channels, c->heads, llama, c->vocab, c->max_seq, param_count(c) / 1e6, model_presets[i].note);
     }
     printf("\nexamples:\n"
            "  ./train                                  train the small model on tiny shakespeare\n"
@@ -338,8 +342,8 @@ GPTConfig resolve_model(Settings *s) {
     const ModelPreset *p = NULL;
     for (int i = 0; i < n_model_presets; i++)
         if (!strcmp(model_presets[i].name, s->model)) p = &model_presets[i];
-    if (!p) usage_error("--model must be one of small, gpt2, gpt2-medium, gpt2-large, gpt2-xl (got '%s')",
-                        s->model);
+    if (!p) usage_error("--model must be one of small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-small, "
+                        "llama3.2-1b, llama3.2-3b, llama3-8b, llama3-70b (got '%s')", s->model);
     GPTConfig c = p->cfg;
     if (s->layers) c.layers = s->layers;
     if (s->channels) c.channels = s->channels;
@@ -347,6 +351,14 @@ GPTConfig resolve_model(Settings *s) {
     if (s->vocab) c.vocab = s->vocab;
     else if (s->token_width && c.vocab == 256) c.vocab = s->token_width == 4 ? LLAMA3_VOCAB : GPT2_VOCAB;
     if (s->max_seq) c.max_seq = s->max_seq;
+    if ((s->kv_heads || s->ffn) && !is_llama(&c))
+        usage_error("--%s shapes a Llama model (--model llama-small, llama3.2-1b, ...): GPT-2's heads each have their "
+                    "own keys and values, and its MLP is 4C wide", s->kv_heads ? "kv-heads" : "ffn");
+    if (s->kv_heads) c.kv_heads = s->kv_heads;
+    if (s->ffn) c.ffn = s->ffn;
+    if (s->init && is_llama(&c))  // (before reading the file: its shape would replace the preset's)
+        usage_error("a Llama model (--model %s) does not run with --init (llm.c's files hold GPT-2) yet; drop it",
+                    s->model);
     if (s->init) resolve_init(s, &c);
     if (c.channels % c.heads) {
         fprintf(stderr, "error: --channels %d is not divisible by --heads %d; pick heads that divide "
@@ -361,6 +373,17 @@ GPTConfig resolve_model(Settings *s) {
     }
     if ((long long)s->batch * s->seq_len > INT_MAX / 8) usage_error("--batch x --seq-len is too large");
     return c;
+}
+
+// A Llama model (core/config.h) trains on the CPU, on one rank or with ZeRO,
+// with the memory flags; what is not built for it yet is refused here, by name.
+void check_llama(const Settings *s, const GPTConfig *c) {
+    const char *what = s->cuda ? "--device cuda (the GPU has no RMSNorm, RoPE or SwiGLU kernels yet)"
+                     : s->export_to ? "--export (llm.c's files hold GPT-2)" : NULL;
+    if (what) usage_error("a Llama model (--model %s) does not run with %s yet; drop it", s->model, what);
+    if (c->heads % cfg_kv_heads(c) || (c->channels / c->heads) % 2)
+        usage_error("a Llama model needs heads a multiple of its key-value heads and an even head size (got H %d, "
+                    "KVH %d, head size %d)", c->heads, cfg_kv_heads(c), c->channels / c->heads);
 }
 
 // Resolve the preset and overrides into the model config, and everything else
@@ -403,6 +426,7 @@ void resolve_settings(Settings *s) {
     if (s->cuda && s->mem_ops)
         usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
                     "bytes: --device cuda --dry-run shows its stack)", GPU_ACT_ALIGN);
+    if (is_llama(&c)) check_llama(s, &c);
     s->cfg = c;
     long long corpus = s->data_format == DATA_TEXT ? file_size(s->data) : 0;
     s->corpus_bytes = data_held_bytes(s->data_format, s->token_width, corpus > 0 ? corpus : 0, s->seq_len);

@@ -33,9 +33,9 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
     int preset = p && !memcmp(&as_preset, c, sizeof *c) && !s->init;
     if (s->init) printf("model from %s: L%d", s->init, c->layers);
     else printf("model %s%s: L%d", preset ? s->model : "custom", preset ? "" : " shape", c->layers);
-    printf(" C%d H%d V%d (padded %d) maxT %d | %.2fM params | batch %d x %d tokens",
-           c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq,
-           param_count(c) / 1e6, s->batch, s->seq_len);
+    printf(" C%d H%d V%d (padded %d) maxT %d", c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq);
+    if (is_llama(c)) printf(" (Llama: KVH%d F%d, %s head)", cfg_kv_heads(c), cfg_ffn(c), c->untied ? "untied" : "tied");
+    printf(" | %.2fM params | batch %d x %d tokens", param_count(c) / 1e6, s->batch, s->seq_len);
     if (s->accum > 1) printf(" x %d accum", s->accum);
     if (s->data_format != DATA_TEXT) {  // token files: which, how many tokens, how they are read
         printf(" | data: %s tokens (uint%d), %lld", s->data_format == DATA_LLMC ? "llm.c" : "nanoGPT", 8 * s->token_width,
@@ -192,7 +192,7 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
         printf("  %-56s %14lld B %10.2f MiB\n", "  across: gptmem sends (chunks, R blocks each)", across,
                across / 1048576.0);
     }
-    size_t moved = predict_moved(C, Vp, cfg->max_seq, plan.tiled_head), table = ((size_t)Vp + cfg->max_seq) * C + 2 * (size_t)C;
+    size_t moved = predict_moved(cfg, plan.tiled_head), table = global_param_count(cfg);
     if (total <= (size_t)paper) return;
     if (!s->fused_ce)
         printf("  the difference: buffers that hold the whole embedding table (%zu parameters, %.1f%% of Psi) and "
@@ -200,7 +200,8 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
                moved - table, VOCAB_CHUNK);
     else
         printf("  the difference: buffers for one piece of %zu parameters (%s)%s\n", moved,
-               moved == 4 * (size_t)C * C + 4 * (size_t)C ? "fc's weight and bias, the largest op" :
+               moved == predict_largest_op(cfg) ? (is_llama(cfg) ? "the largest op's weights"
+                                                                 : "fc's weight and bias, the largest op") :
                                                          "a chunk of the embedding table",
                states > paper + 0.5 ? ", and the shards' padding" : "");
 }
@@ -208,8 +209,7 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
 // --dry-run --infer: serving the model, in each number format: the weights,
 // and the KV cache for --batch sequences of --seq-len tokens (memory/predict.h).
 void print_inference(const GPTConfig *c, const Settings *s) {
-    InferenceBytes r = predict_inference(c->layers, c->channels, padded_vocab(c), c->max_seq, s->batch, s->seq_len,
-                                         (int)dtype_size(s->dtype));
+    InferenceBytes r = predict_inference(c, s->batch, s->seq_len, (int)dtype_size(s->dtype));
     printf("inference: the weights in each format, and the KV cache (K and V, %s) for %d x %d tokens: %zu B "
            "(%.2f GiB)\n", dtype_name[s->dtype], s->batch, s->seq_len, r.kv_cache, r.kv_cache / 1073741824.0);
     printf("  %-6s %5s %16s %12s %16s %12s\n", "format", "bits", "weights", "GiB", "+ KV cache", "GiB");

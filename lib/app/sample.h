@@ -152,7 +152,7 @@ void sample_text(Net *net, Dataset *data, const Settings *s, uint64_t *rng) {
     if (kv_bytes)
         say("sampled %d tokens in %.2f s (%.0f tok/s), holding a KV cache of %zu B (%.2f MiB: K and V, %d layers x %d "
             "positions x %d channels in %s)\n", len, took, rate, kv_bytes, kv_bytes / 1048576.0, s->cfg.layers,
-            positions, s->cfg.channels, dtype_name[kv_dtype]);
+            positions, cfg_kv_heads(&s->cfg) * (s->cfg.channels / s->cfg.heads), dtype_name[kv_dtype]);
     else say("sampled %d tokens in %.2f s (%.0f tok/s), running the whole context for each (no KV cache)\n", len, took, rate);
     net_kv_close(net);
     fflush(stdout);

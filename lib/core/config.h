@@ -40,6 +40,9 @@ int cfg_ffn(const GPTConfig *c) { return c->ffn ? c->ffn : 4 * c->channels; }
 size_t qkv_width(const GPTConfig *c) {
     return (size_t)(c->heads + 2 * cfg_kv_heads(c)) * (c->channels / c->heads);
 }
+// Llama's constants: RMSNorm's epsilon and the rotary base theta (Llama 3's: 1e-5 and 500000).
+#define LLAMA_NORM_EPS 1e-5f
+#define LLAMA_ROPE_THETA 500000.0f
 
 typedef struct {
     const char *name;
@@ -58,6 +61,21 @@ const ModelPreset model_presets[] = {
      "GPT-2 774M"},
     {"gpt2-xl", {.layers = 48, .channels = 1600, .heads = 25, .vocab = 50257, .max_seq = 1024},
      "GPT-2 1558M"},
+    {"llama-small", {.layers = 4, .channels = 128, .heads = 4, .vocab = 256, .max_seq = 128, .arch = ARCH_LLAMA,
+                     .kv_heads = 2, .ffn = 352},
+     "the small model as a Llama: RMSNorm, RoPE, SwiGLU (F 352), 2 key-value heads, tied head"},
+    {"llama3.2-1b", {.layers = 16, .channels = 2048, .heads = 32, .vocab = 128256, .max_seq = 8192,
+                     .arch = ARCH_LLAMA, .kv_heads = 8, .ffn = 8192},
+     "Llama 3.2 1B (1,235,814,400 parameters; tied head; maxT 8192, its pretraining context)"},
+    {"llama3.2-3b", {.layers = 28, .channels = 3072, .heads = 24, .vocab = 128256, .max_seq = 8192,
+                     .arch = ARCH_LLAMA, .kv_heads = 8, .ffn = 8192},
+     "Llama 3.2 3B (3,212,749,824 parameters; tied head)"},
+    {"llama3-8b", {.layers = 32, .channels = 4096, .heads = 32, .vocab = 128256, .max_seq = 8192,
+                   .arch = ARCH_LLAMA, .kv_heads = 8, .ffn = 14336, .untied = 1},
+     "Llama 3 8B (8,030,261,248 parameters), the articles' running example"},
+    {"llama3-70b", {.layers = 80, .channels = 8192, .heads = 64, .vocab = 128256, .max_seq = 8192,
+                    .arch = ARCH_LLAMA, .kv_heads = 8, .ffn = 28672, .untied = 1},
+     "Llama 3 70B (70,553,706,496 parameters)"},
 };
 const int n_model_presets = sizeof model_presets / sizeof model_presets[0];
 
@@ -131,6 +149,12 @@ size_t final_norm_param_count(const GPTConfig *c) { return (op_has_bias(c) ? 2 :
 
 // An untied LM head's parameters: Vp C (none when the head is wte).
 size_t lm_head_param_count(const GPTConfig *c) { return c->untied ? (size_t)padded_vocab(c) * c->channels : 0; }
+
+// What follows the layers: the final norm, then an untied LM head (GPT-2: lnfw, lnfb, 2C).
+size_t tail_param_count(const GPTConfig *c) { return final_norm_param_count(c) + lm_head_param_count(c); }
+
+// The embedding table's rows: Vp tokens, then (GPT-2) maxT positions.
+int embedding_rows(const GPTConfig *c) { return (int)(embedding_param_count(c) / c->channels); }
 
 size_t param_count(const GPTConfig *c) {
     return embedding_param_count(c) + c->layers * layer_param_count(c) + final_norm_param_count(c) +
@@ -259,6 +283,11 @@ void init_params_range(float *dst, size_t lo, size_t hi, const GPTConfig *c, con
 void init_params(float *params, const GPTConfig *c, uint64_t seed) {
     WeightSource src = seeded(seed);
     init_params_range(params, 0, param_count(c), c, &src);
+}
+
+// Where the LM head's table starts in the flat array: wte's (0), or an untied head's after the final norm.
+size_t lm_head_offset(const GPTConfig *c) {
+    return c->untied ? layer_offset(c, c->layers) + final_norm_param_count(c) : 0;
 }
 
 // Parameters outside the layers: wte, wpe, the final norm and an untied LM head (GPT-2: (Vp + maxT) C + 2C).

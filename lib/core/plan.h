@@ -75,7 +75,7 @@ typedef struct {
 // The plan for these settings on `ranks` ranks (the ranks in effect: 1 for one process).
 Plan make_plan(const Settings *s, int ranks) {
     const GPTConfig *c = &s->cfg;
-    size_t C = c->channels, N = (size_t)s->batch * s->seq_len, rows = (size_t)padded_vocab(c) + c->max_seq;
+    size_t C = c->channels, N = (size_t)s->batch * s->seq_len, rows = (size_t)embedding_rows(c);
     Plan p;
     // the ranks that share the shards: a group of --shard-group K, or all of them (1: none)
     p.ranks = ranks <= 1 ? 1 : s->shard_group > 0 && s->shard_group < ranks ? s->shard_group : ranks;
@@ -86,7 +86,8 @@ Plan make_plan(const Settings *s, int ranks) {
     size_t most_rows = s->cuda ? GPU_HEAD_ROWS : HEAD_ROWS;
     p.head_rows = (int)(N < most_rows ? N : most_rows);
     p.vocab_chunk = VOCAB_CHUNK;
-    size_t fc = op_param_count(c, OP_FC), chunk = (rows < VOCAB_CHUNK ? rows : VOCAB_CHUNK) * C;
+    size_t fc = 0, chunk = (rows < VOCAB_CHUNK ? rows : VOCAB_CHUNK) * C;  // fc: the largest op's parameters
+    for (int op = 0; op < LAYER_OPS; op++) fc = op_param_count(c, op) > fc ? op_param_count(c, op) : fc;
     p.piece = s->fused_ce && chunk > fc ? chunk : fc;
     p.table = global_param_count(c);
     p.offload = s->offload & (p.stage == 3 ? OFFLOAD_OPT | OFFLOAD_PARAMS : OFFLOAD_OPT);
@@ -109,9 +110,9 @@ Piece op_piece(const GPTConfig *c, int l, int op) {
     return p;
 }
 
-// The final layernorm's piece (2C: its weight and bias).
+// The final layernorm's piece (2C: its weight and bias; Llama's RMSNorm C).
 Piece lnf_piece(const GPTConfig *c) {
-    Piece p = {layer_offset(c, c->layers), 2 * (size_t)c->channels};
+    Piece p = {layer_offset(c, c->layers), final_norm_param_count(c)};
     return p;
 }
 
@@ -148,6 +149,13 @@ Rows table_rows(const Plan *p, int rows, int k) {
 Piece table_chunk(const Plan *p, const GPTConfig *c, int rows, int k) {
     Rows r = table_rows(p, rows, k);
     Piece q = {(size_t)r.lo * c->channels, (size_t)(r.hi - r.lo) * c->channels};
+    return q;
+}
+
+// The LM head's chunk k (of Vp rows): wte's chunk, or an untied head's.
+Piece head_chunk(const Plan *p, const GPTConfig *c, int k) {
+    Piece q = table_chunk(p, c, padded_vocab(c), k);
+    q.lo += lm_head_offset(c);
     return q;
 }
 

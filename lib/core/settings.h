@@ -19,6 +19,7 @@ typedef struct {
     // the model: a preset and its overrides (0: the preset's)
     const char *model;
     int layers, channels, heads, vocab, max_seq;
+    int kv_heads, ffn;  // --kv-heads, --ffn: a Llama model's key-value heads and MLP width (0: the preset's)
     GPTConfig cfg;  // the two resolved (app/flags.h resolve_settings)
     // one step: accum micro-batches of batch x seq_len tokens
     const char *data;     // the corpus: a text file, or token files (io/tokens.h)

@@ -89,40 +89,44 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 }
 
 // --- attention over a KV cache (sampling, cpu/kvcache.h) -------------------------
-// qkv[n,3C] holds n rows of batch 1 at positions p0 .. p0+n-1; kc and vc are
-// one layer's cache, (Tc, C) each in dtype dt, holding the keys and values of
-// positions 0 .. p0-1. The rows' keys and values go into it at p0 .. p0+n-1
-// (rounded to dt); then row i is attention_forward's row t = p0+i: the same
-// sums in the same order, its keys and values widened from the cache.
-void attention_forward_cached(float *out, void *kc, void *vc, int dt, const float *qkv, int p0, int n, int C, int H) {
-    int hs = C / H, T = p0 + n;
+// qkv[n,row] holds n rows of batch 1 at positions p0 .. p0+n-1, its heads as Heads
+// says; kc and vc are one layer's cache, (Tc, KVH hs) each in dtype dt (GPT-2: (Tc, C)),
+// holding the keys and values of positions 0 .. p0-1. The rows' key and value heads go
+// into it at p0 .. p0+n-1 (rounded to dt); then row i is attention_forward's row
+// t = p0+i: the same sums in the same order, its keys and values widened from the cache.
+void attention_forward_cached_heads(float *out, void *kc, void *vc, int dt, const float *qkv, int p0, int n, Heads g) {
+    int H = g.H, hs = g.hs, T = p0 + n, per = g.H / g.KVH;
+    size_t e = dtype_size(dt), row = heads_row(g), kvw = (size_t)g.KVH * hs;
     float scale = 1.0f / sqrtf((float)hs);
-    size_t e = dtype_size(dt);
     for (int i = 0; i < n; i++) {
-        dtype_store((char *)kc + (size_t)(p0 + i) * C * e, qkv + (size_t)i * 3 * C + C, C, dt);
-        dtype_store((char *)vc + (size_t)(p0 + i) * C * e, qkv + (size_t)i * 3 * C + 2 * C, C, dt);
+        dtype_store((char *)kc + (size_t)(p0 + i) * kvw * e, qkv + (size_t)i * row + (size_t)H * hs, kvw, dt);
+        dtype_store((char *)vc + (size_t)(p0 + i) * kvw * e, qkv + (size_t)i * row + (size_t)(H + g.KVH) * hs, kvw, dt);
     }
-#pragma omp parallel for collapse(2) schedule(guided) if ((size_t)n * T * C / 64 >= PARALLEL_MIN)
+#pragma omp parallel for collapse(2) schedule(guided) if ((size_t)n * T * H * hs / 64 >= PARALLEL_MIN)
     for (int i = 0; i < n; i++)
         for (int h = 0; h < H; h++) {
             int t = p0 + i;
-            const float *q = qkv + (size_t)i * 3 * C + h * hs;
+            const float *q = qkv + (size_t)i * row + q_at(g, h);
+            size_t at = (size_t)(h / per) * hs;  // its key-value head in a cache row
             float a[T], kv[hs];
             float maxv = -INFINITY;
             for (int t2 = 0; t2 <= t; t2++) {
-                dtype_widen(kv, (const char *)kc + ((size_t)t2 * C + h * hs) * e, hs, dt);
+                dtype_widen(kv, (const char *)kc + ((size_t)t2 * kvw + at) * e, hs, dt);
                 float s = dot8(q, kv, hs) * scale;
                 a[t2] = s;
                 if (s > maxv) maxv = s;
             }
             softmax_row(a, t + 1, maxv);
-            float *o = out + (size_t)i * C + h * hs;
+            float *o = out + (size_t)i * H * hs + (size_t)h * hs;
             for (int j = 0; j < hs; j++) o[j] = 0.0f;
             for (int t2 = 0; t2 <= t; t2++) {
-                dtype_widen(kv, (const char *)vc + ((size_t)t2 * C + h * hs) * e, hs, dt);
+                dtype_widen(kv, (const char *)vc + ((size_t)t2 * kvw + at) * e, hs, dt);
                 for (int j = 0; j < hs; j++) o[j] += a[t2] * kv[j];
             }
         }
+}
+void attention_forward_cached(float *out, void *kc, void *vc, int dt, const float *qkv, int p0, int n, int C, int H) {
+    attention_forward_cached_heads(out, kc, vc, dt, qkv, p0, n, mha(C, H));
 }
 
 // The gradient rows of key-value head kv's group (its query heads, its key and value head) at every

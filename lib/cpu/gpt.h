@@ -26,6 +26,7 @@
 #include "core/saved.h"
 #include "core/settings.h"
 #include "core/sizes.h"
+#include "cpu/attention.h"
 #include "memory/ledger.h"
 #include "parallel/zero.h"
 
@@ -53,9 +54,10 @@ typedef struct {
 } Acts;
 
 // fp32 views of the weights that are not in a layer (or of their gradients):
-// the embeddings and the final layernorm.
+// the embeddings, the final norm and the LM head (wte itself when tied).
+// Llama has no wpe and no lnfb (NULL).
 typedef struct {
-    float *wte, *wpe, *lnfw, *lnfb;
+    float *wte, *wpe, *lnfw, *lnfb, *lm_head;
 } Globals;
 
 typedef struct GPT {
@@ -91,9 +93,10 @@ typedef struct GPT {
     // backward scratch, reused by every layer: sized for the training batch
     float *dres;   // (N,C)  gradient of the residual stream
     float *dln;    // (N,C)  gradient of a layernorm output
-    float *dqkv;   // (N,3C)
+    float *dqkv;   // (N,3C)   (Llama: (N, (H + 2 KVH) hs))
     float *datty;  // (N,C)
-    float *dfch;   // (N,4C) gradient of the MLP hidden (before and after GELU, in place)
+    float *dfch;   // (N,4C) gradient of the MLP hidden (before and after GELU, in place; Llama: (N,2F), before SwiGLU)
+    float *dact;   // the gradient of the activation's output: dfch itself for GPT-2; Llama's (N,F) of its own
     // --fused-ce: the LM head and the loss a tile at a time (cpu/head.h)
     float *head_tile;   // head_rows x vocab_chunk logits (and room for one whole row, for sampling)
     float *head_stats;  // (2,N): each row's running sum of exp, and its target's logit
@@ -121,6 +124,9 @@ typedef struct GPT {
     struct EvalWeights *eval;
     void (*read_back)(struct GPT *m, float *dst, size_t lo, size_t n);
 } GPT;
+
+// The attention heads of a config: H query heads sharing KVH key-value heads (GPT-2: KVH = H).
+Heads model_heads(const GPTConfig *c) { return (Heads){c->heads, cfg_kv_heads(c), c->channels / c->heads}; }
 
 // Floats in one block's working set (its saved tensors, core/saved.h), and in
 // the final one: the final layernorm's, and without --fused-ce a chunk of
@@ -180,9 +186,10 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(grads_lp, MEM_GRADS, "grads (16-bit)", mixed ? shard_grads_len(sh) * 2 : 0);
     BUF(dres, MEM_SCRATCH, "dres", N * C * f);
     BUF(dln, MEM_SCRATCH, "dln", N * C * f);
-    BUF(dqkv, MEM_SCRATCH, "dqkv", N * 3 * C * f);
+    BUF(dqkv, MEM_SCRATCH, "dqkv", N * qkv_width(c) * f);
     BUF(datty, MEM_SCRATCH, "datty", N * C * f);
-    BUF(dfch, MEM_SCRATCH, "dfch", N * 4 * C * f);
+    BUF(dfch, MEM_SCRATCH, "dfch", N * op_outputs(c, OP_FC) * f);
+    BUF(dact, MEM_SCRATCH, "dact", is_llama(c) ? N * cfg_ffn(c) * f : 0);
     BUF(head_tile, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? head_tile_elems(&m->plan, c) * f : 0);
     BUF(head_stats, MEM_SCRATCH, "head row stats", m->plan.tiled_head ? 2 * N * f : 0);
     BUF(x_work, MEM_SCRATCH, "x work", mixed ? N * C * f : 0);
@@ -217,6 +224,7 @@ void table_free(const Buffer *b, int n) {
 void buffers_alloc(GPT *m, int B, int T) {
     Buffer b[MAX_BUFFERS];
     table_alloc(b, buffers(m, B, T, b));
+    if (!m->dact) m->dact = m->dfch;  // GELU's backward works in place
     m->acts = calloc(m->cfg.layers, sizeof(Acts));
 }
 

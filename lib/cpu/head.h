@@ -35,7 +35,7 @@ void forward_start(GPT *m, int B, int T) {
 // dtype), computed in x_work for 16-bit runs.
 void embed_forward(GPT *m, const int *inp) {
     const GPTConfig *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq;
+    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c);
     size_t N = (size_t)B * T;
     ledger_where("embedding", 0);
     m->encoded = arena_push("encoded", N * C * dtype_size(m->dtype));
@@ -47,7 +47,8 @@ void embed_forward(GPT *m, const int *inp) {
             encoder_forward_chunk(enc, inp, table_chunk_weights(m, rows, k), r.lo, r.hi, Vp + m->pos0, B, T, C);
         }
     } else {
-        encoder_forward(enc, inp, m->globals.wte, m->globals.wpe + (size_t)m->pos0 * C, B, T, C);
+        const float *wpe = m->globals.wpe ? m->globals.wpe + (size_t)m->pos0 * C : NULL;  // (Llama: none)
+        encoder_forward(enc, inp, m->globals.wte, wpe, B, T, C);
     }
     dtype_round_store(enc, m->encoded, N * C, m->dtype);
 }
@@ -56,7 +57,7 @@ void embed_forward(GPT *m, const int *inp) {
 // gradients (the LM head's, the final layernorm's, these) are complete now.
 void embed_backward(GPT *m, const int *inp) {
     const GPTConfig *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq;
+    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c);
     ledger_where("embedding backward", 0);
     if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
@@ -72,7 +73,7 @@ void embed_backward(GPT *m, const int *inp) {
     arena_pop_to(m->arena_mark, "encoded");
 }
 
-// lnf (N,C) = layernorm(x), pushed with its row statistics; returns its fp32 view.
+// lnf (N,C) = layernorm(x) (Llama: RMSNorm), pushed with its row statistics; returns its fp32 view.
 float *final_norm_forward(GPT *m, const float *x) {
     int N = m->B * m->T, C = m->cfg.channels;
     Acts *f = &m->final;
@@ -83,7 +84,10 @@ float *final_norm_forward(GPT *m, const float *x) {
     float *mean = push_saved(m, f, final_saved, SV_LNF_MEAN), *rstd = push_saved(m, f, final_saved, SV_LNF_RSTD);
     if (m->plan.tiled_head) {
         const float *p = fetch_params(m, lnf_piece(&m->cfg));
-        layernorm_forward(lnf, mean, rstd, x, p, p + C, N, C);
+        if (is_llama(&m->cfg)) rmsnorm_forward(lnf, rstd, x, p, N, C, LLAMA_NORM_EPS);
+        else layernorm_forward(lnf, mean, rstd, x, p, p + C, N, C);
+    } else if (is_llama(&m->cfg)) {
+        rmsnorm_forward(lnf, rstd, x, m->globals.lnfw, N, C, LLAMA_NORM_EPS);
     } else {
         layernorm_forward(lnf, mean, rstd, x, m->globals.lnfw, m->globals.lnfb, N, C);
     }
@@ -102,17 +106,19 @@ void final_norm_backward(GPT *m) {
         Piece lnf = lnf_piece(&m->cfg);
         const float *p = fetch_params(m, lnf);
         float *g = grads_params(m, lnf);
-        layernorm_backward(m->dres, g, g + C, m->dln, x, p, mean, rstd, N, C);
+        if (is_llama(&m->cfg)) rmsnorm_backward(m->dres, g, m->dln, x, p, rstd, N, C);
+        else layernorm_backward(m->dres, g, g + C, m->dln, x, p, mean, rstd, N, C);
         grads_params_done(m, lnf);
     } else {
         Globals *w = &m->globals, *g = &m->global_grads;
-        layernorm_backward(m->dres, g->lnfw, g->lnfb, m->dln, x, w->lnfw, mean, rstd, N, C);
+        if (is_llama(&m->cfg)) rmsnorm_backward(m->dres, g->lnfw, m->dln, x, w->lnfw, rstd, N, C);
+        else layernorm_backward(m->dres, g->lnfw, g->lnfb, m->dln, x, w->lnfw, mean, rstd, N, C);
     }
     arena_pop_to(f->mark, "final");
 }
 
 // --fused-ce: the LM head and the loss without the (N,Vp) logits: the
-// vocabulary a chunk of wte at a time (the outer loop, so stage 3 gathers each
+// vocabulary a chunk of the head (wte, or an untied head) at a time (the outer loop, so stage 3 gathers each
 // chunk once), the rows head_rows at a time (the inner loop), through one tile
 // of logits (head_tile). Each tile updates every row's online softmax
 // (cpu/ops.h, crossentropy_tile_forward). Leaves each row's log-sum-exp in lse
@@ -126,7 +132,7 @@ float head_forward_tiled(GPT *m, const float *lnf, const int *targets, int N, fl
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
         Rows v = table_rows(&m->plan, Vp, k);
         int v0 = v.lo, nv = v.hi - v.lo;
-        const float *w = table_chunk_weights(m, Vp, k);  // wte rows [v0, v0 + nv): (nv, C)
+        const float *w = head_chunk_weights(m, k);  // the head's rows [v0, v0 + nv): (nv, C)
         for (int r0 = 0; r0 < N; r0 += R) {
             int rows = N - r0 < R ? N - r0 : R;
             matmul_forward(m->head_tile, lnf + (size_t)r0 * C, w, NULL, rows, C, nv);  // (rows, nv)
@@ -154,8 +160,8 @@ void head_backward_tiled(GPT *m, float *dlnf, const float *lnf, const float *lse
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
         Rows v = table_rows(&m->plan, Vp, k);
         int v0 = v.lo, nv = v.hi - v.lo;
-        const float *w = table_chunk_weights(m, Vp, k);
-        float *g = grads_params(m, table_chunk(&m->plan, c, Vp, k));
+        const float *w = head_chunk_weights(m, k);
+        float *g = grads_params(m, head_chunk(&m->plan, c, k));
         for (int r0 = 0; r0 < N; r0 += R) {
             int rows = N - r0 < R ? N - r0 : R;
             float *tile = m->head_tile;
@@ -164,7 +170,7 @@ void head_backward_tiled(GPT *m, float *dlnf, const float *lnf, const float *lse
             gemm(rows, C, nv, tile, nv, 1, w, C, 1, dlnf + (size_t)r0 * C, C, k > 0);  // the first chunk overwrites
             gemm(nv, C, rows, tile, 1, nv, lnf + (size_t)r0 * C, C, 1, g, C, 1);
         }
-        table_chunk_grads_done(m, Vp, k);
+        head_chunk_grads_done(m, k);
     }
 }
 
@@ -197,10 +203,10 @@ float head_forward(GPT *m, const float *lnf, const int *targets) {
     if (m->dtype != DT_FP32) {  // the logits are saved in 16 bits but computed in chunks of rows
         m->logits_saved = arena_push("logits", (size_t)N * Vp * 2);
         m->logits = work_view(m, final_saved, SV_LOGITS);
-        return head_forward_rows(m, lnf, m->globals.wte, targets, N);
+        return head_forward_rows(m, lnf, m->globals.lm_head, targets, N);
     }
     m->logits = push_saved(m, &m->final, final_saved, SV_LOGITS);
-    matmul_forward(m->logits, lnf, m->globals.wte, NULL, N, C, Vp);
+    matmul_forward(m->logits, lnf, m->globals.lm_head, NULL, N, C, Vp);
     if (!targets) return 0.0f;
     return crossentropy_forward(m->logits, targets, N, c->vocab, Vp);
 }
@@ -219,10 +225,11 @@ void head_backward(GPT *m, const int *targets, float dloss) {
         return;
     }
     m->globals = global_weights(m), m->global_grads = global_grads(m);
-    const float *wte = m->globals.wte;
+    const float *head = m->globals.lm_head;  // wte, or an untied head
+    float *dhead = m->global_grads.lm_head;
     if (m->dtype == DT_FP32) {
         crossentropy_backward(m->logits, targets, N, Vp, dloss);
-        matmul_backward(m->dln, m->global_grads.wte, NULL, m->logits, lnf, wte, N, C, Vp);
+        matmul_backward(m->dln, dhead, NULL, m->logits, lnf, head, N, C, Vp);
         return;
     }
     int R = m->plan.head_rows;
@@ -230,13 +237,12 @@ void head_backward(GPT *m, const int *targets, float dloss) {
         int rows = N - r0 < R ? N - r0 : R;
         dtype_load(m->logits, (const uint16_t *)m->logits_saved + (size_t)r0 * Vp, (size_t)rows * Vp, m->dtype);
         crossentropy_backward(m->logits, targets + r0, rows, Vp, dloss);
-        matmul_backward(m->dln + (size_t)r0 * C, m->global_grads.wte, NULL, m->logits, lnf + (size_t)r0 * C, wte, rows,
-                        C, Vp);
+        matmul_backward(m->dln + (size_t)r0 * C, dhead, NULL, m->logits, lnf + (size_t)r0 * C, head, rows, C, Vp);
     }
 }
 
 // The logits of row i of the last forward pass, fp32 (for sampling). With
-// --fused-ce they are computed now, a chunk of wte at a time, into head_tile.
+// --fused-ce they are computed now, a chunk of the head at a time, into head_tile.
 const float *gpt_logits_row(GPT *m, int i) {
     const GPTConfig *c = &m->cfg;
     int C = c->channels, Vp = padded_vocab(c);
@@ -245,7 +251,7 @@ const float *gpt_logits_row(GPT *m, int i) {
         for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
             Rows v = table_rows(&m->plan, Vp, k);
             int v0 = v.lo, nv = v.hi - v.lo;
-            matmul_forward(m->head_tile + v0, x, table_chunk_weights(m, Vp, k), NULL, 1, C, nv);
+            matmul_forward(m->head_tile + v0, x, head_chunk_weights(m, k), NULL, 1, C, nv);
         }
         return m->head_tile;
     }

@@ -6,7 +6,9 @@
 //
 // The cache holds, per layer, K and V of the T positions a sample runs: (T, C)
 // each in the storage dtype (the values the full forward's attention reads
-// from qkv, already rounded to it), 2 L T C e bytes in all. It is pushed on
+// from qkv, already rounded to it), 2 L T C e bytes in all; with grouped-query
+// attention (Llama) the key-value heads' width KVH hs instead of C, and the
+// keys as RoPE rotated them (the qkv step rotates each row at its position). It is pushed on
 // the activation stack when a sample starts, under its forwards, and popped
 // when it ends (ledger: kv_cache; the predictor: memory/predict.h
 // predict_sampling; --dry-run --infer's row).
@@ -20,16 +22,16 @@
 #include "memory/ledger.h"
 
 typedef struct KVCache {
-    void *kv;  // L x {K, V} x T x C elements of the dtype
-    int T, dtype;
+    void *kv;  // L x {K, V} x T x W elements of the dtype, W = KVH hs (C for GPT-2)
+    int T, W, dtype;
     size_t bytes;
     int mark;  // the stack's mark under it
 } KVCache;
 
 void kv_open(KVCache *c, const GPT *m, int T) {
     size_t e = dtype_size(m->dtype);
-    c->T = T, c->dtype = m->dtype;
-    c->bytes = 2 * (size_t)m->cfg.layers * T * m->cfg.channels * e;
+    c->T = T, c->dtype = m->dtype, c->W = cfg_kv_heads(&m->cfg) * (m->cfg.channels / m->cfg.heads);
+    c->bytes = 2 * (size_t)m->cfg.layers * T * c->W * e;
     c->mark = arena_mark();
     c->kv = arena_push_as(MEM_KVCACHE, "kv cache", c->bytes);
 }
@@ -39,9 +41,9 @@ void kv_close(KVCache *c) {
     c->kv = NULL;
 }
 
-// Layer l's keys (which 0) or values (1): T rows of C.
-void *kv_part(const KVCache *c, int l, int which, int C) {
-    return (char *)c->kv + ((size_t)l * 2 + which) * c->T * C * dtype_size(c->dtype);
+// Layer l's keys (which 0) or values (1): T rows of W.
+void *kv_part(const KVCache *c, int l, int which) {
+    return (char *)c->kv + ((size_t)l * 2 + which) * c->T * c->W * dtype_size(c->dtype);
 }
 
 // Attention of this forward's rows (positions pos0 .. pos0 + rows - 1, batch
@@ -50,8 +52,8 @@ void *kv_part(const KVCache *c, int l, int which, int C) {
 // no backward follows a sample's forward, so their tensor is zeroed.
 void attend_cached(GPT *m, Acts *a, int l, float *out) {
     KVCache *c = m->kv;
-    int C = m->cfg.channels, H = m->cfg.heads;
-    attention_forward_cached(out, kv_part(c, l, 0, C), kv_part(c, l, 1, C), c->dtype, a->qkv, m->pos0, m->B * m->T, C, H);
+    attention_forward_cached_heads(out, kv_part(c, l, 0), kv_part(c, l, 1), c->dtype, a->qkv, m->pos0, m->B * m->T,
+                                   model_heads(&m->cfg));
     memset(a->view[SV_ATT], 0, a->count[SV_ATT] * sizeof(float));
 }
 

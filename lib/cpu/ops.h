@@ -28,24 +28,29 @@
 #include "cpu/gemm.h"
 
 // --- encoder: token + position embedding ----------------------------------
-// out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]
+// out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]   (wpe NULL: the token's row alone, Llama's)
 void encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C) {
 #pragma omp parallel for schedule(guided) if ((size_t)B * T * C >= PARALLEL_MIN)
     for (int bt = 0; bt < B * T; bt++) {
-        const float *we = wte + (size_t)inp[bt] * C, *pe = wpe + (size_t)(bt % T) * C;
+        const float *we = wte + (size_t)inp[bt] * C;
         float *o = out + (size_t)bt * C;
+        if (!wpe) { memcpy(o, we, sizeof(float) * C); continue; }
+        const float *pe = wpe + (size_t)(bt % T) * C;
         for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
     }
 }
 
-// dwte[inp[b,t], :] += dout[b,t,:];  dwpe[t,:] += dout[b,t,:]
+// dwte[inp[b,t], :] += dout[b,t,:];  dwpe[t,:] += dout[b,t,:] (when there is a wpe)
 // Serial over positions: the same token can appear twice, and a fixed order
 // keeps the sum deterministic.
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C) {
     for (int bt = 0; bt < B * T; bt++) {
         const float *d = dout + (size_t)bt * C;
-        float *dwe = dwte + (size_t)inp[bt] * C, *dpe = dwpe + (size_t)(bt % T) * C;
-        for (int c = 0; c < C; c++) { dwe[c] += d[c]; dpe[c] += d[c]; }
+        float *dwe = dwte + (size_t)inp[bt] * C;
+        for (int c = 0; c < C; c++) dwe[c] += d[c];
+        if (!dwpe) continue;
+        float *dpe = dwpe + (size_t)(bt % T) * C;
+        for (int c = 0; c < C; c++) dpe[c] += d[c];
     }
 }
 

@@ -154,13 +154,13 @@ typedef struct {
 // Layer l's op `op`: its weights, its gradient bucket, and the end of its backward.
 OpParams op_weights(GPT *m, int l, int op) {
     float *p = fetch_params(m, op_piece(&m->cfg, l, op));
-    OpParams w = {p, p + op_weight_count(&m->cfg, op)};
+    OpParams w = {p, op_has_bias(&m->cfg) ? p + op_weight_count(&m->cfg, op) : NULL};
     return w;
 }
 
 OpParams op_grads(GPT *m, int l, int op) {
     float *p = grads_params(m, op_piece(&m->cfg, l, op));
-    OpParams g = {p, p + op_weight_count(&m->cfg, op)};
+    OpParams g = {p, op_has_bias(&m->cfg) ? p + op_weight_count(&m->cfg, op) : NULL};
     return g;
 }
 
@@ -169,40 +169,43 @@ void op_grads_done(GPT *m, int l, int op) { grads_params_done(m, op_piece(&m->cf
 // --- the globals: the whole table at once (the LM head without --fused-ce) ------------------
 
 // Where they sit: in an array with the flat parameter layout (fp32 runs), or
-// in a working buffer packed as [wte | wpe | lnfw lnfb] (16-bit runs, stage 3).
-Globals globals_flat(float *base, const GPTConfig *c) {
-    float *lnf = base + layer_offset(c, c->layers);
-    Globals g = {base, base + (size_t)padded_vocab(c) * c->channels, lnf, lnf + c->channels};
+// in a working buffer packed as [wte | wpe | the tail] (16-bit runs, stage 3),
+// the tail being what follows the layers: lnfw lnfb (GPT-2), lnfw [lm_head] (Llama).
+Globals globals_at(float *emb, float *tail, const GPTConfig *c) {
+    size_t C = c->channels, table = (size_t)padded_vocab(c) * C;
+    int llama = is_llama(c);
+    Globals g = {emb, llama ? NULL : emb + table, tail, llama ? NULL : tail + C,
+                 c->untied ? tail + final_norm_param_count(c) : emb};
     return g;
 }
-
+Globals globals_flat(float *base, const GPTConfig *c) {
+    return globals_at(base, base + layer_offset(c, c->layers), c);
+}
 Globals globals_packed(float *work, const GPTConfig *c) {
-    float *lnf = work + embedding_param_count(c);
-    Globals g = {work, work + (size_t)padded_vocab(c) * c->channels, lnf, lnf + c->channels};
-    return g;
+    return globals_at(work, work + embedding_param_count(c), c);
 }
 
 // The embeddings and final layernorm as fp32 (widened into w_global for 16-bit; stage 3: gathered).
 Globals global_weights(GPT *m) {
     const GPTConfig *c = &m->cfg;
-    size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
+    size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers), tail = tail_param_count(c);
     size_t e = dtype_size(m->dtype);
-    if (m->read_back) {  // (the eval model) [wte | wpe] and lnf, read back
+    if (m->read_back) {  // (the eval model) [wte | wpe] and the tail, read back
         m->read_back(m, m->w_global, 0, emb);
-        m->read_back(m, m->w_global + emb, lnf, 2 * c->channels);
+        m->read_back(m, m->w_global + emb, lnf, tail);
         return globals_packed(m->w_global, c);
     }
     if (m->shard.stage == 3) {  // gather [wte | wpe] and the final layernorm, packed
         if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", m->plan.table * e);
         gather_weights(m, m->gather_global, 0, emb);
-        gather_weights(m, (char *)m->gather_global + emb * e, lnf, lnf + 2 * c->channels);
+        gather_weights(m, (char *)m->gather_global + emb * e, lnf, lnf + tail);
         if (m->dtype == DT_FP32) return globals_packed(m->gather_global, c);
         dtype_load(m->w_global, m->gather_global, m->plan.table, m->dtype);
         return globals_packed(m->w_global, c);
     }
     if (m->dtype == DT_FP32) return globals_flat(m->params, c);
     dtype_load(m->w_global, m->params_lp, emb, m->dtype);
-    dtype_load(m->w_global + emb, (const uint16_t *)m->params_lp + lnf, 2 * c->channels, m->dtype);
+    dtype_load(m->w_global + emb, (const uint16_t *)m->params_lp + lnf, tail, m->dtype);
     return globals_packed(m->w_global, c);
 }
 
@@ -217,16 +220,16 @@ Globals global_grads(GPT *m) {
 void global_grads_done(GPT *m) {
     if (!m->bucketed) return;
     const GPTConfig *c = &m->cfg;
-    size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
+    size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers), tail = tail_param_count(c);
     if (m->shard.stage >= 2) {
         if (g_ledger.trace)
             printf("  reduce-scatter embeddings and final layernorm: %zu B\n", m->plan.table * sizeof(float));
         reduce_scatter_grads(m, m->grad_global, 0, emb);
-        reduce_scatter_grads(m, m->grad_global + emb, lnf, lnf + 2 * c->channels);
+        reduce_scatter_grads(m, m->grad_global + emb, lnf, lnf + tail);
         return;
     }
     dtype_accumulate(m->grads_lp, m->grad_global, emb, m->dtype);
-    dtype_accumulate((uint16_t *)m->grads_lp + lnf, m->grad_global + emb, 2 * c->channels, m->dtype);
+    dtype_accumulate((uint16_t *)m->grads_lp + lnf, m->grad_global + emb, tail, m->dtype);
 }
 
 // --- --fused-ce: the table a chunk of rows at a time ------------------------------------
@@ -235,5 +238,10 @@ void global_grads_done(GPT *m) {
 float *table_chunk_weights(GPT *m, int rows, int k) { return fetch_params(m, table_chunk(&m->plan, &m->cfg, rows, k)); }
 
 void table_chunk_grads_done(GPT *m, int rows, int k) { grads_params_done(m, table_chunk(&m->plan, &m->cfg, rows, k)); }
+
+// The LM head's chunk k (wte's, or an untied head's): its weights, and the end of its backward.
+float *head_chunk_weights(GPT *m, int k) { return fetch_params(m, head_chunk(&m->plan, &m->cfg, k)); }
+
+void head_chunk_grads_done(GPT *m, int k) { grads_params_done(m, head_chunk(&m->plan, &m->cfg, k)); }
 
 #endif

@@ -28,21 +28,6 @@
 #include "memory/predict_offload.h"  // --offload's rows and traffic
 #include "memory/predict_shard.h"    // ZeRO's shards and what a step sends
 
-
-// GPT-2: P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
-//   12C^2 per layer: qkv 3C^2 + attproj C^2 + fc 4C^2 + fcproj 4C^2
-//   13C per layer:   ln1 2C + qkv bias 3C + attproj bias C + ln2 2C + fc bias 4C + fcproj bias C
-//   2C:              the final layernorm
-// Llama: P = Vp*C (x2 with an untied head) + L*(C^2 + 2 KVH hs C + C^2 + 3 F C + 2C) + C
-//   per layer: q C^2, k and v 2 KVH hs C, attproj C^2, up, gate and down 3 F C, two RMSNorms 2C; no biases
-//   C:         the final RMSNorm
-size_t predict_param_count(const GPTConfig *c) {
-    size_t L = c->layers, C = c->channels, Vp = padded_vocab(c), maxT = c->max_seq;
-    if (!is_llama(c)) return Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C;
-    size_t KVH = cfg_kv_heads(c), hs = C / c->heads, F = cfg_ffn(c);
-    return Vp * C * (1 + (c->untied != 0)) + L * (C * C + 2 * KVH * hs * C + C * C + 3 * F * C + 2 * C) + C;
-}
-
 // The model's FLOPs a token (forward and backward): 6 per parameter and the
 // attention's 6 L T C (causal), as the step line's MFU counts them.
 double model_flops_per_token(const GPTConfig *c, int T) {
@@ -183,13 +168,20 @@ int predict_stack_events(const Settings *s, const Plan *plan, int accum, StackEv
 }
 
 // The model moves through buffers a piece at a time (cpu/weights.h, fetch_params; core/plan.h): one op's parameters,
-// the largest fc's 4C^2 + 4C, or with --fused-ce a chunk of min(VOCAB_CHUNK, Vp + maxT) rows of the
-// embedding table if that is larger. Without --fused-ce the LM head needs the whole table
-// ("global": wte, wpe, lnf = (Vp + maxT) C + 2C) at once, so it gets buffers of its own.
-// Floats in one such buffer:
-size_t predict_moved(int C, int Vp, int maxT, int fused_ce) {
-    size_t piece = 4 * (size_t)C * C + 4 * (size_t)C, rows = (size_t)Vp + maxT;
-    size_t chunk = (rows < VOCAB_CHUNK ? rows : VOCAB_CHUNK) * C, global = rows * C + 2 * (size_t)C;
+// the largest fc's 4C^2 + 4C (Llama: qkv's (H + 2 KVH) hs C or fc's 2 F C), or with --fused-ce a chunk of
+// min(VOCAB_CHUNK, Vp + maxT) rows of the table if larger. Without --fused-ce the LM head needs the whole table
+// ("global": wte, wpe, lnf = (Vp + maxT) C + 2C; Llama: wte, lnfw, an untied head) at once, in buffers of its own:
+size_t predict_largest_op(const GPTConfig *c) {  // one op's parameters, the largest
+    size_t C = c->channels, hs = C / c->heads, qkv = (c->heads + 2 * (size_t)cfg_kv_heads(c)) * hs, fc = 2 * (size_t)cfg_ffn(c);
+    return is_llama(c) ? C * (qkv > fc ? qkv : fc) : 4 * C * C + 4 * C;
+}
+size_t predict_globals(const GPTConfig *c) {  // the whole table and the tail
+    size_t C = c->channels, Vp = padded_vocab(c);
+    return is_llama(c) ? Vp * C * (c->untied ? 2 : 1) + C : (Vp + c->max_seq) * C + 2 * C;
+}
+size_t predict_moved(const GPTConfig *c, int fused_ce) {
+    size_t C = c->channels, piece = predict_largest_op(c), global = predict_globals(c);
+    size_t rows = padded_vocab(c) + (is_llama(c) ? 0 : c->max_seq), chunk = (rows < VOCAB_CHUNK ? rows : VOCAB_CHUNK) * C;
     if (fused_ce && chunk > piece) piece = chunk;
     return fused_ce ? piece : piece + global;
 }
@@ -200,7 +192,7 @@ size_t predict_moved(int C, int Vp, int maxT, int fused_ce) {
 // and 3 they are comm).
 size_t predict_model_scratch(const Settings *s, const Plan *p) {
     int zero = p->stage, wide = s->dtype != DT_FP32, bucketed = wide || zero >= 2;
-    size_t moved = predict_moved(s->cfg.channels, padded_vocab(&s->cfg), s->cfg.max_seq, p->tiled_head);
+    size_t moved = predict_moved(&s->cfg, p->tiled_head);
     return 4 * ((wide ? moved : 0) + (bucketed && zero < 2 ? moved : 0));
 }
 
@@ -244,7 +236,8 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
 
 // Sampling (app/sample.h: the model's forward with the KV cache, cpu/kvcache.h
 // and gpu/kvcache.h). The cache holds every layer's keys and values of the
-// positions the sample runs, in the activations' dtype: 2 L P C e bytes, P the
+// positions the sample runs, in the activations' dtype: 2 L P C e bytes (with
+// grouped-query attention C is the key-value heads' KVH hs), P the
 // context's T = seq_len, or fewer when the start (prompt_len tokens) and the
 // sample are shorter: prompt_len + sample_len - 1 (the last token is drawn,
 // never run). (--dry-run --infer's row, for batch 1 and a length of P.) A
@@ -262,7 +255,8 @@ Settings sample_forward(const Settings *s, const Settings *fwd) {
 
 size_t sample_kv_bytes(const Settings *s, int dtype) {
     size_t P = s->prompt_len + s->sample_len - 1 < s->seq_len ? s->prompt_len + s->sample_len - 1 : s->seq_len;
-    return 2 * (size_t)s->cfg.layers * P * s->cfg.channels * dtype_size(dtype);
+    size_t width = (size_t)cfg_kv_heads(&s->cfg) * (s->cfg.channels / s->cfg.heads);  // C, or Llama's KVH hs
+    return 2 * (size_t)s->cfg.layers * P * width * dtype_size(dtype);
 }
 
 // The cache (`kv`, as the stack rounds it) is pushed on the activation stack
@@ -295,19 +289,19 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
     Settings fwd = *s;  // the forward's tensors in fp32, as with --ckpt
     fwd.dtype = DT_FP32, fwd.ckpt = 1, fwd.recompute = REC_BLOCK;
     Plan p = make_plan(&fwd, 1);
-    int L = s->cfg.layers, C = s->cfg.channels, maxT = s->cfg.max_seq, Vp = padded_vocab(&s->cfg);
+    int Vp = padded_vocab(&s->cfg);
     size_t N = (size_t)s->batch * s->seq_len, P = predict_param_count(&s->cfg);
-    InferenceBytes inf = predict_inference(L, C, Vp, maxT, 1, 1, 4);
+    InferenceBytes inf = predict_inference(&s->cfg, 1, 1, 4);
     MemSnapshot base;
     memset(&base, 0, sizeof base);
     int bits = s->quant_bits;
     if (!bits) base.bytes[MEM_PARAMS] = 4 * P;
     if (bits) base.bytes[MEM_QWEIGHTS] = (inf.matrices * bits + 7) / 8 + 2 * inf.vectors;
     if (bits && bits < 16) base.bytes[MEM_QSCALES] = 4 * inf.scales;
-    size_t op = 4 * (size_t)C * C + 4 * (size_t)C, piece = p.tiled_head ? predict_moved(C, Vp, maxT, 1) : op;
+    size_t piece = p.tiled_head ? predict_moved(&s->cfg, 1) : predict_largest_op(&s->cfg);
     size_t scratch = (piece + QUANT_BLOCK - 1) / QUANT_BLOCK * QUANT_BLOCK;
     if (p.tiled_head) scratch += predict_head_tile((size_t)p.head_rows, Vp) + 2 * N;
-    else scratch += ((size_t)Vp + maxT) * C + 2 * (size_t)C;
+    else scratch += predict_globals(&s->cfg);
     base.bytes[MEM_SCRATCH] = 4 * scratch;
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     snapshot_on_device(&base);
@@ -341,7 +335,7 @@ size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
     size_t bytes = 0, S = sh->S, e = dtype_size(s->dtype);
     int zero = p->stage;
     if (sh->ranks > 1 && zero <= 1) bytes = 4 * sh->ranks * (S < REDUCE_CHUNK ? S : REDUCE_CHUNK);
-    size_t moved = predict_moved(s->cfg.channels, padded_vocab(&s->cfg), s->cfg.max_seq, p->tiled_head);
+    size_t moved = predict_moved(&s->cfg, p->tiled_head);
     if (zero >= 2) bytes = 4 * moved;
     if (zero == 3) bytes += e * moved;
     if (sh->groups > 1) {
@@ -353,18 +347,23 @@ size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
 
 // The CPU's scratch row, floats (and the model-sized part, predict_model_scratch, in bytes):
 //   backward buffers: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C
+//     (Llama: dqkv N (H + 2 KVH) hs, dfch 2N*F and dact N*F: N (3C + (H + 2 KVH) hs + 3F))
 //   --fused-ce: a tile of logits and two numbers a row (predict_head_tile)
 //   16-bit runs compute in fp32 working buffers (cpu/gpt.h, buffers): x_work N*C; act_work =
 //     the fp32 views of max(one block's 13 tensors, the final layernorm and a chunk of logits),
 //     less the row statistics (stored in fp32, their own views):
-//       block = 16*N*C (+ B*H*T^2 naive attention),
+//       block = 16*N*C (Llama: N (5C + (H + 2 KVH) hs + 3F)) (+ B*H*T^2 naive attention),
 //       final = N*C + head_rows*Vp (--fused-ce: no logits here, N*C)
 size_t predict_scratch(const Settings *s, const Plan *p) {
     size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, Vp = padded_vocab(&s->cfg);
-    size_t scratch = 10 * N * C;
+    size_t scratch = 10 * N * C, block = 16 * N * C;
+    if (is_llama(&s->cfg)) {
+        size_t qkv = (H + 2 * (size_t)cfg_kv_heads(&s->cfg)) * (C / H), F = cfg_ffn(&s->cfg);
+        scratch = N * (3 * C + qkv + 3 * F), block = N * (5 * C + qkv + 3 * F);
+    }
     if (p->tiled_head) scratch += predict_head_tile((size_t)p->head_rows, (int)Vp) + 2 * N;
     if (s->dtype != DT_FP32) {
-        size_t block = 16 * N * C + (s->flash ? 0 : B * H * T * T);
+        block += s->flash ? 0 : B * H * T * T;
         size_t final = N * C + (p->tiled_head ? 0 : (size_t)p->head_rows * Vp);
         scratch += N * C + (block > final ? block : final);
     }
@@ -454,13 +453,13 @@ size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
 // measured at run time and printed as its own "runtime" row.
 void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     memset(r, 0, sizeof *r);
-    int C = s->cfg.channels, maxT = s->cfg.max_seq, Vp = padded_vocab(&s->cfg);
+    int Vp = padded_vocab(&s->cfg);
     size_t N = (size_t)s->batch * s->seq_len, e = dtype_size(s->dtype);
     ShardSizes sh = predict_shard(predict_param_count(&s->cfg), p);
     MemSnapshot base;
     memset(&base, 0, sizeof base);
     predict_states(s, &sh, &base);
-    size_t moved = predict_moved(C, Vp, maxT, p->tiled_head);
+    size_t moved = predict_moved(&s->cfg, p->tiled_head);
     base.bytes[MEM_COMM] = (p->stage >= 2 ? e * moved : 0) + (p->stage == 3 ? e * moved : 0);
     base.bytes[MEM_SCRATCH] = predict_scratch_gpu(s, p);
     base.bytes[MEM_DATA] = 2 * 4 * N + 4 * (3 * N + 1);  // on the GPU: the batch, the token buckets

@@ -1,10 +1,11 @@
-// memory/predict_infer.h — the predicted half: the predictor's part for serving (--dry-run --infer,
-// --eval-only --quantize): what the weights take in each number format, and the
-// KV cache, in closed form from the shape.
+// memory/predict_infer.h — the predicted half: the parameter count, and the predictor's part for
+// serving (--dry-run --infer, --eval-only --quantize): what the weights take in each number
+// format, and the KV cache, in closed form from the shape.
 #ifndef GPTMEM_PREDICT_INFER_H
 #define GPTMEM_PREDICT_INFER_H
 
 #include <stddef.h>
+#include "core/config.h"
 #include "core/sizes.h"
 
 // For serving, only the weights and the attention's cached keys and values
@@ -14,22 +15,49 @@
 // (absmax / 127, or / 7). The vectors (biases, layernorms: 13C a layer + 2C)
 // stay in 16 bits. The KV cache: K and V, (B, T, C) each, per layer, kv_elem
 // bytes an element: the dtype the activations are stored in (what a sample's
-// cache holds on the CPU, cpu/kvcache.h).
+// cache holds on the CPU, cpu/kvcache.h). Llama: the matrices wte (and an
+// untied head), per layer qkv (H + 2 KVH) hs C, attproj C^2, fc 2FC, fcproj FC;
+// the vectors the norms' 2C a layer + C; the cache's rows KVH hs wide.
 typedef struct {
     size_t matrices, vectors, scales;  // parameters in matrices, in vectors; fp32 scales of the block formats
     size_t kv_cache;                   // bytes: 2 L B T C x kv_elem
 } InferenceBytes;
 
+// The parameter count P, in closed form (core/config.h's param_count adds up the layout;
+// tests/cpu_checks/model.h holds the two equal for every preset):
+// GPT-2: P = Vp*C + maxT*C + L*(12C^2 + 13C) + 2C
+//   12C^2 per layer: qkv 3C^2 + attproj C^2 + fc 4C^2 + fcproj 4C^2
+//   13C per layer:   ln1 2C + qkv bias 3C + attproj bias C + ln2 2C + fc bias 4C + fcproj bias C
+//   2C:              the final layernorm
+// Llama: P = Vp*C (x2 with an untied head) + L*(C^2 + 2 KVH hs C + C^2 + 3 F C + 2C) + C
+//   per layer: q C^2, k and v 2 KVH hs C, attproj C^2, up, gate and down 3 F C, two RMSNorms 2C; no biases
+//   C:         the final RMSNorm
+size_t predict_param_count(const GPTConfig *c) {
+    size_t L = c->layers, C = c->channels, Vp = padded_vocab(c), maxT = c->max_seq;
+    if (!is_llama(c)) return Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C;
+    size_t KVH = cfg_kv_heads(c), hs = C / c->heads, F = cfg_ffn(c);
+    return Vp * C * (1 + (c->untied != 0)) + L * (C * C + 2 * KVH * hs * C + C * C + 3 * F * C + 2 * C) + C;
+}
+
 size_t quant_blocks(size_t n) { return (n + QUANT_BLOCK - 1) / QUANT_BLOCK; }
 
-InferenceBytes predict_inference(int L, int C, int Vp, int maxT, int B, int T, int kv_elem) {
+InferenceBytes predict_inference(const GPTConfig *cfg, int B, int T, int kv_elem) {
     InferenceBytes r;
-    size_t c = C, c2 = c * c;
-    r.matrices = (size_t)Vp * c + (size_t)maxT * c + (size_t)L * 12 * c2;
-    r.vectors = (size_t)L * 13 * c + 2 * c;
-    r.scales = quant_blocks((size_t)Vp * c) + quant_blocks((size_t)maxT * c) +
-               (size_t)L * (quant_blocks(3 * c2) + quant_blocks(c2) + 2 * quant_blocks(4 * c2));
-    r.kv_cache = 2 * (size_t)L * B * T * c * kv_elem;
+    size_t L = cfg->layers, c = cfg->channels, c2 = c * c, Vp = padded_vocab(cfg), maxT = cfg->max_seq;
+    if (is_llama(cfg)) {
+        size_t hs = c / cfg->heads, kvw = (size_t)cfg_kv_heads(cfg) * hs, F = cfg_ffn(cfg), heads = cfg->untied ? 2 : 1;
+        r.matrices = heads * Vp * c + L * ((c + 2 * kvw) * c + c2 + 3 * F * c);
+        r.vectors = L * 2 * c + c;
+        r.scales = heads * quant_blocks(Vp * c) + L * (quant_blocks((c + 2 * kvw) * c) + quant_blocks(c2) +
+                                                       quant_blocks(2 * F * c) + quant_blocks(F * c));
+        r.kv_cache = 2 * L * B * T * kvw * kv_elem;
+        return r;
+    }
+    r.matrices = Vp * c + maxT * c + L * 12 * c2;
+    r.vectors = L * 13 * c + 2 * c;
+    r.scales = quant_blocks(Vp * c) + quant_blocks(maxT * c) +
+               L * (quant_blocks(3 * c2) + quant_blocks(c2) + 2 * quant_blocks(4 * c2));
+    r.kv_cache = 2 * L * B * T * c * kv_elem;
     return r;
 }
 

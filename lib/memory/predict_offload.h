@@ -11,12 +11,15 @@
 #define GPTMEM_PREDICT_OFFLOAD_H
 
 #include <stddef.h>
+#include <string.h>
+#include "core/config.h"
 #include "core/dtype.h"
 #include "core/plan.h"
 #include "core/saved.h"
 #include "core/settings.h"
 #include "core/sizes.h"
 #include "core/traffic.h"
+#include "memory/predict_infer.h"  // predict_param_count
 #include "memory/report.h"
 
 size_t offload_moment_bytes(size_t x, int bits) { return bits == 8 ? x + 4 * ((x + ADAM_BLOCK - 1) / ADAM_BLOCK) : 4 * x; }
@@ -67,14 +70,17 @@ size_t own_part(size_t a, size_t b, size_t r, size_t S, size_t P) {
 //               the table's (the LM head's whole table twice, or with
 //               --fused-ce the lookup's chunks once and wte's twice) and the
 //               final layernorm twice, and each rebuild the ops whose outputs
-//               the block dropped
+//               the block dropped. Llama: no wpe, no biases, its op widths,
+//               the final norm C, and an untied head visited twice with the
+//               table (or, --fused-ce, its own chunks twice instead of wte's)
 //   disk read, disk write: the records those parameters touch, whole: 4 X + 2 mb(X) each way, with
 //               X = min(n, L_r rounded up to a whole chunk)
 void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N]) {
     for (int k = 0; k < TR_N; k++) out[k] = 0;
     if (!(p->offload & OFFLOAD_OPT)) return;
-    size_t C = s->cfg.channels, L = s->cfg.layers, maxT = s->cfg.max_seq, Vp = padded_vocab(&s->cfg);
-    size_t P = Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C;
+    const GPTConfig *cfg = &s->cfg;
+    size_t C = cfg->channels, L = cfg->layers, maxT = cfg->max_seq, Vp = padded_vocab(cfg);
+    size_t P = predict_param_count(cfg);
     size_t ranks = (size_t)p->ranks, stage = (size_t)p->stage;
     r %= (int)ranks;  // --shard-group: the rank's place in its group
     size_t S = (P + ranks - 1) / ranks;
@@ -91,9 +97,17 @@ void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N
         out[TR_UP] = (long long)(e * Lr);
         return;
     }
-    size_t emb = (Vp + maxT) * C, layer = 12 * C * C + 13 * C, lnf = emb + L * layer;
     // a layer's op pieces in layout order (ln1, qkv, attproj, ln2, fc, fcproj) and the tensors each writes
+    size_t emb = (Vp + maxT) * C, fn = 2 * C, untied = 0;  // the lookup table, the final norm
     size_t op_n[6] = {2 * C, 3 * C * C + 3 * C, C * C + C, 2 * C, 4 * C * C + 4 * C, 4 * C * C + C};
+    if (is_llama(cfg)) {
+        size_t qkv = (cfg->heads + 2 * (size_t)cfg_kv_heads(cfg)) * (C / cfg->heads), F = cfg_ffn(cfg);
+        size_t llama_n[6] = {C, qkv * C, C * C, C, 2 * F * C, F * C};
+        memcpy(op_n, llama_n, sizeof op_n);
+        emb = Vp * C, fn = C, untied = cfg->untied != 0;
+    }
+    size_t layer = op_n[0] + op_n[1] + op_n[2] + op_n[3] + op_n[4] + op_n[5], lnf = emb + L * layer;
+    size_t head = untied ? lnf + fn : 0;  // where the LM head's table starts: wte, or after the final norm
     unsigned writes[6] = {SV_BIT(SV_LN1) | SV_BIT(SV_LN1_MEAN) | SV_BIT(SV_LN1_RSTD), SV_BIT(SV_QKV), SV_BIT(SV_RES2),
                           SV_BIT(SV_LN2) | SV_BIT(SV_LN2_MEAN) | SV_BIT(SV_LN2_RSTD), SV_BIT(SV_FCH), SV_BIT(SV_RES3)};
     unsigned drops = p->drops;
@@ -101,9 +115,10 @@ void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N
     for (size_t l = 0; l < L; l++)
         for (size_t op = 0, at = emb + l * layer; op < 6; at += op_n[op], op++)
             if (drops & writes[op]) rebuilt += own_part(at, at + op_n[op], (size_t)r, S, P);
-    size_t table = p->tiled_head ? own_part(0, emb, (size_t)r, S, P) + 2 * own_part(0, Vp * C, (size_t)r, S, P)
-                               : 2 * own_part(0, emb, (size_t)r, S, P);
-    size_t micro = layers + rebuilt + table + 2 * own_part(lnf, lnf + 2 * C, (size_t)r, S, P);
+    size_t table = p->tiled_head ? own_part(0, emb, (size_t)r, S, P) + 2 * own_part(head, head + Vp * C, (size_t)r, S, P)
+                               : 2 * own_part(0, emb, (size_t)r, S, P) +
+                                     (untied ? 2 * own_part(head, head + Vp * C, (size_t)r, S, P) : 0);
+    size_t micro = layers + rebuilt + table + 2 * own_part(lnf, lnf + fn, (size_t)r, S, P);
     out[TR_UP] = (long long)(e * micro * (size_t)s->accum);
 }
 

@@ -4,6 +4,9 @@
 // bytes, 34 sbh + 5 as^2 b (s = T, b = B, h = C, a = H), of which the dropout
 // masks and outputs are as^2b + 2as^2b + sbh + sbh. GPT-2 training here has no
 // dropout, so gptmem keeps 32 sbh + 2 as^2 b, plus its layernorm statistics.
+// Llama's block has no dropout to strike and other widths: the same count is
+// e sb (5h + (a + 2g) d + 3f) + e as^2 b (g key-value heads, d = h / a, f the
+// MLP's hidden width), which the table gives term by term instead.
 // The table names each tensor, its shape and dtype, its bytes per layer, the
 // formula's term it is, and whether this run keeps it or rebuilds it
 // (--recompute); then the totals, the formula's next to the predictor's and,
@@ -20,7 +23,14 @@
 
 // The published term each saved tensor is, in bytes with e = the bytes of an
 // element (the paper's 16 bits: e = 2), or why it is not one.
-const char *formula_term(int sv, int flash) {
+const char *formula_term(int sv, int flash, int llama) {
+    if (llama) switch (sv) {
+        case SV_QKV: return "(a+2g)d e sb Q, K (rotated), V: a query heads, g key-value heads";
+        case SV_FCH: return "2f e sb  the SwiGLU's input: up and gate";
+        case SV_FCH_GELU: return "f e sb   the second MLP matmul's input";
+        case SV_LN1_MEAN: case SV_LN2_MEAN: return "-        RMSNorm keeps no mean";
+        default: break;
+        }
     switch (sv) {
     case SV_LN1: return "e sbh    the QKV matmul's input";
     case SV_QKV: return "3e sbh   Q, K for QK^T (2e sbh), V for the attention over V (e sbh)";
@@ -78,17 +88,33 @@ void print_activation_table(FILE *f, const Settings *s, size_t measured) {
     StackParts p = predict_stack_parts(s, &plan);
     fprintf(f, "one block's saved tensors (s = T = %d, b = B = %d, h = C = %d, a = H = %d; %s; N = B*T):\n",
             s->seq_len, s->batch, C, H, dtype_name[s->dtype]);
-    fprintf(f, "  %-9s %-10s %-5s %15s  %-68s %s\n", "tensor", "shape", "dtype", "bytes/layer",
+    int sw = is_llama(&s->cfg) ? 14 : 10;  // the shape column: Llama's qkv is (N,(H+2KVH)hs)
+    fprintf(f, "  %-9s %-*s %-5s %15s  %-68s %s\n", "tensor", sw, "shape", "dtype", "bytes/layer",
             "the formula's term (bytes; e = bytes an element)", "this run");
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
         const SavedTensor *t = &block_saved[i];
         int fp32 = s->dtype == DT_FP32 || saved_is_row_stat(t, s->flash);
-        fprintf(f, "  %-9s %-10s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), saved_shape(t, &s->cfg, s->flash),
-                dtype_name[fp32 ? DT_FP32 : s->dtype], saved_bytes(t, s), formula_term(i, s->flash),
+        fprintf(f, "  %-9s %-*s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), sw, saved_shape(t, &s->cfg, s->flash),
+                dtype_name[fp32 ? DT_FP32 : s->dtype], saved_bytes(t, s), formula_term(i, s->flash, is_llama(&s->cfg)),
                 drops & SV_BIT(i) ? "rebuilt" : "kept");
     }
     const char *struck[] = {"as2b     attention dropout mask (1 byte an element)", "e as2b   attention dropout output",
                             "sbh      dropout mask after the attention (1 byte)", "sbh      dropout mask after the MLP (1 byte)"};
+    if (is_llama(&s->cfg)) {  // no dropout in the model; its own widths
+        int g = cfg_kv_heads(&s->cfg), d = C / H, ff = cfg_ffn(&s->cfg);
+        double w = 5.0 * C + (double)(H + 2 * g) * d + 3.0 * ff, sb = (double)s->seq_len * s->batch;
+        fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", "per layer: e sb (5h + (a+2g)d + 3f) + e as2b", e * sb * w + e * as2b,
+                (e * sb * w + e * as2b) / 1048576);
+        const char *label[] = {"  gptmem, all 13 tensors (predicted)", "  gptmem, kept by this run (predicted)",
+                               "  gptmem, kept by this run (measured)"};
+        double value[] = {(double)p.full, (double)p.kept, (double)measured};
+        for (int k = 0; k < (measured ? 3 : 2); k++)
+            fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", label[k], value[k], value[k] / 1048576);
+        fprintf(f, "  x %d layers, plus the embedding output (%zu B) and the final norm and LM head (%zu B)\n", L,
+                p.encoded, p.final);
+        print_stack_peak(f, s, &plan);
+        return;
+    }
     for (int k = 0; k < 4; k++)
         fprintf(f, "  %-9s %-10s %-5s %15s  %-68s %s\n", "(dropout)", "-", "-", "-", struck[k], "no dropout here");
     // with dropout (16e + 2) sbh + (2e + 1) as2b (16-bit, e = 2: 34sbh + 5as2b); without, 16e sbh + e as2b

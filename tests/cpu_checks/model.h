@@ -37,15 +37,23 @@ void model_setup(const GPTConfig *c, int B, int T) {
 
 void model_teardown(void) { gpt_free(&tm); arena_release(); }
 
-void test_model_fd(void) {
-    // odd sizes: C = 18 (not a power of two), H = 3 (head size 6), T = 7, V = 70 (padded to 128)
-    GPTConfig c = {.layers = 2, .channels = 18, .heads = 3, .vocab = 70, .max_seq = 9};
+// Llama's checks run the model on these: 4 query heads sharing 2 key-value heads (head size 4,
+// even for RoPE), F 20, the head tied and untied.
+const GPTConfig llama_tied = {.layers = 2, .channels = 16, .heads = 4, .vocab = 70, .max_seq = 9, .arch = ARCH_LLAMA,
+                              .kv_heads = 2, .ffn = 20};
+const GPTConfig llama_untied = {.layers = 2, .channels = 16, .heads = 4, .vocab = 70, .max_seq = 9,
+                                .arch = ARCH_LLAMA, .kv_heads = 2, .ffn = 20, .untied = 1};
+
+// Every tensor of the layout against central differences of the loss, on a sample of its elements.
+void model_fd(const GPTConfig *cfg, const char *name) {
+    GPTConfig c = *cfg;
+    int V = c.vocab, C = c.channels;
     model_setup(&c, 2, 7);
     init_params(tm.params, &c, 7);
     // 3x the init scale so every path carries signal; eps 3e-3 keeps the
     // truncation error of the central difference well under the tolerance
     for (size_t i = 0; i < tm.nparams; i++) tm.params[i] *= 3.0f;
-    for (int i = 0; i < 14; i++) { tm_in[i] = (int)(rng_next(&test_rng) % 70); tm_tg[i] = (int)(rng_next(&test_rng) % 70); }
+    for (int i = 0; i < 14; i++) { tm_in[i] = (int)(rng_next(&test_rng) % V); tm_tg[i] = (int)(rng_next(&test_rng) % V); }
     gpt_zero_grad(&tm);
     gpt_forward(&tm, tm_in, tm_tg, 2, 7);
     gpt_backward(&tm, tm_in, tm_tg, 1.0f / 14);
@@ -58,7 +66,8 @@ void test_model_fd(void) {
     for (int i = 0; i < nt && np < 600; i++)
         for (int k = 0; k < 12 && np < 600; k++) {
             size_t off = t[i].offset + (size_t)(rng_next(&test_rng) % t[i].count);
-            if (i == 0 && off >= (size_t)70 * 18) continue;  // padded wte rows: no gradient by design
+            int table = i == 0 || (c.untied && i == nt - 1);  // wte, an untied LM head
+            if (table && off >= t[i].offset + (size_t)V * C) continue;  // their padded rows: no gradient by design
             picked[np++] = off;
         }
     float *x = fvec(np), *an = fvec(np);
@@ -75,9 +84,19 @@ void test_model_fd(void) {
         an[i] = tm.grads[picked[i]];
     }
     double e = rel_err(an, num, np);
-    check(e < 1e-2, "fd whole model", "relative error %.2e over %d parameters in all %d tensors", e, np, nt);
+    char what[64];
+    snprintf(what, sizeof what, "fd whole model, %s", name);
+    check(e < 1e-2, what, "relative error %.2e over %d parameters in all %d tensors", e, np, nt);
     free(t); free(x); free(an); free(num);
     model_teardown();
+}
+
+void test_model_fd(void) {
+    // odd sizes: C = 18 (not a power of two), H = 3 (head size 6), T = 7, V = 70 (padded to 128)
+    GPTConfig gpt2 = {.layers = 2, .channels = 18, .heads = 3, .vocab = 70, .max_seq = 9};
+    model_fd(&gpt2, "GPT-2");
+    model_fd(&llama_tied, "Llama (RMSNorm, RoPE, GQA, SwiGLU), tied head");
+    model_fd(&llama_untied, "Llama, untied head");
 }
 
 // Gradients of one step for a model built with (flash, ckpt), B x T tokens
@@ -110,26 +129,42 @@ double max_rel_diff(const float *a, const float *b, size_t n) {
     return d / (m > 0 ? m : 1);
 }
 
-void test_flags_equivalence(void) {
-    GPTConfig c = {.layers = 3, .channels = 24, .heads = 3, .vocab = 77, .max_seq = 20};
-    int B = 8, T = 19, in[8 * 19], tg[8 * 19];
-    for (int i = 0; i < B * T; i++) { in[i] = (int)(rng_next(&test_rng) % 77); tg[i] = (int)(rng_next(&test_rng) % 77); }
+void flags_equivalence(const GPTConfig *cfg, const char *name) {
+    GPTConfig c = *cfg;
+    int B = 8, T = 19, in[8 * 19], tg[8 * 19], V = c.vocab;
+    for (int i = 0; i < B * T; i++) { in[i] = (int)(rng_next(&test_rng) % V); tg[i] = (int)(rng_next(&test_rng) % V); }
+    char what[96];
     size_t P = param_count(&c);
     float *g_ref = fvec(P), *g = fvec(P);
     float l_ref = grads_of(&c, 0, 0, B, T, 1, in, tg, g_ref);
     float l_ck = grads_of(&c, 0, 1, B, T, 1, in, tg, g);
-    check(l_ck == l_ref && !memcmp(g, g_ref, P * sizeof(float)), "ckpt: bitwise identical gradients and loss",
-          "loss %.7f vs %.7f", l_ck, l_ref);
+    snprintf(what, sizeof what, "%s ckpt: bitwise identical gradients and loss", name);
+    check(l_ck == l_ref && !memcmp(g, g_ref, P * sizeof(float)), what, "loss %.7f vs %.7f", l_ck, l_ref);
     float l_fl = grads_of(&c, 1, 0, B, T, 1, in, tg, g_ref);
     float l_flck = grads_of(&c, 1, 1, B, T, 1, in, tg, g);
-    check(l_flck == l_fl && !memcmp(g, g_ref, P * sizeof(float)), "flash+ckpt: bitwise identical to flash",
-          "loss %.7f vs %.7f", l_flck, l_fl);
+    snprintf(what, sizeof what, "%s flash+ckpt: bitwise identical to flash", name);
+    check(l_flck == l_fl && !memcmp(g, g_ref, P * sizeof(float)), what, "loss %.7f vs %.7f", l_flck, l_fl);
+    float *g_naive = fvec(P);
+    grads_of(&c, 0, 0, B, T, 1, in, tg, g_naive);
+    double e0 = max_rel_diff(g_ref, g_naive, P);
+    snprintf(what, sizeof what, "%s flash == naive attention", name);
+    check(e0 < 1e-4, what, "gradients max relative difference %.2e", e0);
+    free(g_naive);
     l_ref = grads_of(&c, 0, 0, B, T, 1, in, tg, g_ref);
     float l_acc = grads_of(&c, 0, 0, B, T, 4, in, tg, g);
     double e = max_rel_diff(g, g_ref, P);
-    check(e < 1e-5 && fabsf(l_acc - l_ref) < 1e-5f * l_ref, "accum 4 x batch 2 == batch 8",
+    snprintf(what, sizeof what, "%s accum 4 x batch 2 == batch 8", name);
+    check(e < 1e-5 && fabsf(l_acc - l_ref) < 1e-5f * l_ref, what,
           "gradients max relative difference %.2e, loss %.7f vs %.7f", e, l_acc, l_ref);
     free(g_ref); free(g);
+}
+
+void test_flags_equivalence(void) {
+    GPTConfig gpt2 = {.layers = 3, .channels = 24, .heads = 3, .vocab = 77, .max_seq = 20};
+    GPTConfig llama = {.layers = 3, .channels = 24, .heads = 6, .vocab = 77, .max_seq = 20, .arch = ARCH_LLAMA,
+                       .kv_heads = 2, .ffn = 40};
+    flags_equivalence(&gpt2, "GPT-2");
+    flags_equivalence(&llama, "Llama");
 }
 
 // --fused-ce == the unfused classifier: one forward and backward of a model
@@ -207,8 +242,8 @@ double kv_worst(const float *ref, int Vp, int T, int prefill) {
     return worst;
 }
 
-void test_kv_cache(void) {
-    GPTConfig c = {.layers = 2, .channels = 18, .heads = 3, .vocab = 70, .max_seq = 9};
+void kv_cache_check(const GPTConfig *cfg, const char *name) {
+    GPTConfig c = *cfg;
     int T = 9, Vp = padded_vocab(&c);
     const int dtypes[3] = {DT_FP32, DT_FP32, DT_BF16}, flashes[3] = {0, 1, 0};
     for (int k = 0; k < 3; k++)
@@ -217,18 +252,24 @@ void test_kv_cache(void) {
             build_model(&st);
             init_params(tm.params, &c, 21);
             gpt_sync_params(&tm);
-            for (int i = 0; i < T; i++) tm_in[i] = (int)(rng_next(&test_rng) % 70);
+            for (int i = 0; i < T; i++) tm_in[i] = (int)(rng_next(&test_rng) % c.vocab);
             float *ref = malloc(sizeof(float) * T * Vp);
             gpt_forward(&tm, tm_in, NULL, 1, T);
             for (int r = 0; r < T; r++) memcpy(ref + (size_t)r * Vp, gpt_logits_row(&tm, r), sizeof(float) * Vp);
             gpt_discard_activations(&tm);
             double one = kv_worst(ref, Vp, T, 1), prompt = kv_worst(ref, Vp, T, 5), tol = dtypes[k] == DT_FP32 ? 1e-5 : 1e-2;
-            check(one <= tol && prompt <= tol, "KV cache logits vs the full forward", "%s%s%s: position by position %.1e, "
-                  "a prompt of 5 then one at a time %.1e (tolerance %.0e)", dtype_name[dtypes[k]],
+            check(one <= tol && prompt <= tol, "KV cache logits vs the full forward", "%s %s%s%s: position by position "
+                  "%.1e, a prompt of 5 then one at a time %.1e (tolerance %.0e)", name, dtype_name[dtypes[k]],
                   flashes[k] ? " --flash" : "", fused ? " --fused-ce" : "", one, prompt, tol);
             free(ref);
             model_teardown();
         }
+}
+
+void test_kv_cache(void) {
+    GPTConfig gpt2 = {.layers = 2, .channels = 18, .heads = 3, .vocab = 70, .max_seq = 9};
+    kv_cache_check(&gpt2, "GPT-2");
+    kv_cache_check(&llama_untied, "Llama (RoPE at each position, 2 key-value heads cached)");
 }
 
 #endif

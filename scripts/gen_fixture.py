@@ -4,8 +4,9 @@
 The C test (tests/test_cpu.c, "torch parity") loads it and checks gptmem's
 forward, backward and 10 AdamW steps against it, without needing PyTorch.
 
-Run with a python3 that has torch (Debian: apt-get install python3-torch):
-    /usr/bin/python3 scripts/gen_fixture.py
+Run with a python3 that has torch (Debian: apt-get install python3-torch), with -P (so that
+scripts/tokenize.py does not hide the standard library's tokenize, which torch imports):
+    /usr/bin/python3 -P scripts/gen_fixture.py
 
 The model is written here from the PyTorch ops directly (not from gptmem's C
 code), so the two implementations are independent. Weights are drawn in

@@ -1,5 +1,6 @@
 // tests/cpu_checks/parity.h — tests/test_cpu.c's checks of the model against PyTorch
-// (tests/fixtures/torch_tiny.txt): losses, logits, gradients, steps.
+// (tests/fixtures/torch_tiny.txt, a tiny GPT-2; torch_llama_tied.txt and torch_llama_untied.txt,
+// a tiny Llama): losses, logits, gradients, steps.
 #ifndef GPTMEM_TEST_CPU_PARITY_H
 #define GPTMEM_TEST_CPU_PARITY_H
 
@@ -13,20 +14,23 @@ float *read_array(FILE *f, const char *name, int *count) {
     return a;
 }
 
-void test_torch_parity(void) {
-    FILE *f = fopen("tests/fixtures/torch_tiny.txt", "r");
-    if (!f) { check(0, "torch parity", "cannot open tests/fixtures/torch_tiny.txt (run from the project root)"); return; }
+// One fixture: its config line is GPT-2's shape, then for a Llama "llama kv_heads KVH ffn F untied U".
+void torch_parity(const char *path, const char *model) {
+    char what[96];
+    FILE *f = fopen(path, "r");
+    if (!f) { check(0, "torch parity", "cannot open %s (run from the project root)", path); return; }
     char line[512];
     if (!fgets(line, sizeof line, f)) line[0] = 0;  // the comment line
-    GPTConfig c;
+    GPTConfig c = {0};
     int B, T, steps;
     float lr, wd, clip;
     if (fscanf(f, " config L %d C %d H %d V %d maxT %d B %d T %d steps %d lr %f wd %f clip %f", &c.layers,
                &c.channels, &c.heads, &c.vocab, &c.max_seq, &B, &T, &steps, &lr, &wd, &clip) != 11) {
-        check(0, "torch parity", "bad fixture header");
+        check(0, "torch parity", "bad fixture header in %s", path);
         fclose(f);
         return;
     }
+    if (fscanf(f, " llama kv_heads %d ffn %d untied %d", &c.kv_heads, &c.ffn, &c.untied) == 3) c.arch = ARCH_LLAMA;
     int np, ni, nt, nl, nlog, ng, ns;
     float *params = read_array(f, "params", &np), *inp = read_array(f, "inputs", &ni);
     float *tgt = read_array(f, "targets", &nt), *loss = read_array(f, "loss", &nl);
@@ -34,7 +38,7 @@ void test_torch_parity(void) {
     float *step_losses = read_array(f, "step_losses", &ns);
     fclose(f);
     if (!params || !inp || !tgt || !loss || !logits || !grads || !step_losses || (size_t)np != param_count(&c)) {
-        check(0, "torch parity", "fixture arrays missing or the wrong size");
+        check(0, "torch parity", "%s: fixture arrays missing or the wrong size", path);
         return;
     }
     for (int i = 0; i < ni; i++) { tm_in[i] = (int)inp[i]; tm_tg[i] = (int)tgt[i]; }
@@ -44,13 +48,16 @@ void test_torch_parity(void) {
     gpt_forward(&tm, tm_in, NULL, B, T);
     double e_logits = rel_err_ff(tm.logits, logits, (size_t)B * T * Vp);
     gpt_discard_activations(&tm);
-    check(e_logits < 1e-5, "torch parity logits", "relative error %.2e", e_logits);
+    snprintf(what, sizeof what, "torch parity logits, %s", model);
+    check(e_logits < 1e-5, what, "relative error %.2e", e_logits);
     gpt_zero_grad(&tm);
     float l = gpt_forward(&tm, tm_in, tm_tg, B, T);
     gpt_backward(&tm, tm_in, tm_tg, 1.0f / (B * T));
-    check(fabsf(l - loss[0]) < 1e-5f * loss[0], "torch parity loss", "%.7f vs torch %.7f", l, loss[0]);
+    snprintf(what, sizeof what, "torch parity loss, %s", model);
+    check(fabsf(l - loss[0]) < 1e-5f * loss[0], what, "%.7f vs torch %.7f", l, loss[0]);
     double e_grads = rel_err_ff(tm.grads, grads, np);
-    check(e_grads < 1e-5, "torch parity gradients", "relative error %.2e over %d", e_grads, np);
+    snprintf(what, sizeof what, "torch parity gradients, %s", model);
+    check(e_grads < 1e-5, what, "relative error %.2e over %d", e_grads, np);
     // 10 AdamW steps with clipping on the same batch, constant lr
     Optimizer opt;
     AdamWConfig ac = {lr, 0.9f, 0.95f, 1e-8f, wd, 0, steps, 1.0f};
@@ -65,11 +72,17 @@ void test_torch_parity(void) {
         double e = fabs(ls - step_losses[s]) / step_losses[s];
         if (e > worst) worst = e;
     }
-    check(worst < 1e-5, "torch parity 10 AdamW steps", "worst relative loss difference %.2e (last %.6f)", worst,
-          step_losses[steps - 1]);
+    snprintf(what, sizeof what, "torch parity 10 AdamW steps, %s", model);
+    check(worst < 1e-5, what, "worst relative loss difference %.2e (last %.6f)", worst, step_losses[steps - 1]);
     optimizer_free(&opt);
     model_teardown();
     free(params); free(inp); free(tgt); free(loss); free(logits); free(grads); free(step_losses);
+}
+
+void test_torch_parity(void) {
+    torch_parity("tests/fixtures/torch_tiny.txt", "GPT-2");
+    torch_parity("tests/fixtures/torch_llama_tied.txt", "Llama, tied head");
+    torch_parity("tests/fixtures/torch_llama_untied.txt", "Llama, untied head");
 }
 
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/e2e/llama.sh — the Llama model (--model llama-small: RMSNorm, RoPE, grouped-query attention,
 # SwiGLU) through the program: the loss falls and the sample is text; the ledger predicted == measured
-# across the memory flags and ZeRO; --fused-ce, --ckpt and --accum hold their equivalences; resume is bit for bit;
+# across the memory flags and ZeRO, and on every push and pop (--mem-timeline); --fused-ce, --ckpt and --accum
+# hold their equivalences; resume is bit for bit;
 # what is not built for it yet is refused by name. tests/test_cpu checks its math (finite differences
 # of the whole model, the KV cache against the full forward, --ckpt, --flash, --accum).
 set -u
@@ -27,6 +28,12 @@ for flags in "" "--dtype bf16 --flash --accum 2" "--dtype fp16 --ckpt" "--recomp
   if ./train "${LLAMA[@]}" --steps 2 $flags --mem-json "$tmp/m$i.json" >"$tmp/o$i" 2>&1 && mem_equal "$tmp/m$i.json"; then
     ok "llama ledger predicted == measured: ${flags:-fp32}"
   else bad "llama ledger predicted == measured: ${flags:-fp32}: $(tail -2 "$tmp/o$i")"; fi
+done
+# --mem-timeline: every push, pop and drop of a step, measured == predicted (train checks each row)
+for flags in "--recompute attn,gelu --dtype bf16" "--ckpt --flash --fused-ce"; do
+  if ./train "${LLAMA[@]}" --steps 2 $flags --mem-timeline "$tmp/tl.csv" --mem >"$tmp/tl" 2>&1 &&
+     grep -q 'measured == predicted on every row' "$tmp/tl"; then ok "llama --mem-timeline $flags: measured == predicted on every row"
+  else bad "llama --mem-timeline $flags: $(grep -m1 -iE 'differ|error' "$tmp/tl")"; fi
 done
 ./train "${LLAMA[@]}" --dry-run --mem-json "$tmp/dry.json" >/dev/null 2>&1
 if python3 -c 'import json, sys; d, r = (json.load(open(f)) for f in sys.argv[1:]); sys.exit(d["predicted"] != r["measured"])' \

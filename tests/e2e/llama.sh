@@ -89,6 +89,10 @@ if have_mpi; then
       ok "llama ZeRO-$z on 2 ranks: the ledger predicted == measured"
     else bad "llama ZeRO-$z on 2 ranks: $(tail -2 "$tmp/zo$n")"; fi
   done
+  if mpirun -np 4 ./train "${LLAMA[@]}" --batch 1 --steps 2 --zero 2 --shard-group 2 --dtype bf16 --adam-bits 8 \
+       --mem-json "$tmp/sg.json" >"$tmp/sg" 2>&1 && mem_equal "$tmp/sg.json"; then
+    ok "llama --shard-group 2 on 4 ranks, ZeRO-2, --adam-bits 8: the ledger predicted == measured"
+  else bad "llama --shard-group 2 on 4 ranks: $(tail -2 "$tmp/sg")"; fi
   ./train "${LLAMA[@]}" --steps 3 --dtype bf16 --log "$tmp/z0.csv" >/dev/null 2>&1
   d=$(worst_difference "$tmp/z0.csv" "$tmp/z2.csv")
   if [ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d < 2e-2) }'; then ok "llama ZeRO-3 on 2 ranks x batch 2 == 1 rank x batch 4 (losses within $d)"

@@ -99,6 +99,18 @@ if have_mpi; then
   else bad "llama ZeRO-3 == one rank: $d"; fi
 else skip "llama ZeRO over MPI: no mpirun/mpicc"; fi
 
+# llm.c's Llama 3 token shards (magic 20240801, uint32): the vocabulary becomes Llama 3's 128,256
+python3 -c '
+import array, random, struct, sys
+random.seed(7); toks = [random.randrange(128256) for _ in range(3000)]
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240801, 7, len(toks), *[0] * 253) + array.array("I", toks).tobytes())
+' "$tmp/l3.bin"
+if ./train --model llama-small --data "$tmp/l3.bin" --val-data "$tmp/l3.bin" --batch 2 --seq-len 32 --steps 2 \
+     --sample-len 4 --eval-batches 1 --mem-json "$tmp/l3.json" >"$tmp/l3" 2>&1 && mem_equal "$tmp/l3.json" &&
+   grep -q 'V128256 .*llm.c tokens (uint32)' "$tmp/l3"; then
+  ok "llama-small on llm.c's uint32 token shard: Llama 3's vocabulary, the ledger predicted == measured"
+else bad "llama-small on a uint32 token shard: $(tail -2 "$tmp/l3")"; fi
+
 # not built for Llama yet: refused by name, exit 2
 expect 2 "does not run with --device cuda" "${LLAMA[@]}" --steps 1 --device cuda
 expect 2 "does not run with --init" "${LLAMA[@]}" --steps 1 --init "$tmp/x.bin"

@@ -15,9 +15,13 @@ runs in float64 so the fixture is a clean reference.
 """
 import math
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # (appended: scripts/tokenize.py must not hide tokenize)
+from torch_reference import write_fixture  # noqa: E402
 
 L, C, H, V, MAXT = 2, 16, 2, 40, 12
 B, T = 2, 9
@@ -83,41 +87,6 @@ def loss_of(logits):
     return F.cross_entropy(logits[..., :V].reshape(-1, V), tgt.reshape(-1))
 
 
-logits = forward(inp)
-loss = loss_of(logits)
-loss.backward()
-grads = [p.grad.clone() for p in P]
-
-# 10 AdamW steps on the same batch, with global-norm clipping, constant lr.
-decay = [p for p, (_, _, m) in zip(P, params) if m]
-no_decay = [p for p, (_, _, m) in zip(P, params) if not m]
-opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": no_decay, "weight_decay": 0.0}],
-                        lr=LR, betas=(0.9, 0.95), eps=1e-8)
-losses = []
-for s in range(STEPS):
-    opt.zero_grad()
-    l_s = loss_of(forward(inp))
-    l_s.backward()
-    torch.nn.utils.clip_grad_norm_(P, CLIP)
-    opt.step()
-    losses.append(l_s.item())
-
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "torch_tiny.txt")
-os.makedirs(os.path.dirname(out), exist_ok=True)
-with open(out, "w") as f:
-    f.write(f"# gptmem torch parity fixture, written by scripts/gen_fixture.py (torch {torch.__version__})\n")
-    f.write(f"config L {L} C {C} H {H} V {V} maxT {MAXT} B {B} T {T} steps {STEPS} lr {LR} wd {WD} clip {CLIP}\n")
-
-    def arr(name, values):
-        values = [float(x) for x in values]
-        f.write(f"{name} {len(values)}\n")
-        f.write(" ".join(f"{x:.9g}" for x in values) + "\n")
-
-    arr("params", torch.cat([p.flatten() for p in weights32]).tolist())
-    arr("inputs", inp.flatten().tolist())
-    arr("targets", tgt.flatten().tolist())
-    arr("loss", [loss.item()])
-    arr("logits", logits.detach().flatten().tolist())
-    arr("grads", torch.cat([gr.flatten() for gr in grads]).tolist())
-    arr("step_losses", losses)
-print("wrote", os.path.normpath(out), "loss", loss.item())
+write_fixture("torch_tiny.txt", "gptmem torch parity fixture, written by scripts/gen_fixture.py",
+              f"config L {L} C {C} H {H} V {V} maxT {MAXT} B {B} T {T} steps {STEPS} lr {LR} wd {WD} clip {CLIP}",
+              params, P, weights32, forward, loss_of, inp, tgt, STEPS, LR, WD, CLIP)

@@ -35,6 +35,13 @@ for flags in "--recompute attn,gelu --dtype bf16" "--ckpt --flash --fused-ce"; d
      grep -q 'measured == predicted on every row' "$tmp/tl"; then ok "llama --mem-timeline $flags: measured == predicted on every row"
   else bad "llama --mem-timeline $flags: $(grep -m1 -iE 'differ|error' "$tmp/tl")"; fi
 done
+# --kv-heads and --ffn shape a Llama (one key-value head for all 4 query heads, an MLP of 200); GPT-2 refuses them
+if ./train "${LLAMA[@]}" --steps 2 --kv-heads 1 --ffn 200 --mem-json "$tmp/kv.json" >"$tmp/kv" 2>&1 &&
+   mem_equal "$tmp/kv.json" && grep -q 'Llama: KVH1 F200' "$tmp/kv"; then
+  ok "llama --kv-heads 1 --ffn 200: the shape it says, the ledger predicted == measured"
+else bad "llama --kv-heads 1 --ffn 200: $(tail -2 "$tmp/kv")"; fi
+expect 2 "shapes a Llama model" --steps 1 --kv-heads 2
+expect 2 "shapes a Llama model" --steps 1 --ffn 64
 ./train "${LLAMA[@]}" --dry-run --mem-json "$tmp/dry.json" >/dev/null 2>&1
 if python3 -c 'import json, sys; d, r = (json.load(open(f)) for f in sys.argv[1:]); sys.exit(d["predicted"] != r["measured"])' \
      "$tmp/dry.json" "$tmp/m1.json"; then ok "llama dry run equals the ledger of a real run"

@@ -41,8 +41,7 @@ void norm(GPT *m, Acts *a, int l, int op, int o, const float *x) {
     if (!(a->pushing & (SV_BIT(o) | SV_BIT(o + 1) | SV_BIT(o + 2)))) return;
     int N = m->B * m->T, C = m->cfg.channels;
     OpParams w = op_weights(m, l, op);
-    if (is_llama(&m->cfg)) rmsnorm_forward(a->view[o], a->view[o + 2], x, w.w, N, C, LLAMA_NORM_EPS);
-    else layernorm_forward(a->view[o], a->view[o + 1], a->view[o + 2], x, w.w, w.b, N, C);
+    norm_forward_as(is_llama(&m->cfg), LLAMA_NORM_EPS, a->view[o], a->view[o + 1], a->view[o + 2], x, w.w, w.b, N, C);
     round_saved(m, a, o);
 }
 
@@ -106,8 +105,7 @@ void norm_backward(GPT *m, int l, int op, float *dinp, const float *dout, const 
                    const float *rstd) {
     int N = m->B * m->T, C = m->cfg.channels;
     OpParams w = op_weights(m, l, op), g = op_grads(m, l, op);
-    if (is_llama(&m->cfg)) rmsnorm_backward(dinp, g.w, dout, inp, w.w, rstd, N, C);
-    else layernorm_backward(dinp, g.w, g.b, dout, inp, w.w, mean, rstd, N, C);
+    norm_backward_as(is_llama(&m->cfg), dinp, g.w, g.b, dout, inp, w.w, mean, rstd, N, C);
     op_grads_done(m, l, op);
 }
 

@@ -83,13 +83,10 @@ float *final_norm_forward(GPT *m, const float *x) {
     float *lnf = push_saved(m, f, final_saved, SV_LNF);
     float *mean = push_saved(m, f, final_saved, SV_LNF_MEAN), *rstd = push_saved(m, f, final_saved, SV_LNF_RSTD);
     if (m->plan.tiled_head) {
-        const float *p = fetch_params(m, lnf_piece(&m->cfg));
-        if (is_llama(&m->cfg)) rmsnorm_forward(lnf, rstd, x, p, N, C, LLAMA_NORM_EPS);
-        else layernorm_forward(lnf, mean, rstd, x, p, p + C, N, C);
-    } else if (is_llama(&m->cfg)) {
-        rmsnorm_forward(lnf, rstd, x, m->globals.lnfw, N, C, LLAMA_NORM_EPS);
+        const float *p = fetch_params(m, lnf_piece(&m->cfg));  // its weight, then (GPT-2) its bias
+        norm_forward_as(is_llama(&m->cfg), LLAMA_NORM_EPS, lnf, mean, rstd, x, p, p + C, N, C);
     } else {
-        layernorm_forward(lnf, mean, rstd, x, m->globals.lnfw, m->globals.lnfb, N, C);
+        norm_forward_as(is_llama(&m->cfg), LLAMA_NORM_EPS, lnf, mean, rstd, x, m->globals.lnfw, m->globals.lnfb, N, C);
     }
     round_saved(m, f, SV_LNF);
     return lnf;
@@ -106,13 +103,11 @@ void final_norm_backward(GPT *m) {
         Piece lnf = lnf_piece(&m->cfg);
         const float *p = fetch_params(m, lnf);
         float *g = grads_params(m, lnf);
-        if (is_llama(&m->cfg)) rmsnorm_backward(m->dres, g, m->dln, x, p, rstd, N, C);
-        else layernorm_backward(m->dres, g, g + C, m->dln, x, p, mean, rstd, N, C);
+        norm_backward_as(is_llama(&m->cfg), m->dres, g, g + C, m->dln, x, p, mean, rstd, N, C);
         grads_params_done(m, lnf);
     } else {
         Globals *w = &m->globals, *g = &m->global_grads;
-        if (is_llama(&m->cfg)) rmsnorm_backward(m->dres, g->lnfw, m->dln, x, w->lnfw, rstd, N, C);
-        else layernorm_backward(m->dres, g->lnfw, g->lnfb, m->dln, x, w->lnfw, mean, rstd, N, C);
+        norm_backward_as(is_llama(&m->cfg), m->dres, g->lnfw, g->lnfb, m->dln, x, w->lnfw, mean, rstd, N, C);
     }
     arena_pop_to(f->mark, "final");
 }

@@ -174,6 +174,19 @@ void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *in
     }
 }
 
+// Either norm, as the model's config says: layernorm (out, mean, rstd; weight w and bias b) or, with
+// rms, RMSNorm (Llama's: out and rstd, w alone, eps; mean and b unused). The backward likewise.
+void norm_forward_as(int rms, float eps, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                     const float *b, int N, int C) {
+    if (rms) rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+    else layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+}
+void norm_backward_as(int rms, float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                      const float *mean, const float *rstd, int N, int C) {
+    if (rms) rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+    else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
 // --- matmul (on cpu/gemm.h's GEMM) -------------------------------------------------
 // out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC]   (bias may be NULL)
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {

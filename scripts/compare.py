@@ -11,8 +11,8 @@ With --losses the settings run for real and the table is their losses instead of
 first and last step's, the final validation loss and each setting's worst step difference to the
 first column. It has no timings, so it is the same on every run (the doc tables use it).
 
-Prints one table: rows are the memory categories at their peak, the peak total (and, when a setting
-keeps bytes off the device, each location's peak: device, host, pinned, disk) and tok/s; columns
+Prints one table: rows are the memory categories at their peak (every place), the device's peak total
+(and, when a setting keeps bytes off the device, each other place's peak: host, pinned, disk) and tok/s; columns
 are the settings, each with its difference to the first column. --csv writes the same numbers in
 bytes (memory only, no timings, so it is the same on every run); --png draws the stacked bars with
 scripts/chart (built by `make chart`, needs libstb-dev).
@@ -51,7 +51,7 @@ def run_setting(label, flags, dry, tmp):
     report = json.load(open(mem))
     side = report["predicted"] if dry else report["measured"]
     peaks = {c: side["peak"][c] for c in CATEGORIES}
-    peaks["peak_total"] = side["peak"]["total"]
+    peaks["peak_total"] = side["peak_at"]["device"]  # what the device holds (the places off it have rows of their own)
     for loc, b in side.get("peak_at", {}).items():
         peaks["at " + loc] = b
     if dry:  # what a step sends, each rank (the dry run's ring formulas; --shard-group: and across the groups)
@@ -152,9 +152,9 @@ def main():
         first = results[0][1][row]
         table.append(["total" if row == "peak_total" else row] +
                      [human(r[1][row]) + ("" if k == 0 else " " + delta(r[1][row], first)) for k, r in enumerate(results)])
-    # where the bytes live, when a setting keeps some off the device (--offload): each location's peak
-    locs = ["at device", "at host", "at pinned", "at disk"]
-    if any(r[1].get(loc, 0) for r in results for loc in locs[1:]):
+    # the places off the device, when a setting keeps bytes there (--offload, a GPU's host buffers): each one's peak
+    locs = ["at host", "at pinned", "at disk"]
+    if any(r[1].get(loc, 0) for r in results for loc in locs):
         for loc in locs:
             if all(r[1].get(loc, 0) == 0 for r in results):
                 continue

@@ -232,8 +232,9 @@ int dry_run(const Settings *s) {
     settings_notes(s, s->ranks);
     print_config_line(cfg, s);
     if (s->data_format == DATA_TEXT && file_size(s->data) < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", s->data);
-    printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase)\n",
-           s->cuda ? "GPU " : "", s->ranks > 1 ? " of each rank" : "");
+    printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase%s)\n",
+           s->cuda ? "GPU " : "", s->ranks > 1 ? " of each rank" : "",
+           report_off_device(&predicted) ? "; the total is the device's, the places off it have their own below" : "");
     print_prediction(stdout, &predicted, s->eval_only ? EVAL_PHASES : MEM_NPHASE);
     if (!s->cuda && !s->eval_only) print_paper_comparison(s, &predicted);
     if (s->mem_ops) print_activation_table(stdout, s, 0);

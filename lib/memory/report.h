@@ -146,13 +146,18 @@ void print_mem_rows(FILE *f, const char *title, const size_t *pred, size_t pred_
     }
 }
 
+// The total of a snapshot as the tables show it: the device's bytes (with
+// nothing off the device, every byte).
+size_t shown_total(const MemSnapshot *s, int off) { return off ? snapshot_at(s, LOC_DEVICE) : s->total; }
+size_t shown_peak(const MemReport *r, int off) { return off ? r->peak_at[LOC_DEVICE] : r->peak_total; }
+
 // Where the bytes live, for a run with some off the device: the rows that
 // are not on the device, at the last phase (they do not change through a
-// step: only the device's activations do), then each location's peak;
-// predicted and, when given, measured.
+// step: only the device's activations do), then each other location's total
+// at its peak; predicted and, when given, measured.
 void print_locations(FILE *f, const MemReport *pred, const MemReport *meas, int nphases) {
     const MemSnapshot *p = &pred->phase[nphases - 1], *m = meas ? &meas->phase[nphases - 1] : NULL;
-    fprintf(f, "  off the device (the rows above less these are on it), and each location's peak\n");
+    fprintf(f, "  off the device (in the category rows above, not in their total), and each place's total at its peak\n");
     for (int l = LOC_HOST; l < MEM_NLOC; l++)
         for (int c = 0; c < MEM_NCAT; c++) {
             size_t a = p->at[l][c], b = m ? m->at[l][c] : 0;
@@ -166,9 +171,9 @@ void print_locations(FILE *f, const MemReport *pred, const MemReport *meas, int 
             }
             fprintf(f, "\n");
         }
-    for (int l = 0; l < MEM_NLOC; l++) {
+    for (int l = LOC_HOST; l < MEM_NLOC; l++) {
         if (!pred->peak_at[l] && !(meas && meas->peak_at[l])) continue;
-        fprintf(f, "    %-7s %-12s %16zu ", mem_location_name[l], "peak", pred->peak_at[l]);
+        fprintf(f, "    %-7s %-12s %16zu ", mem_location_name[l], "total", pred->peak_at[l]);
         print_size(f, pred->peak_at[l]);
         if (meas) {
             fprintf(f, " %16zu ", meas->peak_at[l]);
@@ -196,13 +201,16 @@ void print_traffic(FILE *f, const MemReport *pred, const MemReport *meas) {
 }
 
 // The first `nphases` phases (an --eval-only run has two: init and forward), then the peaks.
+// With bytes off the device the total rows are the device's (what it must hold); the category
+// rows still count every place, and print_locations lists the rest with their own totals.
 void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas, int nphases) {
+    int off = report_off_device(pred) || (meas && report_off_device(meas));
     for (int ph = 0; ph < nphases; ph++)
-        print_mem_rows(f, mem_phase_name[ph], pred->phase[ph].bytes, pred->phase[ph].total,
-                       meas ? meas->phase[ph].bytes : NULL, meas ? meas->phase[ph].total : 0);
-    print_mem_rows(f, "peak (per category; total = peak of the sum)", pred->peak, pred->peak_total,
-                   meas ? meas->peak : NULL, meas ? meas->peak_total : 0);
-    if (report_off_device(pred) || (meas && report_off_device(meas))) print_locations(f, pred, meas, nphases);
+        print_mem_rows(f, mem_phase_name[ph], pred->phase[ph].bytes, shown_total(&pred->phase[ph], off),
+                       meas ? meas->phase[ph].bytes : NULL, meas ? shown_total(&meas->phase[ph], off) : 0);
+    print_mem_rows(f, off ? "peak (per category; total = the peak of the device's sum)" : "peak (per category; total = peak of the sum)",
+                   pred->peak, shown_peak(pred, off), meas ? meas->peak : NULL, meas ? shown_peak(meas, off) : 0);
+    if (off) print_locations(f, pred, meas, nphases);
     if (report_moves(pred) || (meas && report_moves(meas))) print_traffic(f, pred, meas);
 }
 
@@ -210,6 +218,7 @@ void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas, int
 // then the peak in MiB, in MiB or GiB (whichever reads better) and in bytes.
 // This is what --dry-run prints.
 void print_prediction(FILE *f, const MemReport *r, int nphases) {
+    int off = report_off_device(r);
     fprintf(f, "  %-12s", "MiB");
     for (int ph = 0; ph < nphases; ph++) fprintf(f, " %14s", mem_phase_name[ph]);
     fprintf(f, " %12s %12s %14s\n", "peak", "", "peak bytes");
@@ -218,13 +227,13 @@ void print_prediction(FILE *f, const MemReport *r, int nphases) {
         if (!is_total && mem_row_hidden(c, r->peak[c], 0)) continue;
         fprintf(f, "  %-12s", is_total ? "total" : mem_category_name[c]);
         for (int ph = 0; ph < nphases; ph++)
-            fprintf(f, " %14.2f", mib(is_total ? r->phase[ph].total : r->phase[ph].bytes[c]));
-        size_t peak = is_total ? r->peak_total : r->peak[c];
+            fprintf(f, " %14.2f", mib(is_total ? shown_total(&r->phase[ph], off) : r->phase[ph].bytes[c]));
+        size_t peak = is_total ? shown_peak(r, off) : r->peak[c];
         fprintf(f, " %12.2f ", mib(peak));
         print_size(f, peak);  // the same in MiB or GiB, whichever reads better
         fprintf(f, " %14zu\n", peak);
     }
-    if (report_off_device(r)) print_locations(f, r, NULL, nphases);
+    if (off) print_locations(f, r, NULL, nphases);
     if (report_moves(r)) print_traffic(f, r, NULL);
 }
 

@@ -55,8 +55,7 @@ void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float
     OpParams w = op_weights(m, l, op);
     matmul_forward(a->view[o], inp, w.w, w.b, N, op_inputs(c, op), op_outputs(c, op));
     if (op == OP_QKV && is_llama(c))
-        rope_forward(a->view[o], N, m->T, m->pos0, qkv_width(c), c->heads + cfg_kv_heads(c), C / c->heads,
-                     LLAMA_ROPE_THETA);
+        rope_forward(a->view[o], N, m->T, m->pos0, qkv_width(c), c->heads + cfg_kv_heads(c), C / c->heads, cfg_rope(c));
     if (residual) residual_forward(a->view[o], a->view[o], residual, (size_t)N * C);
     round_saved(m, a, o);
 }
@@ -95,7 +94,7 @@ void linear_backward(GPT *m, int l, int op, float *dinp, float *dout, const floa
     OpParams w = op_weights(m, l, op), g = op_grads(m, l, op);
     if (op == OP_QKV && is_llama(c))
         rope_backward(dout, N, m->T, m->pos0, qkv_width(c), c->heads + cfg_kv_heads(c), c->channels / c->heads,
-                      LLAMA_ROPE_THETA);
+                      cfg_rope(c));
     matmul_backward(dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     op_grads_done(m, l, op);
 }

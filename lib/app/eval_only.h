@@ -148,7 +148,7 @@ int export_from(const WeightSource *from, const GPTConfig *c, const char *path) 
         unlink(tmp);
         return 1;
     }
-    printf("exported the weights to %s (llm.c's GPT-2 model file, fp32)\n", path);
+    printf("exported the weights to %s (llm.c's %s model file, fp32)\n", path, is_llama(c) ? "Llama 3" : "GPT-2");
     return 0;
 }
 

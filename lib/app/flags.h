@@ -52,8 +52,8 @@ const FlagSpec flag_specs[] = {
     {"val-data", ARG_STR, OPT(val_data), 0, 0, "token files to validate on (default: the last 10% of --data)"},
     {"in-order", ARG_FLAG, OPT(in_order), 0, 0, "read batches in file order (batch k: tokens k*B*T ...), as llm.c's loader without shuffling; validation from the start"},
     {"tokenizer", ARG_STR, OPT(tokenizer), 0, 0, "llm.c's tokenizer file for samples of tokens (default: tokenizer.bin or gpt2_tokenizer.bin beside --data)"},
-    {"init", ARG_STR, OPT(init), 0, 0, "start from llm.c's GPT-2 model file (fp32 or bf16; the shape from its header): weights only, a fresh optimizer"},
-    {"export", ARG_STR, OPT(export_to), 0, 0, "at the end, write the weights as llm.c's GPT-2 model file (fp32), which llm.c and --init load"},
+    {"init", ARG_STR, OPT(init), 0, 0, "start from llm.c's model file, GPT-2's or Llama 3's (fp32 or bf16; the shape from its header): weights only, a fresh optimizer"},
+    {"export", ARG_STR, OPT(export_to), 0, 0, "at the end, write the weights as llm.c's model file, GPT-2's or Llama 3's (fp32), which llm.c and --init load"},
     {"batch", ARG_INT, OPT(batch), 1, 65536, "sequences per micro-batch B"},
     {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (auto = the model's maxT)"},
     {"accum", ARG_INT, OPT(accum), 1, 65536, "gradient accumulation: micro-batches per optimizer step"},
@@ -356,9 +356,6 @@ GPTConfig resolve_model(Settings *s) {
                     "own keys and values, and its MLP is 4C wide", s->kv_heads ? "kv-heads" : "ffn");
     if (s->kv_heads) c.kv_heads = s->kv_heads;
     if (s->ffn) c.ffn = s->ffn;
-    if (s->init && is_llama(&c))  // (before reading the file: its shape would replace the preset's)
-        usage_error("a Llama model (--model %s) does not run with --init (llm.c's files hold GPT-2) yet; drop it",
-                    s->model);
     if (s->init) resolve_init(s, &c);
     if (c.channels % c.heads) {
         fprintf(stderr, "error: --channels %d is not divisible by --heads %d; pick heads that divide "
@@ -378,9 +375,9 @@ GPTConfig resolve_model(Settings *s) {
 // A Llama model (core/config.h) trains on the CPU, on one rank or with ZeRO,
 // with the memory flags; what is not built for it yet is refused here, by name.
 void check_llama(const Settings *s, const GPTConfig *c) {
-    const char *what = s->cuda ? "--device cuda (the GPU has no RMSNorm, RoPE or SwiGLU kernels yet)"
-                     : s->export_to ? "--export (llm.c's files hold GPT-2)" : NULL;
-    if (what) usage_error("a Llama model (--model %s) does not run with %s yet; drop it", s->model, what);
+    if (s->cuda)
+        usage_error("a Llama model (--model %s) does not run with --device cuda (the GPU has no RMSNorm, RoPE or "
+                    "SwiGLU kernels yet); drop it", s->init ? "from --init" : s->model);
     if (c->heads % cfg_kv_heads(c) || (c->channels / c->heads) % 2)
         usage_error("a Llama model needs heads a multiple of its key-value heads and an even head size (got H %d, "
                     "KVH %d, head size %d)", c->heads, cfg_kv_heads(c), c->channels / c->heads);

@@ -134,6 +134,15 @@ void resolve_prompt(Settings *s) {
     s->prompt_len = (int)n;
 }
 
+// A model's shape in words, for a message: "L2 C64 H4 V50257 maxT 64" (a Llama's also "KVH2 F176, untied head").
+const char *shape_words(const GPTConfig *c, char *out, size_t len) {
+    int n = snprintf(out, len, "L%d C%d H%d V%d maxT %d", c->layers, c->channels, c->heads, c->vocab, c->max_seq);
+    if (is_llama(c) && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - n, " KVH%d F%d, %s head%s", cfg_kv_heads(c), cfg_ffn(c), c->untied ? "untied" : "tied",
+                 c->rope_scaled ? ", scaled RoPE" : "");
+    return out;
+}
+
 // --init FILE: the model's shape is the file's header's. A flag that gives a
 // shape (--model, --layers, ...) must agree with it.
 void resolve_init(Settings *s, GPTConfig *c) {
@@ -148,13 +157,15 @@ void resolve_init(Settings *s, GPTConfig *c) {
     int differs = s->model_given ? memcmp(c, f, sizeof *c) != 0
                 : (s->layers && s->layers != f->layers) || (s->channels && s->channels != f->channels) ||
                   (s->heads && s->heads != f->heads) || (s->vocab && s->vocab != f->vocab) ||
-                  (s->max_seq && s->max_seq != f->max_seq);
+                  (s->max_seq && s->max_seq != f->max_seq) || (s->kv_heads && s->kv_heads != cfg_kv_heads(f)) ||
+                  (s->ffn && s->ffn != cfg_ffn(f));
     if (differs) {
-        fprintf(stderr, "error: --init '%s' holds a model of L%d C%d H%d V%d maxT %d; the flags ask for L%d C%d H%d V%d "
-                "maxT %d: drop --model, --layers, ... (the shape comes from the file)\n", s->init, f->layers,
-                f->channels, f->heads, f->vocab, f->max_seq, c->layers, c->channels, c->heads, c->vocab, c->max_seq);
+        char a[160], b[160];
+        fprintf(stderr, "error: --init '%s' holds a model of %s; the flags ask for %s: drop --model, --layers, ... (the "
+                "shape comes from the file)\n", s->init, shape_words(f, a, sizeof a), shape_words(c, b, sizeof b));
         exit(2);
     }
+    if (m.note[0]) printf("note: --init '%s': %s\n", s->init, m.note);
     *c = *f;
 }
 

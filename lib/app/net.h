@@ -300,7 +300,7 @@ NetState net_state(Net *n) {
     return st;
 }
 
-// --export FILE: the fp32 weights as llm.c's GPT-2 model file (io/llmc.h),
+// --export FILE: the fp32 weights as llm.c's model file (io/llmc.h: GPT-2's or Llama 3's),
 // written to FILE.tmp and renamed when whole. Rank 0 writes the header and
 // sizes the file; then each rank writes the weights it keeps (net_state's
 // [lo, hi): together the ranks' parts are all of them, at every stage) where
@@ -326,7 +326,8 @@ int net_export(Net *n, const Settings *s) {
     }
     if (comm_rank_id == 0 && rename(tmp, path) != 0) bad = 1, fprintf(stderr, "error: cannot rename '%s' to '%s'\n", tmp, path);
     if (comm_any(bad)) return 1;
-    if (comm_rank_id == 0) printf("exported the weights to %s (llm.c's GPT-2 model file, fp32)\n", path);
+    if (comm_rank_id == 0)
+        printf("exported the weights to %s (llm.c's %s model file, fp32)\n", path, is_llama(c) ? "Llama 3" : "GPT-2");
     return 0;
 }
 

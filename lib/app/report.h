@@ -34,7 +34,9 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
     if (s->init) printf("model from %s: L%d", s->init, c->layers);
     else printf("model %s%s: L%d", preset ? s->model : "custom", preset ? "" : " shape", c->layers);
     printf(" C%d H%d V%d (padded %d) maxT %d", c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq);
-    if (is_llama(c)) printf(" (Llama: KVH%d F%d, %s head)", cfg_kv_heads(c), cfg_ffn(c), c->untied ? "untied" : "tied");
+    if (is_llama(c))
+        printf(" (Llama: KVH%d F%d, %s head%s)", cfg_kv_heads(c), cfg_ffn(c), c->untied ? "untied" : "tied",
+               c->rope_scaled ? ", scaled RoPE" : "");
     printf(" | %.2fM params | batch %d x %d tokens", param_count(c) / 1e6, s->batch, s->seq_len);
     if (s->accum > 1) printf(" x %d accum", s->accum);
     if (s->data_format != DATA_TEXT) {  // token files: which, how many tokens, how they are read

@@ -30,6 +30,7 @@ typedef struct {
     int kv_heads;  // KVH: key-value heads, each shared by H / KVH query heads (0: H, one each)
     int ffn;       // F: the MLP's hidden width (0: 4C, GPT-2's)
     int untied;    // 1: the LM head is a matrix of its own after the final norm; 0: it is wte
+    int rope_scaled;  // 1: Llama 3.1's stretched rotary frequencies (llm.c's use_scaled_rope; cfg_rope)
 } GPTConfig;
 
 enum { ARCH_GPT2, ARCH_LLAMA };
@@ -43,6 +44,16 @@ size_t qkv_width(const GPTConfig *c) {
 // Llama's constants: RMSNorm's epsilon and the rotary base theta (Llama 3's: 1e-5 and 500000).
 #define LLAMA_NORM_EPS 1e-5f
 #define LLAMA_ROPE_THETA 500000.0f
+
+// The rotary position embedding of a model: its base theta, and whether the frequencies are
+// Llama 3.1's stretched ones (cpu/attention.h rope_frequency).
+typedef struct {
+    float theta;
+    int scaled;
+} Rope;
+Rope cfg_rope(const GPTConfig *c) {
+    return (Rope){LLAMA_ROPE_THETA, c->rope_scaled};
+}
 
 typedef struct {
     const char *name;

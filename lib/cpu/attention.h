@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/config.h"  // Rope
 #include "core/dtype.h"
 #include "core/sizes.h"
 
@@ -291,16 +292,31 @@ void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, 
 }
 
 // --- rotary position embedding (Llama) ---------------------------------------------------
+// The angle pair i of a head (of hs channels) turns by, per position: theta^(-2i/hs). Llama 3.1
+// (rope.scaled; llm.c's use_scaled_rope) stretches the slow ones for its 128K context: a pair
+// whose wavelength 2 pi / f is over 8192 positions (Llama 3's context) turns 8 times slower, one
+// under 8192 / 4 as before, and those between by a blend of the two, linear in 8192 / wavelength.
+float rope_frequency(int i, int hs, Rope rope) {
+    float f = powf(rope.theta, -2.0f * i / hs);
+    if (!rope.scaled) return f;
+    const float factor = 8.0f, low = 1.0f, high = 4.0f, context = 8192.0f;
+    float wavelength = 6.28318531f / f;  // 2 pi / f
+    if (wavelength < context / high) return f;
+    if (wavelength > context / low) return f / factor;
+    float smooth = (context / wavelength - low) / (high - low);
+    return (1.0f - smooth) * f / factor + smooth * f;
+}
+
 // In each row of qkv[N,row] (rows b*T + t, at position p0 + t), the first `nheads` heads of hs
 // channels (the query heads and the key heads) are rotated: the pair (2i, 2i+1) of a head as a
-// complex number, by the angle (p0 + t) * theta^(-2i/hs) (Meta's layout). In place: attention
+// complex number, by the angle (p0 + t) * rope_frequency(i) (Meta's layout). In place: attention
 // reads the rotated q and k. The backward rotates the gradient back, by the opposite angle.
-void rope_rotate(float *qkv, int N, int T, int p0, size_t row, int nheads, int hs, float theta, float dir) {
+void rope_rotate(float *qkv, int N, int T, int p0, size_t row, int nheads, int hs, Rope rope, float dir) {
 #pragma omp parallel for schedule(guided) if ((size_t)N * nheads * hs >= PARALLEL_MIN)
     for (int n = 0; n < N; n++) {
         float pos = (float)(p0 + n % T);
         for (int i = 0; i < hs / 2; i++) {
-            float angle = pos * powf(theta, -2.0f * i / hs), c = cosf(angle), s = dir * sinf(angle);
+            float angle = pos * rope_frequency(i, hs, rope), c = cosf(angle), s = dir * sinf(angle);
             for (int h = 0; h < nheads; h++) {
                 float *x = qkv + (size_t)n * row + (size_t)h * hs + 2 * i;
                 float x0 = x[0], x1 = x[1];
@@ -310,11 +326,11 @@ void rope_rotate(float *qkv, int N, int T, int p0, size_t row, int nheads, int h
         }
     }
 }
-void rope_forward(float *qkv, int N, int T, int p0, size_t row, int nheads, int hs, float theta) {
-    rope_rotate(qkv, N, T, p0, row, nheads, hs, theta, 1.0f);
+void rope_forward(float *qkv, int N, int T, int p0, size_t row, int nheads, int hs, Rope rope) {
+    rope_rotate(qkv, N, T, p0, row, nheads, hs, rope, 1.0f);
 }
-void rope_backward(float *dqkv, int N, int T, int p0, size_t row, int nheads, int hs, float theta) {
-    rope_rotate(dqkv, N, T, p0, row, nheads, hs, theta, -1.0f);
+void rope_backward(float *dqkv, int N, int T, int p0, size_t row, int nheads, int hs, Rope rope) {
+    rope_rotate(dqkv, N, T, p0, row, nheads, hs, rope, -1.0f);
 }
 
 #endif

@@ -42,7 +42,7 @@ void test_swiglu(void) {
 enum { RP_HEADS = 4, RP_ROT = 3, RP_HS = 6, RP_ROW = RP_HEADS * RP_HS };
 double loss_rope(void) {
     memcpy(outb, in1, sizeof(float) * TB * TT * RP_ROW);
-    rope_forward(outb, TB * TT, TT, 3, RP_ROW, RP_ROT, RP_HS, 10000.0f);
+    rope_forward(outb, TB * TT, TT, 3, RP_ROW, RP_ROT, RP_HS, (Rope){10000.0f, 0});
     return dot(outb, rr, TB * TT * RP_ROW);
 }
 
@@ -52,7 +52,7 @@ void test_rope(void) {
     fill_normal(in1, n, 1); fill_normal(rr, n, 1);
     float *dx = fvec(n);
     memcpy(dx, rr, sizeof(float) * n);
-    rope_backward(dx, N, TT, 3, RP_ROW, RP_ROT, RP_HS, 10000.0f);
+    rope_backward(dx, N, TT, 3, RP_ROW, RP_ROT, RP_HS, (Rope){10000.0f, 0});
     fd_check("fd rope (the rotation back)", loss_rope, in1, dx, n);
     // each pair keeps its length; the value head and position 0 (p0 0) stay as they were
     loss_rope();
@@ -65,7 +65,7 @@ void test_rope(void) {
     for (size_t r = 0; r < N; r++)
         value_same &= !memcmp(outb + r * RP_ROW + RP_ROT * RP_HS, in1 + r * RP_ROW + RP_ROT * RP_HS, sizeof(float) * RP_HS);
     memcpy(outb, in1, sizeof(float) * n);
-    rope_forward(outb, N, TT, 0, RP_ROW, RP_ROT, RP_HS, 10000.0f);
+    rope_forward(outb, N, TT, 0, RP_ROW, RP_ROT, RP_HS, (Rope){10000.0f, 0});
     int zero_same = !memcmp(outb, in1, sizeof(float) * RP_ROW);
     check(worst < 1e-6 && value_same && zero_same, "rope rotates pairs",
           "lengths kept (worst %.1e), the value head untouched, position 0 unturned", worst);

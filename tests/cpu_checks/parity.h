@@ -14,33 +14,56 @@ float *read_array(FILE *f, const char *name, int *count) {
     return a;
 }
 
-// One fixture: its config line is GPT-2's shape, then for a Llama "llama kv_heads KVH ffn F untied U".
-void torch_parity(const char *path, const char *model) {
-    char what[96];
+// A fixture: its config line is GPT-2's shape, then for a Llama "llama kv_heads KVH ffn F untied U";
+// then its arrays. 0, or -1 after a failed check.
+typedef struct {
+    GPTConfig c;
+    int B, T, steps, np, ni, nt, nl, nlog, ng, ns;
+    float lr, wd, clip;
+    float *params, *inp, *tgt, *loss, *logits, *grads, *step_losses;
+} Fixture;
+
+void fixture_free(Fixture *x) {
+    free(x->params); free(x->inp); free(x->tgt); free(x->loss); free(x->logits); free(x->grads); free(x->step_losses);
+}
+
+int fixture_read(Fixture *x, const char *path) {
+    memset(x, 0, sizeof *x);
     FILE *f = fopen(path, "r");
-    if (!f) { check(0, "torch parity", "cannot open %s (run from the project root)", path); return; }
+    if (!f) { check(0, "torch parity", "cannot open %s (run from the project root)", path); return -1; }
     char line[512];
     if (!fgets(line, sizeof line, f)) line[0] = 0;  // the comment line
-    GPTConfig c = {0};
-    int B, T, steps;
-    float lr, wd, clip;
-    if (fscanf(f, " config L %d C %d H %d V %d maxT %d B %d T %d steps %d lr %f wd %f clip %f", &c.layers,
-               &c.channels, &c.heads, &c.vocab, &c.max_seq, &B, &T, &steps, &lr, &wd, &clip) != 11) {
+    GPTConfig *c = &x->c;
+    if (fscanf(f, " config L %d C %d H %d V %d maxT %d B %d T %d steps %d lr %f wd %f clip %f", &c->layers,
+               &c->channels, &c->heads, &c->vocab, &c->max_seq, &x->B, &x->T, &x->steps, &x->lr, &x->wd, &x->clip) != 11) {
         check(0, "torch parity", "bad fixture header in %s", path);
         fclose(f);
-        return;
+        return -1;
     }
-    if (fscanf(f, " llama kv_heads %d ffn %d untied %d", &c.kv_heads, &c.ffn, &c.untied) == 3) c.arch = ARCH_LLAMA;
-    int np, ni, nt, nl, nlog, ng, ns;
-    float *params = read_array(f, "params", &np), *inp = read_array(f, "inputs", &ni);
-    float *tgt = read_array(f, "targets", &nt), *loss = read_array(f, "loss", &nl);
-    float *logits = read_array(f, "logits", &nlog), *grads = read_array(f, "grads", &ng);
-    float *step_losses = read_array(f, "step_losses", &ns);
+    if (fscanf(f, " llama kv_heads %d ffn %d untied %d", &c->kv_heads, &c->ffn, &c->untied) == 3) c->arch = ARCH_LLAMA;
+    x->params = read_array(f, "params", &x->np), x->inp = read_array(f, "inputs", &x->ni);
+    x->tgt = read_array(f, "targets", &x->nt), x->loss = read_array(f, "loss", &x->nl);
+    x->logits = read_array(f, "logits", &x->nlog), x->grads = read_array(f, "grads", &x->ng);
+    x->step_losses = read_array(f, "step_losses", &x->ns);
     fclose(f);
-    if (!params || !inp || !tgt || !loss || !logits || !grads || !step_losses || (size_t)np != param_count(&c)) {
+    if (!x->params || !x->inp || !x->tgt || !x->loss || !x->logits || !x->grads || !x->step_losses ||
+        (size_t)x->np != param_count(c)) {
         check(0, "torch parity", "%s: fixture arrays missing or the wrong size", path);
-        return;
+        fixture_free(x);
+        return -1;
     }
+    return 0;
+}
+
+void torch_parity(const char *path, const char *model) {
+    char what[96];
+    Fixture fx;
+    if (fixture_read(&fx, path)) return;
+    GPTConfig c = fx.c;
+    int B = fx.B, T = fx.T, steps = fx.steps, np = fx.np, ni = fx.ni;
+    float lr = fx.lr, wd = fx.wd, clip = fx.clip;
+    float *params = fx.params, *inp = fx.inp, *tgt = fx.tgt, *loss = fx.loss, *logits = fx.logits, *grads = fx.grads;
+    float *step_losses = fx.step_losses;
     for (int i = 0; i < ni; i++) { tm_in[i] = (int)inp[i]; tm_tg[i] = (int)tgt[i]; }
     model_setup(&c, B, T);
     memcpy(tm.params, params, sizeof(float) * np);
@@ -76,13 +99,113 @@ void torch_parity(const char *path, const char *model) {
     check(worst < 1e-5, what, "worst relative loss difference %.2e (last %.6f)", worst, step_losses[steps - 1]);
     optimizer_free(&opt);
     model_teardown();
-    free(params); free(inp); free(tgt); free(loss); free(logits); free(grads); free(step_losses);
+    fixture_free(&fx);
+}
+
+// --- llm.c's Llama 3 file ----------------------------------------------------------
+// tests/fixtures/llmc_llama_untied.bin holds torch_llama_untied.txt's weights as llm.c's
+// train_llama3.py writes them (written apart, in Python, by the LLaMA module's names), with
+// use_scaled_rope 1; llmc_llama_untied.txt its loss and Llama 3.1's frequencies (hs 128).
+
+static const float *export_src;
+static void export_get(const void *ctx, size_t at, float *dst, size_t n) {
+    memcpy(dst, export_src + *(const size_t *)ctx + at, n * sizeof(float));
+}
+
+// The weights [lo, hi) of `c` written as llm.c's file to `path` (in two parts, as two ranks would).
+int export_weights(const char *path, const GPTConfig *c, const float *w) {
+    size_t n = param_count(c), mid = n / 3;
+    export_src = w;
+    size_t lo0 = 0, lo1 = mid;
+    return llmc_export_begin(path, c) || llmc_export_range(path, c, mid, n, export_get, &lo1) ||
+           llmc_export_range(path, c, 0, mid, export_get, &lo0);
+}
+
+void test_llmc_llama_file(void) {
+    Fixture fx, tied;
+    if (fixture_read(&fx, "tests/fixtures/torch_llama_untied.txt")) return;
+    char err[1400], line[512];
+    LlmcModel m;
+    int opened = llmc_model_open(&m, "tests/fixtures/llmc_llama_untied.bin", err, sizeof err) == 0;
+    check(opened, "llm.c Llama 3 file: the header", "%s", opened ? "read" : err);
+    if (!opened) { fixture_free(&fx); return; }
+    GPTConfig want = fx.c;
+    want.rope_scaled = 1;
+    check(!memcmp(&m.cfg, &want, sizeof want) && m.note[0], "llm.c Llama 3 file: the shape",
+          "L%d C%d H%d KVH%d F%d (from the size: %s) V%d maxT %d, untied, scaled RoPE %d", m.cfg.layers, m.cfg.channels,
+          m.cfg.heads, m.cfg.kv_heads, m.cfg.ffn, m.note, m.cfg.vocab, m.cfg.max_seq, m.cfg.rope_scaled);
+    // the weights, whole and as a piece that starts and ends inside tensors
+    size_t n = param_count(&m.cfg), lo = 517, hi = n - 333;
+    float *w = malloc(n * sizeof(float)), *piece = malloc(n * sizeof(float));
+    int whole = llmc_read_range(&m, w, 0, n) == 0 && !memcmp(w, fx.params, n * sizeof(float));
+    int part = llmc_read_range(&m, piece, lo, hi) == 0 && !memcmp(piece, fx.params + lo, (hi - lo) * sizeof(float));
+    check(whole && part, "llm.c Llama 3 file: the weights are PyTorch's, bit for bit",
+          "all %zu (the padded vocabulary's rows 0) and [%zu, %zu)", n, lo, hi);
+    // Llama 3.1's frequencies against Python's, where they differ from Llama 3's
+    FILE *f = fopen("tests/fixtures/llmc_llama_untied.txt", "r");
+    float scaled_loss = 0;
+    int nf = 0;
+    while (f && fgets(line, sizeof line, f) && line[0] == '#') {}
+    int got = f && sscanf(line, "loss_scaled_rope %f", &scaled_loss) == 1;
+    float *freq = f && got ? read_array(f, "frequencies_scaled_hs128", &nf) : NULL;
+    if (f) fclose(f);
+    double worst = 0;
+    int slowed = 0;
+    for (int i = 0; freq && i < nf; i++) {
+        float ours = rope_frequency(i, 128, (Rope){LLAMA_ROPE_THETA, 1});
+        worst = fmax(worst, fabs(ours - freq[i]) / freq[i]);
+        slowed += ours < 0.9f * rope_frequency(i, 128, (Rope){LLAMA_ROPE_THETA, 0});
+    }
+    check(freq && nf == 64 && worst < 1e-5 && slowed > 10, "rope: Llama 3.1's scaled frequencies",
+          "64 pairs of a head of 128 within %.1e of Python's; %d of them slower than Llama 3's", worst, slowed);
+    // the file's model, its loss with the scaled frequencies
+    for (int i = 0; i < fx.ni; i++) { tm_in[i] = (int)fx.inp[i]; tm_tg[i] = (int)fx.tgt[i]; }
+    model_setup(&m.cfg, fx.B, fx.T);
+    memcpy(tm.params, w, n * sizeof(float));
+    float l = gpt_forward(&tm, tm_in, tm_tg, fx.B, fx.T);
+    gpt_discard_activations(&tm);
+    model_teardown();
+    check(got && fabsf(l - scaled_loss) < 1e-5f * scaled_loss, "llm.c Llama 3 file: the loss, scaled RoPE",
+          "%.7f vs torch %.7f", l, scaled_loss);
+    // --export's writer gives back the same bytes (the header's ffn_dim_multiplier aside: 0 there, 1 ours)
+    const char *out = "/tmp/gptmem_test_llmc_llama.bin";
+    int32_t a[256], b[256];
+    long long size = file_size(m.path);
+    char *fa = malloc(size), *fb = malloc(size);
+    FILE *x = fopen(m.path, "rb"), *y = NULL;
+    int same = export_weights(out, &m.cfg, w) == 0 && file_size(out) == size && (y = fopen(out, "rb")) &&
+               fread(fa, 1, size, x) == (size_t)size && fread(fb, 1, size, y) == (size_t)size;
+    memcpy(a, fa, sizeof a), memcpy(b, fb, sizeof b);
+    int theirs = a[8];
+    a[8] = b[8];
+    same = same && !memcmp(a, b, sizeof a) && !memcmp(fa + sizeof a, fb + sizeof a, size - sizeof a);
+    if (x) fclose(x);
+    if (y) fclose(y);
+    check(same, "llm.c Llama 3 file: --export writes it back", "%lld bytes, the same but ffn_dim_multiplier, an int: "
+          "the file's %d (0.5715), ours %d", size, theirs, b[8]);
+    // a tied model's file holds wte twice: read back, its LM head is wte
+    if (!fixture_read(&tied, "tests/fixtures/torch_llama_tied.txt")) {
+        LlmcModel t;
+        size_t V = tied.c.vocab, C = tied.c.channels, nt = param_count(&tied.c);
+        int ok = export_weights(out, &tied.c, tied.params) == 0 && llmc_model_open(&t, out, err, sizeof err) == 0 &&
+                 t.cfg.untied && param_count(&t.cfg) == nt + (size_t)padded_vocab(&tied.c) * C;
+        float *back = ok ? malloc(param_count(&t.cfg) * sizeof(float)) : NULL;
+        ok = ok && llmc_read_range(&t, back, 0, param_count(&t.cfg)) == 0 && !memcmp(back, tied.params, nt * sizeof(float)) &&
+             !memcmp(back + lm_head_offset(&t.cfg), tied.params, V * C * sizeof(float));
+        check(ok, "llm.c Llama 3 file: a tied model's", "exported and read back untied, its LM head wte's %zu x %zu", V, C);
+        free(back);
+        fixture_free(&tied);
+    }
+    remove(out);
+    free(fa); free(fb); free(freq); free(w); free(piece);
+    fixture_free(&fx);
 }
 
 void test_torch_parity(void) {
     torch_parity("tests/fixtures/torch_tiny.txt", "GPT-2");
     torch_parity("tests/fixtures/torch_llama_tied.txt", "Llama, tied head");
     torch_parity("tests/fixtures/torch_llama_untied.txt", "Llama, untied head");
+    test_llmc_llama_file();
 }
 
 #endif

@@ -2,7 +2,7 @@
 # tests/e2e/llama.sh — the Llama model (--model llama-small: RMSNorm, RoPE, grouped-query attention,
 # SwiGLU) through the program: the loss falls and the sample is text; the ledger predicted == measured
 # across the memory flags and ZeRO, and on every push and pop (--mem-timeline); --fused-ce, --ckpt and --accum
-# hold their equivalences; resume is bit for bit;
+# hold their equivalences; resume is bit for bit; llm.c's Llama 3 model files in and out;
 # what is not built for it yet is refused by name. tests/test_cpu checks its math (finite differences
 # of the whole model, the KV cache against the full forward, --ckpt, --flash, --accum).
 set -u
@@ -118,9 +118,37 @@ if ./train --model llama-small --data "$tmp/l3.bin" --val-data "$tmp/l3.bin" --b
   ok "llama-small on llm.c's uint32 token shard: Llama 3's vocabulary, the ledger predicted == measured"
 else bad "llama-small on a uint32 token shard: $(tail -2 "$tmp/l3")"; fi
 
+# llm.c's Llama 3 model files (magic 20240803): --export writes one, --init reads it (its shape from the header, so no
+# --model: the file's head is untied, a tied model's wte written twice;
+# and the SwiGLU width from the size), --eval-only on it gives the trained run's val loss and writes it back the same;
+# 2 ZeRO-3 ranks (each writing its own shard of the file) write the same bytes
+if ./train "${LLAMA[@]}" --steps 3 --export "$tmp/l.bin" >"$tmp/ex" 2>&1 && grep -q "llm.c's Llama 3 model file" "$tmp/ex" &&
+   ./train "${LLAMA[@]:2}" --init "$tmp/l.bin" --eval-only --export "$tmp/l2.bin" >"$tmp/ev" 2>&1 &&
+   cmp -s "$tmp/l.bin" "$tmp/l2.bin" && grep -q 'model from .*(Llama: KVH2 F352, untied head)' "$tmp/ev"; then
+  a=$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$tmp/ex"); b=$(awk '$1 == "fp32" && $2 == 32 {printf "%.4f", $5}' "$tmp/ev")
+  if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "llama --export, then --init --eval-only: val loss $a both, written back byte for byte"
+  else bad "llama --init of its --export: val loss $a after training, $b read back"; fi
+else bad "llama --export / --init: $(tail -2 "$tmp/ex") $(tail -2 "$tmp/ev" 2>/dev/null)"; fi
+if have_mpi; then
+  if mpirun -np 2 ./train "${LLAMA[@]:2}" --init "$tmp/l.bin" --zero 3 --steps 1 --lr 1e-30 --export "$tmp/l3.bin" >"$tmp/ez" 2>&1 &&
+     cmp -s "$tmp/l.bin" "$tmp/l3.bin"; then ok "llama --export from 2 ZeRO-3 ranks (--lr 1e-30): the same bytes as the file read"
+  else bad "llama --export from ZeRO-3 ranks: $(tail -2 "$tmp/ez")"; fi
+else skip "llama --export from ZeRO ranks: no mpirun/mpicc"; fi
+# llm.c's own writer's file (tests/fixtures: Python, as train_llama3.py; use_scaled_rope 1): read with a note
+if ./train --init tests/fixtures/llmc_llama_untied.bin --eval-only --seq-len 12 --batch 2 --eval-batches 1 \
+     --sample-len 0 >"$tmp/fx" 2>&1 && grep -q 'note: .*SwiGLU width 24 comes from the file' "$tmp/fx" &&
+   grep -q 'F24, untied head, scaled RoPE' "$tmp/fx"; then
+  ok "--init reads llm.c's Llama 3 file written apart: F from its size (noted), Llama 3.1's scaled RoPE"
+else bad "--init of llm.c's Llama 3 file: $(tail -2 "$tmp/fx")"; fi
+head -c 5000 "$tmp/l.bin" >"$tmp/short.bin"
+expect 1 "no SwiGLU width makes a Llama .* it is truncated" --init "$tmp/short.bin" --eval-only
+expect 2 "drop --model, --layers" --model llama3.2-1b --init "$tmp/l.bin" --eval-only
+python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack("<256i", 20240803, 3, 128, 256, 4, 4, 2, 128,
+  32, 0, 1, 3, 1, *[0] * 243) + bytes(4096))' "$tmp/cform.bin"  # train_llama3.cu's header: [11] is 3, floats after it
+expect 1 "the 2048-byte header llm.c's train_llama3.cu writes" --init "$tmp/cform.bin" --eval-only
+
 # not built for Llama yet: refused by name, exit 2
 expect 2 "does not run with --device cuda" "${LLAMA[@]}" --steps 1 --device cuda
-expect 2 "does not run with --init" "${LLAMA[@]}" --steps 1 --init "$tmp/x.bin"
 expect 2 "an even head size" "${LLAMA[@]}" --steps 1 --channels 96 --heads 32
 expect 2 "multiple of its key-value heads" "${LLAMA[@]}" --steps 1 --heads 3 --channels 96
 

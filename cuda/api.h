@@ -136,6 +136,19 @@ void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const voi
 // dinp += ..., dw += ..., db += ... (as model.h)
 void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
                            const float *mean, const float *rstd, int N, int C);
+// Llama's RMSNorm (the same kernels, no mean, no bias): out, rstd = ...; dinp += ..., dw += ... (cpu/ops.h rmsnorm_)
+void cu_rmsnorm_forward(int dt, void *out, float *rstd, const void *inp, const void *w, int N, int C);
+void cu_rmsnorm_backward(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
+                         const float *rstd, int N, int C);
+
+// --- Llama's SwiGLU and RoPE (cuda/llama.cu) -------------------------------------
+// out[N,F] = up * silu(gate) of inp[N,2F]; dinp[N,2F] (overwrites) from dout[N,F] (cpu/ops.h swiglu_)
+void cu_swiglu_forward(int dt, void *out, const void *inp, int N, int F);
+void cu_swiglu_backward(int dt, void *dinp, const void *inp, const void *dout, int N, int F);
+// qkv[N,row] in place: the first nheads heads of hs channels turned by their positions p0 + n % T, with
+// theta and, when scaled, Llama 3.1's frequencies; the backward turns back (cpu/attention.h rope_)
+void cu_rope_forward(int dt, void *qkv, int N, int T, int p0, int row, int nheads, int hs, float theta, int scaled);
+void cu_rope_backward(int dt, void *dqkv, int N, int T, int p0, int row, int nheads, int hs, float theta, int scaled);
 
 // --- GELU, residual (cuda/elementwise.cu) ---------------------------------------
 void cu_gelu_forward(int dt, void *out, const void *inp, size_t n);

@@ -7,6 +7,7 @@
 #include "encoder.cu"
 #include "layernorm.cu"
 #include "elementwise.cu"
+#include "llama.cu"
 #include "flash_mma.cu"
 #include "attention.cu"
 #include "crossentropy.cu"

@@ -1,42 +1,53 @@
-// cuda/layernorm.cu — layernorm forward and backward (model.h has the math).
+// cuda/layernorm.cu — layernorm forward and backward (model.h has the math), and Llama's RMSNorm
+// (RMS = true: the same kernels with the mean taken as 0, no bias, no mean saved; cpu/ops.h rmsnorm_).
 //   forward:  out[N,C] = (x - mean) * rstd * w + b; saves mean[N], rstd[N] (fp32 whatever T)
 //   backward: dinp[N,C] += rstd * (g - mean_c(g) - xhat * mean_c(g * xhat)), g = dout * w
 //             dw[C] += sum_rows dout * xhat;  db[C] += sum_rows dout
+//   RMSNorm:  out = x * rstd * w, rstd = 1/sqrt(mean_c(x^2) + 1e-5); dinp += rstd * (g - xhat * mean_c(g * xhat))
 #include "common.cuh"
 
 // One warp per row: the 32 lanes stride over the C channels, then a warp sum.
-template <typename T>
+template <typename T, bool RMS = false>
 __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b, int N,
                                          int C) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
     const T *x = inp + (size_t)row * C;
-    float s = 0.0f;
-    for (int c = lane; c < C; c += 32) s += ld(x[c]);
-    float mu = warp_sum(s) / C;
+    float mu = 0.0f;
+    if (!RMS) {
+        float s = 0.0f;
+        for (int c = lane; c < C; c += 32) s += ld(x[c]);
+        mu = warp_sum(s) / C;
+    }
     float v = 0.0f;
     for (int c = lane; c < C; c += 32) { float d = ld(x[c]) - mu; v += d * d; }
     float r = 1.0f / sqrtf(warp_sum(v) / C + 1e-5f);
     T *o = out + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) o[c] = st<T>((ld(x[c]) - mu) * r * ld(w[c]) + ld(b[c]));
-    if (lane == 0) { mean[row] = mu; rstd[row] = r; }
+    if (RMS)
+        for (int c = lane; c < C; c += 32) o[c] = st<T>(ld(x[c]) * r * ld(w[c]));
+    else
+        for (int c = lane; c < C; c += 32) o[c] = st<T>((ld(x[c]) - mu) * r * ld(w[c]) + ld(b[c]));
+    if (lane == 0) {
+        if (!RMS) mean[row] = mu;
+        rstd[row] = r;
+    }
 }
 
 // dinp, one warp per row (the two row means need a warp sum each).
-template <typename T>
+template <typename T, bool RMS = false>
 __global__ void layernorm_backward_dx_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
                                              const float *rstd, int N, int C) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
     const T *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
-    float mu = mean[row], s = rstd[row];
+    float mu = RMS ? 0.0f : mean[row], s = rstd[row];
     float g_mean = 0.0f, gx_mean = 0.0f;
     for (int c = lane; c < C; c += 32) {
         float g = ld(d[c]) * ld(w[c]);
         g_mean += g;
         gx_mean += g * (ld(x[c]) - mu) * s;
     }
-    g_mean = warp_sum(g_mean) / C;
+    g_mean = RMS ? 0.0f : warp_sum(g_mean) / C;
     gx_mean = warp_sum(gx_mean) / C;
     T *dx = dinp + (size_t)row * C;
     for (int c = lane; c < C; c += 32)
@@ -48,14 +59,14 @@ __global__ void layernorm_backward_dx_kernel(T *dinp, const T *dout, const T *in
 // 24 channels, its second pass's loads each waiting behind the store before them (dinp may alias
 // nothing the compiler can rule out): at B16 T1024 on an H200, 0.45 ms a call there, 0.025 ms here
 // (ncu). Where C or a pointer does not allow 16-byte pieces, the kernel above runs.
-template <typename T>
+template <typename T, bool RMS = false>
 __global__ void layernorm_backward_dx16_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
                                                const float *rstd, int N, int C) {
     constexpr int V = Pack16<T>::n;
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
     const T *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
-    float mu = mean[row], s = rstd[row];
+    float mu = RMS ? 0.0f : mean[row], s = rstd[row];
     float g_mean = 0.0f, gx_mean = 0.0f;
     for (int c = lane * V; c < C; c += 32 * V) {
         Pack16<T> dp = ld16(d + c), wp = ld16(w + c), xp = ld16(x + c);
@@ -65,7 +76,7 @@ __global__ void layernorm_backward_dx16_kernel(T *dinp, const T *dout, const T *
             gx_mean += g * (ld(xp.v[k]) - mu) * s;
         }
     }
-    g_mean = warp_sum(g_mean) / C;
+    g_mean = RMS ? 0.0f : warp_sum(g_mean) / C;
     gx_mean = warp_sum(gx_mean) / C;
     T *dx = dinp + (size_t)row * C;
     for (int c = lane * V; c < C; c += 32 * V) {
@@ -81,7 +92,7 @@ __global__ void layernorm_backward_dx16_kernel(T *dinp, const T *dout, const T *
 // chunk of rows; thread row ty sums rows ty, ty + 8, ... of the chunk; the 8
 // partials are added in a fixed order. partial[chunk][c] holds dw's sum,
 // partial[chunk][C + c] db's. Deterministic, no atomics.
-template <typename T>
+template <typename T, bool RMS = false>
 __global__ void layernorm_backward_dw_kernel(float *partial, const T *dout, const T *inp, const float *mean,
                                              const float *rstd, int N, int C) {
     __shared__ float sw[8][33], sb[8][33];
@@ -91,7 +102,7 @@ __global__ void layernorm_backward_dw_kernel(float *partial, const T *dout, cons
     if (c < C)
         for (int i = r0 + ty; i < r1; i += 8) {
             float d = ld(dout[(size_t)i * C + c]);
-            aw += d * (ld(inp[(size_t)i * C + c]) - mean[i]) * rstd[i];
+            aw += d * (ld(inp[(size_t)i * C + c]) - (RMS ? 0.0f : mean[i])) * rstd[i];
             ab += d;
         }
     sw[ty][threadIdx.x] = aw;
@@ -105,7 +116,7 @@ __global__ void layernorm_backward_dw_kernel(float *partial, const T *dout, cons
     }
 }
 
-// Stage 2: dw[c] += the chunks' dw partials in order, db[c] likewise.
+// Stage 2: dw[c] += the chunks' dw partials in order, db[c] likewise (RMSNorm: db NULL, none).
 template <typename T> __global__ void layernorm_dw_finish_kernel(T *dw, T *db, const float *partial, int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
@@ -115,28 +126,28 @@ template <typename T> __global__ void layernorm_dw_finish_kernel(T *dw, T *db, c
         tb += partial[(size_t)k * 2 * C + C + c];
     }
     dw[c] = st<T>(ld(dw[c]) + tw);
-    db[c] = st<T>(ld(db[c]) + tb);
+    if (db) db[c] = st<T>(ld(db[c]) + tb);
 }
 
-template <typename T>
+template <typename T, bool RMS = false>
 static void layernorm_forward_t(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b, int N, int C) {
-    layernorm_forward_kernel<<<blocks_for(N, 8), 256>>>(out, mean, rstd, inp, w, b, N, C);
-    launch_check("layernorm_forward_kernel");
+    layernorm_forward_kernel<T, RMS><<<blocks_for(N, 8), 256>>>(out, mean, rstd, inp, w, b, N, C);
+    launch_check(RMS ? "layernorm_forward_kernel (RMSNorm)" : "layernorm_forward_kernel");
 }
 
-template <typename T>
+template <typename T, bool RMS = false>
 static void layernorm_backward_t(T *dinp, T *dw, T *db, const T *dout, const T *inp, const T *w,
                                  const float *mean, const float *rstd, int N, int C) {
     if (can16(C, sizeof(T), dinp, dout, inp, w)) {
-        layernorm_backward_dx16_kernel<<<blocks_for(N, 8), 256>>>(dinp, dout, inp, w, mean, rstd, N, C);
+        layernorm_backward_dx16_kernel<T, RMS><<<blocks_for(N, 8), 256>>>(dinp, dout, inp, w, mean, rstd, N, C);
         launch_check("layernorm_backward_dx16_kernel");
     } else {
-        layernorm_backward_dx_kernel<<<blocks_for(N, 8), 256>>>(dinp, dout, inp, w, mean, rstd, N, C);
+        layernorm_backward_dx_kernel<T, RMS><<<blocks_for(N, 8), 256>>>(dinp, dout, inp, w, mean, rstd, N, C);
         launch_check("layernorm_backward_dx_kernel");
     }
     float *partial = colsum_partials(2 * C);
-    layernorm_backward_dw_kernel<<<dim3(blocks_for(C, 32), COLSUM_CHUNKS), dim3(32, 8)>>>(partial, dout, inp, mean,
-                                                                                        rstd, N, C);
+    layernorm_backward_dw_kernel<T, RMS><<<dim3(blocks_for(C, 32), COLSUM_CHUNKS), dim3(32, 8)>>>(partial, dout, inp,
+                                                                                                mean, rstd, N, C);
     launch_check("layernorm_backward_dw_kernel");
     layernorm_dw_finish_kernel<<<blocks_for(C, 256), 256>>>(dw, db, partial, C);
     launch_check("layernorm_dw_finish_kernel");
@@ -168,4 +179,29 @@ extern "C" void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, co
     else
         layernorm_backward_t((fp16 *)dinp, (fp16 *)dw, (fp16 *)db, (const fp16 *)dout, (const fp16 *)inp,
                              (const fp16 *)w, mean, rstd, N, C);
+}
+
+// RMSNorm (Llama): the kernels above with RMS = true; rstd[N] saved, no mean, no bias.
+extern "C" void cu_rmsnorm_forward(int dt, void *out, float *rstd, const void *inp, const void *w, int N, int C) {
+    if (N <= 0) return;
+    if (dt == DTYPE_FP32)
+        layernorm_forward_t<float, true>((float *)out, NULL, rstd, (const float *)inp, (const float *)w, NULL, N, C);
+    else if (dt == DTYPE_BF16)
+        layernorm_forward_t<bf16, true>((bf16 *)out, NULL, rstd, (const bf16 *)inp, (const bf16 *)w, NULL, N, C);
+    else
+        layernorm_forward_t<fp16, true>((fp16 *)out, NULL, rstd, (const fp16 *)inp, (const fp16 *)w, NULL, N, C);
+}
+
+extern "C" void cu_rmsnorm_backward(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
+                                    const float *rstd, int N, int C) {
+    if (N <= 0) return;
+    if (dt == DTYPE_FP32)
+        layernorm_backward_t<float, true>((float *)dinp, (float *)dw, NULL, (const float *)dout, (const float *)inp,
+                                          (const float *)w, NULL, rstd, N, C);
+    else if (dt == DTYPE_BF16)
+        layernorm_backward_t<bf16, true>((bf16 *)dinp, (bf16 *)dw, NULL, (const bf16 *)dout, (const bf16 *)inp,
+                                         (const bf16 *)w, NULL, rstd, N, C);
+    else
+        layernorm_backward_t<fp16, true>((fp16 *)dinp, (fp16 *)dw, NULL, (const fp16 *)dout, (const fp16 *)inp,
+                                         (const fp16 *)w, NULL, rstd, N, C);
 }

@@ -193,6 +193,36 @@ void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const
     unreachable("cu_encoder_backward");
 }
 
+void cu_rmsnorm_forward(int dt, void *out, float *rstd, const void *inp, const void *w, int N, int C) {
+    (void)dt; (void)out; (void)rstd; (void)inp; (void)w; (void)N; (void)C;
+    unreachable("cu_rmsnorm_forward");
+}
+
+void cu_rmsnorm_backward(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w, const float *rstd, int N, int C) {
+    (void)dt; (void)dinp; (void)dw; (void)dout; (void)inp; (void)w; (void)rstd; (void)N; (void)C;
+    unreachable("cu_rmsnorm_backward");
+}
+
+void cu_swiglu_forward(int dt, void *out, const void *inp, int N, int F) {
+    (void)dt; (void)out; (void)inp; (void)N; (void)F;
+    unreachable("cu_swiglu_forward");
+}
+
+void cu_swiglu_backward(int dt, void *dinp, const void *inp, const void *dout, int N, int F) {
+    (void)dt; (void)dinp; (void)inp; (void)dout; (void)N; (void)F;
+    unreachable("cu_swiglu_backward");
+}
+
+void cu_rope_forward(int dt, void *qkv, int N, int T, int p0, int row, int nheads, int hs, float theta, int scaled) {
+    (void)dt; (void)qkv; (void)N; (void)T; (void)p0; (void)row; (void)nheads; (void)hs; (void)theta; (void)scaled;
+    unreachable("cu_rope_forward");
+}
+
+void cu_rope_backward(int dt, void *dqkv, int N, int T, int p0, int row, int nheads, int hs, float theta, int scaled) {
+    (void)dt; (void)dqkv; (void)N; (void)T; (void)p0; (void)row; (void)nheads; (void)hs; (void)theta; (void)scaled;
+    unreachable("cu_rope_backward");
+}
+
 void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
     (void)dt; (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b; (void)N; (void)C;
     unreachable("cu_layernorm_forward");

@@ -129,6 +129,7 @@ const char *label(const char *op, const char *shape) {
 }
 
 #include "tests/cuda_checks/ops.h"
+#include "tests/cuda_checks/llama.h"
 #include "tests/cuda_checks/attention.h"
 #include "tests/cuda_checks/head.h"
 #include "tests/cuda_checks/optimizer.h"
@@ -174,6 +175,7 @@ int main(int argc, char **argv) {
         test_layernorm(dt);
         test_matmul(dt);
         test_elementwise(dt);
+        test_llama_kernels(dt);
         test_attention(dt, 2, 37, 3, 24);   // odd: partial tiles, a head size no power of two
         test_attention(dt, 2, 200, 2, 64);  // GPT-2's head size; several flash query blocks; naive rows > 128
         test_attention(dt, 1, 70, 1, 128);  // the largest head size --flash takes

@@ -17,6 +17,9 @@ void test_empty_launches(void) {
         cu_store_dtype(dt, p, p, 0);
         cu_adamw(dt, p, p, p, p, p, 0, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, numbers + STEP_SCALE);
         cu_layernorm_forward(dt, p, p, p, p, p, p, 0, 8);
+        cu_rmsnorm_forward(dt, p, p, p, p, 0, 8);
+        cu_swiglu_forward(dt, p, p, 0, 8);
+        cu_rope_forward(dt, p, 0, 8, 0, 8, 1, 8, LLAMA_ROPE_THETA, 0);
         cu_crossentropy_forward(dt, p, p, p, 0, 8, 64);
         cu_matmul_forward(dt, p, p, p, NULL, 0, 8, 8);
         cu_encoder_forward(dt, p, p, p, p, 0, 8, 8);

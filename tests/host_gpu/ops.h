@@ -165,6 +165,64 @@ void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *d
     free(fd); free(fi); free(fw);
 }
 
+void cu_rmsnorm_forward(int dt, void *out, float *rstd, const void *inp, const void *w, int N, int C) {
+    LAUNCH(N);
+    out = DEV(out), rstd = DEV(rstd), inp = DEV(inp), w = DEV(w);
+    float *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, C), *fo = malloc(sizeof(float) * N * C);
+    rmsnorm_forward(fo, rstd, fi, fw, N, C, LLAMA_NORM_EPS);
+    narrow(dt, out, fo, (size_t)N * C);
+    free(fi); free(fw);
+}
+
+void cu_rmsnorm_backward(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
+                         const float *rstd, int N, int C) {
+    LAUNCH(N);
+    dinp = DEV(dinp), dw = DEV(dw), dout = DEV(dout), inp = DEV(inp), w = DEV(w), rstd = DEV(rstd);
+    float *fdi = widen(dt, dinp, (size_t)N * C), *fdw = widen(dt, dw, C), *fd = widen(dt, dout, (size_t)N * C);
+    float *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, C);
+    rmsnorm_backward(fdi, fdw, fd, fi, fw, rstd, N, C);
+    narrow(dt, dinp, fdi, (size_t)N * C);
+    narrow(dt, dw, fdw, C);
+    free(fd); free(fi); free(fw);
+}
+
+// --- SwiGLU, RoPE ---------------------------------------------------------------------
+
+void cu_swiglu_forward(int dt, void *out, const void *inp, int N, int F) {
+    LAUNCH((size_t)N * F);
+    out = DEV(out), inp = DEV(inp);
+    float *fi = widen(dt, inp, (size_t)N * 2 * F), *fo = malloc(sizeof(float) * N * F);
+    swiglu_forward(fo, fi, N, F);
+    narrow(dt, out, fo, (size_t)N * F);
+    free(fi);
+}
+
+void cu_swiglu_backward(int dt, void *dinp, const void *inp, const void *dout, int N, int F) {
+    LAUNCH((size_t)N * F);
+    dinp = DEV(dinp), inp = DEV(inp), dout = DEV(dout);
+    float *fi = widen(dt, inp, (size_t)N * 2 * F), *fd = widen(dt, dout, (size_t)N * F);
+    float *fo = malloc(sizeof(float) * N * 2 * F);
+    swiglu_backward(fo, fi, fd, N, F);
+    narrow(dt, dinp, fo, (size_t)N * 2 * F);
+    free(fi); free(fd);
+}
+
+static void rope_dt(int dt, void *qkv, int N, int T, int p0, int row, int nheads, int hs, float theta, int scaled,
+                    float dir) {
+    float *f = widen(dt, qkv, (size_t)N * row);
+    if (dir > 0) rope_forward(f, N, T, p0, row, nheads, hs, (Rope){theta, scaled});
+    else rope_backward(f, N, T, p0, row, nheads, hs, (Rope){theta, scaled});
+    narrow(dt, qkv, f, (size_t)N * row);
+}
+void cu_rope_forward(int dt, void *qkv, int N, int T, int p0, int row, int nheads, int hs, float theta, int scaled) {
+    LAUNCH((size_t)N * nheads * (hs / 2));
+    rope_dt(dt, DEV(qkv), N, T, p0, row, nheads, hs, theta, scaled, 1.0f);
+}
+void cu_rope_backward(int dt, void *dqkv, int N, int T, int p0, int row, int nheads, int hs, float theta, int scaled) {
+    LAUNCH((size_t)N * nheads * (hs / 2));
+    rope_dt(dt, DEV(dqkv), N, T, p0, row, nheads, hs, theta, scaled, -1.0f);
+}
+
 // --- GELU, residual -------------------------------------------------------------------
 
 void cu_gelu_forward(int dt, void *out, const void *inp, size_t n) {

@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
     openmp_wait_defaults(argv);
     // 1. parse: the flags and the model they describe
     Settings s = parse_settings(argc, argv);
-    g_threads_shared_by = set_threads(&s);
+    g_threads_shared_by = set_threads(&s, 1);  // (the ranks on a machine divide its cores once MPI finds them)
     setvbuf(stdout, NULL, _IOLBF, 0);
     int rc = launch(&s, argc, argv);  // --ranks N: this process becomes mpirun -np N
     if (rc >= 0) return rc;

@@ -97,7 +97,9 @@ int gpu_count(char *why, size_t why_len) {
     (void)why; (void)why_len;
     char list[256];
     int visible = visible_gpus(list, sizeof list);
-    return visible ? visible : env_number("GPTMEM_HOST_GPUS", NULL, comm_local_size());
+    // without a count, a GPU for each rank the launcher put on this machine (as one GPU a rank)
+    return visible ? visible : env_number("GPTMEM_HOST_GPUS", NULL,
+                                          env_number("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", comm_nranks));
 }
 
 // "Device" memory is host memory. Its size: 64 GiB, or GPTMEM_HOST_GPU_MIB.

@@ -14,6 +14,7 @@
 #     llama       the Llama model: it learns; the ledger, --ckpt, --accum, resume, ZeRO; what it refuses
 #     zero        ZeRO over MPI ranks
 #     groups      --shard-group: ZeRO in groups of K ranks, replicas across them
+#     machines    ranks on several machines (simulated): placement, threads, --shard-group node, --hosts
 #     offload     --offload: the bits of no offload, the ledger by location, the traffic, bad input
 #     errors      bad input: clear messages, non-zero exits
 #     tools       scripts/compare.py, scripts/chart
@@ -28,7 +29,7 @@ trap 'rm -f "$log"' EXIT
   out=$(./tests/test_cpu)
   echo "$out" | grep -E '^(PASS|FAIL) '
   echo "$out" | grep -q 'test_cpu: ' || echo "FAIL tests/test_cpu ran to the end"
-  for t in ${E2E:-ledger train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama zero groups offload errors tools gpu docs}; do
+  for t in ${E2E:-ledger train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama zero groups machines offload errors tools gpu docs}; do
     out=$(bash "tests/e2e/$t.sh" 2>&1)
     echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
     echo "$out" | grep -q "^END tests/e2e/$t.sh" || { echo "FAIL tests/e2e/$t.sh ran to the end:"; echo "$out" | tail -3; }

@@ -53,7 +53,7 @@ int fit_run(const Settings *s, int argc, char **argv) {
             // GPU, more when other processes use it: the budget errs low, so a listed
             // setting still starts)
             size_t total, free_b, k = (size_t)ranks_per_gpu(s->ranks > 1 ? s->ranks : 1, gpu_count(why, sizeof why));
-            gpu_open(comm_local_rank(), why, sizeof why);
+            gpu_open(comm_env_local_rank() > 0 ? comm_env_local_rank() : 0, why, sizeof why);
             gpu_mem_info(&free_b, &total);
             size_t context = total - free_b, others = (k - 1) * context;
             budget = free_b > others ? (free_b - others) / k : 0;

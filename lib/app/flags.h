@@ -64,7 +64,9 @@ const FlagSpec flag_specs[] = {
     {"device", ARG_STR, OPT(device_str), 0, 0, "where to train: cpu (the reference) or cuda (the GPU)"},
     {"dtype", ARG_STR, OPT(dtype_str), 0, 0, "storage of weights, grads, activations: fp32, bf16 or fp16"},
     {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
-    {"shard-group", ARG_INT, OPT(shard_group), 0, 1 << 20, "the sharding factor: ZeRO shards over groups of K ranks, the groups hold replicas (0: all ranks)"},
+    {"shard-group", ARG_STR, OPT(shard_group_str), 0, 0, "the sharding factor: ZeRO shards over groups of K ranks, the groups hold replicas (0: all ranks); node: the ranks of a machine (shard inside a machine, replicate across machines)"},
+    {"hosts", ARG_STR, OPT(hosts), 0, 0, "with --ranks: the machines to start the ranks on, NAME:SLOTS,... (mpirun's --host; --ranks defaults to the slots in all)"},
+    {"hostfile", ARG_STR, OPT(hostfile), 0, 0, "with --ranks: the machines from a file, as mpirun's --hostfile reads it"},
     {"comm", ARG_STR, OPT(comm_str), 0, 0, "ZeRO's collectives on the GPU: auto (nccl when each rank has a GPU of its own, else mpi), nccl, or mpi (through host buffers; ranks may share a GPU)"},
     {"ranks", ARG_INT, OPT(ranks), 1, 4096, "train on N ranks (starts mpirun -np N); with --dry-run: each rank's memory on N ranks"},
     {"adam-bits", ARG_INT, OPT(adam_bits), 1, 64, "AdamW's m and v: 32 (fp32) or 8 (blocks of 256, an fp32 scale each)"},
@@ -270,7 +272,60 @@ void check_shard_group(int k, int zero, int ranks) {
                     k, ranks, ranks);
 }
 
+// --hosts NAME:SLOTS,... (SLOTS 1 when left out) and --hostfile F: where --ranks starts the ranks.
+// --hosts gives the ranks in all (the default of --ranks) and, when every machine has as many,
+// the ranks a machine (what --shard-group node is in a dry run).
+void parse_hosts(Settings *s) {
+    if (!s->hosts && !s->hostfile) return;
+    const char *flag = s->hosts ? "--hosts" : "--hostfile";
+    if (s->hosts && s->hostfile) usage_error("--hosts and --hostfile both name the machines: give one of them");
+    if (comm_launched())
+        usage_error("%s goes to mpirun, and this process is already one of its ranks: give the machines to mpirun "
+                    "(mpirun --host ... or --hostfile ...), or start ./train --ranks N %s ... alone", flag, flag);
+    if (s->hostfile && file_size(s->hostfile) < 0) usage_error("--hostfile '%s' cannot be read", s->hostfile);
+    if (s->hostfile && s->ranks < 2) usage_error("--hostfile starts ranks: give --ranks N (the ranks in all)");
+    if (!s->hosts) return;
+    char list[1024];
+    snprintf(list, sizeof list, "%s", s->hosts);
+    s->host_each = -1;
+    for (char *h = strtok(list, ","); h; h = strtok(NULL, ",")) {
+        char *colon = strchr(h, ':'), *end = NULL;
+        long slots = 1;
+        if (colon) *colon = 0, slots = strtol(colon + 1, &end, 10);
+        if (!*h || (colon && (end == colon + 1 || *end || slots < 1 || slots > 4096)))
+            usage_error("--hosts: '%s%s%s' is not NAME or NAME:SLOTS (a machine and the ranks to start on it, 1 to 4096)",
+                        h, colon ? ":" : "", colon ? colon + 1 : "");
+        s->host_slots += (int)slots;
+        s->host_each = s->host_each == -1 || s->host_each == slots ? (int)slots : 0;
+    }
+    if (s->host_slots < 1) usage_error("--hosts names no machine (NAME:SLOTS,...)");
+    if (!s->ranks) s->ranks = s->host_slots;
+    if (s->ranks > s->host_slots)
+        usage_error("--ranks %d is more than the %d slots --hosts '%s' names; give each machine its ranks (NAME:SLOTS)",
+                    s->ranks, s->host_slots, s->hosts);
+    if (s->ranks != s->host_slots) s->host_each = 0;  // (mpirun fills the machines in order: not even)
+    if (s->ranks < 2 && !s->dry_run) usage_error("--hosts starts ranks on the machines it names: give 2 or more slots");
+}
+
+// --shard-group K or node. node is the ranks of a machine: known once the ranks run (app/machines.h),
+// or in a dry run from --hosts when every machine has as many.
 void parse_shard_group(Settings *s) {
+    if (!s->shard_group_str) return;
+    if (!strcmp(s->shard_group_str, "node")) {
+        s->shard_group_node = 1;
+        if (!s->zero) usage_error("--shard-group node shards ZeRO's states inside each machine: add --zero 1, 2 or 3");
+        if (!s->dry_run) return;
+        if (!s->host_each)
+            usage_error("--shard-group node in a dry run: say how many ranks each machine has, with --hosts a:4,b:4 (as "
+                        "many on each), or give --shard-group 4");
+        s->shard_group = s->host_each;
+    } else {
+        char *end;
+        long k = strtol(s->shard_group_str, &end, 10);
+        if (end == s->shard_group_str || *end || k < 0 || k > 1 << 20)
+            usage_error("--shard-group must be a number of ranks (0 to %d) or node (got '%s')", 1 << 20, s->shard_group_str);
+        s->shard_group = (int)k;
+    }
     if (!s->shard_group) return;
     if (s->ranks > 1 || !comm_launched()) check_shard_group(s->shard_group, s->zero, s->ranks);
     else if (!s->zero) check_shard_group(s->shard_group, 0, 2);
@@ -405,6 +460,7 @@ void resolve_settings(Settings *s) {
     if (s->comm < 0) usage_error("--comm must be auto, nccl or mpi (got '%s')", s->comm_str);
     if (s->comm == COMM_NCCL && !s->cuda)
         usage_error("--comm nccl moves GPU buffers: it goes with --device cuda (the CPU's ranks use MPI)");
+    parse_hosts(s);
     parse_shard_group(s);
     if (s->cuda && s->flash && c.channels / c.heads > GPU_FLASH_MAX_HEAD) {
         fprintf(stderr, "error: --device cuda --flash supports head sizes up to %d; this model's is %d "

@@ -24,6 +24,7 @@
 #include "memory/predict.h"
 #include "io/state.h"
 #include "parallel/comm.h"
+#include "app/machines.h"
 
 // printf on rank 0 only: with several ranks, one copy of each line.
 void say(const char *fmt, ...) {
@@ -45,36 +46,6 @@ void openmp_wait_defaults(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
     setenv("GOMP_SPINCOUNT", "10000", 1);
     execv("/proc/self/exe", argv);  // (if it cannot, the run goes on with the runtime's default)
-}
-
-// The OpenMP threads of this rank: --threads, else OMP_NUM_THREADS, else the
-// machine's cores divided among the ranks on it (the launcher's local size,
-// read before MPI starts), and no more than the cores this process may run on
-// (the launcher may have bound it to one), so that N ranks do not each start
-// a thread per core. Returns the ranks the cores were divided among (1: none).
-int set_threads(const Settings *s) {
-#ifdef _OPENMP
-    if (s->threads > 0) omp_set_num_threads(s->threads);
-    if (s->threads > 0 || getenv("OMP_NUM_THREADS") || comm_local_size() <= 1) return 1;
-    int ranks = comm_local_size(), share = (int)sysconf(_SC_NPROCESSORS_ONLN) / ranks, mine = omp_get_num_procs();
-    if (share > mine) share = mine;
-    omp_set_num_threads(share > 1 ? share : 1);
-    return ranks;
-#else
-    (void)s;
-    return 1;
-#endif
-}
-
-int g_threads_shared_by = 1;  // the ranks on this machine that divided its cores among their threads (set_threads)
-
-// The OpenMP threads the CPU ops use (1 without OpenMP).
-int omp_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
 }
 
 // Work that repeats one shape (a sample's forwards: one new position, or the
@@ -110,23 +81,6 @@ void team_end(TeamChoice *c, int way, double seconds) {
 #ifdef _OPENMP
     omp_set_num_threads(g_team);
 #endif
-}
-
-// Ranks on a machine take its GPUs in turn (gpu_open), so ceil(ranks / GPUs) share each
-// (--fit's prediction for N ranks on this machine).
-int ranks_per_gpu(int ranks, int gpus) { return gpus > 0 && ranks > gpus ? (ranks + gpus - 1) / gpus : 1; }
-
-// How many ranks share this rank's GPU: counted, once the ranks and the GPU are open, as the
-// ranks on this machine that opened the same GPU (its identity, compared among them), not as
-// the ranks per machine over the GPUs this rank sees: with a per-rank CUDA_VISIBLE_DEVICES (a
-// cluster's usual setting) every rank sees one GPU, each a different one.
-int g_gpu_sharing = 1;
-int gpu_sharing(void) { return g_gpu_sharing; }
-
-void count_gpu_sharing(void) {
-    char id[COMM_KEY];
-    gpu_identity(id, sizeof id);
-    g_gpu_sharing = comm_count_same(&comm_machine, id);
 }
 
 // Stop early, before allocating anything, if the run cannot fit on the GPU:
@@ -197,11 +151,15 @@ int resume_ranks_differ(const char *resume, int nranks) {
 
 // --ranks N (N > 1, not a dry run): start N copies of this command under
 // mpirun, without --ranks, and become that mpirun. Open MPI's mpirun is told
-// it may start more ranks than cores (--oversubscribe) and, run as root,
-// that this is fine (--allow-run-as-root), so the line works as written on
-// a 2-core machine and in CI; and to leave out its own banners (--quiet):
+// it may start more ranks than cores (--oversubscribe: on this machine alone;
+// with --hosts or --hostfile the slots say how many go on each) and, run as
+// root, that this is fine (--allow-run-as-root), so the line works as written
+// on a 2-core machine and in CI; and to leave out its own banners (--quiet):
 // a rank that stops says why itself, and the exit code still comes back.
-int launch_ranks(int argc, char **argv, int n) {
+// --hosts and --hostfile go to mpirun (Open MPI's --host and --hostfile,
+// MPICH's -hosts and -f); the same path to ./train must work on each machine.
+int launch_ranks(int argc, char **argv, const Settings *s) {
+    int n = s->ranks;
     if (comm_launched())
         usage_error("--ranks starts the ranks itself (mpirun -np %d); under mpirun, leave --ranks out", n);
     if (!comm_have_mpi()) {
@@ -216,14 +174,22 @@ int launch_ranks(int argc, char **argv, int n) {
     args[k++] = "mpirun";
     args[k++] = "-np";
     args[k++] = np;
-    if (comm_is_openmpi()) args[k++] = "--oversubscribe";
+    if (comm_is_openmpi() && !s->hosts && !s->hostfile) args[k++] = "--oversubscribe";
     if (comm_is_openmpi()) args[k++] = "--quiet";
     if (comm_is_openmpi() && geteuid() == 0) args[k++] = "--allow-run-as-root";
+    if (s->hosts) args[k++] = comm_is_openmpi() ? "--host" : "-hosts", args[k++] = (char *)s->hosts;
+    if (s->hostfile) args[k++] = comm_is_openmpi() ? "--hostfile" : "-f", args[k++] = (char *)s->hostfile;
     args[k++] = argv[0];
+    const char *mine[] = {"--ranks", "--hosts", "--hostfile"};  // the launch's, not the ranks'
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--ranks")) { i++; continue; }  // the value follows (parse_args checked it)
-        if (!strncmp(argv[i], "--ranks=", 8)) continue;
-        args[k++] = argv[i];
+        int skip = 0;
+        for (int j = 0; j < 3; j++) {
+            size_t len = strlen(mine[j]);
+            if (!strcmp(argv[i], mine[j])) skip = 2;  // the value follows (parse_args checked it)
+            else if (!strncmp(argv[i], mine[j], len) && argv[i][len] == '=') skip = 1;
+        }
+        if (skip == 2) i++;
+        if (!skip) args[k++] = argv[i];
     }
     printf("starting %d ranks:", n);
     for (int i = 0; i < k; i++) printf(" %s", args[i]);
@@ -242,7 +208,7 @@ int launch_ranks(int argc, char **argv, int n) {
 int launch(Settings *s, int argc, char **argv) {
     if (s->ranks > 1 && !s->dry_run && !s->fit) {
         if (s->resume && resume_ranks_differ(s->resume, s->ranks)) return 1;
-        return launch_ranks(argc, argv, s->ranks);
+        return launch_ranks(argc, argv, s);
     }
     if (s->dry_run && !s->ranks && comm_launched()) {
         int launched_rank, size = comm_launched_size(&launched_rank);
@@ -314,11 +280,21 @@ void settings_notes(const Settings *s, int ranks) {
 // The ranks (one process, or N under mpirun) and, with --device cuda, the GPU.
 // 0, or 1 after a message.
 int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
-    // the GPU first (the launcher's environment names the local rank): a CUDA-aware
-    // MPI may otherwise make a context on GPU 0 for every rank at MPI_Init
+    // the GPU first when the launcher's environment names the local rank: a CUDA-aware
+    // MPI may otherwise make a context on GPU 0 for every rank at MPI_Init; else after it,
+    // the rank's place on its machine from MPI
     char why[256];
-    int no_gpu = s->cuda && gpu_open(comm_local_rank(), why, sizeof why);
+    int local = comm_env_local_rank();
+    int no_gpu = s->cuda && local >= 0 && gpu_open(local, why, sizeof why);
     comm_init(argc, argv);
+    if (place_ranks(s)) return 1;  // the same settings everywhere, the threads, --shard-group node
+    if (s->cuda && local < 0) {
+        if (comm_launched() && comm_rank_id == 0)
+            printf("note: the launcher's environment names no local rank (OMPI_COMM_WORLD_LOCAL_RANK, "
+                   "MPI_LOCALRANKID, SLURM_LOCALID, LOCAL_RANK): each rank opened its GPU by its place on its machine "
+                   "as MPI found it, after MPI started\n");
+        no_gpu = gpu_open(comm_machine.rank, why, sizeof why);
+    }
     if (comm_any(no_gpu)) {
         if (no_gpu) fprintf(stderr, "error: --device cuda: %s; train on the CPU instead (--device cpu)\n", why);
         return 1;
@@ -330,6 +306,7 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
     }
     if (s->cuda && comm_nranks > 1 && open_comm_backend(s)) return 1;
     if (s->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
+    print_placement(s);
     settings_notes(s, comm_nranks);
     return 0;
 }
@@ -365,11 +342,11 @@ int load_data(Dataset *data, const Settings *s) {
 
 // Before anything is allocated: stop with a message unless the predicted
 // peak fits where the run runs (the GPU's memory for each rank sharing it, or
-// this machine's RAM for all its ranks: everything but the offload file, whose
+// this machine's RAM for the ranks on it: everything but the offload file, whose
 // bytes stay the same from build to exit, so the peak less them is the RAM's).
 void check_fits_here(const Settings *s, const MemReport *predicted) {
     if (s->cuda) check_fits_gpu(predicted->peak_at[LOC_DEVICE]);
-    else check_fits((predicted->peak_total - predicted->peak_at[LOC_DISK]) * (size_t)comm_nranks);
+    else check_fits((predicted->peak_total - predicted->peak_at[LOC_DISK]) * (size_t)comm_machine.size);
 }
 
 #endif

@@ -144,6 +144,28 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
     return 0;
 }
 
+// --shard-group: what a step sends inside a group (`inside`, the stage's ring formula) and across
+// the groups, each rank.
+void print_group_sends(const Settings *s, const Plan *plan, double inside) {
+    int ranks = plan->ranks, R = s->ranks / ranks;
+    size_t P = param_count(&s->cfg);
+    ShardSizes z = predict_shard(P, plan);
+    double n = z.zero == 0 ? (double)z.weights_n : (double)z.S;
+    long long across = predict_across_bytes(P, plan);
+    if (ranks == 1) printf("  --shard-group 1: a group of one shards nothing, data parallel over %d ranks; a step sums "
+                           "each rank's gradients (%.0f) across them:\n", R, n);
+    else if (s->shard_group_node)
+        printf("  --shard-group node, %d ranks a machine: the states sharded over the ranks of a machine, the %d "
+               "machines replicas; a step sums each rank's gradients (%.0f) across the machines (the groups):\n",
+               ranks, R, n);
+    else printf("  --shard-group %d: the states sharded over the %d ranks of a group, the %d groups replicas; a step "
+                "sums each rank's gradients (%.0f) across the groups:\n", ranks, ranks, R, n);
+    printf("  %-56s %14.0f B %10.2f MiB\n", "  inside the group: the stage's ring formula", inside, inside / 1048576.0);
+    printf("  %-56s %14.0f B %10.2f MiB\n", "  across: ring all-reduce, 2 (R-1)/R x 4 x those",
+           2.0 * (R - 1) / R * 4 * n, 2.0 * (R - 1) / R * 4 * n / 1048576.0);
+    printf("  %-56s %14lld B %10.2f MiB\n", "  across: gptmem sends (chunks, R blocks each)", across, across / 1048576.0);
+}
+
 // The dry run's last lines: this rank's model states and the buffers they
 // move through, next to the ZeRO paper's formula for the stage, with the
 // difference named.
@@ -178,22 +200,7 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
                                     ((double)Vp + cfg->max_seq) * C, ranks);
     if (ranks > 1 && s->ranks == ranks)
         printf("  %-56s %14.0f B %10.2f MiB\n", "a step sends: the stage's ring formula", inside, inside / 1048576.0);
-    if (s->ranks > ranks) {
-        int R = s->ranks / ranks;
-        ShardSizes z = predict_shard(P, &plan);
-        double n = z.zero == 0 ? (double)z.weights_n : (double)z.S;
-        long long across = predict_across_bytes(P, &plan);
-        if (ranks == 1) printf("  --shard-group 1: a group of one shards nothing, data parallel over %d ranks; a step sums "
-                               "each rank's gradients (%.0f) across them:\n", R, n);
-        else printf("  --shard-group %d: the states sharded over the %d ranks of a group, the %d groups replicas; a step "
-                    "sums each rank's gradients (%.0f) across the groups:\n", ranks, ranks, R, n);
-        printf("  %-56s %14.0f B %10.2f MiB\n", "  inside the group: the stage's ring formula", inside,
-               inside / 1048576.0);
-        printf("  %-56s %14.0f B %10.2f MiB\n", "  across: ring all-reduce, 2 (R-1)/R x 4 x those",
-               2.0 * (R - 1) / R * 4 * n, 2.0 * (R - 1) / R * 4 * n / 1048576.0);
-        printf("  %-56s %14lld B %10.2f MiB\n", "  across: gptmem sends (chunks, R blocks each)", across,
-               across / 1048576.0);
-    }
+    if (s->ranks > ranks) print_group_sends(s, &plan, inside);
     size_t moved = predict_moved(cfg, plan.tiled_head), table = global_param_count(cfg);
     if (total <= (size_t)paper) return;
     if (!s->fused_ce)

@@ -57,7 +57,13 @@ typedef struct {
     const char *device_str;
     int cuda;               // --device cuda
     int zero, ranks;        // --zero S; --ranks N (the ranks to start, or with --dry-run to predict for)
+    const char *shard_group_str;  // --shard-group K or node
     int shard_group;        // --shard-group K: ZeRO shards over groups of K ranks, replicated across groups (0: all ranks)
+    int shard_group_node;   // --shard-group node: K = the ranks on a machine (resolved once the machines are known)
+    const char *hosts;      // --hosts a:4,b:4: the machines --ranks starts the ranks on (mpirun's --host)
+    const char *hostfile;   // --hostfile F: the same from a file (mpirun's --hostfile)
+    int host_slots;         // --hosts: the ranks it names in all (0 without it)
+    int host_each;          // --hosts: the ranks it names on each machine, when every machine has as many (else 0)
     const char *comm_str;   // --comm auto|nccl|mpi: ZeRO's collectives on the GPU
     int comm;               // its COMM_*
     int threads;            // OpenMP threads (0: divide the cores, app/launch.h)

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>  // gethostname
 #ifdef GPTMEM_MPI
 #include <mpi.h>
 #endif
@@ -37,6 +38,7 @@ typedef struct {
 
 CommGroup comm_world = {.size = 1}, comm_in_group = {.size = 1}, comm_across = {.size = 1};
 CommGroup comm_machine = {.size = 1};  // the ranks on this rank's machine (they share its memory)
+enum { COMM_NAME = 64 };  // a machine's name, as the ranks compare it
 
 // Count `bytes` sent over group g (and in the total).
 void comm_count(CommGroup *g, long long bytes) {
@@ -80,24 +82,65 @@ int comm_launched_size(int *rank) {
     return size ? atoi(size) : 1;
 }
 
-// This process's rank among the ranks on its machine, and how many those are
-// (from the launcher's environment; 0 and comm_nranks when it says nothing):
-// ranks take a machine's GPUs in turn, and the ones that share a GPU share its memory.
-// (Open MPI's name first, then MPICH's; Slurm's for the local rank.)
+// Before MPI starts, this process's rank among the ranks on its machine, as the launcher
+// says it (Open MPI's mpirun, MPICH's Hydra, Slurm's srun, torchrun-style launchers), or
+// -1 when none does: the GPU to open before MPI_Init. Once MPI is up, comm_machine has it
+// from MPI itself.
+// A number from the environment: variable a, else b (when given), else `otherwise`.
 int env_number(const char *a, const char *b, int otherwise) {
     const char *v = getenv(a) ? getenv(a) : b ? getenv(b) : NULL;
     return v ? atoi(v) : otherwise;
 }
 
-int comm_local_rank(void) {
-    return env_number("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", env_number("SLURM_LOCALID", NULL, 0));
+int comm_env_local_rank(void) {
+    const char *names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (getenv(names[i])) return atoi(getenv(names[i]));
+    return -1;
 }
-
-int comm_local_size(void) { return env_number("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", comm_nranks); }
 
 int comm_mpi_up;  // MPI_Init was called (the process was launched by mpirun or the like)
 
+// The machines: the ranks that share this rank's memory are comm_machine (MPI_Comm_split_type),
+// comm_machine_name is its name (the host's), comm_machine_id its place among the machines (by
+// their lowest rank) and comm_machines how many there are. GPTMEM_MACHINE=NAME in a rank's
+// environment puts it on machine NAME instead: several machines simulated on one (the tests).
+char comm_machine_name[COMM_NAME];
+int comm_machine_id, comm_machines = 1;
+
+#ifdef GPTMEM_MPI
+static void comm_find_machines(void) {
+    const char *fake = getenv("GPTMEM_MACHINE");
+    if (fake) snprintf(comm_machine_name, sizeof comm_machine_name, "%s", fake);
+    else if (gethostname(comm_machine_name, sizeof comm_machine_name - 1)) snprintf(comm_machine_name, COMM_NAME, "?");
+    char *all = calloc((size_t)comm_nranks, COMM_NAME);
+    MPI_Allgather(comm_machine_name, COMM_NAME, MPI_CHAR, all, COMM_NAME, MPI_CHAR, MPI_COMM_WORLD);
+    int first = comm_rank_id;  // the lowest rank on this machine
+    for (int r = comm_nranks - 1; r >= 0; r--)
+        if (!memcmp(all + (size_t)r * COMM_NAME, comm_machine_name, COMM_NAME)) first = r;
+    MPI_Comm machine;
+    if (fake) MPI_Comm_split(MPI_COMM_WORLD, first, comm_rank_id, &machine);
+    else MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_rank_id, MPI_INFO_NULL, &machine);
+    comm_machine.comm = machine;
+    MPI_Comm_size(machine, &comm_machine.size);
+    MPI_Comm_rank(machine, &comm_machine.rank);
+    // the machines, numbered by their lowest rank: a machine's first rank says which it is
+    int lowest, *firsts = malloc(sizeof(int) * comm_nranks);
+    MPI_Allreduce(&comm_rank_id, &lowest, 1, MPI_INT, MPI_MIN, machine);
+    MPI_Allgather(&lowest, 1, MPI_INT, firsts, 1, MPI_INT, MPI_COMM_WORLD);
+    comm_machines = 0, comm_machine_id = -1;
+    for (int r = 0; r < comm_nranks; r++)
+        if (firsts[r] == r) {
+            if (r == lowest) comm_machine_id = comm_machines;
+            comm_machines++;
+        }
+    free(firsts);
+    free(all);
+}
+#endif
+
 void comm_init(int *argc, char ***argv) {
+    if (gethostname(comm_machine_name, sizeof comm_machine_name - 1)) snprintf(comm_machine_name, COMM_NAME, "?");
 #ifdef GPTMEM_MPI
     if (!comm_launched()) return;  // one rank, no MPI needed
     MPI_Init(argc, argv);
@@ -107,11 +150,7 @@ void comm_init(int *argc, char ***argv) {
     comm_world = (CommGroup){comm_nranks, comm_rank_id, 0, MPI_COMM_WORLD};
     comm_in_group = comm_world;
     comm_across = (CommGroup){1, 0, 0, MPI_COMM_SELF};
-    MPI_Comm machine;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_rank_id, MPI_INFO_NULL, &machine);
-    comm_machine.comm = machine;
-    MPI_Comm_size(machine, &comm_machine.size);
-    MPI_Comm_rank(machine, &comm_machine.rank);
+    comm_find_machines();
     atexit(comm_abort_at_exit);
 #else
     (void)argc; (void)argv;

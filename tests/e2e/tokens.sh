@@ -193,7 +193,7 @@ expect 1 "the token at position 250 is 60000, not below the vocabulary 50257" --
 expect 1 "an odd number" --data "$tmp/odd.bin" --data-format nanogpt "${G[@]}"
 expect 2 "has no llm.c token header: if it is nanoGPT's" --data "$tmp/nohead.bin" "${G[@]}"
 expect 1 "the pattern '$tmp/none_\*.bin' matches no file" --data "$tmp/none_*.bin" "${G[@]}"
-expect 1 "not llm.c's GPT-2 model file's" --init "$tmp/mmagic.bin" "${D[@]}" "${G[@]}"
+expect 1 "not an llm.c model file's (20240326 GPT-2, 20240803 Llama 3)" --init "$tmp/mmagic.bin" "${D[@]}" "${G[@]}"
 expect 1 "it is truncated" --init "$tmp/mshort.bin" "${D[@]}" "${G[@]}"
 expect 2 "the flags ask for L12 C768" --init "$P/gpt2_tiny.bin" --model gpt2 "${D[@]}" "${G[@]}"
 expect 2 "give one of them" --init "$P/gpt2_tiny.bin" --resume "$tmp/r1.ckpt" "${D[@]}" "${G[@]}"

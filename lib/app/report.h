@@ -125,9 +125,10 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
             printf("  communication: %lld B sent per step by rank 0 (ring volumes: (N-1)/N of each collective); "
                    "textbook %d x params = %zu B\n", all[0].comm_bytes, zero == 3 ? 3 : 2, (zero == 3 ? 3 : 2) * e * P);
             Plan plan = make_plan(s, comm_nranks);
+            const char *group = s->shard_group_node ? "machine" : "group";  // (--shard-group node: the machines)
             if (s->shard_group)
-                printf("  of which inside its group of %d: %lld B; across the %d groups: %lld B (predicted %lld B)\n",
-                       s->shard_group, all[0].comm_bytes - all[0].comm_across, comm_nranks / s->shard_group,
+                printf("  of which inside its %s of %d: %lld B; across the %d %ss: %lld B (predicted %lld B)\n", group,
+                       s->shard_group, all[0].comm_bytes - all[0].comm_across, comm_nranks / s->shard_group, group,
                        all[0].comm_across, predict_across_bytes(P, &plan));
         }
     }

@@ -36,7 +36,8 @@ done
 for z in 1 2 3; do
   rm -f "$tmp"/n.json*
   if run -np 4 tests/as_machines.sh 2,2 srun ./train "${M[@]}" --batch 2 --steps 4 --zero $z --shard-group node \
-       --log "$tmp/n$z.csv" --mem-json "$tmp/n.json" >"$tmp/n$z" 2>&1 && grep -q 'zero '$z' on 4 ranks in groups of 2' "$tmp/n$z"; then
+       --log "$tmp/n$z.csv" --mem-json "$tmp/n.json" --mem >"$tmp/n$z" 2>&1 && grep -q 'zero '$z' on 4 ranks in groups of 2' "$tmp/n$z" &&
+     grep -q 'of which inside its machine of 2: [0-9]* B; across the 2 machines' "$tmp/n$z"; then
     d=$(worst_difference "$tmp/one.csv" "$tmp/n$z.csv"); eq=0; files=0
     for f in "$tmp"/n.json*; do files=$((files + 1)); mem_equal "$f" && eq=$((eq + 1)); done
     same=$(log_column "$tmp/n$z.csv" replicas_identical | sort -u)

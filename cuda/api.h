@@ -157,24 +157,29 @@ void cu_residual_forward(int dt, void *out, const void *a, const void *b, size_t
 void cu_add_into(int dt, void *dst, const void *src, size_t n);                          // dst += src
 
 // --- attention (cuda/attention.cu) --------------------------------------------
-void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H);
+// H query heads of C/H channels over KVH key-value heads (GPT-2: KVH = H): a row of qkv is
+// (H + 2 KVH) C/H wide, the queries then the keys then the values; query head h reads key-value
+// head h / (H / KVH) (Llama's grouped-query attention; cpu/attention.h Heads).
+void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H, int KVH);
 // dqkv (overwrites). att is consumed: it is overwritten with the score gradients.
 void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T, int C,
-                           int H);
-// Sampling's KV cache (gpu/kvcache.h): n rows of batch 1 at positions p0 .. p0+n-1 (qkv[n,3C]).
-// Their keys and values go into the layer's cache kc, vc ((Tc, C) each, T) at rows p0 ..; then
+                           int H, int KVH);
+// Sampling's KV cache (gpu/kvcache.h): n rows of batch 1 at positions p0 .. p0+n-1 (qkv[n,W]).
+// Their keys and values go into the layer's cache kc, vc ((Tc, KVH C/H) each, T) at rows p0 ..; then
 // row i attends over the cache's positions 0 .. p0+i: out[n,C] (T). No probabilities are stored.
-void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H);
+void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H,
+                                 int KVH);
 enum { GPU_FLASH_MAX_HEAD = 128 };  // --flash on the GPU: head size hs = C/H up to this
-// 1 when --flash runs on the tensor cores (cuda/flash_mma.cu: bf16/fp16, head size 64 or 128);
-// 0: the reference kernels (CUDA cores, any dtype, head sizes up to GPU_FLASH_MAX_HEAD)
+// 1 when --flash runs on the tensor cores (cuda/flash_mma.cu: bf16/fp16, head size 64 or 128, and
+// a key-value head a query head); 0: the reference kernels (CUDA cores, any dtype, head sizes up to
+// GPU_FLASH_MAX_HEAD, grouped heads too)
 int cu_flash_uses_mma(int dt, int hs);
 void cu_flash_force_reference(int on);  // tests: 1 = always the reference kernels
 // out[B,T,C] (T); lse[B,H,T] in fp32 (the backward recomputes every probability from it)
-void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H);
+void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H, int KVH);
 // dqkv (overwrites); D is fp32 scratch of B*H*T floats
 void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
-                       float *D, int B, int T, int C, int H);
+                       float *D, int B, int T, int C, int H, int KVH);
 
 // --- softmax + cross-entropy (cuda/crossentropy.cu) -----------------------------
 // losses[N] (fp32) = -log softmax(logits[i, :V])[targets[i]]; the logits stay as they are.

@@ -253,18 +253,18 @@ void cu_add_into(int dt, void *dst, const void *src, size_t n) {
     unreachable("cu_add_into");
 }
 
-void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H) {
-    (void)dt; (void)out; (void)att; (void)qkv; (void)B; (void)T; (void)C; (void)H;
+void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H, int KVH) {
+    (void)dt; (void)out; (void)att; (void)qkv; (void)B; (void)T; (void)C; (void)H; (void)KVH;
     unreachable("cu_attention_forward");
 }
 
-void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T, int C, int H) {
-    (void)dt; (void)dqkv; (void)dout; (void)qkv; (void)att; (void)B; (void)T; (void)C; (void)H;
+void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T, int C, int H, int KVH) {
+    (void)dt; (void)dqkv; (void)dout; (void)qkv; (void)att; (void)B; (void)T; (void)C; (void)H; (void)KVH;
     unreachable("cu_attention_backward");
 }
 
-void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H) {
-    (void)dt; (void)out; (void)kc; (void)vc; (void)qkv; (void)p0; (void)n; (void)C; (void)H;
+void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H, int KVH) {
+    (void)dt; (void)out; (void)kc; (void)vc; (void)qkv; (void)p0; (void)n; (void)C; (void)H; (void)KVH;
     unreachable("cu_attention_forward_cached");
 }
 
@@ -275,13 +275,13 @@ int cu_flash_uses_mma(int dt, int hs) {
 
 void cu_flash_force_reference(int on) { (void)on; }
 
-void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H) {
-    (void)dt; (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)C; (void)H;
+void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H, int KVH) {
+    (void)dt; (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)C; (void)H; (void)KVH;
     unreachable("cu_flash_forward");
 }
 
-void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse, float *D, int B, int T, int C, int H) {
-    (void)dt; (void)dqkv; (void)dout; (void)qkv; (void)out; (void)lse; (void)D; (void)B; (void)T; (void)C; (void)H;
+void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse, float *D, int B, int T, int C, int H, int KVH) {
+    (void)dt; (void)dqkv; (void)dout; (void)qkv; (void)out; (void)lse; (void)D; (void)B; (void)T; (void)C; (void)H; (void)KVH;
     unreachable("cu_flash_backward");
 }
 

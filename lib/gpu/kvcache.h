@@ -5,9 +5,9 @@
 // m->kv set, its rows are the positions from m->pos0 on, and gpu_attend calls
 // gpu_attend_cached here.
 //
-// The cache holds, per layer, K and V of the T positions a sample runs: (T, C)
-// each in the dtype (the values the whole forward's attention reads from
-// qkv), 2 L T C e bytes in all, pushed on the GPU's activation stack under the
+// The cache holds, per layer, K and V of the T positions a sample runs: (T, Ck)
+// each in the dtype, Ck = KVH C/H the key-value heads' channels (C for GPT-2;
+// the values the whole forward's attention reads from qkv), 2 L T Ck e bytes in all, pushed on the GPU's activation stack under the
 // sample's forwards (ledger: kv_cache; the predictor: memory/predict.h
 // predict_sampling).
 #ifndef GPTMEM_GPU_KVCACHE_H
@@ -19,7 +19,7 @@
 #include "memory/ledger.h"
 
 typedef struct GpuKVCache {
-    void *kv;  // L x {K, V} x T x C elements of the dtype, device memory
+    void *kv;  // L x {K, V} x T x Ck elements of the dtype, device memory
     int T, dtype;
     size_t bytes;
     int mark;  // the stack's mark under it
@@ -27,7 +27,8 @@ typedef struct GpuKVCache {
 
 void gpu_kv_open(GpuKVCache *c, const GpuGPT *m, int T) {
     c->T = T, c->dtype = m->dtype;
-    c->bytes = 2 * (size_t)m->cfg.layers * T * m->cfg.channels * m->elem_bytes;
+    size_t Ck = (size_t)cfg_kv_heads(&m->cfg) * (m->cfg.channels / m->cfg.heads);
+    c->bytes = 2 * (size_t)m->cfg.layers * T * Ck * m->elem_bytes;
     c->mark = arena_mark();
     c->kv = arena_push_as(MEM_KVCACHE, "kv cache", c->bytes);
 }
@@ -37,9 +38,9 @@ void gpu_kv_close(GpuKVCache *c) {
     c->kv = NULL;
 }
 
-// Layer l's keys (which 0) or values (1): T rows of C.
-void *gpu_kv_part(const GpuKVCache *c, int l, int which, int C) {
-    return (char *)c->kv + ((size_t)l * 2 + which) * c->T * C * dtype_size(c->dtype);
+// Layer l's keys (which 0) or values (1): T rows of Ck.
+void *gpu_kv_part(const GpuKVCache *c, int l, int which, int Ck) {
+    return (char *)c->kv + ((size_t)l * 2 + which) * c->T * Ck * dtype_size(c->dtype);
 }
 
 // Attention of this forward's rows (positions pos0 .. pos0 + rows - 1, batch
@@ -47,9 +48,9 @@ void *gpu_kv_part(const GpuKVCache *c, int l, int which, int C) {
 // to out (rows, C). No probabilities are stored: no backward follows.
 void gpu_attend_cached(GpuGPT *m, GpuActs *a, int l, void *out) {
     GpuKVCache *c = m->kv;
-    int C = m->cfg.channels, H = m->cfg.heads;
-    cu_attention_forward_cached(m->dtype, out, gpu_kv_part(c, l, 0, C), gpu_kv_part(c, l, 1, C), a->qkv, m->pos0,
-                                m->B * m->T, C, H);
+    int C = m->cfg.channels, H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg), Ck = KVH * (C / H);
+    cu_attention_forward_cached(m->dtype, out, gpu_kv_part(c, l, 0, Ck), gpu_kv_part(c, l, 1, Ck), a->qkv, m->pos0,
+                                m->B * m->T, C, H, KVH);
 }
 
 #endif

@@ -50,11 +50,11 @@ void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, co
 // positions before it too).
 void gpu_attend(GpuGPT *m, GpuActs *a, int l) {
     if (!(a->pushing & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY)))) return;
-    int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads;
+    int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg);
     void *out = a->pushing & SV_BIT(SV_ATTY) ? a->atty : m->dqkv;
     if (m->kv) gpu_attend_cached(m, a, l, out);
-    else if (m->flash) cu_flash_forward(m->dtype, out, a->lse, a->qkv, B, T, C, H);
-    else cu_attention_forward(m->dtype, out, a->att, a->qkv, B, T, C, H);
+    else if (m->flash) cu_flash_forward(m->dtype, out, a->lse, a->qkv, B, T, C, H, KVH);
+    else cu_attention_forward(m->dtype, out, a->att, a->qkv, B, T, C, H, KVH);
 }
 
 // out (tensor o, (N,4C)) = gelu(inp)
@@ -84,9 +84,9 @@ void gpu_norm_backward(GpuGPT *m, int l, int op, void *dinp, const void *dout, c
 // dqkv = d attention (overwrites): from the probabilities (consumed: they
 // become the score gradients), or --flash's recompute from lse
 void gpu_attend_backward(GpuGPT *m, GpuActs *a, void *dqkv, const void *datty) {
-    int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads;
-    if (m->flash) cu_flash_backward(m->dtype, dqkv, datty, a->qkv, a->atty, a->lse, m->flash_D, B, T, C, H);
-    else cu_attention_backward(m->dtype, dqkv, datty, a->qkv, a->att, B, T, C, H);
+    int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg);
+    if (m->flash) cu_flash_backward(m->dtype, dqkv, datty, a->qkv, a->atty, a->lse, m->flash_D, B, T, C, H, KVH);
+    else cu_attention_backward(m->dtype, dqkv, datty, a->qkv, a->att, B, T, C, H, KVH);
 }
 
 // dinp = gelu'(inp) dout (dinp may be dout)

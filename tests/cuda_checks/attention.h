@@ -3,69 +3,75 @@
 #ifndef GPTMEM_TEST_CUDA_ATTENTION_H
 #define GPTMEM_TEST_CUDA_ATTENTION_H
 
-// Naive and flash attention, forward and backward, on one shape.
-void test_attention(int dt, int B, int T, int H, int hs) {
+// Naive and flash attention, forward and backward, on one shape: H query heads over KVH key-value
+// heads (KVH = H: GPT-2's; fewer: Llama's grouped-query attention, whose flash runs the reference).
+void test_attention(int dt, int B, int T, int H, int KVH, int hs) {
+    Heads g = {H, KVH, hs};
     int C = H * hs, N = B * T;
-    char shape[64];
-    snprintf(shape, sizeof shape, "B%d T%d H%d hs%d%s", B, T, H, hs, cu_flash_uses_mma(dt, hs) ? " (flash: mma)" : "");
-    float *qkv = randv((size_t)N * 3 * C, 1, dt), *out = fvec((size_t)N * C), *att = fvec((size_t)B * H * T * T);
-    attention_forward(out, att, qkv, B, T, C, H);
-    void *d_qkv = up(qkv, (size_t)N * 3 * C, dt), *d_out = poisoned((size_t)N * C, dt),
+    size_t W = heads_row(g);
+    char shape[80];
+    snprintf(shape, sizeof shape, "B%d T%d H%d KVH%d hs%d%s", B, T, H, KVH, hs,
+             KVH == H && cu_flash_uses_mma(dt, hs) ? " (flash: mma)" : "");
+    float *qkv = randv((size_t)N * W, 1, dt), *out = fvec((size_t)N * C), *att = fvec((size_t)B * H * T * T);
+    attention_forward_heads(out, att, qkv, B, T, g);
+    void *d_qkv = up(qkv, (size_t)N * W, dt), *d_out = poisoned((size_t)N * C, dt),
          *d_att = poisoned((size_t)B * H * T * T, dt);
-    cu_attention_forward(dt, d_out, d_att, d_qkv, B, T, C, H);
+    cu_attention_forward(dt, d_out, d_att, d_qkv, B, T, C, H, KVH);
     expect(label("attention_forward out", shape), dt, d_out, out, (size_t)N * C);
     expect(label("attention_forward att", shape), dt, d_att, att, (size_t)B * H * T * T);
     float *att_s = down(d_att, (size_t)B * H * T * T, dt);  // the backward reads att as stored
-    float *dout = randv((size_t)N * C, 1, dt), *dqkv = fvec((size_t)N * 3 * C);
-    void *d_dout = up(dout, (size_t)N * C, dt), *d_dqkv = poisoned((size_t)N * 3 * C, dt);
-    attention_backward(dqkv, dout, qkv, att_s, B, T, C, H);
-    cu_attention_backward(dt, d_dqkv, d_dout, d_qkv, d_att, B, T, C, H);
-    expect(label("attention_backward", shape), dt, d_dqkv, dqkv, (size_t)N * 3 * C);
+    float *dout = randv((size_t)N * C, 1, dt), *dqkv = fvec((size_t)N * W);
+    void *d_dout = up(dout, (size_t)N * C, dt), *d_dqkv = poisoned((size_t)N * W, dt);
+    attention_backward_heads(dqkv, dout, qkv, att_s, B, T, g);
+    cu_attention_backward(dt, d_dqkv, d_dout, d_qkv, d_att, B, T, C, H, KVH);
+    expect(label("attention_backward", shape), dt, d_dqkv, dqkv, (size_t)N * W);
 
     float *lse = fvec((size_t)B * H * T);
-    flash_attention_forward(out, lse, qkv, B, T, C, H);
+    flash_attention_forward_heads(out, lse, qkv, B, T, g);
     void *d_lse = poisoned((size_t)B * H * T, DT_FP32);
     float *D = gpu_malloc(sizeof(float) * B * H * T, "D");
     gpu_free(d_out);
     d_out = poisoned((size_t)N * C, dt);
-    cu_flash_forward(dt, d_out, d_lse, d_qkv, B, T, C, H);
+    cu_flash_forward(dt, d_out, d_lse, d_qkv, B, T, C, H, KVH);
     expect(label("flash_forward out", shape), dt, d_out, out, (size_t)N * C);
     expect_stored(label("flash_forward lse (fp32)", shape), dt, DT_FP32, d_lse, lse, (size_t)B * H * T);
     float *out_s = down(d_out, (size_t)N * C, dt), *lse_s = down(d_lse, (size_t)B * H * T, DT_FP32);
-    flash_attention_backward(dqkv, dout, qkv, out_s, lse_s, B, T, C, H);
+    flash_attention_backward_heads(dqkv, dout, qkv, out_s, lse_s, B, T, g);
     gpu_free(d_dqkv);
-    d_dqkv = poisoned((size_t)N * 3 * C, dt);
-    cu_flash_backward(dt, d_dqkv, d_dout, d_qkv, d_out, d_lse, D, B, T, C, H);
-    expect(label("flash_backward", shape), dt, d_dqkv, dqkv, (size_t)N * 3 * C);
+    d_dqkv = poisoned((size_t)N * W, dt);
+    cu_flash_backward(dt, d_dqkv, d_dout, d_qkv, d_out, d_lse, D, B, T, C, H, KVH);
+    expect(label("flash_backward", shape), dt, d_dqkv, dqkv, (size_t)N * W);
     gpu_free(d_qkv); gpu_free(d_out); gpu_free(d_att); gpu_free(d_dout); gpu_free(d_dqkv); gpu_free(d_lse);
     gpu_free(D);
     free(qkv); free(out); free(att); free(att_s); free(dout); free(dqkv); free(lse); free(out_s); free(lse_s);
 }
 
 // Attention over sampling's KV cache: a prompt of `prefill` rows in one call, then the rest one row
-// at a time, against cpu/attention.h's op doing the same: every row's output, and the cache after.
-void test_attention_cached(int dt, int T, int H, int hs, int prefill) {
+// at a time, against cpu/attention.h's op doing the same: every row's output, and the cache after
+// (KVH hs channels a row: the key-value heads').
+void test_attention_cached(int dt, int T, int H, int KVH, int hs, int prefill) {
+    Heads g = {H, KVH, hs};
     int C = H * hs;
-    size_t e = dtype_size(dt);
-    char shape[64];
-    snprintf(shape, sizeof shape, "T%d H%d hs%d, a prompt of %d", T, H, hs, prefill);
-    float *qkv = randv((size_t)T * 3 * C, 1, dt), *out = fvec((size_t)T * C);
-    void *kc = calloc((size_t)T * C, e), *vc = calloc((size_t)T * C, e);
-    void *d_qkv = up(qkv, (size_t)T * 3 * C, dt), *d_out = poisoned((size_t)T * C, dt);
-    void *d_kc = poisoned((size_t)T * C, dt), *d_vc = poisoned((size_t)T * C, dt);
+    size_t e = dtype_size(dt), W = heads_row(g), Ck = (size_t)KVH * hs;
+    char shape[80];
+    snprintf(shape, sizeof shape, "T%d H%d KVH%d hs%d, a prompt of %d", T, H, KVH, hs, prefill);
+    float *qkv = randv((size_t)T * W, 1, dt), *out = fvec((size_t)T * C);
+    void *kc = calloc((size_t)T * Ck, e), *vc = calloc((size_t)T * Ck, e);
+    void *d_qkv = up(qkv, (size_t)T * W, dt), *d_out = poisoned((size_t)T * C, dt);
+    void *d_kc = poisoned((size_t)T * Ck, dt), *d_vc = poisoned((size_t)T * Ck, dt);
     for (int p = 0; p < T;) {
         int n = p == 0 ? prefill : 1;
-        attention_forward_cached(out + (size_t)p * C, kc, vc, dt, qkv + (size_t)p * 3 * C, p, n, C, H);
-        cu_attention_forward_cached(dt, (char *)d_out + (size_t)p * C * e, d_kc, d_vc, (char *)d_qkv + (size_t)p * 3 * C * e,
-                                    p, n, C, H);
+        attention_forward_cached_heads(out + (size_t)p * C, kc, vc, dt, qkv + (size_t)p * W, p, n, g);
+        cu_attention_forward_cached(dt, (char *)d_out + (size_t)p * C * e, d_kc, d_vc, (char *)d_qkv + (size_t)p * W * e,
+                                    p, n, C, H, KVH);
         p += n;
     }
-    float *k = fvec((size_t)T * C), *v = fvec((size_t)T * C);
-    dtype_load(k, kc, (size_t)T * C, dt);
-    dtype_load(v, vc, (size_t)T * C, dt);
+    float *k = fvec((size_t)T * Ck), *v = fvec((size_t)T * Ck);
+    dtype_load(k, kc, (size_t)T * Ck, dt);
+    dtype_load(v, vc, (size_t)T * Ck, dt);
     expect(label("attention_forward_cached out", shape), dt, d_out, out, (size_t)T * C);
-    expect(label("attention_forward_cached keys", shape), dt, d_kc, k, (size_t)T * C);
-    expect(label("attention_forward_cached values", shape), dt, d_vc, v, (size_t)T * C);
+    expect(label("attention_forward_cached keys", shape), dt, d_kc, k, (size_t)T * Ck);
+    expect(label("attention_forward_cached values", shape), dt, d_vc, v, (size_t)T * Ck);
     gpu_free(d_qkv); gpu_free(d_out); gpu_free(d_kc); gpu_free(d_vc);
     free(qkv); free(out); free(kc); free(vc); free(k); free(v);
 }
@@ -85,8 +91,8 @@ void test_flash_mma_vs_reference(int dt, int B, int T, int H, int hs) {
         lse[ref] = poisoned((size_t)B * H * T, DT_FP32);
         dqkv[ref] = poisoned((size_t)N * 3 * C, dt);
         cu_flash_force_reference(ref);
-        cu_flash_forward(dt, out[ref], lse[ref], d_qkv, B, T, C, H);
-        cu_flash_backward(dt, dqkv[ref], d_dout, d_qkv, out[ref], lse[ref], D, B, T, C, H);
+        cu_flash_forward(dt, out[ref], lse[ref], d_qkv, B, T, C, H, H);
+        cu_flash_backward(dt, dqkv[ref], d_dout, d_qkv, out[ref], lse[ref], D, B, T, C, H, H);
     }
     cu_flash_force_reference(0);
     float *want_out = down(out[1], (size_t)N * C, dt), *want_lse = down(lse[1], (size_t)B * H * T, DT_FP32),

@@ -54,8 +54,8 @@ void run_op(int i, OpBufs *b) {
     switch (i) {
     case 0: cu_layernorm_forward(dt, b->y, b->stat, b->stat2, b->x, b->w, b->w, N, C); break;
     case 1: cu_matmul_forward(dt, b->qkv, b->x, b->w, b->w, N, C, 3 * C); break;
-    case 2: cu_attention_forward(dt, b->y, b->att, b->qkv, B, T, C, H); break;
-    case 3: cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H); break;
+    case 2: cu_attention_forward(dt, b->y, b->att, b->qkv, B, T, C, H, H); break;
+    case 3: cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H, H); break;
     case 4: cu_matmul_forward(dt, b->y, b->x, b->w, b->w, N, C, C); break;
     case 5: cu_residual_forward(dt, b->y, b->y, b->x, (size_t)N * C); break;
     case 6: cu_matmul_forward(dt, b->y, b->x, b->w, b->w, N, C, 4 * C); break;
@@ -71,8 +71,8 @@ void run_op(int i, OpBufs *b) {
     case 16: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, 4 * C); break;
     case 17: cu_layernorm_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, b->stat, b->stat2, N, C); break;
     case 18: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, C); break;
-    case 19: cu_attention_backward(dt, b->dqkv, b->y, b->qkv, b->att, B, T, C, H); break;
-    case 20: cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H); break;
+    case 19: cu_attention_backward(dt, b->dqkv, b->y, b->qkv, b->att, B, T, C, H, H); break;
+    case 20: cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H); break;
     case 21: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->dqkv, b->x, b->w, N, C, 3 * C); break;
     case 22:  // the norm's partial sums, and the scale from them
         cu_sum_squares_partials(dt, (double *)b->D, b->dw, OT_P);
@@ -82,10 +82,10 @@ void run_op(int i, OpBufs *b) {
         cu_adamw(dt, b->master, b->dw, b->dw, b->m, b->v, OT_P, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.5f,
                  b->numbers + STEP_SCALE);
         break;
-    case 24: cu_flash_force_reference(1); cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H); cu_flash_force_reference(0); break;
+    case 24: cu_flash_force_reference(1); cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H, H); cu_flash_force_reference(0); break;
     case 25:
         cu_flash_force_reference(1);
-        cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H);
+        cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H);
         cu_flash_force_reference(0);
         break;
     }

@@ -256,36 +256,43 @@ void cu_add_into(int dt, void *dst, const void *src, size_t n) { cu_residual_for
 
 // --- attention ------------------------------------------------------------------------
 
-void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H) {
+// H query heads over KVH key-value heads: the CPU's *_heads ops (rows (H + 2 KVH) hs wide)
+static Heads emu_heads(int C, int H, int KVH) { return (Heads){H, KVH, C / H}; }
+
+void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H, int KVH) {
     LAUNCH(B * T);
     out = DEV(out), att = DEV(att), qkv = DEV(qkv);
-    size_t n = (size_t)B * T * C, na = (size_t)B * H * T * T;
-    float *fq = widen(dt, qkv, 3 * n), *fo = malloc(sizeof(float) * n), *fa = malloc(sizeof(float) * na);
-    attention_forward(fo, fa, fq, B, T, C, H);
+    Heads g = emu_heads(C, H, KVH);
+    size_t n = (size_t)B * T * C, na = (size_t)B * H * T * T, nq = (size_t)B * T * heads_row(g);
+    float *fq = widen(dt, qkv, nq), *fo = malloc(sizeof(float) * n), *fa = malloc(sizeof(float) * na);
+    attention_forward_heads(fo, fa, fq, B, T, g);
     narrow(dt, out, fo, n);
     narrow(dt, att, fa, na);
     free(fq);
 }
 
 void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv, void *att, int B, int T, int C,
-                           int H) {
+                           int H, int KVH) {
     LAUNCH(B * T);
     dqkv = DEV(dqkv), dout = DEV(dout), qkv = DEV(qkv), att = DEV(att);
-    size_t n = (size_t)B * T * C, na = (size_t)B * H * T * T;
-    float *fd = widen(dt, dout, n), *fq = widen(dt, qkv, 3 * n), *fa = widen(dt, att, na);
-    float *fdq = calloc(3 * n, sizeof(float));
-    attention_backward(fdq, fd, fq, fa, B, T, C, H);
-    narrow(dt, dqkv, fdq, 3 * n);
+    Heads g = emu_heads(C, H, KVH);
+    size_t n = (size_t)B * T * C, na = (size_t)B * H * T * T, nq = (size_t)B * T * heads_row(g);
+    float *fd = widen(dt, dout, n), *fq = widen(dt, qkv, nq), *fa = widen(dt, att, na);
+    float *fdq = calloc(nq, sizeof(float));
+    attention_backward_heads(fdq, fd, fq, fa, B, T, g);
+    narrow(dt, dqkv, fdq, nq);
     free(fd); free(fq); free(fa);
 }
 
 // The rows' keys and values into the cache and their attention over it: cpu/attention.h's op,
 // which reads and writes the cache in its dtype
-void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H) {
+void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H,
+                                 int KVH) {
     LAUNCH(n);
     out = DEV(out), kc = DEV(kc), vc = DEV(vc), qkv = DEV(qkv);
-    float *fq = widen(dt, qkv, (size_t)n * 3 * C), *fo = malloc(sizeof(float) * n * C);
-    attention_forward_cached(fo, kc, vc, dt, fq, p0, n, C, H);
+    Heads g = emu_heads(C, H, KVH);
+    float *fq = widen(dt, qkv, (size_t)n * heads_row(g)), *fo = malloc(sizeof(float) * n * C);
+    attention_forward_cached_heads(fo, kc, vc, dt, fq, p0, n, g);
     narrow(dt, out, fo, (size_t)n * C);
     free(fq);
 }
@@ -297,26 +304,28 @@ int cu_flash_uses_mma(int dt, int hs) {
 
 void cu_flash_force_reference(int on) { (void)on; }
 
-void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H) {
+void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H, int KVH) {
     LAUNCH(B * T);
     out = DEV(out), lse = DEV(lse), qkv = DEV(qkv);
-    size_t n = (size_t)B * T * C;
-    float *fq = widen(dt, qkv, 3 * n), *fo = malloc(sizeof(float) * n);
-    flash_attention_forward(fo, lse, fq, B, T, C, H);
+    Heads g = emu_heads(C, H, KVH);
+    size_t n = (size_t)B * T * C, nq = (size_t)B * T * heads_row(g);
+    float *fq = widen(dt, qkv, nq), *fo = malloc(sizeof(float) * n);
+    flash_attention_forward_heads(fo, lse, fq, B, T, g);
     narrow(dt, out, fo, n);
     free(fq);
 }
 
 void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
-                       float *D, int B, int T, int C, int H) {
+                       float *D, int B, int T, int C, int H, int KVH) {
     LAUNCH(B * T);
     dqkv = DEV(dqkv), dout = DEV(dout), qkv = DEV(qkv), out = DEV(out), lse = DEV(lse), D = DEV(D);
     (void)D;  // the CPU op computes its D row by row
-    size_t n = (size_t)B * T * C;
-    float *fd = widen(dt, dout, n), *fq = widen(dt, qkv, 3 * n), *fo = widen(dt, out, n);
-    float *fdq = malloc(sizeof(float) * 3 * n);
-    flash_attention_backward(fdq, fd, fq, fo, lse, B, T, C, H);
-    narrow(dt, dqkv, fdq, 3 * n);
+    Heads g = emu_heads(C, H, KVH);
+    size_t n = (size_t)B * T * C, nq = (size_t)B * T * heads_row(g);
+    float *fd = widen(dt, dout, n), *fq = widen(dt, qkv, nq), *fo = widen(dt, out, n);
+    float *fdq = malloc(sizeof(float) * nq);
+    flash_attention_backward_heads(fdq, fd, fq, fo, lse, B, T, g);
+    narrow(dt, dqkv, fdq, nq);
     free(fd); free(fq); free(fo);
 }
 

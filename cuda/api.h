@@ -170,9 +170,8 @@ void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv
 void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H,
                                  int KVH);
 enum { GPU_FLASH_MAX_HEAD = 128 };  // --flash on the GPU: head size hs = C/H up to this
-// 1 when --flash runs on the tensor cores (cuda/flash_mma.cu: bf16/fp16, head size 64 or 128, and
-// a key-value head a query head); 0: the reference kernels (CUDA cores, any dtype, head sizes up to
-// GPU_FLASH_MAX_HEAD, grouped heads too)
+// 1 when --flash runs on the tensor cores (cuda/flash_mma.cu: bf16/fp16, head size 64 or 128, grouped
+// heads too); 0: the reference kernels (CUDA cores, any dtype, head sizes up to GPU_FLASH_MAX_HEAD)
 int cu_flash_uses_mma(int dt, int hs);
 void cu_flash_force_reference(int on);  // tests: 1 = always the reference kernels
 // out[B,T,C] (T); lse[B,H,T] in fp32 (the backward recomputes every probability from it)

@@ -428,19 +428,16 @@ extern "C" void cu_attention_forward_cached(int dt, void *out, void *kc, void *v
     else attention_forward_cached_t((fp16 *)out, (fp16 *)kc, (fp16 *)vc, (const fp16 *)qkv, p0, n, g);
 }
 // --flash picks the tensor-core kernels (cuda/flash_mma.cu) when they apply
-// (bf16/fp16, head size 64 or 128, a key-value head for each query head),
-// unless a test asked for the reference.
+// (bf16/fp16, head size 64 or 128), unless a test asked for the reference.
 static int g_flash_reference_only;
 extern "C" void cu_flash_force_reference(int on) { g_flash_reference_only = on; }
-static int flash_mma_applies(int dt, int C, int H, int KVH) {
-    return !g_flash_reference_only && KVH == H && cu_flash_uses_mma(dt, C / H);
-}
+static int flash_mma_applies(int dt, int C, int H) { return !g_flash_reference_only && cu_flash_uses_mma(dt, C / H); }
 
 extern "C" void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H, int KVH) {
     if (B <= 0 || T <= 0) return;
-    if (flash_mma_applies(dt, C, H, KVH)) {
-        if (dt == DTYPE_BF16) flash_mma_forward_hs((bf16 *)out, lse, (const bf16 *)qkv, B, T, C, H);
-        else flash_mma_forward_hs((fp16 *)out, lse, (const fp16 *)qkv, B, T, C, H);
+    if (flash_mma_applies(dt, C, H)) {
+        if (dt == DTYPE_BF16) flash_mma_forward_hs((bf16 *)out, lse, (const bf16 *)qkv, B, T, C, H, KVH);
+        else flash_mma_forward_hs((fp16 *)out, lse, (const fp16 *)qkv, B, T, C, H, KVH);
         return;
     }
     AttnShape g = shape(C, H, KVH);
@@ -451,15 +448,15 @@ extern "C" void cu_flash_forward(int dt, void *out, float *lse, const void *qkv,
 extern "C" void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out,
                                   const float *lse, float *D, int B, int T, int C, int H, int KVH) {
     if (B <= 0 || T <= 0) return;
-    if (flash_mma_applies(dt, C, H, KVH)) {  // D = rowsum(dout * out) first, as the reference does
+    if (flash_mma_applies(dt, C, H)) {  // D = rowsum(dout * out) first, as the reference does
         if (dt == DTYPE_BF16) {
             flash_D_kernel<<<blocks_for((size_t)B * H * T, 256), 256>>>(D, (const bf16 *)dout, (const bf16 *)out, B, T, C, H);
             launch_check("flash_D_kernel");
-            flash_mma_backward_hs((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, lse, D, B, T, C, H);
+            flash_mma_backward_hs((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, lse, D, B, T, C, H, KVH);
         } else {
             flash_D_kernel<<<blocks_for((size_t)B * H * T, 256), 256>>>(D, (const fp16 *)dout, (const fp16 *)out, B, T, C, H);
             launch_check("flash_D_kernel");
-            flash_mma_backward_hs((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, lse, D, B, T, C, H);
+            flash_mma_backward_hs((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, lse, D, B, T, C, H, KVH);
         }
         return;
     }

@@ -1,13 +1,14 @@
 // cuda/encoder.cu — token + position embedding, forward and backward.
 #include "common.cuh"
 
-// out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]. One thread per output element.
+// out[B,T,C] = wte[inp[b,t], :] + wpe[t, :] (Llama: wpe NULL, wte's rows alone). One thread per output element.
 template <typename T>
 __global__ void encoder_forward_kernel(T *out, const int *inp, const T *wte, const T *wpe, int BT, int Tn, int C) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)BT * C) return;
     int bt = (int)(i / C), c = (int)(i % C);
-    out[i] = st<T>(ld(wte[(size_t)inp[bt] * C + c]) + ld(wpe[(size_t)(bt % Tn) * C + c]));
+    if (wpe) out[i] = st<T>(ld(wte[(size_t)inp[bt] * C + c]) + ld(wpe[(size_t)(bt % Tn) * C + c]));
+    else out[i] = wte[(size_t)inp[bt] * C + c];
 }
 
 // dwpe[t, c] += sum over b of dout[b, t, c]: one thread per (t, c), b in order.
@@ -47,8 +48,10 @@ static void encoder_forward_t(T *out, const int *inp, const T *wte, const T *wpe
 template <typename T>
 static void encoder_backward_t(T *dwte, T *dwpe, const T *dout, const int *pos, const int *start, const int *tok,
                                int nbuckets, int B, int Tn, int C) {
-    encoder_backward_wpe_kernel<<<blocks_for((size_t)Tn * C, 256), 256>>>(dwpe, dout, B, Tn, C);
-    launch_check("encoder_backward_wpe_kernel");
+    if (dwpe) {  // (Llama: no position table)
+        encoder_backward_wpe_kernel<<<blocks_for((size_t)Tn * C, 256), 256>>>(dwpe, dout, B, Tn, C);
+        launch_check("encoder_backward_wpe_kernel");
+    }
     if (nbuckets == 0) return;
     encoder_backward_wte_kernel<<<nbuckets, 256>>>(dwte, dout, pos, start, tok, C);
     launch_check("encoder_backward_wte_kernel");

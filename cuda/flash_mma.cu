@@ -5,8 +5,9 @@
 // attention.cu picks this path when it applies; tests/test_cuda.c checks it
 // against the CPU and against the reference kernels.
 //
-// Shapes as in attention.cu: qkv[B,T,3C] (q, k, v of head h at channels
-// h*hs, C + h*hs, 2C + h*hs), out[B,T,C], lse[B,H,T] fp32, dqkv[B,T,3C].
+// Shapes as in attention.cu: a row of qkv is W = (H + 2 KVH) hs wide (GPT-2: KVH = H, 3C), query
+// head h at channels h*hs and the key and value head it reads, kh = h / (H / KVH), at (H + kh) hs
+// and (H + KVH + kh) hs; out[B,T,C], lse[B,H,T] fp32, dqkv as qkv.
 //
 // One mma.sync.m16n8k16 multiplies a 16x16 tile A by a 16x8 tile B into a
 // 16x8 fp32 tile C, spread over the 32 threads of a warp. Thread `lane` has
@@ -27,7 +28,8 @@
 //   forward   a block = 64 query rows of one head, 4 warps x 16 rows; K and V
 //             stream through shared memory in tiles of 64 keys
 //   dQ        a block = 64 query rows, 4 warps x 16 rows; recomputes S and dP per key tile
-//   dK, dV    a block = 64 key rows, 4 warps x 16 rows; Q and dO stream in tiles of 32 queries
+//   dK, dV    a block = 64 key rows of a key-value head, 4 warps x 16 rows; Q and dO of each
+//             query head that reads it stream in tiles of 32 queries, one head after the other
 // Computing dQ in its own kernel repeats S and dP (7 tile products instead of
 // FlashAttention-2's 5) but needs no atomic adds, so results stay bit-exact.
 #include "common.cuh"
@@ -124,7 +126,7 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 // Rows r0 .. r0 + n - 1 of one head's q, k, v or dout (`src` points at row 0's
-// first channel; rows are `stride` values apart: 3C in qkv, C in dout) on their
+// first channel; rows are `stride` values apart: W in qkv, C in dout) on their
 // way into the shared tile X, 16 bytes a copy, spread over the block's 128
 // threads; rows at or past Tn become zeros.
 template <typename T, int HS, int N>
@@ -149,19 +151,20 @@ __device__ __forceinline__ void load_rows(T *X, const T *src, size_t stride, int
 // folded in) so exp2f does the exponentials. Blocks start from the last query
 // rows, which see the most keys, so the longest blocks are not left for the end.
 template <typename T, int HS>
-__global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS : 1) flash_mma_forward_kernel(T *out, float *lse, const T *qkv, int Tn, int C, int H) {
+__global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS : 1) flash_mma_forward_kernel(T *out, float *lse, const T *qkv, int Tn, int C, int H, int KVH) {
     constexpr int ROW = HS + MMA_PAD, TILE = MMA_BK * ROW;
     extern __shared__ __align__(16) unsigned char smem[];
     T *stages = (T *)smem;  // stage s: K at stages + 2 s TILE, V after it
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    int bh = blockIdx.y, b = bh / H, h = bh % H;
+    int bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KVH);
     int qblock = (gridDim.x - 1 - blockIdx.x) * MMA_BQ, q0 = qblock + 16 * warp;
-    const T *Q = qkv + (size_t)b * Tn * 3 * C + h * HS, *K = Q + C, *V = Q + 2 * C;
+    const int W = (H + 2 * KVH) * HS;  // a row of qkv
+    const T *Q = qkv + (size_t)b * Tn * W + h * HS, *K = Q + (H + kh - h) * HS, *V = K + KVH * HS;
     const float c2 = MMA_LOG2E / sqrtf((float)HS);
 
     int last_tile = (min(Tn, qblock + MMA_BQ) - 1) / MMA_BK;
-    load_rows<T, HS, MMA_BK>(stages, K, 3 * (size_t)C, 0, Tn);
-    load_rows<T, HS, MMA_BK>(stages + TILE, V, 3 * (size_t)C, 0, Tn);
+    load_rows<T, HS, MMA_BK>(stages, K, W, 0, Tn);
+    load_rows<T, HS, MMA_BK>(stages + TILE, V, W, 0, Tn);
     cp_async_commit();
 
     // this warp's Q rows as A fragments, straight from global memory, once
@@ -171,7 +174,7 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
         #pragma unroll
         for (int i = 0; i < 4; i++) {
             int r = q0 + g + 8 * (i % 2), col = kc * 16 + 2 * t + 8 * (i / 2);
-            qf[kc][i] = r < Tn ? *(const uint32_t *)&Q[(size_t)r * 3 * C + col] : 0u;
+            qf[kc][i] = r < Tn ? *(const uint32_t *)&Q[(size_t)r * W + col] : 0u;
         }
     float o[HS / 8][4];
     #pragma unroll
@@ -183,8 +186,8 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
         const T *ks = stages + (kt % 2) * 2 * TILE, *vs = ks + TILE;
         if (kt < last_tile) {  // the next tile into the other stage (free since the end of the last pass)
             T *next = stages + (kt + 1) % 2 * 2 * TILE;
-            load_rows<T, HS, MMA_BK>(next, K, 3 * (size_t)C, k0 + MMA_BK, Tn);
-            load_rows<T, HS, MMA_BK>(next + TILE, V, 3 * (size_t)C, k0 + MMA_BK, Tn);
+            load_rows<T, HS, MMA_BK>(next, K, W, k0 + MMA_BK, Tn);
+            load_rows<T, HS, MMA_BK>(next + TILE, V, W, k0 + MMA_BK, Tn);
             cp_async_commit();
             cp_async_wait<1>();  // this tile's copies are done, the next one's may still run
         } else {
@@ -308,22 +311,23 @@ __device__ __forceinline__ void rows_to_frags(uint32_t f[HS / 16][4], const T *X
 template <typename T, int HS>
 __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS : 1) flash_mma_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv,
                                                                     const float *lse, const float *D, int Tn, int C,
-                                                                    int H) {
+                                                                    int H, int KVH) {
     constexpr int ROW = HS + MMA_PAD, TILE = MMA_BK * ROW;
     extern __shared__ __align__(16) unsigned char smem[];
     T *qs = (T *)smem, *dos = qs + MMA_BQ * ROW, *stages = dos + MMA_BQ * ROW;  // stage s: K, V at stages + 2 s TILE
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    int bh = blockIdx.y, b = bh / H, h = bh % H;
+    int bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KVH);
     int qblock = (gridDim.x - 1 - blockIdx.x) * MMA_BQ, q0 = qblock + 16 * warp;  // the longest blocks first
-    const T *Q = qkv + (size_t)b * Tn * 3 * C + h * HS, *K = Q + C, *V = Q + 2 * C;
+    const int W = (H + 2 * KVH) * HS;  // a row of qkv
+    const T *Q = qkv + (size_t)b * Tn * W + h * HS, *K = Q + (H + kh - h) * HS, *V = K + KVH * HS;
     const T *dO = dout + (size_t)b * Tn * C + h * HS;
     const float scale = 1.0f / sqrtf((float)HS), c2 = scale * MMA_LOG2E;
 
-    load_rows<T, HS, MMA_BQ>(qs, Q, 3 * (size_t)C, qblock, Tn);
+    load_rows<T, HS, MMA_BQ>(qs, Q, W, qblock, Tn);
     load_rows<T, HS, MMA_BQ>(dos, dO, C, qblock, Tn);
     cp_async_commit();
-    load_rows<T, HS, MMA_BK>(stages, K, 3 * (size_t)C, 0, Tn);
-    load_rows<T, HS, MMA_BK>(stages + TILE, V, 3 * (size_t)C, 0, Tn);
+    load_rows<T, HS, MMA_BK>(stages, K, W, 0, Tn);
+    load_rows<T, HS, MMA_BK>(stages + TILE, V, W, 0, Tn);
     cp_async_commit();
     float lse2[2], Dr[2];  // rows g and g + 8, lse in the log2 domain
     #pragma unroll
@@ -347,8 +351,8 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
         const T *ks = stages + (kt % 2) * 2 * TILE, *vs = ks + TILE;
         if (kt < last_tile) {
             T *next = stages + (kt + 1) % 2 * 2 * TILE;
-            load_rows<T, HS, MMA_BK>(next, K, 3 * (size_t)C, k0 + MMA_BK, Tn);
-            load_rows<T, HS, MMA_BK>(next + TILE, V, 3 * (size_t)C, k0 + MMA_BK, Tn);
+            load_rows<T, HS, MMA_BK>(next, K, W, k0 + MMA_BK, Tn);
+            load_rows<T, HS, MMA_BK>(next + TILE, V, W, k0 + MMA_BK, Tn);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
@@ -385,7 +389,7 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
     for (int i = 0; i < 2; i++) {
         int query = q0 + g + 8 * i;
         if (query >= Tn) continue;
-        T *row = dqkv + ((size_t)b * Tn + query) * 3 * C + h * HS;
+        T *row = dqkv + ((size_t)b * Tn + query) * W + h * HS;
         #pragma unroll
         for (int n = 0; n < HS / 8; n++) *(uint32_t *)&row[n * 8 + 2 * t] = pack2<T>(dq[n][2 * i], dq[n][2 * i + 1]);
     }
@@ -400,26 +404,30 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
 //   S^T = K Q^T, dP^T = V dO^T         (16 x 32 each)
 //   P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D) scale
 //   dV (16 x HS) += P^T dO,  dK (16 x HS) += dS^T Q
-template <typename T, int HS>
+// GROUPED: several query heads read each key-value head (grouped-query attention); false, the
+// kernel GPT-2 runs, compiled without the loop over a group's heads (its registers as before).
+template <typename T, int HS, bool GROUPED>
 __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS : 1) flash_mma_backward_dkv_kernel(T *dqkv, const T *dout, const T *qkv,
                                                                      const float *lse, const float *D, int Tn, int C,
-                                                                     int H) {
+                                                                     int H, int KVH) {
     constexpr int ROW = HS + MMA_PAD, BQ = MMA_BQ_DKV;
     // a stage: Q and dO (BQ rows each), then lse and D (BQ floats each)
     constexpr int STAGE = (2 * BQ * ROW * (int)sizeof(T) + 2 * BQ * (int)sizeof(float)) / (int)sizeof(T);
     extern __shared__ __align__(16) unsigned char smem[];
     T *ks = (T *)smem, *vs = ks + MMA_BK * ROW, *stages = vs + MMA_BK * ROW;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    int bh = blockIdx.y, b = bh / H, h = bh % H;
+    int bk = blockIdx.y, b = bk / KVH, kh = bk % KVH, G = GROUPED ? H / KVH : 1;  // key-value head kh, read by G query heads
     int kblock = blockIdx.x * MMA_BK, k0 = kblock + 16 * warp;  // the first key blocks are the longest
-    const T *Q = qkv + (size_t)b * Tn * 3 * C + h * HS, *K = Q + C, *V = Q + 2 * C;
-    const T *dO = dout + (size_t)b * Tn * C + h * HS;
-    const float *lse_h = lse + (size_t)bh * Tn, *D_h = D + (size_t)bh * Tn;
+    const int W = (H + 2 * KVH) * HS;  // a row of qkv
+    const T *K = qkv + (size_t)b * Tn * W + (H + kh) * HS, *V = K + KVH * HS;
+    int h = kh * G;  // the query head whose queries stream now
+    const T *Q = qkv + (size_t)b * Tn * W + h * HS, *dO = dout + (size_t)b * Tn * C + h * HS;
+    const float *lse_h = lse + ((size_t)b * H + h) * Tn, *D_h = D + ((size_t)b * H + h) * Tn;
     const float scale = 1.0f / sqrtf((float)HS), c2 = scale * MMA_LOG2E;
 
-    // one stage's copies: query rows qt0 .. qt0 + BQ - 1 (past the end: zeros, masked below)
+    // one stage's copies: query rows qt0 .. qt0 + BQ - 1 of head h (past the end: zeros, masked below)
     auto load_stage = [&](T *st, int qt0) {
-        load_rows<T, HS, BQ>(st, Q, 3 * (size_t)C, qt0, Tn);
+        load_rows<T, HS, BQ>(st, Q, W, qt0, Tn);
         load_rows<T, HS, BQ>(st + BQ * ROW, dO, C, qt0, Tn);
         float *ls = (float *)(st + 2 * BQ * ROW);
         for (int r = threadIdx.x; r < BQ; r += MMA_THREADS) {
@@ -429,8 +437,8 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
         }
     };
     int first = kblock / BQ * BQ;  // the first query tile that can see these keys
-    load_rows<T, HS, MMA_BK>(ks, K, 3 * (size_t)C, kblock, Tn);
-    load_rows<T, HS, MMA_BK>(vs, V, 3 * (size_t)C, kblock, Tn);
+    load_rows<T, HS, MMA_BK>(ks, K, W, kblock, Tn);
+    load_rows<T, HS, MMA_BK>(vs, V, W, kblock, Tn);
     cp_async_commit();
     load_stage(stages, first);
     cp_async_commit();
@@ -446,6 +454,10 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
     rows_to_frags<T, HS>(vf, vs, 16 * warp, lane);
 
     for (int qt0 = first, it = 0; qt0 < Tn; qt0 += BQ, it++) {
+        if (GROUPED && qt0 == first && h > kh * G) {  // the next query head's first tile (the stages: all waited for)
+            load_stage(stages, first);
+            cp_async_commit();
+        }
         T *st = stages + (it % 2) * STAGE, *qs = st, *dos = st + BQ * ROW;
         const float *ls = (const float *)(st + 2 * BQ * ROW), *Ds = ls + BQ;
         if (qt0 + BQ < Tn) {
@@ -488,16 +500,21 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
             }
         }
         __syncthreads();
+        if (GROUPED && qt0 + BQ >= Tn && ++h < (kh + 1) * G) {  // this head's last tile: on to the group's next head
+            Q = qkv + (size_t)b * Tn * W + h * HS, dO = dout + (size_t)b * Tn * C + h * HS;
+            lse_h = lse + ((size_t)b * H + h) * Tn, D_h = D + ((size_t)b * H + h) * Tn;
+            qt0 = first - BQ, it = -1;
+        }
     }
     #pragma unroll
     for (int i = 0; i < 2; i++) {
         int key = k0 + g + 8 * i;
         if (key >= Tn) continue;
-        T *row = dqkv + ((size_t)b * Tn + key) * 3 * C + h * HS;
+        T *row = dqkv + ((size_t)b * Tn + key) * W + (H + kh) * HS;
         #pragma unroll
         for (int n = 0; n < HS / 8; n++) {
-            *(uint32_t *)&row[C + n * 8 + 2 * t] = pack2<T>(dk[n][2 * i], dk[n][2 * i + 1]);
-            *(uint32_t *)&row[2 * C + n * 8 + 2 * t] = pack2<T>(dv[n][2 * i], dv[n][2 * i + 1]);
+            *(uint32_t *)&row[n * 8 + 2 * t] = pack2<T>(dk[n][2 * i], dk[n][2 * i + 1]);
+            *(uint32_t *)&row[KVH * HS + n * 8 + 2 * t] = pack2<T>(dv[n][2 * i], dv[n][2 * i + 1]);
         }
     }
 }
@@ -511,29 +528,40 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
 // (over 48 KiB needs the opt-in attribute, set each time: it is cheap). At head
 // size 128 the backward kernels use all 255 registers and spill 40 (dQ) and 68
 // (dK dV) bytes a thread; their speed there is unmeasured.
-template <typename T, int HS> static void flash_mma_forward_t(T *out, float *lse, const T *qkv, int B, int Tn, int C, int H) {
+template <typename T, int HS>
+static void flash_mma_forward_t(T *out, float *lse, const T *qkv, int B, int Tn, int C, int H, int KVH) {
     size_t smem = 2 * 2 * MMA_BK * (HS + MMA_PAD) * sizeof(T);
     cuda_check(cudaFuncSetAttribute(flash_mma_forward_kernel<T, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                "cudaFuncSetAttribute(flash_mma_forward_kernel)");
-    flash_mma_forward_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BQ), B * H), MMA_THREADS, smem>>>(out, lse, qkv, Tn, C, H);
+    flash_mma_forward_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BQ), B * H), MMA_THREADS, smem>>>(out, lse, qkv, Tn, C, H,
+                                                                                               KVH);
     launch_check("flash_mma_forward_kernel");
 }
 
 template <typename T, int HS>
 static void flash_mma_backward_t(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int B, int Tn,
-                                 int C, int H) {
+                                 int C, int H, int KVH) {
     size_t smem_dq = (2 * MMA_BQ + 2 * 2 * MMA_BK) * (HS + MMA_PAD) * sizeof(T);
     cuda_check(cudaFuncSetAttribute(flash_mma_backward_dq_kernel<T, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_dq), "cudaFuncSetAttribute(flash_mma_backward_dq_kernel)");
     flash_mma_backward_dq_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BQ), B * H), MMA_THREADS, smem_dq>>>(
-        dqkv, dout, qkv, lse, D, Tn, C, H);
+        dqkv, dout, qkv, lse, D, Tn, C, H, KVH);
     launch_check("flash_mma_backward_dq_kernel");
     size_t smem_dkv = 2 * MMA_BK * (HS + MMA_PAD) * sizeof(T) +
                       2 * (2 * MMA_BQ_DKV * (HS + MMA_PAD) * sizeof(T) + 2 * MMA_BQ_DKV * sizeof(float));
-    cuda_check(cudaFuncSetAttribute(flash_mma_backward_dkv_kernel<T, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)smem_dkv), "cudaFuncSetAttribute(flash_mma_backward_dkv_kernel)");
-    flash_mma_backward_dkv_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BK), B * H), MMA_THREADS, smem_dkv>>>(
-        dqkv, dout, qkv, lse, D, Tn, C, H);
+    if (KVH == H) {
+        cuda_check(cudaFuncSetAttribute(flash_mma_backward_dkv_kernel<T, HS, false>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv),
+                   "cudaFuncSetAttribute(flash_mma_backward_dkv_kernel)");
+        flash_mma_backward_dkv_kernel<T, HS, false><<<dim3(blocks_for(Tn, MMA_BK), B * KVH), MMA_THREADS, smem_dkv>>>(
+            dqkv, dout, qkv, lse, D, Tn, C, H, KVH);
+    } else {
+        cuda_check(cudaFuncSetAttribute(flash_mma_backward_dkv_kernel<T, HS, true>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv),
+                   "cudaFuncSetAttribute(flash_mma_backward_dkv_kernel)");
+        flash_mma_backward_dkv_kernel<T, HS, true><<<dim3(blocks_for(Tn, MMA_BK), B * KVH), MMA_THREADS, smem_dkv>>>(
+            dqkv, dout, qkv, lse, D, Tn, C, H, KVH);
+    }
     launch_check("flash_mma_backward_dkv_kernel");
 }
 
@@ -541,13 +569,13 @@ static void flash_mma_backward_t(T *dqkv, const T *dout, const T *qkv, const flo
 extern "C" int cu_flash_uses_mma(int dt, int hs) { return dt != DTYPE_FP32 && (hs == 64 || hs == 128); }
 
 template <typename T>
-static void flash_mma_forward_hs(T *out, float *lse, const T *qkv, int B, int Tn, int C, int H) {
-    if (C / H == 64) flash_mma_forward_t<T, 64>(out, lse, qkv, B, Tn, C, H);
-    else flash_mma_forward_t<T, 128>(out, lse, qkv, B, Tn, C, H);
+static void flash_mma_forward_hs(T *out, float *lse, const T *qkv, int B, int Tn, int C, int H, int KVH) {
+    if (C / H == 64) flash_mma_forward_t<T, 64>(out, lse, qkv, B, Tn, C, H, KVH);
+    else flash_mma_forward_t<T, 128>(out, lse, qkv, B, Tn, C, H, KVH);
 }
 template <typename T>
 static void flash_mma_backward_hs(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int B, int Tn,
-                                  int C, int H) {
-    if (C / H == 64) flash_mma_backward_t<T, 64>(dqkv, dout, qkv, lse, D, B, Tn, C, H);
-    else flash_mma_backward_t<T, 128>(dqkv, dout, qkv, lse, D, B, Tn, C, H);
+                                  int C, int H, int KVH) {
+    if (C / H == 64) flash_mma_backward_t<T, 64>(dqkv, dout, qkv, lse, D, B, Tn, C, H, KVH);
+    else flash_mma_backward_t<T, 128>(dqkv, dout, qkv, lse, D, B, Tn, C, H, KVH);
 }

@@ -694,12 +694,53 @@ sec_offload() {
 
 }
 
+# --- llama: the Llama model on the GPU (RMSNorm, RoPE, grouped-query attention, SwiGLU, an untied head) ---
+# against the CPU's, each flag's equivalence, the ledger, ZeRO-3 on 2 ranks, llm.c's Llama 3 file in and out
+sec_llama() {
+  local LL=(--model llama-small --batch 4 --seq-len 64 --steps 6 --lr 1e-3 --sample-len 0 --eval-every 0 --eval-batches 2)
+  local msg= good=1 f i=0
+  lrun() { local name=$1; shift; $TRAIN "${LL[@]}" --log "$tmp/$name.csv" "$@" >"$tmp/$name.out" 2>&1 || { tail -3 "$tmp/$name.out"; return 1; }; }
+  if lrun lcpu --device cpu && lrun lgpu --device cuda --mem-json "$tmp/lgpu.json" && mem_equal "$tmp/lgpu.json" &&
+     msg=$(close "$tmp/lgpu.csv" "$tmp/lcpu.csv" 1e-4); then ok "GPU llama-small == the CPU's, fp32, the ledger predicted == measured: $msg"
+  else bad "GPU llama-small == the CPU's: ${msg:-a run failed}"; fi
+  if lrun lck --device cuda --ckpt && cmp -s <(losses "$tmp/lgpu.csv") <(losses "$tmp/lck.csv") &&
+     lrun lrc --device cuda --recompute attn,gelu && cmp -s <(losses "$tmp/lgpu.csv") <(losses "$tmp/lrc.csv"); then
+    ok "GPU llama --ckpt and --recompute attn,gelu: bit-identical losses"
+  else bad "GPU llama --ckpt / --recompute"; fi
+  for f in "--dtype bf16" "--dtype bf16 --flash" "--flash" "--fused-ce" "--accum 2 --batch 2" "--kv-heads 1 --ffn 200" "--dtype fp16 --fused-ce"; do
+    i=$((i + 1)); tol=1e-4; case "$f" in *16*) tol=3e-2 ;; esac
+    lrun lf$i --device cuda $f --mem-json "$tmp/lf$i.json" && mem_equal "$tmp/lf$i.json" &&
+      lrun lc$i --device cpu $f && close "$tmp/lf$i.csv" "$tmp/lc$i.csv" $tol >/dev/null || { good=0; echo "  $f differs"; }
+  done
+  if [ $good = 1 ]; then ok "GPU llama == the CPU with bf16, --flash (grouped heads), --fused-ce, --accum, --kv-heads 1, fp16: each ledger equal"
+  else bad "GPU llama with the memory flags"; fi
+  if have_mpi_train && timeout 120 mpirun --oversubscribe -np 2 $TRAIN "${LL[@]}" --batch 2 --device cuda --zero 3 \
+       --log "$tmp/lz.csv" >"$tmp/lz.out" 2>&1 && msg=$(close "$tmp/lz.csv" "$tmp/lgpu.csv" 1e-4); then
+    ok "GPU llama ZeRO-3 on 2 ranks == one rank: $msg"
+  elif have_mpi_train; then bad "GPU llama ZeRO-3 on 2 ranks: ${msg:-$(tail -2 "$tmp/lz.out")}"; fi
+  # an untied head from llm.c's Llama 3 file (vocabulary 40: a shard of tokens below it), --export read back
+  python3 -c 'import array, random, struct, sys; random.seed(3); t = [random.randrange(40) for _ in range(4000)]
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(t), *[0] * 253) + array.array("H", t).tobytes())' "$tmp/v40.bin"
+  local UT=(--init tests/fixtures/llmc_llama_untied.bin --data "$tmp/v40.bin" --seq-len 12 --batch 4 --steps 4 --lr 1e-3
+            --sample-len 0 --eval-batches 2)
+  if $TRAIN "${UT[@]}" --device cpu --log "$tmp/ucpu.csv" >"$tmp/ucpu.out" 2>&1 &&
+     $TRAIN "${UT[@]}" --device cuda --log "$tmp/ugpu.csv" --export "$tmp/ugpu.bin" >"$tmp/ugpu.out" 2>&1 &&
+     msg=$(close "$tmp/ugpu.csv" "$tmp/ucpu.csv" 1e-4) &&
+     $TRAIN --init "$tmp/ugpu.bin" --data "$tmp/v40.bin" --seq-len 12 --batch 4 --eval-batches 2 --eval-only >"$tmp/uev.out" 2>&1 &&
+     [ "$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$tmp/ugpu.out")" = "$(awk '$1 == "fp32" && $2 == 32 {printf "%.4f", $5}' "$tmp/uev.out")" ]; then
+    ok "GPU llama from llm.c's Llama 3 file (untied head, scaled RoPE) == the CPU's: $msg; its --export read back to its val loss"
+  else bad "GPU llama from llm.c's file: ${msg:-$(tail -2 "$tmp/ugpu.out")}"; fi
+  if $TRAIN "${LL[@]}" --device cuda --steps 2 --sample-len 40 --prompt "ROMEO:" >"$tmp/ls.out" 2>&1 && grep -q 'KV cache' "$tmp/ls.out"; then
+    ok "GPU llama samples through the KV cache (the key-value heads' width)"
+  else bad "GPU llama sampling: $(tail -2 "$tmp/ls.out")"; fi
+}
+
 # --- the order: on a GPU the kernels first (no GPU: nothing else can run); quick, the newest first ---
 if [ "$QUICK" = 1 ]; then
   left_out "the kernel tests and compute-sanitizer (scripts/gpu_check.sh runs them as phases of their own)"
-  ORDER="offload groups zero track flags tensorcores ledger timing ckpts sample tokens errors fit"
+  ORDER="llama offload groups zero track flags tensorcores ledger timing ckpts sample tokens errors fit"
 else
-  ORDER="kernels track flags tensorcores ledger timing ckpts sample tokens sanitize zero groups nccl plants errors fit offload"
+  ORDER="kernels track flags tensorcores ledger timing ckpts sample tokens sanitize zero groups nccl plants errors fit offload llama"
 fi
 ORDER=${RUN_CUDA_ORDER:-$ORDER}
 for section in $ORDER; do

@@ -180,13 +180,15 @@ int main(int argc, char **argv) {
         test_attention(dt, 2, 200, 2, 2, 64);  // GPT-2's head size; several flash query blocks; naive rows > 128
         test_attention(dt, 1, 70, 1, 1, 128);  // the largest head size --flash takes
         test_attention(dt, 2, 37, 4, 2, 24);   // grouped-query: 2 query heads a key-value head
-        test_attention(dt, 1, 70, 4, 1, 64);   // one key-value head for all 4 (flash: the reference kernels)
+        test_attention(dt, 1, 70, 4, 1, 64);   // one key-value head for all 4 (16-bit flash: the tensor cores)
         test_attention_cached(dt, 150, 3, 3, 24, 37);  // odd sizes; rows past the kernel's 128 threads
         test_attention_cached(dt, 64, 2, 2, 64, 1);    // GPT-2's head size, from one token
         test_attention_cached(dt, 50, 4, 2, 24, 7);    // grouped-query: the cache holds the 2 key-value heads
         if (cu_flash_uses_mma(dt, 64)) {    // 16-bit: the tensor-core kernels against the reference
-            test_flash_mma_vs_reference(dt, 2, 300, 3, 64);
-            test_flash_mma_vs_reference(dt, 1, 129, 2, 128);
+            test_flash_mma_vs_reference(dt, 2, 300, 3, 3, 64);
+            test_flash_mma_vs_reference(dt, 1, 129, 2, 2, 128);
+            test_flash_mma_vs_reference(dt, 2, 200, 4, 2, 64);   // grouped: 2 query heads a key-value head
+            test_flash_mma_vs_reference(dt, 1, 129, 4, 1, 128);  // one key-value head for all 4
         }
         test_crossentropy(dt);
         test_fused_ce_ops(dt);

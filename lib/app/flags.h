@@ -427,12 +427,10 @@ GPTConfig resolve_model(Settings *s) {
     return c;
 }
 
-// A Llama model (core/config.h) trains on the CPU, on one rank or with ZeRO,
-// with the memory flags; what is not built for it yet is refused here, by name.
+// A Llama model (core/config.h) trains on both devices, on one rank or with ZeRO,
+// with the memory flags; its shape must allow grouped heads and RoPE's pairs.
 void check_llama(const Settings *s, const GPTConfig *c) {
-    if (s->cuda)
-        usage_error("a Llama model (--model %s) does not run with --device cuda (the GPU has no RMSNorm, RoPE or "
-                    "SwiGLU kernels yet); drop it", s->init ? "from --init" : s->model);
+    (void)s;
     if (c->heads % cfg_kv_heads(c) || (c->channels / c->heads) % 2)
         usage_error("a Llama model needs heads a multiple of its key-value heads and an even head size (got H %d, "
                     "KVH %d, head size %d)", c->heads, cfg_kv_heads(c), c->channels / c->heads);
@@ -480,6 +478,9 @@ void resolve_settings(Settings *s) {
         usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
                     "bytes: --device cuda --dry-run shows its stack)", GPU_ACT_ALIGN);
     if (is_llama(&c)) check_llama(s, &c);
+    if (s->data_format == DATA_TEXT && c.vocab < 256 && !s->dry_run && !s->fit)
+        usage_error("the model's vocabulary is %d tokens and --data '%s' is text, whose tokens are its bytes (0 to 255): "
+                    "give token files of this model's tokenizer (--data, --val-data: llm.c's .bin)", c.vocab, s->data);
     s->cfg = c;
     long long corpus = s->data_format == DATA_TEXT ? file_size(s->data) : 0;
     s->corpus_bytes = data_held_bytes(s->data_format, s->token_width, corpus > 0 ? corpus : 0, s->seq_len);

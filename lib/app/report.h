@@ -23,6 +23,8 @@
 #include "memory/timeline.h"
 #include "parallel/comm.h"
 
+void print_flash_note(const GPTConfig *c, const Settings *s);
+
 // One line saying what will run; a dry run leaves out steps and threads.
 void print_config_line(const GPTConfig *c, const Settings *s) {
     const GPTConfig *p = NULL;  // the preset: a shape that differs from it is "custom"
@@ -74,7 +76,12 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
 #endif
     }
     printf("\n");
-    // --flash on the GPU: the tensor-core kernels take 16-bit runs with head size 64 or 128
+    print_flash_note(c, s);
+}
+
+// --flash on the GPU: the tensor-core kernels take 16-bit runs with head size 64 or 128; otherwise the
+// reference kernels run, and the run says so.
+void print_flash_note(const GPTConfig *c, const Settings *s) {
     if (s->cuda && s->flash && !s->dry_run && !cu_flash_uses_mma(s->dtype, c->channels / c->heads))
         printf("note: --flash runs on the reference kernels (CUDA cores, slow) for %s with head size %d; the "
                "tensor-core kernels take --dtype bf16 or fp16 with head size 64 or 128\n", dtype_name[s->dtype],

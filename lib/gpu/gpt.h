@@ -41,9 +41,10 @@ typedef struct {
 } GpuActs;
 
 // The weights that are not in a layer (or their gradients), in the dtype:
-// the embeddings and the final layernorm.
+// the embeddings, the final norm and the LM head (wte, or an untied head's
+// table); Llama has no wpe and no lnfb (NULL).
 typedef struct {
-    void *wte, *wpe, *lnfw, *lnfb;
+    void *wte, *wpe, *lnfw, *lnfb, *lm_head;
 } GpuGlobals;
 
 typedef struct {
@@ -79,8 +80,10 @@ typedef struct {
     // starts at position pos0 (NULL and 0 otherwise: a forward over positions 0 .. T-1)
     struct GpuKVCache *kv;
     int pos0;
-    // backward buffers, reused by every layer (ledger: scratch), in the dtype
-    void *dres, *dln, *dqkv, *datty, *dfch;
+    // backward buffers, reused by every layer (ledger: scratch), in the dtype: dqkv (N, (H + 2 KVH) hs),
+    // dfch the MLP's hidden (N,4C) (Llama: (N,2F), before SwiGLU), dact the activation's output's
+    // gradient: dfch itself for GPT-2 (GELU's backward works in place), Llama's (N,F) of its own
+    void *dres, *dln, *dqkv, *datty, *dfch, *dact;
     float *losses;           // (N) per-row losses
     void *head_tile;         // --fused-ce: head_rows x vocab_chunk logits (and room for one row of Vp: sampling)
     float *head_stats;       // --fused-ce: (2,N) each row's running sum of exp and its target's logit
@@ -152,9 +155,10 @@ int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
     BUF(staging.host, LOC_PINNED, MEM_COMM, "staging (pinned host)", sh->nranks > 1 || sh->groups > 1 ? GPU_STAGING : 0);
     BUF(dres, LOC_DEVICE, MEM_SCRATCH, "dres", N * C * e);
     BUF(dln, LOC_DEVICE, MEM_SCRATCH, "dln", N * C * e);
-    BUF(dqkv, LOC_DEVICE, MEM_SCRATCH, "dqkv", N * 3 * C * e);
+    BUF(dqkv, LOC_DEVICE, MEM_SCRATCH, "dqkv", N * qkv_width(c) * e);
     BUF(datty, LOC_DEVICE, MEM_SCRATCH, "datty", N * C * e);
-    BUF(dfch, LOC_DEVICE, MEM_SCRATCH, "dfch", N * 4 * C * e);
+    BUF(dfch, LOC_DEVICE, MEM_SCRATCH, "dfch", N * op_outputs(c, OP_FC) * e);
+    BUF(dact, LOC_DEVICE, MEM_SCRATCH, "dact", is_llama(c) ? N * cfg_ffn(c) * e : 0);
     BUF(losses, LOC_DEVICE, MEM_SCRATCH, "losses", N * 4);
     BUF(head_tile, LOC_DEVICE, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? head_tile_elems(&m->plan, c) * e : 0);
     BUF(head_stats, LOC_DEVICE, MEM_SCRATCH, "head row stats", m->plan.tiled_head ? 2 * N * 4 : 0);
@@ -234,6 +238,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));
+    if (!m->dact) m->dact = m->dfch;  // GPT-2: GELU's backward in place
 }
 
 void gpu_gpt_zero_grad(GpuGPT *m) { gpu_zero(m->grads, shard_grads_len(&m->shard) * m->elem_bytes); }

@@ -1,6 +1,6 @@
 // gpu/head.h — the two ends of the model on the GPU: cpu/head.h's room with
-// the cu_ ops. The embedding lookup, the final layernorm, the LM head (tied
-// to wte) and the loss, the way the plan says:
+// the cu_ ops. The embedding lookup, the final norm, the LM head (wte, or an
+// untied head) and the loss, the way the plan says:
 //   the whole table at once: the logits (N,Vp) kept on the stack, their loss
 //     and gradient by the fused softmax + cross-entropy kernels;
 //   --fused-ce: the vocabulary a chunk of the table at a time, the rows a tile
@@ -46,6 +46,20 @@ int bucket_tokens(const int *inp, int N, int Vp, int *out, int *count) {
     return u;
 }
 
+// Either norm, as the model's config says (cpu/ops.h norm_forward_as): layernorm (out, mean, rstd;
+// weight w and bias b) or, with rms, RMSNorm (Llama's: out and rstd, w alone; mean and b unused).
+// The backward likewise.
+void cu_norm_forward_as(int rms, int dt, void *out, float *mean, float *rstd, const void *x, const void *w,
+                        const void *b, int N, int C) {
+    if (rms) cu_rmsnorm_forward(dt, out, rstd, x, w, N, C);
+    else cu_layernorm_forward(dt, out, mean, rstd, x, w, b, N, C);
+}
+void cu_norm_backward_as(int rms, int dt, void *dinp, void *dw, void *db, const void *dout, const void *x,
+                         const void *w, const float *mean, const float *rstd, int N, int C) {
+    if (rms) cu_rmsnorm_backward(dt, dinp, dw, dout, x, w, rstd, N, C);
+    else cu_layernorm_backward(dt, dinp, dw, db, dout, x, w, mean, rstd, N, C);
+}
+
 // Upload a token batch; with targets (training), also its token buckets. The
 // copies queue behind the work already there (the last micro-batch's backward
 // still reads the device buffers they overwrite), from page-locked memory, so
@@ -81,15 +95,15 @@ void gpu_forward_start(GpuGPT *m, int B, int T) {
 }
 
 // encoded (N,C) = wte[inp] + wpe[pos0 .. pos0+T) (pos0 0 but in a sample's
-// forward with the KV cache), pushed on the stack.
+// forward with the KV cache; Llama: wte[inp] alone), pushed on the stack.
 void gpu_embed_forward(GpuGPT *m) {
     const GPTConfig *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq, dt = m->dtype;
+    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c), dt = m->dtype;
     ledger_where("embedding", 0);
     m->encoded = arena_push("encoded", (size_t)B * T * C * m->elem_bytes);
     if (!m->plan.tiled_head) {
-        cu_encoder_forward(dt, m->encoded, m->inputs, m->globals.wte, element(m, m->globals.wpe, (size_t)m->pos0 * C),
-                           B, T, C);
+        const void *wpe = m->globals.wpe ? element(m, m->globals.wpe, (size_t)m->pos0 * C) : NULL;
+        cu_encoder_forward(dt, m->encoded, m->inputs, m->globals.wte, wpe, B, T, C);
         return;
     }
     gpu_zero(m->encoded, (size_t)B * T * C * m->elem_bytes);  // a chunk of the table at a time
@@ -104,7 +118,7 @@ void gpu_embed_forward(GpuGPT *m) {
 // gradients (the LM head's, the final layernorm's, these) are complete now.
 void gpu_embed_backward(GpuGPT *m) {
     const GPTConfig *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = Vp + c->max_seq, dt = m->dtype;
+    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c), dt = m->dtype;
     int N = B * T, *pos = m->buckets, *start = pos + N, *tok = start + N + 1;
     ledger_where("embedding backward", 0);
     if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
@@ -121,19 +135,19 @@ void gpu_embed_backward(GpuGPT *m) {
     arena_pop_to(m->arena_mark, "encoded");
 }
 
-// lnf (N,C) = layernorm(x), pushed with its row statistics (fp32).
+// lnf (N,C) = layernorm(x) (Llama: RMSNorm), pushed with its row statistics (fp32).
 void *gpu_final_norm_forward(GpuGPT *m, const void *x) {
-    int N = m->B * m->T, C = m->cfg.channels, dt = m->dtype;
+    int N = m->B * m->T, C = m->cfg.channels, dt = m->dtype, rms = is_llama(&m->cfg);
     ledger_where("final layernorm and LM head", 0);
     m->final_mark = arena_mark();
     m->lnf = gpu_push_saved(m, &final_saved[SV_LNF]);
     m->lnf_mean = gpu_push_saved(m, &final_saved[SV_LNF_MEAN]);
     m->lnf_rstd = gpu_push_saved(m, &final_saved[SV_LNF_RSTD]);
     if (m->plan.tiled_head) {
-        void *p = gpu_fetch_params(m, lnf_piece(&m->cfg));
-        cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, p, element(m, p, C), N, C);
+        void *p = gpu_fetch_params(m, lnf_piece(&m->cfg));  // its weight, then (GPT-2) its bias
+        cu_norm_forward_as(rms, dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, p, element(m, p, C), N, C);
     } else {
-        cu_layernorm_forward(dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, m->globals.lnfw, m->globals.lnfb, N, C);
+        cu_norm_forward_as(rms, dt, m->lnf, m->lnf_mean, m->lnf_rstd, x, m->globals.lnfw, m->globals.lnfb, N, C);
     }
     return m->lnf;
 }
@@ -141,32 +155,32 @@ void *gpu_final_norm_forward(GpuGPT *m, const void *x) {
 // Its backward: d(x) (into dres, zeroed first) from d(lnf) (in dln); then
 // every final tensor leaves the stack.
 void gpu_final_norm_backward(GpuGPT *m) {
-    int N = m->B * m->T, C = m->cfg.channels, dt = m->dtype;
+    int N = m->B * m->T, C = m->cfg.channels, dt = m->dtype, rms = is_llama(&m->cfg);
     const void *x = gpu_block_input(m, m->cfg.layers);
     gpu_zero(m->dres, (size_t)N * C * m->elem_bytes);
     if (m->plan.tiled_head) {
         Piece lnf = lnf_piece(&m->cfg);
         void *p = gpu_fetch_params(m, lnf), *g = gpu_grads_params(m, lnf);
-        cu_layernorm_backward(dt, m->dres, g, element(m, g, C), m->dln, x, p, m->lnf_mean, m->lnf_rstd, N, C);
+        cu_norm_backward_as(rms, dt, m->dres, g, element(m, g, C), m->dln, x, p, m->lnf_mean, m->lnf_rstd, N, C);
         gpu_grads_params_done(m, lnf);
     } else {
-        cu_layernorm_backward(dt, m->dres, m->global_grads.lnfw, m->global_grads.lnfb, m->dln, x, m->globals.lnfw,
-                              m->lnf_mean, m->lnf_rstd, N, C);
+        cu_norm_backward_as(rms, dt, m->dres, m->global_grads.lnfw, m->global_grads.lnfb, m->dln, x, m->globals.lnfw,
+                            m->lnf_mean, m->lnf_rstd, N, C);
     }
     arena_pop_to(m->final_mark, "final");
 }
 
-// logits (N,Vp) = lnf wte^T and, with targets, the mean cross-entropy loss,
+// logits (N,Vp) = lnf head^T (the head: wte, or an untied one) and, with targets, the mean cross-entropy loss,
 // added into the step's numbers on the GPU (cu_loss_add). Without --fused-ce
 // the logits stay on the stack (sampling reads them); with it, each row's
-// log-sum-exp does, the vocabulary a chunk of wte at a time (the outer loop,
+// log-sum-exp does, the vocabulary a chunk of the head at a time (the outer loop,
 // so stage 3 gathers each chunk once), the rows head_rows at a time.
 void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c), R = m->plan.head_rows, dt = m->dtype;
     if (!m->plan.tiled_head) {
         m->logits = gpu_push_saved(m, &final_saved[SV_LOGITS]);
-        cu_matmul_forward(dt, m->logits, lnf, m->globals.wte, NULL, N, C, Vp);
+        cu_matmul_forward(dt, m->logits, lnf, m->globals.lm_head, NULL, N, C, Vp);
         if (!has_targets) return;
         cu_crossentropy_forward(dt, m->losses, m->logits, m->targets, N, c->vocab, Vp);
         cu_loss_add(m->numbers, m->losses, N);  // stays on the GPU: no wait here
@@ -178,7 +192,7 @@ void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
         Rows v = table_rows(&m->plan, Vp, k);
         int v0 = v.lo, nv = v.hi - v.lo;
-        const void *w = gpu_table_chunk_weights(m, Vp, k);  // wte rows [v0, v0 + nv): (nv, C)
+        const void *w = gpu_head_chunk_weights(m, k);  // the head's rows [v0, v0 + nv): (nv, C)
         for (int r0 = 0; r0 < N; r0 += R) {
             int rows = N - r0 < R ? N - r0 : R;
             cu_matmul_forward(dt, m->head_tile, element(m, (void *)lnf, (size_t)r0 * C), w, NULL, rows, C, nv);
@@ -190,7 +204,7 @@ void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
     cu_loss_add(m->numbers, m->losses, N);
 }
 
-// Its backward: d(lnf) into dln, and wte's gradient (without --fused-ce into
+// Its backward: d(lnf) into dln, and the head's gradient (without --fused-ce into
 // the globals' gradients, which the embedding's backward completes; with it a
 // chunk at a time, each handed on as soon as its rows are done: the same
 // tiles again, each turned into dlogits, then d(lnf) += dlogits w and
@@ -203,14 +217,14 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
     if (!m->plan.tiled_head) {
         m->globals = gpu_global_weights(m), m->global_grads = gpu_global_grads(m);
         cu_crossentropy_backward(dt, m->logits, m->losses, m->targets, N, c->vocab, Vp, dloss);  // -> dlogits in place
-        cu_matmul_backward(dt, m->dln, m->global_grads.wte, NULL, m->logits, lnf, m->globals.wte, N, C, Vp);
+        cu_matmul_backward(dt, m->dln, m->global_grads.lm_head, NULL, m->logits, lnf, m->globals.lm_head, N, C, Vp);
         return;
     }
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
         Rows v = table_rows(&m->plan, Vp, k);
         int v0 = v.lo, nv = v.hi - v.lo;
-        const void *w = gpu_table_chunk_weights(m, Vp, k);
-        void *g = gpu_grads_params(m, table_chunk(&m->plan, c, Vp, k));
+        const void *w = gpu_head_chunk_weights(m, k);
+        void *g = gpu_head_chunk_grads(m, k);
         for (int r0 = 0; r0 < N; r0 += R) {
             int rows = N - r0 < R ? N - r0 : R;
             void *x = element(m, lnf, (size_t)r0 * C);
@@ -219,13 +233,13 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
                                           dloss);
             cu_matmul_backward_into(dt, element(m, m->dln, (size_t)r0 * C), g, m->head_tile, x, w, rows, C, nv, k > 0);
         }
-        gpu_table_chunk_grads_done(m, Vp, k);
+        gpu_head_chunk_grads_done(m, k);
     }
 }
 
 // Row i of the last forward's logits, widened to fp32 into host[Vp] (sampling).
-// With --fused-ce there are none: the row is computed now, a chunk of wte at
-// a time, into the tile buffer.
+// With --fused-ce there are none: the row is computed now, a chunk of the head
+// at a time, into the tile buffer.
 void gpu_gpt_logits_row(GpuGPT *m, int i, float *host) {
     int C = m->cfg.channels, Vp = padded_vocab(&m->cfg);
     const void *row = m->plan.tiled_head ? m->head_tile : element(m, m->logits, (size_t)i * Vp);
@@ -234,8 +248,7 @@ void gpu_gpt_logits_row(GpuGPT *m, int i, float *host) {
         for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
             Rows v = table_rows(&m->plan, Vp, k);
             int v0 = v.lo, nv = v.hi - v.lo;
-            cu_matmul_forward(m->dtype, element(m, m->head_tile, v0), x, gpu_table_chunk_weights(m, Vp, k), NULL, 1, C,
-                              nv);
+            cu_matmul_forward(m->dtype, element(m, m->head_tile, v0), x, gpu_head_chunk_weights(m, k), NULL, 1, C, nv);
         }
         row = m->head_tile;
     }

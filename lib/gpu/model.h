@@ -1,5 +1,6 @@
-// gpu/model.h — the GPT-2 model on the GPU (--device cuda): model.h with the
-// cu_ ops of cuda/api.h on device memory. The same steps, the same block,
+// gpu/model.h — the model on the GPU (--device cuda): model.h with the
+// cu_ ops of cuda/api.h on device memory, GPT-2's or Llama's (RMSNorm, RoPE
+// in the qkv step, grouped-query attention, SwiGLU). The same steps, the same block,
 // the same model, the same step plan (core/plan.h: ZeRO's pieces, the drops
 // of --recompute and --ckpt, --fused-ce's tiles); read side by side with
 // model.h, the two differ in the op prefixes, the pointer types and the
@@ -27,19 +28,27 @@
 // the forward; the dropped ones when the backward rebuilds them).
 
 // out, mean, rstd (tensors o, o+1, o+2) = layernorm(x) with op `op`'s weight and bias
+// (Llama: RMSNorm, out and rstd; no mean, no bias)
 void gpu_norm(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *x) {
     if (!(a->pushing & (SV_BIT(o) | SV_BIT(o + 1) | SV_BIT(o + 2)))) return;
     int N = m->B * m->T, C = m->cfg.channels;
     GpuOpParams w = gpu_op_weights(m, l, op);
-    cu_layernorm_forward(m->dtype, a->saved[o], a->saved[o + 1], a->saved[o + 2], x, w.w, w.b, N, C);
+    cu_norm_forward_as(is_llama(&m->cfg), m->dtype, a->saved[o], a->saved[o + 1], a->saved[o + 2], x, w.w, w.b, N, C);
 }
 
-// out (tensor o) = inp W^T + b with op `op`'s weight and bias, plus `residual` if given
+// out (tensor o) = inp W^T + b with op `op`'s weight and bias, plus `residual` if given.
+// Llama's qkv: q and k then rotated by their positions (RoPE), as model.h's linear.
 void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, const void *residual) {
     if (!(a->pushing & SV_BIT(o))) return;
-    int N = m->B * m->T, C = m->cfg.channels;
+    const GPTConfig *c = &m->cfg;
+    int N = m->B * m->T, C = c->channels;
     GpuOpParams w = gpu_op_weights(m, l, op);
-    cu_matmul_forward(m->dtype, a->saved[o], inp, w.w, w.b, N, op_inputs(&m->cfg, op), op_outputs(&m->cfg, op));
+    cu_matmul_forward(m->dtype, a->saved[o], inp, w.w, w.b, N, op_inputs(c, op), op_outputs(c, op));
+    if (op == OP_QKV && is_llama(c)) {
+        Rope r = cfg_rope(c);
+        cu_rope_forward(m->dtype, a->saved[o], N, m->T, m->pos0, (int)qkv_width(c), c->heads + cfg_kv_heads(c),
+                        C / c->heads, r.theta, r.scaled);
+    }
     if (residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)N * C);
 }
 
@@ -57,27 +66,36 @@ void gpu_attend(GpuGPT *m, GpuActs *a, int l) {
     else cu_attention_forward(m->dtype, out, a->att, a->qkv, B, T, C, H, KVH);
 }
 
-// out (tensor o, (N,4C)) = gelu(inp)
+// out (tensor o, (N,4C)) = gelu(inp)   (Llama: (N,F) = swiglu(inp (N,2F)), up times silu(gate))
 void gpu_activate(GpuGPT *m, GpuActs *a, int o, const void *inp) {
     if (!(a->pushing & SV_BIT(o))) return;
-    cu_gelu_forward(m->dtype, a->saved[o], inp, (size_t)m->B * m->T * 4 * m->cfg.channels);
+    int N = m->B * m->T, F = cfg_ffn(&m->cfg);
+    if (is_llama(&m->cfg)) cu_swiglu_forward(m->dtype, a->saved[o], inp, N, F);
+    else cu_gelu_forward(m->dtype, a->saved[o], inp, (size_t)N * F);
 }
 
 // Their backward, each beside the forward above:
-// dinp = dout W (overwrites); dW += dout^T inp, db += column sums of dout
-void gpu_linear_backward(GpuGPT *m, int l, int op, void *dinp, const void *dout, const void *inp) {
+// dinp = dout W (overwrites); dW += dout^T inp, db += column sums of dout.
+// Llama's qkv: dout (dqkv, scratch) is first rotated back in place, RoPE's backward.
+void gpu_linear_backward(GpuGPT *m, int l, int op, void *dinp, void *dout, const void *inp) {
+    const GPTConfig *c = &m->cfg;
     int N = m->B * m->T;
     GpuOpParams w = gpu_op_weights(m, l, op), g = gpu_op_grads(m, l, op);
-    cu_matmul_backward(m->dtype, dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(&m->cfg, op), op_outputs(&m->cfg, op));
+    if (op == OP_QKV && is_llama(c)) {
+        Rope r = cfg_rope(c);
+        cu_rope_backward(m->dtype, dout, N, m->T, m->pos0, (int)qkv_width(c), c->heads + cfg_kv_heads(c),
+                         c->channels / c->heads, r.theta, r.scaled);
+    }
+    cu_matmul_backward(m->dtype, dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     gpu_op_grads_done(m, l, op);
 }
 
-// dinp += d layernorm(inp); dW, db += ...
+// dinp += d layernorm(inp); dW, db += ...   (Llama: RMSNorm's; mean unused)
 void gpu_norm_backward(GpuGPT *m, int l, int op, void *dinp, const void *dout, const void *inp, const float *mean,
                        const float *rstd) {
     int N = m->B * m->T, C = m->cfg.channels;
     GpuOpParams w = gpu_op_weights(m, l, op), g = gpu_op_grads(m, l, op);
-    cu_layernorm_backward(m->dtype, dinp, g.w, g.b, dout, inp, w.w, mean, rstd, N, C);
+    cu_norm_backward_as(is_llama(&m->cfg), m->dtype, dinp, g.w, g.b, dout, inp, w.w, mean, rstd, N, C);
     gpu_op_grads_done(m, l, op);
 }
 
@@ -89,9 +107,11 @@ void gpu_attend_backward(GpuGPT *m, GpuActs *a, void *dqkv, const void *datty) {
     else cu_attention_backward(m->dtype, dqkv, datty, a->qkv, a->att, B, T, C, H, KVH);
 }
 
-// dinp = gelu'(inp) dout (dinp may be dout)
+// dinp = gelu'(inp) dout (GPT-2: dinp may be dout; Llama: swiglu's, dinp (N,2F) apart from dout (N,F))
 void gpu_activate_backward(GpuGPT *m, void *dinp, const void *inp, const void *dout) {
-    cu_gelu_backward(m->dtype, dinp, inp, dout, (size_t)m->B * m->T * 4 * m->cfg.channels);
+    int N = m->B * m->T, F = cfg_ffn(&m->cfg);
+    if (is_llama(&m->cfg)) cu_swiglu_backward(m->dtype, dinp, inp, dout, N, F);
+    else cu_gelu_backward(m->dtype, dinp, inp, dout, (size_t)N * F);
 }
 
 // --- the block ---------------------------------------------------------------------------
@@ -115,8 +135,8 @@ void gpu_block_forward(GpuGPT *m, int l, const void *x, unsigned todo) {
 // Its backward: dres holds d(res3) on entry and d(x) on exit.
 void gpu_block_backward(GpuGPT *m, int l, const void *x) {
     GpuActs *a = &m->acts[l];
-    gpu_linear_backward(m, l, OP_FCPROJ, m->dfch, m->dres, a->fch_gelu);                 // d(fch_gelu)      (N,4C)
-    gpu_activate_backward(m, m->dfch, a->fch, m->dfch);                                  // d(fch)           (N,4C)
+    gpu_linear_backward(m, l, OP_FCPROJ, m->dact, m->dres, a->fch_gelu);                 // d(fch_gelu)      (N,4C)
+    gpu_activate_backward(m, m->dfch, a->fch, m->dact);                                  // d(fch)           (N,4C)
     gpu_linear_backward(m, l, OP_FC, m->dln, m->dfch, a->ln2);                           // d(ln2)           (N,C)
     gpu_norm_backward(m, l, OP_LN2, m->dres, m->dln, a->res2, a->ln2_mean, a->ln2_rstd); // d(res2) += ...   (N,C)
     gpu_linear_backward(m, l, OP_ATTPROJ, m->datty, m->dres, a->atty);                   // d(atty)          (N,C)

@@ -139,13 +139,13 @@ typedef struct {
 
 GpuOpParams gpu_op_weights(GpuGPT *m, int l, int op) {
     void *p = gpu_fetch_params(m, op_piece(&m->cfg, l, op));
-    GpuOpParams w = {p, element(m, p, op_weight_count(&m->cfg, op))};
+    GpuOpParams w = {p, op_has_bias(&m->cfg) ? element(m, p, op_weight_count(&m->cfg, op)) : NULL};  // (Llama: none)
     return w;
 }
 
 GpuOpParams gpu_op_grads(GpuGPT *m, int l, int op) {
     void *p = gpu_grads_params(m, op_piece(&m->cfg, l, op));
-    GpuOpParams g = {p, element(m, p, op_weight_count(&m->cfg, op))};
+    GpuOpParams g = {p, op_has_bias(&m->cfg) ? element(m, p, op_weight_count(&m->cfg, op)) : NULL};
     return g;
 }
 
@@ -153,20 +153,22 @@ void gpu_op_grads_done(GpuGPT *m, int l, int op) { gpu_grads_params_done(m, op_p
 
 // --- the globals: the whole table at once (the LM head without --fused-ce) ------------------
 
-// [wte | wpe] and the final layernorm packed in a buffer (stage 3's gather,
-// stages 2 and 3's bucket), or in the flat layout (the stored arrays).
-GpuGlobals gpu_globals_packed(const GpuGPT *m, void *base) {
-    size_t emb = embedding_param_count(&m->cfg);
-    GpuGlobals g = {base, element(m, base, (size_t)padded_vocab(&m->cfg) * m->cfg.channels), element(m, base, emb),
-                    element(m, base, emb + m->cfg.channels)};
+// [wte | wpe] and the tail (what follows the layers: lnfw lnfb, or Llama's lnfw [lm_head]) packed in a
+// buffer (stage 3's gather, stages 2 and 3's bucket), or in the flat layout (the stored arrays):
+// cpu/weights.h globals_at's places.
+GpuGlobals gpu_globals_at(const GpuGPT *m, void *emb, void *tail) {
+    const GPTConfig *c = &m->cfg;
+    int llama = is_llama(c);
+    GpuGlobals g = {emb, llama ? NULL : element(m, emb, (size_t)padded_vocab(c) * c->channels), tail,
+                    llama ? NULL : element(m, tail, c->channels),
+                    c->untied ? element(m, tail, final_norm_param_count(c)) : emb};
     return g;
 }
-
+GpuGlobals gpu_globals_packed(const GpuGPT *m, void *base) {
+    return gpu_globals_at(m, base, element(m, base, embedding_param_count(&m->cfg)));
+}
 GpuGlobals gpu_globals_flat(const GpuGPT *m, void *base) {  // (an array holding every parameter)
-    size_t lnf = layer_offset(&m->cfg, m->cfg.layers);
-    GpuGlobals g = {base, element(m, base, (size_t)padded_vocab(&m->cfg) * m->cfg.channels), element(m, base, lnf),
-                    element(m, base, lnf + m->cfg.channels)};
-    return g;
+    return gpu_globals_at(m, base, element(m, base, layer_offset(&m->cfg, m->cfg.layers)));
 }
 
 // The globals' weights (stage 3: gathered now).
@@ -176,7 +178,7 @@ GpuGlobals gpu_global_weights(GpuGPT *m) {
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
     if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", m->plan.table * m->elem_bytes);
     gpu_gather_weights(m, m->gather_global, 0, emb);
-    gpu_gather_weights(m, element(m, m->gather_global, emb), lnf, lnf + 2 * c->channels);
+    gpu_gather_weights(m, element(m, m->gather_global, emb), lnf, lnf + tail_param_count(c));
     return gpu_globals_packed(m, m->gather_global);
 }
 
@@ -194,7 +196,7 @@ void gpu_global_grads_done(GpuGPT *m) {
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
     if (g_ledger.trace) printf("  reduce-scatter embeddings and final layernorm: %zu B\n", m->plan.table * m->elem_bytes);
     gpu_reduce_scatter_grads(m, m->grad_global, 0, emb);
-    gpu_reduce_scatter_grads(m, element(m, m->grad_global, emb), lnf, lnf + 2 * c->channels);
+    gpu_reduce_scatter_grads(m, element(m, m->grad_global, emb), lnf, lnf + tail_param_count(c));
 }
 
 // --- --fused-ce: the table a chunk of rows at a time ------------------------------------
@@ -207,5 +209,11 @@ void *gpu_table_chunk_weights(GpuGPT *m, int rows, int k) {
 void gpu_table_chunk_grads_done(GpuGPT *m, int rows, int k) {
     gpu_grads_params_done(m, table_chunk(&m->plan, &m->cfg, rows, k));
 }
+
+// The LM head's chunk k (core/plan.h head_chunk: wte's, or an untied head's): its weights, its
+// gradients, and the end of its backward.
+void *gpu_head_chunk_weights(GpuGPT *m, int k) { return gpu_fetch_params(m, head_chunk(&m->plan, &m->cfg, k)); }
+void *gpu_head_chunk_grads(GpuGPT *m, int k) { return gpu_grads_params(m, head_chunk(&m->plan, &m->cfg, k)); }
+void gpu_head_chunk_grads_done(GpuGPT *m, int k) { gpu_grads_params_done(m, head_chunk(&m->plan, &m->cfg, k)); }
 
 #endif

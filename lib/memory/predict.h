@@ -423,7 +423,8 @@ ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
 }
 
 // The GPU's scratch row: no fp32 working copies (the GPU computes on the 16-bit tensors);
-//   backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype,
+//   backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype (Llama: dqkv N (H + 2 KVH) hs,
+//     dfch 2N*F and dact N*F: N (3C + (H + 2 KVH) hs + 3F)),
 //   per-row losses 4N, the norm's GPU_NORM_BLOCKS partial sums (doubles),
 //   the step's GPU_STEP_NUMBERS numbers (doubles: loss, sum of squares, scale),
 //   cuBLASLt's 32 MiB workspace, the column sums' partials GPU_COLSUM_CHUNKS x 4C floats, and with
@@ -432,7 +433,9 @@ ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
 //     target logit, 2 * 4N
 size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
     size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, e = dtype_size(s->dtype);
-    return 10 * N * C * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
+    size_t F = cfg_ffn(&s->cfg), W = (H + 2 * (size_t)cfg_kv_heads(&s->cfg)) * (C / H);
+    size_t backward = is_llama(&s->cfg) ? N * (3 * C + W + 3 * F) : 10 * N * C;
+    return backward * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
            4 * GPU_COLSUM_CHUNKS * 4 * C + (s->flash ? 4 * B * H * T : 0) +
            (p->tiled_head ? e * predict_head_tile((size_t)p->head_rows, padded_vocab(&s->cfg)) + 2 * 4 * N : 0);
 }

@@ -4,14 +4,14 @@
 #define GPTMEM_TEST_CUDA_ATTENTION_H
 
 // Naive and flash attention, forward and backward, on one shape: H query heads over KVH key-value
-// heads (KVH = H: GPT-2's; fewer: Llama's grouped-query attention, whose flash runs the reference).
+// heads (KVH = H: GPT-2's; fewer: Llama's grouped-query attention).
 void test_attention(int dt, int B, int T, int H, int KVH, int hs) {
     Heads g = {H, KVH, hs};
     int C = H * hs, N = B * T;
     size_t W = heads_row(g);
     char shape[80];
     snprintf(shape, sizeof shape, "B%d T%d H%d KVH%d hs%d%s", B, T, H, KVH, hs,
-             KVH == H && cu_flash_uses_mma(dt, hs) ? " (flash: mma)" : "");
+             cu_flash_uses_mma(dt, hs) ? " (flash: mma)" : "");
     float *qkv = randv((size_t)N * W, 1, dt), *out = fvec((size_t)N * C), *att = fvec((size_t)B * H * T * T);
     attention_forward_heads(out, att, qkv, B, T, g);
     void *d_qkv = up(qkv, (size_t)N * W, dt), *d_out = poisoned((size_t)N * C, dt),
@@ -77,29 +77,30 @@ void test_attention_cached(int dt, int T, int H, int KVH, int hs, int prefill) {
 }
 
 // The tensor-core flash kernels against the reference kernels (attention.cu),
-// on the same inputs, at shapes with partial tiles: out, lse and dqkv.
-void test_flash_mma_vs_reference(int dt, int B, int T, int H, int hs) {
+// on the same inputs, at shapes with partial tiles: out, lse and dqkv (KVH < H: grouped heads).
+void test_flash_mma_vs_reference(int dt, int B, int T, int H, int KVH, int hs) {
     int C = H * hs, N = B * T;
+    size_t W = (size_t)(H + 2 * KVH) * hs;
     char shape[64];
-    snprintf(shape, sizeof shape, "B%d T%d H%d hs%d", B, T, H, hs);
-    float *qkv = randv((size_t)N * 3 * C, 1, dt), *dout = randv((size_t)N * C, 1, dt);
-    void *d_qkv = up(qkv, (size_t)N * 3 * C, dt), *d_dout = up(dout, (size_t)N * C, dt);
+    snprintf(shape, sizeof shape, "B%d T%d H%d KVH%d hs%d", B, T, H, KVH, hs);
+    float *qkv = randv((size_t)N * W, 1, dt), *dout = randv((size_t)N * C, 1, dt);
+    void *d_qkv = up(qkv, (size_t)N * W, dt), *d_dout = up(dout, (size_t)N * C, dt);
     float *D = gpu_malloc(sizeof(float) * B * H * T, "D");
     void *out[2], *lse[2], *dqkv[2];
     for (int ref = 0; ref < 2; ref++) {  // 0: tensor cores, 1: the reference
         out[ref] = poisoned((size_t)N * C, dt);
         lse[ref] = poisoned((size_t)B * H * T, DT_FP32);
-        dqkv[ref] = poisoned((size_t)N * 3 * C, dt);
+        dqkv[ref] = poisoned((size_t)N * W, dt);
         cu_flash_force_reference(ref);
-        cu_flash_forward(dt, out[ref], lse[ref], d_qkv, B, T, C, H, H);
-        cu_flash_backward(dt, dqkv[ref], d_dout, d_qkv, out[ref], lse[ref], D, B, T, C, H, H);
+        cu_flash_forward(dt, out[ref], lse[ref], d_qkv, B, T, C, H, KVH);
+        cu_flash_backward(dt, dqkv[ref], d_dout, d_qkv, out[ref], lse[ref], D, B, T, C, H, KVH);
     }
     cu_flash_force_reference(0);
     float *want_out = down(out[1], (size_t)N * C, dt), *want_lse = down(lse[1], (size_t)B * H * T, DT_FP32),
-          *want_dqkv = down(dqkv[1], (size_t)N * 3 * C, dt);
+          *want_dqkv = down(dqkv[1], (size_t)N * W, dt);
     expect(label("flash mma vs reference: out", shape), dt, out[0], want_out, (size_t)N * C);
     expect_stored(label("flash mma vs reference: lse (fp32)", shape), dt, DT_FP32, lse[0], want_lse, (size_t)B * H * T);
-    expect(label("flash mma vs reference: dqkv", shape), dt, dqkv[0], want_dqkv, (size_t)N * 3 * C);
+    expect(label("flash mma vs reference: dqkv", shape), dt, dqkv[0], want_dqkv, (size_t)N * W);
     for (int ref = 0; ref < 2; ref++) { gpu_free(out[ref]); gpu_free(lse[ref]); gpu_free(dqkv[ref]); }
     gpu_free(d_qkv); gpu_free(d_dout); gpu_free(D);
     free(qkv); free(dout); free(want_out); free(want_lse); free(want_dqkv);

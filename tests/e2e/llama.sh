@@ -3,7 +3,7 @@
 # SwiGLU) through the program: the loss falls and the sample is text; the ledger predicted == measured
 # across the memory flags and ZeRO, and on every push and pop (--mem-timeline); --fused-ce, --ckpt and --accum
 # hold their equivalences; resume is bit for bit; llm.c's Llama 3 model files in and out;
-# what is not built for it yet is refused by name. tests/test_cpu checks its math (finite differences
+# a shape that cannot be a Llama is refused. tests/test_cpu checks its math (finite differences
 # of the whole model, the KV cache against the full forward, --ckpt, --flash, --accum).
 set -u
 cd "$(dirname "$0")/../.."
@@ -134,12 +134,19 @@ if have_mpi; then
      cmp -s "$tmp/l.bin" "$tmp/l3.bin"; then ok "llama --export from 2 ZeRO-3 ranks (--lr 1e-30): the same bytes as the file read"
   else bad "llama --export from ZeRO-3 ranks: $(tail -2 "$tmp/ez")"; fi
 else skip "llama --export from ZeRO ranks: no mpirun/mpicc"; fi
-# llm.c's own writer's file (tests/fixtures: Python, as train_llama3.py; use_scaled_rope 1): read with a note
-if ./train --init tests/fixtures/llmc_llama_untied.bin --eval-only --seq-len 12 --batch 2 --eval-batches 1 \
-     --sample-len 0 >"$tmp/fx" 2>&1 && grep -q 'note: .*SwiGLU width 24 comes from the file' "$tmp/fx" &&
+# llm.c's own writer's file (tests/fixtures: Python, as train_llama3.py; use_scaled_rope 1; a vocabulary of 40,
+# so its data is an llm.c token shard of tokens below 40, not the text's bytes): read with a note
+python3 -c '
+import array, random, struct, sys
+random.seed(3); toks = [random.randrange(40) for _ in range(2000)]
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(toks), *[0] * 253) + array.array("H", toks).tobytes())
+' "$tmp/v40.bin"
+if ./train --init tests/fixtures/llmc_llama_untied.bin --data "$tmp/v40.bin" --eval-only --seq-len 12 --batch 2 \
+     --eval-batches 1 --sample-len 0 >"$tmp/fx" 2>&1 && grep -q 'note: .*SwiGLU width 24 comes from the file' "$tmp/fx" &&
    grep -q 'F24, untied head, scaled RoPE' "$tmp/fx"; then
   ok "--init reads llm.c's Llama 3 file written apart: F from its size (noted), Llama 3.1's scaled RoPE"
 else bad "--init of llm.c's Llama 3 file: $(tail -2 "$tmp/fx")"; fi
+expect 2 "vocabulary is 40 tokens and --data .* is text" --init tests/fixtures/llmc_llama_untied.bin --eval-only
 head -c 5000 "$tmp/l.bin" >"$tmp/short.bin"
 expect 1 "no SwiGLU width makes a Llama .* it is truncated" --init "$tmp/short.bin" --eval-only
 expect 2 "drop --model, --layers" --model llama3.2-1b --init "$tmp/l.bin" --eval-only
@@ -147,8 +154,7 @@ python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack("<256i
   32, 0, 1, 3, 1, *[0] * 243) + bytes(4096))' "$tmp/cform.bin"  # train_llama3.cu's header: [11] is 3, floats after it
 expect 1 "the 2048-byte header llm.c's train_llama3.cu writes" --init "$tmp/cform.bin" --eval-only
 
-# not built for Llama yet: refused by name, exit 2
-expect 2 "does not run with --device cuda" "${LLAMA[@]}" --steps 1 --device cuda
+# its shape must allow grouped heads and RoPE's pairs
 expect 2 "an even head size" "${LLAMA[@]}" --steps 1 --channels 96 --heads 32
 expect 2 "multiple of its key-value heads" "${LLAMA[@]}" --steps 1 --heads 3 --channels 96
 

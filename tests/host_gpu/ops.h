@@ -90,7 +90,7 @@ void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const
     dwte = DEV(dwte), dwpe = DEV(dwpe), dout = DEV(dout), pos = DEV(pos), start = DEV(start), tok = DEV(tok);
     size_t e = dtype_size(dt);
     float *fd = widen(dt, dout, (size_t)B * T * C), *fpe = widen(dt, dwpe, (size_t)T * C);
-    for (int i = 0; i < B * T; i++)
+    for (int i = 0; i < B * T && fpe; i++)  // (Llama: no position table)
         for (int c = 0; c < C; c++) fpe[(size_t)(i % T) * C + c] += fd[(size_t)i * C + c];
     narrow(dt, dwpe, fpe, (size_t)T * C);
     for (int u = 0; u < nbuckets; u++) {

@@ -80,10 +80,11 @@ if [ -x tests/train_host ]; then
   else bad "no local rank from the launcher: exit $rc: $(grep -E 'note|rank [0-9]:|error' "$tmp/gn" | head -3)"; fi
 else skip "a GPU a rank: no tests/train_host"; fi
 
-# --hosts: the machines go to mpirun (here this one, by name); its slots are --ranks' default
-if timeout 120 ./train "${M[@]}" --batch 2 --steps 2 --zero 1 --hosts localhost:2 >"$tmp/h" 2>&1 &&
+# --hosts: the machines go to mpirun (here this one, by name); its slots are --ranks' default (doc/machines.md's
+# command, with this machine's name and a small model)
+if timeout 120 ./train "${M[@]}" --batch 2 --steps 2 --hosts localhost:2 --zero 2 --shard-group node >"$tmp/h" 2>&1 &&
    grep -q '^starting 2 ranks: mpirun -np 2 .*--host localhost:2 ' "$tmp/h" && grep -q '^2 ranks on 1 machine' "$tmp/h"; then
-  ok "--hosts localhost:2: 2 ranks through mpirun --host"
+  ok "--hosts localhost:2 --zero 2 --shard-group node: 2 ranks through mpirun --host, the machine's 2 one group"
 else bad "--hosts localhost:2: $(tail -2 "$tmp/h")"; fi
 ./train --model gpt2 --batch 1 --dtype bf16 --zero 3 --hosts a:4,b:4 --shard-group node --dry-run >"$tmp/hd" 2>&1
 if grep -q 'zero 3 on 8 ranks in groups of 4' "$tmp/hd" && grep -q 'inside the group: the stage' "$tmp/hd"; then

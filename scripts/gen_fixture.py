@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # (appended: scripts/tokenize.py must not hide tokenize)
-from torch_reference import write_fixture  # noqa: E402
+from torch_reference import leaves, write_fixture  # noqa: E402
 
 L, C, H, V, MAXT = 2, 16, 2, 40, 12
 B, T = 2, 9
@@ -52,16 +52,10 @@ for l in range(L):
         (f"h{l}.fcprojw", normal(C, 4 * C), True), (f"h{l}.fcprojb", normal(C, std=0.1), False),
     ]
 params += [("lnfw", 1 + normal(C, std=0.1), False), ("lnfb", normal(C, std=0.1), False)]
-weights32 = [p for _, p, _ in params]
-P = [p.double().clone().requires_grad_(True) for p in weights32]
-byname = {n: i for i, (n, _, _) in enumerate(params)}
+weights32, P, w = leaves(params)
 
 tokens = torch.randint(0, V, (B, T + 1), generator=g)
 inp, tgt = tokens[:, :T], tokens[:, 1:]
-
-
-def w(name):
-    return P[byname[name]]
 
 
 def forward(inp):

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # (appended: scripts/tokenize.py must not hide tokenize)
-from torch_reference import write_fixture  # noqa: E402
+from torch_reference import leaves, write_fixture  # noqa: E402
 
 L, C, H, KVH, FF, V, MAXT = 2, 16, 4, 2, 24, 40, 12
 HS = C // H
@@ -108,14 +108,9 @@ def fixture(untied, seed):
     params.append(("lnfw", 1 + normal(C, std=0.1), False))
     if untied:
         params.append(("lm_head", table(), True))
-    weights32 = [p for _, p, _ in params]
-    P = [p.double().clone().requires_grad_(True) for p in weights32]
-    byname = {n: i for i, (n, _, _) in enumerate(params)}
+    weights32, P, w = leaves(params)
     tokens = torch.randint(0, V, (B, T + 1), generator=g)
     inp, tgt = tokens[:, :T], tokens[:, 1:]
-
-    def w(name):
-        return P[byname[name]]
 
     def rmsnorm(x, weight):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + EPS) * weight

@@ -6,6 +6,15 @@ import os
 import torch
 
 
+def leaves(params):
+    """The float32 weights of params ((name, tensor, is_matrix), gptmem's layout order), their float64
+    copies P that the reference differentiates, and w(name), the copy of that name."""
+    weights32 = [p for _, p, _ in params]
+    P = [p.double().clone().requires_grad_(True) for p in weights32]
+    byname = {n: i for i, (n, _, _) in enumerate(params)}
+    return weights32, P, lambda name: P[byname[name]]
+
+
 def write_fixture(name, comment, config, params, P, weights32, forward, loss_of, inp, tgt, steps, lr, wd, clip):
     """The loss, logits and gradients of forward(inp) (targets tgt) at the weights P (float64 copies of weights32, in
     gptmem's layout; params: (name, tensor, is_matrix), is_matrix getting weight decay), then `steps`

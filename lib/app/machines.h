@@ -92,8 +92,9 @@ int decisions(const Settings *s, Decision *d) {
         {"--recompute (or --ckpt)", s->recompute}, {"--flash", s->flash}, {"--fused-ce", s->fused_ce},
         {"--offload", s->offload}, {"--offload-to", s->offload_disk}, {"--adam-bits", s->adam_bits},
         {"--lr", fl[0]}, {"--weight-decay", fl[1]}, {"--clip", fl[2]}, {"--loss-scale", fl[3]},
-        {"--seed", (long long)(s->seed >> 1)}, {"--comm", s->comm}, {"--eval-every", s->eval_every},
+        {"--seed", (long long)s->seed}, {"--comm", s->comm}, {"--eval-every", s->eval_every},
     };
+    _Static_assert(sizeof all / sizeof all[0] <= N_DECISIONS, "decisions: raise N_DECISIONS");
     int n = (int)(sizeof all / sizeof all[0]);
     memcpy(d, all, sizeof all);
     return n;

@@ -100,7 +100,7 @@ const FlagSpec flag_specs[] = {
      "stop after this many steps of the --steps schedule, saving if --save (0 = run all)"},
     {"mem", ARG_FLAG, OPT(mem), 0, 0, "print the memory ledger: predicted vs measured, per phase and at peak"},
     {"mem-json", ARG_STR, OPT(mem_json), 0, 0, "write the memory ledger as JSON to this file"},
-    {"mem-timeline", ARG_STR, OPT(mem_timeline), 0, 0, "write one step's memory after every push and pop as CSV, measured and predicted"},
+    {"mem-timeline", ARG_STR, OPT(mem_timeline), 0, 0, "write one step's memory after every push and pop as CSV, measured and predicted (with --dry-run: predicted)"},
     {"mem-ops", ARG_FLAG, OPT(mem_ops), 0, 0, "print one block's saved tensors: shape, bytes, the published formula's term, kept or rebuilt"},
     {"print-every", ARG_INT, OPT(print_every), 0, INT_MAX, "print a step line every N steps, and the first and last (0 = about 25 a run)"},
     {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas, loss scale"},

@@ -17,6 +17,7 @@
 #include "cuda/api.h"
 #include "io/quant.h"
 #include "io/state.h"
+#include "memory/fit.h"
 #include "memory/ledger.h"
 #include "memory/predict.h"
 #include "memory/report.h"
@@ -145,11 +146,12 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
     char path[4096];
     if (comm_rank_id == 0) snprintf(path, sizeof path, "%s", s->mem_json);
     else snprintf(path, sizeof path, "%s.rank%d", s->mem_json, comm_rank_id);
-    if (write_mem_json(path, predicted, measured, receipt)) {
-        fprintf(stderr, "error: cannot write '%s'\n", path);
-        return 1;
-    }
-    return 0;
+    char *more = receipt ? malloc(strlen(receipt) + 32) : NULL;
+    if (more) sprintf(more, "\"peak_receipt\": %s", receipt);
+    int bad = write_mem_json(path, predicted, measured, more);
+    free(more);
+    if (bad) fprintf(stderr, "error: cannot write '%s'\n", path);
+    return bad != 0;
 }
 
 // --shard-group: what a step sends inside a group (`inside`, the stage's ring formula) and across
@@ -241,6 +243,29 @@ void print_inference(const GPTConfig *c, const Settings *s) {
            "vector parameters (biases, layernorms) in bf16\n", r.matrices, QUANT_BLOCK, r.scales, r.vectors);
 }
 
+// --dry-run --mem-json: what the setting costs besides memory, --fit's columns for it (memory/fit.h):
+// the FLOPs rebuilt and the fused head's second pass over the model's, the bytes of tensors rebuilt,
+// sent to the other ranks and moved by --offload in a step. NULL for --eval-only (no step).
+const char *cost_json(const Settings *s, char *out, size_t n) {
+    if (s->eval_only) return NULL;
+    FitSetting f = fit_own_setting(s);
+    snprintf(out, n, "\"cost\": {\"extra_flops\": %.17g, \"rebuilt_bytes\": %.17g, \"comm_bytes\": %.17g, "
+             "\"moved_bytes\": %.17g}", f.flops, f.rebuilt, f.comm, f.moved);
+    return out;
+}
+
+// --dry-run --mem-timeline: the predicted half of the timeline, one step's pushes, pops and drops
+// (the measured columns empty: nothing ran). 0, or 1 after a message.
+int dry_run_timeline(const Settings *s, const MemReport *predicted) {
+    PredictedTimeline t = predicted_timeline(s, s->accum, predicted);
+    int bad = write_mem_timeline(s->mem_timeline, &t);
+    if (bad) fprintf(stderr, "error: cannot write the memory timeline '%s'\n", s->mem_timeline);
+    else printf("wrote %s: %d pushes, pops and drops of step 1, predicted (a dry run measures nothing)\n",
+                s->mem_timeline, t.n);
+    predicted_timeline_free(&t);
+    return bad != 0;
+}
+
 // --dry-run: the prediction alone, from the config; nothing is allocated.
 int dry_run(const Settings *s) {
     const GPTConfig *cfg = &s->cfg;
@@ -256,7 +281,9 @@ int dry_run(const Settings *s) {
     if (!s->cuda && !s->eval_only) print_paper_comparison(s, &predicted);
     if (s->mem_ops) print_activation_table(stdout, s, 0);
     if (s->infer) print_inference(cfg, s);
-    if (s->mem_json && write_mem_json(s->mem_json, &predicted, NULL, NULL)) {
+    if (s->mem_timeline && dry_run_timeline(s, &predicted)) return 1;
+    char cost[512];
+    if (s->mem_json && write_mem_json(s->mem_json, &predicted, NULL, cost_json(s, cost, sizeof cost))) {
         fprintf(stderr, "error: cannot write '%s'\n", s->mem_json);
         return 1;
     }

@@ -213,6 +213,18 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     return f;
 }
 
+// The run's own setting, as --fit would list it: its flags, its peak and what it costs (the dry run's
+// "cost" in --mem-json: the ladder's second column on the explorer page).
+FitSetting fit_own_setting(const Settings *s) {
+    int ranks = s->ranks > 1 ? s->ranks : 1, params = (s->offload & OFFLOAD_PARAMS) != 0;
+    FitQuestion q = {s, s->batch * s->accum, ranks, 0, 0, 0, 0, 0};
+    int off = !s->offload ? FIT_OFFLOAD_NONE : params ? (s->offload_disk ? FIT_OFFLOAD_PARAMS_DISK : FIT_OFFLOAD_PARAMS_HOST)
+                                                      : (s->offload_disk ? FIT_OFFLOAD_DISK : FIT_OFFLOAD_HOST);
+    FitSetting f = {s->dtype, s->flash, s->fused_ce, s->zero, s->batch, s->accum, s->shard_group, off,
+                    s->recompute | (s->ckpt ? REC_BLOCK : 0), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    return fit_predict(&q, f);
+}
+
 // Every setting: dtype, --flash, the recompute choices, --fused-ce, the ZeRO
 // stage, --shard-group (the CPU's, with a stage), the micro-batch; first
 // without --offload and, when nothing fits, with each of its choices.

@@ -279,9 +279,10 @@ void json_report(FILE *f, const MemReport *r) {
     fprintf(f, "}");
 }
 
-// Both reports as JSON: {"predicted": {...}, "measured": {...} or null}.
-// receipt: the peak's receipt as a JSON object (memory/timeline.h), or NULL.
-int write_mem_json(const char *path, const MemReport *pred, const MemReport *meas, const char *receipt) {
+// Both reports as JSON: {"predicted": {...}, "measured": {...} or null, ...}.
+// more: further members ("name": value, ...), or NULL: the peak's receipt after a
+// run (memory/timeline.h), the setting's cost after a dry run (app/report.h).
+int write_mem_json(const char *path, const MemReport *pred, const MemReport *meas, const char *more) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "{\"predicted\": ");
@@ -289,7 +290,7 @@ int write_mem_json(const char *path, const MemReport *pred, const MemReport *mea
     fprintf(f, ",\n \"measured\": ");
     if (meas) json_report(f, meas);
     else fprintf(f, "null");
-    if (receipt) fprintf(f, ",\n \"peak_receipt\": %s", receipt);
+    if (more) fprintf(f, ",\n %s", more);
     fprintf(f, "}\n");
     return fclose(f);
 }

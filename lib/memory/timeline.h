@@ -188,7 +188,8 @@ int timeline_agrees(const PredictedTimeline *t) {
     return 1;
 }
 
-// The CSV: one row per event, measured live bytes per category, then the prediction.
+// The CSV: one row per event, measured live bytes per category, then the prediction (a row
+// nothing measured names the predicted event).
 int write_mem_timeline(const char *path, const PredictedTimeline *t) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
@@ -202,8 +203,11 @@ int write_mem_timeline(const char *path, const PredictedTimeline *t) {
             fprintf(f, "%d,%s,%s,%zu,%s", i, m->op == '+' ? "push" : m->op == 'd' ? "drop" : "pop", m->name, m->bytes, m->where);
             for (int c = 0; c < MEM_NCAT; c++) fprintf(f, ",%zu", m->live[c]);
             fprintf(f, ",%zu", m->total);
-        } else {
-            fprintf(f, "%d,,,,", i);
+        } else {  // nothing measured here (a dry run): the predicted event, the measured columns empty
+            const StackEvent *e = &t->ev[i];
+            if (i < t->n) fprintf(f, "%d,%s,%s,%zu,%s", i, e->op == '+' ? "push" : e->op == 'd' ? "drop" : "pop", e->name,
+                                  e->bytes, e->where);
+            else fprintf(f, "%d,,,,", i);
             for (int c = 0; c <= MEM_NCAT; c++) fprintf(f, ",");
         }
         if (i < t->n) fprintf(f, ",%zu,%zu\n", t->act[i], t->base + t->act[i]);

@@ -76,6 +76,23 @@ else bad "--fit under the weights (exit $rc)"; fi
 expect 2 "--fit '0': a budget must be above 0" --fit 0
 expect 2 "--fit '-1GiB': a budget must be above 0" --fit -1GiB
 expect 2 "--fit 'lots': not a number with a unit" --fit lots
+# the dry run's cost in --mem-json (the explorer's ladder) is --fit's row for the same setting
+./train --model gpt2 --batch 8 --fit 8GiB >"$tmp/fc" 2>&1
+./train --model gpt2 --batch 8 --dtype fp32 --ckpt --dry-run --mem-json "$tmp/fc.json" >/dev/null 2>&1
+./train --model gpt2 --batch 2 --ranks 4 --zero 2 --dtype bf16 --dry-run --mem-json "$tmp/fz.json" >"$tmp/fz" 2>&1
+if msg=$(python3 - "$tmp/fc" "$tmp/fc.json" "$tmp/fz.json" "$tmp/fz" <<'PY'
+import json, re, sys
+row = [l.split() for l in open(sys.argv[1]) if l.rstrip().endswith("--dtype fp32 --batch 8 --ckpt")][0]
+c, z = json.load(open(sys.argv[2]))["cost"], json.load(open(sys.argv[3]))["cost"]
+got = ["%.1f%%" % (100 * c["extra_flops"]), "%.1f" % (c["rebuilt_bytes"] / 2**20), "%.1f" % (c["comm_bytes"] / 2**20)]
+want = [row[4], row[5], row[7]]
+# ZeRO-2 on 4 ranks: what the dry run's lines say a step sends (the stage's ring formula)
+ring = [int(l.split()[-4]) for l in open(sys.argv[4]) if "a step sends: the stage's ring formula" in l]
+print(got, want, z)
+sys.exit(0 if got == want and c["moved_bytes"] == 0 and ring and z["comm_bytes"] == ring[0] else 1)
+PY
+); then ok "the dry run's cost (--mem-json) is --fit's row for the setting: $(echo "$msg" | head -1)"
+else bad "the dry run's cost: $msg"; fi
 expect 2 "the unit must be B, KiB" --fit 12XB
 if ./train "${F2[@]}" --fit >"$tmp/fit" 2>&1 && grep -q '^--fit (free now): [0-9]* bytes' "$tmp/fit"; then
   ok "--fit alone: this machine's free memory"; else bad "--fit alone"; fi

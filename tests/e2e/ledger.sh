@@ -122,9 +122,13 @@ else bad "--mem-ops: the formula in each dtype"; fi
 good=1
 for f in "" "--recompute gelu,attn --dtype bf16" "--ckpt --flash --accum 2" "--fused-ce --dtype fp16 --recompute mlp" "--recompute ln --flash"; do
   ./train "${SMALL[@]}" --steps 2 $f --mem-timeline "$tmp/tl.csv" --mem-json "$tmp/tl.json" --mem >"$tmp/tlog" 2>&1
-  if ! python3 - "$tmp/tl.csv" "$tmp/tl.json" <<'EOF2'
+  ./train "${SMALL[@]}" --steps 2 $f --mem-timeline "$tmp/td.csv" --dry-run >/dev/null 2>&1
+  if ! python3 - "$tmp/tl.csv" "$tmp/tl.json" "$tmp/td.csv" <<'EOF2'
 import csv, json, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
+# the dry run's timeline: the same events and predicted columns, the measured ones empty
+dry, keys = list(csv.DictReader(open(sys.argv[3]))), ["event", "op", "tensor", "bytes", "where", "predicted_activations", "predicted_total"]
+if [[r[k] for k in keys] for r in dry] != [[r[k] for k in keys] for r in rows] or any(r["total"] for r in dry): sys.exit(1)
 d = json.load(open(sys.argv[2]))
 peak, receipt = d["measured"]["peak"]["total"], d["peak_receipt"]
 same = all(r["activations"] == r["predicted_activations"] and r["total"] == r["predicted_total"] for r in rows)
@@ -140,7 +144,7 @@ EOF2
   grep -q 'measured == predicted on every row' "$tmp/tlog" && [ -n "$wm" ] && [ "$wm" = "$wp" ] ||
     { good=0; echo "  where $f: '$wm' / '$wp'"; }
 done
-if [ $good -eq 1 ]; then ok "--mem-timeline: measured == predicted on every row (the part of the step too), its highest total is the ledger's peak; the peak's receipt (--mem, --mem-json)"
+if [ $good -eq 1 ]; then ok "--mem-timeline: measured == predicted on every row (the part of the step too), its highest total is the ledger's peak; the peak's receipt (--mem, --mem-json); --dry-run writes the predicted rows alone"
 else bad "--mem-timeline / receipt"; fi
 expect 2 "--mem-timeline records the CPU" --device cuda --mem-timeline "$tmp/x.csv" --dry-run
 expect 1 "cannot write the memory timeline" "${SMALL[@]}" --steps 1 --mem-timeline /nonexistent/dir/t.csv

@@ -5,6 +5,7 @@
 #   make bench      the CPU benchmark (GPT-2 124M, B=4 T=64, 2 threads)
 #   make bench-flags what each memory flag costs in time on the CPU (the small model)
 #   make asan       build and run the tests under AddressSanitizer + UBSan
+#   make explorer   the memory explorer, doc/explorer.html: the dry run in a web page (clang's wasm32-wasi target)
 #   make test-cuda  the GPU tests (needs a GPU): each kernel against its CPU op, then the model
 #   make bench-gpu  the GPU benchmark (GPT-2 124M, B=16 T=1024): tok/s, MFU, peak memory
 #   make bench-load short runs on a quiet and on a busy machine; --ranks 4 with the cores divided or not
@@ -63,7 +64,7 @@ STB := $(wildcard /usr/include/stb/stb_image_write.h)
 # every header: the program is one translation unit (train.c includes them), as are the tests
 HEADERS = model.h $(wildcard lib/*/*.h) cuda/api.h
 
-.PHONY: all test data bench bench-flags bench-load asan clean chart compare test-cuda bench-gpu
+.PHONY: all test data bench bench-flags bench-load asan clean chart compare test-cuda bench-gpu explorer
 
 # `make` leaves a runnable ./train with its corpus; if the corpus cannot be had
 # (no ../shared, no network) the build still succeeds and says what to do.
@@ -86,6 +87,32 @@ cuda/none.o: cuda/none.c cuda/api.h
 tests/train_host: tests/train_host.c train.c tests/host_gpu.c $(wildcard tests/host_gpu/*.h) cuda/nccl_parts.h $(HEADERS)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -o $@ tests/train_host.c $(LDLIBS)
 
+# The memory explorer (doc/explorer.html): train.c for WebAssembly (clang's wasm32-wasi target over
+# Debian's wasi-libc; scripts/explorer/wasi/ holds what WASI lacks), inlined into one page with
+# scripts/explorer/'s script. Without that toolchain it is left out, and says so.
+WASI_CC ?= clang
+WASI_OK := $(shell printf 'int main(void){return 0;}' | $(WASI_CC) --target=wasm32-wasi -x c - -o /dev/null 2>/dev/null && echo yes)
+EXPLORER_SRC = $(wildcard scripts/explorer/*.js scripts/explorer/*.html scripts/explorer/*.py scripts/explorer/wasi/*.h \
+                          scripts/explorer/wasi/sys/*.h)
+# (no OpenMP there: its pragmas go, and a variable only a pragma reads is unused)
+WASI_FLAGS = --target=wasm32-wasi -Os -std=c11 -D_POSIX_C_SOURCE=200809L -D_WASI_EMULATED_SIGNAL \
+             -D_WASI_EMULATED_GETPID -D_WASI_EMULATED_PROCESS_CLOCKS -Wall -Wextra -Wno-unused-variable \
+             -include scripts/explorer/wasi/shim.h -Iscripts/explorer/wasi -I. -Ilib
+WASI_LIBS  = -lwasi-emulated-signal -lwasi-emulated-getpid -lwasi-emulated-process-clocks -lm -Wl,--strip-all
+
+explorer:
+ifeq ($(WASI_OK),yes)
+	@$(MAKE) --no-print-directory doc/explorer.html
+else
+	@echo "gptmem: clang's wasm32-wasi target not found: the explorer page (doc/explorer.html) is left out (bash scripts/setup.sh installs clang, lld and wasi-libc)"
+endif
+
+scripts/explorer/train.wasm: train.c cuda/none.c $(HEADERS) $(EXPLORER_SRC)
+	$(WASI_CC) $(WASI_FLAGS) -o $@ train.c cuda/none.c $(WASI_LIBS)
+
+doc/explorer.html: scripts/explorer/train.wasm $(EXPLORER_SRC) data/tinyshakespeare.txt
+	python3 scripts/explorer/build.py $< data/tinyshakespeare.txt $@
+
 # GPU tests: kernels against the CPU ops (tests/test_cuda.c), then the model (tests/run_cuda.sh).
 tests/test_cuda: tests/test_cuda.c $(wildcard tests/cuda_checks/*.h) tests/check.h $(HEADERS) $(GPU_OBJ)
 	$(CC) $(CFLAGS) -o $@ tests/test_cuda.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
@@ -103,7 +130,7 @@ tests/test_comm: tests/test_comm.c tests/check.h $(HEADERS) $(GPU_OBJ)
 tests/test_cpu: tests/test_cpu.c $(wildcard tests/cpu_checks/*.h) tests/check.h $(HEADERS)
 	$(CC) $(CFLAGS) -o $@ tests/test_cpu.c $(LDLIBS)
 
-test: train tests/test_cpu tests/test_cuda tests/test_comm tests/train_host data $(if $(STB),scripts/chart)
+test: train tests/test_cpu tests/test_cuda tests/test_comm tests/train_host data $(if $(STB),scripts/chart) explorer
 	bash tests/run.sh
 
 data: data/tinyshakespeare.txt
@@ -156,4 +183,4 @@ asan:
 	$(MAKE) clean
 
 clean:
-	rm -f train tests/test_cpu tests/test_cuda tests/test_comm tests/train_host scripts/chart cuda/*.o
+	rm -f train tests/test_cpu tests/test_cuda tests/test_comm tests/train_host scripts/chart cuda/*.o scripts/explorer/train.wasm doc/explorer.html

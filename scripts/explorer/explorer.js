@@ -1,0 +1,238 @@
+// scripts/explorer/explorer.js — the memory explorer: the page's controls make a command line, and
+// ./train (train.wasm, wasi.js) runs it as a dry run: every number the page shows is one the binary
+// printed or wrote (--mem-json, --mem-timeline, --mem-ops, --fit), none computed here. The page only
+// draws them. window.gptmem is what the browser test (tests/explorer.py) drives.
+"use strict";
+
+const CATEGORY_COLOR = {
+  params: "#4e79a7", master: "#a0cbe8", grads: "#f28e2b", adam_m: "#59a14f", adam_v: "#8cd17d",
+  activations: "#e15759", scratch: "#b07aa1", comm: "#76b7b2", data: "#9c755f", qweights: "#edc948",
+  qscales: "#bab0ac", kv_cache: "#ff9da7",
+};
+const PHASES = ["after init", "after forward", "after backward", "after step"];
+const GiB = 1073741824, MiB = 1048576;
+const $ = (id) => document.getElementById(id);
+const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+const gib = (b) => (b / GiB).toFixed(2) + " GiB";
+
+let wasmModule = null;
+const run = (args) => runTrain(wasmModule, args, CORPUS);
+
+// --- the controls -> the flags ---------------------------------------------------------------------
+// Each control is a flag; a control left at the binary's default (empty, unchecked, its first
+// choice) adds nothing to the command line.
+const NUMBER_FLAGS = ["layers", "channels", "heads", "kv-heads", "ffn", "vocab", "max-seq", "batch", "seq-len", "accum",
+                      "ranks", "shard-group"];
+const SELECT_FLAGS = ["model", "device", "dtype", "zero", "offload", "offload-to", "adam-bits", "quantize"];
+const CHECK_FLAGS = ["ckpt", "flash", "fused-ce", "infer", "eval-only"];
+const RECOMPUTE = ["gelu", "ln", "attn", "mlp"];
+
+function settingsArgs() {
+  const a = [];
+  for (const f of SELECT_FLAGS) {
+    const el = $("f-" + f);
+    if (el.value !== el.dataset.default) a.push("--" + f, el.value);
+  }
+  for (const f of NUMBER_FLAGS) if ($("f-" + f).value.trim() !== "") a.push("--" + f, $("f-" + f).value.trim());
+  for (const f of CHECK_FLAGS) if ($("f-" + f).checked) a.push("--" + f);
+  const rec = RECOMPUTE.filter((r) => $("f-rec-" + r).checked);
+  if (rec.length) a.push("--recompute", rec.join(","));
+  return a;
+}
+
+// The flags back into the controls (the page's address: explorer.html#--model llama3-8b --batch 1).
+function setArgs(args) {
+  for (const f of SELECT_FLAGS) $("f-" + f).value = $("f-" + f).dataset.default;
+  for (const f of NUMBER_FLAGS) $("f-" + f).value = "";
+  for (const f of CHECK_FLAGS) $("f-" + f).checked = false;
+  for (const r of RECOMPUTE) $("f-rec-" + r).checked = false;
+  for (let i = 0; i < args.length; i++) {
+    const f = args[i].replace(/^--/, "");
+    if (f === "recompute") { for (const r of (args[++i] || "").split(",")) if ($("f-rec-" + r)) $("f-rec-" + r).checked = true; }
+    else if (CHECK_FLAGS.includes(f)) $("f-" + f).checked = true;
+    else if (SELECT_FLAGS.includes(f) || NUMBER_FLAGS.includes(f)) $("f-" + f).value = args[++i];
+  }
+}
+
+const commandLine = (args) => "./train " + args.join(" ");
+
+// --- the views ---------------------------------------------------------------------------------------
+function stackedBar(parts, total, width, label) {
+  let x = 0, svg = `<svg class="bar" viewBox="0 0 ${width} 34" width="100%" height="34" role="img" aria-label="${esc(label)}">`;
+  for (const [name, b] of parts) {
+    const w = total ? (b / total) * width : 0;
+    svg += `<rect x="${x}" y="2" width="${w}" height="30" fill="${CATEGORY_COLOR[name]}"><title>${name}: ${b} B (${gib(b)})</title></rect>`;
+    x += w;
+  }
+  return svg + "</svg>";
+}
+
+function showPeak(pred) {
+  const cats = Object.keys(CATEGORY_COLOR).filter((c) => pred.peak[c] > 0);
+  $("peak-total").textContent = pred.peak.total;
+  $("peak-gib").textContent = gib(pred.peak.total);
+  $("peak-bar").innerHTML = stackedBar(cats.map((c) => [c, pred.peak[c]]), pred.peak.total, 800, "the peak by category");
+  let rows = "";
+  for (const c of Object.keys(CATEGORY_COLOR))
+    rows += `<tr class="${pred.peak[c] ? "" : "zero"}"><td><span class="swatch" style="background:${CATEGORY_COLOR[c]}"></span>${c}</td>` +
+            `<td class="num" data-cat="${c}">${pred.peak[c]}</td><td class="num">${gib(pred.peak[c])}</td></tr>`;
+  $("peak-table").innerHTML = rows;
+  // by location, when something is off the device: each place's categories in the phase where it is highest
+  const places = Object.keys(pred.peak_at).filter((l) => pred.peak_at[l] > 0);
+  let html = "";
+  if (places.length > 1 || places[0] !== "device") {
+    for (const l of Object.keys(pred.peak_at)) {
+      const at = PHASES.filter((p) => pred[p] && pred[p].at && pred[p].at[l])
+                       .sort((p, q) => pred[q].at[l].total - pred[p].at[l].total)[0];
+      const b = at ? pred[at].at[l] : null;
+      html += `<div class="place"><b>${l}</b>: <span class="num" data-at="${l}">${pred.peak_at[l]}</span> B (${gib(pred.peak_at[l])})` +
+              (b ? `, at its highest ${at}` + stackedBar(Object.keys(CATEGORY_COLOR).filter((c) => b[c] > 0).map((c) => [c, b[c]]),
+                                                         pred.peak_at[l], 800, l) : "") + "</div>";
+    }
+  }
+  $("places").innerHTML = html;
+}
+
+// The timeline: the predicted total after every push, pop and drop of one step (--mem-timeline),
+// forward and backward shaded.
+function showTimeline(csv) {
+  if (!csv) { $("timeline").innerHTML = '<p class="note">--mem-timeline records the CPU\'s activation stack: pick --device cpu to see it.</p>'; return; }
+  const lines = csv.trim().split("\n"), head = lines[0].split(","), rows = lines.slice(1).map((l) => l.split(","));
+  const col = (n) => head.indexOf(n), tot = rows.map((r) => +r[col("predicted_total")]);
+  const W = 800, H = 220, max = Math.max(...tot), n = rows.length;
+  const X = (i) => 40 + (i / Math.max(1, n - 1)) * (W - 50), Y = (b) => H - 20 - (b / max) * (H - 40);
+  let svg = `<svg viewBox="0 0 ${W} ${H}" width="100%" role="img" aria-label="the step's memory over time">`;
+  let start = 0;
+  for (let i = 1; i <= n; i++) {  // the parts of the step, shaded: forward light, backward darker
+    const part = (r) => (/backward/.test(r[col("where")]) ? "backward" : "forward");
+    if (i === n || part(rows[i]) !== part(rows[start])) {
+      const p = part(rows[start]);
+      svg += `<rect x="${X(start)}" y="10" width="${Math.max(1, X(i - 1) - X(start))}" height="${H - 30}" class="${p}"><title>${p}</title></rect>`;
+      start = i;
+    }
+  }
+  svg += `<polyline fill="none" stroke="#e15759" stroke-width="1.5" points="${tot.map((b, i) => X(i) + "," + Y(b)).join(" ")}"/>`;
+  const peak = tot.indexOf(max);
+  svg += `<circle cx="${X(peak)}" cy="${Y(max)}" r="4" fill="#333"><title>${rows[peak][col("op")]} ${rows[peak][col("tensor")]}, ${rows[peak][col("where")]}: ${max} B</title></circle>`;
+  const right = X(peak) > W / 2;  // the label on the side with room
+  svg += `<text x="${X(peak) + (right ? -6 : 6)}" y="${Y(max) + 4}" text-anchor="${right ? "end" : "start"}" class="small">` +
+         `${gib(max)}: ${esc(rows[peak][col("op")] + " " + rows[peak][col("tensor")] + ", " + rows[peak][col("where")])}</text>`;
+  svg += `<text x="36" y="${Y(max) + 4}" text-anchor="end" class="small">${(max / GiB).toFixed(1)}</text>` +
+         `<text x="36" y="${Y(0)}" text-anchor="end" class="small">0 GiB</text>`;
+  svg += `<text x="0" y="${H - 5}" class="small">event 0</text><text x="${W - 80}" y="${H - 5}" class="small">event ${n - 1}</text></svg>`;
+  $("timeline").innerHTML = svg + `<p class="note">${n} pushes, pops and drops; forward <span class="key forward"></span>, backward <span class="key backward"></span>; the highest total ${max} B.</p>`;
+}
+
+// The lecture's ladder: from fp32 with nothing on, one memory flag more a rung, for the chosen model,
+// batch and ranks; each rung's peak and what it costs (the dry run's "cost": --fit's columns).
+function ladderRungs(args) {
+  const keep = [], drop = new Set(["--dtype", "--recompute", "--zero", "--offload", "--offload-to", "--adam-bits", "--quantize", "--shard-group"]);
+  for (let i = 0; i < args.length; i++) {
+    if (drop.has(args[i])) { i++; continue; }
+    if (["--ckpt", "--flash", "--fused-ce", "--infer", "--eval-only"].includes(args[i])) continue;
+    keep.push(args[i]);
+  }
+  const ranks = +$("f-ranks").value || 1;
+  const rungs = [["fp32, nothing on", []], ["+ --dtype bf16", ["--dtype", "bf16"]], ["+ --flash", ["--flash"]],
+                 ["+ --ckpt", ["--ckpt"]], ["+ --fused-ce", ["--fused-ce"]]];
+  if (ranks > 1) for (const z of [1, 2, 3]) rungs.push(["+ --zero " + z, ["--zero", String(z)]]);
+  let flags = [];
+  return rungs.map(([name, more]) => {
+    flags = flags.filter((f, i) => !(more[0] === "--zero" && (f === "--zero" || flags[i - 1] === "--zero"))).concat(more);
+    return [name, keep.concat(flags)];
+  });
+}
+
+function showLadder(args) {
+  let rows = "", first = 0;
+  for (const [name, a] of ladderRungs(args)) {
+    const r = run(a.concat(["--dry-run", "--mem-json", "rung.json"]));
+    if (r.code !== 0) { rows += `<tr><td>${esc(name)}</td><td colspan="5" class="err">${esc(r.stderr.trim())}</td></tr>`; continue; }
+    const d = JSON.parse(r.files["rung.json"]), p = d.predicted, peak = p.peak_at.device, c = d.cost;
+    first = first || peak;
+    rows += `<tr><td><code>${esc(name)}</code></td><td class="num" data-rung="${esc(a.join(" "))}">${peak}</td>` +
+            `<td class="num">${gib(peak)}</td><td>${stackedBar(Object.keys(CATEGORY_COLOR).filter((k) => p.peak[k] > 0).map((k) => [k, p.peak[k]]), first, 400, name)}</td>` +
+            `<td class="num">${(100 * c.extra_flops).toFixed(1)}%</td><td class="num">${(c.rebuilt_bytes / MiB).toFixed(1)} MiB</td>` +
+            `<td class="num">${(c.comm_bytes / MiB).toFixed(1)} MiB</td></tr>`;
+  }
+  $("ladder").innerHTML = rows;
+}
+
+// The binary's own comparisons with the published formulas: the ZeRO paper's (2+2+K)Psi/N against
+// the model states, Korthikanti et al.'s activations against the saved tensors (--mem-ops: flash's
+// O(T) in the att row), the inference table (--infer).
+function showFormulas(stdout) {
+  const from = stdout.indexOf("the ZeRO paper against this run"), ops = stdout.indexOf("one block's saved tensors");
+  const parts = [];
+  if (from >= 0) parts.push(stdout.slice(from, ops >= 0 ? ops : undefined).trimEnd());
+  if (ops >= 0) parts.push(stdout.slice(ops).trimEnd());
+  const inf = stdout.indexOf("inference: the weights");
+  if (inf >= 0 && from < 0) parts.push(stdout.slice(inf).trimEnd());
+  $("formulas").textContent = parts.join("\n\n") || "(--device cuda: the dry run compares the CPU's states and stack with the papers; pick --device cpu)";
+}
+
+function showFit(base) {
+  const budget = $("fit-budget").value.trim();
+  if (!budget) { $("fit").textContent = "(type a budget, like 80GiB)"; $("fit-cmd").textContent = ""; return; }
+  const a = base.concat(["--fit", budget]);  // the host and the disk of the machine in mind (the page has none of its own)
+  if ($("f-device").value === "cuda") a.push("--fit-host", $("fit-host").value.trim() || "512GiB");
+  a.push("--fit-disk", $("fit-disk").value.trim() || "2TB");
+  const r = run(a);
+  $("fit-cmd").textContent = commandLine(a);
+  $("fit").textContent = (r.stdout + r.stderr).trim();
+}
+
+// One change: the dry run of the settings, then each view. Its time is the page's (gptmem.lastMs).
+function update() {
+  const t0 = performance.now(), args = settingsArgs(), cpu = $("f-device").value !== "cuda";
+  const extra = ["--dry-run", "--mem-json", "mem.json"].concat(cpu && !$("f-eval-only").checked ? ["--mem-ops", "--mem-timeline", "timeline.csv"] : []);
+  const r = run(args.concat(extra));
+  $("cmd").textContent = commandLine(args.concat(["--dry-run"]));
+  $("cmd-full").textContent = commandLine(args.concat(extra));
+  try { history.replaceState(null, "", "#" + args.join(" ")); } catch (e) { /* an address the browser keeps as it is */ }
+  $("error").textContent = r.code ? r.stderr.trim() : "";
+  $("error").hidden = !r.code;
+  $("views").hidden = !!r.code;
+  if (!r.code) {
+    const pred = JSON.parse(r.files["mem.json"]).predicted;
+    showPeak(pred);
+    $("dryrun").textContent = r.stdout;
+    showTimeline(r.files["timeline.csv"]);
+    showFormulas(r.stdout);
+    showLadder(args);
+    showFit(args);
+  }
+  window.gptmem.lastMs = performance.now() - t0;
+  $("timing").textContent = `updated in ${window.gptmem.lastMs.toFixed(1)} ms`;
+}
+
+function presetsFromHelp() {  // the model presets, as ./train --help lists them
+  const help = run(["--help"]).stdout, list = [];
+  const from = help.indexOf("model presets:");
+  for (const line of help.slice(from).split("\n").slice(1)) {
+    const m = line.match(/^  (\S+)\s+(L\d+ .*?)  (.*)$/);
+    if (!m) break;
+    list.push([m[1], m[2] + "  " + m[3]]);
+  }
+  return list;
+}
+
+function start() {
+  const t0 = performance.now();
+  wasmModule = new WebAssembly.Module(Uint8Array.from(atob(TRAIN_WASM), (c) => c.charCodeAt(0)));
+  $("f-model").innerHTML = presetsFromHelp().map(([n, d]) => `<option value="${n}" title="${esc(d)}">${n}</option>`).join("");
+  for (const id of SELECT_FLAGS) $("f-" + id).dataset.default = $("f-" + id).dataset.default || $("f-" + id).options[0].value;
+  $("f-model").dataset.default = "small";
+  $("f-model").value = "small";
+  const hash = decodeURIComponent(location.hash.replace(/^#/, "")).trim();
+  // the lecture path's running example (doc/README.md, step 0), unless the address names settings
+  setArgs(hash ? hash.split(/\s+/) : ["--model", "gpt2", "--batch", "8", "--seq-len", "1024"]);
+  for (const el of document.querySelectorAll("#controls input, #controls select, #fit-controls input"))
+    el.addEventListener(el.tagName === "SELECT" || el.type === "checkbox" ? "change" : "input", update);
+  $("copy").addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText($("cmd").textContent));
+  update();
+  window.gptmem.loadMs = performance.now() - t0;
+}
+
+window.gptmem = { run: (args) => run(args), settingsArgs, setArgs, update, loadMs: 0, lastMs: 0 };
+window.addEventListener("DOMContentLoaded", start);

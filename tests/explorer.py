@@ -1,0 +1,304 @@
+#!/usr/bin/python3
+"""tests/explorer.py — the explorer page (doc/explorer.html, make explorer) in a real browser: Debian's
+Chromium, headless, driven by Selenium. Prints PASS / FAIL / SKIP lines (tests/e2e/explorer.sh runs it).
+
+  1. it loads from the file system with no console error, and shows the lecture path's running example;
+  2. for N random settings (--settings N, seeded) the controls are set, the page's command line is run
+     by ./train --dry-run --mem-json, and every number the page shows equals the binary's: the peak's
+     categories and total, each place's peak; a setting the binary refuses shows its message, word for
+     word; for some of them also the ladder's rungs, the timeline's highest total and --fit's table;
+  3. every control, changed as a person would (a click, a choice, a number typed), changes the view;
+  4. the two bad settings the issue names show the binary's message;
+  5. the time a load and a change take, reported (not asserted: a busy machine is slower);
+  --screenshot PNG: the view of the running example, as doc/img/explorer.png is.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = os.path.join(ROOT, "doc", "explorer.html")
+results = {"pass": 0, "fail": 0}
+
+
+def ok(msg):
+    print("PASS explorer: " + msg)
+    results["pass"] += 1
+
+
+def bad(msg):
+    print("FAIL explorer: " + msg)
+    results["fail"] += 1
+
+
+def browser():
+    """A headless Chromium, or None after a SKIP line saying what is missing."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.options import Options
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        print("SKIP explorer: no browser (Debian's python3-selenium is not installed: bash scripts/setup.sh)")
+        return None
+    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chrome or not driver:
+        print("SKIP explorer: no browser (chromium and chromium-driver: bash scripts/setup.sh)")
+        return None
+    o = Options()
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1700"]:
+        o.add_argument(a)
+    o.binary_location = chrome
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(driver), options=o)
+
+
+def dry_run(args, cwd, extra=()):
+    """./train ARGS --dry-run --mem-json: (exit code, stderr, the JSON or None, stdout)."""
+    js = os.path.join(cwd, "m.json")
+    if os.path.exists(js):
+        os.remove(js)
+    p = subprocess.run([os.path.join(ROOT, "train")] + args + list(extra) + ["--mem-json", js], cwd=cwd,
+                       capture_output=True, text=True, timeout=60)
+    d = json.load(open(js)) if p.returncode == 0 and os.path.exists(js) else None
+    return p.returncode, p.stderr.strip(), d, p.stdout
+
+
+def random_setting(rng, presets):
+    """Flags as a person might set them: a preset, sometimes a shape of its own, the batch, the
+    memory flags, ranks and ZeRO, offload, inference; some combinations the binary refuses."""
+    a = ["--model", rng.choice(presets)]
+    llama = a[1].startswith("llama")
+    if rng.random() < 0.25:
+        for f, choices in [("--layers", [1, 2, 6, 24]), ("--channels", [64, 96, 512, 1000]), ("--heads", [2, 4, 6, 8]),
+                           ("--vocab", [256, 1000, 50257]), ("--max-seq", [64, 256, 2048])]:
+            if rng.random() < 0.4:
+                a += [f, str(rng.choice(choices))]
+        if llama and rng.random() < 0.5:
+            a += ["--kv-heads", str(rng.choice([1, 2, 4])), "--ffn", str(rng.choice([256, 1024]))]
+    a += ["--batch", str(rng.choice([1, 1, 2, 4, 8, 16]))]
+    if rng.random() < 0.5:
+        a += ["--seq-len", str(rng.choice([32, 128, 512, 1024, 4096, 8192]))]
+    if rng.random() < 0.3:
+        a += ["--accum", str(rng.choice([2, 4]))]
+    if rng.random() < 0.35:
+        a += ["--device", "cuda"]
+    a += ["--dtype", rng.choice(["fp32", "bf16", "bf16", "fp16"])]
+    r = rng.random()
+    if r < 0.3:
+        a += ["--ckpt"]
+    elif r < 0.5:
+        a += ["--recompute", ",".join(rng.sample(["gelu", "ln", "attn", "mlp"], rng.randint(1, 3)))]
+    for f in ["--flash", "--fused-ce"]:
+        if rng.random() < 0.4:
+            a.append(f)
+    if rng.random() < 0.4:
+        ranks = rng.choice([2, 4, 8])
+        a += ["--ranks", str(ranks), "--zero", str(rng.randint(0, 3))]
+        if rng.random() < 0.3:
+            a += ["--shard-group", str(rng.choice([1, 2, 3, 4]))]
+    if rng.random() < 0.2:
+        a += ["--offload", rng.choice(["opt", "opt,params"]), "--offload-to", rng.choice(["host", "disk"])]
+    if rng.random() < 0.15:
+        a += ["--adam-bits", "8"]
+    r = rng.random()
+    if r < 0.1:
+        a += ["--infer"]
+    elif r < 0.18:
+        a += ["--eval-only", "--quantize", rng.choice(["bf16", "int8", "int4"])]
+    return a
+
+
+def page_state(d):
+    """What the page shows: its command line, its error, and its numbers."""
+    return d.execute_script("""
+        const q = (s) => Array.from(document.querySelectorAll(s));
+        return {cmd: document.getElementById('cmd').textContent,
+                error: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
+                total: document.getElementById('peak-total').textContent,
+                cats: Object.fromEntries(q('[data-cat]').map((e) => [e.dataset.cat, e.textContent])),
+                at: Object.fromEntries(q('[data-at]').map((e) => [e.dataset.at, e.textContent])),
+                rungs: q('[data-rung]').map((e) => [e.dataset.rung, e.textContent]),
+                timeline: document.getElementById('timeline').textContent,
+                fit: document.getElementById('fit').textContent, fitcmd: document.getElementById('fit-cmd').textContent,
+                text: document.getElementById('dryrun').textContent,
+                ms: window.gptmem.lastMs};""")
+
+
+def set_args(d, args):
+    d.execute_script("gptmem.setArgs(arguments[0]); gptmem.update();", args)
+    return page_state(d)
+
+
+def compare(d, args, cwd, deep):
+    """The page against the binary for one setting; '' when they agree, else what differs."""
+    s = set_args(d, args)
+    flags = s["cmd"].split()[1:]
+    if flags[-1] != "--dry-run":
+        return "the command line does not end in --dry-run: " + s["cmd"]
+    flags = flags[:-1]
+    code, err, j, _ = dry_run(flags, cwd, ["--dry-run"])
+    if code:
+        return "" if s["error"].strip() == err else f"the binary says {err!r}, the page {s['error']!r}"
+    if s["error"]:
+        return "the page refused what the binary ran: " + s["error"]
+    p = j["predicted"]
+    want = {c: str(v) for c, v in p["peak"].items() if c != "total"}
+    if s["cats"] != want or s["total"] != str(p["peak"]["total"]):
+        return f"the peak: page {s['cats']} {s['total']}, binary {want} {p['peak']['total']}"
+    places = {k: str(v) for k, v in p["peak_at"].items()}
+    if s["at"] and s["at"] != places:
+        return f"the places: page {s['at']}, binary {places}"
+    if (any(v for k, v in p["peak_at"].items() if k != "device")) != bool(s["at"]):
+        return "the places shown when something is off the device, and only then"
+    if not deep:
+        return ""
+    for rung, shown in s["rungs"]:
+        code, err, j, _ = dry_run(rung.split(), cwd, ["--dry-run"])
+        if code or str(j["predicted"]["peak_at"]["device"]) != shown:
+            return f"the ladder's rung {rung}: page {shown}, binary {err or j['predicted']['peak_at']['device']}"
+    if "--device" not in flags and "--eval-only" not in flags:
+        tl = os.path.join(cwd, "t.csv")
+        dry_run(flags, cwd, ["--dry-run", "--mem-timeline", tl])
+        import csv
+        top = max(int(r["predicted_total"]) for r in csv.DictReader(open(tl)))
+        if f"the highest total {top} B" not in s["timeline"]:
+            return f"the timeline's highest: binary {top}, page {s['timeline'][-120:]}"
+    fit = subprocess.run([os.path.join(ROOT, "train")] + s["fitcmd"].split()[1:], cwd=cwd, capture_output=True,
+                         text=True, timeout=120)
+    if (fit.stdout + fit.stderr).strip() != s["fit"].strip():
+        return f"--fit: the page shows other lines than {s['fitcmd']}"
+    return ""
+
+
+def check_controls(d):
+    """Every control, changed as a person would, changes the view (the command line and what it shows)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    base = ["--model", "gpt2", "--batch", "2", "--seq-len", "256"]
+    small = ["--seq-len", "64"]  # llama-small's maxT is 128
+    numbers = {"f-layers": "6", "f-channels": "384", "f-heads": "6", "f-vocab": "1000", "f-max-seq": "512",
+               "f-batch": "3", "f-seq-len": "128", "f-accum": "2", "f-ranks": "2", "f-shard-group": "1"}
+    llama = {"f-kv-heads": "4", "f-ffn": "1024"}
+    unchanged = []
+    controls = d.execute_script("return Array.from(document.querySelectorAll('#controls input, #controls select, "
+                                "#fit-controls input')).map((e) => e.id)")
+    for cid in controls:
+        start = base + (["--model", "llama-small"] + small if cid in llama else []) + (["--ranks", "2"] if cid == "f-zero" else [])
+        start += ["--device", "cuda"] if cid == "fit-host" else []
+        start += ["--ranks", "4", "--zero", "2"] if cid == "f-shard-group" else []
+        start += ["--zero", "3"] if cid in ("f-offload",) else []
+        start += ["--offload", "opt"] if cid == "f-offload-to" else []
+        start += ["--eval-only"] if cid == "f-quantize" else []
+        # the host and the disk matter when nothing fits without --offload
+        d.execute_script("document.getElementById('fit-budget').value = arguments[0]",
+                         "600MiB" if cid in ("fit-host", "fit-disk") else "80GiB")
+        set_args(d, start)
+        before = page_state(d)
+        el = d.find_element(By.ID, cid)
+        if el.tag_name == "select":
+            sel = Select(el)
+            now = el.get_attribute("value")
+            sel.select_by_index([k for k, o in enumerate(sel.options) if o.get_attribute("value") != now][-1])
+        elif el.get_attribute("type") == "checkbox":
+            el.click()
+        else:
+            el.clear()
+            el.send_keys(numbers.get(cid) or llama.get(cid) or {"fit-budget": "40GiB", "fit-host": "1GiB",
+                                                                 "fit-disk": "10GB"}[cid])
+        after = page_state(d)
+        if cid.startswith("fit-"):
+            changed = after["fit"] != before["fit"]
+        else:
+            changed = after["cmd"] != before["cmd"] and (after["cats"] != before["cats"] or after["error"] != before["error"]
+                                                        or after["rungs"] != before["rungs"] or after["text"] != before["text"])
+        if not changed:
+            unchanged.append(cid)
+    if unchanged:
+        bad("these controls changed nothing: " + ", ".join(unchanged))
+    else:
+        ok(f"each of the {len(controls)} controls, changed by a click, a choice or a number typed, changes the view")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--settings", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--screenshot")
+    o = ap.parse_args()
+    if not os.path.exists(PAGE):
+        print("SKIP explorer: no doc/explorer.html (make explorer; it needs clang's wasm32-wasi target: bash scripts/setup.sh)")
+        return 0
+    d = browser()
+    if d is None:
+        return 0
+    cwd = tempfile.mkdtemp()
+    try:
+        # the page's dry runs stat the corpus as ./train's do from the project's root
+        os.makedirs(os.path.join(cwd, "data"))
+        corpus = os.path.join(ROOT, "data", "tinyshakespeare.txt")
+        if os.path.exists(corpus):
+            os.symlink(corpus, os.path.join(cwd, "data", "tinyshakespeare.txt"))
+        t0 = time.time()
+        d.get("file://" + PAGE)
+        load = time.time() - t0
+        load_ms = d.execute_script("return window.gptmem && window.gptmem.loadMs")
+        errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+        cmd = d.find_element("id", "cmd").text
+        if not errors and load_ms and cmd == "./train --model gpt2 --batch 8 --seq-len 1024 --dry-run":
+            ok(f"loads from the file system with no console error, the running example first: {cmd} (in {load * 1000:.0f} "
+               f"ms, the page's own start {load_ms:.0f} ms: reported, not asserted)")
+        else:
+            bad(f"load: errors {errors}, command {cmd!r}")
+        if o.screenshot:
+            d.save_screenshot(o.screenshot)
+        presets = d.execute_script("return Array.from(document.getElementById('f-model').options).map((x) => x.value)")
+        rng, wrong, refused, ms = random.Random(o.seed), [], 0, []
+        for i in range(o.settings):
+            args = random_setting(rng, presets)
+            why = compare(d, args, cwd, deep=i % 8 == 0)
+            st = page_state(d)
+            ms.append(st["ms"])
+            refused += bool(st["error"])
+            if why:
+                wrong.append(" ".join(args) + ": " + why)
+        if not o.settings:
+            pass
+        elif wrong:
+            bad(f"{len(wrong)} of {o.settings} settings differ from ./train --dry-run; the first: {wrong[0]}")
+        else:
+            ok(f"{o.settings} random settings: every number on the page is ./train --dry-run --mem-json's "
+               f"({o.settings - refused} predicted, {refused} refused with the binary's message; the ladder, the "
+               f"timeline and --fit's table too for {(o.settings + 7) // 8}); a change took {statistics.median(ms):.1f} ms "
+               f"median, {max(ms):.1f} ms at most (reported, not asserted)")
+        check_controls(d)
+        bads = [(["--model", "gpt2", "--heads", "5"], "heads not dividing channels"),
+                (["--model", "gpt2", "--batch", "1", "--ranks", "4", "--zero", "2", "--shard-group", "3"],
+                 "a shard group not dividing the ranks")]
+        for args, what in bads:
+            st = set_args(d, args)
+            code, err, _, _ = dry_run(args, cwd, ["--dry-run"])
+            if code and err and st["error"].strip() == err:
+                ok(f"{what}: the page shows the binary's message: {err}")
+            else:
+                bad(f"{what}: binary {code} {err!r}, page {st['error']!r}")
+        errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+        if errors:
+            bad(f"console errors: {errors[:3]}")
+        else:
+            ok("no console error after every setting and control")
+    finally:
+        d.quit()
+        shutil.rmtree(cwd, ignore_errors=True)
+    return 1 if results["fail"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

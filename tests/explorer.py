@@ -129,7 +129,7 @@ def page_state(d):
                 timeline: document.getElementById('timeline').textContent,
                 fit: document.getElementById('fit').textContent, fitcmd: document.getElementById('fit-cmd').textContent,
                 text: document.getElementById('dryrun').textContent,
-                ms: window.gptmem.lastMs};""")
+                ms: window.gptmem.lastMs, fitms: window.gptmem.fitMs};""")
 
 
 def set_args(d, args):
@@ -260,12 +260,14 @@ def main():
         if o.screenshot:
             d.save_screenshot(o.screenshot)
         presets = d.execute_script("return Array.from(document.getElementById('f-model').options).map((x) => x.value)")
-        rng, wrong, refused, ms = random.Random(o.seed), [], 0, []
+        rng, wrong, refused, ms, fitms = random.Random(o.seed), [], 0, [], []
         for i in range(o.settings):
             args = random_setting(rng, presets)
             why = compare(d, args, cwd, deep=i % 8 == 0)
             st = page_state(d)
-            ms.append(st["ms"])
+            if not st["error"]:
+                ms.append(st["ms"])
+                fitms.append(st["fitms"])
             refused += bool(st["error"])
             if why:
                 wrong.append(" ".join(args) + ": " + why)
@@ -276,8 +278,9 @@ def main():
         else:
             ok(f"{o.settings} random settings: every number on the page is ./train --dry-run --mem-json's "
                f"({o.settings - refused} predicted, {refused} refused with the binary's message; the ladder, the "
-               f"timeline and --fit's table too for {(o.settings + 7) // 8}); a change took {statistics.median(ms):.1f} ms "
-               f"median, {max(ms):.1f} ms at most (reported, not asserted)")
+               f"timeline and --fit's table too for {(o.settings + 7) // 8}); a change drew its views in "
+               f"{statistics.median(ms):.1f} ms median, {max(ms):.1f} ms at most, and --fit's table after them in "
+               f"{statistics.median(fitms):.1f} ms median, {max(fitms):.1f} ms at most (reported, not asserted)")
         check_controls(d)
         bads = [(["--model", "gpt2", "--heads", "5"], "heads not dividing channels"),
                 (["--model", "gpt2", "--batch", "1", "--ranks", "4", "--zero", "2", "--shard-group", "3"],

@@ -91,6 +91,7 @@ function showPeak(pred) {
     }
   }
   $("places").innerHTML = html;
+  $("peak-note").textContent = html ? "the total is the device's; the categories count every place, each place's own below" : "";
 }
 
 // The timeline: the predicted total after every push, pop and drop of one step (--mem-timeline),
@@ -111,7 +112,13 @@ function showTimeline(csv) {
       start = i;
     }
   }
-  svg += `<polyline fill="none" stroke="#e15759" stroke-width="1.5" points="${tot.map((b, i) => X(i) + "," + Y(b)).join(" ")}"/>`;
+  const pts = [], k = Math.ceil(n / W);  // at most a lowest and a highest point a pixel's column
+  for (let i = 0; i < n; i += k) {
+    const part = tot.slice(i, i + k), lo = Math.min(...part), hi = Math.max(...part);
+    const first = part.indexOf(lo) < part.indexOf(hi) ? lo : hi;
+    pts.push(X(i) + "," + Y(first), X(i) + "," + Y(first === lo ? hi : lo));
+  }
+  svg += `<polyline fill="none" stroke="#e15759" stroke-width="1.5" points="${pts.join(" ")}"/>`;
   const peak = tot.indexOf(max);
   svg += `<circle cx="${X(peak)}" cy="${Y(max)}" r="4" fill="#333"><title>${rows[peak][col("op")]} ${rows[peak][col("tensor")]}, ${rows[peak][col("where")]}: ${max} B</title></circle>`;
   const right = X(peak) > W / 2;  // the label on the side with room
@@ -182,8 +189,11 @@ function showFit(base) {
   $("fit").textContent = (r.stdout + r.stderr).trim();
 }
 
-// One change: the dry run of the settings, then each view. Its time is the page's (gptmem.lastMs).
-function update() {
+// One change: the dry run of the settings, then each view (gptmem.lastMs: their time), then --fit's
+// table (gptmem.fitMs), which searches hundreds of settings: after the views are drawn when a
+// control changed (later), at once when the test asks (gptmem.update()).
+let fitPending = 0;
+function update(later) {
   const t0 = performance.now(), args = settingsArgs(), cpu = $("f-device").value !== "cuda";
   const extra = ["--dry-run", "--mem-json", "mem.json"].concat(cpu && !$("f-eval-only").checked ? ["--mem-ops", "--mem-timeline", "timeline.csv"] : []);
   const r = run(args.concat(extra));
@@ -200,10 +210,17 @@ function update() {
     showTimeline(r.files["timeline.csv"]);
     showFormulas(r.stdout);
     showLadder(args);
-    showFit(args);
   }
   window.gptmem.lastMs = performance.now() - t0;
-  $("timing").textContent = `updated in ${window.gptmem.lastMs.toFixed(1)} ms`;
+  const fit = () => {
+    const t1 = performance.now();
+    if (!r.code) showFit(args);
+    window.gptmem.fitMs = performance.now() - t1;
+    $("timing").textContent = `updated in ${window.gptmem.lastMs.toFixed(1)} ms; --fit's table ${window.gptmem.fitMs.toFixed(1)} ms after`;
+  };
+  clearTimeout(fitPending);
+  if (later === true) fitPending = setTimeout(fit, 0);
+  else fit();
 }
 
 function presetsFromHelp() {  // the model presets, as ./train --help lists them
@@ -228,11 +245,12 @@ function start() {
   // the lecture path's running example (doc/README.md, step 0), unless the address names settings
   setArgs(hash ? hash.split(/\s+/) : ["--model", "gpt2", "--batch", "8", "--seq-len", "1024"]);
   for (const el of document.querySelectorAll("#controls input, #controls select, #fit-controls input"))
-    el.addEventListener(el.tagName === "SELECT" || el.type === "checkbox" ? "change" : "input", update);
+    el.addEventListener(el.tagName === "SELECT" || el.type === "checkbox" ? "change" : "input",
+                        () => update(!el.id.startsWith("fit-")));
   $("copy").addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText($("cmd").textContent));
   update();
   window.gptmem.loadMs = performance.now() - t0;
 }
 
-window.gptmem = { run: (args) => run(args), settingsArgs, setArgs, update, loadMs: 0, lastMs: 0 };
+window.gptmem = { run: (args) => run(args), settingsArgs, setArgs, update: () => update(false), loadMs: 0, lastMs: 0, fitMs: 0 };
 window.addEventListener("DOMContentLoaded", start);

@@ -17,7 +17,7 @@ class WasiExit extends Error {
 function runTrain(module, args, sizes) {
   const enc = new TextEncoder(), dec = new TextDecoder();
   const argv = ["./train"].concat(args).map((a) => enc.encode(a + "\0"));
-  const out = { 1: [], 2: [] }, files = {}, open = {};  // open: fd -> {path, pos}
+  const out = { 1: [], 2: [] }, files = {}, open = {};  // files: path -> {data, size}; open: fd -> {path, pos}
   let nextFd = 4, memory = null;
   const view = () => new DataView(memory.buffer), bytes = () => new Uint8Array(memory.buffer);
   const str = (p, n) => dec.decode(bytes().slice(p, p + n));
@@ -63,7 +63,7 @@ function runTrain(module, args, sizes) {
     fd_fdstat_set_flags: () => 0,
     path_filestat_get(fd, flags, p, n, buf) {
       const path = clean(str(p, n)), v = view();
-      const size = path in files ? files[path].length : sizes[path];
+      const size = path in files ? files[path].size : sizes[path];
       if (size === undefined && path !== "" && path !== ".") return WASI_ERRNO.NOENT;
       for (let k = 0; k < 64; k += 8) v.setBigUint64(buf + k, 0n, true);
       v.setUint8(buf + 16, size === undefined ? FILETYPE.DIRECTORY : FILETYPE.REGULAR_FILE);
@@ -74,8 +74,8 @@ function runTrain(module, args, sizes) {
     path_open(dirfd, dirflags, p, n, oflags, rightsBase, rightsInherit, fdflags, fdOut) {
       const path = clean(str(p, n));
       if (!(oflags & 1) && !(path in files)) return WASI_ERRNO.NOENT;  // only what the run wrote can be read
-      if ((oflags & 1 && oflags & 8) || !(path in files)) files[path] = new Uint8Array(0);  // O_CREAT with O_TRUNC
-      open[nextFd] = { path, pos: fdflags & 1 ? files[path].length : 0 };
+      if ((oflags & 1 && oflags & 8) || !(path in files)) files[path] = { data: new Uint8Array(4096), size: 0 };  // O_CREAT, O_TRUNC
+      open[nextFd] = { path, pos: fdflags & 1 ? files[path].size : 0 };
       view().setUint32(fdOut, nextFd++, true);
       return 0;
     },
@@ -87,11 +87,15 @@ function runTrain(module, args, sizes) {
         if (fd === 1 || fd === 2) { out[fd].push(data); continue; }
         const f = open[fd];
         if (!f) return WASI_ERRNO.BADF;
-        const old = files[f.path], grown = new Uint8Array(Math.max(old.length, f.pos + len));
-        grown.set(old);
-        grown.set(data, f.pos);
-        files[f.path] = grown;
+        const file = files[f.path];
+        if (f.pos + len > file.data.length) {  // room for it, doubling: a file written a buffer at a time
+          const grown = new Uint8Array(Math.max(2 * file.data.length, f.pos + len));
+          grown.set(file.data.subarray(0, file.size));
+          file.data = grown;
+        }
+        file.data.set(data, f.pos);
         f.pos += len;
+        file.size = Math.max(file.size, f.pos);
       }
       view().setUint32(written, total, true);
       return 0;
@@ -100,7 +104,7 @@ function runTrain(module, args, sizes) {
       let total = 0;
       const f = open[fd];
       if (f) for (const [p, len] of chunks(iovs, n)) {
-        const data = files[f.path].slice(f.pos, f.pos + len);
+        const file = files[f.path], data = file.data.slice(f.pos, Math.min(f.pos + len, file.size));
         bytes().set(data, p);
         f.pos += data.length;
         total += data.length;
@@ -111,7 +115,7 @@ function runTrain(module, args, sizes) {
     fd_seek(fd, offset, whence, to) {
       const f = open[fd];
       if (!f) return fd <= 2 ? WASI_ERRNO.SPIPE : WASI_ERRNO.BADF;
-      const base = whence === 0 ? 0 : whence === 1 ? f.pos : files[f.path].length;
+      const base = whence === 0 ? 0 : whence === 1 ? f.pos : files[f.path].size;
       f.pos = base + Number(offset);
       view().setBigUint64(to, BigInt(f.pos), true);
       return 0;
@@ -133,7 +137,7 @@ function runTrain(module, args, sizes) {
   }
   const text = (parts) => dec.decode(parts.reduce((a, b) => { const c = new Uint8Array(a.length + b.length); c.set(a); c.set(b, a.length); return c; }, new Uint8Array(0)));
   const written = {};
-  for (const path in files) written[path] = dec.decode(files[path]);
+  for (const path in files) written[path] = dec.decode(files[path].data.subarray(0, files[path].size));
   return { code, stdout: text(out[1]), stderr: text(out[2]), files: written };
 }
 

@@ -135,7 +135,12 @@ function runTrain(module, args, sizes) {
     if (!(e instanceof WasiExit)) throw e;
     code = e.code;
   }
-  const text = (parts) => dec.decode(parts.reduce((a, b) => { const c = new Uint8Array(a.length + b.length); c.set(a); c.set(b, a.length); return c; }, new Uint8Array(0)));
+  const text = (parts) => {  // the writes, joined once (a character may straddle two of them)
+    const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) { all.set(p, at); at += p.length; }
+    return dec.decode(all);
+  };
   const written = {};
   for (const path in files) written[path] = dec.decode(files[path].data.subarray(0, files[path].size));
   return { code, stdout: text(out[1]), stderr: text(out[2]), files: written };

@@ -16,12 +16,14 @@
 #include "app/launch.h"
 #include "app/net.h"
 #include "app/observe.h"
+#include "app/outputs.h"
 #include "app/report.h"
 #include "app/sample.h"
 #include "core/adamw.h"
 #include "core/plan.h"
 #include "core/settings.h"
 #include "io/data.h"
+#include "io/reshard.h"
 #include "io/state.h"
 #include "memory/predict.h"
 
@@ -77,12 +79,20 @@ void predict_rank(const Settings *s, const Plan *plan, MemReport *predicted) {
 // optimizer's state, the step, the random streams. -1 to train on; else the
 // exit code (1 after a message; 0 when there is nothing left to train).
 int resume(Run *run, Net *net, const Settings *s) {
-    int rank = comm_rank_id, differ = rank == 0 ? resume_ranks_differ(s->resume, comm_nranks) : 0;  // one message
-    comm_broadcast(&differ, sizeof differ, 0);
-    if (differ) return fail_run(run, net);  // every rank stops here together
+    int rank = comm_rank_id;
     char path[4096];
     snprintf(path, sizeof path, rank ? "%s.rank%d" : "%s", s->resume, rank);
-    StateHeader got = load_state(path, &run->header, &run->state);
+    uint64_t save_id;
+    int resharded = comm_any(!state_is_mine(path, &run->header));  // another rank count or stage: io/reshard.h
+    StateHeader got = resharded ? load_state_resharded(s->resume, &run->header, &run->state, &save_id)
+                                : load_state(path, &run->header, &run->state, &save_id);
+    if (state_one_save(s->resume, path, &got, save_id)) return fail_run(run, net);  // every rank together
+    if (resharded)
+        say("note: %s was saved by %d rank%s at --zero %d; this run keeps other parts (%d rank%s at --zero %d, its "
+            "--shard-group): each rank read its part from the files that hold it; the gradients' sum across ranks "
+            "goes in another order, so the run follows the one that never stopped to rounding, not bit for bit\n",
+            s->resume, got.nranks, got.nranks > 1 ? "s" : "", got.zero, comm_nranks, comm_nranks > 1 ? "s" : "",
+            run->header.zero);
     if (got.adam_bits != run->header.adam_bits)
         say("note: %s kept Adam's moments in %d bits; this run keeps them in %d (--adam-bits %d), converted as "
             "they were read\n", s->resume, got.adam_bits, s->adam_bits, s->adam_bits);
@@ -92,10 +102,11 @@ int resume(Run *run, Net *net, const Settings *s) {
     run->data.rng = got.data_rng;
     run->sample_rng = got.sample_rng;
     say("resumed from %s at step %d\n", s->resume, run->start_step);
-    if (got.B != s->batch || got.T != s->seq_len)
-        say("note: %s was saved by a run of --batch %d --seq-len %d, this one has --batch %d --seq-len %d: it trains "
-            "on other batches than the run that never stopped (the same flags resume it bit for bit)\n", s->resume,
-            got.B, got.T, s->batch, s->seq_len);
+    if ((long long)got.B * got.nranks != (long long)s->batch * comm_nranks || got.T != s->seq_len)
+        say("note: %s was saved by a run of --batch %d --seq-len %d on %d rank%s, this one has --batch %d --seq-len %d "
+            "on %d: it trains on other batches than the run that never stopped (the same global batch, ranks x "
+            "--batch, and --seq-len draw the same ones)\n", s->resume, got.B, got.T, got.nranks,
+            got.nranks > 1 ? "s" : "", s->batch, s->seq_len, comm_nranks);
     if (got.steps && got.steps != s->steps)
         say("note: %s was saved by a run of --steps %d, this one has --steps %d: the learning-rate schedule follows "
             "--steps, so this is no longer the run that never stopped (the same --steps resumes it bit for bit)\n",
@@ -122,22 +133,30 @@ int resume(Run *run, Net *net, const Settings *s) {
 int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemReport *predicted) {
     int rank = comm_rank_id, nranks = comm_nranks, rc;
     memset(run, 0, sizeof *run);
-    if (load_data(&run->data, s)) return 1;  // every rank returns together (see main)
-    if (comm_any(net_build(net, s, plan, rank, predicted->stack_peak) != 0)) return 1;
+    if (load_data(&run->data, s)) {  // every rank returns together (see main)
+        data_free(&run->data);
+        return 1;
+    }
+    if (comm_any(net_build(net, s, plan, rank, predicted->stack_peak) != 0)) return fail_run(run, net);
     run->adam = net->opt.cfg;
     run->state = net_state(net);
     const GPTConfig *c = &s->cfg;
-    run->header = (StateHeader){.L = c->layers, .C = c->channels, .H = c->heads, .V = c->vocab, .maxT = c->max_seq,
-                                .B = s->batch, .T = s->seq_len, .nparams = param_count(c), .dtype = s->dtype,
-                                .zero = net_zero_stage(net), .nranks = nranks, .rank = rank, .lo = run->state.lo,
-                                .hi = run->state.hi, .adam_bits = s->adam_bits, .steps = s->steps};
+    run->header = state_model_header(c);  // the model's size and layout, then the run's own
+    run->header.B = s->batch, run->header.T = s->seq_len, run->header.dtype = s->dtype;
+    run->header.zero = net_zero_stage(net), run->header.nranks = nranks, run->header.rank = rank;
+    run->header.lo = run->state.lo, run->header.hi = run->state.hi;
+    run->header.adam_bits = s->adam_bits, run->header.steps = s->steps;
     run->live = (LiveState){0, s->dtype == DT_FP16 ? s->loss_scale : 1.0f, 0};
     run->sample_rng = sample_stream(s->seed);
     run->val_loss = NAN;
     if (s->save) snprintf(run->save_path, sizeof run->save_path, rank ? "%s.rank%d" : "%s", s->save, rank);
-    if (comm_any(s->save && state_check_target(run->save_path))) return fail_run(run, net);  // before training
+    if (comm_any(s->save && check_output(s, "--save", run->save_path, OUT_STATE,  // before training
+                                         state_file_bytes(run->state.hi - run->state.lo))))
+        return fail_run(run, net);
     if (comm_any(s->mem_timeline && timeline_unwritable(s))) return fail_run(run, net);
-    if (comm_any(s->export_to && rank == 0 && state_check_target(s->export_to))) return fail_run(run, net);
+    if (comm_any(s->mem_json && rank == 0 && cannot_write("--mem-json", s->mem_json))) return fail_run(run, net);
+    if (comm_any(s->export_to && rank == 0 && check_output(s, "--export", s->export_to, OUT_LLMC, llmc_export_bytes(c))))
+        return fail_run(run, net);
     if (s->resume && (rc = resume(run, net, s)) >= 0) return rc;
     if (rank == 0) print_config_line(&s->cfg, s);
     if (s->log && rank == 0) {
@@ -147,6 +166,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
             return fail_run(run, net);
         }
         fprintf(run->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical,loss_scale\n");
+        if (log_flush(run->log, s->log)) return fail_run(run, net);
     }
     run->peak_flops = run_peak_flops(s);
     run->token_flops = flops_per_token(c, s->seq_len);
@@ -171,7 +191,9 @@ StepResult *read_step(StepResult *r, Net *net, const Settings *s, LiveState *liv
                       .lr = lr, .norm = norm, .tokens = (long long)s->batch * s->seq_len * s->accum * comm_nranks,
                       .scale = scale, .skipped = !isfinite(norm)};
     if (r->skipped && s->dtype != DT_FP16) {
-        fprintf(stderr, "error: the gradients are not finite at step %d; lower --lr\n", step + 1);
+        fprintf(stderr, "error: the gradients are not finite at step %d; lower --lr%s\n", step + 1,
+                lr * s->weight_decay > 0.5f ? " or --weight-decay (each step scales the weights by 1 - lr x "
+                                              "--weight-decay)" : "");
         return NULL;
     }
     if (!r->skipped) live->updates++;
@@ -203,6 +225,7 @@ int after_step(Run *run, Net *net, const Settings *s, const StepResult *r, doubl
             fprintf(run->log, ",%.9g,%.9g,%.3f,%lld,", r->lr, r->norm, r->seconds * 1e3, r->tokens);
             if (same >= 0) fprintf(run->log, "%d", same);
             fprintf(run->log, ",%.9g\n", r->scale);
+            if (log_flush(run->log, s->log)) return 1;
         }
     }
     if (s->sample_len && ((s->sample_every && step % s->sample_every == 0) || last))

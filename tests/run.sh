@@ -17,6 +17,7 @@
 #     machines    ranks on several machines (simulated): placement, threads, --shard-group node, --hosts
 #     offload     --offload: the bits of no offload, the ledger by location, the traffic, bad input
 #     errors      bad input: clear messages, non-zero exits
+#     reliability nothing a careless user does loses a run or a file: the audit's defects; every reader fuzzed
 #     tools       scripts/compare.py, scripts/chart
 #     explorer    the explorer page in a real browser: its numbers are the dry run's (tests/explorer.py)
 #     gpu         the GPU path without a GPU: the emulated GPU (tests/run_cuda.sh --host), gpu_check's rehearsal
@@ -30,7 +31,7 @@ trap 'rm -f "$log"' EXIT
   out=$(./tests/test_cpu)
   echo "$out" | grep -E '^(PASS|FAIL) '
   echo "$out" | grep -q 'test_cpu: ' || echo "FAIL tests/test_cpu ran to the end"
-  for t in ${E2E:-ledger train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama zero groups machines offload errors tools explorer gpu docs}; do
+  for t in ${E2E:-ledger train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama zero groups machines offload errors reliability tools explorer gpu docs}; do
     out=$(bash "tests/e2e/$t.sh" 2>&1)
     echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
     echo "$out" | grep -q "^END tests/e2e/$t.sh" || { echo "FAIL tests/e2e/$t.sh ran to the end:"; echo "$out" | tail -3; }

@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
 """tests/state_edit.py — make a saved state that is well-formed but says something else.
 
-Usage: tests/state_edit.py IN OUT nan K        weight K set to nan, checksum made right
-       tests/state_edit.py IN OUT version3     the same state as a version 3 file (no adam_bits)
+Usage: tests/state_edit.py IN OUT nan K           weight K set to nan, checksum made right
+       tests/state_edit.py IN OUT version3        the same state as a version 3 file (no adam_bits, steps)
+       tests/state_edit.py IN OUT version4        the same state as a version 4 file (no layout, no save id)
+       tests/state_edit.py IN OUT set NAME=V ...  header fields set (step=-5, updates=..., dtype=7, lo=1, ...)
 
-The loader's checks of damaged files are tests/fuzz_state.py's; these files
+The loader's checks of damaged files are tests/fuzz_files.py's; these files
 pass the checksum, so what refuses (or accepts) them is the check after it.
 """
 import struct
 import sys
 
-MAGIC, HEADER4, HEADER3 = 8, 112, 104  # magic bytes; StateHeader in versions 4 and 3 (state.h)
+MAGIC = 8  # "GPTMEMCK"; then u32 version, then StateHeader (io/state.h)
+HEADER3, HEADER4, HEADER5 = 104, 112, 136  # StateHeader's bytes in versions 3, 4 and 5
+FIELDS = dict(L=(0, "i"), C=(4, "i"), H=(8, "i"), V=(12, "i"), maxT=(16, "i"), B=(20, "i"), T=(24, "i"),
+              step=(28, "i"), data_rng=(32, "Q"), sample_rng=(40, "Q"), nparams=(48, "Q"), dtype=(56, "i"),
+              updates=(60, "i"), loss_scale=(64, "f"), good_steps=(68, "i"), zero=(72, "i"), nranks=(76, "i"),
+              rank=(80, "i"), lo=(88, "Q"), hi=(96, "Q"), adam_bits=(104, "i"), steps=(108, "i"), arch=(112, "i"),
+              kv_heads=(116, "i"), ffn=(120, "i"), untied=(124, "i"), rope_scaled=(128, "i"))
 
 
 def fnv1a(data):
@@ -23,12 +31,20 @@ def fnv1a(data):
 def main():
     src, dst, what = sys.argv[1], sys.argv[2], sys.argv[3]
     data = bytearray(open(src, "rb").read()[:-8])  # without the checksum
+    head = MAGIC + 4
     if what == "nan":
-        at = MAGIC + 4 + HEADER4 + 4 * int(sys.argv[4])
+        at = head + HEADER5 + 4 * int(sys.argv[4])
         data[at:at + 4] = struct.pack("<f", float("nan"))
-    elif what == "version3":
-        data[MAGIC:MAGIC + 4] = struct.pack("<I", 3)
-        del data[MAGIC + 4 + HEADER3:MAGIC + 4 + HEADER4]  # adam_bits, reserved
+    elif what in ("version3", "version4"):
+        del data[-8:]  # the save id
+        keep = HEADER3 if what == "version3" else HEADER4
+        data[MAGIC:MAGIC + 4] = struct.pack("<I", int(what[-1]))
+        del data[head + keep:head + HEADER5]
+    elif what == "set":
+        for kv in sys.argv[4:]:
+            name, value = kv.split("=")
+            off, kind = FIELDS[name]
+            struct.pack_into("<" + kind, data, head + off, float(value) if kind == "f" else int(value, 0))
     else:
         sys.exit(f"unknown edit {what}")
     data += struct.pack("<Q", fnv1a(data))

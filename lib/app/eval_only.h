@@ -52,8 +52,7 @@ void eval_load_init(GPT *model, const WeightSource *from, const char *path) {
 // Returns the state's header; exits on a bad file or a weight that is not finite.
 StateHeader eval_load(GPT *model, const char *path, StateReader *r) {
     const GPTConfig *c = &model->cfg;
-    StateHeader want = {.L = c->layers, .C = c->channels, .H = c->heads, .V = c->vocab, .maxT = c->max_seq,
-                        .nparams = model->nparams};
+    StateHeader want = state_model_header(c);
     *r = state_open(path, &want, READ_WEIGHTS);
     float *buf = model->w_piece;
     size_t K = model->piece;  // a multiple of QUANT_BLOCK
@@ -138,18 +137,9 @@ static void source_get(const void *ctx, size_t at, float *dst, size_t n) {
 }
 
 // --eval-only --export FILE: the weights evaluated (the state's or --init's,
-// fp32) as llm.c's model file, through FILE.tmp. 0, or 1 after a message.
+// fp32) as llm.c's model file. 0, or 1 after a message.
 int export_from(const WeightSource *from, const GPTConfig *c, const char *path) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (state_check_target(path) || llmc_export_begin(tmp, c) ||
-        llmc_export_range(tmp, c, 0, param_count(c), source_get, from) || rename(tmp, path)) {
-        fprintf(stderr, "error: cannot write '%s' for --export\n", path);
-        unlink(tmp);
-        return 1;
-    }
-    printf("exported the weights to %s (llm.c's %s model file, fp32)\n", path, is_llama(c) ? "Llama 3" : "GPT-2");
-    return 0;
+    return export_llmc(path, c, 0, param_count(c), source_get, from);
 }
 
 // Where --eval-only's weights come from: --init's llm.c file or --resume's

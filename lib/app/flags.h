@@ -5,6 +5,7 @@
 #define GPTMEM_FLAGS_H
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -20,6 +21,8 @@
 #include "core/sizes.h"
 #include "cuda/api.h"
 #include "app/inputs.h"
+#include "app/outputs.h"
+#include "app/ranks.h"
 #include "io/data.h"
 #include "io/quant.h"
 #include "parallel/comm.h"
@@ -28,12 +31,12 @@
 // The flag table: name, value kind, help. --help prints it with the defaults.
 enum { ARG_FLAG, ARG_INT, ARG_FLOAT, ARG_STR, ARG_U64 };
 // The range of a number flag (ARG_FLOAT), in the table's `lo` column.
-enum { AT_LEAST_0, ABOVE_0, AT_LEAST_1, FROM_0_TO_1 };
+enum { AT_LEAST_0, ABOVE_0, AT_LEAST_1, FROM_0_TO_1, FROM_0_BELOW_1 };
 typedef struct {
     const char *name;
     int kind;
     size_t offset;  // where in Settings the value goes
-    long lo, hi;    // allowed range for ints; for numbers, lo is one of AT_LEAST_0 ... FROM_0_TO_1
+    long lo, hi;    // allowed range for ints; for numbers, lo is one of AT_LEAST_0 ... FROM_0_BELOW_1
     const char *help;
 } FlagSpec;
 
@@ -77,8 +80,8 @@ const FlagSpec flag_specs[] = {
     {"lr", ARG_FLOAT, OPT(lr), ABOVE_0, 0, "peak learning rate"},
     {"min-lr-frac", ARG_FLOAT, OPT(min_lr_frac), FROM_0_TO_1, 0, "final lr as a fraction of --lr (cosine decay)"},
     {"warmup", ARG_INT, OPT(warmup), -1, INT_MAX, "linear warmup steps (-1 = 5% of --steps)"},
-    {"beta1", ARG_FLOAT, OPT(beta1), FROM_0_TO_1, 0, "AdamW's beta1"},
-    {"beta2", ARG_FLOAT, OPT(beta2), FROM_0_TO_1, 0, "AdamW's beta2 (llm.c: 0.999)"},
+    {"beta1", ARG_FLOAT, OPT(beta1), FROM_0_BELOW_1, 0, "AdamW's beta1 (below 1: the bias correction divides by 1 - beta1^t)"},
+    {"beta2", ARG_FLOAT, OPT(beta2), FROM_0_BELOW_1, 0, "AdamW's beta2 (llm.c: 0.999; below 1)"},
     {"weight-decay", ARG_FLOAT, OPT(weight_decay), AT_LEAST_0, 0, "AdamW weight decay (2-D weights only)"},
     {"clip", ARG_FLOAT, OPT(clip), AT_LEAST_0, 0, "clip the global gradient norm to this (0 = off)"},
     {"seed", ARG_U64, OPT(seed), 0, 0, "seed for init, batches and sampling"},
@@ -92,8 +95,9 @@ const FlagSpec flag_specs[] = {
     {"prompt-file", ARG_STR, OPT(prompt_file), 0, 0, "start each sample from this file's text (token files: its tokens, "
                                                      "from scripts/tokenize.py --prompt)"},
     {"save", ARG_STR, OPT(save), 0, 0, "write a checkpoint here (every --save-every steps and at the end)"},
+    {"overwrite", ARG_FLAG, OPT(overwrite), 0, 0, "let --save and --export replace an existing file that is not a gptmem checkpoint or an llm.c model file"},
     {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
-    {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint"},
+    {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint (saved on any number of ranks, at any --zero)"},
     {"eval-only", ARG_FLAG, OPT(eval_only), 0, 0, "evaluate and sample the --resume state, no training; with --quantize, next to each format"},
     {"quantize", ARG_STR, OPT(quantize_str), 0, 0, "with --eval-only: hold the weights in bf16, int8 or int4 (blocks of 64, an fp32 scale each)"},
     {"stop-after", ARG_INT, OPT(stop_after), 0, INT_MAX,
@@ -188,12 +192,17 @@ void parse_value(const FlagSpec *f, const char *v, Settings *s) {
         *(int *)p = (int)x;
     } else if (f->kind == ARG_FLOAT) {
         float x = strtof(v, &end);
-        const char *rule[] = {"a number >= 0", "a number > 0", "a number >= 1", "a number from 0 to 1"};
+        const char *rule[] = {"a number >= 0", "a number > 0", "a number >= 1", "a number from 0 to 1",
+                              "a number from 0 up to (not including) 1"};
+        if (errno == ERANGE && end != v && !*end)
+            usage_error("--%s %s is too %s for a float (%g to %g)", f->name, v, isfinite(x) ? "small" : "large",
+                        FLT_MIN, FLT_MAX);
         int ok = !errno && end != v && !*end && isfinite(x);
         if (ok && f->lo == AT_LEAST_0) ok = x >= 0;
         if (ok && f->lo == ABOVE_0) ok = x > 0;
         if (ok && f->lo == AT_LEAST_1) ok = x >= 1;
         if (ok && f->lo == FROM_0_TO_1) ok = x >= 0 && x <= 1;
+        if (ok && f->lo == FROM_0_BELOW_1) ok = x >= 0 && x < 1;
         if (!ok) usage_error("--%s must be %s (got '%s')", f->name, rule[f->lo], v);
         *(float *)p = x;
     } else if (f->kind == ARG_U64) {
@@ -258,77 +267,6 @@ void parse_recompute(Settings *s) {
     }
     if (s->ckpt) s->recompute = REC_BLOCK;
     if (s->recompute & REC_BLOCK) s->ckpt = 1;
-}
-
-// --shard-group K: a divisor of the ranks, with a ZeRO stage to shard (the
-// ranks under mpirun are checked again once known, app/launch.h).
-void check_shard_group(int k, int zero, int ranks) {
-    if (!k) return;
-    if (!zero) usage_error("--shard-group %d shards ZeRO's states in groups: add --zero 1, 2 or 3", k);
-    if (ranks <= 1)
-        usage_error("--shard-group %d needs several ranks (--ranks N, or mpirun -np N) to put in groups", k);
-    if (k > ranks || ranks % k)
-        usage_error("--shard-group %d must divide the %d ranks (groups of K ranks, N/K of them): try one of the divisors of %d",
-                    k, ranks, ranks);
-}
-
-// --hosts NAME:SLOTS,... (SLOTS 1 when left out) and --hostfile F: where --ranks starts the ranks.
-// --hosts gives the ranks in all (the default of --ranks) and, when every machine has as many,
-// the ranks a machine (what --shard-group node is in a dry run).
-void parse_hosts(Settings *s) {
-    if (!s->hosts && !s->hostfile) return;
-    const char *flag = s->hosts ? "--hosts" : "--hostfile";
-    if (s->hosts && s->hostfile) usage_error("--hosts and --hostfile both name the machines: give one of them");
-    if (comm_launched())
-        usage_error("%s goes to mpirun, and this process is already one of its ranks: give the machines to mpirun "
-                    "(mpirun --host ... or --hostfile ...), or start ./train --ranks N %s ... alone", flag, flag);
-    if (s->hostfile && file_size(s->hostfile) < 0) usage_error("--hostfile '%s' cannot be read", s->hostfile);
-    if (s->hostfile && s->ranks < 2) usage_error("--hostfile starts ranks: give --ranks N (the ranks in all)");
-    if (!s->hosts) return;
-    char list[1024];
-    snprintf(list, sizeof list, "%s", s->hosts);
-    s->host_each = -1;
-    for (char *h = strtok(list, ","); h; h = strtok(NULL, ",")) {
-        char *colon = strchr(h, ':'), *end = NULL;
-        long slots = 1;
-        if (colon) *colon = 0, slots = strtol(colon + 1, &end, 10);
-        if (!*h || (colon && (end == colon + 1 || *end || slots < 1 || slots > 4096)))
-            usage_error("--hosts: '%s%s%s' is not NAME or NAME:SLOTS (a machine and the ranks to start on it, 1 to 4096)",
-                        h, colon ? ":" : "", colon ? colon + 1 : "");
-        s->host_slots += (int)slots;
-        s->host_each = s->host_each == -1 || s->host_each == slots ? (int)slots : 0;
-    }
-    if (s->host_slots < 1) usage_error("--hosts names no machine (NAME:SLOTS,...)");
-    if (!s->ranks) s->ranks = s->host_slots;
-    if (s->ranks > s->host_slots)
-        usage_error("--ranks %d is more than the %d slots --hosts '%s' names; give each machine its ranks (NAME:SLOTS)",
-                    s->ranks, s->host_slots, s->hosts);
-    if (s->ranks != s->host_slots) s->host_each = 0;  // (mpirun fills the machines in order: not even)
-    if (s->ranks < 2 && !s->dry_run) usage_error("--hosts starts ranks on the machines it names: give 2 or more slots");
-}
-
-// --shard-group K or node. node is the ranks of a machine: known once the ranks run (app/machines.h),
-// or in a dry run from --hosts when every machine has as many.
-void parse_shard_group(Settings *s) {
-    if (!s->shard_group_str) return;
-    if (!strcmp(s->shard_group_str, "node")) {
-        s->shard_group_node = 1;
-        if (!s->zero) usage_error("--shard-group node shards ZeRO's states inside each machine: add --zero 1, 2 or 3");
-        if (!s->dry_run) return;
-        if (!s->host_each)
-            usage_error("--shard-group node in a dry run: say how many ranks each machine has, with --hosts a:4,b:4 (as "
-                        "many on each), or give --shard-group 4");
-        s->shard_group = s->host_each;
-    } else {
-        char *end;
-        long k = strtol(s->shard_group_str, &end, 10);
-        if (end == s->shard_group_str || *end || k < 0 || k > 1 << 20)
-            usage_error("--shard-group must be a number of ranks (0 to %d) or node (got '%s')", 1 << 20, s->shard_group_str);
-        s->shard_group = (int)k;
-    }
-    if (!s->shard_group) return;
-    if (s->ranks > 1 || !comm_launched()) check_shard_group(s->shard_group, s->zero, s->ranks);
-    else if (!s->zero) check_shard_group(s->shard_group, 0, 2);
 }
 
 // --offload and --offload-to: what is moved, and where to.
@@ -417,13 +355,16 @@ GPTConfig resolve_model(Settings *s) {
                 "channels (see ./train --help)\n", c.channels, c.heads);
         exit(2);
     }
+    int seq_from_model = s->seq_len == 0;
     if (s->seq_len == 0) s->seq_len = c.max_seq;
     if (s->seq_len > c.max_seq) {
         fprintf(stderr, "error: --seq-len %d is over the model's maximum of %d positions; use --seq-len "
                 "1..%d or raise --max-seq (see ./train --help)\n", s->seq_len, c.max_seq, c.max_seq);
         exit(2);
     }
-    if ((long long)s->batch * s->seq_len > INT_MAX / 8) usage_error("--batch x --seq-len is too large");
+    if ((long long)s->batch * s->seq_len > INT_MAX / 8)
+        usage_error("--batch x --seq-len is too large (%d x %d%s)", s->batch, s->seq_len,
+                    seq_from_model ? ": no --seq-len was given, so it is the model's maxT; give a --seq-len" : "");
     return c;
 }
 
@@ -486,6 +427,7 @@ void resolve_settings(Settings *s) {
     s->corpus_bytes = data_held_bytes(s->data_format, s->token_width, corpus > 0 ? corpus : 0, s->seq_len);
     resolve_tokenizer(s);
     resolve_prompt(s);
+    check_outputs_apart(s);
     s->corpus_bytes += (size_t)s->tokenizer_bytes;
     s->quant_bits = s->quantize ? quant_bits[s->quantize] : 0;
 }

@@ -35,6 +35,11 @@ void resolve_data(Settings *s) {
     for (int k = DATA_AUTO; k <= DATA_NANOGPT; k++)
         if (!strcmp(s->data_format_str, data_format_name[k])) f = k;
     if (f < 0) usage_error("--data-format must be auto, text, llmc or nanogpt (got '%s')", s->data_format_str);
+    const char *why = is_pattern(s->data) || path_missing(s->data) ? NULL : unreadable_why(s->data);
+    if (why) {  // (a missing file is said later, with how to get the corpus; a dry run needs none)
+        fprintf(stderr, "error: --data: cannot read '%s': %s; pass a file\n", s->data, why);
+        exit(1);
+    }
     s->data_format = data_format_of(s->data, f);
     if (s->data_format == DATA_TEXT) {
         size_t n = strlen(s->data);
@@ -52,6 +57,9 @@ void resolve_data(Settings *s) {
     TokenSet ts;
     const char *names[2] = {s->data, s->val_data};
     for (int k = 0; k < 2 && names[k]; k++) {
+        if (k && s->data_format == DATA_NANOGPT && !is_pattern(names[k]) && has_llmc_magic(names[k]))
+            usage_error("--val-data '%s' has llm.c's token header, and --data-format nanogpt reads --val-data as "
+                        "headerless tokens too: give both in one format", names[k]);
         if (token_set_open(&ts, names[k], s->data_format, err, sizeof err)) {
             fprintf(stderr, "error: --%s: %s\n", k ? "val-data" : "data", err);
             exit(1);
@@ -74,14 +82,20 @@ void resolve_data(Settings *s) {
 // token numbers (load_data says so).
 void resolve_tokenizer(Settings *s) {
     char err[1400], dir[1024], path[1200];
-    int n;
+    int n, eot;
     s->tokenizer_path[0] = 0, s->tokenizer_bytes = 0;
     if (s->tokenizer && s->data_format == DATA_TEXT)
         usage_error("--tokenizer decodes samples of token files; a text corpus's samples are its own bytes");
     if (s->data_format == DATA_TEXT || !s->sample_len) return;
     if (s->tokenizer) {
-        if ((s->tokenizer_bytes = tokenizer_bytes(s->tokenizer, &n, err, sizeof err)) < 0) {
+        if ((s->tokenizer_bytes = tokenizer_bytes(s->tokenizer, &n, &eot, err, sizeof err)) < 0) {
             fprintf(stderr, "error: --tokenizer: %s\n", err);
+            exit(1);
+        }
+        if (eot >= s->cfg.vocab) {  // a sample starts from it: a row of the embedding
+            fprintf(stderr, "error: --tokenizer: '%s' says its end-of-text token is %d, which a sample starts from, "
+                    "and the model's vocabulary is %d: give the tokenizer of these token files, or --vocab %d\n",
+                    s->tokenizer, eot, s->cfg.vocab, eot + 1);
             exit(1);
         }
         snprintf(s->tokenizer_path, sizeof s->tokenizer_path, "%s", s->tokenizer);
@@ -94,8 +108,13 @@ void resolve_tokenizer(Settings *s) {
     const char *names[2] = {"tokenizer.bin", "gpt2_tokenizer.bin"};
     for (int k = 0; k < 2 && !s->tokenizer_path[0]; k++) {
         snprintf(path, sizeof path, "%s%s", dir, names[k]);
-        long long bytes = tokenizer_bytes(path, &n, err, sizeof err);
+        if (path_missing(path)) continue;
+        long long bytes = tokenizer_bytes(path, &n, &eot, err, sizeof err);
+        if (bytes >= 0 && eot >= s->cfg.vocab)
+            snprintf(err, sizeof err, "'%s' says its end-of-text token is %d, past the model's vocabulary %d", path,
+                     eot, s->cfg.vocab), bytes = -1;
         if (bytes >= 0) snprintf(s->tokenizer_path, sizeof s->tokenizer_path, "%s", path), s->tokenizer_bytes = bytes;
+        else if (!s->dry_run && !s->fit) printf("note: the tokenizer beside --data is not used: %s\n", err);
     }
 }
 
@@ -109,11 +128,12 @@ void resolve_prompt(Settings *s) {
     s->prompt_len = 1;
     if (!s->prompt && !s->prompt_file) return;
     if (s->prompt && s->prompt_file) usage_error("give --prompt or --prompt-file, not both");
-    long long n = s->prompt ? (long long)strlen(s->prompt) : file_size(s->prompt_file);
-    if (n < 0) {
-        fprintf(stderr, "error: cannot read the prompt file '%s'\n", s->prompt_file);
+    const char *why = s->prompt_file ? unreadable_why(s->prompt_file) : NULL;
+    if (why) {
+        fprintf(stderr, "error: cannot read the prompt file '%s': %s\n", s->prompt_file, why);
         exit(1);
     }
+    long long n = s->prompt ? (long long)strlen(s->prompt) : file_size(s->prompt_file);
     if (s->data_format != DATA_TEXT) {
         if (s->prompt)
             usage_error("with token files a prompt is tokens: make a file of them with python3 scripts/tokenize.py "
@@ -132,15 +152,6 @@ void resolve_prompt(Settings *s) {
         usage_error("the prompt has %lld %s; a sample's context holds 1 to %d (--seq-len)", n,
                     s->data_format == DATA_TEXT ? "bytes" : "tokens", s->seq_len);
     s->prompt_len = (int)n;
-}
-
-// A model's shape in words, for a message: "L2 C64 H4 V50257 maxT 64" (a Llama's also "KVH2 F176, untied head").
-const char *shape_words(const GPTConfig *c, char *out, size_t len) {
-    int n = snprintf(out, len, "L%d C%d H%d V%d maxT %d", c->layers, c->channels, c->heads, c->vocab, c->max_seq);
-    if (is_llama(c) && n > 0 && (size_t)n < len)
-        snprintf(out + n, len - n, " KVH%d F%d, %s head%s", cfg_kv_heads(c), cfg_ffn(c), c->untied ? "untied" : "tied",
-                 c->rope_scaled ? ", scaled RoPE" : "");
-    return out;
 }
 
 // --init FILE: the model's shape is the file's header's. A flag that gives a

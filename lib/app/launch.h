@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -136,28 +138,65 @@ void check_fits(size_t peak_bytes) {
     }
 }
 
-// Was the state `resume` saved by another number of ranks than `nranks`? 1
-// after a message saying how to resume it; 0 if not (or if it cannot be read:
-// loading it says why).
-int resume_ranks_differ(const char *resume, int nranks) {
-    int saved_by = state_ranks(resume);
-    if (saved_by <= 0 || saved_by == nranks) return 0;
-    char how[64] = "one process (no --ranks, no mpirun)";
-    if (saved_by > 1) snprintf(how, sizeof how, "--ranks %d (or mpirun -np %d)", saved_by, saved_by);
-    fprintf(stderr, "error: %s was saved by %d rank%s; this run has %d: resume it with %s, the same --zero and "
-            "--shard-group\n", resume, saved_by, saved_by > 1 ? "s" : "", nranks, how);
-    return 1;
+// What mpirun says of a rank that stopped on purpose (its own "error:" line
+// said why, and it called MPI_Abort): a banner that would bury that line, and
+// its footnotes. Everything else mpirun says reaches the user: a hostfile it
+// cannot read, slots too few, a rank that died ("exited on signal 9").
+int mpirun_noise(const char *block) {
+    return strstr(block, "MPI_ABORT was invoked") || strstr(block, "returned\na non-zero exit code") ||
+           strstr(block, "sent help message") || strstr(block, "orte_base_help_aggregate");
+}
+
+static pid_t g_mpirun;
+static void pass_signal(int sig) { if (g_mpirun > 0) kill(g_mpirun, sig); }
+
+// Run mpirun (args) as a child, its stderr read a banner (the lines between
+// two of its rules of dashes) at a time, passed on unless mpirun_noise; a
+// signal sent to this process goes to mpirun, which ends the ranks. Returns
+// mpirun's exit code (128 + a signal that ended it), or -1 if it could not start.
+int run_mpirun(char **args) {
+    int fd[2];
+    if (pipe(fd) != 0 || (g_mpirun = fork()) < 0) return -1;
+    if (g_mpirun == 0) {
+        dup2(fd[1], 2), close(fd[0]), close(fd[1]);
+        execvp(args[0], args);
+        _exit(127);
+    }
+    close(fd[1]);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (int i = 0; i < 4; i++) signal(sigs[i], pass_signal);
+    FILE *in = fdopen(fd[0], "r");
+    char line[4096], block[32768] = "";
+    int inside = 0;
+    while (fgets(line, sizeof line, in)) {
+        int rule = !strncmp(line, "-----------", 11);
+        if (!inside && !rule) {
+            if (!mpirun_noise(line)) fputs(line, stderr);
+            continue;
+        }
+        if (strlen(block) + strlen(line) < sizeof block) strcat(block, line);
+        if (rule && inside) {
+            if (!mpirun_noise(block)) fputs(block, stderr);
+            block[0] = 0;
+        }
+        inside = rule ? !inside : inside;
+    }
+    if (block[0] && !mpirun_noise(block)) fputs(block, stderr);
+    fclose(in);
+    int status = 0;
+    while (waitpid(g_mpirun, &status, 0) < 0 && errno == EINTR) {}
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return errno = ENOENT, -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // --ranks N (N > 1, not a dry run): start N copies of this command under
-// mpirun, without --ranks, and become that mpirun. Open MPI's mpirun is told
-// it may start more ranks than cores (--oversubscribe: on this machine alone;
-// with --hosts or --hostfile the slots say how many go on each) and, run as
-// root, that this is fine (--allow-run-as-root), so the line works as written
-// on a 2-core machine and in CI; and to leave out its own banners (--quiet):
-// a rank that stops says why itself, and the exit code still comes back.
-// --hosts and --hostfile go to mpirun (Open MPI's --host and --hostfile,
-// MPICH's -hosts and -f); the same path to ./train must work on each machine.
+// mpirun, without --ranks, and wait for it (app/launch.h run_mpirun). Open
+// MPI's mpirun is told it may start more ranks than cores (--oversubscribe:
+// on this machine alone; with --hosts or --hostfile the slots say how many go
+// on each) and, run as root, that this is fine (--allow-run-as-root), so the
+// line works as written on a 2-core machine and in CI. --hosts and
+// --hostfile go to mpirun (Open MPI's --host and --hostfile, MPICH's -hosts
+// and -f); the same path to ./train must work on each machine.
 int launch_ranks(int argc, char **argv, const Settings *s) {
     int n = s->ranks;
     if (comm_launched())
@@ -175,7 +214,6 @@ int launch_ranks(int argc, char **argv, const Settings *s) {
     args[k++] = "-np";
     args[k++] = np;
     if (comm_is_openmpi() && !s->hosts && !s->hostfile) args[k++] = "--oversubscribe";
-    if (comm_is_openmpi()) args[k++] = "--quiet";
     if (comm_is_openmpi() && geteuid() == 0) args[k++] = "--allow-run-as-root";
     if (s->hosts) args[k++] = comm_is_openmpi() ? "--host" : "-hosts", args[k++] = (char *)s->hosts;
     if (s->hostfile) args[k++] = comm_is_openmpi() ? "--hostfile" : "-f", args[k++] = (char *)s->hostfile;
@@ -195,19 +233,18 @@ int launch_ranks(int argc, char **argv, const Settings *s) {
     for (int i = 0; i < k; i++) printf(" %s", args[i]);
     printf("\n");
     fflush(stdout);
-    execvp("mpirun", args);
-    fprintf(stderr, "error: cannot start mpirun: %s; install openmpi-bin, or start the ranks yourself with "
-            "mpirun -np %d\n", strerror(errno), n);
-    return 1;
+    int rc = run_mpirun(args);
+    if (rc < 0)
+        fprintf(stderr, "error: cannot start mpirun: %s; install openmpi-bin, or start the ranks yourself with "
+                "mpirun -np %d\n", strerror(errno), n);
+    return rc < 0 ? 1 : rc;
 }
 
 // How this process goes on: --ranks N (not a dry run or --fit) starts N ranks
-// under mpirun and becomes it (a state of another number of ranks is refused
-// first); `mpirun -np N ./train --dry-run` predicts for N ranks, printed by
+// under mpirun and waits for it; `mpirun -np N ./train --dry-run` predicts for N ranks, printed by
 // rank 0 alone. -1 to go on; else the exit code.
 int launch(Settings *s, int argc, char **argv) {
     if (s->ranks > 1 && !s->dry_run && !s->fit) {
-        if (s->resume && resume_ranks_differ(s->resume, s->ranks)) return 1;
         return launch_ranks(argc, argv, s);
     }
     if (s->dry_run && !s->ranks && comm_launched()) {
@@ -277,6 +314,28 @@ void settings_notes(const Settings *s, int ranks) {
             s->trace ? "--trace" : "--timing");
 }
 
+// Once MPI has started (or has not): is this process one rank of the run the
+// launcher started, as many ranks as it started processes? Under a launcher
+// whose processes MPI does not join (srun without PMI support, torchrun,
+// another MPI's mpirun) each process would train alone on every core and
+// write the same files. 0, or 1 after a message (said by the process the
+// launcher calls rank 0).
+int one_run_of_all(void) {
+    const char *by = NULL;
+    int started = comm_launcher_size(&by);
+    if (!started || started == comm_nranks) return 0;
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : getenv("PMI_RANK") ?
+                       getenv("PMI_RANK") : getenv("SLURM_PROCID") ? getenv("SLURM_PROCID") : getenv("RANK");
+    if (!rank || atoi(rank) == 0)
+        fprintf(stderr, "error: the launcher started %d processes (%s=%d), and MPI %s: each would train as a run of "
+                "its own, on every core, writing the same files. Start the ranks with mpirun -np %d (or ./train "
+                "--ranks %d), or give srun the MPI that this build uses (srun --mpi=pmix)%s\n", started, by, started,
+                comm_have_mpi() ? (comm_nranks == 1 ? "sees this process alone" : "sees another number of ranks")
+                                : "is not in this build", started, started,
+                comm_have_mpi() ? "" : "; this build has no MPI: install libopenmpi-dev and rebuild");
+    return 1;
+}
+
 // The ranks (one process, or N under mpirun) and, with --device cuda, the GPU.
 // 0, or 1 after a message.
 int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
@@ -287,6 +346,7 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
     int local = comm_env_local_rank();
     int no_gpu = s->cuda && local >= 0 && gpu_open(local, why, sizeof why);
     comm_init(argc, argv);
+    if (one_run_of_all()) return 1;
     if (place_ranks(s)) return 1;  // the same settings everywhere, the threads, --shard-group node
     if (s->cuda && local < 0) {
         if (comm_launched() && comm_rank_id == 0)

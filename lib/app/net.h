@@ -26,6 +26,7 @@
 #include "parallel/zero.h"
 #include "cuda/api.h"
 #include "gpu/model.h"
+#include "app/outputs.h"
 #include "io/llmc.h"
 #include "io/state.h"
 
@@ -300,35 +301,14 @@ NetState net_state(Net *n) {
     return st;
 }
 
-// --export FILE: the fp32 weights as llm.c's model file (io/llmc.h: GPT-2's or Llama 3's),
-// written to FILE.tmp and renamed when whole. Rank 0 writes the header and
-// sizes the file; then each rank writes the weights it keeps (net_state's
-// [lo, hi): together the ranks' parts are all of them, at every stage) where
-// llm.c keeps them. 0 (also without --export), or 1 after a message (every
-// rank returns the same).
+// --export FILE: the fp32 weights as llm.c's model file (app/outputs.h
+// export_llmc), each rank writing the weights it keeps (net_state's [lo, hi):
+// together the ranks' parts are all of them, at every stage). 0 (also
+// without --export), or 1 after a message (every rank returns the same).
 int net_export(Net *n, const Settings *s) {
-    const GPTConfig *c = &s->cfg;
-    const char *path = s->export_to;
-    if (!path) return 0;
+    if (!s->export_to) return 0;
     NetState st = net_state(n);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int bad = comm_rank_id == 0 && (state_check_target(path) || llmc_export_begin(tmp, c));
-    if (comm_any(bad)) {
-        if (comm_rank_id == 0) fprintf(stderr, "error: cannot write '%s' for --export\n", tmp);
-        return 1;
-    }
-    bad = llmc_export_range(tmp, c, st.lo, st.hi, state_weights_get, &st) != 0;
-    if (comm_any(bad)) {
-        if (bad) fprintf(stderr, "error: writing '%s' for --export failed part-way\n", tmp);
-        if (comm_rank_id == 0) unlink(tmp);
-        return 1;
-    }
-    if (comm_rank_id == 0 && rename(tmp, path) != 0) bad = 1, fprintf(stderr, "error: cannot rename '%s' to '%s'\n", tmp, path);
-    if (comm_any(bad)) return 1;
-    if (comm_rank_id == 0)
-        printf("exported the weights to %s (llm.c's %s model file, fp32)\n", path, is_llama(c) ? "Llama 3" : "GPT-2");
-    return 0;
+    return export_llmc(s->export_to, &s->cfg, st.lo, st.hi, state_weights_get, &st);
 }
 
 // After a saved state was read into net_state's arrays: at stage 0 every rank

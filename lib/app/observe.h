@@ -160,11 +160,14 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
     if (ob->recording) {
         timeline = predicted_timeline(s, s->accum, predicted);
         receipt = receipt_json(&timeline);
-        if (s->mem_timeline && write_timeline(s, &timeline)) return 1;
     }
-    if ((s->mem || s->mem_json) &&
-        report_memory(s, predicted, &ob->measured, ob->first_step_comm, ob->first_step_across, nparams, ob->stage, receipt))
+    int bad = ob->recording && s->mem_timeline && write_timeline(s, &timeline);
+    bad = bad || ((s->mem || s->mem_json) && report_memory(s, predicted, &ob->measured, ob->first_step_comm,
+                                                              ob->first_step_across, nparams, ob->stage, receipt));
+    if (bad) {
+        if (ob->recording) { predicted_timeline_free(&timeline); free(receipt); }
         return 1;
+    }
     if (ob->recording && s->mem && comm_rank_id == 0) print_peak_receipt(stdout, &timeline, predicted);
     if (ob->recording) { predicted_timeline_free(&timeline); free(receipt); }
     if (s->mem_ops && comm_rank_id == 0) print_activation_table(stdout, s, ob->block_kept);

@@ -78,7 +78,8 @@ int draw_token(const float *logits, int V, float temperature, uint64_t *rng) {
 // prompt: it fits the context, its tokens are in the vocabulary).
 int sample_start(int *ctx, const Dataset *data, const Settings *s, int V) {
     if (!s->prompt && !s->prompt_file) {
-        ctx[0] = data->format == DATA_TEXT ? '\n' : data->tokenizer.n ? data->tokenizer.eot : V - 1;
+        int eot = data->tokenizer.n ? data->tokenizer.eot : V - 1;  // (inputs.h refused an eot of V or more)
+        ctx[0] = data->format == DATA_TEXT ? '\n' : eot >= 0 && eot < V ? eot : V - 1;
         return 1;
     }
     int n = 0;

@@ -90,6 +90,16 @@ const ModelPreset model_presets[] = {
 };
 const int n_model_presets = sizeof model_presets / sizeof model_presets[0];
 
+// A model's shape in words, for a message: "GPT-2 L2 C64 H4 V50257 maxT 64" (a Llama's also "KVH2 F176, untied head").
+const char *shape_words(const GPTConfig *c, char *out, size_t len) {
+    int n = snprintf(out, len, "%s L%d C%d H%d V%d maxT %d", is_llama(c) ? "Llama" : "GPT-2", c->layers, c->channels,
+                     c->heads, c->vocab, c->max_seq);
+    if (is_llama(c) && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - n, " KVH%d F%d, %s head%s", cfg_kv_heads(c), cfg_ffn(c), c->untied ? "untied" : "tied",
+                 c->rope_scaled ? ", scaled RoPE" : "");
+    return out;
+}
+
 // The vocabulary padded to a multiple of 64 so the LM head's matmul tiles
 // evenly; padded logits are masked out of the loss.
 int padded_vocab(const GPTConfig *c) { return (c->vocab + 63) / 64 * 64; }
@@ -266,6 +276,12 @@ void init_params_chunks(float *buf, size_t chunk, size_t lo, size_t hi, const GP
                 fprintf(stderr, "error: reading the weights of --init failed part-way\n");
                 exit(1);
             }
+            for (size_t k = 0; k < b - a; k++)
+                if (!isfinite(buf[k])) {
+                    fprintf(stderr, "error: --init's file has a weight that is %s (parameter %zu): it cannot be "
+                            "trained from\n", isnan(buf[k]) ? "nan" : "infinite", a + k);
+                    exit(1);
+                }
             take(ctx, a, b);
         }
         return;

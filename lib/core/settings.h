@@ -94,6 +94,7 @@ typedef struct {
     const char *mem_json;
     const char *mem_timeline;  // --mem-timeline FILE.csv
     const char *log;
+    int overwrite;      // --overwrite: --save and --export may replace a file of another kind
 } Settings;
 
 // The defaults of the flags (--help prints them).

@@ -73,6 +73,18 @@ int split_too_short(const Split *sp, const char *name, int T) {
     return 1;
 }
 
+// A text corpus whose first MiB is more than 5% control bytes (NUL among
+// them) is likely tokens read as text (nanoGPT's uint16 files carry no
+// header to find them by): a warning, since it trains all the same.
+void text_looks_binary(const unsigned char *b, size_t n, const char *path) {
+    size_t look = n < (1 << 20) ? n : (1 << 20), control = 0;
+    for (size_t i = 0; i < look; i++) control += b[i] < 0x20 && b[i] != '\n' && b[i] != '\r' && b[i] != '\t';
+    if (look && control * 20 > look)
+        fprintf(stderr, "warning: --data '%s' is read as text, and %.0f%% of its first %zu bytes are control bytes: if "
+                "it holds tokens, pass --data-format nanogpt (headerless uint16) or llmc\n", path,
+                100.0 * control / look, look);
+}
+
 // The text file, whole (ledger: data): its first 90% train, the rest validates.
 int load_text(Dataset *d, const char *path, int T) {
     long long size = file_size(path);
@@ -90,6 +102,7 @@ int load_text(Dataset *d, const char *path, int T) {
     size_t got = fread(d->bytes, 1, d->n, f);
     fclose(f);
     if (got != d->n) { fprintf(stderr, "error: reading '%s' failed part-way\n", path); return -1; }
+    text_looks_binary(d->bytes, d->n, path);
     long long n_train = (long long)(d->n / 10 * 9);
     d->train = (Split){NULL, 0, n_train};
     d->val = (Split){NULL, n_train, (long long)d->n - n_train};
@@ -100,8 +113,13 @@ int load_text(Dataset *d, const char *path, int T) {
 // vocabulary; the tokens themselves stay on disk.
 int open_tokens(TokenSet *ts, const char *name, int format, int vocab) {
     char err[1400];
-    if (token_set_open(ts, name, format, err, sizeof err) || token_set_check(ts, vocab, err, sizeof err)) {
+    if (token_set_open(ts, name, format, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
+        return -1;
+    }
+    if (token_set_check(ts, vocab, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        token_set_free(ts);
         return -1;
     }
     return 0;

@@ -24,12 +24,14 @@
 #ifndef GPTMEM_LLMC_H
 #define GPTMEM_LLMC_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/config.h"
 #include "core/dtype.h"
+#include "io/files.h"
 #include "io/tokens.h"  // file_size, LLMC_HEADER_BYTES
 
 #define LLMC_MODEL_MAGIC 20240326
@@ -110,15 +112,25 @@ long long llama3_ffn(long long C, double multiplier, long long multiple_of) {
     return multiple_of > 0 ? multiple_of * ((hidden + multiple_of - 1) / multiple_of) : hidden;
 }
 
+// Are a header's sizes in the ranges of the flags that set them (--layers,
+// --channels, --heads, --vocab, --max-seq)? Checked before any arithmetic on
+// them, so that no size computed from a header overflows.
+int llmc_shape_in_range(const GPTConfig *c) {
+    return c->layers >= 1 && c->layers <= 1024 && c->channels >= 1 && c->channels <= 65536 && c->heads >= 1 &&
+           c->heads <= 1024 && c->vocab >= 1 && c->vocab <= (1 << 20) && c->max_seq >= 1 && c->max_seq <= 65536;
+}
+
+#define LLMC_RANGES " (gptmem's: L to 1024, C to 65536, H to 1024 dividing C, V to 2^20, maxT to 65536)"
+
 // A Llama file's header into m->cfg: 0, or -1 with the problem in err.
 int llmc_llama_header(LlmcModel *m, const int32_t *h, long long size, char *err, size_t errlen) {
     const char *path = m->path;
     GPTConfig *c = &m->cfg;
     *c = (GPTConfig){.layers = h[4], .channels = h[7], .heads = h[5], .vocab = h[3], .max_seq = h[2],
                      .arch = ARCH_LLAMA, .kv_heads = h[6], .untied = 1, .rope_scaled = h[12]};
-    if (c->layers < 1 || c->channels < 1 || c->heads < 1 || c->kv_heads < 1 || c->vocab < 1 || c->max_seq < 1 ||
-        c->channels % c->heads || c->heads % c->kv_heads || (c->channels / c->heads) % 2)
-        return snprintf(err, errlen, "'%s' has a shape no Llama has: L %d C %d H %d KVH %d V %d maxT %d", path,
+    if (!llmc_shape_in_range(c) || c->kv_heads < 1 || c->kv_heads > c->heads || c->channels % c->heads ||
+        c->heads % c->kv_heads || (c->channels / c->heads) % 2)
+        return snprintf(err, errlen, "'%s' has a shape no Llama has: L %d C %d H %d KVH %d V %d maxT %d" LLMC_RANGES, path,
                         c->layers, c->channels, c->heads, c->kv_heads, c->vocab, c->max_seq), -1;
     if (h[11] == 3 && h[14] == 0)  // [8] multiple_of, [9] use_scaled_rope, [10] tied, [11] 3: the C trainer's form
         return snprintf(err, errlen, "'%s' has the 2048-byte header llm.c's train_llama3.cu writes (an int half and a "
@@ -136,6 +148,9 @@ int llmc_llama_header(LlmcModel *m, const int32_t *h, long long size, char *err,
         return snprintf(err, errlen, "'%s' has %lld bytes: no SwiGLU width makes a Llama of L %d C %d H %d KVH %d V %d "
                         "(%s) that size%s", path, size, c->layers, c->channels, c->heads, c->kv_heads, c->vocab,
                         m->width == 4 ? "fp32" : "bf16", body / m->width <= fixed ? ": it is truncated" : ""), -1;
+    if ((body / m->width - fixed) / per > (1 << 20))
+        return snprintf(err, errlen, "'%s' has %lld bytes: its SwiGLU width would be %lld, past any model's (at most "
+                        "%d)", path, size, (body / m->width - fixed) / per, 1 << 20), -1;
     c->ffn = (int)((body / m->width - fixed) / per);
     long long said = llama3_ffn(c->channels, h[8], h[9]);
     if (said != c->ffn)
@@ -148,12 +163,17 @@ int llmc_llama_header(LlmcModel *m, const int32_t *h, long long size, char *err,
 // Read and check the header of `path`: 0, or -1 with the problem in err.
 int llmc_model_open(LlmcModel *m, const char *path, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
+    if (strlen(path) >= sizeof m->path)
+        return snprintf(err, errlen, "the path '%.60s...' is %zu bytes long; gptmem takes paths up to %zu", path,
+                        strlen(path), sizeof m->path - 1), -1;
     snprintf(m->path, sizeof m->path, "%s", path);
+    const char *why = unreadable_why(path);
+    if (why) return snprintf(err, errlen, "cannot read the model file '%s': %s", path, why), -1;
     int32_t h[256];
     FILE *f = fopen(path, "rb");
     int got = f && fread(h, sizeof h, 1, f) == 1;
     if (f) fclose(f);
-    if (!f) return snprintf(err, errlen, "cannot read the model file '%s'", path), -1;
+    if (!f) return snprintf(err, errlen, "cannot read the model file '%s': %s", path, strerror(errno)), -1;
     if (!got) return snprintf(err, errlen, "'%s' is shorter than llm.c's 1024-byte model header", path), -1;
     if (h[0] != LLMC_MODEL_MAGIC && h[0] != LLMC_LLAMA_MAGIC)
         return snprintf(err, errlen, "'%s' has magic %d, not an llm.c model file's (%d GPT-2, %d Llama 3)", path, h[0],
@@ -166,8 +186,8 @@ int llmc_model_open(LlmcModel *m, const char *path, char *err, size_t errlen) {
     if (h[0] == LLMC_LLAMA_MAGIC) return llmc_llama_header(m, h, size, err, errlen);
     m->cfg = (GPTConfig){.layers = h[4], .channels = h[6], .heads = h[5], .vocab = h[3], .max_seq = h[2]};
     const GPTConfig *c = &m->cfg;
-    if (c->layers < 1 || c->channels < 1 || c->heads < 1 || c->vocab < 1 || c->max_seq < 1 || c->channels % c->heads)
-        return snprintf(err, errlen, "'%s' has a shape no model has: L %d C %d H %d V %d maxT %d", path, c->layers,
+    if (!llmc_shape_in_range(c) || c->channels % c->heads)
+        return snprintf(err, errlen, "'%s' has a shape no model has: L %d C %d H %d V %d maxT %d" LLMC_RANGES, path, c->layers,
                         c->channels, c->heads, c->vocab, c->max_seq), -1;
     if (h[7] != padded_vocab(c))
         return snprintf(err, errlen, "'%s' pads its vocabulary %d to %d rows; gptmem pads to a multiple of 64: %d",
@@ -217,25 +237,36 @@ int llama3_multiple_of(int F) {
     return m;
 }
 
-// --export's file: the header (version 3, fp32) written and the file sized,
-// so that each rank can write its part of the weights into it in any order.
+// The weights an exported file holds (a Llama's head always a matrix of its own).
+size_t llmc_export_count(const GPTConfig *c) { return is_llama(c) ? llmc_llama_count(c) : param_count(c); }
+
+// The bytes of --export's file.
+long long llmc_export_bytes(const GPTConfig *c) { return LLMC_HEADER_BYTES + 4LL * (long long)llmc_export_count(c); }
+
+// --export's file sized (zeros), so that each rank can write its part of the
+// weights into it in any order; its header comes last (llmc_export_finish),
+// so a file cut short by a failure or a signal has no magic and is no model.
 int llmc_export_begin(const char *tmp, const GPTConfig *c) {
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return -1;
+    int bad = fseek(f, llmc_export_bytes(c) - 1, SEEK_SET) != 0 || fputc(0, f) == EOF;
+    return fclose(f) != 0 || bad ? -1 : 0;
+}
+
+// The header (version 3, fp32), once every weight is in the file.
+int llmc_export_finish(const char *tmp, const GPTConfig *c) {
     int32_t h[256] = {0};
-    size_t count = param_count(c);
     if (is_llama(c)) {
         h[0] = LLMC_LLAMA_MAGIC, h[1] = 3, h[2] = c->max_seq, h[3] = c->vocab, h[4] = c->layers, h[5] = c->heads;
         h[6] = cfg_kv_heads(c), h[7] = c->channels, h[8] = 1, h[9] = llama3_multiple_of(cfg_ffn(c)), h[10] = 0;
         h[11] = (int32_t)LLAMA_ROPE_THETA, h[12] = c->rope_scaled, h[13] = 4, h[14] = 3, h[15] = 1;
-        count = llmc_llama_count(c);
     } else {
         h[0] = LLMC_MODEL_MAGIC, h[1] = 3, h[2] = c->max_seq, h[3] = c->vocab, h[4] = c->layers, h[5] = c->heads;
         h[6] = c->channels, h[7] = padded_vocab(c);
     }
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = fopen(tmp, "r+b");
     if (!f) return -1;
     int bad = fwrite(h, sizeof h, 1, f) != 1;
-    long long end = LLMC_HEADER_BYTES + (long long)count * 4;
-    bad = bad || fseek(f, end - 1, SEEK_SET) != 0 || fputc(0, f) == EOF;  // the file at its full size
     return fclose(f) != 0 || bad ? -1 : 0;
 }
 

@@ -9,17 +9,23 @@
 //   u64 data_rng, u64 sample_rng, u64 nparams, i32 dtype, i32 updates,
 //   f32 loss_scale, i32 good_steps, i32 zero nranks rank, i32 pad (0), u64 lo hi,
 //   i32 adam_bits (32, or 8: --adam-bits 8), i32 steps (the run's --steps; 0: not recorded),
+//   i32 arch kv_heads ffn untied rope_scaled (the model's layout beyond its size), i32 pad (0),
 //   f32 weights[hi - lo] (the fp32 weights: master copy for 16-bit runs),
 //   f32 adam_m[hi - lo], f32 adam_v[hi - lo] (with --adam-bits 8: the values
 //   its 8-bit codes stand for; read back, they give the same codes),
+//   u64 save id (the same in every rank's file of one save: a hash of every
+//   rank's bytes, so files of two saves never pass for one),
 //   u64 FNV-1a checksum of every byte before it.
-// Written to FILE.tmp and renamed, so a crash never leaves half a checkpoint.
-// With several ranks each rank writes the parameters it owns: rank 0 to FILE,
-// rank r to FILE.rank<r>; one rank writes everything to FILE.
+// Written to FILE.tmp and renamed, so a crash never leaves half a checkpoint
+// (io/files.h). With several ranks each rank writes the parameters it owns:
+// rank 0 to FILE, rank r to FILE.rank<r>; one rank writes everything to FILE.
+// Versions 3 (no adam_bits, steps) and 4 (no layout, no save id) still load,
+// as GPT-2 states: they did not record a Llama's layout.
 #ifndef GPTMEM_STATE_H
 #define GPTMEM_STATE_H
 
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,13 +35,17 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include "core/config.h"
 #include "core/dtype.h"
 #include "core/hash.h"
 #include "cuda/api.h"
 #include "io/data.h"  // file_size
+#include "io/files.h"
+#include "io/state_arrays.h"
+#include "parallel/comm.h"
 
 #define STATE_MAGIC "GPTMEMCK"
-#define STATE_VERSION 4u  // 4 added adam_bits; a version 3 file (the same header without it) still loads
+#define STATE_VERSION 5u  // 4 added adam_bits and steps, 5 the layout and the save id
 
 typedef struct {
     int32_t L, C, H, V, maxT, B, T, step;
@@ -49,32 +59,32 @@ typedef struct {
     uint64_t lo, hi;             // the parameters [lo, hi) this file holds (one rank: all of them)
     int32_t adam_bits;           // 32, or 8: Adam's m and v were kept in 8 bits (--adam-bits 8)
     int32_t steps;               // the run's --steps, which its learning-rate schedule follows (0: not recorded)
+    int32_t arch, kv_heads, ffn, untied, rope_scaled;  // core/config.h's GPTConfig beyond L C H V maxT
+    int32_t pad2;                // 0
 } StateHeader;
 
-// The header's bytes in a file of this version (3: without adam_bits, steps).
-size_t state_header_bytes(uint32_t version) { return version == 3 ? offsetof(StateHeader, adam_bits) : sizeof(StateHeader); }
+// The header's bytes in a file of this version (3: without adam_bits, steps; 4: without the layout).
+size_t state_header_bytes(uint32_t version) {
+    return version == 3 ? offsetof(StateHeader, adam_bits) : version == 4 ? offsetof(StateHeader, arch)
+                                                                         : sizeof(StateHeader);
+}
 
-// What a state file's arrays come from and go to: this rank's fp32 weights
-// and Adam's m and v of the parameters [lo, hi) (element 0 is parameter lo),
-// in host or device memory (on_gpu); with --adam-bits 8, m and v are read
-// and written through the optimizer's accessors (optim/optimizer.h
-// optimizer_moments_get/set), from its element moments_at, and the file holds
-// the fp32 values its codes stand for.
-// With --offload-to disk the weights, too, are read and written through
-// accessors (cpu/offload.h, gpu/offload.h: the offload file, a record at a time).
-typedef struct {
-    float *w, *m, *v;
-    size_t lo, hi;
-    int on_gpu;
-    void *moments;  // --adam-bits 8 or the offload file: what the accessors below read and write m and v of
-    size_t moments_at;
-    void (*moments_get)(const void *opt, int which, size_t at, float *dst, size_t n);
-    void (*moments_set)(void *opt, int which, size_t at, const float *src, size_t n);
-    void *weights;  // the offload file: what these read and write the weights of
-    size_t weights_at;
-    void (*weights_get)(const void *ctx, int which, size_t at, float *dst, size_t n);
-    void (*weights_set)(void *ctx, int which, size_t at, const float *src, size_t n);
-} NetState;
+// The bytes of a state file (this version) holding n parameters.
+long long state_file_bytes(size_t n) { return 8 + 4 + (long long)sizeof(StateHeader) + 12LL * (long long)n + 16; }
+
+// The model's part of a header: its size and its layout.
+StateHeader state_model_header(const GPTConfig *c) {
+    return (StateHeader){.L = c->layers, .C = c->channels, .H = c->heads, .V = c->vocab, .maxT = c->max_seq,
+                         .nparams = param_count(c), .arch = c->arch, .kv_heads = cfg_kv_heads(c), .ffn = cfg_ffn(c),
+                         .untied = c->untied, .rope_scaled = c->rope_scaled};
+}
+
+// The model a header describes (its layout from version 5 on; GPT-2 before).
+GPTConfig state_model(const StateHeader *h) {
+    return (GPTConfig){.layers = h->L, .channels = h->C, .heads = h->H, .vocab = h->V, .max_seq = h->maxT,
+                       .arch = h->arch, .kv_heads = h->kv_heads, .ffn = h->ffn, .untied = h->untied,
+                       .rope_scaled = h->rope_scaled};
+}
 
 // The part of the state that changes as training goes, besides the weights,
 // Adam's state and the random streams: kept here during the run, written into
@@ -117,168 +127,63 @@ int state_weights_read(const void *file, float *dst, size_t lo, size_t hi) {
            fread(dst, sizeof(float), hi - lo, w->f) != hi - lo ? -1 : 0;
 }
 
-int write_hashed(FILE *f, uint64_t *h, const void *p, size_t n) {
-    *h = fnv1a(*h, p, n);
-    return fwrite(p, 1, n, f) == n ? 0 : -1;
+// Can a save go to `path` (and its path.tmp), with room for a file of n
+// parameters? 0, or -1 after a message. The run checks this before training,
+// so nothing is lost, and again when saving.
+int state_check_target(const char *path, size_t n) { return writable_target("--save", path, state_file_bytes(n)); }
+
+// Every rank's file of one save carries the same id: a hash of every rank's
+// hash of its own bytes (each rank calls this with its own).
+uint64_t save_id_of(uint64_t mine) {
+    uint64_t *all = calloc((size_t)comm_nranks, sizeof(uint64_t));
+    comm_gather_words(mine, all);
+    uint64_t id = fnv1a(0xCBF29CE484222325ULL, all, sizeof(uint64_t) * (size_t)comm_nranks);
+    free(all);
+    return id;
 }
 
-// The big arrays go through a 1 MiB host buffer, so that they can come from
-// (or go to) GPU memory: on_gpu says which. CPU arrays are read in place.
-enum { STATE_CHUNK = 1 << 20 };
-
-int write_array(FILE *f, uint64_t *h, const float *src, size_t bytes, int on_gpu) {
-    if (!on_gpu) return write_hashed(f, h, src, bytes);
-    char *chunk = malloc(STATE_CHUNK);
-    int bad = 0;
-    for (size_t at = 0; at < bytes && !bad; at += STATE_CHUNK) {
-        size_t n = bytes - at < STATE_CHUNK ? bytes - at : STATE_CHUNK;
-        gpu_download(chunk, (const char *)src + at, n);
-        bad = write_hashed(f, h, chunk, n);
-    }
-    free(chunk);
-    return bad;
-}
-
-// n floats read through an accessor (get(ctx, which, at + i, ...)) a chunk at
-// a time through a host buffer, written and hashed.
-int write_accessed(FILE *f, uint64_t *h, void (*get)(const void *, int, size_t, float *, size_t), const void *ctx,
-                   int which, size_t at0, size_t n) {
-    float *chunk = malloc(STATE_CHUNK);
-    size_t per = STATE_CHUNK / sizeof(float);  // a multiple of ADAM_BLOCK
-    int bad = 0;
-    for (size_t at = 0; at < n && !bad; at += per) {
-        size_t len = n - at < per ? n - at : per;
-        get(ctx, which, at0 + at, chunk, len);
-        bad = write_hashed(f, h, chunk, len * sizeof(float));
-    }
-    free(chunk);
-    return bad;
-}
-
-// Adam's m (which 0) or v (1) of the state st: an fp32 array as it is, or
-// (--adam-bits 8, the offload file) through the accessor.
-int write_moments(FILE *f, uint64_t *h, const NetState *st, int which) {
-    size_t n = st->hi - st->lo;
-    if (!st->moments) return write_array(f, h, which ? st->v : st->m, n * sizeof(float), st->on_gpu);
-    return write_accessed(f, h, st->moments_get, st->moments, which, st->moments_at, n);
-}
-
-// The fp32 weights of the state st: an array, or (the offload file) through the accessor.
-int write_weights(FILE *f, uint64_t *h, const NetState *st) {
-    size_t n = st->hi - st->lo;
-    if (!st->weights) return write_array(f, h, st->w, n * sizeof(float), st->on_gpu);
-    return write_accessed(f, h, st->weights_get, st->weights, 0, st->weights_at, n);
-}
-
-// n of the state's fp32 weights from element `at` (counted from lo) into dst:
-// from host memory, the GPU, or (the offload file) through the accessor.
-void state_weights_get(const void *ctx, size_t at, float *dst, size_t n) {
-    const NetState *st = ctx;
-    if (st->weights) st->weights_get(st->weights, 0, st->weights_at + at, dst, n);
-    else if (st->on_gpu) gpu_download(dst, st->w + at, n * sizeof(float));
-    else memcpy(dst, st->w + at, n * sizeof(float));
-}
-
-// Is `path` something a save may replace: missing, or a regular file? A
-// device, directory or fifo is refused (writing PATH.tmp and renaming it over
-// /dev/full, say, would replace the device node with a file).
-int state_path_ok(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) return errno == ENOENT;
-    return S_ISREG(st.st_mode);
-}
-
-// Can a save go to `path` (and its path.tmp)? 0, or -1 after a message. The
-// run checks this before training, so nothing is lost, and again when saving.
-int state_check_target(const char *path) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (!state_path_ok(path) || !state_path_ok(tmp)) {
-        fprintf(stderr, "error: cannot write checkpoint '%s': it exists and is not a regular file (a device, "
-                "directory or fifo); pass --save a file path\n", state_path_ok(path) ? tmp : path);
-        return -1;
-    }
-    FILE *f = fopen(tmp, "wb");  // the folder exists and takes a file: try it (the save writes tmp first, too)
-    if (!f) {
-        fprintf(stderr, "error: cannot write checkpoint '%s': %s; pass --save a path in a folder you can write\n", tmp,
-                strerror(errno));
-        return -1;
-    }
-    fclose(f);
-    remove(tmp);
-    return 0;
-}
-
-// The write itself: magic, version, header, the three arrays, the checksum.
+// The write itself: magic, version, header, the three arrays, the save id,
+// the checksum. Every rank reaches the save id's exchange, failed or not.
 int write_state_file(const char *path, const char *tmp, const StateHeader *header, const NetState *st) {
     FILE *f = fopen(tmp, "wb");
-    if (!f) { fprintf(stderr, "error: cannot write checkpoint '%s': %s\n", tmp, strerror(errno)); return -1; }
+    int err = f ? 0 : errno;
     uint64_t h = 0xCBF29CE484222325ULL;
     uint32_t version = STATE_VERSION;
-    int bad = write_hashed(f, &h, STATE_MAGIC, 8) | write_hashed(f, &h, &version, 4) |
+    int bad = !f;
+    if (f) {
+        bad = write_hashed(f, &h, STATE_MAGIC, 8) | write_hashed(f, &h, &version, 4) |
               write_hashed(f, &h, header, sizeof *header) | write_weights(f, &h, st);
-    if (getenv("GPTMEM_INTERRUPT_SAVE")) { fflush(f); raise(SIGINT); }
-    bad |= write_moments(f, &h, st, 0) | write_moments(f, &h, st, 1);
-    bad |= fwrite(&h, 8, 1, f) != 1;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        fprintf(stderr, "error: writing checkpoint '%s' failed (disk full?)\n", path);
+        fflush(f);
+        interrupt_for_tests("GPTMEM_INTERRUPT_SAVE");
+        bad |= write_moments(f, &h, st, 0) | write_moments(f, &h, st, 1);
+    }
+    uint64_t id = save_id_of(h);
+    if (f) {
+        bad |= write_hashed(f, &h, &id, 8) | (fwrite(&h, 8, 1, f) != 1);
+        if (bad && !err) err = errno;
+        if (fclose(f) != 0 && !bad) bad = 1, err = errno;
+    }
+    if (!bad && rename(tmp, path) != 0) bad = 1, err = errno;
+    if (bad) {
+        fprintf(stderr, "error: writing checkpoint '%s' failed: %s; the previous checkpoint (if any) is intact\n",
+                path, err ? strerror(err) : "a write did not complete");
         remove(tmp);
         return -1;
     }
     return 0;
 }
 
-// Ctrl-C (or a kill) while a state is being written: remove the unfinished
-// path.tmp, say that the previous file is intact, and stop. Only
-// async-signal-safe calls (unlink, write, _exit) happen in the handler.
-static char g_saving_tmp[4096];
-
-static void interrupted_while_saving(int sig) {
-    unlink(g_saving_tmp);
-    const char msg[] = "\nerror: interrupted while saving a checkpoint: the unfinished file was removed; the "
-                       "previous checkpoint (if any) is intact\n";
-    ssize_t ignored = write(2, msg, sizeof msg - 1);
-    (void)ignored;
-    _exit(128 + sig);
-}
-
 // Write the state to path (through path.tmp, renamed when complete): 0, or -1
-// after a message. (GPTMEM_INTERRUPT_SAVE set in the environment interrupts
-// the write half-way, as Ctrl-C would: the tests' way to check the handler.)
+// after a message. (GPTMEM_INTERRUPT_SAVE in the environment interrupts the
+// write half-way, as a signal would: io/files.h interrupt_for_tests.)
 int save_state(const char *path, const StateHeader *header, const NetState *st) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (state_check_target(path)) return -1;
-    snprintf(g_saving_tmp, sizeof g_saving_tmp, "%s", tmp);
-    struct sigaction on_signal, old_int, old_term;
-    memset(&on_signal, 0, sizeof on_signal);
-    on_signal.sa_handler = interrupted_while_saving;
-    sigaction(SIGINT, &on_signal, &old_int);
-    sigaction(SIGTERM, &on_signal, &old_term);
+    if (comm_any(state_check_target(path, st->hi - st->lo))) return -1;
+    writing_begin(tmp, "a checkpoint");
     int result = write_state_file(path, tmp, header, st);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    writing_end();
     return result;
-}
-
-int read_hashed(FILE *f, uint64_t *h, void *p, size_t n) {
-    if (fread(p, 1, n, f) != n) return -1;
-    *h = fnv1a(*h, p, n);
-    return 0;
-}
-
-int read_array(FILE *f, uint64_t *h, float *dst, size_t bytes, int on_gpu) {
-    if (!on_gpu) return read_hashed(f, h, dst, bytes);
-    char *chunk = malloc(STATE_CHUNK);
-    int bad = 0;
-    for (size_t at = 0; at < bytes && !bad; at += STATE_CHUNK) {
-        size_t n = bytes - at < STATE_CHUNK ? bytes - at : STATE_CHUNK;
-        bad = read_hashed(f, h, chunk, n);
-        if (!bad) gpu_upload((char *)dst + at, chunk, n);
-    }
-    free(chunk);
-    return bad;
 }
 
 // Reading a state: open it and check its header against this run
@@ -290,42 +195,110 @@ typedef struct {
     uint64_t h;       // FNV-1a of every byte read so far
     StateHeader header;
     long data_at;     // the byte where the weights start
+    uint32_t version;
+    uint64_t save_id; // (read at the end: 0 before version 5)
 } StateReader;
 
 // What the run that reads it is: RESUME_TRAINING checks dtype and ranks as a
-// resume must; READ_WEIGHTS (--eval-only) takes any dtype, from one rank.
-enum { RESUME_TRAINING, READ_WEIGHTS };
+// resume must; RESUME_RESHARDED the dtype, each file's part read wherever the
+// run keeps it (io/reshard.h); READ_WEIGHTS (--eval-only) takes any dtype, from one rank.
+enum { RESUME_TRAINING, READ_WEIGHTS, RESUME_RESHARDED };
+
+// A state file's version and header, read (a version 3 file's adam_bits
+// 32, an older file's layout GPT-2's): 0, or -1 if it has none.
+int state_read_header(FILE *f, uint64_t *h, uint32_t *version, StateHeader *header) {
+    char magic[8];
+    memset(header, 0, sizeof *header);
+    if (read_hashed(f, h, magic, 8) || memcmp(magic, STATE_MAGIC, 8) || read_hashed(f, h, version, 4) ||
+        *version < 3 || *version > STATE_VERSION || read_hashed(f, h, header, state_header_bytes(*version)))
+        return -1;
+    if (*version == 3) header->adam_bits = 32;
+    if (*version < 5) header->kv_heads = header->H, header->ffn = 4 * header->C;
+    return 0;
+}
 
 // The ranks that saved the state whose rank-0 file is `path` (from its
 // header), or -1 if it cannot be read as one (load_state then says why).
 int state_ranks(const char *path) {
+    if (unreadable_why(path)) return -1;
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
-    char magic[8];
+    uint64_t h = 0;
     uint32_t version = 0;
     StateHeader header;
-    memset(&header, 0, sizeof header);
-    int ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, STATE_MAGIC, 8) && fread(&version, 4, 1, f) == 1 &&
-             (version == STATE_VERSION || version == 3) && fread(&header, state_header_bytes(version), 1, f) == 1;
+    int ok = state_read_header(f, &h, &version, &header) == 0;
     fclose(f);
     return ok ? header.nranks : -1;
+}
+
+// Does the file's stored checksum differ from the hash of its bytes? (Asked
+// only when its header looks wrong: a damaged header is named as damage.)
+int state_corrupt(const char *path) {
+    FILE *f = fopen(path, "rb");
+    long long size = file_size(path);
+    uint64_t h = 0xCBF29CE484222325ULL, stored = 0;
+    unsigned char buf[1 << 16];
+    for (long long at = 0; f && at < size - 8;) {
+        size_t n = size - 8 - at < (long long)sizeof buf ? (size_t)(size - 8 - at) : sizeof buf;
+        if (fread(buf, 1, n, f) != n) break;
+        h = fnv1a(h, buf, n), at += (long long)n;
+    }
+    int bad = !f || size < 8 || fread(&stored, 8, 1, f) != 1 || stored != h;
+    if (f) fclose(f);
+    return bad;
+}
+
+// Stop: the header says something no saved state says (damage, or a file
+// made by hand).
+void state_damaged(const char *path, const char *what) {
+    if (state_corrupt(path)) fprintf(stderr, "error: checkpoint '%s' is corrupt (checksum mismatch)\n", path);
+    else fprintf(stderr, "error: checkpoint '%s' is corrupt: its header says %s, which no saved state says\n", path,
+                 what);
+    exit(1);
+}
+
+// Every field in the range a saved state gives it.
+void state_check_ranges(const char *path, const StateHeader *h) {
+    char what[200] = "";
+    if (h->step < 0 || h->updates < 0 || h->updates > h->step) snprintf(what, sizeof what, "step %d after %d updates", h->step, h->updates);
+    else if (h->dtype < DT_FP32 || h->dtype > DT_FP16) snprintf(what, sizeof what, "dtype %d", h->dtype);
+    else if (h->B < 1 || h->T < 1) snprintf(what, sizeof what, "batch %d x %d", h->B, h->T);
+    else if (!(h->loss_scale > 0) || !isfinite(h->loss_scale) || h->good_steps < 0)
+        snprintf(what, sizeof what, "loss scale %g after %d good steps", h->loss_scale, h->good_steps);
+    else if (h->nranks < 1 || h->rank < 0 || h->rank >= h->nranks || h->zero < 0 || h->zero > 3)
+        snprintf(what, sizeof what, "rank %d of %d at --zero %d", h->rank, h->nranks, h->zero);
+    else if (h->lo > h->hi || h->hi > h->nparams)
+        snprintf(what, sizeof what, "parameters [%llu, %llu) of %llu", (unsigned long long)h->lo,
+                 (unsigned long long)h->hi, (unsigned long long)h->nparams);
+    else if ((h->adam_bits != 32 && h->adam_bits != 8) || h->steps < 0)
+        snprintf(what, sizeof what, "--adam-bits %d, --steps %d", h->adam_bits, h->steps);
+    else if ((h->arch != ARCH_GPT2 && h->arch != ARCH_LLAMA) || h->untied < 0 || h->untied > 1 || h->rope_scaled < 0 ||
+             h->rope_scaled > 1)
+        snprintf(what, sizeof what, "architecture %d (untied %d, scaled RoPE %d)", h->arch, h->untied, h->rope_scaled);
+    if (what[0]) state_damaged(path, what);
+}
+
+// Is the model of header h the model of header w: its size and its layout?
+int state_same_model(const StateHeader *h, const StateHeader *w) {
+    return h->L == w->L && h->C == w->C && h->H == w->H && h->V == w->V && h->maxT == w->maxT &&
+           h->nparams == w->nparams && h->arch == w->arch && h->kv_heads == w->kv_heads && h->ffn == w->ffn &&
+           h->untied == w->untied && h->rope_scaled == w->rope_scaled;
 }
 
 // A header read from `path`, checked against this run (`want`) for the
 // purpose: the dtype and the ranks' shares for a resume, one file holding
 // every weight for --eval-only, the model always. Exits with a message.
 void state_check_header(const char *path, const StateHeader *h, const StateHeader *want, int purpose) {
-    if (purpose == RESUME_TRAINING && h->dtype != want->dtype) {
+    if (purpose != READ_WEIGHTS && h->dtype != want->dtype) {
         fprintf(stderr, "error: checkpoint '%s' was trained with --dtype %s; pass --dtype %s to resume it\n", path,
-                h->dtype >= 0 && h->dtype <= DT_FP16 ? dtype_name[h->dtype] : "?",
-                h->dtype >= 0 && h->dtype <= DT_FP16 ? dtype_name[h->dtype] : "?");
+                dtype_name[h->dtype], dtype_name[h->dtype]);
         exit(1);
     }
-    if (h->L != want->L || h->C != want->C || h->H != want->H || h->V != want->V || h->maxT != want->maxT ||
-        h->nparams != want->nparams) {
-        fprintf(stderr, "error: checkpoint '%s' is for a different model (L%d C%d H%d V%d maxT %d) than this "
-                "run (L%d C%d H%d V%d maxT %d); pass the same --model and overrides\n", path, h->L, h->C, h->H,
-                h->V, h->maxT, want->L, want->C, want->H, want->V, want->maxT);
+    if (!state_same_model(h, want)) {
+        char a[200], b[200];
+        GPTConfig file = state_model(h), run = state_model(want);
+        fprintf(stderr, "error: checkpoint '%s' is for a different model (%s) than this run (%s); pass the same "
+                "--model and overrides\n", path, shape_words(&file, a, sizeof a), shape_words(&run, b, sizeof b));
         exit(1);
     }
     if (purpose == READ_WEIGHTS && (h->nranks != 1 || h->lo != 0 || h->hi != h->nparams)) {
@@ -336,6 +309,7 @@ void state_check_header(const char *path, const StateHeader *h, const StateHeade
     }
     if (purpose == RESUME_TRAINING && (h->zero != want->zero || h->nranks != want->nranks || h->rank != want->rank ||
                                        h->lo != want->lo || h->hi != want->hi)) {
+        if (state_corrupt(path)) state_damaged(path, "");
         fprintf(stderr, "error: checkpoint '%s' is rank %d of %d at --zero %d, holding parameters [%llu, %llu); this is "
                 "rank %d of %d at --zero %d, needing [%llu, %llu): resume with the same mpirun -np, --zero and "
                 "--shard-group\n", path, h->rank, h->nranks, h->zero, (unsigned long long)h->lo,
@@ -346,37 +320,32 @@ void state_check_header(const char *path, const StateHeader *h, const StateHeade
 }
 
 StateReader state_open(const char *path, const StateHeader *want, int purpose) {
-    StateReader r = {fopen(path, "rb"), path, 0xCBF29CE484222325ULL, {0}, 0};
-    StateHeader header;
-    memset(&header, 0, sizeof header);
+    const char *why = unreadable_why(path);
+    if (why) { fprintf(stderr, "error: cannot read checkpoint '%s': %s\n", path, why); exit(1); }
+    StateReader r = {fopen(path, "rb"), path, 0xCBF29CE484222325ULL, {0}, 0, 0, 0};
     if (!r.f) { fprintf(stderr, "error: cannot open checkpoint '%s': %s\n", path, strerror(errno)); exit(1); }
     long long size = file_size(path);
-    char magic[8];
-    uint32_t version = 0;
-    if (read_hashed(r.f, &r.h, magic, 8) || memcmp(magic, STATE_MAGIC, 8)) {
-        fprintf(stderr, "error: '%s' is not a gptmem checkpoint (bad magic)\n", path);
+    if (state_read_header(r.f, &r.h, &r.version, &r.header)) {
+        fprintf(stderr, "error: '%s' is not a gptmem checkpoint of versions 3 to %u (no such magic, version and "
+                "whole header)\n", path, STATE_VERSION);
         exit(1);
     }
-    if (read_hashed(r.f, &r.h, &version, 4) || (version != STATE_VERSION && version != 3)) {
-        fprintf(stderr, "error: checkpoint '%s' has version %u; this build reads versions 3 and %u\n", path, version,
-                STATE_VERSION);
+    state_check_ranges(path, &r.header);
+    if (r.version < 5 && want->arch != ARCH_GPT2) {
+        fprintf(stderr, "error: checkpoint '%s' is version %u, which did not record a Llama's layout (key-value "
+                "heads, MLP width, head): this build resumes a Llama from a version %u state only\n", path,
+                r.version, STATE_VERSION);
         exit(1);
     }
-    size_t header_bytes = state_header_bytes(version);
-    if (read_hashed(r.f, &r.h, &header, header_bytes)) {
-        fprintf(stderr, "error: checkpoint '%s' is truncated (no complete header)\n", path);
-        exit(1);
-    }
-    if (version == 3) header.adam_bits = 32;
-    state_check_header(path, &header, want, purpose);
-    size_t n = (header.hi - header.lo) * sizeof(float);
-    long long expect = 8 + 4 + (long long)header_bytes + 3LL * (long long)n + 8;
+    state_check_header(path, &r.header, want, purpose);
+    size_t header_bytes = state_header_bytes(r.version), n = (r.header.hi - r.header.lo) * sizeof(float);
+    long long expect = 8 + 4 + (long long)header_bytes + 3LL * (long long)n + (r.version >= 5 ? 16 : 8);
     if (size != expect) {
-        fprintf(stderr, "error: checkpoint '%s' has %lld bytes, expected %lld: it is %s\n", path, size, expect,
-                size < expect ? "truncated" : "longer than its header says");
+        fprintf(stderr, "error: checkpoint '%s' has %lld bytes, expected %lld: it is %s%s\n", path, size, expect,
+                size < expect ? "truncated" : "longer than its header says",
+                state_corrupt(path) ? ", or its header is damaged (the checksum does not match)" : "");
         exit(1);
     }
-    r.header = header;
     r.data_at = (long)(8 + 4 + header_bytes);
     return r;
 }
@@ -409,10 +378,12 @@ void read_moments(StateReader *r, NetState *st, int which) {
     read_accessed(r, st->moments_set, st->moments, which, st->moments_at, n);
 }
 
-// The end: the stored checksum must equal the hash of everything before it.
+// The end: the save id (version 5), then the stored checksum, which must
+// equal the hash of everything before it.
 void state_close(StateReader *r) {
     uint64_t stored;
-    if (fread(&stored, 8, 1, r->f) != 1 || stored != r->h) {
+    if ((r->version >= 5 && read_hashed(r->f, &r->h, &r->save_id, 8)) || fread(&stored, 8, 1, r->f) != 1 ||
+        stored != r->h) {
         fprintf(stderr, "error: checkpoint '%s' is corrupt (checksum mismatch)\n", r->path);
         exit(1);
     }
@@ -421,18 +392,32 @@ void state_close(StateReader *r) {
 
 // Load a checkpoint into st's weights and moments after checking it matches `want`.
 // Exits with a clear error if the file is missing, truncated, corrupt or for
-// another model; returns the header.
-StateHeader load_state(const char *path, const StateHeader *want, NetState *st) {
+// another model; returns the header, and its save id in *save_id.
+StateHeader load_state(const char *path, const StateHeader *want, NetState *st, uint64_t *save_id) {
     StateReader r = state_open(path, want, RESUME_TRAINING);
     if (st->weights) read_accessed(&r, st->weights_set, st->weights, 0, st->weights_at, r.header.hi - r.header.lo);
     else state_read(&r, st->w, (r.header.hi - r.header.lo) * sizeof(float), st->on_gpu);
     read_moments(&r, st, 0);
     read_moments(&r, st, 1);
     state_close(&r);
-    if (r.header.B != want->B || r.header.T != want->T)
-        fprintf(stderr, "warning: checkpoint was trained with batch %d x %d, this run uses %d x %d\n", r.header.B, r.header.T,
-                want->B, want->T);
+    *save_id = r.save_id;
     return r.header;
+}
+
+// After every rank read its own file of a state (rank r's is `path`): are the
+// files one save's? Each rank compares rank 0's save id, step and data
+// position with its own; the first that differs names its file and all stop.
+// 0, or 1 after the message (every rank returns the same).
+int state_one_save(const char *rank0_path, const char *path, const StateHeader *got, uint64_t save_id) {
+    uint64_t mine[3] = {save_id, (uint64_t)got->step, got->data_rng}, root[3];
+    memcpy(root, mine, sizeof root);
+    comm_broadcast(root, sizeof root, 0);
+    int first = comm_first(memcmp(mine, root, sizeof mine) != 0);
+    if (first == comm_rank_id)
+        fprintf(stderr, "error: '%s' was saved by another save (step %d, save id %016llx) than '%s' (step %d, save "
+                "id %016llx): a file of one save was replaced by another's; resume from the files of one save\n", path,
+                got->step, (unsigned long long)save_id, rank0_path, (int)root[1], (unsigned long long)root[0]);
+    return first >= 0;
 }
 
 #endif

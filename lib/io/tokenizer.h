@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "io/files.h"
 #include "io/tokens.h"  // file_size, LLMC_HEADER_BYTES
 #include "memory/ledger.h"
 
@@ -25,34 +26,44 @@ typedef struct {
 } Tokenizer;
 
 // The bytes a tokenizer file's table holds in memory (the predictor's number):
-// its body and an offset a token. 0, or -1 with the problem in err.
-long long tokenizer_bytes(const char *path, int *n_tokens, char *err, size_t errlen) {
+// its body and an offset a token. Its token count and end-of-text token in
+// *n_tokens and *eot, each checked against the file (a count the file cannot
+// hold, an end-of-text token outside the table). -1 with the problem in err.
+long long tokenizer_bytes(const char *path, int *n_tokens, int *eot, char *err, size_t errlen) {
     int32_t h[256];
+    const char *why = unreadable_why(path);
+    if (why) return snprintf(err, errlen, "cannot read llm.c's tokenizer file '%s': %s", path, why), -1;
     long long size = file_size(path);
-    FILE *f = size < 0 ? NULL : fopen(path, "rb");
+    FILE *f = fopen(path, "rb");
     int got = f && fread(h, sizeof h, 1, f) == 1;
     if (f) fclose(f);
-    if (!got) return snprintf(err, errlen, "cannot read llm.c's tokenizer file '%s'", path), -1;
-    if (h[0] != LLMC_TOKENIZER_MAGIC || (h[1] != 1 && h[1] != 2) || h[2] < 1)
+    if (!got) return snprintf(err, errlen, "'%s' is shorter than llm.c's 1024-byte tokenizer header", path), -1;
+    if (h[0] != LLMC_TOKENIZER_MAGIC || (h[1] != 1 && h[1] != 2))
         return snprintf(err, errlen, "'%s' is not llm.c's tokenizer file (magic %d version %d; want %d, version 1 or 2)",
                         path, h[0], h[1], LLMC_TOKENIZER_MAGIC), -1;
+    if (h[2] < 1 || h[2] > size - LLMC_HEADER_BYTES)  // each token takes at least its length byte
+        return snprintf(err, errlen, "'%s' says it holds %d tokens, and its %lld bytes after the header hold at most "
+                        "%lld", path, h[2], size - LLMC_HEADER_BYTES, size - LLMC_HEADER_BYTES), -1;
     *n_tokens = h[2];
+    *eot = h[1] == 2 ? h[3] : h[2] - 1;
+    if (*eot < 0 || *eot >= h[2])
+        return snprintf(err, errlen, "'%s' says its end-of-text token is %d, but it has %d tokens (0 to %d)", path,
+                        *eot, h[2], h[2] - 1), -1;
     return size - LLMC_HEADER_BYTES + 4LL * h[2];
 }
 
 // Load it; 0, or -1 after a message (a table that runs past the file's end).
 int tokenizer_load(Tokenizer *t, const char *path) {
     memset(t, 0, sizeof *t);
-    char err[1200];
+    char err[1400];
     int32_t h[256];
-    if (tokenizer_bytes(path, &t->n, err, sizeof err) < 0) { fprintf(stderr, "error: %s\n", err); return -1; }
+    if (tokenizer_bytes(path, &t->n, &t->eot, err, sizeof err) < 0) { fprintf(stderr, "error: %s\n", err); return -1; }
     size_t body = (size_t)(file_size(path) - LLMC_HEADER_BYTES);
     FILE *f = fopen(path, "rb");
     t->body = mem_alloc(MEM_DATA, body, "tokenizer");
     t->at = mem_alloc(MEM_DATA, sizeof(uint32_t) * (size_t)t->n, "tokenizer offsets");
     int ok = f && fread(h, sizeof h, 1, f) == 1 && fread(t->body, 1, body, f) == body;
     if (f) fclose(f);
-    t->eot = h[1] == 2 ? h[3] : t->n - 1;
     size_t p = 0;
     for (int k = 0; k < t->n && ok; k++) {
         t->at[k] = (uint32_t)p;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "io/files.h"
 
 enum { DATA_AUTO, DATA_TEXT, DATA_LLMC, DATA_NANOGPT };  // --data-format
 const char *const data_format_name[] = {"auto", "text", "llmc", "nanogpt"};
@@ -56,7 +57,7 @@ int is_pattern(const char *name) { return strpbrk(name, "*?[") != NULL; }
 
 // Does the file start with an llm.c token shard's magic? (The format auto finds.)
 int has_llmc_magic(const char *path) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = unreadable_why(path) ? NULL : fopen(path, "rb");  // (never open() a fifo: it waits for a writer)
     int32_t magic = 0;
     int got = f && fread(&magic, 4, 1, f) == 1;
     if (f) fclose(f);
@@ -66,9 +67,13 @@ int has_llmc_magic(const char *path) {
 // One file's header (llm.c) or size (nanoGPT), checked: 0, or -1 with the
 // problem in err.
 int token_file_open(TokenFile *tf, int *version, int format, const char *path, char *err, size_t errlen) {
+    if (strlen(path) >= sizeof tf->path)
+        return snprintf(err, errlen, "the path '%.60s...' is %zu bytes long; gptmem takes paths up to %zu", path,
+                        strlen(path), sizeof tf->path - 1), -1;
     snprintf(tf->path, sizeof tf->path, "%s", path);
+    const char *why = unreadable_why(path);
+    if (why) return snprintf(err, errlen, "cannot read the token file '%s': %s", path, why), -1;
     long long size = file_size(path);
-    if (size < 0) return snprintf(err, errlen, "cannot read the token file '%s'", path), -1;
     if (format == DATA_NANOGPT) {
         if (size % 2) return snprintf(err, errlen, "'%s' has %lld bytes, an odd number: nanoGPT's token files hold "
                                       "uint16 tokens", path, size), -1;
@@ -184,11 +189,15 @@ int token_set_check(const TokenSet *ts, int V, char *err, size_t errlen) {
                 return snprintf(err, errlen, "reading '%s' failed part-way", tf->path), -1;
             }
             for (long long j = 0; j < n; j++) {
-                int t = token_at(buf, ts->width, j);
-                if (t < 0 || t >= V) {
+                uint32_t t = ts->width == 2 ? ((const uint16_t *)buf)[j] : ((const uint32_t *)buf)[j];
+                if (t >= (uint32_t)V) {
                     fclose(f);
-                    return snprintf(err, errlen, "'%s': the token at position %lld is %d, not below the vocabulary %d "
-                                    "(a --vocab of at least %d, or another --model, would hold it)", tf->path, k + j,
+                    if (t >= (1u << 20))
+                        return snprintf(err, errlen, "'%s': the token at position %lld is %u, past any vocabulary "
+                                        "(at most %d): is it a token file of this format?", tf->path, k + j, t,
+                                        1 << 20), -1;
+                    return snprintf(err, errlen, "'%s': the token at position %lld is %u, not below the vocabulary %d "
+                                    "(a --vocab of at least %u, or another --model, would hold it)", tf->path, k + j,
                                     t, V, t + 1), -1;
                 }
             }

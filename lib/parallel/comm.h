@@ -16,6 +16,7 @@
 #ifndef GPTMEM_COMM_H
 #define GPTMEM_COMM_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,18 @@ int comm_launched_size(int *rank) {
     if (!size) size = getenv("PMI_SIZE"), r = getenv("PMI_RANK");
     *rank = r ? atoi(r) : 0;
     return size ? atoi(size) : 1;
+}
+
+// How many processes the launcher started, as it says in the environment
+// (Open MPI's mpirun, MPICH's Hydra, a Slurm step, torchrun), with the
+// variable that says it; 0 when none does. (Slurm's SLURM_NTASKS is the
+// job's, also set in a batch script that runs one process: the step's count
+// is SLURM_STEP_NUM_TASKS.)
+int comm_launcher_size(const char **said_by) {
+    const char *names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS", "WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (getenv(names[i]) && atoi(getenv(names[i])) > 0) return *said_by = names[i], atoi(getenv(names[i]));
+    return 0;
 }
 
 // Before MPI starts, this process's rank among the ranks on its machine, as the launcher
@@ -380,5 +393,17 @@ void comm_gather(const void *rec, void *out, int bytes, int root) { comm_gather_
 
 // A small fixed-size record from every rank to rank 0 (the per-rank ledger table).
 void comm_gather_to_root(const void *rec, void *out, int bytes) { comm_gather(rec, out, bytes, 0); }
+
+// Every rank's 64-bit word x, in rank order, into all[comm_nranks] on every
+// rank (a save's id: bookkeeping, not counted as the run's traffic).
+void comm_gather_words(uint64_t x, uint64_t *all) {
+#ifdef GPTMEM_MPI
+    if (comm_nranks > 1) {
+        MPI_Allgather(&x, 8, MPI_BYTE, all, 8, MPI_BYTE, MPI_COMM_WORLD);
+        return;
+    }
+#endif
+    all[0] = x;
+}
 
 #endif

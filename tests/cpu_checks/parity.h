@@ -118,7 +118,7 @@ int export_weights(const char *path, const GPTConfig *c, const float *w) {
     export_src = w;
     size_t lo0 = 0, lo1 = mid;
     return llmc_export_begin(path, c) || llmc_export_range(path, c, mid, n, export_get, &lo1) ||
-           llmc_export_range(path, c, 0, mid, export_get, &lo0);
+           llmc_export_range(path, c, 0, mid, export_get, &lo0) || llmc_export_finish(path, c);
 }
 
 void test_llmc_llama_file(void) {

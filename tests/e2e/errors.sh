@@ -47,16 +47,17 @@ else bad "the notes for --seed on --resume, --recompute attn --flash, --fit's sm
 if grep -q 'note: --trace prints what a step does as it runs; a dry run runs no step' "$tmp/n1" &&
    grep -q 'note: --zero 2 on one rank: nothing to shard, predicted as usual' "$tmp/n2" &&
    grep -q 'note: --stop-after 5 is past --steps 2: the run ends at step 2' "$tmp/n3" && grep -q '^step *2/2' "$tmp/n3" &&
-   grep -q 'saved by a run of --batch 4 --seq-len 128, this one has --batch 2 --seq-len 128' "$tmp/n4" &&
+   grep -q 'saved by a run of --batch 4 --seq-len 128 on 1 rank, this one has --batch 2 --seq-len 128 on 1' "$tmp/n4" &&
    grep -q 'saved by a run of --steps 2, this one has --steps 4: the learning-rate schedule follows' "$tmp/n5" &&
    ! grep -q 'note:' "$tmp/n6"; then
   ok "notes: --dry-run --trace, --dry-run --zero 2 on one rank, --stop-after past --steps, a resume with another --batch or --steps (and none with the same flags)"
 else bad "notes where a flag does nothing: $(grep -h note "$tmp"/n[1-6] | head -3)"; fi
 if have_mpi; then
-  ./train "${Q[@]}" --steps 3 --ranks 2 --resume "$tmp/q.ckpt" >"$tmp/rr" 2>&1; rc=$?
-  if [ $rc = 1 ] && [ "$(grep -c . "$tmp/rr")" = 1 ] && grep -q 'saved by 1 rank; this run has 2: resume it with one process' "$tmp/rr"; then
-    ok "a one-rank state resumed with --ranks 2: one line saying how to resume it (exit 1), before mpirun starts"
-  else bad "a one-rank state with --ranks 2 (exit $rc): $(head -3 "$tmp/rr")"; fi
+  ./train "${Q[@]}" --steps 3 --ranks 2 --batch 2 --resume "$tmp/q.ckpt" >"$tmp/rr" 2>&1; rc=$?
+  if [ $rc = 0 ] && grep -q 'saved by 1 rank at --zero 0; this run keeps other parts (2 ranks at --zero 0' "$tmp/rr" &&
+     ! grep -q 'other batches' "$tmp/rr"; then
+    ok "a one-rank state resumed with --ranks 2 --batch 2 (the same global batch): a note, and it trains on"
+  else bad "a one-rank state with --ranks 2 (exit $rc): $(grep -E 'note|error' "$tmp/rr" | head -3)"; fi
 fi
 
 echo "END tests/e2e/errors.sh"

@@ -42,7 +42,7 @@ expect 2 "--quantize must be bf16, int8 or int4" --eval-only --resume "$tmp/q.ck
 expect 2 "--eval-only needs weights to evaluate: --resume FILE" --eval-only
 expect 2 "drop --ranks and --zero" --eval-only --resume "$tmp/q.ckpt" --zero 2
 expect 2 "nothing to recompute" --eval-only --resume "$tmp/q.ckpt" --ckpt
-expect 1 "cannot open checkpoint" --eval-only --resume "$tmp/missing.ckpt"
+expect 1 "cannot read checkpoint .*: No such file" --eval-only --resume "$tmp/missing.ckpt"
 expect 1 "different model" --eval-only --resume "$tmp/q.ckpt" --layers 3
 expect 2 "runs no training step: drop --log" --eval-only --resume "$tmp/q.ckpt" --log "$tmp/x.csv"
 # a state with a nan weight (its checksum made right again) is refused before anything is evaluated

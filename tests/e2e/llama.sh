@@ -130,8 +130,8 @@ if ./train "${LLAMA[@]}" --steps 3 --export "$tmp/l.bin" >"$tmp/ex" 2>&1 && grep
   else bad "llama --init of its --export: val loss $a after training, $b read back"; fi
 else bad "llama --export / --init: $(tail -2 "$tmp/ex") $(tail -2 "$tmp/ev" 2>/dev/null)"; fi
 if have_mpi; then
-  if mpirun -np 2 ./train "${LLAMA[@]:2}" --init "$tmp/l.bin" --zero 3 --steps 1 --lr 1e-30 --export "$tmp/l3.bin" >"$tmp/ez" 2>&1 &&
-     cmp -s "$tmp/l.bin" "$tmp/l3.bin"; then ok "llama --export from 2 ZeRO-3 ranks (--lr 1e-30): the same bytes as the file read"
+  if mpirun -np 2 ./train "${LLAMA[@]:2}" --init "$tmp/l.bin" --zero 3 --steps 1 --lr 1e-30 --export "$tmp/lz.bin" >"$tmp/ez" 2>&1 &&
+     cmp -s "$tmp/l.bin" "$tmp/lz.bin"; then ok "llama --export from 2 ZeRO-3 ranks (--lr 1e-30): the same bytes as the file read"
   else bad "llama --export from ZeRO-3 ranks: $(tail -2 "$tmp/ez")"; fi
 else skip "llama --export from ZeRO ranks: no mpirun/mpicc"; fi
 # llm.c's own writer's file (tests/fixtures: Python, as train_llama3.py; use_scaled_rope 1; a vocabulary of 40,

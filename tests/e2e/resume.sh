@@ -31,8 +31,8 @@ printf '\x55' | dd of="$tmp/flip.ckpt" bs=1 seek=3000 conv=notrunc 2>/dev/null
 expect 1 "corrupt (checksum" "${SMALL[@]}" --steps 20 --resume "$tmp/flip.ckpt"
 expect 1 "different model" "${SMALL[@]}" --layers 3 --steps 20 --resume "$tmp/a.ckpt"
 expect 1 "pass --dtype fp32 to resume" "${SMALL[@]}" --dtype bf16 --steps 20 --resume "$tmp/a.ckpt"
-expect 1 "cannot open checkpoint" "${SMALL[@]}" --steps 2 --resume "$tmp/missing.ckpt"
-expect 1 "cannot write checkpoint" "${SMALL[@]}" --steps 1 --save /nonexistent/dir/x.ckpt
+expect 1 "cannot read checkpoint .*: No such file" "${SMALL[@]}" --steps 2 --resume "$tmp/missing.ckpt"
+expect 1 "--save: cannot write" "${SMALL[@]}" --steps 1 --save /nonexistent/dir/x.ckpt
 # ... a folder that does not exist is found before training: no step runs, nothing is lost
 if grep -q '^step' "$tmp/out"; then bad "--save into a missing folder is refused before the first step"
 else ok "--save into a missing folder is refused before the first step"; fi
@@ -56,13 +56,6 @@ else bad "interrupted while saving (exit $rc)"; fi
 if [ $rc -eq 0 ] && grep -q 'nothing to train: the state is already at step 16 of --steps 16' "$tmp/out"; then
   ok "resuming a finished state says how to train further"
 else bad "resuming a finished state (exit $rc)"; fi
-# fuzz the loader: 300 damaged copies of a saved state (cut, a byte changed, header bytes
-# overwritten; seeded) are each refused with a clear error, never a crash, never resumed
-F=(--layers 1 --channels 16 --heads 2 --max-seq 16 --seq-len 16 --batch 2 --sample-len 0 --eval-batches 1
-   --eval-every 0 --threads 1)
-./train "${F[@]}" --steps 2 --save "$tmp/fuzz.ckpt" >/dev/null 2>&1
-if msg=$(python3 tests/fuzz_state.py "$tmp/fuzz.ckpt" 300 7 -- "${F[@]}" --steps 3); then ok "${msg##*$'\n'}"
-else bad "state loader fuzz: $msg"; fi
-
+# (the loader's fuzz test, with every other reader's: tests/e2e/reliability.sh)
 
 echo "END tests/e2e/resume.sh"

@@ -195,7 +195,7 @@ expect 2 "has no llm.c token header: if it is nanoGPT's" --data "$tmp/nohead.bin
 expect 1 "the pattern '$tmp/none_\*.bin' matches no file" --data "$tmp/none_*.bin" "${G[@]}"
 expect 1 "not an llm.c model file's (20240326 GPT-2, 20240803 Llama 3)" --init "$tmp/mmagic.bin" "${D[@]}" "${G[@]}"
 expect 1 "it is truncated" --init "$tmp/mshort.bin" "${D[@]}" "${G[@]}"
-expect 2 "the flags ask for L12 C768" --init "$P/gpt2_tiny.bin" --model gpt2 "${D[@]}" "${G[@]}"
+expect 2 "the flags ask for GPT-2 L12 C768" --init "$P/gpt2_tiny.bin" --model gpt2 "${D[@]}" "${G[@]}"
 expect 2 "give one of them" --init "$P/gpt2_tiny.bin" --resume "$tmp/r1.ckpt" "${D[@]}" "${G[@]}"
 expect 2 "--val-data names token files" --val-data "$P/tiny_shakespeare_val.bin" "${G[@]}"
 rm -f "$tmp/x.bin"

@@ -1,0 +1,148 @@
+// app/outputs.h — the files a run writes: --save, --export, --log, --mem-json,
+// --mem-timeline. Checked while the settings are read and again before
+// training, so that a run is never lost at its end to a path it cannot write
+// and never replaces a file it should not: none of them is one of the run's
+// inputs (the corpus, --init, ...) or another of them; --save replaces only a
+// gptmem checkpoint and --export only an llm.c model file (or an empty file)
+// unless --overwrite; each has room for the whole file where it goes.
+// --export itself is here too: it writes through FILE.tmp (io/files.h), the
+// header last, so that an export cut short is no model file.
+#ifndef GPTMEM_OUTPUTS_H
+#define GPTMEM_OUTPUTS_H
+
+#include <glob.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "app/inputs.h"
+#include "core/config.h"
+#include "core/settings.h"
+#include "io/files.h"
+#include "io/llmc.h"
+#include "io/state.h"
+#include "parallel/comm.h"
+
+enum { OUT_STATE, OUT_LLMC };  // what --save and --export write
+
+// Does the existing file `path` hold what a writer of `kind` writes? An empty
+// or missing file does too (nothing to lose).
+int holds_kind(const char *path, int kind) {
+    long long size = file_size(path);
+    if (size <= 0) return 1;
+    unsigned char head[8] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    int32_t magic;
+    memcpy(&magic, head, 4);
+    if (kind == OUT_STATE) return got == 8 && !memcmp(head, STATE_MAGIC, 8);
+    return got >= 4 && (magic == LLMC_MODEL_MAGIC || magic == LLMC_LLAMA_MAGIC);
+}
+
+// The input (by its flag) that `path` is the same file as, or NULL. A --save
+// onto the --resume state (its own rank's file) is a state going on: allowed.
+const char *input_at(const Settings *s, const char *flag, const char *path) {
+    const char *flags[] = {"--data", "--val-data", "--init", "--tokenizer", "--prompt-file", "--hostfile", "--resume"};
+    const char *paths[] = {s->data, s->val_data, s->init, s->tokenizer_path[0] ? s->tokenizer_path : NULL,
+                           s->prompt_file, s->hostfile, s->resume};
+    for (int i = 0; i < 7; i++) {
+        if (!paths[i] || (i == 6 && !strcmp(flag, "--save"))) continue;
+        glob_t g = {0};
+        int n = is_pattern(paths[i]) && glob(paths[i], 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+        int same = is_pattern(paths[i]) ? 0 : same_file(paths[i], path);
+        for (int k = 0; k < n && !same; k++) same = same_file(g.gl_pathv[k], path);
+        globfree(&g);
+        if (same) return flags[i];
+    }
+    return NULL;
+}
+
+// While the settings are read (exit 2): no output is an input, and no two
+// outputs are one file.
+void check_outputs_apart(const Settings *s) {
+    const char *flags[] = {"--save", "--export", "--log", "--mem-json", "--mem-timeline"};
+    const char *paths[] = {s->save, s->export_to, s->log, s->mem_json, s->mem_timeline};
+    for (int i = 0; i < 5; i++) {
+        if (!paths[i]) continue;
+        const char *input = input_at(s, flags[i], paths[i]);
+        if (input)
+            usage_error("%s '%s' is the file %s reads: writing it would replace the run's own input; write "
+                        "somewhere else", flags[i], paths[i], input);
+        for (int j = 0; j < i; j++)
+            if (paths[j] && (!strcmp(paths[i], paths[j]) || same_file(paths[i], paths[j])))
+                usage_error("%s and %s both write '%s': one would replace the other; give them two paths", flags[j],
+                            flags[i], paths[i]);
+    }
+}
+
+// Before training (and before each write): can `flag` write `bytes` bytes of
+// `kind` to `path`? 0, or -1 after a message.
+int check_output(const Settings *s, const char *flag, const char *path, int kind, long long bytes) {
+    if (!s->overwrite && !holds_kind(path, kind)) {
+        fprintf(stderr, "error: %s '%s': the file exists and is not %s; gptmem replaces only its own kind of file: "
+                "give another path, or add --overwrite to replace it\n", flag, path,
+                kind == OUT_STATE ? "a gptmem checkpoint" : "an llm.c model file");
+        return -1;
+    }
+    return writable_target(flag, path, bytes);
+}
+
+// Can `flag` write the file `path` (a report written at the end: --mem-json)?
+// Tried without harm: opened to append, and removed if it was not there. 0, or
+// 1 after a message.
+int cannot_write(const char *flag, const char *path) {
+    int existed = !path_missing(path);
+    FILE *f = fopen(path, "a");
+    if (f) {
+        fclose(f);
+        if (!existed) remove(path);
+        return 0;
+    }
+    fprintf(stderr, "error: %s: cannot write '%s': %s; give it a path in a folder you can write\n", flag, path,
+            strerror(errno));
+    return 1;
+}
+
+// --log's lines reach the file as they are written (one fflush a step), and
+// a write that fails (a full disk, /dev/full) stops the run: 0, or 1 after a
+// message.
+int log_flush(FILE *log, const char *path) {
+    if (fflush(log) == 0 && !ferror(log)) return 0;
+    fprintf(stderr, "error: writing the log '%s' failed: %s\n", path, errno ? strerror(errno) : "a write failed");
+    return 1;
+}
+
+// --export FILE: the fp32 weights as llm.c's model file (io/llmc.h), from
+// every rank's part [lo, hi) got through get(ctx, at, dst, n): rank 0 sizes
+// FILE.tmp, each rank writes its part, rank 0 writes the header last and
+// renames it over FILE. A failure or a signal on the way removes FILE.tmp. 0,
+// or 1 after a message (every rank returns the same).
+int export_llmc(const char *path, const GPTConfig *c, size_t lo, size_t hi,
+                void (*get)(const void *ctx, size_t at, float *dst, size_t n), const void *ctx) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int root = comm_rank_id == 0;
+    if (comm_any(root && writable_target("--export", path, llmc_export_bytes(c)))) return 1;
+    writing_begin(tmp, "the --export file");
+    const char *step = "size it";
+    int mine = root && llmc_export_begin(tmp, c), err = mine ? errno : 0;
+    if (!comm_any(mine)) {
+        step = "write the weights";
+        mine = llmc_export_range(tmp, c, lo, hi, get, ctx) != 0, err = mine ? errno : 0;
+        interrupt_for_tests("GPTMEM_INTERRUPT_EXPORT");
+    }
+    if (!comm_any(mine)) step = "write the header", mine = root && llmc_export_finish(tmp, c), err = mine ? errno : 0;
+    if (!comm_any(mine)) step = "rename it", mine = root && rename(tmp, path) != 0, err = mine ? errno : 0;
+    int bad = comm_any(mine);
+    writing_end();
+    if (bad) {
+        if (root) unlink(tmp);
+        if (mine) fprintf(stderr, "error: --export '%s': could not %s (%s); the unfinished file was removed, the "
+                          "previous one (if any) is intact\n", path, step, err ? strerror(err) : "a write failed");
+        return 1;
+    }
+    if (root) printf("exported the weights to %s (llm.c's %s model file, fp32)\n", path, is_llama(c) ? "Llama 3" : "GPT-2");
+    return 0;
+}
+
+#endif

@@ -1,0 +1,89 @@
+// app/ranks.h — the flags that say where the ranks go: --hosts and --hostfile (the machines
+// --ranks starts them on, through mpirun) and --shard-group (ZeRO's groups of K ranks, or the
+// ranks of a machine). Parsed while the settings are read; a bad value exits 2 naming the flag.
+#ifndef GPTMEM_RANKS_H
+#define GPTMEM_RANKS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "app/inputs.h"  // usage_error
+#include "core/settings.h"
+#include "io/files.h"
+#include "parallel/comm.h"
+
+// --shard-group K: a divisor of the ranks, with a ZeRO stage to shard (the
+// ranks under mpirun are checked again once known, app/launch.h).
+void check_shard_group(int k, int zero, int ranks) {
+    if (!k) return;
+    if (!zero) usage_error("--shard-group %d shards ZeRO's states in groups: add --zero 1, 2 or 3", k);
+    if (ranks <= 1)
+        usage_error("--shard-group %d needs several ranks (--ranks N, or mpirun -np N) to put in groups", k);
+    if (k > ranks || ranks % k)
+        usage_error("--shard-group %d must divide the %d ranks (groups of K ranks, N/K of them): try one of the divisors of %d",
+                    k, ranks, ranks);
+}
+
+// --hosts NAME:SLOTS,... (SLOTS 1 when left out) and --hostfile F: where --ranks starts the ranks.
+// --hosts gives the ranks in all (the default of --ranks) and, when every machine has as many,
+// the ranks a machine (what --shard-group node is in a dry run).
+void parse_hosts(Settings *s) {
+    if (!s->hosts && !s->hostfile) return;
+    const char *flag = s->hosts ? "--hosts" : "--hostfile";
+    if (s->hosts && s->hostfile) usage_error("--hosts and --hostfile both name the machines: give one of them");
+    if (comm_launched())
+        usage_error("%s goes to mpirun, and this process is already one of its ranks: give the machines to mpirun "
+                    "(mpirun --host ... or --hostfile ...), or start ./train --ranks N %s ... alone", flag, flag);
+    if (s->hostfile && unreadable_why(s->hostfile))
+        usage_error("--hostfile '%s' cannot be read: %s", s->hostfile, unreadable_why(s->hostfile));
+    if (s->hostfile && s->ranks < 2) usage_error("--hostfile starts ranks: give --ranks N (the ranks in all)");
+    if (!s->hosts) return;
+    char list[1024];
+    snprintf(list, sizeof list, "%s", s->hosts);
+    s->host_each = -1;
+    for (char *h = strtok(list, ","); h; h = strtok(NULL, ",")) {
+        char *colon = strchr(h, ':'), *end = NULL;
+        long slots = 1;
+        if (colon) *colon = 0, slots = strtol(colon + 1, &end, 10);
+        if (*h == '-' || strspn(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-[]") != strlen(h))
+            usage_error("--hosts: '%s' is not a machine name (letters, digits, '.', '_' and '-', not first)", h);
+        if (!*h || (colon && (end == colon + 1 || *end || slots < 1 || slots > 4096)))
+            usage_error("--hosts: '%s%s%s' is not NAME or NAME:SLOTS (a machine and the ranks to start on it, 1 to 4096)",
+                        h, colon ? ":" : "", colon ? colon + 1 : "");
+        s->host_slots += (int)slots;
+        s->host_each = s->host_each == -1 || s->host_each == slots ? (int)slots : 0;
+    }
+    if (s->host_slots < 1) usage_error("--hosts names no machine (NAME:SLOTS,...)");
+    if (!s->ranks) s->ranks = s->host_slots;
+    if (s->ranks > s->host_slots)
+        usage_error("--ranks %d is more than the %d slots --hosts '%s' names; give each machine its ranks (NAME:SLOTS)",
+                    s->ranks, s->host_slots, s->hosts);
+    if (s->ranks != s->host_slots) s->host_each = 0;  // (mpirun fills the machines in order: not even)
+    if (s->ranks < 2 && !s->dry_run) usage_error("--hosts starts ranks on the machines it names: give 2 or more slots");
+}
+
+// --shard-group K or node. node is the ranks of a machine: known once the ranks run (app/machines.h),
+// or in a dry run from --hosts when every machine has as many.
+void parse_shard_group(Settings *s) {
+    if (!s->shard_group_str) return;
+    if (!strcmp(s->shard_group_str, "node")) {
+        s->shard_group_node = 1;
+        if (!s->zero) usage_error("--shard-group node shards ZeRO's states inside each machine: add --zero 1, 2 or 3");
+        if (!s->dry_run) return;
+        if (!s->host_each)
+            usage_error("--shard-group node in a dry run: say how many ranks each machine has, with --hosts a:4,b:4 (as "
+                        "many on each), or give --shard-group 4");
+        s->shard_group = s->host_each;
+    } else {
+        char *end;
+        long k = strtol(s->shard_group_str, &end, 10);
+        if (end == s->shard_group_str || *end || k < 0 || k > 1 << 20)
+            usage_error("--shard-group must be a number of ranks (0 to %d) or node (got '%s')", 1 << 20, s->shard_group_str);
+        s->shard_group = (int)k;
+    }
+    if (!s->shard_group) return;
+    if (s->ranks > 1 || !comm_launched()) check_shard_group(s->shard_group, s->zero, s->ranks);
+    else if (!s->zero) check_shard_group(s->shard_group, 0, 2);
+}
+
+#endif

@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# tests/e2e/reliability.sh — what a careless user does never loses a run or a file: each defect of the
+# outside audit (../shared/reviews/reliability-round-6.md, D1-D16 and the launcher gaps) made a test
+# with the audit's command, and a fuzz test of every file reader (tests/fuzz_files.py).
+# Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+P=../shared/peers/llmc
+S=(--threads 1 --batch 2 --seq-len 16 --eval-batches 1 --sample-len 0 --print-every 1)
+T=(--layers 1 --channels 32 --heads 2 --max-seq 16)  # a small model
+have_llmc() { [ -f "$P/tiny_shakespeare_train.bin" ] && [ -f "$P/gpt2_tokenizer.bin" ]; }
+# a header word of an llm.c file set: word FILE OUT INDEX VALUE
+word() { python3 -c 'import struct, sys; b = bytearray(open(sys.argv[1], "rb").read()); struct.pack_into("<i", b, 4 * int(sys.argv[3]), int(sys.argv[4])); open(sys.argv[2], "wb").write(b)' "$@"; }
+# an llm.c token shard of the first N tokens of the peers' file: shard OUT N
+shard() { python3 -c 'import sys; b = open(sys.argv[1], "rb").read(); n = int(sys.argv[3]); h = bytearray(b[:1024]); h[8:12] = n.to_bytes(4, "little"); open(sys.argv[2], "wb").write(bytes(h) + b[1024:1024 + 2 * n])' "$P/tiny_shakespeare_train.bin" "$@"; }
+# did CMD end by itself within SECONDS? ends_within SECONDS CMD... (its exit code in $tmp/rc)
+ends_within() { local s=$1; shift; timeout "$s" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; [ "$(cat "$tmp/rc")" != 124 ]; }
+
+# D1: the tokenizer's end-of-text token is checked at load, against its table and the model's vocabulary
+if have_llmc; then
+  shard "$tmp/good.bin" 5000
+  word "$P/gpt2_tokenizer.bin" "$tmp/eot.bin" 3 99999999
+  expect 1 "end-of-text token is 99999999, but it has 50257 tokens" "${S[@]}" "${T[@]}" --data "$tmp/good.bin" \
+    --steps 2 --sample-len 4 --tokenizer "$tmp/eot.bin" --save "$tmp/d1.state"
+  word "$P/gpt2_tokenizer.bin" "$tmp/eot_v.bin" 3 50256
+  python3 -c 'import struct; open("'"$tmp"'/n.bin", "wb").write(struct.pack("<3000H", *[i % 900 for i in range(3000)]))'
+  expect 1 "end-of-text token is 50256, which a sample starts from, and the model's vocabulary is 1000" "${S[@]}" \
+    "${T[@]}" --vocab 1000 --data "$tmp/n.bin" --data-format nanogpt --sample-len 4 --steps 1 --tokenizer "$tmp/eot_v.bin"
+  mkdir -p "$tmp/tok" && cp "$tmp/good.bin" "$tmp/tok/train.bin" && cp "$tmp/eot.bin" "$tmp/tok/gpt2_tokenizer.bin"
+  ./train "${S[@]}" "${T[@]}" --data "$tmp/tok/train.bin" --steps 2 --sample-len 4 --save "$tmp/d1.state" >"$tmp/out" 2>&1
+  if [ $? -eq 0 ] && [ -f "$tmp/d1.state" ] && grep -q "note: the tokenizer beside --data is not used: .*end-of-text token is 99999999" "$tmp/out"; then
+    ok "D1: a bad tokenizer found beside --data is named and left out; the run and its --save complete"
+  else bad "D1: a bad tokenizer beside --data: $(grep -v '^step' "$tmp/out" | tail -2)"; fi
+  word "$P/gpt2_tokenizer.bin" "$tmp/k16.bin" 2 2147483647
+  start=$(date +%s)
+  expect 1 "says it holds 2147483647 tokens" "${S[@]}" "${T[@]}" --data "$tmp/good.bin" --sample-len 4 --steps 1 --tokenizer "$tmp/k16.bin"
+  [ $(($(date +%s) - start)) -lt 10 ] && ok "D16: a tokenizer count of INT_MAX is refused at once" || bad "D16: slow refusal"
+  word "$P/gpt2_tokenizer.bin" "$tmp/k0.bin" 2 0
+  expect 1 "says it holds 0 tokens" "${S[@]}" "${T[@]}" --data "$tmp/good.bin" --sample-len 4 --steps 1 --tokenizer "$tmp/k0.bin"
+else skip "D1, D16: llm.c's files are not in $P"; fi
+
+# D2: a fifo (or a directory, or a device) named as an input is refused, never opened
+mkfifo "$tmp/fifo"; mkdir -p "$tmp/adir"
+for flag in --data --init --resume --val-data --tokenizer --prompt-file; do
+  extra=(); [ "$flag" = --val-data ] || [ "$flag" = --tokenizer ] && have_llmc && extra=(--data "$tmp/good.bin" --sample-len 4)
+  [ "$flag" = --val-data ] || [ "$flag" = --tokenizer ] && ! have_llmc && continue
+  if ends_within 20 ./train "${S[@]}" "${T[@]}" --steps 1 "${extra[@]}" $flag "$tmp/fifo" && [ "$(cat "$tmp/rc")" = 1 ] &&
+     grep -q "fifo, not a regular file" "$tmp/err"; then ok "D2: $flag FIFO: refused at once (exit 1), the reason named"
+  else bad "D2: $flag FIFO: exit $(cat "$tmp/rc"), $(head -1 "$tmp/err")"; fi
+done
+expect 1 "cannot read '$tmp/adir': it is a directory" "${S[@]}" --steps 1 --data "$tmp/adir"
+expect 1 "it is a device or a socket" "${S[@]}" --steps 1 --data /dev/urandom --data-format text
+expect 1 "cannot read checkpoint '$tmp/adir': it is a directory" "${S[@]}" --steps 1 --resume "$tmp/adir"
+if have_mpi; then
+  if ends_within 30 ./train "${S[@]}" --ranks 2 --steps 1 --resume "$tmp/fifo" && [ "$(cat "$tmp/rc")" = 1 ] &&
+     grep -q "fifo" "$tmp/err"; then ok "D2: --ranks 2 --resume FIFO: refused, no hang"
+  else bad "D2: --ranks 2 --resume FIFO: exit $(cat "$tmp/rc")"; fi
+fi
+
+# D3: the rank files of a ZeRO state are one save's, or all ranks stop with the file named
+if have_mpi; then
+  Z=("${S[@]}" --ranks 2 --zero 2)
+  ./train "${Z[@]}" --steps 2 --save "$tmp/a.state" >/dev/null 2>&1
+  ./train "${Z[@]}" --steps 2 --seed 7 --lr 1e-3 --save "$tmp/c.state" >/dev/null 2>&1
+  ./train "${Z[@]}" --steps 4 --save "$tmp/b.state" >/dev/null 2>&1
+  cp "$tmp/a.state.rank1" "$tmp/a1" && cp "$tmp/c.state.rank1" "$tmp/a.state.rank1"
+  if ends_within 60 ./train "${Z[@]}" --steps 4 --resume "$tmp/a.state" && [ "$(cat "$tmp/rc")" = 1 ] &&
+     grep -q "a.state.rank1' was saved by another save (step 2" "$tmp/err"; then
+    ok "D3: a .rank1 of another run at the same step: every rank stops, the file named"
+  else bad "D3: mixed shards, same step: exit $(cat "$tmp/rc"), $(grep error "$tmp/err" | head -1)"; fi
+  cp "$tmp/b.state.rank1" "$tmp/a.state.rank1"
+  if ends_within 60 ./train "${Z[@]}" --steps 6 --resume "$tmp/a.state" && [ "$(cat "$tmp/rc")" = 1 ] &&
+     grep -q "saved by another save (step 4" "$tmp/err"; then ok "D3: a .rank1 of a later step: stopped, no hang"
+  else bad "D3: mixed steps: exit $(cat "$tmp/rc") (124: a hang), $(grep error "$tmp/err" | head -1)"; fi
+  cp "$tmp/a1" "$tmp/a.state.rank1"
+  if ./train "${Z[@]}" --steps 4 --resume "$tmp/a.state" 2>&1 | grep -q "resumed from"; then ok "D3: one save's files resume"
+  else bad "D3: one save's own files do not resume"; fi
+else skip "D3: no MPI in this build"; fi
+
+# D4: a state records its architecture; a layout of the same size is refused, the words that differ named
+./train "${S[@]}" --model llama-small --kv-heads 4 --steps 2 --save "$tmp/kv4.state" >/dev/null 2>&1
+expect 1 "different model (Llama L4 C128 H4 V256 maxT 128 KVH4 F352.*KVH1 F416" "${S[@]}" --model llama-small \
+  --kv-heads 1 --ffn 416 --steps 4 --resume "$tmp/kv4.state"
+./train "${S[@]}" --max-seq 132 --steps 2 --save "$tmp/gpt.state" >/dev/null 2>&1
+expect 1 "different model (GPT-2 L4 C128 H4 V256 maxT 132) than this run (Llama" "${S[@]}" --model llama-small \
+  --max-seq 132 --kv-heads 4 --ffn 356 --steps 4 --resume "$tmp/gpt.state"
+python3 tests/state_edit.py "$tmp/kv4.state" "$tmp/kv4_v4.state" version4
+expect 1 "version 4, which did not record a Llama's layout" "${S[@]}" --model llama-small --kv-heads 4 --steps 4 \
+  --resume "$tmp/kv4_v4.state"
+python3 tests/state_edit.py "$tmp/gpt.state" "$tmp/gpt_v4.state" version4
+if ./train "${S[@]}" --max-seq 132 --steps 4 --resume "$tmp/gpt_v4.state" 2>&1 | grep -q "resumed from"; then
+  ok "D4: a version 4 GPT-2 state still resumes"
+else bad "D4: a version 4 GPT-2 state does not resume"; fi
+
+# D5: --save and --export never replace an input, each other, or a file of another kind (without --overwrite)
+cp data/tinyshakespeare.txt "$tmp/corpus.txt"
+expect 2 "--save '$tmp/corpus.txt' is the file --data reads" "${S[@]}" --steps 2 --data "$tmp/corpus.txt" --save "$tmp/corpus.txt"
+expect 2 "--log '$tmp/corpus.txt' is the file --data reads" "${S[@]}" --steps 2 --data "$tmp/corpus.txt" --log "$tmp/corpus.txt"
+cmp -s "$tmp/corpus.txt" data/tinyshakespeare.txt && ok "D5: the corpus is intact" || bad "D5: the corpus was replaced"
+if have_llmc; then
+  cp "$tmp/good.bin" "$tmp/corpus.bin"
+  expect 2 "--export '$tmp/corpus.bin' is the file --data reads" "${S[@]}" "${T[@]}" --steps 2 --data "$tmp/corpus.bin" --export "$tmp/corpus.bin"
+fi
+cp train.c "$tmp/notes.c"
+expect 1 "the file exists and is not a gptmem checkpoint" "${S[@]}" --steps 2 --save "$tmp/notes.c"
+expect 1 "the file exists and is not an llm.c model file" "${S[@]}" --steps 2 --export "$tmp/notes.c"
+cmp -s "$tmp/notes.c" train.c && ok "D5: a file of another kind is intact" || bad "D5: notes.c was replaced"
+./train "${S[@]}" --steps 2 --save "$tmp/notes.c" --overwrite >/dev/null 2>&1 && head -c 8 "$tmp/notes.c" | grep -q GPTMEMCK &&
+  ok "D5: --overwrite replaces it" || bad "D5: --overwrite"
+expect 2 "--save and --export both write" "${S[@]}" --steps 2 --save "$tmp/same.bin" --export "$tmp/same.bin"
+./train "${S[@]}" --steps 2 --export "$tmp/m.bin" >/dev/null 2>&1
+expect 2 "--export '$tmp/m.bin' is the file --init reads" "${S[@]}" --steps 2 --init "$tmp/m.bin" --export "$tmp/m.bin"
+
+# D6: an interrupted or failed write leaves no file behind and the old one intact; an export's header comes last
+./train "${S[@]}" --steps 2 --save "$tmp/s.state" >/dev/null 2>&1; cp "$tmp/s.state" "$tmp/s0.state"
+for sig in HUP QUIT PIPE TERM; do
+  GPTMEM_INTERRUPT_SAVE=$sig ./train "${S[@]}" --steps 3 --resume "$tmp/s.state" --save "$tmp/s.state" >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ $rc -gt 128 ] && [ ! -e "$tmp/s.state.tmp" ] && cmp -s "$tmp/s.state" "$tmp/s0.state" &&
+     grep -q "interrupted while saving a checkpoint" "$tmp/err"; then ok "D6: SIG$sig during --save: no .tmp, the old state intact"
+  else bad "D6: SIG$sig during --save: exit $rc, $(ls "$tmp" | grep -c 's.state.tmp') .tmp"; fi
+done
+cp "$tmp/m.bin" "$tmp/m0.bin"
+for sig in INT TERM HUP; do
+  GPTMEM_INTERRUPT_EXPORT=$sig ./train "${S[@]}" --steps 2 --export "$tmp/m.bin" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc -gt 128 ] && [ ! -e "$tmp/m.bin.tmp" ] && cmp -s "$tmp/m.bin" "$tmp/m0.bin" &&
+     grep -q "interrupted while saving the --export file" "$tmp/err"; then ok "D6: SIG$sig during --export: no .tmp, the old file intact"
+  else bad "D6: SIG$sig during --export: exit $rc"; fi
+done
+(GPTMEM_INTERRUPT_EXPORT=KILL ./train "${S[@]}" --steps 2 --export "$tmp/k.bin") >/dev/null 2>&1
+expect 1 "has magic 0, not an llm.c model file's" "${S[@]}" --steps 1 --init "$tmp/k.bin.tmp"
+
+# D7: a log that cannot be written stops the run
+expect 1 "writing the log '/dev/full' failed: No space left on device" "${S[@]}" --steps 3 --log /dev/full
+
+# D8: mpirun's own errors reach the user; a rank that dies is named
+if have_mpi; then
+  : >"$tmp/hf_empty"
+  ./train "${S[@]}" --ranks 2 --hostfile "$tmp/hf_empty" --steps 2 >/dev/null 2>"$tmp/err"; rc=$?
+  [ $rc -ne 0 ] && grep -q "No nodes are available" "$tmp/err" && ok "D8: an empty --hostfile: mpirun's reason reaches stderr" ||
+    bad "D8: an empty --hostfile: exit $rc, stderr: $(head -2 "$tmp/err")"
+  ./train "${S[@]}" --ranks 2 --steps 2 --lr 1e30 >/dev/null 2>"$tmp/err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "not finite" "$tmp/err" && ! grep -q "MPI_ABORT" "$tmp/err" &&
+    ok "D8: a rank that stops on purpose: its message, without mpirun's banner" || bad "D8: the abort banner: exit $rc"
+  ./train "${S[@]}" --ranks 2 --zero 2 --steps 1000000 --eval-every 0 >/dev/null 2>"$tmp/mk" &
+  for _ in $(seq 60); do sleep 0.5; pid=$(pgrep -f "^./train ${S[*]} --zero 2 --steps 1000000" | tail -1); [ -n "$pid" ] && break; done
+  sleep 1; kill -9 "$pid" 2>/dev/null; wait $!; rc=$?
+  [ $rc -ne 0 ] && grep -q "exited on signal 9" "$tmp/mk" && ok "D8: a rank killed mid-run is named (exit $rc)" ||
+    bad "D8: a killed rank: exit $rc, stderr: $(head -3 "$tmp/mk")"
+fi
+
+# D9: a machine name that is an option never reaches ssh
+expect 2 "--hosts: '-np' is not a machine name" "${S[@]}" --steps 1 --hosts '-np:2'
+expect 2 "is not a machine name" "${S[@]}" --steps 1 --hosts 'a;touch x:2'
+
+# D10: an llm.c header's sizes are bounded before any arithmetic (UBSan: no overflow)
+if [ -f "$P/gpt2_tiny.bin" ]; then
+  word "$P/gpt2_tiny.bin" "$tmp/v.bin" 3 2147483647
+  expect 1 "shape no model has: L 2 C 64 H 4 V 2147483647" "${S[@]}" --steps 1 --init "$tmp/v.bin"
+  word "$P/gpt2_tiny.bin" "$tmp/c.bin" 6 536870912
+  expect 1 "shape no model has" "${S[@]}" --steps 1 --init "$tmp/c.bin"
+fi
+
+# D11: the messages say what is wrong (a sample of the audit's 49)
+expect 2 "--beta1 must be a number from 0 up to (not including) 1" "${S[@]}" --beta1 1
+expect 2 "--temperature 1e-45 is too small for a float" "${S[@]}" --temperature 1e-45
+expect 1 "--export: cannot write '$tmp/nodir/x.bin.tmp'" "${S[@]}" --steps 1 --export "$tmp/nodir/x.bin"
+expect 1 "--export '$tmp/adir': it exists and is not a regular file" "${S[@]}" --steps 1 --export "$tmp/adir"
+python3 tests/state_edit.py "$tmp/s0.state" "$tmp/lo.state" set lo=5000000
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[100] ^= 1; open(sys.argv[2], "wb").write(b)' "$tmp/s0.state" "$tmp/flip.state"
+expect 1 "or its header is damaged (the checksum does not match)" "${S[@]}" --steps 4 --resume "$tmp/flip.state"
+python3 -c 'import struct; open("'"$tmp"'/t32.bin", "wb").write(struct.pack("<3i", 20240801, 7, 21) + bytes(1012) + struct.pack("<21I", 4294967295, *range(20)))'
+expect 1 "the token at position 0 is 4294967295, past any vocabulary" "${S[@]}" --data "$tmp/t32.bin" --seq-len 4 --steps 1
+if [ -f "$P/gpt2_tiny.bin" ]; then
+  python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[1024:1028] = bytes.fromhex("0000c07f"); open(sys.argv[2], "wb").write(b)' "$P/gpt2_tiny.bin" "$tmp/nan.bin"
+  expect 1 "a weight that is nan (parameter 0)" "${S[@]}" --steps 1 --init "$tmp/nan.bin"
+fi
+
+# D12: a state whose header was edited and its checksum made right is still refused when it says the impossible
+python3 tests/state_edit.py "$tmp/s0.state" "$tmp/st.state" set step=-5
+expect 1 "corrupt: its header says step -5" "${S[@]}" --steps 4 --resume "$tmp/st.state"
+python3 tests/state_edit.py "$tmp/s0.state" "$tmp/u.state" set updates=-2147483648
+expect 1 "corrupt: its header says step 2 after -2147483648 updates" "${S[@]}" --steps 4 --resume "$tmp/u.state"
+python3 tests/state_edit.py "$tmp/s0.state" "$tmp/dt.state" set dtype=7
+expect 1 "corrupt: its header says dtype 7" "${S[@]}" --steps 4 --resume "$tmp/dt.state"
+expect 1 "corrupt: its header says parameters \[5000000, " "${S[@]}" --steps 4 --resume "$tmp/lo.state"
+
+# D13: token bytes read as text are warned of
+if have_llmc; then
+  tail -c +1025 "$tmp/good.bin" >"$tmp/n_good.dat"
+  ./train "${S[@]}" "${T[@]}" --steps 1 --data "$tmp/n_good.dat" >/dev/null 2>"$tmp/err"
+  grep -q "warning: --data '$tmp/n_good.dat' is read as text, and .* control bytes" "$tmp/err" &&
+    ok "D13: nanoGPT tokens in a .dat file: a warning names --data-format nanogpt" || bad "D13: no warning"
+fi
+
+# D15: a save or export that cannot fit is refused before training (a small tmpfs, where this machine lets us mount one)
+mkdir -p "$tmp/full"
+if mount -t tmpfs -o size=600k tmpfs "$tmp/full" 2>/dev/null; then
+  expect 1 "--save '$tmp/full/s.state' needs .* MB there, and .* MB are free" "${S[@]}" --steps 2 --save "$tmp/full/s.state"
+  head -c 590000 /dev/zero >"$tmp/full/filler" 2>/dev/null
+  expect 1 "--export '$tmp/full/m.bin' needs" "${S[@]}" "${T[@]}" --steps 2 --export "$tmp/full/m.bin"
+  [ -z "$(ls "$tmp/full" | grep -v filler)" ] && ok "D15: nothing left on the full disk" || bad "D15: files left: $(ls "$tmp/full")"
+  umount "$tmp/full"
+else skip "D15: cannot mount a small tmpfs here (not root, or not allowed)"; fi
+
+# one run, not N: processes a launcher started that MPI does not join stop, saying why
+WORLD_SIZE=2 ./train "${S[@]}" --steps 1 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "the launcher started 2 processes (WORLD_SIZE=2)" "$tmp/err" && ok "one run, not N: torchrun's WORLD_SIZE" ||
+  bad "one run, not N: WORLD_SIZE=2: exit $rc"
+SLURM_STEP_NUM_TASKS=3 SLURM_PROCID=1 ./train "${S[@]}" --steps 1 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && [ ! -s "$tmp/err" ] && ok "one run, not N: srun's other processes stop without repeating the message" ||
+  bad "SLURM_STEP_NUM_TASKS: exit $rc"
+
+# the fuzz: every reader, damaged files, a bounded time each (tests/fuzz_files.py)
+F=(--layers 1 --channels 16 --heads 2 --max-seq 16 --seq-len 16 --batch 2 --sample-len 0 --eval-batches 1
+   --eval-every 0 --threads 1)
+./train "${F[@]}" --steps 2 --save "$tmp/fz.state" >/dev/null 2>&1
+fuzz() { if msg=$(python3 tests/fuzz_files.py "$@"); then ok "${msg##*$'\n'}"; else bad "fuzz: $msg"; fi; }
+secs=${GPTMEM_FUZZ_SECONDS:-25}
+fuzz state "$tmp/fz.state" 150 7 --seconds "$secs" -- "${F[@]}" --steps 3
+./train "${F[@]}" --steps 1 --export "$tmp/fz.bin" >/dev/null 2>&1
+fuzz model "$tmp/fz.bin" 80 11 --seconds "$secs" -- "${F[@]}" --steps 1
+./train "${F[@]}" --model llama-small --kv-heads 1 --ffn 32 --steps 1 --export "$tmp/fzl.bin" >/dev/null 2>&1
+fuzz model "$tmp/fzl.bin" 60 12 --seconds "$secs" -- "${F[@]}" --steps 1
+if have_llmc; then
+  fuzz tokens "$tmp/good.bin" 80 13 --seconds "$secs" -- "${F[@]}" --steps 1
+  fuzz tokenizer "$P/gpt2_tokenizer.bin" 40 14 --seconds "$secs" -- "${F[@]}" --data "$tmp/good.bin" --steps 1 --sample-len 3
+fi
+if have_mpi; then
+  printf 'localhost slots=2\n' >"$tmp/hosts"
+  fuzz hostfile "$tmp/hosts" 12 15 --seconds "$secs" -- "${F[@]}" --ranks 2 --steps 1
+fi
+
+echo "END tests/e2e/reliability.sh"

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""tests/fuzz_files.py — every file ./train reads, damaged: refused in one line or read as valid, never a
+crash, a hang, a sanitizer report, or a damaged state trained on.
+
+Usage: tests/fuzz_files.py KIND FILE CASES SEED [--seconds S] -- TRAIN_ARGS...
+
+KIND is the reader: state (--resume), tokens (--data), model (--init: llm.c's GPT-2 or Llama 3 file),
+tokenizer (--tokenizer), hostfile (--hostfile, read by mpirun: its errors must reach the user). Makes
+CASES damaged copies of FILE (seeded, so a failure can be replayed), each with 1 to 3 of: cut off at a
+random length, random bytes appended, one byte changed, a header word set to 0, -1, 1, a power of two,
+INT_MAX, INT_MIN or another reader's magic. Runs `./train TRAIN_ARGS FLAG COPY` on each (4 at a time, at
+most S seconds of starting new cases) and expects: exit 0 (a damage the reader cannot see: a weight, a
+token below the vocabulary, a header word it does not use), or exit 1 or 2 with a line starting "error:"
+(the hostfile: any message); no sanitizer report, no signal, no run past 60 s; and a damaged state is
+always refused (its checksum). Prints one line a failing case and a summary; exits 1 if any failed.
+Under `make asan` ./train is the sanitized build.
+"""
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+FLAG = {"state": "--resume", "tokens": "--data", "model": "--init", "tokenizer": "--tokenizer", "hostfile": "--hostfile"}
+MAGICS = [20240520, 20240801, 20240326, 20240803, 20240328, 0x4D4D5450]  # shards, models, tokenizer, other
+
+
+def damage_once(out, rng):
+    """Damage bytearray out in place one way; what was done."""
+    kind = rng.choice(["truncate", "append", "byte", "word", "word", "word"])
+    if kind == "truncate" and len(out) > 1:
+        n = rng.randrange(0, len(out))
+        del out[n:]
+        return f"cut to {n} bytes"
+    if kind == "append":
+        extra = bytes(rng.randrange(256) for _ in range(rng.choice([1, 2, 4, 1000])))
+        out += extra
+        return f"{len(extra)} bytes appended"
+    if kind == "byte" and out:
+        i = rng.randrange(len(out))
+        out[i] ^= rng.randrange(1, 256)
+        return f"byte {i} changed"
+    words = min(len(out), 256 * 4) // 4 or 1  # a word of the header (all llm.c files' are 256 int32)
+    i = 4 * rng.randrange(min(words, 40))
+    v = rng.choice([0, -1, 1, 2 ** rng.randrange(31), 2 ** 31 - 1, -2 ** 31, rng.choice(MAGICS)])
+    if len(out) < i + 4:
+        out += bytes(i + 4 - len(out))
+    out[i:i + 4] = struct.pack("<i", v)
+    return f"word {i // 4} set to {v}"
+
+
+def damage(data, rng):
+    """A copy of data damaged 1 to 3 ways (drawn again if the damage changed nothing), and what was done."""
+    while True:
+        out = bytearray(data)
+        what = [damage_once(out, rng) for _ in range(rng.randrange(1, 4))]
+        if out != data:
+            return bytes(out), "; ".join(what)
+
+
+def check(kind, case, copy, what, tmp, train_args):
+    """Run one damaged copy; a line describing what went wrong, or None."""
+    path = os.path.join(tmp, f"damaged{case}")
+    with open(path, "wb") as f:
+        f.write(copy)
+    try:
+        run = subprocess.run(["./train", *train_args, FLAG[kind], path], capture_output=True, text=True,
+                             errors="replace", timeout=60)
+    except subprocess.TimeoutExpired:
+        return f"  case {case} ({what}): no end in 60 s (a hang)"
+    finally:
+        os.remove(path)
+    problems, err = [], run.stderr
+    if run.returncode not in (0, 1, 2):
+        problems.append(f"exit {run.returncode}")
+    if run.returncode != 0 and kind != "hostfile" and "error:" not in err:
+        problems.append("no error line")
+    if run.returncode != 0 and kind == "hostfile" and not err.strip():
+        problems.append("nothing on stderr")
+    if "Sanitizer" in err or "runtime error" in err:
+        problems.append("sanitizer report")
+    if kind == "state" and (run.returncode != 1 or "resumed from" in run.stdout):
+        problems.append("a damaged state was not refused")
+    return f"  case {case} ({what}): {', '.join(problems)}: {err.strip()[-300:]}" if problems else None
+
+
+def main():
+    args = sys.argv[1:]
+    if "--" not in args or len(args) < 4 or args[0] not in FLAG:
+        sys.exit(__doc__)
+    split = args.index("--")
+    kind, path, cases, seed = args[0], args[1], int(args[2]), int(args[3])
+    seconds = float(args[args.index("--seconds") + 1]) if "--seconds" in args[:split] else 1e9
+    train_args = args[split + 1:]
+    data = open(path, "rb").read()
+    rng = random.Random(seed)
+    damaged = [damage(data, rng) for _ in range(cases)]  # made in order: the seed fixes every case
+    start = time.time()
+
+    def one(c):
+        if time.time() - start > seconds:
+            return "skipped"
+        return check(kind, c, damaged[c][0], damaged[c][1], tmp, train_args)
+
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(one, range(cases)))  # 4 at a time: runs wait on files and MPI's start
+    ran = [r for r in results if r != "skipped"]
+    failures = [r for r in ran if r]
+    for line in failures:
+        print(line)
+    print(f"fuzz {kind}: {len(ran)} damaged files of {os.path.basename(path)} (seed {seed}), "
+          f"{len(ran) - len(failures)} refused clearly or read as valid, {len(failures)} not")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

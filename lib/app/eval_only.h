@@ -185,8 +185,12 @@ int eval_only_run(Settings *s) {
     memset(&measured, 0, sizeof measured);
     predict_memory(s, &predicted);
     check_fits(predicted.peak_total);
+    if (s->export_to && check_output(s, "--export", s->export_to, OUT_LLMC, llmc_export_bytes(cfg))) return 1;
     Dataset data;
-    if (load_data(&data, s)) return 1;
+    if (load_data(&data, s)) {
+        data_free(&data);
+        return 1;
+    }
     Net net;
     memset(&net, 0, sizeof net);
     GPT *model = &net.cpu;

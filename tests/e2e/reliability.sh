@@ -212,6 +212,20 @@ SLURM_STEP_NUM_TASKS=3 SLURM_PROCID=1 ./train "${S[@]}" --steps 1 >/dev/null 2>"
 [ $rc -eq 1 ] && [ ! -s "$tmp/err" ] && ok "one run, not N: srun's other processes stop without repeating the message" ||
   bad "SLURM_STEP_NUM_TASKS: exit $rc"
 
+# a state of N ranks resumed on M, on the emulated GPU (the GPU's buffers filled through io/reshard.h)
+if have_mpi && [ -x tests/train_host ]; then
+  H=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1 --device cuda --steps 6)
+  export GPTMEM_HOST_GPUS=1
+  "${MPI[@]}" -np 2 tests/train_host "${H[@]}" --batch 2 --zero 2 --log "$tmp/h6.csv" >/dev/null 2>&1
+  "${MPI[@]}" -np 2 tests/train_host "${H[@]}" --batch 2 --zero 2 --stop-after 3 --save "$tmp/h3.ckpt" >/dev/null 2>&1
+  tests/train_host "${H[@]}" --batch 4 --resume "$tmp/h3.ckpt" --log "$tmp/h1.csv" >"$tmp/ho" 2>&1; rc=$?
+  d=$(worst_difference <(sed '2,4d' "$tmp/h6.csv") "$tmp/h1.csv")
+  [ $rc -eq 0 ] && grep -q "this run keeps other parts" "$tmp/ho" && awk -v d="$d" 'BEGIN { exit !(d < 1e-5) }' &&
+    ok "emulated GPU: a state of 2 ranks at --zero 2 resumed on 1 GPU: steps 4-6 within $d of the run that never stopped" ||
+    bad "emulated GPU: a 2-rank state on 1 GPU: exit $rc, difference $d"
+  unset GPTMEM_HOST_GPUS
+fi
+
 # the fuzz: every reader, damaged files, a bounded time each (tests/fuzz_files.py)
 F=(--layers 1 --channels 16 --heads 2 --max-seq 16 --seq-len 16 --batch 2 --sample-len 0 --eval-batches 1
    --eval-every 0 --threads 1)

@@ -170,6 +170,10 @@ void cu_attention_backward(int dt, void *dqkv, const void *dout, const void *qkv
 void cu_attention_forward_cached(int dt, void *out, void *kc, void *vc, const void *qkv, int p0, int n, int C, int H,
                                  int KVH);
 enum { GPU_FLASH_MAX_HEAD = 128 };  // --flash on the GPU: head size hs = C/H up to this
+// The naive attention (no --flash) and the KV-cache sampler keep a row of scores of every position
+// and a head's values in a block's shared memory, (T + hs) floats: at most this many bytes (an
+// H100's and H200's 227 KiB a block; about 58K positions)
+enum { GPU_ATTN_ROW_BYTES = 227 << 10 };
 // 1 when --flash runs on the tensor cores (cuda/flash_mma.cu: bf16/fp16, head size 64 or 128, grouped
 // heads too); 0: the reference kernels (CUDA cores, any dtype, head sizes up to GPU_FLASH_MAX_HEAD)
 int cu_flash_uses_mma(int dt, int hs);

@@ -428,14 +428,21 @@ extern "C" void cu_attention_forward_cached(int dt, void *out, void *kc, void *v
     else attention_forward_cached_t((fp16 *)out, (fp16 *)kc, (fp16 *)vc, (const fp16 *)qkv, p0, n, g);
 }
 // --flash picks the tensor-core kernels (cuda/flash_mma.cu) when they apply
-// (bf16/fp16, head size 64 or 128), unless a test asked for the reference.
-static int g_flash_reference_only;
+// (bf16/fp16, head size 64 or 128, every tensor starting on 16 bytes: they load
+// rows in 16-byte pieces, and a row of 64 or 128 16-bit values keeps the next
+// row there), unless a test asked for the reference (or GPTMEM_FLASH_REFERENCE
+// is set in the environment: a whole model on the reference kernels, to compare).
+static int g_flash_reference_only = -1;
 extern "C" void cu_flash_force_reference(int on) { g_flash_reference_only = on; }
-static int flash_mma_applies(int dt, int C, int H) { return !g_flash_reference_only && cu_flash_uses_mma(dt, C / H); }
+static int on16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+static int flash_mma_applies(int dt, int C, int H, const void *a, const void *b, const void *c, const void *d) {
+    if (g_flash_reference_only < 0) g_flash_reference_only = getenv("GPTMEM_FLASH_REFERENCE") != NULL;
+    return !g_flash_reference_only && cu_flash_uses_mma(dt, C / H) && on16(a) && on16(b) && on16(c) && on16(d);
+}
 
 extern "C" void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H, int KVH) {
     if (B <= 0 || T <= 0) return;
-    if (flash_mma_applies(dt, C, H)) {
+    if (flash_mma_applies(dt, C, H, out, qkv, out, qkv)) {
         if (dt == DTYPE_BF16) flash_mma_forward_hs((bf16 *)out, lse, (const bf16 *)qkv, B, T, C, H, KVH);
         else flash_mma_forward_hs((fp16 *)out, lse, (const fp16 *)qkv, B, T, C, H, KVH);
         return;
@@ -448,7 +455,7 @@ extern "C" void cu_flash_forward(int dt, void *out, float *lse, const void *qkv,
 extern "C" void cu_flash_backward(int dt, void *dqkv, const void *dout, const void *qkv, const void *out,
                                   const float *lse, float *D, int B, int T, int C, int H, int KVH) {
     if (B <= 0 || T <= 0) return;
-    if (flash_mma_applies(dt, C, H)) {  // D = rowsum(dout * out) first, as the reference does
+    if (flash_mma_applies(dt, C, H, dqkv, dout, qkv, out)) {  // D = rowsum(dout * out) first, as the reference does
         if (dt == DTYPE_BF16) {
             flash_D_kernel<<<blocks_for((size_t)B * H * T, 256), 256>>>(D, (const bf16 *)dout, (const bf16 *)out, B, T, C, H);
             launch_check("flash_D_kernel");

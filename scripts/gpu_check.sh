@@ -18,6 +18,9 @@
 #   zero      ZeRO at GPT-2's size, 2 ranks sharing the GPU (MPI backend), stages 0-3: each
 #             stage's exit status, its last step, proof it ran sharded, each rank's ledger,
 #             and its losses against one rank of the same global batch
+#   nccl      --comm nccl between ranks that share the one GPU (GPTMEM_NCCL_ONE_GPU: each rank an
+#             NCCL host of its own, over NCCL's socket transport on loopback): ZeRO 1, 2, 3 on 2
+#             ranks and --shard-group 1 on 4, each against one rank of the same global batch (1e-5, fp32)
 #   sanitize  compute-sanitizer memcheck: the kernel tests (NCCL left out), 2-step runs
 #             (the tensor-core flash; --fused-ce across 2 row tiles and 3 vocabulary
 #             chunks), ZeRO-3 on 2 ranks
@@ -61,12 +64,12 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-PART1="facts build kernels newest smoke zero sanitize"
+PART1="facts build kernels newest smoke zero nccl sanitize"
 PART2="facts build model bench racecheck ops"
 case "$PART" in
   1) PHASES=${PHASES:-$PART1} ;;
   2) PHASES=${PHASES:-$PART2} ;;
-  "") PHASES=${PHASES:-facts build kernels newest smoke zero sanitize model bench racecheck ops} ;;
+  "") PHASES=${PHASES:-facts build kernels newest smoke zero nccl sanitize model bench racecheck ops} ;;
   *) echo "error: gpu_check.sh: --part takes 1 or 2 (got '$PART')" >&2; exit 2 ;;
 esac
 LOG=${LOG:-${OUT:-gpu_check_logs}}
@@ -262,7 +265,32 @@ if want zero; then
   }
   phase zero 90 240 bash -c "$HELPERS; $(declare -f zero_runs); zero_runs"
   grep -E '^###|^step|rank [0-9]:|communication:|^    runtime|against one rank|exit|not |no step|differ|error' "$L/zero.log" | tee -a "$SUM"
-  [ $REHEARSE = 1 ] || note "(--comm nccl beyond one rank stays unverified here: NCCL refuses two ranks on one GPU)"
+fi
+
+# --- nccl: --comm nccl between ranks sharing the GPU, each an NCCL host of its own --------------
+if want nccl; then
+  nccl_runs() {
+    local bad=0 n b out rc msg
+    local N=(--layers 2 --channels 64 --heads 2 --vocab 1000 --max-seq 64 --seq-len 64 --device cuda --steps 3 "${QUIET[@]}")
+    export GPTMEM_NCCL_ONE_GPU=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1
+    echo "### one rank, batch 4: the reference"
+    "$TRAIN" "${N[@]}" --batch 4 --log "$L/nccl_ref.csv" >"$L/nccl_ref.out" 2>&1 || { tail -3 "$L/nccl_ref.out"; return 1; }
+    for run in "2 2 --zero 1" "2 2 --zero 2" "2 2 --zero 3" "4 1 --zero 2 --shard-group 1" "4 1 --zero 3"; do
+      set -- $run; n=$1; b=$2; shift 2
+      echo "### --comm nccl on $n ranks, batch $b, $*"
+      out=$L/nccl_$n$(echo "$*" | tr -dc 'a-z0-9').out
+      timeout 150 "$TRAIN" --ranks "$n" "${N[@]}" --batch "$b" --comm nccl "$@" --log "$out.csv" >"$out" 2>&1; rc=$?
+      grep -E '^step +3|GPTMEM_NCCL_ONE_GPU|error' "$out"
+      if [ $rc -ne 0 ]; then echo "exit $rc"; tail -3 "$out"; bad=1; continue; fi
+      grep -q '| comm nccl' "$out" || { echo "it did not run over NCCL"; bad=1; }
+      replicas "$out.csv" || { echo "the ranks' weights differ"; bad=1; }
+      if msg=$(close "$out.csv" "$L/nccl_ref.csv" 1e-5); then echo "against one rank: $msg"
+      else echo "differs from one rank: $msg"; bad=1; fi
+    done
+    return $bad
+  }
+  phase nccl 60 240 bash -c "$HELPERS; $(declare -f nccl_runs); nccl_runs"
+  grep -E '^###|^step|against one rank|exit|did not|differ|error' "$L/nccl.log" | tee -a "$SUM"
 fi
 
 # --- sanitize (racecheck after bench): compute-sanitizer ---------------------------------------

@@ -730,9 +730,28 @@ open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(t), *[0] * 2
      [ "$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$tmp/ugpu.out")" = "$(awk '$1 == "fp32" && $2 == 32 {printf "%.4f", $5}' "$tmp/uev.out")" ]; then
     ok "GPU llama from llm.c's Llama 3 file (untied head, scaled RoPE) == the CPU's: $msg; its --export read back to its val loss"
   else bad "GPU llama from llm.c's file: ${msg:-$(tail -2 "$tmp/ugpu.out")}"; fi
-  if $TRAIN "${LL[@]}" --device cuda --steps 2 --sample-len 40 --prompt "ROMEO:" >"$tmp/ls.out" 2>&1 && grep -q 'KV cache' "$tmp/ls.out"; then
-    ok "GPU llama samples through the KV cache (the key-value heads' width)"
-  else bad "GPU llama sampling: $(tail -2 "$tmp/ls.out")"; fi
+  # sampling (RoPE at p0 > 0, the cached kernel's grouped heads, kv_append at KVH hs): through the KV cache the
+  # same text as the whole context for every token (GPTMEM_SAMPLE_FULL), and as the CPU's, token for token (fp32,
+  # the init's weights: --lr 1e-30), past the window's end
+  local S=("${LL[@]}" --steps 2 --lr 1e-30 --sample-len 80 --prompt "ROMEO:")
+  $TRAIN "${S[@]}" --device cuda >"$tmp/ls1.out" 2>&1
+  GPTMEM_SAMPLE_FULL=1 $TRAIN "${S[@]}" --device cuda >"$tmp/ls2.out" 2>&1
+  $TRAIN "${S[@]}" --device cpu >"$tmp/ls3.out" 2>&1
+  sample() { sed -n '/---- sample/,/^------/p' "$1"; }
+  if grep -q 'holding a KV cache' "$tmp/ls1.out" && grep -q 'no KV cache' "$tmp/ls2.out" && [ -n "$(sample "$tmp/ls1.out")" ] &&
+     cmp -s <(sample "$tmp/ls1.out") <(sample "$tmp/ls2.out") && cmp -s <(sample "$tmp/ls1.out") <(sample "$tmp/ls3.out"); then
+    ok "GPU llama samples through the KV cache the text of the whole context for every token, and the CPU's (fp32, 80 tokens)"
+  else bad "GPU llama sampling: $(grep -h sampled "$tmp"/ls[123].out)"; fi
+  # the tensor-core flash with grouped heads inside a model: head size 64 (KVH 2 of 4) and 128 (KVH 1 of 4), bf16,
+  # against the same model on the reference flash kernels (GPTMEM_FLASH_REFERENCE)
+  good=1
+  for shape in "--channels 256 --heads 4 --kv-heads 2 --ffn 512" "--channels 512 --heads 4 --kv-heads 1 --ffn 512"; do
+    # shellcheck disable=SC2086
+    lrun lm --device cuda --dtype bf16 --flash $shape && GPTMEM_FLASH_REFERENCE=1 lrun lr --device cuda --dtype bf16 --flash $shape &&
+      msg=$(close "$tmp/lm.csv" "$tmp/lr.csv" 3e-2) || { good=0; echo "  $shape: ${msg:-a run failed}"; }
+  done
+  if [ $good = 1 ]; then ok "GPU llama, grouped heads of 64 and 128 on the tensor-core flash == the reference kernels (bf16)"
+  else bad "GPU llama on the tensor-core flash with grouped heads"; fi
 }
 
 # --- the order: on a GPU the kernels first (no GPU: nothing else can run); quick, the newest first ---

@@ -377,6 +377,19 @@ void check_llama(const Settings *s, const GPTConfig *c) {
                     "KVH %d, head size %d)", c->heads, cfg_kv_heads(c), c->channels / c->heads);
 }
 
+// On the GPU the naive attention (no --flash) and the sampler's KV-cache attention hold a row of
+// scores of every position in a block's shared memory: a --seq-len past what a block has is refused
+// here, with what to do, not by the kernel's launch.
+void check_gpu_attention_row(const Settings *s, const GPTConfig *c) {
+    size_t row = sizeof(float) * ((size_t)s->seq_len + (size_t)(c->channels / c->heads));
+    if (!s->cuda || (s->flash && !s->sample_len) || row <= GPU_ATTN_ROW_BYTES) return;
+    int most = (int)(GPU_ATTN_ROW_BYTES / sizeof(float)) - c->channels / c->heads;
+    usage_error("--device cuda: %s keeps a row of scores of every position in a block's shared memory, and --seq-len "
+                "%d needs %zu KiB there, past the %d KiB a block has; %s, or a --seq-len of at most %d",
+                s->flash ? "sampling (its KV cache)" : "attention without --flash", s->seq_len, row >> 10,
+                GPU_ATTN_ROW_BYTES >> 10, s->flash ? "--sample-len 0" : "add --flash", most);
+}
+
 // Resolve the preset and overrides into the model config, and everything else
 // the flags imply; check it makes sense.
 void resolve_settings(Settings *s) {
@@ -407,6 +420,7 @@ void resolve_settings(Settings *s) {
                 c.channels / c.heads);
         exit(2);
     }
+    check_gpu_attention_row(s, &c);
     parse_recompute(s);
     if (s->infer && !s->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
     if ((s->fit_host || s->fit_disk) && !s->fit)

@@ -144,7 +144,8 @@ void check_fits(size_t peak_bytes) {
 // cannot read, slots too few, a rank that died ("exited on signal 9").
 int mpirun_noise(const char *block) {
     return strstr(block, "MPI_ABORT was invoked") || strstr(block, "returned\na non-zero exit code") ||
-           strstr(block, "sent help message") || strstr(block, "orte_base_help_aggregate");
+           strstr(block, "sent help message") || strstr(block, "orte_base_help_aggregate") ||
+           strstr(block, "show_help.c");  // (its failure to print that banner, as the ranks end)
 }
 
 static pid_t g_mpirun;
@@ -255,6 +256,26 @@ int launch(Settings *s, int argc, char **argv) {
     return -1;
 }
 
+// A test's switch, never the default: GPTMEM_NCCL_ONE_GPU=1 in every rank's
+// environment lets --comm nccl run with ranks that share one GPU. NCCL refuses
+// two ranks on one device of one host (since 2.5); each rank is given a host
+// id of its own (NCCL_HOSTID, read once, before NCCL's first call), so NCCL
+// sees one-GPU hosts and joins them over its socket transport (on one machine,
+// loopback: NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo). Unsupported by NVIDIA and
+// slow; it runs gptmem's real NCCL path (the id, the communicator, the grouped
+// collectives of uneven pieces) where a machine has one GPU
+// (scripts/gpu_check.sh). 1 when the switch is on.
+int nccl_one_gpu_for_tests(void) {
+    if (!getenv("GPTMEM_NCCL_ONE_GPU")) return 0;
+    char id[64];
+    snprintf(id, sizeof id, "gptmem-test-rank%d", comm_rank_id);
+    setenv("NCCL_HOSTID", id, 1);
+    if (comm_rank_id == 0)
+        printf("note: GPTMEM_NCCL_ONE_GPU (a test's switch): each rank is an NCCL host of its own (NCCL_HOSTID), so "
+               "ranks may share a GPU under --comm nccl\n");
+    return 1;
+}
+
 // --comm: ZeRO's collectives on the GPU go over NCCL on the device buffers
 // when every rank has a GPU of its own, and over MPI through host buffers
 // (parallel/staging.h) when ranks share one (NCCL refuses two ranks on one GPU) or
@@ -265,6 +286,7 @@ int launch(Settings *s, int argc, char **argv) {
 // a rank that cannot take what --comm asks stops all, the first such rank saying why.
 int open_comm_backend(Settings *s) {
     int sharing = gpu_sharing(), built = gpu_nccl_built();
+    if (s->comm == COMM_NCCL && nccl_one_gpu_for_tests()) sharing = 1;
     if (s->comm == COMM_NCCL) {
         int first = comm_first(sharing > 1 || !built);
         if (first == comm_rank_id) {

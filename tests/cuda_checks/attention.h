@@ -101,6 +101,19 @@ void test_flash_mma_vs_reference(int dt, int B, int T, int H, int KVH, int hs) {
     expect(label("flash mma vs reference: out", shape), dt, out[0], want_out, (size_t)N * C);
     expect_stored(label("flash mma vs reference: lse (fp32)", shape), dt, DT_FP32, lse[0], want_lse, (size_t)B * H * T);
     expect(label("flash mma vs reference: dqkv", shape), dt, dqkv[0], want_dqkv, (size_t)N * W);
+    // qkv one element past a 16-byte boundary: the tensor-core kernels' 16-byte loads cannot take it, so the
+    // dispatch gives it to the reference kernels (not a "misaligned address" fault): the reference's numbers
+    float *shifted = fvec((size_t)N * W + 1);
+    memcpy(shifted + 1, qkv, sizeof(float) * (size_t)N * W);
+    void *d_shifted = up(shifted, (size_t)N * W + 1, dt), *off_qkv = (char *)d_shifted + dtype_size(dt);
+    void *off_out = poisoned((size_t)N * C, dt), *off_lse = poisoned((size_t)B * H * T, DT_FP32);
+    void *off_dqkv = poisoned((size_t)N * W, dt);
+    cu_flash_forward(dt, off_out, off_lse, off_qkv, B, T, C, H, KVH);
+    cu_flash_backward(dt, off_dqkv, d_dout, off_qkv, off_out, off_lse, D, B, T, C, H, KVH);
+    expect(label("flash, qkv off 16 bytes: the reference's out", shape), dt, off_out, want_out, (size_t)N * C);
+    expect(label("flash, qkv off 16 bytes: the reference's dqkv", shape), dt, off_dqkv, want_dqkv, (size_t)N * W);
+    gpu_free(d_shifted); gpu_free(off_out); gpu_free(off_lse); gpu_free(off_dqkv);
+    free(shifted);
     for (int ref = 0; ref < 2; ref++) { gpu_free(out[ref]); gpu_free(lse[ref]); gpu_free(dqkv[ref]); }
     gpu_free(d_qkv); gpu_free(d_dout); gpu_free(D);
     free(qkv); free(dout); free(want_out); free(want_lse); free(want_dqkv);

@@ -62,12 +62,39 @@ static void test_rope_kernels(int dt, int scaled) {
     free(x); free(want);
 }
 
+// RoPE far into the context: each device computes the angle p * theta^(-2i/hs) in fp32 with its own
+// powf, sinf and cosf, and an fp32 angle near p 8K resolves to about 5e-4 radians, so the two agree
+// to the angle's resolution there, not to fp32's 1e-5: fp32, head size 128, positions 8000 to 8016,
+// within 2e-3 (a wrong position, one step of p, is off by up to 2).
+static void test_rope_far(int scaled) {
+    int B = 1, T = 17, hs = 128, H = 4, KVH = 1, row = (H + 2 * KVH) * hs, N = B * T, p0 = 8000;
+    size_t n = (size_t)N * row;
+    Rope rope = {LLAMA_ROPE_THETA, scaled};
+    float *x = randv(n, 1, DT_FP32), *want = fvec(n);
+    memcpy(want, x, n * sizeof(float));
+    rope_forward(want, N, T, p0, row, H + KVH, hs, rope);
+    void *d_x = up(x, n, DT_FP32);
+    cu_rope_forward(DT_FP32, d_x, N, T, p0, row, H + KVH, hs, rope.theta, scaled);
+    float *got = down(d_x, n, DT_FP32);
+    double err = rel(got, want, n), max_err = worst(got, want, n);
+    check(err < 2e-3 && max_err < 2e-3, scaled ? "rope_forward at positions 8000-8016, Llama 3.1's frequencies" :
+          "rope_forward at positions 8000-8016", "relative error %.2e, worst element %.2e (tolerance 2e-3: the fp32 "
+          "angle's resolution at p 8K)", err, max_err);
+    memcpy(got, x, n * sizeof(float));  // the check's power: the CPU's own rotation one position later fails it
+    rope_forward(got, N, T, p0 + 1, row, H + KVH, hs, rope);
+    check(worst(got, want, n) > 2e-3, "rope at 8000-8016: one position off is outside the tolerance",
+          "worst element %.2e", worst(got, want, n));
+    gpu_free(d_x);
+    free(x); free(want); free(got);
+}
+
 void test_llama_kernels(int dt) {
     test_rmsnorm_at(dt, 37, 200);
     test_rmsnorm_at(dt, 37, 203);
     test_swiglu_kernels(dt);
     test_rope_kernels(dt, 0);
     test_rope_kernels(dt, 1);
+    if (dt == DT_FP32) test_rope_far(0), test_rope_far(1);
 }
 
 #endif

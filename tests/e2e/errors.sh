@@ -26,6 +26,10 @@ expect 1 "make data" --data /nonexistent/file.txt
 printf 'tiny' >"$tmp/tiny.txt"
 expect 1 "needs at least" --data "$tmp/tiny.txt"
 expect 1 "needs .* GiB at its peak" --model gpt2-xl --batch 64
+expect 2 "attention without --flash keeps a row of scores .* past the 227 KiB a block has; add --flash" --device cuda \
+  --model llama-small --max-seq 65536 --seq-len 60000 --dry-run
+expect 2 "sampling (its KV cache) keeps a row .* --sample-len 0" --device cuda --flash --model llama-small --max-seq 65536 \
+  --seq-len 60000 --dry-run
 
 # what a curious student hits: each says so in one line
 Q=(--sample-len 0 --eval-every 0 --eval-batches 1 --batch 4)

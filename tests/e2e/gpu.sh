@@ -52,17 +52,19 @@ if have_mpi; then
   bash scripts/gpu_check.sh --rehearse "$tmp/gc" >"$tmp/gc.out" 2>&1; rc=$?
   good=1
   order=$(sed -n 's/^== \([a-z]*\):.*/\1/p' "$tmp/gc/summary.txt" | tr '\n' ' ')
-  [ "$order" = "facts build kernels newest smoke zero sanitize model bench racecheck ops " ] || { good=0; echo "  order: $order"; }
-  for p in facts build newest smoke zero bench; do grep -q "^== $p: ok" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not ok"; }; done
+  [ "$order" = "facts build kernels newest smoke zero nccl sanitize model bench racecheck ops " ] || { good=0; echo "  order: $order"; }
+  for p in facts build newest smoke zero nccl bench; do grep -q "^== $p: ok" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not ok"; }; done
   for p in kernels model sanitize racecheck ops; do grep -q "^== $p: SKIP" "$tmp/gc/summary.txt" || { good=0; echo "  $p: not skipped"; }; done
-  [ "$(tail -1 "$tmp/gc/summary.txt" | cut -d'(' -f1)" = "RESULT: 6 passed, 0 failed, 0 timed out, 5 skipped " ] ||
+  [ "$(tail -1 "$tmp/gc/summary.txt" | cut -d'(' -f1)" = "RESULT: 7 passed, 0 failed, 0 timed out, 5 skipped " ] ||
     { good=0; echo "  last line: $(tail -1 "$tmp/gc/summary.txt")"; }
   [ "$(ls "$tmp/gc" | tr '\n' ' ')" = "logs.tgz summary.txt " ] || { good=0; echo "  LOGDIR holds more than 2 files: $(ls "$tmp/gc")"; }
   tar -tzf "$tmp/gc/logs.tgz" 2>/dev/null | grep -q 'logs/zero.log' || { good=0; echo "  logs.tgz lacks the zero log"; }
   grep -q 'the same losses, bit for bit' "$tmp/gc/summary.txt" || { good=0; echo "  the poisoned synchronous run differs"; }
-  [ "$(grep -c 'against one rank: ' "$tmp/gc/summary.txt")" = 8 ] || { good=0; echo "  not 8 runs compared with one rank"; }
+  [ "$(grep -c 'against one rank: ' "$tmp/gc/summary.txt")" = 13 ] || { good=0; echo "  not 13 runs compared with one rank"; }
+  grep -q "^== nccl: ok" "$tmp/gc/summary.txt" && [ "$(grep -c '^### --comm nccl on' "$tmp/gc/summary.txt")" = 5 ] ||
+    { good=0; echo "  the nccl phase did not run its 5 settings"; }
   for part in 1 2; do
-    want="facts build kernels newest smoke zero sanitize "; [ $part = 2 ] && want="facts build model bench racecheck ops "
+    want="facts build kernels newest smoke zero nccl sanitize "; [ $part = 2 ] && want="facts build model bench racecheck ops "
     bash scripts/gpu_check.sh --rehearse --part $part --deadline 0 "$tmp/gcp" >/dev/null 2>&1
     got=$(sed -n 's/^== \([a-z]*\):.*/\1/p' "$tmp/gcp/summary.txt" | tr '\n' ' ')
     [ "$got" = "$want" ] || { good=0; echo "  --part $part: $got"; }
@@ -73,7 +75,7 @@ if have_mpi; then
   bash "$tmp/nocorpus/scripts/gpu_check.sh" --rehearse "$tmp/gcn" >/dev/null 2>&1; rcn=$?
   [ $rcn = 2 ] && grep -q 'tinyshakespeare.txt is missing: send it along' "$tmp/gcn/summary.txt" || { good=0; echo "  no corpus: exit $rcn"; }
   if [ $rc = 0 ] && [ $good = 1 ]; then
-    ok "scripts/gpu_check.sh --rehearse: facts, build, newest, smoke, zero, bench ok in that order, the GPU's phases SKIP, one RESULT line, exit 0; --part 1 and 2; logs.tgz; a deadline skips; no corpus stops"
+    ok "scripts/gpu_check.sh --rehearse: facts, build, newest, smoke, zero, nccl (--comm nccl, GPTMEM_NCCL_ONE_GPU), bench ok in that order, the GPU's phases SKIP, one RESULT line, exit 0; --part 1 and 2; logs.tgz; a deadline skips; no corpus stops"
   else bad "scripts/gpu_check.sh --rehearse (exit $rc)"; cat "$tmp/gc/summary.txt"; fi
   # negative controls: a trainer that fails in one place makes that phase FAILED, the RESULT line counts
   # it and the script exits 1 (PHASES: only the phases that run it)

@@ -23,7 +23,8 @@
 #             ranks and --shard-group 1 on 4, each against one rank of the same global batch (1e-5, fp32)
 #   sanitize  compute-sanitizer memcheck: the kernel tests (NCCL left out), 2-step runs
 #             (the tensor-core flash; --fused-ce across 2 row tiles and 3 vocabulary
-#             chunks), ZeRO-3 on 2 ranks
+#             chunks; a Llama of head size 64 with grouped heads on the tensor-core flash),
+#             ZeRO-3 on 2 ranks
 #  part 2 (the machine still warm, so its build is reused; a fresh one builds again)
 #   model     tests/run_cuda.sh, quick: --offload, --shard-group and ZeRO first; the model
 #             on the GPU against the CPU, every flag's equivalence, the tensor cores, the
@@ -313,7 +314,8 @@ sanitize() {  # sanitize TOOL [zero]: the targets under compute-sanitizer's TOOL
   fi
   local i=0
   for target in "./tests/test_cuda --no-nccl" "./train $SMALL" "./train $SMALL --dtype bf16 --flash --ckpt" \
-                "./train $SMALL --dtype bf16 --fused-ce --accum 2 --seq-len 64 --batch 129 --vocab 5000 --timing"; do
+                "./train $SMALL --dtype bf16 --fused-ce --accum 2 --seq-len 64 --batch 129 --vocab 5000 --timing" \
+                "./train $SMALL --model llama-small --channels 256 --heads 4 --kv-heads 2 --ffn 512 --dtype bf16 --flash"; do
     i=$((i + 1))
     echo "### $tool: $target"
     # shellcheck disable=SC2086

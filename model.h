@@ -1,9 +1,14 @@
 // model.h — the GPT model on the CPU, as the lecture's slide: a block is
 // its list of ops, the model is the embedding, the blocks, the final
 // layernorm and the LM head; forward beside backward, shapes in the comments.
-// The shapes are GPT-2's; a Llama config (core/config.h) runs the same list,
-// each step taking Llama's op: RMSNorm for the norms, q and k rotated (RoPE)
-// in the qkv step, attention over grouped key-value heads, SwiGLU for GELU.
+// GPT-2 and Llama 3 (core/config.h) run the same list; Llama differs from
+// GPT-2 in three places, each marked "<- n Llama" where it happens (as llm.c's
+// train_llama3.py marks them): 1 the norms are RMSNorm (no mean, no bias);
+// 2 q and k are rotated by their positions (RoPE) in the qkv step, over KVH
+// key-value heads each shared by H / KVH query heads (no position table);
+// 3 the activation is SwiGLU (the MLP's hidden is gate and up, 2F) for GELU.
+// Widths: hs = C / H, qkv = (H + 2 KVH) hs (GPT-2: 3C), F the MLP's hidden
+// (GPT-2: 4C); "+ b" is GPT-2's bias (Llama has none).
 //
 // The config and the flat parameter layout are core/config.h; what a block
 // saves is core/saved.h; the step plan (ZeRO's pieces, the drops of
@@ -55,7 +60,7 @@ void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float
     OpParams w = op_weights(m, l, op);
     matmul_forward(a->view[o], inp, w.w, w.b, N, op_inputs(c, op), op_outputs(c, op));
     if (op == OP_QKV && is_llama(c))
-        rope_forward(a->view[o], N, m->T, m->pos0, qkv_width(c), c->heads + cfg_kv_heads(c), C / c->heads, cfg_rope(c));
+        rope_forward(a->view[o], N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));
     if (residual) residual_forward(a->view[o], a->view[o], residual, (size_t)N * C);
     round_saved(m, a, o);
 }
@@ -69,7 +74,7 @@ void attend(GPT *m, Acts *a, int l) {
     if (!(a->pushing & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY)))) return;
     int B = m->B, T = m->T;
     float *out = a->pushing & SV_BIT(SV_ATTY) ? a->atty : m->dqkv;
-    if (m->kv) attend_cached(m, a, l, out);
+    if (m->kv.kv) attend_cached(m, a, l, out);
     else if (m->flash) flash_attention_forward_heads(out, a->lse, a->qkv, B, T, model_heads(&m->cfg));
     else attention_forward_heads(out, a->att, a->qkv, B, T, model_heads(&m->cfg));
     round_saved(m, a, SV_ATT);
@@ -93,8 +98,7 @@ void linear_backward(GPT *m, int l, int op, float *dinp, float *dout, const floa
     int N = m->B * m->T;
     OpParams w = op_weights(m, l, op), g = op_grads(m, l, op);
     if (op == OP_QKV && is_llama(c))
-        rope_backward(dout, N, m->T, m->pos0, qkv_width(c), c->heads + cfg_kv_heads(c), c->channels / c->heads,
-                      cfg_rope(c));
+        rope_backward(dout, N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));
     matmul_backward(dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     op_grads_done(m, l, op);
 }
@@ -129,14 +133,14 @@ void activate_backward(GPT *m, float *dinp, const float *inp, const float *dout)
 // when the backward rebuilds them (rebuild, below).
 void block_forward(GPT *m, int l, const float *x, unsigned todo) {
     Acts *a = push_block(m, l, todo);
-    norm(m, a, l, OP_LN1, SV_LN1, x);                           // ln1 = layernorm(x)                     (N,C)
-    linear(m, a, l, OP_QKV, SV_QKV, a->ln1, NULL);              // qkv = ln1 Wqkv^T + bqkv                 (N,3C)
-    attend(m, a, l);                                            // atty = attention(q, k, v)               (N,C)
-    linear(m, a, l, OP_ATTPROJ, SV_RES2, a->atty, x);           // res2 = x + atty Wproj^T + bproj         (N,C)
-    norm(m, a, l, OP_LN2, SV_LN2, a->res2);                     // ln2 = layernorm(res2)                   (N,C)
-    linear(m, a, l, OP_FC, SV_FCH, a->ln2, NULL);               // fch = ln2 Wfc^T + bfc                   (N,4C)
-    activate(m, a, SV_FCH_GELU, a->fch);                        // fch_gelu = gelu(fch)                    (N,4C)
-    linear(m, a, l, OP_FCPROJ, SV_RES3, a->fch_gelu, a->res2);  // res3 = res2 + fch_gelu Wfcproj^T + b    (N,C)
+    norm(m, a, l, OP_LN1, SV_LN1, x);                           // ln1 = norm(x)                  (N,C)    <- 1 Llama
+    linear(m, a, l, OP_QKV, SV_QKV, a->ln1, NULL);              // qkv = ln1 Wqkv^T + b           (N,qkv)  <- 2 Llama
+    attend(m, a, l);                                            // atty = attention(q, k, v)      (N,C)
+    linear(m, a, l, OP_ATTPROJ, SV_RES2, a->atty, x);           // res2 = x + atty Wproj^T + b    (N,C)
+    norm(m, a, l, OP_LN2, SV_LN2, a->res2);                     // ln2 = norm(res2)               (N,C)    <- 1 Llama
+    linear(m, a, l, OP_FC, SV_FCH, a->ln2, NULL);               // fch = ln2 Wfc^T + b            (N,F)    Llama (N,2F)
+    activate(m, a, SV_FCH_GELU, a->fch);                        // act = gelu(fch)                (N,F)    <- 3 Llama
+    linear(m, a, l, OP_FCPROJ, SV_RES3, a->fch_gelu, a->res2);  // res3 = res2 + act Wfcproj^T + b (N,C)
     a->pushing = 0;
 }
 
@@ -145,12 +149,12 @@ void block_forward(GPT *m, int l, const float *x, unsigned todo) {
 // gradient through: d(res2) starts as d(res3), d(x) as d(res2), both in dres.
 void block_backward(GPT *m, int l, const float *x) {
     Acts *a = &m->acts[l];
-    linear_backward(m, l, OP_FCPROJ, m->dact, m->dres, a->fch_gelu);                 // d(fch_gelu)          (N,4C)
-    activate_backward(m, m->dfch, a->fch, m->dact);                                  // d(fch)               (N,4C)
+    linear_backward(m, l, OP_FCPROJ, m->dact, m->dres, a->fch_gelu);                 // d(act)               (N,F)
+    activate_backward(m, m->dfch, a->fch, m->dact);                                  // d(fch)               (N,F)
     linear_backward(m, l, OP_FC, m->dln, m->dfch, a->ln2);                           // d(ln2)               (N,C)
     norm_backward(m, l, OP_LN2, m->dres, m->dln, a->res2, a->ln2_mean, a->ln2_rstd); // d(res2) += ...       (N,C)
     linear_backward(m, l, OP_ATTPROJ, m->datty, m->dres, a->atty);                   // d(atty)              (N,C)
-    attend_backward(m, a, m->dqkv, m->datty);                                        // d(qkv)               (N,3C)
+    attend_backward(m, a, m->dqkv, m->datty);                                        // d(qkv)               (N,qkv)
     linear_backward(m, l, OP_QKV, m->dln, m->dqkv, a->ln1);                          // d(ln1)               (N,C)
     norm_backward(m, l, OP_LN1, m->dres, m->dln, x, a->ln1_mean, a->ln1_rstd);       // d(x) += ...          (N,C)
 }
@@ -172,13 +176,13 @@ void rebuild(GPT *m, int l, const float *x) {
 float gpt_forward(GPT *m, const int *inp, const int *targets, int B, int T) {
     int L = m->cfg.layers;
     forward_start(m, B, T);
-    embed_forward(m, inp);                                  // encoded = wte[inp] + wpe                (N,C)
+    embed_forward(m, inp);                                  // encoded = wte[inp] + wpe (GPT-2)        (N,C)
     for (int l = 0; l < L; l++) {
         block_forward(m, l, block_input(m, l), SV_ALL);     // res3 = block(x)                         (N,C)
         drop_saved(m, l);                                   // keep what the plan keeps (--recompute, --ckpt)
     }
-    float *lnf = final_norm_forward(m, block_input(m, L));  // lnf = layernorm(x)                      (N,C)
-    return head_forward(m, lnf, targets);                   // loss = cross-entropy(lnf wte^T)         (N,Vp)
+    float *lnf = final_norm_forward(m, block_input(m, L));  // lnf = norm(x)                           (N,C)
+    return head_forward(m, lnf, targets);                   // loss = cross-entropy(lnf head^T)        (N,Vp)
 }
 
 // Backward for the last gpt_forward (which had targets). dloss is d(total

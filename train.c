@@ -138,7 +138,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
         return 1;
     }
     if (comm_any(net_build(net, s, plan, rank, predicted->stack_peak) != 0)) return fail_run(run, net);
-    run->adam = net->opt.cfg;
+    run->adam = adamw_config(s);
     run->state = net_state(net);
     const GPTConfig *c = &s->cfg;
     run->header = state_model_header(c);  // the model's size and layout, then the run's own
@@ -169,8 +169,8 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
         if (log_flush(run->log, s->log)) return fail_run(run, net);
     }
     run->peak_flops = run_peak_flops(s);
-    run->token_flops = flops_per_token(c, s->seq_len);
-    run->rebuilt_token_flops = c->layers * recompute_flops_per_token_layer(plan->drops, s->seq_len, c->channels);
+    run->token_flops = model_flops_per_token(c, s->seq_len);
+    run->rebuilt_token_flops = c->layers * recompute_flops_per_token_layer(c, plan->drops, s->seq_len);
     run->print_every = s->print_every ? s->print_every : (s->steps - run->start_step + 24) / 25;
     run->replica_every = net_replica_check_every(net);  // --log's check that the ranks agree
     if (s->log && run->replica_every > 1)

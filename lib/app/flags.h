@@ -372,18 +372,18 @@ GPTConfig resolve_model(Settings *s) {
 // with the memory flags; its shape must allow grouped heads and RoPE's pairs.
 void check_llama(const Settings *s, const GPTConfig *c) {
     (void)s;
-    if (c->heads % cfg_kv_heads(c) || (c->channels / c->heads) % 2)
+    if (c->heads % cfg_kv_heads(c) || head_size(c) % 2)
         usage_error("a Llama model needs heads a multiple of its key-value heads and an even head size (got H %d, "
-                    "KVH %d, head size %d)", c->heads, cfg_kv_heads(c), c->channels / c->heads);
+                    "KVH %d, head size %d)", c->heads, cfg_kv_heads(c), head_size(c));
 }
 
 // On the GPU the naive attention (no --flash) and the sampler's KV-cache attention hold a row of
 // scores of every position in a block's shared memory: a --seq-len past what a block has is refused
 // here, with what to do, not by the kernel's launch.
 void check_gpu_attention_row(const Settings *s, const GPTConfig *c) {
-    size_t row = sizeof(float) * ((size_t)s->seq_len + (size_t)(c->channels / c->heads));
+    size_t row = sizeof(float) * ((size_t)s->seq_len + (size_t)head_size(c));
     if (!s->cuda || (s->flash && !s->sample_len) || row <= GPU_ATTN_ROW_BYTES) return;
-    int most = (int)(GPU_ATTN_ROW_BYTES / sizeof(float)) - c->channels / c->heads;
+    int most = (int)(GPU_ATTN_ROW_BYTES / sizeof(float)) - head_size(c);
     usage_error("--device cuda: %s keeps a row of scores of every position in a block's shared memory, and --seq-len "
                 "%d needs %zu KiB there, past the %d KiB a block has; %s, or a --seq-len of at most %d",
                 s->flash ? "sampling (its KV cache)" : "attention without --flash", s->seq_len, row >> 10,
@@ -414,10 +414,9 @@ void resolve_settings(Settings *s) {
         usage_error("--comm nccl moves GPU buffers: it goes with --device cuda (the CPU's ranks use MPI)");
     parse_hosts(s);
     parse_shard_group(s);
-    if (s->cuda && s->flash && c.channels / c.heads > GPU_FLASH_MAX_HEAD) {
+    if (s->cuda && s->flash && head_size(&c) > GPU_FLASH_MAX_HEAD) {
         fprintf(stderr, "error: --device cuda --flash supports head sizes up to %d; this model's is %d "
-                "(--channels / --heads); drop --flash or use more heads\n", GPU_FLASH_MAX_HEAD,
-                c.channels / c.heads);
+                "(--channels / --heads); drop --flash or use more heads\n", GPU_FLASH_MAX_HEAD, head_size(&c));
         exit(2);
     }
     check_gpu_attention_row(s, &c);

@@ -6,27 +6,16 @@
 #ifndef GPTMEM_INPUTS_H
 #define GPTMEM_INPUTS_H
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/config.h"
+#include "app/usage.h"
 #include "core/settings.h"
 #include "io/data.h"
 #include "io/llmc.h"
 #include "io/tokenizer.h"
 #include "io/tokens.h"
-
-// A bad flag or value: one line naming it, exit code 2.
-void usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see ./train --help)\n");
-    va_end(ap);
-    exit(2);
-}
 
 // --data and --val-data: the format (--data-format, or found), and for token
 // files their headers read (the token width and counts); nothing else read.

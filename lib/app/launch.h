@@ -1,12 +1,12 @@
 // app/launch.h — how a run starts: its processes (--ranks relaunches under
-// mpirun), its threads (OpenMP's waiting, the cores divided among the ranks),
-// the ranks and the GPU opened, the collectives' backend on the GPU (--comm),
-// the check that the run fits before anything is allocated, and the data.
+// mpirun, --hosts over machines), OpenMP's waiting, MPI and the GPU opened
+// (app/machines.h places the ranks, their threads and GPUs), the collectives'
+// backend on the GPU (--comm), the check that the run fits before anything is
+// allocated, and the data.
 #ifndef GPTMEM_LAUNCH_H
 #define GPTMEM_LAUNCH_H
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +14,6 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "app/flags.h"
 #include "core/settings.h"
 #include "core/sizes.h"
@@ -27,15 +24,6 @@
 #include "io/state.h"
 #include "parallel/comm.h"
 #include "app/machines.h"
-
-// printf on rank 0 only: with several ranks, one copy of each line.
-void say(const char *fmt, ...) {
-    if (comm_rank_id != 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-}
 
 // OpenMP's waiting threads spin before they sleep, 300,000 times in libgomp:
 // on a machine whose cores other work keeps busy, the spinning takes the
@@ -48,41 +36,6 @@ void openmp_wait_defaults(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
     setenv("GOMP_SPINCOUNT", "10000", 1);
     execv("/proc/self/exe", argv);  // (if it cannot, the run goes on with the runtime's default)
-}
-
-// Work that repeats one shape (a sample's forwards: one new position, or the
-// whole window) runs with the team of threads or with one thread, whichever
-// was faster when last tried; every TEAM_RETRY-th run tries the other. On a
-// machine whose other work holds a core, every parallel loop waits at its end
-// for the thread that shares that core, and one thread is faster; on a quiet
-// machine the team is. Either way the same bits (no op's sums depend on the
-// threads).
-enum { TEAM_RETRY = 32 };
-typedef struct {
-    double seconds[2];  // the last run's time with the team (0) and with one thread (1); 0 = not tried
-    int runs;
-} TeamChoice;
-
-int g_team;  // the team's threads, as set_threads left them (team_begin notes them first)
-
-// The way the next run goes (0 the team, 1 one thread), its threads set.
-int team_begin(TeamChoice *c) {
-    int faster = c->seconds[1] && c->seconds[1] < c->seconds[0];
-    int way = !c->seconds[0] ? 0 : !c->seconds[1] ? 1 : c->runs % TEAM_RETRY == TEAM_RETRY - 1 ? !faster : faster;
-    if (!g_team) g_team = omp_threads();
-#ifdef _OPENMP
-    omp_set_num_threads(way ? 1 : g_team);
-#endif
-    return way;
-}
-
-// The run that went `way` took `seconds`; the team's threads back.
-void team_end(TeamChoice *c, int way, double seconds) {
-    c->seconds[way] = seconds;
-    c->runs++;
-#ifdef _OPENMP
-    omp_set_num_threads(g_team);
-#endif
 }
 
 // Stop early, before allocating anything, if the run cannot fit on the GPU:

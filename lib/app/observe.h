@@ -59,7 +59,7 @@ void observe_step(Observer *ob, int step) {
     g_ledger.trace = ob->s->trace && ob->first && comm_rank_id == 0;
     if (g_ledger.trace)
         printf("trace of step %d: the activation stack%s\n%s", step + 1, ob->stage ? ", ZeRO gathers and reductions" : "",
-               ob->stage == 3 ? "(a block pushes its tensors first, for its ops to write into; each op gathers its weights as it runs)\n" : "");
+               shards_weights(ob->stage) ? "(a block pushes its tensors first, for its ops to write into; each op gathers its weights as it runs)\n" : "");
     timing_start(&ob->timing);
     if (ob->first && ob->recording) record_start();  // the timeline and the peak's receipt
     if (ob->first) memcpy(ob->traffic_start, g_traffic.bytes, sizeof ob->traffic_start);

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include "app/inputs.h"
+#include "app/usage.h"
 #include "core/config.h"
 #include "core/settings.h"
 #include "io/files.h"

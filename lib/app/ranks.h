@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "app/inputs.h"  // usage_error
+#include "app/usage.h"
 #include "core/settings.h"
 #include "io/files.h"
 #include "parallel/comm.h"

@@ -83,10 +83,10 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
 // --flash on the GPU: the tensor-core kernels take 16-bit runs with head size 64 or 128; otherwise the
 // reference kernels run, and the run says so.
 void print_flash_note(const GPTConfig *c, const Settings *s) {
-    if (s->cuda && s->flash && !s->dry_run && !cu_flash_uses_mma(s->dtype, c->channels / c->heads))
+    if (s->cuda && s->flash && !s->dry_run && !cu_flash_uses_mma(s->dtype, head_size(c)))
         printf("note: --flash runs on the reference kernels (CUDA cores, slow) for %s with head size %d; the "
                "tensor-core kernels take --dtype bf16 or fp16 with head size 64 or 128\n", dtype_name[s->dtype],
-               c->channels / c->heads);
+               head_size(c));
 }
 
 // The end of a run with --mem / --mem-json: this rank's ledger against the
@@ -331,13 +331,6 @@ double cpu_peak_flops(int threads) {
 // threads on every rank.
 double run_peak_flops(const Settings *s) {
     return s->cuda ? gpu_peak_flops(s->dtype) : cpu_peak_flops(omp_threads()) * comm_nranks;
-}
-
-// Model FLOPs of one token, forward and backward: 6 per parameter (the
-// matmuls; the LM head is in P through wte) and the attention's QK^T and PV,
-// 6 L T C (causal: half of 12 L T C). The usual MFU numerator.
-double flops_per_token(const GPTConfig *c, int T) {
-    return model_flops_per_token(c, T);
 }
 
 // m:ss, or h:mm:ss from an hour

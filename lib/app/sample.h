@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "app/launch.h"
+#include "app/machines.h"
 #include "app/net.h"
 #include "core/rng.h"
 #include "io/data.h"
@@ -101,6 +105,41 @@ int sample_start(int *ctx, const Dataset *data, const Settings *s, int V) {
     return n ? n : (ctx[0] = data->format == DATA_TEXT ? '\n' : V - 1, 1);
 }
 
+// Work that repeats one shape (a sample's forwards: one new position, or the
+// whole window) runs with the team of threads or with one thread, whichever
+// was faster when last tried; every TEAM_RETRY-th run tries the other. On a
+// machine whose other work holds a core, every parallel loop waits at its end
+// for the thread that shares that core, and one thread is faster; on a quiet
+// machine the team is. Either way the same bits (no op's sums depend on the
+// threads).
+enum { TEAM_RETRY = 32 };
+typedef struct {
+    double seconds[2];  // the last run's time with the team (0) and with one thread (1); 0 = not tried
+    int runs;
+} TeamChoice;
+
+int g_team;  // the team's threads, as set_threads left them (team_begin notes them first)
+
+// The way the next run goes (0 the team, 1 one thread), its threads set.
+int team_begin(TeamChoice *c) {
+    int faster = c->seconds[1] && c->seconds[1] < c->seconds[0];
+    int way = !c->seconds[0] ? 0 : !c->seconds[1] ? 1 : c->runs % TEAM_RETRY == TEAM_RETRY - 1 ? !faster : faster;
+    if (!g_team) g_team = omp_threads();
+#ifdef _OPENMP
+    omp_set_num_threads(way ? 1 : g_team);
+#endif
+    return way;
+}
+
+// The run that went `way` took `seconds`; the team's threads back.
+void team_end(TeamChoice *c, int way, double seconds) {
+    c->seconds[way] = seconds;
+    c->runs++;
+#ifdef _OPENMP
+    omp_set_num_threads(g_team);
+#endif
+}
+
 // Generate --sample-len tokens (bytes of a text corpus) after the start
 // (sample_start), each drawn from the model's distribution over the last T
 // tokens of context (scaled by 1/temperature). The context sits in the batch
@@ -127,7 +166,7 @@ void sample_text(Net *net, Dataset *data, const Settings *s, uint64_t *rng) {
     if (data->format != DATA_TEXT && !data->tokenizer.n)
         say("(no tokenizer file beside the data, nor --tokenizer: the tokens' numbers)\n");
     for (int k = 0; k < n && (s->prompt || s->prompt_file); k++) append_token(&text, &used, &cap, data, ctx[k]);
-    TeamChoice team[2] = {{{0, 0}, 0}, {{0, 0}, 0}};  // a forward of one position, of the whole context (launch.h)
+    TeamChoice team[2] = {{{0, 0}, 0}, {{0, 0}, 0}};  // a forward of one position, of the whole context
     double start = now_seconds();
     const float *logits = net_sample_forward(net, ctx, 0, n);
     for (int i = 0; i < len; i++) {
@@ -140,10 +179,10 @@ void sample_text(Net *net, Dataset *data, const Settings *s, uint64_t *rng) {
             printed = used;
         }
         if (i + 1 < len) {  // the next token's logits: one new position, or the shifted window again
-            int whole = !kv_bytes || shifted, way = net->cuda ? 0 : team_begin(&team[whole]);
+            int whole = !kv_bytes || shifted, way = net_host_threads(net) ? team_begin(&team[whole]) : 0;
             double t0 = now_seconds();
             logits = whole ? net_sample_forward(net, ctx, 0, n) : net_sample_forward(net, ctx, n - 1, 1);
-            if (!net->cuda) team_end(&team[whole], way, now_seconds() - t0);
+            if (net_host_threads(net)) team_end(&team[whole], way, now_seconds() - t0);
         }
     }
     double took = now_seconds() - start;
@@ -153,7 +192,7 @@ void sample_text(Net *net, Dataset *data, const Settings *s, uint64_t *rng) {
     if (kv_bytes)
         say("sampled %d tokens in %.2f s (%.0f tok/s), holding a KV cache of %zu B (%.2f MiB: K and V, %d layers x %d "
             "positions x %d channels in %s)\n", len, took, rate, kv_bytes, kv_bytes / 1048576.0, s->cfg.layers,
-            positions, cfg_kv_heads(&s->cfg) * (s->cfg.channels / s->cfg.heads), dtype_name[kv_dtype]);
+            positions, (int)kv_width(&s->cfg), dtype_name[kv_dtype]);
     else say("sampled %d tokens in %.2f s (%.0f tok/s), running the whole context for each (no KV cache)\n", len, took, rate);
     net_kv_close(net);
     fflush(stdout);

@@ -37,10 +37,15 @@ enum { ARCH_GPT2, ARCH_LLAMA };
 int is_llama(const GPTConfig *c) { return c->arch == ARCH_LLAMA; }
 int cfg_kv_heads(const GPTConfig *c) { return c->kv_heads ? c->kv_heads : c->heads; }
 int cfg_ffn(const GPTConfig *c) { return c->ffn ? c->ffn : 4 * c->channels; }
-// The width of a row of qkv: H query heads, then KVH key and KVH value heads, of C/H channels (GPT-2: 3C).
-size_t qkv_width(const GPTConfig *c) {
-    return (size_t)(c->heads + 2 * cfg_kv_heads(c)) * (c->channels / c->heads);
-}
+// The head size hs = C / H: the channels of every query, key and value head.
+int head_size(const GPTConfig *c) { return c->channels / c->heads; }
+// The key-value heads' width KVH hs: a row of the keys (or values), what the KV cache keeps of a
+// position (GPT-2: C).
+size_t kv_width(const GPTConfig *c) { return (size_t)cfg_kv_heads(c) * head_size(c); }
+// The width of a row of qkv: H query heads, then KVH key and KVH value heads, of hs channels (GPT-2: 3C).
+size_t qkv_width(const GPTConfig *c) { return (size_t)(c->heads + 2 * cfg_kv_heads(c)) * head_size(c); }
+// The heads RoPE rotates in a row of qkv (Llama): the H queries and the KVH keys.
+int rope_heads(const GPTConfig *c) { return c->heads + cfg_kv_heads(c); }
 // Llama's constants: RMSNorm's epsilon and the rotary base theta (Llama 3's: 1e-5 and 500000).
 #define LLAMA_NORM_EPS 1e-5f
 #define LLAMA_ROPE_THETA 500000.0f

@@ -72,6 +72,16 @@ typedef struct {
     size_t lo, n;
 } Piece;
 
+// The ZeRO stage in effect over the K ranks that share the shards: --zero's,
+// or 0 when there is no one to share with (K = 1). Decided here only.
+int plan_stage(int zero, int K) { return K > 1 ? zero : 0; }
+
+// What a stage shards across the ranks (the rest every rank keeps whole):
+// parallel/zero.h asks the same of a rank's Shard.
+int shards_states(int stage) { return stage >= 1; }   // AdamW's states: the fp32 master weights, m and v
+int shards_grads(int stage) { return stage >= 2; }    // ... and the gradients
+int shards_weights(int stage) { return stage == 3; }  // ... and the weights the model computes with
+
 // The plan for these settings on `ranks` ranks (the ranks in effect: 1 for one process).
 Plan make_plan(const Settings *s, int ranks) {
     const GPTConfig *c = &s->cfg;
@@ -80,7 +90,7 @@ Plan make_plan(const Settings *s, int ranks) {
     // the ranks that share the shards: a group of --shard-group K, or all of them (1: none)
     p.ranks = ranks <= 1 ? 1 : s->shard_group > 0 && s->shard_group < ranks ? s->shard_group : ranks;
     p.groups = ranks > 1 ? ranks / p.ranks : 1;
-    p.stage = p.ranks > 1 ? s->zero : 0;
+    p.stage = plan_stage(s->zero, p.ranks);
     p.drops = saved_dropped(s->recompute | (s->ckpt ? REC_BLOCK : 0), s->flash);
     p.tiled_head = s->fused_ce;
     size_t most_rows = s->cuda ? GPU_HEAD_ROWS : HEAD_ROWS;
@@ -90,7 +100,7 @@ Plan make_plan(const Settings *s, int ranks) {
     for (int op = 0; op < LAYER_OPS; op++) fc = op_param_count(c, op) > fc ? op_param_count(c, op) : fc;
     p.piece = s->fused_ce && chunk > fc ? chunk : fc;
     p.table = global_param_count(c);
-    p.offload = s->offload & (p.stage == 3 ? OFFLOAD_OPT | OFFLOAD_PARAMS : OFFLOAD_OPT);
+    p.offload = s->offload & (shards_weights(p.stage) ? OFFLOAD_OPT | OFFLOAD_PARAMS : OFFLOAD_OPT);
     p.offload_disk = p.offload && s->offload_disk;
     p.offload_chunk = OFFLOAD_CHUNK;
     return p;

@@ -108,15 +108,19 @@ unsigned saved_dropped(unsigned recompute, int flash) {
     return drops;
 }
 
+// A matmul op's forward FLOPs per token: 2 x its inputs x its outputs.
+double op_flops_per_token(const GPTConfig *c, int op) { return 2.0 * op_inputs(c, op) * op_outputs(c, op); }
+
 // Extra forward FLOPs per token to rebuild the dropped tensors of one layer
-// (matmuls and attention; layernorm and GELU are not counted): qkv 6C^2,
-// attention's QK^T and PV 2TC (causal: half of 4TC), attproj 2C^2, fc 8C^2.
-double recompute_flops_per_token_layer(unsigned drops, int T, int C) {
-    double c2 = (double)C * C, f = 0;
-    if (drops & SV_BIT(SV_QKV)) f += 6 * c2;
-    if (drops & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY))) f += 2.0 * T * C;
-    if (drops & SV_BIT(SV_RES2)) f += 2 * c2;
-    if (drops & SV_BIT(SV_FCH)) f += 8 * c2;
+// (matmuls and attention; the norms and the activation are not counted): qkv
+// (GPT-2 6C^2; Llama 2C (H + 2 KVH) hs), attention's QK^T and PV 2TC (causal:
+// half of 4TC), attproj 2C^2, fc (GPT-2 8C^2; Llama 4CF).
+double recompute_flops_per_token_layer(const GPTConfig *c, unsigned drops, int T) {
+    double f = 0;
+    if (drops & SV_BIT(SV_QKV)) f += op_flops_per_token(c, OP_QKV);
+    if (drops & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY))) f += 2.0 * T * c->channels;
+    if (drops & SV_BIT(SV_RES2)) f += op_flops_per_token(c, OP_ATTPROJ);
+    if (drops & SV_BIT(SV_FCH)) f += op_flops_per_token(c, OP_FC);
     return f;
 }
 

@@ -28,6 +28,7 @@
 #include "core/sizes.h"
 #include "cpu/attention.h"
 #include "memory/ledger.h"
+#include "optim/optimizer.h"
 #include "parallel/zero.h"
 
 // The tensors one layer saves for its backward (core/saved.h lists them),
@@ -60,6 +61,22 @@ typedef struct {
     float *wte, *wpe, *lnfw, *lnfb, *lm_head;
 } Globals;
 
+// Sampling's KV cache (cpu/kvcache.h): each layer's keys and values of the
+// positions a sample has so far, on the activation stack while it runs.
+typedef struct {
+    void *kv;  // L x {K, V} x T x W elements of the dtype, W = KVH hs (C for GPT-2); NULL: no cache open
+    int T, W, dtype;
+    size_t bytes;
+    int mark;  // the stack's mark under it
+} KVCache;
+
+// A step's numbers, read after it (cpu/optimizer.h gpt_read_numbers).
+typedef struct {
+    double loss_sum;   // the mean losses of the forwards since the last read, added up
+    double sumsq;      // the gradients' sum of squares, all ranks (gpt_grad_norm)
+    float grad_scale;  // AdamW's gradient scale: core/adamw.h step_grad_scale; NaN skips the step
+} StepNumbers;
+
 typedef struct GPT {
     GPTConfig cfg;
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
@@ -86,10 +103,15 @@ typedef struct GPT {
     void *logits_saved;               // 16-bit runs: the logits on the stack (N,Vp)
     int B, T;                         // shape of the current forward pass
     int arena_mark;                   // stack mark before the forward pass
-    // sampling (cpu/kvcache.h): the keys and values of the positions before this forward, which
-    // starts at position pos0 (NULL and 0 otherwise: a forward over positions 0 .. T-1)
-    struct KVCache *kv;
+    // sampling (cpu/kvcache.h): while a sample runs, its cache holds the keys and values of the
+    // positions before this forward, which starts at position pos0 (0 otherwise)
+    KVCache kv;
     int pos0;
+    // the end of the step (cpu/optimizer.h): AdamW over the parameters this rank updates (its m and
+    // v are rows of the buffer table; --offload opt keeps them in optim/offload.h instead), and the
+    // step's numbers
+    Optimizer opt;
+    StepNumbers numbers;
     // backward scratch, reused by every layer: sized for the training batch
     float *dres;   // (N,C)  gradient of the residual stream
     float *dln;    // (N,C)  gradient of a layernorm output
@@ -126,7 +148,7 @@ typedef struct GPT {
 } GPT;
 
 // The attention heads of a config: H query heads sharing KVH key-value heads (GPT-2: KVH = H).
-Heads model_heads(const GPTConfig *c) { return (Heads){c->heads, cfg_kv_heads(c), c->channels / c->heads}; }
+Heads model_heads(const GPTConfig *c) { return (Heads){c->heads, cfg_kv_heads(c), head_size(c)}; }
 
 // Floats in one block's working set (its saved tensors, core/saved.h), and in
 // the final one: the final layernorm's, and without --fused-ce a chunk of
@@ -146,35 +168,26 @@ size_t final_act_floats(const GPT *m, int B, int T) {
     return m->plan.tiled_head ? n : n + (size_t)m->plan.head_rows * padded_vocab(&m->cfg);
 }
 
-// One buffer of the model: where its pointer lives, where the buffer lives
-// (MemLocation: the device; --offload opt,params keeps the weight shard in
-// pinned memory), its ledger category and name, and its size for this model.
-typedef struct {
-    void **at;
-    int where, category;
-    const char *name;
-    size_t bytes;  // 0: this model has none
-} Buffer;
-
-enum { MAX_BUFFERS = 24 };
+enum { MAX_BUFFERS = 32 };
 
 // The model's buffers, in the order they are made (for micro-batches of
 // B x T; the eval model's are cpu/eval.h's). What each rank holds (P~ = the padded full
 // size, S = its shard; parallel/zero.h has the layout):
 //   stage 0: everything full (P~)                      + comm: the reduction chunk buffer
 //   stage 1: master, adam_m, adam_v: S; the rest full  + comm: the reduction chunk buffer
+//            (AdamW's m and v in fp32, or with --adam-bits 8 in 8-bit codes and a scale per ADAM_BLOCK)
 //   stage 2: also grads: S                            + comm: fp32 gradient buckets (a piece, the globals)
 //   stage 3: also the weights: S                      + comm: buckets, and gather buffers (a piece, the globals)
 // fp32 runs have no master: the fp32 weights are what the optimizer updates.
 // With --fused-ce the globals need no buffers of their own: the table moves
 // through the piece buffers a chunk at a time.
-// With --offload opt the master weights are the offload room's (cpu/offload.h), not here.
+// With --offload opt the master weights and m and v are the offload room's (optim/offload.h), not here.
 int buffers(GPT *m, int B, int T, Buffer *b) {
     const Shard *sh = &m->shard;
     const GPTConfig *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->channels, f = sizeof(float), e = dtype_size(m->dtype);
     int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
-    int comm_buckets = sh->stage >= 2 ? MEM_COMM : MEM_SCRATCH, offloaded = m->plan.offload & OFFLOAD_OPT;
+    int comm_buckets = grads_sharded(sh) ? MEM_COMM : MEM_SCRATCH, offloaded = m->plan.offload & OFFLOAD_OPT;
     int wloc = m->plan.offload & OFFLOAD_PARAMS ? LOC_PINNED : LOC_DEVICE;  // the compute weights
     size_t block = block_act_floats(c, B, T, m->flash), final = final_act_floats(m, B, T);
 #define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, LOC_DEVICE, cat, name, size}
@@ -201,24 +214,22 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(grad_piece, comm_buckets, "piece grads bucket", m->bucketed ? m->piece * f : 0);
     BUF(grad_global, comm_buckets, "global grads bucket", m->bucketed && whole_table ? m->plan.table * f : 0);
     size_t k = sh->size < REDUCE_CHUNK ? sh->size : REDUCE_CHUNK;
-    BUF(reduce_buf, MEM_COMM, "reduce chunk", sh->nranks > 1 && sh->stage <= 1 ? (size_t)sh->nranks * k * f : 0);
+    BUF(reduce_buf, MEM_COMM, "reduce chunk", reduces_full_grads(sh) ? (size_t)sh->nranks * k * f : 0);
     BUF(across_buf, MEM_COMM, "across-groups chunk", across_buffer_floats(sh) * f);
-    BUF(gather_piece, MEM_COMM, "piece gather", sh->stage == 3 ? m->piece * e : 0);
-    BUF(gather_global, MEM_COMM, "global gather", sh->stage == 3 && whole_table ? m->plan.table * e : 0);
+    BUF(gather_piece, MEM_COMM, "piece gather", weights_sharded(sh) ? m->piece * e : 0);
+    BUF(gather_global, MEM_COMM, "global gather", weights_sharded(sh) && whole_table ? m->plan.table * e : 0);
+    // AdamW's state (cpu/optimizer.h), this rank's S: m and v in fp32, or in 8-bit codes and a scale per ADAM_BLOCK
+    size_t S = offloaded ? 0 : shard_state_len(sh);
+    int bits = m->opt.bits, codes = bits == 8;
+    BUF(opt.m, MEM_ADAM_M, "adam_m", codes ? 0 : adam_moment_bytes(S, bits));
+    BUF(opt.v, MEM_ADAM_V, "adam_v", codes ? 0 : adam_moment_bytes(S, bits));
+    BUF(opt.m8, MEM_ADAM_M, "adam_m (8-bit)", codes ? adam_moment_bytes(S, bits) : 0);
+    BUF(opt.m_scale, MEM_ADAM_M, "adam_m scales", adam_scale_bytes(S, bits));
+    BUF(opt.v8, MEM_ADAM_V, "adam_v (8-bit)", codes ? adam_moment_bytes(S, bits) : 0);
+    BUF(opt.v_scale, MEM_ADAM_V, "adam_v scales", adam_scale_bytes(S, bits));
 #undef BUF
 #undef BUF_AT
     return n;
-}
-
-// Make every buffer of a table (zeroed: mem_alloc zeroes), and free them.
-void table_alloc(const Buffer *b, int n) {
-    for (int i = 0; i < n; i++)
-        if (b[i].bytes) *b[i].at = mem_alloc_at(b[i].where, b[i].category, b[i].bytes, b[i].name);
-}
-
-void table_free(const Buffer *b, int n) {
-    for (int i = 0; i < n; i++)
-        if (b[i].bytes && *b[i].at) { mem_free(*b[i].at); *b[i].at = NULL; }
 }
 
 void buffers_alloc(GPT *m, int B, int T) {
@@ -236,11 +247,13 @@ void buffers_free(GPT *m, int B, int T) {
 void gpt_free(GPT *m) {
     buffers_free(m, m->B, m->T);
     free(m->acts);
+    free(m->opt.tensors);
 }
 
 // The model for micro-batches of B x T (Settings' batch and seq_len), for
-// rank `rank` at the plan's ZeRO stage; its weights are made by gpt_init
-// (cpu/weights.h).
+// rank `rank` at the plan's ZeRO stage, with AdamW over the parameters it
+// updates (its shard from stage 1 on, else all of them); its weights are made
+// by gpt_init (cpu/weights.h).
 void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     memset(m, 0, sizeof *m);
     m->cfg = s->cfg;
@@ -254,8 +267,12 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     m->grads_base = shard_grads_base(sh);
     m->master_base = m->dtype == DT_FP32 ? m->params_base : shard_state_base(sh);
     m->piece = plan->piece;
-    m->bucketed = m->dtype != DT_FP32 || sh->stage >= 2;
+    m->bucketed = m->dtype != DT_FP32 || grads_sharded(sh);
     m->B = s->batch, m->T = s->seq_len;
+    size_t lo, hi;
+    shard_state_range(sh, &lo, &hi);
+    AdamWConfig adam = adamw_config(s);
+    optimizer_setup(&m->opt, &adam, &m->cfg, lo, hi, s->adam_bits);
     buffers_alloc(m, s->batch, s->seq_len);
 }
 
@@ -263,6 +280,10 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
 void *compute_weights(const GPT *m) { return m->dtype == DT_FP32 ? (void *)m->params : m->params_lp; }
 void *gpt_grads(const GPT *m) { return m->dtype == DT_FP32 ? (void *)m->grads : m->grads_lp; }
 
-void gpt_zero_grad(GPT *m) { memset(gpt_grads(m), 0, shard_grads_len(&m->shard) * dtype_size(m->dtype)); }
+// A new step: the gradients start from 0, and the rebuilds' time from nothing.
+void gpt_zero_grad(GPT *m) {
+    memset(gpt_grads(m), 0, shard_grads_len(&m->shard) * dtype_size(m->dtype));
+    m->recompute_seconds = 0.0;
+}
 
 #endif

@@ -188,7 +188,7 @@ float head_forward_rows(GPT *m, const float *lnf, const float *wte, const int *t
 // mean cross-entropy loss, the logits turned into probabilities. Without
 // --fused-ce the logits stay on the stack (model->logits is their fp32 view:
 // sampling reads them); with it, each row's log-sum-exp does.
-float head_forward(GPT *m, const float *lnf, const int *targets) {
+static float head_forward_loss(GPT *m, const float *lnf, const int *targets) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c);
     if (m->plan.tiled_head) {  // no logits: each row's log-sum-exp, in fp32 whatever the dtype
@@ -204,6 +204,14 @@ float head_forward(GPT *m, const float *lnf, const int *targets) {
     matmul_forward(m->logits, lnf, m->globals.lm_head, NULL, N, C, Vp);
     if (!targets) return 0.0f;
     return crossentropy_forward(m->logits, targets, N, c->vocab, Vp);
+}
+
+// ... and the mean loss added into the step's numbers (cpu/optimizer.h
+// gpt_read_numbers), as the GPU's head adds it on the GPU.
+float head_forward(GPT *m, const float *lnf, const int *targets) {
+    float loss = head_forward_loss(m, lnf, targets);
+    if (targets) m->numbers.loss_sum += loss;
+    return loss;
 }
 
 // Its backward: d(lnf) into dln, and wte's gradient (without --fused-ce, into

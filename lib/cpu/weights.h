@@ -54,18 +54,9 @@ void gpt_sync_params(GPT *m) {
 // full weights.
 void gpt_init(GPT *m, const WeightSource *src) {
     const Shard *sh = &m->shard;
-    int sharded = m->dtype == DT_FP32 ? sh->stage == 3 : sh->stage >= 1;
+    int sharded = m->dtype == DT_FP32 ? weights_sharded(sh) : states_sharded(sh);  // the fp32 weights: the compute weights, or the master
     init_params_range(m->params, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : m->nparams, &m->cfg, src);
     gpt_sync_params(m);
-}
-
-// Sum of squares of the gradients of all ranks, for the global norm: each rank
-// sums the parameters it owns (with one rank: all), added in rank order.
-double gpt_grad_sum_squares(const GPT *m) {
-    const Shard *sh = &m->shard;
-    const char *g = gpt_grads(m);
-    size_t at = sh->own_lo - m->grads_base;
-    return comm_sum_ordered(sh->comm, sum_squares_dt(g + at * dtype_size(m->dtype), sh->own_hi - sh->own_lo, m->dtype));
 }
 
 // Stage 3: every rank's weights of [lo, hi) into dst (in the storage dtype).
@@ -91,7 +82,7 @@ void reduce_scatter_grads(GPT *m, float *bucket, size_t lo, size_t hi) {
 // was inside the group: the part this rank's optimizer reads is then summed
 // across the groups.
 void gpt_reduce_grads(GPT *m) {
-    if (m->shard.nranks > 1 && m->shard.stage <= 1) zero_reduce_full(&m->shard, gpt_grads(m), m->reduce_buf, m->dtype);
+    if (reduces_full_grads(&m->shard)) zero_reduce_full(&m->shard, gpt_grads(m), m->reduce_buf, m->dtype);
     zero_reduce_across(&m->shard, gpt_grads(m), m->across_buf, m->dtype);
 }
 
@@ -111,7 +102,7 @@ float *fetch_params(GPT *m, Piece p) {
         return m->w_piece;
     }
     const void *src = m->gather_piece;
-    if (m->shard.stage == 3) {
+    if (weights_sharded(&m->shard)) {
         char what[48];
         if (g_ledger.trace) printf("  gather %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * dtype_size(m->dtype));
         gather_weights(m, m->gather_piece, p.lo, p.lo + p.n);
@@ -137,7 +128,7 @@ float *grads_params(GPT *m, Piece p) {
 // at stages 0, 1 add them into the 16-bit grads.
 void grads_params_done(GPT *m, Piece p) {
     if (!m->bucketed) return;
-    if (m->shard.stage >= 2) {
+    if (grads_sharded(&m->shard)) {
         char what[48];
         if (g_ledger.trace) printf("  reduce-scatter %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * sizeof(float));
         reduce_scatter_grads(m, m->grad_piece, p.lo, p.lo + p.n);
@@ -195,7 +186,7 @@ Globals global_weights(GPT *m) {
         m->read_back(m, m->w_global + emb, lnf, tail);
         return globals_packed(m->w_global, c);
     }
-    if (m->shard.stage == 3) {  // gather [wte | wpe] and the final layernorm, packed
+    if (weights_sharded(&m->shard)) {  // gather [wte | wpe] and the final layernorm, packed
         if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", m->plan.table * e);
         gather_weights(m, m->gather_global, 0, emb);
         gather_weights(m, (char *)m->gather_global + emb * e, lnf, lnf + tail);
@@ -221,7 +212,7 @@ void global_grads_done(GPT *m) {
     if (!m->bucketed) return;
     const GPTConfig *c = &m->cfg;
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers), tail = tail_param_count(c);
-    if (m->shard.stage >= 2) {
+    if (grads_sharded(&m->shard)) {
         if (g_ledger.trace)
             printf("  reduce-scatter embeddings and final layernorm: %zu B\n", m->plan.table * sizeof(float));
         reduce_scatter_grads(m, m->grad_global, 0, emb);

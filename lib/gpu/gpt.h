@@ -25,6 +25,7 @@
 #include "core/sizes.h"
 #include "cuda/api.h"
 #include "memory/ledger.h"
+#include "optim/optimizer.h"
 #include "parallel/gpu_zero.h"
 #include "parallel/staging.h"
 #include "parallel/zero.h"
@@ -47,10 +48,19 @@ typedef struct {
     void *wte, *wpe, *lnfw, *lnfb, *lm_head;
 } GpuGlobals;
 
+// Sampling's KV cache (gpu/kvcache.h): cpu/gpt.h's KVCache, in device memory.
+typedef struct {
+    void *kv;  // L x {K, V} x T x W elements of the dtype, W = KVH hs (C for GPT-2); NULL: no cache open
+    int T, W, dtype;
+    size_t bytes;
+    int mark;  // the stack's mark under it
+} GpuKVCache;
+
 typedef struct {
     GPTConfig cfg;
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
     int dtype, flash;
+    AdamWConfig adam;  // the run's AdamW (gpu/optimizer.h)
     size_t nparams, elem_bytes;  // elem_bytes: bytes per stored element (4 or 2)
     ParamTensor *tensors;
     int ntensors;
@@ -76,10 +86,12 @@ typedef struct {
     float *head_lse;  // --fused-ce: each row's log-sum-exp (N), fp32
     GpuActs *acts;
     int B, T, arena_mark, final_mark;
-    // sampling (gpu/kvcache.h): the keys and values of the positions before this forward, which
-    // starts at position pos0 (NULL and 0 otherwise: a forward over positions 0 .. T-1)
-    struct GpuKVCache *kv;
+    // sampling (gpu/kvcache.h): while a sample runs, its cache holds the keys and values of the
+    // positions before this forward, which starts at position pos0 (0 otherwise); a row of logits
+    // copied to the host (Vp floats: gpu_gpt_logits_row)
+    GpuKVCache kv;
     int pos0;
+    float *row;
     // backward buffers, reused by every layer (ledger: scratch), in the dtype: dqkv (N, (H + 2 KVH) hs),
     // dfch the MLP's hidden (N,4C) (Llama: (N,2F), before SwiGLU), dact the activation's output's
     // gradient: dfch itself for GPT-2 (GELU's backward works in place), Llama's (N,F) of its own
@@ -116,30 +128,21 @@ typedef struct {
     double recompute_seconds;
 } GpuGPT;
 
-// One buffer of the model: where its pointer lives, where the buffer lives
-// (MemLocation: the GPU, host memory, page-locked host memory), its ledger
-// category and name, and its size for this model.
-typedef struct {
-    void **at;
-    int where, category;
-    const char *name;
-    size_t bytes;  // 0: this model has none
-} GpuBuffer;
-
 enum { GPU_MAX_BUFFERS = 36 };
 
-// The model's buffers, in the order they are made, for micro-batches of B x T.
+// The model's buffers (memory/ledger.h's Buffer rows: where, the GPU, host memory
+// or page-locked host memory), in the order they are made, for micro-batches of B x T.
 // ZeRO on N ranks shards the model states as on the CPU (S = ceil(P/N) in
 // whole ADAM_BLOCKs; arrays kept whole are padded to N*S) and adds to `comm`
 // the host staging buffer (more than one rank), the gradient buckets of a
 // piece and, without --fused-ce, of the globals (stages 2, 3), and as much
 // again for the gathered weights (stage 3).
-int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
+int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
     const Shard *sh = &m->shard;
     const GPTConfig *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->channels, e = m->elem_bytes, Vp = padded_vocab(c);
     int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
-#define BUF(ptr, where, cat, name, size) b[n++] = (GpuBuffer){(void **)&m->ptr, where, cat, name, size}
+#define BUF(ptr, where, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
     // --offload opt: the optimizer's states live on the host (optim/offload.h); opt,params: the
     // weight shard in page-locked host memory, which each gather uploads from (gpu_gather_weights)
     int off = (m->plan.offload & OFFLOAD_OPT) != 0, off_params = (m->plan.offload & OFFLOAD_PARAMS) != 0;
@@ -148,10 +151,10 @@ int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
     BUF(grads, LOC_DEVICE, MEM_GRADS, mixed ? "grads (16-bit)" : "grads", shard_grads_len(sh) * e);
     BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", off ? 0 : shard_state_len(sh) * 4);
     BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", off ? 0 : shard_state_len(sh) * 4);
-    BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", sh->stage >= 2 ? m->plan.piece * e : 0);
-    BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", sh->stage >= 2 && whole_table ? m->plan.table * e : 0);
-    BUF(gather_piece, LOC_DEVICE, MEM_COMM, "piece gather", sh->stage == 3 ? m->plan.piece * e : 0);
-    BUF(gather_global, LOC_DEVICE, MEM_COMM, "global gather", sh->stage == 3 && whole_table ? m->plan.table * e : 0);
+    BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", grads_sharded(sh) ? m->plan.piece * e : 0);
+    BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", grads_sharded(sh) && whole_table ? m->plan.table * e : 0);
+    BUF(gather_piece, LOC_DEVICE, MEM_COMM, "piece gather", weights_sharded(sh) ? m->plan.piece * e : 0);
+    BUF(gather_global, LOC_DEVICE, MEM_COMM, "global gather", weights_sharded(sh) && whole_table ? m->plan.table * e : 0);
     BUF(staging.host, LOC_PINNED, MEM_COMM, "staging (pinned host)", sh->nranks > 1 || sh->groups > 1 ? GPU_STAGING : 0);
     BUF(dres, LOC_DEVICE, MEM_SCRATCH, "dres", N * C * e);
     BUF(dln, LOC_DEVICE, MEM_SCRATCH, "dln", N * C * e);
@@ -180,7 +183,7 @@ int gpu_buffers(GpuGPT *m, int B, int T, GpuBuffer *b) {
 
 // Device buffers come zeroed (gpu_malloc zeroes), like mem_alloc's: Adam's m and v start at 0.
 void gpu_buffers_alloc(GpuGPT *m, int B, int T) {
-    GpuBuffer b[GPU_MAX_BUFFERS];
+    Buffer b[GPU_MAX_BUFFERS];
     int n = gpu_buffers(m, B, T, b);
     for (int i = 0; i < n; i++) {
         if (!b[i].bytes) continue;
@@ -191,7 +194,7 @@ void gpu_buffers_alloc(GpuGPT *m, int B, int T) {
 }
 
 void gpu_buffers_free(GpuGPT *m, int B, int T) {
-    GpuBuffer b[GPU_MAX_BUFFERS];
+    Buffer b[GPU_MAX_BUFFERS];
     int n = gpu_buffers(m, B, T, b);
     for (int i = 0; i < n; i++) {
         if (!b[i].bytes || !*b[i].at) continue;
@@ -213,6 +216,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     m->plan = *plan;
     m->dtype = s->dtype;
     m->flash = s->flash;
+    m->adam = adamw_config(s);
     m->nparams = param_count(&m->cfg);
     m->elem_bytes = dtype_size(s->dtype);
     m->ntensors = param_tensor_count(&m->cfg);
@@ -234,16 +238,23 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
         if (!(m->plan.offload & OFFLOAD_PARAMS)) m->offload_event[k] = gpu_event_new();
     }
     if (sh->nranks > 1 || sh->groups > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
-    m->comm = (GpuComm){&m->shard, &m->staging, 0, m->dtype};  // (net_build sets nccl: --comm)
+    m->comm = (GpuComm){&m->shard, &m->staging, s->comm == COMM_NCCL, m->dtype};  // (--comm nccl: app/launch.h opened it)
     cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));
+    m->row = malloc(sizeof(float) * padded_vocab(&m->cfg));
     if (!m->dact) m->dact = m->dfch;  // GPT-2: GELU's backward in place
 }
 
-void gpu_gpt_zero_grad(GpuGPT *m) { gpu_zero(m->grads, shard_grads_len(&m->shard) * m->elem_bytes); }
+// A new step: the gradients start from 0, and the rebuilds' time from nothing.
+void gpu_gpt_zero_grad(GpuGPT *m) {
+    gpu_zero(m->grads, shard_grads_len(&m->shard) * m->elem_bytes);
+    m->recompute_used = 0, m->recompute_seconds = 0.0;
+}
 
+// Free the model; with --comm nccl the communicator it used (app/launch.h opened it) closes with it.
 void gpu_gpt_free(GpuGPT *m) {
+    if (m->comm.nccl) gpu_nccl_close();
     if (m->dtype == DT_FP32) m->master = NULL;  // (the params)
     gpu_buffers_free(m, m->B, m->T);
     for (int k = 0; k < 2; k++) {
@@ -258,6 +269,7 @@ void gpu_gpt_free(GpuGPT *m) {
     free(m->recompute_events);
     free(m->acts);
     free(m->tensors);
+    free(m->row);
 }
 
 // Element i of a device array in the storage dtype (device pointers are void *).

@@ -237,10 +237,11 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
     }
 }
 
-// Row i of the last forward's logits, widened to fp32 into host[Vp] (sampling).
-// With --fused-ce there are none: the row is computed now, a chunk of the head
-// at a time, into the tile buffer.
-void gpu_gpt_logits_row(GpuGPT *m, int i, float *host) {
+// Row i of the last forward's logits, widened to fp32 into the host's row
+// (Vp floats; sampling). With --fused-ce there are none: the row is computed
+// now, a chunk of the head at a time, into the tile buffer.
+const float *gpu_gpt_logits_row(GpuGPT *m, int i) {
+    float *host = m->row;
     int C = m->cfg.channels, Vp = padded_vocab(&m->cfg);
     const void *row = m->plan.tiled_head ? m->head_tile : element(m, m->logits, (size_t)i * Vp);
     if (m->plan.tiled_head) {
@@ -252,11 +253,15 @@ void gpu_gpt_logits_row(GpuGPT *m, int i, float *host) {
         }
         row = m->head_tile;
     }
-    if (m->dtype == DT_FP32) { gpu_download(host, row, (size_t)Vp * 4); return; }
+    if (m->dtype == DT_FP32) {
+        gpu_download(host, row, (size_t)Vp * 4);
+        return host;
+    }
     uint16_t *h = malloc(2 * (size_t)Vp);
     gpu_download(h, row, 2 * (size_t)Vp);
     dtype_load(host, h, Vp, m->dtype);
     free(h);
+    return host;
 }
 
 #endif

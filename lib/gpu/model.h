@@ -46,8 +46,8 @@ void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, co
     cu_matmul_forward(m->dtype, a->saved[o], inp, w.w, w.b, N, op_inputs(c, op), op_outputs(c, op));
     if (op == OP_QKV && is_llama(c)) {
         Rope r = cfg_rope(c);
-        cu_rope_forward(m->dtype, a->saved[o], N, m->T, m->pos0, (int)qkv_width(c), c->heads + cfg_kv_heads(c),
-                        C / c->heads, r.theta, r.scaled);
+        cu_rope_forward(m->dtype, a->saved[o], N, m->T, m->pos0, (int)qkv_width(c), rope_heads(c), head_size(c),
+                        r.theta, r.scaled);
     }
     if (residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)N * C);
 }
@@ -61,7 +61,7 @@ void gpu_attend(GpuGPT *m, GpuActs *a, int l) {
     if (!(a->pushing & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY)))) return;
     int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg);
     void *out = a->pushing & SV_BIT(SV_ATTY) ? a->atty : m->dqkv;
-    if (m->kv) gpu_attend_cached(m, a, l, out);
+    if (m->kv.kv) gpu_attend_cached(m, a, l, out);
     else if (m->flash) cu_flash_forward(m->dtype, out, a->lse, a->qkv, B, T, C, H, KVH);
     else cu_attention_forward(m->dtype, out, a->att, a->qkv, B, T, C, H, KVH);
 }
@@ -83,8 +83,8 @@ void gpu_linear_backward(GpuGPT *m, int l, int op, void *dinp, void *dout, const
     GpuOpParams w = gpu_op_weights(m, l, op), g = gpu_op_grads(m, l, op);
     if (op == OP_QKV && is_llama(c)) {
         Rope r = cfg_rope(c);
-        cu_rope_backward(m->dtype, dout, N, m->T, m->pos0, (int)qkv_width(c), c->heads + cfg_kv_heads(c),
-                         c->channels / c->heads, r.theta, r.scaled);
+        cu_rope_backward(m->dtype, dout, N, m->T, m->pos0, (int)qkv_width(c), rope_heads(c), head_size(c), r.theta,
+                         r.scaled);
     }
     cu_matmul_backward(m->dtype, dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     gpu_op_grads_done(m, l, op);
@@ -121,26 +121,26 @@ void gpu_activate_backward(GpuGPT *m, void *dinp, const void *inp, const void *d
 // backward rebuilds them (gpu_rebuild, below).
 void gpu_block_forward(GpuGPT *m, int l, const void *x, unsigned todo) {
     GpuActs *a = gpu_push_block(m, l, todo);
-    gpu_norm(m, a, l, OP_LN1, SV_LN1, x);                           // ln1 = layernorm(x)                  (N,C)
-    gpu_linear(m, a, l, OP_QKV, SV_QKV, a->ln1, NULL);              // qkv = ln1 Wqkv^T + bqkv              (N,3C)
-    gpu_attend(m, a, l);                                            // atty = attention(q, k, v)            (N,C)
-    gpu_linear(m, a, l, OP_ATTPROJ, SV_RES2, a->atty, x);           // res2 = x + atty Wproj^T + bproj      (N,C)
-    gpu_norm(m, a, l, OP_LN2, SV_LN2, a->res2);                     // ln2 = layernorm(res2)                (N,C)
-    gpu_linear(m, a, l, OP_FC, SV_FCH, a->ln2, NULL);               // fch = ln2 Wfc^T + bfc                (N,4C)
-    gpu_activate(m, a, SV_FCH_GELU, a->fch);                        // fch_gelu = gelu(fch)                 (N,4C)
-    gpu_linear(m, a, l, OP_FCPROJ, SV_RES3, a->fch_gelu, a->res2);  // res3 = res2 + fch_gelu Wfcproj^T + b (N,C)
+    gpu_norm(m, a, l, OP_LN1, SV_LN1, x);                           // ln1 = norm(x)                 (N,C)   <- 1 Llama
+    gpu_linear(m, a, l, OP_QKV, SV_QKV, a->ln1, NULL);              // qkv = ln1 Wqkv^T + b          (N,qkv) <- 2 Llama
+    gpu_attend(m, a, l);                                            // atty = attention(q, k, v)     (N,C)
+    gpu_linear(m, a, l, OP_ATTPROJ, SV_RES2, a->atty, x);           // res2 = x + atty Wproj^T + b   (N,C)
+    gpu_norm(m, a, l, OP_LN2, SV_LN2, a->res2);                     // ln2 = norm(res2)              (N,C)   <- 1 Llama
+    gpu_linear(m, a, l, OP_FC, SV_FCH, a->ln2, NULL);               // fch = ln2 Wfc^T + b           (N,F)   Llama (N,2F)
+    gpu_activate(m, a, SV_FCH_GELU, a->fch);                        // act = gelu(fch)               (N,F)   <- 3 Llama
+    gpu_linear(m, a, l, OP_FCPROJ, SV_RES3, a->fch_gelu, a->res2);  // res3 = res2 + act Wfcproj^T + b (N,C)
     a->pushing = 0;
 }
 
 // Its backward: dres holds d(res3) on entry and d(x) on exit.
 void gpu_block_backward(GpuGPT *m, int l, const void *x) {
     GpuActs *a = &m->acts[l];
-    gpu_linear_backward(m, l, OP_FCPROJ, m->dact, m->dres, a->fch_gelu);                 // d(fch_gelu)      (N,4C)
-    gpu_activate_backward(m, m->dfch, a->fch, m->dact);                                  // d(fch)           (N,4C)
+    gpu_linear_backward(m, l, OP_FCPROJ, m->dact, m->dres, a->fch_gelu);                 // d(act)           (N,F)
+    gpu_activate_backward(m, m->dfch, a->fch, m->dact);                                  // d(fch)           (N,F)
     gpu_linear_backward(m, l, OP_FC, m->dln, m->dfch, a->ln2);                           // d(ln2)           (N,C)
     gpu_norm_backward(m, l, OP_LN2, m->dres, m->dln, a->res2, a->ln2_mean, a->ln2_rstd); // d(res2) += ...   (N,C)
     gpu_linear_backward(m, l, OP_ATTPROJ, m->datty, m->dres, a->atty);                   // d(atty)          (N,C)
-    gpu_attend_backward(m, a, m->dqkv, m->datty);                                        // d(qkv)           (N,3C)
+    gpu_attend_backward(m, a, m->dqkv, m->datty);                                        // d(qkv)           (N,qkv)
     gpu_linear_backward(m, l, OP_QKV, m->dln, m->dqkv, a->ln1);                          // d(ln1)           (N,C)
     gpu_norm_backward(m, l, OP_LN1, m->dres, m->dln, x, a->ln1_mean, a->ln1_rstd);       // d(x) += ...      (N,C)
 }
@@ -162,13 +162,13 @@ void gpu_gpt_forward(GpuGPT *m, const int *inp, const int *targets, int B, int T
     int L = m->cfg.layers;
     gpu_upload_batch(m, inp, targets, B * T);
     gpu_forward_start(m, B, T);
-    gpu_embed_forward(m);                                           // encoded = wte[inp] + wpe          (N,C)
+    gpu_embed_forward(m);                                           // encoded = wte[inp] + wpe (GPT-2)  (N,C)
     for (int l = 0; l < L; l++) {
         gpu_block_forward(m, l, gpu_block_input(m, l), SV_ALL);     // res3 = block(x)                  (N,C)
         gpu_drop_saved(m, l);                                       // keep what the plan keeps
     }
-    const void *lnf = gpu_final_norm_forward(m, gpu_block_input(m, L));  // lnf = layernorm(x)           (N,C)
-    gpu_head_forward(m, lnf, targets != NULL);                      // loss = cross-entropy(lnf wte^T)   (N,Vp)
+    const void *lnf = gpu_final_norm_forward(m, gpu_block_input(m, L));  // lnf = norm(x)                (N,C)
+    gpu_head_forward(m, lnf, targets != NULL);                      // loss = cross-entropy(lnf head^T)  (N,Vp)
 }
 
 // Backward for the last gpu_gpt_forward (with targets); dloss as in model.h.

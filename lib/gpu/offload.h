@@ -70,7 +70,7 @@ static void gpu_up_wait(void *model, int k) {
 
 static void gpu_offload_allgather(void *model) {
     GpuGPT *m = model;
-    if (m->shard.stage == 1 || m->shard.stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
+    if (gathers_updates(&m->shard)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 
 static void *gpu_pinned(size_t bytes, const char *name) {
@@ -89,16 +89,6 @@ OffloadLink gpu_offload_link(GpuGPT *m) {
                      gpu_unpin, NULL, 0};
     if (m->plan.offload & OFFLOAD_PARAMS) l.shard = m->params, l.shard_base = m->params_base;
     return l;
-}
-
-// AdamW's gradient scale, on the host: read from the step's numbers on one
-// rank (a wait: the host's step needs the norm of all the gradients), known
-// already on several (gpu_grad_norm summed the ranks' norms there).
-float gpu_step_scale(GpuGPT *m) {
-    if (m->shard.nranks > 1) return m->host_scale;
-    double v[GPU_STEP_NUMBERS];
-    gpu_download(v, m->numbers, sizeof v);
-    return (float)v[STEP_SCALE];
 }
 
 #endif

@@ -5,10 +5,12 @@
 #define GPTMEM_GPU_OPTIMIZER_H
 
 #include <math.h>
+#include <string.h>
 #include "core/adamw.h"
 #include "cuda/api.h"
 #include "gpu/gpt.h"
 #include "gpu/weights.h"
+#include "io/state_arrays.h"
 #include "parallel/comm.h"
 
 // The gradients' norm and AdamW's scale (core/adamw.h step_grad_scale) into
@@ -16,7 +18,7 @@
 // owns, all of them on one rank. On one rank it all stays on the GPU. With
 // several, the partial sums come to the host (a wait: the ranks must add their
 // sums, in rank order), and the total and the scale go back.
-void gpu_grad_norm(GpuGPT *m, float loss_scale, float clip) {
+void gpu_gpt_grad_norm(GpuGPT *m, float loss_scale, float clip) {
     const Shard *sh = &m->shard;
     cu_sum_squares_partials(m->dtype, m->norm_partials, element(m, m->grads, sh->own_lo - m->grads_base),
                             sh->own_hi - sh->own_lo);
@@ -33,10 +35,20 @@ void gpu_grad_norm(GpuGPT *m, float loss_scale, float clip) {
     gpu_upload(m->numbers + STEP_SUMSQ, two, sizeof two);
 }
 
+// The scale of gpu_gpt_grad_norm on the host (--offload's host step reads it): a
+// copy from the GPU on one rank (a wait for the step so far), and known
+// already on several (gpu_gpt_grad_norm summed the ranks' norms there).
+float gpu_gpt_step_scale(GpuGPT *m) {
+    if (m->shard.nranks > 1) return m->host_scale;
+    double v[GPU_STEP_NUMBERS];
+    gpu_download(v, m->numbers, sizeof v);
+    return (float)v[STEP_SCALE];
+}
+
 // The step's loss sum (the micro-batches' mean losses added up since the last
 // read) and sum of squares, in one copy: the host's one wait for the GPU in a
 // step. The loss sum starts again from 0.
-void gpu_read_numbers(GpuGPT *m, double *loss_sum, double *sumsq) {
+void gpu_gpt_read_numbers(GpuGPT *m, double *loss_sum, double *sumsq) {
     double v[GPU_STEP_NUMBERS];
     gpu_download(v, m->numbers, sizeof v);
     *loss_sum = v[STEP_LOSS], *sumsq = v[STEP_SUMSQ];
@@ -48,19 +60,21 @@ void gpu_read_numbers(GpuGPT *m, double *loss_sum, double *sumsq) {
 // tensor so weight decay reaches only 2-D weights (optim/optimizer.h
 // optimizer_step), up to CU_ADAMW_SEGMENTS tensors a launch; the 16-bit weights
 // are rewritten from the master. Stages 1, 2 then all-gather every rank's
-// updated block. The gradients' scale is in the step's numbers (gpu_grad_norm):
+// updated block. The gradients' scale is in the step's numbers (gpu_gpt_grad_norm):
 // a NaN there skips the step in the kernels, and, with several ranks, here
 // already (no gathers).
-static void gpu_adamw_launch(GpuGPT *m, size_t a0, const AdamwSegment *segs, int n, const AdamWConfig *adam, float lr,
-                             float b1c, float b2c) {  // segs' offsets count from element a0
+static void gpu_adamw_launch(GpuGPT *m, size_t a0, const AdamwSegment *segs, int n, float lr, float b1c,
+                             float b2c) {  // segs' offsets count from element a0
+    const AdamWConfig *adam = &m->adam;
     cu_adamw_segments(m->dtype, m->master + (a0 - m->master_base),
                       m->dtype == DT_FP32 ? NULL : element(m, m->params, a0 - m->params_base),
                       element(m, m->grads, a0 - m->grads_base), m->adam_m + (a0 - m->state_base),
                       m->adam_v + (a0 - m->state_base), segs, n, lr, adam->beta1, adam->beta2, adam->eps, b1c, b2c,
                       m->numbers + STEP_SCALE);
 }
-void gpu_adamw_step(GpuGPT *m, const AdamWConfig *adam, float lr, int t) {
+void gpu_gpt_adamw_step(GpuGPT *m, float lr, int t) {
     const Shard *sh = &m->shard;
+    const AdamWConfig *adam = &m->adam;
     if (sh->nranks > 1 && isnan(m->host_scale)) return;
     float b1c = 1.0f - powf(adam->beta1, (float)t), b2c = 1.0f - powf(adam->beta2, (float)t);
     size_t lo, hi, a0 = 0;
@@ -73,10 +87,33 @@ void gpu_adamw_step(GpuGPT *m, const AdamWConfig *adam, float lr, int t) {
         if (a >= b) continue;
         if (n == 0) a0 = a;
         segs[n++] = (AdamwSegment){a - a0, b - a, pt->is_matrix ? adam->weight_decay : 0.0f};
-        if (n == CU_ADAMW_SEGMENTS) gpu_adamw_launch(m, a0, segs, n, adam, lr, b1c, b2c), n = 0;
+        if (n == CU_ADAMW_SEGMENTS) gpu_adamw_launch(m, a0, segs, n, lr, b1c, b2c), n = 0;
     }
-    if (n) gpu_adamw_launch(m, a0, segs, n, adam, lr, b1c, b2c);
-    if (sh->stage == 1 || sh->stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
+    if (n) gpu_adamw_launch(m, a0, segs, n, lr, b1c, b2c);
+    if (gathers_updates(sh)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
+}
+
+// This rank's part of a saved state (io/state_arrays.h), in device memory: the
+// fp32 weights and m and v of the parameters it owns (all of them on one rank).
+NetState gpu_gpt_state(GpuGPT *m) {
+    NetState st;
+    memset(&st, 0, sizeof st);
+    st.lo = m->shard.own_lo, st.hi = m->shard.own_hi, st.on_gpu = 1;
+    st.w = m->master + (st.lo - m->master_base);
+    st.m = m->adam_m + (st.lo - m->state_base), st.v = m->adam_v + (st.lo - m->state_base);
+    return st;
+}
+
+// After a saved state was read into those arrays: at stage 0 on several ranks
+// every rank gathers every rank's part (they are replicas); then the compute
+// weights follow the fp32 weights.
+void gpu_gpt_state_loaded(GpuGPT *m) {
+    if (replicas(&m->shard)) {
+        gpu_zero_allgather_blocks(&m->comm, m->master, sizeof(float));
+        gpu_zero_allgather_blocks(&m->comm, m->adam_m, sizeof(float));
+        gpu_zero_allgather_blocks(&m->comm, m->adam_v, sizeof(float));
+    }
+    gpu_gpt_sync_params(m);
 }
 
 #endif

@@ -48,7 +48,7 @@ void gpu_reduce_scatter_grads(GpuGPT *m, void *bucket, size_t lo, size_t hi) {
 // was inside the group: the part this rank's optimizer reads is then summed
 // across the groups.
 void gpu_gpt_reduce_grads(GpuGPT *m) {
-    if (m->shard.nranks > 1 && m->shard.stage <= 1) gpu_zero_reduce_full(&m->comm, m->grads);
+    if (reduces_full_grads(&m->shard)) gpu_zero_reduce_full(&m->comm, m->grads);
     gpu_zero_reduce_across(&m->comm, m->grads);
 }
 
@@ -60,7 +60,7 @@ void gpu_gpt_reduce_grads(GpuGPT *m) {
 void gpu_gpt_sync_params(GpuGPT *m) {
     if (m->dtype != DT_FP32 && m->master_n)  // (a rank may own no parameters: a toy model on many ranks)
         cu_store_dtype(m->dtype, element(m, m->params, m->master_base - m->params_base), m->master, m->master_n);
-    if (m->shard.stage == 1 || m->shard.stage == 2) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
+    if (gathers_updates(&m->shard)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 
 // The first weights, the same numbers as the CPU's (core/config.h
@@ -91,7 +91,7 @@ void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
 // every rank taking part; 1 on one rank and at stage 3.
 int gpu_gpt_replicas_identical(GpuGPT *m) {
     const Shard *sh = &m->shard;
-    if (comm_nranks == 1 || sh->stage == 3) return 1;
+    if (comm_nranks == 1 || weights_sharded(sh)) return 1;
     size_t bytes = m->nparams * m->elem_bytes, piece = m->staging.cap / 8 * 8;
     uint64_t h = REPLICA_HASH_START;
     for (size_t at = 0; at < bytes; at += piece) {
@@ -102,6 +102,14 @@ int gpu_gpt_replicas_identical(GpuGPT *m) {
     return zero_hashes_agree(sh, h);
 }
 
+// How often --log runs that check on GPU ranks, which bring every weight to
+// the host to hash it: every ceil(weight bytes / GPU_REPLICA_CHECK_BYTES)
+// steps (GPT-2 in bf16: 249 MB, every 8); every step on one rank or at stage 3.
+int gpu_replica_check_every(const GpuGPT *m) {
+    if (m->shard.nranks == 1 || weights_sharded(&m->shard)) return 1;
+    return (int)((m->nparams * m->elem_bytes + GPU_REPLICA_CHECK_BYTES - 1) / GPU_REPLICA_CHECK_BYTES);
+}
+
 // --- a piece at a time ---------------------------------------------------------------
 
 // A piece's weights, in the dtype, for the op about to run: where this rank
@@ -109,7 +117,7 @@ int gpu_gpt_replicas_identical(GpuGPT *m) {
 // forward, again before its backward, and before a rebuild). Good until the
 // next gpu_fetch_params.
 void *gpu_fetch_params(GpuGPT *m, Piece p) {
-    if (m->shard.stage != 3) return element(m, m->params, p.lo - m->params_base);
+    if (!weights_sharded(&m->shard)) return element(m, m->params, p.lo - m->params_base);
     char what[48];
     if (g_ledger.trace) printf("  gather %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * m->elem_bytes);
     gpu_gather_weights(m, m->gather_piece, p.lo, p.lo + p.n);
@@ -120,13 +128,13 @@ void *gpu_fetch_params(GpuGPT *m, Piece p) {
 // at stages 2, 3 the bucket grad_piece (zeroed here), which
 // gpu_grads_params_done reduce-scatters.
 void *gpu_grads_params(GpuGPT *m, Piece p) {
-    if (m->shard.stage < 2) return element(m, m->grads, p.lo - m->grads_base);
+    if (!grads_sharded(&m->shard)) return element(m, m->grads, p.lo - m->grads_base);
     gpu_zero(m->grad_piece, p.n * m->elem_bytes);
     return m->grad_piece;
 }
 
 void gpu_grads_params_done(GpuGPT *m, Piece p) {
-    if (m->shard.stage < 2) return;
+    if (!grads_sharded(&m->shard)) return;
     char what[48];
     if (g_ledger.trace) printf("  reduce-scatter %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * m->elem_bytes);
     gpu_reduce_scatter_grads(m, m->grad_piece, p.lo, p.lo + p.n);
@@ -173,7 +181,7 @@ GpuGlobals gpu_globals_flat(const GpuGPT *m, void *base) {  // (an array holding
 
 // The globals' weights (stage 3: gathered now).
 GpuGlobals gpu_global_weights(GpuGPT *m) {
-    if (m->shard.stage != 3) return gpu_globals_flat(m, m->params);
+    if (!weights_sharded(&m->shard)) return gpu_globals_flat(m, m->params);
     const GPTConfig *c = &m->cfg;
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
     if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", m->plan.table * m->elem_bytes);
@@ -185,13 +193,13 @@ GpuGlobals gpu_global_weights(GpuGPT *m) {
 // Their gradients: the stored ones, or at stages 2, 3 grad_global (zeroed
 // here), reduce-scattered by gpu_global_grads_done.
 GpuGlobals gpu_global_grads(GpuGPT *m) {
-    if (m->shard.stage < 2) return gpu_globals_flat(m, m->grads);
+    if (!grads_sharded(&m->shard)) return gpu_globals_flat(m, m->grads);
     gpu_zero(m->grad_global, m->plan.table * m->elem_bytes);
     return gpu_globals_packed(m, m->grad_global);
 }
 
 void gpu_global_grads_done(GpuGPT *m) {
-    if (m->shard.stage < 2) return;
+    if (!grads_sharded(&m->shard)) return;
     const GPTConfig *c = &m->cfg;
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
     if (g_ledger.trace) printf("  reduce-scatter embeddings and final layernorm: %zu B\n", m->plan.table * m->elem_bytes);

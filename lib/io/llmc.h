@@ -129,7 +129,7 @@ int llmc_llama_header(LlmcModel *m, const int32_t *h, long long size, char *err,
     *c = (GPTConfig){.layers = h[4], .channels = h[7], .heads = h[5], .vocab = h[3], .max_seq = h[2],
                      .arch = ARCH_LLAMA, .kv_heads = h[6], .untied = 1, .rope_scaled = h[12]};
     if (!llmc_shape_in_range(c) || c->kv_heads < 1 || c->kv_heads > c->heads || c->channels % c->heads ||
-        c->heads % c->kv_heads || (c->channels / c->heads) % 2)
+        c->heads % c->kv_heads || head_size(c) % 2)
         return snprintf(err, errlen, "'%s' has a shape no Llama has: L %d C %d H %d KVH %d V %d maxT %d" LLMC_RANGES, path,
                         c->layers, c->channels, c->heads, c->kv_heads, c->vocab, c->max_seq), -1;
     if (h[11] == 3 && h[14] == 0)  // [8] multiple_of, [9] use_scaled_rope, [10] tied, [11] 3: the C trainer's form

@@ -88,7 +88,7 @@ typedef struct {
 // across the N/K groups, 2 (R-1)/R x 4 bytes each.
 double fit_comm_bytes(const FitSetting *f, double P, double table, int ranks) {
     int K = f->group ? f->group : ranks, R = ranks / K;
-    double inside = ring_step_bytes(K > 1 ? f->zero : 0, dtype_size(f->dtype), f->accum,
+    double inside = ring_step_bytes(plan_stage(f->zero, K), dtype_size(f->dtype), f->accum,
                                     (f->recompute & REC_BLOCK) != 0, f->fused_ce, P, table, K);
     return inside + (R > 1 ? 2.0 * (R - 1) / R * 4 * (K > 1 ? P / K : P) : 0);
 }
@@ -202,7 +202,7 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     f.weights = pred.peak[MEM_PARAMS];
     Plan plan = make_plan(&t, t.ranks);
     double token_flops = model_flops_per_token(c, T);
-    f.flops = (L * recompute_flops_per_token_layer(plan.drops, T, C) + (f.fused_ce ? 2.0 * C * Vp : 0)) / token_flops;
+    f.flops = (L * recompute_flops_per_token_layer(c, plan.drops, T) + (f.fused_ce ? 2.0 * C * Vp : 0)) / token_flops;
     f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), ((double)Vp + c->max_seq) * C, q->ranks);
     long long moved[TR_N];
     predict_traffic(&t, &plan, 0, moved);

@@ -163,6 +163,27 @@ MemSnapshot ledger_snapshot(void) {
     return s;
 }
 
+// One buffer of a model's table (cpu/gpt.h, gpu/gpt.h, cpu/eval.h): where its
+// pointer lives, where the buffer lives (MemLocation), its ledger category and
+// name, and its size for this model. The table is read by building and freeing.
+typedef struct {
+    void **at;
+    int where, category;
+    const char *name;
+    size_t bytes;  // 0: this model has none
+} Buffer;
+
+// Make every buffer of a host table (zeroed: mem_alloc zeroes), and free them.
+void table_alloc(const Buffer *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (b[i].bytes) *b[i].at = mem_alloc_at(b[i].where, b[i].category, b[i].bytes, b[i].name);
+}
+
+void table_free(const Buffer *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (b[i].bytes && *b[i].at) { mem_free(*b[i].at); *b[i].at = NULL; }
+}
+
 // The process's peak resident set (VmHWM in /proc/self/status), in bytes;
 // 0 where it cannot be read. What the ledger does not see shows as the
 // difference: the program and its libraries, thread stacks, the C library's

@@ -172,7 +172,7 @@ int predict_stack_events(const Settings *s, const Plan *plan, int accum, StackEv
 // min(VOCAB_CHUNK, Vp + maxT) rows of the table if larger. Without --fused-ce the LM head needs the whole table
 // ("global": wte, wpe, lnf = (Vp + maxT) C + 2C; Llama: wte, lnfw, an untied head) at once, in buffers of its own:
 size_t predict_largest_op(const GPTConfig *c) {  // one op's parameters, the largest
-    size_t C = c->channels, hs = C / c->heads, qkv = (c->heads + 2 * (size_t)cfg_kv_heads(c)) * hs, fc = 2 * (size_t)cfg_ffn(c);
+    size_t C = c->channels, qkv = qkv_width(c), fc = 2 * (size_t)cfg_ffn(c);
     return is_llama(c) ? C * (qkv > fc ? qkv : fc) : 4 * C * C + 4 * C;
 }
 size_t predict_globals(const GPTConfig *c) {  // the whole table and the tail
@@ -191,9 +191,9 @@ size_t predict_moved(const GPTConfig *c, int fused_ce) {
 // (16-bit, or stages 2 and 3) count those as scratch at stages 0 and 1 (at 2
 // and 3 they are comm).
 size_t predict_model_scratch(const Settings *s, const Plan *p) {
-    int zero = p->stage, wide = s->dtype != DT_FP32, bucketed = wide || zero >= 2;
+    int zero = p->stage, wide = s->dtype != DT_FP32, bucketed = wide || shards_grads(zero);
     size_t moved = predict_moved(&s->cfg, p->tiled_head);
-    return 4 * ((wide ? moved : 0) + (bucketed && zero < 2 ? moved : 0));
+    return 4 * ((wide ? moved : 0) + (bucketed && !shards_grads(zero) ? moved : 0));
 }
 
 // --fused-ce's scratch, elements: a tile of logits, `rows` (the plan's head rows) x min(Vp, VOCAB_CHUNK) (or
@@ -215,7 +215,8 @@ double paper_optimizer_bytes(const Settings *s) {
 double predict_paper_states(size_t P, const Settings *s, const Plan *p) {
     int zero = p->stage;  // --shard-group: over the group's K ranks, 16 Psi / K
     double e = dtype_size(s->dtype), K = paper_optimizer_bytes(s), n = p->ranks;
-    return (double)P * (e / (zero == 3 ? n : 1) + e / (zero >= 2 ? n : 1) + K / (zero >= 1 ? n : 1));
+    return (double)P *
+           (e / (shards_weights(zero) ? n : 1) + e / (shards_grads(zero) ? n : 1) + K / (shards_states(zero) ? n : 1));
 }
 
 // Fill the phases and peaks from the constant part `base` and the activations:
@@ -255,7 +256,7 @@ Settings sample_forward(const Settings *s, const Settings *fwd) {
 
 size_t sample_kv_bytes(const Settings *s, int dtype) {
     size_t P = s->prompt_len + s->sample_len - 1 < s->seq_len ? s->prompt_len + s->sample_len - 1 : s->seq_len;
-    size_t width = (size_t)cfg_kv_heads(&s->cfg) * (s->cfg.channels / s->cfg.heads);  // C, or Llama's KVH hs
+    size_t width = kv_width(&s->cfg);  // C, or Llama's KVH hs
     return 2 * (size_t)s->cfg.layers * P * width * dtype_size(dtype);
 }
 
@@ -334,12 +335,12 @@ void predict_states(const Settings *s, const ShardSizes *sh, MemSnapshot *b) {
 size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
     size_t bytes = 0, S = sh->S, e = dtype_size(s->dtype);
     int zero = p->stage;
-    if (sh->ranks > 1 && zero <= 1) bytes = 4 * sh->ranks * (S < REDUCE_CHUNK ? S : REDUCE_CHUNK);
+    if (sh->ranks > 1 && !shards_grads(zero)) bytes = 4 * sh->ranks * (S < REDUCE_CHUNK ? S : REDUCE_CHUNK);
     size_t moved = predict_moved(&s->cfg, p->tiled_head);
-    if (zero >= 2) bytes = 4 * moved;
-    if (zero == 3) bytes += e * moved;
+    if (shards_grads(zero)) bytes = 4 * moved;
+    if (shards_weights(zero)) bytes += e * moved;
     if (sh->groups > 1) {
-        size_t n = zero == 0 ? sh->weights_n : S, c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = sh->groups;
+        size_t n = !shards_states(zero) ? sh->weights_n : S, c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = sh->groups;
         bytes += 4 * R * ((c + R - 1) / R);
     }
     return bytes;
@@ -358,7 +359,7 @@ size_t predict_scratch(const Settings *s, const Plan *p) {
     size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, Vp = padded_vocab(&s->cfg);
     size_t scratch = 10 * N * C, block = 16 * N * C;
     if (is_llama(&s->cfg)) {
-        size_t qkv = (H + 2 * (size_t)cfg_kv_heads(&s->cfg)) * (C / H), F = cfg_ffn(&s->cfg);
+        size_t qkv = qkv_width(&s->cfg), F = cfg_ffn(&s->cfg);
         scratch = N * (3 * C + qkv + 3 * F), block = N * (5 * C + qkv + 3 * F);
     }
     if (p->tiled_head) scratch += predict_head_tile((size_t)p->head_rows, (int)Vp) + 2 * N;
@@ -433,7 +434,7 @@ ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
 //     target logit, 2 * 4N
 size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
     size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, e = dtype_size(s->dtype);
-    size_t F = cfg_ffn(&s->cfg), W = (H + 2 * (size_t)cfg_kv_heads(&s->cfg)) * (C / H);
+    size_t F = cfg_ffn(&s->cfg), W = qkv_width(&s->cfg);
     size_t backward = is_llama(&s->cfg) ? N * (3 * C + W + 3 * F) : 10 * N * C;
     return backward * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
            4 * GPU_COLSUM_CHUNKS * 4 * C + (s->flash ? 4 * B * H * T : 0) +
@@ -463,7 +464,7 @@ void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     memset(&base, 0, sizeof base);
     predict_states(s, &sh, &base);
     size_t moved = predict_moved(&s->cfg, p->tiled_head);
-    base.bytes[MEM_COMM] = (p->stage >= 2 ? e * moved : 0) + (p->stage == 3 ? e * moved : 0);
+    base.bytes[MEM_COMM] = (shards_grads(p->stage) ? e * moved : 0) + (shards_weights(p->stage) ? e * moved : 0);
     base.bytes[MEM_SCRATCH] = predict_scratch_gpu(s, p);
     base.bytes[MEM_DATA] = 2 * 4 * N + 4 * (3 * N + 1);  // on the GPU: the batch, the token buckets
     memcpy(base.at[LOC_DEVICE], base.bytes, sizeof base.bytes);

@@ -35,8 +35,8 @@ typedef struct {
 size_t predict_param_count(const GPTConfig *c) {
     size_t L = c->layers, C = c->channels, Vp = padded_vocab(c), maxT = c->max_seq;
     if (!is_llama(c)) return Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C;
-    size_t KVH = cfg_kv_heads(c), hs = C / c->heads, F = cfg_ffn(c);
-    return Vp * C * (1 + (c->untied != 0)) + L * (C * C + 2 * KVH * hs * C + C * C + 3 * F * C + 2 * C) + C;
+    size_t kvw = kv_width(c), F = cfg_ffn(c);
+    return Vp * C * (1 + (c->untied != 0)) + L * (C * C + 2 * kvw * C + C * C + 3 * F * C + 2 * C) + C;
 }
 
 size_t quant_blocks(size_t n) { return (n + QUANT_BLOCK - 1) / QUANT_BLOCK; }
@@ -45,7 +45,7 @@ InferenceBytes predict_inference(const GPTConfig *cfg, int B, int T, int kv_elem
     InferenceBytes r;
     size_t L = cfg->layers, c = cfg->channels, c2 = c * c, Vp = padded_vocab(cfg), maxT = cfg->max_seq;
     if (is_llama(cfg)) {
-        size_t hs = c / cfg->heads, kvw = (size_t)cfg_kv_heads(cfg) * hs, F = cfg_ffn(cfg), heads = cfg->untied ? 2 : 1;
+        size_t kvw = kv_width(cfg), F = cfg_ffn(cfg), heads = cfg->untied ? 2 : 1;
         r.matrices = heads * Vp * c + L * ((c + 2 * kvw) * c + c2 + 3 * F * c);
         r.vectors = L * 2 * c + c;
         r.scales = heads * quant_blocks(Vp * c) + L * (quant_blocks((c + 2 * kvw) * c) + quant_blocks(c2) +

@@ -81,14 +81,15 @@ void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N
     const GPTConfig *cfg = &s->cfg;
     size_t C = cfg->channels, L = cfg->layers, maxT = cfg->max_seq, Vp = padded_vocab(cfg);
     size_t P = predict_param_count(cfg);
-    size_t ranks = (size_t)p->ranks, stage = (size_t)p->stage;
+    size_t ranks = (size_t)p->ranks;
+    int stage = p->stage;
     r %= (int)ranks;  // --shard-group: the rank's place in its group
     size_t S = (P + ranks - 1) / ranks;
     if (ranks > 1) S = (S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
-    size_t Lr = stage == 0 ? P : own_part(0, P, (size_t)r, S, P), e = dtype_size(s->dtype);
+    size_t Lr = !shards_states(stage) ? P : own_part(0, P, (size_t)r, S, P), e = dtype_size(s->dtype);
     out[TR_DOWN] = (long long)(e * Lr);
     // the file is read and written a whole record at a time: the records the L_r parameters touch
-    size_t n = stage >= 1 ? S : ranks > 1 ? S * ranks : P, c = n < OFFLOAD_CHUNK ? n : OFFLOAD_CHUNK;
+    size_t n = shards_states(stage) ? S : ranks > 1 ? S * ranks : P, c = n < OFFLOAD_CHUNK ? n : OFFLOAD_CHUNK;
     size_t X = Lr ? (Lr + c - 1) / c * c : 0;
     if (X > n) X = n;
     if (p->offload_disk)
@@ -101,7 +102,7 @@ void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N
     size_t emb = (Vp + maxT) * C, fn = 2 * C, untied = 0;  // the lookup table, the final norm
     size_t op_n[6] = {2 * C, 3 * C * C + 3 * C, C * C + C, 2 * C, 4 * C * C + 4 * C, 4 * C * C + C};
     if (is_llama(cfg)) {
-        size_t qkv = (cfg->heads + 2 * (size_t)cfg_kv_heads(cfg)) * (C / cfg->heads), F = cfg_ffn(cfg);
+        size_t qkv = qkv_width(cfg), F = cfg_ffn(cfg);
         size_t llama_n[6] = {C, qkv * C, C * C, C, 2 * F * C, F * C};
         memcpy(op_n, llama_n, sizeof op_n);
         emb = Vp * C, fn = C, untied = cfg->untied != 0;

@@ -31,9 +31,9 @@ ShardSizes predict_shard(size_t P, const Plan *p) {
     z.S = (P + z.ranks - 1) / z.ranks;
     if (z.ranks > 1) z.S = (z.S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
     size_t full = z.ranks > 1 ? z.S * z.ranks : P;
-    z.weights_n = z.zero == 3 ? z.S : full;
-    z.state_n = z.zero >= 1 ? z.S : full;
-    z.grads_n = z.zero >= 2 ? z.S : full;
+    z.weights_n = shards_weights(z.zero) ? z.S : full;
+    z.state_n = shards_states(z.zero) ? z.S : full;
+    z.grads_n = shards_grads(z.zero) ? z.S : full;
     return z;
 }
 
@@ -46,7 +46,7 @@ ShardSizes predict_shard(size_t P, const Plan *p) {
 long long predict_across_bytes(size_t P, const Plan *p) {
     ShardSizes z = predict_shard(P, p);
     if (z.groups <= 1) return 0;
-    size_t n = z.zero == 0 ? z.weights_n : z.S, c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = z.groups;
+    size_t n = !shards_states(z.zero) ? z.weights_n : z.S, c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = z.groups;
     return (long long)(((n + c - 1) / c) * 2 * (R - 1) * ((c + R - 1) / R) * 4);
 }
 

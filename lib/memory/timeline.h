@@ -101,7 +101,7 @@ void print_activation_table(FILE *f, const Settings *s, size_t measured) {
     const char *struck[] = {"as2b     attention dropout mask (1 byte an element)", "e as2b   attention dropout output",
                             "sbh      dropout mask after the attention (1 byte)", "sbh      dropout mask after the MLP (1 byte)"};
     if (is_llama(&s->cfg)) {  // no dropout in the model; its own widths
-        int g = cfg_kv_heads(&s->cfg), d = C / H, ff = cfg_ffn(&s->cfg);
+        int g = cfg_kv_heads(&s->cfg), d = head_size(&s->cfg), ff = cfg_ffn(&s->cfg);
         double w = 5.0 * C + (double)(H + 2 * g) * d + 3.0 * ff, sb = (double)s->seq_len * s->batch;
         fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", "per layer: e sb (5h + (a+2g)d + 3f) + e as2b", e * sb * w + e * as2b,
                 (e * sb * w + e * as2b) / 1048576);

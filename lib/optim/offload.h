@@ -25,6 +25,7 @@
 #ifndef GPTMEM_OPTIM_OFFLOAD_H
 #define GPTMEM_OPTIM_OFFLOAD_H
 
+#include <math.h>
 #include <string.h>
 #include "core/clock.h"
 #include "core/config.h"
@@ -34,6 +35,7 @@
 #include "io/offload_file.h"
 #include "memory/ledger.h"
 #include "optim/optimizer.h"
+#include "optim/state_view.h"
 #include "parallel/comm.h"
 #include "parallel/zero.h"
 
@@ -66,14 +68,15 @@ typedef struct {
     int master_is_shard;  // fp32 with params: the pinned weight shard is the master
     void *landing[2], *upload[2];  // page-locked: a chunk of gradients, of new weights, each
     OffloadFile file;     // disk
+    Optimizer opt;        // AdamW: its m and v, at the host (disk: one chunk of them)
 } HostOffload;
 
 // The host's side for the plan's offload and the optimizer's range (lo, hi,
 // n_alloc); the optimizer's state is built here, at the host (on disk, a
 // chunk of it). 0, or -1 after a message (the offload file could not be made).
-int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *plan, Optimizer *opt,
-                       const AdamWConfig *adam, const GPTConfig *cfg, size_t lo, size_t hi, size_t n_alloc,
-                       int adam_bits, const char *dir, int rank) {
+int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *plan, const AdamWConfig *adam,
+                       const GPTConfig *cfg, size_t lo, size_t hi, size_t n_alloc, int adam_bits, const char *dir,
+                       int rank) {
     memset(off, 0, sizeof *off);
     off->on = 1;
     off->link = *link;
@@ -86,7 +89,7 @@ int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *pl
     off->master_is_shard = off->params && link->dtype == DT_FP32 && !off->disk;
     if (off->master_is_shard) off->master = (float *)link->shard + (lo - link->shard_base);
     else off->master = mem_alloc_at(LOC_HOST, MEM_MASTER, per * sizeof(float), off->disk ? "master (a chunk)" : "master weights");
-    optimizer_build_at(opt, adam, cfg, lo, hi, per, adam_bits, LOC_HOST);
+    optimizer_build_at(&off->opt, adam, cfg, lo, hi, per, adam_bits, LOC_HOST);
     // two of each: one chunk's copy in flight while the host works on the other
     static const char *landing_name[2] = {"offload landing 1 of 2 (grads)", "offload landing 2 of 2 (grads)"};
     static const char *upload_name[2] = {"offload upload 1 of 2 (weights)", "offload upload 2 of 2 (weights)"};
@@ -106,11 +109,13 @@ void host_offload_free(HostOffload *off) {
         if (off->upload[i]) off->link.unpin(off->upload[i]);
     }
     offload_file_close(&off->file);
+    optimizer_free(&off->opt);
     memset(off, 0, sizeof *off);
 }
 
 // Record k of the file: the chunk buffers its parts are read into and written from.
-RecordParts chunk_record(const HostOffload *off, const Optimizer *opt, size_t k, float *w) {
+RecordParts chunk_record(const HostOffload *off, size_t k, float *w) {
+    const Optimizer *opt = &off->opt;
     size_t len = record_len(&off->file, k);
     if (opt->bits == 8) return record_parts(len, 8, w, opt->m8, opt->m_scale, opt->v8, opt->v_scale);
     return record_parts(len, 32, w, opt->m, NULL, opt->v, NULL);
@@ -123,7 +128,8 @@ typedef struct {
     Optimizer view;
 } ChunkStates;
 
-ChunkStates chunk_states(HostOffload *off, Optimizer *opt, size_t k, int read) {
+ChunkStates chunk_states(HostOffload *off, size_t k, int read) {
+    const Optimizer *opt = &off->opt;
     size_t a = off->lo + k * off->chunk, b = a + off->chunk < off->lo + off->n ? a + off->chunk : off->lo + off->n;
     size_t at = off->disk ? 0 : k * off->chunk;  // the chunk's first element in the state arrays
     ChunkStates c;
@@ -132,12 +138,12 @@ ChunkStates chunk_states(HostOffload *off, Optimizer *opt, size_t k, int read) {
         c.view = optimizer_view(opt, a, b, opt->m8 + at, opt->v8 + at, opt->m_scale + at / ADAM_BLOCK,
                                 opt->v_scale + at / ADAM_BLOCK);
     else c.view = optimizer_view(opt, a, b, opt->m + at, opt->v + at, NULL, NULL);
-    if (off->disk && read) offload_file_read(&off->file, k, chunk_record(off, opt, k, c.w));
+    if (off->disk && read) offload_file_read(&off->file, k, chunk_record(off, k, c.w));
     return c;
 }
 
-void chunk_store(HostOffload *off, Optimizer *opt, size_t k, ChunkStates *c) {
-    if (off->disk) offload_file_write(&off->file, k, chunk_record(off, opt, k, c->w));
+void chunk_store(HostOffload *off, size_t k, ChunkStates *c) {
+    if (off->disk) offload_file_write(&off->file, k, chunk_record(off, k, c->w));
 }
 
 // The compute weights of [a, b) from the master weights w: rounded to the
@@ -168,8 +174,9 @@ static size_t chunk_end(const HostOffload *off, size_t a) { return a + off->chun
 // The next chunk's gradients are on their way down while the host steps this
 // one (two landing buffers, used in turn; gpu/offload.h says the order on a GPU).
 // A NaN grad_scale (an fp16 overflow) skips the step, as without offload.
-void host_offload_step(HostOffload *off, Optimizer *opt, float lr, int t, float grad_scale) {
+void host_offload_step(HostOffload *off, float lr, int t, float grad_scale) {
     const OffloadLink *l = &off->link;
+    if (isnan(grad_scale)) return;
     if (off->lo < off->hi) l->down(l->model, 0, off->landing[0], off->lo, chunk_end(off, off->lo));
     for (size_t k = 0, a = off->lo; a < off->hi; k++, a += off->chunk) {
         size_t b = chunk_end(off, a);
@@ -177,12 +184,12 @@ void host_offload_step(HostOffload *off, Optimizer *opt, float lr, int t, float 
         if (!off->params) l->up_wait(l->model, (int)(k & 1));  // chunk k - 2's upload, queued before this download
         l->down_wait(l->model, (int)(k & 1));
         if (b < off->hi) l->down(l->model, (int)((k + 1) & 1), off->landing[(k + 1) & 1], b, chunk_end(off, b));
-        ChunkStates c = chunk_states(off, opt, k, 1);
+        ChunkStates c = chunk_states(off, k, 1);
         c.view.hi = b;  // the chunk's parameters this step updates
         double t0 = now_seconds();
         optimizer_step(&c.view, c.w, a, land, a, l->dtype, lr, t, grad_scale);
         g_traffic.adam_seconds += now_seconds() - t0;
-        chunk_store(off, opt, k, &c);
+        chunk_store(off, k, &c);
         weights_up(off, k, a, b, c.w);
     }
     for (int i = 0; i < 2 && !off->params; i++) l->up_wait(l->model, i);
@@ -191,9 +198,9 @@ void host_offload_step(HostOffload *off, Optimizer *opt, float lr, int t, float 
 
 // The compute weights follow the master weights (after init, after a resume):
 // every chunk of [lo, hi) up, then the all-gather of stages 1, 2.
-void host_offload_weights_follow(HostOffload *off, Optimizer *opt) {
+void host_offload_weights_follow(HostOffload *off) {
     for (size_t k = 0, a = off->lo; a < off->hi; k++, a += off->chunk) {
-        ChunkStates c = chunk_states(off, opt, k, 1);
+        ChunkStates c = chunk_states(off, k, 1);
         weights_up(off, k, a, chunk_end(off, a), c.w);
     }
     for (int i = 0; i < 2 && !off->params; i++) off->link.up_wait(off->link.model, i);
@@ -202,39 +209,29 @@ void host_offload_weights_follow(HostOffload *off, Optimizer *opt) {
 
 // The first master weights of [lo, hi), GPT-2's init or --init's file (in
 // the offload file, a record at a time, with m and v at 0), then the compute weights from them.
-typedef struct {
-    HostOffload *off;
-    Optimizer *opt;
-} OffloadTarget;
-
 static void init_record(void *ctx, size_t a, size_t b) {
-    OffloadTarget *it = ctx;
-    size_t k = (a - it->off->lo) / it->off->chunk;
+    HostOffload *off = ctx;
+    size_t k = (a - off->lo) / off->chunk;
     (void)b;
-    ChunkStates c = chunk_states(it->off, it->opt, k, 0);
-    chunk_store(it->off, it->opt, k, &c);
+    ChunkStates c = chunk_states(off, k, 0);
+    chunk_store(off, k, &c);
 }
 
-void host_offload_init(HostOffload *off, Optimizer *opt, const GPTConfig *cfg, const WeightSource *src) {
-    if (off->disk) {
-        OffloadTarget it = {off, opt};
-        init_params_chunks(off->master, off->chunk, off->lo, off->hi, cfg, src, init_record, &it);
-    } else if (off->hi > off->lo) {
-        init_params_range(off->master, off->lo, off->hi, cfg, src);
-    }
-    host_offload_weights_follow(off, opt);
+void host_offload_init(HostOffload *off, const GPTConfig *cfg, const WeightSource *src) {
+    if (off->disk) init_params_chunks(off->master, off->chunk, off->lo, off->hi, cfg, src, init_record, off);
+    else if (off->hi > off->lo) init_params_range(off->master, off->lo, off->hi, cfg, src);
+    host_offload_weights_follow(off);
 }
 
 // Saved states through the file (--offload-to disk): element `at` of the
 // states on, n of them; which 0 is the weights (weights_get/set) or m (moments),
 // 1 v. Each touches the records it spans: read (checked), and for a set
 // changed and written back.
-static void file_access(OffloadTarget *st, int weights, int which, size_t at, float *get, const float *set, size_t n) {
-    HostOffload *off = st->off;
+static void file_access(HostOffload *off, int weights, int which, size_t at, float *get, const float *set, size_t n) {
     for (size_t done = 0; done < n;) {
         size_t k = (at + done) / off->chunk, in = (at + done) % off->chunk;
         size_t len = off->chunk - in < n - done ? off->chunk - in : n - done;
-        ChunkStates c = chunk_states(off, st->opt, k, 1);
+        ChunkStates c = chunk_states(off, k, 1);
         if (weights) {
             if (get) memcpy(get + done, c.w + in, len * 4);
             else memcpy(c.w + in, set + done, len * 4);
@@ -243,19 +240,19 @@ static void file_access(OffloadTarget *st, int weights, int which, size_t at, fl
         } else {
             optimizer_moments_set(&c.view, which, in, set + done, len);
         }
-        if (set) chunk_store(off, st->opt, k, &c);
+        if (set) chunk_store(off, k, &c);
         done += len;
     }
 }
 
 void offload_weights_get(const void *ctx, int which, size_t at, float *dst, size_t n) {
-    file_access((OffloadTarget *)ctx, 1, which, at, dst, NULL, n);
+    file_access((HostOffload *)ctx, 1, which, at, dst, NULL, n);
 }
 void offload_weights_set(void *ctx, int which, size_t at, const float *src, size_t n) {
     file_access(ctx, 1, which, at, NULL, src, n);
 }
 void offload_moments_get(const void *ctx, int which, size_t at, float *dst, size_t n) {
-    file_access((OffloadTarget *)ctx, 0, which, at, dst, NULL, n);
+    file_access((HostOffload *)ctx, 0, which, at, dst, NULL, n);
 }
 void offload_moments_set(void *ctx, int which, size_t at, const float *src, size_t n) {
     file_access(ctx, 0, which, at, NULL, src, n);
@@ -266,7 +263,7 @@ void offload_moments_set(void *ctx, int which, size_t at, const float *src, size
 // are replicas), so each part goes to every rank's file, through a 1 MiB host
 // buffer (as a saved state does, io/state.h): its rank reads it and
 // broadcasts, the others write it.
-void offload_file_allgather(OffloadTarget *st, const Shard *sh) {
+static void offload_file_allgather(HostOffload *off, const Shard *sh) {
     enum { PER = (1 << 20) / sizeof(float) };
     float *buf = malloc(PER * sizeof(float));
     for (int r = 0; r < sh->nranks; r++) {
@@ -275,13 +272,43 @@ void offload_file_allgather(OffloadTarget *st, const Shard *sh) {
             size_t len = b - at < PER ? b - at : PER;
             for (int part = 0; part < 3; part++) {  // the weights, m, v
                 int weights = part == 0, moment = part == 2;
-                if (sh->rank == r) file_access(st, weights, moment, at - st->off->lo, buf, NULL, len);
+                if (sh->rank == r) file_access(off, weights, moment, at - off->lo, buf, NULL, len);
                 comm_broadcast(buf, len * sizeof(float), r);
-                if (sh->rank != r) file_access(st, weights, moment, at - st->off->lo, NULL, buf, len);
+                if (sh->rank != r) file_access(off, weights, moment, at - off->lo, NULL, buf, len);
             }
         }
     }
     free(buf);
+}
+
+// This rank's part of a saved state (io/state_arrays.h), the parameters
+// [lo, hi) it owns: on the host, the master weights and m and v (the 8-bit
+// codes through the optimizer's accessors); on disk, all three through the file.
+NetState host_offload_state(HostOffload *off, size_t lo, size_t hi) {
+    NetState st;
+    memset(&st, 0, sizeof st);
+    st.lo = lo, st.hi = hi;
+    if (off->disk) {
+        st.weights = st.moments = off;
+        st.weights_at = st.moments_at = lo - off->lo;
+        st.weights_get = offload_weights_get, st.weights_set = offload_weights_set;
+        st.moments_get = offload_moments_get, st.moments_set = offload_moments_set;
+        return st;
+    }
+    st.w = off->master + (lo - off->lo);
+    optimizer_state_moments(&off->opt, &st);
+    return st;
+}
+
+// After a saved state was read into those arrays: at stage 0 on several
+// ranks every rank gathers every rank's part (they are replicas); then the
+// compute weights follow the master weights.
+void host_offload_state_loaded(HostOffload *off, const Shard *sh) {
+    if (replicas(sh)) {
+        if (off->disk) offload_file_allgather(off, sh);
+        else optimizer_state_allgather(&off->opt, off->master, sh);
+    }
+    host_offload_weights_follow(off);
 }
 
 #endif

@@ -1,7 +1,8 @@
-// optim/optimizer.h — AdamW's state on the host (fp32 m and v, or --adam-bits 8's
-// block-quantized codes) and its step over this rank's parameters, tensor by
-// tensor: the CPU model's optimizer, and with --offload the GPU's too (optim/offload.h).
-// The update itself is core/adamw.h's.
+// optim/optimizer.h — AdamW on the host, what both devices share: its state
+// (fp32 m and v, or --adam-bits 8's block-quantized codes) and its step over a
+// range of parameters, tensor by tensor. The CPU model holds the state in its
+// buffer table (cpu/gpt.h) and steps through cpu/optimizer.h; --offload holds
+// it off either device (optim/offload.h). The update itself is core/adamw.h's.
 #ifndef GPTMEM_OPTIMIZER_H
 #define GPTMEM_OPTIMIZER_H
 
@@ -13,6 +14,7 @@
 #include "core/adamw.h"
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/settings.h"
 #include "core/sizes.h"
 #include "memory/ledger.h"
 #include "parallel/comm.h"
@@ -34,31 +36,46 @@ typedef struct {
     int ntensors;
 } Optimizer;
 
-// State for the parameters [lo, hi), n_alloc elements each (>= hi - lo: a
-// ZeRO shard is padded so every rank allocates the same), in `bits` (32 or 8):
+// The AdamW settings of the run (core/adamw.h).
+AdamWConfig adamw_config(const Settings *s) {
+    AdamWConfig a = {s->lr, s->beta1, s->beta2, 1e-8f, s->weight_decay, s->warmup, s->steps, s->min_lr_frac};
+    return a;
+}
+
+// The bytes of AdamW's state for n elements in `bits` (32 or 8):
 //   32: m and v in fp32, 4 + 4 bytes a parameter
 //    8: m and v in one byte each, and an fp32 scale each per ADAM_BLOCK: 2 + 8/256 bytes a parameter
-// at location `loc` (memory/report.h: the device, or with --offload the host).
-void optimizer_build_at(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
-                        size_t n_alloc, int bits, int loc) {
+size_t adam_moment_bytes(size_t n, int bits) { return bits == 8 ? n : n * sizeof(float); }
+size_t adam_scale_bytes(size_t n, int bits) { return bits == 8 ? (n + ADAM_BLOCK - 1) / ADAM_BLOCK * sizeof(float) : 0; }
+
+// The optimizer of the parameters [lo, hi) in `bits`, without its state: the
+// holder of the state points m and v (or m8, v8 and the scales) at it.
+void optimizer_setup(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi, int bits) {
     memset(opt, 0, sizeof *opt);
     opt->cfg = *cfg;
     opt->lo = lo;
     opt->hi = hi;
     opt->bits = bits;
-    if (bits == 8) {
-        size_t blocks = (n_alloc + ADAM_BLOCK - 1) / ADAM_BLOCK;
-        opt->m8 = mem_alloc_at(loc, MEM_ADAM_M, n_alloc, "adam_m (8-bit)");
-        opt->m_scale = mem_alloc_at(loc, MEM_ADAM_M, blocks * sizeof(float), "adam_m scales");
-        opt->v8 = mem_alloc_at(loc, MEM_ADAM_V, n_alloc, "adam_v (8-bit)");
-        opt->v_scale = mem_alloc_at(loc, MEM_ADAM_V, blocks * sizeof(float), "adam_v scales");
-    } else {
-        opt->m = mem_alloc_at(loc, MEM_ADAM_M, n_alloc * sizeof(float), "adam_m");
-        opt->v = mem_alloc_at(loc, MEM_ADAM_V, n_alloc * sizeof(float), "adam_v");
-    }
     opt->ntensors = param_tensor_count(model);
     opt->tensors = malloc(sizeof(ParamTensor) * opt->ntensors);
     param_tensors(model, opt->tensors);
+}
+
+// ... with its state: n_alloc elements each (>= hi - lo: a ZeRO shard is
+// padded so every rank allocates the same), at location `loc` (memory/report.h).
+void optimizer_build_at(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
+                        size_t n_alloc, int bits, int loc) {
+    optimizer_setup(opt, cfg, model, lo, hi, bits);
+    size_t moment = adam_moment_bytes(n_alloc, bits), scales = adam_scale_bytes(n_alloc, bits);
+    if (bits == 8) {
+        opt->m8 = mem_alloc_at(loc, MEM_ADAM_M, moment, "adam_m (8-bit)");
+        opt->m_scale = mem_alloc_at(loc, MEM_ADAM_M, scales, "adam_m scales");
+        opt->v8 = mem_alloc_at(loc, MEM_ADAM_V, moment, "adam_v (8-bit)");
+        opt->v_scale = mem_alloc_at(loc, MEM_ADAM_V, scales, "adam_v scales");
+    } else {
+        opt->m = mem_alloc_at(loc, MEM_ADAM_M, moment, "adam_m");
+        opt->v = mem_alloc_at(loc, MEM_ADAM_V, moment, "adam_v");
+    }
 }
 
 void optimizer_build(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,

@@ -16,6 +16,7 @@
 #ifndef GPTMEM_COMM_H
 #define GPTMEM_COMM_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,15 @@ typedef struct {
 } CommGroup;
 
 CommGroup comm_world = {.size = 1}, comm_in_group = {.size = 1}, comm_across = {.size = 1};
+
+// printf on rank 0 only: with several ranks, one copy of each line.
+void say(const char *fmt, ...) {
+    if (comm_rank_id != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+}
 CommGroup comm_machine = {.size = 1};  // the ranks on this rank's machine (they share its memory)
 enum { COMM_NAME = 64 };  // a machine's name, as the ranks compare it
 

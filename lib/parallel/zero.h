@@ -76,21 +76,33 @@ Shard shard_layout(size_t P, const Plan *plan, int rank) {
     return s;
 }
 
+// The stage's questions, asked of a rank's layout: which arrays are this
+// rank's shard (core/plan.h shards_*), and the consequences the step reads.
+int states_sharded(const Shard *s) { return shards_states(s->stage); }    // the fp32 master weights, m and v
+int grads_sharded(const Shard *s) { return shards_grads(s->stage); }      // the gradients
+int weights_sharded(const Shard *s) { return shards_weights(s->stage); }  // the compute weights
+// Stage 0 on several ranks: every rank a replica of every array.
+int replicas(const Shard *s) { return s->nranks > 1 && !states_sharded(s); }
+// Stages 0, 1 on several ranks: the full gradients are summed over the ranks after the backward.
+int reduces_full_grads(const Shard *s) { return s->nranks > 1 && !grads_sharded(s); }
+// Stages 1, 2: each rank updates its shard of weights every rank keeps whole, then all-gathers them.
+int gathers_updates(const Shard *s) { return states_sharded(s) && !weights_sharded(s); }
+
 // How many elements each array holds on this rank (stage 3 shards the compute
 // weights, stage 1 the optimizer's fp32 state, stage 2 the gradients), and
 // the flat index of its element 0: own_lo for a shard, 0 for a whole array.
-size_t shard_weights_len(const Shard *s) { return s->stage == 3 ? s->size : s->padded; }
-size_t shard_state_len(const Shard *s) { return s->stage >= 1 ? s->size : s->padded; }
-size_t shard_grads_len(const Shard *s) { return s->stage >= 2 ? s->size : s->padded; }
-size_t shard_weights_base(const Shard *s) { return s->stage == 3 ? s->own_lo : 0; }
-size_t shard_state_base(const Shard *s) { return s->stage >= 1 ? s->own_lo : 0; }
-size_t shard_grads_base(const Shard *s) { return s->stage >= 2 ? s->own_lo : 0; }
+size_t shard_weights_len(const Shard *s) { return weights_sharded(s) ? s->size : s->padded; }
+size_t shard_state_len(const Shard *s) { return states_sharded(s) ? s->size : s->padded; }
+size_t shard_grads_len(const Shard *s) { return grads_sharded(s) ? s->size : s->padded; }
+size_t shard_weights_base(const Shard *s) { return weights_sharded(s) ? s->own_lo : 0; }
+size_t shard_state_base(const Shard *s) { return states_sharded(s) ? s->own_lo : 0; }
+size_t shard_grads_base(const Shard *s) { return grads_sharded(s) ? s->own_lo : 0; }
 
 // The parameters [lo, hi) this rank's optimizer updates: its own from stage 1
 // on, all of them at stage 0 (every rank a replica).
 void shard_state_range(const Shard *s, size_t *lo, size_t *hi) {
-    *lo = s->stage >= 1 ? s->own_lo : 0;
-    *hi = s->stage >= 1 ? s->own_hi : s->nparams;
+    *lo = states_sharded(s) ? s->own_lo : 0;
+    *hi = states_sharded(s) ? s->own_hi : s->nparams;
 }
 
 // counts[r] = how many of the parameters [lo, hi) rank r owns; first[r] = the

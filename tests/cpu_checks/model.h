@@ -219,15 +219,14 @@ void test_param_count(void) {
 // position against the full forward's row for it: fp32 within 1e-5 (naive and
 // --flash, with and without --fused-ce), bf16 within its rounding.
 double kv_worst(const float *ref, int Vp, int T, int prefill) {
-    KVCache kv;
-    kv_open(&kv, &tm, T);
+    int dt;
+    kv_open(&tm, T, &dt);
     double worst = 0, scale = 0;
     for (int k = 0; k < T * Vp; k++) scale = fabs(ref[k]) > scale ? fabs(ref[k]) : scale;
     for (int p = 0; p < T;) {
         int rows = p == 0 ? prefill : 1;
-        tm.kv = &kv, tm.pos0 = p;
+        kv_at(&tm, p);
         gpt_forward(&tm, tm_in + p, NULL, 1, rows);
-        tm.kv = NULL, tm.pos0 = 0;
         for (int r = 0; r < rows; r++) {
             const float *row = gpt_logits_row(&tm, r);
             for (int v = 0; v < Vp; v++) {
@@ -238,7 +237,7 @@ double kv_worst(const float *ref, int Vp, int T, int prefill) {
         gpt_discard_activations(&tm);
         p += rows;
     }
-    kv_close(&kv);
+    kv_close(&tm);
     return worst;
 }
 

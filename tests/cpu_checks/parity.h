@@ -5,7 +5,7 @@
 #define GPTMEM_TEST_CPU_PARITY_H
 
 // --- parity with PyTorch ----------------------------------------------------------
-float *read_array(FILE *f, const char *name, int *count) {
+float *read_fixture_array(FILE *f, const char *name, int *count) {
     char got[64];
     if (fscanf(f, "%63s %d", got, count) != 2 || strcmp(got, name)) return NULL;
     float *a = malloc(sizeof(float) * (*count > 0 ? *count : 1));
@@ -41,10 +41,10 @@ int fixture_read(Fixture *x, const char *path) {
         return -1;
     }
     if (fscanf(f, " llama kv_heads %d ffn %d untied %d", &c->kv_heads, &c->ffn, &c->untied) == 3) c->arch = ARCH_LLAMA;
-    x->params = read_array(f, "params", &x->np), x->inp = read_array(f, "inputs", &x->ni);
-    x->tgt = read_array(f, "targets", &x->nt), x->loss = read_array(f, "loss", &x->nl);
-    x->logits = read_array(f, "logits", &x->nlog), x->grads = read_array(f, "grads", &x->ng);
-    x->step_losses = read_array(f, "step_losses", &x->ns);
+    x->params = read_fixture_array(f, "params", &x->np), x->inp = read_fixture_array(f, "inputs", &x->ni);
+    x->tgt = read_fixture_array(f, "targets", &x->nt), x->loss = read_fixture_array(f, "loss", &x->nl);
+    x->logits = read_fixture_array(f, "logits", &x->nlog), x->grads = read_fixture_array(f, "grads", &x->ng);
+    x->step_losses = read_fixture_array(f, "step_losses", &x->ns);
     fclose(f);
     if (!x->params || !x->inp || !x->tgt || !x->loss || !x->logits || !x->grads || !x->step_losses ||
         (size_t)x->np != param_count(c)) {
@@ -147,7 +147,7 @@ void test_llmc_llama_file(void) {
     int nf = 0;
     while (f && fgets(line, sizeof line, f) && line[0] == '#') {}
     int got = f && sscanf(line, "loss_scaled_rope %f", &scaled_loss) == 1;
-    float *freq = f && got ? read_array(f, "frequencies_scaled_hs128", &nf) : NULL;
+    float *freq = f && got ? read_fixture_array(f, "frequencies_scaled_hs128", &nf) : NULL;
     if (f) fclose(f);
     double worst = 0;
     int slowed = 0;

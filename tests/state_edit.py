@@ -18,7 +18,8 @@ FIELDS = dict(L=(0, "i"), C=(4, "i"), H=(8, "i"), V=(12, "i"), maxT=(16, "i"), B
               step=(28, "i"), data_rng=(32, "Q"), sample_rng=(40, "Q"), nparams=(48, "Q"), dtype=(56, "i"),
               updates=(60, "i"), loss_scale=(64, "f"), good_steps=(68, "i"), zero=(72, "i"), nranks=(76, "i"),
               rank=(80, "i"), lo=(88, "Q"), hi=(96, "Q"), adam_bits=(104, "i"), steps=(108, "i"), arch=(112, "i"),
-              kv_heads=(116, "i"), ffn=(120, "i"), untied=(124, "i"), rope_scaled=(128, "i"))
+              kv_heads=(116, "i"), ffn=(120, "i"), untied=(124, "i"), rope_scaled=(128, "i"),
+              rope_theta=(132, "i"))
 
 
 def fnv1a(data):

@@ -50,6 +50,8 @@ const FlagSpec flag_specs[] = {
     {"max-seq", ARG_INT, OPT(max_seq), 1, 65536, "override the model's learned positions maxT"},
     {"kv-heads", ARG_INT, OPT(kv_heads), 1, 1024, "Llama: override the key-value heads KVH (must divide H)"},
     {"ffn", ARG_INT, OPT(ffn), 1, 1 << 20, "Llama: override the MLP's hidden width F"},
+    {"rope-theta", ARG_INT, OPT(rope_theta), 1, 1000000000, "Llama: override RoPE's base theta (Llama 3's: 500000)"},
+    {"config", ARG_STR, OPT(config), 0, 0, "the model's shape from a Hugging Face config.json (GPT-2, Llama, Mistral), or a folder holding one"},
     {"data", ARG_STR, OPT(data), 0, 0, "what to train on: a text file (bytes are tokens), llm.c token shards (a pattern such as 'dir/*_train_*.bin' for several), or nanoGPT's train.bin"},
     {"data-format", ARG_STR, OPT(data_format_str), 0, 0, "auto (an llm.c shard by its header, else text), text, llmc, or nanogpt (headerless uint16 tokens)"},
     {"val-data", ARG_STR, OPT(val_data), 0, 0, "token files to validate on (default: the last 10% of --data)"},
@@ -344,11 +346,14 @@ GPTConfig resolve_model(Settings *s) {
     if (s->vocab) c.vocab = s->vocab;
     else if (s->token_width && c.vocab == 256) c.vocab = s->token_width == 4 ? LLAMA3_VOCAB : GPT2_VOCAB;
     if (s->max_seq) c.max_seq = s->max_seq;
-    if ((s->kv_heads || s->ffn) && !is_llama(&c))
+    if ((s->kv_heads || s->ffn || s->rope_theta) && !is_llama(&c))
         usage_error("--%s shapes a Llama model (--model llama-small, llama3.2-1b, ...): GPT-2's heads each have their "
-                    "own keys and values, and its MLP is 4C wide", s->kv_heads ? "kv-heads" : "ffn");
+                    "own keys and values, its MLP is 4C wide, and it learns its positions",
+                    s->kv_heads ? "kv-heads" : s->ffn ? "ffn" : "rope-theta");
     if (s->kv_heads) c.kv_heads = s->kv_heads;
     if (s->ffn) c.ffn = s->ffn;
+    if (s->rope_theta) c.rope_theta = s->rope_theta == (int)LLAMA_ROPE_THETA ? 0 : s->rope_theta;
+    if (s->config) resolve_config(s, &c);
     if (s->init) resolve_init(s, &c);
     if (c.channels % c.heads) {
         fprintf(stderr, "error: --channels %d is not divisible by --heads %d; pick heads that divide "

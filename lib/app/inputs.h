@@ -13,6 +13,7 @@
 #include "app/usage.h"
 #include "core/settings.h"
 #include "io/data.h"
+#include "io/hf_config.h"
 #include "io/llmc.h"
 #include "io/tokenizer.h"
 #include "io/tokens.h"
@@ -143,8 +144,44 @@ void resolve_prompt(Settings *s) {
     s->prompt_len = (int)n;
 }
 
+// Do the flags that give a shape (--model, --layers, ...) ask for another
+// model than f? c is the shape they made; `whole`: all of it must be f's
+// (--model given, or --config's shape), else each flag given must agree.
+int shape_flags_differ(const Settings *s, const GPTConfig *c, const GPTConfig *f, int whole) {
+    if (whole) return memcmp(c, f, sizeof *c) != 0;
+    return (s->layers && s->layers != f->layers) || (s->channels && s->channels != f->channels) ||
+           (s->heads && s->heads != f->heads) || (s->vocab && s->vocab != f->vocab) ||
+           (s->max_seq && s->max_seq != f->max_seq) || (s->kv_heads && s->kv_heads != cfg_kv_heads(f)) ||
+           (s->ffn && s->ffn != cfg_ffn(f)) || (s->rope_theta && c->rope_theta != f->rope_theta);
+}
+
+// --config FILE (or a folder holding config.json): the model's shape is
+// Hugging Face's config (io/hf_config.h). A flag that gives a shape must agree.
+void resolve_config(Settings *s, GPTConfig *c) {
+    HfConfig *h = malloc(sizeof *h);
+    GPTConfig f;
+    char err[600], used[1100];
+    if (hf_config_read(h, s->config, used, sizeof used, err, sizeof err)) {
+        fprintf(stderr, "error: --config: %s\n", err);
+        exit(1);
+    }
+    int bad = hf_config_model(h, &f, err, sizeof err);
+    free(h);
+    if (bad) {
+        fprintf(stderr, "error: --config '%s' %s\n", used, err);
+        exit(2);
+    }
+    if (shape_flags_differ(s, c, &f, s->model_given)) {
+        char a[200], b[200];
+        fprintf(stderr, "error: --config '%s' describes a model of %s; the flags ask for %s: drop --model, --layers, ... "
+                "(the shape comes from the config)\n", used, shape_words(&f, a, sizeof a), shape_words(c, b, sizeof b));
+        exit(2);
+    }
+    *c = f;
+}
+
 // --init FILE: the model's shape is the file's header's. A flag that gives a
-// shape (--model, --layers, ...) must agree with it.
+// shape (--model, --layers, ..., --config) must agree with it.
 void resolve_init(Settings *s, GPTConfig *c) {
     char err[1400];
     LlmcModel m;
@@ -154,12 +191,7 @@ void resolve_init(Settings *s, GPTConfig *c) {
         exit(1);
     }
     const GPTConfig *f = &m.cfg;
-    int differs = s->model_given ? memcmp(c, f, sizeof *c) != 0
-                : (s->layers && s->layers != f->layers) || (s->channels && s->channels != f->channels) ||
-                  (s->heads && s->heads != f->heads) || (s->vocab && s->vocab != f->vocab) ||
-                  (s->max_seq && s->max_seq != f->max_seq) || (s->kv_heads && s->kv_heads != cfg_kv_heads(f)) ||
-                  (s->ffn && s->ffn != cfg_ffn(f));
-    if (differs) {
+    if (shape_flags_differ(s, c, f, s->model_given || s->config)) {
         char a[160], b[160];
         fprintf(stderr, "error: --init '%s' holds a model of %s; the flags ask for %s: drop --model, --layers, ... (the "
                 "shape comes from the file)\n", s->init, shape_words(f, a, sizeof a), shape_words(c, b, sizeof b));

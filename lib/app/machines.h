@@ -76,7 +76,7 @@ typedef struct {
     long long value;
 } Decision;
 
-enum { N_DECISIONS = 32 };
+enum { N_DECISIONS = 40 };
 int decisions(const Settings *s, Decision *d) {
     const GPTConfig *c = &s->cfg;
     float f[4] = {s->lr, s->weight_decay, s->clip, s->loss_scale};
@@ -86,8 +86,8 @@ int decisions(const Settings *s, Decision *d) {
         {"the model's layers", c->layers}, {"the model's channels", c->channels}, {"the model's heads", c->heads},
         {"the model's vocabulary", c->vocab}, {"the model's maxT", c->max_seq}, {"the model's kind (GPT-2, Llama)", c->arch},
         {"--kv-heads", c->kv_heads}, {"--ffn", c->ffn}, {"the LM head (tied, untied)", c->untied},
-        {"the rotary frequencies (scaled)", c->rope_scaled}, {"--device", s->cuda}, {"--dtype", s->dtype},
-        {"--zero", s->zero}, {"--shard-group", s->shard_group}, {"--shard-group node", s->shard_group_node},
+        {"the rotary frequencies (scaled)", c->rope_scaled}, {"RoPE's theta", c->rope_theta}, {"--device", s->cuda},
+        {"--dtype", s->dtype}, {"--zero", s->zero}, {"--shard-group", s->shard_group}, {"--shard-group node", s->shard_group_node},
         {"--batch", s->batch}, {"--seq-len", s->seq_len}, {"--accum", s->accum}, {"--steps", s->steps},
         {"--recompute (or --ckpt)", s->recompute}, {"--flash", s->flash}, {"--fused-ce", s->fused_ce},
         {"--offload", s->offload}, {"--offload-to", s->offload_disk}, {"--adam-bits", s->adam_bits},

@@ -33,13 +33,13 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
         if (!strcmp(model_presets[i].name, s->model)) p = &model_presets[i].cfg;
     GPTConfig as_preset = p ? *p : *c;
     if (p && s->token_width && !s->vocab && p->vocab == 256) as_preset.vocab = c->vocab;  // tokens' vocabulary (flags.h)
-    int preset = p && !memcmp(&as_preset, c, sizeof *c) && !s->init;
-    if (s->init) printf("model from %s: L%d", s->init, c->layers);
+    int preset = p && !memcmp(&as_preset, c, sizeof *c) && !s->init && !s->config;
+    if (s->init || s->config) printf("model from %s: L%d", s->init ? s->init : s->config, c->layers);
     else printf("model %s%s: L%d", preset ? s->model : "custom", preset ? "" : " shape", c->layers);
     printf(" C%d H%d V%d (padded %d) maxT %d", c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq);
     if (is_llama(c))
-        printf(" (Llama: KVH%d F%d, %s head%s)", cfg_kv_heads(c), cfg_ffn(c), c->untied ? "untied" : "tied",
-               c->rope_scaled ? ", scaled RoPE" : "");
+        printf(" (Llama: KVH%d F%d, %s head%s%s%.0d)", cfg_kv_heads(c), cfg_ffn(c), c->untied ? "untied" : "tied",
+               c->rope_scaled ? ", scaled RoPE" : "", c->rope_theta ? ", theta " : "", c->rope_theta);
     printf(" | %.2fM params | batch %d x %d tokens", param_count(c) / 1e6, s->batch, s->seq_len);
     if (s->accum > 1) printf(" x %d accum", s->accum);
     if (s->data_format != DATA_TEXT) {  // token files: which, how many tokens, how they are read

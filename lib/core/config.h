@@ -31,6 +31,7 @@ typedef struct {
     int ffn;       // F: the MLP's hidden width (0: 4C, GPT-2's)
     int untied;    // 1: the LM head is a matrix of its own after the final norm; 0: it is wte
     int rope_scaled;  // 1: Llama 3.1's stretched rotary frequencies (llm.c's use_scaled_rope; cfg_rope)
+    int rope_theta;   // Llama: the rotary base theta (0: Llama 3's LLAMA_ROPE_THETA; SmolLM2's is 100000)
 } GPTConfig;
 
 enum { ARCH_GPT2, ARCH_LLAMA };
@@ -57,7 +58,7 @@ typedef struct {
     int scaled;
 } Rope;
 Rope cfg_rope(const GPTConfig *c) {
-    return (Rope){LLAMA_ROPE_THETA, c->rope_scaled};
+    return (Rope){c->rope_theta ? (float)c->rope_theta : LLAMA_ROPE_THETA, c->rope_scaled};
 }
 
 typedef struct {
@@ -100,8 +101,9 @@ const char *shape_words(const GPTConfig *c, char *out, size_t len) {
     int n = snprintf(out, len, "%s L%d C%d H%d V%d maxT %d", is_llama(c) ? "Llama" : "GPT-2", c->layers, c->channels,
                      c->heads, c->vocab, c->max_seq);
     if (is_llama(c) && n > 0 && (size_t)n < len)
-        snprintf(out + n, len - n, " KVH%d F%d, %s head%s", cfg_kv_heads(c), cfg_ffn(c), c->untied ? "untied" : "tied",
-                 c->rope_scaled ? ", scaled RoPE" : "");
+        n += snprintf(out + n, len - n, " KVH%d F%d, %s head%s", cfg_kv_heads(c), cfg_ffn(c),
+                      c->untied ? "untied" : "tied", c->rope_scaled ? ", scaled RoPE" : "");
+    if (is_llama(c) && c->rope_theta && n > 0 && (size_t)n < len) snprintf(out + n, len - n, ", theta %d", c->rope_theta);
     return out;
 }
 

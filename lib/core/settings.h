@@ -20,6 +20,8 @@ typedef struct {
     const char *model;
     int layers, channels, heads, vocab, max_seq;
     int kv_heads, ffn;  // --kv-heads, --ffn: a Llama model's key-value heads and MLP width (0: the preset's)
+    int rope_theta;     // --rope-theta: a Llama model's rotary base (0: the preset's)
+    const char *config; // --config: the shape from a Hugging Face config.json (io/hf_config.h)
     GPTConfig cfg;  // the two resolved (app/flags.h resolve_settings)
     // one step: accum micro-batches of batch x seq_len tokens
     const char *data;     // the corpus: a text file, or token files (io/tokens.h)

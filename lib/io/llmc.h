@@ -135,9 +135,9 @@ int llmc_llama_header(LlmcModel *m, const int32_t *h, long long size, char *err,
     if (h[11] == 3 && h[14] == 0)  // [8] multiple_of, [9] use_scaled_rope, [10] tied, [11] 3: the C trainer's form
         return snprintf(err, errlen, "'%s' has the 2048-byte header llm.c's train_llama3.cu writes (an int half and a "
                         "float half); gptmem reads the 1024-byte one of train_llama3.py's write_model", path), -1;
-    if (h[11] != (int32_t)LLAMA_ROPE_THETA)
-        return snprintf(err, errlen, "'%s' rotates with theta %d; gptmem's RoPE has Llama 3's %d", path, h[11],
-                        (int)LLAMA_ROPE_THETA), -1;
+    if (h[11] < 1)
+        return snprintf(err, errlen, "'%s' has RoPE's theta %d, not a positive base", path, h[11]), -1;
+    c->rope_theta = h[11] == (int32_t)LLAMA_ROPE_THETA ? 0 : h[11];
     if (h[12] != 0 && h[12] != 1)
         return snprintf(err, errlen, "'%s' has use_scaled_rope %d, not 0 or 1", path, h[12]), -1;
     // F from the size: everything else is known, and F weighs 3 L C weights.
@@ -259,7 +259,7 @@ int llmc_export_finish(const char *tmp, const GPTConfig *c) {
     if (is_llama(c)) {
         h[0] = LLMC_LLAMA_MAGIC, h[1] = 3, h[2] = c->max_seq, h[3] = c->vocab, h[4] = c->layers, h[5] = c->heads;
         h[6] = cfg_kv_heads(c), h[7] = c->channels, h[8] = 1, h[9] = llama3_multiple_of(cfg_ffn(c)), h[10] = 0;
-        h[11] = (int32_t)LLAMA_ROPE_THETA, h[12] = c->rope_scaled, h[13] = 4, h[14] = 3, h[15] = 1;
+        h[11] = (int32_t)cfg_rope(c).theta, h[12] = c->rope_scaled, h[13] = 4, h[14] = 3, h[15] = 1;
     } else {
         h[0] = LLMC_MODEL_MAGIC, h[1] = 3, h[2] = c->max_seq, h[3] = c->vocab, h[4] = c->layers, h[5] = c->heads;
         h[6] = c->channels, h[7] = padded_vocab(c);

@@ -60,7 +60,7 @@ typedef struct {
     int32_t adam_bits;           // 32, or 8: Adam's m and v were kept in 8 bits (--adam-bits 8)
     int32_t steps;               // the run's --steps, which its learning-rate schedule follows (0: not recorded)
     int32_t arch, kv_heads, ffn, untied, rope_scaled;  // core/config.h's GPTConfig beyond L C H V maxT
-    int32_t pad2;                // 0
+    int32_t rope_theta;          // ... and RoPE's theta (0: Llama 3's; files written before it held 0 here)
 } StateHeader;
 
 // The header's bytes in a file of this version (3: without adam_bits, steps; 4: without the layout).
@@ -76,14 +76,14 @@ long long state_file_bytes(size_t n) { return 8 + 4 + (long long)sizeof(StateHea
 StateHeader state_model_header(const GPTConfig *c) {
     return (StateHeader){.L = c->layers, .C = c->channels, .H = c->heads, .V = c->vocab, .maxT = c->max_seq,
                          .nparams = param_count(c), .arch = c->arch, .kv_heads = cfg_kv_heads(c), .ffn = cfg_ffn(c),
-                         .untied = c->untied, .rope_scaled = c->rope_scaled};
+                         .untied = c->untied, .rope_scaled = c->rope_scaled, .rope_theta = c->rope_theta};
 }
 
 // The model a header describes (its layout from version 5 on; GPT-2 before).
 GPTConfig state_model(const StateHeader *h) {
     return (GPTConfig){.layers = h->L, .channels = h->C, .heads = h->H, .vocab = h->V, .max_seq = h->maxT,
                        .arch = h->arch, .kv_heads = h->kv_heads, .ffn = h->ffn, .untied = h->untied,
-                       .rope_scaled = h->rope_scaled};
+                       .rope_scaled = h->rope_scaled, .rope_theta = h->rope_theta};
 }
 
 // The part of the state that changes as training goes, besides the weights,
@@ -273,8 +273,9 @@ void state_check_ranges(const char *path, const StateHeader *h) {
     else if ((h->adam_bits != 32 && h->adam_bits != 8) || h->steps < 0)
         snprintf(what, sizeof what, "--adam-bits %d, --steps %d", h->adam_bits, h->steps);
     else if ((h->arch != ARCH_GPT2 && h->arch != ARCH_LLAMA) || h->untied < 0 || h->untied > 1 || h->rope_scaled < 0 ||
-             h->rope_scaled > 1)
-        snprintf(what, sizeof what, "architecture %d (untied %d, scaled RoPE %d)", h->arch, h->untied, h->rope_scaled);
+             h->rope_scaled > 1 || h->rope_theta < 0)
+        snprintf(what, sizeof what, "architecture %d (untied %d, scaled RoPE %d, theta %d)", h->arch, h->untied,
+                 h->rope_scaled, h->rope_theta);
     if (what[0]) state_damaged(path, what);
 }
 
@@ -282,7 +283,7 @@ void state_check_ranges(const char *path, const StateHeader *h) {
 int state_same_model(const StateHeader *h, const StateHeader *w) {
     return h->L == w->L && h->C == w->C && h->H == w->H && h->V == w->V && h->maxT == w->maxT &&
            h->nparams == w->nparams && h->arch == w->arch && h->kv_heads == w->kv_heads && h->ffn == w->ffn &&
-           h->untied == w->untied && h->rope_scaled == w->rope_scaled;
+           h->untied == w->untied && h->rope_scaled == w->rope_scaled && h->rope_theta == w->rope_theta;
 }
 
 // A header read from `path`, checked against this run (`want`) for the

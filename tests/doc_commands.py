@@ -110,7 +110,7 @@ def main():
         return
     failed = 0
     work = tempfile.mkdtemp()  # run there, so files a command writes (m.json, say) stay out of the tree
-    for name in ("train", "data", "scripts"):
+    for name in ("train", "data", "scripts", "tests"):  # (tests/fixtures: the files the docs show commands on)
         os.symlink(os.path.abspath(name), os.path.join(work, name))
     for page, cmd in todo:
         args = shlex.split(cmd)

@@ -61,15 +61,6 @@ typedef struct {
     float *wte, *wpe, *lnfw, *lnfb, *lm_head;
 } Globals;
 
-// Sampling's KV cache (cpu/kvcache.h): each layer's keys and values of the
-// positions a sample has so far, on the activation stack while it runs.
-typedef struct {
-    void *kv;  // L x {K, V} x T x W elements of the dtype, W = KVH hs (C for GPT-2); NULL: no cache open
-    int T, W, dtype;
-    size_t bytes;
-    int mark;  // the stack's mark under it
-} KVCache;
-
 // A step's numbers, read after it (cpu/optimizer.h gpt_read_numbers).
 typedef struct {
     double loss_sum;   // the mean losses of the forwards since the last read, added up

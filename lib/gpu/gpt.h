@@ -48,14 +48,6 @@ typedef struct {
     void *wte, *wpe, *lnfw, *lnfb, *lm_head;
 } GpuGlobals;
 
-// Sampling's KV cache (gpu/kvcache.h): cpu/gpt.h's KVCache, in device memory.
-typedef struct {
-    void *kv;  // L x {K, V} x T x W elements of the dtype, W = KVH hs (C for GPT-2); NULL: no cache open
-    int T, W, dtype;
-    size_t bytes;
-    int mark;  // the stack's mark under it
-} GpuKVCache;
-
 typedef struct {
     GPTConfig cfg;
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
@@ -89,7 +81,7 @@ typedef struct {
     // sampling (gpu/kvcache.h): while a sample runs, its cache holds the keys and values of the
     // positions before this forward, which starts at position pos0 (0 otherwise); a row of logits
     // copied to the host (Vp floats: gpu_gpt_logits_row)
-    GpuKVCache kv;
+    KVCache kv;
     int pos0;
     float *row;
     // backward buffers, reused by every layer (ledger: scratch), in the dtype: dqkv (N, (H + 2 KVH) hs),

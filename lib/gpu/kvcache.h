@@ -21,7 +21,7 @@
 // The cache for T positions on the GPU's stack (under the sample's forwards).
 // Returns its bytes and sets *dtype to what it holds.
 size_t gpu_kv_open(GpuGPT *m, int T, int *dtype) {
-    GpuKVCache *c = &m->kv;
+    KVCache *c = &m->kv;
     c->T = T, c->dtype = *dtype = m->dtype;
     c->W = (int)kv_width(&m->cfg);
     c->bytes = 2 * (size_t)m->cfg.layers * T * c->W * m->elem_bytes;
@@ -41,7 +41,7 @@ void gpu_kv_close(GpuGPT *m) {
 void gpu_kv_at(GpuGPT *m, int pos0) { m->pos0 = pos0; }
 
 // Layer l's keys (which 0) or values (1): T rows of W.
-void *gpu_kv_part(const GpuKVCache *c, int l, int which) {
+void *gpu_kv_part(const KVCache *c, int l, int which) {
     return (char *)c->kv + ((size_t)l * 2 + which) * c->T * c->W * dtype_size(c->dtype);
 }
 
@@ -49,7 +49,7 @@ void *gpu_kv_part(const GpuKVCache *c, int l, int which) {
 // 1) over layer l's cache, their own keys and values put in it first, written
 // to out (rows, C). No probabilities are stored: no backward follows.
 void gpu_attend_cached(GpuGPT *m, GpuActs *a, int l, void *out) {
-    const GpuKVCache *c = &m->kv;
+    const KVCache *c = &m->kv;
     int C = m->cfg.channels, H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg);
     cu_attention_forward_cached(m->dtype, out, gpu_kv_part(c, l, 0), gpu_kv_part(c, l, 1), a->qkv, m->pos0,
                                 m->B * m->T, C, H, KVH);

@@ -346,6 +346,16 @@ void *arena_push_as(int category, const char *name, size_t bytes) {
 
 void *arena_push(const char *name, size_t bytes) { return arena_push_as(MEM_ACTIVATIONS, name, bytes); }
 
+// Sampling's KV cache (cpu/kvcache.h, gpu/kvcache.h): each layer's keys and
+// values of the positions a sample has so far, pushed on the activation stack
+// (the host's or the GPU's) while the sample runs.
+typedef struct {
+    void *kv;  // L x {K, V} x T x W elements of the dtype, W = KVH hs (C for GPT-2); NULL: no cache open
+    int T, W, dtype;
+    size_t bytes;
+    int mark;  // the stack's mark under it
+} KVCache;
+
 // A mark is the number of tensors on the stack; pop back down to it.
 int arena_mark(void) { return g_arena.n; }
 

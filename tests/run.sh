@@ -31,7 +31,7 @@ trap 'rm -f "$log"' EXIT
   out=$(./tests/test_cpu)
   echo "$out" | grep -E '^(PASS|FAIL) '
   echo "$out" | grep -q 'test_cpu: ' || echo "FAIL tests/test_cpu ran to the end"
-  for t in ${E2E:-ledger train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama hf_config pretrained zero groups machines offload errors reliability tools explorer gpu docs}; do
+  for t in ${E2E:-ledger train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama hf_config safetensors pretrained zero groups machines offload errors reliability tools explorer gpu docs}; do
     out=$(bash "tests/e2e/$t.sh" 2>&1)
     echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
     echo "$out" | grep -q "^END tests/e2e/$t.sh" || { echo "FAIL tests/e2e/$t.sh ran to the end:"; echo "$out" | tail -3; }

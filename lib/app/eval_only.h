@@ -14,6 +14,7 @@
 #include "app/sample.h"
 #include "cpu/eval.h"
 #include "cpu/gpt.h"
+#include "io/init_file.h"
 #include "io/quant.h"
 #include "io/state.h"
 #include "memory/predict.h"
@@ -145,7 +146,7 @@ int export_from(const WeightSource *from, const GPTConfig *c, const char *path) 
 // Where --eval-only's weights come from: --init's llm.c file or --resume's
 // state, and what the comparison rows read them through.
 typedef struct {
-    LlmcModel init;
+    InitFile init;
     StateWeights state;  // (f open while the rows read it)
     WeightSource from;
     char what[64];       // "llm.c's weights", or the state's step
@@ -156,8 +157,8 @@ int eval_weights(GPT *model, const Settings *s, EvalFiles *e) {
     char err[1400];
     memset(e, 0, sizeof *e);
     if (s->init) {
-        if (llmc_model_open(&e->init, s->init, err, sizeof err)) { fprintf(stderr, "error: --init: %s\n", err); return 1; }
-        e->from = (WeightSource){0, llmc_read_range, &e->init};
+        if (init_file_open(&e->init, s->init, err, sizeof err)) { fprintf(stderr, "error: --init: %s\n", err); return 1; }
+        e->from = init_file_source(&e->init);
         eval_load_init(model, &e->from, s->init);
         snprintf(e->what, sizeof e->what, "llm.c's weights");
         return 0;

@@ -14,6 +14,7 @@
 #include "core/settings.h"
 #include "io/data.h"
 #include "io/hf_config.h"
+#include "io/init_file.h"
 #include "io/llmc.h"
 #include "io/tokenizer.h"
 #include "io/tokens.h"
@@ -158,15 +159,15 @@ int shape_flags_differ(const Settings *s, const GPTConfig *c, const GPTConfig *f
 // --config FILE (or a folder holding config.json): the model's shape is
 // Hugging Face's config (io/hf_config.h). A flag that gives a shape must agree.
 void resolve_config(Settings *s, GPTConfig *c) {
-    HfConfig *h = malloc(sizeof *h);
+    Json h;
     GPTConfig f;
     char err[600], used[1100];
-    if (hf_config_read(h, s->config, used, sizeof used, err, sizeof err)) {
+    if (hf_config_read(&h, s->config, used, sizeof used, err, sizeof err)) {
         fprintf(stderr, "error: --config: %s\n", err);
         exit(1);
     }
-    int bad = hf_config_model(h, &f, err, sizeof err);
-    free(h);
+    int bad = hf_config_model(&h, &f, err, sizeof err);
+    json_free(&h);
     if (bad) {
         fprintf(stderr, "error: --config '%s' %s\n", used, err);
         exit(2);
@@ -180,25 +181,26 @@ void resolve_config(Settings *s, GPTConfig *c) {
     *c = f;
 }
 
-// --init FILE: the model's shape is the file's header's. A flag that gives a
+// --init FILE (llm.c's file, or a Hugging Face model: io/init_file.h): the model's shape is the file's. A flag that gives a
 // shape (--model, --layers, ..., --config) must agree with it.
 void resolve_init(Settings *s, GPTConfig *c) {
     char err[1400];
-    LlmcModel m;
-    if (s->resume) usage_error("--init starts from llm.c's weights and --resume from a saved state: give one of them");
-    if (llmc_model_open(&m, s->init, err, sizeof err)) {
+    InitFile m;
+    if (s->resume) usage_error("--init starts from a model's weights and --resume from a saved state: give one of them");
+    if (init_file_open(&m, s->init, err, sizeof err)) {
         fprintf(stderr, "error: --init: %s\n", err);
         exit(1);
     }
-    const GPTConfig *f = &m.cfg;
+    const GPTConfig *f = init_file_config(&m);
     if (shape_flags_differ(s, c, f, s->model_given || s->config)) {
         char a[160], b[160];
         fprintf(stderr, "error: --init '%s' holds a model of %s; the flags ask for %s: drop --model, --layers, ... (the "
                 "shape comes from the file)\n", s->init, shape_words(f, a, sizeof a), shape_words(c, b, sizeof b));
         exit(2);
     }
-    if (m.note[0]) printf("note: --init '%s': %s\n", s->init, m.note);
+    if (init_file_note(&m)[0]) printf("note: --init '%s': %s\n", s->init, init_file_note(&m));
     *c = *f;
+    init_file_close(&m);
 }
 
 #endif

@@ -29,6 +29,7 @@
 #include "cuda/api.h"
 #include "gpu/model.h"
 #include "app/outputs.h"
+#include "io/init_file.h"
 #include "io/llmc.h"
 #include "io/state.h"
 
@@ -45,18 +46,18 @@ typedef struct {
     double sumsq;     // the gradients' sum of squares (all ranks), times loss_scale^2 in fp16
 } NetNumbers;
 
-// Where the weights come from: GPT-2's init from --seed, or --init's llm.c
-// file (its header was checked when the settings were resolved: app/flags.h).
-// 0, or -1 after a message.
-int weight_source(WeightSource *src, LlmcModel *file, const Settings *s) {
+// Where the weights come from: GPT-2's init from --seed, or --init's file,
+// llm.c's or a Hugging Face model (io/init_file.h; its header was checked
+// when the settings were resolved: app/inputs.h). 0, or -1 after a message.
+int weight_source(WeightSource *src, InitFile *file, const Settings *s) {
     char err[1400];
     *src = seeded(s->seed);
     if (!s->init) return 0;
-    if (llmc_model_open(file, s->init, err, sizeof err)) {
+    if (init_file_open(file, s->init, err, sizeof err)) {
         fprintf(stderr, "error: --init: %s\n", err);
         return -1;
     }
-    src->read = llmc_read_range, src->file = file;
+    *src = init_file_source(file);
     return 0;
 }
 
@@ -92,15 +93,15 @@ int net_offload_build(Net *n, const Settings *s, const Plan *plan, int rank, con
 // 0, or -1 after a message (--init unreadable, --offload-to disk's file not made).
 int net_build(Net *n, const Settings *s, const Plan *plan, int rank, size_t stack) {
     memset(n, 0, sizeof *n);
-    LlmcModel init_file;
+    InitFile init_file;
     WeightSource src;
     if (weight_source(&src, &init_file, s)) return -1;
     n->cuda = s->cuda;
     net_build_model(n, s, plan, rank, stack);
-    if (plan->offload & OFFLOAD_OPT) return net_offload_build(n, s, plan, rank, &src);
-    if (n->cuda) gpu_gpt_init(&n->gpu, &src);
-    else gpt_init(&n->cpu, &src);
-    return 0;
+    int bad = plan->offload & OFFLOAD_OPT ? net_offload_build(n, s, plan, rank, &src) : 0;
+    if (!(plan->offload & OFFLOAD_OPT)) n->cuda ? gpu_gpt_init(&n->gpu, &src) : gpt_init(&n->cpu, &src);
+    init_file_close(&init_file);
+    return bad;
 }
 
 void net_free(Net *n) {

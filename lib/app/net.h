@@ -217,14 +217,15 @@ NetState net_state(Net *n) {
     return n->cuda ? gpu_gpt_state(&n->gpu) : gpt_state(&n->cpu);
 }
 
-// --export FILE: the fp32 weights as llm.c's model file (app/outputs.h
-// export_llmc), each rank writing the weights it keeps (net_state's [lo, hi):
-// together the ranks' parts are all of them, at every stage). 0 (also
-// without --export), or 1 after a message (every rank returns the same).
+// --export FILE: the fp32 weights as llm.c's model file, or with FILE.safetensors
+// as a Hugging Face model (app/outputs.h export_weights), each rank writing the
+// weights it keeps (net_state's [lo, hi): together the ranks' parts are all of
+// them, at every stage). 0 (also without --export), or 1 after a message
+// (every rank returns the same).
 int net_export(Net *n, const Settings *s) {
     if (!s->export_to) return 0;
     NetState st = net_state(n);
-    return export_llmc(s->export_to, &s->cfg, st.lo, st.hi, state_weights_get, &st);
+    return export_weights(s->export_to, &s->cfg, st.lo, st.hi, state_weights_get, &st);
 }
 
 // After a saved state was read into net_state's arrays: at stage 0 every rank

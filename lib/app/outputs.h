@@ -19,10 +19,11 @@
 #include "core/settings.h"
 #include "io/files.h"
 #include "io/llmc.h"
+#include "io/safetensors_out.h"
 #include "io/state.h"
 #include "parallel/comm.h"
 
-enum { OUT_STATE, OUT_LLMC };  // what --save and --export write
+enum { OUT_STATE, OUT_LLMC, OUT_SAFETENSORS };  // what --save and --export (FILE, FILE.safetensors) write
 
 // Does the existing file `path` hold what a writer of `kind` writes? An empty
 // or missing file does too (nothing to lose).
@@ -36,6 +37,11 @@ int holds_kind(const char *path, int kind) {
     int32_t magic;
     memcpy(&magic, head, 4);
     if (kind == OUT_STATE) return got == 8 && !memcmp(head, STATE_MAGIC, 8);
+    if (kind == OUT_SAFETENSORS) {  // a header length that fits the file
+        uint64_t n;
+        memcpy(&n, head, 8);
+        return got == 8 && n >= 2 && (long long)n < size;
+    }
     return got >= 4 && (magic == LLMC_MODEL_MAGIC || magic == LLMC_LLAMA_MAGIC);
 }
 
@@ -81,7 +87,7 @@ int check_output(const Settings *s, const char *flag, const char *path, int kind
     if (!s->overwrite && !holds_kind(path, kind)) {
         fprintf(stderr, "error: %s '%s': the file exists and is not %s; gptmem replaces only its own kind of file: "
                 "give another path, or add --overwrite to replace it\n", flag, path,
-                kind == OUT_STATE ? "a gptmem checkpoint" : "an llm.c model file");
+                kind == OUT_STATE ? "a gptmem checkpoint" : kind == OUT_LLMC ? "an llm.c model file" : "a safetensors file");
         return -1;
     }
     return writable_target(flag, path, bytes);
@@ -112,36 +118,90 @@ int log_flush(FILE *log, const char *path) {
     return 1;
 }
 
-// --export FILE: the fp32 weights as llm.c's model file (io/llmc.h), from
-// every rank's part [lo, hi) got through get(ctx, at, dst, n): rank 0 sizes
-// FILE.tmp, each rank writes its part, rank 0 writes the header last and
-// renames it over FILE. A failure or a signal on the way removes FILE.tmp. 0,
-// or 1 after a message (every rank returns the same).
-int export_llmc(const char *path, const GPTConfig *c, size_t lo, size_t hi,
-                void (*get)(const void *ctx, size_t at, float *dst, size_t n), const void *ctx) {
-    char tmp[4096];
+// --export's format: FILE.safetensors writes a Hugging Face model (io/safetensors.h: the file, and
+// config.json beside it), any other name llm.c's model file (io/llmc.h).
+int export_kind(const char *path) {
+    size_t n = strlen(path);
+    return n > 12 && !strcmp(path + n - 12, ".safetensors") ? OUT_SAFETENSORS : OUT_LLMC;
+}
+
+// config.json beside FILE.safetensors (into out).
+void export_config_path(const char *path, char *out, size_t len) {
+    const char *slash = strrchr(path, '/');
+    snprintf(out, len, "%.*sconfig.json", slash ? (int)(slash - path + 1) : 0, path);
+}
+
+// Before training: can --export write its file (and config.json beside a safetensors file: replaced
+// only when it is a model's config, or with --overwrite)? 0, or -1 after a message.
+int check_export(const Settings *s, const GPTConfig *c) {
+    int kind = export_kind(s->export_to);
+    if (kind == OUT_LLMC) return check_output(s, "--export", s->export_to, OUT_LLMC, llmc_export_bytes(c));
+    char cfg[4200];
+    export_config_path(s->export_to, cfg, sizeof cfg);
+    FILE *f = path_missing(cfg) ? NULL : fopen(cfg, "r");
+    char text[4096] = "";
+    size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[got] = 0;
+    if (!path_missing(cfg) && !s->overwrite && !strstr(text, "\"model_type\"")) {
+        fprintf(stderr, "error: --export '%s': '%s' exists and is not a model's config.json; gptmem replaces only its "
+                "own kind of file: give another folder, or add --overwrite\n", s->export_to, cfg);
+        return -1;
+    }
+    return check_output(s, "--export", s->export_to, OUT_SAFETENSORS, st_export_bytes(c));
+}
+
+// What --export writes, by format: its size, then (rank 0) sizing it, (every rank) its part, (rank 0) the header.
+typedef struct {
+    const char *name;
+    long long (*bytes)(const GPTConfig *c);
+    int (*begin)(const char *tmp, const GPTConfig *c);
+    int (*range)(const char *tmp, const GPTConfig *c, size_t lo, size_t hi,
+                 void (*get)(const void *ctx, size_t at, float *dst, size_t n), const void *ctx);
+    int (*finish)(const char *tmp, const GPTConfig *c);
+} ExportFormat;
+
+// --export FILE: the fp32 weights as llm.c's model file or a Hugging Face
+// model (export_kind), from every rank's part [lo, hi) got through get(ctx,
+// at, dst, n): rank 0 sizes FILE.tmp, each rank writes its part, rank 0
+// writes the header last and renames it over FILE (then, for safetensors,
+// config.json beside it, through its own .tmp). A failure or a signal on the
+// way removes FILE.tmp. 0, or 1 after a message (every rank returns the same).
+int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
+                   void (*get)(const void *ctx, size_t at, float *dst, size_t n), const void *ctx) {
+    static const ExportFormat llmc = {"llm.c's model file", llmc_export_bytes, llmc_export_begin, llmc_export_range,
+                                      llmc_export_finish};
+    static const ExportFormat hf = {"a Hugging Face model, with config.json beside it", st_export_bytes, st_export_begin,
+                                    st_export_range, st_export_finish};
+    const ExportFormat *fmt = export_kind(path) == OUT_SAFETENSORS ? &hf : &llmc;
+    char tmp[4096], cfg[4200], cfg_tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    export_config_path(path, cfg, sizeof cfg);
+    snprintf(cfg_tmp, sizeof cfg_tmp, "%s.tmp", cfg);
     int root = comm_rank_id == 0;
-    if (comm_any(root && writable_target("--export", path, llmc_export_bytes(c)))) return 1;
+    if (comm_any(root && writable_target("--export", path, fmt->bytes(c)))) return 1;
     writing_begin(tmp, "the --export file");
     const char *step = "size it";
-    int mine = root && llmc_export_begin(tmp, c), err = mine ? errno : 0;
+    int mine = root && fmt->begin(tmp, c), err = mine ? errno : 0;
     if (!comm_any(mine)) {
         step = "write the weights";
-        mine = llmc_export_range(tmp, c, lo, hi, get, ctx) != 0, err = mine ? errno : 0;
+        mine = fmt->range(tmp, c, lo, hi, get, ctx) != 0, err = mine ? errno : 0;
         interrupt_for_tests("GPTMEM_INTERRUPT_EXPORT");
     }
-    if (!comm_any(mine)) step = "write the header", mine = root && llmc_export_finish(tmp, c), err = mine ? errno : 0;
+    if (!comm_any(mine)) step = "write the header", mine = root && fmt->finish(tmp, c), err = mine ? errno : 0;
     if (!comm_any(mine)) step = "rename it", mine = root && rename(tmp, path) != 0, err = mine ? errno : 0;
+    if (!comm_any(mine) && fmt == &hf)
+        step = "write config.json beside it",
+        mine = root && (st_export_config(cfg_tmp, c) || rename(cfg_tmp, cfg) != 0), err = mine ? errno : 0;
     int bad = comm_any(mine);
     writing_end();
     if (bad) {
-        if (root) unlink(tmp);
+        if (root) unlink(tmp), unlink(cfg_tmp);
         if (mine) fprintf(stderr, "error: --export '%s': could not %s (%s); the unfinished file was removed, the "
                           "previous one (if any) is intact\n", path, step, err ? strerror(err) : "a write failed");
         return 1;
     }
-    if (root) printf("exported the weights to %s (llm.c's %s model file, fp32)\n", path, is_llama(c) ? "Llama 3" : "GPT-2");
+    if (root) printf("exported the weights to %s (%s, %s, fp32)\n", path, fmt->name, is_llama(c) ? "Llama" : "GPT-2");
     return 0;
 }
 

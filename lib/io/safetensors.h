@@ -68,6 +68,15 @@ int st_is_model(const char *path) {
     return st_is_dir(path) || (n > 12 && !strcmp(path + n - 12, ".safetensors"));
 }
 
+// A tensor that is no weight: GPT-2's causal masks (h.{l}.attn.bias, attn.masked_bias), a Llama's inv_freq.
+static int st_is_buffer(const char *name) {
+    static const char *ends[] = {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"};
+    size_t n = strlen(name);
+    for (int k = 0; k < 3; k++)
+        if (n >= strlen(ends[k]) && !strcmp(name + n - strlen(ends[k]), ends[k])) return 1;
+    return 0;
+}
+
 static const StTensor *st_find(const StModel *m, const char *name) {
     for (int i = 0; i < m->nt; i++)
         if (!strcmp(m->t[i].name, name)) return &m->t[i];
@@ -135,8 +144,7 @@ static int st_read_header(StModel *m, int file, char *err, size_t errlen) {
                            t.name, elems * es, end - begin);
         else if (m->nt % 64 == 0) m->t = realloc(m->t, sizeof(StTensor) * (m->nt + 64));
         if (!bad) m->t[m->nt++] = t;
-        if (!bad && t.dtype < 0 && !strstr(t.name, "attn.bias") && !strstr(t.name, "masked_bias") &&
-            !strstr(t.name, "inv_freq"))
+        if (!bad && t.dtype < 0 && !st_is_buffer(t.name))
             bad = snprintf(err, errlen, "'%s': tensor %s is %s; gptmem reads F32, BF16 and F16", path, t.name,
                            dt ? dt->text : "of no dtype");
     }
@@ -327,8 +335,7 @@ static int st_check(StModel *m, const char *dir, char *err, size_t errlen) {
     }
     for (int i = 0; i < m->nt && !bad; i++) {
         const char *nm = m->t[i].name;
-        int buffer = strstr(nm, "attn.bias") || strstr(nm, "masked_bias") || strstr(nm, "inv_freq") ||
-                     (!strcmp(nm, "lm_head.weight") && !c->untied);  // (a tied head's copy, where one is written)
+        int buffer = st_is_buffer(nm) || (!strcmp(nm, "lm_head.weight") && !c->untied);  // (a tied head's copy)
         if (!used[i] && !buffer)
             bad = snprintf(err, errlen, "'%s' has tensor %s, which the config's model (%s) has no place for", dir, nm,
                            is_llama(c) ? "Llama" : "GPT-2");

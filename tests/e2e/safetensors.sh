@@ -53,17 +53,26 @@ for dt in F16 BF16; do
   else bad "safetensors $dt: $(tail -1 "$tmp/r16")"; fi
 done
 
-# the ledger with --init from a folder: 2 ZeRO-3 ranks in bf16, and the emulated GPU
+# the ledger with --init from a folder: every dtype at every ZeRO stage on 2 ranks, and on the emulated GPU
 $PY tests/hf_folder.py "$tmp/l.bin" "$tmp/hf" --shards 2 >/dev/null 2>&1
 if have_mpi; then
-  if mpirun -np 2 ./train --init "$tmp/hf" --seq-len 32 --batch 4 --sample-len 0 --eval-batches 1 --steps 2 --zero 3 \
-       --dtype bf16 --mem-json "$tmp/m.json" >"$tmp/z" 2>&1 && mem_equal "$tmp/m.json"; then ok "--init FOLDER on 2 ZeRO-3 ranks, bf16: ledger predicted == measured"
-  else bad "--init FOLDER on ZeRO-3 ranks: $(tail -2 "$tmp/z")"; fi
+  fails=""
+  for dt in fp32 bf16 fp16; do
+    for z in 0 1 2 3; do
+      mpirun -np 2 ./train --init "$tmp/hf" --seq-len 32 --batch 4 --sample-len 0 --eval-batches 1 --steps 1 --zero $z \
+        --dtype $dt --mem-json "$tmp/m.json" >"$tmp/z" 2>&1 && mem_equal "$tmp/m.json" || fails="$fails $dt/zero$z"
+    done
+  done
+  if [ -z "$fails" ]; then ok "--init FOLDER on 2 ranks, fp32, bf16 and fp16 at ZeRO 0-3: ledger predicted == measured (12 runs)"
+  else bad "--init FOLDER on 2 ranks, the ledger:$fails: $(tail -1 "$tmp/z")"; fi
 fi
-if [ -x tests/train_host ] && GPTMEM_HOST_GPUS=1 ./tests/train_host --device cuda --init "$tmp/hf" --seq-len 32 --batch 4 --sample-len 0 \
-     --eval-batches 1 --steps 2 --dtype bf16 --mem-json "$tmp/mg.json" >"$tmp/gp" 2>&1 && mem_equal "$tmp/mg.json"; then
-  ok "--init FOLDER on the emulated GPU, bf16: ledger predicted == measured"
-else bad "--init FOLDER on the emulated GPU: $(tail -2 "$tmp/gp")"; fi
+fails=""
+for dt in fp32 bf16 fp16; do
+  [ -x tests/train_host ] && GPTMEM_HOST_GPUS=1 ./tests/train_host --device cuda --init "$tmp/hf" --seq-len 32 --batch 4 \
+    --sample-len 0 --eval-batches 1 --steps 1 --dtype $dt --mem-json "$tmp/mg.json" >"$tmp/gp" 2>&1 && mem_equal "$tmp/mg.json" || fails="$fails $dt"
+done
+if [ -z "$fails" ]; then ok "--init FOLDER on the emulated GPU, fp32, bf16 and fp16: ledger predicted == measured"
+else bad "--init FOLDER on the emulated GPU:$fails: $(tail -2 "$tmp/gp")"; fi
 
 # --export FILE.safetensors (the C writer): --init of it, exported as llm.c's file, is that file byte for
 # byte; the safetensors package reads its tensors equal to tests/hf_folder.py's (Hugging Face's names and

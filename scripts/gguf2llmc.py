@@ -37,6 +37,9 @@ except ImportError:
     run_in_venv("scripts/gguf2llmc.py", "numpy and gguf")
 
 LLAMA_MAGIC, TOKENIZER_MAGIC, TOKENIZER_VERSION = 20240803, 20240328, 2
+# the tensor types this converter takes: floats and llama.cpp's block quantizations the gguf package dequantizes
+# with reference code (the SmolLM2 file: Q4_1, Q8_0, F32); others (the IQ codebooks, ternary, FP4) are refused
+KNOWN_TYPES = {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
 
 
 def fail(msg):
@@ -90,6 +93,9 @@ def tensors_of(path, reader):
     """name -> fp32 array, each as gptmem keeps it ((out, in) for a matrix; GGUF's dims run innermost first)."""
     out = {}
     for t in reader.tensors:
+        if t.tensor_type.name not in KNOWN_TYPES:
+            fail(f"'{path}': tensor {t.name} is of type {t.tensor_type.name}, which this converter does not take "
+                 f"({', '.join(sorted(KNOWN_TYPES))}); convert the model with another quantization")
         try:
             x = gguf.quants.dequantize(t.data, t.tensor_type)
         except (NotImplementedError, KeyError, ValueError) as e:

@@ -5,7 +5,7 @@
 # reference computed apart from gptmem (tests/fixtures/smollm2_reference.txt) within 1e-4; its sample from
 # a prompt is English; one fine-tuning step on 2 ZeRO-2 ranks in bf16 with --ckpt --fused-ce keeps the
 # ledger exact; --config of the converted config.json gives the dry run of the file. A GGUF of another
-# architecture is refused. SKIP where the wheel or numpy/gguf/tokenizers are not installed (scripts/setup.sh).
+# architecture, or of a quantization the converter does not take, is refused. SKIP where the wheel or numpy/gguf/tokenizers are not installed (scripts/setup.sh).
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib.sh
@@ -58,4 +58,19 @@ PYEOF
 if python3 scripts/gguf2llmc.py "$tmp/out" --gguf "$tmp/gpt2.gguf" >"$tmp/g" 2>&1; then bad "a gpt2 GGUF converted"
 elif grep -q "architecture 'gpt2' (general.architecture)" "$tmp/g" && [ ! -e "$tmp/out/model.bin" ]; then ok "gguf2llmc.py: a GGUF of another architecture refused by its field, nothing written"
 else bad "gguf2llmc.py on a gpt2 GGUF: $(tail -1 "$tmp/g")"; fi
+# a Llama GGUF with a quantization the converter does not take (IQ1_S): refused by the tensor's type, nothing written
+$PY - "$tmp/iq.gguf" <<'PYEOF'
+import sys, numpy as np, gguf
+w = gguf.GGUFWriter(sys.argv[1], "llama")
+for k, v in dict(block_count=1, embedding_length=32, head_count=2, head_count_kv=2, feed_forward_length=64,
+                 context_length=16, rope_freq_base=10000.0, layer_norm_rms_eps=1e-5).items():
+    getattr(w, "add_" + k)(v)
+w.add_tokenizer_model("gpt2"); w.add_token_list(["a", "b"]); w.add_token_merges(["a b"])
+w.add_tensor("token_embd.weight", np.zeros((2, 32), np.float32))
+w.add_tensor("blk.0.attn_q.weight", np.zeros((32, 50), np.uint8), raw_dtype=gguf.GGMLQuantizationType.IQ1_S)
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+PYEOF
+if python3 scripts/gguf2llmc.py "$tmp/out2" --gguf "$tmp/iq.gguf" >"$tmp/g2" 2>&1; then bad "an IQ1_S GGUF converted"
+elif grep -q "tensor blk.0.attn_q.weight is of type IQ1_S" "$tmp/g2" && [ ! -e "$tmp/out2/model.bin" ]; then ok "gguf2llmc.py: a quantization it does not take (IQ1_S) refused by the tensor's type, nothing written"
+else bad "gguf2llmc.py on an IQ1_S GGUF: $(tail -1 "$tmp/g2")"; fi
 echo "END tests/e2e/pretrained.sh"

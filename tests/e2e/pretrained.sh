@@ -34,6 +34,21 @@ if ./train --init $D/model.bin --data $D/train.bin --val-data $D/val.bin --eval-
   else bad "SmolLM2-135M's model line or sample: $(head -1 "$tmp/ev"); $letters letters"; fi
 else bad "SmolLM2-135M --eval-only: $(tail -2 "$tmp/ev")"; fi
 
+# Hugging Face's own LlamaForCausalLM on gptmem's --export model.safetensors: the same loss (where torch and
+# transformers are installed: scripts/hf_reference.py says how; a PyTorch download is too heavy for make test)
+HFPY=${GPTMEM_HF_PYTHON:-python3}
+if $HFPY -c 'import torch, transformers' 2>/dev/null; then
+  mkdir -p "$tmp/hf"
+  if ./train --init $D/model.bin --data $D/train.bin --val-data $D/val.bin --eval-only --seq-len 256 --batch 1 \
+       --eval-batches 1 --sample-len 0 --export "$tmp/hf/model.safetensors" >"$tmp/hx" 2>&1 &&
+     $HFPY scripts/hf_reference.py "$tmp/hf" $D/val.bin 256 >"$tmp/hr" 2>&1; then
+    hl=$(sed -n 's/^hf loss \([0-9.]*\).*/\1/p' "$tmp/hr")
+    if awk -v a="$got" -v b="$hl" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(b != "" && d < 1e-4) }'; then
+      ok "Hugging Face's LlamaForCausalLM on gptmem's --export model.safetensors: loss $hl, gptmem's $got (within 1e-4)"
+    else bad "Hugging Face's loss '$hl' on the export, gptmem's $got"; fi
+  else bad "hf_reference.py on the export: $(tail -1 "$tmp/hx") $(tail -1 "$tmp/hr")"; fi
+else skip "Hugging Face's LlamaForCausalLM on the export: no torch and transformers for $HFPY (GPTMEM_HF_PYTHON; see scripts/hf_reference.py)"; fi
+
 # --config of the converted config.json == the file's dry run
 ./train --init $D/model.bin --dry-run --seq-len 64 >"$tmp/a" 2>&1; ./train --config $D/config.json --dry-run --seq-len 64 >"$tmp/b" 2>&1
 if diff <(tail -n +2 "$tmp/a") <(tail -n +2 "$tmp/b") >/dev/null && grep -q '134.52M params' "$tmp/a"; then ok "--config of the converted config.json: the dry run of --init's file"

@@ -169,10 +169,11 @@ typedef struct {
 // way removes FILE.tmp. 0, or 1 after a message (every rank returns the same).
 int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
                    void (*get)(const void *ctx, size_t at, float *dst, size_t n), const void *ctx) {
-    static const ExportFormat llmc = {"llm.c's model file", llmc_export_bytes, llmc_export_begin, llmc_export_range,
-                                      llmc_export_finish};
-    static const ExportFormat hf = {"a Hugging Face model, with config.json beside it", st_export_bytes, st_export_begin,
-                                    st_export_range, st_export_finish};
+    const ExportFormat llmc = {is_llama(c) ? "llm.c's Llama 3 model file" : "llm.c's GPT-2 model file", llmc_export_bytes,
+                               llmc_export_begin, llmc_export_range, llmc_export_finish};
+    const ExportFormat hf = {is_llama(c) ? "a Llama for Hugging Face, config.json beside it"
+                                         : "a GPT-2 for Hugging Face, config.json beside it",
+                             st_export_bytes, st_export_begin, st_export_range, st_export_finish};
     const ExportFormat *fmt = export_kind(path) == OUT_SAFETENSORS ? &hf : &llmc;
     char tmp[4096], cfg[4200], cfg_tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -201,7 +202,7 @@ int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
                           "previous one (if any) is intact\n", path, step, err ? strerror(err) : "a write failed");
         return 1;
     }
-    if (root) printf("exported the weights to %s (%s, %s, fp32)\n", path, fmt->name, is_llama(c) ? "Llama" : "GPT-2");
+    if (root) printf("exported the weights to %s (%s, fp32)\n", path, fmt->name);
     return 0;
 }
 

@@ -5,7 +5,8 @@ crash, a hang, a sanitizer report, or a damaged state trained on.
 Usage: tests/fuzz_files.py KIND FILE CASES SEED [--seconds S] -- TRAIN_ARGS...
 
 KIND is the reader: state (--resume), tokens (--data), model (--init: llm.c's GPT-2 or Llama 3 file),
-tokenizer (--tokenizer), hostfile (--hostfile, read by mpirun: its errors must reach the user). Makes
+tokenizer (--tokenizer), hostfile (--hostfile, read by mpirun: its errors must reach the user), safetensors
+(--init FILE.safetensors, beside a copy of FILE's config.json), config (--config: a config.json). Makes
 CASES damaged copies of FILE (seeded, so a failure can be replayed), each with 1 to 3 of: cut off at a
 random length, random bytes appended, one byte changed, a header word set to 0, -1, 1, a power of two,
 INT_MAX, INT_MIN or another reader's magic. Runs `./train TRAIN_ARGS FLAG COPY` on each (4 at a time, at
@@ -17,6 +18,7 @@ Under `make asan` ./train is the sanitized build.
 """
 import os
 import random
+import shutil
 import struct
 import subprocess
 import sys
@@ -24,7 +26,9 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-FLAG = {"state": "--resume", "tokens": "--data", "model": "--init", "tokenizer": "--tokenizer", "hostfile": "--hostfile"}
+FLAG = {"state": "--resume", "tokens": "--data", "model": "--init", "tokenizer": "--tokenizer", "hostfile": "--hostfile",
+        "safetensors": "--init", "config": "--config"}
+SUFFIX = {"safetensors": ".safetensors", "config": ".json"}  # (a safetensors copy is read beside FILE's config.json)
 MAGICS = [20240520, 20240801, 20240326, 20240803, 20240328, 0x4D4D5450]  # shards, models, tokenizer, other
 
 
@@ -63,7 +67,7 @@ def damage(data, rng):
 
 def check(kind, case, copy, what, tmp, train_args):
     """Run one damaged copy; a line describing what went wrong, or None."""
-    path = os.path.join(tmp, f"damaged{case}")
+    path = os.path.join(tmp, f"damaged{case}{SUFFIX.get(kind, '')}")
     with open(path, "wb") as f:
         f.write(copy)
     try:
@@ -106,6 +110,8 @@ def main():
         return check(kind, c, damaged[c][0], damaged[c][1], tmp, train_args)
 
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=4) as pool:
+        if kind == "safetensors":
+            shutil.copy(os.path.join(os.path.dirname(os.path.abspath(path)), "config.json"), tmp)
         results = list(pool.map(one, range(cases)))  # 4 at a time: runs wait on files and MPI's start
     ran = [r for r in results if r != "skipped"]
     failures = [r for r in ran if r]

@@ -237,6 +237,11 @@ fuzz state "$tmp/fz.state" 150 7 --seconds "$secs" -- "${F[@]}" --steps 3
 fuzz model "$tmp/fz.bin" 80 11 --seconds "$secs" -- "${F[@]}" --steps 1
 ./train "${F[@]}" --model llama-small --kv-heads 1 --ffn 32 --steps 1 --export "$tmp/fzl.bin" >/dev/null 2>&1
 fuzz model "$tmp/fzl.bin" 60 12 --seconds "$secs" -- "${F[@]}" --steps 1
+if venv_has 'import numpy, safetensors.numpy'; then  # Hugging Face's files: a safetensors model and its config.json
+  .venv/bin/python3 tests/hf_folder.py "$tmp/fzl.bin" "$tmp/fzhf" >/dev/null 2>&1
+  fuzz safetensors "$tmp/fzhf/model.safetensors" 60 16 --seconds "$secs" -- "${F[@]}" --steps 1
+  fuzz config "$tmp/fzhf/config.json" 40 17 --seconds "$secs" -- "${F[@]}" --dry-run
+fi
 if have_llmc; then
   fuzz tokens "$tmp/good.bin" 80 13 --seconds "$secs" -- "${F[@]}" --steps 1
   fuzz tokenizer "$P/gpt2_tokenizer.bin" 40 14 --seconds "$secs" -- "${F[@]}" --data "$tmp/good.bin" --steps 1 --sample-len 3

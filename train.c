@@ -68,10 +68,12 @@ int finish(Run *run, Net *net) {
 
 // 2. what this rank will hold (and what its --offload steps move), predicted
 // from the settings and the plan; the run stops here with a message unless it
-// fits where it runs.
+// fits where it runs (--mem-snapshot: the step up to what would not fit).
 void predict_rank(const Settings *s, const Plan *plan, MemReport *predicted) {
     predict_memory(s, predicted);
     predict_traffic(s, plan, comm_rank_id, predicted->traffic);
+    if (s->mem_snapshot && comm_rank_id == 0 && !fits_here(s, predicted))
+        write_predicted_snapshot(s, predicted, machine_budget() / comm_machine.size, RAM_PLACES);
     check_fits_here(s, predicted);
 }
 
@@ -154,6 +156,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
                                          state_file_bytes(run->state.hi - run->state.lo))))
         return fail_run(run, net);
     if (comm_any(s->mem_timeline && timeline_unwritable(s))) return fail_run(run, net);
+    if (comm_any(s->mem_snapshot && snapshot_unwritable(s))) return fail_run(run, net);
     if (comm_any(s->mem_json && rank == 0 && cannot_write("--mem-json", s->mem_json))) return fail_run(run, net);
     if (comm_any(s->export_to && rank == 0 && check_export(s, c)))
         return fail_run(run, net);

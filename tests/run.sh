@@ -3,6 +3,7 @@
 #   tests/test_cpu      the math: finite differences, PyTorch parity, the optimizer
 #   tests/e2e/*.sh      the program, one script a feature, over what tests/lib.sh shares:
 #     ledger      the memory ledger, predicted == measured; the dry run, --trace, --timing, --mem-ops
+#     snapshot    --mem-snapshot: PyTorch's memory snapshot, read by its viewer's rules, ptmem, torch, the viewer
 #     train       the loss falls, any thread count gives the same bits, --accum, --ckpt, the step lines
 #     resume      saved states: bit for bit, refused when damaged or foreign, interrupted saves
 #     dtype       bf16, fp16: tracking fp32, the loss scale
@@ -31,7 +32,7 @@ trap 'rm -f "$log"' EXIT
   out=$(./tests/test_cpu)
   echo "$out" | grep -E '^(PASS|FAIL) '
   echo "$out" | grep -q 'test_cpu: ' || echo "FAIL tests/test_cpu ran to the end"
-  for t in ${E2E:-ledger train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama hf_config safetensors pretrained zero groups machines offload errors reliability tools explorer gpu docs}; do
+  for t in ${E2E:-ledger snapshot train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama hf_config safetensors pretrained zero groups machines offload errors reliability tools explorer gpu docs}; do
     out=$(bash "tests/e2e/$t.sh" 2>&1)
     echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
     echo "$out" | grep -q "^END tests/e2e/$t.sh" || { echo "FAIL tests/e2e/$t.sh ran to the end:"; echo "$out" | tail -3; }

@@ -1,5 +1,6 @@
 // app/fit_cmd.h — --fit BUDGET: which settings fit, from the predictor alone
-// (memory/fit.h searches them); the budget, and the command to run.
+// (memory/fit.h searches them); the budget, and the command to run;
+// --mem-snapshot: the setting as given, predicted, against the budget.
 #ifndef GPTMEM_FIT_CMD_H
 #define GPTMEM_FIT_CMD_H
 
@@ -16,8 +17,8 @@
 // --fit: the command line without the flags --fit chooses (for the recommended command).
 void fit_base_command(int argc, char **argv, char *out, size_t n) {
     const char *chosen[] = {"fit-host", "fit-disk", "fit", "batch", "accum", "dtype", "flash", "ckpt", "recompute",
-                            "fused-ce", "zero", "dry-run", "offload-to", "offload"};
-    const int takes_value[] = {1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1}, n_chosen = sizeof takes_value / sizeof *takes_value;
+                            "fused-ce", "zero", "dry-run", "offload-to", "offload", "mem-snapshot"};
+    const int takes_value[] = {1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 1}, n_chosen = sizeof takes_value / sizeof *takes_value;
     size_t k = (size_t)snprintf(out, n, "./train");
     for (int i = 1; i < argc && k < n; i++) {
         int skip = 0;
@@ -90,7 +91,8 @@ int fit_run(const Settings *s, int argc, char **argv) {
                "so --offload's settings go to disk\n");
     FitQuestion q = {s, s->batch * s->accum, s->ranks > 1 ? s->ranks : 1, budget, host, disk, s->fit_host != NULL,
                      s->fit_disk != NULL};
-    return fit_report(&q, text, base);
+    int rc = fit_report(&q, text, base);
+    return s->mem_snapshot && fit_snapshot(s, budget) ? 1 : rc;
 }
 
 #endif

@@ -107,6 +107,7 @@ const FlagSpec flag_specs[] = {
     {"mem", ARG_FLAG, OPT(mem), 0, 0, "print the memory ledger: predicted vs measured, per phase and at peak"},
     {"mem-json", ARG_STR, OPT(mem_json), 0, 0, "write the memory ledger as JSON to this file"},
     {"mem-timeline", ARG_STR, OPT(mem_timeline), 0, 0, "write one step's memory after every push and pop as CSV, measured and predicted (with --dry-run: predicted)"},
+    {"mem-snapshot", ARG_STR, OPT(mem_snapshot), 0, 0, "write one step's memory as PyTorch's memory snapshot (a pickle its memory viewer draws), measured (with --dry-run or --fit: predicted; refused for memory: up to the allocation that would not fit)"},
     {"mem-ops", ARG_FLAG, OPT(mem_ops), 0, 0, "print one block's saved tensors: shape, bytes, the published formula's term, kept or rebuilt"},
     {"print-every", ARG_INT, OPT(print_every), 0, INT_MAX, "print a step line every N steps, and the first and last (0 = about 25 a run)"},
     {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas, loss scale"},
@@ -321,9 +322,10 @@ void parse_eval_flags(Settings *s) {
     if (s->save) usage_error("--eval-only changes nothing to save: drop --save");
     if (s->export_to && s->quantize)
         usage_error("--export writes the fp32 weights as llm.c keeps them; drop --quantize");
-    if (s->fit || s->mem_timeline || s->mem_ops || s->log || s->trace || s->timing)
+    if (s->fit || s->mem_timeline || s->mem_snapshot || s->mem_ops || s->log || s->trace || s->timing)
         usage_error("--eval-only runs no training step: drop --%s", s->fit ? "fit" : s->mem_timeline ? "mem-timeline" :
-                    s->mem_ops ? "mem-ops" : s->log ? "log" : s->trace ? "trace" : "timing");
+                    s->mem_snapshot ? "mem-snapshot" : s->mem_ops ? "mem-ops" : s->log ? "log" : s->trace ? "trace" :
+                    "timing");
     if (!s->resume && !s->init && !s->dry_run)
         usage_error("--eval-only needs weights to evaluate: --resume FILE (a state saved with --save) or --init FILE "
                     "(llm.c's model file)");
@@ -431,8 +433,9 @@ void resolve_settings(Settings *s) {
         usage_error("--%s goes with --fit (it sizes the machine --fit searches for)", s->fit_host ? "fit-host" : "fit-disk");
     parse_offload(s);
     parse_eval_flags(s);
-    if (s->cuda && s->mem_timeline)
-        usage_error("--mem-timeline records the CPU's activation stack; drop --device cuda");
+    if (s->cuda && (s->mem_timeline || s->mem_snapshot))
+        usage_error("--%s records the CPU's activation stack; drop --device cuda",
+                    s->mem_timeline ? "mem-timeline" : "mem-snapshot");
     if (s->cuda && s->mem_ops)
         usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
                     "bytes: --device cuda --dry-run shows its stack)", GPU_ACT_ALIGN);

@@ -79,11 +79,16 @@ size_t available_memory(void) {
     return pages > 0 && page > 0 ? (size_t)(0.9 * pages * page) : 0;
 }
 
-void check_fits(size_t peak_bytes) {
+// What the ranks of this machine may hold in all: 90% of its RAM (0: unknown).
+size_t machine_budget(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages <= 0 || page <= 0) return;
-    double have = (double)pages * page;
-    if (peak_bytes > have * 0.9) {
+    return pages <= 0 || page <= 0 ? 0 : (size_t)((double)pages * page * 0.9);
+}
+
+void check_fits(size_t peak_bytes) {
+    size_t budget = machine_budget();
+    double have = budget / 0.9;
+    if (budget && peak_bytes > budget) {
         fprintf(stderr, "error: this run needs %.2f GiB at its peak but the machine has %.2f GiB; use a smaller "
                 "--model, --batch or --seq-len (./train --dry-run shows the breakdown)\n",
                 peak_bytes / 1073741824.0, have / 1073741824.0);
@@ -379,6 +384,14 @@ int load_data(Dataset *data, const Settings *s) {
 // peak fits where the run runs (the GPU's memory for each rank sharing it, or
 // this machine's RAM for the ranks on it: everything but the offload file, whose
 // bytes stay the same from build to exit, so the peak less them is the RAM's).
+enum { RAM_PLACES = 1u << LOC_DEVICE | 1u << LOC_HOST | 1u << LOC_PINNED };  // the CPU's places in its RAM
+
+// Does the predicted peak fit on the CPU (the GPU: not asked here)? 1 yes.
+int fits_here(const Settings *s, const MemReport *predicted) {
+    size_t budget = machine_budget();
+    return s->cuda || !budget || (predicted->peak_total - predicted->peak_at[LOC_DISK]) * (size_t)comm_machine.size <= budget;
+}
+
 void check_fits_here(const Settings *s, const MemReport *predicted) {
     if (s->cuda) check_fits_gpu(predicted->peak_at[LOC_DEVICE]);
     else check_fits((predicted->peak_total - predicted->peak_at[LOC_DISK]) * (size_t)comm_machine.size);

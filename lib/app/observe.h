@@ -2,7 +2,7 @@
 // phase, so the loop in train.c stays the slide: the phases' times
 // (--timing, app/timing.h), the ledger at the first step's phases (--mem,
 // --mem-json), --trace's pushes and pops of the first step, the recording of
-// its stack (--mem-timeline and the peak's receipt, on the CPU), the kept
+// its stack (--mem-timeline, --mem-snapshot and the peak's receipt, on the CPU), the kept
 // bytes of a block (--mem-ops); and at the end, the report of all of it.
 #ifndef GPTMEM_OBSERVE_H
 #define GPTMEM_OBSERVE_H
@@ -14,6 +14,7 @@
 #include "app/launch.h"
 #include "app/net.h"
 #include "app/report.h"
+#include "app/snapshot_out.h"
 #include "app/timing.h"
 #include "core/clock.h"
 #include "core/settings.h"
@@ -43,7 +44,7 @@ void observe_start(Observer *ob, const Settings *s, const Net *net) {
     ob->s = s;
     ob->stage = net_zero_stage(net);
     ob->first = 1;
-    ob->recording = !s->cuda && (s->mem || s->mem_json || s->mem_timeline);
+    ob->recording = !s->cuda && (s->mem || s->mem_json || s->mem_timeline || s->mem_snapshot);
     ob->measured.phase[PHASE_INIT] = ledger_snapshot();
     timing_init(&ob->timing, s->timing && comm_rank_id == 0, s->cuda, s->accum);
     ob->start = now_seconds();
@@ -162,6 +163,7 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
         receipt = receipt_json(&timeline);
     }
     int bad = ob->recording && s->mem_timeline && write_timeline(s, &timeline);
+    bad = bad || (s->mem_snapshot && write_run_snapshot(s, ob->measured.peak_at[LOC_DEVICE]));
     bad = bad || ((s->mem || s->mem_json) && report_memory(s, predicted, &ob->measured, ob->first_step_comm,
                                                               ob->first_step_across, nparams, ob->stage, receipt));
     if (bad) {

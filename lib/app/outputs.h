@@ -66,9 +66,9 @@ const char *input_at(const Settings *s, const char *flag, const char *path) {
 // While the settings are read (exit 2): no output is an input, and no two
 // outputs are one file.
 void check_outputs_apart(const Settings *s) {
-    const char *flags[] = {"--save", "--export", "--log", "--mem-json", "--mem-timeline"};
-    const char *paths[] = {s->save, s->export_to, s->log, s->mem_json, s->mem_timeline};
-    for (int i = 0; i < 5; i++) {
+    const char *flags[] = {"--save", "--export", "--log", "--mem-json", "--mem-timeline", "--mem-snapshot", "--trace-json"};
+    const char *paths[] = {s->save, s->export_to, s->log, s->mem_json, s->mem_timeline, s->mem_snapshot, s->trace_json};
+    for (int i = 0; i < 7; i++) {
         if (!paths[i]) continue;
         const char *input = input_at(s, flags[i], paths[i]);
         if (input)

@@ -13,6 +13,7 @@
 #endif
 #include "app/launch.h"
 #include "app/net.h"
+#include "app/snapshot_out.h"
 #include "core/settings.h"
 #include "cuda/api.h"
 #include "io/quant.h"
@@ -282,6 +283,7 @@ int dry_run(const Settings *s) {
     if (s->mem_ops) print_activation_table(stdout, s, 0);
     if (s->infer) print_inference(cfg, s);
     if (s->mem_timeline && dry_run_timeline(s, &predicted)) return 1;
+    if (s->mem_snapshot && write_predicted_snapshot(s, &predicted, 0, 0)) return 1;
     char cost[512];
     if (s->mem_json && write_mem_json(s->mem_json, &predicted, NULL, cost_json(s, cost, sizeof cost))) {
         fprintf(stderr, "error: cannot write '%s'\n", s->mem_json);

@@ -95,6 +95,9 @@ typedef struct {
     int print_every;    // step lines: every N steps (0 = about 25 lines per run), plus the first and the last
     const char *mem_json;
     const char *mem_timeline;  // --mem-timeline FILE.csv
+    const char *mem_snapshot;  // --mem-snapshot FILE.pickle: PyTorch's memory snapshot (memory/snapshot.h)
+    const char *trace_json;    // --trace-json FILE.json: Chrome's trace format (app/trace_json.h)
+    int estimators;            // --estimators: what other calculators say beside the ledger (memory/estimators.h)
     const char *log;
     int overwrite;      // --overwrite: --save and --export may replace a file of another kind
 } Settings;

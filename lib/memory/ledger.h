@@ -277,10 +277,24 @@ typedef struct {
     char where[48];
 } MemEvent;
 
+// The same step tensor by tensor, for --mem-snapshot (memory/snapshot.h): each
+// push and each tensor a pop frees, at its offset in the arena, a drop's own
+// pops and pushes too (marked), which the events above fold into one.
+typedef struct {
+    char op;     // '+' pushed, '-' popped
+    char drop;   // part of a drop (arena_drop_begin .. arena_drop_end)
+    int category;
+    const char *name;
+    size_t offset, bytes;
+    char where[48];
+} StackOp;
+
 typedef struct {
     int on;
     MemEvent *events;
     int n, cap;
+    StackOp *ops;  // tensor by tensor
+    int nops, ops_cap;
     size_t peak_total;                         // the highest total while recording
     int peak_event;                            // the event that reached it
     int peak_n;                                // the stack then: its tensors
@@ -292,7 +306,7 @@ MemRecording g_recording;
 
 void record_start(void) {
     g_recording.on = 1;
-    g_recording.n = 0;
+    g_recording.n = g_recording.nops = 0;
     g_recording.peak_total = 0;
     g_recording.peak_event = -1;
 }
@@ -319,6 +333,18 @@ void record_event(char op, const char *name, size_t bytes) {
     }
 }
 
+void record_op(char op, int category, const char *name, size_t offset, size_t bytes) {
+    if (!g_recording.on) return;
+    if (g_recording.nops == g_recording.ops_cap) {
+        g_recording.ops_cap = g_recording.ops_cap ? 2 * g_recording.ops_cap : 1024;
+        g_recording.ops = realloc(g_recording.ops, sizeof(StackOp) * g_recording.ops_cap);
+        if (!g_recording.ops) ledger_bug("out of memory for the memory snapshot", name);
+    }
+    StackOp *o = &g_recording.ops[g_recording.nops++];
+    *o = (StackOp){op, (char)g_arena.dropping, category, name, offset, bytes, ""};
+    memcpy(o->where, g_ledger.where, sizeof o->where);
+}
+
 // ... as `category` (arena_push: activations).
 void *arena_push_as(int category, const char *name, size_t bytes) {
     if (g_arena.align > 1) bytes = (bytes + g_arena.align - 1) / g_arena.align * g_arena.align;
@@ -337,6 +363,7 @@ void *arena_push_as(int category, const char *name, size_t bytes) {
     g_arena.categories[g_arena.n] = category;
     g_arena.n++;
     ledger_add(category, bytes, LOC_DEVICE);
+    record_op('+', category, name, g_arena.top - bytes, bytes);
     if (g_arena.dropping) return p;  // part of a drop: arena_drop_end tells it
     if (g_ledger.trace)
         printf("  push %-10s %10zu B  live activations %10zu B\n", name, bytes, g_arena.top);
@@ -373,6 +400,7 @@ void arena_pop_to(int mark, const char *why) {
         g_arena.top -= g_arena.sizes[g_arena.n];
         freed += g_arena.sizes[g_arena.n];
         ledger_sub(g_arena.categories[g_arena.n], g_arena.sizes[g_arena.n], LOC_DEVICE);
+        record_op('-', g_arena.categories[g_arena.n], g_arena.names[g_arena.n], g_arena.top, g_arena.sizes[g_arena.n]);
     }
     if (g_arena.dropping) return;  // part of a drop: arena_drop_end tells it
     if (g_ledger.trace && freed)

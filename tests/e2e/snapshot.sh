@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# tests/e2e/snapshot.sh — --mem-snapshot's files as PyTorch's tools read them (tests/mem_snapshot.py): a pickle
+# of MemoryViz.js's opcodes, the viewer's rules give the ledger's peak to the byte for GPT-2, Llama, drops,
+# --accum, --offload, two ranks, dry runs, a refused run's and --fit's oom; ptmem and torch's _memory_viz read
+# it; PyTorch's viewer itself in headless Chromium where GPTMEM_MEMORYVIZ names its MemoryViz.js (else SKIP).
+# Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+out=$("$py" tests/mem_snapshot.py 2>&1); rc=$?
+echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
+[ $rc -eq 0 ] || echo "$out" | grep -q '^FAIL ' || bad "mem-snapshot: tests/mem_snapshot.py ended with exit $rc: $(echo "$out" | tail -1)"
+# bad input: the GPU's stack is not recorded; an unwritable path stops the run before it trains
+expect 2 "records the CPU's activation stack" --device cuda --mem-snapshot "$tmp/s.pickle" --dry-run
+expect 2 "drop --mem-snapshot" --eval-only --dry-run --mem-snapshot "$tmp/s.pickle"
+expect 1 "cannot write" "${SMALL[@]}" --steps 1 --mem-snapshot "$tmp/no/such/dir/s.pickle"
+expect 2 "is the file --data reads" "${SMALL[@]}" --steps 1 --mem-snapshot data/tinyshakespeare.txt
+echo "END tests/e2e/snapshot.sh"

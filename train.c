@@ -168,7 +168,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
             fprintf(stderr, "error: cannot write the log '%s': %s\n", s->log, strerror(errno));
             return fail_run(run, net);
         }
-        fprintf(run->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical,loss_scale\n");
+        fprintf(run->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical,loss_scale,%s\n", LOG_MEMORY);
         if (log_flush(run->log, s->log)) return fail_run(run, net);
     }
     run->peak_flops = run_peak_flops(s);
@@ -208,6 +208,8 @@ StepResult *read_step(StepResult *r, Net *net, const Settings *s, LiveState *liv
 // when due. 0, or 1 after a message.
 int after_step(Run *run, Net *net, const Settings *s, const StepResult *r, double elapsed) {
     int step = r->step, last = step == s->steps || step == s->stop_after, evaluated = 0;
+    char memory[256];  // the step's memory as its line says it, before evaluation runs
+    log_memory(memory, sizeof memory);
     if (step - 1 == run->start_step || last || r->skipped || step % run->print_every == 0)
         print_step_line(r, s, comm_nranks, &run->live, net, run->peak_flops, run->token_flops,
                         run->rebuilt_token_flops, elapsed, step - run->start_step);
@@ -227,7 +229,7 @@ int after_step(Run *run, Net *net, const Settings *s, const StepResult *r, doubl
             if (evaluated) fprintf(run->log, "%.9g", run->val_loss);
             fprintf(run->log, ",%.9g,%.9g,%.3f,%lld,", r->lr, r->norm, r->seconds * 1e3, r->tokens);
             if (same >= 0) fprintf(run->log, "%d", same);
-            fprintf(run->log, ",%.9g\n", r->scale);
+            fprintf(run->log, ",%.9g,%s\n", r->scale, memory);
             if (log_flush(run->log, s->log)) return 1;
         }
     }

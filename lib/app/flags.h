@@ -110,7 +110,7 @@ const FlagSpec flag_specs[] = {
     {"mem-snapshot", ARG_STR, OPT(mem_snapshot), 0, 0, "write one step's memory as PyTorch's memory snapshot (a pickle its memory viewer draws), measured (with --dry-run or --fit: predicted; refused for memory: up to the allocation that would not fit)"},
     {"mem-ops", ARG_FLAG, OPT(mem_ops), 0, 0, "print one block's saved tensors: shape, bytes, the published formula's term, kept or rebuilt"},
     {"print-every", ARG_INT, OPT(print_every), 0, INT_MAX, "print a step line every N steps, and the first and last (0 = about 25 a run)"},
-    {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas, loss scale"},
+    {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas, loss scale, memory (the step line's, each place's now and at the step's peak, in bytes)"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
     {"infer", ARG_FLAG, OPT(infer), 0, 0, "with --dry-run: inference memory, the weights in fp32/bf16/int8/int4 and the KV cache"},
     {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first"},

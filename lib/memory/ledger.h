@@ -47,6 +47,7 @@ typedef struct {
     int on_gpu;           // the device is a GPU: its LOC_DEVICE buffers are cudaMalloc'ed
     int host_loc;         // where mem_alloc's buffers live: the device on the CPU, the host beside a GPU
     size_t window_peak;   // the largest total since ledger_window_start (one step's peak, for the step line)
+    size_t window_peak_at[MEM_NLOC];  // ... of each place's total (--log's columns)
     size_t gpu_reserved;  // bytes cudaMalloc'ed through the ledger (buffers + the activation arena)
     MemBlock blocks[MEM_MAX_BLOCKS];
     int nblocks;
@@ -72,6 +73,7 @@ void ledger_add(int category, size_t bytes, int loc) {
     if (g_ledger.total > g_ledger.peak_total) g_ledger.peak_total = g_ledger.total;
     if (g_ledger.total_at[loc] > g_ledger.peak_at[loc]) g_ledger.peak_at[loc] = g_ledger.total_at[loc];
     if (g_ledger.total > g_ledger.window_peak) g_ledger.window_peak = g_ledger.total;
+    if (g_ledger.total_at[loc] > g_ledger.window_peak_at[loc]) g_ledger.window_peak_at[loc] = g_ledger.total_at[loc];
 }
 
 // Say which op runs now (the model calls it as it goes): --mem-timeline's rows
@@ -84,7 +86,10 @@ void ledger_where(const char *fmt, int layer) {
 }
 
 // Start a new window (a step): its peak starts at what is live now.
-void ledger_window_start(void) { g_ledger.window_peak = g_ledger.total; }
+void ledger_window_start(void) {
+    g_ledger.window_peak = g_ledger.total;
+    memcpy(g_ledger.window_peak_at, g_ledger.total_at, sizeof g_ledger.window_peak_at);
+}
 
 void ledger_sub(int category, size_t bytes, int loc) {
     g_ledger.live[category] -= bytes;

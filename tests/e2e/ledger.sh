@@ -149,6 +149,15 @@ else bad "--mem-timeline / receipt"; fi
 expect 2 "--mem-timeline records the CPU" --device cuda --mem-timeline "$tmp/x.csv" --dry-run
 expect 1 "cannot write the memory timeline" "${SMALL[@]}" --steps 1 --mem-timeline /nonexistent/dir/t.csv
 
+# --log's memory columns: the step lines' "mem" and each place's bytes, now and at the step's peak
+for extra in "" "--offload opt" "--offload opt --offload-to disk:$tmp" "--ranks 2 --zero 3"; do
+  [[ "$extra" == *ranks* ]] && ! command -v mpirun >/dev/null && { skip "--log's memory columns with $extra: no mpirun"; continue; }
+  ./train "${SMALL[@]}" --steps 4 --eval-every 2 $extra --log "$tmp/mlog.csv" --mem-json "$tmp/mlog.json" >"$tmp/mlog.out" 2>&1
+  if r=$(python3 tests/log_memory.py "$tmp/mlog.csv" "$tmp/mlog.out" "$tmp/mlog.json"); then
+    ok "--log's memory columns ${extra:-(the CPU alone)}: each step's are its line's, the places add up, step 1's peaks are the ledger's"
+  else bad "--log's memory columns $extra: $r"; fi
+done
+
 # --dry-run --infer: gpt2's weights in each format against the formula (matrices in int8 + one fp32
 # scale per 64, the 13C + 2C vector parameters in bf16) and its KV cache, 2 L B T C x e bytes (fp32: 4)
 M=$((50304 * 768 + 1024 * 768 + 12 * 12 * 768 * 768)); VEC=$((12 * 13 * 768 + 2 * 768))

@@ -173,6 +173,7 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
     if (ob->recording && s->mem && comm_rank_id == 0) print_peak_receipt(stdout, &timeline, predicted);
     if (ob->recording) { predicted_timeline_free(&timeline); free(receipt); }
     if (s->mem_ops && comm_rank_id == 0) print_activation_table(stdout, s, ob->block_kept);
+    if (s->estimators && comm_rank_id == 0) print_estimators(stdout, s, predicted, &ob->measured);
     return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "cuda/api.h"
 #include "io/quant.h"
 #include "io/state.h"
+#include "memory/estimators.h"
 #include "memory/fit.h"
 #include "memory/ledger.h"
 #include "memory/predict.h"
@@ -282,10 +283,15 @@ int dry_run(const Settings *s) {
     if (!s->cuda && !s->eval_only) print_paper_comparison(s, &predicted);
     if (s->mem_ops) print_activation_table(stdout, s, 0);
     if (s->infer) print_inference(cfg, s);
+    if (s->estimators && !s->eval_only) print_estimators(stdout, s, &predicted, NULL);
     if (s->mem_timeline && dry_run_timeline(s, &predicted)) return 1;
     if (s->mem_snapshot && write_predicted_snapshot(s, &predicted, 0, 0)) return 1;
-    char cost[512];
-    if (s->mem_json && write_mem_json(s->mem_json, &predicted, NULL, cost_json(s, cost, sizeof cost))) {
+    char cost[512], more[4096];
+    if (cost_json(s, cost, sizeof cost)) {  // its cost, and what the other calculators say
+        size_t k = (size_t)snprintf(more, sizeof more, "%s,\n ", cost);
+        json_estimators(more + k, sizeof more - k, s);
+    }
+    if (s->mem_json && write_mem_json(s->mem_json, &predicted, NULL, s->eval_only ? NULL : more)) {
         fprintf(stderr, "error: cannot write '%s'\n", s->mem_json);
         return 1;
     }

@@ -158,6 +158,10 @@ for extra in "" "--offload opt" "--offload opt --offload-to disk:$tmp" "--ranks 
   else bad "--log's memory columns $extra: $r"; fi
 done
 
+# --estimators: DeepSpeed's, accelerate's and Megatron's formulas (tests/estimators.py evaluates them as published)
+python3 tests/estimators.py | grep -E '^(PASS|FAIL) '
+expect 2 "drop --estimators" --eval-only --dry-run --estimators
+
 # --dry-run --infer: gpt2's weights in each format against the formula (matrices in int8 + one fp32
 # scale per 64, the 13C + 2C vector parameters in bf16) and its KV cache, 2 L B T C x e bytes (fp32: 4)
 M=$((50304 * 768 + 1024 * 768 + 12 * 12 * 768 * 768)); VEC=$((12 * 13 * 768 + 2 * 768))

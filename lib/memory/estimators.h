@@ -1,0 +1,130 @@
+// memory/estimators.h — what the calculators people quote say for the run's own
+// setting (--estimators), beside gptmem's ledger, each by its published formula:
+//   DeepSpeed's estimate_zero2_model_states_mem_needs and
+//   estimate_zero3_model_states_mem_needs (deepspeed/runtime/zero/stage_1_and_2.py,
+//   stage3.py): the model states per GPU and per CPU, with and without offload;
+//   accelerate's estimate-memory (accelerate/commands/estimate.py,
+//   estimate_training_usage): "Training using Adam", the largest of its terms;
+//   Megatron-LM's report_theoretical_memory (megatron/training/theoretical_memory_usage.py):
+//   weights and optimizer, and activations without sequence parallelism.
+// Their inputs are gptmem's: Ψ its parameter count, the largest layer the
+// largest single tensor (the embedding table, V x C), the ranks as GPUs on one
+// machine, B, T, C, H, KVH, F, V, L. What each leaves out is what the ledger
+// counts and they do not: the gaps are the lesson ("the calculators disagree").
+// Only the config enters here: a floor below the ledger, like the predictor.
+#ifndef GPTMEM_ESTIMATORS_H
+#define GPTMEM_ESTIMATORS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/settings.h"
+#include "memory/report.h"
+
+typedef struct {
+    const char *source, *setting;  // the calculator, and which of its settings
+    double gpu, cpu;               // bytes it gives per GPU and per CPU (machine); cpu < 0: it says nothing
+    int this_run;                  // the setting that is this run's
+} Estimate;
+
+enum { MAX_ESTIMATES = 10 };
+
+// DeepSpeed's "largest layer": the largest module's own parameters, here the largest tensor.
+double largest_layer_params(const GPTConfig *c) {
+    double C = c->channels, table = padded_vocab(c) * C, fc = cfg_ffn(c) * C, qkv = qkv_width(c) * C;  // F = 4C: GPT-2
+    return fmax(table, fmax(fc, qkv));
+}
+
+// Megatron-LM's parameter count (compute_weight_and_optimizer_memory): the
+// blocks' matrices and norms (no biases, no learned positions), the table, an
+// untied head again.
+double megatron_params(const GPTConfig *c) {
+    double h = c->channels, a = c->heads, g = is_llama(c) ? c->kv_heads : c->heads, F = cfg_ffn(c);
+    double norm = is_llama(c) ? 1 : 2, gated = is_llama(c) ? 3.0 / 2 : 1;
+    double attn = 2 * h * h * ((1 + g / a) * (head_size(c) * a / h));
+    double layer = 2 * h * (F * gated + norm) + attn, table = h * padded_vocab(c);
+    return layer * c->layers + norm * h + table + (c->untied ? table : 0);
+}
+
+// Megatron-LM's activations without sequence parallelism (compute_activation_memory_without_sp,
+// tensor and pipeline parallel 1): 34 sbh a layer, the embedding's input and dropout, the logits
+// and the final norm's output in 16 bits, times 1.05.
+double megatron_activations(const Settings *s) {
+    double sb = (double)s->seq_len * s->batch, h = s->cfg.channels, V = padded_vocab(&s->cfg);
+    double act = sb * h * (10 + 24.0 / 1) * s->cfg.layers + 8 * sb + sb * h;
+    return (act + (sb * V + sb * h) * 2) * 1.05;
+}
+
+// Every calculator's numbers for setting `s`; returns how many (at most MAX_ESTIMATES).
+int other_estimates(const Settings *s, Estimate *e) {
+    double P = (double)param_count(&s->cfg), L = largest_layer_params(&s->cfg), factor = 1.5, gpus_factor = 1.0 / 1;
+    double N = s->ranks > 1 ? s->ranks : 1;  // the ranks, as GPUs of one machine (num_nodes 1)
+    int stage = s->ranks > 1 ? s->zero : 0, opt = !!(s->offload & OFFLOAD_OPT), params = !!(s->offload & OFFLOAD_PARAMS);
+    int n = 0, mixed = s->dtype != DT_FP32;
+    const char *z3 = "DeepSpeed estimate_zero3_model_states_mem_needs", *z2 = "DeepSpeed estimate_zero2_model_states_mem_needs";
+    e[n++] = (Estimate){z3, "offload params and optimizer", 4 * L, floor(P * 18 * gpus_factor * factor), stage == 3 && params};
+    e[n++] = (Estimate){z3, "offload optimizer", 4 * L + floor(2 * P / N), floor(P * 16 * gpus_factor * factor),
+                        stage == 3 && opt && !params};
+    e[n++] = (Estimate){z3, "no offload", 4 * L + floor(18 * P / N), floor(L * 4 * N * factor), stage == 3 && !opt};
+    e[n++] = (Estimate){z2, "offload optimizer", 2 * P, floor(P * fmax(4 * N, 16) * factor), stage < 3 && opt};
+    e[n++] = (Estimate){z2, "no offload", 2 * P + floor(18 * P / N), floor(P * 4 * N * factor), stage < 3 && !opt};
+    // accelerate: the fp32 model's bytes; "Training using Adam" is the largest of model, gradients, optimizer, step
+    double fp32 = 4 * P, fp16 = floor(fp32 / 2);
+    double train = mixed ? fmax(fmax(fp32, fp32 + fp16), fp32 * 2) : fp32 * 4;
+    e[n++] = (Estimate){"accelerate estimate-memory, Training using Adam", mixed ? "float16 (mixed precision)" : "float32",
+                        train, -1, 1};
+    double per_param = stage >= 1 && N > 1 ? 6 + 12 / N : 18, states = megatron_params(&s->cfg) * per_param;
+    e[n++] = (Estimate){"Megatron-LM report_theoretical_memory", stage >= 1 && N > 1 ? "weights and optimizer, distributed optimizer"
+                        : "weights and optimizer", states, -1, 1};
+    e[n++] = (Estimate){"Megatron-LM report_theoretical_memory", "activations (no sequence parallel)", megatron_activations(s),
+                        -1, 1};
+    return n;
+}
+
+// "5.70 GiB", "3.10 MiB", "12.00 KiB": two decimals in the unit that fits (the JSON has the bytes).
+const char *in_units(double b, char *out, size_t n) {
+    if (b <= 0) snprintf(out, n, b < 0 ? "-" : "0 B");
+    else if (b >= 1073741824.0) snprintf(out, n, "%.2f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(out, n, "%.2f MiB", b / 1048576.0);
+    else snprintf(out, n, "%.2f KiB", b / 1024.0);
+    return out;
+}
+
+// The table: every calculator's line, then gptmem's own (predicted; measured after a real run, else NULL).
+void print_estimators(FILE *f, const Settings *s, const MemReport *pred, const MemReport *meas) {
+    Estimate e[MAX_ESTIMATES];
+    int n = other_estimates(s, e);
+    int N = s->ranks > 1 ? s->ranks : 1;
+    fprintf(f, "what other calculators say for this setting (%zu parameters, the largest layer %.0f, %d GPU%s on one "
+            "machine%s), beside gptmem's; GiB = 2^30 B, which DeepSpeed prints as \"GB\":\n", param_count(&s->cfg),
+            largest_layer_params(&s->cfg), N, N > 1 ? "s" : "", s->offload ? ", --offload" : "");
+    fprintf(f, "  %-50s %-46s %12s %12s\n", "calculator", "its setting (* this run's)", "per GPU", "per CPU");
+    char a[32], b[32];
+    for (int i = 0; i < n; i++)
+        fprintf(f, "  %-50s %c %-44s %12s %12s\n", i && !strcmp(e[i].source, e[i - 1].source) ? "" : e[i].source,
+                e[i].this_run ? '*' : ' ', e[i].setting, in_units(e[i].gpu, a, sizeof a), in_units(e[i].cpu, b, sizeof b));
+    fprintf(f, "  %-50s %-46s %12s %12s\n", "gptmem, predicted", "this run: everything, activations too",
+            in_units(pred->peak_at[LOC_DEVICE], a, sizeof a), in_units(pred->peak_at[LOC_HOST] + pred->peak_at[LOC_PINNED], b, sizeof b));
+    if (meas)
+        fprintf(f, "  %-50s %-46s %12s %12s\n", "gptmem, measured", "", in_units(meas->peak_at[LOC_DEVICE], a, sizeof a),
+                in_units(meas->peak_at[LOC_HOST] + meas->peak_at[LOC_PINNED], b, sizeof b));
+    fprintf(f, "  (DeepSpeed counts the model states: no activations, no buffers, 1.5x on the CPU for its buffers; "
+            "accelerate one device, no sharding, no activations; Megatron mixed precision with fp32 gradients, its "
+            "distributed optimizer alone of the ZeRO stages, flash attention, x1.05; doc/tools.md)\n");
+}
+
+// The same as JSON members for --mem-json: "estimators": [...]
+void json_estimators(char *out, size_t cap, const Settings *s) {
+    Estimate e[MAX_ESTIMATES];
+    int n = other_estimates(s, e);
+    size_t len = (size_t)snprintf(out, cap, "\"estimators\": [");
+    for (int i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s{\"source\": \"%s\", \"setting\": \"%s\", \"gpu_bytes\": %.0f, "
+                                "\"cpu_bytes\": %.0f, \"this_run\": %s}", i ? ", " : "", e[i].source, e[i].setting,
+                                e[i].gpu, e[i].cpu, e[i].this_run ? "true" : "false");
+    if (len < cap) snprintf(out + len, cap - len, "]");
+}
+
+#endif

@@ -158,6 +158,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
     if (comm_any(s->mem_timeline && timeline_unwritable(s))) return fail_run(run, net);
     if (comm_any(s->mem_snapshot && snapshot_unwritable(s))) return fail_run(run, net);
     if (comm_any(s->mem_json && rank == 0 && cannot_write("--mem-json", s->mem_json))) return fail_run(run, net);
+    if (comm_any(s->trace_json && cannot_write("--trace-json", s->trace_json))) return fail_run(run, net);
     if (comm_any(s->export_to && rank == 0 && check_export(s, c)))
         return fail_run(run, net);
     if (s->resume && (rc = resume(run, net, s)) >= 0) return rc;

@@ -3,7 +3,7 @@
 #   tests/test_cpu      the math: finite differences, PyTorch parity, the optimizer
 #   tests/e2e/*.sh      the program, one script a feature, over what tests/lib.sh shares:
 #     ledger      the memory ledger, predicted == measured; the dry run, --trace, --timing, --mem-ops
-#     snapshot    --mem-snapshot: PyTorch's memory snapshot, read by its viewer's rules, ptmem, torch, the viewer
+#     snapshot    --mem-snapshot read by PyTorch's viewer's rules, ptmem, torch, the viewer; --trace-json by Perfetto
 #     train       the loss falls, any thread count gives the same bits, --accum, --ckpt, the step lines
 #     resume      saved states: bit for bit, refused when damaged or foreign, interrupted saves
 #     dtype       bf16, fp16: tracking fp32, the loss scale

@@ -1,7 +1,7 @@
 // app/observe.h — everything the loop shows of itself, behind one call per
 // phase, so the loop in train.c stays the slide: the phases' times
 // (--timing, app/timing.h), the ledger at the first step's phases (--mem,
-// --mem-json), --trace's pushes and pops of the first step, the recording of
+// --mem-json), --trace's pushes and pops of the first step, --trace-json's spans, the recording of
 // its stack (--mem-timeline, --mem-snapshot and the peak's receipt, on the CPU), the kept
 // bytes of a block (--mem-ops); and at the end, the report of all of it.
 #ifndef GPTMEM_OBSERVE_H
@@ -16,6 +16,7 @@
 #include "app/report.h"
 #include "app/snapshot_out.h"
 #include "app/timing.h"
+#include "app/trace_json.h"
 #include "core/clock.h"
 #include "core/settings.h"
 #include "memory/ledger.h"
@@ -44,10 +45,11 @@ void observe_start(Observer *ob, const Settings *s, const Net *net) {
     ob->s = s;
     ob->stage = net_zero_stage(net);
     ob->first = 1;
-    ob->recording = !s->cuda && (s->mem || s->mem_json || s->mem_timeline || s->mem_snapshot);
+    ob->recording = !s->cuda && (s->mem || s->mem_json || s->mem_timeline || s->mem_snapshot || s->trace_json);
     ob->measured.phase[PHASE_INIT] = ledger_snapshot();
     timing_init(&ob->timing, s->timing && comm_rank_id == 0, s->cuda, s->accum);
     ob->start = now_seconds();
+    trace_json_start(s, ob->start);
 }
 
 // The start of a step: its clock, its ledger window and bytes sent; the
@@ -63,12 +65,14 @@ void observe_step(Observer *ob, int step) {
                shards_weights(ob->stage) ? "(a block pushes its tensors first, for its ops to write into; each op gathers its weights as it runs)\n" : "");
     timing_start(&ob->timing);
     if (ob->first && ob->recording) record_start();  // the timeline and the peak's receipt
+    trace_json_step(step);
     if (ob->first) memcpy(ob->traffic_start, g_traffic.bytes, sizeof ob->traffic_start);
 }
 
 // The end of a phase (app/timing.h's TM_*).
 void observe(Observer *ob, int phase, const Net *net) {
     timing_mark(&ob->timing, phase);
+    trace_json_phase(phase, ob->s->accum);
     if (phase == TM_FORWARD) {
         ob->block_kept = net_block_kept_bytes(net);
         if (ob->first && ob->micro == 0) ob->measured.phase[PHASE_FORWARD] = ledger_snapshot();
@@ -164,6 +168,7 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
     }
     int bad = ob->recording && s->mem_timeline && write_timeline(s, &timeline);
     bad = bad || (s->mem_snapshot && write_run_snapshot(s, ob->measured.peak_at[LOC_DEVICE]));
+    bad = bad || (s->trace_json && write_trace_json(s));
     bad = bad || ((s->mem || s->mem_json) && report_memory(s, predicted, &ob->measured, ob->first_step_comm,
                                                               ob->first_step_across, nparams, ob->stage, receipt));
     if (bad) {

@@ -1,5 +1,5 @@
 // app/outputs.h — the files a run writes: --save, --export, --log, --mem-json,
-// --mem-timeline. Checked while the settings are read and again before
+// --mem-timeline, --mem-snapshot, --trace-json. Checked while the settings are read and again before
 // training, so that a run is never lost at its end to a path it cannot write
 // and never replaces a file it should not: none of them is one of the run's
 // inputs (the corpus, --init, ...) or another of them; --save replaces only a

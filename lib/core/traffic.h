@@ -15,6 +15,7 @@ typedef struct {
     double seconds[TR_N];    // the time the copies took
     double adam_seconds;     // and AdamW on the host
     int queued;              // the link's copies are queued (a GPU): its seconds are the host's waits
+    void (*on_copy)(int k, long long bytes, double seconds);  // told of each copy (--trace-json), if set
 } Traffic;
 
 Traffic g_traffic;
@@ -23,6 +24,7 @@ Traffic g_traffic;
 void traffic_add(int k, long long bytes, double seconds) {
     g_traffic.bytes[k] += bytes;
     g_traffic.seconds[k] += seconds;
+    if (g_traffic.on_copy) g_traffic.on_copy(k, bytes, seconds);
 }
 
 #endif

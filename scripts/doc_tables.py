@@ -70,6 +70,11 @@ def trains(cmd, training_exercises):
 
 
 def main():
+    unknown = [a for a in sys.argv[1:] if a not in ("--check", "--quick")]
+    if unknown:  # (--help included: a flag it does not know must not rewrite the docs)
+        print(__doc__.strip() + "\n\nusage: python3 scripts/doc_tables.py [--check [--quick]]", file=sys.stderr)
+        print(f"error: unknown argument {unknown[0]!r}", file=sys.stderr)
+        sys.exit(2)
     check = "--check" in sys.argv[1:]
     quick = "--quick" in sys.argv[1:]  # with --check: leave out the training runs (--losses, exercises), for make asan
     training_exercises = subprocess.run(["python3", "scripts/exercise.py", "--trains"], capture_output=True,

@@ -24,6 +24,11 @@ printf '<!-- gptmem: ./train --help -->\n<!-- /gptmem -->\n' >"$tmp/nofence.md"
 if ! GPTMEM_DOC_FILES="$tmp/nofence.md" python3 scripts/doc_tables.py --check >"$tmp/doc" 2>&1 && grep -q "without its" "$tmp/doc"; then
   ok "scripts/doc_tables.py refuses a block it would skip (no \`\`\`text fence), instead of passing it unchecked"
 else bad "doc_tables.py let a block without its fence pass: $(head -2 "$tmp/doc")"; fi
+before=$(cat README.md doc/*.md | sha256sum)
+python3 scripts/doc_tables.py --help >"$tmp/doc" 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q "unknown argument '--help'" "$tmp/doc" && [ "$(cat README.md doc/*.md | sha256sum)" = "$before" ]; then
+  ok "scripts/doc_tables.py --help: its usage, exit 2, no page rewritten"
+else bad "scripts/doc_tables.py --help: exit $rc, $(tail -1 "$tmp/doc")"; fi
 
 # every picture in doc/img is current: its data recomputed (dry runs, one-step timelines), its pixels redrawn
 if python3 scripts/pictures.py --check ${GPTMEM_QUICK:+--quick} >"$tmp/pic" 2>&1; then ok "$(tail -1 "$tmp/pic")"

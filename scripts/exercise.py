@@ -286,71 +286,76 @@ def ex_resume_ckpt():
 # question, hint (where to read), the parts' hints, the function; a part's hint is given after a wrong try
 EXERCISES = [
     ("How many bytes do GPT-2 medium's weights take in fp32 (L 24, C 1024, vocabulary 50257 padded to 50304, T 1024)?",
-     "`param_count` in `core/config.h`", ["count each matrix and bias of a block: 12C^2 + 13C"], ex_medium_weights, False),
+     "`param_count` in `lib/core/config.h`", ["count each matrix and bias of a block: 12C^2 + 13C"], ex_medium_weights, False),
     ("Mixed precision (bf16 with AdamW): how many bytes of model states does each parameter cost?",
-     "`predict_memory` in `memory/predict.h`", ["weights, gradients, master, m, v: which are 16-bit?"], ex_mixed_bytes,
+     "`predict_memory` in `lib/memory/predict.h`", ["weights, gradients, master, m, v: which are 16-bit?"], ex_mixed_bytes,
      False),
-    ("And with Adam's moments in 8 bits (`--adam-bits 8`)?", "`optimizer_step_8bit` in `optim/optimizer.h`",
+    ("And with Adam's moments in 8 bits (`--adam-bits 8`)?", "`optimizer_step_8bit` in `lib/optim/optimizer.h`",
      ["m and v take a byte each, plus one fp32 scale per block of 256 for each"], ex_adam8, False),
     ("GPT-2 in fp32 at T 1024: from which batch on do the activations take more bytes than the model states?",
-     "`predict_activations` in `memory/predict.h`",
+     "`predict_activations` in `lib/memory/predict.h`",
      ["model states do not grow with the batch; activations grow in proportion to it"], ex_batch_states, False),
     ("One block's saved tensors, GPT-2 in bf16 at batch 1: what share (in %) of their bytes is the T x T softmax "
      "output (a) at T 256, (b) at T 1024?",
-     "`saved_bytes` in `memory/predict.h`, the table `block_saved` in `core/saved.h`",
+     "`saved_bytes` in `lib/memory/predict.h`, the table `block_saved` in `lib/core/saved.h`",
      ["e as^2 of 16e sh + e as^2 + the layernorm statistics (4 numbers a row, 4 bytes each)",
       "the same sum at T 1024: the T^2 term grows 16 times, the rest 4 times"], ex_t2_share, False),
     ("The running example (GPT-2, batch 8 x 1024) in bf16: how many bytes of activations does `--flash` save?",
-     "`flash_attention_forward` in `cpu/attention.h`, and `doc/flash-attention.md`",
+     "`flash_attention_forward` in `lib/cpu/attention.h`, and `doc/flash-attention.md`",
      ["each layer drops the softmax output (e bytes an element, B x H x T x T) and keeps its log-sum-exp "
       "(4 bytes, B x H x T)"], ex_flash, False),
     ("The running example with `--dtype bf16 --flash --ckpt`: (a) how many bytes do the activations reach at their "
      "highest, and (b) where in the step: `forward` (the last block's forward), `head` (the final layernorm and LM "
      "head) or `rebuild` (a block rebuilt in the backward)?",
-     "`predict_stack_parts` in `memory/predict.h`, `rebuild` in `model.h`",
+     "`predict_stack_parts` in `lib/memory/predict.h`, `rebuild` in `model.h`",
      ["two candidates: the end of the forward (encoded + L kept outputs + the head's tensors) and the last block's "
       "forward (encoded + L-1 kept outputs + all 13 of its tensors)", "which of the two candidates is larger?"],
      lambda: ckpt_parts(False), False),
     ("... and with `--fused-ce` added: (a) how high, (b) where (`forward`, `head` or `rebuild`), and (c) why did "
      "the highest point move: `logits` (the N x Vp logits are no longer kept), `blocks` (`--fused-ce` keeps fewer "
      "of each block's tensors) or `tiles` (the head's tiles moved to the scratch row)?",
-     "`head_forward_tiled` in `cpu/head.h`",
+     "`head_forward_tiled` in `lib/cpu/head.h`",
      ["the same two candidates, with the head keeping 4 bytes a row instead of the logits",
       "which of the two candidates is larger now?", "which term of the two candidates changed?"],
      ex_fused_peak, False),
     ("ZeRO stage 2 on 4 ranks (bf16): how many bytes of model states per parameter does each rank keep?",
-     "`shard_layout` in `parallel/zero.h`", ["stage 2 shards the gradients and the optimizer's states, not the weights"],
+     "`shard_layout` in `lib/parallel/zero.h`", ["stage 2 shards the gradients and the optimizer's states, not the weights"],
      ex_zero2, False),
     ("GPT-2 XL in bf16 at batch 1 x 1024 with ZeRO-3: how many ranks make it fit in 24 GiB each?",
-     "`predict_shard` in `memory/predict_shard.h`, `fit_report` in `memory/fit.h`",
+     "`predict_shard` in `lib/memory/predict_shard.h`, `fit_report` in `lib/memory/fit.h`",
      ["try N = 1, 2, ... with `--dry-run --zero 3 --ranks N`: only the model states shrink with N"], ex_xl_ranks, False),
     ("GPT-2 in bf16 at batch 1 x 1024, ZeRO-3 on 1024 ranks: (a) how many times the paper's 16 Psi / N does each "
      "rank keep (its model states, comm and model-sized scratch, as the dry run compares them)? (b) what is most of "
      "the rest: `table` (the buffers that hold the whole embedding table at once), `shards` (the optimizer's "
      "shards) or `padding` (the shards rounded up to whole blocks)? (c) how many times with `--fused-ce`?",
-     "`predict_shard` in `memory/predict_shard.h`, and `doc/zero.md` (what does not shrink with N)",
+     "`predict_shard` in `lib/memory/predict_shard.h`, and `doc/zero.md` (what does not shrink with N)",
      ["the buffers for what moves at once do not shrink with N: 10 bytes an element in bf16",
       "compare the table's elements, (Vp + T)C + 2C, with one piece's, 4C^2 + 4C",
       "with --fused-ce the table moves in chunks through the piece buffers"], ex_zero3_1024, False),
     ("The running example in bf16 with `--offload opt`: how many bytes does a step move over the link?",
-     "`predict_traffic` in `memory/predict_offload.h`, `host_offload_step` in `optim/offload.h`",
+     "`predict_traffic` in `lib/memory/predict_offload.h`, `host_offload_step` in `lib/optim/offload.h`",
      ["what goes down to the host's AdamW, and what comes back up, each in bf16?"], ex_offload, False),
     ("The default model for 6 steps (`--steps 6`): (a) the worst step-by-step loss difference between `--ckpt` and keeping everything, "
      "in nats; (b) the same between a run stopped after step 3 and resumed (`--stop-after 3 --save s.ckpt`, then "
      "`--resume s.ckpt`) and one that never stopped; (c) why: `bits` (each computes the same bits), `rounding` (the "
      "differences are below the log's 4 decimals) or `seed` (both reseed the random stream)?",
-     "`rebuild` in `model.h`, `load_state` in `io/state.h`",
+     "`rebuild` in `model.h`, `load_state` in `lib/io/state.h`",
      ["run both with --log and compare the loss column", "the state file holds the step, the weights, Adam and the "
       "streams' positions", "is a difference of 0 close, or equal?"], ex_resume_ckpt, True),
 ]
 
 
-def number(text):
+def number(text, with_step=False):
+    """The number an answer gives (bytes for a size), or None; with_step: and half its last digit's step, in
+    the same units (an answer rounded to 0.01 MiB is right if the bytes round to it)."""
     m = re.fullmatch(r"\s*(-?[\d.]+(?:e[+-]?\d+)?)\s*(GiB|MiB|KiB|GB|MB|kB|B|%|x)?\s*", text, re.I)
     if not m:
         return None
-    scale = {"gib": 2**30, "mib": 2**20, "kib": 2**10, "gb": 1e9, "mb": 1e6, "kb": 1e3}
-    return float(m.group(1)) * scale.get((m.group(2) or "").lower(), 1)
+    scale = {"gib": 2**30, "mib": 2**20, "kib": 2**10, "gb": 1e9, "mb": 1e6, "kb": 1e3}.get((m.group(2) or "").lower(), 1)
+    digits = m.group(1).split("e")[0]
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    value = float(m.group(1)) * scale
+    return (value, 0.5 * 10 ** -decimals * scale) if with_step else value
 
 
 def show(value, part):
@@ -371,10 +376,11 @@ def show(value, part):
 
 
 def close(a, b, part):
-    """Right within what the question asks: a word exactly, a count exactly, nats to 1e-6, else 1%."""
+    """Right within what the question asks: a word exactly, a count exactly (bytes are a count: the smallest
+    mistake, a term left out, can be a part in a thousand), nats to 1e-6, else 1%."""
     if part.unit == "word":
         return str(a).strip().lower() == str(b)
-    if part.unit in ("batch", "ranks"):
+    if part.unit in ("batch", "ranks", "B"):  # (an answer in MiB or GiB: judge() takes its rounding)
         return a == b
     if part.unit == "nats":
         return abs(a - b) <= 1e-6
@@ -385,6 +391,9 @@ def judge(part, answer):
     """True right, False not right, None: not an answer of this kind."""
     if part.unit == "word":
         return close(answer, part.binary, part) if answer.strip().lower() in part.words else None
+    if part.unit == "B":  # a count of bytes: exact, to the precision the answer gives
+        got = number(answer, with_step=True)
+        return None if got is None else abs(got[0] - part.binary) <= max(got[1], 0.5)
     mine = number(answer)
     return None if mine is None else close(mine, part.binary, part)
 

@@ -328,8 +328,9 @@ void fit_print_table(const FitQuestion *q, const FitSearch *r, int shown, const 
         printf(" %6d x %-4d  %s\n", f->micro, f->accum, flags);
     }
     if (shown > FIT_ROWS) printf("  (and %d more, each costlier in some way than one above)\n", shown - FIT_ROWS);
-    printf("  (extra FLOPs counts the matmuls and attention rebuilt, and --fused-ce's second pass; rebuilding GELU and "
-           "layernorm is elementwise work, which shows in rebuilt/step instead)\n");
+    printf("  (extra FLOPs counts the matmuls and attention rebuilt, and --fused-ce's second pass; rebuilding %s is "
+           "elementwise work, which shows in rebuilt/step instead)\n",
+           is_llama(&q->s->cfg) ? "SwiGLU's product and RMSNorm" : "GELU and layernorm");
     fit_flags(&r->all[0], flags, sizeof flags);
     printf("recommended: %s %s\n", base, flags);
 }

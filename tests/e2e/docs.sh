@@ -50,6 +50,11 @@ else bad "doc/formulas.md: $(cat "$tmp/fm")"; fi
 # and without the answer, every part of an answer is checked (exercise 5 has two), a wrong word is not right
 if python3 scripts/exercise.py --self-test ${GPTMEM_QUICK:+--quick} >"$tmp/ex" 2>&1; then ok "$(tail -1 "$tmp/ex")"
 else bad "exercises' checker: $(head -4 "$tmp/ex")"; fi
+# the smallest mistake is not right: exercise 6 without the log-sum-exp flash keeps (L B H 4T bytes, 0.2% of it)
+if ! python3 scripts/exercise.py 6 $((12 * 8 * 12 * 2 * 1024 * 1024)) >"$tmp/ex" && grep -q -- '-> not right' "$tmp/ex" &&
+   python3 scripts/exercise.py 6 $((12 * 8 * 12 * (2 * 1024 * 1024 - 4 * 1024))) | grep -q -- '-> right'; then
+  ok "exercise 6: forgetting the log-sum-exp (0.2% of the answer) is not right; the bytes are"
+else bad "exercise 6 accepts an answer without the log-sum-exp: $(head -1 "$tmp/ex")"; fi
 if python3 scripts/exercise.py 1 1419485184 >"$tmp/ex" && grep -q -- '-> right' "$tmp/ex" &&
    ! python3 scripts/exercise.py 1 1.2GiB >"$tmp/ex" && grep -q -- '-> not right. Hint:' "$tmp/ex" && ! grep -q 1419485184 "$tmp/ex" &&
    python3 scripts/exercise.py 5 20% 50 >"$tmp/ex" && [ "$(grep -c -- '-> right' "$tmp/ex")" = 2 ] &&

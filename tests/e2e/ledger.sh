@@ -174,8 +174,10 @@ if [ "$(w fp32)" = $((4 * (M + VEC))) ] && [ "$(w bf16)" = $((2 * (M + VEC))) ] 
 else bad "--dry-run --infer"; head -4 "$tmp/inf"; fi
 expect 2 "--infer goes with --dry-run" --infer --steps 1
 # the config line names a custom shape as such
-if ./train "${SMALL[@]}" --dry-run | grep -q '^model custom shape: L2 C32 H2' && ./train --dry-run | grep -q '^model small: L4'; then
-  ok "config line: 'custom shape' for overridden presets, the preset's name otherwise"
+if ./train "${SMALL[@]}" --dry-run | grep -q '^model small with --layers 2 --channels 32 --heads 2 --max-seq 32 (a custom shape): L2 C32 H2' &&
+   ./train --model llama3-8b --max-seq 1024 --dry-run | grep -q '^model llama3-8b with --max-seq 1024 (a custom shape): L32' &&
+   ./train --dry-run | grep -q '^model small: L4'; then
+  ok "config line: a preset with its shape's flags changed names the preset and the flags, the preset's name otherwise"
 else bad "config line for a custom shape"; fi
 
 echo "END tests/e2e/ledger.sh"

@@ -28,6 +28,16 @@
 
 void print_flash_note(const GPTConfig *c, const Settings *s);
 
+// The shape's flags that make `c` differ from the preset `p` (" --max-seq 1024"), or "" if none does.
+void shape_flags_changed(const GPTConfig *p, const GPTConfig *c, char *out, size_t size) {
+    const char *flag[] = {"layers", "channels", "heads", "vocab", "max-seq", "kv-heads", "ffn", "rope-theta"};
+    int was[] = {p->layers, p->channels, p->heads, p->vocab, p->max_seq, p->kv_heads, p->ffn, p->rope_theta};
+    int is[] = {c->layers, c->channels, c->heads, c->vocab, c->max_seq, c->kv_heads, c->ffn, c->rope_theta};
+    out[0] = 0;
+    for (int i = 0, n = 0; i < 8; i++)
+        if (was[i] != is[i] && n < (int)size) n += snprintf(out + n, size - n, " --%s %d", flag[i], is[i]);
+}
+
 // One line saying what will run; a dry run leaves out steps and threads.
 void print_config_line(const GPTConfig *c, const Settings *s) {
     const GPTConfig *p = NULL;  // the preset: a shape that differs from it is "custom"
@@ -37,14 +47,7 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
     if (p && s->token_width && !s->vocab && p->vocab == 256) as_preset.vocab = c->vocab;  // tokens' vocabulary (flags.h)
     int preset = p && !memcmp(&as_preset, c, sizeof *c) && !s->init && !s->config;
     char changed[160] = "";  // a preset with some of its shape's flags set otherwise: which
-    if (p && !preset) {
-        const char *flag[] = {"layers", "channels", "heads", "vocab", "max-seq", "kv-heads", "ffn", "rope-theta"};
-        int was[] = {as_preset.layers, as_preset.channels, as_preset.heads, as_preset.vocab, as_preset.max_seq,
-                     as_preset.kv_heads, as_preset.ffn, as_preset.rope_theta};
-        int is[] = {c->layers, c->channels, c->heads, c->vocab, c->max_seq, c->kv_heads, c->ffn, c->rope_theta};
-        for (int i = 0, n = 0; i < 8; i++)
-            if (was[i] != is[i] && n < (int)sizeof changed) n += snprintf(changed + n, sizeof changed - n, " --%s %d", flag[i], is[i]);
-    }
+    if (p && !preset) shape_flags_changed(&as_preset, c, changed, sizeof changed);
     if (s->init || s->config) printf("model from %s: L%d", s->init ? s->init : s->config, c->layers);
     else if (changed[0]) printf("model %s with%s (a custom shape): L%d", s->model, changed, c->layers);
     else printf("model %s%s: L%d", preset ? s->model : "custom", preset ? "" : " shape", c->layers);

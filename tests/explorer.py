@@ -10,7 +10,8 @@ Chromium, headless, driven by Selenium. Prints PASS / FAIL / SKIP lines (tests/e
   3. every control, changed as a person would (a click, a choice, a number typed), changes the view;
   4. the two bad settings the issue names show the binary's message;
   5. the time a load and a change take, reported (not asserted: a busy machine is slower);
-  --screenshot PNG: the view of the running example, as doc/img/explorer.png is.
+  --screenshot PNG: the view of the running example, as doc/img/explorer.png is; --shot-1280 PNG: the lecture's
+  GPU setting (Llama-3-8B, ZeRO-3 on 4 V100s, the optimizer offloaded) at 1280x800, as doc/img/explorer_gpu.png is.
 """
 import argparse
 import json
@@ -90,6 +91,8 @@ def random_setting(rng, presets):
         a += ["--accum", str(rng.choice([2, 4]))]
     if rng.random() < 0.35:
         a += ["--device", "cuda"]
+        if rng.random() < 0.4:
+            a += ["--gpu", rng.choice(["v100-32gb", "t4", "a100-80gb", "h100-80gb", "rtx4090"])]
     a += ["--dtype", rng.choice(["fp32", "bf16", "bf16", "fp16"])]
     r = rng.random()
     if r < 0.3:
@@ -130,6 +133,8 @@ def page_state(d):
                 widths: q('.place').map((e) => [e.querySelector('[data-at]').dataset.at,
                     Array.from(e.querySelectorAll('rect')).reduce((w, r) => w + +r.getAttribute('width'), 0)]),
                 timeline: document.getElementById('timeline').textContent,
+                card: document.getElementById('card').textContent,
+                capacity: q('#peak-bar line.capacity').map((e) => e.querySelector('title').textContent),
                 fit: document.getElementById('fit').textContent, fitcmd: document.getElementById('fit-cmd').textContent,
                 text: document.getElementById('dryrun').textContent,
                 ms: window.gptmem.lastMs, fitms: window.gptmem.fitMs};""")
@@ -168,6 +173,13 @@ def compare(d, args, cwd, deep):
         return f"the places: page {s['at']}, binary {places}"
     if (any(v for k, v in p["peak_at"].items() if k != "device")) != bool(s["at"]):
         return "the places shown when something is off the device, and only then"
+    card = j.get("gpu") or {}
+    if card.get("name"):  # --gpu: its memory as a line on the headline's bar, and whether the peak fits
+        want_line = [f"{card['name']}: {card['memory_bytes']} B"]
+        if [c.split(" (")[0] for c in s["capacity"]] != want_line or ("leaves" in s["card"]) != card["fits"]:
+            return f"the card's line: page {s['capacity']} {s['card']!r}, binary {card}"
+    elif s["capacity"]:
+        return "a capacity line without --gpu"
     top = max(p["peak_at"].values())
     for place, width in s["widths"]:  # each place's bar at its highest phase, all on the largest place's scale
         if width > 800 * p["peak_at"][place] / top + 0.5:
@@ -246,6 +258,7 @@ def main():
     ap.add_argument("--settings", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--screenshot")
+    ap.add_argument("--shot-1280", help="the lecture's GPU setting at 1280x800, as doc/img/explorer_gpu.png is")
     o = ap.parse_args()
     if not os.path.exists(PAGE):
         print("SKIP explorer: no doc/explorer.html (make explorer; it needs clang's wasm32-wasi target: bash scripts/setup.sh)")
@@ -304,6 +317,25 @@ def main():
                f"{statistics.median(ms):.1f} ms median, {max(ms):.1f} ms at most, and --fit's table after them in "
                f"{statistics.median(fitms):.1f} ms median, {max(fitms):.1f} ms at most (reported, not asserted)")
         check_controls(d)
+        # on a projector: 1280 x 800, the lecture's GPU setting: the headline, the card's line and the ladder, no
+        # sideways scrolling
+        d.set_window_size(1280, 800)
+        lecture = ["--model", "llama3-8b", "--device", "cuda", "--gpu", "v100-32gb", "--dtype", "fp16", "--batch", "1",
+                   "--seq-len", "1024", "--ranks", "4", "--zero", "3", "--offload", "opt"]
+        set_args(d, lecture)
+        view = d.execute_script("""const r = (id) => document.getElementById(id).getBoundingClientRect();
+            return {wide: document.documentElement.scrollWidth, seen: window.innerWidth,
+                    line: document.querySelectorAll('#peak-bar line.capacity').length, self: document.querySelectorAll('[data-self]').length,
+                    head: r('peak-gib').right, bar: r('peak-bar').right};""")
+        if view["wide"] <= view["seen"] and view["line"] == 1 and view["self"] == 1 and view["bar"] <= view["seen"]:
+            ok(f"at 1280x800 the lecture's setting ({' '.join(lecture)}) shows the headline, the V100's line and the "
+               "ladder without sideways scrolling")
+        else:
+            bad(f"at 1280x800: {view}")
+        if o.shot_1280:
+            d.execute_script("window.scrollTo(0, 0)")
+            d.save_screenshot(o.shot_1280)
+        d.set_window_size(1400, 1700)
         bads = [(["--model", "gpt2", "--heads", "5"], "heads not dividing channels"),
                 (["--model", "gpt2", "--batch", "1", "--ranks", "4", "--zero", "2", "--shard-group", "3"],
                  "a shard group not dividing the ranks")]

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/config.h"
+#include "core/gpus.h"
 #include "core/settings.h"
 #include "core/dtype.h"
 #include "core/saved.h"
@@ -117,6 +118,8 @@ const FlagSpec flag_specs[] = {
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
     {"infer", ARG_FLAG, OPT(infer), 0, 0, "with --dry-run: inference memory, the weights in fp32/bf16/int8/int4 and the KV cache"},
     {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first"},
+    {"gpu", ARG_STR, OPT(gpu_name), 0, 0, "the GPU in mind: v100-16gb, v100-32gb, t4, a100-40gb, a100-80gb, l4, rtx4090, h100-80gb, h200: a dry run sets the device's peak beside its memory and --offload's bytes beside its host link; --fit offers fp16 where it has no bf16"},
+    {"link-gbps", ARG_FLOAT, OPT(link_gbps), 0, 0, "the host link's GB/s one way, for --offload's seconds a step (0 = the --gpu's PCIe)"},
     {"fit-host", ARG_STR, OPT(fit_host), 0, 0, "with --fit: the host memory of the machine in mind, for --offload's settings (512GiB, ...; default: what is free here)"},
     {"fit-disk", ARG_STR, OPT(fit_disk), 0, 0, "with --fit: the free disk of the machine in mind, for --offload-to disk (2TB, ...; default: what is free here)"},
     {"trace", ARG_FLAG, OPT(trace), 0, 0, "print each activation push and pop, ZeRO gather and reduction of the first step"},
@@ -303,6 +306,22 @@ void parse_offload(Settings *s) {
     snprintf(s->offload_dir, sizeof s->offload_dir, "%s", to[4] ? to + 5 : ".");
 }
 
+// --gpu and --link-gbps: a card gptmem knows, and bf16 only where it computes in it.
+void parse_gpu(Settings *s) {
+    if (s->link_gbps < 0) usage_error("--link-gbps must be a rate in GB/s, above 0 (got %g)", s->link_gbps);
+    if (!s->gpu_name) return;
+    if (!s->cuda) usage_error("--gpu names the GPU in mind: it goes with --device cuda");
+    const GpuModel *g = gpu_model(s->gpu_name);
+    if (!g) {
+        char names[512] = "";
+        for (int i = 0, n = 0; i < N_GPU_MODELS; i++) n += snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", gpu_models[i].name);
+        usage_error("--gpu '%s' is not a card gptmem knows; it knows %s", s->gpu_name, names);
+    }
+    if (s->dtype == DT_BF16 && !g->bf16)
+        usage_error("--gpu %s has no bf16 (compute capability 7.x): use --dtype fp16, the same bytes with a loss scale",
+                    s->gpu_name);
+}
+
 // --eval-only, --quantize and --adam-bits: what each needs, what each excludes.
 void parse_eval_flags(Settings *s) {
     if (s->adam_bits != 32 && s->adam_bits != 8) usage_error("--adam-bits must be 32 or 8 (got %d)", s->adam_bits);
@@ -436,6 +455,7 @@ void resolve_settings(Settings *s) {
         usage_error("--%s goes with --fit (it sizes the machine --fit searches for)", s->fit_host ? "fit-host" : "fit-disk");
     parse_offload(s);
     parse_eval_flags(s);
+    parse_gpu(s);
     if (s->cuda && (s->mem_timeline || s->mem_snapshot))
         usage_error("--%s records the CPU's activation stack; drop --device cuda",
                     s->mem_timeline ? "mem-timeline" : "mem-snapshot");

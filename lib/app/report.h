@@ -281,6 +281,28 @@ int dry_run_timeline(const Settings *s, const MemReport *predicted) {
     return bad != 0;
 }
 
+// --gpu, --link-gbps: the device's peak beside the card's memory, --offload's link bytes beside its
+// rate (at least the larger direction's bytes / rate a step: the link carries both ways at once, and
+// the sum if they do not overlap). Printed, and as --mem-json's "gpu" (json: NULL to print only).
+void gpu_in_mind(const Settings *s, const MemReport *pred, char *json, size_t n) {
+    const GpuModel *g = s->gpu_name ? gpu_model(s->gpu_name) : NULL;
+    double rate = s->link_gbps > 0 ? s->link_gbps : g ? g->link_gbps : 0, cap = g ? g->gib * 1073741824.0 : 0;
+    double down = pred->traffic[TR_DOWN], up = pred->traffic[TR_UP], peak = pred->peak_at[LOC_DEVICE];
+    if (json) json[0] = 0;
+    if (g) printf("on one %s (--gpu %s): %.2f GiB; the device's peak %.2f GiB %s %.2f GiB (the CUDA context and "
+                  "libraries take some of it: --fit keeps %.2f GiB for them)\n", g->what, g->name, g->gib, peak / 1073741824.0,
+                  peak <= cap ? "leaves" : "is over by", fabs(cap - peak) / 1073741824.0, GPU_HEADROOM / 1073741824.0);
+    if (rate > 0 && (down > 0 || up > 0))
+        printf("the host link at %.2f GB/s each way%s: a step's %.2f GB down and %.2f GB up take at least %.3f s "
+               "(%.3f s if they do not overlap)\n", rate, s->link_gbps > 0 ? " (--link-gbps)" : "", down / 1e9, up / 1e9,
+               fmax(down, up) / (rate * 1e9), (down + up) / (rate * 1e9));
+    if (json && (g || rate > 0))
+        snprintf(json, n, "\"gpu\": {\"name\": \"%s\", \"memory_bytes\": %.0f, \"bf16\": %s, \"link_gbps\": %g, "
+                 "\"device_peak_bytes\": %.0f, \"fits\": %s, \"link_seconds\": %.6f}", g ? g->name : "", cap,
+                 g && g->bf16 ? "true" : "false", rate, peak, g && peak <= cap ? "true" : "false",
+                 rate > 0 ? fmax(down, up) / (rate * 1e9) : 0.0);
+}
+
 // --dry-run: the prediction alone, from the config; nothing is allocated.
 int dry_run(const Settings *s) {
     const GPTConfig *cfg = &s->cfg;
@@ -297,11 +319,14 @@ int dry_run(const Settings *s) {
     if (s->mem_ops) print_activation_table(stdout, s, 0);
     if (s->infer) print_inference(cfg, s);
     if (s->estimators && !s->eval_only) print_estimators(stdout, s, &predicted, NULL);
+    char gpu[512];
+    gpu_in_mind(s, &predicted, gpu, sizeof gpu);
     if (s->mem_timeline && dry_run_timeline(s, &predicted)) return 1;
     if (s->mem_snapshot && write_predicted_snapshot(s, &predicted, 0, 0)) return 1;
     char cost[512], more[4096];
-    if (cost_json(s, cost, sizeof cost)) {  // its cost, and what the other calculators say
+    if (cost_json(s, cost, sizeof cost)) {  // its cost, what the other calculators say, the GPU in mind
         size_t k = (size_t)snprintf(more, sizeof more, "%s,\n ", cost);
+        if (gpu[0]) k += (size_t)snprintf(more + k, sizeof more - k, "%s,\n ", gpu);
         json_estimators(more + k, sizeof more - k, s);
     }
     if (s->mem_json && write_mem_json(s->mem_json, &predicted, NULL, s->eval_only ? NULL : more)) {

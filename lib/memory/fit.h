@@ -27,6 +27,7 @@
 #include "memory/predict_offload.h"
 #include "memory/report.h"
 #include "core/saved.h"
+#include "core/gpus.h"
 #include "core/settings.h"
 
 // A budget: a number and a unit, B, KiB/MiB/GiB/TiB (powers of 1024) or
@@ -209,7 +210,7 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];
     StackParts parts = predict_stack_parts(&t, &plan);
     f.rebuilt = (double)(parts.full - parts.kept) * L * f.accum;
-    f.slow = gpu ? (f.dtype == DT_FP32) + !f.flash : (f.dtype == DT_BF16) + f.flash;
+    f.slow = gpu ? (f.dtype == DT_FP32) + !f.flash : (f.dtype != DT_FP32) + f.flash;
     return f;
 }
 
@@ -231,6 +232,8 @@ FitSetting fit_own_setting(const Settings *s) {
 FitSearch fit_search(const FitQuestion *q) {
     unsigned recomputes[] = {0, REC_GELU | REC_LN, REC_BLOCK};
     int ranks = q->ranks, global = q->global, gpu = q->s->cuda, divisors = 0, pass;
+    const GpuModel *card = q->s->gpu_name ? gpu_model(q->s->gpu_name) : NULL;
+    int half = card && !card->bf16 ? DT_FP16 : DT_BF16;  // 16 bits: fp16 on a card without bf16 (a V100, a T4)
     for (int k = 1; k <= ranks; k++) divisors += ranks % k == 0;  // --shard-group's choices: each K that divides the ranks
     int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2 * divisors;
     FitSearch r = {malloc(sizeof(FitSetting) * cap), 0, 0, 0, 0, {0}, {0}, (size_t)-1};
@@ -248,7 +251,7 @@ FitSearch fit_search(const FitQuestion *q) {
             if (ranks % group || (group < ranks && (zero == 0 || gpu))) continue;  // (groups: the CPU's, with a stage)
             int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
             if (global % micro || r.n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
-            FitSetting f = {dtype, flash, fused, zero, micro, global / micro, group < ranks ? group : 0, off, recomputes[rc],
+            FitSetting f = {dtype ? half : DT_FP32, flash, fused, zero, micro, global / micro, group < ranks ? group : 0, off, recomputes[rc],
                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
             f = fit_predict(q, f);
             if (f.weights < r.min_weights) r.min_weights = f.weights;

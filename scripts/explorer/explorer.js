@@ -23,7 +23,7 @@ const run = (args) => runTrain(wasmModule, args, CORPUS);
 // choice) adds nothing to the command line.
 const NUMBER_FLAGS = ["layers", "channels", "heads", "kv-heads", "ffn", "vocab", "max-seq", "batch", "seq-len", "accum",
                       "ranks", "shard-group"];
-const SELECT_FLAGS = ["model", "device", "dtype", "zero", "offload", "offload-to", "adam-bits", "quantize"];
+const SELECT_FLAGS = ["model", "device", "gpu", "dtype", "zero", "offload", "offload-to", "adam-bits", "quantize"];
 const CHECK_FLAGS = ["ckpt", "flash", "fused-ce", "infer", "eval-only"];
 const RECOMPUTE = ["gelu", "ln", "attn", "mlp"];
 
@@ -57,19 +57,27 @@ function setArgs(args) {
 const commandLine = (args) => "./train " + args.join(" ");
 
 // --- the views ---------------------------------------------------------------------------------------
-function stackedBar(parts, total, width, label) {
-  let x = 0, svg = `<svg class="bar" viewBox="0 0 ${width} 34" width="100%" height="34" role="img" aria-label="${esc(label)}">`;
+// A bar of the parts, `total` bytes to the full width; with a card (--gpu: the dry run's "gpu"), its memory as a
+// line across the bar, the bar scaled to the larger of the two.
+function stackedBar(parts, total, width, label, card) {
+  const scale = card ? Math.max(total, card.memory_bytes) : total;
+  let x = 0, svg = `<svg class="bar" viewBox="0 0 ${width} 34" width="100%" height="34" preserveAspectRatio="xMinYMid meet" role="img" aria-label="${esc(label)}">`;
   for (const [name, b] of parts) {
-    const w = total ? (b / total) * width : 0;
+    const w = scale ? (b / scale) * width : 0;
     svg += `<rect x="${x}" y="2" width="${w}" height="30" fill="${CATEGORY_COLOR[name]}"><title>${name}: ${b} B (${gib(b)})</title></rect>`;
     x += w;
+  }
+  if (card) {
+    const at = Math.min(width - 2, (card.memory_bytes / scale) * width);
+    svg += `<line class="capacity" x1="${at}" x2="${at}" y1="0" y2="34" stroke="#000" stroke-width="3" stroke-dasharray="4 2">` +
+           `<title>${card.name}: ${card.memory_bytes} B (${gib(card.memory_bytes)})</title></line>`;
   }
   return svg + "</svg>";
 }
 
 // The headline is the device's peak (a GPU's memory; the CPU's RAM on --device cpu): peak_at.device, the
 // dry run's printed total. The categories count every place; each place gets its own bar, all on one scale.
-function showPeak(pred) {
+function showPeak(pred, card) {
   const cats = Object.keys(CATEGORY_COLOR).filter((c) => pred.peak[c] > 0), device = pred.peak_at.device;
   const where = $("f-device").value === "cuda" ? "the GPU's" : "the device's (the CPU's RAM)";
   $("peak-total").textContent = device;
@@ -78,11 +86,14 @@ function showPeak(pred) {
   // the device at its peak: every category as after init, the activations at their highest
   const init = pred["after init"].at.device;
   const onDevice = cats.map((c) => [c, c === "activations" ? pred.peak[c] : init[c] || 0]).filter(([, b]) => b > 0);
-  $("peak-bar").innerHTML = stackedBar(onDevice, device, 800, "the device's peak by category");
-  let rows = "";
+  $("peak-bar").innerHTML = stackedBar(onDevice, device, 800, "the device's peak by category", card);
+  $("card").textContent = card ? `the dashed line: one ${card.name}, ${gib(card.memory_bytes)}; the peak ` +
+    (card.fits ? `leaves ${gib(card.memory_bytes - device)}` : `is ${gib(device - card.memory_bytes)} over`) : "";
+  $("card").dataset.fits = card ? String(card.fits) : "";
+  let rows = "";  // every category (the ones at 0 B faint), side by side
   for (const c of Object.keys(CATEGORY_COLOR))
-    rows += `<tr class="${pred.peak[c] ? "" : "zero"}"><td><span class="swatch" style="background:${CATEGORY_COLOR[c]}"></span>${c}</td>` +
-            `<td class="num" title="${pred.peak[c]} B" data-cat="${c}" data-bytes="${pred.peak[c]}">${gib(pred.peak[c])}</td></tr>`;
+    rows += `<span class="cat${pred.peak[c] ? "" : " zero"}"><span class="swatch" style="background:${CATEGORY_COLOR[c]}"></span>${c} ` +
+            `<span class="num" title="${pred.peak[c]} B" data-cat="${c}" data-bytes="${pred.peak[c]}">${gib(pred.peak[c])}</span></span>`;
   $("peak-table").innerHTML = rows;
   // by place, when something is off the device: each place's categories in the phase where it is highest, one scale
   const places = Object.keys(pred.peak_at).filter((l) => pred.peak_at[l] > 0);
@@ -146,7 +157,7 @@ const LADDER = [["--dtype", "bf16"], ["--flash"], ["--ckpt"], ["--recompute", nu
 const TAKES = { "--dtype": 1, "--recompute": 1, "--adam-bits": 1, "--zero": 1, "--offload": 1, "--offload-to": 1, "--shard-group": 1 };
 const WITH = { "--zero": ["--shard-group"], "--offload": ["--offload-to"] };  // a flag that goes with another's rung
 
-function ladderRungs(args) {
+function ladderRungs(args, card) {
   const own = {}, base = [];
   for (let i = 0; i < args.length; i++) {
     const f = args[i], known = LADDER.some(([g]) => g === f) || Object.values(WITH).some((w) => w.includes(f));
@@ -165,7 +176,8 @@ function ladderRungs(args) {
     rungs.push(["+ " + flag(f, own[f]).join(" "), base.concat(flags), false]);
   }
   rungs[rungs.length - 1][2] = true;  // this setting
-  for (const [f, v] of LADDER) {  // and what it does not have yet
+  for (let [f, v] of LADDER) {  // and what it does not have yet (16 bits: fp16 on a card without bf16)
+    if (f === "--dtype" && card && !card.bf16) v = "fp16";
     if (f in own || !v || (f === "--zero" && ranks < 2) || (f === "--ckpt" && "--recompute" in own)) continue;
     if (f === "--adam-bits" || (f === "--offload" && $("f-device").value !== "cuda" && !("--zero" in own))) continue;
     flags = flags.concat(flag(f, v));
@@ -179,16 +191,16 @@ function ladderRungs(args) {
   return rungs;
 }
 
-function showLadder(args) {
+function showLadder(args, card) {
   let rows = "", first = 0;
-  for (const [name, a, self] of ladderRungs(args)) {
+  for (const [name, a, self] of ladderRungs(args, card)) {
     const r = run(a.concat(["--dry-run", "--mem-json", "rung.json"]));
     if (r.code !== 0) { rows += `<tr><td>${esc(name)}</td><td colspan="5" class="err">${esc(r.stderr.trim())}</td></tr>`; continue; }
     const d = JSON.parse(r.files["rung.json"]), p = d.predicted, peak = p.peak_at.device, c = d.cost;
     first = first || peak;
     rows += `<tr class="${self ? "self" : ""}"><td><code>${esc(name)}</code>${self ? " <b>= this setting</b>" : ""}</td>` +
             `<td class="num" title="${peak} B" data-rung="${esc(a.join(" "))}" data-bytes="${peak}"${self ? ' data-self="1"' : ""}>${gib(peak)}</td>` +
-            `<td>${stackedBar(Object.keys(CATEGORY_COLOR).filter((k) => p.peak[k] > 0).map((k) => [k, p.peak[k]]), first, 400, name)}</td>` +
+            `<td>${stackedBar(Object.keys(CATEGORY_COLOR).filter((k) => p.peak[k] > 0).map((k) => [k, p.peak[k]]), first, 400, name, card)}</td>` +
             `<td class="num">${(100 * c.extra_flops).toFixed(1)}%</td><td class="num">${(c.rebuilt_bytes / MiB).toFixed(1)} MiB</td>` +
             `<td class="num">${(c.comm_bytes / MiB).toFixed(1)} MiB</td></tr>`;
   }
@@ -234,12 +246,12 @@ function update(later) {
   $("error").hidden = !r.code;
   $("views").hidden = !!r.code;
   if (!r.code) {
-    const pred = JSON.parse(r.files["mem.json"]).predicted;
-    showPeak(pred);
+    const mem = JSON.parse(r.files["mem.json"]), pred = mem.predicted;
+    showPeak(pred, mem.gpu && mem.gpu.name ? mem.gpu : null);
     $("dryrun").textContent = r.stdout;
     showTimeline(r.files["timeline.csv"]);
     showFormulas(r.stdout);
-    showLadder(args);
+    showLadder(args, mem.gpu && mem.gpu.name ? mem.gpu : null);
   }
   window.gptmem.lastMs = performance.now() - t0;
   const fit = () => {

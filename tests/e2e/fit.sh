@@ -97,4 +97,31 @@ expect 2 "the unit must be B, KiB" --fit 12XB
 if ./train "${F2[@]}" --fit >"$tmp/fit" 2>&1 && grep -q '^--fit (free now): [0-9]* bytes' "$tmp/fit"; then
   ok "--fit alone: this machine's free memory"; else bad "--fit alone"; fi
 
+# --gpu: the card in mind. No bf16 on a V100 (--fit offers fp16 there, bf16 on an H100); its memory beside the
+# device's peak and --offload's link bytes beside PCIe 3.0's 15.75 GB/s, printed and in --mem-json's "gpu"
+./train --model gpt2 --device cuda --gpu v100-32gb --fit 32GiB --batch 16 >"$tmp/v100" 2>&1
+./train --model gpt2 --device cuda --gpu h100-80gb --fit 32GiB --batch 16 >"$tmp/h100" 2>&1
+if grep -q -- '--dtype fp16' "$tmp/v100" && ! grep -q -- '--dtype bf16' "$tmp/v100" && grep -q -- '--dtype bf16' "$tmp/h100"; then
+  ok "--fit --gpu v100-32gb offers fp16, never bf16 (a V100 has none); --gpu h100-80gb offers bf16"
+else bad "--fit --gpu: $(grep recommended "$tmp/v100") / $(grep recommended "$tmp/h100")"; fi
+./train --model llama3-8b --device cuda --dtype fp16 --batch 1 --seq-len 1024 --zero 3 --ranks 4 --offload opt --gpu v100-32gb \
+  --dry-run --mem-json "$tmp/gpu.json" >"$tmp/gpu.out" 2>&1
+if python3 - "$tmp/gpu.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); g, p = d["gpu"], d["predicted"]
+t = p["traffic"]
+assert g["memory_bytes"] == 32 * 2**30 and g["bf16"] is False and g["link_gbps"] == 15.75
+assert g["device_peak_bytes"] == p["peak_at"]["device"] and g["fits"] == (p["peak_at"]["device"] <= 32 * 2**30)
+assert abs(g["link_seconds"] - max(t["link down"], t["link up"]) / 15.75e9) < 1e-6
+PY
+then ok "--gpu v100-32gb --dry-run: the card's 32 GiB beside the device's peak, a step's link bytes at 15.75 GB/s (--mem-json's gpu)"
+else bad "--gpu's dry run: $(tail -2 "$tmp/gpu.out")"; fi
+./train --model gpt2 --device cuda --batch 1 --zero 3 --ranks 4 --offload opt --link-gbps 50 --dry-run >"$tmp/link" 2>&1
+if grep -q 'the host link at 50.00 GB/s each way (--link-gbps)' "$tmp/link"; then ok "--link-gbps sets the link's rate"
+else bad "--link-gbps: $(tail -1 "$tmp/link")"; fi
+expect 2 "has no bf16" --model gpt2 --device cuda --dtype bf16 --gpu t4 --dry-run
+expect 2 "is not a card gptmem knows" --model gpt2 --device cuda --gpu a200 --dry-run
+expect 2 "goes with --device cuda" --model gpt2 --gpu h100-80gb --dry-run
+expect 2 "link-gbps" --model gpt2 --device cuda --link-gbps -3 --dry-run
+
 echo "END tests/e2e/fit.sh"

@@ -12,6 +12,7 @@
 #include "app/report.h"
 #include "cuda/api.h"
 #include "memory/fit.h"
+#include "memory/predict_infer.h"
 #include "parallel/comm.h"
 
 // --fit: the command line without the flags --fit chooses (for the recommended command).
@@ -33,6 +34,39 @@ void fit_base_command(int argc, char **argv, char *out, size_t n) {
         }
         if (!skip) k += (size_t)snprintf(out + k, n - k, " %s", argv[i]);
     }
+}
+
+// --infer --fit BUDGET: what serves in the budget. For each format of the weights (--infer's table:
+// fp32, bf16, int8, int4 with their scales), what is left for the KV cache after them (and, on the GPU,
+// the CUDA libraries' headroom), the cache's bytes a token, and so how many tokens it holds: the largest
+// batch at --seq-len, and the longest context at --batch (up to the model's maxT). 0 if a format
+// serves one sequence of --seq-len, else 1.
+int infer_fit_report(const Settings *s, size_t budget, const char *text, const char *base) {  // (base: with --infer)
+    const GPTConfig *c = &s->cfg;
+    InferenceBytes one = predict_inference(c, 1, 1, (int)dtype_size(s->dtype));  // the cache of one token
+    size_t room = budget > (s->cuda ? GPU_HEADROOM : 0) ? budget - (s->cuda ? GPU_HEADROOM : 0) : 0;
+    const char *name[] = {"fp32", "bf16", "int8", "int4"}, *best = NULL;
+    const int bits[] = {32, 16, 8, 4};
+    printf("--infer --fit %s: what serves in %zu bytes (%.2f GiB)%s: the weights in each format and the KV cache "
+           "(K and V, %s, %zu B a token), as --dry-run --infer counts them\n", text, budget, budget / 1073741824.0,
+           s->cuda ? ", less 0.50 GiB for the CUDA libraries" : "", dtype_name[s->dtype], one.kv_cache);
+    printf("  %-6s %14s %14s %14s %16s %16s\n", "format", "weights", "left", "cache tokens", "batch at T", "T at batch");
+    for (int k = 0; k < 4; k++) {
+        size_t w = inference_weight_bytes(&one, bits[k]), left = room > w ? room - w : 0;
+        size_t tokens = left / one.kv_cache, batch = tokens / s->seq_len, T = tokens / s->batch;
+        if (T > (size_t)c->max_seq) T = c->max_seq;
+        printf("  %-6s %10.2f GiB %10.2f GiB %14zu %11zu x %-4d %9zu at %d\n", name[k], w / 1073741824.0,
+               left / 1073741824.0, tokens, batch, s->seq_len, T, s->batch);
+        if (!best && batch >= 1) best = name[k];
+    }
+    if (!best) {
+        printf("none serves one sequence of %d tokens in %s: a smaller --seq-len, or more memory\n", s->seq_len, text);
+        return 1;
+    }
+    printf("serves: %s, the most bits that hold one sequence of %d tokens (%s --dtype %s --batch %d --dry-run shows "
+           "its table; --eval-only --quantize measures a saved state's weights in each format)\n", best, s->seq_len, base,
+           dtype_name[s->dtype], s->batch);
+    return 0;
 }
 
 // --fit BUDGET: the settings that fit, from the predictor alone (memory/fit.h).
@@ -91,6 +125,7 @@ int fit_run(const Settings *s, int argc, char **argv) {
                "so --offload's settings go to disk\n");
     FitQuestion q = {s, s->batch * s->accum, s->ranks > 1 ? s->ranks : 1, budget, host, disk, s->fit_host != NULL,
                      s->fit_disk != NULL};
+    if (s->infer) return infer_fit_report(s, budget, text, base);
     int rc = fit_report(&q, text, base);
     return s->mem_snapshot && fit_snapshot(s, budget) ? 1 : rc;
 }

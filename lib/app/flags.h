@@ -450,7 +450,8 @@ void resolve_settings(Settings *s) {
     }
     check_gpu_attention_row(s, &c);
     parse_recompute(s);
-    if (s->infer && !s->dry_run) usage_error("--infer goes with --dry-run (it predicts; it runs nothing)");
+    if (s->infer && !s->dry_run && !s->fit)
+        usage_error("--infer goes with --dry-run or --fit (it predicts; it runs nothing)");
     if ((s->fit_host || s->fit_disk) && !s->fit)
         usage_error("--%s goes with --fit (it sizes the machine --fit searches for)", s->fit_host ? "fit-host" : "fit-disk");
     parse_offload(s);

@@ -124,4 +124,22 @@ expect 2 "is not a card gptmem knows" --model gpt2 --device cuda --gpu a200 --dr
 expect 2 "goes with --device cuda" --model gpt2 --gpu h100-80gb --dry-run
 expect 2 "link-gbps" --model gpt2 --device cuda --link-gbps -3 --dry-run
 
+# --infer --fit: what serves in a budget, by --dry-run --infer's own counts (its weights, its cache's bytes a token)
+./train --model llama3-8b --device cuda --dtype bf16 --infer --fit 16GiB --batch 1 --seq-len 8192 >"$tmp/ifit" 2>&1
+./train --model llama3-8b --device cuda --dtype bf16 --infer --dry-run --batch 1 --seq-len 1 >"$tmp/inf1" 2>&1
+if python3 - "$tmp/ifit" "$tmp/inf1" <<'PY'
+import re, sys
+fit, inf = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+per = int(re.search(r"for 1 x 1 tokens: (\d+) B", inf).group(1))
+room = 16 * 2**30 - 512 * 2**20
+for fmt in ("fp32", "bf16", "int8", "int4"):
+    w = int(re.search(rf"^  {fmt} +\d+ +(\d+) ", inf, re.M).group(1))
+    row = re.search(rf"^  {fmt} .* (\d+) +(\d+) x 8192 +(\d+) at 1$", fit, re.M)
+    tokens = max(room - w, 0) // per
+    assert row and int(row.group(1)) == tokens and int(row.group(2)) == tokens // 8192 and int(row.group(3)) == min(tokens, 8192), fmt
+assert "serves: int8," in fit
+PY
+then ok "--infer --fit 16GiB (Llama-3-8B on a GPU): each format's cache tokens are what --infer's weights leave, int8 serves 8192 tokens"
+else bad "--infer --fit: $(tail -3 "$tmp/ifit")"; fi
+
 echo "END tests/e2e/fit.sh"

@@ -283,6 +283,41 @@ def ex_resume_ckpt():
             Part(same, "bits", "0 and 0: not close, equal", "word", SAME)]
 
 
+# The lecture's own model: Llama-3-8B (GQA: 32 query heads on 8 key-value heads of 128; SwiGLU F 14336;
+# V 128256; an untied head; RMSNorm, no biases, no learned positions)
+LLAMA8B = dict(L=32, C=4096, H=32, KVH=8, F=14336, V=128256)
+
+
+def llama_psi(m):
+    kvw = m["KVH"] * (m["C"] // m["H"])
+    return 2 * m["V"] * m["C"] + m["L"] * (2 * m["C"] ** 2 + 2 * kvw * m["C"] + 3 * m["F"] * m["C"] + 2 * m["C"]) + m["C"]
+
+
+def ex_llama_states():
+    m, p = LLAMA8B, llama_psi(LLAMA8B)
+    one = train("--model llama3-8b --dtype bf16 --batch 1 --seq-len 1024 --dry-run")
+    four = train("--model llama3-8b --dtype bf16 --batch 1 --seq-len 1024 --zero 3 --ranks 4 --dry-run")
+    per = -(-p // 4)
+    shard = -(-per // 256) * 256
+    kvw = m["KVH"] * (m["C"] // m["H"])
+    return [Part(peak_bytes(one, "params"), 2 * p, f"Psi = 2VC (wte and the untied head) + L(2C^2 (q, attproj) + 2 KVH hs C "
+                 f"(k, v) + 3FC (up, gate, down) + 2C) + C = 2*{m['V']}*{m['C']} + {m['L']}(2*{m['C']}^2 + 2*{kvw}*"
+                 f"{m['C']} + 3*{m['F']}*{m['C']} + 2*{m['C']}) + {m['C']} = {p}; bf16: 2 * {p} = {2 * p} B", "B"),
+            Part(states_bytes(four), 16 * shard, f"(2 + 2 + 12) bytes of a rank's shard S: Psi / 4 = {per}, rounded up "
+                 f"to whole blocks of 256: S = {shard}; 16 * {shard} = {16 * shard} B", "B")]
+
+
+def ex_llama_layer():
+    m, T, e = LLAMA8B, 8192, 2
+    out = train(f"--model llama3-8b --dtype bf16 --batch 1 --seq-len {T} --flash --dry-run --mem-ops")
+    block = grab(out, r"gptmem, all 13 tensors \(predicted\) +(\d+) B")
+    hs = m["C"] // m["H"]
+    width = 5 * m["C"] + (m["H"] + 2 * m["KVH"]) * hs + 3 * m["F"]
+    f = e * T * width + 4 * m["H"] * T + 8 * T
+    return [Part(block, f, f"e N (5C + (H + 2 KVH) hs + 3F) + the log-sum-exp 4 H T + two RMSNorm statistics 2 * 4N = "
+                 f"2*{T}*(5*{m['C']} + ({m['H']} + 2*{m['KVH']})*{hs} + 3*{m['F']}) + 4*{m['H']}*{T} + 8*{T} = {f} B", "B")]
+
+
 # question, hint (where to read), the parts' hints, the function; a part's hint is given after a wrong try
 EXERCISES = [
     ("How many bytes do GPT-2 medium's weights take in fp32 (L 24, C 1024, vocabulary 50257 padded to 50304, T 1024)?",
@@ -342,6 +377,20 @@ EXERCISES = [
      "`rebuild` in `model.h`, `load_state` in `lib/io/state.h`",
      ["run both with --log and compare the loss column", "the state file holds the step, the weights, Adam and the "
       "streams' positions", "is a difference of 0 close, or equal?"], ex_resume_ckpt, True),
+    ("The lecture's own model, Llama-3-8B (L 32, C 4096, 32 query heads on 8 key-value heads, SwiGLU's F 14336, "
+     "vocabulary 128256, an untied head) in bf16 with AdamW: (a) how many bytes do its bf16 weights take; (b) how "
+     "many bytes of model states does each rank hold with ZeRO-3 on the lecture's 4 ranks?",
+     "`param_count` in `lib/core/config.h`, `predict_shard` in `lib/memory/predict_shard.h`, and `doc/llama.md`",
+     ["no biases, no learned positions: per layer q and attproj C^2 each, k and v KVH hs C each, up, gate, down F C "
+      "each, two RMSNorms C each; the table and the head V C each; the final norm C",
+      "16 bytes a parameter of the rank's shard; a shard is Psi / 4 rounded up to whole blocks of 256"],
+     ex_llama_states, False),
+    ("Llama-3-8B in bf16 at batch 1 x 8192 with `--flash`: how many bytes does one layer keep for its backward?",
+     "the table `block_saved` in `lib/core/saved.h`, `./train --model llama3-8b ... --mem-ops`, and `doc/memory.md` "
+     "(\"Llama's block\")",
+     ["per token: ln1, atty, res2, ln2, res3 (C each), the rotated Q with the grouped K and V ((H + 2 KVH) hs), "
+      "SwiGLU's up and gate (2F) and their product (F), in bf16; and fp32 numbers a row: flash's log-sum-exp per "
+      "head, an RMSNorm statistic twice"], ex_llama_layer, False),
 ]
 
 

@@ -5,6 +5,7 @@ put in, next to what the binary's dry run predicts for the same rung of the slid
     python3 scripts/formulas.py          the sheet, as Markdown (doc/formulas.md is this); exit 1 if a
                                          formula and the binary disagree
     python3 scripts/formulas.py --check  only the agreement: one line, exit 1 if any row differs
+    --llama                              the same for the lecture's own model, Llama-3-8B at batch 1 x 8192
 
 The closed forms are written here from the published counts and the code's buffers, apart from the
 predictor (memory/predict.h), so the two check each other, byte for byte.
@@ -24,10 +25,10 @@ ADAM_BLOCK, HEAD_ROWS, VOCAB_CHUNK = 256, 256, 2048  # core/sizes.h
 SAMPLE = 240  # --sample-len's default: the KV cache of the sample at the end holds 1 + 240 - 1 positions
 
 
-def dry(flags):
-    r = subprocess.run(["./train"] + shlex.split(f"{BASE} {flags}"), cwd=ROOT, capture_output=True, text=True)
+def dry(flags, base=BASE):
+    r = subprocess.run(["./train"] + shlex.split(f"{base} {flags}"), cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit(f"formulas: ./train {BASE} {flags} failed: {r.stderr.strip()}")
+        sys.exit(f"formulas: ./train {base} {flags} failed: {r.stderr.strip()}")
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^  (\w+) .* (\d+)$", r.stdout, re.M)}
 
 
@@ -91,16 +92,59 @@ def rows():
     ]
 
 
+# The lecture's own model: Llama-3-8B (L 32, C 4096, a = H 32 query heads on g = KVH 8 key-value heads of
+# d = hs 128, SwiGLU's F 14336, V 128256, an untied head) at batch 1 x 8192, bf16
+LL, LC, LH, LKV, LF, LV, LT, LB = 32, 4096, 32, 8, 14336, 128256, 8192, 1
+LBASE = "--model llama3-8b --batch 1 --seq-len 8192 --dtype bf16 --dry-run"
+
+
+def llama_rows():
+    """The same rows for Llama-3-8B: GQA's K and V KVH·hs wide, SwiGLU's three F-wide tensors, RMSNorm (no mean),
+    no biases, no learned positions, the untied head."""
+    hs, N = LC // LH, LB * LT
+    kvw = LKV * hs
+    P = 2 * LV * LC + LL * (LC * LC + 2 * kvw * LC + LC * LC + 3 * LF * LC + 2 * LC) + LC
+    per_row = 5 * LC + (LH + 2 * LKV) * hs + 3 * LF  # ln1, qkv, atty, res2, ln2, fch (2F), fch_gelu (F), res3
+    block_all = e * N * per_row + e * LH * LT * LT * LB + 8 * N   # + the softmax, + two RMSNorm rstd (fp32)
+    block_flash = e * N * per_row + 4 * LH * LT * LB + 8 * N
+    final, final_fused = e * N * LC + 4 * N + e * N * LV, e * N * LC + 4 * N + 4 * N
+    enc = kept = e * N * LC
+    ck = max(enc + LL * kept + final, enc + (LL - 1) * kept + block_flash)
+    ckf = max(enc + LL * kept + final_fused, enc + (LL - 1) * kept + block_flash)
+    return [
+        ("+bf16", "Ψ", "2V·C + L(2C² + 2·g·d·C + 3FC + 2C) + C",
+         f"2·{LV}·{LC} + {LL}(2·{LC}² + 2·{kvw}·{LC} + 3·{LF}·{LC} + 2·{LC}) + {LC}", P, "", None),
+        ("+bf16", "params, grads", "eΨ each", f"2 · {P}", e * P, "", "params"),
+        ("+bf16", "master, adam_m, adam_v", "4Ψ each", f"4 · {P}", 4 * P, "", "master"),
+        ("+bf16", "activations", "eNC + L(e·N(5C + (a + 2g)d + 3F) + e·aT²B + 8N) + eNC + 4N + e·N·V",
+         f"2·{N}·{LC} + {LL}(2·{N}·{per_row} + 2·{LH}·{LT}²·{LB} + 8·{N}) + 2·{N}·{LC} + 4·{N} + 2·{N}·{LV}",
+         enc + LL * block_all + final, "", "activations"),
+        ("+bf16", "kv_cache", "2·L·T′·g·d·e while the run's last sample runs (T′ = 240)", f"2·{LL}·{SAMPLE}·{kvw}·2",
+         2 * LL * SAMPLE * kvw * e, "", "kv_cache"),
+        ("+flash", "activations", "the softmax e·aT²B gives way to its log-sum-exp 4aTB, each layer",
+         f"2·{N}·{LC} + {LL}(2·{N}·{per_row} + 4·{LH}·{LT}·{LB} + 8·{N}) + {final}", enc + LL * block_flash + final,
+         "--flash", "activations"),
+        ("+ckpt", "activations", "max(eNC + L·eNC + final, eNC + (L−1)·eNC + one block's all)",
+         f"max({enc} + {LL}·{kept} + {final}, {enc} + {LL - 1}·{kept} + {block_flash})", ck, "--flash --ckpt",
+         "activations"),
+        ("+fused-ce", "activations", "the logits e·N·V give way to their log-sum-exp 4N",
+         f"max({enc} + {LL}·{kept} + {final_fused}, {enc} + {LL - 1}·{kept} + {block_flash})", ckf,
+         "--flash --ckpt --fused-ce", "activations"),
+        ("+ZeRO-3 ×8", "model states", "(2e + 12)·S, S = Ψ/8 in whole blocks of 256", f"16 · {S_rank(P, 8)}",
+         16 * S_rank(P, 8), "--flash --ckpt --fused-ce --zero 3 --ranks 8", "states"),
+    ]
+
+
 def S_rank(P, n):
     """A rank's shard: P/n rounded up to whole ADAM_BLOCKs."""
     per = -(-P // n)
     return -(-per // ADAM_BLOCK) * ADAM_BLOCK
 
 
-def binary(flags, row, cache):
-    if flags not in cache:
-        cache[flags] = dry(flags)
-    got = cache[flags]
+def binary(flags, row, cache, base=BASE):
+    if (base, flags) not in cache:
+        cache[(base, flags)] = dry(flags, base)
+    got = cache[(base, flags)]
     if row is None:
         return got["params"] // e
     if row == "states":
@@ -109,15 +153,17 @@ def binary(flags, row, cache):
 
 
 def main():
-    check = sys.argv[1:] == ["--check"]
-    if sys.argv[1:] not in ([], ["--check"]):
+    args = [a for a in sys.argv[1:] if a != "--llama"]
+    check, llama = args == ["--check"], "--llama" in sys.argv[1:]
+    if args not in ([], ["--check"]):
         print(__doc__)
         sys.exit(2)
     cache, bad, out = {}, [], []
-    out.append("| rung | row | closed form | GPT-2, batch 8 × 1024, bf16 | bytes | the dry run |")
+    who = "Llama-3-8B, batch 1 × 8192, bf16" if llama else "GPT-2, batch 8 × 1024, bf16"
+    out.append(f"| rung | row | closed form | {who} | bytes | the dry run |")
     out.append("|---|---|---|---|---|---|")
-    for rung, row, form, numbers, value, flags, which in rows():
-        got = binary(flags, which, cache)
+    for rung, row, form, numbers, value, flags, which in (llama_rows() if llama else rows()):
+        got = binary(flags, which, cache, LBASE if llama else BASE)
         if got != value:
             bad.append(f"{rung} {row}: the formula gives {value}, the binary {got}")
         mark = "=" if got == value else f"≠ {got}"

@@ -45,6 +45,8 @@ else bad "scripts/pictures.py --check on a spoiled copy (exit $rc): $(cat "$tmp/
 # the formulas sheet: every row's closed form equals the dry run's bytes
 if python3 scripts/formulas.py --check >"$tmp/fm" 2>&1; then ok "$(tail -1 "$tmp/fm")"
 else bad "doc/formulas.md: $(cat "$tmp/fm")"; fi
+if python3 scripts/formulas.py --llama --check >"$tmp/fm" 2>&1; then ok "Llama-3-8B: $(tail -1 "$tmp/fm")"
+else bad "doc/formulas.md, Llama-3-8B: $(cat "$tmp/fm")"; fi
 # the exercises: each part's closed-form formula equals the binary's number, and the checker says right to
 # it and not right to a wrong one; then as a student types it: a wrong number is "not right" with a hint
 # and without the answer, every part of an answer is checked (exercise 5 has two), a wrong word is not right

@@ -134,6 +134,7 @@ def page_state(d):
                     Array.from(e.querySelectorAll('rect')).reduce((w, r) => w + +r.getAttribute('width'), 0)]),
                 timeline: document.getElementById('timeline').textContent,
                 card: document.getElementById('card').textContent,
+                lengths: q('[data-len]').map((e) => [e.dataset.len, e.dataset.bytes]),
                 capacity: q('#peak-bar line.capacity').map((e) => e.querySelector('title').textContent),
                 fit: document.getElementById('fit').textContent, fitcmd: document.getElementById('fit-cmd').textContent,
                 text: document.getElementById('dryrun').textContent,
@@ -190,6 +191,11 @@ def compare(d, args, cwd, deep):
         code, err, j, _ = dry_run(rung.split(), cwd, ["--dry-run"])
         if code or str(j["predicted"]["peak_at"]["device"]) != shown:
             return f"the ladder's rung {rung}: page {shown}, binary {err or j['predicted']['peak_at']['device']}"
+    base = [f for i, f in enumerate(flags) if f != "--seq-len" and (i == 0 or flags[i - 1] != "--seq-len")]
+    for length, shown in s["lengths"][:3]:  # memory against the sequence length: each point a dry run
+        code, err, j, _ = dry_run(base + ["--seq-len", length], cwd, ["--dry-run"])
+        if code or str(j["predicted"]["peak_at"]["device"]) != shown:
+            return f"the length chart at --seq-len {length}: page {shown}, binary {err or j['predicted']['peak_at']['device']}"
     if "--device" not in flags and "--eval-only" not in flags:
         tl = os.path.join(cwd, "t.csv")
         dry_run(flags, cwd, ["--dry-run", "--mem-timeline", tl])

@@ -119,7 +119,7 @@ void print_estimators(FILE *f, const Settings *s, const MemReport *pred, const M
 void json_estimators(char *out, size_t cap, const Settings *s) {
     Estimate e[MAX_ESTIMATES];
     int n = other_estimates(s, e);
-    size_t len = (size_t)snprintf(out, cap, "\"estimators\": [");
+    size_t len = (size_t)snprintf(out, cap, "\"largest_layer_params\": %.0f,\n \"estimators\": [", largest_layer_params(&s->cfg));
     for (int i = 0; i < n && len < cap; i++)
         len += (size_t)snprintf(out + len, cap - len, "%s{\"source\": \"%s\", \"setting\": \"%s\", \"gpu_bytes\": %.0f, "
                                 "\"cpu_bytes\": %.0f, \"this_run\": %s}", i ? ", " : "", e[i].source, e[i].setting,

@@ -207,6 +207,35 @@ function showLadder(args, card) {
   $("ladder").innerHTML = rows;
 }
 
+// Memory against the sequence length (the articles' chart): the device's peak of this setting at each length
+// from 256 up to the model's maxT, each a dry run; the card's memory as a line; DeepSpeed's largest layer beside.
+function showLengths(args, card, stdout, largest) {
+  const maxT = +(stdout.match(/ maxT (\d+)/) || [0, 1024])[1], lengths = [];
+  for (let t = 256; t <= maxT && lengths.length < 8; t *= 2) lengths.push(t);
+  if (lengths[lengths.length - 1] !== maxT && maxT > 256) lengths.push(maxT);
+  const base = [];
+  for (let i = 0; i < args.length; i++) { if (args[i] === "--seq-len") { i++; continue; } base.push(args[i]); }
+  const pts = [];
+  for (const t of lengths) {
+    const r = run(base.concat(["--seq-len", String(t), "--dry-run", "--mem-json", "len.json"]));
+    if (r.code === 0) pts.push([t, JSON.parse(r.files["len.json"]).predicted.peak_at.device]);
+  }
+  if (!pts.length) { $("lengths").innerHTML = ""; return; }
+  const W = 800, H = 200, top = Math.max(...pts.map((p) => p[1]), card ? card.memory_bytes : 0);
+  const X = (i) => 60 + (i / Math.max(1, pts.length - 1)) * (W - 90), Y = (b) => H - 24 - (b / top) * (H - 40);
+  let svg = `<svg viewBox="0 0 ${W} ${H}" width="100%" role="img" aria-label="memory against the sequence length">`;
+  svg += `<polyline fill="none" stroke="#e15759" stroke-width="2" points="${pts.map((p, i) => X(i) + "," + Y(p[1])).join(" ")}"/>`;
+  pts.forEach((p, i) => {
+    svg += `<circle cx="${X(i)}" cy="${Y(p[1])}" r="4" fill="#e15759" data-len="${p[0]}" data-bytes="${p[1]}"><title>--seq-len ${p[0]}: ${p[1]} B</title></circle>` +
+           `<text x="${X(i)}" y="${H - 6}" text-anchor="middle" class="small">${p[0]}</text>` +
+           `<text x="${X(i)}" y="${Y(p[1]) - 8}" text-anchor="middle" class="small">${gib(p[1])}</text>`;
+  });
+  if (card) svg += `<line x1="50" x2="${W - 20}" y1="${Y(card.memory_bytes)}" y2="${Y(card.memory_bytes)}" stroke="#000" stroke-dasharray="6 3"/>` +
+                   `<text x="${W - 20}" y="${Y(card.memory_bytes) - 4}" text-anchor="end" class="small">${card.name}: ${gib(card.memory_bytes)}</text>`;
+  $("lengths").innerHTML = svg + "</svg>" + `<p class="note">the device's peak at each --seq-len (the setting's own batch); the largest ` +
+    `layer, DeepSpeed's 4L term: ${largest} parameters, ${gib(4 * largest)} in fp32</p>`;
+}
+
 // The binary's own comparisons with the published formulas: the ZeRO paper's (2+2+K)Psi/N against
 // the model states, Korthikanti et al.'s activations against the saved tensors (--mem-ops: flash's
 // O(T) in the att row), the inference table (--infer).
@@ -252,6 +281,7 @@ function update(later) {
     showTimeline(r.files["timeline.csv"]);
     showFormulas(r.stdout);
     showLadder(args, mem.gpu && mem.gpu.name ? mem.gpu : null);
+    showLengths(args, mem.gpu && mem.gpu.name ? mem.gpu : null, r.stdout, mem.largest_layer_params || 0);
   }
   window.gptmem.lastMs = performance.now() - t0;
   const fit = () => {

@@ -134,6 +134,7 @@ def page_state(d):
                     Array.from(e.querySelectorAll('rect')).reduce((w, r) => w + +r.getAttribute('width'), 0)]),
                 timeline: document.getElementById('timeline').textContent,
                 card: document.getElementById('card').textContent,
+                serving: document.getElementById('serving').hidden ? '' : document.getElementById('serve-total').textContent,
                 lengths: q('[data-len]').map((e) => [e.dataset.len, e.dataset.bytes]),
                 capacity: q('#peak-bar line.capacity').map((e) => e.querySelector('title').textContent),
                 fit: document.getElementById('fit').textContent, fitcmd: document.getElementById('fit-cmd').textContent,
@@ -174,6 +175,14 @@ def compare(d, args, cwd, deep):
         return f"the places: page {s['at']}, binary {places}"
     if (any(v for k, v in p["peak_at"].items() if k != "device")) != bool(s["at"]):
         return "the places shown when something is off the device, and only then"
+    if "--infer" in flags:  # serving's headline: the weights in the run's dtype and the KV cache, as --infer's table
+        inf = j["inference"]
+        table = {l.split()[0]: l.split() for l in out.splitlines() if l.startswith(("  fp32 ", "  bf16 "))}
+        fmt = "fp32" if "--dtype" not in flags or flags[flags.index("--dtype") + 1] == "fp32" else "bf16"
+        if s["serving"] != str(inf["serving_bytes"]) or table.get(fmt, [""] * 5)[4] != s["serving"]:
+            return f"--infer's headline: page {s['serving']!r}, binary {inf['serving_bytes']}, its table {table.get(fmt)}"
+    elif s["serving"]:
+        return "a serving headline without --infer"
     card = j.get("gpu") or {}
     if card.get("name"):  # --gpu: its memory as a line on the headline's bar, and whether the peak fits
         want_line = [f"{card['name']}: {card['memory_bytes']} B"]

@@ -242,6 +242,17 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
 
 // --dry-run --infer: serving the model, in each number format: the weights,
 // and the KV cache for --batch sequences of --seq-len tokens (memory/predict.h).
+// --infer's table as --mem-json's "inference": each format's weights, the KV cache, and what serving in the
+// run's own dtype holds (its weights and the cache: the explorer's headline with --infer).
+void inference_json(const GPTConfig *c, const Settings *s, char *out, size_t n) {
+    InferenceBytes r = predict_inference(c, s->batch, s->seq_len, (int)dtype_size(s->dtype));
+    size_t own = inference_weight_bytes(&r, s->dtype == DT_FP32 ? 32 : 16);
+    snprintf(out, n, "\"inference\": {\"kv_cache_bytes\": %zu, \"weights_bytes\": {\"fp32\": %zu, \"bf16\": %zu, "
+             "\"int8\": %zu, \"int4\": %zu}, \"format\": \"%s\", \"serving_bytes\": %zu}", r.kv_cache,
+             inference_weight_bytes(&r, 32), inference_weight_bytes(&r, 16), inference_weight_bytes(&r, 8),
+             inference_weight_bytes(&r, 4), s->dtype == DT_FP32 ? "fp32" : "bf16", own + r.kv_cache);
+}
+
 void print_inference(const GPTConfig *c, const Settings *s) {
     InferenceBytes r = predict_inference(c, s->batch, s->seq_len, (int)dtype_size(s->dtype));
     printf("inference: the weights in each format, and the KV cache (K and V, %s) for %d x %d tokens: %zu B "
@@ -319,14 +330,16 @@ int dry_run(const Settings *s) {
     if (s->mem_ops) print_activation_table(stdout, s, 0);
     if (s->infer) print_inference(cfg, s);
     if (s->estimators && !s->eval_only) print_estimators(stdout, s, &predicted, NULL);
-    char gpu[512];
+    char gpu[512], infer[512] = "";
     gpu_in_mind(s, &predicted, gpu, sizeof gpu);
+    if (s->infer) inference_json(cfg, s, infer, sizeof infer);
     if (s->mem_timeline && dry_run_timeline(s, &predicted)) return 1;
     if (s->mem_snapshot && write_predicted_snapshot(s, &predicted, 0, 0)) return 1;
     char cost[512], more[4096];
     if (cost_json(s, cost, sizeof cost)) {  // its cost, what the other calculators say, the GPU in mind
         size_t k = (size_t)snprintf(more, sizeof more, "%s,\n ", cost);
         if (gpu[0]) k += (size_t)snprintf(more + k, sizeof more - k, "%s,\n ", gpu);
+        if (infer[0]) k += (size_t)snprintf(more + k, sizeof more - k, "%s,\n ", infer);
         json_estimators(more + k, sizeof more - k, s);
     }
     if (s->mem_json && write_mem_json(s->mem_json, &predicted, NULL, s->eval_only ? NULL : more)) {

@@ -77,12 +77,20 @@ function stackedBar(parts, total, width, label, card) {
 
 // The headline is the device's peak (a GPU's memory; the CPU's RAM on --device cpu): peak_at.device, the
 // dry run's printed total. The categories count every place; each place gets its own bar, all on one scale.
-function showPeak(pred, card) {
+function showPeak(pred, card, infer) {
   const cats = Object.keys(CATEGORY_COLOR).filter((c) => pred.peak[c] > 0), device = pred.peak_at.device;
   const where = $("f-device").value === "cuda" ? "the GPU's" : "the device's (the CPU's RAM)";
   $("peak-total").textContent = device;
   $("peak-gib").textContent = gib(device);
   $("peak-where").textContent = where + " peak, a rank's";
+  $("serving").hidden = !infer;
+  if (infer) {  // --infer: serving's bytes first (the weights in the run's dtype and the KV cache); training's below
+    $("serve-total").textContent = infer.serving_bytes;
+    $("serve-gib").textContent = gib(infer.serving_bytes);
+    $("serve-what").textContent = `serving: the ${infer.format} weights (${gib(infer.weights_bytes[infer.format])}) and the ` +
+      `KV cache (${gib(infer.kv_cache_bytes)}); int8 ${gib(infer.weights_bytes.int8)}, int4 ${gib(infer.weights_bytes.int4)} ` +
+      "of weights (the table under 'against the published formulas'); training's peak below";
+  }
   // the device at its peak: every category as after init, the activations at their highest
   const init = pred["after init"].at.device;
   const onDevice = cats.map((c) => [c, c === "activations" ? pred.peak[c] : init[c] || 0]).filter(([, b]) => b > 0);
@@ -276,7 +284,7 @@ function update(later) {
   $("views").hidden = !!r.code;
   if (!r.code) {
     const mem = JSON.parse(r.files["mem.json"]), pred = mem.predicted;
-    showPeak(pred, mem.gpu && mem.gpu.name ? mem.gpu : null);
+    showPeak(pred, mem.gpu && mem.gpu.name ? mem.gpu : null, mem.inference || null);
     $("dryrun").textContent = r.stdout;
     showTimeline(r.files["timeline.csv"]);
     showFormulas(r.stdout);

@@ -37,4 +37,25 @@ if [ "$r1$r2$r3" = 222 ] && [ "$m1$m2$m3" = 000 ]; then
   ok "--recompute: an unknown name, an empty list, with --ckpt: clear errors (exit 2)"
 else bad "--recompute bad input: exits $r1 $r2 $r3, messages $m1 $m2 $m3"; fi
 
+# --ckpt's extra FLOPs, per architecture, against a count of the ops it reruns (the block but its last matmul:
+# qkv, attention's QK^T and PV, attproj, the MLP's first matmul; 2 FLOPs a multiply-add), over the model's 6 Psi +
+# 6 L T C a token: GPT-2's widths (3C, 4C) and Llama's (GQA's (H + 2 KVH) hs, SwiGLU's up and gate 2F)
+for m in "gpt2 12 768 12 12 3072 124475904 0" "llama3-8b 32 4096 32 8 14336 8030261248 1"; do
+  set -- $m
+  ./train --model "$1" --device cuda --batch 1 --seq-len 1024 --ckpt --dry-run --mem-json "$tmp/fl.json" >/dev/null 2>&1
+  if python3 - "$tmp/fl.json" "$@" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1]))["cost"]["extra_flops"]
+L, C, H, KVH, F, P, llama = map(int, sys.argv[3:])
+T, hs = 1024, C // H
+qkv = 2 * C * (H + 2 * KVH) * hs
+fc = 2 * C * (2 * F if llama else F)
+per_layer = qkv + 2 * T * C + 2 * C * C + fc
+want = L * per_layer / (6 * P + 6 * L * T * C)
+assert abs(got - want) < 1e-12, (got, want)
+PY
+  then ok "--ckpt on $1: $(python3 -c "import json; print('%.1f%%' % (100 * json.load(open('$tmp/fl.json'))['cost']['extra_flops']))") more FLOPs, the count of the ops it reruns with its own widths"
+  else bad "--ckpt's extra FLOPs on $1"; fi
+done
+
 echo "END tests/e2e/recompute.sh"

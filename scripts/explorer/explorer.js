@@ -127,8 +127,9 @@ function showTimeline(csv) {
   if (!csv) { $("timeline").innerHTML = '<p class="note">--mem-timeline records the CPU\'s activation stack: pick --device cpu to see it.</p>'; return; }
   const lines = csv.trim().split("\n"), head = lines[0].split(","), rows = lines.slice(1).map((l) => l.split(","));
   const col = (n) => head.indexOf(n), tot = rows.map((r) => +r[col("predicted_total")]);
-  const W = 800, H = 220, max = Math.max(...tot), n = rows.length;
-  const X = (i) => 40 + (i / Math.max(1, n - 1)) * (W - 50), Y = (b) => H - 20 - (b / max) * (H - 40);
+  // the y axis spans the step's own range (from its lowest total), so a swing of a few GiB on tens is not flat
+  const W = 800, H = 220, max = Math.max(...tot), lo = Math.min(...tot), n = rows.length, span = Math.max(1, max - lo);
+  const X = (i) => 40 + (i / Math.max(1, n - 1)) * (W - 50), Y = (b) => H - 20 - ((b - lo) / span) * (H - 40);
   let svg = `<svg viewBox="0 0 ${W} ${H}" width="100%" role="img" aria-label="the step's memory over time">`;
   let start = 0;
   for (let i = 1; i <= n; i++) {  // the parts of the step, shaded: forward light, backward darker
@@ -151,8 +152,8 @@ function showTimeline(csv) {
   const right = X(peak) > W / 2;  // the label on the side with room
   svg += `<text x="${X(peak) + (right ? -6 : 6)}" y="${Y(max) + 4}" text-anchor="${right ? "end" : "start"}" class="small">` +
          `${gib(max)}: ${esc(rows[peak][col("op")] + " " + rows[peak][col("tensor")] + ", " + rows[peak][col("where")])}</text>`;
-  svg += `<text x="36" y="${Y(max) + 4}" text-anchor="end" class="small">${(max / GiB).toFixed(1)}</text>` +
-         `<text x="36" y="${Y(0)}" text-anchor="end" class="small">0 GiB</text>`;
+  svg += `<text x="36" y="${Y(max) + 4}" text-anchor="end" class="small">${(max / GiB).toFixed(2)}</text>` +
+         `<text x="36" y="${Y(lo)}" text-anchor="end" class="small">${(lo / GiB).toFixed(2)} GiB</text>`;
   svg += `<text x="0" y="${H - 5}" class="small">event 0</text><text x="${W - 80}" y="${H - 5}" class="small">event ${n - 1}</text></svg>`;
   $("timeline").innerHTML = svg + `<p class="note">${n} pushes, pops and drops; forward <span class="key forward"></span>, backward <span class="key backward"></span>; the highest total ${max} B.</p>`;
 }

@@ -281,6 +281,9 @@ def main():
                 read(path + ".dry", peak, f"{label} (dry run, predicted)")
                 check(stack_events(snap) == stack_events(pred), f"{label}: the stack's allocs and frees, measured == "
                       f"predicted, offset by offset ({len(stack_events(snap))} events)")
+                if label in ("GPT-2", "Llama"):  # a dry run's file in the viewer too
+                    viewer_files.append((f"{label} (dry run)", path + ".dry", peak,
+                                         sorted({e["category"] for e in pred["device_traces"][0]} - {"unknown"})))
             got = ptmem_peak(path)
             if got is None:
                 print(f"SKIP mem-snapshot: {label}: ptmem (PyPI) is not in .venv: bash scripts/setup.sh")
@@ -310,14 +313,19 @@ def main():
 
         # the picture of an OOM before it happens
         path = os.path.join(tmp, "refused.pickle")
-        p = run(["--model", "llama3-8b", "--batch", "1", "--seq-len", "128", "--mem-snapshot", path, "--data", DATA],
+        # (GPT-2 at batch 512 x 1024: its buffers fit any machine, its activations, hundreds of GiB, none)
+        p = run(["--model", "gpt2", "--batch", "512", "--seq-len", "1024", "--mem-snapshot", path, "--data", DATA],
                 tmp, code=1)
         if p and check(os.path.exists(path), "a run refused for memory writes its snapshot"):
             snap = pickle.load(open(path, "rb"))
-            read(path, viewer_peak(snap)[0], "refused Llama-3-8B")
+            read(path, viewer_peak(snap)[0], "refused GPT-2 at batch 512")
             ooms = [e for e in snap["device_traces"][0] if e["action"] == "oom"]
-            check(len(ooms) == 1 and "needs" in p.stderr, "the refused run's snapshot ends in one oom event, and the "
-                  "run says why it stops", str(ooms)[:200])
+            pushed = [e for e in snap["device_traces"][0] if e["action"] == "alloc" and "forward" in e["frames"][0]["filename"]]
+            check(len(ooms) == 1 and pushed and "needs" in p.stderr, "the refused run's snapshot runs into the step and "
+                  f"ends in one oom event ({ooms[0]['frames'][0]['filename'] if ooms else '?'}, after {len(pushed)} tensors "
+                  "pushed), and the run says why it stops", str(ooms)[:200])
+            viewer_files.append(("refused GPT-2 (oom)", path, viewer_peak(snap)[0],
+                                 sorted({e["category"] for e in snap["device_traces"][0]} - {"unknown"})))
         budget = 20 << 20
         path = os.path.join(tmp, "fit.pickle")
         p = subprocess.run([TRAIN] + tiny + ["--batch", "64", "--fit", "20MiB", "--mem-snapshot", path], cwd=tmp,

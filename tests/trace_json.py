@@ -32,6 +32,12 @@ NEEDS = {"X": ("name", "pid", "tid", "ts", "dur"), "C": ("name", "pid", "ts", "a
 results = {"pass": 0, "fail": 0}
 
 
+def have_mpi():
+    """mpirun, and a build that has MPI (tests/lib.sh's have_mpi)."""
+    help_text = subprocess.run([TRAIN, "--help"], capture_output=True, text=True).stdout
+    return shutil.which("mpirun") is not None and "this build: MPI yes" in help_text
+
+
 def check(cond, msg, why=""):
     print(("PASS" if cond else "FAIL") + " trace-json: " + msg + ("" if cond else ": " + str(why)[:300]))
     results["pass" if cond else "fail"] += 1
@@ -180,8 +186,8 @@ def main():
     loaded = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, args, ranks, steps in runs:
-            if ranks > 1 and not shutil.which("mpirun"):
-                print(f"SKIP trace-json: {label}: no mpirun (OpenMPI: scripts/setup.sh)")
+            if ranks > 1 and not have_mpi():
+                print(f"SKIP trace-json: {label}: no mpirun or a build without MPI (OpenMPI: scripts/setup.sh)")
                 continue
             path, tl, js = (os.path.join(tmp, f"{len(loaded)}.{x}") for x in ("json", "csv", "mem.json"))
             p = subprocess.run([TRAIN] + args + ["--trace-json", path, "--mem-timeline", tl, "--mem-json", js], cwd=tmp,

@@ -151,7 +151,7 @@ expect 1 "cannot write the memory timeline" "${SMALL[@]}" --steps 1 --mem-timeli
 
 # --log's memory columns: the step lines' "mem" and each place's bytes, now and at the step's peak
 for extra in "" "--offload opt" "--offload opt --offload-to disk:$tmp" "--ranks 2 --zero 3"; do
-  [[ "$extra" == *ranks* ]] && ! command -v mpirun >/dev/null && { skip "--log's memory columns with $extra: no mpirun"; continue; }
+  [[ "$extra" == *ranks* ]] && ! have_mpi && { skip "--log's memory columns with $extra: no mpirun or MPI build"; continue; }
   ./train "${SMALL[@]}" --steps 4 --eval-every 2 $extra --log "$tmp/mlog.csv" --mem-json "$tmp/mlog.json" >"$tmp/mlog.out" 2>&1
   if r=$(python3 tests/log_memory.py "$tmp/mlog.csv" "$tmp/mlog.out" "$tmp/mlog.json"); then
     ok "--log's memory columns ${extra:-(the CPU alone)}: each step's are its line's, the places add up, step 1's peaks are the ledger's"

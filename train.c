@@ -158,10 +158,10 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
     if (comm_any(s->save && check_output(s, "--save", run->save_path, OUT_STATE,  // before training
                                          state_file_bytes(run->state.hi - run->state.lo))))
         return fail_run(run, net);
-    if (comm_any(s->mem_timeline && timeline_unwritable(s))) return fail_run(run, net);
-    if (comm_any(s->mem_snapshot && snapshot_unwritable(s))) return fail_run(run, net);
+    if (comm_any(s->mem_timeline && rank_file_unwritable("--mem-timeline", s->mem_timeline, rank))) return fail_run(run, net);
+    if (comm_any(s->mem_snapshot && rank_file_unwritable("--mem-snapshot", s->mem_snapshot, rank))) return fail_run(run, net);
     if (comm_any(s->mem_json && rank == 0 && cannot_write("--mem-json", s->mem_json))) return fail_run(run, net);
-    if (comm_any(s->trace_json && cannot_write("--trace-json", s->trace_json))) return fail_run(run, net);
+    if (comm_any(s->trace_json && rank_file_unwritable("--trace-json", s->trace_json, rank))) return fail_run(run, net);
     if (comm_any(s->export_to && rank == 0 && check_export(s, c)))
         return fail_run(run, net);
     if (s->resume && (rc = resume(run, net, s)) >= 0) return rc;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "app/launch.h"
 #include "app/net.h"
+#include "app/outputs.h"
 #include "app/report.h"
 #include "app/snapshot_out.h"
 #include "app/timing.h"
@@ -107,25 +108,9 @@ double observe_step_seconds(Observer *ob, long long tokens) {
 // --- --mem-timeline's files: the first step's timeline (memory/ledger.h recorded
 // it) against the predicted one, a CSV per rank (rank r > 0: FILE.rank<r>) ---------
 
-void timeline_path(const Settings *s, char *path, size_t n) {
-    if (comm_rank_id == 0) snprintf(path, n, "%s", s->mem_timeline);
-    else snprintf(path, n, "%s.rank%d", s->mem_timeline, comm_rank_id);
-}
-
-// Before training: can this rank write its timeline file? 0 yes; 1 after a message.
-int timeline_unwritable(const Settings *s) {
-    char path[1024];
-    timeline_path(s, path, sizeof path);
-    FILE *f = fopen(path, "w");
-    if (f) { fclose(f); return 0; }
-    fprintf(stderr, "error: cannot write the memory timeline '%s': %s; give --mem-timeline a path in a writable "
-            "directory\n", path, strerror(errno));
-    return 1;
-}
-
 int write_timeline(const Settings *s, const PredictedTimeline *t) {
-    char path[1024];
-    timeline_path(s, path, sizeof path);
+    char path[4096];
+    rank_path(s->mem_timeline, comm_rank_id, path, sizeof path);
     if (write_mem_timeline(path, t)) {
         fprintf(stderr, "error: cannot write the memory timeline '%s'\n", path);
         return 1;

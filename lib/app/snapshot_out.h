@@ -9,25 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 #include "app/launch.h"
+#include "app/outputs.h"
 #include "core/settings.h"
 #include "memory/snapshot.h"
 #include "parallel/comm.h"
-
-void snapshot_path(const Settings *s, char *path, size_t n) {
-    if (comm_rank_id == 0) snprintf(path, n, "%s", s->mem_snapshot);
-    else snprintf(path, n, "%s.rank%d", s->mem_snapshot, comm_rank_id);
-}
-
-// Before training: can this rank write its snapshot? 0 yes; 1 after a message.
-int snapshot_unwritable(const Settings *s) {
-    char path[1024];
-    snapshot_path(s, path, sizeof path);
-    FILE *f = fopen(path, "ab");
-    if (f) { fclose(f); return 0; }
-    fprintf(stderr, "error: --mem-snapshot: cannot write '%s': %s; give it a path in a folder you can write\n", path,
-            strerror(errno));
-    return 1;
-}
 
 // Write it and say what it holds: the device's peak as the viewer will read it
 // ("allocated"), beside the ledger's (`ledger_peak`, measured or predicted). 0, or 1 after a message.
@@ -51,8 +36,8 @@ int write_snapshot_file(const char *path, const SnapSource *src, const char *wha
 
 // A real run's first step (on every rank), from the ledger and its recording.
 int write_run_snapshot(const Settings *s, size_t ledger_peak) {
-    char path[1024];
-    snapshot_path(s, path, sizeof path);
+    char path[4096];
+    rank_path(s->mem_snapshot, comm_rank_id, path, sizeof path);
     SnapBuffer *buf = malloc(sizeof(SnapBuffer) * (g_ledger.nblocks + 1));
     SnapSource src = measured_snapshot(buf);
     int bad = write_snapshot_file(path, &src, comm_nranks > 1 ? "measured (each rank: its own file)" : "measured",

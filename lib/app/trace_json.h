@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "app/outputs.h"
 #include "app/timing.h"
 #include "core/clock.h"
 #include "core/settings.h"
@@ -137,11 +138,6 @@ void trace_json_phase(int phase, int accum) {
 
 // --- the file ------------------------------------------------------------------------
 
-void trace_json_path(const Settings *s, int rank, char *path, size_t n) {
-    if (rank == 0) snprintf(path, n, "%s", s->trace_json);
-    else snprintf(path, n, "%s.rank%d", s->trace_json, rank);
-}
-
 // Microseconds from the run's start, to the nanosecond (two pushes a microsecond apart stay apart).
 double us(double t) { return round((t - g_trace_json.origin) * 1e9) / 1e3; }
 
@@ -180,10 +176,10 @@ int count_by_time(const void *a, const void *b) {
 
 // Write it: every rank its events, then rank 0 the whole file. 0, or 1 after a message.
 int write_trace_json(const Settings *s) {
-    char path[1024], part[1024];
+    char path[4096], part[4096 + 8];
     int rank = comm_rank_id, bad = 0;
     qsort(g_trace_json.count, g_trace_json.ncount, sizeof(TraceCount), count_by_time);
-    trace_json_path(s, rank, path, sizeof path);
+    rank_path(s->trace_json, rank, path, sizeof path);
     FILE *f = fopen(rank ? path : strcat(strcpy(part, path), ".tmp"), "w");
     if (f) {
         if (rank == 0) fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
@@ -196,8 +192,8 @@ int write_trace_json(const Settings *s) {
         FILE *out = fopen(part, "a");
         int kept = 0;
         for (int r = 1; r < comm_nranks && out; r++) {  // the other ranks' events, where this machine reads them
-            char other[1024], line[4096];
-            trace_json_path(s, r, other, sizeof other);
+            char other[4096], line[4096];
+            rank_path(s->trace_json, r, other, sizeof other);
             FILE *in = fopen(other, "r");
             if (!in) { kept++; continue; }
             fprintf(out, ",\n");

@@ -147,7 +147,7 @@ done
 if [ $good -eq 1 ]; then ok "--mem-timeline: measured == predicted on every row (the part of the step too), its highest total is the ledger's peak; the peak's receipt (--mem, --mem-json); --dry-run writes the predicted rows alone"
 else bad "--mem-timeline / receipt"; fi
 expect 2 "--mem-timeline records the CPU" --device cuda --mem-timeline "$tmp/x.csv" --dry-run
-expect 1 "cannot write the memory timeline" "${SMALL[@]}" --steps 1 --mem-timeline /nonexistent/dir/t.csv
+expect 1 "--mem-timeline: cannot write" "${SMALL[@]}" --steps 1 --mem-timeline /nonexistent/dir/t.csv
 
 # --log's memory columns: the step lines' "mem" and each place's bytes, now and at the step's peak
 for extra in "" "--offload opt" "--offload opt --offload-to disk:$tmp" "--ranks 2 --zero 3"; do

@@ -136,6 +136,7 @@ def page_state(d):
                 card: document.getElementById('card').textContent,
                 serving: document.getElementById('serving').hidden ? '' : document.getElementById('serve-total').textContent,
                 lengths: q('[data-len]').map((e) => [e.dataset.len, e.dataset.bytes]),
+                estimators: q('[data-est]').map((e) => [e.dataset.est, e.dataset.bytes]),
                 capacity: q('#peak-bar line.capacity').map((e) => e.querySelector('title').textContent),
                 fit: document.getElementById('fit').textContent, fitcmd: document.getElementById('fit-cmd').textContent,
                 text: document.getElementById('dryrun').textContent,
@@ -183,6 +184,9 @@ def compare(d, args, cwd, deep):
             return f"--infer's headline: page {s['serving']!r}, binary {inf['serving_bytes']}, its table {table.get(fmt)}"
     elif s["serving"]:
         return "a serving headline without --infer"
+    est = [[f"{e['source']} / {e['setting']}", f"{e['gpu_bytes']:.0f}"] for e in j.get("estimators", [])]
+    if s["estimators"] != est:  # the calculators' lines: --mem-json's estimators
+        return f"the calculators: page {s['estimators'][:2]}, binary {est[:2]}"
     card = j.get("gpu") or {}
     if card.get("name"):  # --gpu: its memory as a line on the headline's bar, and whether the peak fits
         want_line = [f"{card['name']}: {card['memory_bytes']} B"]

@@ -245,6 +245,20 @@ function showLengths(args, card, stdout, largest) {
     `layer, DeepSpeed's 4L term: ${largest} parameters, ${gib(4 * largest)} in fp32</p>`;
 }
 
+// What the calculators people quote say for this setting (--mem-json's "estimators", --estimators' lines),
+// beside the device's peak: DeepSpeed's, accelerate's, Megatron-LM's, each by its own formula.
+function showEstimators(mem) {
+  const list = mem.estimators || [];
+  let rows = "";
+  for (const e of list)
+    rows += `<tr class="${e.this_run ? "self" : ""}"><td>${esc(e.source)}</td><td>${esc(e.setting)}${e.this_run ? " <b>*</b>" : ""}</td>` +
+            `<td class="num" data-est="${esc(e.source + " / " + e.setting)}" data-bytes="${e.gpu_bytes}" title="${e.gpu_bytes} B">${gib(e.gpu_bytes)}</td>` +
+            `<td class="num">${e.cpu_bytes >= 0 ? gib(e.cpu_bytes) : "-"}</td></tr>`;
+  rows += `<tr><td>gptmem (this page's headline)</td><td>everything, activations too</td><td class="num">${gib(mem.predicted.peak_at.device)}</td>` +
+          `<td class="num">${gib(mem.predicted.peak_at.host + mem.predicted.peak_at.pinned)}</td></tr>`;
+  $("estimators").innerHTML = rows;
+}
+
 // The binary's own comparisons with the published formulas: the ZeRO paper's (2+2+K)Psi/N against
 // the model states, Korthikanti et al.'s activations against the saved tensors (--mem-ops: flash's
 // O(T) in the att row), the inference table (--infer).
@@ -286,6 +300,7 @@ function update(later) {
   if (!r.code) {
     const mem = JSON.parse(r.files["mem.json"]), pred = mem.predicted;
     showPeak(pred, mem.gpu && mem.gpu.name ? mem.gpu : null, mem.inference || null);
+    showEstimators(mem);
     $("dryrun").textContent = r.stdout;
     showTimeline(r.files["timeline.csv"]);
     showFormulas(r.stdout);

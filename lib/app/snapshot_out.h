@@ -8,18 +8,27 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "app/launch.h"
 #include "app/outputs.h"
 #include "core/settings.h"
+#include "io/files.h"
 #include "memory/snapshot.h"
 #include "parallel/comm.h"
 
 // Write it and say what it holds: the device's peak as the viewer will read it
 // ("allocated"), beside the ledger's (`ledger_peak`, measured or predicted). 0, or 1 after a message.
+// (Through FILE.tmp, renamed when whole: a signal or a failure leaves no half-written snapshot.)
 int write_snapshot_file(const char *path, const SnapSource *src, const char *what, size_t ledger_peak, int say_it) {
     SnapTrace t;
-    int bad = write_snapshot(path, src, &t);
-    if (bad) fprintf(stderr, "error: --mem-snapshot: cannot write '%s': %s\n", path, strerror(errno));
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%.4000s.tmp", path);
+    writing_begin(tmp, "the --mem-snapshot file");
+    int bad = write_snapshot(tmp, src, &t);
+    interrupt_for_tests("GPTMEM_INTERRUPT_SNAPSHOT");  // (the tests' signal, with the file written but not yet renamed)
+    bad = bad || rename(tmp, path);
+    writing_end();
+    if (bad) fprintf(stderr, "error: --mem-snapshot: cannot write '%s': %s\n", path, strerror(errno)), unlink(tmp);
     else if (say_it && t.oom) {
         const SnapEvent *oom = &t.ev[t.n - 2];  // (the snapshot's own event is last)
         printf("wrote %s: PyTorch's memory snapshot of step 1, %s (%d events), up to what would not fit: %s '%s' "

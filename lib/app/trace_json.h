@@ -26,6 +26,7 @@
 #include "core/clock.h"
 #include "core/settings.h"
 #include "core/traffic.h"
+#include "io/files.h"
 #include "memory/ledger.h"
 #include "parallel/comm.h"
 
@@ -176,11 +177,12 @@ int count_by_time(const void *a, const void *b) {
 
 // Write it: every rank its events, then rank 0 the whole file. 0, or 1 after a message.
 int write_trace_json(const Settings *s) {
-    char path[4096], part[4096 + 8];
+    char path[4000], part[4096];
     int rank = comm_rank_id, bad = 0;
     qsort(g_trace_json.count, g_trace_json.ncount, sizeof(TraceCount), count_by_time);
     rank_path(s->trace_json, rank, path, sizeof path);
-    FILE *f = fopen(rank ? path : strcat(strcpy(part, path), ".tmp"), "w");
+    snprintf(part, sizeof part, "%s.tmp", path);
+    FILE *f = fopen(rank ? path : part, "w");
     if (f) {
         if (rank == 0) fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
         trace_json_events(f, rank);
@@ -189,6 +191,7 @@ int write_trace_json(const Settings *s) {
     if (bad) fprintf(stderr, "error: --trace-json: cannot write '%s': %s\n", rank ? path : part, strerror(errno));
     comm_barrier();  // every rank's events are written
     if (rank == 0 && !bad) {
+        writing_begin(part, "the --trace-json file");
         FILE *out = fopen(part, "a");
         int kept = 0;
         for (int r = 1; r < comm_nranks && out; r++) {  // the other ranks' events, where this machine reads them
@@ -203,7 +206,8 @@ int write_trace_json(const Settings *s) {
         }
         if (out) fprintf(out, "]}\n");
         bad = !out || ferror(out) | (fclose(out) != 0) || rename(part, path);
-        if (bad) fprintf(stderr, "error: --trace-json: cannot write '%s': %s\n", path, strerror(errno));
+        writing_end();
+        if (bad) fprintf(stderr, "error: --trace-json: cannot write '%s': %s\n", path, strerror(errno)), remove(part);
         else printf("wrote %s: Chrome's trace format (Perfetto, chrome://tracing): %d steps%s, the first step's parts, "
                     "the ledger's categories as a counter%s\n", path, g_trace_json.steps,
                     comm_nranks > 1 ? ", each rank a process" : "", kept ? " (the other machines' ranks: in FILE.rank<r>)" : "");

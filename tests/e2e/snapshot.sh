@@ -29,6 +29,13 @@ else skip "tensorboard: no .venv (bash scripts/setup.sh)"; fi
 expect 1 "cannot write an event file" "${SMALL[@]}" --steps 1 --tensorboard /proc/no/tb
 expect 2 "drop --tensorboard" --eval-only --dry-run --tensorboard "$tmp/tb2"
 
+# a signal while the snapshot is written: no half-written file, the old one intact
+echo old >"$tmp/keep.pickle"
+GPTMEM_INTERRUPT_SNAPSHOT=TERM ./train "${SMALL[@]}" --steps 1 --mem-snapshot "$tmp/keep.pickle" >"$tmp/int.out" 2>&1; rc=$?
+if [ $rc -eq 143 ] && [ "$(cat "$tmp/keep.pickle")" = old ] && [ ! -e "$tmp/keep.pickle.tmp" ] && grep -q 'interrupted while saving the --mem-snapshot file' "$tmp/int.out"; then
+  ok "--mem-snapshot interrupted by a signal: exit 143, no half-written file, the old one intact"
+else bad "--mem-snapshot interrupted: exit $rc, $(ls "$tmp" | grep keep), $(tail -1 "$tmp/int.out")"; fi
+
 # bad input: the GPU's stack is not recorded; an unwritable path stops the run before it trains
 expect 2 "records the CPU's activation stack" --device cuda --mem-snapshot "$tmp/s.pickle" --dry-run
 expect 2 "drop --mem-snapshot" --eval-only --dry-run --mem-snapshot "$tmp/s.pickle"

@@ -48,6 +48,7 @@ int write_run_snapshot(const Settings *s, size_t ledger_peak) {
     char path[4096];
     rank_path(s->mem_snapshot, comm_rank_id, path, sizeof path);
     SnapBuffer *buf = malloc(sizeof(SnapBuffer) * (g_ledger.nblocks + 1));
+    if (!buf) ledger_bug("out of memory for the memory snapshot", "its buffers");
     SnapSource src = measured_snapshot(buf);
     int bad = write_snapshot_file(path, &src, comm_nranks > 1 ? "measured (each rank: its own file)" : "measured",
                                   ledger_peak, comm_rank_id == 0);

@@ -157,6 +157,7 @@ void snap_pop(SnapTrace *t, const StackOp *o, int line) {
 // that moved down freed where it was and allocated where it is.
 int snap_drop(SnapTrace *t, const StackOp *ops, int a, int b) {
     int *pushed = malloc(sizeof(int) * (b - a)), ok = 1;  // ops[i] (a pop) comes back as ops[pushed[i - a]] (a push)
+    if (!pushed) ledger_bug("out of memory for the memory snapshot", "a drop");
     for (int i = a; i < b; i++) {
         pushed[i - a] = -1;
         if (ops[i].op != '-') continue;
@@ -188,6 +189,7 @@ void snap_build(SnapTrace *t, const SnapSource *src) {
     t->buf_addr = calloc(src->nbuf + 1, sizeof(size_t));
     t->made = calloc(src->nbuf + 1, sizeof(int));
     t->live = malloc(sizeof(SnapLive) * (src->nops + 1));
+    if (!t->buf_addr || !t->made || !t->live) ledger_bug("out of memory for the memory snapshot", "its trace");
     for (int l = 0; l < MEM_NLOC; l++) t->next[l] = (size_t)(l + 1) << 40;
     for (int i = 0; i < src->nbuf && !t->oom; i++) {
         const SnapBuffer *b = &src->buf[i];
@@ -271,6 +273,7 @@ void pk_segments(FILE *f, const SnapTrace *t) {
     }
     if (t->arena_made) {
         SnapLive *live = malloc(sizeof(SnapLive) * (t->nlive + 1));
+        if (!live) ledger_bug("out of memory for the memory snapshot", "the stack's blocks");
         memcpy(live, t->live, sizeof(SnapLive) * t->nlive);
         qsort(live, t->nlive, sizeof(SnapLive), live_by_offset);
         size_t on = 0, at = 0;
@@ -356,10 +359,14 @@ SnapSource predicted_snapshot(const MemReport *pred, const PredictedTimeline *tl
             buf[n++] = (SnapBuffer){names[l][c], c, l, bytes};
         }
     StackOp *o = malloc(sizeof(StackOp) * cap), *stack = malloc(sizeof(StackOp) * (tl->n + 1));
+    if (!o || !stack) ledger_bug("out of memory for the memory snapshot", "predicted ops");
     size_t top = 0;
     for (int i = 0; i < tl->n; i++) {
         const StackEvent *e = &tl->ev[i];
-        if (nops + 2 * SAVED_PER_LAYER + depth >= cap) cap = 2 * (cap + depth), o = realloc(o, sizeof(StackOp) * cap);
+        if (nops + 2 * SAVED_PER_LAYER + depth >= cap) {
+            cap = 2 * (cap + depth);
+            if (!(o = realloc(o, sizeof(StackOp) * cap))) ledger_bug("out of memory for the memory snapshot", "predicted ops");
+        }
         StackOp op = {'+', 0, MEM_ACTIVATIONS, e->name, top, e->bytes, ""};
         snprintf(op.where, sizeof op.where, "%s", e->where);
         if (e->op == '+') { stack[depth++] = op, o[nops++] = op, top += e->bytes; continue; }

@@ -209,7 +209,7 @@ def compare(d, args, cwd, deep):
         code, err, j, _ = dry_run(base + ["--seq-len", length], cwd, ["--dry-run"])
         if code or str(j["predicted"]["peak_at"]["device"]) != shown:
             return f"the length chart at --seq-len {length}: page {shown}, binary {err or j['predicted']['peak_at']['device']}"
-    if "--device" not in flags and "--eval-only" not in flags:
+    if "--eval-only" not in flags:  # the timeline, on either device
         tl = os.path.join(cwd, "t.csv")
         dry_run(flags, cwd, ["--dry-run", "--mem-timeline", tl])
         import csv

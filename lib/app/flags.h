@@ -457,9 +457,6 @@ void resolve_settings(Settings *s) {
     parse_offload(s);
     parse_eval_flags(s);
     parse_gpu(s);
-    if (s->cuda && (s->mem_timeline || s->mem_snapshot))
-        usage_error("--%s records the CPU's activation stack; drop --device cuda",
-                    s->mem_timeline ? "mem-timeline" : "mem-snapshot");
     if (s->cuda && s->mem_ops)
         usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
                     "bytes: --device cuda --dry-run shows its stack)", GPU_ACT_ALIGN);

@@ -2,7 +2,8 @@
 // phase, so the loop in train.c stays the slide: the phases' times
 // (--timing, app/timing.h), the ledger at the first step's phases (--mem,
 // --mem-json), --trace's pushes and pops of the first step, --trace-json's spans, the recording of
-// its stack (--mem-timeline, --mem-snapshot and the peak's receipt, on the CPU), the kept
+// its stack (--mem-timeline, --mem-snapshot and the peak's receipt; the GPU's stack is the host's
+// bookkeeping too), the kept
 // bytes of a block (--mem-ops); and at the end, the report of all of it.
 #ifndef GPTMEM_OBSERVE_H
 #define GPTMEM_OBSERVE_H
@@ -31,7 +32,7 @@ typedef struct {
     Timing timing;          // --timing
     MemReport measured;     // the ledger at the first step's phases (and, at the end, its peaks)
     int first, micro;       // the run's first step still running; its micro-batch
-    int recording;          // the first step's stack is recorded (--mem, --mem-json, --mem-timeline on the CPU)
+    int recording;          // the first step's stack is recorded (--mem, --mem-json, --mem-timeline, --mem-snapshot, --trace-json)
     size_t block_kept;      // what block 0 kept on the stack in a training forward (--mem-ops)
     long long first_step_comm;  // the bytes the first step sent
     long long first_step_across;  // --shard-group: of which across the groups
@@ -46,7 +47,7 @@ void observe_start(Observer *ob, const Settings *s, const Net *net) {
     ob->s = s;
     ob->stage = net_zero_stage(net);
     ob->first = 1;
-    ob->recording = !s->cuda && (s->mem || s->mem_json || s->mem_timeline || s->mem_snapshot || s->trace_json);
+    ob->recording = s->mem || s->mem_json || s->mem_timeline || s->mem_snapshot || s->trace_json;
     ob->measured.phase[PHASE_INIT] = ledger_snapshot();
     timing_init(&ob->timing, s->timing && comm_rank_id == 0, s->cuda, s->accum);
     ob->start = now_seconds();

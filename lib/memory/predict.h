@@ -97,74 +97,16 @@ StackParts predict_stack_parts(const Settings *s, const Plan *plan) {
     return p;
 }
 
+size_t gpu_act(size_t bytes) { return (bytes + GPU_ACT_ALIGN - 1) / GPU_ACT_ALIGN * GPU_ACT_ALIGN; }
+
+size_t gpu_saved_bytes(const SavedTensor *t, const Settings *s) {
+    size_t e = dtype_size(s->dtype), per = saved_is_row_stat(t, s->flash) ? 4 : e;
+    return gpu_act(per * saved_count(t, &s->cfg, s->batch, s->seq_len, s->flash));
+}
+
 ActivationBytes predict_activations(const Settings *s, const Plan *plan) {
     StackParts p = predict_stack_parts(s, plan);
     return stack_of(s->cfg.layers, p.encoded, p.kept, p.full, p.final);
-}
-
-// One step's pushes, pops and drops on the CPU's activation stack, in order, for
-// --mem-timeline: written from core/saved.h's tables and the schedule of
-// model.h's gpt_forward and gpt_backward (repeated for each of `accum`
-// micro-batches), not by running the model. A pop frees everything above a
-// mark, so its event carries the bytes freed and what it ends; a drop
-// (--recompute, --ckpt) keeps some of the block's tensors, so its event
-// carries the net bytes freed and which of the block's tensors stay.
-typedef struct {
-    char op;           // '+' push, '-' pop, 'd' drop
-    const char *name;  // the tensor pushed, or what the pop or drop ends
-    size_t bytes;      // pushed, or freed (a drop: net)
-    unsigned keep;     // a drop: SV_BIT()s of the block's tensors that stay
-    char where[40];    // the part of the step it happens in, as the model names it (ledger_where)
-} StackEvent;
-
-// where: "layer %d forward" and the like, with the layer put in.
-void stack_event(StackEvent *ev, int *k, int max, char op, const char *name, size_t bytes, const char *where, int layer) {
-    if (*k < max) {
-        ev[*k].op = op, ev[*k].name = name, ev[*k].bytes = bytes, ev[*k].keep = 0;
-        snprintf(ev[*k].where, sizeof ev[*k].where, where, layer);
-    }
-    (*k)++;
-}
-
-// Returns how many events there are (only the first max are written).
-int predict_stack_events(const Settings *s, const Plan *plan, int accum, StackEvent *ev, int max) {
-    size_t B = s->batch, T = s->seq_len, N = B * T, e = dtype_size(s->dtype), Vp = padded_vocab(&s->cfg);
-    int L = s->cfg.layers;
-    unsigned drops = plan->drops;
-    StackParts p = predict_stack_parts(s, plan);
-    size_t res3 = saved_bytes(&block_saved[SV_RES3], s), rebuilt = p.full - p.kept;
-    int k = 0;
-    for (int m = 0; m < accum; m++) {
-        // forward: the embedding output, each block's 13 tensors (and with --recompute the drop:
-        // one event, the block's tensors less the ones it keeps), the final layernorm, the logits or their lse
-        stack_event(ev, &k, max, '+', "encoded", p.encoded, "embedding", 0);
-        for (int l = 0; l < L; l++) {
-            for (int i = 0; i < SAVED_PER_LAYER; i++)
-                stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash), saved_bytes(&block_saved[i], s),
-                            "layer %d forward", l);
-            if (!drops) continue;
-            stack_event(ev, &k, max, 'd', "recompute", p.full - p.kept, "layer %d forward", l);
-            if (k <= max) ev[k - 1].keep = SV_ALL & ~drops;
-        }
-        const char *head = "final layernorm and LM head";
-        for (int i = 0; i < SV_LOGITS; i++)
-            stack_event(ev, &k, max, '+', final_saved[i].name, saved_bytes(&final_saved[i], s), head, 0);
-        if (plan->tiled_head) stack_event(ev, &k, max, '+', "logits_lse", 4 * N, head, 0);
-        else stack_event(ev, &k, max, '+', "logits", e * N * Vp, head, 0);
-        // backward: the final tensors go; each block pops its output, rebuilds what it dropped,
-        // and pops the rest when its backward is done; the embedding output goes last
-        stack_event(ev, &k, max, '-', "final", p.final, "LM head backward", 0);
-        for (int l = L - 1; l >= 0; l--) {
-            stack_event(ev, &k, max, '-', "output", res3, "layer %d backward", l);
-            for (int i = 0; i < SAVED_PER_LAYER; i++)
-                if (drops & SV_BIT(i))
-                    stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash),
-                                saved_bytes(&block_saved[i], s), "layer %d rebuild", l);
-            stack_event(ev, &k, max, '-', "layer", p.kept - res3 + rebuilt, "layer %d backward", l);
-        }
-        stack_event(ev, &k, max, '-', "encoded", p.encoded, "embedding backward", 0);
-    }
-    return k;
 }
 
 // The model moves through buffers a piece at a time (cpu/weights.h, fetch_params; core/plan.h): one op's parameters,
@@ -403,13 +345,6 @@ void predict_memory_cpu(const Settings *s, const Plan *p, MemReport *r) {
 //             + 2 A(4 e N C) [fch, fch_gelu];  kept: the tensors the plan keeps
 //   encoded A(e N C); final A(e N C) + 2 A(4N) + A(e N Vp) [logits] or A(4N) [--fused-ce: lse]
 //   after forward = encoded + L*kept + final; peak = max(after forward, encoded + (L-1)*kept + full)
-size_t gpu_act(size_t bytes) { return (bytes + GPU_ACT_ALIGN - 1) / GPU_ACT_ALIGN * GPU_ACT_ALIGN; }
-
-size_t gpu_saved_bytes(const SavedTensor *t, const Settings *s) {
-    size_t e = dtype_size(s->dtype), per = saved_is_row_stat(t, s->flash) ? 4 : e;
-    return gpu_act(per * saved_count(t, &s->cfg, s->batch, s->seq_len, s->flash));
-}
-
 ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
     size_t full = 0, kept = 0, final = 0, e = dtype_size(s->dtype), C = s->cfg.channels, N = (size_t)s->batch * s->seq_len;
     size_t L = s->cfg.layers;

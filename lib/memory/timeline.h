@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include "memory/ledger.h"
 #include "memory/predict.h"
+#include "memory/predict_stack.h"
 #include "memory/report.h"
 #include "core/saved.h"
 

@@ -124,7 +124,7 @@ function showPeak(pred, card, infer) {
 // The timeline: the predicted total after every push, pop and drop of one step (--mem-timeline),
 // forward and backward shaded.
 function showTimeline(csv) {
-  if (!csv) { $("timeline").innerHTML = '<p class="note">--mem-timeline records the CPU\'s activation stack: pick --device cpu to see it.</p>'; return; }
+  if (!csv) { $("timeline").innerHTML = '<p class="note">--eval-only runs no training step: no timeline.</p>'; return; }
   const lines = csv.trim().split("\n"), head = lines[0].split(","), rows = lines.slice(1).map((l) => l.split(","));
   const col = (n) => head.indexOf(n), tot = rows.map((r) => +r[col("predicted_total")]);
   // the y axis spans the step's own range (from its lowest total), so a swing of a few GiB on tens is not flat
@@ -289,7 +289,8 @@ function showFit(base) {
 let fitPending = 0;
 function update(later) {
   const t0 = performance.now(), args = settingsArgs(), cpu = $("f-device").value !== "cuda";
-  const extra = ["--dry-run", "--mem-json", "mem.json"].concat(cpu && !$("f-eval-only").checked ? ["--mem-ops", "--mem-timeline", "timeline.csv"] : []);
+  const train = !$("f-eval-only").checked;  // (--mem-ops shows the CPU's stack; --mem-timeline either device's)
+  const extra = ["--dry-run", "--mem-json", "mem.json"].concat(train ? (cpu ? ["--mem-ops"] : []).concat(["--mem-timeline", "timeline.csv"]) : []);
   const r = run(args.concat(extra));
   $("cmd").textContent = commandLine(args.concat(["--dry-run"]));
   $("cmd-full").textContent = commandLine(args.concat(extra));

@@ -180,6 +180,28 @@ out=$(bash tests/run_cuda.sh --host 2>&1)
 echo "$out" | grep -E '^(PASS|FAIL) ' | sed -E 's/^(PASS|FAIL) /\1 train_host: /'
 echo "$out" | sed -n 's/^SKIP /  (needs a real GPU, left out here: /p' | sed 's/$/)/'
 echo "$out" | grep -qE '^[0-9]+ passed' || bad "tests/run_cuda.sh --host ran to the end"
+# the GPU's stack, event by event (--mem-timeline, --mem-snapshot on --device cuda): at an odd shape, where
+# the GPU's 256-byte rounding of each push differs from the CPU's, the emulated GPU's recorded pushes, pops
+# and drops equal the predictor's on every row, for each memory flag, Llama, ZeRO-3 on 2 ranks
+if [ -x tests/train_host ]; then
+  ODD=(--layers 2 --channels 48 --heads 3 --vocab 300 --max-seq 17 --seq-len 17 --batch 3 --steps 1 --sample-len 0)
+  LL=(--model llama-small --seq-len 17 --batch 3 --steps 1 --sample-len 0)
+  good=1
+  for f in "" "--ckpt" "--recompute gelu,ln" "--flash --fused-ce" "--dtype bf16 --ckpt --accum 2" "llama --dtype bf16 --recompute attn,mlp" "llama --flash --ckpt"; do
+    shape=("${ODD[@]}"); [[ "$f" == llama* ]] && shape=("${LL[@]}") && f=${f#llama}
+    GPTMEM_HOST_GPUS=1 ./tests/train_host --device cuda "${shape[@]}" $f --mem-timeline "$tmp/gt.csv" \
+      --mem-snapshot "$tmp/gt.pickle" >"$tmp/gt.out" 2>&1
+    grep -q 'measured == predicted on every row' "$tmp/gt.out" && grep -qE "peak ([0-9]+) B allocated \(the ledger's \1 B\)" "$tmp/gt.out" ||
+      { good=0; echo "  $f: $(grep -E 'wrote|error' "$tmp/gt.out" | head -2)"; }
+  done
+  if have_mpi; then
+    GPTMEM_HOST_GPUS=1 timeout 120 "${MPI[@]}" -np 2 ./tests/train_host --device cuda "${ODD[@]}" --zero 3 \
+      --mem-timeline "$tmp/gt2.csv" >"$tmp/gt2.out" 2>&1
+    grep -q 'measured == predicted on every row' "$tmp/gt2.out" || { good=0; echo "  zero 3 on 2 ranks: $(tail -1 "$tmp/gt2.out")"; }
+  fi
+  if [ $good -eq 1 ]; then ok "the GPU's stack (emulated): --mem-timeline measured == predicted on every row at an odd shape, every memory flag, Llama, ZeRO-3; --mem-snapshot's peak = the ledger's"
+  else bad "the GPU's stack event by event (the emulated GPU against the predictor)"; fi
+fi
 # the GPU's predictor (works anywhere): the same activation stack as the CPU, in every dtype (both
 # keep the row statistics in fp32; at this shape every tensor is a multiple of 256 bytes, so the
 # GPU's alignment adds nothing, and the logits set the --ckpt peak on both); 16 bytes per parameter

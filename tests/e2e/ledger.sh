@@ -146,7 +146,17 @@ EOF2
 done
 if [ $good -eq 1 ]; then ok "--mem-timeline: measured == predicted on every row (the part of the step too), its highest total is the ledger's peak; the peak's receipt (--mem, --mem-json); --dry-run writes the predicted rows alone"
 else bad "--mem-timeline / receipt"; fi
-expect 2 "--mem-timeline records the CPU" --device cuda --mem-timeline "$tmp/x.csv" --dry-run
+# the GPU's predicted stack: each push rounded up to 256 bytes (an odd shape: every tensor's size moves)
+./train --device cuda --layers 2 --channels 48 --heads 3 --vocab 300 --max-seq 17 --seq-len 17 --batch 3 --dry-run \
+  --mem-timeline "$tmp/gx.csv" --mem-json "$tmp/gx.json" >/dev/null 2>&1
+if python3 - "$tmp/gx.csv" "$tmp/gx.json" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+peak = json.load(open(sys.argv[2]))["predicted"]["peak"]["activations"]
+assert rows and all(int(r["bytes"]) % 256 == 0 for r in rows) and max(int(r["predicted_activations"]) for r in rows) == peak
+PY
+then ok "--device cuda --dry-run --mem-timeline: the GPU's stack, every push a multiple of 256 bytes, its highest the predicted activations"
+else bad "--device cuda --dry-run --mem-timeline"; fi
 expect 1 "--mem-timeline: cannot write" "${SMALL[@]}" --steps 1 --mem-timeline /nonexistent/dir/t.csv
 
 # --log's memory columns: the step lines' "mem" and each place's bytes, now and at the step's peak

@@ -54,6 +54,15 @@ int replaceable(const char *path) {
     return S_ISREG(st.st_mode);
 }
 
+// A file of `bytes` zeros (sparse where the file system allows), so that ranks can write their parts
+// into it in any order; 0, or -1 if it cannot be made.
+int file_of_zeros(const char *path, long long bytes) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int bad = fseek(f, bytes - 1, SEEK_SET) != 0 || fputc(0, f) == EOF;
+    return fclose(f) != 0 || bad ? -1 : 0;
+}
+
 // The bytes free to this user in the folder that holds `path`; -1 if unknown.
 long long free_bytes_at(const char *path) {
     char dir[4096];

@@ -264,12 +264,7 @@ long long llmc_export_bytes(const GPTConfig *c) { return LLMC_HEADER_BYTES + 4LL
 // --export's file sized (zeros), so that each rank can write its part of the
 // weights into it in any order; its header comes last (llmc_export_finish),
 // so a file cut short by a failure or a signal has no magic and is no model.
-int llmc_export_begin(const char *tmp, const GPTConfig *c) {
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return -1;
-    int bad = fseek(f, llmc_export_bytes(c) - 1, SEEK_SET) != 0 || fputc(0, f) == EOF;
-    return fclose(f) != 0 || bad ? -1 : 0;
-}
+int llmc_export_begin(const char *tmp, const GPTConfig *c) { return file_of_zeros(tmp, llmc_export_bytes(c)); }
 
 // The header (version 3, fp32), once every weight is in the file.
 int llmc_export_finish(const char *tmp, const GPTConfig *c) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/config.h"
+#include "io/files.h"
 #include "io/safetensors.h"
 
 // Every Hugging Face tensor of c's model, with its data offset; *header: the JSON header (padded to 8
@@ -63,12 +64,7 @@ long long st_export_bytes(const GPTConfig *c) {
 }
 
 // The file sized (zeros), so each rank can write its part in any order; its header comes last.
-int st_export_begin(const char *tmp, const GPTConfig *c) {
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return -1;
-    int bad = fseek(f, st_export_bytes(c) - 1, SEEK_SET) != 0 || fputc(0, f) == EOF;
-    return fclose(f) != 0 || bad ? -1 : 0;
-}
+int st_export_begin(const char *tmp, const GPTConfig *c) { return file_of_zeros(tmp, st_export_bytes(c)); }
 
 int st_export_finish(const char *tmp, const GPTConfig *c) {
     long long *at;

@@ -386,15 +386,21 @@ int load_data(Dataset *data, const Settings *s) {
 // bytes stay the same from build to exit, so the peak less them is the RAM's).
 enum { RAM_PLACES = 1u << LOC_DEVICE | 1u << LOC_HOST | 1u << LOC_PINNED };  // the CPU's places in its RAM
 
+// What the ranks of this machine hold in RAM at their peak: everything but the offload file, whose
+// bytes stay the same from build to exit.
+size_t machine_ram_peak(const MemReport *predicted) {
+    return (predicted->peak_total - predicted->peak_at[LOC_DISK]) * (size_t)comm_machine.size;
+}
+
 // Does the predicted peak fit on the CPU (the GPU: not asked here)? 1 yes.
 int fits_here(const Settings *s, const MemReport *predicted) {
     size_t budget = machine_budget();
-    return s->cuda || !budget || (predicted->peak_total - predicted->peak_at[LOC_DISK]) * (size_t)comm_machine.size <= budget;
+    return s->cuda || !budget || machine_ram_peak(predicted) <= budget;
 }
 
 void check_fits_here(const Settings *s, const MemReport *predicted) {
     if (s->cuda) check_fits_gpu(predicted->peak_at[LOC_DEVICE]);
-    else check_fits((predicted->peak_total - predicted->peak_at[LOC_DISK]) * (size_t)comm_machine.size);
+    else check_fits(machine_ram_peak(predicted));
 }
 
 #endif

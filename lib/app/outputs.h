@@ -93,22 +93,6 @@ int check_output(const Settings *s, const char *flag, const char *path, int kind
     return writable_target(flag, path, bytes);
 }
 
-// A file each rank writes its own of (--mem-timeline, --mem-snapshot, --trace-json): rank 0 the name
-// given, rank r > 0 NAME.rank<r>.
-void rank_path(const char *name, int rank, char *path, size_t n) {
-    if (rank == 0) snprintf(path, n, "%s", name);
-    else snprintf(path, n, "%s.rank%d", name, rank);
-}
-
-int cannot_write(const char *flag, const char *path);
-
-// Before training: can this rank write its own `flag` file? 0 yes; 1 after a message.
-int rank_file_unwritable(const char *flag, const char *name, int rank) {
-    char path[4096];
-    rank_path(name, rank, path, sizeof path);
-    return cannot_write(flag, path);
-}
-
 // Can `flag` write the file `path` (a report written at the end: --mem-json)?
 // Tried without harm: opened to append, and removed if it was not there. 0, or
 // 1 after a message.
@@ -123,6 +107,20 @@ int cannot_write(const char *flag, const char *path) {
     fprintf(stderr, "error: %s: cannot write '%s': %s; give it a path in a folder you can write\n", flag, path,
             strerror(errno));
     return 1;
+}
+
+// A file each rank writes its own of (--mem-timeline, --mem-snapshot, --trace-json): rank 0 the name
+// given, rank r > 0 NAME.rank<r>.
+void rank_path(const char *name, int rank, char *path, size_t n) {
+    if (rank == 0) snprintf(path, n, "%s", name);
+    else snprintf(path, n, "%s.rank%d", name, rank);
+}
+
+// Before training: can this rank write its own `flag` file? 0 yes; 1 after a message.
+int rank_file_unwritable(const char *flag, const char *name, int rank) {
+    char path[4096];
+    rank_path(name, rank, path, sizeof path);
+    return cannot_write(flag, path);
 }
 
 // --log's lines reach the file as they are written (one fflush a step), and

@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from browser import headless_chromium
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "doc", "explorer.html")
 results = {"pass": 0, "fail": 0}
@@ -41,24 +43,7 @@ def bad(msg):
 
 def browser():
     """A headless Chromium, or None after a SKIP line saying what is missing."""
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.options import Options
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        print("SKIP explorer: no browser (Debian's python3-selenium is not installed: bash scripts/setup.sh)")
-        return None
-    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not chrome or not driver:
-        print("SKIP explorer: no browser (chromium and chromium-driver: bash scripts/setup.sh)")
-        return None
-    o = Options()
-    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1700"]:
-        o.add_argument(a)
-    o.binary_location = chrome
-    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(driver), options=o)
+    return headless_chromium("explorer")
 
 
 def dry_run(args, cwd, extra=()):

@@ -30,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 
+from browser import headless_chromium
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "train")
 DATA = os.path.join(ROOT, "data", "tinyshakespeare.txt")
@@ -200,23 +202,12 @@ return [best, best_reserved, at, pres.length];
 
 def in_viewer(js, files, screenshot):
     """files: [(label, path, peak, categories)]. The real viewer, headless; SKIP what is missing."""
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.options import Options
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        print("SKIP mem-snapshot: the viewer: no Selenium for this python (Debian's python3-selenium: scripts/setup.sh)")
+    if not os.path.exists(D3):
+        print("SKIP mem-snapshot: the viewer: needs node-d3, Debian's d3 v5 (scripts/setup.sh)")
         return
-    chrome, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
-    if not chrome or not driver or not os.path.exists(D3):
-        print("SKIP mem-snapshot: the viewer: needs chromium, chromium-driver and node-d3 (scripts/setup.sh)")
+    d = headless_chromium("mem-snapshot: the viewer", "1280,800")
+    if d is None:
         return
-    o = Options()
-    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,800"]:
-        o.add_argument(a)
-    o.binary_location = chrome
-    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(service=Service(driver), options=o)
     try:
         with tempfile.TemporaryDirectory() as folder:
             page = viewer_page(js, folder)

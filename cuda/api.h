@@ -155,6 +155,8 @@ void cu_gelu_forward(int dt, void *out, const void *inp, size_t n);
 void cu_gelu_backward(int dt, void *dinp, const void *inp, const void *dout, size_t n);  // dinp may be dout
 void cu_residual_forward(int dt, void *out, const void *a, const void *b, size_t n);    // out may alias a or b
 void cu_add_into(int dt, void *dst, const void *src, size_t n);                          // dst += src
+// --fp32-grads: a bucket of gradients (T) into the fp32 gradients: dst += src (add 1), or dst = src (add 0)
+void cu_widen_into(int dt, float *dst, const void *src, size_t n, int add);
 
 // --- attention (cuda/attention.cu) --------------------------------------------
 // H query heads of C/H channels over KVH key-value heads (GPT-2: KVH = H): a row of qkv is
@@ -226,13 +228,13 @@ void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m,
 // cu_adamw over several ranges in one launch: range s is elements [offset, offset + n) of
 // every pointer, updated with its own weight decay (a model's tensors: decay on matrices
 // only); at most CU_ADAMW_SEGMENTS ranges a call, the rest ignored. The same bits as one
-// cu_adamw a range.
+// cu_adamw a range. The gradients are stored in gdt: dt, or fp32 (--fp32-grads).
 enum { CU_ADAMW_SEGMENTS = 64 };
 typedef struct {
     size_t offset, n;
     float weight_decay;
 } AdamwSegment;
-void cu_adamw_segments(int dt, float *master, void *weights, const void *grads, float *m, float *v,
+void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void *grads, float *m, float *v,
                        const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps,
                        float b1_correction, float b2_correction, const double *grad_scale);
 // dst (T) = round(src (fp32)), n elements

@@ -102,3 +102,17 @@ extern "C" void cu_residual_forward(int dt, void *out, const void *a, const void
     else add_t((fp16 *)out, (const fp16 *)a, (const fp16 *)b, n);
 }
 extern "C" void cu_add_into(int dt, void *dst, const void *src, size_t n) { cu_residual_forward(dt, dst, dst, src, n); }
+
+// --fp32-grads: a piece's gradients, which the backward's kernels wrote in T, into the fp32
+// gradients (Megatron-LM's main_grad += grad): one thread an element, widened exactly.
+template <typename T> __global__ void widen_kernel(float *dst, const T *src, size_t n, int add) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = add ? dst[i] + ld(src[i]) : ld(src[i]);
+}
+extern "C" void cu_widen_into(int dt, float *dst, const void *src, size_t n, int add) {
+    if (!n) return;
+    if (dt == DTYPE_FP32) widen_kernel<<<blocks_for(n, 256), 256>>>(dst, (const float *)src, n, add);
+    else if (dt == DTYPE_BF16) widen_kernel<<<blocks_for(n, 256), 256>>>(dst, (const bf16 *)src, n, add);
+    else widen_kernel<<<blocks_for(n, 256), 256>>>(dst, (const fp16 *)src, n, add);
+    launch_check("widen_kernel");
+}

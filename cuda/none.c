@@ -253,6 +253,11 @@ void cu_add_into(int dt, void *dst, const void *src, size_t n) {
     unreachable("cu_add_into");
 }
 
+void cu_widen_into(int dt, float *dst, const void *src, size_t n, int add) {
+    (void)dt; (void)dst; (void)src; (void)n; (void)add;
+    unreachable("cu_widen_into");
+}
+
 void cu_attention_forward(int dt, void *out, void *att, const void *qkv, int B, int T, int C, int H, int KVH) {
     (void)dt; (void)out; (void)att; (void)qkv; (void)B; (void)T; (void)C; (void)H; (void)KVH;
     unreachable("cu_attention_forward");
@@ -315,8 +320,8 @@ void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m,
     unreachable("cu_adamw");
 }
 
-void cu_adamw_segments(int dt, float *master, void *weights, const void *grads, float *m, float *v, const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps, float b1_correction, float b2_correction, const double *grad_scale) {
-    (void)dt; (void)master; (void)weights; (void)grads; (void)m; (void)v; (void)segs; (void)nsegs; (void)lr; (void)beta1; (void)beta2; (void)eps; (void)b1_correction; (void)b2_correction; (void)grad_scale;
+void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void *grads, float *m, float *v, const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps, float b1_correction, float b2_correction, const double *grad_scale) {
+    (void)dt; (void)gdt; (void)master; (void)weights; (void)grads; (void)m; (void)v; (void)segs; (void)nsegs; (void)lr; (void)beta1; (void)beta2; (void)eps; (void)b1_correction; (void)b2_correction; (void)grad_scale;
     unreachable("cu_adamw_segments");
 }
 

@@ -79,6 +79,8 @@ def random_setting(rng, presets):
         if rng.random() < 0.4:
             a += ["--gpu", rng.choice(["v100-32gb", "t4", "a100-80gb", "h100-80gb", "rtx4090"])]
     a += ["--dtype", rng.choice(["fp32", "bf16", "bf16", "fp16"])]
+    if a[-1] != "fp32" and rng.random() < 0.25:
+        a.append("--fp32-grads")
     r = rng.random()
     if r < 0.3:
         a += ["--ckpt"]
@@ -227,6 +229,7 @@ def check_controls(d):
         start += ["--zero", "3"] if cid in ("f-offload",) else []
         start += ["--offload", "opt"] if cid == "f-offload-to" else []
         start += ["--eval-only"] if cid == "f-quantize" else []
+        start += ["--dtype", "bf16"] if cid == "f-fp32-grads" else []
         # the host and the disk matter when nothing fits without --offload
         d.execute_script("document.getElementById('fit-budget').value = arguments[0]",
                          "600MiB" if cid in ("fit-host", "fit-disk") else "80GiB")
@@ -283,11 +286,21 @@ def main():
         load_ms = d.execute_script("return window.gptmem && window.gptmem.loadMs")
         errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
         cmd = d.find_element("id", "cmd").text
-        if not errors and load_ms and cmd == "./train --model gpt2 --batch 8 --seq-len 1024 --dry-run":
+        if not errors and load_ms and cmd == "./train --model gpt2 --device cuda --batch 8 --seq-len 1024 --dry-run":
             ok(f"loads from the file system with no console error, the running example first: {cmd} (in {load * 1000:.0f} "
                f"ms, the page's own start {load_ms:.0f} ms: reported, not asserted)")
         else:
             bad(f"load: errors {errors}, command {cmd!r}")
+        # the opening ladder is doc/README.md step 0's GPU table up to --fused-ce, each rung the binary's dry run
+        first = page_state(d)
+        labels = [r.split(" --dry-run")[0] for r, _ in first["rungs"]]
+        step0 = ["--dtype bf16", "--dtype bf16 --flash", "--dtype bf16 --flash --ckpt", "--dtype bf16 --flash --ckpt --fused-ce"]
+        base = "--model gpt2 --device cuda --batch 8 --seq-len 1024"
+        why = compare(d, base.split(), cwd, deep=True)
+        if not why and all(any(sorted(l.split()) == sorted((base + " " + w).split()) for l in labels) for w in step0):
+            ok("it opens on the GPU: its ladder climbs step 0's GPU table (bf16, flash, ckpt, fused-ce), each rung the binary's")
+        else:
+            bad(f"the opening ladder: {why or labels}")
         if o.screenshot:
             d.save_screenshot(o.screenshot)
         # a link to a setting, followed in the open tab (the address's hash changes)

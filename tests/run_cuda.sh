@@ -95,6 +95,10 @@ sec_track() {
       bad "10 steps on the GPU track the CPU, $dt: ${msg:-a run failed}"
     fi
   done
+  if run cpu_g32 --steps 10 --dtype bf16 --fp32-grads && run gpu_g32 --steps 10 --dtype bf16 --fp32-grads --device cuda &&
+     msg=$(close "$tmp/gpu_g32.csv" "$tmp/cpu_g32.csv" 2e-2); then
+    ok "10 steps on the GPU track the CPU, bf16 --fp32-grads: $msg (tolerance 2e-2)"
+  else bad "10 steps on the GPU track the CPU, bf16 --fp32-grads: ${msg:-a run failed}"; fi
 }
 
 # --- flags: every flag's equivalence, on the GPU ------------------------------------
@@ -121,6 +125,17 @@ sec_flags() {
     if run flash_$dt "${G[@]}" --dtype $dt --flash && msg=$(close "$tmp/flash_$dt.csv" "$tmp/plain_$dt.csv" $tol); then
       ok "GPU --flash equals naive attention, $dt: $msg"
     else bad "GPU --flash equals naive attention, $dt: ${msg:-a run failed}"; fi
+  done
+  # --fp32-grads: one step with --beta1 0 --clip 0 saves the gradients AdamW read (tests/step_grads.py).
+  # The kernels write each micro-batch's gradients in 16 bits, widened into fp32: --accum 1 gives the
+  # bf16 run's gradients (the emulation: bit for bit); --accum 2 their sum in fp32, bits bf16 has not
+  local g1=(--device cuda --steps 1 --beta1 0 --clip 0 --dtype bf16) how
+  for acc in 1 2; do
+    how=wider; [ $acc = 1 ] && how=equal && [ $HOST = 0 ] && continue  # (cuBLASLt may pick other kernels for a bucket)
+    if run g16 "${g1[@]}" --accum $acc --save "$tmp/g16.ckpt" && run g32 "${g1[@]}" --accum $acc --fp32-grads --save "$tmp/g32.ckpt" &&
+       msg=$(python3 tests/step_grads.py "$tmp/g16.ckpt" "$tmp/g32.ckpt" $how); then
+      ok "GPU --fp32-grads --accum $acc ($how): $msg"
+    else bad "GPU --fp32-grads --accum $acc ($how): ${msg:-a run failed}"; fi
   done
   # determinism: the same run twice gives the same losses, bit for bit
   if run again "${G[@]}" && cmp -s <(losses "$tmp/plain_fp32.csv") <(losses "$tmp/again.csv"); then
@@ -174,10 +189,11 @@ sec_ledger() {
     grid+=("--dtype $dt --accum $acc $ck $fl")
   done; done; done; done
   extra=("--fused-ce" "--dtype bf16 --fused-ce --ckpt --flash" "--dtype fp16 --fused-ce --batch 29"
-         "--recompute gelu,ln" "--dtype bf16 --recompute attn,mlp --accum 2" "--dtype fp16 --recompute mlp --flash")
+         "--recompute gelu,ln" "--dtype bf16 --recompute attn,mlp --accum 2" "--dtype fp16 --recompute mlp --flash"
+         "--dtype bf16 --fp32-grads --accum 2 --ckpt" "--dtype fp16 --fp32-grads --fused-ce")
   if [ "$QUICK" = 1 ]; then  # the emulation runs the whole grid in every make test
     grid=("--dtype fp32 --accum 2 --ckpt" "--dtype fp16 --accum 1 --flash" "--dtype bf16 --accum 1 --ckpt --flash")
-    extra=("--dtype bf16 --fused-ce --ckpt --flash")
+    extra=("--dtype bf16 --fused-ce --ckpt --flash" "--dtype bf16 --fp32-grads --accum 2 --ckpt")
     left_out "27 of the ledger's 30 combinations (the emulation checks them all)"
   fi
   for flags in "${grid[@]}" "${extra[@]}"; do
@@ -357,11 +373,21 @@ sec_zero() {
     if close_replicas "$tmp/zacc1.csv" "$tmp/zacc2.csv" 1e-5; then ok "GPU zero $z with --accum 2 on 2 ranks == 1 rank: $msg"
     else bad "GPU zero $z with --accum 2 on 2 ranks: ${msg:-a run failed}"; fi
   done
+  # --fp32-grads: the gradients reduced in fp32 (each rank's 16-bit buckets widened first) == one rank
+  $TRAIN "${Z[@]}" --steps 6 --batch 4 --dtype bf16 --fp32-grads --log "$tmp/zg1.csv" >/dev/null 2>&1
+  for z in 0 2 3; do
+    "${MPI[@]}" -np 2 $TRAIN "${Z[@]}" --steps 6 --batch 2 --zero $z --dtype bf16 --fp32-grads --log "$tmp/zg2.csv" >/dev/null 2>&1
+    if close_replicas "$tmp/zg1.csv" "$tmp/zg2.csv" 2e-2; then ok "GPU zero $z --fp32-grads on 2 ranks == 1 rank (bf16): $msg"
+    else bad "GPU zero $z --fp32-grads on 2 ranks: ${msg:-a run failed}"; fi
+  done
   # every rank's GPU ledger: predicted == measured; 3 ranks (uneven shards), odd token counts
   nbad=0; nrun=0
-  local zl=("0 --dtype fp32" "1 --dtype fp32" "2 --dtype fp32" "3 --dtype fp32" "0 --dtype bf16 --ckpt --flash"
+  # (the last one is the setting the dry run below predicts)
+  local zl=("0 --dtype fp32" "1 --dtype fp32" "2 --dtype fp32" "3 --dtype fp32" "1 --dtype bf16 --fp32-grads"
+            "2 --dtype bf16 --fp32-grads --fused-ce" "3 --dtype bf16 --fp32-grads" "0 --dtype bf16 --ckpt --flash"
             "1 --dtype bf16 --ckpt --flash" "2 --dtype bf16 --ckpt --flash" "3 --dtype bf16 --ckpt --flash")
-  [ "$QUICK" = 1 ] && zl=("1 --dtype fp32" "3 --dtype bf16 --ckpt --flash") && left_out "6 of the 8 3-rank ledgers"
+  [ "$QUICK" = 1 ] && zl=("1 --dtype fp32" "3 --dtype bf16 --fp32-grads" "3 --dtype bf16 --ckpt --flash") &&
+    left_out "8 of the 11 3-rank ledgers"
   for setting in "${zl[@]}"; do
     z=${setting%% *}; flags=${setting#* }
     rm -f "$tmp"/zm.json*; nrun=$((nrun + 1))
@@ -370,7 +396,7 @@ sec_zero() {
     good=0; for f in "$tmp"/zm.json*; do mem_equal "$f" && good=$((good + 1)); done
     [ "$good" -eq 3 ] || { nbad=$((nbad + 1)); echo "  differs: zero $z $flags ($good of 3 ranks equal)"; tail -3 "$tmp/zlog"; }
   done
-  if [ $nbad -eq 0 ]; then ok "GPU ledger of every rank predicted == measured: 3 ranks, $nrun runs (stages 0-3, fp32 and bf16 --ckpt --flash)"
+  if [ $nbad -eq 0 ]; then ok "GPU ledger of every rank predicted == measured: 3 ranks, $nrun runs (stages 0-3, fp32, bf16 --ckpt --flash, bf16 --fp32-grads)"
   else bad "GPU ledger of every rank: $nbad of $nrun runs differ"; fi
   # the dry run with --ranks predicts what each rank measures
   $TRAIN "${Z[@]}" --batch 3 --seq-len 29 --zero 3 --dtype bf16 --ckpt --flash --ranks 3 --dry-run \

@@ -194,6 +194,7 @@ int main(int argc, char **argv) {
         test_fused_ce_ops(dt);
         test_optimizer(dt);
         test_adamw_segments(dt);
+        if (dt != DT_FP32) test_fp32_grads(dt);
     }
     test_step_numbers();
     test_empty_launches();

@@ -69,6 +69,7 @@ const FlagSpec flag_specs[] = {
     {"fused-ce", ARG_FLAG, OPT(fused_ce), 0, 0, "chunked classifier: LM head + loss a tile at a time, no N x V logits; the table in chunks"},
     {"device", ARG_STR, OPT(device_str), 0, 0, "where to train: cpu (the reference) or cuda (the GPU)"},
     {"dtype", ARG_STR, OPT(dtype_str), 0, 0, "storage of weights, grads, activations: fp32, bf16 or fp16"},
+    {"fp32-grads", ARG_FLAG, OPT(fp32_grads), 0, 0, "with --dtype bf16 or fp16: keep the gradients in fp32, accumulated and reduced in fp32 (Megatron-LM's main grads: 18 bytes a parameter with AdamW)"},
     {"zero", ARG_INT, OPT(zero), 0, 3, "ZeRO stage over the ranks: 0 data parallel, 1 +optimizer, 2 +grads, 3 +weights sharded"},
     {"shard-group", ARG_STR, OPT(shard_group_str), 0, 0, "the sharding factor: ZeRO shards over groups of K ranks, the groups hold replicas (0: all ranks); node: the ranks of a machine (shard inside a machine, replicate across machines)"},
     {"hosts", ARG_STR, OPT(hosts), 0, 0, "with --ranks: the machines to start the ranks on, NAME:SLOTS,... (mpirun's --host; --ranks defaults to the slots in all)"},
@@ -322,8 +323,13 @@ void parse_gpu(Settings *s) {
                     s->gpu_name);
 }
 
-// --eval-only, --quantize and --adam-bits: what each needs, what each excludes.
+// --eval-only, --quantize, --adam-bits and --fp32-grads: what each needs, what each excludes.
 void parse_eval_flags(Settings *s) {
+    if (s->fp32_grads && s->dtype == DT_FP32)
+        usage_error("--fp32-grads keeps the gradients of a 16-bit run in fp32; with --dtype fp32 they already are: "
+                    "add --dtype bf16 (or fp16), or drop --fp32-grads");
+    if (s->fp32_grads && (s->eval_only || s->infer))
+        usage_error("--fp32-grads sets the gradients' dtype; --%s has no gradients: drop it", s->eval_only ? "eval-only" : "infer");
     if (s->adam_bits != 32 && s->adam_bits != 8) usage_error("--adam-bits must be 32 or 8 (got %d)", s->adam_bits);
     if (s->adam_bits == 8 && s->cuda && !(s->offload & OFFLOAD_OPT))
         usage_error("--adam-bits 8 runs on the CPU (drop it, --device cpu, or --offload opt: AdamW on the host)");

@@ -91,6 +91,7 @@ int decisions(const Settings *s, Decision *d) {
         {"--batch", s->batch}, {"--seq-len", s->seq_len}, {"--accum", s->accum}, {"--steps", s->steps},
         {"--recompute (or --ckpt)", s->recompute}, {"--flash", s->flash}, {"--fused-ce", s->fused_ce},
         {"--offload", s->offload}, {"--offload-to", s->offload_disk}, {"--adam-bits", s->adam_bits},
+        {"--fp32-grads", s->fp32_grads},
         {"--lr", fl[0]}, {"--weight-decay", fl[1]}, {"--clip", fl[2]}, {"--loss-scale", fl[3]},
         {"--seed", (long long)s->seed}, {"--comm", s->comm}, {"--eval-every", s->eval_every},
     };

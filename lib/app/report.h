@@ -64,7 +64,7 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
         if (s->val_data) printf(", val %lld", s->val_tokens);
         if (s->in_order) printf(", in order");
     } else if (s->in_order) printf(" | data in order");
-    if (s->dtype != DT_FP32) printf(" | %s", dtype_name[s->dtype]);
+    if (s->dtype != DT_FP32) printf(" | %s%s", dtype_name[s->dtype], s->fp32_grads ? ", fp32 grads" : "");
     if (s->flash) printf(" | flash");
     if (s->zero) printf(" | zero %d", s->zero);
     if (s->ranks > 1) printf(" on %d ranks", s->ranks);
@@ -198,7 +198,7 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
     const GPTConfig *cfg = &s->cfg;
     // the ranks that share the shards: all, or --shard-group's K
     Plan plan = make_plan(s, s->ranks);
-    int ranks = plan.ranks, zero = plan.stage, e = (int)dtype_size(s->dtype);
+    int ranks = plan.ranks, zero = plan.stage, e = (int)dtype_size(s->dtype), g = (int)dtype_size(grad_dtype(s));
     double K = paper_optimizer_bytes(s);  // 12 in mixed precision, 8 in fp32; less with --adam-bits 8
     int Vp = padded_vocab(cfg), C = cfg->channels;
     size_t P = param_count(cfg);
@@ -207,11 +207,12 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
     size_t scratch = predict_model_scratch(s, &plan), total = states + b[MEM_COMM] + scratch;
     double paper = predict_paper_states(P, s, &plan);
     char formula[96];
-    if (zero == 0) snprintf(formula, sizeof formula, "(%d + %d + %g) Psi", e, e, K);
-    else if (zero == 1) snprintf(formula, sizeof formula, "(%d + %d) Psi + %g Psi / %d", e, e, K, ranks);
-    else if (zero == 2) snprintf(formula, sizeof formula, "%d Psi + (%d + %g) Psi / %d", e, e, K, ranks);
-    else snprintf(formula, sizeof formula, "(%d + %d + %g) Psi / %d", e, e, K, ranks);
-    printf("the ZeRO paper against this run: the model states of %s (stage %d, Psi = %zu parameters)\n",
+    if (zero == 0) snprintf(formula, sizeof formula, "(%d + %d + %g) Psi", e, g, K);
+    else if (zero == 1) snprintf(formula, sizeof formula, "(%d + %d) Psi + %g Psi / %d", e, g, K, ranks);
+    else if (zero == 2) snprintf(formula, sizeof formula, "%d Psi + (%d + %g) Psi / %d", e, g, K, ranks);
+    else snprintf(formula, sizeof formula, "(%d + %d + %g) Psi / %d", e, g, K, ranks);
+    printf("the ZeRO paper%s against this run: the model states of %s (stage %d, Psi = %zu parameters)\n",
+           s->fp32_grads ? " with fp32 gradients (Megatron-LM's 2 + 4 + 12 bytes)" : "",
            ranks > 1 ? "each rank" : "the process", zero, P);
     printf("  %-56s %14.0f B %10.2f MiB\n", formula, paper, paper / 1048576.0);
     printf("  %-56s %14zu B %10.2f MiB\n", "gptmem: params + master + grads + adam_m + adam_v", states, mib(states));

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "core/config.h"
+#include "core/dtype.h"
 #include "core/sizes.h"
 
 enum { COMM_AUTO, COMM_NCCL, COMM_MPI };  // --comm
@@ -44,6 +45,7 @@ typedef struct {
     // the memory flags
     const char *dtype_str;
     int dtype;                  // --dtype: DT_FP32, DT_BF16, DT_FP16 (core/dtype.h)
+    int fp32_grads;             // --fp32-grads: 16-bit runs keep their gradients in fp32 (Megatron's main grads)
     float loss_scale;           // fp16: the initial dynamic loss scale
     int flash, fused_ce;        // --flash, --fused-ce
     const char *recompute_str;  // --recompute LIST
@@ -104,6 +106,11 @@ typedef struct {
     const char *log;
     int overwrite;      // --overwrite: --save and --export may replace a file of another kind
 } Settings;
+
+// The gradients' dtype: the storage dtype, or fp32 with --fp32-grads (Megatron-LM's convention under
+// mixed precision: 16-bit weights, fp32 gradients, accumulated and reduced in fp32; 2 + 4 + 12 = 18
+// bytes a parameter with AdamW, where the ZeRO paper counts 16).
+int grad_dtype(const Settings *s) { return s->fp32_grads ? DT_FP32 : s->dtype; }
 
 // The defaults of the flags (--help prints them).
 Settings default_settings(void) {

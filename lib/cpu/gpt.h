@@ -75,15 +75,16 @@ typedef struct GPT {
     // which arrays it keeps whole (parallel/zero.h). One rank: stage 0, nothing sharded.
     Shard shard;
     int dtype;  // --dtype: DT_FP32, DT_BF16 or DT_FP16 (storage of weights, grads, activations)
+    int grad_dtype;  // the gradients': the dtype, or fp32 with --fp32-grads (core/settings.h grad_dtype)
     int flash;  // --flash: attention without the T x T matrix
     double recompute_seconds;  // time spent rebuilding dropped tensors (the price of the memory saved)
     double rebuild_started;    // the clock when the running rebuild began
     size_t block_kept_bytes;   // measured: what block 0 kept on the stack after the last forward (--mem-ops)
     size_t nparams;
     float *params;     // fp32 weights: what the optimizer updates (ledger: params, or master with 16-bit)
-    float *grads;      // fp32 gradients (fp32 runs only)
+    float *grads;      // fp32 gradients (fp32 runs, and --fp32-grads)
     void *params_lp;   // 16-bit runs: the weights the model computes with (ledger: params)
-    void *grads_lp;    // 16-bit runs: the gradients (ledger: grads)
+    void *grads_lp;    // 16-bit runs without --fp32-grads: the gradients (ledger: grads)
     size_t params_base, master_base, grads_base;  // flat index of element 0 (0, or own_lo if a shard)
     // activations of the current forward pass
     void *encoded;                    // (N,C) saved embedding output
@@ -177,7 +178,7 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     const Shard *sh = &m->shard;
     const GPTConfig *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->channels, f = sizeof(float), e = dtype_size(m->dtype);
-    int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
+    int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head, wide_grads = m->grad_dtype == DT_FP32;
     int comm_buckets = grads_sharded(sh) ? MEM_COMM : MEM_SCRATCH, offloaded = m->plan.offload & OFFLOAD_OPT;
     int wloc = m->plan.offload & OFFLOAD_PARAMS ? LOC_PINNED : LOC_DEVICE;  // the compute weights
     size_t block = block_act_floats(c, B, T, m->flash), final = final_act_floats(m, B, T);
@@ -186,8 +187,8 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF_AT(wloc, params, MEM_PARAMS, "params", !mixed ? shard_weights_len(sh) * f : 0);
     BUF_AT(wloc, params_lp, MEM_PARAMS, "params (16-bit)", mixed ? shard_weights_len(sh) * 2 : 0);
     BUF(params, MEM_MASTER, "master weights", mixed && !offloaded ? shard_state_len(sh) * f : 0);
-    BUF(grads, MEM_GRADS, "grads", !mixed ? shard_grads_len(sh) * f : 0);
-    BUF(grads_lp, MEM_GRADS, "grads (16-bit)", mixed ? shard_grads_len(sh) * 2 : 0);
+    BUF(grads, MEM_GRADS, "grads", wide_grads ? shard_grads_len(sh) * f : 0);
+    BUF(grads_lp, MEM_GRADS, "grads (16-bit)", !wide_grads ? shard_grads_len(sh) * 2 : 0);
     BUF(dres, MEM_SCRATCH, "dres", N * C * f);
     BUF(dln, MEM_SCRATCH, "dln", N * C * f);
     BUF(dqkv, MEM_SCRATCH, "dqkv", N * qkv_width(c) * f);
@@ -200,7 +201,7 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(act_work, MEM_SCRATCH, "activation work", mixed ? (block > final ? block : final) * f : 0);
     BUF(w_piece, MEM_SCRATCH, "piece weights work", mixed ? m->piece * f : 0);
     BUF(w_global, MEM_SCRATCH, "global weights work", mixed && whole_table ? m->plan.table * f : 0);
-    // gradient buckets: 16-bit runs collect each piece's fp32 gradients there;
+    // gradient buckets: 16-bit gradients are collected a piece at a time in fp32 there;
     // stages 2 and 3 reduce-scatter them there (then they are comm buffers)
     BUF(grad_piece, comm_buckets, "piece grads bucket", m->bucketed ? m->piece * f : 0);
     BUF(grad_global, comm_buckets, "global grads bucket", m->bucketed && whole_table ? m->plan.table * f : 0);
@@ -250,6 +251,7 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     m->cfg = s->cfg;
     m->plan = *plan;
     m->dtype = s->dtype;
+    m->grad_dtype = grad_dtype(s);
     m->flash = s->flash;
     m->nparams = param_count(&m->cfg);
     m->shard = shard_layout(m->nparams, plan, rank);
@@ -258,7 +260,7 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     m->grads_base = shard_grads_base(sh);
     m->master_base = m->dtype == DT_FP32 ? m->params_base : shard_state_base(sh);
     m->piece = plan->piece;
-    m->bucketed = m->dtype != DT_FP32 || grads_sharded(sh);
+    m->bucketed = m->grad_dtype != DT_FP32 || grads_sharded(sh);
     m->B = s->batch, m->T = s->seq_len;
     size_t lo, hi;
     shard_state_range(sh, &lo, &hi);
@@ -267,13 +269,13 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     buffers_alloc(m, s->batch, s->seq_len);
 }
 
-// The weights the model computes with, and its gradients, in the storage dtype.
+// The weights the model computes with, in the storage dtype, and its gradients, in theirs.
 void *compute_weights(const GPT *m) { return m->dtype == DT_FP32 ? (void *)m->params : m->params_lp; }
-void *gpt_grads(const GPT *m) { return m->dtype == DT_FP32 ? (void *)m->grads : m->grads_lp; }
+void *gpt_grads(const GPT *m) { return m->grad_dtype == DT_FP32 ? (void *)m->grads : m->grads_lp; }
 
 // A new step: the gradients start from 0, and the rebuilds' time from nothing.
 void gpt_zero_grad(GPT *m) {
-    memset(gpt_grads(m), 0, shard_grads_len(&m->shard) * dtype_size(m->dtype));
+    memset(gpt_grads(m), 0, shard_grads_len(&m->shard) * dtype_size(m->grad_dtype));
     m->recompute_seconds = 0.0;
 }
 

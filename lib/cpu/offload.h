@@ -19,7 +19,7 @@
 static void cpu_down(void *model, int k, void *landing, size_t a, size_t b) {
     GPT *m = model;
     (void)k;
-    size_t e = dtype_size(m->dtype);
+    size_t e = dtype_size(m->grad_dtype);
     double t0 = now_seconds();
     memcpy(landing, (const char *)gpt_grads(m) + (a - m->grads_base) * e, (b - a) * e);
     traffic_add(TR_DOWN, (long long)((b - a) * e), now_seconds() - t0);
@@ -44,7 +44,7 @@ static void cpu_allgather(void *model) {
 static void *cpu_pinned(size_t bytes, const char *name) { return mem_alloc_at(LOC_PINNED, MEM_COMM, bytes, name); }
 
 OffloadLink cpu_offload_link(GPT *m) {
-    OffloadLink l = {m, m->dtype, cpu_down, cpu_wait, cpu_up, cpu_wait, cpu_allgather, cpu_pinned, mem_free, NULL, 0};
+    OffloadLink l = {m, m->dtype, m->grad_dtype, cpu_down, cpu_wait, cpu_up, cpu_wait, cpu_allgather, cpu_pinned, mem_free, NULL, 0};
     if (m->plan.offload & OFFLOAD_PARAMS) l.shard = compute_weights(m), l.shard_base = m->params_base;
     return l;
 }

@@ -24,7 +24,7 @@ void gpt_grad_norm(GPT *m, float loss_scale, float clip) {
     const char *g = gpt_grads(m);
     size_t at = sh->own_lo - m->grads_base;
     m->numbers.sumsq =
-        comm_sum_ordered(sh->comm, sum_squares_dt(g + at * dtype_size(m->dtype), sh->own_hi - sh->own_lo, m->dtype));
+        comm_sum_ordered(sh->comm, sum_squares_dt(g + at * dtype_size(m->grad_dtype), sh->own_hi - sh->own_lo, m->grad_dtype));
     m->numbers.grad_scale = step_grad_scale(m->numbers.sumsq, loss_scale, clip);
 }
 
@@ -45,7 +45,7 @@ void gpt_read_numbers(GPT *m, double *loss_sum, double *sumsq) {
 // (an fp16 overflow) skips the step.
 void gpt_adamw_step(GPT *m, float lr, int t) {
     if (isnan(m->numbers.grad_scale)) return;
-    optimizer_step(&m->opt, m->params, m->master_base, gpt_grads(m), m->grads_base, m->dtype, lr, t,
+    optimizer_step(&m->opt, m->params, m->master_base, gpt_grads(m), m->grads_base, m->grad_dtype, lr, t,
                    m->numbers.grad_scale);
     gpt_sync_params(m);
 }

@@ -6,9 +6,9 @@
 //   widened from 16 bits into a working buffer (--dtype bf16, fp16),
 //   read back from where the eval model holds them (--eval-only: cpu/eval.h,
 //   through the model's read_back).
-// Its gradients go into the stored fp32 gradients, or into an fp32 bucket
-// that is added into the 16-bit gradients, or reduce-scattered over the ranks
-// (stages 2, 3), once the op's backward is done.
+// Its gradients go into the stored fp32 gradients (fp32 runs, --fp32-grads), or
+// into an fp32 bucket that is added into the 16-bit gradients, or
+// reduce-scattered over the ranks (stages 2, 3), once the op's backward is done.
 // ZeRO's collectives at their points of the step (parallel/zero.h does the work):
 //   stage 3, before a piece's weights are used (forward, rebuild, backward):  gather_weights
 //   stages 2, 3, when a piece's backward is done:                          reduce_scatter_grads
@@ -74,7 +74,7 @@ void gather_weights(GPT *m, void *dst, size_t lo, size_t hi) {
 // Stages 2, 3: a bucket of fp32 gradients of [lo, hi), summed over the ranks
 // into each rank's gradient shard.
 void reduce_scatter_grads(GPT *m, float *bucket, size_t lo, size_t hi) {
-    zero_reduce_scatter(&m->shard, bucket, lo, hi, gpt_grads(m), m->grads_base, m->dtype);
+    zero_reduce_scatter(&m->shard, bucket, lo, hi, gpt_grads(m), m->grads_base, m->grad_dtype);
 }
 
 // Stages 0, 1 on several ranks: the full gradients, summed over the ranks
@@ -82,8 +82,8 @@ void reduce_scatter_grads(GPT *m, float *bucket, size_t lo, size_t hi) {
 // was inside the group: the part this rank's optimizer reads is then summed
 // across the groups.
 void gpt_reduce_grads(GPT *m) {
-    if (reduces_full_grads(&m->shard)) zero_reduce_full(&m->shard, gpt_grads(m), m->reduce_buf, m->dtype);
-    zero_reduce_across(&m->shard, gpt_grads(m), m->across_buf, m->dtype);
+    if (reduces_full_grads(&m->shard)) zero_reduce_full(&m->shard, gpt_grads(m), m->reduce_buf, m->grad_dtype);
+    zero_reduce_across(&m->shard, gpt_grads(m), m->across_buf, m->grad_dtype);
 }
 
 // Are the weights the same on every rank (parallel/zero.h)? 1 yes, 0 no.
@@ -124,8 +124,8 @@ float *grads_params(GPT *m, Piece p) {
 }
 
 // The piece's gradients are complete: stages 2, 3 reduce-scatter them now,
-// so no rank ever holds more than a piece of unreduced gradients; 16-bit runs
-// at stages 0, 1 add them into the 16-bit grads.
+// so no rank ever holds more than a piece of unreduced gradients; 16-bit
+// gradients at stages 0, 1 have them added in.
 void grads_params_done(GPT *m, Piece p) {
     if (!m->bucketed) return;
     if (grads_sharded(&m->shard)) {
@@ -133,7 +133,7 @@ void grads_params_done(GPT *m, Piece p) {
         if (g_ledger.trace) printf("  reduce-scatter %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * sizeof(float));
         reduce_scatter_grads(m, m->grad_piece, p.lo, p.lo + p.n);
     } else {
-        dtype_accumulate((uint16_t *)m->grads_lp + p.lo, m->grad_piece, p.n, m->dtype);
+        dtype_accumulate((uint16_t *)m->grads_lp + p.lo, m->grad_piece, p.n, m->grad_dtype);
     }
 }
 
@@ -219,8 +219,8 @@ void global_grads_done(GPT *m) {
         reduce_scatter_grads(m, m->grad_global + emb, lnf, lnf + tail);
         return;
     }
-    dtype_accumulate(m->grads_lp, m->grad_global, emb, m->dtype);
-    dtype_accumulate((uint16_t *)m->grads_lp + lnf, m->grad_global + emb, tail, m->dtype);
+    dtype_accumulate(m->grads_lp, m->grad_global, emb, m->grad_dtype);
+    dtype_accumulate((uint16_t *)m->grads_lp + lnf, m->grad_global + emb, tail, m->grad_dtype);
 }
 
 // --- --fused-ce: the table a chunk of rows at a time ------------------------------------

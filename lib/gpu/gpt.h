@@ -7,6 +7,8 @@
 // computes on the 16-bit tensors directly (cuBLASLt and the kernels widen to
 // fp32 in registers), so there are no fp32 working copies; the backward
 // buffers (dres, dln, ...) and ZeRO's buffers are stored in the dtype too.
+// With --fp32-grads the gradients are fp32: the kernels still write 16 bits,
+// a piece at a time into a bucket, which is then widened into them (gpu/weights.h).
 // Kept in fp32 whatever the dtype: the layernorms' row mean and rstd and flash
 // attention's row log-sum-exp (the backward recomputes from them, and a
 // 16-bit lse would put every recomputed probability off by up to 1.6%). Every
@@ -52,8 +54,10 @@ typedef struct {
     GPTConfig cfg;
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
     int dtype, flash;
+    int grad_dtype;    // the gradients': the dtype, or fp32 with --fp32-grads (core/settings.h grad_dtype)
     AdamWConfig adam;  // the run's AdamW (gpu/optimizer.h)
     size_t nparams, elem_bytes;  // elem_bytes: bytes per stored element (4 or 2)
+    size_t grad_bytes;           // bytes per gradient (elem_bytes, or 4 with --fp32-grads)
     ParamTensor *tensors;
     int ntensors;
     // ZeRO: which arrays are shards (parallel/zero.h); element 0 of each array is parameter *_base
@@ -63,15 +67,18 @@ typedef struct {
     // model states (ledger: params, master, grads, adam_m, adam_v)
     void *params;            // the weights the model computes with, in the dtype
     float *master;           // fp32 weights the optimizer updates: 16-bit runs' master copy; fp32: == params
-    void *grads;             // in the dtype
+    void *grads;             // in grad_dtype
     float *adam_m, *adam_v;  // AdamW state, fp32
-    // ZeRO's buffers (ledger: comm), in the dtype: a piece of the plan, and
-    // without --fused-ce the globals, packed [wte | wpe | lnfw | lnfb]
-    void *gather_piece, *gather_global;  // stage 3: gathered from every rank
-    void *grad_piece, *grad_global;      // stages 2, 3: their gradients, until reduce-scattered into the shard
+    // ZeRO's buffers (ledger: comm): a piece of the plan, and without --fused-ce
+    // the globals, packed [wte | wpe | lnfw | lnfb]
+    void *gather_piece, *gather_global;  // stage 3: gathered from every rank, in the dtype
+    void *grad_piece, *grad_global;      // stages 2, 3: their gradients (grad_dtype), until reduce-scattered into the shard
+    // --fp32-grads: the same two, in the dtype, as the kernels write them (ledger: scratch), until widened
+    void *grad_lp_piece, *grad_lp_global;
     GpuGlobals globals, global_grads;    // without --fused-ce: where this step reads and adds them
     Staging staging;  // more than one rank: the host buffer the MPI collectives (and the replica check) go through
     GpuComm comm;     // ZeRO's collectives: the shard, the backend (--comm nccl: the device buffers), the dtype
+    GpuComm grad_comm;  // the same, for the gradients: in grad_dtype
     // activations of the current forward pass (on the activation stack)
     void *encoded, *lnf, *logits;
     float *lnf_mean, *lnf_rstd;
@@ -120,7 +127,7 @@ typedef struct {
     double recompute_seconds;
 } GpuGPT;
 
-enum { GPU_MAX_BUFFERS = 36 };
+enum { GPU_MAX_BUFFERS = 38 };
 
 // The model's buffers (memory/ledger.h's Buffer rows: where, the GPU, host memory
 // or page-locked host memory), in the order they are made, for micro-batches of B x T.
@@ -132,19 +139,21 @@ enum { GPU_MAX_BUFFERS = 36 };
 int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
     const Shard *sh = &m->shard;
     const GPTConfig *c = &m->cfg;
-    size_t N = (size_t)B * T, C = c->channels, e = m->elem_bytes, Vp = padded_vocab(c);
-    int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
+    size_t N = (size_t)B * T, C = c->channels, e = m->elem_bytes, g = m->grad_bytes, Vp = padded_vocab(c);
+    int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head, widened = g != e;
 #define BUF(ptr, where, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
     // --offload opt: the optimizer's states live on the host (optim/offload.h); opt,params: the
     // weight shard in page-locked host memory, which each gather uploads from (gpu_gather_weights)
     int off = (m->plan.offload & OFFLOAD_OPT) != 0, off_params = (m->plan.offload & OFFLOAD_PARAMS) != 0;
     BUF(params, off_params ? LOC_PINNED : LOC_DEVICE, MEM_PARAMS, mixed ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
     BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", mixed && !off ? shard_state_len(sh) * 4 : 0);
-    BUF(grads, LOC_DEVICE, MEM_GRADS, mixed ? "grads (16-bit)" : "grads", shard_grads_len(sh) * e);
+    BUF(grads, LOC_DEVICE, MEM_GRADS, g == 2 ? "grads (16-bit)" : "grads", shard_grads_len(sh) * g);
     BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", off ? 0 : shard_state_len(sh) * 4);
     BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", off ? 0 : shard_state_len(sh) * 4);
-    BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", grads_sharded(sh) ? m->plan.piece * e : 0);
-    BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", grads_sharded(sh) && whole_table ? m->plan.table * e : 0);
+    BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", grads_sharded(sh) ? m->plan.piece * g : 0);
+    BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", grads_sharded(sh) && whole_table ? m->plan.table * g : 0);
+    BUF(grad_lp_piece, LOC_DEVICE, MEM_SCRATCH, "piece grads (16-bit)", widened ? m->plan.piece * e : 0);
+    BUF(grad_lp_global, LOC_DEVICE, MEM_SCRATCH, "global grads (16-bit)", widened && whole_table ? m->plan.table * e : 0);
     BUF(gather_piece, LOC_DEVICE, MEM_COMM, "piece gather", weights_sharded(sh) ? m->plan.piece * e : 0);
     BUF(gather_global, LOC_DEVICE, MEM_COMM, "global gather", weights_sharded(sh) && whole_table ? m->plan.table * e : 0);
     BUF(staging.host, LOC_PINNED, MEM_COMM, "staging (pinned host)", sh->nranks > 1 || sh->groups > 1 ? GPU_STAGING : 0);
@@ -211,6 +220,8 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     m->adam = adamw_config(s);
     m->nparams = param_count(&m->cfg);
     m->elem_bytes = dtype_size(s->dtype);
+    m->grad_dtype = grad_dtype(s);
+    m->grad_bytes = dtype_size(m->grad_dtype);
     m->ntensors = param_tensor_count(&m->cfg);
     m->tensors = malloc(sizeof(ParamTensor) * m->ntensors);
     param_tensors(&m->cfg, m->tensors);
@@ -231,6 +242,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     }
     if (sh->nranks > 1 || sh->groups > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
     m->comm = (GpuComm){&m->shard, &m->staging, s->comm == COMM_NCCL, m->dtype};  // (--comm nccl: app/launch.h opened it)
+    m->grad_comm = m->comm, m->grad_comm.dtype = m->grad_dtype;
     cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));
@@ -240,7 +252,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
 
 // A new step: the gradients start from 0, and the rebuilds' time from nothing.
 void gpu_gpt_zero_grad(GpuGPT *m) {
-    gpu_zero(m->grads, shard_grads_len(&m->shard) * m->elem_bytes);
+    gpu_zero(m->grads, shard_grads_len(&m->shard) * m->grad_bytes);
     m->recompute_used = 0, m->recompute_seconds = 0.0;
 }
 
@@ -264,7 +276,8 @@ void gpu_gpt_free(GpuGPT *m) {
     free(m->row);
 }
 
-// Element i of a device array in the storage dtype (device pointers are void *).
+// Element i of a device array in the storage dtype (device pointers are void *), and of one in the gradients'.
 void *element(const GpuGPT *m, void *base, size_t i) { return (char *)base + i * m->elem_bytes; }
+void *grad_element(const GpuGPT *m, void *base, size_t i) { return (char *)base + i * m->grad_bytes; }
 
 #endif

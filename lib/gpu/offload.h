@@ -32,11 +32,11 @@
 static void gpu_down(void *model, int k, void *landing, size_t a, size_t b) {
     GpuGPT *m = model;
     double t0 = now_seconds();
-    gpu_download_queued(landing, element(m, m->grads, a - m->grads_base), (b - a) * m->elem_bytes);
+    gpu_download_queued(landing, grad_element(m, m->grads, a - m->grads_base), (b - a) * m->grad_bytes);
     gpu_event_record(m->offload_down_event[k]);
     m->offload_down_sent[k] = 1;
     g_traffic.queued = 1;
-    traffic_add(TR_DOWN, (long long)((b - a) * m->elem_bytes), now_seconds() - t0);
+    traffic_add(TR_DOWN, (long long)((b - a) * m->grad_bytes), now_seconds() - t0);
 }
 
 // The time the host waits here is the download's, as seen from the host.
@@ -85,7 +85,7 @@ static void gpu_unpin(void *p) {
 }
 
 OffloadLink gpu_offload_link(GpuGPT *m) {
-    OffloadLink l = {m, m->dtype, gpu_down, gpu_down_wait, gpu_up, gpu_up_wait, gpu_offload_allgather, gpu_pinned,
+    OffloadLink l = {m, m->dtype, m->grad_dtype, gpu_down, gpu_down_wait, gpu_up, gpu_up_wait, gpu_offload_allgather, gpu_pinned,
                      gpu_unpin, NULL, 0};
     if (m->plan.offload & OFFLOAD_PARAMS) l.shard = m->params, l.shard_base = m->params_base;
     return l;

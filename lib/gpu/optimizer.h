@@ -20,7 +20,7 @@
 // sums, in rank order), and the total and the scale go back.
 void gpu_gpt_grad_norm(GpuGPT *m, float loss_scale, float clip) {
     const Shard *sh = &m->shard;
-    cu_sum_squares_partials(m->dtype, m->norm_partials, element(m, m->grads, sh->own_lo - m->grads_base),
+    cu_sum_squares_partials(m->grad_dtype, m->norm_partials, grad_element(m, m->grads, sh->own_lo - m->grads_base),
                             sh->own_hi - sh->own_lo);
     if (sh->nranks == 1) {
         cu_grad_scale(m->numbers, m->norm_partials, GPU_NORM_BLOCKS, loss_scale, clip);
@@ -66,9 +66,9 @@ void gpu_gpt_read_numbers(GpuGPT *m, double *loss_sum, double *sumsq) {
 static void gpu_adamw_launch(GpuGPT *m, size_t a0, const AdamwSegment *segs, int n, float lr, float b1c,
                              float b2c) {  // segs' offsets count from element a0
     const AdamWConfig *adam = &m->adam;
-    cu_adamw_segments(m->dtype, m->master + (a0 - m->master_base),
+    cu_adamw_segments(m->dtype, m->grad_dtype, m->master + (a0 - m->master_base),
                       m->dtype == DT_FP32 ? NULL : element(m, m->params, a0 - m->params_base),
-                      element(m, m->grads, a0 - m->grads_base), m->adam_m + (a0 - m->state_base),
+                      grad_element(m, m->grads, a0 - m->grads_base), m->adam_m + (a0 - m->state_base),
                       m->adam_v + (a0 - m->state_base), segs, n, lr, adam->beta1, adam->beta2, adam->eps, b1c, b2c,
                       m->numbers + STEP_SCALE);
 }

@@ -4,7 +4,9 @@
 // plan.h) is the stored weights this rank holds, or gathered from every
 // rank's shard just before the op that reads it (ZeRO stage 3); its
 // gradients go into the stored gradients, or into a bucket reduce-scattered
-// over the ranks as soon as the op's backward is done (stages 2, 3).
+// over the ranks as soon as the op's backward is done (stages 2, 3). With
+// --fp32-grads the kernels write a 16-bit bucket, widened into the fp32
+// gradients (or the fp32 bucket) when the op's backward is done.
 // ZeRO's collectives at their points of the step (parallel/gpu_zero.h does the
 // work, on NCCL or through parallel/staging.h's host-staged MPI calls):
 //   stage 3, before a piece's weights are used (forward, rebuild, backward):  gpu_gather_weights
@@ -40,7 +42,7 @@ void gpu_gather_weights(GpuGPT *m, void *dst, size_t lo, size_t hi) {
 
 // Stages 2, 3: a bucket of gradients of [lo, hi), summed over the ranks into each rank's gradient shard.
 void gpu_reduce_scatter_grads(GpuGPT *m, void *bucket, size_t lo, size_t hi) {
-    gpu_zero_reduce_scatter(&m->comm, bucket, lo, hi, m->grads, m->grads_base);
+    gpu_zero_reduce_scatter(&m->grad_comm, bucket, lo, hi, m->grads, m->grads_base);
 }
 
 // Stages 0, 1 on several ranks: the full gradients, summed over the ranks
@@ -48,8 +50,8 @@ void gpu_reduce_scatter_grads(GpuGPT *m, void *bucket, size_t lo, size_t hi) {
 // was inside the group: the part this rank's optimizer reads is then summed
 // across the groups.
 void gpu_gpt_reduce_grads(GpuGPT *m) {
-    if (reduces_full_grads(&m->shard)) gpu_zero_reduce_full(&m->comm, m->grads);
-    gpu_zero_reduce_across(&m->comm, m->grads);
+    if (reduces_full_grads(&m->shard)) gpu_zero_reduce_full(&m->grad_comm, m->grads);
+    gpu_zero_reduce_across(&m->grad_comm, m->grads);
 }
 
 // --- the weights' life across a step ---------------------------------------------------
@@ -124,20 +126,34 @@ void *gpu_fetch_params(GpuGPT *m, Piece p) {
     return m->gather_piece;
 }
 
+// --fp32-grads: the kernels' 16-bit gradients go through a bucket of their own.
+static int widens_grads(const GpuGPT *m) { return m->grad_bytes != m->elem_bytes; }
+
 // Where the backward of a piece adds its gradients: the stored gradients, or
-// at stages 2, 3 the bucket grad_piece (zeroed here), which
-// gpu_grads_params_done reduce-scatters.
+// at stages 2, 3 the bucket grad_piece, or with --fp32-grads the 16-bit
+// bucket grad_lp_piece (a bucket is zeroed here); gpu_grads_params_done hands it on.
 void *gpu_grads_params(GpuGPT *m, Piece p) {
-    if (!grads_sharded(&m->shard)) return element(m, m->grads, p.lo - m->grads_base);
-    gpu_zero(m->grad_piece, p.n * m->elem_bytes);
-    return m->grad_piece;
+    void *bucket = widens_grads(m) ? m->grad_lp_piece : grads_sharded(&m->shard) ? m->grad_piece : NULL;
+    if (!bucket) return grad_element(m, m->grads, p.lo - m->grads_base);
+    gpu_zero(bucket, p.n * m->elem_bytes);
+    return bucket;
+}
+
+// The gradients of parameters [lo, lo + n) are complete: with --fp32-grads the
+// 16-bit `lp` is widened, added into the fp32 gradients, or at stages 2, 3
+// written into the fp32 `bucket`; stages 2, 3 reduce-scatter `bucket`.
+static void gpu_grads_range_done(GpuGPT *m, const void *lp, void *bucket, size_t lo, size_t n) {
+    int sharded = grads_sharded(&m->shard);
+    if (lp) cu_widen_into(m->dtype, sharded ? bucket : grad_element(m, m->grads, lo - m->grads_base), lp, n, !sharded);
+    if (sharded) gpu_reduce_scatter_grads(m, bucket, lo, lo + n);
 }
 
 void gpu_grads_params_done(GpuGPT *m, Piece p) {
-    if (!grads_sharded(&m->shard)) return;
+    if (!grads_sharded(&m->shard) && !widens_grads(m)) return;
     char what[48];
-    if (g_ledger.trace) printf("  reduce-scatter %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * m->elem_bytes);
-    gpu_reduce_scatter_grads(m, m->grad_piece, p.lo, p.lo + p.n);
+    if (g_ledger.trace && grads_sharded(&m->shard))
+        printf("  reduce-scatter %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * m->grad_bytes);
+    gpu_grads_range_done(m, widens_grads(m) ? m->grad_lp_piece : NULL, m->grad_piece, p.lo, p.n);
 }
 
 // One op's weight and bias (or their gradients) on the device: the bias follows the weight.
@@ -190,21 +206,27 @@ GpuGlobals gpu_global_weights(GpuGPT *m) {
     return gpu_globals_packed(m, m->gather_global);
 }
 
-// Their gradients: the stored ones, or at stages 2, 3 grad_global (zeroed
-// here), reduce-scattered by gpu_global_grads_done.
+// Their gradients: the stored ones, or a bucket as for a piece (zeroed
+// here): at stages 2, 3 grad_global, with --fp32-grads grad_lp_global;
+// gpu_global_grads_done hands it on.
 GpuGlobals gpu_global_grads(GpuGPT *m) {
-    if (!grads_sharded(&m->shard)) return gpu_globals_flat(m, m->grads);
-    gpu_zero(m->grad_global, m->plan.table * m->elem_bytes);
-    return gpu_globals_packed(m, m->grad_global);
+    void *bucket = widens_grads(m) ? m->grad_lp_global : grads_sharded(&m->shard) ? m->grad_global : NULL;
+    if (!bucket) return gpu_globals_flat(m, m->grads);
+    gpu_zero(bucket, m->plan.table * m->elem_bytes);
+    return gpu_globals_packed(m, bucket);
 }
 
 void gpu_global_grads_done(GpuGPT *m) {
-    if (!grads_sharded(&m->shard)) return;
+    if (!grads_sharded(&m->shard) && !widens_grads(m)) return;
     const GPTConfig *c = &m->cfg;
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
-    if (g_ledger.trace) printf("  reduce-scatter embeddings and final layernorm: %zu B\n", m->plan.table * m->elem_bytes);
-    gpu_reduce_scatter_grads(m, m->grad_global, 0, emb);
-    gpu_reduce_scatter_grads(m, element(m, m->grad_global, emb), lnf, lnf + tail_param_count(c));
+    if (g_ledger.trace && grads_sharded(&m->shard))
+        printf("  reduce-scatter embeddings and final layernorm: %zu B\n", m->plan.table * m->grad_bytes);
+    const void *lp = widens_grads(m) ? m->grad_lp_global : NULL;  // [wte | wpe] then the tail, packed
+    void *bucket = m->grad_global;
+    gpu_grads_range_done(m, lp, bucket, 0, emb);
+    gpu_grads_range_done(m, lp ? element(m, (void *)lp, emb) : NULL, bucket ? grad_element(m, bucket, emb) : NULL, lnf,
+                         tail_param_count(c));
 }
 
 // --- --fused-ce: the table a chunk of rows at a time ------------------------------------

@@ -130,10 +130,10 @@ size_t predict_moved(const GPTConfig *c, int fused_ce) {
 
 // The model-sized part of the scratch: 16-bit runs widen what is moved to
 // fp32 (w_piece, w_global), and runs whose gradients go through fp32 buckets
-// (16-bit, or stages 2 and 3) count those as scratch at stages 0 and 1 (at 2
-// and 3 they are comm).
+// (16-bit gradients, or stages 2 and 3) count those as scratch at stages 0 and 1
+// (at 2 and 3 they are comm).
 size_t predict_model_scratch(const Settings *s, const Plan *p) {
-    int zero = p->stage, wide = s->dtype != DT_FP32, bucketed = wide || shards_grads(zero);
+    int zero = p->stage, wide = s->dtype != DT_FP32, bucketed = grad_dtype(s) != DT_FP32 || shards_grads(zero);
     size_t moved = predict_moved(&s->cfg, p->tiled_head);
     return 4 * ((wide ? moved : 0) + (bucketed && !shards_grads(zero) ? moved : 0));
 }
@@ -146,7 +146,7 @@ size_t predict_head_tile(size_t rows, int Vp) {
 }
 
 // The ZeRO paper's model states per rank (Rajbhandari et al. 2020): weights
-// and gradients in the storage dtype (e bytes), K bytes of optimizer state
+// and gradients in the storage dtype (e bytes; the gradients 4 with --fp32-grads), K bytes of optimizer state
 // (mixed precision: fp32 master + m + v = 12; fp32: m + v = 8), each divided
 // by the N ranks from the stage that shards it. Psi = P, padded vocabulary included.
 // With --adam-bits 8, m and v take 1 + 1 bytes and a scale each per ADAM_BLOCK: K = 2 + 8/256 (+ 4 master).
@@ -156,9 +156,9 @@ double paper_optimizer_bytes(const Settings *s) {
 
 double predict_paper_states(size_t P, const Settings *s, const Plan *p) {
     int zero = p->stage;  // --shard-group: over the group's K ranks, 16 Psi / K
-    double e = dtype_size(s->dtype), K = paper_optimizer_bytes(s), n = p->ranks;
+    double e = dtype_size(s->dtype), g = dtype_size(grad_dtype(s)), K = paper_optimizer_bytes(s), n = p->ranks;
     return (double)P *
-           (e / (shards_weights(zero) ? n : 1) + e / (shards_grads(zero) ? n : 1) + K / (shards_states(zero) ? n : 1));
+           (e / (shards_weights(zero) ? n : 1) + g / (shards_grads(zero) ? n : 1) + K / (shards_states(zero) ? n : 1));
 }
 
 // Fill the phases and peaks from the constant part `base` and the activations:
@@ -255,17 +255,18 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
 }
 
 // The model states of one rank, on either device (ZeRO's shards, sh), in the
-// storage dtype's e bytes a weight or gradient:
+// storage dtype's e bytes a weight or gradient (a gradient g = 4 with --fp32-grads):
 //   params e*weights_n; master 4*state_n with 16-bit storage (fp32 weights are their own
-//   master); grads e*grads_n; adam_m, adam_v 4*state_n each, or with --adam-bits 8 a byte
+//   master); grads g*grads_n; adam_m, adam_v 4*state_n each, or with --adam-bits 8 a byte
 //   each and an fp32 scale per block of ADAM_BLOCK
 // so mixed precision on one rank is the ZeRO paper's 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter,
-// and stage 1 is 2P + 2P + 12P/N, stage 2 2P + (2 + 12)P/N, stage 3 (2 + 2 + 12)P/N (plus padding).
+// and stage 1 is 2P + 2P + 12P/N, stage 2 2P + (2 + 12)P/N, stage 3 (2 + 2 + 12)P/N (plus padding);
+// with --fp32-grads Megatron-LM's 2 + 4 + 12 = 18.
 void predict_states(const Settings *s, const ShardSizes *sh, MemSnapshot *b) {
     size_t e = dtype_size(s->dtype), n = sh->state_n;
     b->bytes[MEM_PARAMS] = e * sh->weights_n;
     b->bytes[MEM_MASTER] = s->dtype == DT_FP32 ? 0 : 4 * n;
-    b->bytes[MEM_GRADS] = e * sh->grads_n;
+    b->bytes[MEM_GRADS] = dtype_size(grad_dtype(s)) * sh->grads_n;
     b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = s->adam_bits == 8 ? n + 4 * ((n + ADAM_BLOCK - 1) / ADAM_BLOCK) : 4 * n;
 }
 
@@ -367,13 +368,15 @@ ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
 //   --flash D = rowsum(dout * out), 4*B*H*T
 //   --fused-ce a tile of logits, e * predict_head_tile(head_rows), and each row's running sum and
 //     target logit, 2 * 4N
+//   --fp32-grads the 16-bit buckets the kernels write the gradients of what is moved into, e * moved
 size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
     size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, e = dtype_size(s->dtype);
     size_t F = cfg_ffn(&s->cfg), W = qkv_width(&s->cfg);
     size_t backward = is_llama(&s->cfg) ? N * (3 * C + W + 3 * F) : 10 * N * C;
     return backward * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
            4 * GPU_COLSUM_CHUNKS * 4 * C + (s->flash ? 4 * B * H * T : 0) +
-           (p->tiled_head ? e * predict_head_tile((size_t)p->head_rows, padded_vocab(&s->cfg)) + 2 * 4 * N : 0);
+           (p->tiled_head ? e * predict_head_tile((size_t)p->head_rows, padded_vocab(&s->cfg)) + 2 * 4 * N : 0) +
+           (grad_dtype(s) != s->dtype ? e * predict_moved(&s->cfg, p->tiled_head) : 0);
 }
 
 // --device cuda (gpu/gpt.h, gpu_buffers), with its plan. The activation stack
@@ -381,7 +384,8 @@ size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
 //   the model states as on the CPU (predict_states; S = ceil(P/N) in whole ADAM_BLOCKs, arrays kept
 //     whole padded to N*S)
 //   comm: stages 2, 3: the gradient buckets of a piece and, without --fused-ce, of the globals,
-//     e*moved (predict_moved); stage 3: as much again for the gathered weights; page-locked, the
+//     g*moved (predict_moved; g the gradients' bytes: e, or 4 with --fp32-grads); stage 3: e*moved
+//     for the gathered weights; page-locked, the
 //     host staging buffer GPU_STAGING (more than one rank)
 //   scratch: predict_scratch_gpu
 //   data: on the GPU the batches 8N and the positions bucketed by token
@@ -399,7 +403,8 @@ void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     memset(&base, 0, sizeof base);
     predict_states(s, &sh, &base);
     size_t moved = predict_moved(&s->cfg, p->tiled_head);
-    base.bytes[MEM_COMM] = (shards_grads(p->stage) ? e * moved : 0) + (shards_weights(p->stage) ? e * moved : 0);
+    size_t g = dtype_size(grad_dtype(s));
+    base.bytes[MEM_COMM] = (shards_grads(p->stage) ? g * moved : 0) + (shards_weights(p->stage) ? e * moved : 0);
     base.bytes[MEM_SCRATCH] = predict_scratch_gpu(s, p);
     base.bytes[MEM_DATA] = 2 * 4 * N + 4 * (3 * N + 1);  // on the GPU: the batch, the token buckets
     memcpy(base.at[LOC_DEVICE], base.bytes, sizeof base.bytes);

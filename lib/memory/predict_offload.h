@@ -5,7 +5,8 @@
 // tests hold the two equal.
 //
 // Letters as in memory/predict.h; n = the optimizer's state elements (S from
-// stage 1, else the padded P), c = min(OFFLOAD_CHUNK, n), e = the dtype's bytes,
+// stage 1, else the padded P), c = min(OFFLOAD_CHUNK, n), e = the dtype's bytes, g = the
+// gradients' (e, or 4 with --fp32-grads),
 // mb(x) = Adam's moment bytes for x elements: 4x, or --adam-bits 8's x + 4 ceil(x / ADAM_BLOCK).
 #ifndef GPTMEM_PREDICT_OFFLOAD_H
 #define GPTMEM_PREDICT_OFFLOAD_H
@@ -31,12 +32,12 @@ size_t offload_moment_bytes(size_t x, int bits) { return bits == 8 ? x + 4 * ((x
 //   host:   master 4n (for fp32 with params none: the pinned shard is the master), adam_m, adam_v mb(n);
 //           on disk these are one chunk each: master 4c, mb(c), mb(c)
 //   disk:   master 4n, adam_m, adam_v mb(n)
-//   pinned: comm 2ce of landing buffers (the gradients down) and 2ce of upload buffers (the weights up),
+//   pinned: comm 2cg of landing buffers (the gradients down) and 2ce of upload buffers (the weights up),
 //           with params none of the latter: the weight shard (params) is there instead
 void predict_offload_rows(const Settings *s, const Plan *p, size_t state_n, MemSnapshot *b) {
     if (!(p->offload & OFFLOAD_OPT)) return;
     int params = (p->offload & OFFLOAD_PARAMS) != 0, disk = p->offload_disk;
-    size_t e = dtype_size(s->dtype), c = state_n < OFFLOAD_CHUNK ? state_n : OFFLOAD_CHUNK;
+    size_t e = dtype_size(s->dtype), g = dtype_size(grad_dtype(s)), c = state_n < OFFLOAD_CHUNK ? state_n : OFFLOAD_CHUNK;
     if (!c) c = ADAM_BLOCK;
     size_t per = disk ? c : state_n;
     size_t *dev = b->at[LOC_DEVICE], *host = b->at[LOC_HOST], *pin = b->at[LOC_PINNED], *dsk = b->at[LOC_DISK];
@@ -49,7 +50,7 @@ void predict_offload_rows(const Settings *s, const Plan *p, size_t state_n, MemS
         dsk[MEM_ADAM_M] += offload_moment_bytes(state_n, s->adam_bits);
         dsk[MEM_ADAM_V] += offload_moment_bytes(state_n, s->adam_bits);
     }
-    pin[MEM_COMM] += 2 * c * e + (params ? 0 : 2 * c * e);
+    pin[MEM_COMM] += 2 * c * g + (params ? 0 : 2 * c * e);
     if (params) pin[MEM_PARAMS] += dev[MEM_PARAMS], dev[MEM_PARAMS] = 0;
 }
 
@@ -62,7 +63,7 @@ size_t own_part(size_t a, size_t b, size_t r, size_t S, size_t P) {
 
 // The bytes one optimizer step of rank r moves (traffic_name's kinds), the
 // first step's, which --mem compares with the measured count:
-//   link down:  the gradients of the parameters the rank updates, e L_r
+//   link down:  the gradients of the parameters the rank updates, g L_r
 //               (L_r: P at stage 0, else its shard, min(S, P - r S))
 //   link up:    their new weights, e L_r; with params instead every gather
 //               uploads the rank's part of the piece first: per micro-batch
@@ -87,7 +88,7 @@ void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N
     size_t S = (P + ranks - 1) / ranks;
     if (ranks > 1) S = (S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
     size_t Lr = !shards_states(stage) ? P : own_part(0, P, (size_t)r, S, P), e = dtype_size(s->dtype);
-    out[TR_DOWN] = (long long)(e * Lr);
+    out[TR_DOWN] = (long long)(dtype_size(grad_dtype(s)) * Lr);
     // the file is read and written a whole record at a time: the records the L_r parameters touch
     size_t n = shards_states(stage) ? S : ranks > 1 ? S * ranks : P, c = n < OFFLOAD_CHUNK ? n : OFFLOAD_CHUNK;
     size_t X = Lr ? (Lr + c - 1) / c * c : 0;

@@ -42,8 +42,9 @@
 // The device's side: where the step's gradients come from and its weights go.
 typedef struct {
     void *model;
-    int dtype;
-    // the gradients of parameters [a, b), in the dtype, into landing buffer `k` (0 or 1): may be
+    int dtype;       // the compute weights'
+    int grad_dtype;  // the gradients': the dtype, or fp32 (--fp32-grads)
+    // the gradients of parameters [a, b), in grad_dtype, into landing buffer `k` (0 or 1): may be
     // queued; `down_wait` returns when the buffer holds them
     void (*down)(void *model, int k, void *landing, size_t a, size_t b);
     void (*down_wait)(void *model, int k);
@@ -85,7 +86,7 @@ int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *pl
     off->lo = lo, off->hi = hi, off->n = n_alloc;
     off->chunk = n_alloc < plan->offload_chunk ? n_alloc : plan->offload_chunk;
     if (!off->chunk) off->chunk = ADAM_BLOCK;  // a rank with nothing to update still builds
-    size_t e = dtype_size(link->dtype), per = off->disk ? off->chunk : n_alloc;
+    size_t e = dtype_size(link->dtype), ge = dtype_size(link->grad_dtype), per = off->disk ? off->chunk : n_alloc;
     off->master_is_shard = off->params && link->dtype == DT_FP32 && !off->disk;
     if (off->master_is_shard) off->master = (float *)link->shard + (lo - link->shard_base);
     else off->master = mem_alloc_at(LOC_HOST, MEM_MASTER, per * sizeof(float), off->disk ? "master (a chunk)" : "master weights");
@@ -94,7 +95,7 @@ int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *pl
     static const char *landing_name[2] = {"offload landing 1 of 2 (grads)", "offload landing 2 of 2 (grads)"};
     static const char *upload_name[2] = {"offload upload 1 of 2 (weights)", "offload upload 2 of 2 (weights)"};
     for (int i = 0; i < 2; i++) {
-        off->landing[i] = link->pinned(off->chunk * e, landing_name[i]);
+        off->landing[i] = link->pinned(off->chunk * ge, landing_name[i]);
         if (!off->params) off->upload[i] = link->pinned(off->chunk * e, upload_name[i]);
     }
     if (off->disk && offload_file_open(&off->file, dir, rank, n_alloc, off->chunk, adam_bits)) return -1;
@@ -187,7 +188,7 @@ void host_offload_step(HostOffload *off, float lr, int t, float grad_scale) {
         ChunkStates c = chunk_states(off, k, 1);
         c.view.hi = b;  // the chunk's parameters this step updates
         double t0 = now_seconds();
-        optimizer_step(&c.view, c.w, a, land, a, l->dtype, lr, t, grad_scale);
+        optimizer_step(&c.view, c.w, a, land, a, l->grad_dtype, lr, t, grad_scale);
         g_traffic.adam_seconds += now_seconds() - t0;
         chunk_store(off, k, &c);
         weights_up(off, k, a, b, c.w);

@@ -24,7 +24,7 @@ const run = (args) => runTrain(wasmModule, args, CORPUS);
 const NUMBER_FLAGS = ["layers", "channels", "heads", "kv-heads", "ffn", "vocab", "max-seq", "batch", "seq-len", "accum",
                       "ranks", "shard-group"];
 const SELECT_FLAGS = ["model", "device", "gpu", "dtype", "zero", "offload", "offload-to", "adam-bits", "quantize"];
-const CHECK_FLAGS = ["ckpt", "flash", "fused-ce", "infer", "eval-only"];
+const CHECK_FLAGS = ["fp32-grads", "ckpt", "flash", "fused-ce", "infer", "eval-only"];
 const RECOMPUTE = ["gelu", "ln", "attn", "mlp"];
 
 function settingsArgs() {
@@ -164,7 +164,8 @@ function showTimeline(csv) {
 const LADDER = [["--dtype", "bf16"], ["--flash"], ["--ckpt"], ["--recompute", null], ["--fused-ce"], ["--adam-bits", "8"],
                 ["--zero", "3"], ["--offload", "opt"]];
 const TAKES = { "--dtype": 1, "--recompute": 1, "--adam-bits": 1, "--zero": 1, "--offload": 1, "--offload-to": 1, "--shard-group": 1 };
-const WITH = { "--zero": ["--shard-group"], "--offload": ["--offload-to"] };  // a flag that goes with another's rung
+// a flag that goes with another's rung
+const WITH = { "--dtype": ["--fp32-grads"], "--zero": ["--shard-group"], "--offload": ["--offload-to"] };
 
 function ladderRungs(args, card) {
   const own = {}, base = [];
@@ -185,18 +186,13 @@ function ladderRungs(args, card) {
     rungs.push(["+ " + flag(f, own[f]).join(" "), base.concat(flags), false]);
   }
   rungs[rungs.length - 1][2] = true;  // this setting
-  for (let [f, v] of LADDER) {  // and what it does not have yet (16 bits: fp16 on a card without bf16)
+  for (let [f, v] of LADDER) {  // and what it does not have yet, in the same order (16 bits: fp16 on a card without bf16)
     if (f === "--dtype" && card && !card.bf16) v = "fp16";
-    if (f in own || !v || (f === "--zero" && ranks < 2) || (f === "--ckpt" && "--recompute" in own)) continue;
+    if (f in own || v === null || (f === "--zero" && ranks < 2) || (f === "--ckpt" && "--recompute" in own)) continue;
     if (f === "--adam-bits" || (f === "--offload" && $("f-device").value !== "cuda" && !("--zero" in own))) continue;
     flags = flags.concat(flag(f, v));
     rungs.push(["+ " + flag(f, v).join(" ") + " (not on)", base.concat(flags), false]);
   }
-  for (const [f] of LADDER.filter(([g, v]) => !v && !(g in own)))
-    if (f !== "--recompute") {
-      flags = flags.concat([f]);
-      rungs.push(["+ " + f + " (not on)", base.concat(flags), false]);
-    }
   return rungs;
 }
 
@@ -339,8 +335,9 @@ function start() {
   $("f-model").dataset.default = "small";
   $("f-model").value = "small";
   const hash = decodeURIComponent(location.hash.replace(/^#/, "")).trim();
-  // the lecture path's running example (doc/README.md, step 0), unless the address names settings
-  setArgs(hash ? hash.split(/\s+/) : ["--model", "gpt2", "--batch", "8", "--seq-len", "1024"]);
+  // the lecture path's running example on a GPU (doc/README.md, step 0's second table: the bytes a GPU
+  // lecture shows, no fp32 working copies to explain away), unless the address names settings
+  setArgs(hash ? hash.split(/\s+/) : ["--model", "gpt2", "--device", "cuda", "--batch", "8", "--seq-len", "1024"]);
   for (const el of document.querySelectorAll("#controls input, #controls select, #fit-controls input"))
     el.addEventListener(el.tagName === "SELECT" || el.type === "checkbox" ? "change" : "input",
                         () => update(!el.id.startsWith("fit-")));

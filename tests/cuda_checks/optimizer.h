@@ -126,7 +126,7 @@ void test_adamw_segments(int dt) {
             cu_adamw(dt, wa + o, la ? (char *)la + o * e : NULL, (char *)d_g + o * e, ma + o, va + o, segs[s].n, lr, b1, b2,
                      eps, segs[s].weight_decay, b1c, b2c, d_num + STEP_SCALE);
     }
-    cu_adamw_segments(dt, wb, lb, d_g, mb, vb, segs, ns, lr, b1, b2, eps, b1c, b2c, d_num + STEP_SCALE);
+    cu_adamw_segments(dt, dt, wb, lb, d_g, mb, vb, segs, ns, lr, b1, b2, eps, b1c, b2c, d_num + STEP_SCALE);
     float *x[2][4] = {{down(wa, n, DT_FP32), down(ma, n, DT_FP32), down(va, n, DT_FP32), la ? down(la, n, dt) : NULL},
                       {down(wb, n, DT_FP32), down(mb, n, DT_FP32), down(vb, n, DT_FP32), lb ? down(lb, n, dt) : NULL}};
     int same = 1, changed = memcmp(x[0][0], w, n * 4) != 0;
@@ -143,6 +143,55 @@ void test_adamw_segments(int dt) {
     gpu_free(wa); gpu_free(ma); gpu_free(va); gpu_free(wb); gpu_free(mb); gpu_free(vb);
     if (la) gpu_free(la), gpu_free(lb);
     free(g); free(w); free(m); free(v);
+}
+
+// --fp32-grads (16-bit runs): a bucket of 16-bit gradients widened into fp32 (cu_widen_into),
+// overwritten and then added, exactly as the CPU adds; and AdamW reading fp32 gradients ==
+// AdamW reading the same values stored in the dtype (every 16-bit value is an fp32 value).
+void test_fp32_grads(int dt) {
+    size_t n = 70001;
+    float *g = randv(n, 1e-2f, dt), *acc = randv(n, 1, DT_FP32), *want = fvec(n);
+    void *d_g = up(g, n, dt);
+    float *d_acc = up(acc, n, DT_FP32);
+    char name[64];
+    cu_widen_into(dt, d_acc, d_g, n, 0);
+    float *got = down(d_acc, n, DT_FP32);
+    snprintf(name, sizeof name, "widen_into %s, overwrite", dtype_name[dt]);
+    check(memcmp(got, g, n * 4) == 0, name, "not the widened values");
+    free(got);
+    gpu_upload(d_acc, acc, n * 4);
+    cu_widen_into(dt, d_acc, d_g, n, 1);
+    for (size_t i = 0; i < n; i++) want[i] = acc[i] + g[i];
+    got = down(d_acc, n, DT_FP32);
+    snprintf(name, sizeof name, "widen_into %s, add", dtype_name[dt]);
+    check(memcmp(got, want, n * 4) == 0, name, "not the CPU's fp32 sums");
+    free(got);
+    float *w = randv(n, 1, DT_FP32), *m = randv(n, 1e-3f, DT_FP32), *v = fvec(n);
+    for (size_t i = 0; i < n; i++) v[i] = 1e-4f * (1 + i % 5);
+    double numbers[GPU_STEP_NUMBERS] = {0};
+    numbers[STEP_SCALE] = 0.5;
+    double *d_num = gpu_malloc(sizeof numbers, "step numbers");
+    gpu_upload(d_num, numbers, sizeof numbers);
+    float *d_g32 = up(g, n, DT_FP32);
+    float *wa = up(w, n, DT_FP32), *ma = up(m, n, DT_FP32), *va = up(v, n, DT_FP32);
+    float *wb = up(w, n, DT_FP32), *mb = up(m, n, DT_FP32), *vb = up(v, n, DT_FP32);
+    void *la = poisoned(n, dt), *lb = poisoned(n, dt);
+    AdamwSegment segs[] = {{0, 40000, 0.1f}, {40000, 30001, 0.0f}};
+    cu_adamw_segments(dt, dt, wa, la, d_g, ma, va, segs, 2, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.1426f, d_num + STEP_SCALE);
+    cu_adamw_segments(dt, DT_FP32, wb, lb, d_g32, mb, vb, segs, 2, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.1426f,
+                      d_num + STEP_SCALE);
+    float *x[2][4] = {{down(wa, n, DT_FP32), down(ma, n, DT_FP32), down(va, n, DT_FP32), down(la, n, dt)},
+                      {down(wb, n, DT_FP32), down(mb, n, DT_FP32), down(vb, n, DT_FP32), down(lb, n, dt)}};
+    int same = memcmp(x[0][0], w, n * 4) != 0;
+    for (int k = 0; k < 4; k++)
+        if (memcmp(x[0][k], x[1][k], n * 4)) same = 0;
+    snprintf(name, sizeof name, "adamw %s with fp32 gradients", dtype_name[dt]);
+    check(same, name, "not the bits of the same gradients stored in %s (or nothing updated)", dtype_name[dt]);
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 4; k++) free(x[r][k]);
+    gpu_free(d_num); gpu_free(d_g); gpu_free(d_g32); gpu_free(d_acc); gpu_free(la); gpu_free(lb);
+    gpu_free(wa); gpu_free(ma); gpu_free(va); gpu_free(wb); gpu_free(mb); gpu_free(vb);
+    free(g); free(acc); free(want); free(w); free(m); free(v);
 }
 
 #endif

@@ -51,6 +51,20 @@ EOF2
     timeout 120 "${MPI[@]}" -np 2 ./train "${Z[@]}" --steps 6 --batch 2 --accum 2 --zero $z --log "$tmp/acc2.csv" >/dev/null 2>&1
     if same_losses "$tmp/acc1.csv" "$tmp/acc2.csv" 1e-5 6; then ok "zero $z with --accum 2 on 2 ranks == 1 process"; else bad "zero $z with --accum 2 on 2 ranks"; fi
   done
+  # --fp32-grads (fp32 gradients under bf16, reduced in fp32): 2 ranks == one process at every stage, and
+  # every rank's ledger on 3 ranks (uneven shards) predicted == measured
+  ./train "${Z[@]}" --steps 6 --batch 4 --dtype bf16 --fp32-grads --log "$tmp/g1.csv" >/dev/null 2>&1
+  for z in 0 1 2 3; do
+    timeout 120 "${MPI[@]}" -np 2 ./train "${Z[@]}" --steps 6 --batch 2 --zero $z --dtype bf16 --fp32-grads \
+      --log "$tmp/g2.csv" >"$tmp/zlog" 2>&1
+    rm -f "$tmp"/zm.json*
+    timeout 120 "${MPI[@]}" -np 3 ./train "${Z[@]}" --steps 2 --batch 2 --zero $z --dtype bf16 --fp32-grads --ckpt \
+      --mem-json "$tmp/zm.json" >/dev/null 2>&1
+    good=0; for f in "$tmp"/zm.json*; do mem_equal "$f" && good=$((good + 1)); done
+    if same_losses "$tmp/g1.csv" "$tmp/g2.csv" 1e-3 6 && [ "$good" -eq 3 ]; then
+      ok "--fp32-grads zero $z: 2 ranks == 1 process (bf16, 6 steps), the ledger of all 3 ranks of 3"
+    else bad "--fp32-grads zero $z: 2 ranks == 1 process, ledgers ($good of 3 equal)"; tail -3 "$tmp/zlog"; fi
+  done
   # --fused-ce over ranks: N ranks x 12/N sequences == one process with 12, every stage, 10 steps; a
   # vocabulary of 2100 puts the table in two chunks, whose edges fall inside the ranks' shards
   for dtype in fp32 bf16; do

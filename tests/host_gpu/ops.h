@@ -254,6 +254,14 @@ void cu_residual_forward(int dt, void *out, const void *a, const void *b, size_t
 
 void cu_add_into(int dt, void *dst, const void *src, size_t n) { cu_residual_forward(dt, dst, dst, src, n); }
 
+void cu_widen_into(int dt, float *dst, const void *src, size_t n, int add) {
+    LAUNCH(n);
+    dst = DEV(dst), src = DEV(src);
+    float *fs = widen(dt, src, n);
+    for (size_t i = 0; i < n; i++) dst[i] = add ? dst[i] + fs[i] : fs[i];
+    free(fs);
+}
+
 // --- attention ------------------------------------------------------------------------
 
 // H query heads over KVH key-value heads: the CPU's *_heads ops (rows (H + 2 KVH) hs wide)
@@ -408,14 +416,15 @@ void cu_grad_scale(double *numbers, const double *partials, int nparts, float lo
     numbers[STEP_SCALE] = step_grad_scale(s, loss_scale, clip);
 }
 
-void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr,
-              float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction,
-              const double *scale) {
+// AdamW on n parameters whose gradients are stored in gdt (cu_adamw: dt; --fp32-grads: fp32).
+static void adamw_range(int dt, int gdt, float *master, void *weights, const void *grads, float *m, float *v, size_t n,
+                        float lr, float beta1, float beta2, float eps, float weight_decay, float b1_correction,
+                        float b2_correction, const double *scale) {
     LAUNCH(n);
     master = DEV(master), weights = DEV(weights), grads = DEV(grads), m = DEV(m), v = DEV(v), scale = DEV(scale);
     float grad_scale = (float)*scale;
     if (isnan(grad_scale)) return;  // a skipped step
-    float *fg = widen(dt, grads, n);
+    float *fg = widen(gdt, grads, n);
     for (size_t i = 0; i < n; i++) {  // the formula of cuda/adamw.cu and core/adamw.h
         float g = fg[i] * grad_scale;
         m[i] = beta1 * m[i] + (1.0f - beta1) * g;
@@ -426,15 +435,22 @@ void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m,
     if (weights && dt != DT_FP32) dtype_store(weights, master, n, dt);
 }
 
-void cu_adamw_segments(int dt, float *master, void *weights, const void *grads, float *m, float *v,
+void cu_adamw(int dt, float *master, void *weights, const void *grads, float *m, float *v, size_t n, float lr,
+              float beta1, float beta2, float eps, float weight_decay, float b1_correction, float b2_correction,
+              const double *scale) {
+    adamw_range(dt, dt, master, weights, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, b1_correction,
+                b2_correction, scale);
+}
+
+void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void *grads, float *m, float *v,
                        const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps,
                        float b1_correction, float b2_correction, const double *scale) {
-    size_t e = dtype_size(dt);
+    size_t e = dtype_size(dt), ge = dtype_size(gdt);
     for (int s = 0; s < nsegs && s < CU_ADAMW_SEGMENTS; s++) {
         size_t o = segs[s].offset;
         if (!segs[s].n) continue;  // the kernel skips an empty range
-        cu_adamw(dt, master + o, weights ? (char *)weights + o * e : NULL, (const char *)grads + o * e, m + o, v + o,
-                 segs[s].n, lr, beta1, beta2, eps, segs[s].weight_decay, b1_correction, b2_correction, scale);
+        adamw_range(dt, gdt, master + o, weights ? (char *)weights + o * e : NULL, (const char *)grads + o * ge, m + o,
+                    v + o, segs[s].n, lr, beta1, beta2, eps, segs[s].weight_decay, b1_correction, b2_correction, scale);
     }
 }
 

@@ -70,6 +70,7 @@ typedef struct {
     int group;           // --shard-group K (the ranks, without it)
     int offload;         // FIT_OFFLOAD_*: none, or what goes off the device and where
     unsigned recompute;  // REC_* (REC_BLOCK is --ckpt)
+    int fp32_grads;      // the run's --fp32-grads, kept where the setting is 16-bit (fit_predict)
     size_t peak;         // bytes per rank at the peak (predict_memory; on the GPU its device part)
     size_t need;         // what it needs of the budget: the peak (+ GPU_HEADROOM on the GPU)
     double flops;        // extra forward FLOPs (rebuilds, the fused head's second pass) / the model's
@@ -132,6 +133,7 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
     if (f->recompute & REC_BLOCK) k += snprintf(out + k, n - k, " --ckpt");
     else if (f->recompute) k += snprintf(out + k, n - k, " --recompute gelu,ln");
     if (f->fused_ce) k += snprintf(out + k, n - k, " --fused-ce");
+    if (f->fp32_grads) k += snprintf(out + k, n - k, " --fp32-grads");
     if (f->zero) k += snprintf(out + k, n - k, " --zero %d", f->zero);
     if (f->group) k += snprintf(out + k, n - k, " --shard-group %d", f->group);
     if (f->offload) {
@@ -187,6 +189,8 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     int L = c->layers, C = c->channels, Vp = padded_vocab(c), T = q->s->seq_len, gpu = q->s->cuda;
     int params = f.offload >= FIT_OFFLOAD_PARAMS_HOST, disk = f.offload == FIT_OFFLOAD_DISK || f.offload == FIT_OFFLOAD_PARAMS_DISK;
     Settings t = *q->s;  // the trial
+    f.fp32_grads = q->s->fp32_grads && f.dtype != DT_FP32;
+    t.fp32_grads = f.fp32_grads;
     t.batch = f.micro, t.flash = f.flash, t.ckpt = (f.recompute & REC_BLOCK) != 0, t.fused_ce = f.fused_ce;
     t.dtype = f.dtype, t.zero = f.zero, t.ranks = q->ranks, t.recompute = f.recompute, t.eval_only = 0, t.quant_bits = 0;
     t.offload = f.offload ? OFFLOAD_OPT | (params ? OFFLOAD_PARAMS : 0) : 0, t.offload_disk = disk;
@@ -222,7 +226,7 @@ FitSetting fit_own_setting(const Settings *s) {
     int off = !s->offload ? FIT_OFFLOAD_NONE : params ? (s->offload_disk ? FIT_OFFLOAD_PARAMS_DISK : FIT_OFFLOAD_PARAMS_HOST)
                                                       : (s->offload_disk ? FIT_OFFLOAD_DISK : FIT_OFFLOAD_HOST);
     FitSetting f = {s->dtype, s->flash, s->fused_ce, s->zero, s->batch, s->accum, s->shard_group, off,
-                    s->recompute | (s->ckpt ? REC_BLOCK : 0), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                    s->recompute | (s->ckpt ? REC_BLOCK : 0), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     return fit_predict(&q, f);
 }
 
@@ -252,7 +256,7 @@ FitSearch fit_search(const FitQuestion *q) {
             int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
             if (global % micro || r.n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
             FitSetting f = {dtype ? half : DT_FP32, flash, fused, zero, micro, global / micro, group < ranks ? group : 0, off, recomputes[rc],
-                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
             f = fit_predict(q, f);
             if (f.weights < r.min_weights) r.min_weights = f.weights;
             FitSetting *smallest = pass ? &r.best_off : &r.best;

@@ -142,4 +142,17 @@ PY
 then ok "--infer --fit 16GiB (Llama-3-8B on a GPU): each format's cache tokens are what --infer's weights leave, int8 serves 8192 tokens"
 else bad "--infer --fit: $(tail -3 "$tmp/ifit")"; fi
 
+# --fp32-grads stays on every 16-bit setting --fit offers (none of the fp32 ones: there it means nothing),
+# each row's peak is the dry run of its flags, and the recommended command runs
+./train --model gpt2 --dtype bf16 --fp32-grads --batch 8 --seq-len 1024 --fit 3GiB >"$tmp/gfit" 2>&1
+rec=$(sed -n 's/^recommended: //p' "$tmp/gfit")
+bf=$(grep -c -- '--dtype bf16 .*--fp32-grads' "$tmp/gfit"); b16=$(grep -c -- '--dtype bf16 ' "$tmp/gfit")
+f32=$(grep -c -- '--dtype fp32 .*--fp32-grads' "$tmp/gfit")
+row=$(grep -m1 -- '--dtype bf16 .*--fp32-grads' "$tmp/gfit"); flags=$(echo "$row" | sed 's/.*  *[0-9]* x [0-9]*  *//')
+peak=$(echo "$row" | awk '{print $1}')
+dry=$(./train --model gpt2 --seq-len 1024 $flags --dry-run 2>&1 | awk '$1 == "total" {printf "%.2f", $NF / 1073741824}')
+if [ "$bf" -ge 1 ] && [ "$bf" = "$b16" ] && [ "$f32" = 0 ] && [ "$peak" = "$dry" ] && $rec --dry-run >/dev/null 2>&1; then
+  ok "--fit with --fp32-grads: kept on its $bf bf16 settings, on no fp32 one; a row's peak is its dry run's ($peak GiB); the recommended command runs"
+else bad "--fit with --fp32-grads: bf16 rows $bf of $b16, fp32 rows with it $f32, peak $peak vs $dry, '$rec'"; fi
+
 echo "END tests/e2e/fit.sh"

@@ -101,6 +101,15 @@ void test_optimizer(int dt) {
     free(g); free(w); free(m); free(v);
 }
 
+// The step's numbers on the device, AdamW's gradient scale `scale` among them.
+static double *step_numbers_scaled(double scale) {
+    double numbers[GPU_STEP_NUMBERS] = {0};
+    numbers[STEP_SCALE] = scale;
+    double *d_num = gpu_malloc(sizeof numbers, "step numbers");
+    gpu_upload(d_num, numbers, sizeof numbers);
+    return d_num;
+}
+
 // AdamW over several ranges in one launch (cu_adamw_segments) against one cu_adamw a range:
 // the same bits, each range with its own decay; an empty range is skipped, a range of one
 // parameter and one past a block's 256 are updated.
@@ -111,10 +120,7 @@ void test_adamw_segments(int dt) {
     AdamwSegment segs[] = {{0, 30000, 0.1f}, {30000, 1, 0.0f}, {30001, 0, 0.1f}, {30001, 257, 0.0f},
                            {30258, 70001 - 30258, 0.1f}};
     int ns = (int)(sizeof segs / sizeof segs[0]);
-    double numbers[GPU_STEP_NUMBERS] = {0};
-    numbers[STEP_SCALE] = 0.5;
-    double *d_num = gpu_malloc(sizeof numbers, "step numbers");
-    gpu_upload(d_num, numbers, sizeof numbers);
+    double *d_num = step_numbers_scaled(0.5);
     void *d_g = up(g, n, dt);
     float *wa = up(w, n, DT_FP32), *ma = up(m, n, DT_FP32), *va = up(v, n, DT_FP32);
     float *wb = up(w, n, DT_FP32), *mb = up(m, n, DT_FP32), *vb = up(v, n, DT_FP32);
@@ -168,10 +174,7 @@ void test_fp32_grads(int dt) {
     free(got);
     float *w = randv(n, 1, DT_FP32), *m = randv(n, 1e-3f, DT_FP32), *v = fvec(n);
     for (size_t i = 0; i < n; i++) v[i] = 1e-4f * (1 + i % 5);
-    double numbers[GPU_STEP_NUMBERS] = {0};
-    numbers[STEP_SCALE] = 0.5;
-    double *d_num = gpu_malloc(sizeof numbers, "step numbers");
-    gpu_upload(d_num, numbers, sizeof numbers);
+    double *d_num = step_numbers_scaled(0.5);
     float *d_g32 = up(g, n, DT_FP32);
     float *wa = up(w, n, DT_FP32), *ma = up(m, n, DT_FP32), *va = up(v, n, DT_FP32);
     float *wb = up(w, n, DT_FP32), *mb = up(m, n, DT_FP32), *vb = up(v, n, DT_FP32);

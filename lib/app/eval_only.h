@@ -212,6 +212,7 @@ int eval_only_run(Settings *s) {
     int failed = print_formats(&net, &data, s, &files.from, held, held_bytes) ||
                  (s->export_to && export_from(&files.from, cfg, s->export_to));
     if (files.state.f) fclose(files.state.f);
+    if (s->init) init_file_close(&files.init);
     if (failed) return 1;
     uint64_t rng = sample_stream(s->seed);
     if (s->sample_len) sample_text(&net, &data, s, &rng);

@@ -17,11 +17,17 @@ typedef struct {
     StModel st;
 } InitFile;
 
-// Open `path` and check its header(s): 0, or -1 with the problem in err.
+void init_file_close(InitFile *f) {
+    if (f->hf) st_model_close(&f->st);
+}
+
+// Open `path` and check its header(s): 0, or -1 with the problem in err (and nothing left open).
 int init_file_open(InitFile *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     f->hf = st_is_model(path);
-    return f->hf ? st_model_open(&f->st, path, err, errlen) : llmc_model_open(&f->llmc, path, err, errlen);
+    int bad = f->hf ? st_model_open(&f->st, path, err, errlen) : llmc_model_open(&f->llmc, path, err, errlen);
+    if (bad) init_file_close(f);
+    return bad;
 }
 
 const GPTConfig *init_file_config(const InitFile *f) { return f->hf ? &f->st.cfg : &f->llmc.cfg; }
@@ -32,10 +38,6 @@ const char *init_file_note(const InitFile *f) { return f->hf ? "" : f->llmc.note
 // Its weights, for the init (core/config.h WeightSource).
 WeightSource init_file_source(const InitFile *f) {
     return f->hf ? (WeightSource){0, st_read_range, &f->st} : (WeightSource){0, llmc_read_range, &f->llmc};
-}
-
-void init_file_close(InitFile *f) {
-    if (f->hf) st_model_close(&f->st);
 }
 
 #endif

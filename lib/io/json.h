@@ -140,20 +140,23 @@ static int json_value(Json *j, const char *name, int depth, JsonField *into) {
     return 0;
 }
 
-// Read the n bytes at text as one JSON object into j (its fields). 0, or -1 with j->why.
+void json_free(Json *j) {
+    free(j->f);
+    j->f = NULL, j->n = j->cap = 0;
+}
+
+// Read the n bytes at text as one JSON object into j (its fields). 0, or -1 with j->why (and no
+// fields kept: a failed read holds nothing to free).
 int json_read(Json *j, const char *text, size_t n) {
     memset(j, 0, sizeof *j);
     j->start = j->p = text, j->end = text + n;
     json_space(j);
     if (j->p >= j->end || *j->p != '{') return json_fail(j, "'{' expected");
-    if (json_object(j, "", 0)) return -1;
-    json_space(j);
-    return j->p != j->end ? json_fail(j, "text after the object") : 0;
-}
-
-void json_free(Json *j) {
-    free(j->f);
-    j->f = NULL, j->n = j->cap = 0;
+    int bad = json_object(j, "", 0);
+    if (!bad) json_space(j);
+    if (!bad && j->p != j->end) bad = json_fail(j, "text after the object");
+    if (bad) json_free(j);
+    return bad;
 }
 
 // The field named `name`, or NULL.

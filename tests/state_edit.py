@@ -52,4 +52,5 @@ def main():
     open(dst, "wb").write(data)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -15,12 +15,14 @@ import struct
 import sys
 from array import array
 
-HEAD = 8 + 4 + 136  # magic, version, StateHeader (version 5)
+from state_edit import FIELDS, HEADER5, MAGIC  # io/state.h's layout, as tests/state_edit.py reads it
+
+HEAD = MAGIC + 4 + HEADER5  # magic, version, StateHeader (version 5)
 
 
 def moment(path):
     data = open(path, "rb").read()
-    lo, hi = struct.unpack_from("<QQ", data, 8 + 4 + 88)
+    lo, hi = (struct.unpack_from("<" + FIELDS[k][1], data, MAGIC + 4 + FIELDS[k][0])[0] for k in ("lo", "hi"))
     n = hi - lo
     m = array("I")
     m.frombytes(data[HEAD + 4 * n:HEAD + 8 * n])

@@ -80,7 +80,8 @@ void test_optimizer(int dt) {
     {
         float *gw = down(d_w, n, DT_FP32), *gm = down(d_m, n, DT_FP32);
         snprintf(name, sizeof name, "adamw %s skipped (NaN scale)", dtype_name[dt]);
-        check(memcmp(gw, w, n * 4) == 0 && memcmp(gm, m, n * 4) == 0, name, "the weights or m changed");
+        int kept = memcmp(gw, w, n * 4) == 0 && memcmp(gm, m, n * 4) == 0;
+        check(kept, name, "%s", kept ? "the weights and m as they were" : "the weights or m changed");
         free(gw); free(gm);
     }
     adamw_update(w, g, m, v, n, &cfg, 1e-3f, t, 0.5f, 1);
@@ -163,14 +164,16 @@ void test_fp32_grads(int dt) {
     cu_widen_into(dt, d_acc, d_g, n, 0);
     float *got = down(d_acc, n, DT_FP32);
     snprintf(name, sizeof name, "widen_into %s, overwrite", dtype_name[dt]);
-    check(memcmp(got, g, n * 4) == 0, name, "not the widened values");
+    int ok = memcmp(got, g, n * 4) == 0;
+    check(ok, name, "%s %zu values", ok ? "the widened values, bit for bit:" : "not the widened values:", n);
     free(got);
     gpu_upload(d_acc, acc, n * 4);
     cu_widen_into(dt, d_acc, d_g, n, 1);
     for (size_t i = 0; i < n; i++) want[i] = acc[i] + g[i];
     got = down(d_acc, n, DT_FP32);
     snprintf(name, sizeof name, "widen_into %s, add", dtype_name[dt]);
-    check(memcmp(got, want, n * 4) == 0, name, "not the CPU's fp32 sums");
+    ok = memcmp(got, want, n * 4) == 0;
+    check(ok, name, "%s %zu values", ok ? "the CPU's fp32 sums, bit for bit:" : "not the CPU's fp32 sums:", n);
     free(got);
     float *w = randv(n, 1, DT_FP32), *m = randv(n, 1e-3f, DT_FP32), *v = fvec(n);
     for (size_t i = 0; i < n; i++) v[i] = 1e-4f * (1 + i % 5);
@@ -189,7 +192,8 @@ void test_fp32_grads(int dt) {
     for (int k = 0; k < 4; k++)
         if (memcmp(x[0][k], x[1][k], n * 4)) same = 0;
     snprintf(name, sizeof name, "adamw %s with fp32 gradients", dtype_name[dt]);
-    check(same, name, "not the bits of the same gradients stored in %s (or nothing updated)", dtype_name[dt]);
+    check(same, name, "%s the bits of the same gradients stored in %s%s", same ? "weights, m, v and the 16-bit copy:" : "not",
+          dtype_name[dt], same ? "" : " (or nothing updated)");
     for (int r = 0; r < 2; r++)
         for (int k = 0; k < 4; k++) free(x[r][k]);
     gpu_free(d_num); gpu_free(d_g); gpu_free(d_g32); gpu_free(d_acc); gpu_free(la); gpu_free(lb);

@@ -302,6 +302,13 @@ SMALL="--layers 2 --channels 128 --heads 2 --max-seq 64 --seq-len 37 --batch 3 -
        --eval-batches 1 --steps 2 --device cuda"
 # san_where LOG: the places compute-sanitizer's reports in LOG name, offsets and addresses blanked so
 # that one kernel's reports fold into one line, the most frequent first (a failure must name its kernel)
+# not_ours LOG: racecheck's hazards in LOG are all inside cuBLASLt's kernels (nvjet_*: both accesses of every
+# race in one of NVIDIA's GEMMs, as the H100 reported the --fused-ce run's); one access in a kernel of gptmem's,
+# or no access named at all, is ours
+not_ours() {
+  local n; n=$(grep -oE 'access at (0x[0-9a-fA-F]+ in )?(void )?[A-Za-z_][A-Za-z0-9_]*' "$1" | sed -E 's/.* //')
+  [ -n "$n" ] && ! grep -qvE '^(nvjet_|cutlass|cublas)' <<<"$n"
+}
 san_where() { grep -E 'Race reported|access at|Error:|Invalid|Barrier error' "$1" | sed -E 's/0x[0-9a-fA-F]+/0x_/g; s/^=+ *//' | sort | uniq -c | sort -rn | head -8 | sed 's/^ */where: /'; }
 sanitize() {  # sanitize TOOL [zero]: the targets under compute-sanitizer's TOOL
   local tool=$1 bad=0 target rc
@@ -312,10 +319,11 @@ sanitize() {  # sanitize TOOL [zero]: the targets under compute-sanitizer's TOOL
     echo "compute-sanitizer cannot attach here: $(grep -m1 -iE 'not supported|unable to|cannot|no attach|permission' "$L/san_probe.log")"
     return 77
   fi
-  local i=0
-  for target in "./tests/test_cuda --no-nccl" "./train $SMALL" "./train $SMALL --dtype bf16 --flash --ckpt" \
-                "./train $SMALL --dtype bf16 --fused-ce --accum 2 --seq-len 64 --batch 129 --vocab 5000 --timing" \
-                "./train $SMALL --model llama-small --channels 256 --heads 4 --kv-heads 2 --ffn 512 --dtype bf16 --flash"; do
+  local i=0 one=""
+  [ "$tool" = racecheck ] && one="--steps 1"  # racecheck is slow: 2 steps of the --fused-ce run took over 150 s on an H100
+  for target in "./tests/test_cuda --no-nccl" "./train $SMALL $one" "./train $SMALL $one --dtype bf16 --flash --ckpt" \
+                "./train $SMALL $one --model llama-small --channels 256 --heads 4 --kv-heads 2 --ffn 512 --dtype bf16 --flash" \
+                "./train $SMALL $one --dtype bf16 --fused-ce --accum 2 --seq-len 64 --batch 129 --vocab 5000 --timing"; do
     i=$((i + 1))
     echo "### $tool: $target"
     # shellcheck disable=SC2086
@@ -323,6 +331,10 @@ sanitize() {  # sanitize TOOL [zero]: the targets under compute-sanitizer's TOOL
     rc=$?
     grep -vE '^(step|PASS)' "$L/san_${tool}_$i.log" | tail -15
     [ "$rc" -eq 0 ] || san_where "$L/san_${tool}_$i.log"
+    if [ "$rc" -eq 9 ] && [ "$tool" = racecheck ] && not_ours "$L/san_${tool}_$i.log"; then
+      echo "### every hazard is inside one of cuBLASLt's own GEMM kernels (nvjet_*, named above), none in gptmem's: not ours"
+      rc=0
+    fi
     echo "### exit $rc"
     [ "$rc" -eq 0 ] || bad=1
   done
@@ -345,7 +357,7 @@ sanitize_phase() {  # sanitize_phase NAME ARGS...: the phase NAME runs sanitize 
   if [ $REHEARSE = 1 ]; then skip "$name" "rehearsal: compute-sanitizer needs a GPU"
   elif [ -z "$SAN" ]; then skip "$name" "compute-sanitizer not found"
   else
-    phase "$name" 90 200 bash -c "$(declare -f sanitize san_where); SAN=$SAN; SMALL='$SMALL'; L=$L; sanitize $*"
+    phase "$name" 90 200 bash -c "$(declare -f sanitize san_where not_ours); SAN=$SAN; SMALL='$SMALL'; L=$L; sanitize $*"
     grep -E '^###|ERROR SUMMARY|RACECHECK SUMMARY|cannot attach|^where: ' "$L/$name.log" | tee -a "$SUM"
   fi
 }

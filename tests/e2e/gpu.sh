@@ -133,6 +133,21 @@ if [ "$(wc -l <"$tmp/san_where.txt")" = 3 ] && head -2 "$tmp/san_where.txt" | gr
    grep -q '^where: 1 .*head_kernel' "$tmp/san_where.txt" && ! grep -q 'SUMMARY\|step' "$tmp/san_where.txt"; then
   ok "scripts/gpu_check.sh's san_where: a sanitizer's reports folded by place (offsets blanked), the most frequent first"
 else bad "scripts/gpu_check.sh's san_where: $(tr '\n' '|' <"$tmp/san_where.txt")"; fi
+# gpu_check.sh's not_ours: racecheck's hazards all inside cuBLASLt's GEMMs (as the H100's --fused-ce run reported them,
+# 2026-11-27) are not gptmem's; one access in a kernel of ours, or a log that names none, is
+eval "$(sed -n '/^not_ours() {/,/^}/p' scripts/gpu_check.sh)"
+{
+  echo '========= Error: Race reported between Read access at nvjet_sm90_tst_64x8_64x16_2x4_h_badd_NNT+0xb00'
+  echo '=========     and Write access at nvjet_sm90_tst_64x8_64x16_2x4_h_badd_NNT+0x2820 [64 hazards]'
+  echo '========= Error: Race reported between Read access at 0x9b0 in nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT'
+  echo '=========     and Write access at 0x3e10 in nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT [928 hazards]'
+  echo '========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)'
+} >"$tmp/san_blas.log"
+{ cat "$tmp/san_blas.log"; echo '=========     and Write access at colsum_kernel+0x40 [1 hazards]'; } >"$tmp/san_mixed.log"
+echo '========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings)' >"$tmp/san_none.log"
+if not_ours "$tmp/san_blas.log" && ! not_ours "$tmp/san_mixed.log" && ! not_ours "$tmp/san.log" && ! not_ours "$tmp/san_none.log"; then
+  ok "scripts/gpu_check.sh's not_ours: hazards only inside cuBLASLt's nvjet GEMMs are not ours; one access in a kernel of ours, or none named, is"
+else bad "scripts/gpu_check.sh's not_ours: a racecheck log misread"; fi
 # scripts/kernel_times.py on an ncu CSV of 2 steps: the second step's kernels by family (the first step,
 # and what runs after the second's AdamW, left out)
 {

@@ -99,11 +99,18 @@ void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, i
 void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats);
 // out[N,OC] (T) = inp[N,C] @ w[OC,C]^T + bias[OC]   (overwrites; bias may be NULL)
 void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
+// the same plus residual[N,OC] (NULL: none), added inside the GEMM (C = residual, beta 1) and
+// rounded once (out may be residual)
+void cu_matmul_residual_forward(int dt, void *out, const void *inp, const void *w, const void *bias,
+                                const void *residual, int N, int C, int OC);
 // dinp[N,C] = dout[N,OC] @ w[OC,C]   (overwrites; NULL skips it)
 // dw[OC,C] += dout^T @ inp           (accumulates)
 // dbias[OC] += column sums of dout   (accumulates; NULL skips it)
 void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
                         int N, int C, int OC);
+// the same with GELU's backward in the GEMM: dinp[N,C] = gelu'(pre[N,C]) * (dout @ w)   (overwrites)
+void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
+                              const void *w, const void *pre, int N, int C, int OC);
 // matmul_backward without a bias, whose dinp is added to (add 1) or overwritten (add 0):
 // --fused-ce's d(lnf) adds up over the vocabulary's chunks
 void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,

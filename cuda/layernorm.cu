@@ -33,6 +33,58 @@ __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const
     }
 }
 
+// The same in one read of the row: lane l holds the 16-byte pieces l, l + 32, ... of its row in
+// registers (up to P of them: P 4 holds C up to 1024 in bf16, P 16 up to 4096), so the mean, the
+// variance and the output come from registers where the kernel above reads the row three times, 2
+// bytes a load. P is the fewest that hold the row: the registers (4 a piece) bound how many warps an
+// SM runs, and a load-bound kernel wants them all (P 16 at GPT-2's C 768: 160 registers, 8 warps an
+// SM, slower than the kernel above). Its sums run in another order than the kernel above's: equal
+// to rounding, not in bits.
+enum { LN_PIECES = 16 };
+template <typename T, bool RMS, int P>
+__global__ void layernorm_forward16_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b,
+                                           int N, int C) {
+    constexpr int V = Pack16<T>::n;
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const T *x = inp + (size_t)row * C;
+    Pack16<T> xp[P];
+    float s = 0.0f;
+#pragma unroll
+    for (int p = 0; p < P; p++) {
+        int c = (p * 32 + lane) * V;
+        if (c < C) {
+            xp[p] = ld16(x + c);
+            for (int k = 0; k < V; k++) s += ld(xp[p].v[k]);
+        }
+    }
+    float mu = RMS ? 0.0f : warp_sum(s) / C, v = 0.0f;
+#pragma unroll
+    for (int p = 0; p < P; p++)
+        if ((p * 32 + lane) * V < C)
+            for (int k = 0; k < V; k++) { float d = ld(xp[p].v[k]) - mu; v += d * d; }
+    float r = 1.0f / sqrtf(warp_sum(v) / C + 1e-5f);
+    T *o = out + (size_t)row * C;
+#pragma unroll
+    for (int p = 0; p < P; p++) {
+        int c = (p * 32 + lane) * V;
+        if (c < C) {
+            Pack16<T> wp = ld16(w + c), op;
+            if (RMS)
+                for (int k = 0; k < V; k++) op.v[k] = st<T>(ld(xp[p].v[k]) * r * ld(wp.v[k]));
+            else {
+                Pack16<T> bp = ld16(b + c);
+                for (int k = 0; k < V; k++) op.v[k] = st<T>((ld(xp[p].v[k]) - mu) * r * ld(wp.v[k]) + ld(bp.v[k]));
+            }
+            st16(o + c, op);
+        }
+    }
+    if (lane == 0) {
+        if (!RMS) mean[row] = mu;
+        rstd[row] = r;
+    }
+}
+
 // dinp, one warp per row (the two row means need a warp sum each).
 template <typename T, bool RMS = false>
 __global__ void layernorm_backward_dx_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
@@ -131,6 +183,15 @@ template <typename T> __global__ void layernorm_dw_finish_kernel(T *dw, T *db, c
 
 template <typename T, bool RMS = false>
 static void layernorm_forward_t(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b, int N, int C) {
+    size_t row_bytes = (size_t)C * sizeof(T);
+    if (can16(C, sizeof(T), out, inp, w, b) && row_bytes <= 32 * 16 * LN_PIECES) {
+        if (row_bytes <= 32 * 16 * 4)
+            layernorm_forward16_kernel<T, RMS, 4><<<blocks_for(N, 8), 256>>>(out, mean, rstd, inp, w, b, N, C);
+        else
+            layernorm_forward16_kernel<T, RMS, LN_PIECES><<<blocks_for(N, 8), 256>>>(out, mean, rstd, inp, w, b, N, C);
+        launch_check(RMS ? "layernorm_forward16_kernel (RMSNorm)" : "layernorm_forward16_kernel");
+        return;
+    }
     layernorm_forward_kernel<T, RMS><<<blocks_for(N, 8), 256>>>(out, mean, rstd, inp, w, b, N, C);
     launch_check(RMS ? "layernorm_forward_kernel (RMSNorm)" : "layernorm_forward_kernel");
 }

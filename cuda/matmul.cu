@@ -9,6 +9,9 @@
 //   dweight   dw[OC,C] += dout^T inp                  <=>  dw' (C x OC) += inp' op_T(dout')
 // where x' is the column-major view of x. The bias epilogue adds bias[m] to
 // every column of the column-major result, i.e. to every row of `out`.
+// Two more of the block's elementwise ops ride in the GEMMs: the residual add
+// (C = the residual stream, beta 1, C apart from D) and GELU's backward
+// (the DGELU epilogue: D = gelu'(aux) * product, aux the saved pre-activation).
 //
 // Arithmetic is fp32 (CUBLAS_COMPUTE_32F, no TF32), so fp32 runs match the
 // CPU to rounding; bf16/fp16 inputs use the tensor cores with fp32 accumulation.
@@ -116,12 +119,14 @@ static uint32_t alignment_of(const void *p) {
 // kept: a training step calls the same dozen shapes every time, and the
 // heuristic query costs more than a small GEMM. Shapes past GEMM_PLANS (the
 // growing forwards of sampling) get a plan made and freed per call.
+enum { EPI_NONE, EPI_BIAS, EPI_DGELU };
 typedef struct {
-    int dt, m, n, k, transa, transb, lda, ldb, ldd, bias;
-    uint32_t al_a, al_b, al_c;
+    int dt, m, n, k, transa, transb, lda, ldb, ldd, epi;
+    uint32_t al_a, al_b, al_c, al_d, al_aux;
 } GemmKey;
 typedef struct {
     GemmKey key;
+    int found;  // 0: cuBLASLt has no algorithm for this epilogue (the caller falls back to our kernels)
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -138,9 +143,14 @@ static void plan_make(GemmPlan *p, const GemmKey *key) {
     cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
     lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
-    if (key->bias) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    if (key->epi != EPI_NONE) {
+        cublasLtEpilogue_t epi = key->epi == EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DGELU;
         lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "set EPILOGUE");
+    }
+    if (key->epi == EPI_DGELU) {  // the pre-activation: D's shape and leading dimension, D's type
+        int64_t ld_aux = key->ldd;
+        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux),
+                 "set EPILOGUE_AUX_LD");
     }
     int m = key->m, n = key->n, k = key->k;
     lt_check(lt.MatrixLayoutCreate(&p->la, type, key->transa ? k : m, key->transa ? m : k, key->lda), "layout A");
@@ -156,13 +166,19 @@ static void plan_make(GemmPlan *p, const GemmKey *key) {
                                                   sizeof key->al_b), "set MIN_ALIGNMENT_B");
     lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->al_c,
                                                   sizeof key->al_c), "set MIN_ALIGNMENT_C");
-    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_c,
-                                                  sizeof key->al_c), "set MIN_ALIGNMENT_D");
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_d,
+                                                  sizeof key->al_d), "set MIN_ALIGNMENT_D");
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    lt_check(lt.MatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur, &found),
-             "cublasLtMatmulAlgoGetHeuristic");
+    cublasStatus_t st = lt.MatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur, &found);
     lt.MatmulPreferenceDestroy(pref);
+    // DGELU is optional: a cuBLASLt that refuses it (no algorithm, or the setting itself) leaves
+    // the work to the caller's kernels
+    int optional = key->epi == EPI_DGELU;
+    if (st != CUBLAS_STATUS_SUCCESS && optional) found = 0;
+    else lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
+    p->found = found > 0;
+    if (found == 0 && optional) return;
     if (found == 0) {
         fprintf(stderr, "error: cuBLASLt has no algorithm for a %d x %d x %d GEMM (dtype %d)\n", m, n, k, key->dt);
         exit(1);
@@ -177,16 +193,21 @@ static void plan_free(GemmPlan *p) {
     lt.MatmulDescDestroy(p->op);
 }
 
-// D (m x n, column-major, ld ldd) = op(A) op(B) + beta * D [+ bias over rows].
-// op(A) is m x k (A stored k x m with lda when transa), op(B) is k x n.
-static void lt_matmul(int dt, void *d, const void *a, const void *b, const void *bias, int m, int n, int k,
-                      int transa, int transb, int lda, int ldb, int ldd, float beta) {
+// D (m x n, column-major, ld ldd) = op(A) op(B) + beta * C, then the epilogue `epi` with its
+// pointer: EPI_BIAS adds bias[m] to every column; EPI_DGELU multiplies by gelu'(aux), aux the
+// pre-activation in D's layout (D = gelu'(aux) * the product). C (D's layout) is D when NULL. op(A)
+// is m x k (A stored k x m with lda when transa), op(B) is k x n. Returns 0, or -1 where cuBLASLt
+// refuses DGELU (nothing computed: the caller does it another way).
+static int lt_matmul(int dt, void *d, const void *a, const void *b, const void *c, int epi, const void *epi_ptr,
+                     int m, int n, int k, int transa, int transb, int lda, int ldb, int ldd, float beta) {
     if (!g_lt) { fprintf(stderr, "error: cu_matmul_setup was not called\n"); exit(1); }
+    if (!c) c = d;
     GemmKey key;
     memset(&key, 0, sizeof key);  // the padding too: keys are compared with memcmp
     key.dt = dt; key.m = m; key.n = n; key.k = k; key.transa = transa; key.transb = transb;
-    key.lda = lda; key.ldb = ldb; key.ldd = ldd; key.bias = bias != NULL;
-    key.al_a = alignment_of(a); key.al_b = alignment_of(b); key.al_c = alignment_of(d);
+    key.lda = lda; key.ldb = ldb; key.ldd = ldd; key.epi = epi;
+    key.al_a = alignment_of(a); key.al_b = alignment_of(b); key.al_c = alignment_of(c); key.al_d = alignment_of(d);
+    key.al_aux = epi == EPI_DGELU ? alignment_of(epi_ptr) : 0;
     GemmPlan *p = NULL, once;
     for (int i = 0; i < g_nplans && !p; i++)
         if (!memcmp(&g_plans[i].key, &key, sizeof key)) p = &g_plans[i];
@@ -194,13 +215,21 @@ static void lt_matmul(int dt, void *d, const void *a, const void *b, const void 
         p = g_nplans < GEMM_PLANS ? &g_plans[g_nplans++] : &once;
         plan_make(p, &key);
     }
-    if (bias)
-        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+    if (!p->found) {
+        if (p == &once) plan_free(p);
+        return -1;
+    }
+    if (epi == EPI_BIAS)
+        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epi_ptr, sizeof epi_ptr),
                  "set BIAS_POINTER");
+    if (epi == EPI_DGELU)
+        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi_ptr,
+                                           sizeof epi_ptr), "set EPILOGUE_AUX_POINTER");
     float alpha = 1.0f;
-    lt_check(lt.Matmul(g_lt, p->op, &alpha, a, p->la, b, p->lb, &beta, d, p->lc, d, p->lc, &p->algo, g_workspace,
+    lt_check(lt.Matmul(g_lt, p->op, &alpha, a, p->la, b, p->lb, &beta, c, p->lc, d, p->lc, &p->algo, g_workspace,
                             g_workspace_bytes, 0), "cublasLtMatmul");
     if (p == &once) plan_free(p);
+    return 0;
 }
 
 // Column sums, deterministic and spread over many blocks: the rows are cut in
@@ -267,14 +296,17 @@ template <typename T> __global__ void add_bias_kernel(T *out, const T *bias, int
     out[i] = st<T>(ld(out[i]) + ld(bias[i % OC]));
 }
 
-extern "C" void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C,
-                                  int OC) {
+// out = inp w^T (+ bias) (+ residual), residual through C with beta 1: the residual stream's add
+// inside the GEMM, rounded once, as model.h's linear rounds once (fp32 sum, then the saved tensor)
+static void matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, const void *residual,
+                           int N, int C, int OC) {
     if (N <= 0) return;  // nothing to multiply (cuBLASLt refuses empty shapes)
-    // cuBLASLt is told the alignment of A, B and D but has no setting for the bias's; other projects
+    float beta = residual ? 1.0f : 0.0f;
+    // cuBLASLt is told the alignment of A, B, C and D but has no setting for the bias's; other projects
     // saw its epilogue fail on a bias under 16 bytes aligned, so such a bias (a ZeRO shard of a toy
     // model) is added by a kernel of ours after the GEMM (rounded twice in 16-bit, not once)
     if (bias && alignment_of(bias) < 16) {
-        lt_matmul(dt, out, w, inp, NULL, OC, N, C, 1, 0, C, C, OC, 0.0f);
+        lt_matmul(dt, out, w, inp, residual, EPI_NONE, NULL, OC, N, C, 1, 0, C, C, OC, beta);
         size_t n = (size_t)N * OC;
         if (dt == DTYPE_FP32) add_bias_kernel<<<blocks_for(n, 256), 256>>>((float *)out, (const float *)bias, N, OC);
         else if (dt == DTYPE_BF16) add_bias_kernel<<<blocks_for(n, 256), 256>>>((bf16 *)out, (const bf16 *)bias, N, OC);
@@ -282,14 +314,23 @@ extern "C" void cu_matmul_forward(int dt, void *out, const void *inp, const void
         launch_check("add_bias_kernel");
         return;
     }
-    lt_matmul(dt, out, w, inp, bias, OC, N, C, 1, 0, C, C, OC, 0.0f);
+    lt_matmul(dt, out, w, inp, residual, bias ? EPI_BIAS : EPI_NONE, bias, OC, N, C, 1, 0, C, C, OC, beta);
 }
 
-extern "C" void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
-                                   const void *w, int N, int C, int OC) {
-    if (N <= 0) return;
-    if (dinp) lt_matmul(dt, dinp, w, dout, NULL, C, N, OC, 0, 0, C, OC, C, 0.0f);
-    lt_matmul(dt, dw, inp, dout, NULL, C, OC, N, 0, 1, C, OC, C, 1.0f);
+extern "C" void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C,
+                                  int OC) {
+    matmul_forward(dt, out, inp, w, bias, NULL, N, C, OC);
+}
+extern "C" void cu_matmul_residual_forward(int dt, void *out, const void *inp, const void *w, const void *bias,
+                                           const void *residual, int N, int C, int OC) {
+    matmul_forward(dt, out, inp, w, bias, residual, N, C, OC);
+}
+
+// dw += dout^T inp, dbias += column sums of dout (NULL: none). (cuBLASLt's BGRADB epilogue would give
+// the bias gradient from the same GEMM; on the H100 it made these GEMMs slower than the column sums'
+// read of dout: the fcproj's backward 0.283 -> 0.303 ms, the attproj's 0.094 -> 0.104.)
+static void weight_grads(int dt, void *dw, void *dbias, const void *dout, const void *inp, int N, int C, int OC) {
+    lt_matmul(dt, dw, inp, dout, NULL, EPI_NONE, NULL, C, OC, N, 0, 1, C, OC, C, 1.0f);
     if (dbias) {
         if (dt == DTYPE_FP32) bias_backward_t((float *)dbias, (const float *)dout, N, OC);
         else if (dt == DTYPE_BF16) bias_backward_t((bf16 *)dbias, (const bf16 *)dout, N, OC);
@@ -297,11 +338,35 @@ extern "C" void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, co
     }
 }
 
+extern "C" void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
+                                   const void *w, int N, int C, int OC) {
+    if (N <= 0) return;
+    if (dinp) lt_matmul(dt, dinp, w, dout, NULL, EPI_NONE, NULL, C, N, OC, 0, 0, C, OC, C, 0.0f);
+    weight_grads(dt, dw, dbias, dout, inp, N, C, OC);
+}
+
+// GPT-2's fcproj and GELU backward together: d(fch) = gelu'(fch) * (dout w) in cuBLASLt's DGELU
+// epilogue, d(act) never written (the GELU kernel's reads of fch and d(act) and its write saved);
+// where cuBLASLt has no such algorithm, the plain GEMM and cu_gelu_backward
+extern "C" void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
+                                         const void *w, const void *pre, int N, int C, int OC) {
+    if (N <= 0) return;
+    if (lt_matmul(dt, dinp, w, dout, NULL, EPI_DGELU, pre, C, N, OC, 0, 0, C, OC, C, 0.0f)) {
+        static int said;
+        if (!said++)
+            fprintf(stderr, "note: cuBLASLt has no DGELU epilogue for a %d x %d x %d GEMM (dtype %d): GELU's "
+                    "backward runs as a kernel of its own\n", C, N, OC, dt);
+        lt_matmul(dt, dinp, w, dout, NULL, EPI_NONE, NULL, C, N, OC, 0, 0, C, OC, C, 0.0f);
+        cu_gelu_backward(dt, dinp, pre, dinp, (size_t)N * C);
+    }
+    weight_grads(dt, dw, dbias, dout, inp, N, C, OC);
+}
+
 extern "C" void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
                                         int N, int C, int OC, int add) {
     if (N <= 0) return;
-    lt_matmul(dt, dinp, w, dout, NULL, C, N, OC, 0, 0, C, OC, C, add ? 1.0f : 0.0f);
-    lt_matmul(dt, dw, inp, dout, NULL, C, OC, N, 0, 1, C, OC, C, 1.0f);
+    lt_matmul(dt, dinp, w, dout, NULL, EPI_NONE, NULL, C, N, OC, 0, 0, C, OC, C, add ? 1.0f : 0.0f);
+    weight_grads(dt, dw, NULL, dout, inp, N, C, OC);
 }
 
 extern "C" void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K) {

@@ -151,7 +151,7 @@ int main(int argc, char **argv) {
     }
     printf("GPU: %s\n", gpu_name());
     void *workspace = gpu_malloc(GPU_GEMM_WORKSPACE, "cuBLASLt workspace");
-    size_t colsum_floats = (size_t)GPU_COLSUM_CHUNKS * 4 * 1024;  // column sums up to 4096 wide
+    size_t colsum_floats = (size_t)GPU_COLSUM_CHUNKS * 8 * 1024;  // column sums up to 8192 wide (layernorm's dw and db at C 4096)
     float *colsum = gpu_malloc(colsum_floats * 4, "column-sum partials");
     cu_matmul_setup(workspace, GPU_GEMM_WORKSPACE, colsum, colsum_floats);
     if (argc > 1 && !strcmp(argv[1], "--probe")) {  // one small GEMM: can a tool (compute-sanitizer) attach?

@@ -41,15 +41,16 @@ void gpu_norm(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *x) {
 void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, const void *residual) {
     if (!(a->pushing & SV_BIT(o))) return;
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T, C = c->channels;
+    int N = m->B * m->T;
     GpuOpParams w = gpu_op_weights(m, l, op);
-    cu_matmul_forward(m->dtype, a->saved[o], inp, w.w, w.b, N, op_inputs(c, op), op_outputs(c, op));
+    // the residual is added inside the GEMM (cuBLASLt's C with beta 1): rounded once, as model.h's
+    // linear rounds once; the qkv step, the one RoPE rotates, has none
+    cu_matmul_residual_forward(m->dtype, a->saved[o], inp, w.w, w.b, residual, N, op_inputs(c, op), op_outputs(c, op));
     if (op == OP_QKV && is_llama(c)) {
         Rope r = cfg_rope(c);
         cu_rope_forward(m->dtype, a->saved[o], N, m->T, m->pos0, (int)qkv_width(c), rope_heads(c), head_size(c),
                         r.theta, r.scaled);
     }
-    if (residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)N * C);
 }
 
 // atty = softmax(q k^T / sqrt(hs), causal) v, each head: keeping the
@@ -114,6 +115,24 @@ void gpu_activate_backward(GpuGPT *m, void *dinp, const void *inp, const void *d
     else cu_gelu_backward(m->dtype, dinp, inp, dout, (size_t)N * F);
 }
 
+// The two above for the MLP's output, where model.h has two steps: d(act) = dout Wfcproj, then
+// dfch = act'(fch) d(act); dWfcproj, dbfcproj += ... GPT-2: one GEMM, GELU's derivative applied in
+// cuBLASLt's epilogue (d(act) is never written, nor read back); Llama: the two steps (SwiGLU's
+// backward widens (N,F) to (N,2F), which no epilogue does).
+void gpu_mlp_out_backward(GpuGPT *m, int l, void *dfch, void *dout, const void *act, const void *fch) {
+    const GPTConfig *c = &m->cfg;
+    if (is_llama(c)) {
+        gpu_linear_backward(m, l, OP_FCPROJ, m->dact, dout, act);
+        gpu_activate_backward(m, dfch, fch, m->dact);
+        return;
+    }
+    int N = m->B * m->T;
+    GpuOpParams w = gpu_op_weights(m, l, OP_FCPROJ), g = gpu_op_grads(m, l, OP_FCPROJ);
+    cu_matmul_dgelu_backward(m->dtype, dfch, g.w, g.b, dout, act, w.w, fch, N, op_inputs(c, OP_FCPROJ),
+                             op_outputs(c, OP_FCPROJ));
+    gpu_op_grads_done(m, l, OP_FCPROJ);
+}
+
 // --- the block ---------------------------------------------------------------------------
 
 // One transformer block, forward: x (N,C) -> res3 (N,C). `todo` (SV_BIT()s)
@@ -135,8 +154,7 @@ void gpu_block_forward(GpuGPT *m, int l, const void *x, unsigned todo) {
 // Its backward: dres holds d(res3) on entry and d(x) on exit.
 void gpu_block_backward(GpuGPT *m, int l, const void *x) {
     GpuActs *a = &m->acts[l];
-    gpu_linear_backward(m, l, OP_FCPROJ, m->dact, m->dres, a->fch_gelu);                 // d(act)           (N,F)
-    gpu_activate_backward(m, m->dfch, a->fch, m->dact);                                  // d(fch)           (N,F)
+    gpu_mlp_out_backward(m, l, m->dfch, m->dres, a->fch_gelu, a->fch);                   // d(act), d(fch)   (N,F)
     gpu_linear_backward(m, l, OP_FC, m->dln, m->dfch, a->ln2);                           // d(ln2)           (N,C)
     gpu_norm_backward(m, l, OP_LN2, m->dres, m->dln, a->res2, a->ln2_mean, a->ln2_rstd); // d(res2) += ...   (N,C)
     gpu_linear_backward(m, l, OP_ATTPROJ, m->datty, m->dres, a->atty);                   // d(atty)          (N,C)

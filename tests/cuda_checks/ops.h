@@ -66,9 +66,14 @@ static void test_layernorm_at(int dt, int N, int C) {
     free(x); free(w); free(b); free(out); free(mean); free(rstd); free(mean_s); free(rstd_s);
     free(dout); free(dinp); free(dw); free(db);
 }
+// The forward's kernels: C 200 its 16-byte pieces, at most 4 a lane; 203 the kernel of 2-byte loads;
+// 1024 in 16-bit the most rows of 4 pieces a lane, in fp32 16; 4096 in 16-bit the most pieces a lane
+// holds (16), in fp32 past them (the 2-byte kernel)
 void test_layernorm(int dt) {
     test_layernorm_at(dt, 37, 200);
     test_layernorm_at(dt, 37, 203);
+    test_layernorm_at(dt, 5, 1024);
+    test_layernorm_at(dt, 5, 4096);
 }
 
 void test_matmul(int dt) {
@@ -99,9 +104,29 @@ void test_matmul(int dt) {
     expect("matmul_backward dinp", dt, d_dinp, dinp, (size_t)N * C);
     expect("matmul_backward dw", dt, d_dw, dw, (size_t)OC * C);
     expect("matmul_backward dbias", dt, d_db, db, OC);
-    void *dev[] = {d_x, d_w, d_bias, d_out, d_dout, d_dinp, d_dw, d_db};
-    for (int i = 0; i < 8; i++) gpu_free(dev[i]);
+    // the residual added inside the GEMM (C = residual, beta 1): apart from out, and in place
+    float *res = randv((size_t)N * OC, 1, dt);
+    void *d_res = up(res, (size_t)N * OC, dt), *d_out_res = poisoned((size_t)N * OC, dt);
+    residual_forward(out, out, res, (size_t)N * OC);
+    cu_matmul_residual_forward(dt, d_out_res, d_x, d_w, d_bias, d_res, N, C, OC);
+    expect("matmul_residual_forward", dt, d_out_res, out, (size_t)N * OC);
+    cu_matmul_residual_forward(dt, d_res, d_x, d_w, d_bias, d_res, N, C, OC);
+    expect("matmul_residual_forward in place", dt, d_res, out, (size_t)N * OC);
+    // GELU's backward in the dinp GEMM (cuBLASLt's DGELU epilogue) against matmul_backward then
+    // gelu_backward: its GELU must be model.h's tanh approximation
+    float *pre = randv((size_t)N * C, 2, dt), *dw2 = randv((size_t)OC * C, 1, dt), *db2 = randv(OC, 1, dt);
+    void *d_pre = up(pre, (size_t)N * C, dt), *d_dw2 = up(dw2, (size_t)OC * C, dt), *d_db2 = up(db2, OC, dt);
+    void *d_dinp2 = poisoned((size_t)N * C, dt);
+    matmul_backward(dinp, dw2, db2, dout, x, w, N, C, OC);
+    gelu_backward(dinp, pre, dinp, (size_t)N * C);
+    cu_matmul_dgelu_backward(dt, d_dinp2, d_dw2, d_db2, d_dout, d_x, d_w, d_pre, N, C, OC);
+    expect("matmul_dgelu_backward dinp", dt, d_dinp2, dinp, (size_t)N * C);
+    expect("matmul_dgelu_backward dw", dt, d_dw2, dw2, (size_t)OC * C);
+    expect("matmul_dgelu_backward dbias", dt, d_db2, db2, OC);
+    void *dev[] = {d_x, d_w, d_bias, d_out, d_dout, d_dinp, d_dw, d_db, d_res, d_out_res, d_pre, d_dw2, d_db2, d_dinp2};
+    for (int i = 0; i < 14; i++) gpu_free(dev[i]);
     free(x); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(db);
+    free(res); free(pre); free(dw2); free(db2);
 }
 
 // n 10007: GELU's 16-byte pieces (cuda/elementwise.cu) and the elements past the last whole one

@@ -36,6 +36,35 @@ void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const 
     free(fi); free(fw); free(fb);
 }
 
+// cuBLASLt's C = residual with beta 1: the fp32 sum rounded once
+void cu_matmul_residual_forward(int dt, void *out, const void *inp, const void *w, const void *bias,
+                                const void *residual, int N, int C, int OC) {
+    LAUNCH(N);
+    out = DEV(out), inp = DEV(inp), w = DEV(w), bias = DEV(bias), residual = DEV(residual);
+    float *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, (size_t)OC * C), *fb = widen(dt, bias, OC);
+    float *fr = widen(dt, residual, (size_t)N * OC), *fo = malloc(sizeof(float) * N * OC);
+    matmul_forward(fo, fi, fw, fb, N, C, OC);
+    if (fr) residual_forward(fo, fo, fr, (size_t)N * OC);
+    narrow(dt, out, fo, (size_t)N * OC);
+    free(fi); free(fw); free(fb); free(fr);
+}
+
+// cuBLASLt's DGELU epilogue: GELU's derivative applied to the fp32 product, rounded once
+void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
+                              const void *w, const void *pre, int N, int C, int OC) {
+    LAUNCH(N);
+    dinp = DEV(dinp), dw = DEV(dw), dbias = DEV(dbias), dout = DEV(dout), inp = DEV(inp), w = DEV(w), pre = DEV(pre);
+    float *fd = widen(dt, dout, (size_t)N * OC), *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, (size_t)OC * C);
+    float *fdw = widen(dt, dw, (size_t)OC * C), *fdb = widen(dt, dbias, OC), *fp = widen(dt, pre, (size_t)N * C);
+    float *fdi = malloc(sizeof(float) * N * C);
+    matmul_backward(fdi, fdw, fdb, fd, fi, fw, N, C, OC);
+    gelu_backward(fdi, fp, fdi, (size_t)N * C);
+    narrow(dt, dinp, fdi, (size_t)N * C);
+    narrow(dt, dw, fdw, (size_t)OC * C);
+    narrow(dt, dbias, fdb, OC);
+    free(fd); free(fi); free(fw); free(fp);
+}
+
 void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
                         int N, int C, int OC) {
     LAUNCH(N);

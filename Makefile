@@ -74,9 +74,10 @@ all: train
 train: train.c $(HEADERS) $(GPU_OBJ)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) -o $@ train.c $(GPU_OBJ) $(LDLIBS) $(GPU_LIBS)
 
-# The kernels: one nvcc translation unit (cuda/kernels.cu includes the op files).
+# The kernels: one nvcc translation unit (cuda/kernels.cu includes the op files), its GPU targets
+# compiled side by side (--threads 0: a thread a target, up to the cores)
 cuda/kernels.o: $(CUDA_SRC)
-	$(NVCC) -O3 -std=c++17 -I. -Ilib $(CUDA_ARCH) $(NCCL_FLAGS) -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
+	$(NVCC) -O3 -std=c++17 -I. -Ilib $(CUDA_ARCH) $(NCCL_FLAGS) --threads 0 -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
 
 cuda/none.o: cuda/none.c cuda/api.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -I. -Ilib -c cuda/none.c -o $@

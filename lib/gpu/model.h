@@ -6,7 +6,9 @@
 // model.h, the two differ in the op prefixes, the pointer types and the
 // rooms they ask: gpu/weights.h (local, or gathered by ZeRO; no widening: the
 // kernels read 16 bits), gpu/storage.h (the stack on the GPU; no rounding:
-// the kernels write 16 bits), gpu/head.h (the two ends, the batch's upload).
+// the kernels write 16 bits), gpu/head.h (the two ends, the batch's upload);
+// and in one line of the block's backward, where the MLP's output and its
+// activation are one step (gpu_mlp_out_backward: one GEMM on GPT-2).
 //
 // This file is C (train.c includes it); the kernels are in cuda/*.cu.
 #ifndef GPTMEM_GPU_MODEL_H

@@ -110,25 +110,18 @@ void gpu_attend_backward(GpuGPT *m, GpuActs *a, void *dqkv, const void *datty) {
     else cu_attention_backward(m->dtype, dqkv, datty, a->qkv, a->att, B, T, C, H, KVH);
 }
 
-// dinp = gelu'(inp) dout (GPT-2: dinp may be dout; Llama: swiglu's, dinp (N,2F) apart from dout (N,F))
-void gpu_activate_backward(GpuGPT *m, void *dinp, const void *inp, const void *dout) {
-    int N = m->B * m->T, F = cfg_ffn(&m->cfg);
-    if (is_llama(&m->cfg)) cu_swiglu_backward(m->dtype, dinp, inp, dout, N, F);
-    else cu_gelu_backward(m->dtype, dinp, inp, dout, (size_t)N * F);
-}
-
-// The two above for the MLP's output, where model.h has two steps: d(act) = dout Wfcproj, then
-// dfch = act'(fch) d(act); dWfcproj, dbfcproj += ... GPT-2: one GEMM, GELU's derivative applied in
-// cuBLASLt's epilogue (d(act) is never written, nor read back); Llama: the two steps (SwiGLU's
-// backward widens (N,F) to (N,2F), which no epilogue does).
+// The MLP's output and its activation, backward, where model.h has two steps (linear_backward,
+// activate_backward): d(act) = dout Wfcproj, dWfcproj, dbfcproj += ...; then d(fch) = act'(fch) d(act).
+// GPT-2: one GEMM, GELU's derivative applied in cuBLASLt's epilogue (d(act) is never written, nor
+// read back); Llama: the two steps (SwiGLU's backward widens (N,F) to (N,2F), which no epilogue does).
 void gpu_mlp_out_backward(GpuGPT *m, int l, void *dfch, void *dout, const void *act, const void *fch) {
     const GPTConfig *c = &m->cfg;
+    int N = m->B * m->T;
     if (is_llama(c)) {
-        gpu_linear_backward(m, l, OP_FCPROJ, m->dact, dout, act);
-        gpu_activate_backward(m, dfch, fch, m->dact);
+        gpu_linear_backward(m, l, OP_FCPROJ, m->dact, dout, act);     // d(act)            (N,F)
+        cu_swiglu_backward(m->dtype, dfch, fch, m->dact, N, cfg_ffn(c));  // d(fch), apart  (N,2F)
         return;
     }
-    int N = m->B * m->T;
     GpuOpParams w = gpu_op_weights(m, l, OP_FCPROJ), g = gpu_op_grads(m, l, OP_FCPROJ);
     cu_matmul_dgelu_backward(m->dtype, dfch, g.w, g.b, dout, act, w.w, fch, N, op_inputs(c, OP_FCPROJ),
                              op_outputs(c, OP_FCPROJ));

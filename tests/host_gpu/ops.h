@@ -26,16 +26,6 @@ void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum
     (void)workspace; (void)bytes; (void)colsum; (void)colsum_floats;
 }
 
-void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
-    LAUNCH(N);
-    out = DEV(out), inp = DEV(inp), w = DEV(w), bias = DEV(bias);
-    float *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, (size_t)OC * C), *fb = widen(dt, bias, OC);
-    float *fo = malloc(sizeof(float) * N * OC);
-    matmul_forward(fo, fi, fw, fb, N, C, OC);
-    narrow(dt, out, fo, (size_t)N * OC);
-    free(fi); free(fw); free(fb);
-}
-
 // cuBLASLt's C = residual with beta 1: the fp32 sum rounded once
 void cu_matmul_residual_forward(int dt, void *out, const void *inp, const void *w, const void *bias,
                                 const void *residual, int N, int C, int OC) {
@@ -47,6 +37,10 @@ void cu_matmul_residual_forward(int dt, void *out, const void *inp, const void *
     if (fr) residual_forward(fo, fo, fr, (size_t)N * OC);
     narrow(dt, out, fo, (size_t)N * OC);
     free(fi); free(fw); free(fb); free(fr);
+}
+
+void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    cu_matmul_residual_forward(dt, out, inp, w, bias, NULL, N, C, OC);
 }
 
 // cuBLASLt's DGELU epilogue: GELU's derivative applied to the fp32 product, rounded once

@@ -92,8 +92,8 @@ typedef struct {
     int pos0;
     float *row;
     // backward buffers, reused by every layer (ledger: scratch), in the dtype: dqkv (N, (H + 2 KVH) hs),
-    // dfch the MLP's hidden (N,4C) (Llama: (N,2F), before SwiGLU), dact the activation's output's
-    // gradient: dfch itself for GPT-2 (GELU's backward works in place), Llama's (N,F) of its own
+    // dfch the MLP's hidden (N,4C) (Llama: (N,2F), before SwiGLU), dact Llama's (N,F) gradient of
+    // SwiGLU's output (GPT-2 has none: GELU's backward rides in the fcproj's GEMM, gpu_mlp_out_backward)
     void *dres, *dln, *dqkv, *datty, *dfch, *dact;
     float *losses;           // (N) per-row losses
     void *head_tile;         // --fused-ce: head_rows x vocab_chunk logits (and room for one row of Vp: sampling)
@@ -247,7 +247,6 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));
     m->row = malloc(sizeof(float) * padded_vocab(&m->cfg));
-    if (!m->dact) m->dact = m->dfch;  // GPT-2: GELU's backward in place
 }
 
 // A new step: the gradients start from 0, and the rebuilds' time from nothing.

@@ -57,6 +57,8 @@ OPT    ?= -O3
 CFLAGS ?= $(OPT) $(ARCH) -ffp-contract=fast
 # the rooms are in lib/ and included by their path there ("core/config.h"), as llm.c's llmc/
 CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I. -Ilib
+# CI (CI=true) fails the build on any warning: the build is warning-free, and stays so
+CFLAGS += $(if $(filter true 1,$(CI)),-Werror)
 LDLIBS  = -lm
 
 STB := $(wildcard /usr/include/stb/stb_image_write.h)

@@ -25,12 +25,12 @@
 #include "io/data.h"
 #include "io/reshard.h"
 #include "io/state.h"
-#include "io/tfevents.h"
 #include "memory/predict.h"
 
 // A training run besides its model: the data, the optimizer's schedule, what
-// a saved state holds of this rank and where it goes, the log, and what the
-// step lines print.
+// a saved state holds of this rank and where it goes, what the step lines
+// print, and the observer (app/observe.h: the log and everything else the loop
+// shows of itself).
 typedef struct {
     Dataset data;
     AdamWConfig adam;
@@ -39,19 +39,16 @@ typedef struct {
     NetState state;          // this rank's part of a saved state
     uint64_t sample_rng;
     char save_path[4096];
-    int start_step, print_every, replica_every;
-    FILE *log;               // --log (rank 0)
-    TfEvents tb;             // --tensorboard (rank 0)
+    int start_step, print_every;
     float val_loss;
     // the step line's MFU: the devices' peak FLOP/s, the model's FLOPs a token, the rebuilds'
     double peak_flops, token_flops, rebuilt_token_flops;
+    Observer ob;
 } Run;
 
 // Everything a run built, freed (at its end, and on the way out after an error).
 void release(Run *run, Net *net) {
-    if (run->log) fclose(run->log);
-    run->log = NULL;
-    tfevents_close(&run->tb);
+    observe_close(&run->ob);
     net_free(net);
     data_free(&run->data);
 }
@@ -63,7 +60,7 @@ int fail_run(Run *run, Net *net) {
 }
 
 // The end of a run: everything freed, MPI finished. 0.
-int finish(Run *run, Net *net) {
+int finish_run(Run *run, Net *net) {
     release(run, net);
     comm_finalize();
     return 0;
@@ -75,15 +72,14 @@ int finish(Run *run, Net *net) {
 void predict_rank(const Settings *s, const Plan *plan, MemReport *predicted) {
     predict_memory(s, predicted);
     predict_traffic(s, plan, comm_rank_id, predicted->traffic);
-    if (s->mem_snapshot && comm_rank_id == 0 && !fits_here(s, predicted))
-        write_predicted_snapshot(s, predicted, machine_budget() / comm_machine.size, RAM_PLACES);
+    snapshot_if_refused(s, predicted);
     check_fits_here(s, predicted);
 }
 
 // Resume from --resume's state (this rank's file): the weights and the
 // optimizer's state, the step, the random streams. -1 to train on; else the
 // exit code (1 after a message; 0 when there is nothing left to train).
-int resume(Run *run, Net *net, const Settings *s) {
+int resume_run(Run *run, Net *net, const Settings *s) {
     int rank = comm_rank_id;
     char path[4096];
     snprintf(path, sizeof path, rank ? "%s.rank%d" : "%s", s->resume, rank);
@@ -154,41 +150,14 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
     run->live = (LiveState){0, s->dtype == DT_FP16 ? s->loss_scale : 1.0f, 0};
     run->sample_rng = sample_stream(s->seed);
     run->val_loss = NAN;
-    if (s->save) snprintf(run->save_path, sizeof run->save_path, rank ? "%s.rank%d" : "%s", s->save, rank);
-    if (comm_any(s->save && check_output(s, "--save", run->save_path, OUT_STATE,  // before training
-                                         state_file_bytes(run->state.hi - run->state.lo))))
-        return fail_run(run, net);
-    if (comm_any(s->mem_timeline && rank_file_unwritable("--mem-timeline", s->mem_timeline, rank))) return fail_run(run, net);
-    if (comm_any(s->mem_snapshot && rank_file_unwritable("--mem-snapshot", s->mem_snapshot, rank))) return fail_run(run, net);
-    if (comm_any(s->mem_json && rank == 0 && cannot_write("--mem-json", s->mem_json))) return fail_run(run, net);
-    if (comm_any(s->trace_json && rank_file_unwritable("--trace-json", s->trace_json, rank))) return fail_run(run, net);
-    if (comm_any(s->export_to && rank == 0 && check_export(s, c)))
-        return fail_run(run, net);
-    if (s->resume && (rc = resume(run, net, s)) >= 0) return rc;
+    if (s->save) rank_path(s->save, rank, run->save_path, sizeof run->save_path);
+    if (outputs_lack_room(s, run->save_path, run->state.hi - run->state.lo)) return fail_run(run, net);  // before training
+    if (s->resume && (rc = resume_run(run, net, s)) >= 0) return rc;
     if (rank == 0) print_config_line(&s->cfg, s);
-    if (s->log && rank == 0) {
-        run->log = fopen(s->log, "w");
-        if (!run->log) {
-            fprintf(stderr, "error: cannot write the log '%s': %s\n", s->log, strerror(errno));
-            return fail_run(run, net);
-        }
-        fprintf(run->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical,loss_scale");
-        for (int c = 0; c < MEMCOL_N; c++) fprintf(run->log, ",%s", memory_column[c]);
-        fprintf(run->log, "\n");
-        if (log_flush(run->log, s->log)) return fail_run(run, net);
-    }
-    if (s->tensorboard && rank == 0 && tfevents_open(&run->tb, s->tensorboard, now_seconds_epoch())) {
-        fprintf(stderr, "error: --tensorboard: cannot write an event file in '%s': %s\n", s->tensorboard, strerror(errno));
-        return fail_run(run, net);
-    }
     run->peak_flops = run_peak_flops(s);
     run->token_flops = model_flops_per_token(c, s->seq_len);
     run->rebuilt_token_flops = c->layers * recompute_flops_per_token_layer(c, plan->drops, s->seq_len);
     run->print_every = s->print_every ? s->print_every : (s->steps - run->start_step + 24) / 25;
-    run->replica_every = net_replica_check_every(net);  // --log's check that the ranks agree
-    if (s->log && run->replica_every > 1)
-        say("note: --log checks that the ranks hold the same weights every %d steps (and at the last): on the GPU "
-            "each check brings all %.0f MiB of them to the host\n", run->replica_every, mib(net_weight_bytes(net)));
     return -1;
 }
 
@@ -214,39 +183,6 @@ StepResult *read_step(StepResult *r, Net *net, const Settings *s, LiveState *liv
     return r;
 }
 
-// --log's row and --tensorboard's scalars of a step. 0, or 1 after a message.
-int write_step_logs(Run *run, Net *net, const Settings *s, const StepResult *r, int evaluated, const size_t *memory) {
-    int step = r->step, last = step == s->steps || step == s->stop_after;
-    if (s->log) {  // every rank takes part in the replica check; rank 0 writes (empty: not checked this step)
-        int same = step % run->replica_every == 0 || last ? net_replicas_identical(net) : -1;
-        if (run->log) {
-            fprintf(run->log, "%d,%.9g,", step, r->loss);
-            if (evaluated) fprintf(run->log, "%.9g", run->val_loss);
-            fprintf(run->log, ",%.9g,%.9g,%.3f,%lld,", r->lr, r->norm, r->seconds * 1e3, r->tokens);
-            if (same >= 0) fprintf(run->log, "%d", same);
-            fprintf(run->log, ",%.9g", r->scale);
-            for (int c = 0; c < MEMCOL_N; c++) fprintf(run->log, ",%zu", memory[c]);
-            fprintf(run->log, "\n");
-            if (log_flush(run->log, s->log)) return 1;
-        }
-    }
-    if (!run->tb.f) return 0;
-    char tag[64];
-    tfevents_scalar(&run->tb, "loss", r->loss);
-    if (evaluated) tfevents_scalar(&run->tb, "val_loss", run->val_loss);
-    tfevents_scalar(&run->tb, "lr", r->lr);
-    tfevents_scalar(&run->tb, "grad_norm", (float)r->norm);
-    tfevents_scalar(&run->tb, "ms", (float)(r->seconds * 1e3));
-    tfevents_scalar(&run->tb, "tokens_per_second", (float)(r->tokens / r->seconds));
-    for (int c = 0; c < MEMCOL_N; c++)
-        snprintf(tag, sizeof tag, "memory/%s", memory_column[c]), tfevents_scalar(&run->tb, tag, (float)memory[c]);
-    if (tfevents_step(&run->tb, now_seconds_epoch(), step)) {
-        fprintf(stderr, "error: --tensorboard: cannot write '%s': %s\n", run->tb.path, strerror(errno));
-        return 1;
-    }
-    return 0;
-}
-
 // What the step did: its line, then evaluation, the log, a sample and a save
 // when due. 0, or 1 after a message.
 int after_step(Run *run, Net *net, const Settings *s, const StepResult *r, double elapsed) {
@@ -265,7 +201,7 @@ int after_step(Run *run, Net *net, const Settings *s, const StepResult *r, doubl
         evaluated = 1;
         say("val loss %.4f (%d batches of %d x %d)\n", run->val_loss, s->eval_batches, s->batch, s->seq_len);
     }
-    if (write_step_logs(run, net, s, r, evaluated, memory)) return 1;
+    if (observe_logs(&run->ob, net, r, evaluated ? run->val_loss : NAN, memory)) return 1;
     if (s->sample_len && ((s->sample_every && step % s->sample_every == 0) || last))
         sample_text(net, &run->data, s, &run->sample_rng);
     if (s->save && ((s->save_every && step % s->save_every == 0) || last)) {
@@ -305,35 +241,35 @@ int main(int argc, char **argv) {
         comm_finalize();
         return rc;
     }
-    if (rc == 0) return finish(&run, &net);  // a resumed state with nothing left to train
+    if (rc == 0) return finish_run(&run, &net);  // a resumed state with nothing left to train
 
     // 4. the training loop: forward, backward, reduce, step
-    Observer ob;  // --timing, --mem, --trace, --mem-timeline: one call per phase
-    observe_start(&ob, &s, &net);
+    Observer *ob = &run.ob;  // --log, --timing, --mem, --trace, --mem-timeline: one call per phase
+    if (observe_start(ob, &s, &net)) return fail_run(&run, &net);
     for (int step = run.start_step; step < s.steps; step++) {
-        observe_step(&ob, step);
+        observe_step(ob, step);
         net_zero_grad(&net);
         float scale = run.live.loss_scale;  // fp16: the loss is scaled so small gradients survive
         float dloss = scale / ((float)s.batch * s.seq_len * s.accum * comm_nranks);  // the mean over the global batch
         for (int micro = 0; micro < s.accum; micro++) {  // --accum: gradients add up over micro-batches
-            data_next_train(&run.data, s.batch, s.seq_len, comm_rank_id, comm_nranks);  observe(&ob, TM_DATA, &net);
-            net_forward(&net, run.data.inputs, run.data.targets, s.batch, s.seq_len);  observe(&ob, TM_FORWARD, &net);
-            net_backward(&net, run.data.inputs, run.data.targets, dloss);              observe(&ob, TM_BACKWARD, &net);
+            data_next_train(&run.data, s.batch, s.seq_len, comm_rank_id, comm_nranks);  observe(ob, TM_DATA, &net);
+            net_forward(&net, run.data.inputs, run.data.targets, s.batch, s.seq_len);  observe(ob, TM_FORWARD, &net);
+            net_backward(&net, run.data.inputs, run.data.targets, dloss);              observe(ob, TM_BACKWARD, &net);
         }
-        net_reduce(&net);                                   observe(&ob, TM_REDUCE, &net);  // ZeRO stages 0, 1
-        net_grad_norm(&net, scale, s.clip);                 observe(&ob, TM_NORM, &net);    // and the clip scale
+        net_reduce(&net);                                   observe(ob, TM_REDUCE, &net);  // ZeRO stages 0, 1
+        net_grad_norm(&net, scale, s.clip);                 observe(ob, TM_NORM, &net);    // and the clip scale
         float lr = lr_at(&run.adam, step);
         net_step(&net, lr, run.live.updates + 1);           // skipped if the norm is not finite
         StepResult r;
         if (!read_step(&r, &net, &s, &run.live, step, lr, scale)) return fail_run(&run, &net);
-        observe(&ob, TM_STEP, &net);
-        r.seconds = observe_step_seconds(&ob, r.tokens);
+        observe(ob, TM_STEP, &net);
+        r.seconds = observe_step_seconds(ob, r.tokens);
         steps_run++;
-        if (after_step(&run, &net, &s, &r, now_seconds() - ob.start)) return fail_run(&run, &net);
+        if (after_step(&run, &net, &s, &r, now_seconds() - ob->start)) return fail_run(&run, &net);
         if (step + 1 == s.stop_after) break;
     }
 
     // 5. report (and --export: the weights as llm.c's model file)
-    if (observe_end(&ob, &predicted, steps_run, run.val_loss, param_count(&s.cfg))) return fail_run(&run, &net);
-    return net_export(&net, &s) ? fail_run(&run, &net) : finish(&run, &net);
+    if (observe_end(ob, &predicted, steps_run, run.val_loss, param_count(&s.cfg))) return fail_run(&run, &net);
+    return net_export(&net, &s) ? fail_run(&run, &net) : finish_run(&run, &net);
 }

@@ -34,7 +34,8 @@ one() {  # one NAME LAUNCH... -- FLAGS...: record or check one run
     --save "$cur/s4.ckpt" >"$cur/out" 2>&1 || { echo "  $name: the run failed: $(tail -1 "$cur/out")"; bad=$((bad + 1)); return; }
   "${launch[@]}" $TRAIN "${SHAPE[@]}" "${flags[@]}" --stop-after 2 --save "$cur/s2.ckpt" >"$cur/out2" 2>&1 ||
     { echo "  $name: the run to step 2 failed"; bad=$((bad + 1)); return; }
-  cut -d, -f1-5 "$cur/log.csv" >"$cur/log5.csv"
+  # (the norm, a double, as %.9g: the log now writes it whole, %.17g, and its first 9 digits are the record's)
+  cut -d, -f1-5 "$cur/log.csv" | awk -F, -v OFS=, 'NR > 1 { $5 = sprintf("%.9g", $5) } 1' >"$cur/log5.csv"
   runs=$((runs + 1))
   [ "$mode" = record ] && return
   local why=""

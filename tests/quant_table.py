@@ -4,21 +4,29 @@
 Usage: tests/quant_table.py TMP INFER
 
 TMP holds q_fp32, q_bf16, q_int8, q_int4 (the output of --eval-only with the
-weights held in each format) and qtrain (the training run that saved the
-state); INFER is the output of --dry-run --infer for the same model. Checks:
+weights held in each format) and qtrain.csv (the --log of the training run that saved the
+state: its val loss the exact float); INFER is the output of --dry-run --infer for the same model. Checks:
 - every run prints the same bytes, weight error and loss for every format,
   whether it held that format in memory or read it from the state file;
-- the fp32 loss is the training run's final val loss;
+- the fp32 loss is the training run's final val loss (the log's float printed as --eval-only prints it:
+  one rounding of the same float, never a printed number rounded again);
 - the held bytes equal --dry-run --infer's weights column;
 - weight error: fp32 0 < bf16 < int8 < int4;
 - the loss moves by less than 0.01 with int8, and int4 moves it more than
   5 times bf16's and int8's change.
 Prints one line with the numbers; exits 1 with the reason if a check fails.
 """
+import csv
 import re
+import struct
 import sys
 
 ROW = r"^  (fp32|bf16|int8|int4) +\d+ +(\d+) +([\d.]+)% +([\d.]+)"
+
+
+def f32(text):
+    """The float32 a --log column holds (its %.9g read back to the same bits)."""
+    return struct.unpack("<f", struct.pack("<f", float(text)))[0]
 
 
 def main():
@@ -32,10 +40,10 @@ def main():
     for f in rows:
         if any(rows[run][f][1:] != rows["fp32"][f][1:] for run in rows):
             sys.exit(f"{f}: the runs disagree: {[rows[run][f] for run in rows]}")
-    train = float(re.search(r"final val loss ([\d.]+)", open(f"{tmp}/qtrain").read())[1])
+    train = f32([r["val_loss"] for r in csv.DictReader(open(f"{tmp}/qtrain.csv")) if r["val_loss"]][-1])
     fp32 = rows["fp32"]["fp32"][2]
-    if f"{fp32:.4f}" != f"{train:.4f}":
-        sys.exit(f"fp32 loss {fp32} is not the training run's {train}")
+    if f"{fp32:.6f}" != f"{train:.6f}":
+        sys.exit(f"fp32 loss {fp32} is not the training run's {train:.6f}")
     want = {m[0]: int(m[1]) for m in re.findall(r"^  (fp32|bf16|int8|int4) +\d+ +(\d+)", infer, re.M)}
     held = {f: rows[f][f][0] for f in rows}
     if held != want:

@@ -186,7 +186,7 @@ int eval_only_run(Settings *s) {
     memset(&measured, 0, sizeof measured);
     predict_memory(s, &predicted);
     check_fits(predicted.peak_total);
-    if (s->export_to && check_export(s, cfg)) return 1;
+    if (s->export_to && outputs_lack_room(s, NULL, 0)) return 1;
     Dataset data;
     if (load_data(&data, s)) {
         data_free(&data);

@@ -99,7 +99,7 @@ const FlagSpec flag_specs[] = {
     {"prompt-file", ARG_STR, OPT(prompt_file), 0, 0, "start each sample from this file's text (token files: its tokens, "
                                                      "from scripts/tokenize.py --prompt)"},
     {"save", ARG_STR, OPT(save), 0, 0, "write a checkpoint here (every --save-every steps and at the end)"},
-    {"overwrite", ARG_FLAG, OPT(overwrite), 0, 0, "let --save and --export replace an existing file that is not a gptmem checkpoint or an llm.c model file"},
+    {"overwrite", ARG_FLAG, OPT(overwrite), 0, 0, "let an output (--save, --export, --log, --mem-*, --trace-json) replace an existing file of another kind than it writes"},
     {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
     {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint (saved on any number of ranks, at any --zero)"},
     {"eval-only", ARG_FLAG, OPT(eval_only), 0, 0, "evaluate and sample the --resume state, no training; with --quantize, next to each format"},
@@ -475,7 +475,7 @@ void resolve_settings(Settings *s) {
     s->corpus_bytes = data_held_bytes(s->data_format, s->token_width, corpus > 0 ? corpus : 0, s->seq_len);
     resolve_tokenizer(s);
     resolve_prompt(s);
-    check_outputs_apart(s);
+    check_outputs(s);
     s->corpus_bytes += (size_t)s->tokenizer_bytes;
     s->quant_bits = s->quantize ? quant_bits[s->quantize] : 0;
 }

@@ -346,6 +346,7 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
     }
     if (s->cuda && comm_nranks > 1 && open_comm_backend(s)) return 1;
     if (s->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
+    if (check_rank_outputs(s)) return 1;  // (rank 0's were checked with the settings)
     print_placement(s);
     settings_notes(s, comm_nranks);
     return 0;

@@ -104,7 +104,7 @@ int decisions(const Settings *s, Decision *d) {
 // 0 when every rank has rank 0's settings; else 1 on every rank, after the first rank that
 // differs said how (MPMD launches, or another build or command line on another machine).
 int ranks_agree(const Settings *s) {
-    Decision mine[N_DECISIONS];
+    Decision mine[N_DECISIONS] = {0};  // (decisions fills the first n)
     long long root[N_DECISIONS];
     int n = decisions(s, mine), differs = -1;
     for (int i = 0; i < n; i++) root[i] = mine[i].value;

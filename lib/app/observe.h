@@ -1,5 +1,6 @@
 // app/observe.h — everything the loop shows of itself, behind one call per
-// phase, so the loop in train.c stays the slide: the phases' times
+// phase, so the loop in train.c stays the slide: each step's row of --log and
+// its --tensorboard scalars, the phases' times
 // (--timing, app/timing.h), the ledger at the first step's phases (--mem,
 // --mem-json), --trace's pushes and pops of the first step, --trace-json's spans, the recording of
 // its stack (--mem-timeline, --mem-snapshot and the peak's receipt; the GPU's stack is the host's
@@ -21,6 +22,8 @@
 #include "app/trace_json.h"
 #include "core/clock.h"
 #include "core/settings.h"
+#include "io/files.h"
+#include "io/tfevents.h"
 #include "memory/ledger.h"
 #include "memory/report.h"
 #include "memory/timeline.h"
@@ -39,10 +42,90 @@ typedef struct {
     long long traffic_start[TR_N];  // --offload's counts when the first step started
     double start, step_start, train_seconds;  // the run's start, the step's, the time in steps
     long long tokens;       // tokens trained on
+    FILE *log;              // --log (rank 0): a row a step
+    TfEvents tb;            // --tensorboard (rank 0): the same numbers as scalars
+    int replica_every;      // --log's check that the ranks hold the same weights: every this many steps
 } Observer;
 
-// Before the loop, with the model built: the ledger's starting point.
-void observe_start(Observer *ob, const Settings *s, const Net *net) {
+// --log's file and --tensorboard's (rank 0; the paths passed app/outputs.h's
+// rule while the settings were read): opened, the log's header written. 0, or
+// 1 after a message.
+int open_logs(Observer *ob, const Settings *s, const Net *net) {
+    ob->replica_every = net_replica_check_every(net);
+    if (s->log && ob->replica_every > 1 && comm_rank_id == 0)
+        printf("note: --log checks that the ranks hold the same weights every %d steps (and at the last): on the GPU "
+               "each check brings all %.0f MiB of them to the host\n", ob->replica_every, mib(net_weight_bytes(net)));
+    if (comm_rank_id != 0) return 0;
+    if (s->log && !(ob->log = open_regular(s->log, O_TRUNC))) {  // a stream: read while the run goes
+        fprintf(stderr, "error: --log: cannot write '%s': %s\n", s->log, strerror(errno));
+        return 1;
+    }
+    if (ob->log) {
+        fprintf(ob->log, "step,loss,val_loss,lr,grad_norm,ms,tokens,replicas_identical,loss_scale");
+        for (int c = 0; c < MEMCOL_N; c++) fprintf(ob->log, ",%s", memory_column[c]);
+        fprintf(ob->log, "\n");
+    }
+    if (ob->log && (fflush(ob->log) != 0 || ferror(ob->log))) {
+        fprintf(stderr, "error: writing the log '%s' failed: %s\n", s->log, strerror(errno));
+        return 1;
+    }
+    if (s->tensorboard && tfevents_open(&ob->tb, s->tensorboard, now_seconds_epoch())) {
+        fprintf(stderr, "error: --tensorboard: cannot write an event file in '%s': %s\n", s->tensorboard, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+// A step's --log row and --tensorboard scalars (val_loss: NaN when it did not
+// evaluate). Every float is written so that it reads back to the same bits: a
+// float as %.9g, the double norm as %.17g (TensorBoard's float32 of it is then
+// one rounding of the CSV's number, not two). 0, or 1 after a message.
+int observe_logs(Observer *ob, Net *net, const StepResult *r, float val_loss, const size_t *memory) {
+    const Settings *s = ob->s;
+    int step = r->step, last = step == s->steps || step == s->stop_after;
+    if (s->log) {  // every rank takes part in the replica check; rank 0 writes (empty: not checked this step)
+        int same = step % ob->replica_every == 0 || last ? net_replicas_identical(net) : -1;
+        if (ob->log) {
+            fprintf(ob->log, "%d,%.9g,", step, r->loss);
+            if (!isnan(val_loss)) fprintf(ob->log, "%.9g", val_loss);
+            fprintf(ob->log, ",%.9g,%.17g,%.3f,%lld,", r->lr, r->norm, r->seconds * 1e3, r->tokens);
+            if (same >= 0) fprintf(ob->log, "%d", same);
+            fprintf(ob->log, ",%.9g", r->scale);
+            for (int c = 0; c < MEMCOL_N; c++) fprintf(ob->log, ",%zu", memory[c]);
+            fprintf(ob->log, "\n");
+            if (fflush(ob->log) != 0 || ferror(ob->log)) {  // a full disk stops the run
+                fprintf(stderr, "error: writing the log '%s' failed: %s\n", s->log, errno ? strerror(errno) : "a write failed");
+                return 1;
+            }
+        }
+    }
+    if (!ob->tb.f) return 0;
+    char tag[64];
+    tfevents_scalar(&ob->tb, "loss", r->loss);
+    if (!isnan(val_loss)) tfevents_scalar(&ob->tb, "val_loss", val_loss);
+    tfevents_scalar(&ob->tb, "lr", r->lr);
+    tfevents_scalar(&ob->tb, "grad_norm", (float)r->norm);
+    tfevents_scalar(&ob->tb, "ms", (float)(r->seconds * 1e3));
+    tfevents_scalar(&ob->tb, "tokens_per_second", (float)(r->tokens / r->seconds));
+    for (int c = 0; c < MEMCOL_N; c++)
+        snprintf(tag, sizeof tag, "memory/%s", memory_column[c]), tfevents_scalar(&ob->tb, tag, (float)memory[c]);
+    if (tfevents_step(&ob->tb, now_seconds_epoch(), step)) {
+        fprintf(stderr, "error: --tensorboard: cannot write '%s': %s\n", ob->tb.path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+// The log's and TensorBoard's files closed (at the run's end, and on the way out after an error).
+void observe_close(Observer *ob) {
+    if (ob->log) fclose(ob->log);
+    ob->log = NULL;
+    tfevents_close(&ob->tb);
+}
+
+// Before the loop, with the model built: the ledger's starting point, the
+// log's files opened. 0, or 1 after a message.
+int observe_start(Observer *ob, const Settings *s, const Net *net) {
     memset(ob, 0, sizeof *ob);
     ob->s = s;
     ob->stage = net_zero_stage(net);
@@ -52,6 +135,7 @@ void observe_start(Observer *ob, const Settings *s, const Net *net) {
     timing_init(&ob->timing, s->timing && comm_rank_id == 0, s->cuda, s->accum);
     ob->start = now_seconds();
     trace_json_start(s, ob->start);
+    return open_logs(ob, s, net);
 }
 
 // The start of a step: its clock, its ledger window and bytes sent; the
@@ -112,10 +196,10 @@ double observe_step_seconds(Observer *ob, long long tokens) {
 int write_timeline(const Settings *s, const PredictedTimeline *t) {
     char path[4096];
     rank_path(s->mem_timeline, comm_rank_id, path, sizeof path);
-    if (write_mem_timeline(path, t)) {
-        fprintf(stderr, "error: cannot write the memory timeline '%s'\n", path);
-        return 1;
-    }
+    OutFile out;
+    FILE *f = output_begin(&out, "--mem-timeline", path);
+    if (f) write_mem_timeline(f, t);
+    if (!f || output_end(&out, "--mem-timeline")) return 1;
     if (comm_rank_id == 0)
         printf("wrote %s: %d pushes, pops and drops of step 1%s, measured %s predicted on every row\n", path, g_recording.n,
                comm_nranks > 1 ? " (each rank: its own file)" : "", timeline_agrees(t) ? "==" : "!= (a bug: see the file)");

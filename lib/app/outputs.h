@@ -1,19 +1,30 @@
-// app/outputs.h — the files a run writes: --save, --export, --log, --mem-json,
-// --mem-timeline, --mem-snapshot, --trace-json. Checked while the settings are read and again before
-// training, so that a run is never lost at its end to a path it cannot write
-// and never replaces a file it should not: none of them is one of the run's
-// inputs (the corpus, --init, ...) or another of them; --save replaces only a
-// gptmem checkpoint and --export only an llm.c model file (or an empty file)
-// unless --overwrite; each has room for the whole file where it goes.
-// --export itself is here too: it writes through FILE.tmp (io/files.h), the
-// header last, so that an export cut short is no model file.
+// app/outputs.h — the files a run writes, and the one rule they all follow:
+// --save, --export (and config.json beside a safetensors file), --log,
+// --mem-json, --mem-timeline, --mem-snapshot, --trace-json, --tensorboard, and
+// each rank's own FILE.rank<r> of them. Checked while the settings are read
+// (rank 0's names) and once the ranks are known (each rank its own), before
+// anything is allocated, so that a run is never lost at its end to a path it
+// cannot write and never replaces what it should not:
+//   - never a device, directory, fifo or socket (nor FILE.tmp beside it);
+//   - never one of the run's inputs, by device and inode (the corpus, --config,
+//     --init and every file of its model folder, ...), nor another output;
+//   - an existing file only when it holds what this writer writes (a gptmem
+//     checkpoint, an llm.c model file, a gptmem log, a snapshot, ...) or is
+//     empty; any other file only with --overwrite;
+//   - in a folder that exists and can be written; --save and --export also
+//     need room for the whole file, checked before training.
+// How each is written (whole, through FILE.tmp; or a stream) is io/files.h's.
+// --export itself is here too: its weights' temp file and config.json's are
+// both complete before either is renamed, so an export cut short is no model.
 #ifndef GPTMEM_OUTPUTS_H
 #define GPTMEM_OUTPUTS_H
 
+#include <dirent.h>
 #include <glob.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "app/usage.h"
 #include "core/config.h"
 #include "core/settings.h"
@@ -23,112 +34,205 @@
 #include "io/state.h"
 #include "parallel/comm.h"
 
-enum { OUT_STATE, OUT_LLMC, OUT_SAFETENSORS };  // what --save and --export (FILE, FILE.safetensors) write
+// What a writer writes; an existing file of its kind (or an empty one) is replaced without --overwrite.
+enum { OUT_STATE, OUT_LLMC, OUT_SAFETENSORS, OUT_CONFIG, OUT_LOG, OUT_MEM_JSON, OUT_TIMELINE, OUT_SNAPSHOT,
+       OUT_TRACE, OUT_TRACE_PART, OUT_EVENTS, OUT_KINDS };
+static const char *const out_kind_name[OUT_KINDS] = {
+    "a gptmem checkpoint", "an llm.c model file", "a safetensors file", "a model's config.json", "a gptmem log (--log)",
+    "a gptmem memory report (--mem-json)", "a gptmem memory timeline (--mem-timeline)", "a memory snapshot (--mem-snapshot)",
+    "a gptmem trace (--trace-json)", "a rank's part of a gptmem trace (--trace-json)", "a folder"};
+// How each kind's file begins (what its writer puts first); NULL: checked otherwise.
+static const char *const out_kind_head[OUT_KINDS] = {
+    NULL, NULL, NULL, NULL, "step,loss,val_loss,", "{\"predicted\": ", "event,op,tensor,bytes,where", "\x80\x04}(",
+    "{\"displayTimeUnit\"", "{\"ph\": \"M\", \"name\": \"process_name\"", NULL};
 
 // Does the existing file `path` hold what a writer of `kind` writes? An empty
 // or missing file does too (nothing to lose).
 int holds_kind(const char *path, int kind) {
     long long size = file_size(path);
     if (size <= 0) return 1;
-    unsigned char head[8] = {0};
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    char head[4097] = {0};
+    FILE *f = unreadable_why(path) ? NULL : fopen(path, "rb");
+    size_t got = f ? fread(head, 1, sizeof head - 1, f) : 0;
     if (f) fclose(f);
     int32_t magic;
     memcpy(&magic, head, 4);
-    if (kind == OUT_STATE) return got == 8 && !memcmp(head, STATE_MAGIC, 8);
+    if (out_kind_head[kind]) return got >= strlen(out_kind_head[kind]) && !memcmp(head, out_kind_head[kind], strlen(out_kind_head[kind]));
+    if (kind == OUT_STATE) return got >= 8 && !memcmp(head, STATE_MAGIC, 8);
+    if (kind == OUT_CONFIG) return strstr(head, "\"model_type\"") != NULL;
     if (kind == OUT_SAFETENSORS) {  // a header length that fits the file
         uint64_t n;
         memcpy(&n, head, 8);
-        return got == 8 && n >= 2 && (long long)n < size;
+        return got >= 8 && n >= 2 && (long long)n < size;
     }
     return got >= 4 && (magic == LLMC_MODEL_MAGIC || magic == LLMC_LLAMA_MAGIC);
 }
 
+// Is `path` one of the files in the folder `dir` (by device and inode)?
+int in_folder(const char *dir, const char *path) {
+    DIR *d = opendir(dir);
+    int same = 0;
+    for (struct dirent *e; d && !same && (e = readdir(d));) {
+        char file[4400];
+        snprintf(file, sizeof file, "%.4000s/%.255s", dir, e->d_name);
+        same = e->d_name[0] != '.' && same_file(file, path);
+    }
+    if (d) closedir(d);
+    return same;
+}
+
 // The input (by its flag) that `path` is the same file as, or NULL. A --save
 // onto the --resume state (its own rank's file) is a state going on: allowed.
+// A Hugging Face model given to --init is every file of its folder (config.json,
+// the index, the shards).
 const char *input_at(const Settings *s, const char *flag, const char *path) {
-    const char *flags[] = {"--data", "--val-data", "--init", "--tokenizer", "--prompt-file", "--hostfile", "--resume"};
+    const char *flags[] = {"--data", "--val-data", "--init", "--tokenizer", "--prompt-file", "--hostfile", "--config", "--resume"};
     const char *paths[] = {s->data, s->val_data, s->init, s->tokenizer_path[0] ? s->tokenizer_path : NULL,
-                           s->prompt_file, s->hostfile, s->resume};
-    for (int i = 0; i < 7; i++) {
-        if (!paths[i] || (i == 6 && !strcmp(flag, "--save"))) continue;
+                           s->prompt_file, s->hostfile, s->config, s->resume};
+    for (int i = 0; i < 8; i++) {
+        if (!paths[i] || (i == 7 && !strcmp(flag, "--save"))) continue;
         glob_t g = {0};
         int n = is_pattern(paths[i]) && glob(paths[i], 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
         int same = is_pattern(paths[i]) ? 0 : same_file(paths[i], path);
         for (int k = 0; k < n && !same; k++) same = same_file(g.gl_pathv[k], path);
         globfree(&g);
+        if (!same && i == 2 && st_is_model(paths[i])) {  // the model's folder
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%s", paths[i]);
+            char *slash = strrchr(dir, '/');
+            if (!st_is_dir(dir) && slash) *slash = 0;
+            else if (!st_is_dir(dir)) snprintf(dir, sizeof dir, ".");
+            same = in_folder(dir, path);
+        }
         if (same) return flags[i];
     }
     return NULL;
 }
 
-// While the settings are read (exit 2): no output is an input, and no two
-// outputs are one file.
-void check_outputs_apart(const Settings *s) {
-    const char *flags[] = {"--save", "--export", "--log", "--mem-json", "--mem-timeline", "--mem-snapshot", "--trace-json"};
-    const char *paths[] = {s->save, s->export_to, s->log, s->mem_json, s->mem_timeline, s->mem_snapshot, s->trace_json};
-    for (int i = 0; i < 7; i++) {
-        if (!paths[i]) continue;
-        const char *input = input_at(s, flags[i], paths[i]);
-        if (input)
-            usage_error("%s '%s' is the file %s reads: writing it would replace the run's own input; write "
-                        "somewhere else", flags[i], paths[i], input);
-        for (int j = 0; j < i; j++)
-            if (paths[j] && (!strcmp(paths[i], paths[j]) || same_file(paths[i], paths[j])))
-                usage_error("%s and %s both write '%s': one would replace the other; give them two paths", flags[j],
-                            flags[i], paths[i]);
+// One file a run writes: the flag that names it, its path, what it holds.
+typedef struct {
+    const char *flag;
+    char path[4200];
+    int kind;
+    int whole;  // written through PATH.tmp (else a stream, or --tensorboard's folder)
+} Output;
+
+int export_kind(const char *path);
+void export_config_path(const char *path, char *out, size_t len);
+
+// The files this rank writes (rank 0 the names given, rank r > 0 its FILE.rank<r>): their count.
+int run_outputs(const Settings *s, int rank, Output *out) {
+    const char *flags[] = {"--save", "--export", "--log", "--mem-json", "--mem-timeline", "--mem-snapshot", "--trace-json", "--tensorboard"};
+    const char *paths[] = {s->save, s->export_to, s->log, s->mem_json, s->mem_timeline, s->mem_snapshot, s->trace_json, s->tensorboard};
+    int kinds[] = {OUT_STATE, OUT_LLMC, OUT_LOG, OUT_MEM_JSON, OUT_TIMELINE, OUT_SNAPSHOT, rank ? OUT_TRACE_PART : OUT_TRACE, OUT_EVENTS};
+    int per_rank[] = {1, 0, 0, 1, 1, 1, 1, 0}, n = 0;
+    for (int i = 0; i < 8; i++) {
+        if (!paths[i] || (rank && !per_rank[i])) continue;
+        Output *o = &out[n++];
+        o->flag = flags[i], o->kind = kinds[i], o->whole = i != 2 && i != 7;
+        if (rank) snprintf(o->path, sizeof o->path, "%.4000s.rank%d", paths[i], rank);
+        else snprintf(o->path, sizeof o->path, "%s", paths[i]);
+        if (i == 1 && export_kind(paths[i]) == OUT_SAFETENSORS) {
+            o->kind = OUT_SAFETENSORS;
+            out[n] = (Output){"--export", "", OUT_CONFIG, 1};  // config.json beside it
+            export_config_path(paths[i], out[n++].path, sizeof o->path);
+        }
     }
+    return n;
 }
 
-// Before training (and before each write): can `flag` write `bytes` bytes of
-// `kind` to `path`? 0, or -1 after a message.
-int check_output(const Settings *s, const char *flag, const char *path, int kind, long long bytes) {
-    if (!s->overwrite && !holds_kind(path, kind)) {
-        fprintf(stderr, "error: %s '%s': the file exists and is not %s; gptmem replaces only its own kind of file: "
-                "give another path, or add --overwrite to replace it\n", flag, path,
-                kind == OUT_STATE ? "a gptmem checkpoint" : kind == OUT_LLMC ? "an llm.c model file" : "a safetensors file");
-        return -1;
+// Why `o` may not be written (into why), or 0 if it may: 2 for a clash with
+// an input or another output (a usage error), 1 for the path itself.
+int output_refused(const Settings *s, const Output *o, const Output *all, int n, char *why, size_t len) {
+    const char *p = o->path;
+    char tmp[4300], dir[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    const char *input = input_at(s, o->flag, p);
+    if (input)
+        return snprintf(why, len, "%s '%s' is the file %s reads: writing it would replace the run's own input; write "
+                        "somewhere else", o->flag, p, input), 2;
+    for (const Output *q = all; q < o; q++)
+        if (!strcmp(q->path, p) || same_file(q->path, p))
+            return snprintf(why, len, "%s and %s both write '%s': one would replace the other; give them two paths",
+                            q->flag, o->flag, p), 2;
+    (void)n;
+    struct stat st;
+    for (int t = 0; t < 1 + o->whole; t++) {  // the path, and the temp beside it
+        const char *at = t ? tmp : p;
+        if (stat(at, &st) != 0 || S_ISREG(st.st_mode) || (o->kind == OUT_EVENTS && S_ISDIR(st.st_mode))) continue;
+        return snprintf(why, len, "%s '%s': it exists and is %s, not a %s; pass %s a %s path", o->flag, at,
+                        S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a fifo" :
+                        S_ISSOCK(st.st_mode) ? "a socket" : "a device",
+                        o->kind == OUT_EVENTS ? "folder" : "regular file", o->flag, o->kind == OUT_EVENTS ? "folder" : "file"), 1;
     }
-    return writable_target(flag, path, bytes);
+    if (!s->overwrite && o->kind != OUT_EVENTS && !holds_kind(p, o->kind))
+        return snprintf(why, len, "%s '%s': the file exists and is not %s; gptmem replaces only its own kind of file: "
+                        "give another path, or add --overwrite to replace it", o->flag, p, out_kind_name[o->kind]), 1;
+    snprintf(dir, sizeof dir, "%s", p);  // the folder it goes in
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    if (access(dir, W_OK | X_OK) != 0)
+        return snprintf(why, len, "%s: cannot write '%s': %s; give it a path in a folder you can write", o->flag, p,
+                        errno == ENOENT ? "its folder does not exist" : strerror(errno)), 1;
+    return 0;
 }
 
-// Can `flag` write the file `path` (a report written at the end: --mem-json)?
-// Tried without harm: opened to append, and removed if it was not there. 0, or
-// 1 after a message.
-int cannot_write(const char *flag, const char *path) {
-    int existed = !path_missing(path);
-    FILE *f = fopen(path, "a");
-    if (f) {
-        fclose(f);
-        if (!existed) remove(path);
-        return 0;
+// The rule for this rank's outputs. 0; else 1 or 2 after a message.
+int outputs_refused(const Settings *s, int rank) {
+    Output out[12];
+    char why[9000];
+    int n = run_outputs(s, rank, out);
+    for (int i = 0; i < n; i++) {
+        int code = output_refused(s, &out[i], out, n, why, sizeof why);
+        if (code) {
+            fprintf(stderr, "error: %s\n", why);
+            return code;
+        }
     }
-    fprintf(stderr, "error: %s: cannot write '%s': %s; give it a path in a folder you can write\n", flag, path,
-            strerror(errno));
-    return 1;
+    return 0;
 }
 
-// A file each rank writes its own of (--mem-timeline, --mem-snapshot, --trace-json): rank 0 the name
+// While the settings are read: rank 0's outputs (exit 2 or 1 after a message).
+void check_outputs(const Settings *s) {
+    int code = outputs_refused(s, 0);
+    if (code) exit(code);
+}
+
+// Once the ranks are known: every other rank's own files (0, or 1 on every rank after the message).
+int check_rank_outputs(const Settings *s) { return comm_any(comm_rank_id > 0 && outputs_refused(s, comm_rank_id)); }
+
+// Before training: room for --save's file (this rank's part of the state) and --export's. 0, or 1 after a message.
+int outputs_lack_room(const Settings *s, const char *save_path, size_t state_params) {
+    int bad = s->save && save_path && writable_target("--save", save_path, state_file_bytes(state_params));
+    if (s->export_to && comm_rank_id == 0)
+        bad = bad || writable_target("--export", s->export_to, export_kind(s->export_to) == OUT_SAFETENSORS
+                                                                 ? st_export_bytes(&s->cfg) : llmc_export_bytes(&s->cfg));
+    return comm_any(bad);
+}
+
+// A file each rank writes its own of (--mem-json, --mem-timeline, --mem-snapshot, --trace-json): rank 0 the name
 // given, rank r > 0 NAME.rank<r>.
 void rank_path(const char *name, int rank, char *path, size_t n) {
     if (rank == 0) snprintf(path, n, "%s", name);
     else snprintf(path, n, "%s.rank%d", name, rank);
 }
 
-// Before training: can this rank write its own `flag` file? 0 yes; 1 after a message.
-int rank_file_unwritable(const char *flag, const char *name, int rank) {
-    char path[4096];
-    rank_path(name, rank, path, sizeof path);
-    return cannot_write(flag, path);
+// A whole file for `flag` begun (through PATH.tmp: io/files.h out_open): the stream, or NULL after a message.
+FILE *output_begin(OutFile *o, const char *flag, const char *path) {
+    char what[64];
+    snprintf(what, sizeof what, "the %s file", flag);
+    FILE *f = out_open(o, path, what);
+    if (!f) fprintf(stderr, "error: %s: cannot write '%s': %s\n", flag, path, strerror(errno));
+    return f;
 }
 
-// --log's lines reach the file as they are written (one fflush a step), and
-// a write that fails (a full disk, /dev/full) stops the run: 0, or 1 after a
-// message.
-int log_flush(FILE *log, const char *path) {
-    if (fflush(log) == 0 && !ferror(log)) return 0;
-    fprintf(stderr, "error: writing the log '%s' failed: %s\n", path, errno ? strerror(errno) : "a write failed");
+// ... and made whole (renamed over PATH). 0, or 1 after a message (the previous file intact).
+int output_end(OutFile *o, const char *flag) {
+    if (out_commit(o) == 0) return 0;
+    fprintf(stderr, "error: %s: cannot write '%s': %s; the previous file (if any) is intact\n", flag, o->path,
+            strerror(errno));
     return 1;
 }
 
@@ -145,26 +249,6 @@ void export_config_path(const char *path, char *out, size_t len) {
     snprintf(out, len, "%.*sconfig.json", slash ? (int)(slash - path + 1) : 0, path);
 }
 
-// Before training: can --export write its file (and config.json beside a safetensors file: replaced
-// only when it is a model's config, or with --overwrite)? 0, or -1 after a message.
-int check_export(const Settings *s, const GPTConfig *c) {
-    int kind = export_kind(s->export_to);
-    if (kind == OUT_LLMC) return check_output(s, "--export", s->export_to, OUT_LLMC, llmc_export_bytes(c));
-    char cfg[4200];
-    export_config_path(s->export_to, cfg, sizeof cfg);
-    FILE *f = path_missing(cfg) ? NULL : fopen(cfg, "r");
-    char text[4096] = "";
-    size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    if (f) fclose(f);
-    text[got] = 0;
-    if (!path_missing(cfg) && !s->overwrite && !strstr(text, "\"model_type\"")) {
-        fprintf(stderr, "error: --export '%s': '%s' exists and is not a model's config.json; gptmem replaces only its "
-                "own kind of file: give another folder, or add --overwrite\n", s->export_to, cfg);
-        return -1;
-    }
-    return check_output(s, "--export", s->export_to, OUT_SAFETENSORS, st_export_bytes(c));
-}
-
 // What --export writes, by format: its size, then (rank 0) sizing it, (every rank) its part, (rank 0) the header.
 typedef struct {
     const char *name;
@@ -178,9 +262,9 @@ typedef struct {
 // --export FILE: the fp32 weights as llm.c's model file or a Hugging Face
 // model (export_kind), from every rank's part [lo, hi) got through get(ctx,
 // at, dst, n): rank 0 sizes FILE.tmp, each rank writes its part, rank 0
-// writes the header last and renames it over FILE (then, for safetensors,
-// config.json beside it, through its own .tmp). A failure or a signal on the
-// way removes FILE.tmp. 0, or 1 after a message (every rank returns the same).
+// writes the header last (and, for safetensors, config.json.tmp), then both
+// are renamed together. A failure or a signal on the way removes the temps.
+// 0, or 1 after a message (every rank returns the same).
 int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
                    void (*get)(const void *ctx, size_t at, float *dst, size_t n), const void *ctx) {
     const ExportFormat llmc = {is_llama(c) ? "llm.c's Llama 3 model file" : "llm.c's GPT-2 model file", llmc_export_bytes,
@@ -189,35 +273,43 @@ int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
                                          : "a GPT-2 for Hugging Face, config.json beside it",
                              st_export_bytes, st_export_begin, st_export_range, st_export_finish};
     const ExportFormat *fmt = export_kind(path) == OUT_SAFETENSORS ? &hf : &llmc;
-    char tmp[4096], cfg[4200], cfg_tmp[4300];
+    char tmp[4200], cfg[4200], file[4200];
+    snprintf(file, sizeof file, "%s", path);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     export_config_path(path, cfg, sizeof cfg);
-    snprintf(cfg_tmp, sizeof cfg_tmp, "%s.tmp", cfg);
     int root = comm_rank_id == 0;
     if (comm_any(root && writable_target("--export", path, fmt->bytes(c)))) return 1;
-    writing_begin(tmp, "the --export file");
+    if (root) temp_guard(tmp, "the --export file");
     const char *step = "size it";
     int mine = root && fmt->begin(tmp, c), err = mine ? errno : 0;
     if (!comm_any(mine)) {
         step = "write the weights";
         mine = fmt->range(tmp, c, lo, hi, get, ctx) != 0, err = mine ? errno : 0;
-        interrupt_for_tests("GPTMEM_INTERRUPT_EXPORT");
+        interrupt_for_tests("GPTMEM_INTERRUPT_EXPORT");  // (the tests' signal: the weights written, not the header)
     }
     if (!comm_any(mine)) step = "write the header", mine = root && fmt->finish(tmp, c), err = mine ? errno : 0;
-    if (!comm_any(mine)) step = "rename it", mine = root && rename(tmp, path) != 0, err = mine ? errno : 0;
-    if (!comm_any(mine) && fmt == &hf)
-        step = "write config.json beside it",
-        mine = root && (st_export_config(cfg_tmp, c) || rename(cfg_tmp, cfg) != 0), err = mine ? errno : 0;
-    int bad = comm_any(mine);
-    writing_end();
-    if (bad) {
-        if (root) unlink(tmp), unlink(cfg_tmp);
-        if (mine) fprintf(stderr, "error: --export '%s': could not %s (%s); the unfinished file was removed, the "
-                          "previous one (if any) is intact\n", path, step, err ? strerror(err) : "a write failed");
-        return 1;
+    OutFile config = {0};
+    if (!comm_any(mine) && fmt == &hf && root) {
+        step = "write config.json beside it";
+        FILE *f = out_open(&config, cfg, "the --export file");
+        mine = !f || st_export_config(f, c) || out_close(&config), err = mine ? errno : 0;
     }
-    if (root) printf("exported the weights to %s (%s, fp32)\n", path, fmt->name);
-    return 0;
+    int renamed = 0;
+    if (!comm_any(mine) && root) {
+        interrupt_for_tests("GPTMEM_INTERRUPT_EXPORT_DONE");  // (the tests' signal: every temp written, none renamed)
+        char *from[] = {tmp, config.tmp}, *to[] = {file, cfg};
+        int n = fmt == &hf ? 2 : 1;
+        step = "rename it", renamed = temps_commit(n, from, to), mine = renamed < n, err = mine ? errno : 0;
+    }
+    int bad = comm_any(mine);
+    if (root) unlink(tmp), temp_forget(tmp);
+    if (root && fmt == &hf) unlink(config.tmp), temp_forget(config.tmp);
+    if (bad && mine)
+        fprintf(stderr, "error: --export '%s': could not %s (%s); %s\n", path, step, err ? strerror(err) : "a write failed",
+                renamed ? "the weights were replaced, and config.json beside them was not: export again" :
+                "the unfinished files were removed, the previous ones (if any) are intact");
+    if (!bad && root) printf("exported the weights to %s (%s, fp32)\n", path, fmt->name);
+    return bad;
 }
 
 #endif

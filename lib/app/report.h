@@ -163,10 +163,11 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
     else snprintf(path, sizeof path, "%s.rank%d", s->mem_json, comm_rank_id);
     char *more = receipt ? malloc(strlen(receipt) + 32) : NULL;
     if (more) sprintf(more, "\"peak_receipt\": %s", receipt);
-    int bad = write_mem_json(path, predicted, measured, more);
+    OutFile out;
+    FILE *f = output_begin(&out, "--mem-json", path);
+    if (f) write_mem_json(f, predicted, measured, more);
     free(more);
-    if (bad) fprintf(stderr, "error: cannot write '%s'\n", path);
-    return bad != 0;
+    return !f || output_end(&out, "--mem-json");
 }
 
 // --shard-group: what a step sends inside a group (`inside`, the stage's ring formula) and across
@@ -285,9 +286,11 @@ const char *cost_json(const Settings *s, char *out, size_t n) {
 // (the measured columns empty: nothing ran). 0, or 1 after a message.
 int dry_run_timeline(const Settings *s, const MemReport *predicted) {
     PredictedTimeline t = predicted_timeline(s, s->accum, predicted);
-    int bad = write_mem_timeline(s->mem_timeline, &t);
-    if (bad) fprintf(stderr, "error: cannot write the memory timeline '%s'\n", s->mem_timeline);
-    else printf("wrote %s: %d pushes, pops and drops of step 1, predicted (a dry run measures nothing)\n",
+    OutFile out;
+    FILE *f = output_begin(&out, "--mem-timeline", s->mem_timeline);
+    if (f) write_mem_timeline(f, &t);
+    int bad = !f || output_end(&out, "--mem-timeline");
+    if (!bad) printf("wrote %s: %d pushes, pops and drops of step 1, predicted (a dry run measures nothing)\n",
                 s->mem_timeline, t.n);
     predicted_timeline_free(&t);
     return bad != 0;
@@ -309,8 +312,8 @@ void gpu_in_mind(const Settings *s, const MemReport *pred, char *json, size_t n)
                "(%.3f s if they do not overlap)\n", rate, s->link_gbps > 0 ? " (--link-gbps)" : "", down / 1e9, up / 1e9,
                fmax(down, up) / (rate * 1e9), (down + up) / (rate * 1e9));
     if (json && (g || rate > 0))
-        snprintf(json, n, "\"gpu\": {\"name\": \"%s\", \"memory_bytes\": %.0f, \"bf16\": %s, \"link_gbps\": %g, "
-                 "\"device_peak_bytes\": %.0f, \"fits\": %s, \"link_seconds\": %.6f}", g ? g->name : "", cap,
+        snprintf(json, n, "\"gpu\": {\"name\": \"%s\", \"memory_bytes\": %.0f, \"bf16\": %s, \"link_gbps\": %.17g, "
+                 "\"device_peak_bytes\": %.0f, \"fits\": %s, \"link_seconds\": %.17g}", g ? g->name : "", cap,
                  g && g->bf16 ? "true" : "false", rate, peak, g && peak <= cap ? "true" : "false",
                  rate > 0 ? fmax(down, up) / (rate * 1e9) : 0.0);
 }
@@ -343,11 +346,11 @@ int dry_run(const Settings *s) {
         if (infer[0]) k += (size_t)snprintf(more + k, sizeof more - k, "%s,\n ", infer);
         json_estimators(more + k, sizeof more - k, s);
     }
-    if (s->mem_json && write_mem_json(s->mem_json, &predicted, NULL, s->eval_only ? NULL : more)) {
-        fprintf(stderr, "error: cannot write '%s'\n", s->mem_json);
-        return 1;
-    }
-    return 0;
+    if (!s->mem_json) return 0;
+    OutFile out;
+    FILE *f = output_begin(&out, "--mem-json", s->mem_json);
+    if (f) write_mem_json(f, &predicted, NULL, s->eval_only ? NULL : more);
+    return !f || output_end(&out, "--mem-json");
 }
 
 // What one optimizer step did, for its line of output and the --log CSV.

@@ -20,22 +20,19 @@
 // ("allocated"), beside the ledger's (`ledger_peak`, measured or predicted). 0, or 1 after a message.
 // (Through FILE.tmp, renamed when whole: a signal or a failure leaves no half-written snapshot.)
 int write_snapshot_file(const char *path, const SnapSource *src, const char *what, size_t ledger_peak, int say_it) {
-    SnapTrace t;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%.4000s.tmp", path);
-    writing_begin(tmp, "the --mem-snapshot file");
-    int bad = write_snapshot(tmp, src, &t);
-    interrupt_for_tests("GPTMEM_INTERRUPT_SNAPSHOT");  // (the tests' signal, with the file written but not yet renamed)
-    bad = bad || rename(tmp, path);
-    writing_end();
-    if (bad) fprintf(stderr, "error: --mem-snapshot: cannot write '%s': %s\n", path, strerror(errno)), unlink(tmp);
-    else if (say_it && t.oom) {
+    SnapTrace t = {0};
+    OutFile out;
+    FILE *f = output_begin(&out, "--mem-snapshot", path);
+    if (f) write_snapshot(f, src, &t);
+    if (f) interrupt_for_tests("GPTMEM_INTERRUPT_SNAPSHOT");  // (the tests' signal, with the file written but not yet renamed)
+    int bad = !f || output_end(&out, "--mem-snapshot");
+    if (!bad && say_it && t.oom) {
         const SnapEvent *oom = &t.ev[t.n - 2];  // (the snapshot's own event is last)
         printf("wrote %s: PyTorch's memory snapshot of step 1, %s (%d events), up to what would not fit: %s '%s' "
                "(%zu B) with %zu B of the %zu B budget left (%zu B held; the whole step needs %zu B); open it in "
                "PyTorch's memory viewer (doc/tools.md)\n", path, what, t.n, oom->file, oom->name, oom->size,
                oom->device_free, src->budget, src->budget - oom->device_free, ledger_peak);
-    } else if (say_it)
+    } else if (!bad && say_it)
         printf("wrote %s: PyTorch's memory snapshot of step 1, %s (%d events); the device's peak %zu B allocated "
                "(the ledger's %zu B); open it in PyTorch's memory viewer (doc/tools.md)\n", path, what, t.n,
                t.peak[LOC_DEVICE], ledger_peak);
@@ -68,6 +65,12 @@ int write_predicted_snapshot(const Settings *s, const MemReport *pred, size_t bu
     free(ops);
     predicted_timeline_free(&tl);
     return bad;
+}
+
+// A run about to be refused for memory (rank 0, --mem-snapshot): the predicted step up to what would not fit.
+void snapshot_if_refused(const Settings *s, const MemReport *predicted) {
+    if (s->mem_snapshot && comm_rank_id == 0 && !fits_here(s, predicted))
+        write_predicted_snapshot(s, predicted, machine_budget() / comm_machine.size, RAM_PLACES);
 }
 
 // --fit BUDGET --mem-snapshot: the setting as given, against the budget (the CPU's RAM). 0, or 1 after a message.

@@ -175,42 +175,44 @@ int count_by_time(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-// Write it: every rank its events, then rank 0 the whole file. 0, or 1 after a message.
+// Write it: every rank its events (rank r > 0 into FILE.rank<r>), then rank 0
+// the whole file, the other ranks' parts appended (and removed) where this
+// machine reads them. 0, or 1 after a message.
 int write_trace_json(const Settings *s) {
-    char path[4000], part[4096];
-    int rank = comm_rank_id, bad = 0;
+    char path[4096];
+    int rank = comm_rank_id;
     qsort(g_trace_json.count, g_trace_json.ncount, sizeof(TraceCount), count_by_time);
     rank_path(s->trace_json, rank, path, sizeof path);
-    snprintf(part, sizeof part, "%s.tmp", path);
-    FILE *f = fopen(rank ? path : part, "w");
-    if (f) {
-        if (rank == 0) fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-        trace_json_events(f, rank);
-        bad = ferror(f) | (fclose(f) != 0);
-    } else bad = 1;
-    if (bad) fprintf(stderr, "error: --trace-json: cannot write '%s': %s\n", rank ? path : part, strerror(errno));
-    comm_barrier();  // every rank's events are written
-    if (rank == 0 && !bad) {
-        writing_begin(part, "the --trace-json file");
-        FILE *out = fopen(part, "a");
+    OutFile out;
+    FILE *f = output_begin(&out, "--trace-json", path);
+    if (f && rank == 0) fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+    if (f) trace_json_events(f, rank);
+    int bad = !f || (rank > 0 && output_end(&out, "--trace-json"));
+    if (comm_any(bad)) {  // (every rank's part is written, or the run says which is not)
+        if (rank == 0 && f) out_abort(&out);
+        bad = 1;
+    } else if (rank == 0) {
         int kept = 0;
-        for (int r = 1; r < comm_nranks && out; r++) {  // the other ranks' events, where this machine reads them
+        for (int r = 1; r < comm_nranks; r++) {  // the other ranks' events, where this machine reads them
             char other[4096], line[4096];
             rank_path(s->trace_json, r, other, sizeof other);
             FILE *in = fopen(other, "r");
             if (!in) { kept++; continue; }
-            fprintf(out, ",\n");
-            while (fgets(line, sizeof line, in)) fputs(line, out);
+            fprintf(f, ",\n");
+            while (fgets(line, sizeof line, in)) fputs(line, f);
             fclose(in);
+        }
+        fprintf(f, "]}\n");
+        bad = output_end(&out, "--trace-json");
+        for (int r = 1; r < comm_nranks && !bad; r++) {  // (a part read into the whole file is not kept twice)
+            char other[4096];
+            rank_path(s->trace_json, r, other, sizeof other);
             remove(other);
         }
-        if (out) fprintf(out, "]}\n");
-        bad = !out || ferror(out) | (fclose(out) != 0) || rename(part, path);
-        writing_end();
-        if (bad) fprintf(stderr, "error: --trace-json: cannot write '%s': %s\n", path, strerror(errno)), remove(part);
-        else printf("wrote %s: Chrome's trace format (Perfetto, chrome://tracing): %d steps%s, the first step's parts, "
-                    "the ledger's categories as a counter%s\n", path, g_trace_json.steps,
-                    comm_nranks > 1 ? ", each rank a process" : "", kept ? " (the other machines' ranks: in FILE.rank<r>)" : "");
+        if (!bad)
+            printf("wrote %s: Chrome's trace format (Perfetto, chrome://tracing): %d steps%s, the first step's parts, "
+                   "the ledger's categories as a counter%s\n", path, g_trace_json.steps,
+                   comm_nranks > 1 ? ", each rank a process" : "", kept ? " (the other machines' ranks: in FILE.rank<r>)" : "");
     }
     g_traffic.on_copy = NULL;
     free(g_trace_json.span), free(g_trace_json.count);

@@ -4,12 +4,14 @@
 // Reading: a path is opened only once it is known to be a regular file that
 // can be read (open() of a fifo waits for a writer for ever; a directory
 // reads as nothing), and a message says which of these it is.
-// Writing (--save, --export): the file goes to PATH.tmp and is renamed over
-// PATH only when whole; any failure removes PATH.tmp, and so does a signal
-// that ends the process while it is written (Ctrl-C, kill, a closed
-// terminal, Ctrl-\, a closed pipe): the previous PATH is never touched
-// until the new one is complete. Before training, a target is checked: not
-// a device, directory or fifo, a folder that takes a file, room for it.
+// Writing: every file a run writes goes through the functions at the end of
+// this file. A whole file goes to PATH.tmp and is renamed over PATH only when
+// complete; any failure removes PATH.tmp, and so does a signal that ends the
+// process while it is written (Ctrl-C, kill, a closed terminal, Ctrl-\, a
+// closed pipe): the previous PATH is never touched until the new one is
+// complete. Which paths may be written at all (never a device, directory,
+// fifo or socket, never an input, another output or a file of another kind)
+// is app/outputs.h's rule, checked before anything is allocated.
 #ifndef GPTMEM_FILES_H
 #define GPTMEM_FILES_H
 
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 // Why `path` cannot be read as a file, in words; NULL if it can.
@@ -31,6 +34,13 @@ const char *unreadable_why(const char *path) {
     if (!S_ISREG(st.st_mode)) return "it is a device or a socket, not a regular file";
     if (access(path, R_OK) != 0) return strerror(errno);
     return NULL;
+}
+
+// Size of a file in bytes, or -1 if it is not a regular file that exists.
+long long file_size(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+    return (long long)st.st_size;
 }
 
 // Does `path` not exist (as opposed to existing and being unreadable)?
@@ -54,13 +64,171 @@ int replaceable(const char *path) {
     return S_ISREG(st.st_mode);
 }
 
+// --- writing: the one way a run writes a file -------------------------------------------
+// A whole file (a state, an export, a report) goes to PATH.tmp and is renamed
+// over PATH only once it is complete; a file a run adds to as it goes (--log,
+// --tensorboard's events, read while the run trains) is opened in place. Either
+// way the target is opened without waiting (O_NONBLOCK: a fifo with no reader
+// is refused, never waited on) and must turn out a regular file, so a device
+// node is never written or replaced. Every PATH.tmp open at once is known to
+// one signal handler, which removes them all.
+
+enum { OPEN_TEMPS = 8 };
+static char g_temps[OPEN_TEMPS][4200];
+static int g_ntemps;
+static char g_writing_msg[600];
+static const int g_writing_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2};
+enum { WRITING_SIGNALS = sizeof g_writing_signals / sizeof g_writing_signals[0] };
+static struct sigaction g_writing_old[WRITING_SIGNALS];
+
+// A signal that ends the process while files are written: remove every
+// unfinished PATH.tmp, say that the previous files are intact, and stop. Only
+// async-signal-safe calls (unlink, write, _exit) happen in the handler.
+static void interrupted_while_writing(int sig) {
+    for (int i = 0; i < g_ntemps; i++) unlink(g_temps[i]);
+    ssize_t ignored = write(2, g_writing_msg, strlen(g_writing_msg));
+    (void)ignored;
+    _exit(128 + sig);
+}
+
+// From here to temp_forget(tmp), a signal removes tmp; `what` names the file
+// in the message ("a checkpoint", "the --export file").
+void temp_guard(const char *tmp, const char *what) {
+    if (g_ntemps == OPEN_TEMPS) return;  // (a bug: more files at once than any writer opens)
+    snprintf(g_temps[g_ntemps], sizeof g_temps[0], "%s", tmp);
+    if (g_ntemps++ > 0) return;
+    snprintf(g_writing_msg, sizeof g_writing_msg, "\nerror: interrupted while saving %s: the unfinished file was "
+             "removed; the previous one (if any) is intact\n", what);
+    struct sigaction on_signal;
+    memset(&on_signal, 0, sizeof on_signal);
+    on_signal.sa_handler = interrupted_while_writing;
+    for (int i = 0; i < WRITING_SIGNALS; i++) sigaction(g_writing_signals[i], &on_signal, &g_writing_old[i]);
+}
+
+// tmp is renamed or removed: the handler forgets it (and, with none left, is gone).
+void temp_forget(const char *tmp) {
+    for (int i = 0; i < g_ntemps; i++)
+        if (!strcmp(g_temps[i], tmp)) {
+            memmove(g_temps[i], g_temps[i + 1], sizeof g_temps[0] * (size_t)(g_ntemps - i - 1));
+            if (--g_ntemps == 0)
+                for (int k = 0; k < WRITING_SIGNALS; k++) sigaction(g_writing_signals[k], &g_writing_old[k], NULL);
+            return;
+        }
+}
+
+// The tests' way to check the handler: with the environment variable `var`
+// set to INT, TERM, HUP, QUIT, PIPE, USR1 or USR2 (anything else: INT), this
+// sends that signal to the process half-way through a write; KILL, which no
+// handler sees, leaves the unfinished file as a power cut would.
+void interrupt_for_tests(const char *var) {
+    const char *v = getenv(var);
+    if (!v) return;
+    if (!strcmp(v, "KILL")) raise(SIGKILL);
+    const char *names[WRITING_SIGNALS] = {"INT", "TERM", "HUP", "QUIT", "PIPE", "USR1", "USR2"};
+    int sig = SIGINT;
+    for (int i = 0; i < WRITING_SIGNALS; i++)
+        if (!strcmp(v, names[i])) sig = g_writing_signals[i];
+    raise(sig);
+}
+
+// Rename each tmp[i] over path[i], in order, with the signals held back, so
+// that a signal never falls between two renames of one write (an export's
+// weights and its config.json). How many were renamed: n, or fewer with errno set.
+int temps_commit(int n, char *const tmp[], char *const path[]) {
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    int done = 0;
+    while (done < n && rename(tmp[done], path[done]) == 0) temp_forget(tmp[done]), done++;
+    int err = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    errno = err;
+    return done;
+}
+
+// Open `path` to write without waiting, and only if it is (or becomes) a
+// regular file: extra is O_TRUNC (replace it), O_EXCL (a new file) or
+// O_APPEND. NULL with errno set (ENXIO: a fifo no one reads; EINVAL: not a
+// regular file).
+FILE *open_regular(const char *path, int extra) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | (extra & (O_EXCL | O_APPEND)), 0666);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    if ((extra & O_TRUNC) && ftruncate(fd, 0) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, (extra & O_APPEND) ? "ab" : "wb");
+    if (!f) close(fd);
+    return f;
+}
+
 // A file of `bytes` zeros (sparse where the file system allows), so that ranks can write their parts
 // into it in any order; 0, or -1 if it cannot be made.
 int file_of_zeros(const char *path, long long bytes) {
-    FILE *f = fopen(path, "wb");
+    FILE *f = open_regular(path, O_TRUNC);
     if (!f) return -1;
     int bad = fseek(f, bytes - 1, SEEK_SET) != 0 || fputc(0, f) == EOF;
     return fclose(f) != 0 || bad ? -1 : 0;
+}
+
+// A whole file being written: FILE.tmp until out_commit renames it.
+typedef struct {
+    FILE *f;
+    char path[4096], tmp[4200];
+} OutFile;
+
+// Start `path`'s new contents in path.tmp (guarded: a signal removes it). The
+// stream, or NULL with errno set.
+FILE *out_open(OutFile *o, const char *path, const char *what) {
+    snprintf(o->path, sizeof o->path, "%s", path);
+    snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path);
+    temp_guard(o->tmp, what);
+    o->f = open_regular(o->tmp, O_TRUNC);
+    if (!o->f) {
+        int err = errno;
+        temp_forget(o->tmp);
+        errno = err;
+    }
+    return o->f;
+}
+
+// Give up: the temp removed, the old file as it was.
+void out_abort(OutFile *o) {
+    if (o->f) fclose(o->f);
+    o->f = NULL;
+    unlink(o->tmp);
+    temp_forget(o->tmp);
+}
+
+// Close the stream, checked (flushed, no write failed). 0, or -1 with errno set and the temp removed.
+int out_close(OutFile *o) {
+    int bad = fflush(o->f) != 0 || ferror(o->f), err = errno;
+    if (fclose(o->f) != 0 && !bad) bad = 1, err = errno;
+    o->f = NULL;
+    if (!bad) return 0;
+    out_abort(o);
+    errno = err ? err : EIO;
+    return -1;
+}
+
+// The file is complete: closed and renamed over path. 0, or -1 with errno set (the temp removed).
+int out_commit(OutFile *o) {
+    if (out_close(o)) return -1;
+    char *tmp[] = {o->tmp}, *path[] = {o->path};
+    if (temps_commit(1, tmp, path) == 1) return 0;
+    int err = errno;
+    out_abort(o);
+    errno = err;
+    return -1;
 }
 
 // The bytes free to this user in the folder that holds `path`; -1 if unknown.
@@ -87,7 +255,7 @@ int writable_target(const char *flag, const char *path, long long bytes) {
                 "a file path\n", flag, replaceable(path) ? tmp : path, flag);
         return -1;
     }
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = open_regular(tmp, O_TRUNC);
     if (!f) {
         fprintf(stderr, "error: %s: cannot write '%s': %s; pass %s a path in a folder you can write\n", flag, tmp,
                 strerror(errno), flag);
@@ -102,53 +270,6 @@ int writable_target(const char *flag, const char *path, long long bytes) {
         return -1;
     }
     return 0;
-}
-
-// A signal that ends the process while a file is written: remove the
-// unfinished path.tmp, say that the previous file is intact, and stop. Only
-// async-signal-safe calls (unlink, write, _exit) happen in the handler.
-static char g_writing_tmp[4096];
-static char g_writing_msg[600];
-static const int g_writing_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2};
-enum { WRITING_SIGNALS = sizeof g_writing_signals / sizeof g_writing_signals[0] };
-static struct sigaction g_writing_old[WRITING_SIGNALS];
-
-static void interrupted_while_writing(int sig) {
-    unlink(g_writing_tmp);
-    ssize_t ignored = write(2, g_writing_msg, strlen(g_writing_msg));
-    (void)ignored;
-    _exit(128 + sig);
-}
-
-// From here to writing_end, a signal removes tmp; `what` names the file in
-// the message ("a checkpoint", "the --export file").
-void writing_begin(const char *tmp, const char *what) {
-    snprintf(g_writing_tmp, sizeof g_writing_tmp, "%s", tmp);
-    snprintf(g_writing_msg, sizeof g_writing_msg, "\nerror: interrupted while saving %s: the unfinished file was "
-             "removed; the previous one (if any) is intact\n", what);
-    struct sigaction on_signal;
-    memset(&on_signal, 0, sizeof on_signal);
-    on_signal.sa_handler = interrupted_while_writing;
-    for (int i = 0; i < WRITING_SIGNALS; i++) sigaction(g_writing_signals[i], &on_signal, &g_writing_old[i]);
-}
-
-// The tests' way to check the handler: with the environment variable `var`
-// set to INT, TERM, HUP, QUIT, PIPE, USR1 or USR2 (anything else: INT), this
-// sends that signal to the process half-way through a write; KILL, which no
-// handler sees, leaves the unfinished file as a power cut would.
-void interrupt_for_tests(const char *var) {
-    const char *v = getenv(var);
-    if (!v) return;
-    if (!strcmp(v, "KILL")) raise(SIGKILL);
-    const char *names[WRITING_SIGNALS] = {"INT", "TERM", "HUP", "QUIT", "PIPE", "USR1", "USR2"};
-    int sig = SIGINT;
-    for (int i = 0; i < WRITING_SIGNALS; i++)
-        if (!strcmp(v, names[i])) sig = g_writing_signals[i];
-    raise(sig);
-}
-
-void writing_end(void) {
-    for (int i = 0; i < WRITING_SIGNALS; i++) sigaction(g_writing_signals[i], &g_writing_old[i], NULL);
 }
 
 #endif

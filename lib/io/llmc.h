@@ -33,7 +33,7 @@
 #include "core/config.h"
 #include "core/dtype.h"
 #include "io/files.h"
-#include "io/tokens.h"  // file_size, LLMC_HEADER_BYTES
+#include "io/tokens.h"  // LLMC_HEADER_BYTES
 
 #define LLMC_MODEL_MAGIC 20240326
 #define LLMC_LLAMA_MAGIC 20240803

@@ -36,7 +36,6 @@
 #include "io/files.h"
 #include "io/hf_config.h"
 #include "io/json.h"
-#include "io/tokens.h"  // file_size
 
 enum { ST_F32, ST_BF16, ST_F16 };
 enum { ST_MAX_FILES = 64, ST_MAX_HEADER = 100 << 20 };

@@ -141,10 +141,8 @@ int st_export_range(const char *tmp, const GPTConfig *c, size_t lo, size_t hi,
     return bad ? -1 : 0;
 }
 
-// config.json for c's model, as Hugging Face's GPT2Config or LlamaConfig write their fields.
-int st_export_config(const char *path, const GPTConfig *c) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
+// config.json for c's model, as Hugging Face's GPT2Config or LlamaConfig write their fields. 0, or -1 if a write failed.
+int st_export_config(FILE *f, const GPTConfig *c) {
     if (is_llama(c)) {
         Rope r = cfg_rope(c);
         fprintf(f, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n  \"hidden_act\": \"silu\",\n"
@@ -162,7 +160,7 @@ int st_export_config(const char *path, const GPTConfig *c) {
                 "  \"layer_norm_epsilon\": 1e-05,\n  \"activation_function\": \"gelu_new\",\n  \"torch_dtype\": \"float32\"\n}\n",
                 c->layers, c->heads, c->channels, c->max_seq, c->max_seq, c->vocab);
     }
-    return fclose(f) != 0 ? -1 : 0;
+    return ferror(f) ? -1 : 0;
 }
 
 #endif

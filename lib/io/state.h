@@ -39,7 +39,6 @@
 #include "core/dtype.h"
 #include "core/hash.h"
 #include "cuda/api.h"
-#include "io/data.h"  // file_size
 #include "io/files.h"
 #include "io/state_arrays.h"
 #include "parallel/comm.h"
@@ -142,10 +141,15 @@ uint64_t save_id_of(uint64_t mine) {
     return id;
 }
 
-// The write itself: magic, version, header, the three arrays, the save id,
-// the checksum. Every rank reaches the save id's exchange, failed or not.
-int write_state_file(const char *path, const char *tmp, const StateHeader *header, const NetState *st) {
-    FILE *f = fopen(tmp, "wb");
+// Write the state to path (through path.tmp, renamed when complete: io/files.h):
+// magic, version, header, the three arrays, the save id, the checksum. Every
+// rank reaches the save id's exchange, failed or not. 0, or -1 after a message.
+// (GPTMEM_INTERRUPT_SAVE in the environment interrupts the write half-way, as
+// a signal would: io/files.h interrupt_for_tests.)
+int save_state(const char *path, const StateHeader *header, const NetState *st) {
+    if (comm_any(state_check_target(path, st->hi - st->lo))) return -1;
+    OutFile out;
+    FILE *f = out_open(&out, path, "a checkpoint");
     int err = f ? 0 : errno;
     uint64_t h = 0xCBF29CE484222325ULL;
     uint32_t version = STATE_VERSION;
@@ -160,30 +164,15 @@ int write_state_file(const char *path, const char *tmp, const StateHeader *heade
     uint64_t id = save_id_of(h);
     if (f) {
         bad |= write_hashed(f, &h, &id, 8) | (fwrite(&h, 8, 1, f) != 1);
-        if (bad && !err) err = errno;
-        if (fclose(f) != 0 && !bad) bad = 1, err = errno;
+        if (bad) err = errno, out_abort(&out);
+        else if (out_commit(&out)) bad = 1, err = errno;
     }
-    if (!bad && rename(tmp, path) != 0) bad = 1, err = errno;
     if (bad) {
         fprintf(stderr, "error: writing checkpoint '%s' failed: %s; the previous checkpoint (if any) is intact\n",
                 path, err ? strerror(err) : "a write did not complete");
-        remove(tmp);
         return -1;
     }
     return 0;
-}
-
-// Write the state to path (through path.tmp, renamed when complete): 0, or -1
-// after a message. (GPTMEM_INTERRUPT_SAVE in the environment interrupts the
-// write half-way, as a signal would: io/files.h interrupt_for_tests.)
-int save_state(const char *path, const StateHeader *header, const NetState *st) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (comm_any(state_check_target(path, st->hi - st->lo))) return -1;
-    writing_begin(tmp, "a checkpoint");
-    int result = write_state_file(path, tmp, header, st);
-    writing_end();
-    return result;
 }
 
 // Reading a state: open it and check its header against this run

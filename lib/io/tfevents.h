@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "io/files.h"
 
 typedef struct {
     FILE *f;
@@ -88,14 +89,14 @@ int tf_event(TfEvents *t, double wall, long long step, const char *version) {
     return tf_record(t, ev, n);
 }
 
-// Open DIR (made if missing) and a new event file in it. 0, or -1 with errno set.
+// Open DIR (made if missing) and a new event file in it (never one that is there). 0, or -1 with errno set.
 int tfevents_open(TfEvents *t, const char *dir, double wall) {
     char host[256] = "localhost";
     memset(t, 0, sizeof *t);
     gethostname(host, sizeof host - 1);
     if (mkdir(dir, 0777) && errno != EEXIST) return -1;
     snprintf(t->path, sizeof t->path, "%s/events.out.tfevents.%lld.%s.%d.gptmem", dir, (long long)wall, host, (int)getpid());
-    t->f = fopen(t->path, "wb");
+    t->f = open_regular(t->path, O_EXCL);
     if (!t->f) return -1;
     return tf_event(t, wall, -1, "brain.Event:2");
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "io/files.h"
-#include "io/tokens.h"  // file_size, LLMC_HEADER_BYTES
+#include "io/tokens.h"  // LLMC_HEADER_BYTES
 #include "memory/ledger.h"
 
 #define LLMC_TOKENIZER_MAGIC 20240328

@@ -46,13 +46,6 @@ typedef struct {
     long long tokens;    // in all files
 } TokenSet;
 
-// Size of a file in bytes, or -1 if it cannot be read. Used by --dry-run too.
-long long file_size(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
-    return (long long)st.st_size;
-}
-
 int is_pattern(const char *name) { return strpbrk(name, "*?[") != NULL; }
 
 // Does the file start with an llm.c token shard's magic? (The format auto finds.)

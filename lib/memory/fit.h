@@ -58,6 +58,10 @@ size_t parse_budget(const char *s, char *why, size_t n) {
         snprintf(why, n, "a budget must be above 0");
         return 0;
     }
+    if (!(x * scale[u] < 9.2e18)) {  // (2^63: past it no size_t holds the bytes, and no machine has them)
+        snprintf(why, n, "it is past any machine (8 EiB at most)");
+        return 0;
+    }
     return (size_t)(x * scale[u]);
 }
 

@@ -282,9 +282,7 @@ void json_report(FILE *f, const MemReport *r) {
 // Both reports as JSON: {"predicted": {...}, "measured": {...} or null, ...}.
 // more: further members ("name": value, ...), or NULL: the peak's receipt after a
 // run (memory/timeline.h), the setting's cost after a dry run (app/report.h).
-int write_mem_json(const char *path, const MemReport *pred, const MemReport *meas, const char *more) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
+void write_mem_json(FILE *f, const MemReport *pred, const MemReport *meas, const char *more) {
     fprintf(f, "{\"predicted\": ");
     json_report(f, pred);
     fprintf(f, ",\n \"measured\": ");
@@ -292,7 +290,6 @@ int write_mem_json(const char *path, const MemReport *pred, const MemReport *mea
     else fprintf(f, "null");
     if (more) fprintf(f, ",\n %s", more);
     fprintf(f, "}\n");
-    return fclose(f);
 }
 
 #endif

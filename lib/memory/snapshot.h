@@ -21,7 +21,7 @@
 // With a budget (the RAM a run was refused for, --fit's), the trace ends with an
 // oom event where the next allocation would pass it: what was live then, and what
 // it asked for, before anything ran out.
-// The pickle is protocol 4 with only the opcodes MemoryViz.js reads (it refuses 5).
+// The pickle (memory/pickle.h) is protocol 4 with only the opcodes MemoryViz.js reads (it refuses 5).
 #ifndef GPTMEM_SNAPSHOT_H
 #define GPTMEM_SNAPSHOT_H
 
@@ -29,33 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "memory/ledger.h"
+#include "memory/pickle.h"
 #include "memory/timeline.h"
-
-// --- the pickle: dicts, lists, strings, non-negative integers, booleans ---------------
-
-void pk_uint(FILE *f, size_t v) {
-    int n = v < 256 ? 1 : v < 65536 ? 2 : v < 0x80000000u ? 4 : 8;
-    if (n == 8) fputc(0x8a, f), fputc(8, f);  // LONG1, 8 bytes: below 2^63
-    else fputc(n == 1 ? 'K' : n == 2 ? 'M' : 'J', f);  // BININT1, BININT2, BININT
-    for (int i = 0; i < n; i++) fputc((int)((v >> (8 * i)) & 0xff), f);
-}
-
-void pk_str(FILE *f, const char *s) {
-    size_t n = strlen(s);
-    if (n < 256) fputc(0x8c, f), fputc((int)n, f);  // SHORT_BINUNICODE
-    else {
-        fputc('X', f);  // BINUNICODE, a 4-byte length
-        for (int i = 0; i < 4; i++) fputc((int)((n >> (8 * i)) & 0xff), f);
-    }
-    fwrite(s, 1, n, f);
-}
-
-void pk_dict(FILE *f) { fputs("}(", f); }  // EMPTY_DICT MARK ... SETITEMS
-void pk_list(FILE *f) { fputs("](", f); }  // EMPTY_LIST MARK ... APPENDS
-void pk_end_dict(FILE *f) { fputc('u', f); }
-void pk_end_list(FILE *f) { fputc('e', f); }
-void pk_key_str(FILE *f, const char *k, const char *v) { pk_str(f, k), pk_str(f, v); }
-void pk_key_uint(FILE *f, const char *k, size_t v) { pk_str(f, k), pk_uint(f, v); }
 
 // --- what a snapshot is made of ------------------------------------------------------
 
@@ -317,19 +292,15 @@ void pk_traces(FILE *f, const SnapTrace *t) {
     pk_end_list(f);
 }
 
-// Write the snapshot; fills `t` (the caller frees it with snap_free_trace). 0, or -1 if the file failed.
-int write_snapshot(const char *path, const SnapSource *src, SnapTrace *t) {
+// Write the snapshot to f; fills `t` (the caller frees it with snap_free_trace).
+void write_snapshot(FILE *f, const SnapSource *src, SnapTrace *t) {
     snap_build(t, src);
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
     fputc(0x80, f), fputc(4, f);  // PROTO 4
     pk_dict(f);
     pk_str(f, "segments"), pk_segments(f, t);
     pk_str(f, "device_traces"), pk_traces(f, t);
     pk_end_dict(f);
     fputc('.', f);  // STOP
-    int bad = ferror(f);
-    return (fclose(f) || bad) ? -1 : 0;
 }
 
 // --- the two sources -----------------------------------------------------------------

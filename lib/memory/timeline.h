@@ -191,9 +191,7 @@ int timeline_agrees(const PredictedTimeline *t) {
 
 // The CSV: one row per event, measured live bytes per category, then the prediction (a row
 // nothing measured names the predicted event).
-int write_mem_timeline(const char *path, const PredictedTimeline *t) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
+void write_mem_timeline(FILE *f, const PredictedTimeline *t) {
     fprintf(f, "event,op,tensor,bytes,where");
     for (int c = 0; c < MEM_NCAT; c++) fprintf(f, ",%s", mem_category_name[c]);
     fprintf(f, ",total,predicted_activations,predicted_total\n");
@@ -214,7 +212,6 @@ int write_mem_timeline(const char *path, const PredictedTimeline *t) {
         if (i < t->n) fprintf(f, ",%zu,%zu\n", t->act[i], t->base + t->act[i]);
         else fprintf(f, ",,\n");
     }
-    return fclose(f);
 }
 
 // The predicted stack at its highest: replay the events up to it. Fills

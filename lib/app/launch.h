@@ -302,17 +302,21 @@ void settings_notes(const Settings *s, int ranks) {
 // launcher calls rank 0).
 int one_run_of_all(void) {
     const char *by = NULL;
-    int started = comm_launcher_size(&by);
+    long long started = comm_launcher_size(&by);
     if (!started || started == comm_nranks) return 0;
     const char *rank = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : getenv("PMI_RANK") ?
                        getenv("PMI_RANK") : getenv("SLURM_PROCID") ? getenv("SLURM_PROCID") : getenv("RANK");
-    if (!rank || atoi(rank) == 0)
-        fprintf(stderr, "error: the launcher started %d processes (%s=%d), and MPI %s: each would train as a run of "
-                "its own, on every core, writing the same files. Start the ranks with mpirun -np %d (or ./train "
-                "--ranks %d), or give srun the MPI that this build uses (srun --mpi=pmix)%s\n", started, by, started,
-                comm_have_mpi() ? (comm_nranks == 1 ? "sees this process alone" : "sees another number of ranks")
-                                : "is not in this build", started, started,
-                comm_have_mpi() ? "" : "; this build has no MPI: install libopenmpi-dev and rebuild");
+    if (rank && atoi(rank) != 0) {  // (one line each, not the whole message N times; a job script's leftover RANK=1 too)
+        fprintf(stderr, "error: this process is rank %s of the %lld the launcher started (%s), and MPI sees it alone: "
+                "see rank 0's message, or unset the launcher's variables to train as one process\n", rank, started, by);
+        return 1;
+    }
+    fprintf(stderr, "error: the launcher started %lld processes (%s=%s), and MPI %s: each would train as a run of "
+            "its own, on every core, writing the same files. Start the ranks with mpirun -np %lld (or ./train "
+            "--ranks %lld), or give srun the MPI that this build uses (srun --mpi=pmix)%s\n", started, by, getenv(by),
+            comm_have_mpi() ? (comm_nranks == 1 ? "sees this process alone" : "sees another number of ranks")
+                            : "is not in this build", started, started,
+            comm_have_mpi() ? "" : "; this build has no MPI: install libopenmpi-dev and rebuild");
     return 1;
 }
 

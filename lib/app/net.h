@@ -52,6 +52,7 @@ typedef struct {
 int weight_source(WeightSource *src, InitFile *file, const Settings *s) {
     char err[1400];
     *src = seeded(s->seed);
+    memset(file, 0, sizeof *file);  // (nothing open: init_file_close then closes nothing)
     if (!s->init) return 0;
     if (init_file_open(file, s->init, err, sizeof err)) {
         fprintf(stderr, "error: --init: %s\n", err);

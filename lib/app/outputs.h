@@ -165,6 +165,9 @@ int output_refused(const Settings *s, const Output *o, const Output *all, int n,
                         S_ISSOCK(st.st_mode) ? "a socket" : "a device",
                         o->kind == OUT_EVENTS ? "folder" : "regular file", o->flag, o->kind == OUT_EVENTS ? "folder" : "file"), 1;
     }
+    if (o->kind == OUT_LLMC && is_llama(&s->cfg) && s->cfg.rope_scaled == 32)
+        return snprintf(why, len, "%s '%s': llm.c's Llama 3 file says only whether RoPE is scaled (Llama 3.1's factor "
+                        "8), and this model's is Llama 3.2's 32: export FILE.safetensors", o->flag, p), 2;
     if (!s->overwrite && o->kind != OUT_EVENTS && !holds_kind(p, o->kind))
         return snprintf(why, len, "%s '%s': the file exists and is not %s; gptmem replaces only its own kind of file: "
                         "give another path, or add --overwrite to replace it", o->flag, p, out_kind_name[o->kind]), 1;

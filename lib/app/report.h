@@ -54,7 +54,8 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
     printf(" C%d H%d V%d (padded %d) maxT %d", c->channels, c->heads, c->vocab, padded_vocab(c), c->max_seq);
     if (is_llama(c))
         printf(" (Llama: KVH%d F%d, %s head%s%s%.0d)", cfg_kv_heads(c), cfg_ffn(c), c->untied ? "untied" : "tied",
-               c->rope_scaled ? ", scaled RoPE" : "", c->rope_theta ? ", theta " : "", c->rope_theta);
+               c->rope_scaled == 32 ? ", scaled RoPE x32" : c->rope_scaled ? ", scaled RoPE" : "", c->rope_theta ? ", theta " : "",
+               c->rope_theta);
     printf(" | %.2fM params | batch %d x %d tokens", param_count(c) / 1e6, s->batch, s->seq_len);
     if (s->accum > 1) printf(" x %d accum", s->accum);
     if (s->data_format != DATA_TEXT) {  // token files: which, how many tokens, how they are read

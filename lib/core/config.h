@@ -30,7 +30,8 @@ typedef struct {
     int kv_heads;  // KVH: key-value heads, each shared by H / KVH query heads (0: H, one each)
     int ffn;       // F: the MLP's hidden width (0: 4C, GPT-2's)
     int untied;    // 1: the LM head is a matrix of its own after the final norm; 0: it is wte
-    int rope_scaled;  // 1: Llama 3.1's stretched rotary frequencies (llm.c's use_scaled_rope; cfg_rope)
+    int rope_scaled;  // Llama 3.1's and 3.2's stretched rotary frequencies: 0 none, else the factor (8: Llama 3.1,
+                      // llm.c's use_scaled_rope; 32: Llama 3.2's 1B and 3B; cfg_rope)
     int rope_theta;   // Llama: the rotary base theta (0: Llama 3's LLAMA_ROPE_THETA; SmolLM2's is 100000)
 } GPTConfig;
 
@@ -51,8 +52,8 @@ int rope_heads(const GPTConfig *c) { return c->heads + cfg_kv_heads(c); }
 #define LLAMA_NORM_EPS 1e-5f
 #define LLAMA_ROPE_THETA 500000.0f
 
-// The rotary position embedding of a model: its base theta, and whether the frequencies are
-// Llama 3.1's stretched ones (cpu/attention.h rope_frequency).
+// The rotary position embedding of a model: its base theta, and the factor its slow frequencies
+// are stretched by (0: none; Llama 3.1's 8, Llama 3.2's 32: cpu/attention.h rope_frequency).
 typedef struct {
     float theta;
     int scaled;
@@ -102,7 +103,7 @@ const char *shape_words(const GPTConfig *c, char *out, size_t len) {
                      c->heads, c->vocab, c->max_seq);
     if (is_llama(c) && n > 0 && (size_t)n < len)
         n += snprintf(out + n, len - n, " KVH%d F%d, %s head%s", cfg_kv_heads(c), cfg_ffn(c),
-                      c->untied ? "untied" : "tied", c->rope_scaled ? ", scaled RoPE" : "");
+                      c->untied ? "untied" : "tied", c->rope_scaled == 32 ? ", scaled RoPE x32" : c->rope_scaled ? ", scaled RoPE" : "");
     if (is_llama(c) && c->rope_theta && n > 0 && (size_t)n < len) snprintf(out + n, len - n, ", theta %d", c->rope_theta);
     return out;
 }
@@ -274,6 +275,9 @@ WeightSource seeded(uint64_t seed) { return (WeightSource){seed, NULL, NULL}; }
 // [a, b), then take(ctx, a, b) is called, for each window of [lo, hi) in
 // order (the tensors are in layout order, so the sequence visits the flat
 // array from its start). A file source reads each window instead.
+// The largest weight --init takes: a trained model's are below 10^3 or so; one of 3e38 is a damaged file.
+#define INIT_WEIGHT_MOST 1e8f
+
 void init_params_chunks(float *buf, size_t chunk, size_t lo, size_t hi, const GPTConfig *c, const WeightSource *src,
                         void (*take)(void *ctx, size_t a, size_t b), void *ctx) {
     if (src->read) {
@@ -287,6 +291,11 @@ void init_params_chunks(float *buf, size_t chunk, size_t lo, size_t hi, const GP
                 if (!isfinite(buf[k])) {
                     fprintf(stderr, "error: --init's file has a weight that is %s (parameter %zu): it cannot be "
                             "trained from\n", isnan(buf[k]) ? "nan" : "infinite", a + k);
+                    exit(1);
+                } else if (fabsf(buf[k]) > INIT_WEIGHT_MOST) {
+                    fprintf(stderr, "error: --init's file has a weight of %g (parameter %zu): no trained model holds "
+                            "one past %g (its sums overflow fp32 in the first step), so the file is damaged\n",
+                            buf[k], a + k, INIT_WEIGHT_MOST);
                     exit(1);
                 }
             take(ctx, a, b);

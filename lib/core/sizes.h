@@ -30,6 +30,7 @@ enum {
                                     // them all wait
 };
 
+#define MAX_POSITIONS 131072          // the most positions a model has (--max-seq, --seq-len, config.json): Llama 3.1's 128K
 #define DEFAULT_LOSS_SCALE 65536.0f  // fp16: the starting loss scale (--loss-scale)
 
 #endif

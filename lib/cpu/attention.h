@@ -293,13 +293,14 @@ void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, 
 
 // --- rotary position embedding (Llama) ---------------------------------------------------
 // The angle pair i of a head (of hs channels) turns by, per position: theta^(-2i/hs). Llama 3.1
-// (rope.scaled; llm.c's use_scaled_rope) stretches the slow ones for its 128K context: a pair
+// (rope.scaled = 8; llm.c's use_scaled_rope) stretches the slow ones for its 128K context: a pair
 // whose wavelength 2 pi / f is over 8192 positions (Llama 3's context) turns 8 times slower, one
 // under 8192 / 4 as before, and those between by a blend of the two, linear in 8192 / wavelength.
+// Llama 3.2's 1B and 3B do the same with a factor of 32.
 float rope_frequency(int i, int hs, Rope rope) {
     float f = powf(rope.theta, -2.0f * i / hs);
     if (!rope.scaled) return f;
-    const float factor = 8.0f, low = 1.0f, high = 4.0f, context = 8192.0f;
+    const float factor = (float)rope.scaled, low = 1.0f, high = 4.0f, context = 8192.0f;
     float wavelength = 6.28318531f / f;  // 2 pi / f
     if (wavelength < context / high) return f;
     if (wavelength > context / low) return f / factor;

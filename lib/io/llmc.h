@@ -32,6 +32,7 @@
 #include <string.h>
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/sizes.h"
 #include "io/files.h"
 #include "io/tokens.h"  // LLMC_HEADER_BYTES
 
@@ -118,10 +119,10 @@ long long llama3_ffn(long long C, double multiplier, long long multiple_of) {
 // them, so that no size computed from a header overflows.
 int llmc_shape_in_range(const GPTConfig *c) {
     return c->layers >= 1 && c->layers <= 1024 && c->channels >= 1 && c->channels <= 65536 && c->heads >= 1 &&
-           c->heads <= 1024 && c->vocab >= 1 && c->vocab <= (1 << 20) && c->max_seq >= 1 && c->max_seq <= 65536;
+           c->heads <= 1024 && c->vocab >= 1 && c->vocab <= (1 << 20) && c->max_seq >= 1 && c->max_seq <= MAX_POSITIONS;
 }
 
-#define LLMC_RANGES " (gptmem's: L to 1024, C to 65536, H to 1024 dividing C, V to 2^20, maxT to 65536)"
+#define LLMC_RANGES " (gptmem's: L to 1024, C to 65536, H to 1024 dividing C, V to 2^20, maxT to 131072)"
 
 // Are the n bytes of `path` at offsets a and b the same? (read a MiB at a time; 0 on a read error)
 int llmc_same_bytes(const char *path, long long a, long long b, long long n) {
@@ -144,7 +145,8 @@ int llmc_llama_header(LlmcModel *m, const int32_t *h, long long size, char *err,
     const char *path = m->path;
     GPTConfig *c = &m->cfg;
     *c = (GPTConfig){.layers = h[4], .channels = h[7], .heads = h[5], .vocab = h[3], .max_seq = h[2],
-                     .arch = ARCH_LLAMA, .kv_heads = h[6], .untied = 1, .rope_scaled = h[12]};
+                     .arch = ARCH_LLAMA, .kv_heads = h[6], .untied = 1, .rope_scaled = h[12] ? 8 : 0};  // (llm.c's
+                     // use_scaled_rope: Llama 3.1's factor)
     if (!llmc_shape_in_range(c) || c->kv_heads < 1 || c->kv_heads > c->heads || c->channels % c->heads ||
         c->heads % c->kv_heads || head_size(c) % 2)
         return snprintf(err, errlen, "'%s' has a shape no Llama has: L %d C %d H %d KVH %d V %d maxT %d" LLMC_RANGES, path,
@@ -272,7 +274,7 @@ int llmc_export_finish(const char *tmp, const GPTConfig *c) {
     if (is_llama(c)) {
         h[0] = LLMC_LLAMA_MAGIC, h[1] = 3, h[2] = c->max_seq, h[3] = c->vocab, h[4] = c->layers, h[5] = c->heads;
         h[6] = cfg_kv_heads(c), h[7] = c->channels, h[8] = 1, h[9] = llama3_multiple_of(cfg_ffn(c)), h[10] = 0;
-        h[11] = (int32_t)cfg_rope(c).theta, h[12] = c->rope_scaled, h[13] = 4, h[14] = 3, h[15] = 1;
+        h[11] = (int32_t)cfg_rope(c).theta, h[12] = c->rope_scaled != 0, h[13] = 4, h[14] = 3, h[15] = 1;
     } else {
         h[0] = LLMC_MODEL_MAGIC, h[1] = 3, h[2] = c->max_seq, h[3] = c->vocab, h[4] = c->layers, h[5] = c->heads;
         h[6] = c->channels, h[7] = padded_vocab(c);

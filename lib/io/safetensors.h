@@ -22,7 +22,15 @@
 //     row 2j + s of a head is Hugging Face's row s hs/2 + j.
 // Buffers that are no weights (GPT-2's attn.bias and attn.masked_bias masks, a
 // Llama's rotary_emb.inv_freq) are read past; any other name is refused, as is a
-// tensor whose dtype, shape or offsets do not fit.
+// tensor whose dtype, shape or offsets do not fit, or a name given twice.
+//
+// A downloaded folder is hostile input: the header (and the index) is read by
+// io/json.h's strict, bounded reader, at most ST_MAX_HEADER bytes (a real
+// model's header or index is at most a few MB: the largest, an index of some
+// 90,000 tensors, is about 9 MB); the tensors' byte ranges must tile the data,
+// no gap, no overlap; a shard the index names is a plain file name in the
+// folder (no '/', no '..'), so nothing outside the folder is read, while a
+// symlink inside it is followed (Hugging Face's cache links snapshots to blobs).
 #ifndef GPTMEM_SAFETENSORS_H
 #define GPTMEM_SAFETENSORS_H
 
@@ -38,13 +46,13 @@
 #include "io/json.h"
 
 enum { ST_F32, ST_BF16, ST_F16 };
-enum { ST_MAX_FILES = 64, ST_MAX_HEADER = 100 << 20 };
+enum { ST_MAX_FILES = 64, ST_MAX_HEADER = 32 << 20, ST_NAME = 160 };
 
 typedef struct {
-    char name[JSON_NAME];
+    char *name;            // (its own copy)
     int dtype, file;       // ST_*; which of the model's files holds it
     size_t rows, cols;     // (rows, cols); a vector: (1, n)
-    long long at;          // where its bytes begin in that file
+    long long at, end;     // where its bytes begin and end in that file
 } StTensor;
 
 typedef struct {
@@ -76,21 +84,90 @@ static int st_is_buffer(const char *name) {
     return 0;
 }
 
-static const StTensor *st_find(const StModel *m, const char *name) {
-    for (int i = 0; i < m->nt; i++)
-        if (!strcmp(m->t[i].name, name)) return &m->t[i];
-    return NULL;
+static int st_by_name(const void *a, const void *b) {
+    return strcmp(((const StTensor *)a)->name, ((const StTensor *)b)->name);
 }
 
-// A whole file's text, at most `most` bytes (NULL if it could not be read or is longer).
-static char *st_slurp(const char *path, size_t most, size_t *n) {
+static int st_by_offset(const void *a, const void *b) {
+    const StTensor *x = a, *y = b;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+// A tensor by name (m->t is sorted by name once every header is read), or NULL.
+static const StTensor *st_find(const StModel *m, const char *name) {
+    StTensor key = {.name = (char *)name};
+    return m->nt ? bsearch(&key, m->t, (size_t)m->nt, sizeof key, st_by_name) : NULL;
+}
+
+// A whole file's text (an index): NULL with err if it is no regular file, cannot be read, or is over `most` bytes.
+static char *st_slurp(const char *path, size_t most, size_t *n, char *err, size_t errlen) {
+    const char *why = unreadable_why(path);
+    long long size = file_size(path);
+    if (why) return snprintf(err, errlen, "cannot read '%s': %s", path, why), NULL;
+    if (size > (long long)most)
+        return snprintf(err, errlen, "'%s' has %lld bytes, over the %zu MiB a model's index needs", path, size,
+                        most >> 20), NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *text = malloc(most + 1);
-    *n = fread(text, 1, most + 1, f);
-    fclose(f);
-    if (*n > most) { free(text); return NULL; }
+    char *text = f ? malloc(size ? (size_t)size : 1) : NULL;
+    *n = text ? fread(text, 1, (size_t)size, f) : 0;
+    if (f) fclose(f);
+    if (!text || *n != (size_t)size) return free(text), snprintf(err, errlen, "cannot read '%s'", path), NULL;
     return text;
+}
+
+// One tensor's entry of a header ({dtype, shape, data_offsets}) into t. 0, or -1 with err.
+static int st_tensor(const Json *j, const JsonField *o, const char *path, long long data, long long room, StTensor *t,
+                     char *err, size_t errlen) {
+    char key[JSON_KEY + 32];
+    const char *nm = o->name;
+    snprintf(key, sizeof key, "%s.dtype", nm);
+    const JsonField *dt = json_field(j, key);
+    snprintf(key, sizeof key, "%s.shape", nm);
+    const JsonField *sh = json_field(j, key);
+    snprintf(key, sizeof key, "%s.data_offsets", nm);
+    const JsonField *off = json_field(j, key);
+    if (o->kind != JSON_OBJECT) return snprintf(err, errlen, "'%s': \"%.200s\" is no tensor (not an object)", path, nm), -1;
+    if (!dt || dt->kind != JSON_STRING) return snprintf(err, errlen, "'%s': tensor %.200s has no dtype string", path, nm), -1;
+    if (!sh || sh->kind != JSON_ARRAY || !sh->whole)
+        return snprintf(err, errlen, "'%s': tensor %.200s has no shape of whole numbers", path, nm), -1;
+    if (sh->count > 4)
+        return snprintf(err, errlen, "'%s': tensor %.200s has %d dimensions; gptmem reads up to 4", path, nm, sh->count), -1;
+    if (!off || off->kind != JSON_ARRAY || !off->whole || off->count != 2 || off->numbers[1] < off->numbers[0])
+        return snprintf(err, errlen, "'%s': tensor %.200s's data_offsets are not [begin, end) with begin <= end", path,
+                        nm), -1;
+    long long begin = (long long)off->numbers[0], end = (long long)off->numbers[1];
+    if (off->numbers[1] > (double)room)
+        return snprintf(err, errlen, "'%s': tensor %.200s has data_offsets [%lld, %lld), past the file's %lld bytes of "
+                        "data", path, nm, begin, end, room), -1;
+    t->dtype = !strcmp(dt->text, "F32") ? ST_F32 : !strcmp(dt->text, "BF16") ? ST_BF16 : !strcmp(dt->text, "F16") ? ST_F16 : -1;
+    double elems = 1;
+    for (int d = 0; d < sh->count; d++) elems *= sh->numbers[d];
+    t->rows = sh->count == 2 ? (size_t)sh->numbers[0] : 1, t->cols = sh->count == 2 ? (size_t)sh->numbers[1] : (size_t)elems;
+    t->at = data + begin, t->end = data + end;
+    size_t es = t->dtype == ST_F32 ? 4 : 2;
+    if (t->dtype >= 0 && elems * (double)es != (double)(end - begin))
+        return snprintf(err, errlen, "'%s': tensor %.200s's shape and dtype say %.0f bytes; its offsets hold %lld", path,
+                        nm, elems * (double)es, end - begin), -1;
+    if (t->dtype < 0 && !st_is_buffer(nm))
+        return snprintf(err, errlen, "'%s': tensor %.200s is %.40s; gptmem reads F32, BF16 and F16", path, nm, dt->text), -1;
+    return 0;
+}
+
+// Do this file's tensors (m->t[first..]) tile its data, from 0 to its end, no gap and no overlap? 0, or -1 with err.
+static int st_tiled(StModel *m, int first, const char *path, long long data, long long size, char *err, size_t errlen) {
+    StTensor *t = m->t + first;
+    int n = m->nt - first;
+    qsort(t, (size_t)n, sizeof *t, st_by_offset);
+    long long at = data;
+    for (int i = 0; i < n; at = t[i++].end)
+        if (t[i].at != at)
+            return snprintf(err, errlen, "'%s': tensor %.200s's bytes begin at %lld of its data, %s", path, t[i].name,
+                            t[i].at - data, t[i].at < at ? "inside the tensor before it (overlapping bytes)" :
+                            "past the tensor before it (a gap no tensor holds)"), -1;
+    if (at != size)
+        return snprintf(err, errlen, "'%s': its tensors hold %lld bytes of data, and the file has %lld after its header",
+                        path, at - data, size - data), -1;
+    return 0;
 }
 
 // One file's header into m's tensor table. 0, or -1 with err.
@@ -104,51 +181,33 @@ static int st_read_header(StModel *m, int file, char *err, size_t errlen) {
     int got = f && fread(&N, 8, 1, f) == 1;
     if (!got || N < 2 || N > ST_MAX_HEADER || (long long)N > size - 8) {
         if (f) fclose(f);
-        return snprintf(err, errlen, "'%s' is not a safetensors file: its first 8 bytes give a header of %llu bytes "
-                        "(the file has %lld)", path, (unsigned long long)N, size), -1;
+        return snprintf(err, errlen, "'%s' is not a safetensors file: its first 8 bytes are no header length that fits "
+                        "its %lld bytes (and a header of at most %d MiB)", path, size, ST_MAX_HEADER >> 20), -1;
     }
     char *text = malloc(N);
-    got = fread(text, 1, N, f) == N;
+    got = text && fread(text, 1, N, f) == N;
     fclose(f);
     Json j;
     int bad = !got || json_read(&j, text, N);
     free(text);
-    if (bad) return snprintf(err, errlen, "'%s': its header is not JSON gptmem can read (%s)", path, j.why), -1;
-    long long data = 8 + (long long)N, room = size - data;
+    if (bad) return snprintf(err, errlen, "'%s': its header is not JSON gptmem can read (%s)", path, got ? j.why : "a short read"), -1;
+    long long data = 8 + (long long)N;
+    int first = m->nt;
     for (int i = 0; i < j.n && !bad; i++) {
-        char key[JSON_NAME + 16];
         const JsonField *o = &j.f[i];
-        snprintf(key, sizeof key, "%s.data_offsets", o->name);
-        const JsonField *off = o->kind == JSON_OBJECT ? json_field(&j, key) : NULL;
-        if (!off) continue;  // (__metadata__, and the objects' own fields)
-        snprintf(key, sizeof key, "%s.dtype", o->name);
-        const JsonField *dt = json_field(&j, key);
-        snprintf(key, sizeof key, "%s.shape", o->name);
-        const JsonField *sh = json_field(&j, key);
+        if (o->level != 0 || !strcmp(o->name, "__metadata__")) continue;
         StTensor t = {.file = file};
-        snprintf(t.name, sizeof t.name, "%s", o->name);
-        t.dtype = !dt ? -1 : !strcmp(dt->text, "F32") ? ST_F32 : !strcmp(dt->text, "BF16") ? ST_BF16
-                : !strcmp(dt->text, "F16") ? ST_F16 : -1;
-        size_t elems = 1;
-        for (int d = 0; sh && d < sh->count && d < JSON_NUMBERS; d++) elems *= (size_t)sh->numbers[d];
-        t.rows = sh && sh->count == 2 ? (size_t)sh->numbers[0] : 1, t.cols = sh && sh->count == 2 ? (size_t)sh->numbers[1] : elems;
-        long long begin = (long long)off->numbers[0], end = (long long)off->numbers[1];
-        size_t es = t.dtype == ST_F32 ? 4 : 2;
-        t.at = data + begin;
-        if (off->count != 2 || begin < 0 || end < begin || end > room)
-            bad = snprintf(err, errlen, "'%s': tensor %s has data_offsets past the file's %lld bytes of data", path,
-                           t.name, room);
-        else if (t.dtype >= 0 && (!sh || sh->count > 4 || (long long)(elems * es) != end - begin))
-            bad = snprintf(err, errlen, "'%s': tensor %s's shape and dtype say %zu bytes; its offsets hold %lld", path,
-                           t.name, elems * es, end - begin);
-        else if (m->nt % 64 == 0) m->t = realloc(m->t, sizeof(StTensor) * (m->nt + 64));
+        bad = st_tensor(&j, o, path, data, size - data, &t, err, errlen);
+        if (!bad && m->nt % 64 == 0) {
+            StTensor *grown = realloc(m->t, sizeof(StTensor) * (size_t)(m->nt + 64));
+            if (!grown) bad = snprintf(err, errlen, "'%s': out of memory for its tensors", path);
+            else m->t = grown;
+        }
+        if (!bad && !(t.name = strdup(o->name))) bad = snprintf(err, errlen, "'%s': out of memory", path);
         if (!bad) m->t[m->nt++] = t;
-        if (!bad && t.dtype < 0 && !st_is_buffer(t.name))
-            bad = snprintf(err, errlen, "'%s': tensor %s is %s; gptmem reads F32, BF16 and F16", path, t.name,
-                           dt ? dt->text : "of no dtype");
     }
     json_free(&j);
-    return bad ? -1 : 0;
+    return bad || st_tiled(m, first, path, data, size, err, errlen) ? -1 : 0;
 }
 
 // The files: model.safetensors.index.json's shards, or model.safetensors, in the folder; or the one file.
@@ -171,18 +230,27 @@ static int st_files(StModel *m, const char *path, char *dir, size_t dirlen, char
         return 0;
     }
     size_t n;
-    char *text = st_slurp(index, 64 << 20, &n);
+    char *text = st_slurp(index, ST_MAX_HEADER, &n, err, errlen);
+    if (!text) return -1;
     Json j;
-    if (!text || json_read(&j, text, n)) {
+    if (json_read(&j, text, n)) {
         free(text);
-        return snprintf(err, errlen, "'%s' is not an index gptmem can read", index), -1;
+        return snprintf(err, errlen, "'%s' is not an index gptmem can read (%s)", index, j.why), -1;
     }
     free(text);
     for (int i = 0; i < j.n; i++) {
-        if (strncmp(j.f[i].name, "weight_map.", 11) || j.f[i].kind != JSON_STRING) continue;
+        if (strncmp(j.f[i].name, "weight_map.", 11) || j.f[i].level != 1) continue;
+        const char *shard = j.f[i].text;
+        if (j.f[i].kind != JSON_STRING || !shard[0] || strchr(shard, '/') || !strcmp(shard, ".") ||
+            !strcmp(shard, "..") || strlen(shard) > 255) {
+            snprintf(err, errlen, "'%s' maps %.200s to \"%.200s\": a shard is a file name in the model's folder (no "
+                     "'/', not '..'), so nothing outside the folder is read", index, j.f[i].name + 11, shard);
+            json_free(&j);
+            return -1;
+        }
         int seen = 0;
         char file[1100];
-        snprintf(file, sizeof file, "%.800s/%.255s", dir, j.f[i].text);
+        snprintf(file, sizeof file, "%.800s/%.255s", dir, shard);
         for (int k = 0; k < m->nfiles; k++) seen |= !strcmp(m->files[k], file);
         if (!seen && m->nfiles == ST_MAX_FILES) {
             json_free(&j);
@@ -198,7 +266,7 @@ static int st_files(StModel *m, const char *path, char *dir, size_t dirlen, char
 
 // A Hugging Face tensor that makes (part of) one of gptmem's, and the shape it must have as stored.
 typedef struct {
-    char name[JSON_KEY];
+    char name[ST_NAME];
     size_t rows, cols;
     int halves;  // Llama's q or k: each head's rotated pairs stored as two halves (st_row interleaves them)
 } StPart;
@@ -312,7 +380,26 @@ int st_read_range(const void *file, float *dst, size_t lo, size_t hi) {
     return bad ? -1 : 0;
 }
 
-// Is every tensor gptmem reads there, with the shape the config says, and every other one a buffer?
+// Do two stored tensors hold the same values (as fp32), a chunk at a time? 1 or 0; -1 if a read failed.
+static int st_same_values(const StModel *m, const StTensor *a, const StTensor *b) {
+    size_t n = a->rows * a->cols, chunk = 1 << 16;
+    if (n != b->rows * b->cols) return 0;
+    float *x = malloc(sizeof(float) * chunk), *y = malloc(sizeof(float) * chunk);
+    FILE *fa = NULL, *fb = NULL;
+    int oa = -1, ob = -1, same = x && y ? 1 : -1;
+    for (size_t e = 0; e < n && same == 1; e += chunk) {
+        size_t k = n - e < chunk ? n - e : chunk;
+        if (st_read_elems(m, &fa, &oa, a, e, x, k) || st_read_elems(m, &fb, &ob, b, e, y, k)) same = -1;
+        else same = !memcmp(x, y, k * sizeof(float));
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    free(x), free(y);
+    return same;
+}
+
+// Is every tensor gptmem reads there, with the shape the config says, and every other one a buffer (or a tied
+// head's copy of the embedding)?
 static int st_check(StModel *m, const char *dir, char *err, size_t errlen) {
     const GPTConfig *c = &m->cfg;
     int n = param_tensor_count(c), bad = 0;
@@ -325,17 +412,31 @@ static int st_check(StModel *m, const char *dir, char *err, size_t errlen) {
         int np = st_parts(m, i, p, &transposed, &rows, &cols);
         for (int k = 0; k < np && !bad; k++) {
             const StTensor *t = st_find(m, p[k].name);
-            if (!t) bad = snprintf(err, errlen, "'%s' has no tensor %s", dir, p[k].name);
+            if (!t)
+                bad = snprintf(err, errlen, "'%s' has no tensor %s%s", dir, p[k].name, strcmp(p[k].name, "lm_head.weight") ? "" :
+                               " (its config.json leaves the head untied: tie_word_embeddings false, which a Llama's "
+                               "config means when it does not say, as transformers reads it)");
             else if (t->rows != p[k].rows || t->cols != p[k].cols)
                 bad = snprintf(err, errlen, "'%s': tensor %s is (%zu, %zu); the config's model has (%zu, %zu) there",
                                dir, p[k].name, t->rows, t->cols, p[k].rows, p[k].cols);
             else used[t - m->t] = 1;
         }
     }
+    const StTensor *head = st_find(m, "lm_head.weight"), *table = st_find(m, is_llama(c) ? "model.embed_tokens.weight" : "wte.weight");
+    if (!table && !is_llama(c)) table = st_find(m, "transformer.wte.weight");
+    if (!bad && head && !c->untied && table) {  // a tied head stored beside the embedding: its copy, or refused
+        int same = st_same_values(m, head, table);
+        if (same < 0) bad = snprintf(err, errlen, "cannot read '%s'", m->files[head->file]);
+        else if (!same)
+            bad = snprintf(err, errlen, "'%s' has lm_head.weight, and it differs from %s, while its config.json ties the "
+                           "head to the embedding (tie_word_embeddings true%s): two models in one folder; set "
+                           "\"tie_word_embeddings\": false for the model the file holds", dir, table->name,
+                           is_llama(c) ? "" : ": GPT-2 always ties");
+        else used[head - m->t] = 1;
+    }
     for (int i = 0; i < m->nt && !bad; i++) {
         const char *nm = m->t[i].name;
-        int buffer = st_is_buffer(nm) || (!strcmp(nm, "lm_head.weight") && !c->untied);  // (a tied head's copy)
-        if (!used[i] && !buffer)
+        if (!used[i] && !st_is_buffer(nm))
             bad = snprintf(err, errlen, "'%s' has tensor %s, which the config's model (%s) has no place for", dir, nm,
                            is_llama(c) ? "Llama" : "GPT-2");
     }
@@ -357,10 +458,16 @@ int st_model_open(StModel *m, const char *path, char *err, size_t errlen) {
     if (bad) return snprintf(err, errlen, "'%s' %s", used, why), -1;
     for (int k = 0; k < m->nfiles; k++)
         if (st_read_header(m, k, err, errlen)) return -1;
+    if (m->nt) qsort(m->t, (size_t)m->nt, sizeof *m->t, st_by_name);
+    for (int i = 1; i < m->nt; i++)
+        if (!strcmp(m->t[i].name, m->t[i - 1].name))
+            return snprintf(err, errlen, "'%s' has tensor %.200s twice (in '%s' and '%s')", dir, m->t[i].name,
+                            m->files[m->t[i - 1].file], m->files[m->t[i].file]), -1;
     return st_check(m, dir, err, errlen);
 }
 
 void st_model_close(StModel *m) {
+    for (int i = 0; i < m->nt; i++) free(m->t[i].name);
     free(m->t);
     m->t = NULL, m->nt = 0;
 }

@@ -149,10 +149,11 @@ int st_export_config(FILE *f, const GPTConfig *c) {
                 "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"num_hidden_layers\": %d,\n  \"hidden_size\": %d,\n"
                 "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"intermediate_size\": %d,\n"
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": 1e-05,\n"
-                "  \"rope_theta\": %.1f,\n  \"rope_scaling\": %s,\n  \"tie_word_embeddings\": %s,\n"
+                "  \"rope_theta\": %.1f,\n  \"rope_scaling\": %s%.0d%s,\n  \"tie_word_embeddings\": %s,\n"
                 "  \"torch_dtype\": \"float32\"\n}\n", c->layers, c->channels, c->heads, cfg_kv_heads(c), cfg_ffn(c),
-                c->vocab, c->max_seq, r.theta, c->rope_scaled ? "{\"rope_type\": \"llama3\", \"factor\": 8.0, "
-                "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}" : "null",
+                c->vocab, c->max_seq, r.theta, c->rope_scaled ? "{\"rope_type\": \"llama3\", \"factor\": " : "null", c->rope_scaled,
+                c->rope_scaled ? ".0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                "\"original_max_position_embeddings\": 8192}" : "",
                 c->untied ? "false" : "true");
     } else {
         fprintf(f, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"n_layer\": %d,\n"

@@ -82,7 +82,8 @@ StateHeader state_model_header(const GPTConfig *c) {
 GPTConfig state_model(const StateHeader *h) {
     return (GPTConfig){.layers = h->L, .channels = h->C, .heads = h->H, .vocab = h->V, .max_seq = h->maxT,
                        .arch = h->arch, .kv_heads = h->kv_heads, .ffn = h->ffn, .untied = h->untied,
-                       .rope_scaled = h->rope_scaled, .rope_theta = h->rope_theta};
+                       .rope_scaled = h->rope_scaled == 1 ? 8 : h->rope_scaled,  // (states before 3.2's factor: 1)
+                       .rope_theta = h->rope_theta};
 }
 
 // The part of the state that changes as training goes, besides the weights,
@@ -262,7 +263,7 @@ void state_check_ranges(const char *path, const StateHeader *h) {
     else if ((h->adam_bits != 32 && h->adam_bits != 8) || h->steps < 0)
         snprintf(what, sizeof what, "--adam-bits %d, --steps %d", h->adam_bits, h->steps);
     else if ((h->arch != ARCH_GPT2 && h->arch != ARCH_LLAMA) || h->untied < 0 || h->untied > 1 || h->rope_scaled < 0 ||
-             h->rope_scaled > 1 || h->rope_theta < 0)
+             (h->rope_scaled > 1 && h->rope_scaled != 8 && h->rope_scaled != 32) || h->rope_theta < 0)
         snprintf(what, sizeof what, "architecture %d (untied %d, scaled RoPE %d, theta %d)", h->arch, h->untied,
                  h->rope_scaled, h->rope_theta);
     if (what[0]) state_damaged(path, what);

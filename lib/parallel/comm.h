@@ -98,10 +98,14 @@ int comm_launched_size(int *rank) {
 // variable that says it; 0 when none does. (Slurm's SLURM_NTASKS is the
 // job's, also set in a batch script that runs one process: the step's count
 // is SLURM_STEP_NUM_TASKS.)
-int comm_launcher_size(const char **said_by) {
+long long comm_launcher_size(const char **said_by) {
     const char *names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS", "WORLD_SIZE"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (getenv(names[i]) && atoi(getenv(names[i])) > 0) return *said_by = names[i], atoi(getenv(names[i]));
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        char *end;
+        long long n = v ? strtoll(v, &end, 10) : 0;
+        if (v && end != v && !*end && n > 0) return *said_by = names[i], n;  // (the whole number, never wrapped)
+    }
     return 0;
 }
 

@@ -130,7 +130,7 @@ void test_llmc_llama_file(void) {
     check(opened, "llm.c Llama 3 file: the header", "%s", opened ? "read" : err);
     if (!opened) { fixture_free(&fx); return; }
     GPTConfig want = fx.c;
-    want.rope_scaled = 1;
+    want.rope_scaled = 8;  // (the file's use_scaled_rope 1: Llama 3.1's factor)
     check(!memcmp(&m.cfg, &want, sizeof want) && m.note[0], "llm.c Llama 3 file: the shape",
           "L%d C%d H%d KVH%d F%d (from the size: %s) V%d maxT %d, untied, scaled RoPE %d", m.cfg.layers, m.cfg.channels,
           m.cfg.heads, m.cfg.kv_heads, m.cfg.ffn, m.note, m.cfg.vocab, m.cfg.max_seq, m.cfg.rope_scaled);
@@ -152,12 +152,25 @@ void test_llmc_llama_file(void) {
     double worst = 0;
     int slowed = 0;
     for (int i = 0; freq && i < nf; i++) {
-        float ours = rope_frequency(i, 128, (Rope){LLAMA_ROPE_THETA, 1});
+        float ours = rope_frequency(i, 128, (Rope){LLAMA_ROPE_THETA, 8});
         worst = fmax(worst, fabs(ours - freq[i]) / freq[i]);
         slowed += ours < 0.9f * rope_frequency(i, 128, (Rope){LLAMA_ROPE_THETA, 0});
     }
     check(freq && nf == 64 && worst < 1e-5 && slowed > 10, "rope: Llama 3.1's scaled frequencies",
           "64 pairs of a head of 128 within %.1e of Python's; %d of them slower than Llama 3's", worst, slowed);
+    // Llama 3.2's (factor 32) against transformers' formula, written apart (scripts/gen_fixture_rope.py)
+    FILE *f32 = fopen("tests/fixtures/rope_llama32.txt", "r");
+    int n32 = 0;
+    while (f32 && fgets(line, sizeof line, f32) && line[0] == '#') {}
+    float *freq32 = NULL;
+    if (f32) fseek(f32, -(long)strlen(line), SEEK_CUR), freq32 = read_fixture_array(f32, "frequencies_scaled32_hs64", &n32);
+    if (f32) fclose(f32);
+    double worst32 = 0;
+    for (int i = 0; freq32 && i < n32; i++)
+        worst32 = fmax(worst32, fabs(rope_frequency(i, 64, (Rope){LLAMA_ROPE_THETA, 32}) - freq32[i]) / freq32[i]);
+    check(freq32 && n32 == 32 && worst32 < 1e-5, "rope: Llama 3.2's scaled frequencies (factor 32)",
+          "32 pairs of a head of 64 within %.1e of transformers' formula", worst32);
+    free(freq32);
     // the file's model, its loss with the scaled frequencies
     for (int i = 0; i < fx.ni; i++) { tm_in[i] = (int)fx.inp[i]; tm_tg[i] = (int)fx.tgt[i]; }
     model_setup(&m.cfg, fx.B, fx.T);

@@ -68,11 +68,33 @@ edit yarn "c['rope_scaling'] = {'rope_type': 'yarn', 'factor': 4.0}"; expect 2 '
 edit l31 "c['rope_scaling'] = {'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}"
 if ./train --config "$tmp/l31.json" --dry-run 2>&1 | grep -q 'scaled RoPE'; then ok "--config: Llama 3.1's rope_scaling is the scaled RoPE"
 else bad "--config with Llama 3.1's rope_scaling"; fi
-edit l31x "c['rope_scaling'] = {'rope_type': 'llama3', 'factor': 32.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}"
-expect 2 '"rope_scaling.factor" 32' --config "$tmp/l31x.json" --dry-run
+edit l31x "c['rope_scaling'] = {'rope_type': 'llama3', 'factor': 16.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}"
+expect 2 '"rope_scaling.factor" 16' --config "$tmp/l31x.json" --dry-run
 edit qwen "c['model_type'] = 'qwen2'";             expect 2 '"model_type" "qwen2"' --config "$tmp/qwen.json" --dry-run
-edit nolayers "del c['num_hidden_layers']";        expect 2 'has no "num_hidden_layers"' --config "$tmp/nolayers.json" --dry-run
+edit nolayers "del c['num_hidden_layers']"  # (a field left out takes transformers' default: LlamaConfig's 32 layers)
+./train --config "$tmp/nolayers.json" --dry-run 2>&1 | grep -q "model from .*: L32 " && ok "--config without num_hidden_layers: LlamaConfig's 32 layers, as transformers reads it" ||
+  bad "--config without num_hidden_layers: $(./train --config "$tmp/nolayers.json" --dry-run 2>&1 | head -1)"
 edit halfheads "c['num_attention_heads'] = 9.5";   expect 2 '"num_attention_heads" 9.5' --config "$tmp/halfheads.json" --dry-run
+# the models users fine-tune: Llama 3.1's and 3.2's config.json (131072 positions; RoPE scaled by 8, by 32) load;
+# a context of 128K is a dry run and a CPU run away; Llama 3.2's factor reaches the rotation (exported and read back)
+for m in llama3.1-8b:"L32 C4096 .* maxT 131072 (Llama: KVH8 F14336, untied head, scaled RoPE)" \
+         llama3.2-1b:"L16 C2048 .* maxT 131072 (Llama: KVH8 F8192, tied head, scaled RoPE x32)"; do
+  ./train --config "$HF/${m%%:*}.json" --dry-run --batch 1 --seq-len 131072 --flash --ckpt --dtype bf16 >"$tmp/a" 2>&1; rc=$?
+  [ $rc -eq 0 ] && grep -q "model from .*: ${m#*:}" "$tmp/a" && ok "--config ${m%%:*}: loads, a dry run of 131072 tokens" ||
+    bad "--config ${m%%:*}: exit $rc, $(head -1 "$tmp/a")"
+done
+L=(--model llama-small --max-seq 131072 --seq-len 64 --batch 2 --steps 2 --sample-len 0 --eval-batches 1 --threads 1)
+./train "${L[@]}" >"$tmp/a" 2>&1 && grep -q "final val loss" "$tmp/a" && ok "--max-seq 131072 on the CPU: a Llama of 128K positions trains" ||
+  bad "--max-seq 131072: $(tail -1 "$tmp/a")"
+edit l32 "c.update(head_dim=32, num_hidden_layers=1, hidden_size=64, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64, vocab_size=256, max_position_embeddings=64, rope_scaling={'rope_type': 'llama3', 'factor': 32.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192})"
+mkdir -p "$tmp/x32"
+if ./train --config "$tmp/l32.json" --seq-len 32 --batch 2 --steps 2 --sample-len 0 --eval-batches 1 --export "$tmp/x32/model.safetensors" >"$tmp/a" 2>&1 &&
+   grep -q '"factor": 32.0' "$tmp/x32/config.json" && ./train --init "$tmp/x32" --seq-len 32 --batch 2 --eval-only --eval-batches 1 \
+     >"$tmp/b" 2>&1 && grep -q "scaled RoPE x32" "$tmp/b"; then
+  ok "Llama 3.2's RoPE factor 32: exported in config.json, read back by --init"
+else bad "RoPE factor 32 round trip: $(tail -1 "$tmp/a") $(tail -1 "$tmp/b" 2>/dev/null)"; fi
+expect 2 "llm.c's Llama 3 file says only whether RoPE is scaled" --config "$tmp/l32.json" --seq-len 32 --batch 2 --steps 1 \
+  --export "$tmp/x32.bin"
 # not a config at all
 printf '{"model_type": "llama", "hidden_size": 576' >"$tmp/cut.json"; expect 1 'not JSON gptmem can read' --config "$tmp/cut.json" --dry-run
 printf 'hello' >"$tmp/text.json";                 expect 1 'not JSON gptmem can read' --config "$tmp/text.json" --dry-run

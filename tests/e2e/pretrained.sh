@@ -88,4 +88,68 @@ PYEOF
 if python3 scripts/gguf2llmc.py "$tmp/out2" --gguf "$tmp/iq.gguf" >"$tmp/g2" 2>&1; then bad "an IQ1_S GGUF converted"
 elif grep -q "tensor blk.0.attn_q.weight is of type IQ1_S" "$tmp/g2" && [ ! -e "$tmp/out2/model.bin" ]; then ok "gguf2llmc.py: a quantization it does not take (IQ1_S) refused by the tensor's type, nothing written"
 else bad "gguf2llmc.py on an IQ1_S GGUF: $(tail -1 "$tmp/g2")"; fi
+# E10 (../shared/reviews/reliability-round-7.md): bad metadata refused in one line, no traceback, nothing written
+$PY - "$tmp" <<'PYEOF'
+import sys, numpy as np, gguf
+def llama(path, **over):
+    w = gguf.GGUFWriter(path, "llama")
+    kv = dict(block_count=1, embedding_length=32, head_count=2, head_count_kv=2, feed_forward_length=64,
+              context_length=16, rope_freq_base=10000.0, layer_norm_rms_eps=1e-5)
+    kv.update({k: v for k, v in over.items() if k in kv})
+    for k, v in kv.items():
+        getattr(w, "add_" + k)(v)
+    tokens = over.get("tokens", ["a", "b"])
+    w.add_tokenizer_model("gpt2"); w.add_token_list(tokens); w.add_token_merges(["a b"])
+    if "eos" in over:
+        w.add_eos_token_id(over["eos"])
+    C, F = kv["embedding_length"], kv["feed_forward_length"]
+    w.add_tensor("token_embd.weight", np.zeros((len(tokens), C), np.float32))
+    for l in range(kv["block_count"]):
+        for n, shape in [("attn_norm", (C,)), ("attn_q", (C, C)), ("attn_k", (C, C)), ("attn_v", (C, C)),
+                         ("attn_output", (C, C)), ("ffn_norm", (C,)), ("ffn_up", (F, C)), ("ffn_gate", (F, C)),
+                         ("ffn_down", (C, F))]:
+            w.add_tensor(f"blk.{l}.{n}.weight", np.zeros(shape, np.float32))
+    w.add_tensor("output_norm.weight", np.zeros((C,), np.float32))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+t = sys.argv[1]
+llama(f"{t}/good.gguf")
+llama(f"{t}/h0.gguf", head_count=0)
+llama(f"{t}/l0.gguf", block_count=0)
+llama(f"{t}/eos.gguf", eos=99)
+llama(f"{t}/long.gguf", tokens=["a", "b", "x" * 300])
+PYEOF
+g2l() { local what=$1 want=$2 out=$3; shift 3
+  python3 scripts/gguf2llmc.py "$out" "$@" >"$tmp/g" 2>&1; local rc=$?
+  if [ $rc -ne 0 ] && [ "$(grep -c . "$tmp/g")" -le 2 ] && grep -q -- "$want" "$tmp/g" && ! grep -q Traceback "$tmp/g" &&
+     { [ ! -e "$out" ] || [ -f "$out" ]; } && [ -z "$(ls -a "$(dirname "$out")" | grep gguf2llmc)" ]; then
+    ok "E10: gguf2llmc.py, $what: refused in one line, nothing written"
+  else bad "E10: gguf2llmc.py, $what: exit $rc, $(tail -1 "$tmp/g")"; fi; }
+g2l "a head count of 0" "llama.attention.head_count 0" "$tmp/o_h0" --gguf "$tmp/h0.gguf"
+g2l "a block count of 0" "llama.block_count 0" "$tmp/o_l0" --gguf "$tmp/l0.gguf"
+g2l "an end-of-text id past the vocabulary" "tokenizer.ggml.eos_token_id 99" "$tmp/o_eos" --gguf "$tmp/eos.gguf"
+g2l "a token of over 255 bytes" "a token of over 255 bytes" "$tmp/o_long" --gguf "$tmp/long.gguf"
+: >"$tmp/afile"; g2l "an OUTDIR that is a file" "is a file, not a folder" "$tmp/afile" --gguf "$tmp/good.gguf"
+mkfifo "$tmp/g.fifo"
+if timeout 20 python3 scripts/gguf2llmc.py "$tmp/o_f" --gguf "$tmp/g.fifo" >"$tmp/g" 2>&1; [ $? = 1 ] && grep -q "not a regular file" "$tmp/g"
+then ok "E10: gguf2llmc.py --gguf FIFO: 'not a regular file', never opened"; else bad "E10: --gguf FIFO: $(tail -1 "$tmp/g")"; fi
+if python3 scripts/gguf2llmc.py "$tmp/o_good" --gguf "$tmp/good.gguf" >"$tmp/g" 2>&1 &&
+   [ "$(ls "$tmp/o_good" | tr '\n' ' ')" = "config.json model.bin tokenizer.bin tokenizer.json " ]; then
+  ok "E10: gguf2llmc.py of a good GGUF: its four files, moved in whole"
+else bad "E10: gguf2llmc.py of a good GGUF: $(tail -1 "$tmp/g")"; fi
+# tokenize.py --tokenizer: a fifo, and a tokenizer.json the tokenizers package panics on
+if timeout 20 python3 scripts/tokenize.py --tokenizer "$tmp/g.fifo" data/tinyshakespeare.txt "$tmp/tk" >"$tmp/g" 2>&1; [ $? != 124 ] &&
+   grep -q "is not a regular file" "$tmp/g"; then ok "E2: tokenize.py --tokenizer FIFO: refused, never opened"
+else bad "E2: tokenize.py --tokenizer FIFO: $(tail -1 "$tmp/g")"; fi
+$PY -c 'import json, sys; t = json.load(open(sys.argv[1])); t["model"]["merges"].append(["zq", "qz"]); json.dump(t, open(sys.argv[2], "w"))' \
+  "$tmp/o_good/tokenizer.json" "$tmp/panic.json"
+python3 scripts/tokenize.py --tokenizer "$tmp/panic.json" data/tinyshakespeare.txt "$tmp/tk" >"$tmp/g" 2>&1; rc=$?
+if [ $rc -ne 0 ] && grep -q "^error: --tokenizer" "$tmp/g" && ! grep -q -i "traceback\|panicked" "$tmp/g"; then
+  ok "E11: tokenize.py, a tokenizer.json whose merges leave its vocabulary: one line, no panic's traceback"
+else bad "E11: tokenize.py on a broken tokenizer.json: exit $rc, $(head -2 "$tmp/g" | tr '\n' ' ')"; fi
+# the scripts' readers fuzzed (tests/fuzz_files.py): a damaged GGUF, a damaged tokenizer.json, each a clear error
+# (no traceback) with nothing written, or a valid file
+head -c 2000 data/tinyshakespeare.txt >"$tmp/short.txt"
+fz() { if msg=$(python3 tests/fuzz_files.py "$@"); then ok "${msg##*$'\n'}"; else bad "fuzz: $msg"; fi; }
+fz gguf "$tmp/good.gguf" 24 21 --seconds "${GPTMEM_FUZZ_SECONDS:-25}" -- $PY scripts/gguf2llmc.py {out} --gguf {}
+fz json "$tmp/o_good/tokenizer.json" 24 22 --seconds "${GPTMEM_FUZZ_SECONDS:-25}" -- $PY scripts/tokenize.py --tokenizer {} "$tmp/short.txt" {out}
 echo "END tests/e2e/pretrained.sh"

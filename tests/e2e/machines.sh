@@ -12,7 +12,7 @@ if ! have_mpi; then skip "several machines: no mpirun/mpicc"; echo "END tests/e2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 M=(--layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2)
 run() { timeout 120 "${MPI[@]}" "$@"; }
-cores=$(nproc)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # (nproc alone honors OMP_NUM_THREADS: 1 under OMP_NUM_THREADS=1 make test)
 
 # where the ranks run: 4 ranks as 3 + 1 on two machines; the threads are the machine's cores over its ranks
 # (at least 1, at most the cores; OMP_NUM_THREADS, which tests/lib.sh sets, left out), whatever the launcher

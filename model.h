@@ -30,6 +30,7 @@
 #include "cpu/gpt.h"
 #include "cpu/head.h"
 #include "cpu/kvcache.h"
+#include "cpu/lora.h"
 #include "cpu/ops.h"
 #include "cpu/storage.h"
 #include "cpu/weights.h"
@@ -50,7 +51,8 @@ void norm(GPT *m, Acts *a, int l, int op, int o, const float *x) {
     round_saved(m, a, o);
 }
 
-// out (tensor o) = inp W^T + b with op `op`'s weight and bias, plus `residual` if given.
+// out (tensor o) = inp W^T + b with op `op`'s weight and bias (with --lora, + s (inp A^T) B^T for each
+// adapter of the op, before RoPE and the residual, as PEFT's wraps the nn.Linear), plus `residual` if given.
 // Llama's qkv: q and k then rotated by their positions (RoPE), here rather than in attend
 // so that the saved qkv is the rotated one and a rebuild of att alone rotates nothing twice.
 void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float *residual) {
@@ -59,6 +61,7 @@ void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float
     int N = m->B * m->T, C = c->channels;
     OpParams w = op_weights(m, l, op);
     matmul_forward(a->view[o], inp, w.w, w.b, N, op_inputs(c, op), op_outputs(c, op));
+    if (gpt_frozen(m)) lora_forward(m, l, op, a->view[o], inp);  // + s (inp A^T) B^T   (--lora: cpu/lora.h)
     if (op == OP_QKV && is_llama(c))
         rope_forward(a->view[o], N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));
     if (residual) residual_forward(a->view[o], a->view[o], residual, (size_t)N * C);
@@ -100,6 +103,7 @@ void linear_backward(GPT *m, int l, int op, float *dinp, float *dout, const floa
     if (op == OP_QKV && is_llama(c))
         rope_backward(dout, N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));
     matmul_backward(dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
+    if (gpt_frozen(m)) lora_backward(m, l, op, dinp, dout, inp);  // dinp += s dout B A; dA, dB (--lora)
     op_grads_done(m, l, op);
 }
 

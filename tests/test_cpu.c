@@ -77,6 +77,7 @@ void fd_check(const char *name, LossFn loss, float *x, const float *analytic, si
 #include "tests/cpu_checks/parity.h"
 #include "tests/cpu_checks/optimizer.h"
 #include "tests/cpu_checks/io.h"
+#include "tests/cpu_checks/lora.h"
 
 int main(void) {
     test_encoder();
@@ -101,6 +102,7 @@ int main(void) {
     test_conversions();
     test_dtype_model();
     test_torch_parity();
+    test_lora();
     test_adamw_by_hand();
     test_schedule_and_clip();
     test_param_count();

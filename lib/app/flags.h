@@ -77,6 +77,9 @@ const FlagSpec flag_specs[] = {
     {"comm", ARG_STR, OPT(comm_str), 0, 0, "ZeRO's collectives on the GPU: auto (nccl when each rank has a GPU of its own, else mpi), nccl, or mpi (through host buffers; ranks may share a GPU)"},
     {"ranks", ARG_INT, OPT(ranks), 1, 4096, "train on N ranks (starts mpirun -np N); with --dry-run: each rank's memory on N ranks"},
     {"adam-bits", ARG_INT, OPT(adam_bits), 1, 64, "AdamW's m and v: 32 (fp32) or 8 (blocks of 256, an fp32 scale each)"},
+    {"lora", ARG_INT, OPT(lora.rank), 1, 65536, "LoRA: freeze the model, train a rank-R adapter (A, B) beside each targeted linear map (PEFT's r; doc/lora.md)"},
+    {"lora-alpha", ARG_FLOAT, OPT(lora.alpha), ABOVE_0, 0, "with --lora: the adapters' output is scaled by alpha / R (PEFT's lora_alpha)"},
+    {"lora-targets", ARG_STR, OPT(lora_targets_str), 0, 0, "with --lora: the maps that get adapters, comma-separated: q,k,v,o,gate,up,down (Llama) or qkv,proj,fc,fcproj (GPT-2); all (the default)"},
     {"offload", ARG_STR, OPT(offload_str), 0, 0, "off the device: opt (fp32 master, Adam's m and v; AdamW runs on the host) or opt,params (also ZeRO-3's weight shard)"},
     {"offload-to", ARG_STR, OPT(offload_to), 0, 0, "where --offload puts them: host (page-locked buffers for the link, the rest pageable) or disk[:DIR] (the optimizer's states in a file in DIR, default .)"},
     {"loss-scale", ARG_FLOAT, OPT(loss_scale), AT_LEAST_1, 0, "fp16: initial loss scale (halved on overflow, doubled after 1000 good steps)"},
@@ -425,6 +428,51 @@ void check_gpu_attention_row(const Settings *s, const GPTConfig *c) {
                 GPU_ATTN_ROW_BYTES >> 10, s->flash ? "--sample-len 0" : "add --flash", most);
 }
 
+// --lora R, --lora-alpha, --lora-targets (core/lora.h): the maps named, each with a rank it can
+// hold; and the flags LoRA does not take yet, refused with what to do.
+void parse_lora(Settings *s, const GPTConfig *c) {
+    LoraConfig *a = &s->lora;
+    if (!a->rank) {
+        if (s->lora_targets_str || a->alpha != LORA_ALPHA_DEFAULT)
+            usage_error("--%s goes with --lora R (the adapters' rank)", s->lora_targets_str ? "lora-targets" : "lora-alpha");
+        return;
+    }
+    int first = lora_first_map(c), end = lora_map_end(c);
+    char names[96] = "";
+    for (int k = first, n = 0; k < end; k++) n += snprintf(names + n, sizeof names - n, "%s%s", k > first ? "," : "", lora_map_names[k]);
+    a->targets = lora_all_maps(c);
+    const char *t = s->lora_targets_str;
+    if (t && strcmp(t, "all")) {
+        a->targets = 0;
+        for (const char *p = t; *p;) {
+            size_t len = strcspn(p, ",");
+            int found = -1;
+            for (int k = first; k < end; k++)
+                if (strlen(lora_map_names[k]) == len && !strncmp(p, lora_map_names[k], len)) found = k;
+            if (found < 0)
+                usage_error("--lora-targets: '%.*s' is not a linear map of %s; its maps are %s (or all)", (int)len, p,
+                            is_llama(c) ? "a Llama block" : "a GPT-2 block", names);
+            a->targets |= 1u << found;
+            p += len + (p[len] == ',');
+        }
+        if (!a->targets) usage_error("--lora-targets names no map; a block's maps are %s (or all)", names);
+    }
+    for (int k = first; k < end; k++) {
+        LoraMap mp = lora_map(c, k);
+        int most = mp.in < mp.rows ? mp.in : mp.rows;
+        if (lora_targets(a, k) && a->rank > most)
+            usage_error("--lora %d is above the rank map %s can have: min(%d inputs, %d outputs) = %d; use --lora 1..%d",
+                        a->rank, lora_map_names[k], mp.in, mp.rows, most, most);
+    }
+    const char *no = s->cuda ? "--device cuda" : s->zero || s->ranks > 1 ? "--zero and --ranks" : s->dtype != DT_FP32 ?
+                     "--dtype bf16 and fp16" : s->offload ? "--offload" : s->adam_bits != 32 ? "--adam-bits 8" :
+                     s->save ? "--save" : s->resume ? "--resume" : s->export_to ? "--export" : s->eval_only ?
+                     "--eval-only" : s->fit ? "--fit" : s->infer ? "--infer" : s->estimators ? "--estimators" : NULL;
+    if (no)
+        usage_error("--lora trains on the CPU in fp32 on one rank for now; %s with --lora is not built yet: drop it "
+                    "(doc/lora.md says what --lora takes)", no);
+}
+
 // Resolve the preset and overrides into the model config, and everything else
 // the flags imply; check it makes sense.
 void resolve_settings(Settings *s) {
@@ -467,6 +515,7 @@ void resolve_settings(Settings *s) {
         usage_error("--mem-ops shows the CPU's activation stack; drop --device cuda (the GPU pads each tensor to %d "
                     "bytes: --device cuda --dry-run shows its stack)", GPU_ACT_ALIGN);
     if (is_llama(&c)) check_llama(s, &c);
+    parse_lora(s, &c);
     if (s->data_format == DATA_TEXT && c.vocab < 256 && !s->dry_run && !s->fit)
         usage_error("the model's vocabulary is %d tokens and --data '%s' is text, whose tokens are its bytes (0 to 255): "
                     "give token files of this model's tokenizer (--data, --val-data: llm.c's .bin)", c.vocab, s->data);

@@ -27,6 +27,7 @@
 #include "parallel/comm.h"
 
 void print_flash_note(const GPTConfig *c, const Settings *s);
+void print_trainable(const GPTConfig *c, const Settings *s);
 
 // The shape's flags that make `c` differ from the preset `p` (" --max-seq 1024"), or "" if none does.
 void shape_flags_changed(const GPTConfig *p, const GPTConfig *c, char *out, size_t size) {
@@ -67,6 +68,8 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
     } else if (s->in_order) printf(" | data in order");
     if (s->dtype != DT_FP32) printf(" | %s%s", dtype_name[s->dtype], s->fp32_grads ? ", fp32 grads" : "");
     if (s->flash) printf(" | flash");
+    char maps[96];
+    if (s->lora.rank) printf(" | lora R%d alpha %g on %s", s->lora.rank, s->lora.alpha, lora_targets_words(c, &s->lora, maps, sizeof maps));
     if (s->zero) printf(" | zero %d", s->zero);
     if (s->ranks > 1) printf(" on %d ranks", s->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
@@ -94,6 +97,29 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
     }
     printf("\n");
     print_flash_note(c, s);
+    print_trainable(c, s);
+}
+
+// n with a comma between each three digits, as Python's f"{n:,d}".
+const char *thousands(size_t n, char *out, size_t len) {
+    char digits[32];
+    int d = snprintf(digits, sizeof digits, "%zu", n);
+    size_t k = 0;
+    for (int i = 0; i < d && k + 2 < len; i++) {
+        if (i && (d - i) % 3 == 0) out[k++] = ',';
+        out[k++] = digits[i];
+    }
+    out[k] = 0;
+    return out;
+}
+
+// --lora: what trains, in the line PEFT's print_trainable_parameters prints.
+void print_trainable(const GPTConfig *c, const Settings *s) {
+    if (!s->lora.rank) return;
+    char a[32], all[32];
+    size_t trained = lora_param_count(c, &s->lora), total = lora_base_param_count(c) + trained;
+    printf("trainable params: %s || all params: %s || trainable%%: %.4f\n", thousands(trained, a, sizeof a),
+           thousands(total, all, sizeof all), 100.0 * trained / total);
 }
 
 // --flash on the GPU: the tensor-core kernels take 16-bit runs with head size 64 or 128; otherwise the

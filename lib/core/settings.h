@@ -10,6 +10,7 @@
 #include <string.h>
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/lora.h"
 #include "core/sizes.h"
 
 enum { COMM_AUTO, COMM_NCCL, COMM_MPI };  // --comm
@@ -52,6 +53,8 @@ typedef struct {
     unsigned recompute;         // its REC_* bits (core/saved.h); --ckpt sets REC_BLOCK
     int ckpt;                   // --ckpt, or --recompute block
     int adam_bits;              // --adam-bits 32 or 8: Adam's m and v in fp32 or 8-bit blocks
+    LoraConfig lora;            // --lora R, --lora-alpha, --lora-targets (core/lora.h): the base frozen, adapters trained
+    const char *lora_targets_str;  // --lora-targets LIST (NULL: all of a block's linear maps)
     const char *offload_str;    // --offload none|opt|opt,params
     unsigned offload;           // its OFFLOAD_* bits: the optimizer's states (and ZeRO-3's weight shard) off the device
     const char *offload_to;     // --offload-to host|disk[:DIR]
@@ -142,6 +145,7 @@ Settings default_settings(void) {
     s.temperature = 0.8f;
     s.save_every = 0;
     s.adam_bits = 32;
+    s.lora.alpha = LORA_ALPHA_DEFAULT;
     s.offload_str = "none";
     s.offload_to = OFFLOAD_TO_DEFAULT;
     return s;

@@ -68,8 +68,19 @@ typedef struct {
     float grad_scale;  // AdamW's gradient scale: core/adamw.h step_grad_scale; NaN skips the step
 } StepNumbers;
 
+// --lora (core/lora.h; cpu/lora.h runs them): the model's weights are frozen, these are trained.
+typedef struct {
+    LoraConfig cfg;   // rank 0: no LoRA, every weight trained
+    uint64_t seed;    // A's first values are drawn from it (lora_init)
+    size_t n;         // their parameters: lora_param_count
+    float *w, *g;     // the adapters (ledger: adapters) and their gradients (grads)
+    float *u, *du;    // (N,R): a map's x A^T, and its gradient, reused by every map (scratch)
+    Optimizer opt;    // AdamW over them; its m and v are rows of the buffer table
+} Lora;
+
 typedef struct GPT {
     GPTConfig cfg;
+    Lora lora;  // --lora: the adapters; with them every other weight is frozen (gpt_frozen)
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
     // --zero S over N ranks: which part of the flat array this rank owns and
     // which arrays it keeps whole (parallel/zero.h). One rank: stage 0, nothing sharded.
@@ -139,6 +150,9 @@ typedef struct GPT {
     void (*read_back)(struct GPT *m, float *dst, size_t lo, size_t n);
 } GPT;
 
+// Are the model's own weights frozen (--lora)? Then they have no gradients and no optimizer state.
+int gpt_frozen(const GPT *m) { return m->lora.cfg.rank > 0; }
+
 // The attention heads of a config: H query heads sharing KVH key-value heads (GPT-2: KVH = H).
 Heads model_heads(const GPTConfig *c) { return (Heads){c->heads, cfg_kv_heads(c), head_size(c)}; }
 
@@ -160,7 +174,7 @@ size_t final_act_floats(const GPT *m, int B, int T) {
     return m->plan.tiled_head ? n : n + (size_t)m->plan.head_rows * padded_vocab(&m->cfg);
 }
 
-enum { MAX_BUFFERS = 32 };
+enum { MAX_BUFFERS = 40 };
 
 // The model's buffers, in the order they are made (for micro-batches of
 // B x T; the eval model's are cpu/eval.h's). What each rank holds (P~ = the padded full
@@ -179,6 +193,7 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     const GPTConfig *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->channels, f = sizeof(float), e = dtype_size(m->dtype);
     int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head, wide_grads = m->grad_dtype == DT_FP32;
+    int frozen = gpt_frozen(m);  // --lora: no gradients nor AdamW state for the model's weights; the adapters' below
     int comm_buckets = grads_sharded(sh) ? MEM_COMM : MEM_SCRATCH, offloaded = m->plan.offload & OFFLOAD_OPT;
     int wloc = m->plan.offload & OFFLOAD_PARAMS ? LOC_PINNED : LOC_DEVICE;  // the compute weights
     size_t block = block_act_floats(c, B, T, m->flash), final = final_act_floats(m, B, T);
@@ -187,8 +202,8 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF_AT(wloc, params, MEM_PARAMS, "params", !mixed ? shard_weights_len(sh) * f : 0);
     BUF_AT(wloc, params_lp, MEM_PARAMS, "params (16-bit)", mixed ? shard_weights_len(sh) * 2 : 0);
     BUF(params, MEM_MASTER, "master weights", mixed && !offloaded ? shard_state_len(sh) * f : 0);
-    BUF(grads, MEM_GRADS, "grads", wide_grads ? shard_grads_len(sh) * f : 0);
-    BUF(grads_lp, MEM_GRADS, "grads (16-bit)", !wide_grads ? shard_grads_len(sh) * 2 : 0);
+    BUF(grads, MEM_GRADS, "grads", wide_grads && !frozen ? shard_grads_len(sh) * f : 0);
+    BUF(grads_lp, MEM_GRADS, "grads (16-bit)", !wide_grads && !frozen ? shard_grads_len(sh) * 2 : 0);
     BUF(dres, MEM_SCRATCH, "dres", N * C * f);
     BUF(dln, MEM_SCRATCH, "dln", N * C * f);
     BUF(dqkv, MEM_SCRATCH, "dqkv", N * qkv_width(c) * f);
@@ -211,7 +226,7 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(gather_piece, MEM_COMM, "piece gather", weights_sharded(sh) ? m->piece * e : 0);
     BUF(gather_global, MEM_COMM, "global gather", weights_sharded(sh) && whole_table ? m->plan.table * e : 0);
     // AdamW's state (cpu/optimizer.h), this rank's S: m and v in fp32, or in 8-bit codes and a scale per ADAM_BLOCK
-    size_t S = offloaded ? 0 : shard_state_len(sh);
+    size_t S = offloaded || frozen ? 0 : shard_state_len(sh);
     int bits = m->opt.bits, codes = bits == 8;
     BUF(opt.m, MEM_ADAM_M, "adam_m", codes ? 0 : adam_moment_bytes(S, bits));
     BUF(opt.v, MEM_ADAM_V, "adam_v", codes ? 0 : adam_moment_bytes(S, bits));
@@ -219,6 +234,14 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(opt.m_scale, MEM_ADAM_M, "adam_m scales", adam_scale_bytes(S, bits));
     BUF(opt.v8, MEM_ADAM_V, "adam_v (8-bit)", codes ? adam_moment_bytes(S, bits) : 0);
     BUF(opt.v_scale, MEM_ADAM_V, "adam_v scales", adam_scale_bytes(S, bits));
+    // --lora: the adapters, their gradients and AdamW's m and v (fp32), and (N,R) twice of scratch
+    size_t A = m->lora.n, R = m->lora.cfg.rank;
+    BUF(lora.w, MEM_ADAPTERS, "adapters", A * f);
+    BUF(lora.g, MEM_GRADS, "adapter grads", A * f);
+    BUF(lora.opt.m, MEM_ADAM_M, "adapter adam_m", A * f);
+    BUF(lora.opt.v, MEM_ADAM_V, "adapter adam_v", A * f);
+    BUF(lora.u, MEM_SCRATCH, "lora x A^T", N * R * f);
+    BUF(lora.du, MEM_SCRATCH, "lora its gradient", N * R * f);
 #undef BUF
 #undef BUF_AT
     return n;
@@ -240,6 +263,7 @@ void gpt_free(GPT *m) {
     buffers_free(m, m->B, m->T);
     free(m->acts);
     free(m->opt.tensors);
+    free(m->lora.opt.tensors);
 }
 
 // The model for micro-batches of B x T (Settings' batch and seq_len), for
@@ -266,6 +290,15 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     shard_state_range(sh, &lo, &hi);
     AdamWConfig adam = adamw_config(s);
     optimizer_setup(&m->opt, &adam, &m->cfg, lo, hi, s->adam_bits);
+    m->lora.cfg = s->lora;
+    if (gpt_frozen(m)) {  // AdamW over the adapters alone
+        m->lora.seed = s->seed;
+        m->lora.n = lora_param_count(&m->cfg, &s->lora);
+        int nt = lora_tensor_count(&m->cfg, &s->lora);
+        ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
+        lora_tensors(&m->cfg, &s->lora, t);
+        optimizer_setup_tensors(&m->lora.opt, &adam, t, nt, 0, m->lora.n, 32);
+    }
     buffers_alloc(m, s->batch, s->seq_len);
 }
 
@@ -275,7 +308,8 @@ void *gpt_grads(const GPT *m) { return m->grad_dtype == DT_FP32 ? (void *)m->gra
 
 // A new step: the gradients start from 0, and the rebuilds' time from nothing.
 void gpt_zero_grad(GPT *m) {
-    memset(gpt_grads(m), 0, shard_grads_len(&m->shard) * dtype_size(m->grad_dtype));
+    if (gpt_frozen(m)) memset(m->lora.g, 0, m->lora.n * sizeof(float));
+    else memset(gpt_grads(m), 0, shard_grads_len(&m->shard) * dtype_size(m->grad_dtype));
     m->recompute_seconds = 0.0;
 }
 

@@ -103,7 +103,7 @@ void final_norm_backward(GPT *m) {
         Piece lnf = lnf_piece(&m->cfg);
         const float *p = fetch_params(m, lnf);
         float *g = grads_params(m, lnf);
-        norm_backward_as(is_llama(&m->cfg), m->dres, g, g + C, m->dln, x, p, mean, rstd, N, C);
+        norm_backward_as(is_llama(&m->cfg), m->dres, g, g ? g + C : NULL, m->dln, x, p, mean, rstd, N, C);
         grads_params_done(m, lnf);
     } else {
         Globals *w = &m->globals, *g = &m->global_grads;
@@ -163,7 +163,7 @@ void head_backward_tiled(GPT *m, float *dlnf, const float *lnf, const float *lse
             matmul_forward(tile, lnf + (size_t)r0 * C, w, NULL, rows, C, nv);
             crossentropy_tile_backward(tile, rows, nv, v0, c->vocab, targets + r0, lse + r0, dloss);
             gemm(rows, C, nv, tile, nv, 1, w, C, 1, dlnf + (size_t)r0 * C, C, k > 0);  // the first chunk overwrites
-            gemm(nv, C, rows, tile, 1, nv, lnf + (size_t)r0 * C, C, 1, g, C, 1);
+            if (g) gemm(nv, C, rows, tile, 1, nv, lnf + (size_t)r0 * C, C, 1, g, C, 1);  // (frozen: none)
         }
         head_chunk_grads_done(m, k);
     }

@@ -44,6 +44,7 @@ void encoder_forward(float *out, const int *inp, const float *wte, const float *
 // Serial over positions: the same token can appear twice, and a fixed order
 // keeps the sum deterministic.
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C) {
+    if (!dwte) return;  // a frozen table (--lora)
     for (int bt = 0; bt < B * T; bt++) {
         const float *d = dout + (size_t)bt * C;
         float *dwe = dwte + (size_t)inp[bt] * C;
@@ -76,7 +77,7 @@ void encoder_forward_chunk(float *out, const int *inp, const float *rows, int r0
 // where they fall in [r0, r1): encoder_backward, a chunk of the table at a time.
 void encoder_backward_chunk(float *drows, const float *dout, const int *inp, int r0, int r1, int Vp, int B, int T,
                             int C) {
-    for (int bt = 0; bt < B * T; bt++) {
+    for (int bt = 0; drows && bt < B * T; bt++) {  // (drows NULL: a frozen table, --lora)
         const float *d = dout + (size_t)bt * C;
         int tok = inp[bt], pos = Vp + bt % T;
         if (tok >= r0 && tok < r1)
@@ -128,8 +129,8 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
         float *dx = dinp + (size_t)i * C;
         for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - mu) * s * gx_mean);
     }
-    // weight and bias gradients: a fixed row order, vectorized over channels
-    for (int i = 0; i < N; i++) {
+    // weight and bias gradients: a fixed row order, vectorized over channels (none for a frozen norm: dw NULL)
+    for (int i = 0; dw && i < N; i++) {
         const float *x = inp + (size_t)i * C, *d = dout + (size_t)i * C;
         float mu = mean[i], s = rstd[i];
         for (int c = 0; c < C; c++) {
@@ -168,7 +169,7 @@ void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *in
         float *dx = dinp + (size_t)i * C;
         for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - x[c] * s * gx_mean);
     }
-    for (int i = 0; i < N; i++) {  // the weight's gradient: a fixed row order, vectorized over channels
+    for (int i = 0; dw && i < N; i++) {  // the weight's gradient (frozen: dw NULL): a fixed row order, vectorized over channels
         const float *x = inp + (size_t)i * C, *d = dout + (size_t)i * C;
         for (int c = 0; c < C; c++) dw[c] += d[c] * x[c] * rstd[i];
     }
@@ -201,10 +202,11 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
 // dinp[N,C] = dout[N,OC] @ w[OC,C]          (overwrites)
 // dw[OC,C] += dout^T[OC,N] @ inp[N,C]       (accumulates)
 // dbias[OC] += sum over rows of dout        (accumulates; may be NULL)
+// (dw NULL: a frozen weight, --lora; its bias is frozen too)
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                      int N, int C, int OC) {
     if (dinp) gemm(N, C, OC, dout, OC, 1, w, C, 1, dinp, C, 0);
-    gemm(OC, C, N, dout, 1, OC, inp, C, 1, dw, C, 1);
+    if (dw) gemm(OC, C, N, dout, 1, OC, inp, C, 1, dw, C, 1);
     if (dbias) {
 #pragma omp parallel for schedule(guided) if ((size_t)N * OC >= PARALLEL_MIN)
         for (int o0 = 0; o0 < OC; o0 += 64) {

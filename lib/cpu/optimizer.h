@@ -21,6 +21,11 @@
 // owns, added in rank order (one rank: all of them).
 void gpt_grad_norm(GPT *m, float loss_scale, float clip) {
     const Shard *sh = &m->shard;
+    if (gpt_frozen(m)) {  // --lora: the adapters' gradients are all there are (one rank)
+        m->numbers.sumsq = sum_squares(m->lora.g, m->lora.n);
+        m->numbers.grad_scale = step_grad_scale(m->numbers.sumsq, loss_scale, clip);
+        return;
+    }
     const char *g = gpt_grads(m);
     size_t at = sh->own_lo - m->grads_base;
     m->numbers.sumsq =
@@ -45,6 +50,10 @@ void gpt_read_numbers(GPT *m, double *loss_sum, double *sumsq) {
 // (an fp16 overflow) skips the step.
 void gpt_adamw_step(GPT *m, float lr, int t) {
     if (isnan(m->numbers.grad_scale)) return;
+    if (gpt_frozen(m)) {  // --lora: the adapters move, the model's weights stay
+        optimizer_step(&m->lora.opt, m->lora.w, 0, m->lora.g, 0, DT_FP32, lr, t, m->numbers.grad_scale);
+        return;
+    }
     optimizer_step(&m->opt, m->params, m->master_base, gpt_grads(m), m->grads_base, m->grad_dtype, lr, t,
                    m->numbers.grad_scale);
     gpt_sync_params(m);

@@ -8,7 +8,8 @@
 //   through the model's read_back).
 // Its gradients go into the stored fp32 gradients (fp32 runs, --fp32-grads), or
 // into an fp32 bucket that is added into the 16-bit gradients, or
-// reduce-scattered over the ranks (stages 2, 3), once the op's backward is done.
+// reduce-scattered over the ranks (stages 2, 3), once the op's backward is done;
+// nowhere when the weights are frozen (--lora: NULL, and the ops skip them).
 // ZeRO's collectives at their points of the step (parallel/zero.h does the work):
 //   stage 3, before a piece's weights are used (forward, rebuild, backward):  gather_weights
 //   stages 2, 3, when a piece's backward is done:                          reduce_scatter_grads
@@ -57,6 +58,7 @@ void gpt_init(GPT *m, const WeightSource *src) {
     int sharded = m->dtype == DT_FP32 ? weights_sharded(sh) : states_sharded(sh);  // the fp32 weights: the compute weights, or the master
     init_params_range(m->params, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : m->nparams, &m->cfg, src);
     gpt_sync_params(m);
+    if (gpt_frozen(m)) lora_init(m->lora.w, &m->cfg, &m->lora.cfg, m->lora.seed);  // --lora: A drawn, B zero
 }
 
 // Stage 3: every rank's weights of [lo, hi) into dst (in the storage dtype).
@@ -118,6 +120,7 @@ float *fetch_params(GPT *m, Piece p) {
 // stored fp32 grads, or into the bucket grad_piece (zeroed here), which
 // grads_params_done hands on.
 float *grads_params(GPT *m, Piece p) {
+    if (gpt_frozen(m)) return NULL;
     if (!m->bucketed) return m->grads + (p.lo - m->grads_base);
     memset(m->grad_piece, 0, p.n * sizeof(float));
     return m->grad_piece;
@@ -127,7 +130,7 @@ float *grads_params(GPT *m, Piece p) {
 // so no rank ever holds more than a piece of unreduced gradients; 16-bit
 // gradients at stages 0, 1 have them added in.
 void grads_params_done(GPT *m, Piece p) {
-    if (!m->bucketed) return;
+    if (!m->bucketed || gpt_frozen(m)) return;
     if (grads_sharded(&m->shard)) {
         char what[48];
         if (g_ledger.trace) printf("  reduce-scatter %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * sizeof(float));
@@ -151,7 +154,7 @@ OpParams op_weights(GPT *m, int l, int op) {
 
 OpParams op_grads(GPT *m, int l, int op) {
     float *p = grads_params(m, op_piece(&m->cfg, l, op));
-    OpParams g = {p, op_has_bias(&m->cfg) ? p + op_weight_count(&m->cfg, op) : NULL};
+    OpParams g = {p, p && op_has_bias(&m->cfg) ? p + op_weight_count(&m->cfg, op) : NULL};
     return g;
 }
 
@@ -203,13 +206,14 @@ Globals global_weights(GPT *m) {
 // Their gradients: the stored fp32 ones, or grad_global (zeroed here; added into
 // the 16-bit grads, or reduce-scattered, by global_grads_done).
 Globals global_grads(GPT *m) {
+    if (gpt_frozen(m)) return (Globals){NULL, NULL, NULL, NULL, NULL};
     if (!m->bucketed) return globals_flat(m->grads, &m->cfg);
     memset(m->grad_global, 0, m->plan.table * sizeof(float));
     return globals_packed(m->grad_global, &m->cfg);
 }
 
 void global_grads_done(GPT *m) {
-    if (!m->bucketed) return;
+    if (!m->bucketed || gpt_frozen(m)) return;
     const GPTConfig *c = &m->cfg;
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers), tail = tail_param_count(c);
     if (grads_sharded(&m->shard)) {

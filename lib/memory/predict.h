@@ -34,6 +34,14 @@ double model_flops_per_token(const GPTConfig *c, int T) {
     return 6.0 * predict_param_count(c) + 6.0 * c->layers * T * c->channels;
 }
 
+// ... for a run's settings: with --lora the model's weights get no gradient, 4 a parameter, and the
+// adapters' own (core/lora.h lora_flops_per_token).
+double run_flops_per_token(const Settings *s) {
+    const GPTConfig *c = &s->cfg;
+    if (!s->lora.rank) return model_flops_per_token(c, s->seq_len);
+    return 4.0 * predict_param_count(c) + 6.0 * c->layers * s->seq_len * c->channels + lora_flops_per_token(c, &s->lora);
+}
+
 // The activation stack at its two moments that matter: after the forward
 // (everything the backward will need is live) and at its peak (the largest it
 // ever gets). The tensors are core/saved.h's tables, each stored in the --dtype,
@@ -262,9 +270,17 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
 // so mixed precision on one rank is the ZeRO paper's 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter,
 // and stage 1 is 2P + 2P + 12P/N, stage 2 2P + (2 + 12)P/N, stage 3 (2 + 2 + 12)P/N (plus padding);
 // with --fp32-grads Megatron-LM's 2 + 4 + 12 = 18.
+// --lora: the model's weights frozen, params e*P and nothing else of theirs; the adapters' A
+//   parameters (core/lora.h lora_param_count) in fp32, 4A, with their gradients 4A and m and v 4A each:
+//   4P + 16A bytes in all (PEFT's bill for full-precision LoRA).
 void predict_states(const Settings *s, const ShardSizes *sh, MemSnapshot *b) {
     size_t e = dtype_size(s->dtype), n = sh->state_n;
     b->bytes[MEM_PARAMS] = e * sh->weights_n;
+    if (s->lora.rank) {
+        size_t A = 4 * lora_param_count(&s->cfg, &s->lora);
+        b->bytes[MEM_ADAPTERS] = b->bytes[MEM_GRADS] = b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = A;
+        return;
+    }
     b->bytes[MEM_MASTER] = s->dtype == DT_FP32 ? 0 : 4 * n;
     b->bytes[MEM_GRADS] = dtype_size(grad_dtype(s)) * sh->grads_n;
     b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = s->adam_bits == 8 ? n + 4 * ((n + ADAM_BLOCK - 1) / ADAM_BLOCK) : 4 * n;
@@ -293,6 +309,7 @@ size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
 //   backward buffers: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C
 //     (Llama: dqkv N (H + 2 KVH) hs, dfch 2N*F and dact N*F: N (3C + (H + 2 KVH) hs + 3F))
 //   --fused-ce: a tile of logits and two numbers a row (predict_head_tile)
+//   --lora: a map's x A^T and its gradient, 2 N R
 //   16-bit runs compute in fp32 working buffers (cpu/gpt.h, buffers): x_work N*C; act_work =
 //     the fp32 views of max(one block's 13 tensors, the final layernorm and a chunk of logits),
 //     less the row statistics (stored in fp32, their own views):
@@ -306,6 +323,7 @@ size_t predict_scratch(const Settings *s, const Plan *p) {
         scratch = N * (3 * C + qkv + 3 * F), block = N * (5 * C + qkv + 3 * F);
     }
     if (p->tiled_head) scratch += predict_head_tile((size_t)p->head_rows, (int)Vp) + 2 * N;
+    scratch += 2 * N * (size_t)s->lora.rank;
     if (s->dtype != DT_FP32) {
         block += s->flash ? 0 : B * H * T * T;
         size_t final = N * C + (p->tiled_head ? 0 : (size_t)p->head_rows * Vp);

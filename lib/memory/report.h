@@ -24,17 +24,18 @@ enum MemCategory {
     MEM_QWEIGHTS,     // --eval-only --quantize: the weights in bf16, int8 or int4 (io/quant.h)
     MEM_QSCALES,      // their scales: one fp32 per block of QUANT_BLOCK weights (int8, int4)
     MEM_KVCACHE,      // sampling: each layer's keys and values of the positions so far (cpu/storage.h)
+    MEM_ADAPTERS,     // --lora: the adapters' weights, A and B of each targeted map (core/lora.h)
     MEM_NCAT
 };
 
 const char *const mem_category_name[MEM_NCAT] = {
     "params", "master", "grads", "adam_m", "adam_v",
-    "activations", "scratch", "comm", "data", "qweights", "qscales", "kv_cache",
+    "activations", "scratch", "comm", "data", "qweights", "qscales", "kv_cache", "adapters",
 };
 
-// The quantized weights' rows and the KV cache's are shown only in the runs that have them.
+// The quantized weights' rows, the KV cache's and the adapters' are shown only in the runs that have them.
 int mem_row_hidden(int c, size_t a, size_t b) {
-    return (c == MEM_QWEIGHTS || c == MEM_QSCALES || c == MEM_KVCACHE) && !a && !b;
+    return (c == MEM_QWEIGHTS || c == MEM_QSCALES || c == MEM_KVCACHE || c == MEM_ADAPTERS) && !a && !b;
 }
 
 // Where a buffer lives. The device is the memory the model computes in: the

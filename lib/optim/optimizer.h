@@ -50,15 +50,22 @@ size_t adam_scale_bytes(size_t n, int bits) { return bits == 8 ? (n + ADAM_BLOCK
 
 // The optimizer of the parameters [lo, hi) in `bits`, without its state: the
 // holder of the state points m and v (or m8, v8 and the scales) at it.
-void optimizer_setup(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi, int bits) {
+// The tensors are the model's (param_tensors), or what optimizer_setup_tensors is given (--lora's adapters).
+void optimizer_setup_tensors(Optimizer *opt, const AdamWConfig *cfg, ParamTensor *tensors, int ntensors, size_t lo,
+                             size_t hi, int bits) {
     memset(opt, 0, sizeof *opt);
     opt->cfg = *cfg;
     opt->lo = lo;
     opt->hi = hi;
     opt->bits = bits;
-    opt->ntensors = param_tensor_count(model);
-    opt->tensors = malloc(sizeof(ParamTensor) * opt->ntensors);
-    param_tensors(model, opt->tensors);
+    opt->ntensors = ntensors;
+    opt->tensors = tensors;
+}
+
+void optimizer_setup(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi, int bits) {
+    ParamTensor *t = malloc(sizeof(ParamTensor) * param_tensor_count(model));
+    param_tensors(model, t);
+    optimizer_setup_tensors(opt, cfg, t, param_tensor_count(model), lo, hi, bits);
 }
 
 // ... with its state: n_alloc elements each (>= hi - lo: a ZeRO shard is

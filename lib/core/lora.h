@@ -1,0 +1,159 @@
+// core/lora.h — LoRA's adapters (Hu et al. 2021, "LoRA: Low-Rank Adaptation",
+// as Hugging Face's PEFT builds them): which linear maps get one, their layout
+// in one flat array, their count and their first values. No device, no allocator:
+// the CPU model (cpu/lora.h), the predictor and the dry run read it.
+//
+// A targeted map W (out x in) of a layer keeps W frozen and gets two trained
+// matrices, A (R x in) and B (out x R); its output becomes
+//     y = x W^T + s (x A^T) B^T,        s = alpha / R
+// (PEFT's LoraConfig: r, lora_alpha 8 by default, scaling = lora_alpha / r).
+// A starts as PEFT's does, nn.init.kaiming_uniform_(a = sqrt(5)): uniform in
+// +-1/sqrt(in); B starts at zero, so the model starts as the base model, bit
+// for bit. Everything else (the norms, the embedding, the head) is frozen too.
+//
+// The maps are the linear layers of the Hugging Face model, each a band of
+// output rows of one of gptmem's fused ops (core/config.h):
+//   GPT-2: qkv (c_attn, all of qkv), proj (attn.c_proj), fc (c_fc), fcproj (mlp.c_proj)
+//   Llama: q, k, v (q_proj, k_proj, v_proj: qkv's rows H hs, KVH hs, KVH hs), o (o_proj),
+//          up, gate (up_proj, gate_proj: fc's first F rows, then its last F), down (down_proj)
+// Layout: layer by layer; in a layer the targeted maps in that order, each A then B.
+#ifndef GPTMEM_LORA_H
+#define GPTMEM_LORA_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "core/config.h"
+#include "core/rng.h"
+
+enum { LM_QKV, LM_PROJ, LM_FC, LM_FCPROJ, LM_Q, LM_K, LM_V, LM_O, LM_UP, LM_GATE, LM_DOWN, LORA_MAPS };
+const char *const lora_map_names[LORA_MAPS] = {"qkv", "proj", "fc", "fcproj", "q", "k", "v", "o", "up", "gate", "down"};
+// Their modules' names in a Hugging Face model (PEFT's target_modules)
+const char *const lora_module_names[LORA_MAPS] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj",
+                                                  "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                                  "self_attn.o_proj", "mlp.up_proj", "mlp.gate_proj", "mlp.down_proj"};
+#define LORA_ALPHA_DEFAULT 8.0f  // PEFT's LoraConfig.lora_alpha
+
+typedef struct {
+    int rank;          // R (0: no LoRA, every weight trained)
+    float alpha;       // the scale is alpha / R
+    unsigned targets;  // 1 << LM_*: the maps that get an adapter
+} LoraConfig;
+
+// One map: rows [row0, row0 + rows) of op `op`'s output, from its `in` inputs.
+typedef struct {
+    int op, row0, rows, in;
+} LoraMap;
+
+// The maps of a config's architecture: [first, first + 4) GPT-2's, [first, first + 7) Llama's.
+int lora_first_map(const GPTConfig *c) { return is_llama(c) ? LM_Q : LM_QKV; }
+int lora_map_end(const GPTConfig *c) { return is_llama(c) ? LORA_MAPS : LM_Q; }
+unsigned lora_all_maps(const GPTConfig *c) { return ((1u << lora_map_end(c)) - 1) & ~((1u << lora_first_map(c)) - 1); }
+
+LoraMap lora_map(const GPTConfig *c, int k) {
+    int C = c->channels, hs = head_size(c), q = c->heads * hs, kv = cfg_kv_heads(c) * hs, F = cfg_ffn(c);
+    switch (k) {
+    case LM_QKV: return (LoraMap){OP_QKV, 0, (int)qkv_width(c), C};
+    case LM_PROJ: case LM_O: return (LoraMap){OP_ATTPROJ, 0, C, C};
+    case LM_FC: return (LoraMap){OP_FC, 0, F, C};
+    case LM_FCPROJ: case LM_DOWN: return (LoraMap){OP_FCPROJ, 0, C, F};
+    case LM_Q: return (LoraMap){OP_QKV, 0, q, C};
+    case LM_K: return (LoraMap){OP_QKV, q, kv, C};
+    case LM_V: return (LoraMap){OP_QKV, q + kv, kv, C};
+    case LM_UP: return (LoraMap){OP_FC, 0, F, C};
+    default: return (LoraMap){OP_FC, F, F, C};  // LM_GATE
+    }
+}
+
+int lora_targets(const LoraConfig *a, int k) { return a->rank > 0 && (a->targets >> k & 1); }
+float lora_scale(const LoraConfig *a) { return a->alpha / a->rank; }
+
+// A map's adapter: R (in + rows) parameters, A's then B's.
+size_t lora_map_count(const GPTConfig *c, const LoraConfig *a, int k) {
+    LoraMap mp = lora_map(c, k);
+    return (size_t)a->rank * ((size_t)mp.in + mp.rows);
+}
+
+size_t lora_layer_count(const GPTConfig *c, const LoraConfig *a) {
+    size_t n = 0;
+    for (int k = 0; k < LORA_MAPS; k++)
+        if (lora_targets(a, k)) n += lora_map_count(c, a, k);
+    return n;
+}
+
+// All of them: what LoRA trains (PEFT's "trainable params").
+size_t lora_param_count(const GPTConfig *c, const LoraConfig *a) { return (size_t)c->layers * lora_layer_count(c, a); }
+
+// The model's parameters as PEFT counts them (its "all params" less the adapters): the real
+// vocabulary's rows, not the padding gptmem adds to a multiple of 64.
+size_t lora_base_param_count(const GPTConfig *c) {
+    return param_count(c) - (size_t)(padded_vocab(c) - c->vocab) * c->channels * (1 + (c->untied != 0));
+}
+
+// FLOPs a token with the base frozen: 4 a weight (the forward's 2, the input gradient's 2; no weight
+// gradient), and a map's adapter 8 R in + 6 R out (the forward's 2 R (in + out); the backward's
+// x A^T again, dB, d(x A^T), dA and d(x)).
+double lora_flops_per_token(const GPTConfig *c, const LoraConfig *a) {
+    double f = 0;
+    for (int k = 0; k < LORA_MAPS; k++)
+        if (lora_targets(a, k)) f += (double)a->rank * (8.0 * lora_map(c, k).in + 6.0 * lora_map(c, k).rows);
+    return f * c->layers;
+}
+
+// The targeted maps in words: "q,v".
+const char *lora_targets_words(const GPTConfig *c, const LoraConfig *a, char *out, size_t len) {
+    size_t n = 0;
+    out[0] = 0;
+    for (int k = lora_first_map(c); k < lora_map_end(c) && n < len; k++)
+        if (lora_targets(a, k)) n += (size_t)snprintf(out + n, len - n, "%s%s", n ? "," : "", lora_map_names[k]);
+    return out;
+}
+
+// Where layer l's adapter of map k starts (its A; B follows after R in).
+size_t lora_offset(const GPTConfig *c, const LoraConfig *a, int l, int k) {
+    size_t off = (size_t)l * lora_layer_count(c, a);
+    for (int j = 0; j < k; j++)
+        if (lora_targets(a, j)) off += lora_map_count(c, a, j);
+    return off;
+}
+
+// The adapters as tensors for AdamW (core/config.h ParamTensor): every A and B a matrix, so
+// weight decay reaches them all (PEFT trains no bias). `out` holds 2 L maps; returns the count.
+int lora_tensors(const GPTConfig *c, const LoraConfig *a, ParamTensor *out) {
+    int n = 0;
+    for (int l = 0; l < c->layers; l++)
+        for (int k = 0; k < LORA_MAPS; k++) {
+            if (!lora_targets(a, k)) continue;
+            LoraMap mp = lora_map(c, k);
+            size_t at = lora_offset(c, a, l, k), na = (size_t)a->rank * mp.in;
+            out[n++] = (ParamTensor){at, na, 1, 0.0f, 0};
+            out[n++] = (ParamTensor){at + na, (size_t)a->rank * mp.rows, 1, 0.0f, 0};
+        }
+    return n;
+}
+int lora_tensor_count(const GPTConfig *c, const LoraConfig *a) {
+    int maps = 0;
+    for (int k = 0; k < LORA_MAPS; k++) maps += lora_targets(a, k);
+    return 2 * maps * c->layers;
+}
+
+// The first values of the adapters [0, n): each A uniform in +-1/sqrt(in), drawn in layout
+// order from a stream of its own (the base weights draw the same with and without --lora),
+// each B zero.
+#define LORA_SEED_STREAM 0x4C6F5241ULL  // "LoRA"
+void lora_init(float *w, const GPTConfig *c, const LoraConfig *a, uint64_t seed) {
+    uint64_t s = rng_seed(seed ^ LORA_SEED_STREAM);
+    for (int l = 0; l < c->layers; l++)
+        for (int k = 0; k < LORA_MAPS; k++) {
+            if (!lora_targets(a, k)) continue;
+            LoraMap mp = lora_map(c, k);
+            float *A = w + lora_offset(c, a, l, k), bound = 1.0f / sqrtf((float)mp.in);
+            size_t na = (size_t)a->rank * mp.in;
+            for (size_t i = 0; i < na; i++) A[i] = (2.0f * rng_uniform(&s) - 1.0f) * bound;
+            memset(A + na, 0, sizeof(float) * a->rank * mp.rows);
+        }
+}
+
+#endif

@@ -1,0 +1,56 @@
+// cpu/lora.h — --lora's adapters on the CPU (core/lora.h has their maps and
+// layout): each targeted map's low-rank path beside its frozen weight, forward
+// and backward, on cpu/gemm.h's GEMM. A map is a band of rows [row0, row0 +
+// rows) of its op's output, whose row stride is the op's outputs OC; s = alpha / R.
+// The product x A^T is not saved for the backward: it is computed again from x,
+// which the op's input keeps anyway (N in R multiply-adds, R / rows of the map's own).
+#ifndef GPTMEM_CPU_LORA_H
+#define GPTMEM_CPU_LORA_H
+
+#include "core/config.h"
+#include "core/lora.h"
+#include "cpu/gemm.h"
+#include "cpu/gpt.h"
+
+
+// out (N,OC) band += s (inp A^T) B^T, for each targeted map of layer l's op `op`.
+//   u (N,R) = inp (N,in) A^T;  u *= s;  out[:, row0 ..] += u B^T (N, rows)
+void lora_forward(GPT *m, int l, int op, float *out, const float *inp) {
+    const GPTConfig *c = &m->cfg;
+    const LoraConfig *a = &m->lora.cfg;
+    int N = m->B * m->T, R = a->rank, OC = op_outputs(c, op);
+    for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
+        LoraMap mp = lora_map(c, k);
+        if (mp.op != op || !lora_targets(a, k)) continue;
+        const float *A = m->lora.w + lora_offset(c, a, l, k), *B = A + (size_t)R * mp.in;
+        float *u = m->lora.u, s = lora_scale(a);
+        gemm(N, R, mp.in, inp, mp.in, 1, A, 1, mp.in, u, R, 0);
+        for (size_t i = 0; i < (size_t)N * R; i++) u[i] *= s;
+        gemm(N, mp.rows, R, u, R, 1, B, 1, R, out + mp.row0, OC, 1);
+    }
+}
+
+// Its backward, after the frozen weight's (which wrote dinp = dout W), for each targeted map:
+//   su (N,R) = s inp A^T (again);  dB (rows,R) += dout_band^T su
+//   du (N,R) = s dout_band B;      dA (R,in)   += du^T inp;      dinp (N,in) += du A
+void lora_backward(GPT *m, int l, int op, float *dinp, const float *dout, const float *inp) {
+    const GPTConfig *c = &m->cfg;
+    const LoraConfig *a = &m->lora.cfg;
+    int N = m->B * m->T, R = a->rank, OC = op_outputs(c, op);
+    for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
+        LoraMap mp = lora_map(c, k);
+        if (mp.op != op || !lora_targets(a, k)) continue;
+        size_t at = lora_offset(c, a, l, k), na = (size_t)R * mp.in;
+        const float *A = m->lora.w + at, *B = A + na;
+        float *dA = m->lora.g + at, *dB = dA + na, *u = m->lora.u, *du = m->lora.du, s = lora_scale(a);
+        gemm(N, R, mp.in, inp, mp.in, 1, A, 1, mp.in, u, R, 0);
+        for (size_t i = 0; i < (size_t)N * R; i++) u[i] *= s;
+        gemm(mp.rows, R, N, dout + mp.row0, 1, OC, u, R, 1, dB, R, 1);
+        gemm(N, R, mp.rows, dout + mp.row0, OC, 1, B, R, 1, du, R, 0);
+        for (size_t i = 0; i < (size_t)N * R; i++) du[i] *= s;
+        gemm(R, mp.in, N, du, 1, R, inp, mp.in, 1, dA, mp.in, 1);
+        gemm(N, mp.in, R, du, R, 1, A, mp.in, 1, dinp, mp.in, 1);
+    }
+}
+
+#endif

@@ -357,7 +357,7 @@ int dry_run(const Settings *s) {
            s->cuda ? "GPU " : "", s->ranks > 1 ? " of each rank" : "",
            report_off_device(&predicted) ? "; the total is the device's, the places off it have their own below" : "");
     print_prediction(stdout, &predicted, s->eval_only ? EVAL_PHASES : MEM_NPHASE);
-    if (!s->cuda && !s->eval_only) print_paper_comparison(s, &predicted);
+    if (!s->cuda && !s->eval_only && !s->lora.rank) print_paper_comparison(s, &predicted);  // (full fine-tuning's bill)
     if (s->mem_ops) print_activation_table(stdout, s, 0);
     if (s->infer) print_inference(cfg, s);
     if (s->estimators && !s->eval_only) print_estimators(stdout, s, &predicted, NULL);

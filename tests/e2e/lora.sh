@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# tests/e2e/lora.sh — --lora: the ledger predicted == measured over the flags it takes, the dry run's
+# PEFT line for Llama-3-8B, the first step the base model's, sampling, and every refusal in one line.
+# Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+LLAMA=(--model llama-small --layers 2 --channels 32 --heads 4 --kv-heads 2 --ffn 64 --max-seq 32 --seq-len 32 --batch 4
+       --sample-len 0 --eval-batches 2 --print-every 1)
+i=0
+for run in "SMALL --lora 4" "SMALL --lora 2 --lora-targets qkv,fcproj --accum 3 --ckpt" "SMALL --lora 8 --flash --fused-ce" \
+           "LLAMA --lora 4" "LLAMA --lora 2 --lora-targets q,v --recompute attn,gelu --accum 2" \
+           "LLAMA --lora 3 --lora-alpha 16 --flash --fused-ce --ckpt"; do
+  i=$((i + 1)); set -- $run; which=$1; shift
+  if [ "$which" = SMALL ]; then args=("${SMALL[@]}"); else args=("${LLAMA[@]}"); fi
+  if ./train "${args[@]}" "$@" --steps 2 --mem-json "$tmp/m$i.json" >"$tmp/l$i" 2>&1 && mem_equal "$tmp/m$i.json" &&
+     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d['measured']['peak']['adapters'] > 0 else 1)" "$tmp/m$i.json"; then
+    ok "lora: ledger predicted == measured, adapters' row there: $run"
+  else bad "lora: ledger predicted == measured: $run"; tail -3 "$tmp/l$i"; fi
+done
+# the dry run predicts what the run measured
+./train "${SMALL[@]}" --lora 4 --dry-run --mem-json "$tmp/dry.json" >/dev/null 2>&1
+if python3 - "$tmp/dry.json" "$tmp/m1.json" <<'PY'
+import json, sys
+dry, real = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+sys.exit(0 if dry["predicted"] == real["measured"] else 1)
+PY
+then ok "lora: the dry run equals the run's ledger"; else bad "lora: the dry run equals the run's ledger"; fi
+# PEFT's print_trainable_parameters for Llama-3-8B (r 8 on q,v; r 16 on all seven maps)
+./train --model llama3-8b --lora 8 --lora-targets q,v --batch 1 --seq-len 1024 --dry-run >"$tmp/qv" 2>&1
+./train --model llama3-8b --lora 16 --batch 1 --seq-len 1024 --dry-run >"$tmp/all" 2>&1
+if grep -qx 'trainable params: 3,407,872 || all params: 8,033,669,120 || trainable%: 0.0424' "$tmp/qv" &&
+   grep -q '^trainable params: 41,943,040 || ' "$tmp/all"; then
+  ok "lora: PEFT's trainable line for Llama-3-8B (3,407,872 and 41,943,040)"
+else bad "lora: PEFT's trainable line: $(grep trainable "$tmp/qv" "$tmp/all")"; fi
+# the first step's loss is the base model's (B starts at zero); then the adapters move it, the base stays
+./train "${LLAMA[@]}" --steps 3 --log "$tmp/base.csv" >/dev/null 2>&1
+./train "${LLAMA[@]}" --steps 3 --lora 4 --log "$tmp/lora.csv" >/dev/null 2>&1
+b1=$(log_column "$tmp/base.csv" loss | head -1); l1=$(log_column "$tmp/lora.csv" loss | head -1)
+b3=$(log_column "$tmp/base.csv" loss | tail -1); l3=$(log_column "$tmp/lora.csv" loss | tail -1)
+if [ -n "$b1" ] && [ "$b1" = "$l1" ] && [ "$b3" != "$l3" ]; then ok "lora: step 1's loss is the base model's ($l1), step 3's its own"
+else bad "lora: step 1's loss $l1 vs the base's $b1"; fi
+# samples run through the adapters (a forward of B 1)
+if ./train "${SMALL[@]}" --lora 2 --steps 2 --sample-len 8 >"$tmp/s" 2>&1 && grep -q '^sample' "$tmp/s"; then
+  ok "lora: a sample at the end"; else bad "lora: a sample"; tail -2 "$tmp/s"; fi
+# refusals: one line, exit 2, before anything is written
+expect 2 "--lora must be" "${SMALL[@]}" --lora 0
+expect 2 "is above the rank map qkv can have: min(32 inputs, 96 outputs) = 32" "${SMALL[@]}" --lora 33
+expect 2 "'q' is not a linear map of a GPT-2 block; its maps are qkv,proj,fc,fcproj" "${SMALL[@]}" --lora 2 --lora-targets qkv,q
+expect 2 "'c_attn' is not a linear map of a Llama block; its maps are q,k,v,o,up,gate,down" "${LLAMA[@]}" --lora 2 --lora-targets c_attn
+expect 2 "--lora-targets goes with --lora R" "${SMALL[@]}" --lora-targets qkv
+expect 2 "--lora-alpha goes with --lora R" "${SMALL[@]}" --lora-alpha 16
+for flag in "--dtype bf16" "--zero 1 --ranks 2" "--device cuda" "--offload opt" "--adam-bits 8" "--save $tmp/st.bin" \
+            "--export $tmp/x.bin" "--estimators"; do
+  expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
+done
+[ ! -e "$tmp/st.bin" ] && [ ! -e "$tmp/x.bin" ] && ok "lora: a refused run writes nothing" || bad "lora: a refused run wrote a file"
+echo "END tests/e2e/lora.sh"

@@ -110,7 +110,7 @@ int print_formats(Net *net, Dataset *data, const Settings *s, const WeightSource
     InferenceBytes inf = predict_inference(cfg, 1, 1, 4);
     printf("  %-7s %4s %14s %12s %10s %9s\n", "weights", "bits", "bytes", "weight error", "val loss", "vs fp32");
     float fp32_loss = 0;
-    for (int f = QF_FP32; f < QF_N; f++) {
+    for (int f = QF_FP32; f < QF_EVAL_N; f++) {
         float loss = held;
         double werr = weight_error(model, from, f);
         if (f != s->quantize) {

@@ -10,15 +10,25 @@
 #include "core/lora.h"
 #include "core/settings.h"
 #include "app/usage.h"
+#include "io/quant.h"
 
 // --lora R, --lora-alpha, --lora-targets (core/lora.h): the maps named, each with a rank it can
 // hold; and the flags LoRA does not take yet, refused with what to do.
 void parse_lora(Settings *s, const GPTConfig *c) {
     LoraConfig *a = &s->lora;
+    s->base_format = QF_FP32, s->base_bits = 32;
     if (!a->rank) {
-        if (s->lora_targets_str || a->alpha != LORA_ALPHA_DEFAULT)
-            usage_error("--%s goes with --lora R (the adapters' rank)", s->lora_targets_str ? "lora-targets" : "lora-alpha");
+        if (s->lora_targets_str || a->alpha != LORA_ALPHA_DEFAULT || s->base_dtype_str)
+            usage_error("--%s goes with --lora R (the adapters' rank; it is what keeps the model frozen)",
+                        s->lora_targets_str ? "lora-targets" : s->base_dtype_str ? "base-dtype" : "lora-alpha");
         return;
+    }
+    if (s->base_dtype_str) {
+        s->base_format = -1;
+        for (int f = 0; f < QF_N; f++)
+            if (f != QF_INT4 && !strcmp(s->base_dtype_str, quant_name[f])) s->base_format = f;
+        if (s->base_format < 0) usage_error("--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got '%s')", s->base_dtype_str);
+        s->base_bits = quant_bits[s->base_format];
     }
     int first = lora_first_map(c), end = lora_map_end(c);
     char names[96] = "";

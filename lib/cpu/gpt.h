@@ -27,6 +27,7 @@
 #include "core/settings.h"
 #include "core/sizes.h"
 #include "cpu/attention.h"
+#include "io/quant.h"
 #include "memory/ledger.h"
 #include "optim/optimizer.h"
 #include "parallel/zero.h"
@@ -76,6 +77,9 @@ typedef struct {
     float *w, *g;     // the adapters (ledger: adapters) and their gradients (grads)
     float *u, *du;    // (N,R): a map's x A^T, and its gradient, reused by every map (scratch)
     Optimizer opt;    // AdamW over them; its m and v are rows of the buffer table
+    // --base-dtype (not fp32): the frozen model held in io/quant.h's storage (ledger: qweights, qscales),
+    // the blocks' linear maps in that format, the rest in fp32; each piece read back into w_piece
+    QuantWeights base;
 } Lora;
 
 typedef struct GPT {
@@ -152,6 +156,8 @@ typedef struct GPT {
 
 // Are the model's own weights frozen (--lora)? Then they have no gradients and no optimizer state.
 int gpt_frozen(const GPT *m) { return m->lora.cfg.rank > 0; }
+// ... and held in fewer bits (--base-dtype), read back a piece at a time?
+int gpt_base_packed(const GPT *m) { return m->lora.base.format != QF_FP32; }
 
 // The attention heads of a config: H query heads sharing KVH key-value heads (GPT-2: KVH = H).
 Heads model_heads(const GPTConfig *c) { return (Heads){c->heads, cfg_kv_heads(c), head_size(c)}; }
@@ -194,12 +200,13 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     size_t N = (size_t)B * T, C = c->channels, f = sizeof(float), e = dtype_size(m->dtype);
     int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head, wide_grads = m->grad_dtype == DT_FP32;
     int frozen = gpt_frozen(m);  // --lora: no gradients nor AdamW state for the model's weights; the adapters' below
+    int packed = gpt_base_packed(m), widened = mixed || packed;  // --base-dtype: read back into w_piece, w_global
     int comm_buckets = grads_sharded(sh) ? MEM_COMM : MEM_SCRATCH, offloaded = m->plan.offload & OFFLOAD_OPT;
     int wloc = m->plan.offload & OFFLOAD_PARAMS ? LOC_PINNED : LOC_DEVICE;  // the compute weights
     size_t block = block_act_floats(c, B, T, m->flash), final = final_act_floats(m, B, T);
 #define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, LOC_DEVICE, cat, name, size}
 #define BUF_AT(where, ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
-    BUF_AT(wloc, params, MEM_PARAMS, "params", !mixed ? shard_weights_len(sh) * f : 0);
+    BUF_AT(wloc, params, MEM_PARAMS, "params", !mixed && !packed ? shard_weights_len(sh) * f : 0);
     BUF_AT(wloc, params_lp, MEM_PARAMS, "params (16-bit)", mixed ? shard_weights_len(sh) * 2 : 0);
     BUF(params, MEM_MASTER, "master weights", mixed && !offloaded ? shard_state_len(sh) * f : 0);
     BUF(grads, MEM_GRADS, "grads", wide_grads && !frozen ? shard_grads_len(sh) * f : 0);
@@ -214,8 +221,8 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(head_stats, MEM_SCRATCH, "head row stats", m->plan.tiled_head ? 2 * N * f : 0);
     BUF(x_work, MEM_SCRATCH, "x work", mixed ? N * C * f : 0);
     BUF(act_work, MEM_SCRATCH, "activation work", mixed ? (block > final ? block : final) * f : 0);
-    BUF(w_piece, MEM_SCRATCH, "piece weights work", mixed ? m->piece * f : 0);
-    BUF(w_global, MEM_SCRATCH, "global weights work", mixed && whole_table ? m->plan.table * f : 0);
+    BUF(w_piece, MEM_SCRATCH, "piece weights work", widened ? m->piece * f : 0);
+    BUF(w_global, MEM_SCRATCH, "global weights work", widened && whole_table ? m->plan.table * f : 0);
     // gradient buckets: 16-bit gradients are collected a piece at a time in fp32 there;
     // stages 2 and 3 reduce-scatter them there (then they are comm buffers)
     BUF(grad_piece, comm_buckets, "piece grads bucket", m->bucketed ? m->piece * f : 0);
@@ -247,6 +254,29 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     return n;
 }
 
+// --base-dtype: the frozen model in io/quant.h's storage, the blocks' linear maps in `format` and
+// everything else in fp32 (bitsandbytes' choice for a causal LM: the embedding, the head and the norms
+// stay in the compute dtype), read back a piece at a time (cpu/weights.h fetch_params).
+void lora_base_read(struct GPT *m, float *dst, size_t lo, size_t n) { quant_load(&m->lora.base, dst, lo, n); }
+
+void lora_hold_base(GPT *m, int format) {
+    const GPTConfig *c = &m->cfg;
+    int n = param_tensor_count(c), per_layer = (param_tensor_count(c) - (is_llama(c) ? 2 + c->untied : 4)) / c->layers;
+    ParamTensor *pt = malloc(sizeof(ParamTensor) * n);
+    QuantTensor *qt = malloc(sizeof(QuantTensor) * n);
+    param_tensors(c, pt);
+    int first = is_llama(c) ? 1 : 2;  // the layers' tensors follow wte (and GPT-2's wpe)
+    for (int i = 0; i < n; i++) {
+        int in_layer = i >= first && i < first + per_layer * c->layers;
+        qt[i] = (QuantTensor){pt[i].offset, pt[i].count, in_layer && pt[i].is_matrix};
+    }
+    quant_layout(&m->lora.base, qt, n);
+    m->lora.base.vec_dtype = DT_FP32;
+    quant_alloc(&m->lora.base, format);
+    m->read_back = lora_base_read;
+    free(pt), free(qt);
+}
+
 void buffers_alloc(GPT *m, int B, int T) {
     Buffer b[MAX_BUFFERS];
     table_alloc(b, buffers(m, B, T, b));
@@ -264,6 +294,7 @@ void gpt_free(GPT *m) {
     free(m->acts);
     free(m->opt.tensors);
     free(m->lora.opt.tensors);
+    if (gpt_base_packed(m)) quant_free(&m->lora.base);
 }
 
 // The model for micro-batches of B x T (Settings' batch and seq_len), for
@@ -298,6 +329,7 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
         ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
         lora_tensors(&m->cfg, &s->lora, t);
         optimizer_setup_tensors(&m->lora.opt, &adam, t, nt, 0, m->lora.n, 32);
+        if (s->base_format != QF_FP32) lora_hold_base(m, s->base_format);
     }
     buffers_alloc(m, s->batch, s->seq_len);
 }

@@ -53,8 +53,25 @@ void gpt_sync_params(GPT *m) {
 // rank: each rank fills the fp32 weights it keeps (all, or its shard), then
 // gpt_sync_params makes the 16-bit copy and, at stages 1 and 2, gathers the
 // full weights.
+// --base-dtype: the weights go a window of w_piece at a time into the frozen model's storage.
+typedef struct {
+    QuantStream stream;
+    const float *window;  // init_params_chunks' buffer: the window [a, b)
+} PackedInit;
+
+static void init_take_packed(void *ctx, size_t a, size_t b) {
+    PackedInit *p = ctx;
+    if (quant_stream(&p->stream, p->window, a, b - a)) ledger_bug("a weight that is not finite", "init_take_packed");
+}
+
 void gpt_init(GPT *m, const WeightSource *src) {
     const Shard *sh = &m->shard;
+    if (gpt_base_packed(m)) {
+        PackedInit p = {.stream = {.q = &m->lora.base}, .window = m->w_piece};
+        init_params_chunks(m->w_piece, m->piece, 0, m->nparams, &m->cfg, src, init_take_packed, &p);
+        lora_init(m->lora.w, &m->cfg, &m->lora.cfg, m->lora.seed);
+        return;
+    }
     int sharded = m->dtype == DT_FP32 ? weights_sharded(sh) : states_sharded(sh);  // the fp32 weights: the compute weights, or the master
     init_params_range(m->params, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : m->nparams, &m->cfg, src);
     gpt_sync_params(m);

@@ -1,5 +1,6 @@
 // io/quant.h — weights in fewer bits, for evaluation and sampling (--eval-only
-// --quantize bf16|int8|int4; doc/quantization.md).
+// --quantize bf16|int8|int4; doc/quantization.md), and --lora's frozen base
+// (--base-dtype bf16|fp16|int8|nf4: QLoRA's NF4; doc/lora.md).
 //
 // What is quantized: the matrices (wte, wpe, and each layer's qkv, attproj,
 // fc, fcproj weights: ParamTensor.is_matrix, 99.9% of GPT-2's parameters).
@@ -16,12 +17,24 @@
 // point): the weights of a trained GPT are centred on 0.
 // bf16: every weight rounded to bf16, no scales.
 //
+// nf4 (QLoRA, Dettmers et al. 2023, as bitsandbytes' quantize_4bit with quant_type "nf4"): blocks of 64
+// as above, the scale the block's absmax, and each weight the nearest of the 16 NormalFloat values
+// NF4_CODE (the quantiles of a normal distribution, scaled to [-1, 1], with an exact 0) to w / absmax,
+// which bitsandbytes computes as w * (1 / absmax) and rounds by comparing with the midpoints of the
+// code (its dQuantizeNF4); read back as NF4_CODE[q] * absmax. A block of zeros reads back as zeros.
+// fp16: every weight rounded to fp16, no scales.
+// The vectors are held in bf16 (--eval-only) or, for a frozen base (--lora), in the compute dtype
+// (fp32): quant_layout's vec_dtype. Which tensors are matrices is the caller's: --eval-only quantizes
+// every matrix; --lora, as bitsandbytes' default for a causal LM, only the blocks' linear maps (the
+// embedding and the head stay with the vectors).
+//
 // Storage, in the ledger's own rows (qweights, qscales):
 //   codes:   the matrices in layout order: int8 one byte a weight, int4 two
 //            weights a byte (the even one in the low half, stored as q + 8),
-//            bf16 two bytes a weight
-//   vectors: the vectors in layout order, bf16
-//   scales:  int8/int4: one fp32 per block, the matrices' blocks in order
+//            nf4 two a byte (the even one in the high half, as bitsandbytes packs them: the
+//            code's index 0..15), bf16 and fp16 two bytes a weight
+//   vectors: the vectors in layout order, bf16 (or fp32: vec_dtype)
+//   scales:  int8/int4/nf4: one fp32 per block, the matrices' blocks in order
 // Reading weights back (quant_load) works on any range of the flat layout
 // that starts and ends on block boundaries of the matrices in it: an op's
 // weight and bias, a chunk of rows of the embedding table, the final
@@ -38,9 +51,23 @@
 #include "memory/ledger.h"
 #include "core/sizes.h"
 
-enum { QF_FP32, QF_BF16, QF_INT8, QF_INT4, QF_N };
-const char *const quant_name[QF_N] = {"fp32", "bf16", "int8", "int4"};
-const int quant_bits[QF_N] = {32, 16, 8, 4};
+enum { QF_FP32, QF_BF16, QF_INT8, QF_INT4, QF_NF4, QF_FP16, QF_N };
+enum { QF_EVAL_N = QF_NF4 };  // the formats --eval-only --quantize takes (and compares): fp32 .. int4
+const char *const quant_name[QF_N] = {"fp32", "bf16", "int8", "int4", "nf4", "fp16"};
+const int quant_bits[QF_N] = {32, 16, 8, 4, 4, 16};
+
+// NF4's 16 values (bitsandbytes' NF4 code table, QLoRA's appendix E), and the midpoints between them
+// that bitsandbytes' dQuantizeNF4 compares with.
+const float NF4_CODE[16] = {-1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
+                            -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
+                            0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f,
+                            0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f,
+                            0.7229568362236023f, 1.0f};
+const float NF4_MID[15] = {-0.8480964004993439f, -0.6106329262256622f, -0.4599952697753906f,
+                           -0.33967943489551544f, -0.23460740596055984f, -0.13791173323988914f,
+                           -0.045525018125772476f, 0.03979014977812767f, 0.1202552504837513f,
+                           0.2035212516784668f, 0.2920137718319893f, 0.3893125355243683f,
+                           0.5016634166240692f, 0.6427869200706482f, 0.8614784181118011f};
 
 // One tensor of the flat layout, as far as quantization cares (core/config.h's
 // ParamTensor has the same three fields, and the init's).
@@ -50,18 +77,36 @@ typedef struct {
 } QuantTensor;
 
 typedef struct {
-    int format;                // QF_FP32 (nothing held here), QF_BF16, QF_INT8 or QF_INT4
+    int format;                // QF_FP32 (nothing held here), QF_BF16, QF_INT8, QF_INT4, QF_NF4 or QF_FP16
+    int vec_dtype;             // the vectors': DT_BF16 (quant_layout's), or DT_FP32
     QuantTensor *tensors;      // the layout
     int ntensors;
     size_t *first;             // per tensor: its first element among the matrices, or among the vectors
     size_t *first_block;       // per matrix tensor: its first block's scale
     size_t matrices, vectors, blocks;
     void *codes;               // the matrices (ledger: qweights)
-    uint16_t *vec;             // the vectors in bf16 (ledger: qweights)
-    float *scales;             // int8, int4: a scale per block (ledger: qscales)
+    void *vec;                 // the vectors in vec_dtype (ledger: qweights)
+    float *scales;             // int8, int4, nf4: a scale per block (ledger: qscales)
 } QuantWeights;
 
 size_t quant_nblocks(size_t n) { return (n + QUANT_BLOCK - 1) / QUANT_BLOCK; }
+
+// A format that keeps a scale per block: int8, int4, nf4 (bf16 and fp16 round each weight alone).
+int quant_scaled(int format) { return format == QF_INT8 || format == QF_INT4 || format == QF_NF4; }
+
+// One block of n (<= QUANT_BLOCK) weights to NF4 codes q[] (0..15): returns the scale, its absmax.
+float block_quantize_nf4(const float *w, int n, int8_t *q) {
+    float absmax = 0.0f;
+    for (int i = 0; i < n; i++) absmax = fabsf(w[i]) > absmax ? fabsf(w[i]) : absmax;
+    float inv = absmax > 0 ? 1.0f / absmax : 0.0f;
+    for (int i = 0; i < n; i++) {
+        float x = w[i] * inv;
+        int k = 0;
+        while (k < 15 && x > NF4_MID[k]) k++;
+        q[i] = (int8_t)k;
+    }
+    return absmax;
+}
 
 // The largest code: int8 -127..127, int4 -7..7.
 int quant_qmax(int format) { return format == QF_INT8 ? 127 : 7; }
@@ -80,13 +125,14 @@ float block_quantize(const float *w, int n, int qmax, int8_t *q) {
 
 // The bytes of the codes of m matrix weights in a format.
 size_t quant_code_bytes(int format, size_t m) {
-    if (format == QF_INT4) return (m + 1) / 2;
+    if (format == QF_INT4 || format == QF_NF4) return (m + 1) / 2;
     return format == QF_INT8 ? m : 2 * m;
 }
 
 // The layout: which tensors are matrices, where each one's codes and scales start.
 void quant_layout(QuantWeights *q, const QuantTensor *tensors, int ntensors) {
     memset(q, 0, sizeof *q);
+    q->vec_dtype = DT_BF16;
     q->ntensors = ntensors;
     q->tensors = malloc(sizeof(QuantTensor) * ntensors);
     q->first = malloc(sizeof(size_t) * ntensors);
@@ -106,12 +152,13 @@ void quant_layout(QuantWeights *q, const QuantTensor *tensors, int ntensors) {
     }
 }
 
-// The storage for the weights in `format` (bf16, int8, int4); every buffer in the ledger.
+// The storage for the weights in `format`; every buffer in the ledger.
 void quant_alloc(QuantWeights *q, int format) {
     q->format = format;
     q->codes = mem_alloc(MEM_QWEIGHTS, quant_code_bytes(format, q->matrices), "quantized matrices");
-    q->vec = mem_alloc(MEM_QWEIGHTS, 2 * q->vectors, "vectors (bf16)");
-    if (format != QF_BF16) q->scales = mem_alloc(MEM_QSCALES, 4 * q->blocks, "quantization scales");
+    q->vec = mem_alloc(MEM_QWEIGHTS, dtype_size(q->vec_dtype) * q->vectors,
+                       q->vec_dtype == DT_FP32 ? "vectors (fp32)" : "vectors (bf16)");
+    if (quant_scaled(format)) q->scales = mem_alloc(MEM_QSCALES, 4 * q->blocks, "quantization scales");
 }
 
 void quant_free(QuantWeights *q) {
@@ -127,14 +174,16 @@ void quant_free(QuantWeights *q) {
 void put_codes(QuantWeights *q, size_t k, const int8_t *codes, int n) {
     for (int i = 0; i < n; i++, k++) {
         if (q->format == QF_INT8) { ((int8_t *)q->codes)[k] = codes[i]; continue; }
-        uint8_t *byte = (uint8_t *)q->codes + k / 2, nib = (uint8_t)(codes[i] + 8);
-        *byte = k % 2 ? (uint8_t)((*byte & 0x0F) | nib << 4) : (uint8_t)((*byte & 0xF0) | nib);
+        int high = q->format == QF_NF4 ? k % 2 == 0 : k % 2 == 1;  // (nf4: bitsandbytes' order)
+        uint8_t *byte = (uint8_t *)q->codes + k / 2, nib = (uint8_t)(q->format == QF_NF4 ? codes[i] : codes[i] + 8);
+        *byte = high ? (uint8_t)((*byte & 0x0F) | nib << 4) : (uint8_t)((*byte & 0xF0) | nib);
     }
 }
 
 int get_code(const QuantWeights *q, size_t k) {
     if (q->format == QF_INT8) return ((const int8_t *)q->codes)[k];
     uint8_t byte = ((const uint8_t *)q->codes)[k / 2];
+    if (q->format == QF_NF4) return k % 2 ? byte & 0x0F : byte >> 4;
     return (k % 2 ? byte >> 4 : byte & 0x0F) - 8;
 }
 
@@ -164,11 +213,11 @@ size_t quant_store(QuantWeights *q, const float *src, size_t lo, size_t n) {
         const float *w = src + (a - lo);
         size_t k = q->first[i] + (a - t->offset);
         if (!t->is_matrix) {
-            for (size_t j = 0; j < b - a; j++) q->vec[k + j] = bf16_from_float(w[j]);
+            dtype_store((char *)q->vec + k * dtype_size(q->vec_dtype), w, b - a, q->vec_dtype);
             continue;
         }
-        if (q->format == QF_BF16) {
-            for (size_t j = 0; j < b - a; j++) ((uint16_t *)q->codes)[k + j] = bf16_from_float(w[j]);
+        if (!quant_scaled(q->format)) {
+            dtype_store((uint16_t *)q->codes + k, w, b - a, q->format == QF_FP16 ? DT_FP16 : DT_BF16);
             continue;
         }
         if (!quant_range_ok(t, a, b)) ledger_bug("quantized range not on block boundaries", "quant_store");
@@ -176,10 +225,57 @@ size_t quant_store(QuantWeights *q, const float *src, size_t lo, size_t n) {
         for (size_t at = 0; at < b - a; at += QUANT_BLOCK, blk++) {
             int len = (int)(b - a - at < QUANT_BLOCK ? b - a - at : QUANT_BLOCK);
             int8_t codes[QUANT_BLOCK];
-            q->scales[blk] = block_quantize(w + at, len, quant_qmax(q->format), codes);
+            q->scales[blk] = q->format == QF_NF4 ? block_quantize_nf4(w + at, len, codes)
+                                                 : block_quantize(w + at, len, quant_qmax(q->format), codes);
             put_codes(q, k + at, codes, len);
         }
     }
+    return 0;
+}
+
+// Weights that arrive in consecutive windows of any size, in layout order (core/config.h
+// init_params_chunks' takes): each block a window ends inside waits in `carry` until the next
+// window completes it, so that quant_store always sees whole blocks.
+typedef struct {
+    QuantWeights *q;
+    float carry[QUANT_BLOCK];
+    size_t carry_lo;  // the flat index of carry[0]
+    int carry_n;
+} QuantStream;
+
+// The block that holds parameter x, [*start, *end) (a vector's parameters are blocks of one).
+void quant_block_of(const QuantWeights *q, size_t x, size_t *start, size_t *end) {
+    int lo = 0, hi = q->ntensors - 1;
+    while (lo < hi) {  // the last tensor that starts at or before x
+        int mid = (lo + hi + 1) / 2;
+        if (q->tensors[mid].offset <= x) lo = mid; else hi = mid - 1;
+    }
+    const QuantTensor *t = &q->tensors[lo];
+    *start = x, *end = x + 1;
+    if (!t->is_matrix) return;
+    *start = t->offset + (x - t->offset) / QUANT_BLOCK * QUANT_BLOCK;
+    *end = *start + QUANT_BLOCK < t->offset + t->count ? *start + QUANT_BLOCK : t->offset + t->count;
+}
+
+// Store the window [lo, lo + n) (src[0] = parameter lo); the windows come in order, without gaps.
+// 0, or the flat index + 1 of a weight that is inf or nan.
+size_t quant_stream(QuantStream *s, const float *src, size_t lo, size_t n) {
+    size_t at = lo, end = lo + n, bad, start, stop;
+    if (s->carry_n) {  // finish the block the last window ended inside
+        quant_block_of(s->q, s->carry_lo, &start, &stop);
+        size_t need = stop - (s->carry_lo + s->carry_n), take = need < n ? need : n;
+        memcpy(s->carry + s->carry_n, src, take * sizeof(float));
+        s->carry_n += (int)take, at += take;
+        if (take < need) return 0;
+        if ((bad = quant_store(s->q, s->carry, s->carry_lo, s->carry_n))) return bad;
+        s->carry_n = 0;
+    }
+    if (at == end) return 0;
+    quant_block_of(s->q, end - 1, &start, &stop);
+    size_t cut = stop == end ? end : start > at ? start : at;  // whole blocks now, the last one's part later
+    if (cut > at && (bad = quant_store(s->q, src + (at - lo), at, cut - at))) return bad;
+    memcpy(s->carry, src + (cut - lo), (end - cut) * sizeof(float));
+    s->carry_lo = cut, s->carry_n = (int)(end - cut);
     return 0;
 }
 
@@ -192,16 +288,19 @@ void quant_load(const QuantWeights *q, float *dst, size_t lo, size_t n) {
         float *w = dst + (a - lo);
         size_t k = q->first[i] + (a - t->offset);
         if (!t->is_matrix) {
-            for (size_t j = 0; j < b - a; j++) w[j] = bf16_to_float(q->vec[k + j]);
+            dtype_load(w, (const char *)q->vec + k * dtype_size(q->vec_dtype), b - a, q->vec_dtype);
             continue;
         }
-        if (q->format == QF_BF16) {
-            for (size_t j = 0; j < b - a; j++) w[j] = bf16_to_float(((const uint16_t *)q->codes)[k + j]);
+        if (!quant_scaled(q->format)) {
+            dtype_load(w, (const uint16_t *)q->codes + k, b - a, q->format == QF_FP16 ? DT_FP16 : DT_BF16);
             continue;
         }
         if (!quant_range_ok(t, a, b)) ledger_bug("quantized range not on block boundaries", "quant_load");
         size_t blk0 = q->first_block[i] + (a - t->offset) / QUANT_BLOCK;
-        for (size_t j = 0; j < b - a; j++) w[j] = (float)get_code(q, k + j) * q->scales[blk0 + j / QUANT_BLOCK];
+        if (q->format == QF_NF4)
+            for (size_t j = 0; j < b - a; j++) w[j] = NF4_CODE[get_code(q, k + j)] * q->scales[blk0 + j / QUANT_BLOCK];
+        else
+            for (size_t j = 0; j < b - a; j++) w[j] = (float)get_code(q, k + j) * q->scales[blk0 + j / QUANT_BLOCK];
     }
 }
 

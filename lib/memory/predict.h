@@ -136,12 +136,12 @@ size_t predict_moved(const GPTConfig *c, int fused_ce) {
     return fused_ce ? piece : piece + global;
 }
 
-// The model-sized part of the scratch: 16-bit runs widen what is moved to
+// The model-sized part of the scratch: 16-bit runs (and --base-dtype's packed base) widen what is moved to
 // fp32 (w_piece, w_global), and runs whose gradients go through fp32 buckets
 // (16-bit gradients, or stages 2 and 3) count those as scratch at stages 0 and 1
 // (at 2 and 3 they are comm).
 size_t predict_model_scratch(const Settings *s, const Plan *p) {
-    int zero = p->stage, wide = s->dtype != DT_FP32, bucketed = grad_dtype(s) != DT_FP32 || shards_grads(zero);
+    int zero = p->stage, wide = s->dtype != DT_FP32 || (s->lora.rank && s->base_bits < 32), bucketed = grad_dtype(s) != DT_FP32 || shards_grads(zero);
     size_t moved = predict_moved(&s->cfg, p->tiled_head);
     return 4 * ((wide ? moved : 0) + (bucketed && !shards_grads(zero) ? moved : 0));
 }
@@ -262,6 +262,24 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
     predict_sampling(s, cpu_act(sample_kv_bytes(s, fwd.dtype)), predict_activations(&one, &p).peak, &base, r);
 }
 
+// --lora --base-dtype: the frozen model held packed (io/quant.h). The blocks' linear maps, M weights
+// (L (qkv + attproj + fc + fcproj) weights), in the format's bits, M/2 bytes for nf4 and int8's M, 2M for
+// bf16 and fp16; the other P - M parameters (embedding, head, norms, biases) in fp32; with int8 and nf4
+// an fp32 scale per block of QUANT_BLOCK of each matrix (nf4: 0.5 bits a weight). No params row.
+void predict_packed_base(const Settings *s, MemSnapshot *b) {
+    const GPTConfig *c = &s->cfg;
+    const int linear[4] = {OP_QKV, OP_ATTPROJ, OP_FC, OP_FCPROJ};
+    size_t M = 0, blocks = 0;
+    for (int k = 0; k < 4; k++) {
+        size_t w = op_weight_count(c, linear[k]);
+        M += c->layers * w, blocks += c->layers * ((w + QUANT_BLOCK - 1) / QUANT_BLOCK);
+    }
+    size_t codes = s->base_bits == 4 ? (M + 1) / 2 : M * (size_t)(s->base_bits / 8);
+    b->bytes[MEM_PARAMS] = 0;
+    b->bytes[MEM_QWEIGHTS] = codes + 4 * (param_count(c) - M);
+    b->bytes[MEM_QSCALES] = s->base_bits <= 8 ? 4 * blocks : 0;
+}
+
 // The model states of one rank, on either device (ZeRO's shards, sh), in the
 // storage dtype's e bytes a weight or gradient (a gradient g = 4 with --fp32-grads):
 //   params e*weights_n; master 4*state_n with 16-bit storage (fp32 weights are their own
@@ -279,6 +297,7 @@ void predict_states(const Settings *s, const ShardSizes *sh, MemSnapshot *b) {
     if (s->lora.rank) {
         size_t A = 4 * lora_param_count(&s->cfg, &s->lora);
         b->bytes[MEM_ADAPTERS] = b->bytes[MEM_GRADS] = b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = A;
+        if (s->base_bits < 32) predict_packed_base(s, b);
         return;
     }
     b->bytes[MEM_MASTER] = s->dtype == DT_FP32 ? 0 : 4 * n;

@@ -21,8 +21,8 @@ enum MemCategory {
     MEM_SCRATCH,      // temporaries reused by every layer (backward buffers)
     MEM_COMM,         // communication buffers (ZeRO)
     MEM_DATA,         // the corpus and the token batches
-    MEM_QWEIGHTS,     // --eval-only --quantize: the weights in bf16, int8 or int4 (io/quant.h)
-    MEM_QSCALES,      // their scales: one fp32 per block of QUANT_BLOCK weights (int8, int4)
+    MEM_QWEIGHTS,     // --eval-only --quantize, --lora --base-dtype: the weights in fewer bits (io/quant.h)
+    MEM_QSCALES,      // their scales: one fp32 per block of QUANT_BLOCK weights (int8, int4, nf4)
     MEM_KVCACHE,      // sampling: each layer's keys and values of the positions so far (cpu/storage.h)
     MEM_ADAPTERS,     // --lora: the adapters' weights, A and B of each targeted map (core/lora.h)
     MEM_NCAT

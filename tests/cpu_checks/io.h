@@ -14,7 +14,7 @@ void test_quantize(void) {
     fill_normal(w, P, 0.05f);
     for (size_t i = 72; i < 200; i++) w[i] = 0.0f;
     w[250] = 3.0f;  // one large weight coarsens its own block only
-    for (int f = QF_BF16; f < QF_N; f++) {
+    for (int f = QF_BF16; f < QF_EVAL_N; f++) {
         QuantWeights q;
         quant_layout(&q, layout, 5);
         quant_alloc(&q, f);

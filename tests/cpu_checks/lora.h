@@ -157,7 +157,96 @@ void lora_parity(const char *path, const char *model) {
     free(params), free(ad), free(inp), free(tgt), free(loss), free(grads), free(sl), free(after);
 }
 
+// --- --base-dtype: NF4 as bitsandbytes computes it, the stream that stores the init, the start --------
+float *nf4_fixture(FILE *f, const char *name, int *n) { return f ? read_fixture_array(f, name, n) : NULL; }
+
+void test_nf4(void) {
+    FILE *f = fopen("tests/fixtures/nf4.txt", "r");
+    char line[256];
+    if (f && !fgets(line, sizeof line, f)) line[0] = 0;
+    int nw = 0, nc = 0, nb = 0, ns = 0, nv = 0;
+    float *w = nf4_fixture(f, "weights", &nw), *codes = nf4_fixture(f, "codes", &nc), *bytes = nf4_fixture(f, "bytes", &nb);
+    float *scales = nf4_fixture(f, "scales", &ns), *values = nf4_fixture(f, "values", &nv);
+    if (f) fclose(f);
+    if (!values || nc != nw || nv != nw || nb != (nw + 1) / 2 || ns != (nw + QUANT_BLOCK - 1) / QUANT_BLOCK) {
+        check(0, "nf4: bitsandbytes' codes and values", "tests/fixtures/nf4.txt missing or the wrong size");
+    } else {
+        QuantWeights q;
+        QuantTensor t = {0, (size_t)nw, 1};
+        quant_layout(&q, &t, 1);
+        quant_alloc(&q, QF_NF4);
+        quant_store(&q, w, 0, nw);
+        float *back = fvec(nw);
+        quant_load(&q, back, 0, nw);
+        int same_codes = 1, same_bytes = 1, same_scales = 1, same_values = 1;
+        for (int i = 0; i < nw; i++)
+            same_codes &= get_code(&q, i) == (int)codes[i], same_values &= !memcmp(&back[i], &values[i], 4);
+        for (int i = 0; i < nb; i++) same_bytes &= ((uint8_t *)q.codes)[i] == (uint8_t)bytes[i];
+        for (int i = 0; i < ns; i++) same_scales &= !memcmp(&q.scales[i], &scales[i], 4);
+        check(same_codes && same_bytes && same_scales && same_values, "nf4: bitsandbytes' codes and values",
+              "%d weights (a block of zeros, a short block, a value on a midpoint): codes %s, packed bytes %s, absmax %s, "
+              "read back %s", nw, same_codes ? "equal" : "DIFFER", same_bytes ? "equal" : "DIFFER",
+              same_scales ? "equal" : "DIFFER", same_values ? "the same bits" : "DIFFER");
+        // the same weights arriving in windows of any size (the init's): the same storage
+        QuantWeights r;
+        QuantTensor lay[3] = {{0, 5, 0}, {5, (size_t)nw - 10, 1}, {(size_t)nw - 5, 5, 0}};
+        quant_free(&q);
+        quant_layout(&q, lay, 3), quant_layout(&r, lay, 3);
+        q.vec_dtype = r.vec_dtype = DT_FP32;
+        quant_alloc(&q, QF_NF4), quant_alloc(&r, QF_NF4);
+        quant_store(&q, w, 0, nw);
+        QuantStream st = {.q = &r};
+        for (size_t at = 0, k = 0; at < (size_t)nw; k++) {
+            size_t len = (size_t)(k * 37 % 71) + 1;
+            len = at + len < (size_t)nw ? len : (size_t)nw - at;
+            quant_stream(&st, w + at, at, len);
+            at += len;
+        }
+        int same = !memcmp(q.codes, r.codes, quant_code_bytes(QF_NF4, q.matrices)) &&
+                   !memcmp(q.scales, r.scales, 4 * q.blocks) && !memcmp(q.vec, r.vec, 4 * q.vectors);
+        check(same, "nf4: weights stored in windows of 1 to 71 (the init's) as in one piece", "%d weights", nw);
+        quant_free(&q), quant_free(&r);
+        free(back);
+    }
+    free(w), free(codes), free(bytes), free(scales), free(values);
+}
+
+// The frozen model held packed starts as an fp32 model holding what it reads back: the same loss bits;
+// the embedding, the head and the norms are the init's own values (kept in fp32).
+void test_lora_packed_base(void) {
+    const GPTConfig *c = &llama_untied;
+    int formats[] = {QF_NF4, QF_INT8, QF_BF16, QF_FP16}, same = 1, kept = 1;
+    size_t P = param_count(c);
+    float *back = fvec(P), *init = fvec(P);
+    init_params(init, c, 99);
+    for (int k = 0; k < 4; k++) {
+        Settings s = test_settings(c, 2, 7, DT_FP32, 0, 0, 0);
+        s.lora = (LoraConfig){2, 8.0f, lora_all_maps(c)}, s.base_format = formats[k], s.base_bits = quant_bits[formats[k]];
+        tm_B = 2, tm_T = 7;
+        build_model(&s);
+        WeightSource src = seeded(99);
+        gpt_init(&tm, &src);
+        float l1 = gpt_forward(&tm, tm_in, tm_tg, 2, 7);
+        quant_load(&tm.lora.base, back, 0, P);
+        for (int i = 0; i < tm.lora.base.ntensors; i++) {
+            const QuantTensor *t = &tm.lora.base.tensors[i];
+            if (!t->is_matrix) kept &= !memcmp(back + t->offset, init + t->offset, t->count * sizeof(float));
+        }
+        model_teardown();
+        model_setup(c, 2, 7);
+        memcpy(tm.params, back, P * sizeof(float));
+        float l0 = gpt_forward(&tm, tm_in, tm_tg, 2, 7);
+        model_teardown();
+        same &= !memcmp(&l0, &l1, sizeof l0);
+    }
+    check(same && kept, "lora --base-dtype nf4, int8, bf16, fp16: step 0 is the model it holds",
+          "the loss bits of an fp32 model of the weights read back; the embedding, head and norms the init's own, in fp32");
+    free(back), free(init);
+}
+
 void test_lora(void) {
+    test_nf4();
+    test_lora_packed_base();
     test_lora_counts();
     test_lora_starts_as_base();
     test_lora_flags();

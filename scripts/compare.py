@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 CATEGORIES = ["params", "master", "grads", "adam_m", "adam_v", "activations", "scratch", "comm", "data", "qweights", "qscales",
-              "kv_cache"]
+              "kv_cache", "adapters"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

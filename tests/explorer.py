@@ -98,6 +98,10 @@ def random_setting(rng, presets):
         a += ["--offload", rng.choice(["opt", "opt,params"]), "--offload-to", rng.choice(["host", "disk"])]
     if rng.random() < 0.15:
         a += ["--adam-bits", "8"]
+    plain = not any(f in a for f in ("--device", "--ranks", "--offload", "--adam-bits", "--fp32-grads"))
+    if plain and rng.random() < 0.3:  # LoRA (the CPU, one rank), QLoRA
+        a += ["--lora", str(rng.choice([4, 8, 16]))] + (["--base-dtype", rng.choice(["bf16", "int8", "nf4"])] if rng.random() < 0.5 else [])
+        return a
     r = rng.random()
     if r < 0.1:
         a += ["--infer"]
@@ -217,7 +221,7 @@ def check_controls(d):
     base = ["--model", "gpt2", "--batch", "2", "--seq-len", "256"]
     small = ["--seq-len", "64"]  # llama-small's maxT is 128
     numbers = {"f-layers": "6", "f-channels": "384", "f-heads": "6", "f-vocab": "1000", "f-max-seq": "512",
-               "f-batch": "3", "f-seq-len": "128", "f-accum": "2", "f-ranks": "2", "f-shard-group": "1"}
+               "f-batch": "3", "f-seq-len": "128", "f-accum": "2", "f-ranks": "2", "f-shard-group": "1", "f-lora": "8"}
     llama = {"f-kv-heads": "4", "f-ffn": "1024"}
     unchanged = []
     controls = d.execute_script("return Array.from(document.querySelectorAll('#controls input, #controls select, "
@@ -230,6 +234,7 @@ def check_controls(d):
         start += ["--offload", "opt"] if cid == "f-offload-to" else []
         start += ["--eval-only"] if cid == "f-quantize" else []
         start += ["--dtype", "bf16"] if cid == "f-fp32-grads" else []
+        start += ["--lora", "8"] if cid == "f-base-dtype" else []
         # the host and the disk matter when nothing fits without --offload
         d.execute_script("document.getElementById('fit-budget').value = arguments[0]",
                          "600MiB" if cid in ("fit-host", "fit-disk") else "80GiB")

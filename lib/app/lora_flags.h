@@ -57,8 +57,8 @@ void parse_lora(Settings *s, const GPTConfig *c) {
             usage_error("--lora %d is above the rank map %s can have: min(%d inputs, %d outputs) = %d; use --lora 1..%d",
                         a->rank, lora_map_names[k], mp.in, mp.rows, most, most);
     }
-    const char *no = s->cuda ? "--device cuda" : s->zero || s->ranks > 1 ? "--zero and --ranks" : s->dtype != DT_FP32 ?
-                     "--dtype bf16 and fp16" : s->offload ? "--offload" : s->adam_bits != 32 ? "--adam-bits 8" :
+    const char *no = s->cuda ? "--device cuda" : s->zero || s->ranks > 1 ? "--zero and --ranks" : s->fp32_grads ?
+                     "--fp32-grads (the adapters' gradients are fp32 already)" : s->offload ? "--offload" : s->adam_bits != 32 ? "--adam-bits 8" :
                      s->save ? "--save" : s->resume ? "--resume" : s->export_to ? "--export" : s->eval_only ?
                      "--eval-only" : s->fit ? "--fit" : s->infer ? "--infer" : s->estimators ? "--estimators" : NULL;
     if (no)

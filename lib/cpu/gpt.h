@@ -78,7 +78,7 @@ typedef struct {
     float *u, *du;    // (N,R): a map's x A^T, and its gradient, reused by every map (scratch)
     Optimizer opt;    // AdamW over them; its m and v are rows of the buffer table
     // --base-dtype (not fp32): the frozen model held in io/quant.h's storage (ledger: qweights, qscales),
-    // the blocks' linear maps in that format, the rest in fp32; each piece read back into w_piece
+    // the blocks' linear maps in that format, the rest in the --dtype; each piece read back into w_piece
     QuantWeights base;
 } Lora;
 
@@ -207,8 +207,8 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
 #define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, LOC_DEVICE, cat, name, size}
 #define BUF_AT(where, ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
     BUF_AT(wloc, params, MEM_PARAMS, "params", !mixed && !packed ? shard_weights_len(sh) * f : 0);
-    BUF_AT(wloc, params_lp, MEM_PARAMS, "params (16-bit)", mixed ? shard_weights_len(sh) * 2 : 0);
-    BUF(params, MEM_MASTER, "master weights", mixed && !offloaded ? shard_state_len(sh) * f : 0);
+    BUF_AT(wloc, params_lp, MEM_PARAMS, "params (16-bit)", mixed && !packed ? shard_weights_len(sh) * 2 : 0);
+    BUF(params, MEM_MASTER, "master weights", mixed && !offloaded && !frozen ? shard_state_len(sh) * f : 0);
     BUF(grads, MEM_GRADS, "grads", wide_grads && !frozen ? shard_grads_len(sh) * f : 0);
     BUF(grads_lp, MEM_GRADS, "grads (16-bit)", !wide_grads && !frozen ? shard_grads_len(sh) * 2 : 0);
     BUF(dres, MEM_SCRATCH, "dres", N * C * f);
@@ -255,8 +255,8 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
 }
 
 // --base-dtype: the frozen model in io/quant.h's storage, the blocks' linear maps in `format` and
-// everything else in fp32 (bitsandbytes' choice for a causal LM: the embedding, the head and the norms
-// stay in the compute dtype), read back a piece at a time (cpu/weights.h fetch_params).
+// everything else in the --dtype (bitsandbytes' choice for a causal LM: the embedding, the head and the
+// norms stay in the compute dtype), read back a piece at a time (cpu/weights.h fetch_params).
 void lora_base_read(struct GPT *m, float *dst, size_t lo, size_t n) { quant_load(&m->lora.base, dst, lo, n); }
 
 void lora_hold_base(GPT *m, int format) {
@@ -271,7 +271,7 @@ void lora_hold_base(GPT *m, int format) {
         qt[i] = (QuantTensor){pt[i].offset, pt[i].count, in_layer && pt[i].is_matrix};
     }
     quant_layout(&m->lora.base, qt, n);
-    m->lora.base.vec_dtype = DT_FP32;
+    m->lora.base.vec_dtype = m->dtype;  // the rest in the compute dtype: fp32, or --dtype's 16 bits
     quant_alloc(&m->lora.base, format);
     m->read_back = lora_base_read;
     free(pt), free(qt);
@@ -315,7 +315,7 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     m->grads_base = shard_grads_base(sh);
     m->master_base = m->dtype == DT_FP32 ? m->params_base : shard_state_base(sh);
     m->piece = plan->piece;
-    m->bucketed = m->grad_dtype != DT_FP32 || grads_sharded(sh);
+    m->bucketed = (m->grad_dtype != DT_FP32 || grads_sharded(sh)) && !s->lora.rank;  // (--lora: no model gradients)
     m->B = s->batch, m->T = s->seq_len;
     size_t lo, hi;
     shard_state_range(sh, &lo, &hi);

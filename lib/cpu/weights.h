@@ -54,6 +54,12 @@ void gpt_sync_params(GPT *m) {
 // gpt_sync_params makes the 16-bit copy and, at stages 1 and 2, gathers the
 // full weights.
 // --base-dtype: the weights go a window of w_piece at a time into the frozen model's storage.
+// --lora with --dtype bf16|fp16: the frozen weights straight into the 16-bit ones (no master).
+static void init_take_16bit(void *ctx, size_t a, size_t b) {
+    GPT *m = ctx;
+    dtype_store((uint16_t *)m->params_lp + a, m->w_piece, b - a, m->dtype);
+}
+
 typedef struct {
     QuantStream stream;
     const float *window;  // init_params_chunks' buffer: the window [a, b)
@@ -69,6 +75,11 @@ void gpt_init(GPT *m, const WeightSource *src) {
     if (gpt_base_packed(m)) {
         PackedInit p = {.stream = {.q = &m->lora.base}, .window = m->w_piece};
         init_params_chunks(m->w_piece, m->piece, 0, m->nparams, &m->cfg, src, init_take_packed, &p);
+        lora_init(m->lora.w, &m->cfg, &m->lora.cfg, m->lora.seed);
+        return;
+    }
+    if (gpt_frozen(m) && m->dtype != DT_FP32) {
+        init_params_chunks(m->w_piece, m->piece, 0, m->nparams, &m->cfg, src, init_take_16bit, m);
         lora_init(m->lora.w, &m->cfg, &m->lora.cfg, m->lora.seed);
         return;
     }

@@ -141,7 +141,8 @@ size_t predict_moved(const GPTConfig *c, int fused_ce) {
 // (16-bit gradients, or stages 2 and 3) count those as scratch at stages 0 and 1
 // (at 2 and 3 they are comm).
 size_t predict_model_scratch(const Settings *s, const Plan *p) {
-    int zero = p->stage, wide = s->dtype != DT_FP32 || (s->lora.rank && s->base_bits < 32), bucketed = grad_dtype(s) != DT_FP32 || shards_grads(zero);
+    int zero = p->stage, wide = s->dtype != DT_FP32 || (s->lora.rank && s->base_bits < 32);
+    int bucketed = (grad_dtype(s) != DT_FP32 || shards_grads(zero)) && !s->lora.rank;  // (--lora: the adapters' alone)
     size_t moved = predict_moved(&s->cfg, p->tiled_head);
     return 4 * ((wide ? moved : 0) + (bucketed && !shards_grads(zero) ? moved : 0));
 }
@@ -264,7 +265,7 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
 
 // --lora --base-dtype: the frozen model held packed (io/quant.h). The blocks' linear maps, M weights
 // (L (qkv + attproj + fc + fcproj) weights), in the format's bits, M/2 bytes for nf4 and int8's M, 2M for
-// bf16 and fp16; the other P - M parameters (embedding, head, norms, biases) in fp32; with int8 and nf4
+// bf16 and fp16; the other P - M parameters (embedding, head, norms, biases) in the --dtype, e each; with int8 and nf4
 // an fp32 scale per block of QUANT_BLOCK of each matrix (nf4: 0.5 bits a weight). No params row.
 void predict_packed_base(const Settings *s, MemSnapshot *b) {
     const GPTConfig *c = &s->cfg;
@@ -276,7 +277,7 @@ void predict_packed_base(const Settings *s, MemSnapshot *b) {
     }
     size_t codes = s->base_bits == 4 ? (M + 1) / 2 : M * (size_t)(s->base_bits / 8);
     b->bytes[MEM_PARAMS] = 0;
-    b->bytes[MEM_QWEIGHTS] = codes + 4 * (param_count(c) - M);
+    b->bytes[MEM_QWEIGHTS] = codes + dtype_size(s->dtype) * (param_count(c) - M);
     b->bytes[MEM_QSCALES] = s->base_bits <= 8 ? 4 * blocks : 0;
 }
 
@@ -297,7 +298,7 @@ void predict_states(const Settings *s, const ShardSizes *sh, MemSnapshot *b) {
     if (s->lora.rank) {
         size_t A = 4 * lora_param_count(&s->cfg, &s->lora);
         b->bytes[MEM_ADAPTERS] = b->bytes[MEM_GRADS] = b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = A;
-        if (s->base_bits < 32) predict_packed_base(s, b);
+        if (s->base_bits < 32) predict_packed_base(s, b);  // (else the frozen model in the dtype: e P, no master)
         return;
     }
     b->bytes[MEM_MASTER] = s->dtype == DT_FP32 ? 0 : 4 * n;

@@ -7,7 +7,7 @@
 const CATEGORY_COLOR = {
   params: "#4e79a7", master: "#a0cbe8", grads: "#f28e2b", adam_m: "#59a14f", adam_v: "#8cd17d",
   activations: "#e15759", scratch: "#b07aa1", comm: "#76b7b2", data: "#9c755f", qweights: "#edc948",
-  qscales: "#bab0ac", kv_cache: "#ff9da7",
+  qscales: "#bab0ac", kv_cache: "#ff9da7", adapters: "#d37295",
 };
 const PHASES = ["after init", "after forward", "after backward", "after step"];
 const GiB = 1073741824, MiB = 1048576;
@@ -22,8 +22,8 @@ const run = (args) => runTrain(wasmModule, args, CORPUS);
 // Each control is a flag; a control left at the binary's default (empty, unchecked, its first
 // choice) adds nothing to the command line.
 const NUMBER_FLAGS = ["layers", "channels", "heads", "kv-heads", "ffn", "vocab", "max-seq", "batch", "seq-len", "accum",
-                      "ranks", "shard-group"];
-const SELECT_FLAGS = ["model", "device", "gpu", "dtype", "zero", "offload", "offload-to", "adam-bits", "quantize"];
+                      "ranks", "shard-group", "lora"];
+const SELECT_FLAGS = ["model", "device", "gpu", "dtype", "zero", "offload", "offload-to", "adam-bits", "quantize", "base-dtype"];
 const CHECK_FLAGS = ["fp32-grads", "ckpt", "flash", "fused-ce", "infer", "eval-only"];
 const RECOMPUTE = ["gelu", "ln", "attn", "mlp"];
 

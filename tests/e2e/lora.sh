@@ -10,7 +10,10 @@ LLAMA=(--model llama-small --layers 2 --channels 32 --heads 4 --kv-heads 2 --ffn
 i=0
 for run in "SMALL --lora 4" "SMALL --lora 2 --lora-targets qkv,fcproj --accum 3 --ckpt" "SMALL --lora 8 --flash --fused-ce" \
            "LLAMA --lora 4" "LLAMA --lora 2 --lora-targets q,v --recompute attn,gelu --accum 2" \
-           "LLAMA --lora 3 --lora-alpha 16 --flash --fused-ce --ckpt"; do
+           "LLAMA --lora 3 --lora-alpha 16 --flash --fused-ce --ckpt" "LLAMA --lora 4 --base-dtype nf4" \
+           "SMALL --lora 2 --base-dtype int8 --fused-ce" "LLAMA --lora 2 --dtype bf16 --base-dtype nf4 --ckpt" \
+           "SMALL --lora 4 --dtype fp16 --accum 2" "LLAMA --lora 2 --base-dtype bf16 --recompute gelu" \
+           "LLAMA --lora 2 --dtype bf16 --base-dtype fp16 --flash --fused-ce"; do
   i=$((i + 1)); set -- $run; which=$1; shift
   if [ "$which" = SMALL ]; then args=("${SMALL[@]}"); else args=("${LLAMA[@]}"); fi
   if ./train "${args[@]}" "$@" --steps 2 --mem-json "$tmp/m$i.json" >"$tmp/l$i" 2>&1 && mem_equal "$tmp/m$i.json" &&
@@ -36,10 +39,15 @@ else bad "lora: PEFT's trainable line: $(grep trainable "$tmp/qv" "$tmp/all")"; 
 # the first step's loss is the base model's (B starts at zero); then the adapters move it, the base stays
 ./train "${LLAMA[@]}" --steps 3 --log "$tmp/base.csv" >/dev/null 2>&1
 ./train "${LLAMA[@]}" --steps 3 --lora 4 --log "$tmp/lora.csv" >/dev/null 2>&1
-b1=$(log_column "$tmp/base.csv" loss | head -1); l1=$(log_column "$tmp/lora.csv" loss | head -1)
+b1=$(log_column "$tmp/base.csv" loss | sed -n 1p); l1=$(log_column "$tmp/lora.csv" loss | sed -n 1p)
 b3=$(log_column "$tmp/base.csv" loss | tail -1); l3=$(log_column "$tmp/lora.csv" loss | tail -1)
 if [ -n "$b1" ] && [ "$b1" = "$l1" ] && [ "$b3" != "$l3" ]; then ok "lora: step 1's loss is the base model's ($l1), step 3's its own"
 else bad "lora: step 1's loss $l1 vs the base's $b1"; fi
+./train "${LLAMA[@]}" --steps 1 --dtype bf16 --log "$tmp/base16.csv" >/dev/null 2>&1
+./train "${LLAMA[@]}" --steps 1 --dtype bf16 --lora 4 --log "$tmp/lora16.csv" >/dev/null 2>&1
+b1=$(log_column "$tmp/base16.csv" loss | sed -n 1p); l1=$(log_column "$tmp/lora16.csv" loss | sed -n 1p)
+if [ -n "$b1" ] && [ "$b1" = "$l1" ]; then ok "lora: --dtype bf16's step 1 is the base model's too ($l1; the frozen weights rounded as the master's would be)"
+else bad "lora: --dtype bf16's step 1 $l1 vs the base's $b1"; fi
 # samples run through the adapters (a forward of B 1)
 if ./train "${SMALL[@]}" --lora 2 --steps 2 --sample-len 8 >"$tmp/s" 2>&1 && grep -q '^sample' "$tmp/s"; then
   ok "lora: a sample at the end"; else bad "lora: a sample"; tail -2 "$tmp/s"; fi
@@ -50,7 +58,9 @@ expect 2 "'q' is not a linear map of a GPT-2 block; its maps are qkv,proj,fc,fcp
 expect 2 "'c_attn' is not a linear map of a Llama block; its maps are q,k,v,o,up,gate,down" "${LLAMA[@]}" --lora 2 --lora-targets c_attn
 expect 2 "--lora-targets goes with --lora R" "${SMALL[@]}" --lora-targets qkv
 expect 2 "--lora-alpha goes with --lora R" "${SMALL[@]}" --lora-alpha 16
-for flag in "--dtype bf16" "--zero 1 --ranks 2" "--device cuda" "--offload opt" "--adam-bits 8" "--save $tmp/st.bin" \
+expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
+expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
+for flag in "--dtype bf16 --fp32-grads" "--zero 1 --ranks 2" "--device cuda" "--offload opt" "--adam-bits 8" "--save $tmp/st.bin" \
             "--export $tmp/x.bin" "--estimators"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done

@@ -10,13 +10,39 @@
 #include "core/lora.h"
 #include "core/settings.h"
 #include "app/usage.h"
+#include "io/peft.h"
 #include "io/quant.h"
+
+// --lora-init DIR: PEFT's adapter folder gives --lora's rank, alpha and maps; a --lora, --lora-alpha or
+// --lora-targets given beside it must say the same.
+void lora_from_folder(Settings *s, const GPTConfig *c) {
+    LoraConfig got = {0, 0, 0};
+    StModel m;
+    char err[1400], maps[96];
+    if (peft_open(&m, s->lora_init, c, &got, err, sizeof err)) {
+        peft_close(&m);
+        usage_error("--lora-init: %s", err);
+    }
+    peft_close(&m);
+    LoraConfig *a = &s->lora;
+    if (a->rank && a->rank != got.rank)
+        usage_error("--lora %d, and --lora-init '%s' is an adapter of r %d: drop --lora (the folder's is taken)", a->rank,
+                    s->lora_init, got.rank);
+    if (a->alpha != LORA_ALPHA_DEFAULT && a->alpha != got.alpha)
+        usage_error("--lora-alpha %g, and --lora-init '%s' says lora_alpha %g: drop --lora-alpha", a->alpha, s->lora_init, got.alpha);
+    if (s->lora_targets_str)
+        usage_error("--lora-init '%s' holds adapters of %s: its maps are the run's, drop --lora-targets", s->lora_init,
+                    lora_targets_words(c, &got, maps, sizeof maps));
+    *a = got;
+    s->lora_targets_str = lora_targets_words(c, &got, s->lora_init_maps, sizeof s->lora_init_maps);
+}
 
 // --lora R, --lora-alpha, --lora-targets (core/lora.h): the maps named, each with a rank it can
 // hold; and the flags LoRA does not take yet, refused with what to do.
 void parse_lora(Settings *s, const GPTConfig *c) {
     LoraConfig *a = &s->lora;
     s->base_format = QF_FP32, s->base_bits = 32;
+    if (s->lora_init) lora_from_folder(s, c);
     if (!a->rank) {
         if (s->lora_targets_str || a->alpha != LORA_ALPHA_DEFAULT || s->base_dtype_str)
             usage_error("--%s goes with --lora R (the adapters' rank; it is what keeps the model frozen)",
@@ -59,8 +85,12 @@ void parse_lora(Settings *s, const GPTConfig *c) {
     }
     const char *no = s->cuda ? "--device cuda" : s->zero || s->ranks > 1 ? "--zero and --ranks" : s->fp32_grads ?
                      "--fp32-grads (the adapters' gradients are fp32 already)" : s->offload ? "--offload" : s->adam_bits != 32 ? "--adam-bits 8" :
-                     s->save ? "--save" : s->resume ? "--resume" : s->export_to ? "--export" : s->eval_only ?
+                     s->save ? "--save" : s->resume ? "--resume" : s->eval_only ?
                      "--eval-only" : s->fit ? "--fit" : s->infer ? "--infer" : s->estimators ? "--estimators" : NULL;
+    size_t e = s->export_to ? strlen(s->export_to) : 0;
+    if (e && (e < 12 || strcmp(s->export_to + e - 12, ".safetensors")))
+        usage_error("--lora --export writes the adapters as PEFT does, a safetensors file and adapter_config.json beside "
+                    "it: give --export DIR/adapter_model.safetensors (got '%s')", s->export_to);
     if (no)
         usage_error("--lora trains on the CPU in fp32 on one rank for now; %s with --lora is not built yet: drop it "
                     "(doc/lora.md says what --lora takes)", no);

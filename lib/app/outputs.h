@@ -29,6 +29,7 @@
 #include "core/config.h"
 #include "core/settings.h"
 #include "io/files.h"
+#include "io/peft.h"
 #include "io/llmc.h"
 #include "io/safetensors_out.h"
 #include "io/state.h"
@@ -59,7 +60,7 @@ int holds_kind(const char *path, int kind) {
     memcpy(&magic, head, 4);
     if (out_kind_head[kind]) return got >= strlen(out_kind_head[kind]) && !memcmp(head, out_kind_head[kind], strlen(out_kind_head[kind]));
     if (kind == OUT_STATE) return got >= 8 && !memcmp(head, STATE_MAGIC, 8);
-    if (kind == OUT_CONFIG) return strstr(head, "\"model_type\"") != NULL;
+    if (kind == OUT_CONFIG) return strstr(head, "\"model_type\"") || strstr(head, "\"peft_type\"");  // (PEFT's adapter_config.json)
     if (kind == OUT_SAFETENSORS) {  // a header length that fits the file
         uint64_t n;
         memcpy(&n, head, 8);
@@ -84,12 +85,13 @@ int in_folder(const char *dir, const char *path) {
 // The input (by its flag) that `path` is the same file as, or NULL. A --save
 // onto the --resume state (its own rank's file) is a state going on: allowed.
 // A Hugging Face model given to --init is every file of its folder (config.json,
-// the index, the shards).
+// the index, the shards), and so is --lora-init's adapter folder.
 const char *input_at(const Settings *s, const char *flag, const char *path) {
-    const char *flags[] = {"--data", "--val-data", "--init", "--tokenizer", "--prompt-file", "--hostfile", "--config", "--resume"};
+    const char *flags[] = {"--data", "--val-data", "--init", "--tokenizer", "--prompt-file", "--hostfile", "--config", "--resume",
+                           "--lora-init"};
     const char *paths[] = {s->data, s->val_data, s->init, s->tokenizer_path[0] ? s->tokenizer_path : NULL,
-                           s->prompt_file, s->hostfile, s->config, s->resume};
-    for (int i = 0; i < 8; i++) {
+                           s->prompt_file, s->hostfile, s->config, s->resume, s->lora_init};
+    for (int i = 0; i < 9; i++) {
         if (!paths[i] || (i == 7 && !strcmp(flag, "--save"))) continue;
         glob_t g = {0};
         int n = is_pattern(paths[i]) && glob(paths[i], 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
@@ -104,6 +106,7 @@ const char *input_at(const Settings *s, const char *flag, const char *path) {
             else if (!st_is_dir(dir)) snprintf(dir, sizeof dir, ".");
             same = in_folder(dir, path);
         }
+        if (!same && i == 8) same = in_folder(paths[i], path);  // PEFT's folder: every file of it
         if (same) return flags[i];
     }
     return NULL;
@@ -118,7 +121,7 @@ typedef struct {
 } Output;
 
 int export_kind(const char *path);
-void export_config_path(const char *path, char *out, size_t len);
+void export_config_path(const char *path, int adapters, char *out, size_t len);
 
 // The files this rank writes (rank 0 the names given, rank r > 0 its FILE.rank<r>): their count.
 int run_outputs(const Settings *s, int rank, Output *out) {
@@ -134,8 +137,8 @@ int run_outputs(const Settings *s, int rank, Output *out) {
         else snprintf(o->path, sizeof o->path, "%s", paths[i]);
         if (i == 1 && export_kind(paths[i]) == OUT_SAFETENSORS) {
             o->kind = OUT_SAFETENSORS;
-            out[n] = (Output){"--export", "", OUT_CONFIG, 1};  // config.json beside it
-            export_config_path(paths[i], out[n++].path, sizeof o->path);
+            out[n] = (Output){"--export", "", OUT_CONFIG, 1};  // config.json (--lora: adapter_config.json) beside it
+            export_config_path(paths[i], s->lora.rank > 0, out[n++].path, sizeof o->path);
         }
     }
     return n;
@@ -246,10 +249,10 @@ int export_kind(const char *path) {
     return n > 12 && !strcmp(path + n - 12, ".safetensors") ? OUT_SAFETENSORS : OUT_LLMC;
 }
 
-// config.json beside FILE.safetensors (into out).
-void export_config_path(const char *path, char *out, size_t len) {
+// config.json beside FILE.safetensors (into out); PEFT's adapter_config.json beside --lora's adapters.
+void export_config_path(const char *path, int adapters, char *out, size_t len) {
     const char *slash = strrchr(path, '/');
-    snprintf(out, len, "%.*sconfig.json", slash ? (int)(slash - path + 1) : 0, path);
+    snprintf(out, len, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path, adapters ? "adapter_config.json" : "config.json");
 }
 
 // What --export writes, by format: its size, then (rank 0) sizing it, (every rank) its part, (rank 0) the header.
@@ -279,7 +282,7 @@ int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
     char tmp[4200], cfg[4200], file[4200];
     snprintf(file, sizeof file, "%s", path);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    export_config_path(path, cfg, sizeof cfg);
+    export_config_path(path, 0, cfg, sizeof cfg);
     int root = comm_rank_id == 0;
     if (comm_any(root && writable_target("--export", path, fmt->bytes(c)))) return 1;
     if (root) temp_guard(tmp, "the --export file");
@@ -312,6 +315,31 @@ int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
                 renamed ? "the weights were replaced, and config.json beside them was not: export again" :
                 "the unfinished files were removed, the previous ones (if any) are intact");
     if (!bad && root) printf("exported the weights to %s (%s, fp32)\n", path, fmt->name);
+    return bad;
+}
+
+// --lora --export DIR/adapter_model.safetensors: the adapters as PEFT saves them (io/peft.h), with
+// adapter_config.json beside; both written to temps, then renamed together. One rank (--lora's). 0, or 1
+// after a message.
+int export_adapters(const char *path, const GPTConfig *c, const LoraConfig *a, const float *w) {
+    char cfg[4200];
+    export_config_path(path, 1, cfg, sizeof cfg);
+    if (writable_target("--export", path, peft_file_bytes(c, a))) return 1;
+    OutFile file = {0}, config = {0};
+    FILE *f = out_open(&file, path, "the --export file"), *g = f ? out_open(&config, cfg, "the --export file") : NULL;
+    int bad = !f || !g || peft_write(f, c, a, w) || peft_write_config(g, c, a), err = bad ? errno : 0;
+    if (f && out_close(&file)) bad = 1, err = errno;
+    if (g && out_close(&config)) bad = 1, err = errno;
+    char *from[] = {file.tmp, config.tmp}, *to[] = {file.path, config.path};
+    interrupt_for_tests("GPTMEM_INTERRUPT_EXPORT_DONE");
+    int renamed = bad ? 0 : temps_commit(2, from, to);
+    bad = bad || renamed < 2, err = err ? err : errno;
+    unlink(file.tmp), temp_forget(file.tmp), unlink(config.tmp), temp_forget(config.tmp);
+    if (bad)
+        fprintf(stderr, "error: --export '%s': could not write the adapters (%s); %s\n", path, err ? strerror(err) : "a write "
+                "failed", renamed == 1 ? "the adapters were replaced, adapter_config.json beside them was not: export "
+                "again" : "the unfinished files were removed, the previous ones (if any) are intact");
+    else printf("exported the adapters to %s (PEFT's LoRA adapter, adapter_config.json beside it, fp32)\n", path);
     return bad;
 }
 

@@ -55,6 +55,8 @@ typedef struct {
     int adam_bits;              // --adam-bits 32 or 8: Adam's m and v in fp32 or 8-bit blocks
     LoraConfig lora;            // --lora R, --lora-alpha, --lora-targets (core/lora.h): the base frozen, adapters trained
     const char *lora_targets_str;  // --lora-targets LIST (NULL: all of a block's linear maps)
+    const char *lora_init;         // --lora-init DIR: PEFT's adapter folder, the adapters' first values (io/peft.h)
+    char lora_init_maps[96];       // ... the maps it holds, as --lora-targets says them
     const char *base_dtype_str;    // --base-dtype fp32|bf16|fp16|int8|nf4: how --lora holds the frozen model
     int base_format;               // its QF_* (io/quant.h; QF_FP32: the fp32 params array, as without --lora)
     int base_bits;                 // its bits a weight of the blocks' linear maps: 32, 16, 8 or 4

@@ -73,6 +73,7 @@ typedef struct {
 typedef struct {
     LoraConfig cfg;   // rank 0: no LoRA, every weight trained
     uint64_t seed;    // A's first values are drawn from it (lora_init)
+    const char *from; // --lora-init: PEFT's adapter folder, read instead (cpu/lora.h lora_start)
     size_t n;         // their parameters: lora_param_count
     float *w, *g;     // the adapters (ledger: adapters) and their gradients (grads)
     float *u, *du;    // (N,R): a map's x A^T, and its gradient, reused by every map (scratch)
@@ -323,7 +324,7 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     optimizer_setup(&m->opt, &adam, &m->cfg, lo, hi, s->adam_bits);
     m->lora.cfg = s->lora;
     if (gpt_frozen(m)) {  // AdamW over the adapters alone
-        m->lora.seed = s->seed;
+        m->lora.seed = s->seed, m->lora.from = s->lora_init;
         m->lora.n = lora_param_count(&m->cfg, &s->lora);
         int nt = lora_tensor_count(&m->cfg, &s->lora);
         ParamTensor *t = malloc(sizeof(ParamTensor) * nt);

@@ -11,7 +11,25 @@
 #include "core/lora.h"
 #include "cpu/gemm.h"
 #include "cpu/gpt.h"
+#include "io/peft.h"
 
+
+// The adapters' first values: A drawn from the run's seed and B zero (core/lora.h lora_init), or what
+// PEFT's folder holds (--lora-init, checked when the flags were read: read again here).
+void lora_start(GPT *m) {
+    lora_init(m->lora.w, &m->cfg, &m->lora.cfg, m->lora.seed);
+    if (!m->lora.from) return;
+    StModel f;
+    LoraConfig a = m->lora.cfg;
+    char err[1400] = "a read failed";
+    int bad = peft_open(&f, m->lora.from, &m->cfg, &a, err, sizeof err) ||
+              memcmp(&a, &m->lora.cfg, sizeof a) || peft_read(&f, &m->cfg, &a, m->lora.w);
+    peft_close(&f);
+    if (bad) {
+        fprintf(stderr, "error: --lora-init '%s': %s (was it changed since the run began?)\n", m->lora.from, err);
+        exit(1);
+    }
+}
 
 // out (N,OC) band += s (inp A^T) B^T, for each targeted map of layer l's op `op`.
 //   u (N,R) = inp (N,in) A^T;  u *= s;  out[:, row0 ..] += u B^T (N, rows)

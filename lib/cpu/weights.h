@@ -28,6 +28,7 @@
 #include "core/plan.h"
 #include "core/traffic.h"
 #include "cpu/gpt.h"
+#include "cpu/lora.h"
 #include "cpu/ops.h"
 #include "memory/ledger.h"
 #include "parallel/comm.h"
@@ -75,18 +76,18 @@ void gpt_init(GPT *m, const WeightSource *src) {
     if (gpt_base_packed(m)) {
         PackedInit p = {.stream = {.q = &m->lora.base}, .window = m->w_piece};
         init_params_chunks(m->w_piece, m->piece, 0, m->nparams, &m->cfg, src, init_take_packed, &p);
-        lora_init(m->lora.w, &m->cfg, &m->lora.cfg, m->lora.seed);
+        lora_start(m);
         return;
     }
     if (gpt_frozen(m) && m->dtype != DT_FP32) {
         init_params_chunks(m->w_piece, m->piece, 0, m->nparams, &m->cfg, src, init_take_16bit, m);
-        lora_init(m->lora.w, &m->cfg, &m->lora.cfg, m->lora.seed);
+        lora_start(m);
         return;
     }
     int sharded = m->dtype == DT_FP32 ? weights_sharded(sh) : states_sharded(sh);  // the fp32 weights: the compute weights, or the master
     init_params_range(m->params, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : m->nparams, &m->cfg, src);
     gpt_sync_params(m);
-    if (gpt_frozen(m)) lora_init(m->lora.w, &m->cfg, &m->lora.cfg, m->lora.seed);  // --lora: A drawn, B zero
+    if (gpt_frozen(m)) lora_start(m);  // --lora: A drawn, B zero (or --lora-init's)
 }
 
 // Stage 3: every rank's weights of [lo, hi) into dst (in the storage dtype).

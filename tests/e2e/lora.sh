@@ -51,6 +51,36 @@ else bad "lora: --dtype bf16's step 1 $l1 vs the base's $b1"; fi
 # samples run through the adapters (a forward of B 1)
 if ./train "${SMALL[@]}" --lora 2 --steps 2 --sample-len 8 >"$tmp/s" 2>&1 && grep -q '^sample' "$tmp/s"; then
   ok "lora: a sample at the end"; else bad "lora: a sample"; tail -2 "$tmp/s"; fi
+# PEFT's files: --export writes the adapters, --lora-init reads them back (a step of lr 1e-30 moves nothing:
+# the same bytes again, and the same val loss as the run that wrote them)
+mkdir -p "$tmp/d1" "$tmp/d2"
+./train "${LLAMA[@]}" --lora 4 --lora-targets q,v,up --steps 3 --eval-batches 2 --export "$tmp/d1/adapter_model.safetensors" >"$tmp/e1" 2>&1
+./train "${LLAMA[@]}" --lora-init "$tmp/d1" --steps 1 --lr 1e-30 --eval-batches 2 --export "$tmp/d2/adapter_model.safetensors" >"$tmp/e2" 2>&1
+v1=$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$tmp/e1"); v2=$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$tmp/e2")
+if cmp -s "$tmp/d1/adapter_model.safetensors" "$tmp/d2/adapter_model.safetensors" && [ -n "$v1" ] && [ "$v1" = "$v2" ] &&
+   grep -q 'lora R4 alpha 8 on q,v,up' "$tmp/e2"; then
+  ok "lora: --export's PEFT folder read back by --lora-init: r, alpha and maps taken, the same bytes, the same val loss ($v1)"
+else bad "lora: PEFT's folder round trip: val loss $v1 vs $v2; $(tail -1 "$tmp/e2")"; fi
+if venv_has 'import numpy, safetensors'; then
+  if msg=$(.venv/bin/python3 - "$tmp/d1" <<'PY'
+import json, sys
+from safetensors.numpy import load_file
+d, cfg = load_file(sys.argv[1] + "/adapter_model.safetensors"), json.load(open(sys.argv[1] + "/adapter_config.json"))
+want = {}
+for l in range(2):
+    for mod, (inp, out) in {"self_attn.q_proj": (32, 32), "self_attn.v_proj": (32, 16), "mlp.up_proj": (32, 64)}.items():
+        want[f"base_model.model.model.layers.{l}.{mod}.lora_A.weight"] = (4, inp)
+        want[f"base_model.model.model.layers.{l}.{mod}.lora_B.weight"] = (out, 4)
+got = {k: v.shape for k, v in d.items()}
+ok = got == want and all(v.dtype.name == "float32" for v in d.values()) and cfg["r"] == 4 and cfg["lora_alpha"] == 8 and \
+    cfg["peft_type"] == "LORA" and sorted(cfg["target_modules"]) == ["q_proj", "up_proj", "v_proj"]
+print(f"{len(got)} tensors" if ok else f"got {got}, config {cfg}")
+sys.exit(0 if ok else 1)
+PY
+); then ok "lora: the adapter folder as PEFT names it, read by safetensors and json ($msg)"
+  else bad "lora: the adapter folder's names: $msg"; fi
+else skip "lora: the adapter folder's names (numpy or safetensors is not in .venv)"; fi
+
 # refusals: one line, exit 2, before anything is written
 expect 2 "--lora must be" "${SMALL[@]}" --lora 0
 expect 2 "is above the rank map qkv can have: min(32 inputs, 96 outputs) = 32" "${SMALL[@]}" --lora 33
@@ -61,8 +91,15 @@ expect 2 "--lora-alpha goes with --lora R" "${SMALL[@]}" --lora-alpha 16
 expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
 expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
 for flag in "--dtype bf16 --fp32-grads" "--zero 1 --ranks 2" "--device cuda" "--offload opt" "--adam-bits 8" "--save $tmp/st.bin" \
-            "--export $tmp/x.bin" "--estimators"; do
+            "--estimators"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
+expect 2 "is an adapter of r 4: drop --lora" "${LLAMA[@]}" --lora-init "$tmp/d1" --lora 8
+expect 2 "holds 4 of the 6 A and B tensors of the q maps" "${LLAMA[@]}" --lora-init "$tmp/d1" --layers 3
+expect 2 "is the file --lora-init reads" "${LLAMA[@]}" --lora-init "$tmp/d1" --export "$tmp/d1/adapter_model.safetensors"
+expect 2 "its maps are the run's, drop --lora-targets" "${LLAMA[@]}" --lora-init "$tmp/d1" --lora-targets q
+expect 2 "give --export DIR/adapter_model.safetensors" "${LLAMA[@]}" --lora 4 --export "$tmp/x.bin"
+sed 's/"LORA"/"IA3"/' "$tmp/d1/adapter_config.json" >"$tmp/ia3.json" && cp "$tmp/ia3.json" "$tmp/d2/adapter_config.json"
+expect 2 "peft_type is not \"LORA\"" "${LLAMA[@]}" --lora-init "$tmp/d2"
 [ ! -e "$tmp/st.bin" ] && [ ! -e "$tmp/x.bin" ] && ok "lora: a refused run writes nothing" || bad "lora: a refused run wrote a file"
 echo "END tests/e2e/lora.sh"

@@ -31,8 +31,17 @@ void lora_start(GPT *m) {
     }
 }
 
-// out (N,OC) band += s (inp A^T) B^T, for each targeted map of layer l's op `op`.
-//   u (N,R) = inp (N,in) A^T;  u *= s;  out[:, row0 ..] += u B^T (N, rows)
+// u (N,R) = s inp A^T, into the adapters' scratch: the map's input brought down to R channels, scaled.
+float *lora_down(GPT *m, const LoraMap *mp, const float *A, const float *inp) {
+    int N = m->B * m->T, R = m->lora.cfg.rank;
+    float *u = m->lora.u, s = lora_scale(&m->lora.cfg);
+    gemm(N, R, mp->in, inp, mp->in, 1, A, 1, mp->in, u, R, 0);
+    for (size_t i = 0; i < (size_t)N * R; i++) u[i] *= s;
+    return u;
+}
+
+// out (N,OC) band += s (inp A^T) B^T, for each targeted map of layer l's op `op`:
+//   u (N,R) = s inp A^T;  out[:, row0 ..] += u B^T (N, rows)
 void lora_forward(GPT *m, int l, int op, float *out, const float *inp) {
     const GPTConfig *c = &m->cfg;
     const LoraConfig *a = &m->lora.cfg;
@@ -41,16 +50,13 @@ void lora_forward(GPT *m, int l, int op, float *out, const float *inp) {
         LoraMap mp = lora_map(c, k);
         if (mp.op != op || !lora_targets(a, k)) continue;
         const float *A = m->lora.w + lora_offset(c, a, l, k), *B = A + (size_t)R * mp.in;
-        float *u = m->lora.u, s = lora_scale(a);
-        gemm(N, R, mp.in, inp, mp.in, 1, A, 1, mp.in, u, R, 0);
-        for (size_t i = 0; i < (size_t)N * R; i++) u[i] *= s;
-        gemm(N, mp.rows, R, u, R, 1, B, 1, R, out + mp.row0, OC, 1);
+        gemm(N, mp.rows, R, lora_down(m, &mp, A, inp), R, 1, B, 1, R, out + mp.row0, OC, 1);
     }
 }
 
 // Its backward, after the frozen weight's (which wrote dinp = dout W), for each targeted map:
-//   su (N,R) = s inp A^T (again);  dB (rows,R) += dout_band^T su
-//   du (N,R) = s dout_band B;      dA (R,in)   += du^T inp;      dinp (N,in) += du A
+//   u (N,R) = s inp A^T (again);  dB (rows,R) += dout_band^T u
+//   du (N,R) = s dout_band B;     dA (R,in)   += du^T inp;      dinp (N,in) += du A
 void lora_backward(GPT *m, int l, int op, float *dinp, const float *dout, const float *inp) {
     const GPTConfig *c = &m->cfg;
     const LoraConfig *a = &m->lora.cfg;
@@ -60,10 +66,8 @@ void lora_backward(GPT *m, int l, int op, float *dinp, const float *dout, const 
         if (mp.op != op || !lora_targets(a, k)) continue;
         size_t at = lora_offset(c, a, l, k), na = (size_t)R * mp.in;
         const float *A = m->lora.w + at, *B = A + na;
-        float *dA = m->lora.g + at, *dB = dA + na, *u = m->lora.u, *du = m->lora.du, s = lora_scale(a);
-        gemm(N, R, mp.in, inp, mp.in, 1, A, 1, mp.in, u, R, 0);
-        for (size_t i = 0; i < (size_t)N * R; i++) u[i] *= s;
-        gemm(mp.rows, R, N, dout + mp.row0, 1, OC, u, R, 1, dB, R, 1);
+        float *dA = m->lora.g + at, *dB = dA + na, *du = m->lora.du, s = lora_scale(a);
+        gemm(mp.rows, R, N, dout + mp.row0, 1, OC, lora_down(m, &mp, A, inp), R, 1, dB, R, 1);
         gemm(N, R, mp.rows, dout + mp.row0, OC, 1, B, R, 1, du, R, 0);
         for (size_t i = 0; i < (size_t)N * R; i++) du[i] *= s;
         gemm(R, mp.in, N, du, 1, R, inp, mp.in, 1, dA, mp.in, 1);

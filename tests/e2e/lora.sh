@@ -101,5 +101,37 @@ expect 2 "its maps are the run's, drop --lora-targets" "${LLAMA[@]}" --lora-init
 expect 2 "give --export DIR/adapter_model.safetensors" "${LLAMA[@]}" --lora 4 --export "$tmp/x.bin"
 sed 's/"LORA"/"IA3"/' "$tmp/d1/adapter_config.json" >"$tmp/ia3.json" && cp "$tmp/ia3.json" "$tmp/d2/adapter_config.json"
 expect 2 "peft_type is not \"LORA\"" "${LLAMA[@]}" --lora-init "$tmp/d2"
+# a hostile adapter folder: one line naming the file and what is wrong, exit 2, no crash (checked under ASan by make asan)
+n=0
+for case in short hugelen notjson dtype offsets dupkey rank0 extra; do
+  h="$tmp/h_$case"; mkdir -p "$h"; cp "$tmp/d1/adapter_config.json" "$tmp/d1/adapter_model.safetensors" "$h/"
+  python3 - "$h" "$case" <<'PY'
+import json, struct, sys
+d, case = sys.argv[1], sys.argv[2]
+st, cf = d + "/adapter_model.safetensors", d + "/adapter_config.json"
+raw = open(st, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+def write(h, body=data):
+    text = json.dumps(h).encode()
+    open(st, "wb").write(struct.pack("<Q", len(text)) + text + body)
+first = [k for k in head if k != "__metadata__"][0]
+if case == "short": open(st, "wb").write(raw[:len(raw) // 2])
+if case == "hugelen": open(st, "wb").write(struct.pack("<Q", 1 << 62) + raw[8:])
+if case == "notjson": open(st, "wb").write(raw[:8] + b"[" + raw[9:])
+if case == "dtype": head[first]["dtype"] = "I64"; write(head)
+if case == "offsets": head[first]["data_offsets"] = [0, 8]; write(head)
+if case == "dupkey":
+    open(cf, "w").write('{"r": 4, "r": 8, "peft_type": "LORA", "lora_alpha": 8}')
+if case == "rank0": c = json.load(open(cf)); c["r"] = 0; json.dump(c, open(cf, "w"))
+if case == "extra":
+    head["base_model.model.lm_head.lora_A.weight"] = {"dtype": "F32", "shape": [1, 2], "data_offsets": [len(data), len(data) + 8]}
+    write(head, data + b"\0" * 8)
+PY
+  ./train "${LLAMA[@]}" --lora-init "$h" --steps 1 >"$tmp/hout" 2>"$tmp/herr"; rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/herr")" -eq 1 ] && grep -q '^error: --lora-init' "$tmp/herr"; then n=$((n + 1))
+  else bad "lora: a hostile adapter folder ($case): exit $rc, $(head -2 "$tmp/herr")"; fi
+done
+[ $n -eq 8 ] && ok "lora: 8 hostile adapter folders (short, header length, not JSON, dtype, offsets, a key twice, r 0, a tensor of no map) refused in one line each"
 [ ! -e "$tmp/st.bin" ] && [ ! -e "$tmp/x.bin" ] && ok "lora: a refused run writes nothing" || bad "lora: a refused run wrote a file"
 echo "END tests/e2e/lora.sh"

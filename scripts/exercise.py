@@ -72,7 +72,7 @@ def states_bytes(out):
 
 class Part:
     """One answer: the binary's, the formula's, how the formula gets there, and what kind of answer it is.
-    unit: B, B/param, %, x, nats, a count ("batch", "ranks"), or "word" (one of `words`)."""
+    unit: B, B/param, %, x, nats, a count ("batch", "ranks", "params"), or "word" (one of `words`)."""
     def __init__(self, binary, formula, how, unit, words=None):
         self.binary, self.formula, self.how, self.unit, self.words = binary, formula, how, unit, words or {}
 
@@ -318,6 +318,32 @@ def ex_llama_layer():
                  f"2*{T}*(5*{m['C']} + ({m['H']} + 2*{m['KVH']})*{hs} + 3*{m['F']}) + 4*{m['H']}*{T} + 8*{T} = {f} B", "B")]
 
 
+def ex_lora_count():
+    m = LLAMA8B
+    out = train("--model llama3-8b --lora 8 --lora-targets q,v --batch 1 --seq-len 1024 --dry-run")
+    kvw = m["KVH"] * (m["C"] // m["H"])
+    r, f = 8, m["L"] * 8 * ((m["C"] + m["C"]) + (m["C"] + kvw))
+    return [Part(grab(out, r"^trainable params: ([\d,]+)", lambda s: int(s.replace(",", ""))), f,
+                 f"L r ((C + C) for q + (C + KVH hs) for v) = {m['L']}*{r}*(({m['C']} + {m['C']}) + ({m['C']} + {kvw})) = "
+                 f"{f}: A is r x in, B out x r", "params")]
+
+
+def ex_qlora_base():
+    m = LLAMA8B
+    out = train("--model llama3-8b --dtype bf16 --lora 16 --base-dtype nf4 --batch 1 --seq-len 1024 --dry-run")
+    kvw, C, F, L = m["KVH"] * (m["C"] // m["H"]), m["C"], m["F"], m["L"]
+    shapes = [(C + 2 * kvw) * C, C * C, 2 * F * C, F * C]  # qkv, attproj, fc (up and gate), fcproj
+    M = L * sum(shapes)
+    rest = llama_psi(m) - M
+    blocks = L * sum(-(-w // 64) for w in shapes)
+    return [Part(peak_bytes(out, "qweights"), M // 2 + 2 * rest,
+                 f"the blocks' linear maps M = L (C (C + 2 KVH hs) + C^2 + 2FC + FC) = {M} weights in 4 bits, M/2 = {M // 2} "
+                 f"B; the rest (the table, the head, the norms) Psi - M = {rest} in bf16, 2 * {rest}; in all {M // 2 + 2 * rest} B", "B"),
+            Part(peak_bytes(out, "qscales"), 4 * blocks,
+                 f"an fp32 absmax a block of 64 of each matrix: L (sum of ceil(w / 64)) = {blocks} blocks, 4 * {blocks} = "
+                 f"{4 * blocks} B (0.5 bits a weight)", "B")]
+
+
 # question, hint (where to read), the parts' hints, the function; a part's hint is given after a wrong try
 EXERCISES = [
     ("How many bytes do GPT-2 medium's weights take in fp32 (L 24, C 1024, vocabulary 50257 padded to 50304, T 1024)?",
@@ -391,6 +417,15 @@ EXERCISES = [
      ["per token: ln1, atty, res2, ln2, res3 (C each), the rotated Q with the grouped K and V ((H + 2 KVH) hs), "
       "SwiGLU's up and gate (2F) and their product (F), in bf16; and fp32 numbers a row: flash's log-sum-exp per "
       "head, an RMSNorm statistic twice"], ex_llama_layer, False),
+    ("LoRA (`--lora 8 --lora-targets q,v`, the LoRA paper's choice) on Llama-3-8B: how many parameters does it train?",
+     "`lora_param_count` in `lib/core/lora.h`, and `doc/lora.md`",
+     ["each targeted map W (out x in) gets A (r x in) and B (out x r), in every layer; q is C -> C, v is C -> KVH hs"],
+     ex_lora_count, False),
+    ("QLoRA on Llama-3-8B (`--dtype bf16 --lora 16 --base-dtype nf4`): how many bytes do (a) the frozen model "
+     "(`qweights`) and (b) its quantization constants (`qscales`) take?",
+     "`predict_packed_base` in `lib/memory/predict.h`, `quant_store` in `lib/io/quant.h`, and `doc/lora.md` (QLoRA)",
+     ["the blocks' linear maps in 4 bits, two a byte; the embedding, the head and the norms stay in the --dtype",
+      "one fp32 absmax a block of 64 weights, counted in each matrix on its own"], ex_qlora_base, False),
 ]
 
 
@@ -421,6 +456,8 @@ def show(value, part):
         return f"{value:.2f}x the paper"
     if unit == "nats":
         return f"{value:.6f} nats"
+    if unit == "params":
+        return f"{value:,.0f} parameters"
     return f"batch {value:g}" if unit == "batch" else f"{value:g} {unit}"
 
 
@@ -429,7 +466,7 @@ def close(a, b, part):
     mistake, a term left out, can be a part in a thousand), nats to 1e-6, else 1%."""
     if part.unit == "word":
         return str(a).strip().lower() == str(b)
-    if part.unit in ("batch", "ranks", "B"):  # (an answer in MiB or GiB: judge() takes its rounding)
+    if part.unit in ("batch", "ranks", "B", "params"):  # (an answer in MiB or GiB: judge() takes its rounding)
         return a == b
     if part.unit == "nats":
         return abs(a - b) <= 1e-6
@@ -498,6 +535,8 @@ def right_answer(part):
         return part.binary
     if part.unit == "B":
         return f"{part.binary / 2**20:.2f}MiB"  # as a student would round it
+    if part.unit == "params":
+        return f"{part.binary:.0f}"  # (a count: exact)
     return f"{part.binary:.4g}" if part.unit != "nats" else "0" if part.binary == 0 else repr(part.binary)
 
 

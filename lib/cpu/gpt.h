@@ -262,15 +262,13 @@ void lora_base_read(struct GPT *m, float *dst, size_t lo, size_t n) { quant_load
 
 void lora_hold_base(GPT *m, int format) {
     const GPTConfig *c = &m->cfg;
-    int n = param_tensor_count(c), per_layer = (param_tensor_count(c) - (is_llama(c) ? 2 + c->untied : 4)) / c->layers;
+    int n = param_tensor_count(c);
     ParamTensor *pt = malloc(sizeof(ParamTensor) * n);
     QuantTensor *qt = malloc(sizeof(QuantTensor) * n);
     param_tensors(c, pt);
-    int first = is_llama(c) ? 1 : 2;  // the layers' tensors follow wte (and GPT-2's wpe)
-    for (int i = 0; i < n; i++) {
-        int in_layer = i >= first && i < first + per_layer * c->layers;
-        qt[i] = (QuantTensor){pt[i].offset, pt[i].count, in_layer && pt[i].is_matrix};
-    }
+    size_t lo = layer_offset(c, 0), hi = layer_offset(c, c->layers);  // the blocks: one range of the layout
+    for (int i = 0; i < n; i++)
+        qt[i] = (QuantTensor){pt[i].offset, pt[i].count, pt[i].is_matrix && pt[i].offset >= lo && pt[i].offset < hi};
     quant_layout(&m->lora.base, qt, n);
     m->lora.base.vec_dtype = m->dtype;  // the rest in the compute dtype: fp32, or --dtype's 16 bits
     quant_alloc(&m->lora.base, format);

@@ -18,8 +18,8 @@
 // --fit: the command line without the flags --fit chooses (for the recommended command).
 void fit_base_command(int argc, char **argv, char *out, size_t n) {
     const char *chosen[] = {"fit-host", "fit-disk", "fit", "batch", "accum", "dtype", "flash", "ckpt", "recompute",
-                            "fused-ce", "zero", "dry-run", "offload-to", "offload", "mem-snapshot", "fp32-grads"};
-    const int takes_value[] = {1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0}, n_chosen = sizeof takes_value / sizeof *takes_value;
+                            "fused-ce", "zero", "dry-run", "offload-to", "offload", "mem-snapshot", "fp32-grads", "base-dtype"};
+    const int takes_value[] = {1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1}, n_chosen = sizeof takes_value / sizeof *takes_value;
     size_t k = (size_t)snprintf(out, n, "./train");
     for (int i = 1; i < argc && k < n; i++) {
         int skip = 0;

@@ -124,7 +124,7 @@ const FlagSpec flag_specs[] = {
     {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas, loss scale, memory (the step line's, each place's now and at the step's peak, in bytes)"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
     {"infer", ARG_FLAG, OPT(infer), 0, 0, "with --dry-run: inference memory, the weights in fp32/bf16/int8/int4 and the KV cache"},
-    {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first"},
+    {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first; with --lora, LoRA's settings"},
     {"gpu", ARG_STR, OPT(gpu_name), 0, 0, "the GPU in mind: v100-16gb, v100-32gb, t4, a100-40gb, a100-80gb, l4, rtx4090, h100-80gb, h200: a dry run sets the device's peak beside its memory and --offload's bytes beside its host link; --fit offers fp16 where it has no bf16"},
     {"link-gbps", ARG_FLOAT, OPT(link_gbps), 0, 0, "the host link's GB/s one way, for --offload's seconds a step (0 = the --gpu's PCIe)"},
     {"fit-host", ARG_STR, OPT(fit_host), 0, 0, "with --fit: the host memory of the machine in mind, for --offload's settings (512GiB, ...; default: what is free here)"},

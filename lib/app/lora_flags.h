@@ -86,7 +86,7 @@ void parse_lora(Settings *s, const GPTConfig *c) {
     const char *no = s->cuda ? "--device cuda" : s->zero || s->ranks > 1 ? "--zero and --ranks" : s->fp32_grads ?
                      "--fp32-grads (the adapters' gradients are fp32 already)" : s->offload ? "--offload" : s->adam_bits != 32 ? "--adam-bits 8" :
                      s->save ? "--save" : s->resume ? "--resume" : s->eval_only ?
-                     "--eval-only" : s->fit ? "--fit" : s->infer ? "--infer" : s->estimators ? "--estimators" : NULL;
+                     "--eval-only" : s->infer ? "--infer" : s->estimators ? "--estimators" : NULL;
     size_t e = s->export_to ? strlen(s->export_to) : 0;
     if (e && (e < 12 || strcmp(s->export_to + e - 12, ".safetensors")))
         usage_error("--lora --export writes the adapters as PEFT does, a safetensors file and adapter_config.json beside "

@@ -135,4 +135,11 @@ void dtype_accumulate(void *dst, const float *src, size_t n, int dt) {
     }
 }
 
+// The formats weights are held in for --eval-only --quantize and --lora --base-dtype (io/quant.h holds them):
+// the dtypes above, and int8, int4 and nf4 with an fp32 scale per block of QUANT_BLOCK.
+enum { QF_FP32, QF_BF16, QF_INT8, QF_INT4, QF_NF4, QF_FP16, QF_N };
+enum { QF_EVAL_N = QF_NF4 };  // the formats --eval-only --quantize takes (and compares): fp32 .. int4
+const char *const quant_name[QF_N] = {"fp32", "bf16", "int8", "int4", "nf4", "fp16"};
+const int quant_bits[QF_N] = {32, 16, 8, 4, 4, 16};
+
 #endif

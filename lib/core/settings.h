@@ -58,7 +58,7 @@ typedef struct {
     const char *lora_init;         // --lora-init DIR: PEFT's adapter folder, the adapters' first values (io/peft.h)
     char lora_init_maps[96];       // ... the maps it holds, as --lora-targets says them
     const char *base_dtype_str;    // --base-dtype fp32|bf16|fp16|int8|nf4: how --lora holds the frozen model
-    int base_format;               // its QF_* (io/quant.h; QF_FP32: the fp32 params array, as without --lora)
+    int base_format;               // its QF_* (core/dtype.h; QF_FP32: the fp32 params array, as without --lora)
     int base_bits;                 // its bits a weight of the blocks' linear maps: 32, 16, 8 or 4
     const char *offload_str;    // --offload none|opt|opt,params
     unsigned offload;           // its OFFLOAD_* bits: the optimizer's states (and ZeRO-3's weight shard) off the device
@@ -95,7 +95,7 @@ typedef struct {
     int save_every;
     int eval_only;             // --eval-only: evaluate and sample the --resume state, no training
     const char *quantize_str;  // --quantize bf16|int8|int4 (with --eval-only)
-    int quantize;              // its QF_* (io/quant.h); QF_FP32 without the flag
+    int quantize;              // its QF_* (core/dtype.h); QF_FP32 without the flag
     int quant_bits;            // its bits (16, 8, 4; 0: fp32)
     // what the run shows and writes
     int mem, mem_ops, dry_run, trace, timing;

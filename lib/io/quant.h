@@ -51,11 +51,6 @@
 #include "memory/ledger.h"
 #include "core/sizes.h"
 
-enum { QF_FP32, QF_BF16, QF_INT8, QF_INT4, QF_NF4, QF_FP16, QF_N };
-enum { QF_EVAL_N = QF_NF4 };  // the formats --eval-only --quantize takes (and compares): fp32 .. int4
-const char *const quant_name[QF_N] = {"fp32", "bf16", "int8", "int4", "nf4", "fp16"};
-const int quant_bits[QF_N] = {32, 16, 8, 4, 4, 16};
-
 // NF4's 16 values (bitsandbytes' NF4 code table, QLoRA's appendix E), and the midpoints between them
 // that bitsandbytes' dQuantizeNF4 compares with.
 const float NF4_CODE[16] = {-1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,

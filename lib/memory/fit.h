@@ -28,6 +28,7 @@
 #include "memory/report.h"
 #include "core/saved.h"
 #include "core/gpus.h"
+#include "core/lora.h"
 #include "core/settings.h"
 
 // A budget: a number and a unit, B, KiB/MiB/GiB/TiB (powers of 1024) or
@@ -75,6 +76,7 @@ typedef struct {
     int offload;         // FIT_OFFLOAD_*: none, or what goes off the device and where
     unsigned recompute;  // REC_* (REC_BLOCK is --ckpt)
     int fp32_grads;      // the run's --fp32-grads, kept where the setting is 16-bit (fit_predict)
+    int base;            // --lora: the frozen model's --base-dtype, a QF_* (core/dtype.h; QF_FP32: held in the --dtype)
     size_t peak;         // bytes per rank at the peak (predict_memory; on the GPU its device part)
     size_t need;         // what it needs of the budget: the peak (+ GPU_HEADROOM on the GPU)
     double flops;        // extra forward FLOPs (rebuilds, the fused head's second pass) / the model's
@@ -84,6 +86,7 @@ typedef struct {
     size_t host, disk;   // --offload: bytes on the host (on the GPU: pageable and page-locked) and on disk
     int slow;            // choices slower on this device: CPU 16-bit storage, --flash (measured a few % slower);
                          // GPU fp32, naive attention
+    int base_bits;       // --lora: the bits a frozen weight keeps (the --dtype's, or --base-dtype's): fewer lose more
     int category;        // the largest category at the peak
     size_t category_bytes, weights;  // its bytes; the weights' (params row)
 } FitSetting;
@@ -104,16 +107,18 @@ double fit_comm_bytes(const FitSetting *f, double P, double table, int ranks) {
 // (more headroom)? Memory beyond fitting buys nothing, so only costs count.
 int fit_beats(const FitSetting *a, const FitSetting *b) {
     int le = a->flops <= b->flops + 1e-12 && a->rebuilt <= b->rebuilt && a->comm <= b->comm && a->moved <= b->moved &&
-             a->micro >= b->micro && a->slow <= b->slow;
+             a->micro >= b->micro && a->slow <= b->slow && a->base_bits >= b->base_bits;
     int lt = a->flops < b->flops - 1e-12 || a->rebuilt < b->rebuilt || a->comm < b->comm || a->moved < b->moved ||
-             a->micro > b->micro || a->slow < b->slow;
+             a->micro > b->micro || a->slow < b->slow || a->base_bits > b->base_bits;
     return le && (lt || a->peak < b->peak);
 }
 
-// Cheapest first: extra FLOPs, then the bytes rebuilt, then communication,
-// then the bytes offload moves, then the larger micro-batch, then the fewer slower choices, then the smaller peak.
+// Cheapest first: with --lora the frozen model's bits (the most first: quantizing it costs accuracy), then extra
+// FLOPs, then the bytes rebuilt, then communication, then the bytes offload moves, then the larger micro-batch,
+// then the fewer slower choices, then the smaller peak.
 int fit_cheaper(const void *pa, const void *pb) {
     const FitSetting *a = pa, *b = pb;
+    if (a->base_bits != b->base_bits) return a->base_bits > b->base_bits ? -1 : 1;
     if (fabs(a->flops - b->flops) > 1e-12) return a->flops < b->flops ? -1 : 1;
     if (a->rebuilt != b->rebuilt) return a->rebuilt < b->rebuilt ? -1 : 1;
     if (a->comm != b->comm) return a->comm < b->comm ? -1 : 1;
@@ -138,6 +143,7 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
     else if (f->recompute) k += snprintf(out + k, n - k, " --recompute gelu,ln");
     if (f->fused_ce) k += snprintf(out + k, n - k, " --fused-ce");
     if (f->fp32_grads) k += snprintf(out + k, n - k, " --fp32-grads");
+    if (f->base != QF_FP32) k += snprintf(out + k, n - k, " --base-dtype %s", quant_name[f->base]);
     if (f->zero) k += snprintf(out + k, n - k, " --zero %d", f->zero);
     if (f->group) k += snprintf(out + k, n - k, " --shard-group %d", f->group);
     if (f->offload) {
@@ -199,6 +205,8 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     t.dtype = f.dtype, t.zero = f.zero, t.ranks = q->ranks, t.recompute = f.recompute, t.eval_only = 0, t.quant_bits = 0;
     t.offload = f.offload ? OFFLOAD_OPT | (params ? OFFLOAD_PARAMS : 0) : 0, t.offload_disk = disk;
     t.shard_group = f.group;
+    t.base_format = f.base, t.base_bits = quant_bits[f.base];
+    f.base_bits = !t.lora.rank ? 0 : f.base == QF_FP32 ? 8 * (int)dtype_size(f.dtype) : t.base_bits;
     MemReport pred;
     predict_memory(&t, &pred);
     f.disk = pred.peak_at[LOC_DISK];
@@ -208,7 +216,7 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     for (int k = 0; k < MEM_NCAT; k++)
         if (pred.peak[k] > pred.peak[f.category]) f.category = k;
     f.category_bytes = pred.peak[f.category];
-    f.weights = pred.peak[MEM_PARAMS];
+    f.weights = pred.peak[MEM_PARAMS] + pred.peak[MEM_QWEIGHTS] + pred.peak[MEM_QSCALES];  // (--base-dtype: packed)
     Plan plan = make_plan(&t, t.ranks);
     double token_flops = model_flops_per_token(c, T);
     f.flops = (L * recompute_flops_per_token_layer(c, plan.drops, T) + (f.fused_ce ? 2.0 * C * Vp : 0)) / token_flops;
@@ -229,26 +237,30 @@ FitSetting fit_own_setting(const Settings *s) {
     FitQuestion q = {s, s->batch * s->accum, ranks, 0, 0, 0, 0, 0};
     int off = !s->offload ? FIT_OFFLOAD_NONE : params ? (s->offload_disk ? FIT_OFFLOAD_PARAMS_DISK : FIT_OFFLOAD_PARAMS_HOST)
                                                       : (s->offload_disk ? FIT_OFFLOAD_DISK : FIT_OFFLOAD_HOST);
-    FitSetting f = {s->dtype, s->flash, s->fused_ce, s->zero, s->batch, s->accum, s->shard_group, off,
-                    s->recompute | (s->ckpt ? REC_BLOCK : 0), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    FitSetting f = {.dtype = s->dtype, .flash = s->flash, .fused_ce = s->fused_ce, .zero = s->zero, .micro = s->batch,
+                    .accum = s->accum, .group = s->shard_group, .offload = off,
+                    .recompute = s->recompute | (s->ckpt ? REC_BLOCK : 0), .base = s->lora.rank ? s->base_format : QF_FP32};
     return fit_predict(&q, f);
 }
 
 // Every setting: dtype, --flash, the recompute choices, --fused-ce, the ZeRO
-// stage, --shard-group (the CPU's, with a stage), the micro-batch; first
-// without --offload and, when nothing fits, with each of its choices.
+// stage, --shard-group (the CPU's, with a stage), the micro-batch, and with --lora
+// the frozen model's --base-dtype (its --dtype, bf16 under fp32, int8, nf4); first
+// without --offload and, when nothing fits, with each of its choices (not with --lora, which takes none).
 FitSearch fit_search(const FitQuestion *q) {
     unsigned recomputes[] = {0, REC_GELU | REC_LN, REC_BLOCK};
-    int ranks = q->ranks, global = q->global, gpu = q->s->cuda, divisors = 0, pass;
+    const int bases[] = {QF_FP32, QF_BF16, QF_INT8, QF_NF4};
+    int ranks = q->ranks, global = q->global, gpu = q->s->cuda, divisors = 0, pass, lora = q->s->lora.rank > 0;
     const GpuModel *card = q->s->gpu_name ? gpu_model(q->s->gpu_name) : NULL;
     int half = card && !card->bf16 ? DT_FP16 : DT_BF16;  // 16 bits: fp16 on a card without bf16 (a V100, a T4)
     for (int k = 1; k <= ranks; k++) divisors += ranks % k == 0;  // --shard-group's choices: each K that divides the ranks
-    int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2 * divisors;
+    int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2 * divisors * (lora ? 4 : 1);
     FitSearch r = {malloc(sizeof(FitSetting) * cap), 0, 0, 0, 0, {0}, {0}, (size_t)-1};
     r.best.peak = r.best_off.peak = (size_t)-1;
-    for (pass = 0; pass < 2 && !r.fits; pass++) {  // 0: without offload; 1: with it, when nothing fit
+    for (pass = 0; pass < 2 - lora && !r.fits; pass++) {  // 0: without offload; 1: with it, when nothing fit
         r.n = 0;
         for (int off = pass ? FIT_OFFLOAD_HOST : FIT_OFFLOAD_NONE; off <= (pass ? FIT_OFFLOADS - 1 : 0); off++)
+        for (int b = 0; b < (lora ? 4 : 1); b++)
         for (int dtype = 0; dtype <= 1; dtype++)
         for (int flash = 0; flash <= 1; flash++)
         for (int rc = 0; rc < 3; rc++)
@@ -259,8 +271,10 @@ FitSearch fit_search(const FitQuestion *q) {
             if (ranks % group || (group < ranks && (zero == 0 || gpu))) continue;  // (groups: the CPU's, with a stage)
             int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
             if (global % micro || r.n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
-            FitSetting f = {dtype ? half : DT_FP32, flash, fused, zero, micro, global / micro, group < ranks ? group : 0, off, recomputes[rc],
-                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+            if (bases[b] == QF_BF16 && dtype) continue;  // (a bf16 base under a 16-bit --dtype is its QF_FP32)
+            FitSetting f = {.dtype = dtype ? half : DT_FP32, .flash = flash, .fused_ce = fused, .zero = zero, .micro = micro,
+                            .accum = global / micro, .group = group < ranks ? group : 0, .offload = off,
+                            .recompute = recomputes[rc], .base = bases[b]};
             f = fit_predict(q, f);
             if (f.weights < r.min_weights) r.min_weights = f.weights;
             FitSetting *smallest = pass ? &r.best_off : &r.best;
@@ -290,9 +304,14 @@ void fit_print_none(const FitQuestion *q, const FitSearch *r) {
         if (gpu) printf("%s of host memory and ", fit_size(u1, sizeof u1, r->best_off.host));
         printf("%s of disk a rank.\n", fit_size(u1, sizeof u1, r->best_off.disk));
     }
+    int lora = q->s->lora.rank > 0;
     if (q->budget < r->min_weights)
-        printf("The budget is smaller than the weights alone: %s in 16 bits%s.\n", fit_size(u1, sizeof u1, r->min_weights),
-               q->ranks > 1 ? ", sharded by ZeRO-3" : "");
+        printf("The budget is smaller than the weights alone: %s in %s%s.\n", fit_size(u1, sizeof u1, r->min_weights),
+               lora ? "nf4 (QLoRA's frozen model)" : "16 bits", q->ranks > 1 ? ", sharded by ZeRO-3" : "");
+    if (lora) {
+        printf("Try a shorter --seq-len, a smaller --lora rank or fewer --lora-targets, or a smaller model.\n");
+        return;
+    }
     printf("Try more ranks (--ranks N, which adds ZeRO stages), a shorter --seq-len, or a smaller model%s.\n",
            q->s->adam_bits == 32 && !gpu ? "; --adam-bits 8 keeps Adam's moments in 8 bits (10 instead of 16 bytes "
                                            "a parameter in mixed precision)" : "");
@@ -346,6 +365,43 @@ void fit_print_table(const FitQuestion *q, const FitSearch *r, int shown, const 
     printf("recommended: %s %s\n", base, flags);
 }
 
+// Beside full fine-tuning, the same question with the model frozen: LoRA of rank FIT_LORA_RANK on every linear
+// map of a block (--lora, core/lora.h), its frozen model in the --dtype, and QLoRA (--base-dtype nf4): the
+// smallest peak of each and whether it fits; `--lora R --fit` lists their settings. --lora trains on one CPU
+// rank, so on the GPU and on several ranks, when nothing fits, a line says so instead.
+enum { FIT_LORA_RANK = 8 };
+void fit_print_lora(const FitQuestion *q, int fits, const char *budget_text, const char *base) {
+    const GPTConfig *c = &q->s->cfg;
+    if (q->s->cuda || q->ranks > 1) {
+        if (fits) return;
+        printf("LoRA and QLoRA (--lora R, --base-dtype nf4) train on the CPU on one rank for now: --device cpu --ranks 1 "
+               "--lora %d --fit %s says what they need there (doc/lora.md)\n", FIT_LORA_RANK, budget_text);
+        return;
+    }
+    for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
+        LoraMap mp = lora_map(c, k);
+        if (mp.in < FIT_LORA_RANK || mp.rows < FIT_LORA_RANK) return;  // (a model too narrow for the rank)
+    }
+    Settings t = *q->s;
+    t.lora = (LoraConfig){FIT_LORA_RANK, LORA_ALPHA_DEFAULT, lora_all_maps(c)};
+    FitQuestion lq = *q;
+    lq.s = &t;
+    FitSearch r = fit_search(&lq);
+    char flags[256], u[32];
+    for (int qlora = 0; qlora <= 1; qlora++) {
+        const FitSetting *best = NULL;
+        for (int i = 0; i < r.n; i++)
+            if ((r.all[i].base == QF_NF4) == qlora && (qlora || r.all[i].base == QF_FP32) && (!best || r.all[i].peak < best->peak))
+                best = &r.all[i];
+        fit_flags(best, flags, sizeof flags);
+        printf("%s (--lora %d%s, every linear map): the smallest peak is %s with %s, %s\n", qlora ? "QLoRA" : "LoRA",
+               FIT_LORA_RANK, qlora ? " --base-dtype nf4" : ", the model frozen", fit_size(u, sizeof u, best->peak), flags,
+               fit_fits(best, q->budget, q->host_free, q->disk_free, 1) ? "which fits" : "over the budget");
+    }
+    printf("  (%s --lora %d --fit %s lists their settings; doc/lora.md)\n", base, FIT_LORA_RANK, budget_text);
+    free(r.all);
+}
+
 // --fit: try every setting (fit_search), print how many fit, then the
 // frontier's table, or what comes closest. `base` is the command line without
 // the flags --fit sets, for the recommended command. 0 if something fits, 1 if not.
@@ -367,6 +423,7 @@ int fit_report(const FitQuestion *q, const char *budget_text, const char *base) 
         printf(";\nwith --offload-to disk (the optimizer's states in a file), %d of %d fit in %s", r.fits, r.n, disk);
     if (r.fits) fit_print_table(q, &r, fit_frontier(q, &r), base);
     else fit_print_none(q, &r);
+    if (!q->s->lora.rank) fit_print_lora(q, r.fits, budget_text, base);
     free(r.all);
     return r.fits ? 0 : 1;
 }

@@ -155,4 +155,34 @@ if [ "$bf" -ge 1 ] && [ "$bf" = "$b16" ] && [ "$f32" = 0 ] && [ "$peak" = "$dry"
   ok "--fit with --fp32-grads: kept on its $bf bf16 settings, on no fp32 one; a row's peak is its dry run's ($peak GiB); the recommended command runs"
 else bad "--fit with --fp32-grads: bf16 rows $bf of $b16, fp32 rows with it $f32, peak $peak vs $dry, '$rec'"; fi
 
+# --lora --fit: LoRA's own settings (the --dtype, the frozen model's --base-dtype among them), each run for real
+# within the budget; without --lora, the LoRA and QLoRA lines' peaks are their flags' dry runs
+./train "${F2[@]}" --lora 4 --fit 2MiB >"$tmp/lfit" 2>&1; rc=$?
+bytes=$(sed -n 's/^--fit [^:]*: \([0-9]*\) bytes.*/\1/p' "$tmp/lfit"); good=1; runs=0; bases=""
+while read -r flags; do
+  ./train "${F2[@]}" --lora 4 $flags --steps 2 --mem-json "$tmp/lj.json" >/dev/null 2>&1 || { good=0; echo "  --lora 4 $flags did not run"; continue; }
+  m=$(peak_of measured "$tmp/lj.json"); runs=$((runs + 1))
+  [ "$m" -le "$bytes" ] || { good=0; echo "  --lora 4 --fit 2MiB listed $flags: measured $m > $bytes"; }
+  case "$flags" in *--base-dtype*) bases="$bases ${flags##*--base-dtype }";; esac
+done < <(grep -E '^ +[0-9.]+ MiB' "$tmp/lfit" | sed 's/.* \(--dtype .*\)/\1/')
+rec=$(sed -n 's/^recommended: //p' "$tmp/lfit")
+case "$rec" in *"--lora 4 --dtype"*) ;; *) good=0; echo "  the recommended command lost --lora: $rec";; esac
+$rec --steps 2 >/dev/null 2>&1 || { good=0; echo "  the recommended command failed: $rec"; }
+./train "${F2[@]}" --fit 2MiB >"$tmp/ffit" 2>&1
+for kind in LoRA QLoRA; do
+  flags=$(sed -n "s/^$kind (.*the smallest peak is .* with \(--dtype .*\), which fits\$/\1/p" "$tmp/ffit")
+  shown=$(sed -n "s/^$kind (.*the smallest peak is \([0-9.]* MiB\) with.*/\1/p" "$tmp/ffit")
+  ./train "${F2[@]}" --lora 8 $flags --dry-run --mem-json "$tmp/lq.json" >/dev/null 2>&1 || { good=0; echo "  $kind: '$flags'"; continue; }
+  p=$(peak_of predicted "$tmp/lq.json")
+  [ "$(python3 -c "print(f'{$p / 1048576:.2f} MiB')")" = "$shown" ] || { good=0; echo "  $kind: shown $shown, its dry run $p B"; }
+done
+grep -q -- '--base-dtype nf4, which fits$' "$tmp/ffit" || good=0
+if [ $rc = 0 ] && [ $good = 1 ] && [ $runs -ge 3 ] && [ -n "$bases" ]; then
+  ok "--lora 4 --fit 2MiB: $runs listed settings (bases:$bases and the --dtype's) ran within the budget, the recommended command runs; --fit alone adds LoRA's and QLoRA's smallest peaks, each its flags' dry run"
+else bad "--lora --fit (exit $rc, $runs runs, bases:$bases)"; fi
+./train --model llama3-8b --seq-len 1024 --lora 8 --fit 4GB >"$tmp/lnone" 2>&1; rc=$?
+if [ $rc = 1 ] && grep -q 'smaller than the weights alone: 5.61 GiB in nf4' "$tmp/lnone" && grep -q 'a smaller --lora rank' "$tmp/lnone"; then
+  ok "--lora 8 --fit 4GB, Llama-3-8B: nothing fits, the frozen model alone is 5.61 GiB in nf4 (exit 1)"
+else bad "--lora --fit when nothing fits (exit $rc): $(tail -2 "$tmp/lnone")"; fi
+
 echo "END tests/e2e/fit.sh"

@@ -9,7 +9,8 @@ KIND is the reader: state (--resume), tokens (--data), model (--init: llm.c's GP
 tokenizer (--tokenizer), hostfile (--hostfile, read by mpirun: its errors must reach the user), safetensors
 (--init FILE.safetensors, beside a copy of FILE's config.json), config (--config: a config.json), index
 (--init of FILE's folder, FILE its model.safetensors.index.json), json (a JSON file a script reads:
-tokenizer.json), gguf (a GGUF file gguf2llmc.py reads). Makes CASES damaged copies of FILE (seeded, so a
+tokenizer.json), gguf (a GGUF file gguf2llmc.py reads), adapter and adapter_config (--lora-init of FILE's folder,
+PEFT's adapter_model.safetensors or its adapter_config.json damaged, the other file as it was). Makes CASES damaged copies of FILE (seeded, so a
 failure can be replayed), each with 1 to 3 of: cut off at a random length, random bytes appended, one byte
 changed, a header word set to 0, -1, 1, a power of two, INT_MAX, INT_MIN or another reader's magic; and,
 for the JSON a file holds (safetensors' header, the index, config.json, tokenizer.json), JSON's own
@@ -34,7 +35,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 FLAG = {"state": "--resume", "tokens": "--data", "model": "--init", "tokenizer": "--tokenizer", "hostfile": "--hostfile",
-        "safetensors": "--init", "config": "--config", "index": "--init", "json": None, "gguf": None}
+        "safetensors": "--init", "config": "--config", "index": "--init", "json": None, "gguf": None,
+        "adapter": "--lora-init", "adapter_config": "--lora-init"}
+# the readers of a folder: the file of it that is damaged (a copy of the folder, the others linked)
+IN_FOLDER = {"index": "model.safetensors.index.json", "adapter": "adapter_model.safetensors",
+             "adapter_config": "adapter_config.json"}
 SUFFIX = {"safetensors": ".safetensors", "config": ".json", "json": ".json", "gguf": ".gguf"}  # (a safetensors copy is
 # read beside FILE's config.json)
 JSONISH = [b"9999999999999999999999", b"-1", b"1e308", b"0.5", b"NaN", b"-Infinity", b"0x1f", b"[", b"{", b"]", b"}",
@@ -86,8 +91,9 @@ def damage_json(out, rng):
 def damage(data, rng, kind):
     """A copy of data damaged 1 to 3 ways (drawn again if the damage changed nothing), and what was done."""
     while True:
-        if kind in ("config", "index", "json") or (kind == "safetensors" and rng.random() < 0.7):
-            head = 8 + struct.unpack_from("<Q", data)[0] if kind == "safetensors" else 0
+        header = kind in ("safetensors", "adapter")
+        if kind in ("config", "index", "json", "adapter_config") or (header and rng.random() < 0.7):
+            head = 8 + struct.unpack_from("<Q", data)[0] if header else 0
             text = bytearray(data[8:head] if head else data)
             what = [damage_json(text, rng) for _ in range(rng.randrange(1, 4))]
             out = bytearray(struct.pack("<Q", len(text)) + text + data[head:] if head else text)
@@ -105,12 +111,12 @@ def check(kind, case, copy, what, tmp, train_args, origin):
     """Run one damaged copy; a line describing what went wrong, or None."""
     path = os.path.join(tmp, f"damaged{case}{SUFFIX.get(kind, '')}")
     out = os.path.join(tmp, f"out{case}")
-    if kind == "index":  # a copy of the folder, its index damaged
+    if kind in IN_FOLDER:  # a copy of the folder, one of its files damaged
         os.makedirs(path)
         for f in os.listdir(origin):
-            if f != "model.safetensors.index.json":
+            if f != IN_FOLDER[kind]:
                 os.symlink(os.path.join(origin, f), os.path.join(path, f))
-        with open(os.path.join(path, "model.safetensors.index.json"), "wb") as f:
+        with open(os.path.join(path, IN_FOLDER[kind]), "wb") as f:
             f.write(copy)
     else:
         with open(path, "wb") as f:

@@ -314,6 +314,10 @@ if venv_has 'import numpy, safetensors.numpy'; then  # Hugging Face's files: a s
   .venv/bin/python3 tests/hf_folder.py "$tmp/fzl.bin" "$tmp/fzsh" --shards 2 >/dev/null 2>&1
   fuzz index "$tmp/fzsh/model.safetensors.index.json" 60 18 --seconds "$secs" -- "${F[@]}" --steps 1
 fi
+# PEFT's adapter folder (--lora-init): its safetensors file and its adapter_config.json, each damaged
+mkdir -p "$tmp/fzad" && ./train "${F[@]}" --lora 2 --steps 1 --export "$tmp/fzad/adapter_model.safetensors" >/dev/null 2>&1
+fuzz adapter "$tmp/fzad/adapter_model.safetensors" 80 19 --seconds "$secs" -- "${F[@]}" --steps 1
+fuzz adapter_config "$tmp/fzad/adapter_config.json" 40 20 --seconds "$secs" -- "${F[@]}" --steps 1
 if have_llmc; then
   fuzz tokens "$tmp/good.bin" 80 13 --seconds "$secs" -- "${F[@]}" --steps 1
   fuzz tokenizer "$P/gpt2_tokenizer.bin" 40 14 --seconds "$secs" -- "${F[@]}" --data "$tmp/good.bin" --steps 1 --sample-len 3

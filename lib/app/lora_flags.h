@@ -44,9 +44,9 @@ void parse_lora(Settings *s, const GPTConfig *c) {
     s->base_format = QF_FP32, s->base_bits = 32;
     if (s->lora_init) lora_from_folder(s, c);
     if (!a->rank) {
-        if (s->lora_targets_str || a->alpha != LORA_ALPHA_DEFAULT || s->base_dtype_str)
+        if (s->lora_targets_str || a->alpha != LORA_ALPHA_DEFAULT || s->base_dtype_str || s->merge)
             usage_error("--%s goes with --lora R (the adapters' rank; it is what keeps the model frozen)",
-                        s->lora_targets_str ? "lora-targets" : s->base_dtype_str ? "base-dtype" : "lora-alpha");
+                        s->lora_targets_str ? "lora-targets" : s->base_dtype_str ? "base-dtype" : s->merge ? "merge" : "lora-alpha");
         return;
     }
     if (s->base_dtype_str) {
@@ -88,9 +88,12 @@ void parse_lora(Settings *s, const GPTConfig *c) {
                      s->save ? "--save" : s->resume ? "--resume" : s->eval_only ?
                      "--eval-only" : s->infer ? "--infer" : s->estimators ? "--estimators" : NULL;
     size_t e = s->export_to ? strlen(s->export_to) : 0;
-    if (e && (e < 12 || strcmp(s->export_to + e - 12, ".safetensors")))
+    if (s->merge && !e)
+        usage_error("--merge writes the merged model with --export: give --export FILE.bin (llm.c's model file) or "
+                    "FILE.safetensors (a Hugging Face model, config.json beside it)");
+    if (e && !s->merge && (e < 12 || strcmp(s->export_to + e - 12, ".safetensors")))
         usage_error("--lora --export writes the adapters as PEFT does, a safetensors file and adapter_config.json beside "
-                    "it: give --export DIR/adapter_model.safetensors (got '%s')", s->export_to);
+                    "it: give --export DIR/adapter_model.safetensors, or add --merge for the merged model (got '%s')", s->export_to);
     if (no)
         usage_error("--lora trains on the CPU in fp32 on one rank for now; %s with --lora is not built yet: drop it "
                     "(doc/lora.md says what --lora takes)", no);

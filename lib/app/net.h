@@ -225,6 +225,7 @@ NetState net_state(Net *n) {
 // (every rank returns the same).
 int net_export(Net *n, const Settings *s) {
     if (!s->export_to) return 0;
+    if (s->lora.rank && s->merge) return export_weights(s->export_to, &s->cfg, 0, n->cpu.nparams, lora_merged_get, &n->cpu);
     if (s->lora.rank) return export_adapters(s->export_to, &s->cfg, &s->lora, n->cpu.lora.w);  // (PEFT's files)
     NetState st = net_state(n);
     return export_weights(s->export_to, &s->cfg, st.lo, st.hi, state_weights_get, &st);

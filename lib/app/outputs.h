@@ -138,7 +138,7 @@ int run_outputs(const Settings *s, int rank, Output *out) {
         if (i == 1 && export_kind(paths[i]) == OUT_SAFETENSORS) {
             o->kind = OUT_SAFETENSORS;
             out[n] = (Output){"--export", "", OUT_CONFIG, 1};  // config.json (--lora: adapter_config.json) beside it
-            export_config_path(paths[i], s->lora.rank > 0, out[n++].path, sizeof o->path);
+            export_config_path(paths[i], s->lora.rank > 0 && !s->merge, out[n++].path, sizeof o->path);
         }
     }
     return n;

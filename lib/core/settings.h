@@ -56,6 +56,7 @@ typedef struct {
     LoraConfig lora;            // --lora R, --lora-alpha, --lora-targets (core/lora.h): the base frozen, adapters trained
     const char *lora_targets_str;  // --lora-targets LIST (NULL: all of a block's linear maps)
     const char *lora_init;         // --lora-init DIR: PEFT's adapter folder, the adapters' first values (io/peft.h)
+    int merge;                     // --merge: --export writes the merged model (cpu/lora.h lora_merged_get), not the adapters
     char lora_init_maps[96];       // ... the maps it holds, as --lora-targets says them
     const char *base_dtype_str;    // --base-dtype fp32|bf16|fp16|int8|nf4: how --lora holds the frozen model
     int base_format;               // its QF_* (core/dtype.h; QF_FP32: the fp32 params array, as without --lora)

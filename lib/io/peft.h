@@ -9,7 +9,8 @@
 // --lora-init DIR reads such a folder back (peft_open, peft_read): io/safetensors.h's strict reader for the
 // file (F32, BF16 or F16), io/json.h's for adapter_config.json; the maps are the ones the file holds.
 // The file: an 8-byte little-endian header length, the JSON header (padded with spaces to a multiple
-// of 8), then the tensors in gptmem's layout order (core/lora.h), each A then B.
+// of 8), then the tensors in gptmem's layout order (core/lora.h), each A then B. A Llama's q_proj and
+// k_proj B has its rows in Hugging Face's order (peft_row), so PEFT adds B A to the model's own rows.
 #ifndef GPTMEM_PEFT_H
 #define GPTMEM_PEFT_H
 
@@ -26,6 +27,16 @@
 void peft_name(const GPTConfig *c, int l, int k, int b, char *out, size_t len) {
     snprintf(out, len, "base_model.model.%s.%d.%s.lora_%c.weight", is_llama(c) ? "model.layers" : "transformer.h", l,
              lora_module_names[k], b ? 'B' : 'A');
+}
+
+// Hugging Face stores a Llama's q and k with each head's rotated pairs in halves, row j of a head's first
+// half beside row j of its second, where gptmem interleaves them (rows 2j, 2j + 1; io/safetensors.h): so
+// the output rows of q_proj's and k_proj's B are in that order too. Row h of map k's B in the file is
+// gptmem's row peft_row(c, k, h).
+size_t peft_row(const GPTConfig *c, int k, size_t h) {
+    if (k != LM_Q && k != LM_K) return h;
+    size_t hs = (size_t)(c->channels / c->heads), half = hs / 2, w = h % hs;
+    return h / hs * hs + 2 * (w % half) + w / half;
 }
 
 // The JSON header (its bytes padded to 8, into a malloc'd *out): every tensor's name, shape and place.
@@ -69,8 +80,16 @@ int peft_write(FILE *f, const GPTConfig *c, const LoraConfig *a, const float *w)
     size_t hn = peft_header(c, a, &h);
     uint8_t len[8];
     for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)hn >> (8 * i));
-    size_t n = lora_param_count(c, a);
-    int bad = fwrite(len, 1, 8, f) != 8 || fwrite(h, 1, hn, f) != hn || fwrite(w, sizeof(float), n, f) != n;
+    int bad = fwrite(len, 1, 8, f) != 8 || fwrite(h, 1, hn, f) != hn;
+    for (int l = 0; l < c->layers && !bad; l++)
+        for (int k = 0; k < LORA_MAPS && !bad; k++) {
+            if (!lora_targets(a, k)) continue;
+            LoraMap mp = lora_map(c, k);
+            const float *A = w + lora_offset(c, a, l, k), *B = A + (size_t)a->rank * mp.in;
+            bad = fwrite(A, sizeof(float), (size_t)a->rank * mp.in, f) != (size_t)a->rank * mp.in;
+            for (size_t r = 0; r < (size_t)mp.rows && !bad; r++)  // (B's rows in the file's order)
+                bad = fwrite(B + peft_row(c, k, r) * a->rank, sizeof(float), a->rank, f) != (size_t)a->rank;
+        }
     free(h);
     return bad || ferror(f) ? -1 : 0;
 }
@@ -176,12 +195,15 @@ int peft_read(const StModel *m, const GPTConfig *c, const LoraConfig *a, float *
     for (int l = 0; l < c->layers && !bad; l++)
         for (int k = 0; k < LORA_MAPS && !bad; k++) {
             if (!lora_targets(a, k)) continue;
-            float *A = w + lora_offset(c, a, l, k);
+            float *A = w + lora_offset(c, a, l, k), *rows = NULL;
             size_t na = (size_t)a->rank * lora_map(c, k).in, nb = (size_t)a->rank * lora_map(c, k).rows;
-            for (int b = 0; b < 2 && !bad; b++) {
-                peft_name(c, l, k, b, name, sizeof name);
-                bad = st_read_elems(m, &f, &open, st_find(m, name), 0, b ? A + na : A, b ? nb : na);
-            }
+            peft_name(c, l, k, 0, name, sizeof name);
+            bad = st_read_elems(m, &f, &open, st_find(m, name), 0, A, na);
+            peft_name(c, l, k, 1, name, sizeof name);
+            bad = bad || !(rows = malloc(nb * sizeof(float))) || st_read_elems(m, &f, &open, st_find(m, name), 0, rows, nb);
+            for (size_t r = 0; !bad && r < nb / a->rank; r++)  // (B's rows from the file's order)
+                memcpy(A + na + peft_row(c, k, r) * a->rank, rows + r * a->rank, a->rank * sizeof(float));
+            free(rows);
         }
     if (f) fclose(f);
     return bad ? -1 : 0;

@@ -99,6 +99,8 @@ expect 2 "holds 4 of the 6 A and B tensors of the q maps" "${LLAMA[@]}" --lora-i
 expect 2 "is the file --lora-init reads" "${LLAMA[@]}" --lora-init "$tmp/d1" --export "$tmp/d1/adapter_model.safetensors"
 expect 2 "its maps are the run's, drop --lora-targets" "${LLAMA[@]}" --lora-init "$tmp/d1" --lora-targets q
 expect 2 "give --export DIR/adapter_model.safetensors" "${LLAMA[@]}" --lora 4 --export "$tmp/x.bin"
+expect 2 "--merge goes with --lora R" "${LLAMA[@]}" --merge --export "$tmp/x.bin"
+expect 2 "--merge writes the merged model with --export" "${LLAMA[@]}" --lora 4 --merge
 sed 's/"LORA"/"IA3"/' "$tmp/d1/adapter_config.json" >"$tmp/ia3.json" && cp "$tmp/ia3.json" "$tmp/d2/adapter_config.json"
 expect 2 "peft_type is not \"LORA\"" "${LLAMA[@]}" --lora-init "$tmp/d2"
 # a hostile adapter folder: one line naming the file and what is wrong, exit 2, no crash (checked under ASan by make asan)
@@ -132,6 +134,35 @@ PY
   if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/herr")" -eq 1 ] && grep -q '^error: --lora-init' "$tmp/herr"; then n=$((n + 1))
   else bad "lora: a hostile adapter folder ($case): exit $rc, $(head -2 "$tmp/herr")"; fi
 done
+# --merge: the merged model as a plain model file. Against PEFT's rule, written apart (tests/lora_merge.py): each
+# targeted weight of the Hugging Face export is the base's + (alpha/r) B A of the adapter folder the same run
+# exports (a Llama's q and k rows in Hugging Face's order, GPT-2's Conv1D transposed), the rest the base's bits
+# (the base: a step of lr 1e-30, whose B A vanishes against every weight)
+if venv_has 'import numpy, safetensors.numpy'; then
+  good=1; said=""
+  for model in LLAMA SMALL; do
+    if [ $model = SMALL ]; then args=("${SMALL[@]}" --lora 4); else args=("${LLAMA[@]}" --lora 4 --lora-targets q,k,v,up); fi
+    mkdir -p "$tmp/mb$model" "$tmp/mm$model" "$tmp/ma$model"
+    ./train "${args[@]}" --lr 1e-30 --steps 1 --merge --export "$tmp/mb$model/model.safetensors" >/dev/null 2>&1
+    ./train "${args[@]}" --lr 1e-2 --steps 3 --export "$tmp/ma$model/adapter_model.safetensors" >/dev/null 2>&1
+    ./train "${args[@]}" --lr 1e-2 --steps 3 --merge --export "$tmp/mm$model/model.safetensors" >/dev/null 2>&1
+    msg=$(.venv/bin/python3 tests/lora_merge.py "$tmp/mb$model/model.safetensors" "$tmp/mm$model/model.safetensors" "$tmp/ma$model" 2>&1) ||
+      { good=0; echo "  $model: $msg"; }
+    [ -f "$tmp/mm$model/config.json" ] && [ ! -e "$tmp/mm$model/adapter_config.json" ] || { good=0; echo "  $model: config.json beside it"; }
+    said="$said $model: $msg;"
+  done
+  [ $good = 1 ] && ok "lora --merge: the Hugging Face model is the base + (alpha/r) B A of PEFT's folder (tests/lora_merge.py):$said" ||
+    bad "lora --merge against PEFT's rule"
+else skip "lora --merge against PEFT's rule: numpy and safetensors are not in .venv (scripts/setup.sh)"; fi
+# ... and from a QLoRA run: the merged model (nf4 read back, plus s B A) as llm.c's file gives the run's val loss
+./train "${LLAMA[@]}" --lora 4 --base-dtype nf4 --lr 1e-2 --steps 3 --merge --export "$tmp/qm.bin" >"$tmp/qm" 2>&1
+./train "${LLAMA[@]}" --init "$tmp/qm.bin" --lr 1e-30 --steps 1 >"$tmp/qi" 2>&1
+./train "${LLAMA[@]}" --lr 1e-30 --steps 1 >"$tmp/q0" 2>&1
+v=$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$tmp/qm"); w=$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$tmp/qi")
+b=$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$tmp/q0")
+if [ -n "$v" ] && [ -n "$w" ] && [ -n "$b" ] && python3 -c "import sys; v, w, b = map(float, sys.argv[1:]); sys.exit(0 if abs(v - w) <= 5e-4 < abs(v - b) else 1)" "$v" "$w" "$b"; then
+  ok "lora --merge from QLoRA (--base-dtype nf4): the exported llm.c file's val loss $w is the run's $v (the base model's: $b)"
+else bad "lora --merge from QLoRA: val loss '$v' vs merged '$w' (base '$b')"; fi
 [ $n -eq 8 ] && ok "lora: 8 hostile adapter folders (short, header length, not JSON, dtype, offsets, a key twice, r 0, a tensor of no map) refused in one line each"
 [ ! -e "$tmp/st.bin" ] && [ ! -e "$tmp/x.bin" ] && ok "lora: a refused run writes nothing" || bad "lora: a refused run wrote a file"
 echo "END tests/e2e/lora.sh"

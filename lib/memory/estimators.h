@@ -6,7 +6,9 @@
 //   accelerate's estimate-memory (accelerate/commands/estimate.py,
 //   estimate_training_usage): "Training using Adam", the largest of its terms;
 //   Megatron-LM's report_theoretical_memory (megatron/training/theoretical_memory_usage.py):
-//   weights and optimizer, and activations without sequence parallelism.
+//   weights and optimizer, and activations without sequence parallelism;
+//   with --lora, gpu_poor (RahulSChand/gpu_poor, src/App.js getAllComputedData), the calculator
+//   people bring for LoRA and QLoRA (the others have no input for them: they bill full fine-tuning).
 // Their inputs are gptmem's: Ψ its parameter count, the largest layer the
 // largest single tensor (the embedding table, V x C), the ranks as GPUs on one
 // machine, B, T, C, H, KVH, F, V, L. What each leaves out is what the ledger
@@ -29,7 +31,7 @@ typedef struct {
     int this_run;                  // the setting that is this run's
 } Estimate;
 
-enum { MAX_ESTIMATES = 10 };
+enum { MAX_ESTIMATES = 12 };
 
 // DeepSpeed's "largest layer": the largest module's own parameters, here the largest tensor.
 double largest_layer_params(const GPTConfig *c) {
@@ -57,6 +59,26 @@ double megatron_activations(const Settings *s) {
     return (act + (sb * V + sb * h) * 2) * 1.05;
 }
 
+// gpu_poor's training total for kind 0 (full, Adam), 1 (LoRA, Adam) or 2 (QLoRA, Adam), no other quantization,
+// in its MB (2^20 B), rounded up as it shows it. Its own parameter count p = 2 V C + 4 L C^2 + 3 L F C in
+// 2 bytes (QLoRA: a quarter, less 2p/64, plus 6% of the 2-byte size); activations (2 bytes each) of
+// T tokens a layer: attention 3TC + 2TC + 3 TC + T^2 H (2 + 4 + 2 bytes), the MLP 2TC + 6TF, the norms
+// 8T + 6TC, times L and the batch, x0.15 with checkpointing; gradients and Adam 6p in full, and for
+// LoRA L x 8 C x 2 x 4 x 3 x 2 bytes (a rank of 8 on two maps a layer, whatever --lora says), for QLoRA
+// L x 8 C x 0.5 x 4 x 3 plus 0.75 x 50 x (15 C + 6 F) L x sqrt(T / 50) a sequence; and 650 MB for CUDA.
+double gpu_poor_training(const Settings *s, int kind) {
+    const GPTConfig *c = &s->cfg;
+    double V = c->vocab, h = c->channels, H = c->heads, I = cfg_ffn(c), L = c->layers, T = s->seq_len, B = s->batch;
+    double MB = 1048576.0, p = V * h * 2 + L * 4 * h * h + L * 3 * I * h, size = p * 2 / MB, model = size;
+    if (kind == 2) model = size / 4 - p * 2 / (64 * MB) + 0.06 * size;
+    double attn = T * h * 3 * 2 + T * h * 2 * 2 + T * T * H * 2 + T * T * H * 4 + T * T * H * 2 + 3 * T * h * 2;
+    double ffn = 2 * h * T * 2 + 2 * 5 * T * I + I * T * 2, norm = T * 4 * 2 + T * h * 2 * 6;
+    double act = (attn + ffn + norm) * L * B / MB * (s->ckpt ? 0.15 : 1.0);
+    double sqrt_len = T / 50 > 1 ? sqrt(T / 50) : 1, extra = 0.75 * (15 * h + 6 * I) * L * 50 * sqrt_len;
+    double states = kind == 0 ? 6 * p : kind == 1 ? L * 8 * h * 2 * 4 * 3 * 2 : L * 8 * h * 0.5 * 4 * 3 + extra * B;
+    return ceil(model + states / MB + act + 650) * MB;
+}
+
 // Every calculator's numbers for setting `s`; returns how many (at most MAX_ESTIMATES).
 int other_estimates(const Settings *s, Estimate *e) {
     double P = (double)param_count(&s->cfg), L = largest_layer_params(&s->cfg), factor = 1.5, gpus_factor = 1.0 / 1;
@@ -80,6 +102,13 @@ int other_estimates(const Settings *s, Estimate *e) {
                         : "weights and optimizer", states, -1, 1};
     e[n++] = (Estimate){"Megatron-LM report_theoretical_memory", "activations (no sequence parallel)", megatron_activations(s),
                         -1, 1};
+    if (!s->lora.rank) return n;
+    for (int i = 0; i < n; i++) e[i].this_run = 0;  // (they bill full fine-tuning: none has LoRA)
+    int qlora = s->base_format == QF_NF4;
+    const char *gp = "gpu_poor, training";
+    e[n++] = (Estimate){gp, "full, Adam", gpu_poor_training(s, 0), -1, 0};
+    e[n++] = (Estimate){gp, "LoRA, Adam", gpu_poor_training(s, 1), -1, !qlora};
+    e[n++] = (Estimate){gp, "QLoRA, Adam", gpu_poor_training(s, 2), -1, qlora};
     return n;
 }
 
@@ -112,7 +141,9 @@ void print_estimators(FILE *f, const Settings *s, const MemReport *pred, const M
                 in_units(meas->peak_at[LOC_HOST] + meas->peak_at[LOC_PINNED], b, sizeof b));
     fprintf(f, "  (DeepSpeed counts the model states: no activations, no buffers, 1.5x on the CPU for its buffers; "
             "accelerate one device, no sharding, no activations; Megatron mixed precision with fp32 gradients, its "
-            "distributed optimizer alone of the ZeRO stages, flash attention, x1.05; doc/tools.md)\n");
+            "distributed optimizer alone of the ZeRO stages, flash attention, x1.05%s; doc/tools.md)\n",
+            s->lora.rank ? "; none of them has LoRA, so each bills full fine-tuning; gpu_poor 2 bytes a weight of its own "
+                           "count, LoRA's states as rank 8 on two maps a layer whatever the rank, 650 MB for CUDA" : "");
 }
 
 // The same as JSON members for --mem-json: "estimators": [...]

@@ -91,7 +91,7 @@ expect 2 "--lora-alpha goes with --lora R" "${SMALL[@]}" --lora-alpha 16
 expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
 expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
 for flag in "--dtype bf16 --fp32-grads" "--zero 1 --ranks 2" "--device cuda" "--offload opt" "--adam-bits 8" "--save $tmp/st.bin" \
-            "--estimators"; do
+            "--infer --dry-run"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
 expect 2 "is an adapter of r 4: drop --lora" "${LLAMA[@]}" --lora-init "$tmp/d1" --lora 8
@@ -163,6 +163,43 @@ b=$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$tmp/q0")
 if [ -n "$v" ] && [ -n "$w" ] && [ -n "$b" ] && python3 -c "import sys; v, w, b = map(float, sys.argv[1:]); sys.exit(0 if abs(v - w) <= 5e-4 < abs(v - b) else 1)" "$v" "$w" "$b"; then
   ok "lora --merge from QLoRA (--base-dtype nf4): the exported llm.c file's val loss $w is the run's $v (the base model's: $b)"
 else bad "lora --merge from QLoRA: val loss '$v' vs merged '$w' (base '$b')"; fi
+# --estimators with --lora: the calculators without LoRA bill full fine-tuning (none marked this run's); gpu_poor's
+# rows, its src/App.js getAllComputedData transcribed apart here (MB = 2^20, Math.ceil of the total), one marked
+for base in "" "--base-dtype nf4"; do
+  ./train --model llama3-8b --batch 2 --seq-len 1024 --lora 8 $base --ckpt --dry-run --estimators --mem-json "$tmp/est.json" >"$tmp/est" 2>&1
+  if msg=$(python3 - "$tmp/est.json" "$base" <<'PY'
+import json, math, sys
+est = json.load(open(sys.argv[1]))["estimators"]
+vocab, hid, heads, inter, layers, ctx, batch, ckpt = 128256, 4096, 32, 14336, 32, 1024, 2, True
+MB = 1024 * 1024
+def total(full):  # getAllComputedData, training, quant 'no_quant', opt 'adam_opt', float bytes 2
+    size_b = vocab * hid * 2 + layers * 4 * hid * hid + layers * 3 * inter * hid          # computeModelSize
+    size = size_b * 2 / MB                                                                 # convertToMBModelSize
+    extra = 0.06 * size if full == "qlora" else 0
+    if full == "qlora":
+        size = size / 4 - (size_b * 2) / (64 * MB)
+    fb, n = 2, ctx                                                                         # getActivationMemory
+    attn = n*hid*3*fb + n*hid*2*fb + n*n*heads*fb + n*n*heads*4 + n*n*heads*fb + n*hid*fb + n*hid*fb + n*hid*fb
+    ffn = hid*n*fb + hid*n*fb + fb*5*n*inter + inter*n*fb
+    norm = n*4*2 + n*hid*fb*6
+    act = (attn + ffn + norm) * layers * batch / MB * (0.15 if ckpt else 1.0)
+    common = (10*hid + 5*hid + 4*inter + 2*inter) * layers                                 # getExtraMemory
+    ratio = ctx / 50
+    root = math.sqrt(ratio) if ratio > 1.0 else 1.0
+    grad = {"full_trn": size_b * 3 * 2, "lora_trn": layers*8*hid*2*4*3*2,                 # getGradOptMemory
+            "qlora": layers*8*hid*0.5*4*3 + 0.75*common*50*root*1.0*batch}[full]
+    return math.ceil(size + extra + grad / MB + act + 650) * MB
+want = {"full, Adam": (total("full_trn"), False), "LoRA, Adam": (total("lora_trn"), sys.argv[2] == ""),
+        "QLoRA, Adam": (total("qlora"), sys.argv[2] != "")}
+got = {e["setting"]: (e["gpu_bytes"], e["this_run"]) for e in est if e["source"].startswith("gpu_poor")}
+others = [e for e in est if not e["source"].startswith("gpu_poor")]
+if got != want or any(e["this_run"] for e in others) or not others:
+    sys.exit(f"gpu_poor {got} != {want}, or another calculator marked this run's")
+print(", ".join(f"{k} {v[0] / 2**30:.2f} GiB" for k, v in got.items()))
+PY
+); then ok "lora --estimators${base:+ $base}, Llama-3-8B: gpu_poor's rows are its App.js formulas ($msg), this run's marked; the others bill full fine-tuning"
+  else bad "lora --estimators${base:+ $base}: $msg"; fi
+done
 [ $n -eq 8 ] && ok "lora: 8 hostile adapter folders (short, header length, not JSON, dtype, offsets, a key twice, r 0, a tensor of no map) refused in one line each"
 [ ! -e "$tmp/st.bin" ] && [ ! -e "$tmp/x.bin" ] && ok "lora: a refused run writes nothing" || bad "lora: a refused run wrote a file"
 echo "END tests/e2e/lora.sh"

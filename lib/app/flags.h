@@ -44,7 +44,7 @@ typedef struct {
 
 #define OPT(field) offsetof(Settings, field)
 const FlagSpec flag_specs[] = {
-    {"model", ARG_STR, OPT(model), 0, 0, "preset: small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-small, llama3.2-1b, llama3.2-3b, llama3-8b, llama3-70b"},
+    {"model", ARG_STR, OPT(model), 0, 0, "preset: small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-small, llama3.2-1b, llama3.2-3b, llama3-8b, llama3.1-8b, llama3-70b"},
     {"layers", ARG_INT, OPT(layers), 1, 1024, "override the preset's number of layers L"},
     {"channels", ARG_INT, OPT(channels), 1, 65536, "override the preset's channels C"},
     {"heads", ARG_INT, OPT(heads), 1, 1024, "override the preset's heads H (must divide C)"},
@@ -375,7 +375,7 @@ GPTConfig resolve_model(Settings *s) {
     for (int i = 0; i < n_model_presets; i++)
         if (!strcmp(model_presets[i].name, s->model)) p = &model_presets[i];
     if (!p) usage_error("--model must be one of small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-small, "
-                        "llama3.2-1b, llama3.2-3b, llama3-8b, llama3-70b (got '%s')", s->model);
+                        "llama3.2-1b, llama3.2-3b, llama3-8b, llama3.1-8b, llama3-70b (got '%s')", s->model);
     GPTConfig c = p->cfg;
     if (s->layers) c.layers = s->layers;
     if (s->channels) c.channels = s->channels;

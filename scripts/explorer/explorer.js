@@ -216,7 +216,7 @@ function showLadder(args, card) {
 // from 256 up to the model's maxT, each a dry run; the card's memory as a line; DeepSpeed's largest layer beside.
 function showLengths(args, card, stdout, largest) {
   const maxT = +(stdout.match(/ maxT (\d+)/) || [0, 1024])[1], lengths = [];
-  for (let t = 256; t <= maxT && lengths.length < 8; t *= 2) lengths.push(t);
+  for (let t = 256; t <= maxT && lengths.length < 10; t *= 2) lengths.push(t);  // (256 .. 128K: Llama 3.1's 131072)
   if (lengths[lengths.length - 1] !== maxT && maxT > 256) lengths.push(maxT);
   const base = [];
   for (let i = 0; i < args.length; i++) { if (args[i] === "--seq-len") { i++; continue; } base.push(args[i]); }

@@ -100,4 +100,9 @@ printf '{"model_type": "llama", "hidden_size": 576' >"$tmp/cut.json"; expect 1 '
 printf 'hello' >"$tmp/text.json";                 expect 1 'not JSON gptmem can read' --config "$tmp/text.json" --dry-run
 expect 1 "cannot read '$tmp/none'" --config "$tmp/none" --dry-run
 mkdir -p "$tmp/empty"; expect 1 "cannot read '$tmp/empty/config.json'" --config "$tmp/empty" --dry-run
+# --model llama3.1-8b: the preset is Llama 3.1 8B's own config.json, every predicted byte the same (its model line aside)
+a=$(./train --model llama3.1-8b --batch 1 --seq-len 131072 --flash --ckpt --dry-run 2>&1); b=$(./train --config tests/fixtures/hf/llama3.1-8b.json --batch 1 --seq-len 131072 --flash --ckpt --dry-run 2>&1)
+if [ -n "$a" ] && [ "$(echo "$a" | tail -n +2)" = "$(echo "$b" | tail -n +2)" ] && echo "$a" | head -1 | grep -q 'maxT 131072 .*scaled RoPE'; then
+  ok "--model llama3.1-8b: its dry run at 131072 tokens is tests/fixtures/hf/llama3.1-8b.json's, byte for byte"
+else bad "--model llama3.1-8b against its config.json"; fi
 echo "END tests/e2e/hf_config.sh"

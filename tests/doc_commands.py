@@ -5,7 +5,9 @@ Collects every ./train and scripts/compare.py command in README.md, doc/*.md and
 `./train --help` (indented code lines and `inline code`), and runs the cheap ones from the project
 root: dry runs, --help, and short runs of the small presets (--steps up to 20, or 100 for a model of
 64 channels or fewer; not --device cuda). A run of a larger model runs as written but for --steps,
-cut to 3: every later step takes the same path, and four ranks on two cores take 2 s a step.
+cut to 3: every later step takes the same path, and four ranks on two cores take 2 s a step; and with
+one validation batch unless it names --eval-batches (the evaluation is the same loop over more batches,
+and at 16 batches it was most of a short run's time).
 Each must exit 0. Prints one line per command run, then "doc commands: N run, N failed, N not run
 (too long for CI)"; exits 1 if any failed. With --list it only prints what it would run; with
 --quick it runs only the dry runs and --help (make asan, whose sanitized build trains slowly).
@@ -80,12 +82,14 @@ def cheap(cmd, mpi):
 
 
 def as_run(args):
-    """The command as CI runs it: no sample; --steps cut to RUN_STEPS unless the model is tiny."""
+    """The command as CI runs it: no sample; --steps cut to RUN_STEPS and one validation batch unless the
+    model is tiny."""
     if args[0] != "./train" or "--dry-run" in args or "--help" in args:
         return args
     if not tiny(args):
         args = [str(min(int(a), RUN_STEPS)) if i > 0 and args[i - 1] == "--steps" and a.isdigit() else a
                 for i, a in enumerate(args)]
+        args = args + ([] if any(a.startswith("--eval-batches") for a in args) else ["--eval-batches", "1"])
     return args + ([] if "--sample-len" in args else ["--sample-len", "0"])
 
 

@@ -29,14 +29,11 @@ void peft_name(const GPTConfig *c, int l, int k, int b, char *out, size_t len) {
              lora_module_names[k], b ? 'B' : 'A');
 }
 
-// Hugging Face stores a Llama's q and k with each head's rotated pairs in halves, row j of a head's first
-// half beside row j of its second, where gptmem interleaves them (rows 2j, 2j + 1; io/safetensors.h): so
-// the output rows of q_proj's and k_proj's B are in that order too. Row h of map k's B in the file is
-// gptmem's row peft_row(c, k, h).
-size_t peft_row(const GPTConfig *c, int k, size_t h) {
-    if (k != LM_Q && k != LM_K) return h;
-    size_t hs = (size_t)(c->channels / c->heads), half = hs / 2, w = h % hs;
-    return h / hs * hs + 2 * (w % half) + w / half;
+// Hugging Face stores a Llama's q and k with each head's rotated pairs in halves (io/safetensors.h
+// st_half_row), so the output rows of q_proj's and k_proj's B are in that order too: gptmem's row r of map
+// k's B is the file's row peft_row(c, k, r).
+size_t peft_row(const GPTConfig *c, int k, size_t r) {
+    return k == LM_Q || k == LM_K ? st_half_row(head_size(c), r) : r;
 }
 
 // The JSON header (its bytes padded to 8, into a malloc'd *out): every tensor's name, shape and place.
@@ -86,9 +83,12 @@ int peft_write(FILE *f, const GPTConfig *c, const LoraConfig *a, const float *w)
             if (!lora_targets(a, k)) continue;
             LoraMap mp = lora_map(c, k);
             const float *A = w + lora_offset(c, a, l, k), *B = A + (size_t)a->rank * mp.in;
-            bad = fwrite(A, sizeof(float), (size_t)a->rank * mp.in, f) != (size_t)a->rank * mp.in;
-            for (size_t r = 0; r < (size_t)mp.rows && !bad; r++)  // (B's rows in the file's order)
-                bad = fwrite(B + peft_row(c, k, r) * a->rank, sizeof(float), a->rank, f) != (size_t)a->rank;
+            size_t na = (size_t)a->rank * mp.in, nb = (size_t)a->rank * mp.rows;
+            float *rows = malloc(nb * sizeof(float));  // B's rows in the file's order
+            for (size_t r = 0; rows && r < (size_t)mp.rows; r++)
+                memcpy(rows + peft_row(c, k, r) * a->rank, B + r * a->rank, a->rank * sizeof(float));
+            bad = !rows || fwrite(A, sizeof(float), na, f) != na || fwrite(rows, sizeof(float), nb, f) != nb;
+            free(rows);
         }
     free(h);
     return bad || ferror(f) ? -1 : 0;
@@ -202,7 +202,7 @@ int peft_read(const StModel *m, const GPTConfig *c, const LoraConfig *a, float *
             peft_name(c, l, k, 1, name, sizeof name);
             bad = bad || !(rows = malloc(nb * sizeof(float))) || st_read_elems(m, &f, &open, st_find(m, name), 0, rows, nb);
             for (size_t r = 0; !bad && r < nb / a->rank; r++)  // (B's rows from the file's order)
-                memcpy(A + na + peft_row(c, k, r) * a->rank, rows + r * a->rank, a->rank * sizeof(float));
+                memcpy(A + na + r * a->rank, rows + peft_row(c, k, r) * a->rank, a->rank * sizeof(float));
             free(rows);
         }
     if (f) fclose(f);

@@ -133,7 +133,7 @@ void activate_backward(GPT *m, float *dinp, const float *inp, const float *dout)
 // --- the block ---------------------------------------------------------------------------
 
 // One transformer block, forward: x (N,C) -> res3 (N,C). `todo` (SV_BIT()s)
-// names the tensors to compute: SV_ALL in the forward, the plan's drops
+// names the tensors to compute: SV_ALL in the forward, the plan's rebuilds
 // when the backward rebuilds them (rebuild, below).
 void block_forward(GPT *m, int l, const float *x, unsigned todo) {
     Acts *a = push_block(m, l, todo);
@@ -163,12 +163,12 @@ void block_backward(GPT *m, int l, const float *x) {
     norm_backward(m, l, OP_LN1, m->dres, m->dln, x, a->ln1_mean, a->ln1_rstd);       // d(x) += ...          (N,C)
 }
 
-// --ckpt, --recompute: the tensors block l dropped after its forward (the plan's
-// drops), computed again by the block's own ops on the tensors it kept. The same
+// --ckpt, --recompute: the tensors block l dropped after its forward that its
+// backward reads (the plan's rebuilds), computed again by the block's own ops on the tensors it kept. The same
 // ops on the same inputs: the same bits. Its time is the step line's "recompute".
 void rebuild(GPT *m, int l, const float *x) {
     rebuild_begin(m, l);
-    block_forward(m, l, x, m->plan.drops);  // only the dropped tensors: `todo` = the drops
+    block_forward(m, l, x, m->plan.rebuilds);  // only the tensors to rebuild: `todo` = the plan's rebuilds
     rebuild_end(m, l);
 }
 
@@ -198,7 +198,7 @@ void gpt_backward(GPT *m, const int *inp, const int *targets, float dloss) {
     for (int l = m->cfg.layers - 1; l >= 0; l--) {
         const float *x = block_input(m, l);
         reload_block(m, l);                    // pop its output; widen what it kept
-        if (m->plan.drops) rebuild(m, l, x);   // run its ops again for what it dropped
+        if (m->plan.rebuilds) rebuild(m, l, x);   // run its ops again for what it dropped
         block_backward(m, l, x);               // d(res3) -> d(x), in dres
         pop_block(m, l);
     }

@@ -156,7 +156,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
     if (rank == 0) print_config_line(&s->cfg, s);
     run->peak_flops = run_peak_flops(s);
     run->token_flops = run_flops_per_token(s);
-    run->rebuilt_token_flops = c->layers * recompute_flops_per_token_layer(c, plan->drops, s->seq_len);
+    run->rebuilt_token_flops = c->layers * recompute_flops_per_token_layer(c, plan->rebuilds, s->seq_len);
     run->print_every = s->print_every ? s->print_every : (s->steps - run->start_step + 24) / 25;
     return -1;
 }

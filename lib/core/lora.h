@@ -70,6 +70,16 @@ LoraMap lora_map(const GPTConfig *c, int k) {
 int lora_targets(const LoraConfig *a, int k) { return a->rank > 0 && (a->targets >> k & 1); }
 float lora_scale(const LoraConfig *a) { return a->alpha / a->rank; }
 
+// The linear ops of a frozen model that no adapter reaches (1 << OP_*; 0 without --lora): nothing in
+// the backward reads their inputs (core/saved.h saved_unread).
+unsigned lora_bare_ops(const GPTConfig *c, const LoraConfig *a) {
+    if (!a->rank) return 0;
+    unsigned bare = 1u << OP_QKV | 1u << OP_ATTPROJ | 1u << OP_FC | 1u << OP_FCPROJ;
+    for (int k = lora_first_map(c); k < lora_map_end(c); k++)
+        if (lora_targets(a, k)) bare &= ~(1u << lora_map(c, k).op);
+    return bare;
+}
+
 // A map's adapter: R (in + rows) parameters, A's then B's.
 size_t lora_map_count(const GPTConfig *c, const LoraConfig *a, int k) {
     LoraMap mp = lora_map(c, k);

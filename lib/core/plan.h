@@ -4,7 +4,7 @@
 // (memory/predict.h). Adding a memory technique means adding its decision
 // here, its room on each device, and its formula in the predictor. This is the
 // one reader of the settings that decide them (--zero, --shard-group,
-// --offload, --recompute, --ckpt, --fused-ce): the rooms and the predictors
+// --offload, --recompute, --ckpt, --lora-targets, --fused-ce): the rooms and the predictors
 // read the plan.
 //
 // Four decisions:
@@ -21,11 +21,12 @@
 //     gradient is reduce-scattered as soon as its backward is done, so no rank
 //     ever holds more than a piece of unreduced gradients.
 //
-//   Which saved tensors each block drops and rebuilds (--recompute, --ckpt).
+//   Which saved tensors each block drops and rebuilds (--recompute, --ckpt, --lora).
 //     After a block's forward, the tensors in `drops` leave the activation
 //     stack and the kept ones move down over them; in the backward, the block's
-//     ops whose outputs were dropped run again on the kept ones, the same ops on
-//     the same inputs: the same bits.
+//     ops whose outputs are in `rebuilds` run again on the kept ones, the same
+//     ops on the same inputs: the same bits. With --lora, a frozen op with no
+//     adapter leaves its input unread by any backward: dropped, never rebuilt.
 //
 //   Where the optimizer's states live (--offload).
 //     With opt, the fp32 master weights and Adam's m and v of the parameters
@@ -48,6 +49,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "core/config.h"
+#include "core/lora.h"
 #include "core/saved.h"
 #include "core/settings.h"
 #include "core/sizes.h"
@@ -56,7 +58,8 @@ typedef struct {
     int stage;           // the ZeRO stage in effect: --zero on several ranks, else 0
     int ranks;           // the ranks the parameters are sharded over (1: none; --shard-group: the group's K)
     int groups;          // --shard-group: the groups of K ranks that hold replicas (1 without)
-    unsigned drops;      // SV_BIT()s of the tensors a block drops after its forward, rebuilt in its backward
+    unsigned drops;      // SV_BIT()s of the tensors a block drops after its forward
+    unsigned rebuilds;   // ... and of those, the ones its backward rebuilds (--lora's unread inputs are not)
     int tiled_head;      // --fused-ce: the LM head and the loss by tiles, the table by chunks
     int head_rows;       // rows of logits computed at a time: --fused-ce's tiles, and the CPU's 16-bit head
     int vocab_chunk;     // --fused-ce: rows of the embedding table in a chunk (a piece)
@@ -91,7 +94,10 @@ Plan make_plan(const Settings *s, int ranks) {
     p.ranks = ranks <= 1 ? 1 : s->shard_group > 0 && s->shard_group < ranks ? s->shard_group : ranks;
     p.groups = ranks > 1 ? ranks / p.ranks : 1;
     p.stage = plan_stage(s->zero, p.ranks);
-    p.drops = saved_dropped(s->recompute | (s->ckpt ? REC_BLOCK : 0), s->flash);
+    unsigned recomputed = saved_dropped(s->recompute | (s->ckpt ? REC_BLOCK : 0), s->flash);
+    unsigned unread = saved_unread(lora_bare_ops(c, &s->lora), s->flash);
+    p.drops = recomputed | unread;
+    p.rebuilds = saved_rebuilt(recomputed, unread);
     p.tiled_head = s->fused_ce;
     size_t most_rows = s->cuda ? GPU_HEAD_ROWS : HEAD_ROWS;
     p.head_rows = (int)(N < most_rows ? N : most_rows);

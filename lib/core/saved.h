@@ -108,6 +108,31 @@ unsigned saved_dropped(unsigned recompute, int flash) {
     return drops;
 }
 
+// --lora: a linear op's input is saved for the op's weight gradient and its adapters' A gradient only
+// (the layernorms' backward reads their inputs, not their outputs; GELU's and SwiGLU's read fch). With
+// the weight frozen and no adapter on the op, no backward reads it: the block drops it after its forward
+// and nothing rebuilds it. `bare` holds a 1 << OP_* for each such op (core/lora.h lora_bare_ops).
+// --flash's backward reads atty itself (D = rowsum(d atty * atty)), so attproj's input stays with it.
+unsigned saved_unread(unsigned bare, int flash) {
+    unsigned u = 0;
+    if (bare >> OP_QKV & 1) u |= SV_BIT(SV_LN1);
+    if ((bare >> OP_ATTPROJ & 1) && !flash) u |= SV_BIT(SV_ATTY);
+    if (bare >> OP_FC & 1) u |= SV_BIT(SV_LN2);
+    if (bare >> OP_FCPROJ & 1) u |= SV_BIT(SV_FCH_GELU);
+    return u;
+}
+
+// Of the tensors --recompute drops, the ones the backward rebuilds: all but the unread ones, unless a
+// rebuilt op reads one as its input (--ckpt's rebuild of qkv computes ln1 first, and keeps it).
+unsigned saved_rebuilt(unsigned dropped, unsigned unread) {
+    unsigned inputs = 0;
+    if (dropped & SV_BIT(SV_QKV)) inputs |= SV_BIT(SV_LN1);
+    if (dropped & SV_BIT(SV_RES2)) inputs |= SV_BIT(SV_ATTY);
+    if (dropped & SV_BIT(SV_FCH)) inputs |= SV_BIT(SV_LN2);
+    if (dropped & SV_BIT(SV_RES3)) inputs |= SV_BIT(SV_FCH_GELU);
+    return dropped & ~(unread & ~inputs);
+}
+
 // A matmul op's forward FLOPs per token: 2 x its inputs x its outputs.
 double op_flops_per_token(const GPTConfig *c, int op) { return 2.0 * op_inputs(c, op) * op_outputs(c, op); }
 

@@ -111,7 +111,7 @@ void drop_saved(GPT *m, int l) {
         arena_drop_begin();
         arena_pop_to(a->mark, "recompute");
         for (int i = 0; i < SAVED_PER_LAYER; i++) {
-            if (m->plan.drops & SV_BIT(i)) { a->saved[i] = NULL; continue; }
+            if (m->plan.drops & SV_BIT(i)) { a->saved[i] = a->view[i] = NULL; continue; }
             int fp32 = stored_fp32(m, block_saved, i);
             size_t bytes = a->count[i] * (fp32 ? 4 : 2);
             a->saved[i] = arena_push(saved_name(&block_saved[i], m->flash), bytes);

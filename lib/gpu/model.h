@@ -131,7 +131,7 @@ void gpu_mlp_out_backward(GpuGPT *m, int l, void *dfch, void *dout, const void *
 // --- the block ---------------------------------------------------------------------------
 
 // One transformer block, forward: x (N,C) -> res3 (N,C). `todo` (SV_BIT()s)
-// names the tensors to compute: all in the forward, the plan's drops when the
+// names the tensors to compute: all in the forward, the plan's rebuilds when the
 // backward rebuilds them (gpu_rebuild, below).
 void gpu_block_forward(GpuGPT *m, int l, const void *x, unsigned todo) {
     GpuActs *a = gpu_push_block(m, l, todo);
@@ -162,7 +162,7 @@ void gpu_block_backward(GpuGPT *m, int l, const void *x) {
 // again by the block's own ops on the kept ones (model.h rebuild).
 void gpu_rebuild(GpuGPT *m, int l, const void *x) {
     gpu_rebuild_begin(m, l);
-    gpu_block_forward(m, l, x, m->plan.drops);  // only the dropped tensors: `todo` = the drops
+    gpu_block_forward(m, l, x, m->plan.rebuilds);  // only the tensors to rebuild: `todo` = the plan's rebuilds
     gpu_rebuild_end(m, l);
 }
 
@@ -191,7 +191,7 @@ void gpu_gpt_backward(GpuGPT *m, float dloss) {
     for (int l = m->cfg.layers - 1; l >= 0; l--) {
         const void *x = gpu_block_input(m, l);
         gpu_reload_block(m, l);                    // pop its output
-        if (m->plan.drops) gpu_rebuild(m, l, x);   // run its ops again for what it dropped
+        if (m->plan.rebuilds) gpu_rebuild(m, l, x);   // run its ops again for what it dropped
         gpu_block_backward(m, l, x);               // d(res3) -> d(x), in dres
         gpu_pop_block(m, l);
     }

@@ -219,7 +219,7 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     f.weights = pred.peak[MEM_PARAMS] + pred.peak[MEM_QWEIGHTS] + pred.peak[MEM_QSCALES];  // (--base-dtype: packed)
     Plan plan = make_plan(&t, t.ranks);
     double token_flops = model_flops_per_token(c, T);
-    f.flops = (L * recompute_flops_per_token_layer(c, plan.drops, T) + (f.fused_ce ? 2.0 * C * Vp : 0)) / token_flops;
+    f.flops = (L * recompute_flops_per_token_layer(c, plan.rebuilds, T) + (f.fused_ce ? 2.0 * C * Vp : 0)) / token_flops;
     f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), ((double)Vp + c->max_seq) * C, q->ranks);
     long long moved[TR_N];
     predict_traffic(&t, &plan, 0, moved);

@@ -112,11 +112,11 @@ void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N
     size_t head = untied ? lnf + fn : 0;  // where the LM head's table starts: wte, or after the final norm
     unsigned writes[6] = {SV_BIT(SV_LN1) | SV_BIT(SV_LN1_MEAN) | SV_BIT(SV_LN1_RSTD), SV_BIT(SV_QKV), SV_BIT(SV_RES2),
                           SV_BIT(SV_LN2) | SV_BIT(SV_LN2_MEAN) | SV_BIT(SV_LN2_RSTD), SV_BIT(SV_FCH), SV_BIT(SV_RES3)};
-    unsigned drops = p->drops;
+    unsigned rebuilds = p->rebuilds;
     size_t layers = 2 * own_part(emb, lnf, (size_t)r, S, P), rebuilt = 0;
     for (size_t l = 0; l < L; l++)
         for (size_t op = 0, at = emb + l * layer; op < 6; at += op_n[op], op++)
-            if (drops & writes[op]) rebuilt += own_part(at, at + op_n[op], (size_t)r, S, P);
+            if (rebuilds & writes[op]) rebuilt += own_part(at, at + op_n[op], (size_t)r, S, P);
     size_t table = p->tiled_head ? own_part(0, emb, (size_t)r, S, P) + 2 * own_part(head, head + Vp * C, (size_t)r, S, P)
                                : 2 * own_part(0, emb, (size_t)r, S, P) +
                                      (untied ? 2 * own_part(head, head + Vp * C, (size_t)r, S, P) : 0);

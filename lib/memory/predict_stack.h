@@ -57,7 +57,9 @@ int predict_stack_events(const Settings *s, const Plan *plan, int accum, StackEv
     int L = s->cfg.layers;
     unsigned drops = plan->drops;
     StackParts p = device_stack_parts(s, plan);
-    size_t res3 = stack_saved_bytes(&block_saved[SV_RES3], s), rebuilt = p.full - p.kept;
+    size_t res3 = stack_saved_bytes(&block_saved[SV_RES3], s), rebuilt = 0;
+    for (int i = 0; i < SAVED_PER_LAYER; i++)
+        if (plan->rebuilds & SV_BIT(i)) rebuilt += stack_saved_bytes(&block_saved[i], s);
     size_t lse = s->cuda ? gpu_act(4 * N) : 4 * N, logits = s->cuda ? gpu_saved_bytes(&final_saved[SV_LOGITS], s) : e * N * Vp;
     int k = 0;
     for (int m = 0; m < accum; m++) {
@@ -83,7 +85,7 @@ int predict_stack_events(const Settings *s, const Plan *plan, int accum, StackEv
         for (int l = L - 1; l >= 0; l--) {
             stack_event(ev, &k, max, '-', "output", res3, "layer %d backward", l);
             for (int i = 0; i < SAVED_PER_LAYER; i++)
-                if (drops & SV_BIT(i))
+                if (plan->rebuilds & SV_BIT(i))
                     stack_event(ev, &k, max, '+', saved_name(&block_saved[i], s->flash),
                                 stack_saved_bytes(&block_saved[i], s), "layer %d rebuild", l);
             stack_event(ev, &k, max, '-', "layer", p.kept - res3 + rebuilt, "layer %d backward", l);

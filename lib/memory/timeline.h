@@ -97,7 +97,8 @@ void print_activation_table(FILE *f, const Settings *s, size_t measured) {
         int fp32 = s->dtype == DT_FP32 || saved_is_row_stat(t, s->flash);
         fprintf(f, "  %-9s %-*s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), sw, saved_shape(t, &s->cfg, s->flash),
                 dtype_name[fp32 ? DT_FP32 : s->dtype], saved_bytes(t, s), formula_term(i, s->flash, is_llama(&s->cfg)),
-                drops & SV_BIT(i) ? "rebuilt" : "kept");
+                !(drops & SV_BIT(i)) ? "kept" : plan.rebuilds & SV_BIT(i) ? "rebuilt"
+                : "not saved: its map frozen, no adapter (--lora)");
     }
     const char *struck[] = {"as2b     attention dropout mask (1 byte an element)", "e as2b   attention dropout output",
                             "sbh      dropout mask after the attention (1 byte)", "sbh      dropout mask after the MLP (1 byte)"};

@@ -21,6 +21,23 @@ for run in "SMALL --lora 4" "SMALL --lora 2 --lora-targets qkv,fcproj --accum 3 
     ok "lora: ledger predicted == measured, adapters' row there: $run"
   else bad "lora: ledger predicted == measured: $run"; tail -3 "$tmp/l$i"; fi
 done
+# a frozen map with no adapter: its input (saved for its weight gradient only) is not kept. Llama, q and v
+# targeted: o's input atty (N,C), the MLP's ln2 (N,C) and down's input (N,F) go, 4 bytes each, a layer
+# (with --flash, atty stays: flash's backward reads it)
+for flash in "" --flash; do
+  ./train "${LLAMA[@]}" $flash --lora 2 --steps 1 --mem-json "$tmp/all.json" >/dev/null 2>&1
+  ./train "${LLAMA[@]}" $flash --lora 2 --lora-targets q,v --steps 1 --mem-json "$tmp/qv.json" >"$tmp/qv.txt" 2>&1
+  got=$(python3 - "$tmp/all.json" "$tmp/qv.json" "$flash" <<'PY'
+import json, sys
+a, q = (json.load(open(f))["measured"]["after forward"]["activations"] for f in sys.argv[1:3])
+L, N, C, F = 2, 4 * 32, 32, 64
+want = L * 4 * (N * F + N * C + (0 if sys.argv[3] else N * C))
+print(f"{a - q} B fewer, {want} B the bare maps' inputs" + ("" if a - q == want else " MISMATCH"))
+PY
+)
+  case "$got" in *MISMATCH*|"") bad "lora: the bare maps' inputs not saved $flash: $got"; tail -2 "$tmp/qv.txt";;
+  *) ok "lora: the bare maps' inputs are not saved${flash:+ ($flash keeps atty)}: $got";; esac
+done
 # the dry run predicts what the run measured
 ./train "${SMALL[@]}" --lora 4 --dry-run --mem-json "$tmp/dry.json" >/dev/null 2>&1
 if python3 - "$tmp/dry.json" "$tmp/m1.json" <<'PY'

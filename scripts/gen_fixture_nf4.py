@@ -40,26 +40,31 @@ def nearest_float32(text):
 MID = np.array([nearest_float32(t) for t in MID_TEXT], dtype=np.float32)
 assert all(abs(float(m) - (float(a) + float(b)) / 2) < 1e-7 for m, a, b in zip(MID, CODE[:-1], CODE[1:]))
 
-rng = np.random.default_rng(64)
-w = (rng.standard_normal(64 * 5 + 23) * 0.05).astype(np.float32)  # 5 whole blocks and a short one
-w[64:128] = 0                                                      # a block of zeros
-w[128] = 0.3
-w[129:136] = (MID[[0, 3, 6, 7, 8, 11, 14]] * np.float32(0.3))     # values near the midpoints of block 2
-w[200] = -1.5                                                      # a negative absmax
-codes, values, scales = [], [], []
-for b in range(0, w.size, 64):
-    block = w[b:b + 64]
-    absmax = np.float32(np.abs(block).max())
-    inv = np.float32(1) / absmax if absmax > 0 else np.float32(0)
-    x = block * inv
-    q = np.searchsorted(MID, x, side="left")  # the count of midpoints below x: a value on one goes lower
-    codes += q.tolist()
-    values += (CODE[q] * absmax).astype(np.float32).tolist()
-    scales.append(float(absmax))
-packed = [(codes[i] << 4) | (codes[i + 1] if i + 1 < len(codes) else 0) for i in range(0, len(codes), 2)]
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "nf4.txt")
-with open(out, "w") as f:
-    f.write(f"# NF4 of these weights as bitsandbytes' quantize_4bit computes it, by scripts/gen_fixture_nf4.py (numpy {np.__version__})\n")
-    for label, arr in [("weights", w.tolist()), ("codes", codes), ("bytes", packed), ("scales", scales), ("values", values)]:
-        f.write(f"{label} {len(arr)}\n" + " ".join(f"{float(x):.9g}" for x in arr) + "\n")
-print("wrote", os.path.normpath(out), len(w), "weights")
+def main():
+    rng = np.random.default_rng(64)
+    w = (rng.standard_normal(64 * 5 + 23) * 0.05).astype(np.float32)  # 5 whole blocks and a short one
+    w[64:128] = 0                                                      # a block of zeros
+    w[128] = 0.3
+    w[129:136] = (MID[[0, 3, 6, 7, 8, 11, 14]] * np.float32(0.3))     # values near the midpoints of block 2
+    w[200] = -1.5                                                      # a negative absmax
+    codes, values, scales = [], [], []
+    for b in range(0, w.size, 64):
+        block = w[b:b + 64]
+        absmax = np.float32(np.abs(block).max())
+        inv = np.float32(1) / absmax if absmax > 0 else np.float32(0)
+        x = block * inv
+        q = np.searchsorted(MID, x, side="left")  # the count of midpoints below x: a value on one goes lower
+        codes += q.tolist()
+        values += (CODE[q] * absmax).astype(np.float32).tolist()
+        scales.append(float(absmax))
+    packed = [(codes[i] << 4) | (codes[i + 1] if i + 1 < len(codes) else 0) for i in range(0, len(codes), 2)]
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "nf4.txt")
+    with open(out, "w") as f:
+        f.write(f"# NF4 of these weights as bitsandbytes' quantize_4bit computes it, by scripts/gen_fixture_nf4.py (numpy {np.__version__})\n")
+        for label, arr in [("weights", w.tolist()), ("codes", codes), ("bytes", packed), ("scales", scales), ("values", values)]:
+            f.write(f"{label} {len(arr)}\n" + " ".join(f"{float(x):.9g}" for x in arr) + "\n")
+    print("wrote", os.path.normpath(out), len(w), "weights")
+
+
+if __name__ == "__main__":
+    main()

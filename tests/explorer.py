@@ -101,6 +101,8 @@ def random_setting(rng, presets):
     plain = not any(f in a for f in ("--device", "--ranks", "--offload", "--adam-bits", "--fp32-grads"))
     if plain and rng.random() < 0.3:  # LoRA (the CPU, one rank), QLoRA
         a += ["--lora", str(rng.choice([4, 8, 16]))] + (["--base-dtype", rng.choice(["bf16", "int8", "nf4"])] if rng.random() < 0.5 else [])
+        if a[-1] == "nf4" and rng.random() < 0.5:
+            a += ["--double-quant"]
         return a
     r = rng.random()
     if r < 0.1:

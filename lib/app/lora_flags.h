@@ -37,18 +37,8 @@ void lora_from_folder(Settings *s, const GPTConfig *c) {
     s->lora_targets_str = lora_targets_words(c, &got, s->lora_init_maps, sizeof s->lora_init_maps);
 }
 
-// --lora R, --lora-alpha, --lora-targets (core/lora.h): the maps named, each with a rank it can
-// hold; and the flags LoRA does not take yet, refused with what to do.
-void parse_lora(Settings *s, const GPTConfig *c) {
-    LoraConfig *a = &s->lora;
-    s->base_format = QF_FP32, s->base_bits = 32;
-    if (s->lora_init) lora_from_folder(s, c);
-    if (!a->rank) {
-        if (s->lora_targets_str || a->alpha != LORA_ALPHA_DEFAULT || s->base_dtype_str || s->merge)
-            usage_error("--%s goes with --lora R (the adapters' rank; it is what keeps the model frozen)",
-                        s->lora_targets_str ? "lora-targets" : s->base_dtype_str ? "base-dtype" : s->merge ? "merge" : "lora-alpha");
-        return;
-    }
+// --base-dtype (io/quant.h's formats but int4) and --double-quant, which only nf4 has.
+void parse_base_dtype(Settings *s) {
     if (s->base_dtype_str) {
         s->base_format = -1;
         for (int f = 0; f < QF_N; f++)
@@ -56,6 +46,25 @@ void parse_lora(Settings *s, const GPTConfig *c) {
         if (s->base_format < 0) usage_error("--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got '%s')", s->base_dtype_str);
         s->base_bits = quant_bits[s->base_format];
     }
+    if (s->double_quant && s->base_format != QF_NF4)
+        usage_error("--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (QLoRA), not %s",
+                    quant_name[s->base_format]);
+}
+
+// --lora R, --lora-alpha, --lora-targets (core/lora.h): the maps named, each with a rank it can
+// hold; and the flags LoRA does not take yet, refused with what to do.
+void parse_lora(Settings *s, const GPTConfig *c) {
+    LoraConfig *a = &s->lora;
+    s->base_format = QF_FP32, s->base_bits = 32;
+    if (s->lora_init) lora_from_folder(s, c);
+    if (!a->rank) {
+        if (s->lora_targets_str || a->alpha != LORA_ALPHA_DEFAULT || s->base_dtype_str || s->merge || s->double_quant)
+            usage_error("--%s goes with --lora R (the adapters' rank; it is what keeps the model frozen)",
+                        s->lora_targets_str ? "lora-targets" : s->base_dtype_str ? "base-dtype" : s->merge ? "merge"
+                        : s->double_quant ? "double-quant" : "lora-alpha");
+        return;
+    }
+    parse_base_dtype(s);
     int first = lora_first_map(c), end = lora_map_end(c);
     char names[96] = "";
     for (int k = first, n = 0; k < end; k++) n += snprintf(names + n, sizeof names - n, "%s%s", k > first ? "," : "", lora_map_names[k]);

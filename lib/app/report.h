@@ -70,7 +70,7 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
     if (s->flash) printf(" | flash");
     char maps[96];
     if (s->lora.rank) printf(" | lora R%d alpha %g on %s", s->lora.rank, s->lora.alpha, lora_targets_words(c, &s->lora, maps, sizeof maps));
-    if (s->lora.rank && s->base_format) printf(", base %s", quant_name[s->base_format]);
+    if (s->lora.rank && s->base_format) printf(", base %s%s", quant_name[s->base_format], s->double_quant ? " double-quant" : "");
     if (s->zero) printf(" | zero %d", s->zero);
     if (s->ranks > 1) printf(" on %d ranks", s->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);

@@ -48,6 +48,9 @@ size_t kv_width(const GPTConfig *c) { return (size_t)cfg_kv_heads(c) * head_size
 size_t qkv_width(const GPTConfig *c) { return (size_t)(c->heads + 2 * cfg_kv_heads(c)) * head_size(c); }
 // The heads RoPE rotates in a row of qkv (Llama): the H queries and the KVH keys.
 int rope_heads(const GPTConfig *c) { return c->heads + cfg_kv_heads(c); }
+// A Llama's q or k: gptmem's row r (a head's pair j in rows 2j, 2j + 1) is Hugging Face's row hf_half_row(hs, r)
+// (pair j in rows j, j + hs/2 of the head).
+size_t hf_half_row(size_t hs, size_t r) { return r / hs * hs + (r % hs % 2) * (hs / 2) + r % hs / 2; }
 // Llama's constants: RMSNorm's epsilon and the rotary base theta (Llama 3's: 1e-5 and 500000).
 #define LLAMA_NORM_EPS 1e-5f
 #define LLAMA_ROPE_THETA 500000.0f

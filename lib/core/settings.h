@@ -61,6 +61,7 @@ typedef struct {
     const char *base_dtype_str;    // --base-dtype fp32|bf16|fp16|int8|nf4: how --lora holds the frozen model
     int base_format;               // its QF_* (core/dtype.h; QF_FP32: the fp32 params array, as without --lora)
     int base_bits;                 // its bits a weight of the blocks' linear maps: 32, 16, 8 or 4
+    int double_quant;              // --double-quant: nf4's scales in 8 bits (QLoRA's double quantization; io/quant.h)
     const char *offload_str;    // --offload none|opt|opt,params
     unsigned offload;           // its OFFLOAD_* bits: the optimizer's states (and ZeRO-3's weight shard) off the device
     const char *offload_to;     // --offload-to host|disk[:DIR]

@@ -21,6 +21,7 @@ enum {
     GPU_REPLICA_CHECK_BYTES = 32 << 20,  // --log on GPU ranks: the replica check (every weight to the host) runs
                                          // every ceil(weight bytes / this) steps
     QUANT_BLOCK = 64,               // int8/int4 weights: one fp32 scale per this many consecutive weights of a matrix
+    DQ_GROUP = 256,                 // --double-quant: nf4 blocks per second-level fp32 scale (QLoRA's; io/quant.h)
     ADAM_BLOCK = 256,               // --adam-bits 8: m and v have one fp32 scale per this many elements (ZeRO shards are whole blocks)
     GRAD_BLOCK = 4096,              // 16-bit gradients are widened (summed, stepped) this many at a time
     OFFLOAD_CHUNK = 1 << 20,        // --offload: the optimizer's step moves this many parameters at a time (over the link, to

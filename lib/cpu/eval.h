@@ -98,7 +98,7 @@ void gpt_build_eval(GPT *m, const Settings *s) {
     ParamTensor *pt = malloc(sizeof(ParamTensor) * n);
     QuantTensor *qt = malloc(sizeof(QuantTensor) * n);
     param_tensors(&m->cfg, pt);
-    for (int i = 0; i < n; i++) qt[i] = (QuantTensor){pt[i].offset, pt[i].count, pt[i].is_matrix};
+    for (int i = 0; i < n; i++) qt[i] = (QuantTensor){pt[i].offset, pt[i].count, pt[i].is_matrix, 0, 0};
     quant_layout(&m->eval->quant, qt, n);
     free(pt);
     free(qt);

@@ -30,10 +30,10 @@ void peft_name(const GPTConfig *c, int l, int k, int b, char *out, size_t len) {
 }
 
 // Hugging Face stores a Llama's q and k with each head's rotated pairs in halves (io/safetensors.h
-// st_half_row), so the output rows of q_proj's and k_proj's B are in that order too: gptmem's row r of map
+// hf_half_row), so the output rows of q_proj's and k_proj's B are in that order too: gptmem's row r of map
 // k's B is the file's row peft_row(c, k, r).
 size_t peft_row(const GPTConfig *c, int k, size_t r) {
-    return k == LM_Q || k == LM_K ? st_half_row(head_size(c), r) : r;
+    return k == LM_Q || k == LM_K ? hf_half_row(head_size(c), r) : r;
 }
 
 // The JSON header (its bytes padded to 8, into a malloc'd *out): every tensor's name, shape and place.

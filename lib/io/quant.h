@@ -22,6 +22,15 @@
 // NF4_CODE (the quantiles of a normal distribution, scaled to [-1, 1], with an exact 0) to w / absmax,
 // which bitsandbytes computes as w * (1 / absmax) and rounds by comparing with the midpoints of the
 // code (its dQuantizeNF4); read back as NF4_CODE[q] * absmax. A block of zeros reads back as zeros.
+// --double-quant (QLoRA's double quantization, as bitsandbytes' quantize_4bit with compress_statistics):
+// the nf4 scales themselves in 8 bits. Of each matrix tensor, the mean of its blocks' absmax is kept
+// (an fp32 offset); each absmax less the offset goes, in groups of DQ_GROUP (256) blocks, through
+// bitsandbytes' quantize_blockwise: the group's largest |value| kept in fp32, each value the index of the
+// nearest of the 256 values of its signed dynamic map (DQ_CODE, create_dynamic_map) to value * (1 /
+// largest), clamped to [-1, 1] (a tie to the lower index). A block's absmax is read back as
+// DQ_CODE[index] * largest + offset, each step rounded to fp32. 8 bits a block and 32 a group:
+// 0.127 bits a weight for the scales in place of 0.5. The tensors are Hugging Face's (a Llama's q_proj,
+// k_proj, v_proj ...: QuantTensor), each block taken in the order of the Hugging Face tensor's rows.
 // fp16: every weight rounded to fp16, no scales.
 // The vectors are held in bf16 (--eval-only) or, for a frozen base (--lora), in the compute dtype
 // (fp32): quant_layout's vec_dtype. Which tensors are matrices is the caller's: --eval-only quantizes
@@ -34,7 +43,9 @@
 //            nf4 two a byte (the even one in the high half, as bitsandbytes packs them: the
 //            code's index 0..15), bf16 and fp16 two bytes a weight
 //   vectors: the vectors in layout order, bf16 (or fp32: vec_dtype)
-//   scales:  int8/int4/nf4: one fp32 per block, the matrices' blocks in order
+//   scales:  int8/int4/nf4: one fp32 per block, the matrices' blocks in order; with --double-quant
+//            one byte per block, an fp32 per group of DQ_GROUP blocks of a tensor and one per tensor,
+//            and while the weights are stored, the absmax of one tensor's blocks (fp32, scratch)
 // Reading weights back (quant_load) works on any range of the flat layout
 // that starts and ends on block boundaries of the matrices in it: an op's
 // weight and bias, a chunk of rows of the embedding table, the final
@@ -47,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/config.h"
 #include "core/dtype.h"
 #include "memory/ledger.h"
 #include "core/sizes.h"
@@ -65,11 +77,61 @@ const float NF4_MID[15] = {-0.8480964004993439f, -0.6106329262256622f, -0.459995
                            0.5016634166240692f, 0.6427869200706482f, 0.8614784181118011f};
 
 // One tensor of the flat layout, as far as quantization cares (core/config.h's
-// ParamTensor has the same three fields, and the init's).
+// ParamTensor has the same first three fields, and the init's). --double-quant walks a matrix's blocks in
+// Hugging Face's row order: a Llama's q or k holds its rows in gptmem's order (core/config.h hf_half_row),
+// `halves` its head size (else 0), `row` its row length (a multiple of QUANT_BLOCK for the order to apply).
 typedef struct {
     size_t offset, count;
     int is_matrix;
+    int row, halves;
 } QuantTensor;
+
+// QLoRA's double quantization: bitsandbytes' signed
+// dynamic map (create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8)): for each decade
+// 10^(i-6), i = 0..6, the midpoints of torch.linspace(0.1, 1, 2^i + 1), times 10^(i-6), and their
+// negatives; then 0 and 1; sorted. All of it in float32 as torch computes it: linspace's step (1 - 0.1) /
+// (n - 1), its first half start + step k, its second end - step (n - 1 - k); each step rounded (volatile:
+// no fused multiply-add).
+float DQ_CODE[256];
+
+static int dq_cmp(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+void dq_code_make(void) {
+    int n = 0;
+    for (int i = 0; i < 7; i++) {
+        int items = (1 << i) + 1;
+        float start = 0.1f, end = 1.0f, step = (end - start) / (float)(items - 1), bound[65];
+        for (int k = 0; k < items; k++) {
+            volatile float part = step * (float)(k < items / 2 ? k : items - 1 - k);
+            bound[k] = k < items / 2 ? start + part : end - part;
+        }
+        float scale = (float)pow(10.0, i - 6);
+        for (int k = 0; k + 1 < items; k++) {
+            volatile float sum = bound[k] + bound[k + 1];
+            float mean = sum / 2.0f;
+            DQ_CODE[n++] = scale * mean;
+            DQ_CODE[n++] = -(scale * mean);
+        }
+    }
+    DQ_CODE[n++] = 0.0f;
+    DQ_CODE[n++] = 1.0f;
+    qsort(DQ_CODE, 256, sizeof(float), dq_cmp);
+}
+
+// The index of the value of DQ_CODE nearest x (|x - code| in fp32; a tie to the lower index).
+int dq_nearest(float x) {
+    int lo = 0, hi = 256;  // the first code >= x
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (DQ_CODE[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    if (lo == 256) return 255;
+    if (lo == 0) return 0;
+    return fabsf(x - DQ_CODE[lo - 1]) <= fabsf(x - DQ_CODE[lo]) ? lo - 1 : lo;
+}
 
 typedef struct {
     int format;                // QF_FP32 (nothing held here), QF_BF16, QF_INT8, QF_INT4, QF_NF4 or QF_FP16
@@ -82,6 +144,14 @@ typedef struct {
     void *codes;               // the matrices (ledger: qweights)
     void *vec;                 // the vectors in vec_dtype (ledger: qweights)
     float *scales;             // int8, int4, nf4: a scale per block (ledger: qscales)
+    int double_quant;          // --double-quant (nf4): the scales in 8 bits, below (and no `scales`)
+    size_t *first_group;       // per matrix tensor: its first second-level scale
+    size_t *matrix;            // per matrix tensor: its index among the matrices (its offset's)
+    size_t groups, nmatrices, most_blocks;
+    uint8_t *qscales;          // a byte per block: its absmax as an index into DQ_CODE (ledger: qscales)
+    float *scales2;            // an fp32 per DQ_GROUP blocks of a tensor (ledger: qscales)
+    float *offsets;            // an fp32 per matrix tensor: its blocks' mean absmax (ledger: qscales)
+    float *pending;            // the absmax of the blocks of the tensor being stored (ledger: scratch)
 } QuantWeights;
 
 size_t quant_nblocks(size_t n) { return (n + QUANT_BLOCK - 1) / QUANT_BLOCK; }
@@ -132,14 +202,22 @@ void quant_layout(QuantWeights *q, const QuantTensor *tensors, int ntensors) {
     q->tensors = malloc(sizeof(QuantTensor) * ntensors);
     q->first = malloc(sizeof(size_t) * ntensors);
     q->first_block = malloc(sizeof(size_t) * ntensors);
+    q->first_group = malloc(sizeof(size_t) * ntensors);
+    q->matrix = malloc(sizeof(size_t) * ntensors);
     memcpy(q->tensors, tensors, sizeof(QuantTensor) * ntensors);
     for (int i = 0; i < ntensors; i++) {
         const QuantTensor *t = &q->tensors[i];
         q->first_block[i] = q->blocks;
+        q->first_group[i] = q->groups;
+        q->matrix[i] = q->nmatrices;
         if (t->is_matrix) {
+            size_t nb = quant_nblocks(t->count);
             q->first[i] = q->matrices;
             q->matrices += t->count;
-            q->blocks += quant_nblocks(t->count);
+            q->blocks += nb;
+            q->groups += (nb + DQ_GROUP - 1) / DQ_GROUP;
+            q->nmatrices++;
+            q->most_blocks = nb > q->most_blocks ? nb : q->most_blocks;
         } else {
             q->first[i] = q->vectors;
             q->vectors += t->count;
@@ -153,16 +231,70 @@ void quant_alloc(QuantWeights *q, int format) {
     q->codes = mem_alloc(MEM_QWEIGHTS, quant_code_bytes(format, q->matrices), "quantized matrices");
     q->vec = mem_alloc(MEM_QWEIGHTS, dtype_size(q->vec_dtype) * q->vectors,
                        q->vec_dtype == DT_FP32 ? "vectors (fp32)" : "vectors (bf16)");
-    if (quant_scaled(format)) q->scales = mem_alloc(MEM_QSCALES, 4 * q->blocks, "quantization scales");
+    if (q->double_quant) {
+        dq_code_make();
+        q->qscales = mem_alloc(MEM_QSCALES, q->blocks, "scales in 8 bits (double quant)");
+        q->scales2 = mem_alloc(MEM_QSCALES, 4 * q->groups, "their scales, one per 256 (double quant)");
+        q->offsets = mem_alloc(MEM_QSCALES, 4 * q->nmatrices, "their offsets, one per tensor (double quant)");
+        q->pending = mem_alloc(MEM_SCRATCH, 4 * q->most_blocks, "a tensor's scales while stored (double quant)");
+    } else if (quant_scaled(format)) {
+        q->scales = mem_alloc(MEM_QSCALES, 4 * q->blocks, "quantization scales");
+    }
 }
 
 void quant_free(QuantWeights *q) {
     mem_free(q->codes);
     mem_free(q->vec);
     mem_free(q->scales);
+    mem_free(q->qscales);
+    mem_free(q->scales2);
+    mem_free(q->offsets);
+    mem_free(q->pending);
     free(q->tensors);
     free(q->first);
     free(q->first_block);
+    free(q->first_group);
+    free(q->matrix);
+}
+
+// --double-quant: block b of matrix tensor t is the how-manieth of the Hugging Face tensor's blocks.
+size_t dq_position(const QuantTensor *t, size_t b) {
+    if (!t->halves || t->row % QUANT_BLOCK) return b;
+    size_t per_row = (size_t)t->row / QUANT_BLOCK;
+    return hf_half_row((size_t)t->halves, b / per_row) * per_row + b % per_row;
+}
+
+// All of tensor i's blocks are stored, their absmax in `pending`: its offset (their mean, summed in double
+// in Hugging Face's order and rounded once), and each group's scale and bytes.
+void dq_finish(QuantWeights *q, int i) {
+    const QuantTensor *t = &q->tensors[i];
+    size_t nb = quant_nblocks(t->count), *at = malloc(sizeof(size_t) * nb);  // at[position] = block
+    for (size_t b = 0; b < nb; b++) at[dq_position(t, b)] = b;
+    double sum = 0;
+    for (size_t j = 0; j < nb; j++) sum += q->pending[at[j]];
+    float offset = (float)(sum / (double)nb);
+    q->offsets[q->matrix[i]] = offset;
+    for (size_t g = 0; g * DQ_GROUP < nb; g++) {
+        size_t j0 = g * DQ_GROUP, j1 = j0 + DQ_GROUP < nb ? j0 + DQ_GROUP : nb;
+        float largest = 0.0f;
+        for (size_t j = j0; j < j1; j++) largest = fmaxf(largest, fabsf(q->pending[at[j]] - offset));
+        float inv = 1.0f / largest;
+        for (size_t j = j0; j < j1; j++) {
+            float x = (q->pending[at[j]] - offset) * inv;  // a group of equal values: 0 * inf, nan: index 0
+            x = x > 1.0f ? 1.0f : x < -1.0f ? -1.0f : x;
+            q->qscales[q->first_block[i] + at[j]] = (uint8_t)(x == x ? dq_nearest(x) : 0);
+        }
+        q->scales2[q->first_group[i] + g] = largest;
+    }
+    free(at);
+}
+
+// Block `blk` of tensor i's scale: the fp32 one, or read back from --double-quant's byte.
+float quant_scale(const QuantWeights *q, int i, size_t blk) {
+    if (!q->double_quant) return q->scales[blk];
+    size_t b = blk - q->first_block[i];
+    volatile float part = DQ_CODE[q->qscales[blk]] * q->scales2[q->first_group[i] + dq_position(&q->tensors[i], b) / DQ_GROUP];
+    return part + q->offsets[q->matrix[i]];
 }
 
 // Store or read one block: codes k .. k+n-1 of the matrices, scale s.
@@ -220,10 +352,13 @@ size_t quant_store(QuantWeights *q, const float *src, size_t lo, size_t n) {
         for (size_t at = 0; at < b - a; at += QUANT_BLOCK, blk++) {
             int len = (int)(b - a - at < QUANT_BLOCK ? b - a - at : QUANT_BLOCK);
             int8_t codes[QUANT_BLOCK];
-            q->scales[blk] = q->format == QF_NF4 ? block_quantize_nf4(w + at, len, codes)
-                                                 : block_quantize(w + at, len, quant_qmax(q->format), codes);
+            float scale = q->format == QF_NF4 ? block_quantize_nf4(w + at, len, codes)
+                                              : block_quantize(w + at, len, quant_qmax(q->format), codes);
+            if (q->double_quant) q->pending[blk - q->first_block[i]] = scale;
+            else q->scales[blk] = scale;
             put_codes(q, k + at, codes, len);
         }
+        if (q->double_quant && b == t->offset + t->count) dq_finish(q, i);  // its last block: its constants
     }
     return 0;
 }
@@ -292,10 +427,14 @@ void quant_load(const QuantWeights *q, float *dst, size_t lo, size_t n) {
         }
         if (!quant_range_ok(t, a, b)) ledger_bug("quantized range not on block boundaries", "quant_load");
         size_t blk0 = q->first_block[i] + (a - t->offset) / QUANT_BLOCK;
-        if (q->format == QF_NF4)
-            for (size_t j = 0; j < b - a; j++) w[j] = NF4_CODE[get_code(q, k + j)] * q->scales[blk0 + j / QUANT_BLOCK];
-        else
-            for (size_t j = 0; j < b - a; j++) w[j] = (float)get_code(q, k + j) * q->scales[blk0 + j / QUANT_BLOCK];
+        for (size_t at = 0, blk = blk0; at < b - a; at += QUANT_BLOCK, blk++) {
+            size_t end = b - a - at < QUANT_BLOCK ? b - a : at + QUANT_BLOCK;
+            float scale = quant_scale(q, i, blk);
+            if (q->format == QF_NF4)
+                for (size_t j = at; j < end; j++) w[j] = NF4_CODE[get_code(q, k + j)] * scale;
+            else
+                for (size_t j = at; j < end; j++) w[j] = (float)get_code(q, k + j) * scale;
+        }
     }
 }
 

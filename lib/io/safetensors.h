@@ -313,16 +313,12 @@ static int st_parts(const StModel *m, int i, StPart *p, int *transposed, size_t 
 #undef PART
 }
 
-// A Llama's q or k: gptmem's row r (a head's pair j in rows 2j, 2j + 1) is Hugging Face's row st_half_row(hs, r)
-// (pair j in rows j, j + hs/2 of the head).
-size_t st_half_row(size_t hs, size_t r) { return r / hs * hs + (r % hs % 2) * (hs / 2) + r % hs / 2; }
-
 // Row r of gptmem's tensor (its parts p[0..np)): row `row` of which stored tensor (NULL: padding, zeros).
 static const StTensor *st_row(const StModel *m, const StPart *p, int np, size_t r, size_t *row) {
     size_t hs = head_size(&m->cfg);
     for (int k = 0; k < np; r -= p[k].rows, k++)
         if (r < p[k].rows) {
-            *row = p[k].halves ? st_half_row(hs, r) : r;
+            *row = p[k].halves ? hf_half_row(hs, r) : r;
             return st_find(m, p[k].name);
         }
     return NULL;

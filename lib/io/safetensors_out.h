@@ -128,7 +128,7 @@ int st_export_range(const char *tmp, const GPTConfig *c, size_t lo, size_t hi,
             int part = 0;
             while (part < np && row >= p[part].rows) row -= p[part].rows, part++;
             if (part < np) {  // (past the parts: a table's padding rows, not stored)
-                if (p[part].halves) row = st_half_row(hs, row);
+                if (p[part].halves) row = hf_half_row(hs, row);
                 bad = fseek(f, data + at[first + part] + 4LL * (long long)(row * p[part].cols + c0), SEEK_SET) != 0 ||
                       fwrite(v + (e - a), sizeof(float), c1 - c0, f) != c1 - c0;
             }

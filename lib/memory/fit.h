@@ -77,6 +77,7 @@ typedef struct {
     unsigned recompute;  // REC_* (REC_BLOCK is --ckpt)
     int fp32_grads;      // the run's --fp32-grads, kept where the setting is 16-bit (fit_predict)
     int base;            // --lora: the frozen model's --base-dtype, a QF_* (core/dtype.h; QF_FP32: held in the --dtype)
+    int dq;              // ... nf4 with --double-quant (its scales in 8 bits: they lose a little more)
     size_t peak;         // bytes per rank at the peak (predict_memory; on the GPU its device part)
     size_t need;         // what it needs of the budget: the peak (+ GPU_HEADROOM on the GPU)
     double flops;        // extra forward FLOPs (rebuilds, the fused head's second pass) / the model's
@@ -107,18 +108,20 @@ double fit_comm_bytes(const FitSetting *f, double P, double table, int ranks) {
 // (more headroom)? Memory beyond fitting buys nothing, so only costs count.
 int fit_beats(const FitSetting *a, const FitSetting *b) {
     int le = a->flops <= b->flops + 1e-12 && a->rebuilt <= b->rebuilt && a->comm <= b->comm && a->moved <= b->moved &&
-             a->micro >= b->micro && a->slow <= b->slow && a->base_bits >= b->base_bits;
+             a->micro >= b->micro && a->slow <= b->slow && a->base_bits >= b->base_bits && a->dq <= b->dq;
     int lt = a->flops < b->flops - 1e-12 || a->rebuilt < b->rebuilt || a->comm < b->comm || a->moved < b->moved ||
-             a->micro > b->micro || a->slow < b->slow || a->base_bits > b->base_bits;
+             a->micro > b->micro || a->slow < b->slow || a->base_bits > b->base_bits || a->dq < b->dq;
     return le && (lt || a->peak < b->peak);
 }
 
-// Cheapest first: with --lora the frozen model's bits (the most first: quantizing it costs accuracy), then extra
+// Cheapest first: with --lora the frozen model's bits (the most first: quantizing it costs accuracy; nf4's scales
+// in 32 bits before --double-quant's 8), then extra
 // FLOPs, then the bytes rebuilt, then communication, then the bytes offload moves, then the larger micro-batch,
 // then the fewer slower choices, then the smaller peak.
 int fit_cheaper(const void *pa, const void *pb) {
     const FitSetting *a = pa, *b = pb;
     if (a->base_bits != b->base_bits) return a->base_bits > b->base_bits ? -1 : 1;
+    if (a->dq != b->dq) return a->dq - b->dq;
     if (fabs(a->flops - b->flops) > 1e-12) return a->flops < b->flops ? -1 : 1;
     if (a->rebuilt != b->rebuilt) return a->rebuilt < b->rebuilt ? -1 : 1;
     if (a->comm != b->comm) return a->comm < b->comm ? -1 : 1;
@@ -143,7 +146,7 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
     else if (f->recompute) k += snprintf(out + k, n - k, " --recompute gelu,ln");
     if (f->fused_ce) k += snprintf(out + k, n - k, " --fused-ce");
     if (f->fp32_grads) k += snprintf(out + k, n - k, " --fp32-grads");
-    if (f->base != QF_FP32) k += snprintf(out + k, n - k, " --base-dtype %s", quant_name[f->base]);
+    if (f->base != QF_FP32) k += snprintf(out + k, n - k, " --base-dtype %s%s", quant_name[f->base], f->dq ? " --double-quant" : "");
     if (f->zero) k += snprintf(out + k, n - k, " --zero %d", f->zero);
     if (f->group) k += snprintf(out + k, n - k, " --shard-group %d", f->group);
     if (f->offload) {
@@ -205,7 +208,7 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     t.dtype = f.dtype, t.zero = f.zero, t.ranks = q->ranks, t.recompute = f.recompute, t.eval_only = 0, t.quant_bits = 0;
     t.offload = f.offload ? OFFLOAD_OPT | (params ? OFFLOAD_PARAMS : 0) : 0, t.offload_disk = disk;
     t.shard_group = f.group;
-    t.base_format = f.base, t.base_bits = quant_bits[f.base];
+    t.base_format = f.base, t.base_bits = quant_bits[f.base], t.double_quant = f.dq;
     f.base_bits = !t.lora.rank ? 0 : f.base == QF_FP32 ? 8 * (int)dtype_size(f.dtype) : t.base_bits;
     MemReport pred;
     predict_memory(&t, &pred);
@@ -239,28 +242,30 @@ FitSetting fit_own_setting(const Settings *s) {
                                                       : (s->offload_disk ? FIT_OFFLOAD_DISK : FIT_OFFLOAD_HOST);
     FitSetting f = {.dtype = s->dtype, .flash = s->flash, .fused_ce = s->fused_ce, .zero = s->zero, .micro = s->batch,
                     .accum = s->accum, .group = s->shard_group, .offload = off,
-                    .recompute = s->recompute | (s->ckpt ? REC_BLOCK : 0), .base = s->lora.rank ? s->base_format : QF_FP32};
+                    .recompute = s->recompute | (s->ckpt ? REC_BLOCK : 0), .base = s->lora.rank ? s->base_format : QF_FP32,
+                    .dq = s->lora.rank && s->double_quant};
     return fit_predict(&q, f);
 }
 
 // Every setting: dtype, --flash, the recompute choices, --fused-ce, the ZeRO
 // stage, --shard-group (the CPU's, with a stage), the micro-batch, and with --lora
-// the frozen model's --base-dtype (its --dtype, bf16 under fp32, int8, nf4); first
+// the frozen model's --base-dtype (its --dtype, bf16 under fp32, int8, nf4, nf4 --double-quant); first
 // without --offload and, when nothing fits, with each of its choices (not with --lora, which takes none).
 FitSearch fit_search(const FitQuestion *q) {
     unsigned recomputes[] = {0, REC_GELU | REC_LN, REC_BLOCK};
-    const int bases[] = {QF_FP32, QF_BF16, QF_INT8, QF_NF4};
+    const int bases[] = {QF_FP32, QF_BF16, QF_INT8, QF_NF4, QF_NF4};  // (the second nf4: --double-quant)
+    enum { BASES = sizeof bases / sizeof bases[0] };
     int ranks = q->ranks, global = q->global, gpu = q->s->cuda, divisors = 0, pass, lora = q->s->lora.rank > 0;
     const GpuModel *card = q->s->gpu_name ? gpu_model(q->s->gpu_name) : NULL;
     int half = card && !card->bf16 ? DT_FP16 : DT_BF16;  // 16 bits: fp16 on a card without bf16 (a V100, a T4)
     for (int k = 1; k <= ranks; k++) divisors += ranks % k == 0;  // --shard-group's choices: each K that divides the ranks
-    int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2 * divisors * (lora ? 4 : 1);
+    int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2 * divisors * (lora ? BASES : 1);
     FitSearch r = {malloc(sizeof(FitSetting) * cap), 0, 0, 0, 0, {0}, {0}, (size_t)-1};
     r.best.peak = r.best_off.peak = (size_t)-1;
     for (pass = 0; pass < 2 - lora && !r.fits; pass++) {  // 0: without offload; 1: with it, when nothing fit
         r.n = 0;
         for (int off = pass ? FIT_OFFLOAD_HOST : FIT_OFFLOAD_NONE; off <= (pass ? FIT_OFFLOADS - 1 : 0); off++)
-        for (int b = 0; b < (lora ? 4 : 1); b++)
+        for (int b = 0; b < (lora ? BASES : 1); b++)
         for (int dtype = 0; dtype <= 1; dtype++)
         for (int flash = 0; flash <= 1; flash++)
         for (int rc = 0; rc < 3; rc++)
@@ -274,7 +279,7 @@ FitSearch fit_search(const FitQuestion *q) {
             if (bases[b] == QF_BF16 && dtype) continue;  // (a bf16 base under a 16-bit --dtype is its QF_FP32)
             FitSetting f = {.dtype = dtype ? half : DT_FP32, .flash = flash, .fused_ce = fused, .zero = zero, .micro = micro,
                             .accum = global / micro, .group = group < ranks ? group : 0, .offload = off,
-                            .recompute = recomputes[rc], .base = bases[b]};
+                            .recompute = recomputes[rc], .base = bases[b], .dq = b == BASES - 1};
             f = fit_predict(q, f);
             if (f.weights < r.min_weights) r.min_weights = f.weights;
             FitSetting *smallest = pass ? &r.best_off : &r.best;
@@ -307,7 +312,7 @@ void fit_print_none(const FitQuestion *q, const FitSearch *r) {
     int lora = q->s->lora.rank > 0;
     if (q->budget < r->min_weights)
         printf("The budget is smaller than the weights alone: %s in %s%s.\n", fit_size(u1, sizeof u1, r->min_weights),
-               lora ? "nf4 (QLoRA's frozen model)" : "16 bits", q->ranks > 1 ? ", sharded by ZeRO-3" : "");
+               lora ? "nf4 --double-quant (QLoRA's frozen model)" : "16 bits", q->ranks > 1 ? ", sharded by ZeRO-3" : "");
     if (lora) {
         printf("Try a shorter --seq-len, a smaller --lora rank or fewer --lora-targets, or a smaller model.\n");
         return;

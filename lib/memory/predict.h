@@ -266,19 +266,23 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
 // --lora --base-dtype: the frozen model held packed (io/quant.h). The blocks' linear maps, M weights
 // (L (qkv + attproj + fc + fcproj) weights), in the format's bits, M/2 bytes for nf4 and int8's M, 2M for
 // bf16 and fp16; the other P - M parameters (embedding, head, norms, biases) in the --dtype, e each; with int8 and nf4
-// an fp32 scale per block of QUANT_BLOCK of each matrix (nf4: 0.5 bits a weight). No params row.
-void predict_packed_base(const Settings *s, MemSnapshot *b) {
+// an fp32 scale per block of QUANT_BLOCK of each Hugging Face tensor (core/lora.h lora_map: a Llama's q_proj,
+// k_proj ... apart; nf4: 0.5 bits a weight). No params row.
+// --double-quant: a byte per block, an fp32 per DQ_GROUP blocks of a tensor and one per tensor (qscales),
+// and the blocks' absmax of the largest tensor in fp32 while it is stored (scratch, in bytes: returned).
+size_t predict_packed_base(const Settings *s, MemSnapshot *b) {
     const GPTConfig *c = &s->cfg;
-    const int linear[4] = {OP_QKV, OP_ATTPROJ, OP_FC, OP_FCPROJ};
-    size_t M = 0, blocks = 0;
-    for (int k = 0; k < 4; k++) {
-        size_t w = op_weight_count(c, linear[k]);
-        M += c->layers * w, blocks += c->layers * ((w + QUANT_BLOCK - 1) / QUANT_BLOCK);
+    size_t M = 0, blocks = 0, groups = 0, tensors = 0, most = 0;
+    for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
+        size_t w = (size_t)lora_map(c, k).rows * lora_map(c, k).in, nb = (w + QUANT_BLOCK - 1) / QUANT_BLOCK;
+        M += c->layers * w, blocks += c->layers * nb, tensors += c->layers;
+        groups += c->layers * ((nb + DQ_GROUP - 1) / DQ_GROUP), most = nb > most ? nb : most;
     }
     size_t codes = s->base_bits == 4 ? (M + 1) / 2 : M * (size_t)(s->base_bits / 8);
     b->bytes[MEM_PARAMS] = 0;
     b->bytes[MEM_QWEIGHTS] = codes + dtype_size(s->dtype) * (param_count(c) - M);
-    b->bytes[MEM_QSCALES] = s->base_bits <= 8 ? 4 * blocks : 0;
+    b->bytes[MEM_QSCALES] = s->double_quant ? blocks + 4 * groups + 4 * tensors : s->base_bits <= 8 ? 4 * blocks : 0;
+    return s->double_quant ? 4 * most : 0;
 }
 
 // The model states of one rank, on either device (ZeRO's shards, sh), in the
@@ -298,7 +302,7 @@ void predict_states(const Settings *s, const ShardSizes *sh, MemSnapshot *b) {
     if (s->lora.rank) {
         size_t A = 4 * lora_param_count(&s->cfg, &s->lora);
         b->bytes[MEM_ADAPTERS] = b->bytes[MEM_GRADS] = b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = A;
-        if (s->base_bits < 32) predict_packed_base(s, b);  // (else the frozen model in the dtype: e P, no master)
+        if (s->base_bits < 32) b->bytes[MEM_SCRATCH] += predict_packed_base(s, b);  // (else the frozen model in the dtype: e P, no master)
         return;
     }
     b->bytes[MEM_MASTER] = s->dtype == DT_FP32 ? 0 : 4 * n;
@@ -362,7 +366,7 @@ void predict_memory_cpu(const Settings *s, const Plan *p, MemReport *r) {
     memset(&base, 0, sizeof base);
     predict_states(s, &sh, &base);
     base.bytes[MEM_COMM] = predict_comm(s, p, &sh);
-    base.bytes[MEM_SCRATCH] = predict_scratch(s, p);
+    base.bytes[MEM_SCRATCH] += predict_scratch(s, p);
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     snapshot_on_device(&base);
     predict_offload_rows(s, p, sh.state_n, &base);  // --offload: the optimizer's states off the device

@@ -8,7 +8,7 @@
 // vector of 5, a matrix of 128 zeros (two zero blocks), a matrix of 1 (so
 // the next starts on an odd int4 nibble), a matrix of 130 with one large weight.
 void test_quantize(void) {
-    QuantTensor layout[] = {{0, 67, 1}, {67, 5, 0}, {72, 128, 1}, {200, 1, 1}, {201, 130, 1}};
+    QuantTensor layout[] = {{0, 67, 1, 0, 0}, {67, 5, 0, 0, 0}, {72, 128, 1, 0, 0}, {200, 1, 1, 0, 0}, {201, 130, 1, 0, 0}};
     size_t P = 331;
     float *w = fvec(P), *back = fvec(P), *rt = fvec(P);
     fill_normal(w, P, 0.05f);

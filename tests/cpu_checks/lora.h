@@ -172,7 +172,7 @@ void test_nf4(void) {
         check(0, "nf4: bitsandbytes' codes and values", "tests/fixtures/nf4.txt missing or the wrong size");
     } else {
         QuantWeights q;
-        QuantTensor t = {0, (size_t)nw, 1};
+        QuantTensor t = {0, (size_t)nw, 1, 0, 0};
         quant_layout(&q, &t, 1);
         quant_alloc(&q, QF_NF4);
         quant_store(&q, w, 0, nw);
@@ -189,7 +189,7 @@ void test_nf4(void) {
               same_scales ? "equal" : "DIFFER", same_values ? "the same bits" : "DIFFER");
         // the same weights arriving in windows of any size (the init's): the same storage
         QuantWeights r;
-        QuantTensor lay[3] = {{0, 5, 0}, {5, (size_t)nw - 10, 1}, {(size_t)nw - 5, 5, 0}};
+        QuantTensor lay[3] = {{0, 5, 0, 0, 0}, {5, (size_t)nw - 10, 1, 0, 0}, {(size_t)nw - 5, 5, 0, 0, 0}};
         quant_free(&q);
         quant_layout(&q, lay, 3), quant_layout(&r, lay, 3);
         q.vec_dtype = r.vec_dtype = DT_FP32;
@@ -209,6 +209,87 @@ void test_nf4(void) {
         free(back);
     }
     free(w), free(codes), free(bytes), free(scales), free(values);
+}
+
+// --double-quant: tests/fixtures/nf4_dq.txt (scripts/gen_fixture_nf4_dq.py, numpy from bitsandbytes' definitions):
+// the dynamic map, each block's byte and scale read back, each group's scale, each tensor's offset, and a hash of
+// every weight read back. The weights are the generator's weight_of; a q_proj's rows go in in gptmem's order.
+float dq_weight_of(int t, size_t i) {
+    if (t == 2) return 0.0f;
+    size_t u = (i * 40503 + (size_t)t * 7919) % 65536;
+    return (float)((long)u - 32768) / 32768.0f * ((float)(1 + (i / 64 * 37 + (size_t)t) % 23) / 64.0f);
+}
+
+void test_nf4_double_quant(void) {
+    FILE *f = fopen("tests/fixtures/nf4_dq.txt", "r");
+    char line[256];
+    if (f && !fgets(line, sizeof line, f)) line[0] = 0;
+    int nl = 0, nm = 0, nq = 0, ng = 0, no = 0, nb = 0, nh = 0;
+    float *lay = nf4_fixture(f, "layout", &nl), *map = nf4_fixture(f, "dynamic_map", &nm), *bytes = nf4_fixture(f, "scale_bytes", &nq);
+    float *groups = nf4_fixture(f, "group_scales", &ng), *offs = nf4_fixture(f, "offsets", &no);
+    float *back = nf4_fixture(f, "scales_back", &nb), *hash = nf4_fixture(f, "values_hash", &nh);
+    if (f) fclose(f);
+    if (!hash || nl != 9 || nm != 256 || nh != 4 || nq != nb) {
+        check(0, "nf4 double quant: bitsandbytes' constants", "tests/fixtures/nf4_dq.txt missing or the wrong size");
+    } else {
+        QuantTensor t[3];
+        size_t n = 0;
+        for (int i = 0; i < 3; i++, n += t[i - 1].count)
+            t[i] = (QuantTensor){n, (size_t)lay[3 * i], 1, (int)lay[3 * i + 1], (int)lay[3 * i + 2]};
+        float *w = fvec(n), *got = fvec(n), *hf = fvec(n);
+        for (int i = 0; i < 3; i++)  // gptmem's row r of a q_proj is Hugging Face's row hf_half_row(hs, r)
+            for (size_t j = 0; j < t[i].count; j++) {
+                size_t r = j / t[i].row, hr = t[i].halves ? hf_half_row(t[i].halves, r) : r;
+                w[t[i].offset + j] = dq_weight_of(i, hr * t[i].row + j % t[i].row);
+            }
+        QuantWeights q, r;
+        quant_layout(&q, t, 3), quant_layout(&r, t, 3);
+        q.double_quant = r.double_quant = 1;
+        quant_alloc(&q, QF_NF4), quant_alloc(&r, QF_NF4);
+        quant_store(&q, w, 0, n);
+        int same_map = !memcmp(DQ_CODE, map, sizeof DQ_CODE), same_bytes = 1, same_back = 1, same_groups = ng == (int)q.groups;
+        for (int i = 0; i < ng && same_groups; i++) same_groups &= !memcmp(&q.scales2[i], &groups[i], 4);
+        int same_offsets = no == 3 && !memcmp(q.offsets, offs, 12);
+        for (int i = 0; i < 3; i++)
+            for (size_t b = 0, nbk = quant_nblocks(t[i].count); b < nbk; b++) {
+                size_t blk = q.first_block[i] + b, at = q.first_block[i] + dq_position(&t[i], b);
+                float sc = quant_scale(&q, i, blk);
+                same_bytes &= q.qscales[blk] == (uint8_t)bytes[at], same_back &= !memcmp(&sc, &back[at], 4);
+            }
+        quant_load(&q, got, 0, n);
+        for (int i = 0; i < 3; i++)  // back into Hugging Face's order, for the hash
+            for (size_t j = 0; j < t[i].count; j++) {
+                size_t rr = j / t[i].row, hr = t[i].halves ? hf_half_row(t[i].halves, rr) : rr;
+                hf[t[i].offset + hr * t[i].row + j % t[i].row] = got[t[i].offset + j];
+            }
+        uint32_t h = 2166136261u;
+        for (size_t j = 0; j < n; j++) {
+            uint32_t x;
+            memcpy(&x, &hf[j], 4);
+            for (int k = 0; k < 4; k++) h = (h ^ (x >> (8 * k) & 0xFF)) * 16777619u;
+        }
+        int same_values = 1;
+        for (int k = 0; k < 4; k++) same_values &= (h >> (8 * k) & 0xFF) == (uint32_t)hash[k];
+        check(same_map && same_bytes && same_back && same_groups && same_offsets && same_values,
+              "nf4 double quant: bitsandbytes' constants and values",
+              "%zu weights, 3 tensors (a q_proj in gptmem's row order, a tensor of zeros): the dynamic map %s, %zu scale bytes %s, "
+              "read back %s, %zu group scales %s, offsets %s, the weights read back %s", n, same_map ? "equal" : "DIFFERS",
+              q.blocks, same_bytes ? "equal" : "DIFFER", same_back ? "the same bits" : "DIFFER", q.groups,
+              same_groups ? "equal" : "DIFFER", same_offsets ? "equal" : "DIFFER", same_values ? "the same bits" : "DIFFER");
+        QuantStream st = {.q = &r};  // in windows of 1 to 71, as the init stores them: the same storage
+        for (size_t at = 0, k = 0; at < n; k++) {
+            size_t len = (size_t)(k * 37 % 71) + 1;
+            len = at + len < n ? len : n - at;
+            quant_stream(&st, w + at, at, len);
+            at += len;
+        }
+        int same = !memcmp(q.codes, r.codes, quant_code_bytes(QF_NF4, q.matrices)) && !memcmp(q.qscales, r.qscales, q.blocks) &&
+                   !memcmp(q.scales2, r.scales2, 4 * q.groups) && !memcmp(q.offsets, r.offsets, 4 * q.nmatrices);
+        check(same, "nf4 double quant: weights stored in windows of 1 to 71 as in one piece", "%zu weights", n);
+        quant_free(&q), quant_free(&r);
+        free(w), free(got), free(hf);
+    }
+    free(lay), free(map), free(bytes), free(groups), free(offs), free(back), free(hash);
 }
 
 // The frozen model held packed starts as an fp32 model holding what it reads back: the same loss bits;
@@ -246,6 +327,7 @@ void test_lora_packed_base(void) {
 
 void test_lora(void) {
     test_nf4();
+    test_nf4_double_quant();
     test_lora_packed_base();
     test_lora_counts();
     test_lora_starts_as_base();

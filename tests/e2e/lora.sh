@@ -13,7 +13,8 @@ for run in "SMALL --lora 4" "SMALL --lora 2 --lora-targets qkv,fcproj --accum 3 
            "LLAMA --lora 3 --lora-alpha 16 --flash --fused-ce --ckpt" "LLAMA --lora 4 --base-dtype nf4" \
            "SMALL --lora 2 --base-dtype int8 --fused-ce" "LLAMA --lora 2 --dtype bf16 --base-dtype nf4 --ckpt" \
            "SMALL --lora 4 --dtype fp16 --accum 2" "LLAMA --lora 2 --base-dtype bf16 --recompute gelu" \
-           "LLAMA --lora 2 --dtype bf16 --base-dtype fp16 --flash --fused-ce"; do
+           "LLAMA --lora 2 --dtype bf16 --base-dtype fp16 --flash --fused-ce" "LLAMA --lora 4 --base-dtype nf4 --double-quant" \
+           "SMALL --lora 2 --dtype bf16 --base-dtype nf4 --double-quant --ckpt --fused-ce"; do
   i=$((i + 1)); set -- $run; which=$1; shift
   if [ "$which" = SMALL ]; then args=("${SMALL[@]}"); else args=("${LLAMA[@]}"); fi
   if ./train "${args[@]}" "$@" --steps 2 --mem-json "$tmp/m$i.json" >"$tmp/l$i" 2>&1 && mem_equal "$tmp/m$i.json" &&
@@ -107,6 +108,8 @@ expect 2 "--lora-targets goes with --lora R" "${SMALL[@]}" --lora-targets qkv
 expect 2 "--lora-alpha goes with --lora R" "${SMALL[@]}" --lora-alpha 16
 expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
 expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
+expect 2 "--double-quant goes with --lora R" "${SMALL[@]}" --double-quant
+expect 2 "--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (QLoRA), not int8" "${SMALL[@]}" --lora 2 --base-dtype int8 --double-quant
 for flag in "--dtype bf16 --fp32-grads" "--zero 1 --ranks 2" "--device cuda" "--offload opt" "--adam-bits 8" "--save $tmp/st.bin" \
             "--infer --dry-run"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
@@ -172,9 +175,10 @@ if venv_has 'import numpy, safetensors.numpy'; then
     bad "lora --merge against PEFT's rule"
 else skip "lora --merge against PEFT's rule: numpy and safetensors are not in .venv (scripts/setup.sh)"; fi
 # ... and from a QLoRA run: the merged model (nf4 read back, plus s B A) as llm.c's file gives the run's val loss
-./train "${LLAMA[@]}" --lora 4 --base-dtype nf4 --lr 1e-2 --steps 3 --merge --export "$tmp/qm.bin" --log "$tmp/qm.csv" >/dev/null 2>&1
-./train "${LLAMA[@]}" --init "$tmp/qm.bin" --lr 1e-30 --steps 1 --log "$tmp/qi.csv" >/dev/null 2>&1
 ./train "${LLAMA[@]}" --lr 1e-30 --steps 1 --log "$tmp/q0.csv" >/dev/null 2>&1
+for dq in "" --double-quant; do
+./train "${LLAMA[@]}" --lora 4 --base-dtype nf4 $dq --lr 1e-2 --steps 3 --merge --export "$tmp/qm.bin" --log "$tmp/qm.csv" >/dev/null 2>&1
+./train "${LLAMA[@]}" --init "$tmp/qm.bin" --lr 1e-30 --steps 1 --log "$tmp/qi.csv" >/dev/null 2>&1
 if msg=$(python3 - "$tmp/qm.csv" "$tmp/qi.csv" "$tmp/q0.csv" <<'PY'
 import csv, sys
 v, w, b = (float(list(csv.DictReader(open(p)))[-1]["val_loss"]) for p in sys.argv[1:])
@@ -183,8 +187,25 @@ if not abs(v - w) <= 1e-4 < abs(v - b):
     sys.exit(f"val loss {v} vs merged {w} (base {b})")
 print(f"val loss {w:.6f}, the run's {v:.6f} (the base model's {b:.6f})")
 PY
-); then ok "lora --merge from QLoRA (--base-dtype nf4): the exported llm.c file gives the run's val loss: $msg"
-else bad "lora --merge from QLoRA: $msg"; fi
+); then ok "lora --merge from QLoRA (--base-dtype nf4${dq:+ $dq}): the exported llm.c file gives the run's val loss: $msg"
+else bad "lora --merge from QLoRA $dq: $msg"; fi
+done
+# --double-quant on Llama-3-8B: the scales of each Hugging Face tensor (7 a layer) a byte a block of 64, an fp32
+# per 256 blocks and an fp32 offset: 0.127 bits a weight where nf4 alone keeps 0.5
+./train --model llama3-8b --lora 16 --base-dtype nf4 --double-quant --batch 1 --seq-len 1024 --dry-run --mem-json "$tmp/dq.json" >/dev/null 2>&1
+if msg=$(python3 - "$tmp/dq.json" <<'PY'
+import json, math, sys
+got = json.load(open(sys.argv[1]))["predicted"]["peak"]["qscales"]
+C, F, kv, L = 4096, 14336, 1024, 32
+shapes = [(C, C), (kv, C), (kv, C), (C, C), (F, C), (F, C), (C, F)]  # q k v o up gate down: (out, in)
+blocks = [o * i // 64 for o, i in shapes]
+want = L * sum(b + 4 * math.ceil(b / 256) + 4 for b in blocks)
+weights = L * sum(o * i for o, i in shapes)
+if got != want:
+    sys.exit(f"qscales {got} B, the shapes give {want} B")
+print(f"qscales {got} B = {8 * got / weights:.4f} bits a weight")
+PY
+); then ok "lora --double-quant, Llama-3-8B: $msg"; else bad "lora --double-quant's qscales: $msg"; fi
 # --estimators with --lora: the calculators without LoRA bill full fine-tuning (none marked this run's); gpu_poor's
 # rows, its src/App.js getAllComputedData transcribed apart here (MB = 2^20, Math.ceil of the total), one marked
 for base in "" "--base-dtype nf4"; do

@@ -94,7 +94,7 @@ void parse_lora(Settings *s, const GPTConfig *c) {
     }
     const char *no = s->cuda ? "--device cuda" : s->zero || s->ranks > 1 ? "--zero and --ranks" : s->fp32_grads ?
                      "--fp32-grads (the adapters' gradients are fp32 already)" : s->offload ? "--offload" : s->adam_bits != 32 ? "--adam-bits 8" :
-                     s->save ? "--save" : s->resume ? "--resume" : s->eval_only ?
+                     s->eval_only ?
                      "--eval-only" : s->infer ? "--infer" : NULL;
     size_t e = s->export_to ? strlen(s->export_to) : 0;
     if (s->merge && !e)

@@ -8,6 +8,7 @@
 #define GPTMEM_CPU_LORA_H
 
 #include "core/config.h"
+#include "core/hash.h"
 #include "core/lora.h"
 #include "cpu/gemm.h"
 #include "cpu/gpt.h"
@@ -73,6 +74,23 @@ void lora_backward(GPT *m, int l, int op, float *dinp, const float *dout, const 
         gemm(R, mp.in, N, du, 1, R, inp, mp.in, 1, dA, mp.in, 1);
         gemm(N, mp.in, R, du, R, 1, A, mp.in, 1, dinp, mp.in, 1);
     }
+}
+
+// The frozen model as the run holds it, hashed (FNV-1a): the fp32 weights, their 16-bit copy, or
+// --base-dtype's storage. A --lora state records it, and a resume checks that its model is the same.
+uint64_t lora_base_hash(const GPT *m) {
+    uint64_t h = 0xCBF29CE484222325ULL;
+    const QuantWeights *q = &m->lora.base;
+    if (gpt_base_packed(m)) {
+        h = fnv1a(h, q->codes, quant_code_bytes(q->format, q->matrices));
+        h = fnv1a(h, q->vec, dtype_size(q->vec_dtype) * q->vectors);
+        if (q->scales) h = fnv1a(h, q->scales, 4 * q->blocks);
+        if (q->double_quant)
+            h = fnv1a(fnv1a(fnv1a(h, q->qscales, q->blocks), q->scales2, 4 * q->groups), q->offsets, 4 * q->nmatrices);
+        return h;
+    }
+    if (m->dtype != DT_FP32) return fnv1a(h, m->params_lp, 2 * m->nparams);
+    return fnv1a(h, m->params, 4 * m->nparams);
 }
 
 // --lora --merge: n weights of the merged model from flat index `at` (ctx: the GPT), for --export: each

@@ -64,6 +64,11 @@ void gpt_adamw_step(GPT *m, float lr, int t) {
 NetState gpt_state(GPT *m) {
     NetState st;
     memset(&st, 0, sizeof st);
+    if (gpt_frozen(m)) {  // --lora: the adapters and their m and v (the frozen model is the --init's or the seed's)
+        st.lo = 0, st.hi = m->lora.n, st.w = m->lora.w;
+        optimizer_state_moments(&m->lora.opt, &st);
+        return st;
+    }
     st.lo = m->shard.own_lo, st.hi = m->shard.own_hi;
     st.w = m->params + (st.lo - m->master_base);
     optimizer_state_moments(&m->opt, &st);
@@ -75,6 +80,7 @@ NetState gpt_state(GPT *m) {
 // weights follow the fp32 weights.
 void gpt_state_loaded(GPT *m) {
     const Shard *sh = &m->shard;
+    if (gpt_frozen(m)) return;  // (the adapters are what the model computes with)
     if (replicas(sh)) optimizer_state_allgather(&m->opt, m->params, sh);
     gpt_sync_params(m);
 }

@@ -9,8 +9,10 @@
 //   u64 data_rng, u64 sample_rng, u64 nparams, i32 dtype, i32 updates,
 //   f32 loss_scale, i32 good_steps, i32 zero nranks rank, i32 pad (0), u64 lo hi,
 //   i32 adam_bits (32, or 8: --adam-bits 8), i32 steps (the run's --steps; 0: not recorded),
-//   i32 arch kv_heads ffn untied rope_scaled (the model's layout beyond its size), i32 pad (0),
-//   f32 weights[hi - lo] (the fp32 weights: master copy for 16-bit runs),
+//   i32 arch kv_heads ffn untied rope_scaled rope_theta (the model's layout beyond its size),
+//   i32 lora_rank lora_targets, f32 lora_alpha, i32 base_format double_quant, i32 pad (0), u64 base_hash
+//   (--lora; all 0 without it),
+//   f32 weights[hi - lo] (the fp32 weights: master copy for 16-bit runs; with --lora the adapters),
 //   f32 adam_m[hi - lo], f32 adam_v[hi - lo] (with --adam-bits 8: the values
 //   its 8-bit codes stand for; read back, they give the same codes),
 //   u64 save id (the same in every rank's file of one save: a hash of every
@@ -20,7 +22,11 @@
 // (io/files.h). With several ranks each rank writes the parameters it owns:
 // rank 0 to FILE, rank r to FILE.rank<r>; one rank writes everything to FILE.
 // Versions 3 (no adam_bits, steps) and 4 (no layout, no save id) still load,
-// as GPT-2 states: they did not record a Llama's layout.
+// as GPT-2 states: they did not record a Llama's layout; version 5 (no --lora) too.
+// A --lora run's state holds the adapters [0, A) and their m and v, not the frozen
+// model: that comes from the run's --init (or --seed) again, and base_hash (FNV-1a
+// of the frozen model as the run holds it, cpu/lora.h lora_base_hash) makes sure it
+// is the same model.
 #ifndef GPTMEM_STATE_H
 #define GPTMEM_STATE_H
 
@@ -38,13 +44,14 @@
 #include "core/config.h"
 #include "core/dtype.h"
 #include "core/hash.h"
+#include "core/lora.h"
 #include "cuda/api.h"
 #include "io/files.h"
 #include "io/state_arrays.h"
 #include "parallel/comm.h"
 
 #define STATE_MAGIC "GPTMEMCK"
-#define STATE_VERSION 5u  // 4 added adam_bits and steps, 5 the layout and the save id
+#define STATE_VERSION 6u  // 4 added adam_bits and steps, 5 the layout and the save id, 6 --lora's fields
 
 typedef struct {
     int32_t L, C, H, V, maxT, B, T, step;
@@ -60,15 +67,20 @@ typedef struct {
     int32_t steps;               // the run's --steps, which its learning-rate schedule follows (0: not recorded)
     int32_t arch, kv_heads, ffn, untied, rope_scaled;  // core/config.h's GPTConfig beyond L C H V maxT
     int32_t rope_theta;          // ... and RoPE's theta (0: Llama 3's; files written before it held 0 here)
+    int32_t lora_rank, lora_targets;  // --lora R and its maps (core/lora.h; 0: no LoRA, [lo, hi) are the model's)
+    float lora_alpha;                 // ... --lora-alpha
+    int32_t base_format, double_quant;  // ... the frozen model's --base-dtype (a QF_*) and --double-quant
+    int32_t pad2;                     // 0
+    uint64_t base_hash;               // ... FNV-1a of the frozen model as the run holds it (the same --init, --seed)
 } StateHeader;
 
 // The header's bytes in a file of this version (3: without adam_bits, steps; 4: without the layout).
 size_t state_header_bytes(uint32_t version) {
     return version == 3 ? offsetof(StateHeader, adam_bits) : version == 4 ? offsetof(StateHeader, arch)
-                                                                         : sizeof(StateHeader);
+           : version == 5 ? offsetof(StateHeader, lora_rank) : sizeof(StateHeader);
 }
 
-// The bytes of a state file (this version) holding n parameters.
+// The bytes of a state file (this version) holding n parameters (with --lora: n adapter parameters).
 long long state_file_bytes(size_t n) { return 8 + 4 + (long long)sizeof(StateHeader) + 12LL * (long long)n + 16; }
 
 // The model's part of a header: its size and its layout.
@@ -257,7 +269,12 @@ void state_check_ranges(const char *path, const StateHeader *h) {
         snprintf(what, sizeof what, "loss scale %g after %d good steps", h->loss_scale, h->good_steps);
     else if (h->nranks < 1 || h->rank < 0 || h->rank >= h->nranks || h->zero < 0 || h->zero > 3)
         snprintf(what, sizeof what, "rank %d of %d at --zero %d", h->rank, h->nranks, h->zero);
-    else if (h->lo > h->hi || h->hi > h->nparams)
+    else if (h->lora_rank < 0 || (h->lora_rank && (h->lora_targets <= 0 || h->lora_targets >= 1 << LORA_MAPS ||
+                                                   !(h->lora_alpha > 0) || !isfinite(h->lora_alpha) || h->base_format < 0 ||
+                                                   h->base_format >= QF_N || (unsigned)h->double_quant > 1)))
+        snprintf(what, sizeof what, "--lora %d on maps %#x, alpha %g, base %d", h->lora_rank, h->lora_targets,
+                 h->lora_alpha, h->base_format);
+    else if (h->lo > h->hi || (!h->lora_rank && h->hi > h->nparams))
         snprintf(what, sizeof what, "parameters [%llu, %llu) of %llu", (unsigned long long)h->lo,
                  (unsigned long long)h->hi, (unsigned long long)h->nparams);
     else if ((h->adam_bits != 32 && h->adam_bits != 8) || h->steps < 0)
@@ -276,6 +293,44 @@ int state_same_model(const StateHeader *h, const StateHeader *w) {
            h->untied == w->untied && h->rope_scaled == w->rope_scaled && h->rope_theta == w->rope_theta;
 }
 
+// A --lora run's settings in words, for the messages: "--lora 8 --lora-alpha 16 --lora-targets q,v --base-dtype nf4".
+const char *state_lora_words(const StateHeader *h, char *out, size_t n) {
+    if (!h->lora_rank) return snprintf(out, n, "no --lora"), out;
+    GPTConfig c = state_model(h);
+    LoraConfig a = {h->lora_rank, h->lora_alpha, (unsigned)h->lora_targets};
+    char maps[96];
+    snprintf(out, n, "--lora %d --lora-alpha %g --lora-targets %s%s%s%s", a.rank, a.alpha, lora_targets_words(&c, &a, maps, sizeof maps),
+             h->base_format ? " --base-dtype " : "", h->base_format ? quant_name[h->base_format] : "",
+             h->double_quant ? " --double-quant" : "");
+    return out;
+}
+
+// --lora: a state holds the adapters of one LoRA setting, trained on one frozen model. Resuming takes the
+// same setting and the same model (base_hash); --eval-only wants a model's weights, which it does not hold.
+void state_check_lora(const char *path, const StateHeader *h, const StateHeader *want, int purpose) {
+    char a[160], b[160];
+    if (purpose == READ_WEIGHTS && h->lora_rank) {
+        fprintf(stderr, "error: checkpoint '%s' holds a LoRA run's adapters (%s), not the model's weights: resume it with "
+                "those flags and --steps N to evaluate, or --export the adapters (doc/lora.md)\n", path,
+                state_lora_words(h, a, sizeof a));
+        exit(1);
+    }
+    if (purpose == READ_WEIGHTS) return;
+    if (h->lora_rank != want->lora_rank || h->lora_targets != want->lora_targets || h->lora_alpha != want->lora_alpha ||
+        h->base_format != want->base_format || h->double_quant != want->double_quant) {
+        fprintf(stderr, "error: checkpoint '%s' was saved by a run with %s; this run has %s: resume with the flags of the "
+                "run that saved it\n", path, state_lora_words(h, a, sizeof a), state_lora_words(want, b, sizeof b));
+        exit(1);
+    }
+    if (h->lora_rank && h->base_hash != want->base_hash) {
+        if (state_corrupt(path)) state_damaged(path, "");
+        fprintf(stderr, "error: checkpoint '%s' holds adapters trained on another frozen model than this run's (its hash "
+                "%016llx, this run's %016llx): pass the --init (or the --seed, without one) of the run that saved it\n", path,
+                (unsigned long long)h->base_hash, (unsigned long long)want->base_hash);
+        exit(1);
+    }
+}
+
 // A header read from `path`, checked against this run (`want`) for the
 // purpose: the dtype and the ranks' shares for a resume, one file holding
 // every weight for --eval-only, the model always. Exits with a message.
@@ -292,6 +347,7 @@ void state_check_header(const char *path, const StateHeader *h, const StateHeade
                 "--model and overrides\n", path, shape_words(&file, a, sizeof a), shape_words(&run, b, sizeof b));
         exit(1);
     }
+    state_check_lora(path, h, want, purpose);
     if (purpose == READ_WEIGHTS && (h->nranks != 1 || h->lo != 0 || h->hi != h->nparams)) {
         fprintf(stderr, "error: checkpoint '%s' is rank %d of %d (--zero %d): it holds a part of the weights; "
                 "--eval-only reads a state saved by one process (resume it on %d ranks and --save from a "

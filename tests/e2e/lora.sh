@@ -110,7 +110,7 @@ expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
 expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
 expect 2 "--double-quant goes with --lora R" "${SMALL[@]}" --double-quant
 expect 2 "--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (QLoRA), not int8" "${SMALL[@]}" --lora 2 --base-dtype int8 --double-quant
-for flag in "--dtype bf16 --fp32-grads" "--zero 1 --ranks 2" "--device cuda" "--offload opt" "--adam-bits 8" "--save $tmp/st.bin" \
+for flag in "--dtype bf16 --fp32-grads" "--zero 1 --ranks 2" "--device cuda" "--offload opt" "--adam-bits 8" \
             "--infer --dry-run"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
@@ -206,6 +206,30 @@ if got != want:
 print(f"qscales {got} B = {8 * got / weights:.4f} bits a weight")
 PY
 ); then ok "lora --double-quant, Llama-3-8B: $msg"; else bad "lora --double-quant's qscales: $msg"; fi
+# --save and --resume of a LoRA run: the state holds the adapters and their AdamW states (not the frozen model,
+# which the run's --init or --seed gives again: its hash in the header); stopped at step 2 and resumed, the run's
+# losses and val loss are those of the run that never stopped, bit for bit
+good=1; sizes=""
+for v in "" "--dtype bf16" "--base-dtype nf4 --double-quant --ckpt"; do
+  ./train "${LLAMA[@]}" --lora 4 $v --steps 4 --log "$tmp/rf.csv" >/dev/null 2>&1
+  ./train "${LLAMA[@]}" --lora 4 $v --steps 4 --stop-after 2 --save "$tmp/lst.bin" >/dev/null 2>&1
+  ./train "${LLAMA[@]}" --lora 4 $v --steps 4 --resume "$tmp/lst.bin" --log "$tmp/rr.csv" --mem-json "$tmp/rm.json" >/dev/null 2>&1
+  a=$(cut -d, -f1-5 "$tmp/rf.csv" | tail -2); b=$(cut -d, -f1-5 "$tmp/rr.csv" | tail -2)
+  { [ -n "$a" ] && [ "$a" = "$b" ] && mem_equal "$tmp/rm.json"; } || { good=0; echo "  --lora 4 $v: steps 3-4 $b, unbroken $a"; }
+  sizes="$sizes $(stat -c %s "$tmp/lst.bin")"
+done
+if [ $good = 1 ]; then ok "lora --save/--resume (fp32, bf16, nf4 --double-quant --ckpt): steps 3 and 4 after a resume are the unbroken run's bits; the files hold the adapters (${sizes# } bytes)"
+else bad "lora --save/--resume"; fi
+./train "${LLAMA[@]}" --steps 4 --stop-after 2 --save "$tmp/full.bin" >/dev/null 2>&1
+./train "${LLAMA[@]}" --lora 4 --steps 4 --stop-after 2 --save "$tmp/lst.bin" >/dev/null 2>&1
+expect 1 "was saved by a run with --lora 4 --lora-alpha 8 --lora-targets q,k,v,o,up,gate,down; this run has no --lora" "${LLAMA[@]}" --steps 4 --resume "$tmp/lst.bin"
+expect 1 "this run has --lora 8 --lora-alpha 8" "${LLAMA[@]}" --lora 8 --steps 4 --resume "$tmp/lst.bin"
+expect 1 "this run has --lora 4 --lora-alpha 8 --lora-targets q,k,v,o,up,gate,down --base-dtype nf4" "${LLAMA[@]}" --lora 4 --base-dtype nf4 --steps 4 --resume "$tmp/lst.bin"
+expect 1 "holds adapters trained on another frozen model than this run's" "${LLAMA[@]}" --lora 4 --seed 7 --steps 4 --resume "$tmp/lst.bin"
+expect 1 "was saved by a run with no --lora; this run has --lora 4" "${LLAMA[@]}" --lora 4 --steps 4 --resume "$tmp/full.bin"
+expect 1 "holds a LoRA run's adapters (--lora 4" "${LLAMA[@]}" --eval-only --resume "$tmp/lst.bin"
+python3 tests/state_edit.py "$tmp/lst.bin" "$tmp/lbad.bin" set lora_rank=-3
+expect 1 "its header says --lora -3" "${LLAMA[@]}" --lora 4 --steps 4 --resume "$tmp/lbad.bin"
 # --estimators with --lora: the calculators without LoRA bill full fine-tuning (none marked this run's); gpu_poor's
 # rows, its src/App.js getAllComputedData transcribed apart here (MB = 2^20, Math.ceil of the total), one marked
 for base in "" "--base-dtype nf4"; do

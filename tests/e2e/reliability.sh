@@ -92,6 +92,11 @@ python3 tests/state_edit.py "$tmp/gpt.state" "$tmp/gpt_v4.state" version4
 if ./train "${S[@]}" --max-seq 132 --steps 4 --resume "$tmp/gpt_v4.state" 2>&1 | grep -q "resumed from"; then
   ok "D4: a version 4 GPT-2 state still resumes"
 else bad "D4: a version 4 GPT-2 state does not resume"; fi
+python3 tests/state_edit.py "$tmp/kv4.state" "$tmp/kv4_v5.state" version5
+./train "${S[@]}" --model llama-small --kv-heads 4 --steps 4 --resume "$tmp/kv4.state" --log "$tmp/v6.csv" >/dev/null 2>&1
+./train "${S[@]}" --model llama-small --kv-heads 4 --steps 4 --resume "$tmp/kv4_v5.state" --log "$tmp/v5.csv" >/dev/null 2>&1
+if [ -s "$tmp/v5.csv" ] && [ "$(cut -d, -f1-5 "$tmp/v5.csv")" = "$(cut -d, -f1-5 "$tmp/v6.csv")" ]; then ok "D4: a version 5 state (before --lora's fields) resumes as the version 6 one"
+else bad "D4: a version 5 state does not resume as version 6"; fi
 
 # D5: --save and --export never replace an input, each other, or a file of another kind (without --overwrite)
 cp data/tinyshakespeare.txt "$tmp/corpus.txt"
@@ -318,6 +323,8 @@ fi
 mkdir -p "$tmp/fzad" && ./train "${F[@]}" --lora 2 --steps 1 --export "$tmp/fzad/adapter_model.safetensors" >/dev/null 2>&1
 fuzz adapter "$tmp/fzad/adapter_model.safetensors" 80 19 --seconds "$secs" -- "${F[@]}" --steps 1
 fuzz adapter_config "$tmp/fzad/adapter_config.json" 40 20 --seconds "$secs" -- "${F[@]}" --steps 1
+./train "${F[@]}" --lora 2 --steps 2 --save "$tmp/fzl.state" >/dev/null 2>&1  # a LoRA state: the adapters, the base's hash
+fuzz state "$tmp/fzl.state" 60 21 --seconds "$secs" -- "${F[@]}" --lora 2 --steps 3
 if have_llmc; then
   fuzz tokens "$tmp/good.bin" 80 13 --seconds "$secs" -- "${F[@]}" --steps 1
   fuzz tokenizer "$P/gpt2_tokenizer.bin" 40 14 --seconds "$secs" -- "${F[@]}" --data "$tmp/good.bin" --steps 1 --sample-len 3

@@ -93,8 +93,7 @@ void parse_lora(Settings *s, const GPTConfig *c) {
                         a->rank, lora_map_names[k], mp.in, mp.rows, most, most);
     }
     const char *no = s->cuda ? "--device cuda" : s->zero || s->ranks > 1 ? "--zero and --ranks" : s->fp32_grads ?
-                     "--fp32-grads (the adapters' gradients are fp32 already)" : s->offload ? "--offload" : s->adam_bits != 32 ? "--adam-bits 8" :
-                     s->eval_only ?
+                     "--fp32-grads (the adapters' gradients are fp32 already)" : s->offload ? "--offload" : s->eval_only ?
                      "--eval-only" : s->infer ? "--infer" : NULL;
     size_t e = s->export_to ? strlen(s->export_to) : 0;
     if (s->merge && !e)

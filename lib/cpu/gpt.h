@@ -242,12 +242,18 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(opt.m_scale, MEM_ADAM_M, "adam_m scales", adam_scale_bytes(S, bits));
     BUF(opt.v8, MEM_ADAM_V, "adam_v (8-bit)", codes ? adam_moment_bytes(S, bits) : 0);
     BUF(opt.v_scale, MEM_ADAM_V, "adam_v scales", adam_scale_bytes(S, bits));
-    // --lora: the adapters, their gradients and AdamW's m and v (fp32), and (N,R) twice of scratch
+    // --lora: the adapters, their gradients and AdamW's m and v (fp32, or --adam-bits 8's codes and scales),
+    // and (N,R) twice of scratch
     size_t A = m->lora.n, R = m->lora.cfg.rank;
+    int lcodes = m->lora.opt.bits == 8;
     BUF(lora.w, MEM_ADAPTERS, "adapters", A * f);
     BUF(lora.g, MEM_GRADS, "adapter grads", A * f);
-    BUF(lora.opt.m, MEM_ADAM_M, "adapter adam_m", A * f);
-    BUF(lora.opt.v, MEM_ADAM_V, "adapter adam_v", A * f);
+    BUF(lora.opt.m, MEM_ADAM_M, "adapter adam_m", lcodes ? 0 : A * f);
+    BUF(lora.opt.v, MEM_ADAM_V, "adapter adam_v", lcodes ? 0 : A * f);
+    BUF(lora.opt.m8, MEM_ADAM_M, "adapter adam_m (8-bit)", lcodes ? A : 0);
+    BUF(lora.opt.m_scale, MEM_ADAM_M, "adapter adam_m scales", adam_scale_bytes(A, m->lora.opt.bits));
+    BUF(lora.opt.v8, MEM_ADAM_V, "adapter adam_v (8-bit)", lcodes ? A : 0);
+    BUF(lora.opt.v_scale, MEM_ADAM_V, "adapter adam_v scales", adam_scale_bytes(A, m->lora.opt.bits));
     BUF(lora.u, MEM_SCRATCH, "lora x A^T", N * R * f);
     BUF(lora.du, MEM_SCRATCH, "lora its gradient", N * R * f);
 #undef BUF
@@ -341,7 +347,7 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
         int nt = lora_tensor_count(&m->cfg, &s->lora);
         ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
         lora_tensors(&m->cfg, &s->lora, t);
-        optimizer_setup_tensors(&m->lora.opt, &adam, t, nt, 0, m->lora.n, 32);
+        optimizer_setup_tensors(&m->lora.opt, &adam, t, nt, 0, m->lora.n, s->adam_bits);
         if (s->base_format != QF_FP32) lora_hold_base(m, s->base_format, s->double_quant);
     }
     buffers_alloc(m, s->batch, s->seq_len);

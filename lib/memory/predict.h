@@ -300,8 +300,9 @@ void predict_states(const Settings *s, const ShardSizes *sh, MemSnapshot *b) {
     size_t e = dtype_size(s->dtype), n = sh->state_n;
     b->bytes[MEM_PARAMS] = e * sh->weights_n;
     if (s->lora.rank) {
-        size_t A = 4 * lora_param_count(&s->cfg, &s->lora);
-        b->bytes[MEM_ADAPTERS] = b->bytes[MEM_GRADS] = b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = A;
+        size_t n = lora_param_count(&s->cfg, &s->lora), A = 4 * n;
+        b->bytes[MEM_ADAPTERS] = b->bytes[MEM_GRADS] = A;
+        b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = s->adam_bits == 8 ? n + 4 * ((n + ADAM_BLOCK - 1) / ADAM_BLOCK) : A;
         if (s->base_bits < 32) b->bytes[MEM_SCRATCH] += predict_packed_base(s, b);  // (else the frozen model in the dtype: e P, no master)
         return;
     }

@@ -14,7 +14,7 @@ for run in "SMALL --lora 4" "SMALL --lora 2 --lora-targets qkv,fcproj --accum 3 
            "SMALL --lora 2 --base-dtype int8 --fused-ce" "LLAMA --lora 2 --dtype bf16 --base-dtype nf4 --ckpt" \
            "SMALL --lora 4 --dtype fp16 --accum 2" "LLAMA --lora 2 --base-dtype bf16 --recompute gelu" \
            "LLAMA --lora 2 --dtype bf16 --base-dtype fp16 --flash --fused-ce" "LLAMA --lora 4 --base-dtype nf4 --double-quant" \
-           "SMALL --lora 2 --dtype bf16 --base-dtype nf4 --double-quant --ckpt --fused-ce"; do
+           "SMALL --lora 2 --dtype bf16 --base-dtype nf4 --double-quant --ckpt --fused-ce" "LLAMA --lora 4 --adam-bits 8"; do
   i=$((i + 1)); set -- $run; which=$1; shift
   if [ "$which" = SMALL ]; then args=("${SMALL[@]}"); else args=("${LLAMA[@]}"); fi
   if ./train "${args[@]}" "$@" --steps 2 --mem-json "$tmp/m$i.json" >"$tmp/l$i" 2>&1 && mem_equal "$tmp/m$i.json" &&
@@ -110,8 +110,7 @@ expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
 expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
 expect 2 "--double-quant goes with --lora R" "${SMALL[@]}" --double-quant
 expect 2 "--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (QLoRA), not int8" "${SMALL[@]}" --lora 2 --base-dtype int8 --double-quant
-for flag in "--dtype bf16 --fp32-grads" "--zero 1 --ranks 2" "--device cuda" "--offload opt" "--adam-bits 8" \
-            "--infer --dry-run"; do
+for flag in "--dtype bf16 --fp32-grads" "--zero 1 --ranks 2" "--device cuda" "--offload opt" "--infer --dry-run"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
 expect 2 "is an adapter of r 4: drop --lora" "${LLAMA[@]}" --lora-init "$tmp/d1" --lora 8
@@ -210,7 +209,7 @@ PY
 # which the run's --init or --seed gives again: its hash in the header); stopped at step 2 and resumed, the run's
 # losses and val loss are those of the run that never stopped, bit for bit
 good=1; sizes=""
-for v in "" "--dtype bf16" "--base-dtype nf4 --double-quant --ckpt"; do
+for v in "" "--dtype bf16" "--base-dtype nf4 --double-quant --ckpt" "--adam-bits 8"; do
   ./train "${LLAMA[@]}" --lora 4 $v --steps 4 --log "$tmp/rf.csv" >/dev/null 2>&1
   ./train "${LLAMA[@]}" --lora 4 $v --steps 4 --stop-after 2 --save "$tmp/lst.bin" >/dev/null 2>&1
   ./train "${LLAMA[@]}" --lora 4 $v --steps 4 --resume "$tmp/lst.bin" --log "$tmp/rr.csv" --mem-json "$tmp/rm.json" >/dev/null 2>&1
@@ -218,7 +217,7 @@ for v in "" "--dtype bf16" "--base-dtype nf4 --double-quant --ckpt"; do
   { [ -n "$a" ] && [ "$a" = "$b" ] && mem_equal "$tmp/rm.json"; } || { good=0; echo "  --lora 4 $v: steps 3-4 $b, unbroken $a"; }
   sizes="$sizes $(stat -c %s "$tmp/lst.bin")"
 done
-if [ $good = 1 ]; then ok "lora --save/--resume (fp32, bf16, nf4 --double-quant --ckpt): steps 3 and 4 after a resume are the unbroken run's bits; the files hold the adapters (${sizes# } bytes)"
+if [ $good = 1 ]; then ok "lora --save/--resume (fp32, bf16, nf4 --double-quant --ckpt, --adam-bits 8): steps 3 and 4 after a resume are the unbroken run's bits; the files hold the adapters (${sizes# } bytes)"
 else bad "lora --save/--resume"; fi
 ./train "${LLAMA[@]}" --steps 4 --stop-after 2 --save "$tmp/full.bin" >/dev/null 2>&1
 ./train "${LLAMA[@]}" --lora 4 --steps 4 --stop-after 2 --save "$tmp/lst.bin" >/dev/null 2>&1

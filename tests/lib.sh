@@ -30,7 +30,7 @@ mem_equal() { python3 tests/mem_equal.py "$1"; }
 same_weights() { cmp -s "$1" "$2"; }
 # log_column FILE NAME: one column of a --log CSV (step, loss, val_loss, lr, grad_norm, ms, tokens,
 # replicas_identical, loss_scale), a value a line
-log_column() { python3 -c 'import csv, sys; [print(r[sys.argv[2]]) for r in csv.DictReader(open(sys.argv[1]))]' "$1" "$2"; }
+log_column() { python3 -c 'import csv, signal, sys; signal.signal(signal.SIGPIPE, signal.SIG_DFL); [print(r[sys.argv[2]]) for r in csv.DictReader(open(sys.argv[1]))]' "$1" "$2"; }
 # worst_difference A.csv B.csv: the largest |loss difference| of two --log files, step by step
 worst_difference() { paste <(log_column "$1" loss) <(log_column "$2" loss) | awk '{x = $2 - $1; if (x < 0) x = -x; if (x > m) m = x} END {print m + 0}'; }
 # row NAME FILE: a row's last number in a --dry-run's table (its peak, in bytes)

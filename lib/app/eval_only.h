@@ -149,7 +149,7 @@ typedef struct {
     InitFile init;
     StateWeights state;  // (f open while the rows read it)
     WeightSource from;
-    char what[64];       // "llm.c's weights", or the state's step
+    char what[64];       // "llm.c's weights", "the Hugging Face model's weights", or the state's step
 } EvalFiles;
 
 // Read the weights into the eval model; 0, or 1 after a message.
@@ -160,7 +160,7 @@ int eval_weights(GPT *model, const Settings *s, EvalFiles *e) {
         if (init_file_open(&e->init, s->init, err, sizeof err)) { fprintf(stderr, "error: --init: %s\n", err); return 1; }
         e->from = init_file_source(&e->init);
         eval_load_init(model, &e->from, s->init);
-        snprintf(e->what, sizeof e->what, "llm.c's weights");
+        snprintf(e->what, sizeof e->what, "%s", e->init.hf ? "the Hugging Face model's weights" : "llm.c's weights");
         return 0;
     }
     StateReader state;

@@ -69,42 +69,50 @@ int infer_fit_report(const Settings *s, size_t budget, const char *text, const c
     return 0;
 }
 
+// --fit's budget, and in `text` where it comes from: --gpu's card, what is free here (the GPU's, shared by
+// the ranks on it), or the budget given, into *budget. 0, or -1 after a message (exit 2).
+int fit_budget(const Settings *s, size_t *budget, char *text, size_t len) {
+    char why[128];
+    const GpuModel *card = s->cuda && s->gpu_name ? gpu_model(s->gpu_name) : NULL;
+    if (!strcmp(s->fit, "free") && card) {  // --gpu NAME: the card in mind, its whole memory
+        snprintf(text, len, "(the %s's %.0f GiB, --gpu)", card->name, card->gib);
+        return *budget = (size_t)(card->gib * 1073741824.0), 0;
+    }
+    if (strcmp(s->fit, "free")) {
+        if (!(*budget = parse_budget(s->fit, why, sizeof why))) usage_error("--fit '%s': %s", s->fit, why);
+        snprintf(text, len, "%s", s->fit);
+        return 0;
+    }
+    snprintf(text, len, "(free now)");  // what this machine (or its GPU) has free now
+    if (!s->cuda) return *budget = available_memory(), 0;
+    if (gpu_count(why, sizeof why) <= 0) {
+        fprintf(stderr, "error: --fit alone measures the GPU's free memory, and there is none here (%s); give "
+                "a budget, like --fit 80GiB\n", why);
+        return -1;
+    }
+    // the ranks that share a GPU each get their share of what is free once they
+    // all run: less a CUDA context for each other rank, taken to be as large as
+    // what this process's context made the GPU use (exact on an otherwise idle
+    // GPU, more when other processes use it: the budget errs low, so a listed
+    // setting still starts)
+    size_t total, free_b, k = (size_t)ranks_per_gpu(s->ranks > 1 ? s->ranks : 1, gpu_count(why, sizeof why));
+    gpu_open(comm_env_local_rank() > 0 ? comm_env_local_rank() : 0, why, sizeof why);
+    gpu_mem_info(&free_b, &total);
+    size_t context = total - free_b, others = (k - 1) * context;
+    *budget = free_b > others ? (free_b - others) / k : 0;
+    if (k > 1)
+        snprintf(text, len, "(free now, less %zu more CUDA contexts of %.0f MiB, / %zu ranks per GPU)", k - 1,
+                 context / 1048576.0, k);
+    return 0;
+}
+
 // --fit BUDGET: the settings that fit, from the predictor alone (memory/fit.h).
 // 0 if one fits, 1 if none does, 2 for a bad budget.
 int fit_run(const Settings *s, int argc, char **argv) {
     const GPTConfig *cfg = &s->cfg;
-    size_t budget;
     char why[128], text[128];
-    if (!strcmp(s->fit, "free")) {  // what this machine (or its GPU) has free now
-        if (s->cuda) {
-            if (gpu_count(why, sizeof why) <= 0) {
-                fprintf(stderr, "error: --fit alone measures the GPU's free memory, and there is none here (%s); give "
-                        "a budget, like --fit 80GiB\n", why);
-                return 2;
-            }
-            // the ranks that share a GPU each get their share of what is free once they
-            // all run: less a CUDA context for each other rank, taken to be as large as
-            // what this process's context made the GPU use (exact on an otherwise idle
-            // GPU, more when other processes use it: the budget errs low, so a listed
-            // setting still starts)
-            size_t total, free_b, k = (size_t)ranks_per_gpu(s->ranks > 1 ? s->ranks : 1, gpu_count(why, sizeof why));
-            gpu_open(comm_env_local_rank() > 0 ? comm_env_local_rank() : 0, why, sizeof why);
-            gpu_mem_info(&free_b, &total);
-            size_t context = total - free_b, others = (k - 1) * context;
-            budget = free_b > others ? (free_b - others) / k : 0;
-            if (k > 1)
-                snprintf(text, sizeof text, "(free now, less %zu more CUDA contexts of %.0f MiB, / %zu ranks per GPU)",
-                         k - 1, context / 1048576.0, k);
-            else snprintf(text, sizeof text, "(free now)");
-        } else {
-            budget = available_memory();
-            snprintf(text, sizeof text, "(free now)");
-        }
-    } else {
-        budget = parse_budget(s->fit, why, sizeof why);
-        if (!budget) usage_error("--fit '%s': %s", s->fit, why);
-        snprintf(text, sizeof text, "%s", s->fit);
-    }
+    size_t budget;
+    if (fit_budget(s, &budget, text, sizeof text)) return 2;
     size_t host = available_memory(), disk_given = 0;
     if (s->fit_host && !(host = parse_budget(s->fit_host, why, sizeof why))) usage_error("--fit-host '%s': %s", s->fit_host, why);
     if (s->fit_disk && !(disk_given = parse_budget(s->fit_disk, why, sizeof why)))

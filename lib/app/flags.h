@@ -29,7 +29,6 @@
 #include "io/quant.h"
 #include "parallel/comm.h"
 
-
 // The flag table: name, value kind, help. --help prints it with the defaults.
 enum { ARG_FLAG, ARG_INT, ARG_FLOAT, ARG_STR, ARG_U64 };
 // The range of a number flag (ARG_FLOAT), in the table's `lo` column.
@@ -99,7 +98,7 @@ const FlagSpec flag_specs[] = {
     {"seed", ARG_U64, OPT(seed), 0, 0, "seed for init, batches and sampling"},
     {"threads", ARG_INT, OPT(threads), 0, 1024, "OpenMP threads (0 = OMP_NUM_THREADS, or all cores divided among the ranks on this machine)"},
     {"eval-every", ARG_INT, OPT(eval_every), 0, INT_MAX, "validation loss every N steps (0 = only at the end)"},
-    {"eval-batches", ARG_INT, OPT(eval_batches), 1, 100000, "batches per validation"},
+    {"eval-batches", ARG_INT, OPT(eval_batches), 0, 100000, "batches per validation (0: none at all, not even the last step's, which --eval-every 0 keeps)"},
     {"sample-every", ARG_INT, OPT(sample_every), 0, INT_MAX, "print a text sample every N steps (0 = only at the end)"},
     {"sample-len", ARG_INT, OPT(sample_len), 0, 100000, "tokens per sample (bytes of a text corpus; 0 = no samples)"},
     {"temperature", ARG_FLOAT, OPT(temperature), ABOVE_0, 0, "sampling temperature"},
@@ -110,7 +109,7 @@ const FlagSpec flag_specs[] = {
     {"overwrite", ARG_FLAG, OPT(overwrite), 0, 0, "let an output (--save, --export, --log, --mem-*, --trace-json) replace an existing file of another kind than it writes"},
     {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
     {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint (saved on any number of ranks, at any --zero)"},
-    {"eval-only", ARG_FLAG, OPT(eval_only), 0, 0, "evaluate and sample the --resume state, no training; with --quantize, next to each format"},
+    {"eval-only", ARG_FLAG, OPT(eval_only), 0, 0, "evaluate and sample the --resume state or the --init model, no training; with --quantize, next to each format"},
     {"quantize", ARG_STR, OPT(quantize_str), 0, 0, "with --eval-only: hold the weights in bf16, int8 or int4 (blocks of 64, an fp32 scale each)"},
     {"stop-after", ARG_INT, OPT(stop_after), 0, INT_MAX,
      "stop after this many steps of the --steps schedule, saving if --save (0 = run all)"},
@@ -249,10 +248,10 @@ Settings parse_args(int argc, char **argv) {
         for (int k = 0; k < n_flag_specs; k++)
             if (!strcmp(flag_specs[k].name, name)) f = &flag_specs[k];
         if (!f) usage_error("unknown flag '--%s'", name);
-        if (!strcmp(name, "seed")) s.seed_given = 1;
-        if (!strcmp(name, "model")) s.model_given = 1;
-        if (!strcmp(name, "eval-every") || !strcmp(name, "eval-batches")) s.eval_given = 1;
-        if (!strcmp(name, "sample-every") || !strcmp(name, "sample-len")) s.sample_given = 1;
+        s.seed_given |= !strcmp(name, "seed"), s.model_given |= !strcmp(name, "model");  // (what was given)
+        s.eval_given |= !strcmp(name, "eval-every") || !strcmp(name, "eval-batches");
+        s.sample_given |= !strcmp(name, "sample-every") || !strcmp(name, "sample-len");
+        s.shape_given |= !strcmp(name, "batch") || !strcmp(name, "seq-len");
         if (f->kind == ARG_FLAG) {
             if (eq) usage_error("--%s takes no value (got '%s')", name, eq + 1);
             *(int *)((char *)&s + f->offset) = 1;
@@ -439,6 +438,8 @@ void resolve_settings(Settings *s) {
     resolve_data(s);
     GPTConfig c = resolve_model(s);
     if (s->warmup < 0) s->warmup = s->steps / 20;
+    if (!s->eval_batches && s->eval_only) usage_error("--eval-only evaluates the model on --eval-batches batches: give 1 or more");
+    if (!s->eval_batches) s->eval_every = 0, s->eval_at_end = 0;  // no validation: not every N steps, not at the end
     if (s->steps == 1 && !s->eval_only) {  // a one-step run inspects the step (--trace, --mem, ...): it ends there
         if (!s->eval_given) s->eval_at_end = 0;  // its val loss is the untrained model's
         if (!s->sample_given) s->sample_len = 0; // its sample is noise

@@ -277,6 +277,11 @@ int open_comm_backend(Settings *s) {
 // What the flags ask that does nothing, said once before the run (or the dry
 // run) goes on, on `ranks` ranks: a flag may be right and still surprise.
 void settings_notes(const Settings *s, int ranks) {
+    long long tokens = (long long)s->batch * s->seq_len;
+    if (!s->shape_given && tokens > 65536 && !s->eval_only)
+        say("note: by default a micro-batch is --batch %d sequences of the model's whole context, --seq-len %d: %lld "
+            "tokens a step, likely more than you mean: give --batch and --seq-len (the lecture's: --batch 1 --seq-len 1024)\n",
+            s->batch, s->seq_len, tokens);
     if ((s->recompute & REC_ATTN) && s->flash && !(s->recompute & REC_BLOCK))
         say("note: --recompute attn drops the attention probabilities, which --flash never keeps: with --flash it "
             "drops nothing\n");

@@ -73,6 +73,8 @@ int open_logs(Observer *ob, const Settings *s, const Net *net) {
         fprintf(stderr, "error: --tensorboard: cannot write an event file in '%s': %s\n", s->tensorboard, strerror(errno));
         return 1;
     }
+    if (s->tensorboard) say("--tensorboard: the scalars go to %s, a step at a time (tensorboard --logdir %s shows them)\n", ob->tb.path,
+                            s->tensorboard);
     return 0;
 }
 

@@ -179,9 +179,12 @@ int output_refused(const Settings *s, const Output *o, const Output *all, int n,
     if (!slash) snprintf(dir, sizeof dir, ".");
     else if (slash == dir) dir[1] = 0;
     else *slash = 0;
+    if (access(dir, W_OK | X_OK) != 0 && errno == ENOENT)  // (a run makes no folders: a mistyped one stops it here)
+        return snprintf(why, len, "%s: cannot write '%s': its folder '%s' does not exist; make it first (mkdir -p %s) or "
+                        "give a path in a folder you can write", o->flag, p, dir, dir), 1;
     if (access(dir, W_OK | X_OK) != 0)
         return snprintf(why, len, "%s: cannot write '%s': %s; give it a path in a folder you can write", o->flag, p,
-                        errno == ENOENT ? "its folder does not exist" : strerror(errno)), 1;
+                        strerror(errno)), 1;
     return 0;
 }
 

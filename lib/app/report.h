@@ -354,7 +354,7 @@ int dry_run(const Settings *s) {
     settings_notes(s, s->ranks);
     print_config_line(cfg, s);
     if (s->data_format == DATA_TEXT && file_size(s->data) < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", s->data);
-    printf("predicted %smemory%s (dry run: nothing allocated; total peak = the largest total of any phase%s)\n",
+    printf("predicted %smemory%s (dry run: nothing allocated; peak = the most at any moment, between the phases' ends too%s)\n",
            s->cuda ? "GPU " : "", s->ranks > 1 ? " of each rank" : "",
            report_off_device(&predicted) ? "; the total is the device's, the places off it have their own below" : "");
     print_prediction(stdout, &predicted, s->eval_only ? EVAL_PHASES : MEM_NPHASE);
@@ -448,14 +448,15 @@ void format_duration(char *out, size_t n, double seconds) {
 
 // The step line: loss, lr, norm, time, tok/s, MFU (against peak_flops of all
 // ranks; token_flops: the model's FLOPs a token), memory (live now, and this step's peak; the
-// offload file apart), elapsed and remaining time; with --recompute the time
+// offload file apart), elapsed and remaining time (to --stop-after's step, if it stops first); with --recompute the time
 // it took and its FLOPs (rebuilt_token_flops) as a share of the model's.
 void print_step_line(const StepResult *r, const Settings *s, int nranks, const LiveState *live, Net *net,
                      double peak_flops, double token_flops, double rebuilt_token_flops, double elapsed, int steps_done) {
     int B = s->batch, T = s->seq_len;
     char done[32], left[32];
     format_duration(done, sizeof done, elapsed);
-    format_duration(left, sizeof left, elapsed / steps_done * (s->steps - r->step));
+    int end = s->stop_after && s->stop_after < s->steps ? s->stop_after : s->steps;  // where this run stops
+    format_duration(left, sizeof left, elapsed / steps_done * (end - r->step));
     say("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %8.0f tok/s", r->step, s->steps, r->loss, r->lr,
         r->norm, r->seconds * 1e3, r->tokens / r->seconds);
     if (peak_flops > 0) say(" | MFU %4.1f%%", 100.0 * r->tokens * token_flops / r->seconds / peak_flops);

@@ -89,6 +89,7 @@ typedef struct {
     // evaluation, samples, states
     int eval_every, eval_batches, sample_every, sample_len;
     int eval_given, sample_given;  // --eval-every/--eval-batches, --sample-every/--sample-len were on the command line
+    int shape_given;               // --batch or --seq-len was (a note says what the defaults make of a long-context model)
     int eval_at_end;               // the last step evaluates (not a one-step inspection run: resolve_settings)
     float temperature;
     const char *prompt, *prompt_file;  // --prompt TEXT, --prompt-file F: what a sample starts from (bytes)

@@ -181,7 +181,26 @@ size_t final_act_floats(const GPT *m, int B, int T) {
     return m->plan.tiled_head ? n : n + (size_t)m->plan.head_rows * padded_vocab(&m->cfg);
 }
 
-enum { MAX_BUFFERS = 40 };
+enum { MAX_BUFFERS = 48 };
+
+// AdamW's m and v of S parameters (fp32, or with --adam-bits 8 codes and an fp32 scale per ADAM_BLOCK):
+// the model's (names[0]) or --lora's adapters' (names[1]). Returns the buffers' count, n and 6 more.
+int adam_buffers(Optimizer *o, Buffer *b, int n, size_t S, int adapters) {
+    static const char *const names[2][6] = {
+        {"adam_m", "adam_v", "adam_m (8-bit)", "adam_m scales", "adam_v (8-bit)", "adam_v scales"},
+        {"adapter adam_m", "adapter adam_v", "adapter adam_m (8-bit)", "adapter adam_m scales", "adapter adam_v (8-bit)",
+         "adapter adam_v scales"}};
+    const char *const *w = names[adapters];
+    int codes = o->bits == 8;
+    size_t moment = adam_moment_bytes(S, o->bits), scales = adam_scale_bytes(S, o->bits);
+    b[n++] = (Buffer){(void **)&o->m, LOC_DEVICE, MEM_ADAM_M, w[0], codes ? 0 : moment};
+    b[n++] = (Buffer){(void **)&o->v, LOC_DEVICE, MEM_ADAM_V, w[1], codes ? 0 : moment};
+    b[n++] = (Buffer){(void **)&o->m8, LOC_DEVICE, MEM_ADAM_M, w[2], codes ? moment : 0};
+    b[n++] = (Buffer){(void **)&o->m_scale, LOC_DEVICE, MEM_ADAM_M, w[3], scales};
+    b[n++] = (Buffer){(void **)&o->v8, LOC_DEVICE, MEM_ADAM_V, w[4], codes ? moment : 0};
+    b[n++] = (Buffer){(void **)&o->v_scale, LOC_DEVICE, MEM_ADAM_V, w[5], scales};
+    return n;
+}
 
 // The model's buffers, in the order they are made (for micro-batches of
 // B x T; the eval model's are cpu/eval.h's). What each rank holds (P~ = the padded full
@@ -234,26 +253,12 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(gather_piece, MEM_COMM, "piece gather", weights_sharded(sh) ? m->piece * e : 0);
     BUF(gather_global, MEM_COMM, "global gather", weights_sharded(sh) && whole_table ? m->plan.table * e : 0);
     // AdamW's state (cpu/optimizer.h), this rank's S: m and v in fp32, or in 8-bit codes and a scale per ADAM_BLOCK
-    size_t S = offloaded || frozen ? 0 : shard_state_len(sh);
-    int bits = m->opt.bits, codes = bits == 8;
-    BUF(opt.m, MEM_ADAM_M, "adam_m", codes ? 0 : adam_moment_bytes(S, bits));
-    BUF(opt.v, MEM_ADAM_V, "adam_v", codes ? 0 : adam_moment_bytes(S, bits));
-    BUF(opt.m8, MEM_ADAM_M, "adam_m (8-bit)", codes ? adam_moment_bytes(S, bits) : 0);
-    BUF(opt.m_scale, MEM_ADAM_M, "adam_m scales", adam_scale_bytes(S, bits));
-    BUF(opt.v8, MEM_ADAM_V, "adam_v (8-bit)", codes ? adam_moment_bytes(S, bits) : 0);
-    BUF(opt.v_scale, MEM_ADAM_V, "adam_v scales", adam_scale_bytes(S, bits));
-    // --lora: the adapters, their gradients and AdamW's m and v (fp32, or --adam-bits 8's codes and scales),
-    // and (N,R) twice of scratch
+    n = adam_buffers(&m->opt, b, n, offloaded || frozen ? 0 : shard_state_len(sh), 0);
+    // --lora: the adapters, their gradients and AdamW's m and v, and (N,R) twice of scratch
     size_t A = m->lora.n, R = m->lora.cfg.rank;
-    int lcodes = m->lora.opt.bits == 8;
     BUF(lora.w, MEM_ADAPTERS, "adapters", A * f);
     BUF(lora.g, MEM_GRADS, "adapter grads", A * f);
-    BUF(lora.opt.m, MEM_ADAM_M, "adapter adam_m", lcodes ? 0 : A * f);
-    BUF(lora.opt.v, MEM_ADAM_V, "adapter adam_v", lcodes ? 0 : A * f);
-    BUF(lora.opt.m8, MEM_ADAM_M, "adapter adam_m (8-bit)", lcodes ? A : 0);
-    BUF(lora.opt.m_scale, MEM_ADAM_M, "adapter adam_m scales", adam_scale_bytes(A, m->lora.opt.bits));
-    BUF(lora.opt.v8, MEM_ADAM_V, "adapter adam_v (8-bit)", lcodes ? A : 0);
-    BUF(lora.opt.v_scale, MEM_ADAM_V, "adapter adam_v scales", adam_scale_bytes(A, m->lora.opt.bits));
+    n = adam_buffers(&m->lora.opt, b, n, A, 1);
     BUF(lora.u, MEM_SCRATCH, "lora x A^T", N * R * f);
     BUF(lora.du, MEM_SCRATCH, "lora its gradient", N * R * f);
 #undef BUF

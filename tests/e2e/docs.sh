@@ -17,6 +17,8 @@ else bad "--help lists the flags"; fi
 for f in doc/performance.md doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/quantization.md doc/lora.md doc/offload.md doc/README.md doc/exercises.md doc/answers.md doc/formulas.md doc/references.md; do
   if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
 done
+# every line of C the docs quote is a line of the source (tests/doc_snippets.py)
+if msg=$(python3 tests/doc_snippets.py); then ok "${msg##*$'\n'}"; else bad "$(echo "$msg" | head -3)"; fi
 # the dry-run table in doc/memory.md is the binary's output, verbatim
 if python3 scripts/doc_tables.py --check ${GPTMEM_QUICK:+--quick} >"$tmp/doc" 2>&1; then ok "doc tables match the binary"
 else bad "doc tables match the binary: $(head -3 "$tmp/doc")"; fi

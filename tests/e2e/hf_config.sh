@@ -105,4 +105,9 @@ a=$(./train --model llama3.1-8b --batch 1 --seq-len 131072 --flash --ckpt --dry-
 if [ -n "$a" ] && [ "$(echo "$a" | tail -n +2)" = "$(echo "$b" | tail -n +2)" ] && echo "$a" | head -1 | grep -q 'maxT 131072 .*scaled RoPE'; then
   ok "--model llama3.1-8b: its dry run at 131072 tokens is tests/fixtures/hf/llama3.1-8b.json's, byte for byte"
 else bad "--model llama3.1-8b against its config.json"; fi
+# a config's dry run at the defaults (32 sequences of its whole 8192-token context) says so, once; with a shape given, nothing
+a=$(./train --config tests/fixtures/hf/smollm2-135m.json --dry-run 2>&1 | grep -c "^note: by default a micro-batch is --batch 32 sequences of the model's whole context, --seq-len 8192: 262144 tokens")
+b=$(./train --config tests/fixtures/hf/smollm2-135m.json --batch 1 --dry-run 2>&1 | grep -c "^note: by default a micro-batch")
+if [ "$a" = 1 ] && [ "$b" = 0 ]; then ok "a config's dry run at the default 32 x 8192 tokens says what the defaults mean; with --batch given, no note"
+else bad "the defaults' note: $a with the defaults, $b with --batch 1"; fi
 echo "END tests/e2e/hf_config.sh"

@@ -170,7 +170,7 @@ fi
 # D11: the messages say what is wrong (a sample of the audit's 49)
 expect 2 "--beta1 must be a number from 0 up to (not including) 1" "${S[@]}" --beta1 1
 expect 2 "--temperature 1e-45 is too small for a float" "${S[@]}" --temperature 1e-45
-expect 1 "--export: cannot write '$tmp/nodir/x.bin': its folder does not exist" "${S[@]}" --steps 1 --export "$tmp/nodir/x.bin"
+expect 1 "--export: cannot write '$tmp/nodir/x.bin': its folder '$tmp/nodir' does not exist; make it first" "${S[@]}" --steps 1 --export "$tmp/nodir/x.bin"
 expect 1 "--export '$tmp/adir': it exists and is a directory, not a regular file" "${S[@]}" --steps 1 --export "$tmp/adir"
 python3 tests/state_edit.py "$tmp/s0.state" "$tmp/lo.state" set lo=5000000
 python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[100] ^= 1; open(sys.argv[2], "wb").write(b)' "$tmp/s0.state" "$tmp/flip.state"

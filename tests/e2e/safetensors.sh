@@ -32,8 +32,9 @@ round_trip() {
   rm -rf "$tmp/hf"
   if $PY tests/hf_folder.py "$bin" "$tmp/hf" "$@" >"$tmp/w" 2>&1 &&
      ./train --init "$tmp/hf" "${E[@]}" --export "$tmp/back.bin" >"$tmp/r1" 2>&1 && ./train --init "$bin" "${E[@]}" >"$tmp/r2" 2>&1 &&
-     cmp -s "$bin" "$tmp/back.bin" && [ -n "$(loss "$tmp/r1")" ] && [ "$(loss "$tmp/r1")" = "$(loss "$tmp/r2")" ]; then
-    ok "safetensors $name: --init of the folder, exported, is the llm.c file byte for byte; loss $(loss "$tmp/r1") both"
+     cmp -s "$bin" "$tmp/back.bin" && [ -n "$(loss "$tmp/r1")" ] && [ "$(loss "$tmp/r1")" = "$(loss "$tmp/r2")" ] &&
+     grep -q "the Hugging Face model's weights" "$tmp/r1" && grep -q "llm.c's weights" "$tmp/r2"; then
+    ok "safetensors $name: --init of the folder, exported, is the llm.c file byte for byte; loss $(loss "$tmp/r1") both; each named as what it is"
   else bad "safetensors $name: $(tail -1 "$tmp/w") $(tail -1 "$tmp/r1") loss $(loss "$tmp/r1") vs $(loss "$tmp/r2")"; fi
 }
 round_trip "GPT-2 (Conv1D transposed)" "$tmp/g.bin"

@@ -26,7 +26,7 @@ expect 1 "cannot write '$tmp/no/t.json'" "${SMALL[@]}" --steps 1 --trace-json "$
 ./train "${SMALL[@]}" --steps 4 --eval-every 2 --offload opt --log "$tmp/tb.csv" --tensorboard "$tmp/tb" >/dev/null 2>&1
 if [ -x .venv/bin/python3 ]; then .venv/bin/python3 tests/tb_events.py "$tmp/tb" "$tmp/tb.csv"
 else skip "tensorboard: no .venv (bash scripts/setup.sh)"; fi
-expect 1 "--tensorboard: cannot write '/proc/no/tb': its folder does not exist" "${SMALL[@]}" --steps 1 --tensorboard /proc/no/tb
+expect 1 "--tensorboard: cannot write '/proc/no/tb': its folder '/proc/no' does not exist; make it first (mkdir -p /proc/no)" "${SMALL[@]}" --steps 1 --tensorboard /proc/no/tb
 expect 2 "drop --tensorboard" --eval-only --dry-run --tensorboard "$tmp/tb2"
 
 # a signal while the snapshot is written: no half-written file, the old one intact

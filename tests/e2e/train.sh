@@ -53,4 +53,24 @@ if [ "$n" -ge 20 ] && [ "$n" -le 30 ] && grep -q '^step   100/100' "$tmp/pe" && 
   ok "--print-every auto: $n step lines for 100 steps, with MFU, memory and time left"
 else bad "--print-every auto: $n step lines"; fi
 
+# newcomer-round-7's frictions, each with its command
+# --eval-batches 0: no validation at all (not even the last step's); --eval-only refuses it
+./train "${SMALL[@]}" --steps 3 --eval-batches 0 --log "$tmp/ev0.csv" >"$tmp/ev0" 2>&1; rc=$?
+if [ $rc = 0 ] && ! grep -q "val loss [0-9]" "$tmp/ev0" && [ -z "$(log_column "$tmp/ev0.csv" val_loss | tr -d '\n')" ]; then
+  ok "--eval-batches 0: 3 steps, no validation, no val_loss in the log"
+else bad "--eval-batches 0 (exit $rc): $(grep 'val loss' "$tmp/ev0" | head -1)"; fi
+expect 2 "--eval-only evaluates the model on --eval-batches batches: give 1 or more" "${SMALL[@]}" --eval-only --eval-batches 0
+# --stop-after: the time left counts to the step it stops at, not to --steps (100000 steps would be minutes)
+./train "${SMALL[@]}" --steps 100000 --stop-after 2 >"$tmp/sa" 2>&1
+if grep "^step" "$tmp/sa" | tail -1 | grep -q "elapsed, 0:00 left"; then ok "--stop-after 2 of 100000 steps: its last line has 0:00 left"
+else bad "--stop-after's time left: $(grep "^step" "$tmp/sa" | tail -1 | grep -o '[0-9:]* left')"; fi
+# --gpu NAME --fit alone: the card's memory is the budget
+if ./train --device cuda --gpu a100-40gb --fit 2>&1 | grep -q "^--fit (the a100-40gb's 40 GiB, --gpu): 42949672960 bytes"; then
+  ok "--gpu a100-40gb --fit: the budget is the card's 40 GiB"
+else bad "--gpu a100-40gb --fit: $(./train --device cuda --gpu a100-40gb --fit 2>&1 | grep -m1 'fit')"; fi
+# --tensorboard says where its scalars go
+mkdir -p "$tmp/tbd"
+if ./train "${SMALL[@]}" --steps 1 --tensorboard "$tmp/tbd/run" 2>&1 | grep -q "^--tensorboard: the scalars go to $tmp/tbd/run/events.out.tfevents"; then
+  ok "--tensorboard names its event file"; else bad "--tensorboard names its event file"; fi
+
 echo "END tests/e2e/train.sh"

@@ -10,7 +10,8 @@
 #   make test-cuda  the GPU tests (needs a GPU): each kernel against its CPU op, then the model
 #   make bench-gpu  the GPU benchmark (GPT-2 124M, B=16 T=1024): tok/s, MFU, peak memory
 #   make bench-load short runs on a quiet and on a busy machine; --ranks 4 with the cores divided or not
-# ARCH=-march=x86-64-v3 builds for another machine than this one.
+# ARCH=-march=x86-64-v3 builds for another machine than this one; NVCC= builds without CUDA (no nvcc
+# step, --device cpu only) where nvcc is installed but no GPU is.
 
 # MPI (ZeRO over several ranks) when mpicc is found; otherwise one rank only.
 MPICC  := $(shell command -v mpicc 2>/dev/null)
@@ -80,6 +81,7 @@ train: train.c $(HEADERS) $(GPU_OBJ)
 # The kernels: one nvcc translation unit (cuda/kernels.cu includes the op files), its GPU targets
 # compiled side by side (--threads 0: a thread a target, up to the cores)
 cuda/kernels.o: $(CUDA_SRC)
+	@echo "gptmem: compiling the CUDA kernels with nvcc (about 2 minutes on 2 cores, once; make NVCC= builds the CPU path alone)"
 	$(NVCC) -O3 -std=c++17 -I. -Ilib $(CUDA_ARCH) $(NCCL_FLAGS) --threads 0 -Xcompiler -Wall,-Wextra -c cuda/kernels.cu -o $@
 
 cuda/none.o: cuda/none.c cuda/api.h

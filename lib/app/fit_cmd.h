@@ -48,8 +48,9 @@ int infer_fit_report(const Settings *s, size_t budget, const char *text, const c
     const char *name[] = {"fp32", "bf16", "int8", "int4"}, *best = NULL;
     const int bits[] = {32, 16, 8, 4};
     printf("--infer --fit %s: what serves in %zu bytes (%.2f GiB)%s: the weights in each format and the KV cache "
-           "(K and V, %s, %zu B a token), as --dry-run --infer counts them\n", text, budget, budget / 1073741824.0,
-           s->cuda ? ", less 0.50 GiB for the CUDA libraries" : "", dtype_name[s->dtype], one.kv_cache);
+           "(K and V, %s, %zu B a token%s), as --dry-run --infer counts them\n", text, budget, budget / 1073741824.0,
+           s->cuda ? ", less 0.50 GiB for the CUDA libraries" : "", dtype_name[s->dtype], one.kv_cache,
+           s->dtype == DT_FP32 ? ": the --dtype's; servers keep it in bf16, --dtype bf16, half as many bytes" : "");
     printf("  %-6s %14s %14s %14s %16s %16s\n", "format", "weights", "left", "cache tokens", "batch at T", "T at batch");
     for (int k = 0; k < 4; k++) {
         size_t w = inference_weight_bytes(&one, bits[k]), left = room > w ? room - w : 0;
@@ -63,9 +64,9 @@ int infer_fit_report(const Settings *s, size_t budget, const char *text, const c
         printf("none serves one sequence of %d tokens in %s: a smaller --seq-len, or more memory\n", s->seq_len, text);
         return 1;
     }
-    printf("serves: %s, the most bits that hold one sequence of %d tokens (%s --dtype %s --batch %d --dry-run shows "
-           "its table; --eval-only --quantize measures a saved state's weights in each format)\n", best, s->seq_len, base,
-           dtype_name[s->dtype], s->batch);
+    printf("serves: %s weights, the KV cache in %s, the most bits that hold one sequence of %d tokens (%s --dtype %s "
+           "--batch %d --dry-run shows its table; --eval-only --quantize measures a saved state's weights in each format)\n",
+           best, dtype_name[s->dtype], s->seq_len, base, dtype_name[s->dtype], s->batch);
     return 0;
 }
 

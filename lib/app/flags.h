@@ -124,7 +124,7 @@ const FlagSpec flag_specs[] = {
     {"print-every", ARG_INT, OPT(print_every), 0, INT_MAX, "print a step line every N steps, and the first and last (0 = about 25 a run)"},
     {"log", ARG_STR, OPT(log), 0, 0, "write every step as CSV: step, loss, val loss, lr, norm, ms, tokens, replicas, loss scale, memory (the step line's, each place's now and at the step's peak, in bytes)"},
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
-    {"infer", ARG_FLAG, OPT(infer), 0, 0, "with --dry-run: inference memory, the weights in fp32/bf16/int8/int4 and the KV cache"},
+    {"infer", ARG_FLAG, OPT(infer), 0, 0, "with --dry-run: inference memory, the weights in fp32/bf16/int8/int4 and the KV cache (in the --dtype)"},
     {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first; with --lora, LoRA's settings"},
     {"gpu", ARG_STR, OPT(gpu_name), 0, 0, "the GPU in mind: v100-16gb, v100-32gb, t4, a100-40gb, a100-80gb, l4, rtx4090, h100-80gb, h200: a dry run sets the device's peak beside its memory and --offload's bytes beside its host link; --fit offers fp16 where it has no bf16"},
     {"link-gbps", ARG_FLOAT, OPT(link_gbps), 0, 0, "the host link's GB/s one way, for --offload's seconds a step (0 = the --gpu's PCIe)"},
@@ -493,8 +493,7 @@ void resolve_settings(Settings *s) {
 // The run's settings, from the command line (exits 2 on a bad flag or value).
 Settings parse_settings(int argc, char **argv) {
     Settings s = parse_args(argc, argv);
-    resolve_settings(&s);
-    return s;
+    return resolve_settings(&s), s;
 }
 
 #endif

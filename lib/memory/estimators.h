@@ -134,14 +134,17 @@ void print_estimators(FILE *f, const Settings *s, const MemReport *pred, const M
     for (int i = 0; i < n; i++)
         fprintf(f, "  %-50s %c %-44s %12s %12s\n", i && !strcmp(e[i].source, e[i - 1].source) ? "" : e[i].source,
                 e[i].this_run ? '*' : ' ', e[i].setting, in_units(e[i].gpu, a, sizeof a), in_units(e[i].cpu, b, sizeof b));
+    // per CPU, as DeepSpeed counts it: the machine's, every rank's host memory (a rank's times the N ranks)
     fprintf(f, "  %-50s %-46s %12s %12s\n", "gptmem, predicted", "this run: everything, activations too",
-            in_units(pred->peak_at[LOC_DEVICE], a, sizeof a), in_units(pred->peak_at[LOC_HOST] + pred->peak_at[LOC_PINNED], b, sizeof b));
+            in_units(pred->peak_at[LOC_DEVICE], a, sizeof a),
+            in_units((double)N * (pred->peak_at[LOC_HOST] + pred->peak_at[LOC_PINNED]), b, sizeof b));
     if (meas)
         fprintf(f, "  %-50s %-46s %12s %12s\n", "gptmem, measured", "", in_units(meas->peak_at[LOC_DEVICE], a, sizeof a),
-                in_units(meas->peak_at[LOC_HOST] + meas->peak_at[LOC_PINNED], b, sizeof b));
-    fprintf(f, "  (DeepSpeed counts the model states: no activations, no buffers, 1.5x on the CPU for its buffers; "
+                in_units((double)N * (meas->peak_at[LOC_HOST] + meas->peak_at[LOC_PINNED]), b, sizeof b));
+    fprintf(f, "  (per CPU: the machine's, all %d rank%s; DeepSpeed counts the model states: no activations, no buffers, 1.5x "
+            "on the CPU for its buffers; "
             "accelerate one device, no sharding, no activations; Megatron mixed precision with fp32 gradients, its "
-            "distributed optimizer alone of the ZeRO stages, flash attention, x1.05%s; doc/tools.md)\n",
+            "distributed optimizer alone of the ZeRO stages, flash attention, x1.05%s; doc/tools.md)\n", N, N > 1 ? "s" : "",
             s->lora.rank ? "; none of them has LoRA, so each bills full fine-tuning; gpu_poor 2 bytes a weight of its own "
                            "count, LoRA's states as rank 8 on two maps a layer whatever the rank, 650 MB for CUDA" : "");
 }

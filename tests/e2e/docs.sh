@@ -79,10 +79,11 @@ if ! python3 scripts/exercise.py 6 $((12 * 8 * 12 * 2 * 1024 * 1024)) >"$tmp/ex"
 else bad "exercise 6 accepts an answer without the log-sum-exp: $(head -1 "$tmp/ex")"; fi
 if python3 scripts/exercise.py 1 1419485184 >"$tmp/ex" && grep -q -- '-> right' "$tmp/ex" &&
    ! python3 scripts/exercise.py 1 1.2GiB >"$tmp/ex" && grep -q -- '-> not right. Hint:' "$tmp/ex" && ! grep -q 1419485184 "$tmp/ex" &&
+   ! python3 scripts/exercise.py 1 1GiB >"$tmp/ex" && python3 scripts/exercise.py 1 1.32GiB >"$tmp/ex" &&
    python3 scripts/exercise.py 5 20% 50 >"$tmp/ex" && [ "$(grep -c -- '-> right' "$tmp/ex")" = 2 ] &&
    ! python3 scripts/exercise.py 7b forward >"$tmp/ex" && grep -q -- '(b): forward -> not right' "$tmp/ex" &&
    python3 scripts/exercise.py 1 --show >"$tmp/ex" && grep -q 'the binary: 1419485184 B' "$tmp/ex"; then
-  ok "scripts/exercise.py N ANSWER...: right for the binary's answers (both parts of 5), not right with a hint and no answer for another, the answer on --show"
+  ok "scripts/exercise.py N ANSWER...: right for the binary's answers (both parts of 5; 1.32GiB, not 1GiB, for 1.32 GiB), not right with a hint and no answer for another, the answer on --show"
 else bad "scripts/exercise.py as a student uses it: $(cat "$tmp/ex")"; fi
 
 # the tree keeps its shape: each header compiles alone, includes run downward, no file over ~500 lines

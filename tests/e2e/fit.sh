@@ -116,6 +116,18 @@ assert abs(g["link_seconds"] - max(t["link down"], t["link up"]) / 15.75e9) < 1e
 PY
 then ok "--gpu v100-32gb --dry-run: the card's 32 GiB beside the device's peak, a step's link bytes at 15.75 GB/s (--mem-json's gpu)"
 else bad "--gpu's dry run: $(tail -2 "$tmp/gpu.out")"; fi
+# --estimators' per-CPU column is the machine's, as DeepSpeed's: gptmem's row is its 4 ranks' host memory
+./train --model llama3-8b --device cuda --dtype bf16 --batch 1 --seq-len 1024 --zero 3 --ranks 4 --offload opt --estimators \
+  --dry-run --mem-json "$tmp/est.json" >"$tmp/est.out" 2>&1
+if python3 - "$tmp/est.json" "$tmp/est.out" <<'PY'
+import json, re, sys
+p = json.load(open(sys.argv[1]))["predicted"]["peak_at"]
+row = re.search(r"gptmem, predicted .* ([0-9.]+) GiB +([0-9.]+) GiB", open(sys.argv[2]).read())
+host = 4 * (p.get("host", 0) + p.get("pinned", 0))
+sys.exit(0 if row and row.group(2) == f"{host / 2**30:.2f}" else 1)
+PY
+then ok "--estimators --ranks 4: gptmem's per-CPU column is the machine's, 4 ranks' host memory, as DeepSpeed's"
+else bad "--estimators' per-CPU column: $(grep 'gptmem, predicted' "$tmp/est.out")"; fi
 ./train --model gpt2 --device cuda --batch 1 --zero 3 --ranks 4 --offload opt --link-gbps 50 --dry-run >"$tmp/link" 2>&1
 if grep -q 'the host link at 50.00 GB/s each way (--link-gbps)' "$tmp/link"; then ok "--link-gbps sets the link's rate"
 else bad "--link-gbps: $(tail -1 "$tmp/link")"; fi
@@ -137,9 +149,16 @@ for fmt in ("fp32", "bf16", "int8", "int4"):
     row = re.search(rf"^  {fmt} .* (\d+) +(\d+) x 8192 +(\d+) at 1$", fit, re.M)
     tokens = max(room - w, 0) // per
     assert row and int(row.group(1)) == tokens and int(row.group(2)) == tokens // 8192 and int(row.group(3)) == min(tokens, 8192), fmt
-assert "serves: int8," in fit
+assert "serves: int8 weights, the KV cache in bf16," in fit
 PY
 then ok "--infer --fit 16GiB (Llama-3-8B on a GPU): each format's cache tokens are what --infer's weights leave, int8 serves 8192 tokens"
+else bad "--infer --fit: $(tail -3 "$tmp/ifit")"; fi
+# ... and without --dtype the cache is the default fp32's, said so beside what servers keep, and the closing line
+# names the weights' format and the cache's apart, its command the cache's --dtype
+./train --model llama3-8b --infer --fit 24GiB --batch 1 >"$tmp/ifit2" 2>&1
+if grep -q "KV cache (K and V, fp32, 262144 B a token: the --dtype's; servers keep it in bf16, --dtype bf16" "$tmp/ifit2" &&
+   grep -q "^serves: bf16 weights, the KV cache in fp32,.*--dtype fp32 --batch 1 --dry-run" "$tmp/ifit2"; then
+  ok "--infer --fit without --dtype: the fp32 cache said as the --dtype's (bf16 halves it); the weights' format and the cache's named apart"
 else bad "--infer --fit: $(tail -3 "$tmp/ifit")"; fi
 
 # --fp32-grads stays on every 16-bit setting --fit offers (none of the fp32 ones: there it means nothing),

@@ -204,9 +204,11 @@ def compare(d, args, cwd, deep):
             return f"the length chart at --seq-len {length}: page {shown}, binary {err or j['predicted']['peak_at']['device']}"
     if "--eval-only" not in flags:  # the timeline, on either device
         tl = os.path.join(cwd, "t.csv")
-        dry_run(flags, cwd, ["--dry-run", "--mem-timeline", tl])
+        _, _, j, _ = dry_run(flags, cwd, ["--dry-run", "--mem-timeline", tl])
         import csv
-        top = max(int(r["predicted_total"]) for r in csv.DictReader(open(tl)))
+        init = j["predicted"]["after init"]  # the page draws the device's: the places off it held apart
+        off = init["total"] - init["at"].get("device", init)["total"]
+        top = max(int(r["predicted_total"]) for r in csv.DictReader(open(tl))) - off
         if f"the highest total {top} B" not in s["timeline"]:
             return f"the timeline's highest: binary {top}, page {s['timeline'][-120:]}"
     fit = subprocess.run([os.path.join(ROOT, "train")] + s["fitcmd"].split()[1:], cwd=cwd, capture_output=True,
@@ -350,10 +352,17 @@ def main():
         view = d.execute_script("""const r = (id) => document.getElementById(id).getBoundingClientRect();
             return {wide: document.documentElement.scrollWidth, seen: window.innerWidth,
                     line: document.querySelectorAll('#peak-bar line.capacity').length, self: document.querySelectorAll('[data-self]').length,
-                    head: r('peak-gib').right, bar: r('peak-bar').right};""")
-        if view["wide"] <= view["seen"] and view["line"] == 1 and view["self"] == 1 and view["bar"] <= view["seen"]:
+                    head: r('peak-gib').right, bar: r('peak-bar').right,
+                    clipped: [...document.querySelectorAll('#timeline svg text')].filter((t) => {
+                      const b = t.getBBox(); return b.x < 0 || b.x + b.width > 800; }).map((t) => t.textContent),
+                    timeline: document.getElementById('timeline').textContent};""")
+        _, _, j, _ = dry_run(lecture, tempfile.gettempdir(), ["--dry-run"])
+        device_top = j["predicted"]["peak_at"]["device"] if j else -1
+        if view["wide"] <= view["seen"] and view["line"] == 1 and view["self"] == 1 and view["bar"] <= view["seen"] and \
+                not view["clipped"] and f"the highest total {device_top} B; the device's total" in view["timeline"]:
             ok(f"at 1280x800 the lecture's setting ({' '.join(lecture)}) shows the headline, the V100's line and the "
-               "ladder without sideways scrolling")
+               f"ladder without sideways scrolling; the timeline is the device's ({device_top} B at its highest, the "
+               "host apart), no label clipped")
         else:
             bad(f"at 1280x800: {view}")
         if o.shot_1280:

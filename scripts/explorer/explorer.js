@@ -121,15 +121,18 @@ function showPeak(pred, card, infer) {
   $("peak-note").textContent = html ? "the headline and its bar are the device's; the table counts every place, each place's own below (one scale)" : "";
 }
 
-// The timeline: the predicted total after every push, pop and drop of one step (--mem-timeline),
-// forward and backward shaded.
-function showTimeline(csv) {
+// The timeline: the device's predicted total after every push, pop and drop of one step (--mem-timeline),
+// forward and backward shaded. The timeline's totals count every place; what is off the device (--offload's
+// host and disk) holds still all step, so it is the dry run's total less the device's, taken off each point.
+function showTimeline(csv, pred) {
   if (!csv) { $("timeline").innerHTML = '<p class="note">--eval-only runs no training step: no timeline.</p>'; return; }
   const lines = csv.trim().split("\n"), head = lines[0].split(","), rows = lines.slice(1).map((l) => l.split(","));
-  const col = (n) => head.indexOf(n), tot = rows.map((r) => +r[col("predicted_total")]);
+  const init = pred["after init"], device = init.at && init.at.device ? init.at.device.total : init.total;
+  const off = init.total - device;
+  const col = (n) => head.indexOf(n), tot = rows.map((r) => +r[col("predicted_total")] - off);
   // the y axis spans the step's own range (from its lowest total), so a swing of a few GiB on tens is not flat
   const W = 800, H = 220, max = Math.max(...tot), lo = Math.min(...tot), n = rows.length, span = Math.max(1, max - lo);
-  const X = (i) => 40 + (i / Math.max(1, n - 1)) * (W - 50), Y = (b) => H - 20 - ((b - lo) / span) * (H - 40);
+  const X = (i) => 70 + (i / Math.max(1, n - 1)) * (W - 80), Y = (b) => H - 20 - ((b - lo) / span) * (H - 40);
   let svg = `<svg viewBox="0 0 ${W} ${H}" width="100%" role="img" aria-label="the step's memory over time">`;
   let start = 0;
   for (let i = 1; i <= n; i++) {  // the parts of the step, shaded: forward light, backward darker
@@ -152,10 +155,11 @@ function showTimeline(csv) {
   const right = X(peak) > W / 2;  // the label on the side with room
   svg += `<text x="${X(peak) + (right ? -6 : 6)}" y="${Y(max) + 4}" text-anchor="${right ? "end" : "start"}" class="small">` +
          `${gib(max)}: ${esc(rows[peak][col("op")] + " " + rows[peak][col("tensor")] + ", " + rows[peak][col("where")])}</text>`;
-  svg += `<text x="36" y="${Y(max) + 4}" text-anchor="end" class="small">${(max / GiB).toFixed(2)}</text>` +
-         `<text x="36" y="${Y(lo)}" text-anchor="end" class="small">${(lo / GiB).toFixed(2)} GiB</text>`;
+  svg += `<text x="66" y="${Y(max) + 4}" text-anchor="end" class="small">${(max / GiB).toFixed(2)} GiB</text>` +
+         `<text x="66" y="${Y(lo)}" text-anchor="end" class="small">${(lo / GiB).toFixed(2)} GiB</text>`;
   svg += `<text x="0" y="${H - 5}" class="small">event 0</text><text x="${W - 80}" y="${H - 5}" class="small">event ${n - 1}</text></svg>`;
-  $("timeline").innerHTML = svg + `<p class="note">${n} pushes, pops and drops; forward <span class="key forward"></span>, backward <span class="key backward"></span>; the highest total ${max} B.</p>`;
+  const apart = off ? `; the device's total, the ${gib(off)} held off it (--offload's host and disk) apart, the same all step` : "";
+  $("timeline").innerHTML = svg + `<p class="note">${n} pushes, pops and drops; forward <span class="key forward"></span>, backward <span class="key backward"></span>; the highest total ${max} B${apart}.</p>`;
 }
 
 // The lecture's ladder for this setting: from it with none of the memory flags (fp32, nothing rebuilt, no
@@ -299,7 +303,7 @@ function update(later) {
     showPeak(pred, mem.gpu && mem.gpu.name ? mem.gpu : null, mem.inference || null);
     showEstimators(mem);
     $("dryrun").textContent = r.stdout;
-    showTimeline(r.files["timeline.csv"]);
+    showTimeline(r.files["timeline.csv"], pred);
     showFormulas(r.stdout);
     showLadder(args, mem.gpu && mem.gpu.name ? mem.gpu : null);
     showLengths(args, mem.gpu && mem.gpu.name ? mem.gpu : null, r.stdout, mem.largest_layer_params || 0);

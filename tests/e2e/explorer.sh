@@ -12,4 +12,11 @@ py=/usr/bin/python3
 out=$("$py" tests/explorer.py --settings 200 2>&1); rc=$?
 echo "$out"
 [ $rc -eq 0 ] || echo "$out" | grep -q '^FAIL ' || bad "explorer: tests/explorer.py ended with exit $rc: $(echo "$out" | tail -1)"
+# doc/explorer.md's size of the page is the built page's, within 10%
+if [ -f doc/explorer.html ]; then
+  said=$(sed -n 's/.*(one file, about \([0-9]*\) KiB).*/\1/p' doc/explorer.md); got=$(( $(stat -c %s doc/explorer.html) / 1024 ))
+  if [ -n "$said" ] && [ $((got * 10)) -ge $((said * 9)) ] && [ $((got * 10)) -le $((said * 11)) ]; then
+    ok "doc/explorer.md's 'about $said KiB' is the page's $got KiB"
+  else bad "doc/explorer.md says about ${said:-?} KiB; the page is $got KiB"; fi
+fi
 echo "END tests/e2e/explorer.sh"

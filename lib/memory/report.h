@@ -220,19 +220,26 @@ void print_mem_report(FILE *f, const MemReport *pred, const MemReport *meas, int
 // This is what --dry-run prints.
 void print_prediction(FILE *f, const MemReport *r, int nphases) {
     int off = report_off_device(r);
+    // the columns widen for a total past 10^10 MiB (a context of 128K at the default batch), never narrow
+    size_t top = shown_peak(r, off);
+    char unit[32];
+    int w = snprintf(NULL, 0, "%.2f", mib(top)) + 1, wp = w > 14 ? w : 14, wk = w > 12 ? w : 12;
+    int wb = snprintf(NULL, 0, "%zu", top) + 1, gw = snprintf(unit, sizeof unit, "%.2f GiB", top / 1073741824.0);
+    wb = wb > 14 ? wb : 14, gw = gw > 13 ? gw : 13;
     fprintf(f, "  %-12s", "MiB");
-    for (int ph = 0; ph < nphases; ph++) fprintf(f, " %14s", mem_phase_name[ph]);
-    fprintf(f, " %12s %12s %14s\n", "peak", "", "peak bytes");
+    for (int ph = 0; ph < nphases; ph++) fprintf(f, " %*s", wp, mem_phase_name[ph]);
+    fprintf(f, " %*s %*s %*s\n", wk, "peak", gw - 1, "", wb, "peak bytes");
     for (int c = 0; c <= MEM_NCAT; c++) {
         int is_total = c == MEM_NCAT;
         if (!is_total && mem_row_hidden(c, r->peak[c], 0)) continue;
         fprintf(f, "  %-12s", is_total ? "total" : mem_category_name[c]);
         for (int ph = 0; ph < nphases; ph++)
-            fprintf(f, " %14.2f", mib(is_total ? shown_total(&r->phase[ph], off) : r->phase[ph].bytes[c]));
+            fprintf(f, " %*.2f", wp, mib(is_total ? shown_total(&r->phase[ph], off) : r->phase[ph].bytes[c]));
         size_t peak = is_total ? shown_peak(r, off) : r->peak[c];
-        fprintf(f, " %12.2f ", mib(peak));
-        print_size(f, peak);  // the same in MiB or GiB, whichever reads better
-        fprintf(f, " %14zu\n", peak);
+        fprintf(f, " %*.2f ", wk, mib(peak));
+        if (peak >= (size_t)1 << 30) snprintf(unit, sizeof unit, "%.2f GiB", peak / 1073741824.0);  // whichever reads better
+        else snprintf(unit, sizeof unit, "%.2f MiB", mib(peak));
+        fprintf(f, "%*s %*zu\n", gw, unit, wb, peak);
     }
     if (off) print_locations(f, r, NULL, nphases);
     if (report_moves(r)) print_traffic(f, r, NULL);

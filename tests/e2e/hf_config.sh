@@ -110,4 +110,8 @@ a=$(./train --config tests/fixtures/hf/smollm2-135m.json --dry-run 2>&1 | grep -
 b=$(./train --config tests/fixtures/hf/smollm2-135m.json --batch 1 --dry-run 2>&1 | grep -c "^note: by default a micro-batch")
 if [ "$a" = 1 ] && [ "$b" = 0 ]; then ok "a config's dry run at the default 32 x 8192 tokens says what the defaults mean; with --batch given, no note"
 else bad "the defaults' note: $a with the defaults, $b with --batch 1"; fi
+# ... and at Llama 3.1's 131072 positions the defaults' 2.1 million GiB still fit the table's columns: every row one length
+n=$(./train --config tests/fixtures/hf/llama3.1-8b.json --dry-run 2>&1 | sed -n '/^  params /,/^  total /p' | awk '{print length($0)}' | sort -u | wc -l)
+if [ "$n" = 1 ]; then ok "a dry run of 2135180.71 GiB: the table's rows are one length (its columns widen)"
+else bad "the dry run's columns at 131072 positions: $n row lengths"; fi
 echo "END tests/e2e/hf_config.sh"

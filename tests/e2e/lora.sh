@@ -39,6 +39,13 @@ PY
   case "$got" in *MISMATCH*|"") bad "lora: the bare maps' inputs not saved $flash: $got"; tail -2 "$tmp/qv.txt";;
   *) ok "lora: the bare maps' inputs are not saved${flash:+ ($flash keeps atty)}: $got";; esac
 done
+# ... and the stack's every push, pop and drop with them: --mem-timeline measured == predicted on every row
+good=1
+for r in "--lora-targets q,v" "--lora-targets q,v --ckpt" "--lora-targets o --recompute attn,gelu"; do
+  ./train "${LLAMA[@]}" --lora 2 $r --steps 1 --mem-timeline "$tmp/ltl.csv" 2>&1 | grep -q "measured == predicted on every row" || { good=0; echo "  $r"; }
+done
+if [ $good = 1 ]; then ok "lora: --mem-timeline measured == predicted on every row with bare maps (q,v; q,v --ckpt; o --recompute attn,gelu)"
+else bad "lora: --mem-timeline with bare maps"; fi
 # the dry run predicts what the run measured
 ./train "${SMALL[@]}" --lora 4 --dry-run --mem-json "$tmp/dry.json" >/dev/null 2>&1
 if python3 - "$tmp/dry.json" "$tmp/m1.json" <<'PY'

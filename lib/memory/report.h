@@ -117,9 +117,15 @@ int report_off_device(const MemReport *r) {
 
 double mib(size_t b) { return b / 1048576.0; }
 
+// b in GiB from one GiB on, else in MiB: "29.92 GiB", "240.06 MiB" (the tables' size column).
+int size_text(char *out, size_t n, size_t b) {
+    return b >= (size_t)1 << 30 ? snprintf(out, n, "%.2f GiB", b / 1073741824.0) : snprintf(out, n, "%.2f MiB", mib(b));
+}
+
 void print_size(FILE *f, size_t b) {
-    if (b >= (size_t)1 << 30) fprintf(f, "%9.2f GiB", b / 1073741824.0);
-    else fprintf(f, "%9.2f MiB", mib(b));
+    char t[32];
+    size_text(t, sizeof t, b);
+    fprintf(f, "%13s", t);
 }
 
 // One table: category | predicted | measured | difference, for one phase or
@@ -224,7 +230,7 @@ void print_prediction(FILE *f, const MemReport *r, int nphases) {
     size_t top = shown_peak(r, off);
     char unit[32];
     int w = snprintf(NULL, 0, "%.2f", mib(top)) + 1, wp = w > 14 ? w : 14, wk = w > 12 ? w : 12;
-    int wb = snprintf(NULL, 0, "%zu", top) + 1, gw = snprintf(unit, sizeof unit, "%.2f GiB", top / 1073741824.0);
+    int wb = snprintf(NULL, 0, "%zu", top) + 1, gw = size_text(unit, sizeof unit, top);
     wb = wb > 14 ? wb : 14, gw = gw > 13 ? gw : 13;
     fprintf(f, "  %-12s", "MiB");
     for (int ph = 0; ph < nphases; ph++) fprintf(f, " %*s", wp, mem_phase_name[ph]);
@@ -237,8 +243,7 @@ void print_prediction(FILE *f, const MemReport *r, int nphases) {
             fprintf(f, " %*.2f", wp, mib(is_total ? shown_total(&r->phase[ph], off) : r->phase[ph].bytes[c]));
         size_t peak = is_total ? shown_peak(r, off) : r->peak[c];
         fprintf(f, " %*.2f ", wk, mib(peak));
-        if (peak >= (size_t)1 << 30) snprintf(unit, sizeof unit, "%.2f GiB", peak / 1073741824.0);  // whichever reads better
-        else snprintf(unit, sizeof unit, "%.2f MiB", mib(peak));
+        size_text(unit, sizeof unit, peak);  // the same in MiB or GiB, whichever reads better
         fprintf(f, "%*s %*zu\n", gw, unit, wb, peak);
     }
     if (off) print_locations(f, r, NULL, nphases);

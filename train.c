@@ -276,6 +276,6 @@ int main(int argc, char **argv) {
     }
 
     // 5. report (and --export: the weights as llm.c's model file)
-    if (observe_end(ob, &predicted, steps_run, run.val_loss, param_count(&s.cfg))) return fail_run(&run, &net);
+    if (observe_end(ob, &predicted, steps_run, run.val_loss, trained_param_count(&s))) return fail_run(&run, &net);
     return net_export(&net, &s) ? fail_run(&run, &net) : finish_run(&run, &net);
 }

@@ -92,7 +92,11 @@ void parse_lora(Settings *s, const GPTConfig *c) {
             usage_error("--lora %d is above the rank map %s can have: min(%d inputs, %d outputs) = %d; use --lora 1..%d",
                         a->rank, lora_map_names[k], mp.in, mp.rows, most, most);
     }
-    const char *no = s->cuda ? "--device cuda" : s->zero || s->ranks > 1 ? "--zero and --ranks" : s->fp32_grads ?
+    if (s->zero >= 2)
+        usage_error("--zero %d with --lora: stage 2 shards the gradients a layer at a time in the backward and stage 3 "
+                    "the model's weights; with --lora the gradients are the adapters' alone and the frozen model is "
+                    "not sharded yet: use --zero 1 (the adapters' m and v sharded) or --zero 0 (doc/lora.md)", s->zero);
+    const char *no = s->cuda ? "--device cuda" : s->fp32_grads ?
                      "--fp32-grads (the adapters' gradients are fp32 already)" : s->offload ? "--offload" : s->eval_only ?
                      "--eval-only" : s->infer ? "--infer" : NULL;
     size_t e = s->export_to ? strlen(s->export_to) : 0;
@@ -103,7 +107,7 @@ void parse_lora(Settings *s, const GPTConfig *c) {
         usage_error("--lora --export writes the adapters as PEFT does, a safetensors file and adapter_config.json beside "
                     "it: give --export DIR/adapter_model.safetensors, or add --merge for the merged model (got '%s')", s->export_to);
     if (no)
-        usage_error("--lora trains on the CPU in fp32 on one rank for now; %s with --lora is not built yet: drop it "
+        usage_error("--lora trains on the CPU for now; %s with --lora is not built yet: drop it "
                     "(doc/lora.md says what --lora takes)", no);
 }
 

@@ -202,7 +202,7 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
 // the groups, each rank.
 void print_group_sends(const Settings *s, const Plan *plan, double inside) {
     int ranks = plan->ranks, R = s->ranks / ranks;
-    size_t P = param_count(&s->cfg);
+    size_t P = trained_param_count(s);
     ShardSizes z = predict_shard(P, plan);
     double n = z.zero == 0 ? (double)z.weights_n : (double)z.S;
     long long across = predict_across_bytes(P, plan);

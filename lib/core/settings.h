@@ -123,6 +123,11 @@ typedef struct {
 // bytes a parameter with AdamW, where the ZeRO paper counts 16).
 int grad_dtype(const Settings *s) { return s->fp32_grads ? DT_FP32 : s->dtype; }
 
+// The parameters the optimizer trains, which ZeRO shards: the model's, or with --lora its adapters'.
+size_t trained_param_count(const Settings *s) {
+    return s->lora.rank ? lora_param_count(&s->cfg, &s->lora) : param_count(&s->cfg);
+}
+
 // The defaults of the flags (--help prints them).
 Settings default_settings(void) {
     Settings s;

@@ -78,6 +78,11 @@ typedef struct {
     float *w, *g;     // the adapters (ledger: adapters) and their gradients (grads)
     float *u, *du;    // (N,R): a map's x A^T, and its gradient, reused by every map (scratch)
     Optimizer opt;    // AdamW over them; its m and v are rows of the buffer table
+    // --ranks N: ZeRO over the adapters (parallel/zero.h; stages 0, 1): every rank holds them and their
+    // gradients whole (padded to N S), its shard of m and v from stage 1; the gradients are summed over
+    // the ranks after the backward through the chunk buffers (comm)
+    Shard shard;
+    float *reduce_buf, *across_buf;
     // --base-dtype (not fp32): the frozen model held in io/quant.h's storage (ledger: qweights, qscales),
     // the blocks' linear maps in that format, the rest in the --dtype; each piece read back into w_piece
     QuantWeights base;
@@ -181,7 +186,7 @@ size_t final_act_floats(const GPT *m, int B, int T) {
     return m->plan.tiled_head ? n : n + (size_t)m->plan.head_rows * padded_vocab(&m->cfg);
 }
 
-enum { MAX_BUFFERS = 48 };
+enum { MAX_BUFFERS = 52 };
 
 // AdamW's m and v of S parameters (fp32, or with --adam-bits 8 codes and an fp32 scale per ADAM_BLOCK):
 // the model's (names[0]) or --lora's adapters' (names[1]). Returns the buffers' count, n and 6 more.
@@ -248,17 +253,21 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(grad_piece, comm_buckets, "piece grads bucket", m->bucketed ? m->piece * f : 0);
     BUF(grad_global, comm_buckets, "global grads bucket", m->bucketed && whole_table ? m->plan.table * f : 0);
     size_t k = sh->size < REDUCE_CHUNK ? sh->size : REDUCE_CHUNK;
-    BUF(reduce_buf, MEM_COMM, "reduce chunk", reduces_full_grads(sh) ? (size_t)sh->nranks * k * f : 0);
-    BUF(across_buf, MEM_COMM, "across-groups chunk", across_buffer_floats(sh) * f);
+    BUF(reduce_buf, MEM_COMM, "reduce chunk", reduces_full_grads(sh) && !frozen ? (size_t)sh->nranks * k * f : 0);
+    BUF(across_buf, MEM_COMM, "across-groups chunk", !frozen ? across_buffer_floats(sh) * f : 0);
     BUF(gather_piece, MEM_COMM, "piece gather", weights_sharded(sh) ? m->piece * e : 0);
     BUF(gather_global, MEM_COMM, "global gather", weights_sharded(sh) && whole_table ? m->plan.table * e : 0);
     // AdamW's state (cpu/optimizer.h), this rank's S: m and v in fp32, or in 8-bit codes and a scale per ADAM_BLOCK
     n = adam_buffers(&m->opt, b, n, offloaded || frozen ? 0 : shard_state_len(sh), 0);
-    // --lora: the adapters, their gradients and AdamW's m and v, and (N,R) twice of scratch
-    size_t A = m->lora.n, R = m->lora.cfg.rank;
-    BUF(lora.w, MEM_ADAPTERS, "adapters", A * f);
-    BUF(lora.g, MEM_GRADS, "adapter grads", A * f);
-    n = adam_buffers(&m->lora.opt, b, n, A, 1);
+    // --lora: the adapters, their gradients and AdamW's m and v (their own shard layout, as above), the
+    // chunk buffers that sum their gradients over the ranks, and (N,R) twice of scratch
+    const Shard *ls = &m->lora.shard;
+    size_t R = m->lora.cfg.rank, lk = ls->size < REDUCE_CHUNK ? ls->size : REDUCE_CHUNK;
+    BUF(lora.w, MEM_ADAPTERS, "adapters", frozen ? shard_weights_len(ls) * f : 0);
+    BUF(lora.g, MEM_GRADS, "adapter grads", frozen ? shard_grads_len(ls) * f : 0);
+    n = adam_buffers(&m->lora.opt, b, n, frozen ? shard_state_len(ls) : 0, 1);
+    BUF(lora.reduce_buf, MEM_COMM, "adapter reduce chunk", frozen && reduces_full_grads(ls) ? (size_t)ls->nranks * lk * f : 0);
+    BUF(lora.across_buf, MEM_COMM, "adapter across-groups chunk", frozen ? across_buffer_floats(ls) * f : 0);
     BUF(lora.u, MEM_SCRATCH, "lora x A^T", N * R * f);
     BUF(lora.du, MEM_SCRATCH, "lora its gradient", N * R * f);
 #undef BUF
@@ -352,7 +361,9 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
         int nt = lora_tensor_count(&m->cfg, &s->lora);
         ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
         lora_tensors(&m->cfg, &s->lora, t);
-        optimizer_setup_tensors(&m->lora.opt, &adam, t, nt, 0, m->lora.n, s->adam_bits);
+        m->lora.shard = shard_layout(m->lora.n, plan, rank);
+        shard_state_range(&m->lora.shard, &lo, &hi);
+        optimizer_setup_tensors(&m->lora.opt, &adam, t, nt, lo, hi, s->adam_bits);
         if (s->base_format != QF_FP32) lora_hold_base(m, s->base_format, s->double_quant);
     }
     buffers_alloc(m, s->batch, s->seq_len);
@@ -364,7 +375,7 @@ void *gpt_grads(const GPT *m) { return m->grad_dtype == DT_FP32 ? (void *)m->gra
 
 // A new step: the gradients start from 0, and the rebuilds' time from nothing.
 void gpt_zero_grad(GPT *m) {
-    if (gpt_frozen(m)) memset(m->lora.g, 0, m->lora.n * sizeof(float));
+    if (gpt_frozen(m)) memset(m->lora.g, 0, shard_grads_len(&m->lora.shard) * sizeof(float));
     else memset(gpt_grads(m), 0, shard_grads_len(&m->shard) * dtype_size(m->grad_dtype));
     m->recompute_seconds = 0.0;
 }

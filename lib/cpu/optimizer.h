@@ -20,16 +20,11 @@
 // the step's numbers: the sum of squares of the (reduced) gradients each rank
 // owns, added in rank order (one rank: all of them).
 void gpt_grad_norm(GPT *m, float loss_scale, float clip) {
-    const Shard *sh = &m->shard;
-    if (gpt_frozen(m)) {  // --lora: the adapters' gradients are all there are (one rank)
-        m->numbers.sumsq = sum_squares(m->lora.g, m->lora.n);
-        m->numbers.grad_scale = step_grad_scale(m->numbers.sumsq, loss_scale, clip);
-        return;
-    }
-    const char *g = gpt_grads(m);
-    size_t at = sh->own_lo - m->grads_base;
-    m->numbers.sumsq =
-        comm_sum_ordered(sh->comm, sum_squares_dt(g + at * dtype_size(m->grad_dtype), sh->own_hi - sh->own_lo, m->grad_dtype));
+    const Shard *sh = gpt_frozen(m) ? &m->lora.shard : &m->shard;  // --lora: the adapters' gradients are all there are
+    const char *g = gpt_frozen(m) ? (const char *)m->lora.g : gpt_grads(m);
+    int dt = gpt_frozen(m) ? DT_FP32 : m->grad_dtype;
+    size_t at = sh->own_lo - (gpt_frozen(m) ? 0 : m->grads_base);
+    m->numbers.sumsq = comm_sum_ordered(sh->comm, sum_squares_dt(g + at * dtype_size(dt), sh->own_hi - sh->own_lo, dt));
     m->numbers.grad_scale = step_grad_scale(m->numbers.sumsq, loss_scale, clip);
 }
 
@@ -50,8 +45,9 @@ void gpt_read_numbers(GPT *m, double *loss_sum, double *sumsq) {
 // (an fp16 overflow) skips the step.
 void gpt_adamw_step(GPT *m, float lr, int t) {
     if (isnan(m->numbers.grad_scale)) return;
-    if (gpt_frozen(m)) {  // --lora: the adapters move, the model's weights stay
+    if (gpt_frozen(m)) {  // --lora: the adapters move (this rank's shard of them, then gathered), the model's weights stay
         optimizer_step(&m->lora.opt, m->lora.w, 0, m->lora.g, 0, DT_FP32, lr, t, m->numbers.grad_scale);
+        zero_allgather_weights(&m->lora.shard, m->lora.w, DT_FP32);
         return;
     }
     optimizer_step(&m->opt, m->params, m->master_base, gpt_grads(m), m->grads_base, m->grad_dtype, lr, t,
@@ -65,7 +61,7 @@ NetState gpt_state(GPT *m) {
     NetState st;
     memset(&st, 0, sizeof st);
     if (gpt_frozen(m)) {  // --lora: the adapters and their m and v (the frozen model is the --init's or the seed's)
-        st.lo = 0, st.hi = m->lora.n, st.w = m->lora.w;
+        st.lo = m->lora.shard.own_lo, st.hi = m->lora.shard.own_hi, st.w = m->lora.w + st.lo;
         optimizer_state_moments(&m->lora.opt, &st);
         return st;
     }
@@ -80,7 +76,11 @@ NetState gpt_state(GPT *m) {
 // weights follow the fp32 weights.
 void gpt_state_loaded(GPT *m) {
     const Shard *sh = &m->shard;
-    if (gpt_frozen(m)) return;  // (the adapters are what the model computes with)
+    if (gpt_frozen(m)) {  // --lora: the adapters are what the model computes with
+        if (replicas(&m->lora.shard)) optimizer_state_allgather(&m->lora.opt, m->lora.w, &m->lora.shard);
+        zero_allgather_weights(&m->lora.shard, m->lora.w, DT_FP32);
+        return;
+    }
     if (replicas(sh)) optimizer_state_allgather(&m->opt, m->params, sh);
     gpt_sync_params(m);
 }

@@ -112,13 +112,23 @@ void reduce_scatter_grads(GPT *m, float *bucket, size_t lo, size_t hi) {
 // (stages 2, 3 summed each piece's in the backward). With --shard-group that
 // was inside the group: the part this rank's optimizer reads is then summed
 // across the groups.
+// (--lora: the adapters' gradients, over their own layout.)
 void gpt_reduce_grads(GPT *m) {
+    if (gpt_frozen(m)) {
+        Lora *a = &m->lora;
+        if (reduces_full_grads(&a->shard)) zero_reduce_full(&a->shard, a->g, a->reduce_buf, DT_FP32);
+        zero_reduce_across(&a->shard, a->g, a->across_buf, DT_FP32);
+        return;
+    }
     if (reduces_full_grads(&m->shard)) zero_reduce_full(&m->shard, gpt_grads(m), m->reduce_buf, m->grad_dtype);
     zero_reduce_across(&m->shard, gpt_grads(m), m->across_buf, m->grad_dtype);
 }
 
-// Are the weights the same on every rank (parallel/zero.h)? 1 yes, 0 no.
-int gpt_replicas_identical(const GPT *m) { return zero_replicas_identical(&m->shard, compute_weights(m), m->dtype); }
+// Are the weights the same on every rank (parallel/zero.h)? 1 yes, 0 no. (--lora: the adapters.)
+int gpt_replicas_identical(const GPT *m) {
+    if (gpt_frozen(m)) return zero_replicas_identical(&m->lora.shard, m->lora.w, DT_FP32);
+    return zero_replicas_identical(&m->shard, compute_weights(m), m->dtype);
+}
 
 // --- a piece at a time ----------------------------------------------------------------
 

@@ -270,7 +270,7 @@ FitSearch fit_search(const FitQuestion *q) {
         for (int flash = 0; flash <= 1; flash++)
         for (int rc = 0; rc < 3; rc++)
         for (int fused = 0; fused <= 1; fused++)
-        for (int zero = 0; zero <= (ranks > 1 ? 3 : 0); zero++)
+        for (int zero = 0; zero <= (ranks == 1 ? 0 : lora ? 1 : 3); zero++)  // (--lora: stages 0 and 1)
         for (int group = ranks; group >= 1; group--)
         for (int micro = global; micro >= 1; micro--) {
             if (ranks % group || (group < ranks && (zero == 0 || gpu))) continue;  // (groups: the CPU's, with a stage)
@@ -372,15 +372,15 @@ void fit_print_table(const FitQuestion *q, const FitSearch *r, int shown, const 
 
 // Beside full fine-tuning, the same question with the model frozen: LoRA of rank FIT_LORA_RANK on every linear
 // map of a block (--lora, core/lora.h), its frozen model in the --dtype, and QLoRA (--base-dtype nf4): the
-// smallest peak of each and whether it fits; `--lora R --fit` lists their settings. --lora trains on one CPU
-// rank, so on the GPU and on several ranks, when nothing fits, a line says so instead.
+// smallest peak of each and whether it fits; `--lora R --fit` lists their settings. --lora trains on the
+// CPU (ZeRO stages 0 and 1 over ranks), so on the GPU, when nothing fits, a line says so instead.
 enum { FIT_LORA_RANK = 8 };
 void fit_print_lora(const FitQuestion *q, int fits, const char *budget_text, const char *base) {
     const GPTConfig *c = &q->s->cfg;
-    if (q->s->cuda || q->ranks > 1) {
+    if (q->s->cuda) {
         if (fits) return;
-        printf("LoRA and QLoRA (--lora R, --base-dtype nf4) train on the CPU on one rank for now: --device cpu --ranks 1 "
-               "--lora %d --fit %s says what they need there (doc/lora.md)\n", FIT_LORA_RANK, budget_text);
+        printf("LoRA and QLoRA (--lora R, --base-dtype nf4) train on the CPU for now: --device cpu --lora %d --fit %s "
+               "says what they need there (doc/lora.md)\n", FIT_LORA_RANK, budget_text);
         return;
     }
     for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
@@ -401,7 +401,7 @@ void fit_print_lora(const FitQuestion *q, int fits, const char *budget_text, con
         fit_flags(best, flags, sizeof flags);
         printf("%s (--lora %d%s, every linear map): the smallest peak is %s with %s, %s\n", qlora ? "QLoRA" : "LoRA",
                FIT_LORA_RANK, qlora ? " --base-dtype nf4" : ", the model frozen", fit_size(u, sizeof u, best->peak), flags,
-               fit_fits(best, q->budget, q->host_free, q->disk_free, 1) ? "which fits" : "over the budget");
+               fit_fits(best, q->budget, q->host_free, q->disk_free, q->ranks) ? "which fits" : "over the budget");
     }
     printf("  (%s --lora %d --fit %s lists their settings; doc/lora.md)\n", base, FIT_LORA_RANK, budget_text);
     free(r.all);

@@ -285,6 +285,11 @@ size_t predict_packed_base(const Settings *s, MemSnapshot *b) {
     return s->double_quant ? 4 * most : 0;
 }
 
+// The parameters the optimizer trains: the model's, or with --lora the adapters' (core/lora.h).
+size_t predict_trained_count(const Settings *s) {
+    return s->lora.rank ? lora_param_count(&s->cfg, &s->lora) : predict_param_count(&s->cfg);
+}
+
 // The model states of one rank, on either device (ZeRO's shards, sh), in the
 // storage dtype's e bytes a weight or gradient (a gradient g = 4 with --fp32-grads):
 //   params e*weights_n; master 4*state_n with 16-bit storage (fp32 weights are their own
@@ -295,14 +300,16 @@ size_t predict_packed_base(const Settings *s, MemSnapshot *b) {
 // with --fp32-grads Megatron-LM's 2 + 4 + 12 = 18.
 // --lora: the model's weights frozen, params e*P and nothing else of theirs; the adapters' A
 //   parameters (core/lora.h lora_param_count) in fp32, 4A, with their gradients 4A and m and v 4A each:
-//   4P + 16A bytes in all (PEFT's bill for full-precision LoRA).
-void predict_states(const Settings *s, const ShardSizes *sh, MemSnapshot *b) {
+//   4P + 16A bytes in all (PEFT's bill for full-precision LoRA). Over N ranks the adapters have a layout
+//   of their own (ad: S = ceil(A/N) in whole ADAM_BLOCKs): adapters and gradients whole, 4NS each, m and
+//   v 4S each from stage 1.
+void predict_states(const Settings *s, const ShardSizes *sh, const ShardSizes *ad, MemSnapshot *b) {
     size_t e = dtype_size(s->dtype), n = sh->state_n;
     b->bytes[MEM_PARAMS] = e * sh->weights_n;
     if (s->lora.rank) {
-        size_t n = lora_param_count(&s->cfg, &s->lora), A = 4 * n;
-        b->bytes[MEM_ADAPTERS] = b->bytes[MEM_GRADS] = A;
-        b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = s->adam_bits == 8 ? n + 4 * ((n + ADAM_BLOCK - 1) / ADAM_BLOCK) : A;
+        size_t n = ad->state_n;
+        b->bytes[MEM_ADAPTERS] = 4 * ad->weights_n, b->bytes[MEM_GRADS] = 4 * ad->grads_n;
+        b->bytes[MEM_ADAM_M] = b->bytes[MEM_ADAM_V] = s->adam_bits == 8 ? n + 4 * ((n + ADAM_BLOCK - 1) / ADAM_BLOCK) : 4 * n;
         if (s->base_bits < 32) b->bytes[MEM_SCRATCH] += predict_packed_base(s, b);  // (else the frozen model in the dtype: e P, no master)
         return;
     }
@@ -362,11 +369,11 @@ size_t predict_scratch(const Settings *s, const Plan *p) {
 void predict_memory_cpu(const Settings *s, const Plan *p, MemReport *r) {
     memset(r, 0, sizeof *r);
     size_t N = (size_t)s->batch * s->seq_len;
-    ShardSizes sh = predict_shard(predict_param_count(&s->cfg), p);
+    ShardSizes sh = predict_shard(predict_param_count(&s->cfg), p), ad = predict_shard(predict_trained_count(s), p);
     MemSnapshot base;
     memset(&base, 0, sizeof base);
-    predict_states(s, &sh, &base);
-    base.bytes[MEM_COMM] = predict_comm(s, p, &sh);
+    predict_states(s, &sh, &ad, &base);
+    base.bytes[MEM_COMM] = predict_comm(s, p, &ad);  // (the trained parameters' layout: the model's, or --lora's)
     base.bytes[MEM_SCRATCH] += predict_scratch(s, p);
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     snapshot_on_device(&base);
@@ -441,10 +448,10 @@ void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     memset(r, 0, sizeof *r);
     int Vp = padded_vocab(&s->cfg);
     size_t N = (size_t)s->batch * s->seq_len, e = dtype_size(s->dtype);
-    ShardSizes sh = predict_shard(predict_param_count(&s->cfg), p);
+    ShardSizes sh = predict_shard(predict_param_count(&s->cfg), p), ad = predict_shard(predict_trained_count(s), p);
     MemSnapshot base;
     memset(&base, 0, sizeof base);
-    predict_states(s, &sh, &base);
+    predict_states(s, &sh, &ad, &base);
     size_t moved = predict_moved(&s->cfg, p->tiled_head);
     size_t g = dtype_size(grad_dtype(s));
     base.bytes[MEM_COMM] = (shards_grads(p->stage) ? g * moved : 0) + (shards_weights(p->stage) ? e * moved : 0);

@@ -49,5 +49,36 @@ expect 2 "runs no training step: drop --log" --eval-only --resume "$tmp/q.ckpt" 
 python3 tests/state_edit.py "$tmp/q.ckpt" "$tmp/nan.ckpt" nan 1000
 expect 1 "has a weight that is nan (parameter 1000)" --eval-only --resume "$tmp/nan.ckpt" --quantize int8
 
+# doc/quantization.md's fine-tuned model in bf16: weights on bf16's grid (q.ckpt's, rounded), fine-tuned 2 steps at
+# lr 1e-5; most updates are under half a bf16 spacing, so rounding the tuned weights to bf16 puts them back where
+# they started and undoes most of the fine-tune, while int8's grid (a block's absmax / 127) keeps most of it
+if venv_has "import numpy"; then
+  ./train "${Q[@]}" --eval-only --resume "$tmp/q.ckpt" --export "$tmp/g32.bin" >/dev/null 2>&1
+  .venv/bin/python3 - "$tmp/g32.bin" "$tmp/gbase.bin" <<'EOF2'
+import sys, numpy as np
+b = open(sys.argv[1], "rb").read()
+u = np.frombuffer(b[1024:], dtype=np.uint32)
+open(sys.argv[2], "wb").write(b[:1024] + ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) & np.uint32(0xFFFF0000)).tobytes())
+EOF2
+  ./train "${Q[@]}" --init "$tmp/gbase.bin" --steps 2 --lr 1e-5 --warmup 0 --min-lr-frac 1 --eval-batches 0 \
+    --export "$tmp/gtuned.bin" >/dev/null 2>&1
+  ./train "${Q[@]}" --eval-only --init "$tmp/gbase.bin" >"$tmp/gb" 2>&1
+  ./train "${Q[@]}" --eval-only --init "$tmp/gtuned.bin" >"$tmp/gt" 2>&1
+  if .venv/bin/python3 - "$tmp/gbase.bin" "$tmp/gtuned.bin" "$tmp/gb" "$tmp/gt" <<'EOF2'
+import sys, numpy as np
+w = lambda f: np.frombuffer(open(f, "rb").read()[1024:], dtype=np.float32)
+base, tuned = w(sys.argv[1]), w(sys.argv[2])
+u = tuned.view(np.uint32)
+back = ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) & np.uint32(0xFFFF0000)).view(np.float32) == base
+loss = lambda f, fmt: float(next(l.split()[4] for l in open(f) if l.split()[:1] == [fmt]))
+b, t, b16, i8 = loss(sys.argv[3], "fp32"), loss(sys.argv[4], "fp32"), loss(sys.argv[4], "bf16"), loss(sys.argv[4], "int8")
+gain = b - t
+print(f"  {back[tuned != base].mean():.1%} of the moved weights round back to their start; the fine-tune's gain {gain:.6f}, "
+      f"kept in bf16 {b - b16:.6f}, in int8 {b - i8:.6f}")
+sys.exit(0 if back[tuned != base].mean() > 0.5 and gain > 0 and b - b16 < 0.5 * gain and b - i8 > 0.8 * gain else 1)
+EOF2
+  then ok "a fine-tune of a bf16-grid model: bf16 rounds most updates back and loses most of the gain, int8 keeps it"
+  else bad "a fine-tune of a bf16-grid model in bf16 and int8"; fi
+else skip "a fine-tune in bf16 and int8: no numpy in .venv (scripts/setup.sh)"; fi
 
 echo "END tests/e2e/eval_only.sh"

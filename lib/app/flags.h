@@ -126,7 +126,8 @@ const FlagSpec flag_specs[] = {
     {"dry-run", ARG_FLAG, OPT(dry_run), 0, 0, "print the predicted memory and exit (nothing allocated)"},
     {"infer", ARG_FLAG, OPT(infer), 0, 0, "with --dry-run: inference memory, the weights in fp32/bf16/int8/int4 and the KV cache (in the --dtype)"},
     {"fit", ARG_STR, OPT(fit), 0, 0, "which settings fit in this memory per rank (80GiB, 24GB, ...; alone: the free memory here), cheapest first; with --lora, LoRA's settings"},
-    {"gpu", ARG_STR, OPT(gpu_name), 0, 0, "the GPU in mind: v100-16gb, v100-32gb, t4, a100-40gb, a100-80gb, l4, rtx4090, h100-80gb, h200: a dry run sets the device's peak beside its memory and --offload's bytes beside its host link; --fit offers fp16 where it has no bf16"},
+    {"gpu", ARG_STR, OPT(gpu_name), 0, 0, "the GPU in mind: v100-16gb, v100-32gb, t4, a100-40gb, a100-80gb, l4, rtx4090, h100-80gb, h200: a dry run sets the device's peak beside its memory, a step's time (--mfu) and --offload's bytes beside its host link; --fit offers fp16 where it has no bf16"},
+    {"mfu", ARG_FLOAT, OPT(mfu), FROM_0_TO_1, 0, "with --gpu: the fraction of the card's dense peak a step's time is estimated at (0 = what gptmem measured on the card, else 0.40)"},
     {"link-gbps", ARG_FLOAT, OPT(link_gbps), 0, 0, "the host link's GB/s one way, for --offload's seconds a step (0 = the --gpu's PCIe)"},
     {"fit-host", ARG_STR, OPT(fit_host), 0, 0, "with --fit: the host memory of the machine in mind, for --offload's settings (512GiB, ...; default: what is free here)"},
     {"fit-disk", ARG_STR, OPT(fit_disk), 0, 0, "with --fit: the free disk of the machine in mind, for --offload-to disk (2TB, ...; default: what is free here)"},
@@ -317,14 +318,12 @@ void parse_offload(Settings *s) {
 // --gpu and --link-gbps: a card gptmem knows, and bf16 only where it computes in it.
 void parse_gpu(Settings *s) {
     if (s->link_gbps < 0) usage_error("--link-gbps must be a rate in GB/s, above 0 (got %g)", s->link_gbps);
+    if (s->mfu > 0 && !s->gpu_name) usage_error("--mfu is the fraction of the --gpu's peak a step's time is estimated at: give --gpu NAME");
     if (!s->gpu_name) return;
     if (!s->cuda) usage_error("--gpu names the GPU in mind: it goes with --device cuda");
     const GpuModel *g = gpu_model(s->gpu_name);
-    if (!g) {
-        char names[512] = "";
-        for (int i = 0, n = 0; i < N_GPU_MODELS; i++) n += snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", gpu_models[i].name);
-        usage_error("--gpu '%s' is not a card gptmem knows; it knows %s", s->gpu_name, names);
-    }
+    char names[512];
+    if (!g) usage_error("--gpu '%s' is not a card gptmem knows; it knows %s", s->gpu_name, gpu_model_names(names, sizeof names));
     if (s->dtype == DT_BF16 && !g->bf16)
         usage_error("--gpu %s has no bf16 (compute capability 7.x): use --dtype fp16, the same bytes with a loss scale",
                     s->gpu_name);

@@ -112,6 +112,7 @@ typedef struct {
     const char *trace_json;    // --trace-json FILE.json: Chrome's trace format (app/trace_json.h)
     const char *gpu_name;      // --gpu NAME: the card in mind (core/gpus.h): its memory, bf16, host link
     float link_gbps;           // --link-gbps: the host link, GB/s one way (0: the --gpu's)
+    float mfu;                 // --mfu: the fraction of the --gpu's peak its step time is estimated at (0: memory/step_time.h's)
     const char *tensorboard;   // --tensorboard DIR: TensorBoard's event file of the steps (io/tfevents.h)
     int estimators;            // --estimators: what other calculators say beside the ledger (memory/estimators.h)
     const char *log;

@@ -25,6 +25,7 @@
 #include <string.h>
 #include "memory/predict.h"
 #include "memory/predict_offload.h"
+#include "memory/step_time.h"
 #include "memory/report.h"
 #include "core/saved.h"
 #include "core/gpus.h"
@@ -90,6 +91,7 @@ typedef struct {
     int base_bits;       // --lora: the bits a frozen weight keeps (the --dtype's, or --base-dtype's): fewer lose more
     int category;        // the largest category at the peak
     size_t category_bytes, weights;  // its bytes; the weights' (params row)
+    double seconds;      // --gpu: a step's time on the card (memory/step_time.h)
 } FitSetting;
 
 // Bytes a rank sends in one step, by the ring formulas (memory/predict_shard.h
@@ -230,6 +232,8 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     StackParts parts = predict_stack_parts(&t, &plan);
     f.rebuilt = (double)(parts.full - parts.kept) * L * f.accum;
     f.slow = gpu ? (f.dtype == DT_FP32) + !f.flash : (f.dtype != DT_FP32) + f.flash;
+    t.accum = f.accum;
+    if (q->s->gpu_name) f.seconds = step_time(&t, gpu_model(q->s->gpu_name), f.flops * token_flops).seconds;
     return f;
 }
 
@@ -347,7 +351,9 @@ int fit_frontier(const FitQuestion *q, FitSearch *r) {
 // The table of the first `shown` settings (the frontier), and the recommended command.
 void fit_print_table(const FitQuestion *q, const FitSearch *r, int shown, const char *base) {
     printf("; %d that no other fitting one beats on every cost; the cheapest first:\n", shown);
+    int timed = q->s->gpu_name != NULL;  // --gpu: a step's estimated time
     printf("  %12s %12s %12s %14s %14s", "peak", "headroom", "extra FLOPs", "rebuilt/step", "comm/step");
+    if (timed) printf(" %10s", "step");
     if (r->offloaded) printf(" %14s %10s %10s", "moved/step", "host", "disk");
     printf(" %12s  %s\n", "micro-batch", "flags");
     double unit = q->budget >= 1073741824 ? 1073741824.0 : 1048576.0;  // GiB, or MiB for small budgets
@@ -358,6 +364,7 @@ void fit_print_table(const FitQuestion *q, const FitSearch *r, int shown, const 
         fit_flags(f, flags, sizeof flags);
         printf("  %8.2f %s %8.2f %s %11.1f%% %10.1f MiB %10.1f MiB", f->peak / unit, uname, (q->budget - f->need) / unit,
                uname, 100 * f->flops, f->rebuilt / 1048576.0, f->comm / 1048576.0);
+        if (timed) printf(" %8.3g s", f->seconds);
         if (r->offloaded)
             printf(" %10.1f MiB %6.2f GiB %6.2f GiB", f->moved / 1048576.0, f->host / 1073741824.0, f->disk / 1073741824.0);
         printf(" %6d x %-4d  %s\n", f->micro, f->accum, flags);
@@ -366,6 +373,11 @@ void fit_print_table(const FitQuestion *q, const FitSearch *r, int shown, const 
     printf("  (extra FLOPs counts the matmuls and attention rebuilt, and --fused-ce's second pass; rebuilding %s is "
            "elementwise work, which shows in rebuilt/step instead)\n",
            is_llama(&q->s->cfg) ? "SwiGLU's product and RMSNorm" : "GELU and layernorm");
+    if (timed) {
+        StepTime t = step_time(q->s, gpu_model(q->s->gpu_name), 0);
+        printf("  (step: its FLOPs, extra ones included, at the card's dense peak x %.1f%% MFU, %s; memory/step_time.h)\n",
+               100 * t.mfu, t.source);
+    }
     fit_flags(&r->all[0], flags, sizeof flags);
     printf("recommended: %s %s\n", base, flags);
 }

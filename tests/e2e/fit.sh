@@ -116,6 +116,30 @@ assert abs(g["link_seconds"] - max(t["link down"], t["link up"]) / 15.75e9) < 1e
 PY
 then ok "--gpu v100-32gb --dry-run: the card's 32 GiB beside the device's peak, a step's link bytes at 15.75 GB/s (--mem-json's gpu)"
 else bad "--gpu's dry run: $(tail -2 "$tmp/gpu.out")"; fi
+# time beside memory (memory/step_time.h): on the H200, where gptmem measured GPT-2 124M bf16 --flash, the
+# estimate of that very run is its measured tokens a second; elsewhere 6 P + 6 L T C a token at the dense peak x
+# --mfu; --fit --gpu prints each row's step, and its recommended row's is the dry run's of that command
+./train --model gpt2 --device cuda --gpu h200 --dtype bf16 --batch 16 --seq-len 1024 --flash --dry-run \
+  --mem-json "$tmp/t1.json" >/dev/null 2>&1
+./train --model llama3-8b --device cuda --gpu a100-80gb --dtype bf16 --batch 1 --seq-len 4096 --flash --accum 2 --mfu 0.5 \
+  --dry-run --mem-json "$tmp/t2.json" >/dev/null 2>&1
+if python3 - "$tmp/t1.json" "$tmp/t2.json" <<'PY'
+import json, sys
+g1, g2 = (json.load(open(f))["gpu"] for f in sys.argv[1:3])
+assert abs(g1["step_seconds"] - 16384 / 452570) < 1e-12 * g1["step_seconds"] * 1e3
+P = 8030261248  # Llama-3-8B's parameters, the untied head included
+assert g2["step_flops"] == 2 * 4096 * (6 * P + 6 * 32 * 4096 * 4096) and g2["peak_flops"] == 312e12 and g2["mfu"] == 0.5
+assert abs(g2["step_seconds"] - g2["step_flops"] / (312e12 * 0.5)) < 1e-9 * g2["step_seconds"]
+PY
+then ok "--gpu's step time: the H200's measured GPT-2 run reproduced; Llama-3-8B on an A100 = 6 P + 6 L T C a token x tokens / (peak x --mfu)"
+else bad "--gpu's step time (--mem-json's gpu)"; fi
+./train --model gpt2 --device cuda --gpu h100-80gb --batch 16 --fit 24GiB >"$tmp/tf" 2>&1
+cmd=$(sed -n 's/^recommended: //p' "$tmp/tf")
+row=$(grep -A1 ' step  micro-batch' "$tmp/tf" | tail -1 | grep -o '[0-9.e+-]* s ' | head -1)
+if [ -n "$cmd" ] && [ -n "$row" ] && $cmd --dry-run 2>&1 | grep -q "x [0-9.]*% MFU: ${row% s }* s a step"; then
+  ok "--fit --gpu: each row's step time; the recommended row's ($row) is its dry run's"
+else bad "--fit --gpu's step column: '$row' / $cmd"; fi
+expect 2 "--mfu is the fraction of the --gpu's peak" --mfu 0.3 --dry-run
 # --estimators' per-CPU column is the machine's, as DeepSpeed's: gptmem's row is its 4 ranks' host memory
 ./train --model llama3-8b --device cuda --dtype bf16 --batch 1 --seq-len 1024 --zero 3 --ranks 4 --offload opt --estimators \
   --dry-run --mem-json "$tmp/est.json" >"$tmp/est.out" 2>&1

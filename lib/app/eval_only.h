@@ -14,6 +14,7 @@
 #include "app/sample.h"
 #include "cpu/eval.h"
 #include "cpu/gpt.h"
+#include "cpu/lora.h"
 #include "io/init_file.h"
 #include "io/quant.h"
 #include "io/state.h"
@@ -199,6 +200,7 @@ int eval_only_run(Settings *s) {
     arena_reserve(predicted.stack_peak);
     EvalFiles files;
     if (eval_weights(model, s, &files)) return 1;
+    if (gpt_frozen(model)) lora_start(model);  // --lora: the adapters on top
     measured.phase[PHASE_INIT] = ledger_snapshot();
     print_config_line(cfg, s);
     printf("evaluating %s (%s): %d validation batches of %d x %d, the weights held in %s\n", s->init ? s->init : s->resume,

@@ -109,7 +109,7 @@ const FlagSpec flag_specs[] = {
     {"overwrite", ARG_FLAG, OPT(overwrite), 0, 0, "let an output (--save, --export, --log, --mem-*, --trace-json) replace an existing file of another kind than it writes"},
     {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},
     {"resume", ARG_STR, OPT(resume), 0, 0, "resume from this checkpoint (saved on any number of ranks, at any --zero)"},
-    {"eval-only", ARG_FLAG, OPT(eval_only), 0, 0, "evaluate and sample the --resume state or the --init model, no training; with --quantize, next to each format"},
+    {"eval-only", ARG_FLAG, OPT(eval_only), 0, 0, "evaluate and sample the --resume state or the --init model, no training; with --quantize, next to each format; with --lora-init, its adapters on top"},
     {"quantize", ARG_STR, OPT(quantize_str), 0, 0, "with --eval-only: hold the weights in bf16, int8 or int4 (blocks of 64, an fp32 scale each)"},
     {"stop-after", ARG_INT, OPT(stop_after), 0, INT_MAX,
      "stop after this many steps of the --steps schedule, saving if --save (0 = run all)"},

@@ -6,7 +6,8 @@
 // Its forward is the training forward with --ckpt's drops: with no backward to
 // come, a block keeps only its output (the next block's input) once it has run.
 // No gradients, no Adam, no backward buffers; fp32 arithmetic whatever the
-// weights are stored in.
+// weights are stored in. With --lora, the adapters (--lora-init's) in fp32 on top of the frozen
+// model in whichever format: QLoRA's inference.
 #ifndef GPTMEM_CPU_EVAL_H
 #define GPTMEM_CPU_EVAL_H
 
@@ -67,7 +68,8 @@ size_t eval_store(GPT *m, const float *src, size_t lo, size_t n) {
 //   weights: params 4P (fp32), or io/quant.h's qweights + qscales (made by quant_alloc)
 //   scratch: w_piece (a piece, fp32, in whole blocks of QUANT_BLOCK: the state is read through it),
 //            --fused-ce's logits tile and row stats, w_global (the whole table, without --fused-ce)
-enum { EVAL_BUFFERS = 5 };
+//   --lora: the adapters (fp32, 4A) on top of the frozen model, and a map's x A^T (N R) of scratch
+enum { EVAL_BUFFERS = 7 };
 int eval_buffers(GPT *m, int B, int T, Buffer *b) {
     size_t N = (size_t)B * T, f = sizeof(float);
     int n = 0, tiled = m->plan.tiled_head;
@@ -77,6 +79,8 @@ int eval_buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(head_tile, MEM_SCRATCH, "logits tile", tiled ? head_tile_elems(&m->plan, &m->cfg) * f : 0);
     BUF(head_stats, MEM_SCRATCH, "head row stats", tiled ? 2 * N * f : 0);
     BUF(w_global, MEM_SCRATCH, "global weights work", !tiled ? m->plan.table * f : 0);
+    BUF(lora.w, MEM_ADAPTERS, "adapters", m->lora.n * f);
+    BUF(lora.u, MEM_SCRATCH, "lora x A^T", gpt_frozen(m) ? N * m->lora.cfg.rank * f : 0);
 #undef BUF
     return n;
 }
@@ -106,6 +110,8 @@ void gpt_build_eval(GPT *m, const Settings *s) {
     m->B = s->batch, m->T = s->seq_len;
     if (s->quantize != QF_FP32) quant_alloc(&m->eval->quant, s->quantize);
     eval_from_file(m, NULL, 0);
+    m->lora.cfg = s->lora;  // --lora: its adapters (cpu/lora.h lora_start, once the weights are read) add to the maps
+    if (gpt_frozen(m)) m->lora.seed = s->seed, m->lora.from = s->lora_init, m->lora.n = lora_param_count(&m->cfg, &s->lora);
     Buffer b[EVAL_BUFFERS];
     table_alloc(b, eval_buffers(m, m->B, m->T, b));
     m->acts = calloc(m->cfg.layers, sizeof(Acts));

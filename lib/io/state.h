@@ -311,7 +311,8 @@ void state_check_lora(const char *path, const StateHeader *h, const StateHeader 
     char a[160], b[160];
     if (purpose == READ_WEIGHTS && h->lora_rank) {
         fprintf(stderr, "error: checkpoint '%s' holds a LoRA run's adapters (%s), not the model's weights: resume it with "
-                "those flags and --steps N to evaluate, or --export the adapters (doc/lora.md)\n", path,
+                "those flags and --export DIR/adapter_model.safetensors, then --eval-only --init BASE --lora-init DIR "
+                "(doc/lora.md)\n", path,
                 state_lora_words(h, a, sizeof a));
         exit(1);
     }

@@ -235,6 +235,7 @@ void predict_sampling(const Settings *s, size_t kv, size_t act, const MemSnapsho
 //   activations: one forward's, in fp32, each block keeping only its output as with --ckpt; it is
 //     discarded after, so the phases after it are the base
 //   data: as in training
+//   --lora: the adapters 4A (core/lora.h lora_param_count) and a map's x A^T, 4 N R of scratch
 // Its plan is the forward's: fp32, --ckpt's drops, one process.
 void predict_memory_eval(const Settings *s, MemReport *r) {
     memset(r, 0, sizeof *r);
@@ -254,6 +255,10 @@ void predict_memory_eval(const Settings *s, MemReport *r) {
     size_t scratch = (piece + QUANT_BLOCK - 1) / QUANT_BLOCK * QUANT_BLOCK;
     if (p.tiled_head) scratch += predict_head_tile((size_t)p.head_rows, Vp) + 2 * N;
     else scratch += predict_globals(&s->cfg);
+    if (s->lora.rank) {  // --lora: the adapters in fp32 on top of the frozen model, and a map's x A^T
+        base.bytes[MEM_ADAPTERS] = 4 * lora_param_count(&s->cfg, &s->lora);
+        scratch += N * s->lora.rank;
+    }
     base.bytes[MEM_SCRATCH] = 4 * scratch;
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     snapshot_on_device(&base);

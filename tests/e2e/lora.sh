@@ -117,7 +117,7 @@ expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
 expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
 expect 2 "--double-quant goes with --lora R" "${SMALL[@]}" --double-quant
 expect 2 "--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (QLoRA), not int8" "${SMALL[@]}" --lora 2 --base-dtype int8 --double-quant
-for flag in "--dtype bf16 --fp32-grads" "--device cuda" "--offload opt" "--infer --dry-run"; do
+for flag in "--dtype bf16 --fp32-grads" "--device cuda" "--offload opt" "--infer --dry-run" "--eval-only --resume x --export y.safetensors"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
 expect 2 "--zero 2 with --lora: stage 2 shards the gradients" "${SMALL[@]}" --lora 2 --zero 2 --ranks 2
@@ -158,6 +158,34 @@ EOF2
     ok "lora --zero 1 on 2 ranks: resumed on 2 ranks bit for bit; on one rank, each rank's part read from its file"
   else bad "lora --zero 1 on 2 ranks: resume"; tail -2 "$tmp/rrlog" "$tmp/rr1log"; fi
 else skip "lora on several ranks: no MPI in this build"; fi
+# --eval-only with --lora-init: the frozen model (--init) in fp32 or --quantize's format and PEFT's adapters in fp32
+# on top; its fp32 row is the val loss the training run ended at, the base alone's is another; ledger and dry run
+# equal, a sample through the adapters
+mkdir -p "$tmp/ev/ad"
+./train "${LLAMA[@]}" --steps 2 --export "$tmp/ev/base.bin" >/dev/null 2>&1
+./train "${LLAMA[@]}" --init "$tmp/ev/base.bin" --lora 4 --lora-targets q,v,down --steps 6 --lr 1e-2 --eval-every 6 \
+  --log "$tmp/ev/t.csv" --export "$tmp/ev/ad/adapter_model.safetensors" >/dev/null 2>&1
+good=1
+for q in "" "--quantize int8"; do
+  ./train "${LLAMA[@]}" --init "$tmp/ev/base.bin" --lora-init "$tmp/ev/ad" --eval-only $q --mem-json "$tmp/ev/m.json" >"$tmp/ev/o" 2>&1 &&
+    mem_equal "$tmp/ev/m.json" || { good=0; tail -2 "$tmp/ev/o"; }
+  ./train "${LLAMA[@]}" --init "$tmp/ev/base.bin" --lora-init "$tmp/ev/ad" --eval-only $q --dry-run --mem-json "$tmp/ev/d.json" >/dev/null 2>&1
+  python3 -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))['predicted'] != json.load(open(sys.argv[2]))['measured'])" \
+    "$tmp/ev/d.json" "$tmp/ev/m.json" || { good=0; echo "  the dry run differs ($q)"; }
+done
+./train "${LLAMA[@]}" --init "$tmp/ev/base.bin" --lora-init "$tmp/ev/ad" --eval-only >"$tmp/ev/with" 2>&1
+./train "${LLAMA[@]}" --init "$tmp/ev/base.bin" --eval-only >"$tmp/ev/without" 2>&1
+if [ $good = 1 ] && python3 - "$tmp/ev/t.csv" "$tmp/ev/with" "$tmp/ev/without" <<'PY'
+import csv, sys
+trained = float(list(csv.DictReader(open(sys.argv[1])))[-1]["val_loss"])
+row = lambda f: float(next(l.split()[4] for l in open(f) if l.split()[:1] == ["fp32"]))
+sys.exit(0 if abs(row(sys.argv[2]) - trained) <= 1e-6 and abs(row(sys.argv[3]) - trained) > 1e-3 else 1)
+PY
+then ok "--eval-only --lora-init: the run's final val loss, the base's without; ledger and dry run equal, with --quantize int8 too"
+else bad "--eval-only --lora-init"; fi
+if ./train "${LLAMA[@]}" --sample-len 8 --init "$tmp/ev/base.bin" --lora-init "$tmp/ev/ad" --eval-only --prompt "AB" \
+  >"$tmp/ev/s" 2>&1 && grep -q "sampled 8 tokens" "$tmp/ev/s"; then ok "--eval-only --lora-init samples through the adapters"
+else bad "--eval-only --lora-init sampling"; tail -2 "$tmp/ev/s"; fi
 expect 2 "is an adapter of r 4: drop --lora" "${LLAMA[@]}" --lora-init "$tmp/d1" --lora 8
 expect 2 "holds 4 of the 6 A and B tensors of the q maps" "${LLAMA[@]}" --lora-init "$tmp/d1" --layers 3
 expect 2 "is the file --lora-init reads" "${LLAMA[@]}" --lora-init "$tmp/d1" --export "$tmp/d1/adapter_model.safetensors"

@@ -61,15 +61,18 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
                   int t, float grad_scale, int decay) {
     float b1c = 1.0f - powf(cfg->beta1, (float)t), b2c = 1.0f - powf(cfg->beta2, (float)t);
     float wd = decay ? cfg->weight_decay : 0.0f;
+    // the constants in locals: read through cfg, each store to m, v or params could have changed them
+    // (the compiler cannot tell), which kept the loop from being vectorized
+    const float b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps;
 #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i] * grad_scale;
-        float mi = cfg->beta1 * m[i] + (1.0f - cfg->beta1) * g;
-        float vi = cfg->beta2 * v[i] + (1.0f - cfg->beta2) * g * g;
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
         m[i] = mi;
         v[i] = vi;
         float mhat = mi / b1c, vhat = vi / b2c;
-        params[i] -= lr * (mhat / (sqrtf(vhat) + cfg->eps) + wd * params[i]);
+        params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
     }
 }
 

@@ -87,8 +87,8 @@ void print_step_time(const Settings *s, const GpuModel *g) {
            "at %.0f TFLOP/s (its %s dense peak) x %.1f%% MFU: %.3g s a step\n", t.step_flops, tokens, t.step_flops / tokens,
            plan.rebuilds || plan.tiled_head ? ", and what the plan rebuilds" : "", t.peak / 1e12, dtype_name[s->dtype],
            100 * t.mfu, t.seconds);
-    printf("  the MFU: %s; --steps %d: %s, %.3g GPU-hours on %d GPU%s\n", t.source, s->steps, run,
-           t.seconds * s->steps * gpus / 3600, gpus, gpus > 1 ? "s" : "");
+    printf("  the MFU: %s; --steps %d, %.3g tokens: %s, %.3g GPU-hours on %d GPU%s\n", t.source, s->steps,
+           tokens * gpus * s->steps, run, t.seconds * s->steps * gpus / 3600, gpus, gpus > 1 ? "s" : "");
 }
 
 #endif

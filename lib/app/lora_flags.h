@@ -98,7 +98,7 @@ void parse_lora(Settings *s, const GPTConfig *c) {
                     "not sharded yet: use --zero 1 (the adapters' m and v sharded) or --zero 0 (doc/lora.md)", s->zero);
     const char *no = s->cuda ? "--device cuda" : s->fp32_grads ?
                      "--fp32-grads (the adapters' gradients are fp32 already)" : s->offload ? "--offload" : s->eval_only && s->export_to ?
-                     "--eval-only --export" : s->infer ? "--infer" : NULL;
+                     "--eval-only --export" : NULL;
     size_t e = s->export_to ? strlen(s->export_to) : 0;
     if (s->merge && !e)
         usage_error("--merge writes the merged model with --export: give --export FILE.bin (llm.c's model file) or "

@@ -298,6 +298,10 @@ void print_inference(const GPTConfig *c, const Settings *s) {
     }
     printf("  int8/int4: the %zu matrix weights in blocks of %d with an fp32 scale each (%zu scales); the %zu "
            "vector parameters (biases, layernorms) in bf16\n", r.matrices, QUANT_BLOCK, r.scales, r.vectors);
+    if (!s->lora.rank) return;
+    size_t A = lora_param_count(c, &s->lora);
+    printf("  + the adapters (--lora %d): %zu parameters in fp32, %zu B (%.2f MiB) on top of any row, kept apart as PEFT "
+           "serves them (--merge folds them into the weights: nothing added)\n", s->lora.rank, A, 4 * A, 4 * A / 1048576.0);
 }
 
 // --dry-run --mem-json: what the setting costs besides memory, --fit's columns for it (memory/fit.h):

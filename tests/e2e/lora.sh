@@ -117,7 +117,7 @@ expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
 expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
 expect 2 "--double-quant goes with --lora R" "${SMALL[@]}" --double-quant
 expect 2 "--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (QLoRA), not int8" "${SMALL[@]}" --lora 2 --base-dtype int8 --double-quant
-for flag in "--dtype bf16 --fp32-grads" "--device cuda" "--offload opt" "--infer --dry-run" "--eval-only --resume x --export y.safetensors"; do
+for flag in "--dtype bf16 --fp32-grads" "--device cuda" "--offload opt" "--eval-only --resume x --export y.safetensors"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
 expect 2 "--zero 2 with --lora: stage 2 shards the gradients" "${SMALL[@]}" --lora 2 --zero 2 --ranks 2
@@ -158,6 +158,11 @@ EOF2
     ok "lora --zero 1 on 2 ranks: resumed on 2 ranks bit for bit; on one rank, each rank's part read from its file"
   else bad "lora --zero 1 on 2 ranks: resume"; tail -2 "$tmp/rrlog" "$tmp/rr1log"; fi
 else skip "lora on several ranks: no MPI in this build"; fi
+# --infer --dry-run with --lora: the adapters' fp32 bytes beside the inference table (PEFT's R 8 on q,v: 3,407,872)
+if ./train --model llama3-8b --lora 8 --lora-targets q,v --infer --dry-run --batch 1 --seq-len 1024 2>&1 |
+   grep -q "+ the adapters (--lora 8): 3407872 parameters in fp32, 13631488 B (13.00 MiB) on top of any row"; then
+  ok "--infer --dry-run --lora: the adapters' 4 x 3,407,872 B beside the weights of each format"
+else bad "--infer --dry-run --lora"; fi
 # --eval-only with --lora-init: the frozen model (--init) in fp32 or --quantize's format and PEFT's adapters in fp32
 # on top; its fp32 row is the val loss the training run ended at, the base alone's is another; ledger and dry run
 # equal, a sample through the adapters

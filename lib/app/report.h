@@ -329,8 +329,6 @@ int dry_run_timeline(const Settings *s, const MemReport *predicted) {
     return bad != 0;
 }
 
-
-
 // --gpu, --link-gbps: the device's peak beside the card's memory, --offload's link bytes beside its
 // rate (at least the larger direction's bytes / rate a step: the link carries both ways at once, and
 // the sum if they do not overlap). Printed, and as --mem-json's "gpu" (json: NULL to print only).
@@ -342,20 +340,18 @@ void gpu_in_mind(const Settings *s, const MemReport *pred, char *json, size_t n)
     if (g) printf("on one %s (--gpu %s): %.2f GiB; the device's peak %.2f GiB %s %.2f GiB (the CUDA context and "
                   "libraries take some of it: --fit keeps %.2f GiB for them)\n", g->what, g->name, g->gib, peak / 1073741824.0,
                   peak <= cap ? "leaves" : "is over by", fabs(cap - peak) / 1073741824.0, GPU_HEADROOM / 1073741824.0);
-    if (g) print_step_time(s, g);
+    StepTime t = g ? run_step_time(s, g) : (StepTime){0};
+    if (g) print_step_time(s, &t);
     if (rate > 0 && (down > 0 || up > 0))
         printf("the host link at %.2f GB/s each way%s: a step's %.2f GB down and %.2f GB up take at least %.3f s "
                "(%.3f s if they do not overlap)\n", rate, s->link_gbps > 0 ? " (--link-gbps)" : "", down / 1e9, up / 1e9,
                fmax(down, up) / (rate * 1e9), (down + up) / (rate * 1e9));
-    if (json && (g || rate > 0)) {
-        Plan plan = make_plan(s, s->ranks);
-        StepTime t = g ? step_time(s, g, plan_extra_token_flops(s, &plan)) : (StepTime){0};
+    if (json && (g || rate > 0))
         snprintf(json, n, "\"gpu\": {\"name\": \"%s\", \"memory_bytes\": %.0f, \"bf16\": %s, \"link_gbps\": %.17g, "
                  "\"device_peak_bytes\": %.0f, \"fits\": %s, \"link_seconds\": %.17g, \"step_flops\": %.17g, "
                  "\"peak_flops\": %.17g, \"mfu\": %.17g, \"step_seconds\": %.17g}", g ? g->name : "", cap,
                  g && g->bf16 ? "true" : "false", rate, peak, g && peak <= cap ? "true" : "false",
                  rate > 0 ? fmax(down, up) / (rate * 1e9) : 0.0, t.step_flops, t.peak, t.mfu, t.seconds);
-    }
 }
 
 // --dry-run: the prediction alone, from the config; nothing is allocated.
@@ -450,7 +446,6 @@ void step_memory(size_t *col) {
                           g_ledger.total_at[LOC_PINNED], g_ledger.window_peak_at[LOC_PINNED], file};
     memcpy(col, v, sizeof v);
 }
-
 
 // The step line: loss, lr, norm, time, tok/s, MFU (against peak_flops of all
 // ranks; token_flops: the model's FLOPs a token), memory (live now, and this step's peak; the

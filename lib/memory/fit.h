@@ -223,8 +223,8 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     f.category_bytes = pred.peak[f.category];
     f.weights = pred.peak[MEM_PARAMS] + pred.peak[MEM_QWEIGHTS] + pred.peak[MEM_QSCALES];  // (--base-dtype: packed)
     Plan plan = make_plan(&t, t.ranks);
-    double token_flops = model_flops_per_token(c, T);
-    f.flops = (L * recompute_flops_per_token_layer(c, plan.rebuilds, T) + (f.fused_ce ? 2.0 * C * Vp : 0)) / token_flops;
+    double token_flops = model_flops_per_token(c, T), extra = plan_extra_token_flops(&t, &plan);
+    f.flops = extra / token_flops;
     f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), ((double)Vp + c->max_seq) * C, q->ranks);
     long long moved[TR_N];
     predict_traffic(&t, &plan, 0, moved);
@@ -233,7 +233,7 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     f.rebuilt = (double)(parts.full - parts.kept) * L * f.accum;
     f.slow = gpu ? (f.dtype == DT_FP32) + !f.flash : (f.dtype != DT_FP32) + f.flash;
     t.accum = f.accum;
-    if (q->s->gpu_name) f.seconds = step_time(&t, gpu_model(q->s->gpu_name), f.flops * token_flops).seconds;
+    if (q->s->gpu_name) f.seconds = step_time(&t, gpu_model(q->s->gpu_name), extra).seconds;
     return f;
 }
 

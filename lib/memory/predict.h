@@ -290,7 +290,8 @@ size_t predict_packed_base(const Settings *s, MemSnapshot *b) {
     return s->double_quant ? 4 * most : 0;
 }
 
-// The parameters the optimizer trains: the model's, or with --lora the adapters' (core/lora.h).
+// The parameters the optimizer trains: the model's (the predictor's own count), or with --lora the
+// adapters' (core/lora.h); core/settings.h trained_param_count is the run's side of it.
 size_t predict_trained_count(const Settings *s) {
     return s->lora.rank ? lora_param_count(&s->cfg, &s->lora) : predict_param_count(&s->cfg);
 }

@@ -11,9 +11,8 @@
 //   MFU              = --mfu, else what gptmem measured on that card (GPT-2 124M, bf16 --flash: its
 //                      tokens a second x its F, over the card's bf16 peak), else MFU_ASSUMED
 //
-// A lower bound on the time in the sense that matters: no kernel of gptmem's runs faster than this
-// MFU says; its naive attention and fp32 reference kernels run far slower (doc/cuda.md), and
-// --offload's link time is apart (the dry run's link line).
+// The compute alone, at that MFU: gptmem's naive attention and fp32 reference kernels run far below
+// it (doc/cuda.md), and --offload's link time is apart (the dry run's link line).
 #ifndef GPTMEM_STEP_TIME_H
 #define GPTMEM_STEP_TIME_H
 
@@ -35,6 +34,7 @@ typedef struct {
     double peak;        // FLOP/s, the card's dense peak for the dtype
     double mfu;         // the fraction of it assumed
     char source[160];   // where the MFU comes from
+    double extra;       // the FLOPs a token the plan adds (rebuilds, --fused-ce's second pass)
     double step_flops;  // a step's FLOPs on one GPU
     double seconds;     // a step's time
 } StepTime;
@@ -70,22 +70,28 @@ StepTime step_time(const Settings *s, const GpuModel *g, double extra_token_flop
                  g->measured);
     else snprintf(t.source, sizeof t.source, "assumed, a large dense run's (gptmem has not run on this card); --mfu sets another");
     double tokens = (double)s->batch * s->seq_len * s->accum;
+    t.extra = extra_token_flops;
     t.step_flops = tokens * (run_flops_per_token(s) + extra_token_flops);
     t.seconds = t.step_flops / (t.peak * t.mfu);
     return t;
 }
 
-// --gpu: a step's time beside its bytes (memory/step_time.h), and --steps' on every GPU.
-void print_step_time(const Settings *s, const GpuModel *g) {
+// ... with the FLOPs the run's own plan adds.
+StepTime run_step_time(const Settings *s, const GpuModel *g) {
     Plan plan = make_plan(s, s->ranks);
-    StepTime t = step_time(s, g, plan_extra_token_flops(s, &plan));
+    return step_time(s, g, plan_extra_token_flops(s, &plan));
+}
+
+// --gpu: a step's time beside its bytes, and --steps' on every GPU.
+void print_step_time(const Settings *s, const StepTime *st) {
+    StepTime t = *st;
     int gpus = s->ranks > 1 ? s->ranks : 1;
     double tokens = (double)s->batch * s->seq_len * s->accum;
     char run[32];
     format_duration(run, sizeof run, t.seconds * s->steps);
     printf("time on it (memory/step_time.h): a step is %.3g FLOPs a GPU, %.0f tokens x %.3g (6 P + 6 L T C a token%s); "
            "at %.0f TFLOP/s (its %s dense peak) x %.1f%% MFU: %.3g s a step\n", t.step_flops, tokens, t.step_flops / tokens,
-           plan.rebuilds || plan.tiled_head ? ", and what the plan rebuilds" : "", t.peak / 1e12, dtype_name[s->dtype],
+           t.extra > 0 ? ", and what the plan rebuilds" : "", t.peak / 1e12, dtype_name[s->dtype],
            100 * t.mfu, t.seconds);
     printf("  the MFU: %s; --steps %d, %.3g tokens: %s, %.3g GPU-hours on %d GPU%s\n", t.source, s->steps,
            tokens * gpus * s->steps, run, t.seconds * s->steps * gpus / 3600, gpus, gpus > 1 ? "s" : "");

@@ -51,8 +51,34 @@ void parse_base_dtype(Settings *s) {
                     quant_name[s->base_format]);
 }
 
+// The flags --lora does not take (yet), each refused with its reason and what to do instead.
+void refuse_with_lora(const Settings *s) {
+    if (s->zero == 3 && s->base_format != QF_FP32)
+        usage_error("--zero 3 with --base-dtype %s: stage 3 shards the frozen model over the ranks, and one held in "
+                    "--base-dtype's storage is not sharded yet: use --zero 2 (the adapters' gradients and states sharded), "
+                    "or --zero 3 with the model in the --dtype (--dtype bf16, no --base-dtype; doc/lora.md)",
+                    quant_name[s->base_format]);
+    const char *whole = s->lora_init ? "--lora-init" : s->merge ? "--merge" : s->export_to ? "--export" : NULL;
+    if (s->zero == 3 && whole)
+        usage_error("--zero 3 with --lora holds a shard of the adapters on each rank, and %s reads or writes them "
+                    "whole: use --zero 2 (the adapters whole on every rank, their gradients and states sharded)", whole);
+    const char *no = s->cuda ? "--device cuda" : s->fp32_grads ?
+                     "--fp32-grads (the adapters' gradients are fp32 already)" : s->offload ? "--offload" : s->eval_only && s->export_to ?
+                     "--eval-only --export" : NULL;
+    size_t e = s->export_to ? strlen(s->export_to) : 0;
+    if (s->merge && !e)
+        usage_error("--merge writes the merged model with --export: give --export FILE.bin (llm.c's model file) or "
+                    "FILE.safetensors (a Hugging Face model, config.json beside it)");
+    if (e && !s->merge && (e < 12 || strcmp(s->export_to + e - 12, ".safetensors")))
+        usage_error("--lora --export writes the adapters as PEFT does, a safetensors file and adapter_config.json beside "
+                    "it: give --export DIR/adapter_model.safetensors, or add --merge for the merged model (got '%s')", s->export_to);
+    if (no)
+        usage_error("--lora trains on the CPU for now; %s with --lora is not built yet: drop it "
+                    "(doc/lora.md says what --lora takes)", no);
+}
+
 // --lora R, --lora-alpha, --lora-targets (core/lora.h): the maps named, each with a rank it can
-// hold; and the flags LoRA does not take yet, refused with what to do.
+// hold; and the flags LoRA does not take (yet), refused with what to do.
 void parse_lora(Settings *s, const GPTConfig *c) {
     LoraConfig *a = &s->lora;
     s->base_format = QF_FP32, s->base_bits = 32;
@@ -92,23 +118,7 @@ void parse_lora(Settings *s, const GPTConfig *c) {
             usage_error("--lora %d is above the rank map %s can have: min(%d inputs, %d outputs) = %d; use --lora 1..%d",
                         a->rank, lora_map_names[k], mp.in, mp.rows, most, most);
     }
-    if (s->zero >= 2)
-        usage_error("--zero %d with --lora: stage 2 shards the gradients a layer at a time in the backward and stage 3 "
-                    "the model's weights; with --lora the gradients are the adapters' alone and the frozen model is "
-                    "not sharded yet: use --zero 1 (the adapters' m and v sharded) or --zero 0 (doc/lora.md)", s->zero);
-    const char *no = s->cuda ? "--device cuda" : s->fp32_grads ?
-                     "--fp32-grads (the adapters' gradients are fp32 already)" : s->offload ? "--offload" : s->eval_only && s->export_to ?
-                     "--eval-only --export" : NULL;
-    size_t e = s->export_to ? strlen(s->export_to) : 0;
-    if (s->merge && !e)
-        usage_error("--merge writes the merged model with --export: give --export FILE.bin (llm.c's model file) or "
-                    "FILE.safetensors (a Hugging Face model, config.json beside it)");
-    if (e && !s->merge && (e < 12 || strcmp(s->export_to + e - 12, ".safetensors")))
-        usage_error("--lora --export writes the adapters as PEFT does, a safetensors file and adapter_config.json beside "
-                    "it: give --export DIR/adapter_model.safetensors, or add --merge for the merged model (got '%s')", s->export_to);
-    if (no)
-        usage_error("--lora trains on the CPU for now; %s with --lora is not built yet: drop it "
-                    "(doc/lora.md says what --lora takes)", no);
+    refuse_with_lora(s);
 }
 
 #endif

@@ -173,9 +173,12 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
             printf("  rank %d: peak %zu B measured, %zu B predicted: %s\n", r, all[r].peak_total,
                    all[r].predicted_peak, all[r].equal ? "equal in every row" : "DIFFERENT");
         if (comm_nranks > 1) {
-            size_t e = dtype_size(s->dtype);
-            printf("  communication: %lld B sent per step by rank 0 (ring volumes: (N-1)/N of each collective); "
-                   "textbook %d x params = %zu B\n", all[0].comm_bytes, zero == 3 ? 3 : 2, (zero == 3 ? 3 : 2) * e * P);
+            size_t e = dtype_size(s->dtype), k = zero == 3 ? 3 : 2;
+            printf("  communication: %lld B sent per step by rank 0 (ring volumes: (N-1)/N of each collective); ",
+                   all[0].comm_bytes);
+            if (!s->lora.rank) printf("textbook %zu x params = %zu B\n", k, k * e * P);
+            else printf("textbook %zu x adapters (fp32)%s = %zu B\n", k, zero == 3 ? " + 2 x the frozen model" : "",
+                        k * 4 * P + (zero == 3 ? 2 * e * param_count(&s->cfg) : 0));  // (stage 3: gathered for the forward, the backward)
             Plan plan = make_plan(s, comm_nranks);
             const char *group = s->shard_group_node ? "machine" : "group";  // (--shard-group node: the machines)
             if (s->shard_group)

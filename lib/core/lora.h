@@ -149,20 +149,44 @@ int lora_tensor_count(const GPTConfig *c, const LoraConfig *a) {
     return 2 * maps * c->layers;
 }
 
-// The first values of the adapters [0, n): each A uniform in +-1/sqrt(in), drawn in layout
-// order from a stream of its own (the base weights draw the same with and without --lora),
-// each B zero.
+// Layer l's adapters of op `op` (its maps' are consecutive in the layout): [*lo, *hi), empty when no map of
+// the op is targeted. What ZeRO moves a piece at a time over the adapters (stage 2 reduce-scatters an op's
+// gradients when its backward is done, stage 3 gathers an op's adapters before it runs).
+void lora_op_range(const GPTConfig *c, const LoraConfig *a, int l, int op, size_t *lo, size_t *hi) {
+    *lo = *hi = 0;
+    for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
+        if (!lora_targets(a, k) || lora_map(c, k).op != op) continue;
+        if (*hi == *lo) *lo = lora_offset(c, a, l, k);
+        *hi = lora_offset(c, a, l, k) + lora_map_count(c, a, k);
+    }
+}
+
+// The most adapters one op has (its piece; the buffers stages 2 and 3 move them through).
+size_t lora_op_most(const GPTConfig *c, const LoraConfig *a) {
+    size_t most = 0, lo, hi;
+    for (int op = 0; op < LAYER_OPS; op++) {
+        lora_op_range(c, a, 0, op, &lo, &hi);
+        if (hi - lo > most) most = hi - lo;
+    }
+    return most;
+}
+
+// The first values of the adapters [lo, hi) into w[0 .. hi - lo): each A uniform in +-1/sqrt(in), drawn
+// in layout order from a stream of its own (the base weights draw the same with and without --lora),
+// each B zero. Every rank draws the whole sequence and keeps its part (ZeRO-3: its shard).
 #define LORA_SEED_STREAM 0x4C6F5241ULL  // "LoRA"
-void lora_init(float *w, const GPTConfig *c, const LoraConfig *a, uint64_t seed) {
+void lora_init(float *w, size_t lo, size_t hi, const GPTConfig *c, const LoraConfig *a, uint64_t seed) {
     uint64_t s = rng_seed(seed ^ LORA_SEED_STREAM);
     for (int l = 0; l < c->layers; l++)
         for (int k = 0; k < LORA_MAPS; k++) {
             if (!lora_targets(a, k)) continue;
             LoraMap mp = lora_map(c, k);
-            float *A = w + lora_offset(c, a, l, k), bound = 1.0f / sqrtf((float)mp.in);
-            size_t na = (size_t)a->rank * mp.in;
-            for (size_t i = 0; i < na; i++) A[i] = (2.0f * rng_uniform(&s) - 1.0f) * bound;
-            memset(A + na, 0, sizeof(float) * a->rank * mp.rows);
+            size_t at = lora_offset(c, a, l, k), na = (size_t)a->rank * mp.in, n = lora_map_count(c, a, k);
+            float bound = 1.0f / sqrtf((float)mp.in);
+            for (size_t i = 0; i < n; i++) {
+                float v = i < na ? (2.0f * rng_uniform(&s) - 1.0f) * bound : 0.0f;
+                if (at + i >= lo && at + i < hi) w[at + i - lo] = v;
+            }
         }
 }
 

@@ -78,11 +78,13 @@ typedef struct {
     float *w, *g;     // the adapters (ledger: adapters) and their gradients (grads)
     float *u, *du;    // (N,R): a map's x A^T, and its gradient, reused by every map (scratch)
     Optimizer opt;    // AdamW over them; its m and v are rows of the buffer table
-    // --ranks N: ZeRO over the adapters (parallel/zero.h; stages 0, 1): every rank holds them and their
-    // gradients whole (padded to N S), its shard of m and v from stage 1; the gradients are summed over
-    // the ranks after the backward through the chunk buffers (comm)
+    // --ranks N: ZeRO over the adapters (parallel/zero.h), their own shard layout: at stages 0 and 1 every
+    // rank holds them and their gradients whole (padded to N S), its shard of m and v from stage 1, and the
+    // gradients are summed over the ranks after the backward through the chunk buffers (comm); stage 2
+    // keeps its shard of the gradients, an op's reduce-scattered from `bucket` when its backward is done;
+    // stage 3 its shard of the adapters too, an op's gathered into `gathered` before it runs (comm)
     Shard shard;
-    float *reduce_buf, *across_buf;
+    float *reduce_buf, *across_buf, *bucket, *gathered;
     // --base-dtype (not fp32): the frozen model held in io/quant.h's storage (ledger: qweights, qscales),
     // the blocks' linear maps in that format, the rest in the --dtype; each piece read back into w_piece
     QuantWeights base;
@@ -268,6 +270,9 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     n = adam_buffers(&m->lora.opt, b, n, frozen ? shard_state_len(ls) : 0, 1);
     BUF(lora.reduce_buf, MEM_COMM, "adapter reduce chunk", frozen && reduces_full_grads(ls) ? (size_t)ls->nranks * lk * f : 0);
     BUF(lora.across_buf, MEM_COMM, "adapter across-groups chunk", frozen ? across_buffer_floats(ls) * f : 0);
+    size_t op_most = frozen ? lora_op_most(c, &m->lora.cfg) : 0;
+    BUF(lora.bucket, MEM_COMM, "adapter grads bucket", grads_sharded(ls) ? op_most * f : 0);
+    BUF(lora.gathered, MEM_COMM, "adapter gather", weights_sharded(ls) ? op_most * f : 0);
     BUF(lora.u, MEM_SCRATCH, "lora x A^T", N * R * f);
     BUF(lora.du, MEM_SCRATCH, "lora its gradient", N * R * f);
 #undef BUF

@@ -23,7 +23,7 @@ void gpt_grad_norm(GPT *m, float loss_scale, float clip) {
     const Shard *sh = gpt_frozen(m) ? &m->lora.shard : &m->shard;  // --lora: the adapters' gradients are all there are
     const char *g = gpt_frozen(m) ? (const char *)m->lora.g : gpt_grads(m);
     int dt = gpt_frozen(m) ? DT_FP32 : m->grad_dtype;
-    size_t at = sh->own_lo - (gpt_frozen(m) ? 0 : m->grads_base);
+    size_t at = sh->own_lo - (gpt_frozen(m) ? shard_grads_base(sh) : m->grads_base);
     m->numbers.sumsq = comm_sum_ordered(sh->comm, sum_squares_dt(g + at * dtype_size(dt), sh->own_hi - sh->own_lo, dt));
     m->numbers.grad_scale = step_grad_scale(m->numbers.sumsq, loss_scale, clip);
 }
@@ -46,7 +46,9 @@ void gpt_read_numbers(GPT *m, double *loss_sum, double *sumsq) {
 void gpt_adamw_step(GPT *m, float lr, int t) {
     if (isnan(m->numbers.grad_scale)) return;
     if (gpt_frozen(m)) {  // --lora: the adapters move (this rank's shard of them, then gathered), the model's weights stay
-        optimizer_step(&m->lora.opt, m->lora.w, 0, m->lora.g, 0, DT_FP32, lr, t, m->numbers.grad_scale);
+        const Shard *ls = &m->lora.shard;
+        optimizer_step(&m->lora.opt, m->lora.w, shard_weights_base(ls), m->lora.g, shard_grads_base(ls), DT_FP32, lr, t,
+                       m->numbers.grad_scale);
         zero_allgather_weights(&m->lora.shard, m->lora.w, DT_FP32);
         return;
     }
@@ -61,7 +63,8 @@ NetState gpt_state(GPT *m) {
     NetState st;
     memset(&st, 0, sizeof st);
     if (gpt_frozen(m)) {  // --lora: the adapters and their m and v (the frozen model is the --init's or the seed's)
-        st.lo = m->lora.shard.own_lo, st.hi = m->lora.shard.own_hi, st.w = m->lora.w + st.lo;
+        st.lo = m->lora.shard.own_lo, st.hi = m->lora.shard.own_hi;
+        st.w = m->lora.w + (st.lo - shard_weights_base(&m->lora.shard));
         optimizer_state_moments(&m->lora.opt, &st);
         return st;
     }

@@ -55,10 +55,11 @@ void gpt_sync_params(GPT *m) {
 // gpt_sync_params makes the 16-bit copy and, at stages 1 and 2, gathers the
 // full weights.
 // --base-dtype: the weights go a window of w_piece at a time into the frozen model's storage.
-// --lora with --dtype bf16|fp16: the frozen weights straight into the 16-bit ones (no master).
+// --lora with --dtype bf16|fp16: the frozen weights straight into the 16-bit ones (no master; ZeRO-3:
+// this rank's shard of them).
 static void init_take_16bit(void *ctx, size_t a, size_t b) {
     GPT *m = ctx;
-    dtype_store((uint16_t *)m->params_lp + a, m->w_piece, b - a, m->dtype);
+    dtype_store((uint16_t *)m->params_lp + (a - m->params_base), m->w_piece, b - a, m->dtype);
 }
 
 typedef struct {
@@ -80,7 +81,8 @@ void gpt_init(GPT *m, const WeightSource *src) {
         return;
     }
     if (gpt_frozen(m) && m->dtype != DT_FP32) {
-        init_params_chunks(m->w_piece, m->piece, 0, m->nparams, &m->cfg, src, init_take_16bit, m);
+        size_t hi = weights_sharded(sh) ? sh->own_hi : m->nparams;
+        init_params_chunks(m->w_piece, m->piece, m->params_base, hi, &m->cfg, src, init_take_16bit, m);
         lora_start(m);
         return;
     }

@@ -96,13 +96,15 @@ typedef struct {
 
 // Bytes a rank sends in one step, by the ring formulas (memory/predict_shard.h
 // ring_step_bytes): the stage's inside the K ranks that share the shards, and
-// with --shard-group the all-reduce of the rank's gradients (P/K; P for K = 1)
-// across the N/K groups, 2 (R-1)/R x 4 bytes each.
-double fit_comm_bytes(const FitSetting *f, double P, double table, int ranks) {
-    int K = f->group ? f->group : ranks, R = ranks / K;
-    double inside = ring_step_bytes(plan_stage(f->zero, K), dtype_size(f->dtype), f->accum,
-                                    (f->recompute & REC_BLOCK) != 0, f->fused_ce, P, table, K);
-    return inside + (R > 1 ? 2.0 * (R - 1) / R * 4 * (K > 1 ? P / K : P) : 0);
+// with --shard-group the all-reduce of the rank's gradients (T/K; T for K = 1)
+// across the N/K groups, 2 (R-1)/R x 4 bytes each. T, the trained parameters: the model's P,
+// or with --lora the adapters' A (lora_ring_step_bytes: the frozen model's gathers beside them).
+double fit_comm_bytes(const FitSetting *f, double P, double A, double table, int ranks) {
+    int K = f->group ? f->group : ranks, R = ranks / K, stage = plan_stage(f->zero, K), ckpt = (f->recompute & REC_BLOCK) != 0;
+    double e = dtype_size(f->dtype), T = A > 0 ? A : P;
+    double inside = A > 0 ? lora_ring_step_bytes(stage, e, f->accum, ckpt, f->fused_ce, A, P, table, K)
+                          : ring_step_bytes(stage, e, f->accum, ckpt, f->fused_ce, P, table, K);
+    return inside + (R > 1 ? 2.0 * (R - 1) / R * 4 * (K > 1 ? T / K : T) : 0);
 }
 
 // Of two settings that both fit, does a make b pointless: at least as
@@ -225,7 +227,8 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     Plan plan = make_plan(&t, t.ranks);
     double token_flops = model_flops_per_token(c, T), extra = plan_extra_token_flops(&t, &plan);
     f.flops = extra / token_flops;
-    f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), ((double)Vp + c->max_seq) * C, q->ranks);
+    double A = t.lora.rank ? (double)lora_param_count(c, &t.lora) : 0;
+    f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), A, ((double)Vp + c->max_seq) * C, q->ranks);
     long long moved[TR_N];
     predict_traffic(&t, &plan, 0, moved);
     for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];
@@ -274,13 +277,14 @@ FitSearch fit_search(const FitQuestion *q) {
         for (int flash = 0; flash <= 1; flash++)
         for (int rc = 0; rc < 3; rc++)
         for (int fused = 0; fused <= 1; fused++)
-        for (int zero = 0; zero <= (ranks == 1 ? 0 : lora ? 1 : 3); zero++)  // (--lora: stages 0 and 1)
+        for (int zero = 0; zero <= (ranks == 1 ? 0 : 3); zero++)
         for (int group = ranks; group >= 1; group--)
         for (int micro = global; micro >= 1; micro--) {
             if (ranks % group || (group < ranks && (zero == 0 || gpu))) continue;  // (groups: the CPU's, with a stage)
             int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
             if (global % micro || r.n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
             if (bases[b] == QF_BF16 && dtype) continue;  // (a bf16 base under a 16-bit --dtype is its QF_FP32)
+            if (zero == 3 && bases[b] != QF_FP32) continue;  // (--lora's stage 3 shards a frozen model in the --dtype)
             FitSetting f = {.dtype = dtype ? half : DT_FP32, .flash = flash, .fused_ce = fused, .zero = zero, .micro = micro,
                             .accum = global / micro, .group = group < ranks ? group : 0, .offload = off,
                             .recompute = recomputes[rc], .base = bases[b], .dq = b == BASES - 1};
@@ -316,7 +320,8 @@ void fit_print_none(const FitQuestion *q, const FitSearch *r) {
     int lora = q->s->lora.rank > 0;
     if (q->budget < r->min_weights)
         printf("The budget is smaller than the weights alone: %s in %s%s.\n", fit_size(u1, sizeof u1, r->min_weights),
-               lora ? "nf4 --double-quant (QLoRA's frozen model)" : "16 bits", q->ranks > 1 ? ", sharded by ZeRO-3" : "");
+               lora && q->ranks > 1 ? "nf4 --double-quant (QLoRA's frozen model) or 16 bits sharded by ZeRO-3, the smaller"
+               : lora ? "nf4 --double-quant (QLoRA's frozen model)" : "16 bits", !lora && q->ranks > 1 ? ", sharded by ZeRO-3" : "");
     if (lora) {
         printf("Try a shorter --seq-len, a smaller --lora rank or fewer --lora-targets, or a smaller model.\n");
         return;
@@ -385,7 +390,7 @@ void fit_print_table(const FitQuestion *q, const FitSearch *r, int shown, const 
 // Beside full fine-tuning, the same question with the model frozen: LoRA of rank FIT_LORA_RANK on every linear
 // map of a block (--lora, core/lora.h), its frozen model in the --dtype, and QLoRA (--base-dtype nf4): the
 // smallest peak of each and whether it fits; `--lora R --fit` lists their settings. --lora trains on the
-// CPU (ZeRO stages 0 and 1 over ranks), so on the GPU, when nothing fits, a line says so instead.
+// CPU (ZeRO over ranks), so on the GPU, when nothing fits, a line says so instead.
 enum { FIT_LORA_RANK = 8 };
 void fit_print_lora(const FitQuestion *q, int fits, const char *budget_text, const char *base) {
     const GPTConfig *c = &q->s->cfg;

@@ -327,6 +327,8 @@ void predict_states(const Settings *s, const ShardSizes *sh, const ShardSizes *a
 // The CPU's comm row: the buffers ZeRO moves gradients and weights through (parallel/zero.h).
 //   stages 0, 1 on several ranks: the full gradients reduced in chunks of K = min(S, REDUCE_CHUNK) a rank, N*K
 //   stages 2, 3: fp32 gradient buckets of what is moved (predict_moved); stage 3: as much again, gathered, in e
+//   --lora: the frozen model has no gradients; the adapters' own pieces (an op's: core/lora.h lora_op_most, O)
+//     go through a bucket of 4 O from stage 2 and a gather of 4 O at stage 3, beside the model's e moved
 //   --shard-group: the sum across the R groups of the gradients a rank's optimizer reads (all of them in a
 //     group of one, else its shard), a chunk c = min(that, REDUCE_CHUNK) at a time, in R blocks of ceil(c / R)
 size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
@@ -334,8 +336,9 @@ size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
     int zero = p->stage;
     if (sh->ranks > 1 && !shards_grads(zero)) bytes = 4 * sh->ranks * (S < REDUCE_CHUNK ? S : REDUCE_CHUNK);
     size_t moved = predict_moved(&s->cfg, p->tiled_head);
-    if (shards_grads(zero)) bytes = 4 * moved;
-    if (shards_weights(zero)) bytes += e * moved;
+    size_t lora_op = s->lora.rank ? 4 * lora_op_most(&s->cfg, &s->lora) : 0;  // --lora: an op's adapters, fp32
+    if (shards_grads(zero)) bytes = s->lora.rank ? lora_op : 4 * moved;
+    if (shards_weights(zero)) bytes += e * moved + lora_op;
     if (sh->groups > 1) {
         size_t n = !shards_states(zero) ? sh->weights_n : S, c = n < REDUCE_CHUNK ? n : REDUCE_CHUNK, R = sh->groups;
         bytes += 4 * R * ((c + R - 1) / R);

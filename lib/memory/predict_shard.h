@@ -70,4 +70,14 @@ double ring_step_bytes(int stage, double e, int accum, int ckpt, int fused_ce, d
     return ring * b;
 }
 
+// The same for --lora: the stage's formula over the A adapters in fp32 (gathered at stage 3 as the model's
+// weights are, the table aside), and at stage 3 the frozen model's Psi = P weights gathered for the
+// forward and the backward (and --ckpt's rebuild), A x (2 or 3) e Psi, with --fused-ce the table once more.
+double lora_ring_step_bytes(int stage, double e, int accum, int ckpt, int fused_ce, double A, double P, double table,
+                            int ranks) {
+    if (ranks <= 1) return 0;
+    double frozen = stage == 3 ? accum * ((ckpt ? 3 : 2) * e * P + (fused_ce ? e * table : 0)) : 0;
+    return ring_step_bytes(stage, 4, accum, ckpt, 0, A, 0, ranks) + (ranks - 1.0) / ranks * frozen;
+}
+
 #endif

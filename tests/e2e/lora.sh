@@ -120,14 +120,29 @@ expect 2 "--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (
 for flag in "--dtype bf16 --fp32-grads" "--device cuda" "--offload opt" "--eval-only --resume x --export y.safetensors"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
-expect 2 "--zero 2 with --lora: stage 2 shards the gradients" "${SMALL[@]}" --lora 2 --zero 2 --ranks 2
-# ranks: ZeRO 0 and 1 over the adapters (their own shard layout), N ranks x B == one process of N B over
-# 10 steps, the replicas' adapters identical every step, every rank's ledger predicted == measured (3 ranks:
-# uneven shards; --shard-group 2 of 4), resumed on the same ranks bit for bit and on one rank to rounding
+expect 2 "--zero 3 with --base-dtype nf4: stage 3 shards the frozen model over the ranks" "${SMALL[@]}" --lora 2 --zero 3 --ranks 2 --base-dtype nf4
+expect 2 "--zero 3 with --lora holds a shard of the adapters on each rank, and --export reads or writes them whole" \
+  "${SMALL[@]}" --lora 2 --zero 3 --export "$tmp/no/adapter_model.safetensors"
+[ ! -e "$tmp/no" ] && ok "lora: --zero 3 --export refused before anything is written" || bad "lora: --zero 3 --export wrote something"
+# ranks: ZeRO 0 to 3 over the adapters (their own shard layout; stage 3 shards the frozen model too),
+# N ranks x B == one process of N B over 10 steps, the replicas' adapters identical every step, every rank's
+# ledger predicted == measured (3 ranks: uneven shards; --shard-group 2 of 4), resumed on the same ranks bit
+# for bit and on one rank to rounding
+# losses_close A B N: two --log files of N steps, their losses within 1e-5 of each other (relative), the
+# second's replicas identical every step
+losses_close() {
+  python3 - "$@" <<'EOF2'
+import csv, sys
+a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
+worst = max(abs(float(x["loss"]) - float(y["loss"])) / float(x["loss"]) for x, y in zip(a, b))
+n = int(sys.argv[3])
+sys.exit(0 if len(a) == len(b) == n and worst < 1e-5 and all(y["replicas_identical"] == "1" for y in b) else 1)
+EOF2
+}
 if have_mpi; then
   LR=(--lora 4 --layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1 --steps 10)
   ./train "${LR[@]}" --batch 12 --log "$tmp/r1.csv" >/dev/null 2>&1
-  for run in "2 0" "2 1" "3 1" "4 1 --shard-group 2" "3 0 --adam-bits 8"; do
+  for run in "2 0" "2 1" "3 1" "4 1 --shard-group 2" "3 0 --adam-bits 8" "2 2" "3 3" "4 3 --shard-group 2 --ckpt"; do
     set -- $run; n=$1; z=$2; shift 2
     one="$tmp/r1.csv"
     if [ "$*" = "--adam-bits 8" ]; then ./train "${LR[@]}" --batch 12 "$@" --log "$tmp/r8.csv" >/dev/null 2>&1; one="$tmp/r8.csv"; fi
@@ -135,20 +150,26 @@ if have_mpi; then
     timeout 120 "${MPI[@]}" -np $n ./train "${LR[@]}" --batch $((12 / n)) --zero $z "$@" --log "$tmp/rn.csv" \
       --mem-json "$tmp/rm.json" >"$tmp/rlog" 2>&1
     eq=1; for r in $(seq 0 $((n - 1))); do f="$tmp/rm.json"; [ $r -gt 0 ] && f="$tmp/rm.json.rank$r"; mem_equal "$f" || eq=0; done
-    if [ $eq = 1 ] && python3 - "$one" "$tmp/rn.csv" <<'EOF2'
-import csv, sys
-a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
-worst = max(abs(float(x["loss"]) - float(y["loss"])) / float(x["loss"]) for x, y in zip(a, b))
-sys.exit(0 if len(a) == len(b) == 10 and worst < 1e-5 and all(y["replicas_identical"] == "1" for y in b) else 1)
-EOF2
-    then ok "lora on $n ranks, zero $z $*: == one process over 10 steps, replicas identical, every rank's ledger equal"
+    if [ $eq = 1 ] && losses_close "$one" "$tmp/rn.csv" 10; then ok "lora on $n ranks, zero $z $*: == one process over 10 steps, replicas identical, every rank's ledger equal"
     else bad "lora on $n ranks, zero $z $*"; tail -3 "$tmp/rlog"; fi
   done
   # the bytes a step sends: stage 0 all-reduces the adapters' gradients, 2 (N-1) S 4; stage 1 reduce-scatters
   # them and all-gathers the updated adapters, the same; S = ceil(A/N) in whole blocks of 256 (A = 4096 here)
-  "${MPI[@]}" -np 2 ./train "${LR[@]}" --batch 4 --zero 1 --steps 2 --mem >"$tmp/rsent" 2>&1
-  if grep -q "communication: 16384 B sent per step by rank 0" "$tmp/rsent"; then ok "lora on 2 ranks sends 2 (N-1) S 4 B a step"
-  else bad "lora on 2 ranks: bytes sent"; grep communication "$tmp/rsent"; fi
+  # (stage 2 the same, each op's gradients reduce-scattered); stage 3 gathers the adapters twice, (N-1) S 4 B
+  # each, and the frozen model's P~ = 34816 padded weights twice, (N-1)/N P~ 4 each: 24576 + 139264
+  for zs in "1 16384" "2 16384" "3 163840"; do
+    set -- $zs
+    "${MPI[@]}" -np 2 ./train "${LR[@]}" --batch 4 --zero $1 --steps 2 --mem >"$tmp/rsent" 2>&1
+    if grep -q "communication: $2 B sent per step by rank 0" "$tmp/rsent"; then ok "lora --zero $1 on 2 ranks sends $2 B a step"
+    else bad "lora --zero $1 on 2 ranks: bytes sent"; grep communication "$tmp/rsent"; fi
+  done
+  # Llama, q, v and down targeted (an op's adapters one piece of their layout), stage 3 == one process
+  LL=("${LLAMA[@]}" --batch 8 --lora 4 --lora-targets q,v,down --steps 6 --threads 1)
+  ./train "${LL[@]}" --log "$tmp/ll1.csv" >/dev/null 2>&1
+  "${MPI[@]}" -np 2 ./train "${LL[@]}" --batch 4 --zero 3 --log "$tmp/ll3.csv" --mem >"$tmp/ll3" 2>&1
+  if losses_close "$tmp/ll1.csv" "$tmp/ll3.csv" 6 && [ "$(grep -c "equal in every row" "$tmp/ll3")" = 2 ]
+  then ok "lora: Llama q,v,down at --zero 3 on 2 ranks == one process, every rank's ledger equal"
+  else bad "lora: Llama q,v,down at --zero 3 on 2 ranks"; tail -3 "$tmp/ll3"; fi
   "${MPI[@]}" -np 2 ./train "${LR[@]}" --batch 6 --zero 1 --log "$tmp/rs.csv" >/dev/null 2>&1
   "${MPI[@]}" -np 2 ./train "${LR[@]}" --batch 6 --zero 1 --stop-after 5 --save "$tmp/rst.bin" >/dev/null 2>&1
   "${MPI[@]}" -np 2 ./train "${LR[@]}" --batch 6 --zero 1 --resume "$tmp/rst.bin" --log "$tmp/rr.csv" >"$tmp/rrlog" 2>&1
@@ -157,6 +178,16 @@ EOF2
      grep -q "saved by 2 ranks at --zero 1" "$tmp/rr1log" && [ "$(wc -l <"$tmp/rr1.csv")" = 6 ]; then
     ok "lora --zero 1 on 2 ranks: resumed on 2 ranks bit for bit; on one rank, each rank's part read from its file"
   else bad "lora --zero 1 on 2 ranks: resume"; tail -2 "$tmp/rrlog" "$tmp/rr1log"; fi
+  # stage 3 in bf16: each rank's file holds its shard of the adapters; the frozen model's hash is the
+  # one-process run's (gathered a piece at a time), so one rank resumes from the two files too
+  "${MPI[@]}" -np 2 ./train "${LR[@]}" --dtype bf16 --batch 6 --zero 3 --log "$tmp/s3.csv" >/dev/null 2>&1
+  "${MPI[@]}" -np 2 ./train "${LR[@]}" --dtype bf16 --batch 6 --zero 3 --stop-after 5 --save "$tmp/st3.bin" >/dev/null 2>&1
+  "${MPI[@]}" -np 2 ./train "${LR[@]}" --dtype bf16 --batch 6 --zero 3 --resume "$tmp/st3.bin" --log "$tmp/r3.csv" >"$tmp/r3log" 2>&1
+  ./train "${LR[@]}" --dtype bf16 --batch 12 --resume "$tmp/st3.bin" --log "$tmp/o3.csv" >"$tmp/o3log" 2>&1
+  if [ "$(tail -5 "$tmp/s3.csv" | cut -d, -f1,2)" = "$(cut -d, -f1,2 "$tmp/r3.csv" | tail -5)" ] &&
+     grep -q "saved by 2 ranks at --zero 3" "$tmp/o3log" && [ "$(wc -l <"$tmp/o3.csv")" = 6 ]; then
+    ok "lora --zero 3 bf16 on 2 ranks: resumed on 2 ranks bit for bit; on one rank from the two shards"
+  else bad "lora --zero 3 on 2 ranks: resume"; tail -2 "$tmp/r3log" "$tmp/o3log"; fi
 else skip "lora on several ranks: no MPI in this build"; fi
 # --infer --dry-run with --lora: the adapters' fp32 bytes beside the inference table (PEFT's R 8 on q,v: 3,407,872)
 if ./train --model llama3-8b --lora 8 --lora-targets q,v --infer --dry-run --batch 1 --seq-len 1024 2>&1 |

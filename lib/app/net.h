@@ -71,21 +71,32 @@ void net_build_model(Net *n, const Settings *s, const Plan *plan, int rank, size
 }
 
 // The shard layout of the run (parallel/zero.h).
-const Shard *net_shard(const Net *n) { return n->cuda ? &n->gpu.shard : &n->cpu.shard; }
+const Shard *net_shard(const Net *n) {  // (--lora: the adapters', what is trained)
+    return n->cuda ? &n->gpu.shard : gpt_frozen(&n->cpu) ? &n->cpu.lora.shard : &n->cpu.shard;
+}
 
 // --offload: the optimizer's states off the device (its range: this rank's
 // shard from stage 1, else all of them), and the weights' init there, from
 // where the compute weights are made. 0, or -1 after a message.
+// --lora: the adapters' states (cpu/gpt.h set their optimizer up), first made on the device (the frozen
+// model's init and the adapters' own), then taken down.
 int net_offload_build(Net *n, const Settings *s, const Plan *plan, int rank, const WeightSource *src) {
     const Shard *sh = net_shard(n);
     AdamWConfig adam = adamw_config(s);
     size_t lo, hi;
     shard_state_range(sh, &lo, &hi);
     OffloadLink link = n->cuda ? gpu_offload_link(&n->gpu) : cpu_offload_link(&n->cpu);
-    int bad = host_offload_build(&n->off, &link, plan, &adam, &s->cfg, lo, hi, shard_state_len(sh), s->adam_bits,
-                                 s->offload_dir, rank);
+    Optimizer opt;
+    if (s->lora.rank) opt = n->cpu.lora.opt, opt.tensors = lora_tensors_alloc(&s->cfg, &s->lora);
+    else optimizer_setup(&opt, &adam, &s->cfg, lo, hi, s->adam_bits);
+    int bad = host_offload_build(&n->off, &link, plan, &opt, shard_state_len(sh), s->offload_dir, rank);
     if (comm_any(bad)) return -1;  // (every rank stops before the init's collectives)
-    host_offload_init(&n->off, &s->cfg, src);
+    if (!s->lora.rank) {
+        host_offload_init(&n->off, &s->cfg, src);
+        return 0;
+    }
+    gpt_init(&n->cpu, src);
+    host_offload_init_from(&n->off, n->cpu.lora.w, shard_weights_base(sh));
     return 0;
 }
 

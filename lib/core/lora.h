@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "core/config.h"
 #include "core/rng.h"
@@ -147,6 +148,12 @@ int lora_tensor_count(const GPTConfig *c, const LoraConfig *a) {
     int maps = 0;
     for (int k = 0; k < LORA_MAPS; k++) maps += lora_targets(a, k);
     return 2 * maps * c->layers;
+}
+// ... in a table of their own (an optimizer's, which frees it)
+ParamTensor *lora_tensors_alloc(const GPTConfig *c, const LoraConfig *a) {
+    ParamTensor *t = malloc(sizeof(ParamTensor) * lora_tensor_count(c, a));
+    lora_tensors(c, a, t);
+    return t;
 }
 
 // Layer l's adapters of op `op` (its maps' are consecutive in the layout): [*lo, *hi), empty when no map of

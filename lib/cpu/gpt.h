@@ -267,7 +267,7 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     size_t R = m->lora.cfg.rank, lk = ls->size < REDUCE_CHUNK ? ls->size : REDUCE_CHUNK;
     BUF(lora.w, MEM_ADAPTERS, "adapters", frozen ? shard_weights_len(ls) * f : 0);
     BUF(lora.g, MEM_GRADS, "adapter grads", frozen ? shard_grads_len(ls) * f : 0);
-    n = adam_buffers(&m->lora.opt, b, n, frozen ? shard_state_len(ls) : 0, 1);
+    n = adam_buffers(&m->lora.opt, b, n, frozen && !offloaded ? shard_state_len(ls) : 0, 1);
     BUF(lora.reduce_buf, MEM_COMM, "adapter reduce chunk", frozen && reduces_full_grads(ls) ? (size_t)ls->nranks * lk * f : 0);
     BUF(lora.across_buf, MEM_COMM, "adapter across-groups chunk", frozen ? across_buffer_floats(ls) * f : 0);
     size_t op_most = frozen ? lora_op_most(c, &m->lora.cfg) : 0;
@@ -363,12 +363,10 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     if (gpt_frozen(m)) {  // AdamW over the adapters alone
         m->lora.seed = s->seed, m->lora.from = s->lora_init;
         m->lora.n = lora_param_count(&m->cfg, &s->lora);
-        int nt = lora_tensor_count(&m->cfg, &s->lora);
-        ParamTensor *t = malloc(sizeof(ParamTensor) * nt);
-        lora_tensors(&m->cfg, &s->lora, t);
         m->lora.shard = shard_layout(m->lora.n, plan, rank);
         shard_state_range(&m->lora.shard, &lo, &hi);
-        optimizer_setup_tensors(&m->lora.opt, &adam, t, nt, lo, hi, s->adam_bits);
+        optimizer_setup_tensors(&m->lora.opt, &adam, lora_tensors_alloc(&m->cfg, &s->lora),
+                                lora_tensor_count(&m->cfg, &s->lora), lo, hi, s->adam_bits);
         if (s->base_format != QF_FP32) lora_hold_base(m, s->base_format, s->double_quant);
     }
     buffers_alloc(m, s->batch, s->seq_len);

@@ -386,7 +386,7 @@ void predict_memory_cpu(const Settings *s, const Plan *p, MemReport *r) {
     base.bytes[MEM_SCRATCH] += predict_scratch(s, p);
     base.bytes[MEM_DATA] = s->corpus_bytes + 2 * 4 * N;
     snapshot_on_device(&base);
-    predict_offload_rows(s, p, sh.state_n, &base);  // --offload: the optimizer's states off the device
+    predict_offload_rows(s, p, s->lora.rank ? ad.state_n : sh.state_n, &base);  // --offload: the optimizer's states off the device
     snapshot_totals(&base);
     ActivationBytes act = predict_activations(s, p);
     predict_phases(&base, &act, r);

@@ -6,7 +6,7 @@
 //
 // Letters as in memory/predict.h; n = the optimizer's state elements (S from
 // stage 1, else the padded P), c = min(OFFLOAD_CHUNK, n), e = the dtype's bytes, g = the
-// gradients' (e, or 4 with --fp32-grads),
+// gradients' (e, or 4 with --fp32-grads); with --lora, P is the adapters' count and e = g = 4,
 // mb(x) = Adam's moment bytes for x elements: 4x, or --adam-bits 8's x + 4 ceil(x / ADAM_BLOCK).
 #ifndef GPTMEM_PREDICT_OFFLOAD_H
 #define GPTMEM_PREDICT_OFFLOAD_H
@@ -15,6 +15,7 @@
 #include <string.h>
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/lora.h"
 #include "core/plan.h"
 #include "core/saved.h"
 #include "core/settings.h"
@@ -34,10 +35,14 @@ size_t offload_moment_bytes(size_t x, int bits) { return bits == 8 ? x + 4 * ((x
 //   disk:   master 4n, adam_m, adam_v mb(n)
 //   pinned: comm 2cg of landing buffers (the gradients down) and 2ce of upload buffers (the weights up),
 //           with params none of the latter: the weight shard (params) is there instead
+// --lora: the states are the adapters' (n: theirs), whose weights and gradients are fp32 (e = g = 4).
+size_t offload_weight_bytes(const Settings *s) { return s->lora.rank ? 4 : dtype_size(s->dtype); }
+size_t offload_grad_bytes(const Settings *s) { return s->lora.rank ? 4 : dtype_size(grad_dtype(s)); }
+
 void predict_offload_rows(const Settings *s, const Plan *p, size_t state_n, MemSnapshot *b) {
     if (!(p->offload & OFFLOAD_OPT)) return;
     int params = (p->offload & OFFLOAD_PARAMS) != 0, disk = p->offload_disk;
-    size_t e = dtype_size(s->dtype), g = dtype_size(grad_dtype(s)), c = state_n < OFFLOAD_CHUNK ? state_n : OFFLOAD_CHUNK;
+    size_t e = offload_weight_bytes(s), g = offload_grad_bytes(s), c = state_n < OFFLOAD_CHUNK ? state_n : OFFLOAD_CHUNK;
     if (!c) c = ADAM_BLOCK;
     size_t per = disk ? c : state_n;
     size_t *dev = b->at[LOC_DEVICE], *host = b->at[LOC_HOST], *pin = b->at[LOC_PINNED], *dsk = b->at[LOC_DISK];
@@ -81,14 +86,14 @@ void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N
     if (!(p->offload & OFFLOAD_OPT)) return;
     const GPTConfig *cfg = &s->cfg;
     size_t C = cfg->channels, L = cfg->layers, maxT = cfg->max_seq, Vp = padded_vocab(cfg);
-    size_t P = predict_param_count(cfg);
+    size_t P = s->lora.rank ? lora_param_count(cfg, &s->lora) : predict_param_count(cfg);  // (--lora: the adapters)
     size_t ranks = (size_t)p->ranks;
     int stage = p->stage;
     r %= (int)ranks;  // --shard-group: the rank's place in its group
     size_t S = (P + ranks - 1) / ranks;
     if (ranks > 1) S = (S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
-    size_t Lr = !shards_states(stage) ? P : own_part(0, P, (size_t)r, S, P), e = dtype_size(s->dtype);
-    out[TR_DOWN] = (long long)(dtype_size(grad_dtype(s)) * Lr);
+    size_t Lr = !shards_states(stage) ? P : own_part(0, P, (size_t)r, S, P), e = offload_weight_bytes(s);
+    out[TR_DOWN] = (long long)(offload_grad_bytes(s) * Lr);
     // the file is read and written a whole record at a time: the records the L_r parameters touch
     size_t n = shards_states(stage) ? S : ranks > 1 ? S * ranks : P, c = n < OFFLOAD_CHUNK ? n : OFFLOAD_CHUNK;
     size_t X = Lr ? (Lr + c - 1) / c * c : 0;

@@ -72,17 +72,18 @@ typedef struct {
     Optimizer opt;        // AdamW: its m and v, at the host (disk: one chunk of them)
 } HostOffload;
 
-// The host's side for the plan's offload and the optimizer's range (lo, hi,
-// n_alloc); the optimizer's state is built here, at the host (on disk, a
-// chunk of it). 0, or -1 after a message (the offload file could not be made).
-int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *plan, const AdamWConfig *adam,
-                       const GPTConfig *cfg, size_t lo, size_t hi, size_t n_alloc, int adam_bits, const char *dir,
-                       int rank) {
+// The host's side for the plan's offload and the optimizer `opt` (set up over its tensors and its range
+// lo, hi: the model's, or --lora's adapters'; n_alloc its state's elements); the optimizer's state is
+// made here, at the host (on disk, a chunk of it). 0, or -1 after a message (the offload file could not be made).
+int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *plan, const Optimizer *opt,
+                       size_t n_alloc, const char *dir, int rank) {
     memset(off, 0, sizeof *off);
     off->on = 1;
     off->link = *link;
     off->params = (plan->offload & OFFLOAD_PARAMS) != 0;
     off->disk = plan->offload_disk;
+    size_t lo = opt->lo, hi = opt->hi;
+    int adam_bits = opt->bits;
     off->lo = lo, off->hi = hi, off->n = n_alloc;
     off->chunk = n_alloc < plan->offload_chunk ? n_alloc : plan->offload_chunk;
     if (!off->chunk) off->chunk = ADAM_BLOCK;  // a rank with nothing to update still builds
@@ -90,7 +91,8 @@ int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *pl
     off->master_is_shard = off->params && link->dtype == DT_FP32 && !off->disk;
     if (off->master_is_shard) off->master = (float *)link->shard + (lo - link->shard_base);
     else off->master = mem_alloc_at(LOC_HOST, MEM_MASTER, per * sizeof(float), off->disk ? "master (a chunk)" : "master weights");
-    optimizer_build_at(&off->opt, adam, cfg, lo, hi, per, adam_bits, LOC_HOST);
+    off->opt = *opt;
+    optimizer_alloc_at(&off->opt, per, LOC_HOST);
     // two of each: one chunk's copy in flight while the host works on the other
     static const char *landing_name[2] = {"offload landing 1 of 2 (grads)", "offload landing 2 of 2 (grads)"};
     static const char *upload_name[2] = {"offload upload 1 of 2 (weights)", "offload upload 2 of 2 (weights)"};
@@ -222,6 +224,16 @@ void host_offload_init(HostOffload *off, const GPTConfig *cfg, const WeightSourc
     if (off->disk) init_params_chunks(off->master, off->chunk, off->lo, off->hi, cfg, src, init_record, off);
     else if (off->hi > off->lo) init_params_range(off->master, off->lo, off->hi, cfg, src);
     host_offload_weights_follow(off);
+}
+
+// ... or (--lora: the adapters, made on the device by their own init) from the device's weights w, whose
+// element 0 is parameter w_base: [lo, hi) down into the master weights (with m and v at 0).
+void host_offload_init_from(HostOffload *off, const float *w, size_t w_base) {
+    for (size_t k = 0, a = off->lo; a < off->hi; k++, a += off->chunk) {
+        ChunkStates c = chunk_states(off, k, 0);
+        memcpy(c.w, w + (a - w_base), (chunk_end(off, a) - a) * sizeof(float));
+        chunk_store(off, k, &c);
+    }
 }
 
 // Saved states through the file (--offload-to disk): element `at` of the

@@ -68,11 +68,10 @@ void optimizer_setup(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *mo
     optimizer_setup_tensors(opt, cfg, t, param_tensor_count(model), lo, hi, bits);
 }
 
-// ... with its state: n_alloc elements each (>= hi - lo: a ZeRO shard is
-// padded so every rank allocates the same), at location `loc` (memory/report.h).
-void optimizer_build_at(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
-                        size_t n_alloc, int bits, int loc) {
-    optimizer_setup(opt, cfg, model, lo, hi, bits);
+// Its state, n_alloc elements each (>= hi - lo: a ZeRO shard is padded so every rank allocates the
+// same), at location `loc` (memory/report.h).
+void optimizer_alloc_at(Optimizer *opt, size_t n_alloc, int loc) {
+    int bits = opt->bits;
     size_t moment = adam_moment_bytes(n_alloc, bits), scales = adam_scale_bytes(n_alloc, bits);
     if (bits == 8) {
         opt->m8 = mem_alloc_at(loc, MEM_ADAM_M, moment, "adam_m (8-bit)");
@@ -83,6 +82,13 @@ void optimizer_build_at(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig 
         opt->m = mem_alloc_at(loc, MEM_ADAM_M, moment, "adam_m");
         opt->v = mem_alloc_at(loc, MEM_ADAM_V, moment, "adam_v");
     }
+}
+
+// The model's optimizer with its state.
+void optimizer_build_at(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,
+                        size_t n_alloc, int bits, int loc) {
+    optimizer_setup(opt, cfg, model, lo, hi, bits);
+    optimizer_alloc_at(opt, n_alloc, loc);
 }
 
 void optimizer_build(Optimizer *opt, const AdamWConfig *cfg, const GPTConfig *model, size_t lo, size_t hi,

@@ -14,7 +14,8 @@ for run in "SMALL --lora 4" "SMALL --lora 2 --lora-targets qkv,fcproj --accum 3 
            "SMALL --lora 2 --base-dtype int8 --fused-ce" "LLAMA --lora 2 --dtype bf16 --base-dtype nf4 --ckpt" \
            "SMALL --lora 4 --dtype fp16 --accum 2" "LLAMA --lora 2 --base-dtype bf16 --recompute gelu" \
            "LLAMA --lora 2 --dtype bf16 --base-dtype fp16 --flash --fused-ce" "LLAMA --lora 4 --base-dtype nf4 --double-quant" \
-           "SMALL --lora 2 --dtype bf16 --base-dtype nf4 --double-quant --ckpt --fused-ce" "LLAMA --lora 4 --adam-bits 8"; do
+           "SMALL --lora 2 --dtype bf16 --base-dtype nf4 --double-quant --ckpt --fused-ce" "LLAMA --lora 4 --adam-bits 8" \
+           "SMALL --lora 4 --offload opt" "LLAMA --lora 2 --dtype bf16 --base-dtype nf4 --offload opt --offload-to disk:$tmp --adam-bits 8"; do
   i=$((i + 1)); set -- $run; which=$1; shift
   if [ "$which" = SMALL ]; then args=("${SMALL[@]}"); else args=("${LLAMA[@]}"); fi
   if ./train "${args[@]}" "$@" --steps 2 --mem-json "$tmp/m$i.json" >"$tmp/l$i" 2>&1 && mem_equal "$tmp/m$i.json" &&
@@ -68,6 +69,13 @@ b1=$(log_column "$tmp/base.csv" loss | sed -n 1p); l1=$(log_column "$tmp/lora.cs
 b3=$(log_column "$tmp/base.csv" loss | tail -1); l3=$(log_column "$tmp/lora.csv" loss | tail -1)
 if [ -n "$b1" ] && [ "$b1" = "$l1" ] && [ "$b3" != "$l3" ]; then ok "lora: step 1's loss is the base model's ($l1), step 3's its own"
 else bad "lora: step 1's loss $l1 vs the base's $b1"; fi
+# --offload opt: the adapters' master copy, m and v off the device (host, or the file), AdamW there on the
+# same numbers: the same bits as the run without it
+for to in host "disk:$tmp"; do
+  ./train "${LLAMA[@]}" --steps 3 --lora 4 --offload opt --offload-to "$to" --log "$tmp/loff.csv" >/dev/null 2>&1
+  if [ "$(log_column "$tmp/lora.csv" loss)" = "$(log_column "$tmp/loff.csv" loss)" ]; then ok "lora --offload opt --offload-to ${to%%:*}: the bits of the run without it"
+  else bad "lora --offload opt --offload-to ${to%%:*}: other losses than without it"; fi
+done
 ./train "${LLAMA[@]}" --steps 1 --dtype bf16 --log "$tmp/base16.csv" >/dev/null 2>&1
 ./train "${LLAMA[@]}" --steps 1 --dtype bf16 --lora 4 --log "$tmp/lora16.csv" >/dev/null 2>&1
 b1=$(log_column "$tmp/base16.csv" loss | sed -n 1p); l1=$(log_column "$tmp/lora16.csv" loss | sed -n 1p)
@@ -117,7 +125,7 @@ expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
 expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
 expect 2 "--double-quant goes with --lora R" "${SMALL[@]}" --double-quant
 expect 2 "--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (QLoRA), not int8" "${SMALL[@]}" --lora 2 --base-dtype int8 --double-quant
-for flag in "--dtype bf16 --fp32-grads" "--device cuda" "--offload opt" "--eval-only --resume x --export y.safetensors"; do
+for flag in "--dtype bf16 --fp32-grads" "--device cuda" "--offload opt,params --zero 3 --ranks 2" "--eval-only --resume x --export y.safetensors"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
 expect 2 "--zero 3 with --base-dtype nf4: stage 3 shards the frozen model over the ranks" "${SMALL[@]}" --lora 2 --zero 3 --ranks 2 --base-dtype nf4
@@ -142,7 +150,8 @@ EOF2
 if have_mpi; then
   LR=(--lora 4 --layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1 --steps 10)
   ./train "${LR[@]}" --batch 12 --log "$tmp/r1.csv" >/dev/null 2>&1
-  for run in "2 0" "2 1" "3 1" "4 1 --shard-group 2" "3 0 --adam-bits 8" "2 2" "3 3" "4 3 --shard-group 2 --ckpt"; do
+  for run in "2 0" "2 1" "3 1" "4 1 --shard-group 2" "3 0 --adam-bits 8" "2 2" "3 3" "4 3 --shard-group 2 --ckpt" \
+             "2 1 --offload opt" "3 3 --offload opt --offload-to disk:$tmp"; do
     set -- $run; n=$1; z=$2; shift 2
     one="$tmp/r1.csv"
     if [ "$*" = "--adam-bits 8" ]; then ./train "${LR[@]}" --batch 12 "$@" --log "$tmp/r8.csv" >/dev/null 2>&1; one="$tmp/r8.csv"; fi

@@ -63,7 +63,6 @@ void refuse_with_lora(const Settings *s) {
         usage_error("--zero 3 with --lora holds a shard of the adapters on each rank, and %s reads or writes them "
                     "whole: use --zero 2 (the adapters whole on every rank, their gradients and states sharded)", whole);
     const char *no = s->cuda ? "--device cuda" : s->fp32_grads ? "--fp32-grads (the adapters' gradients are fp32 already)"
-                     : s->offload & OFFLOAD_PARAMS ? "--offload opt,params (--offload opt takes the adapters' states off the device)"
                      : s->eval_only && s->export_to ? "--eval-only --export" : NULL;
     size_t e = s->export_to ? strlen(s->export_to) : 0;
     if (s->merge && !e)

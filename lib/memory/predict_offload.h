@@ -34,7 +34,8 @@ size_t offload_moment_bytes(size_t x, int bits) { return bits == 8 ? x + 4 * ((x
 //           on disk these are one chunk each: master 4c, mb(c), mb(c)
 //   disk:   master 4n, adam_m, adam_v mb(n)
 //   pinned: comm 2cg of landing buffers (the gradients down) and 2ce of upload buffers (the weights up),
-//           with params none of the latter: the weight shard (params) is there instead
+//           with params none of the latter: the weight shard (params) is there instead (--lora: the
+//           frozen model's shard is, and the adapters still go up through the upload buffers)
 // --lora: the states are the adapters' (n: theirs), whose weights and gradients are fp32 (e = g = 4).
 size_t offload_weight_bytes(const Settings *s) { return s->lora.rank ? 4 : dtype_size(s->dtype); }
 size_t offload_grad_bytes(const Settings *s) { return s->lora.rank ? 4 : dtype_size(grad_dtype(s)); }
@@ -47,7 +48,8 @@ void predict_offload_rows(const Settings *s, const Plan *p, size_t state_n, MemS
     size_t per = disk ? c : state_n;
     size_t *dev = b->at[LOC_DEVICE], *host = b->at[LOC_HOST], *pin = b->at[LOC_PINNED], *dsk = b->at[LOC_DISK];
     dev[MEM_MASTER] = dev[MEM_ADAM_M] = dev[MEM_ADAM_V] = 0;
-    host[MEM_MASTER] += params && s->dtype == DT_FP32 && !disk ? 0 : 4 * per;
+    int shard_master = params && !s->lora.rank;  // (the weights AdamW writes are the pinned shard; --lora's: the adapters)
+    host[MEM_MASTER] += shard_master && s->dtype == DT_FP32 && !disk ? 0 : 4 * per;
     host[MEM_ADAM_M] += offload_moment_bytes(per, s->adam_bits);
     host[MEM_ADAM_V] += offload_moment_bytes(per, s->adam_bits);
     if (disk) {
@@ -55,7 +57,7 @@ void predict_offload_rows(const Settings *s, const Plan *p, size_t state_n, MemS
         dsk[MEM_ADAM_M] += offload_moment_bytes(state_n, s->adam_bits);
         dsk[MEM_ADAM_V] += offload_moment_bytes(state_n, s->adam_bits);
     }
-    pin[MEM_COMM] += 2 * c * g + (params ? 0 : 2 * c * e);
+    pin[MEM_COMM] += 2 * c * g + (shard_master ? 0 : 2 * c * e);
     if (params) pin[MEM_PARAMS] += dev[MEM_PARAMS], dev[MEM_PARAMS] = 0;
 }
 
@@ -66,44 +68,15 @@ size_t own_part(size_t a, size_t b, size_t r, size_t S, size_t P) {
     return y > x ? y - x : 0;
 }
 
-// The bytes one optimizer step of rank r moves (traffic_name's kinds), the
-// first step's, which --mem compares with the measured count:
-//   link down:  the gradients of the parameters the rank updates, g L_r
-//               (L_r: P at stage 0, else its shard, min(S, P - r S))
-//   link up:    their new weights, e L_r; with params instead every gather
-//               uploads the rank's part of the piece first: per micro-batch
-//               the forward and the backward visit every layer's pieces and
-//               the table's (the LM head's whole table twice, or with
-//               --fused-ce the lookup's chunks once and wte's twice) and the
-//               final layernorm twice, and each rebuild the ops whose outputs
-//               the block dropped. Llama: no wpe, no biases, its op widths,
-//               the final norm C, and an untied head visited twice with the
-//               table (or, --fused-ce, its own chunks twice instead of wte's)
-//   disk read, disk write: the records those parameters touch, whole: 4 X + 2 mb(X) each way, with
-//               X = min(n, L_r rounded up to a whole chunk)
-void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N]) {
-    for (int k = 0; k < TR_N; k++) out[k] = 0;
-    if (!(p->offload & OFFLOAD_OPT)) return;
+// What the gathers of one step upload with --offload opt,params (stage 3: each gather uploads the rank's
+// part of the piece first), in weights: per micro-batch the forward and the backward visit every layer's
+// pieces and the table's (the LM head's whole table twice, or with --fused-ce the lookup's chunks once
+// and wte's twice) and the final layernorm twice, and each rebuild the ops whose outputs the block
+// dropped. Llama: no wpe, no biases, its op widths, the final norm C, and an untied head visited twice
+// with the table (or, --fused-ce, its own chunks twice instead of wte's). P, S: the model's layout.
+size_t predict_gather_uploads(const Settings *s, const Plan *p, int r, size_t P, size_t S) {
     const GPTConfig *cfg = &s->cfg;
     size_t C = cfg->channels, L = cfg->layers, maxT = cfg->max_seq, Vp = padded_vocab(cfg);
-    size_t P = s->lora.rank ? lora_param_count(cfg, &s->lora) : predict_param_count(cfg);  // (--lora: the adapters)
-    size_t ranks = (size_t)p->ranks;
-    int stage = p->stage;
-    r %= (int)ranks;  // --shard-group: the rank's place in its group
-    size_t S = (P + ranks - 1) / ranks;
-    if (ranks > 1) S = (S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK;
-    size_t Lr = !shards_states(stage) ? P : own_part(0, P, (size_t)r, S, P), e = offload_weight_bytes(s);
-    out[TR_DOWN] = (long long)(offload_grad_bytes(s) * Lr);
-    // the file is read and written a whole record at a time: the records the L_r parameters touch
-    size_t n = shards_states(stage) ? S : ranks > 1 ? S * ranks : P, c = n < OFFLOAD_CHUNK ? n : OFFLOAD_CHUNK;
-    size_t X = Lr ? (Lr + c - 1) / c * c : 0;
-    if (X > n) X = n;
-    if (p->offload_disk)
-        out[TR_DISK_READ] = out[TR_DISK_WRITE] = (long long)(4 * X + 2 * offload_moment_bytes(X, s->adam_bits));
-    if (!(p->offload & OFFLOAD_PARAMS)) {
-        out[TR_UP] = (long long)(e * Lr);
-        return;
-    }
     // a layer's op pieces in layout order (ln1, qkv, attproj, ln2, fc, fcproj) and the tensors each writes
     size_t emb = (Vp + maxT) * C, fn = 2 * C, untied = 0;  // the lookup table, the final norm
     size_t op_n[6] = {2 * C, 3 * C * C + 3 * C, C * C + C, 2 * C, 4 * C * C + 4 * C, 4 * C * C + C};
@@ -126,7 +99,44 @@ void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N
                                : 2 * own_part(0, emb, (size_t)r, S, P) +
                                      (untied ? 2 * own_part(head, head + Vp * C, (size_t)r, S, P) : 0);
     size_t micro = layers + rebuilt + table + 2 * own_part(lnf, lnf + fn, (size_t)r, S, P);
-    out[TR_UP] = (long long)(e * micro * (size_t)s->accum);
+    return micro * (size_t)s->accum;
+}
+
+// A ZeRO shard of P over the plan's ranks: S = ceil(P / N) in whole ADAM_BLOCKs (P on one rank).
+size_t predict_shard_size(size_t P, size_t ranks) {
+    size_t S = (P + ranks - 1) / ranks;
+    return ranks > 1 ? (S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK : S;
+}
+
+// The bytes one optimizer step of rank r moves (traffic_name's kinds), the
+// first step's, which --mem compares with the measured count:
+//   link down:  the gradients of the parameters the rank updates, g L_r
+//               (L_r: P at stage 0, else its shard, min(S, P - r S))
+//   link up:    their new weights, e L_r; with params instead every gather uploads the rank's part of the
+//               piece first (predict_gather_uploads); with --lora and params both: the adapters go up
+//               (4 L_r) and the frozen model's gathers upload its shard's parts (e, its own layout)
+//   disk read, disk write: the records those parameters touch, whole: 4 X + 2 mb(X) each way, with
+//               X = min(n, L_r rounded up to a whole chunk)
+void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N]) {
+    for (int k = 0; k < TR_N; k++) out[k] = 0;
+    if (!(p->offload & OFFLOAD_OPT)) return;
+    const GPTConfig *cfg = &s->cfg;
+    size_t Pm = predict_param_count(cfg), P = s->lora.rank ? lora_param_count(cfg, &s->lora) : Pm;  // (--lora: the adapters)
+    size_t ranks = (size_t)p->ranks;
+    int stage = p->stage, params = (p->offload & OFFLOAD_PARAMS) != 0;
+    r %= (int)ranks;  // --shard-group: the rank's place in its group
+    size_t S = predict_shard_size(P, ranks);
+    size_t Lr = !shards_states(stage) ? P : own_part(0, P, (size_t)r, S, P), e = offload_weight_bytes(s);
+    out[TR_DOWN] = (long long)(offload_grad_bytes(s) * Lr);
+    // the file is read and written a whole record at a time: the records the L_r parameters touch
+    size_t n = shards_states(stage) ? S : ranks > 1 ? S * ranks : P, c = n < OFFLOAD_CHUNK ? n : OFFLOAD_CHUNK;
+    size_t X = Lr ? (Lr + c - 1) / c * c : 0;
+    if (X > n) X = n;
+    if (p->offload_disk)
+        out[TR_DISK_READ] = out[TR_DISK_WRITE] = (long long)(4 * X + 2 * offload_moment_bytes(X, s->adam_bits));
+    size_t gathers = params ? predict_gather_uploads(s, p, r, Pm, predict_shard_size(Pm, ranks)) : 0;
+    if (s->lora.rank) out[TR_UP] = (long long)(e * Lr + dtype_size(s->dtype) * gathers);
+    else out[TR_UP] = (long long)(params ? e * gathers : e * Lr);
 }
 
 #endif

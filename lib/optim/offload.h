@@ -15,7 +15,8 @@
 //     a chunk of them in host memory at a time.
 //   --offload opt,params (ZeRO stage 3): the weight shard lives in page-locked
 //     host memory (the link's shard); AdamW writes the new weights there, and
-//     each gather uploads this rank's part of the piece.
+//     each gather uploads this rank's part of the piece. (--lora: the frozen
+//     model's shard is pinned; the adapters go up as without params.)
 //
 // Rows (n: the states' elements, the optimizer's; c = min(OFFLOAD_CHUNK, n);
 // e: the dtype's bytes):
@@ -60,7 +61,9 @@ typedef struct {
 } OffloadLink;
 
 typedef struct {
-    int on, params, disk;
+    int on, disk;
+    int params;  // the weights the step updates live in the link's pinned shard (opt,params; not --lora's
+                 // adapters: there the pinned shard is the frozen model's, which the step does not touch)
     OffloadLink link;
     size_t lo, hi;        // the parameters the step updates: the optimizer's
     size_t n;             // the states' elements (element 0: parameter lo)
@@ -80,7 +83,7 @@ int host_offload_build(HostOffload *off, const OffloadLink *link, const Plan *pl
     memset(off, 0, sizeof *off);
     off->on = 1;
     off->link = *link;
-    off->params = (plan->offload & OFFLOAD_PARAMS) != 0;
+    off->params = (plan->offload & OFFLOAD_PARAMS) && link->shard;
     off->disk = plan->offload_disk;
     size_t lo = opt->lo, hi = opt->hi;
     int adam_bits = opt->bits;

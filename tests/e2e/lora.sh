@@ -125,7 +125,7 @@ expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
 expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
 expect 2 "--double-quant goes with --lora R" "${SMALL[@]}" --double-quant
 expect 2 "--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (QLoRA), not int8" "${SMALL[@]}" --lora 2 --base-dtype int8 --double-quant
-for flag in "--dtype bf16 --fp32-grads" "--device cuda" "--offload opt,params --zero 3 --ranks 2" "--eval-only --resume x --export y.safetensors"; do
+for flag in "--dtype bf16 --fp32-grads" "--device cuda" "--eval-only --resume x --export y.safetensors"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
 expect 2 "--zero 3 with --base-dtype nf4: stage 3 shards the frozen model over the ranks" "${SMALL[@]}" --lora 2 --zero 3 --ranks 2 --base-dtype nf4
@@ -151,7 +151,7 @@ if have_mpi; then
   LR=(--lora 4 --layers 2 --channels 32 --heads 2 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1 --steps 10)
   ./train "${LR[@]}" --batch 12 --log "$tmp/r1.csv" >/dev/null 2>&1
   for run in "2 0" "2 1" "3 1" "4 1 --shard-group 2" "3 0 --adam-bits 8" "2 2" "3 3" "4 3 --shard-group 2 --ckpt" \
-             "2 1 --offload opt" "3 3 --offload opt --offload-to disk:$tmp"; do
+             "2 1 --offload opt" "3 3 --offload opt --offload-to disk:$tmp" "2 3 --offload opt,params --ckpt"; do
     set -- $run; n=$1; z=$2; shift 2
     one="$tmp/r1.csv"
     if [ "$*" = "--adam-bits 8" ]; then ./train "${LR[@]}" --batch 12 "$@" --log "$tmp/r8.csv" >/dev/null 2>&1; one="$tmp/r8.csv"; fi
@@ -187,6 +187,15 @@ if have_mpi; then
      grep -q "saved by 2 ranks at --zero 1" "$tmp/rr1log" && [ "$(wc -l <"$tmp/rr1.csv")" = 6 ]; then
     ok "lora --zero 1 on 2 ranks: resumed on 2 ranks bit for bit; on one rank, each rank's part read from its file"
   else bad "lora --zero 1 on 2 ranks: resume"; tail -2 "$tmp/rrlog" "$tmp/rr1log"; fi
+  # --offload opt,params: the frozen model's shard in page-locked memory, each gather uploading its part,
+  # the adapters' states at the host: the bits of the run without it
+  "${MPI[@]}" -np 2 ./train "${LR[@]}" --dtype bf16 --batch 6 --zero 3 --steps 4 --log "$tmp/p0.csv" >/dev/null 2>&1
+  "${MPI[@]}" -np 2 ./train "${LR[@]}" --dtype bf16 --batch 6 --zero 3 --steps 4 --offload opt,params --log "$tmp/p1.csv" \
+    --mem >"$tmp/p1" 2>&1
+  if [ -s "$tmp/p0.csv" ] && [ "$(log_column "$tmp/p0.csv" loss)" = "$(log_column "$tmp/p1.csv" loss)" ] &&
+     grep -q "pinned  params" "$tmp/p1" && [ "$(grep -c "equal in every row" "$tmp/p1")" = 2 ]; then
+    ok "lora --zero 3 --offload opt,params bf16 on 2 ranks: the frozen shard pinned, the bits of the run without it"
+  else bad "lora --zero 3 --offload opt,params"; tail -3 "$tmp/p1"; fi
   # stage 3 in bf16: each rank's file holds its shard of the adapters; the frozen model's hash is the
   # one-process run's (gathered a piece at a time), so one rank resumes from the two files too
   "${MPI[@]}" -np 2 ./train "${LR[@]}" --dtype bf16 --batch 6 --zero 3 --log "$tmp/s3.csv" >/dev/null 2>&1

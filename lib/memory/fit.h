@@ -257,7 +257,8 @@ FitSetting fit_own_setting(const Settings *s) {
 // Every setting: dtype, --flash, the recompute choices, --fused-ce, the ZeRO
 // stage, --shard-group (the CPU's, with a stage), the micro-batch, and with --lora
 // the frozen model's --base-dtype (its --dtype, bf16 under fp32, int8, nf4, nf4 --double-quant); first
-// without --offload and, when nothing fits, with each of its choices (not with --lora, which takes none).
+// without --offload and, when nothing fits, with each of its choices (not with --lora: its states are the
+// adapters', and on the CPU the pinned frozen shard is RAM all the same).
 FitSearch fit_search(const FitQuestion *q) {
     unsigned recomputes[] = {0, REC_GELU | REC_LN, REC_BLOCK};
     const int bases[] = {QF_FP32, QF_BF16, QF_INT8, QF_NF4, QF_NF4};  // (the second nf4: --double-quant)

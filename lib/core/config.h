@@ -33,6 +33,8 @@ typedef struct {
     int rope_scaled;  // Llama 3.1's and 3.2's stretched rotary frequencies: 0 none, else the factor (8: Llama 3.1,
                       // llm.c's use_scaled_rope; 32: Llama 3.2's 1B and 3B; cfg_rope)
     int rope_theta;   // Llama: the rotary base theta (0: Llama 3's LLAMA_ROPE_THETA; SmolLM2's is 100000)
+    int head_dim;     // hs, the channels of a head (0: C / H). Set where the heads are not C / H wide: a rank's
+                      // share of a layer under --tp (parallel/tensor.h) holds H / t heads of the model's hs
 } GPTConfig;
 
 enum { ARCH_GPT2, ARCH_LLAMA };
@@ -40,7 +42,10 @@ int is_llama(const GPTConfig *c) { return c->arch == ARCH_LLAMA; }
 int cfg_kv_heads(const GPTConfig *c) { return c->kv_heads ? c->kv_heads : c->heads; }
 int cfg_ffn(const GPTConfig *c) { return c->ffn ? c->ffn : 4 * c->channels; }
 // The head size hs = C / H: the channels of every query, key and value head.
-int head_size(const GPTConfig *c) { return c->channels / c->heads; }
+int head_size(const GPTConfig *c) { return c->head_dim ? c->head_dim : c->channels / c->heads; }
+// The attention's output width, H hs: its heads side by side, the output projection's input (C, but for
+// a rank's share of the heads under --tp).
+size_t attn_width(const GPTConfig *c) { return (size_t)c->heads * head_size(c); }
 // The key-value heads' width KVH hs: a row of the keys (or values), what the KV cache keeps of a
 // position (GPT-2: C).
 size_t kv_width(const GPTConfig *c) { return (size_t)cfg_kv_heads(c) * head_size(c); }
@@ -143,9 +148,11 @@ int padded_vocab(const GPTConfig *c) { return (c->vocab + 63) / 64 * 64; }
 enum { OP_LN1, OP_QKV, OP_ATTPROJ, OP_LN2, OP_FC, OP_FCPROJ, LAYER_OPS };
 const char *const op_names[LAYER_OPS] = {"ln1", "qkv", "attproj", "ln2", "fc", "fcproj"};
 
-// The inputs and outputs of a linear op: qkv C -> (H + 2 KVH) hs (GPT-2: 3C), attproj C -> C,
-// fc C -> F (Llama: 2F, up and gate), fcproj F -> C.
-int op_inputs(const GPTConfig *c, int op) { return op == OP_FCPROJ ? cfg_ffn(c) : c->channels; }
+// The inputs and outputs of a linear op: qkv C -> (H + 2 KVH) hs (GPT-2: 3C), attproj H hs -> C (C -> C
+// but for --tp's share of the heads), fc C -> F (Llama: 2F, up and gate), fcproj F -> C.
+int op_inputs(const GPTConfig *c, int op) {
+    return op == OP_FCPROJ ? cfg_ffn(c) : op == OP_ATTPROJ ? (int)attn_width(c) : c->channels;
+}
 int op_outputs(const GPTConfig *c, int op) {
     if (op == OP_QKV) return (int)qkv_width(c);
     if (op == OP_FC) return (is_llama(c) ? 2 : 1) * cfg_ffn(c);

@@ -57,7 +57,7 @@ LoraMap lora_map(const GPTConfig *c, int k) {
     int C = c->channels, hs = head_size(c), q = c->heads * hs, kv = cfg_kv_heads(c) * hs, F = cfg_ffn(c);
     switch (k) {
     case LM_QKV: return (LoraMap){OP_QKV, 0, (int)qkv_width(c), C};
-    case LM_PROJ: case LM_O: return (LoraMap){OP_ATTPROJ, 0, C, C};
+    case LM_PROJ: case LM_O: return (LoraMap){OP_ATTPROJ, 0, C, q};
     case LM_FC: return (LoraMap){OP_FC, 0, F, C};
     case LM_FCPROJ: case LM_DOWN: return (LoraMap){OP_FCPROJ, 0, C, F};
     case LM_Q: return (LoraMap){OP_QKV, 0, q, C};

@@ -9,12 +9,13 @@
 #include <stddef.h>
 #include "core/config.h"
 
-// Shapes, for a micro-batch of N = B*T rows: (N,C); qkv (N,3C) (Llama: (N, (H + 2 KVH) hs));
+// Shapes, for a micro-batch of N = B*T rows: (N,C); the attention's output (N, H hs): (N,C) but for --tp's
+// share of the heads; qkv (N,3C) (Llama: (N, (H + 2 KVH) hs));
 // the first MLP matmul's output (N,4C) (Llama: (N,2F), up and gate) and the activation's (N,4C)
 // (Llama: (N,F)); one value per row (N: the norms' rstd); the layernorm's mean, one per row (N;
 // Llama's RMSNorm keeps none: 0); the attention probabilities (B,H,T,T), or with --flash their row
 // log-sum-exp (B,H,T); the logits (N,Vp).
-enum { SAVED_NC, SAVED_QKV, SAVED_FC, SAVED_FF, SAVED_ROWS, SAVED_MEAN, SAVED_ATTN, SAVED_LOGITS };
+enum { SAVED_NC, SAVED_QKV, SAVED_FC, SAVED_FF, SAVED_ROWS, SAVED_MEAN, SAVED_ATTN, SAVED_LOGITS, SAVED_ATTY };
 
 typedef struct {
     const char *name;
@@ -33,7 +34,7 @@ const SavedTensor block_saved[SAVED_PER_LAYER] = {
     [SV_LN1] = {"ln1", SAVED_NC},           [SV_LN1_MEAN] = {"ln1_mean", SAVED_MEAN},
     [SV_LN1_RSTD] = {"ln1_rstd", SAVED_ROWS}, [SV_QKV] = {"qkv", SAVED_QKV},
     [SV_ATT] = {"att", SAVED_ATTN},         // "lse" with --flash
-    [SV_ATTY] = {"atty", SAVED_NC},         [SV_RES2] = {"res2", SAVED_NC},
+    [SV_ATTY] = {"atty", SAVED_ATTY},         [SV_RES2] = {"res2", SAVED_NC},
     [SV_LN2] = {"ln2", SAVED_NC},           [SV_LN2_MEAN] = {"ln2_mean", SAVED_MEAN},
     [SV_LN2_RSTD] = {"ln2_rstd", SAVED_ROWS}, [SV_FCH] = {"fch", SAVED_FC},
     [SV_FCH_GELU] = {"fch_gelu", SAVED_FF}, [SV_RES3] = {"res3", SAVED_NC},
@@ -54,6 +55,7 @@ size_t saved_count(const SavedTensor *t, const GPTConfig *c, size_t B, size_t T,
     size_t N = B * T, H = c->heads;
     switch (t->shape) {
     case SAVED_NC: return N * c->channels;
+    case SAVED_ATTY: return N * attn_width(c);
     case SAVED_QKV: return N * qkv_width(c);
     case SAVED_FC: return N * op_outputs(c, OP_FC);
     case SAVED_FF: return N * cfg_ffn(c);
@@ -143,7 +145,7 @@ double op_flops_per_token(const GPTConfig *c, int op) { return 2.0 * op_inputs(c
 double recompute_flops_per_token_layer(const GPTConfig *c, unsigned drops, int T) {
     double f = 0;
     if (drops & SV_BIT(SV_QKV)) f += op_flops_per_token(c, OP_QKV);
-    if (drops & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY))) f += 2.0 * T * c->channels;
+    if (drops & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY))) f += 2.0 * T * attn_width(c);
     if (drops & SV_BIT(SV_RES2)) f += op_flops_per_token(c, OP_ATTPROJ);
     if (drops & SV_BIT(SV_FCH)) f += op_flops_per_token(c, OP_FC);
     return f;

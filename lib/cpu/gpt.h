@@ -131,7 +131,7 @@ typedef struct GPT {
     float *dres;   // (N,C)  gradient of the residual stream
     float *dln;    // (N,C)  gradient of a layernorm output
     float *dqkv;   // (N,3C)   (Llama: (N, (H + 2 KVH) hs))
-    float *datty;  // (N,C)
+    float *datty;  // (N,H hs): (N,C) but for --tp's share of the heads
     float *dfch;   // (N,4C) gradient of the MLP hidden (before and after GELU, in place; Llama: (N,2F), before SwiGLU)
     float *dact;   // the gradient of the activation's output: dfch itself for GPT-2; Llama's (N,F) of its own
     // --fused-ce: the LM head and the loss a tile at a time (cpu/head.h)
@@ -241,7 +241,7 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(dres, MEM_SCRATCH, "dres", N * C * f);
     BUF(dln, MEM_SCRATCH, "dln", N * C * f);
     BUF(dqkv, MEM_SCRATCH, "dqkv", N * qkv_width(c) * f);
-    BUF(datty, MEM_SCRATCH, "datty", N * C * f);
+    BUF(datty, MEM_SCRATCH, "datty", N * attn_width(c) * f);
     BUF(dfch, MEM_SCRATCH, "dfch", N * op_outputs(c, OP_FC) * f);
     BUF(dact, MEM_SCRATCH, "dact", is_llama(c) ? N * cfg_ffn(c) * f : 0);
     BUF(head_tile, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? head_tile_elems(&m->plan, c) * f : 0);

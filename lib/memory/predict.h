@@ -29,9 +29,9 @@
 #include "memory/predict_shard.h"    // ZeRO's shards and what a step sends
 
 // The model's FLOPs a token (forward and backward): 6 per parameter and the
-// attention's 6 L T C (causal), as the step line's MFU counts them.
+// attention's 6 L T C (causal), as the step line's MFU counts them (C: the heads' width H hs).
 double model_flops_per_token(const GPTConfig *c, int T) {
-    return 6.0 * predict_param_count(c) + 6.0 * c->layers * T * c->channels;
+    return 6.0 * predict_param_count(c) + 6.0 * c->layers * T * attn_width(c);
 }
 
 // ... for a run's settings: with --lora the model's weights get no gradient, 4 a parameter, and the
@@ -39,7 +39,7 @@ double model_flops_per_token(const GPTConfig *c, int T) {
 double run_flops_per_token(const Settings *s) {
     const GPTConfig *c = &s->cfg;
     if (!s->lora.rank) return model_flops_per_token(c, s->seq_len);
-    return 4.0 * predict_param_count(c) + 6.0 * c->layers * s->seq_len * c->channels + lora_flops_per_token(c, &s->lora);
+    return 4.0 * predict_param_count(c) + 6.0 * c->layers * s->seq_len * attn_width(c) + lora_flops_per_token(c, &s->lora);
 }
 
 // The activation stack at its two moments that matter: after the forward
@@ -122,8 +122,11 @@ ActivationBytes predict_activations(const Settings *s, const Plan *plan) {
 // min(VOCAB_CHUNK, Vp + maxT) rows of the table if larger. Without --fused-ce the LM head needs the whole table
 // ("global": wte, wpe, lnf = (Vp + maxT) C + 2C; Llama: wte, lnfw, an untied head) at once, in buffers of its own:
 size_t predict_largest_op(const GPTConfig *c) {  // one op's parameters, the largest
-    size_t C = c->channels, qkv = qkv_width(c), fc = 2 * (size_t)cfg_ffn(c);
-    return is_llama(c) ? C * (qkv > fc ? qkv : fc) : 4 * C * C + 4 * C;
+    size_t C = c->channels, qkv = qkv_width(c), fc = 2 * (size_t)cfg_ffn(c), F = cfg_ffn(c), A = attn_width(c);
+    if (is_llama(c)) return C * (qkv > fc ? qkv : fc);
+    size_t n[4] = {3 * A * C + 3 * A, C * A + C, F * C + F, C * F + C}, most = 0;  // qkv, attproj, fc, fcproj
+    for (int i = 0; i < 4; i++) most = n[i] > most ? n[i] : most;  // (4C^2 + 4C, fc's, for --tp's share too up to t 4)
+    return most;
 }
 size_t predict_globals(const GPTConfig *c) {  // the whole table and the tail
     size_t C = c->channels, Vp = padded_vocab(c);
@@ -348,21 +351,21 @@ size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
 
 // The CPU's scratch row, floats (and the model-sized part, predict_model_scratch, in bytes):
 //   backward buffers: dres N*C + dln N*C + dqkv 3N*C + datty N*C + dfch 4N*C = 10 N*C
-//     (Llama: dqkv N (H + 2 KVH) hs, dfch 2N*F and dact N*F: N (3C + (H + 2 KVH) hs + 3F))
+//     (Llama: dqkv N (H + 2 KVH) hs, dfch 2N*F and dact N*F: N (3C + (H + 2 KVH) hs + 3F));
+//     with W = the qkv width and A = H hs (C, but for --tp's share of the heads): N (2C + W + A + F),
+//     Llama N (2C + W + A + 3F)
 //   --fused-ce: a tile of logits and two numbers a row (predict_head_tile)
 //   --lora: a map's x A^T and its gradient, 2 N R
 //   16-bit runs compute in fp32 working buffers (cpu/gpt.h, buffers): x_work N*C; act_work =
 //     the fp32 views of max(one block's 13 tensors, the final layernorm and a chunk of logits),
 //     less the row statistics (stored in fp32, their own views):
-//       block = 16*N*C (Llama: N (5C + (H + 2 KVH) hs + 3F)) (+ B*H*T^2 naive attention),
+//       block = 16*N*C (Llama: N (5C + (H + 2 KVH) hs + 3F)) (+ B*H*T^2 naive attention);
+//         with W and A: N (4C + W + A + 2F), Llama N (4C + W + A + 3F)
 //       final = N*C + head_rows*Vp (--fused-ce: no logits here, N*C)
 size_t predict_scratch(const Settings *s, const Plan *p) {
     size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, Vp = padded_vocab(&s->cfg);
-    size_t scratch = 10 * N * C, block = 16 * N * C;
-    if (is_llama(&s->cfg)) {
-        size_t qkv = qkv_width(&s->cfg), F = cfg_ffn(&s->cfg);
-        scratch = N * (3 * C + qkv + 3 * F), block = N * (5 * C + qkv + 3 * F);
-    }
+    size_t W = qkv_width(&s->cfg), A = attn_width(&s->cfg), F = cfg_ffn(&s->cfg), llama = is_llama(&s->cfg);
+    size_t scratch = N * (2 * C + W + A + (llama ? 3 : 1) * F), block = N * (4 * C + W + A + (llama ? 3 : 2) * F);
     if (p->tiled_head) scratch += predict_head_tile((size_t)p->head_rows, (int)Vp) + 2 * N;
     scratch += 2 * N * (size_t)s->lora.rank;
     if (s->dtype != DT_FP32) {

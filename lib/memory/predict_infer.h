@@ -33,10 +33,11 @@ typedef struct {
 //   per layer: q C^2, k and v 2 KVH hs C, attproj C^2, up, gate and down 3 F C, two RMSNorms 2C; no biases
 //   C:         the final RMSNorm
 size_t predict_param_count(const GPTConfig *c) {
-    size_t L = c->layers, C = c->channels, Vp = padded_vocab(c), maxT = c->max_seq;
-    if (!is_llama(c)) return Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C;
-    size_t kvw = kv_width(c), F = cfg_ffn(c);
-    return Vp * C * (1 + (c->untied != 0)) + L * (C * C + 2 * kvw * C + C * C + 3 * F * C + 2 * C) + C;
+    size_t L = c->layers, C = c->channels, Vp = padded_vocab(c), maxT = c->max_seq, F = cfg_ffn(c), A = attn_width(c);
+    // GPT-2: 12 C^2 + 13 C a layer; with A = H hs and F (C and 4C but for --tp's share): 4AC + 2FC + 3A + F + 6C
+    if (!is_llama(c)) return Vp * C + maxT * C + L * (4 * A * C + 2 * F * C + 3 * A + F + 6 * C) + 2 * C;
+    size_t kvw = kv_width(c);
+    return Vp * C * (1 + (c->untied != 0)) + L * (A * C + 2 * kvw * C + C * A + 3 * F * C + 2 * C) + C;
 }
 
 size_t quant_blocks(size_t n) { return (n + QUANT_BLOCK - 1) / QUANT_BLOCK; }

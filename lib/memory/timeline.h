@@ -51,6 +51,7 @@ const char *saved_shape(const SavedTensor *t, const GPTConfig *c, int flash) {
     int llama = is_llama(c);
     switch (t->shape) {
     case SAVED_NC: return "(N,C)";
+    case SAVED_ATTY: return c->head_dim ? "(N,H hs)" : "(N,C)";
     case SAVED_QKV: return llama ? "(N,(H+2KVH)hs)" : "(N,3C)";
     case SAVED_FC: return llama ? "(N,2F)" : "(N,4C)";
     case SAVED_FF: return llama ? "(N,F)" : "(N,4C)";

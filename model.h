@@ -55,12 +55,15 @@ void norm(GPT *m, Acts *a, int l, int op, int o, const float *x) {
 // adapter of the op, before RoPE and the residual, as PEFT's wraps the nn.Linear), plus `residual` if given.
 // Llama's qkv: q and k then rotated by their positions (RoPE), here rather than in attend
 // so that the saved qkv is the rotated one and a rebuild of att alone rotates nothing twice.
+// --tp: a row-parallel op's product is this rank's part of the sum, summed over its group before the
+// bias and the residual (Megatron's g: parallel/tensor.h).
 void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float *residual) {
     if (!(a->pushing & SV_BIT(o))) return;
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T, C = c->channels;
+    int N = m->B * m->T, C = c->channels, g = m->tp.size > 1 && tp_row_parallel(op);
     OpParams w = op_weights(m, l, op);
-    matmul_forward(a->view[o], inp, w.w, w.b, N, op_inputs(c, op), op_outputs(c, op));
+    matmul_forward(a->view[o], inp, w.w, g ? NULL : w.b, N, op_inputs(c, op), op_outputs(c, op));
+    if (g) tp_sum_rows(&m->tp, a->view[o], w.b, N, C);                // g: summed over the group, + b   (--tp)
     if (gpt_frozen(m)) lora_forward(m, l, op, a->view[o], inp);  // + s (inp A^T) B^T   (--lora: cpu/lora.h)
     if (op == OP_QKV && is_llama(c))
         rope_forward(a->view[o], N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));
@@ -96,6 +99,7 @@ void activate(GPT *m, Acts *a, int o, const float *inp) {
 // Their backward, each beside the forward above:
 // dinp = dout W (overwrites); dW += dout^T inp, db += column sums of dout.
 // Llama's qkv: dout (dqkv, scratch) is first rotated back in place, RoPE's backward.
+// --tp: a column-parallel op's dinp is this rank's part of the sum over the group's rows (Megatron's f).
 void linear_backward(GPT *m, int l, int op, float *dinp, float *dout, const float *inp) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T;
@@ -104,6 +108,7 @@ void linear_backward(GPT *m, int l, int op, float *dinp, float *dout, const floa
         rope_backward(dout, N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));
     matmul_backward(dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     if (gpt_frozen(m)) lora_backward(m, l, op, dinp, dout, inp);  // dinp += s dout B A; dA, dB (--lora)
+    if (tp_column_parallel(op)) tp_sum(&m->tp, dinp, (size_t)N * op_inputs(c, op));  // f's backward   (--tp)
     op_grads_done(m, l, op);
 }
 

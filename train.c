@@ -159,10 +159,12 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
     if (s->save) rank_path(s->save, rank, run->save_path, sizeof run->save_path);
     if (outputs_lack_room(s, run->save_path, run->state.hi - run->state.lo)) return fail_run(run, net);  // before training
     if (s->resume && (rc = resume_run(run, net, s)) >= 0) return rc;
-    if (rank == 0) print_config_line(&s->cfg, s);
+    if (rank == 0) print_config_line(model_whole(s), s);
     run->peak_flops = run_peak_flops(s);
-    run->token_flops = run_flops_per_token(s);
-    run->rebuilt_token_flops = c->layers * recompute_flops_per_token_layer(c, plan->rebuilds, s->seq_len);
+    Settings whole = *s;  // (--tp: the FLOPs of the whole model, which the group's ranks share)
+    whole.cfg = *model_whole(s);
+    run->token_flops = run_flops_per_token(&whole);
+    run->rebuilt_token_flops = c->layers * recompute_flops_per_token_layer(&whole.cfg, plan->rebuilds, s->seq_len);
     run->print_every = s->print_every ? s->print_every : (s->steps - run->start_step + 24) / 25;
     return -1;
 }
@@ -175,8 +177,8 @@ StepResult *read_step(StepResult *r, Net *net, const Settings *s, LiveState *liv
     NetNumbers numbers = net_read_numbers(net);
     double norm = sqrt(numbers.sumsq) / scale;
     *r = (StepResult){.step = step + 1,
-                      .loss = (float)(comm_sum_ordered(&comm_world, numbers.loss_sum / s->accum) / comm_nranks),
-                      .lr = lr, .norm = norm, .tokens = (long long)s->batch * s->seq_len * s->accum * comm_nranks,
+                      .loss = (float)(comm_sum_ordered(comm_data, numbers.loss_sum / s->accum) / comm_data_ranks()),
+                      .lr = lr, .norm = norm, .tokens = (long long)s->batch * s->seq_len * s->accum * comm_data_ranks(),
                       .scale = scale, .skipped = !isfinite(norm)};
     if (r->skipped && s->dtype != DT_FP16) {
         fprintf(stderr, "error: the gradients are not finite at step %d; lower --lr%s\n", step + 1,
@@ -256,9 +258,9 @@ int main(int argc, char **argv) {
         observe_step(ob, step);
         net_zero_grad(&net);
         float scale = run.live.loss_scale;  // fp16: the loss is scaled so small gradients survive
-        float dloss = scale / ((float)s.batch * s.seq_len * s.accum * comm_nranks);  // the mean over the global batch
+        float dloss = scale / ((float)s.batch * s.seq_len * s.accum * comm_data_ranks());  // the mean over the global batch
         for (int micro = 0; micro < s.accum; micro++) {  // --accum: gradients add up over micro-batches
-            data_next_train(&run.data, s.batch, s.seq_len, comm_rank_id, comm_nranks);  observe(ob, TM_DATA, &net);
+            data_next_train(&run.data, s.batch, s.seq_len, comm_data_rank(), comm_data_ranks());  observe(ob, TM_DATA, &net);
             net_forward(&net, run.data.inputs, run.data.targets, s.batch, s.seq_len);  observe(ob, TM_FORWARD, &net);
             net_backward(&net, run.data.inputs, run.data.targets, dloss);              observe(ob, TM_BACKWARD, &net);
         }

@@ -34,7 +34,7 @@ trap 'rm -f "$log"' EXIT
   echo "$out" | grep -E '^(PASS|FAIL) '
   echo "$out" | grep -q 'test_cpu: ' || echo "FAIL tests/test_cpu ran to the end"
   bash tests/gemm_isas.sh | grep -E '^(PASS|FAIL|SKIP) '
-  for t in ${E2E:-ledger snapshot train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama lora hf_config safetensors pretrained zero groups machines offload errors reliability tools explorer gpu docs}; do
+  for t in ${E2E:-ledger snapshot train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama lora hf_config safetensors pretrained zero groups tp machines offload errors reliability tools explorer gpu docs}; do
     out=$(bash "tests/e2e/$t.sh" 2>&1)
     echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
     echo "$out" | grep -q "^END tests/e2e/$t.sh" || { echo "FAIL tests/e2e/$t.sh ran to the end:"; echo "$out" | tail -3; }

@@ -75,6 +75,7 @@ const FlagSpec flag_specs[] = {
     {"hosts", ARG_STR, OPT(hosts), 0, 0, "with --ranks: the machines to start the ranks on, NAME:SLOTS,... (mpirun's --host; --ranks defaults to the slots in all)"},
     {"hostfile", ARG_STR, OPT(hostfile), 0, 0, "with --ranks: the machines from a file, as mpirun's --hostfile reads it"},
     {"comm", ARG_STR, OPT(comm_str), 0, 0, "ZeRO's collectives on the GPU: auto (nccl when each rank has a GPU of its own, else mpi), nccl, or mpi (through host buffers; ranks may share a GPU)"},
+    {"tp", ARG_INT, OPT(tp), 1, 4096, "tensor parallelism: the ranks in groups of T, each group splitting every layer as Megatron-LM does (heads and MLP width; doc/tensor-parallel.md)"},
     {"ranks", ARG_INT, OPT(ranks), 1, 4096, "train on N ranks (starts mpirun -np N); with --dry-run: each rank's memory on N ranks"},
     {"adam-bits", ARG_INT, OPT(adam_bits), 1, 64, "AdamW's m and v: 32 (fp32) or 8 (blocks of 256, an fp32 scale each)"},
     {"lora", ARG_INT, OPT(lora.rank), 1, 65536, "LoRA: freeze the model, train a rank-R adapter (A, B) beside each targeted linear map (PEFT's r; doc/lora.md)"},
@@ -480,6 +481,7 @@ void resolve_settings(Settings *s) {
         usage_error("the model's vocabulary is %d tokens and --data '%s' is text, whose tokens are its bytes (0 to 255): "
                     "give token files of this model's tokenizer (--data, --val-data: llm.c's .bin)", c.vocab, s->data);
     s->cfg = c;
+    parse_tp(s);
     long long corpus = s->data_format == DATA_TEXT ? file_size(s->data) : 0;
     s->corpus_bytes = data_held_bytes(s->data_format, s->token_width, corpus > 0 ? corpus : 0, s->seq_len);
     resolve_tokenizer(s);

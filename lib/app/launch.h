@@ -353,6 +353,8 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
         check_shard_group(s->shard_group, s->zero, comm_nranks);
         comm_split_groups(s->shard_group);
     }
+    check_tp(s->tp, comm_nranks);
+    comm_split_tensor(s->tp);  // (--tp: the groups that split the layers, and the data-parallel ranks across them)
     if (s->cuda && comm_nranks > 1 && open_comm_backend(s)) return 1;
     if (s->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
     if (check_rank_outputs(s)) return 1;  // (rank 0's were checked with the settings)
@@ -372,7 +374,7 @@ DataSpec data_spec(const Settings *s) {
 int load_data(Dataset *data, const Settings *s) {
     DataSpec spec = data_spec(s);
     int bad = data_load(data, &spec, s->batch, s->seq_len, s->seed) != 0;
-    long long global = (long long)comm_nranks * s->batch * s->seq_len + 1;  // --in-order: one global batch's tokens
+    long long global = (long long)comm_data_ranks() * s->batch * s->seq_len + 1;  // --in-order: one global batch's tokens
     if (!bad && s->in_order && data->train.len < global)
         bad = 1, fprintf(stderr, "error: --in-order reads a global batch of %lld tokens at a time, and the training "
                          "split of '%s' has %lld; use a smaller --batch or --seq-len\n", global, s->data, data->train.len);

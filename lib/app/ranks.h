@@ -1,6 +1,7 @@
 // app/ranks.h — the flags that say where the ranks go: --hosts and --hostfile (the machines
-// --ranks starts them on, through mpirun) and --shard-group (ZeRO's groups of K ranks, or the
-// ranks of a machine). Parsed while the settings are read; a bad value exits 2 naming the flag.
+// --ranks starts them on, through mpirun), --shard-group (ZeRO's groups of K ranks, or the
+// ranks of a machine) and --tp (groups of T ranks that split every layer). Parsed while the settings
+// are read; a bad value exits 2 naming the flag.
 #ifndef GPTMEM_RANKS_H
 #define GPTMEM_RANKS_H
 
@@ -11,6 +12,7 @@
 #include "core/settings.h"
 #include "io/files.h"
 #include "parallel/comm.h"
+#include "parallel/tensor.h"
 
 // --shard-group K: a divisor of the ranks, with a ZeRO stage to shard (the
 // ranks under mpirun are checked again once known, app/launch.h).
@@ -84,6 +86,39 @@ void parse_shard_group(Settings *s) {
     if (!s->shard_group) return;
     if (s->ranks > 1 || !comm_launched()) check_shard_group(s->shard_group, s->zero, s->ranks);
     else if (!s->zero) check_shard_group(s->shard_group, 0, 2);
+}
+
+// --tp T over the run's ranks (--ranks N, or mpirun's, once known: app/launch.h): groups of T ranks, the
+// groups replicas of each other (data parallel, with --zero over them).
+void check_tp(int t, int ranks) {
+    if (t == 1) return;
+    if (ranks < t || ranks % t)
+        usage_error("--tp %d puts the ranks in groups of %d, and there are %d: give --ranks (or mpirun -np) a multiple "
+                    "of %d", t, t, ranks, t);
+}
+
+// --tp T: every split width a multiple of T (the query heads, the key-value heads, the MLP's hidden
+// width), and what it does not take yet refused; then the run's model is a rank's share of it
+// (parallel/tensor.h tp_share), the whole kept apart for what is said of the model and its first weights.
+void parse_tp(Settings *s) {
+    const GPTConfig *c = &s->cfg;
+    int t = s->tp;
+    s->whole = *c;
+    if (t == 1) return;
+    struct { const char *what; int n; } widths[] = {
+        {"query heads (--heads)", c->heads}, {"key-value heads (--kv-heads)", cfg_kv_heads(c)}, {"MLP width (--ffn)", cfg_ffn(c)}};
+    for (int i = 0; i < 3; i++)
+        if (widths[i].n % t)
+            usage_error("--tp %d splits the model's %s, %d, in %d: give a --tp that divides %d", t, widths[i].what,
+                        widths[i].n, t, widths[i].n);
+    const char *no = s->cuda ? "--device cuda" : s->lora.rank ? "--lora" : s->offload ? "--offload" : s->shard_group_str ? "--shard-group"
+                     : s->resume ? "--resume" : s->save ? "--save" : s->export_to ? "--export" : s->eval_only ? "--eval-only"
+                     : s->infer ? "--infer" : s->fit ? "--fit" : s->estimators ? "--estimators" : NULL;
+    if (no)
+        usage_error("--tp splits the layers on the CPU's ranks for now; %s with --tp is not built yet: drop it "
+                    "(doc/tensor-parallel.md says what --tp takes)", no);
+    if (s->dry_run || s->ranks > 1) check_tp(t, s->ranks > 1 ? s->ranks : 1);  // (--ranks auto: one)
+    s->cfg = tp_share(c, t);
 }
 
 #endif

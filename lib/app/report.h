@@ -40,6 +40,16 @@ void shape_flags_changed(const GPTConfig *p, const GPTConfig *c, char *out, size
         if (was[i] != is[i] && n < (int)size) n += snprintf(out + n, size - n, " --%s %d", flag[i], is[i]);
 }
 
+// The config line's ranks: ZeRO's stage, the ranks, --shard-group's groups, --tp's split of model c.
+void print_ranks_words(const Settings *s, const GPTConfig *c) {
+    if (s->zero) printf(" | zero %d", s->zero);
+    if (s->ranks > 1) printf(" on %d ranks", s->ranks);
+    else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
+    if (s->shard_group) printf(" in groups of %d", s->shard_group);
+    if (s->tp > 1) printf(" | tp %d: a rank holds %d of %d heads, %d of the MLP's %d", s->tp, s->cfg.heads, c->heads,
+                          cfg_ffn(&s->cfg), cfg_ffn(c));
+}
+
 // One line saying what will run; a dry run leaves out steps and threads.
 void print_config_line(const GPTConfig *c, const Settings *s) {
     const GPTConfig *p = NULL;  // the preset: a shape that differs from it is "custom"
@@ -72,10 +82,7 @@ void print_config_line(const GPTConfig *c, const Settings *s) {
     char maps[96];
     if (s->lora.rank) printf(" | lora R%d alpha %g on %s", s->lora.rank, s->lora.alpha, lora_targets_words(c, &s->lora, maps, sizeof maps));
     if (s->lora.rank && s->base_format) printf(", base %s%s", quant_name[s->base_format], s->double_quant ? " double-quant" : "");
-    if (s->zero) printf(" | zero %d", s->zero);
-    if (s->ranks > 1) printf(" on %d ranks", s->ranks);
-    else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
-    if (s->shard_group) printf(" in groups of %d", s->shard_group);
+    print_ranks_words(s, c);
     if (s->ckpt) printf(" | ckpt");
     else if (s->recompute) printf(" | recompute %s", s->recompute_str);
     if (s->fused_ce) printf(" | fused-ce");
@@ -363,7 +370,7 @@ int dry_run(const Settings *s) {
     MemReport predicted;
     predict_memory(s, &predicted);
     settings_notes(s, s->ranks);
-    print_config_line(cfg, s);
+    print_config_line(model_whole(s), s);
     if (s->data_format == DATA_TEXT && file_size(s->data) < 0) printf("note: '%s' not found; the data row counts only the batch buffers\n", s->data);
     printf("predicted %smemory%s (dry run: nothing allocated; peak = the most at any moment, between the phases' ends too%s)\n",
            s->cuda ? "GPU " : "", s->ranks > 1 ? " of each rank" : "",

@@ -90,6 +90,7 @@ Plan make_plan(const Settings *s, int ranks) {
     const GPTConfig *c = &s->cfg;
     size_t C = c->channels, N = (size_t)s->batch * s->seq_len, rows = (size_t)embedding_rows(c);
     Plan p;
+    if (s->tp > 1) ranks /= s->tp;  // (--tp: ZeRO runs over the data-parallel ranks, one of each group)
     // the ranks that share the shards: a group of --shard-group K, or all of them (1: none)
     p.ranks = ranks <= 1 ? 1 : s->shard_group > 0 && s->shard_group < ranks ? s->shard_group : ranks;
     p.groups = ranks > 1 ? ranks / p.ranks : 1;

@@ -24,7 +24,9 @@ typedef struct {
     int kv_heads, ffn;  // --kv-heads, --ffn: a Llama model's key-value heads and MLP width (0: the preset's)
     int rope_theta;     // --rope-theta: a Llama model's rotary base (0: the preset's)
     const char *config; // --config: the shape from a Hugging Face config.json (io/hf_config.h)
-    GPTConfig cfg;  // the two resolved (app/flags.h resolve_settings)
+    GPTConfig cfg;  // the two resolved (app/flags.h resolve_settings); with --tp a rank's share of it
+    int tp;         // --tp T: the ranks in groups of T, each group splitting every layer (parallel/tensor.h)
+    GPTConfig whole;  // --tp: the model the group holds (cfg is then tp_share(&whole, T))
     // one step: accum micro-batches of batch x seq_len tokens
     const char *data;     // the corpus: a text file, or token files (io/tokens.h)
     const char *val_data; // --val-data: token files that validate (NULL: the last 10% of --data)
@@ -159,10 +161,14 @@ Settings default_settings(void) {
     s.temperature = 0.8f;
     s.save_every = 0;
     s.adam_bits = 32;
+    s.tp = 1;
     s.lora.alpha = LORA_ALPHA_DEFAULT;
     s.offload_str = "none";
     s.offload_to = OFFLOAD_TO_DEFAULT;
     return s;
 }
+
+// The model as a whole: the config, or with --tp the one the group holds together.
+const GPTConfig *model_whole(const Settings *s) { return s->tp > 1 ? &s->whole : &s->cfg; }
 
 #endif

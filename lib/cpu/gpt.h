@@ -30,6 +30,7 @@
 #include "io/quant.h"
 #include "memory/ledger.h"
 #include "optim/optimizer.h"
+#include "parallel/tensor.h"
 #include "parallel/zero.h"
 
 // The tensors one layer saves for its backward (core/saved.h lists them),
@@ -93,6 +94,7 @@ typedef struct {
 typedef struct GPT {
     GPTConfig cfg;
     Lora lora;  // --lora: the adapters; with them every other weight is frozen (gpt_frozen)
+    TensorSplit tp;  // --tp: this rank's share of every layer (cfg is the share; parallel/tensor.h)
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
     // --zero S over N ranks: which part of the flat array this rank owns and
     // which arrays it keeps whole (parallel/zero.h). One rank: stage 0, nothing sharded.
@@ -342,6 +344,7 @@ void gpt_free(GPT *m) {
 void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     memset(m, 0, sizeof *m);
     m->cfg = s->cfg;
+    m->tp = (TensorSplit){s->tp, s->tp > 1 ? comm_tensor.rank : 0, &comm_tensor, *model_whole(s)};
     m->plan = *plan;
     m->dtype = s->dtype;
     m->grad_dtype = grad_dtype(s);

@@ -72,8 +72,31 @@ static void init_take_packed(void *ctx, size_t a, size_t b) {
     if (quant_stream(&p->stream, p->window, a, b - a)) ledger_bug("a weight that is not finite", "init_take_packed");
 }
 
+// --tp: the whole model's weights drawn (or read) a window at a time, through the dres scratch, each
+// kept where this rank's share holds it (parallel/tensor.h tp_local_index), into its fp32 weights [lo, hi).
+typedef struct {
+    GPT *m;
+    size_t lo, hi;
+} TpInit;
+
+static void init_take_share(void *ctx, size_t a, size_t b) {
+    TpInit *t = ctx;
+    for (size_t i = a; i < b; i++) {
+        long j = tp_local_index(&t->m->tp, &t->m->cfg, i);
+        if (j >= (long)t->lo && j < (long)t->hi) t->m->params[j - t->lo] = t->m->dres[i - a];
+    }
+}
+
 void gpt_init(GPT *m, const WeightSource *src) {
     const Shard *sh = &m->shard;
+    if (m->tp.size > 1) {
+        int sharded = m->dtype == DT_FP32 ? weights_sharded(sh) : states_sharded(sh);
+        TpInit t = {m, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : m->nparams};
+        init_params_chunks(m->dres, (size_t)m->B * m->T * m->cfg.channels, 0, param_count(&m->tp.whole), &m->tp.whole,
+                           src, init_take_share, &t);
+        gpt_sync_params(m);
+        return;
+    }
     if (gpt_base_packed(m)) {
         PackedInit p = {.stream = {.q = &m->lora.base}, .window = m->w_piece};
         init_params_chunks(m->w_piece, m->piece, 0, m->nparams, &m->cfg, src, init_take_packed, &p);

@@ -26,7 +26,7 @@
 // element (the paper's 16 bits: e = 2), or why it is not one.
 const char *formula_term(int sv, int flash, int llama) {
     if (llama) switch (sv) {
-        case SV_QKV: return "(a+2g)d e sb Q, K (rotated), V: a query heads, g key-value heads";
+        case SV_QKV: return "(a+2g)d e sb  Q, K (rotated), V: a query heads, g key-value heads";
         case SV_FCH: return "2f e sb  the SwiGLU's input: up and gate";
         case SV_FCH_GELU: return "f e sb   the second MLP matmul's input";
         case SV_LN1_MEAN: case SV_LN2_MEAN: return "-        RMSNorm keeps no mean";
@@ -51,7 +51,7 @@ const char *saved_shape(const SavedTensor *t, const GPTConfig *c, int flash) {
     int llama = is_llama(c);
     switch (t->shape) {
     case SAVED_NC: return "(N,C)";
-    case SAVED_ATTY: return c->head_dim ? "(N,H hs)" : "(N,C)";
+    case SAVED_ATTY: return "(N,C)";
     case SAVED_QKV: return llama ? "(N,(H+2KVH)hs)" : "(N,3C)";
     case SAVED_FC: return llama ? "(N,2F)" : "(N,4C)";
     case SAVED_FF: return llama ? "(N,F)" : "(N,4C)";
@@ -81,60 +81,107 @@ void print_stack_peak(FILE *f, const Settings *s, const Plan *plan) {
 // Print the table for the run `s` (its B, T, dtype, --flash, --recompute).
 // measured: what block 0 of a real run kept on the stack (the arena's bytes
 // between its mark and the next block's), 0 for a dry run.
+// --tp: a tensor of a rank's share of the layer that is 1/t of the whole (the heads' and the MLP's:
+// Korthikanti et al. 2022, Table 2), its shape and its term written per rank: "(N,3C/t)", "3e sbh/t".
+int tp_split_saved(int sv) { return sv == SV_QKV || sv == SV_ATT || sv == SV_ATTY || sv == SV_FCH || sv == SV_FCH_GELU; }
+const char *per_rank(char *out, size_t n, const char *text, int split, int shape) {
+    const char *gap = strstr(text, "  ");  // the term ends where its description's padding starts
+    size_t cut = shape ? strcspn(text, ",") + 1 : gap ? (size_t)(gap - text) : strlen(text);  // after "(B," or the term
+    if (!split || !text[cut]) return text;
+    if (shape && text[1] == 'B') snprintf(out, n, "%.*sH/t%s", (int)cut, text, text + cut + 1);  // (B,H/t,T,T)
+    else if (shape) snprintf(out, n, "%.*s/t)", (int)strlen(text) - 1, text);
+    else {
+        size_t sp = strspn(text + cut, " ");  // the padding: two spaces fewer, at least one left
+        snprintf(out, n, "%.*s/t%s", (int)cut, text, text + cut + (sp > 2 ? 2 : sp - 1));
+    }
+    return out;
+}
+
+// The table's rows: a block's saved tensors, each with its shape, dtype, bytes, the formula's term and
+// what this run does with it. Returns the shape column's width.
+int print_saved_rows(FILE *f, const Settings *s, const Plan *plan) {
+    int tp = s->tp, sw = is_llama(&s->cfg) || tp > 1 ? 16 : 10;  // the shape column: Llama's qkv is (N,(H+2KVH)hs)
+    fprintf(f, "  %-9s %-*s %-5s %15s  %-68s %s\n", "tensor", sw, "shape", "dtype", "bytes/layer",
+            "the formula's term (bytes; e = bytes an element)", "this run");
+    for (int i = 0; i < SAVED_PER_LAYER; i++) {
+        const SavedTensor *t = &block_saved[i];
+        int fp32 = s->dtype == DT_FP32 || saved_is_row_stat(t, s->flash), split = tp > 1 && tp_split_saved(i);
+        char shape[32], term[96];
+        fprintf(f, "  %-9s %-*s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), sw,
+                per_rank(shape, sizeof shape, saved_shape(t, &s->cfg, s->flash), split, 1),
+                dtype_name[fp32 ? DT_FP32 : s->dtype], saved_bytes(t, s),
+                per_rank(term, sizeof term, formula_term(i, s->flash, is_llama(&s->cfg)), split, 0),
+                !(plan->drops & SV_BIT(i)) ? "kept" : plan->rebuilds & SV_BIT(i) ? "rebuilt"
+                : "not saved: its map frozen, no adapter (--lora)");
+    }
+    return sw;
+}
+
+// A Llama layer: its formula in its own widths (a query heads, g key-value heads of d channels, f the
+// MLP's; no dropout), a rank's with --tp, beside gptmem's tensors.
+void print_llama_layer(FILE *f, const Settings *s, const StackParts *p, size_t measured) {
+    const GPTConfig *w = model_whole(s);
+    int C = w->channels, H = w->heads, g = cfg_kv_heads(w), d = head_size(w), ff = cfg_ffn(w), tp = s->tp;
+    double e = (double)dtype_size(s->dtype), sb = (double)s->seq_len * s->batch, as2b = (double)H * s->seq_len * sb;
+    double width = 4.0 * C + ((double)(H + 2 * g) * d + (double)H * d + 3.0 * ff) / tp, layer = e * sb * width + e * as2b / tp;
+    fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", tp > 1 ? "per layer a rank: e sb (4h + ((a+2g)d + ad + 3f)/t) + e as2b/t"
+            : "per layer: e sb (5h + (a+2g)d + 3f) + e as2b", layer, layer / 1048576);
+    const char *label[] = {"  gptmem, all 13 tensors (predicted)", "  gptmem, kept by this run (predicted)",
+                           "  gptmem, kept by this run (measured)"};
+    double value[] = {(double)p->full, (double)p->kept, (double)measured};
+    for (int k = 0; k < (measured ? 3 : 2); k++) fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", label[k], value[k], value[k] / 1048576);
+}
+
 void print_activation_table(FILE *f, const Settings *s, size_t measured) {
-    int L = s->cfg.layers, C = s->cfg.channels, H = s->cfg.heads;
+    const GPTConfig *w = model_whole(s);  // (--tp: the table is a rank's, its formulas the whole model's over t)
+    int L = s->cfg.layers, C = s->cfg.channels, H = w->heads, tp = s->tp;
     double sbh = (double)s->seq_len * s->batch * C, as2b = (double)H * s->seq_len * s->seq_len * s->batch;
     double e = (double)dtype_size(s->dtype);  // the bytes of an element; the dropout masks are 1 byte each
     Plan plan = make_plan(s, s->ranks);
     unsigned drops = plan.drops;
     StackParts p = predict_stack_parts(s, &plan);
-    fprintf(f, "one block's saved tensors (s = T = %d, b = B = %d, h = C = %d, a = H = %d; %s; N = B*T):\n",
+    fprintf(f, "one block's saved tensors%s (s = T = %d, b = B = %d, h = C = %d, a = H = %d; %s; N = B*T", tp > 1 ? " on a rank" : "",
             s->seq_len, s->batch, C, H, dtype_name[s->dtype]);
-    int sw = is_llama(&s->cfg) ? 14 : 10;  // the shape column: Llama's qkv is (N,(H+2KVH)hs)
-    fprintf(f, "  %-9s %-*s %-5s %15s  %-68s %s\n", "tensor", sw, "shape", "dtype", "bytes/layer",
-            "the formula's term (bytes; e = bytes an element)", "this run");
-    for (int i = 0; i < SAVED_PER_LAYER; i++) {
-        const SavedTensor *t = &block_saved[i];
-        int fp32 = s->dtype == DT_FP32 || saved_is_row_stat(t, s->flash);
-        fprintf(f, "  %-9s %-*s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), sw, saved_shape(t, &s->cfg, s->flash),
-                dtype_name[fp32 ? DT_FP32 : s->dtype], saved_bytes(t, s), formula_term(i, s->flash, is_llama(&s->cfg)),
-                !(drops & SV_BIT(i)) ? "kept" : plan.rebuilds & SV_BIT(i) ? "rebuilt"
-                : "not saved: its map frozen, no adapter (--lora)");
-    }
+    if (tp > 1) fprintf(f, "; t = %d, --tp: the heads and the MLP's width split, the rest whole", tp);
+    fprintf(f, "):\n");
+    int sw = print_saved_rows(f, s, &plan);
     const char *struck[] = {"as2b     attention dropout mask (1 byte an element)", "e as2b   attention dropout output",
                             "sbh      dropout mask after the attention (1 byte)", "sbh      dropout mask after the MLP (1 byte)"};
     if (is_llama(&s->cfg)) {  // no dropout in the model; its own widths
-        int g = cfg_kv_heads(&s->cfg), d = head_size(&s->cfg), ff = cfg_ffn(&s->cfg);
-        double w = 5.0 * C + (double)(H + 2 * g) * d + 3.0 * ff, sb = (double)s->seq_len * s->batch;
-        fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", "per layer: e sb (5h + (a+2g)d + 3f) + e as2b", e * sb * w + e * as2b,
-                (e * sb * w + e * as2b) / 1048576);
-        const char *label[] = {"  gptmem, all 13 tensors (predicted)", "  gptmem, kept by this run (predicted)",
-                               "  gptmem, kept by this run (measured)"};
-        double value[] = {(double)p.full, (double)p.kept, (double)measured};
-        for (int k = 0; k < (measured ? 3 : 2); k++)
-            fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", label[k], value[k], value[k] / 1048576);
+        print_llama_layer(f, s, &p, measured);
         fprintf(f, "  x %d layers, plus the embedding output (%zu B) and the final norm and LM head (%zu B)\n", L,
                 p.encoded, p.final);
         print_stack_peak(f, s, &plan);
         return;
     }
-    for (int k = 0; k < 4; k++)
-        fprintf(f, "  %-9s %-10s %-5s %15s  %-68s %s\n", "(dropout)", "-", "-", "-", struck[k], "no dropout here");
-    // with dropout (16e + 2) sbh + (2e + 1) as2b (16-bit, e = 2: 34sbh + 5as2b); without, 16e sbh + e as2b
-    double with = (16 * e + 2) * sbh + (2 * e + 1) * as2b, without = 16 * e * sbh + e * as2b;
+    for (int k = 0; k < 4; k++) {
+        char term[96];
+        fprintf(f, "  %-9s %-*s %-5s %15s  %-68s %s\n", "(dropout)", sw, "-", "-", "-",
+                per_rank(term, sizeof term, struck[k], tp > 1 && k < 2, 0), "no dropout here");
+    }
+    // with dropout (16e + 2) sbh + (2e + 1) as2b (16-bit, e = 2: 34sbh + 5as2b); without, 16e sbh + e as2b;
+    // --tp (Korthikanti et al. 2022, tensor parallel): (4e + 2) sbh + 12e sbh/t + (2e + 1) as2b/t, 16-bit
+    // sbh (10 + 24/t + 5as/(ht)); without dropout 4e sbh + 12e sbh/t + e as2b/t
+    double with = (4 * e + 2) * sbh + 12 * e * sbh / tp + (2 * e + 1) * as2b / tp, without = 4 * e * sbh + 12 * e * sbh / tp + e * as2b / tp;
     char with_label[96], without_label[96];
-    snprintf(with_label, sizeof with_label, "per layer: with dropout, (16e+2)sbh + (2e+1)as2b = %.0fsbh + %.0fas2b",
-             16 * e + 2, 2 * e + 1);
-    snprintf(without_label, sizeof without_label, "  without dropout, 16e sbh + e as2b = %.0fsbh + %.0fas2b", 16 * e, e);
+    if (tp > 1) {
+        snprintf(with_label, sizeof with_label, "per layer a rank: with dropout, (4e+2)sbh + 12e sbh/t + (2e+1)as2b/t");
+        snprintf(without_label, sizeof without_label, "  without dropout, 4e sbh + 12e sbh/t + e as2b/t");
+    } else {
+        snprintf(with_label, sizeof with_label, "per layer: with dropout, (16e+2)sbh + (2e+1)as2b = %.0fsbh + %.0fas2b",
+                 16 * e + 2, 2 * e + 1);
+        snprintf(without_label, sizeof without_label, "  without dropout, 16e sbh + e as2b = %.0fsbh + %.0fas2b", 16 * e, e);
+    }
     const char *label[] = {with_label, without_label,
                            "  gptmem, all 13 tensors (predicted)", "  gptmem, kept by this run (predicted)",
                            "  gptmem, kept by this run (measured)"};
     double value[] = {with, without, (double)p.full, (double)p.kept, (double)measured};
     for (int k = 0; k < (measured ? 5 : 4); k++)
         fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", label[k], value[k], value[k] / 1048576);
-    double sq = (2 * e + 1) * as2b, kept_sq = s->flash ? 4.0 * H * s->seq_len * s->batch : e * as2b;
-    fprintf(f, "  the T x T terms alone: the formula's (2e+1)as2b = %.2f GiB a layer; gptmem keeps %s = %.2f %s%s\n",
-            sq / 1073741824, s->flash ? "lse, 4abs" : "att, e as2b", kept_sq / (kept_sq < 1073741824 ? 1048576 : 1073741824),
+    double sq = (2 * e + 1) * as2b / tp, kept_sq = (s->flash ? 4.0 * H * s->seq_len * s->batch : e * as2b) / tp;
+    const char *kept = s->flash ? (tp > 1 ? "lse, 4abs/t" : "lse, 4abs") : tp > 1 ? "att, e as2b/t" : "att, e as2b";
+    fprintf(f, "  the T x T terms alone: the formula's (2e+1)as2b%s = %.2f GiB a layer; gptmem keeps %s = %.2f %s%s\n",
+            tp > 1 ? "/t" : "", sq / 1073741824, kept, kept_sq / (kept_sq < 1073741824 ? 1048576 : 1073741824),
             kept_sq < 1073741824 ? "MiB" : "GiB",
             s->flash ? " (--flash)" : drops & SV_BIT(SV_ATT) ? ", and rebuilds it (--recompute)" : "");
     fprintf(f, "  x %d layers, plus the embedding output (%zu B) and the final layernorm and LM head (%zu B)\n", L,

@@ -39,6 +39,8 @@ typedef struct {
 } CommGroup;
 
 CommGroup comm_world = {.size = 1}, comm_in_group = {.size = 1}, comm_across = {.size = 1};
+CommGroup comm_tensor = {.size = 1}, comm_data_group = {.size = 1};  // --tp's groups (comm_split_tensor)
+CommGroup *comm_data = &comm_world;  // the data-parallel ranks: all of them, or with --tp comm_data_group
 
 // printf on rank 0 only: with several ranks, one copy of each line.
 void say(const char *fmt, ...) {
@@ -58,7 +60,9 @@ void comm_count(CommGroup *g, long long bytes) {
 }
 
 // Clear the byte counters (every step's start).
-void comm_clear_counts(void) { comm_bytes_sent = comm_world.bytes = comm_in_group.bytes = comm_across.bytes = 0; }
+void comm_clear_counts(void) {
+    comm_bytes_sent = comm_world.bytes = comm_in_group.bytes = comm_across.bytes = comm_tensor.bytes = comm_data_group.bytes = 0;
+}
 
 #ifdef GPTMEM_MPI
 // A rank that exits without finishing (a bad file, a failed allocation, any
@@ -207,6 +211,25 @@ void comm_split_groups(int k) {
     (void)k;
 #endif
 }
+
+// --tp T: the ranks form tensor-parallel groups of T consecutive ranks (rank r in group r / T, at
+// place r % T: comm_tensor), and the ranks at the same place of every group form the data-parallel
+// group (comm_data), which everything data-parallel runs over: ZeRO's shards, the batches, the loss's
+// mean. Without it the data-parallel group is every rank.
+void comm_split_tensor(int t) {
+    if (t <= 1) return;
+#ifdef GPTMEM_MPI
+    MPI_Comm tc, dc;
+    MPI_Comm_split(MPI_COMM_WORLD, comm_rank_id / t, comm_rank_id, &tc);
+    MPI_Comm_split(MPI_COMM_WORLD, comm_rank_id % t, comm_rank_id, &dc);
+    comm_tensor = (CommGroup){t, comm_rank_id % t, 0, tc};
+    comm_data_group = (CommGroup){comm_nranks / t, comm_rank_id / t, 0, dc};
+    comm_data = &comm_data_group;
+#endif
+}
+// The data-parallel ranks (all of them, or the tensor-parallel groups) and this rank's place among them.
+int comm_data_ranks(void) { return comm_data->size; }
+int comm_data_rank(void) { return comm_data->rank; }
 
 // Is the MPI library Open MPI (whose mpirun takes --oversubscribe and --allow-run-as-root)?
 int comm_is_openmpi(void) {

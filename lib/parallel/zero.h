@@ -60,9 +60,9 @@ Shard shard_layout(size_t P, const Plan *plan, int rank) {
     Shard s;
     int nranks = plan->ranks;
     s.groups = plan->groups;
-    s.comm = s.groups > 1 ? &comm_in_group : &comm_world;
+    s.comm = s.groups > 1 ? &comm_in_group : comm_data;  // (--tp: the data-parallel ranks, one of each group)
     s.across = &comm_across;
-    rank %= nranks;
+    rank = comm_data == &comm_world ? rank % nranks : comm_data->rank;  // (--tp: its place among the data-parallel ranks)
     s.stage = plan->stage;
     s.rank = rank;
     s.nranks = nranks;
@@ -230,18 +230,21 @@ void zero_reduce_across(const Shard *s, void *grads, float *buf, int dtype) {
 // there is nothing to compare; core/hash.h's replica_hash) and rank 0
 // compares: 1 yes, 0 no.
 // Every rank passes its hash; rank 0 gets 1 if all are equal, 0 if not (the others get 1).
+// (--tp: the replicas are the data-parallel ranks, one of each group; each group's first rank compares
+// theirs, and every rank gets whether all agree.)
 int zero_hashes_agree(const Shard *s, uint64_t h) {
     (void)s;  // every rank, in every group
-    uint64_t *all = malloc(sizeof(uint64_t) * comm_nranks);
-    comm_gather_to_root(&h, all, sizeof h);
+    CommGroup *g = comm_data;
+    uint64_t *all = malloc(sizeof(uint64_t) * g->size);
+    comm_gather_in(g, &h, all, sizeof h, 0);
     int same = 1;
-    for (int r = 1; r < comm_nranks && comm_rank_id == 0; r++) same &= all[r] == all[0];
+    for (int r = 1; r < g->size && g->rank == 0; r++) same &= all[r] == all[0];
     free(all);
-    return same;
+    return comm_data == &comm_world ? same : !comm_any(!same);
 }
 
 int zero_replicas_identical(const Shard *s, const void *weights, int dtype) {
-    if (comm_nranks == 1 || s->stage == 3) return 1;
+    if (comm_data_ranks() == 1 || s->stage == 3) return 1;
     return zero_hashes_agree(s, replica_hash(REPLICA_HASH_START, weights, s->nparams * dtype_size(dtype)));
 }
 

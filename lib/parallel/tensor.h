@@ -1,0 +1,150 @@
+// parallel/tensor.h — --tp T: tensor parallelism, Megatron-LM's split of a layer over the T ranks of a
+// group (Shoeybi et al. 2019, "Megatron-LM", section 3). Each rank holds a share of every block:
+//
+//   qkv     column-parallel: the rows of its H/T query heads and KVH/T key-value heads (and their bias)
+//   attend  its own heads, nothing shared: attention never mixes heads
+//   attproj row-parallel: the columns that read its heads; its product is a partial sum   -> g
+//   fc      column-parallel: its F/T rows of the hidden width (Llama: of up and of gate)
+//   act     its own part of the hidden width
+//   fcproj  row-parallel: the columns that read its part; a partial sum                      -> g
+//
+// g sums the partial products over the group (an all-reduce) before the bias and the residual, so every
+// rank leaves the block with the whole output; its backward is the identity. f, at a block's column-
+// parallel inputs (ln1's and ln2's outputs), is the identity forward, and in the backward sums the input
+// gradients, each rank's a partial sum over its own rows. The norms, the residual stream, the embedding
+// and the LM head are whole on every rank (the vocabulary is not split), their gradients the same bits
+// on every rank. A rank's share is a model of its own shape (tp_share: H/T heads of the model's hs,
+// F/T), so the ops, the buffers, the ledger and the predictor read it as they read any model.
+//
+// The sums are made once each (a reduce-scatter, then an all-gather: every rank ends with the same
+// bits), so the ranks of a group never drift apart. Against one process the partial products add in
+// another order: the same to fp32 rounding.
+#ifndef GPTMEM_TENSOR_H
+#define GPTMEM_TENSOR_H
+
+#include <stdlib.h>
+#include <string.h>
+#include "core/config.h"
+#include "parallel/comm.h"
+
+typedef struct {
+    int size, rank;   // T and this rank's place in its group (1 and 0: no split)
+    CommGroup *comm;  // the group's collectives (comm_tensor)
+    GPTConfig whole;  // the model the group holds together (the rank's share: tp_share(&whole, size))
+} TensorSplit;
+
+// A rank's share of model c over t ranks: H/t query heads and KVH/t key-value heads of the model's hs
+// channels, F/t of the MLP's hidden width; the channels, the layers and the vocabulary whole.
+GPTConfig tp_share(const GPTConfig *c, int t) {
+    GPTConfig s = *c;
+    if (t <= 1) return s;
+    s.head_dim = head_size(c);
+    s.heads = c->heads / t;
+    s.kv_heads = cfg_kv_heads(c) / t;
+    s.ffn = cfg_ffn(c) / t;
+    return s;
+}
+
+// Is op `op` row-parallel (a partial product, summed by g) or column-parallel (its input gradient a
+// partial sum, summed by f's backward)?
+int tp_row_parallel(int op) { return op == OP_ATTPROJ || op == OP_FCPROJ; }
+int tp_column_parallel(int op) { return op == OP_QKV || op == OP_FC; }
+
+// x[0..n) summed over the group, the same bits on every rank: a reduce-scatter gives each rank the
+// sum of its part (made once), an all-gather gives every rank every part.
+void tp_sum(const TensorSplit *tp, float *x, size_t n) {
+    if (tp->size <= 1) return;
+    int T = tp->size, *counts = malloc(sizeof(int) * T), *displs = malloc(sizeof(int) * T);
+    for (int r = 0, at = 0; r < T; at += counts[r], r++) counts[r] = (int)(n / T + ((size_t)r < n % T)), displs[r] = at;
+    comm_reduce_scatter(tp->comm, x, counts);
+    memmove(x + displs[tp->rank], x, sizeof(float) * counts[tp->rank]);
+    for (int r = 0; r < T; r++) counts[r] *= (int)sizeof(float), displs[r] *= (int)sizeof(float);
+    comm_allgather(tp->comm, x, counts, displs);
+    free(counts);
+    free(displs);
+}
+
+// g: a row-parallel op's output (N,C), summed over the group, then its bias (whole on every rank) added.
+void tp_sum_rows(const TensorSplit *tp, float *out, const float *bias, int N, int C) {
+    tp_sum(tp, out, (size_t)N * C);
+    for (int i = 0; bias && i < N; i++)
+        for (int j = 0; j < C; j++) out[(size_t)i * C + j] += bias[j];
+}
+
+// --- the layout: where the model's weights go -----------------------------------------------------
+
+// Rank `rank`'s band of n rows (or columns) cut in t: [rank n/t, (rank + 1) n/t).
+static int tp_band(size_t i, size_t n, int t, int rank, size_t *local) {
+    size_t w = n / t;
+    if (i / w != (size_t)rank) return 0;
+    *local = i % w;
+    return 1;
+}
+
+// Row `row` of the model's fused qkv (H query heads, then KVH key heads, then KVH value heads, hs rows
+// each): its row in the rank's share, if the rank holds its head.
+static int tp_qkv_row(const GPTConfig *c, int t, int rank, size_t row, size_t *local) {
+    size_t hs = head_size(c), q = (size_t)c->heads * hs, kv = (size_t)cfg_kv_heads(c) * hs;
+    size_t sec = row < q ? 0 : row < q + kv ? 1 : 2, at = sec == 0 ? 0 : sec == 1 ? q : q + kv, n = sec ? kv : q;
+    size_t before = sec == 0 ? 0 : sec == 1 ? q / t : q / t + kv / t;  // the share's rows of the sections before
+    if (!tp_band(row - at, n, t, rank, local)) return 0;
+    *local += before;
+    return 1;
+}
+
+// Row `row` of the model's fc (GPT-2: F rows; Llama: up's F, then gate's F): its row in the share.
+static int tp_fc_row(const GPTConfig *c, int t, int rank, size_t row, size_t *local) {
+    size_t F = cfg_ffn(c), half = row >= F;
+    if (!tp_band(row - half * F, F, t, rank, local)) return 0;
+    *local += half * (F / t);
+    return 1;
+}
+
+// Element k of op `op`'s weight (out x in) or, past it, of its bias, in model c: its place in the rank's
+// share s of the same op, if the rank holds it. Column-parallel ops keep their rows, row-parallel ones
+// their columns (and the whole bias).
+static int tp_op_place(const GPTConfig *c, const GPTConfig *s, int t, int rank, int op, size_t k, size_t *local) {
+    size_t in = (size_t)op_inputs(c, op), wc = op_weight_count(c, op), sin = (size_t)op_inputs(s, op), x;
+    if (op == OP_LN1 || op == OP_LN2) return *local = k, 1;
+    if (tp_row_parallel(op)) {
+        if (k >= wc) return *local = op_weight_count(s, op) + (k - wc), 1;  // the bias, whole
+        if (!tp_band(k % in, in, t, rank, &x)) return 0;
+        return *local = k / in * sin + x, 1;
+    }
+    int bias = k >= wc;
+    size_t row = bias ? k - wc : k / in;
+    if (!(op == OP_QKV ? tp_qkv_row(c, t, rank, row, &x) : tp_fc_row(c, t, rank, row, &x))) return 0;
+    return *local = bias ? op_weight_count(s, op) + x : x * in + k % in, 1;
+}
+
+// Parameter `at` of the whole model's flat layout: its index in the rank's share's layout, or -1 if
+// another rank holds it. The embedding and everything after the layers are the same in both.
+long tp_local_index(const TensorSplit *tp, const GPTConfig *s, size_t at) {
+    const GPTConfig *c = &tp->whole;
+    size_t emb = embedding_param_count(c), end = layer_offset(c, c->layers), per = layer_param_count(c);
+    if (at < emb) return (long)at;
+    if (at >= end) return (long)(at - end + layer_offset(s, s->layers));
+    size_t l = (at - emb) / per, k = (at - emb) % per, local;
+    int op = 0;
+    while (k >= op_param_count(c, op)) k -= op_param_count(c, op), op++;
+    if (!tp_op_place(c, s, tp->size, tp->rank, op, k, &local)) return -1;
+    return (long)(op_param_offset(s, (int)l, op) + local);
+}
+
+// The share's flat layout in runs [a, b) of one kind: a split tensor (a part only this rank holds) or a
+// whole one (the norms, the row-parallel biases, the embedding, the head: the same on every rank), in
+// layout order. A gradient norm counts the whole ones once.
+void tp_runs(const GPTConfig *s, void (*visit)(void *ctx, size_t a, size_t b, int split), void *ctx) {
+    size_t at = embedding_param_count(s);
+    visit(ctx, 0, at, 0);
+    for (int l = 0; l < s->layers; l++)
+        for (int op = 0; op < LAYER_OPS; op++) {
+            size_t wc = op_weight_count(s, op), n = op_param_count(s, op);
+            visit(ctx, at, at + wc, tp_column_parallel(op) || tp_row_parallel(op));
+            visit(ctx, at + wc, at + n, tp_column_parallel(op));
+            at += n;
+        }
+    visit(ctx, at, param_count(s), 0);
+}
+
+#endif

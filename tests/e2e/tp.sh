@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# tests/e2e/tp.sh — --tp T: Megatron's split of every layer over groups of T ranks equals one process
+# (GPT-2 and a Llama with grouped key-value heads, with data parallelism and ZeRO across the groups),
+# every rank's ledger predicted == measured, --mem-ops's per-rank formula Korthikanti's, and the
+# refusals in one line. Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+G=(--layers 2 --channels 32 --heads 4 --max-seq 32 --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1 --steps 10)
+L=(--model llama-small --layers 2 --channels 64 --heads 4 --kv-heads 2 --ffn 96 --max-seq 32 --seq-len 32 --sample-len 0
+   --eval-batches 2 --threads 1 --steps 10)
+# close A B N TOL: two --log files of N steps, their losses within TOL of each other (relative)
+close() {
+  python3 - "$@" <<'EOF'
+import csv, sys
+a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
+worst = max((abs(float(x["loss"]) - float(y["loss"])) / float(x["loss"]) for x, y in zip(a, b)), default=1)
+sys.exit(0 if len(a) == len(b) == int(sys.argv[3]) and worst < float(sys.argv[4]) else 1)
+EOF
+}
+
+# refusals: one line, exit 2, before anything runs
+expect 2 "--tp 3 splits the model's query heads (--heads), 4, in 3" "${G[@]}" --tp 3 --ranks 3 --dry-run
+expect 2 "--tp 4 splits the model's key-value heads (--kv-heads), 2, in 4" "${L[@]}" --tp 4 --ranks 4 --dry-run
+expect 2 "--tp 2 puts the ranks in groups of 2, and there are 3" "${G[@]}" --tp 2 --ranks 3 --dry-run
+expect 2 "--tp 2 puts the ranks in groups of 2, and there are 1" "${G[@]}" --tp 2 --dry-run
+for flag in "--device cuda" "--lora 2" "--export $tmp/x.bin" "--offload opt"; do
+  expect 2 "with --tp is not built yet" "${G[@]}" --tp 2 --ranks 2 $flag
+done
+
+# --mem-ops on a rank: the per-layer formula is Korthikanti et al.'s for tensor parallelism, sbh (10 + 24/t +
+# 5as/(ht)) in 16 bits with dropout; gptmem's 13 tensors are that less the dropout terms, plus the row statistics
+./train --model gpt2 --batch 4 --seq-len 1024 --dtype bf16 --tp 4 --ranks 8 --mem-ops --dry-run >"$tmp/ops" 2>&1
+if python3 - "$tmp/ops" <<'EOF'
+import re, sys
+t = open(sys.argv[1]).read()
+s, b, h, a, tp = 1024, 4, 768, 12, 4
+korth = s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp))
+without = 2 * 4 * s * b * h + 2 * 12 * s * b * h / tp + 2 * a * s * s * b / tp
+stats = 4 * 4 * s * b  # ln1, ln2: mean and rstd, fp32
+got = lambda label: int(re.search(re.escape(label) + r".*?(\d+) B", t).group(1))
+ok = got("with dropout, (4e+2)sbh + 12e sbh/t + (2e+1)as2b/t") == korth and got("without dropout, 4e sbh") == without \
+     and got("gptmem, all 13 tensors (predicted)") == without + stats and "(N,3C/t)" in t and "(B,H/t,T,T)" in t
+sys.exit(0 if ok else 1)
+EOF
+then ok "--tp 4 --mem-ops: a rank's layer is Korthikanti's sbh(10 + 24/t + 5as/(ht)) less the dropout terms, plus the row stats"
+else bad "--tp 4 --mem-ops: the formula lines"; grep -E "dropout|13 tensors" "$tmp/ops"; fi
+
+if ! have_mpi; then skip "--tp on ranks: no MPI in this build"; echo "END tests/e2e/tp.sh"; exit 0; fi
+./train "${G[@]}" --batch 8 --log "$tmp/g1.csv" >/dev/null 2>&1
+./train "${L[@]}" --batch 8 --log "$tmp/l1.csv" >/dev/null 2>&1
+# N ranks in groups of T (N/T groups, data parallel across them, each B) == one process of (N/T) B over
+# 10 steps; every rank's ledger predicted == measured
+for run in "G 2 2 8" "G 4 4 8" "L 2 2 8" "G 4 2 4 --zero 1" "L 4 2 4 --zero 3 --ckpt --flash --fused-ce" "G 2 2 4 --accum 2 --recompute gelu,attn"; do
+  set -- $run; which=$1; n=$2; t=$3; b=$4; shift 4
+  if [ "$which" = G ]; then args=("${G[@]}"); one="$tmp/g1.csv"; else args=("${L[@]}"); one="$tmp/l1.csv"; fi
+  rm -f "$tmp"/tm.json*
+  timeout 120 "${MPI[@]}" -np $n ./train "${args[@]}" --batch $b --tp $t "$@" --log "$tmp/tn.csv" --mem-json "$tmp/tm.json" >"$tmp/tlog" 2>&1
+  eq=1; for r in $(seq 0 $((n - 1))); do f="$tmp/tm.json"; [ $r -gt 0 ] && f="$tmp/tm.json.rank$r"; mem_equal "$f" || eq=0; done
+  if [ $eq = 1 ] && close "$one" "$tmp/tn.csv" 10 1e-5; then
+    ok "--tp $t on $n ranks ($which $*): == one process over 10 steps, every rank's ledger predicted == measured"
+  else bad "--tp $t on $n ranks ($which $*)"; tail -3 "$tmp/tlog"; fi
+done
+# 16 bits: the partial products' sum rounds in another order (within 1e-4), and a sample is the same text
+SH=("${G[@]}" --batch 8 --dtype bf16 --sample-len 16)
+./train "${SH[@]}" --log "$tmp/b1.csv" >"$tmp/b1" 2>&1
+"${MPI[@]}" -np 2 ./train "${SH[@]}" --tp 2 --log "$tmp/b2.csv" >"$tmp/b2" 2>&1
+if close "$tmp/b1.csv" "$tmp/b2.csv" 10 1e-4 && [ "$(grep -A1 -- '---- sample' "$tmp/b1")" = "$(grep -A1 -- '---- sample' "$tmp/b2")" ]
+then ok "--tp 2 in bf16: within 1e-4 of one process over 10 steps, the same sample"
+else bad "--tp 2 in bf16"; tail -3 "$tmp/b2"; fi
+echo "END tests/e2e/tp.sh"

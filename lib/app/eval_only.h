@@ -222,7 +222,7 @@ int eval_only_run(Settings *s) {
     measured.peak_total = g_ledger.peak_total;
     memcpy(measured.peak_at, g_ledger.peak_at, sizeof measured.peak_at);
     measured.stack_peak = g_arena.high;
-    int bad = (s->mem || s->mem_json) && report_memory(s, &predicted, &measured, 0, 0, model->nparams, 0, NULL);
+    int bad = (s->mem || s->mem_json) && report_memory(s, &predicted, &measured, 0, 0, 0, model->nparams, 0, NULL);
     gpt_free_eval(model);
     arena_release();
     data_free(&data);

@@ -39,6 +39,7 @@ typedef struct {
     size_t block_kept;      // what block 0 kept on the stack in a training forward (--mem-ops)
     long long first_step_comm;  // the bytes the first step sent
     long long first_step_across;  // --shard-group: of which across the groups
+    long long first_step_tensor;  // --tp: of which inside the rank's tensor-parallel group
     long long traffic_start[TR_N];  // --offload's counts when the first step started
     double start, step_start, train_seconds;  // the run's start, the step's, the time in steps
     long long tokens;       // tokens trained on
@@ -172,7 +173,7 @@ void observe(Observer *ob, int phase, const Net *net) {
     if (ob->first) {
         ob->measured.phase[PHASE_STEP] = ledger_snapshot();
         ob->first_step_comm = comm_bytes_sent;
-        ob->first_step_across = comm_across.bytes;
+        ob->first_step_across = comm_across.bytes, ob->first_step_tensor = comm_tensor.bytes;
         for (int k = 0; k < TR_N; k++) ob->measured.traffic[k] = g_traffic.bytes[k] - ob->traffic_start[k];
     }
     if (g_ledger.trace && comm_nranks > 1)  // --trace: what the step sent, by communicator
@@ -242,7 +243,8 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
     bad = bad || (s->mem_snapshot && write_run_snapshot(s, ob->measured.peak_at[LOC_DEVICE]));
     bad = bad || (s->trace_json && write_trace_json(s));
     bad = bad || ((s->mem || s->mem_json) && report_memory(s, predicted, &ob->measured, ob->first_step_comm,
-                                                              ob->first_step_across, nparams, ob->stage, receipt));
+                                                              ob->first_step_across, ob->first_step_tensor, nparams,
+                                                              ob->stage, receipt));
     if (bad) {
         if (ob->recording) { predicted_timeline_free(&timeline); free(receipt); }
         return 1;

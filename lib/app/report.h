@@ -140,6 +140,14 @@ void print_flash_note(const GPTConfig *c, const Settings *s) {
                head_size(c));
 }
 
+// --tp: what rank 0's first step sent inside its tensor-parallel group, beside the all-reduces' count.
+void print_tp_sends(const Settings *s, const Plan *plan, long long sent) {
+    int g = !!(plan->rebuilds & SV_BIT(SV_RES2)) + !!(plan->rebuilds & SV_BIT(SV_RES3));  // rebuilt attproj, fcproj
+    long long want = predict_tp_bytes(s->tp, 0, (size_t)s->batch * s->seq_len * s->cfg.channels, s->cfg.layers, s->accum, g);
+    printf("  of which inside its tensor-parallel group of %d: %lld B (predicted %lld B: %d all-reduces of (N,C) "
+           "fp32 a layer and micro-batch, 2 (t-1)/t x 4 N C B each)\n", s->tp, sent, want, 4 + g);
+}
+
 // The end of a run with --mem / --mem-json: this rank's ledger against the
 // prediction; with several ranks, one line per rank (gathered to rank 0).
 typedef struct {
@@ -150,7 +158,7 @@ typedef struct {
 } RankLedger;
 
 int report_memory(const Settings *s, const MemReport *predicted, const MemReport *measured, long long step_comm,
-                  long long step_across, size_t P, int zero, const char *receipt) {
+                  long long step_across, long long step_tensor, size_t P, int zero, const char *receipt) {
     RankLedger mine = {measured->peak_total, predicted->peak_total,
                        !memcmp(predicted, measured, sizeof *measured), step_comm, step_across};
     RankLedger *all = malloc(sizeof(RankLedger) * comm_nranks);
@@ -192,6 +200,7 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
                 printf("  of which inside its %s of %d: %lld B; across the %d %ss: %lld B (predicted %lld B)\n", group,
                        s->shard_group, all[0].comm_bytes - all[0].comm_across, comm_nranks / s->shard_group, group,
                        all[0].comm_across, predict_across_bytes(P, &plan));
+            if (s->tp > 1) print_tp_sends(s, &plan, step_tensor);
         }
     }
     comm_barrier();  // no rank frees its memory before rank 0 has measured the GPU's (the runtime row)

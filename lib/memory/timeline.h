@@ -26,7 +26,7 @@
 // element (the paper's 16 bits: e = 2), or why it is not one.
 const char *formula_term(int sv, int flash, int llama) {
     if (llama) switch (sv) {
-        case SV_QKV: return "(a+2g)d e sb  Q, K (rotated), V: a query heads, g key-value heads";
+        case SV_QKV: return "(a+2g)d e sb Q, K (rotated), V: a query heads, g key-value heads";
         case SV_FCH: return "2f e sb  the SwiGLU's input: up and gate";
         case SV_FCH_GELU: return "f e sb   the second MLP matmul's input";
         case SV_LN1_MEAN: case SV_LN2_MEAN: return "-        RMSNorm keeps no mean";
@@ -86,6 +86,7 @@ void print_stack_peak(FILE *f, const Settings *s, const Plan *plan) {
 int tp_split_saved(int sv) { return sv == SV_QKV || sv == SV_ATT || sv == SV_ATTY || sv == SV_FCH || sv == SV_FCH_GELU; }
 const char *per_rank(char *out, size_t n, const char *text, int split, int shape) {
     const char *gap = strstr(text, "  ");  // the term ends where its description's padding starts
+    if (!gap && strstr(text, " sb ")) gap = strstr(text, " sb ") + 3;  // (Llama's qkv: no padding)
     size_t cut = shape ? strcspn(text, ",") + 1 : gap ? (size_t)(gap - text) : strlen(text);  // after "(B," or the term
     if (!split || !text[cut]) return text;
     if (shape && text[1] == 'B') snprintf(out, n, "%.*sH/t%s", (int)cut, text, text + cut + 1);  // (B,H/t,T,T)
@@ -100,7 +101,7 @@ const char *per_rank(char *out, size_t n, const char *text, int split, int shape
 // The table's rows: a block's saved tensors, each with its shape, dtype, bytes, the formula's term and
 // what this run does with it. Returns the shape column's width.
 int print_saved_rows(FILE *f, const Settings *s, const Plan *plan) {
-    int tp = s->tp, sw = is_llama(&s->cfg) || tp > 1 ? 16 : 10;  // the shape column: Llama's qkv is (N,(H+2KVH)hs)
+    int tp = s->tp, sw = tp > 1 ? 16 : is_llama(&s->cfg) ? 14 : 10;  // the shape column: Llama's qkv is (N,(H+2KVH)hs)
     fprintf(f, "  %-9s %-*s %-5s %15s  %-68s %s\n", "tensor", sw, "shape", "dtype", "bytes/layer",
             "the formula's term (bytes; e = bytes an element)", "this run");
     for (int i = 0; i < SAVED_PER_LAYER; i++) {

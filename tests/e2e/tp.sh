@@ -61,6 +61,17 @@ for run in "G 2 2 8" "G 4 4 8" "L 2 2 8" "G 4 2 4 --zero 1" "L 4 2 4 --zero 3 --
     ok "--tp $t on $n ranks ($which $*): == one process over 10 steps, every rank's ledger predicted == measured"
   else bad "--tp $t on $n ranks ($which $*)"; tail -3 "$tmp/tlog"; fi
 done
+# what a step sends inside a group: per layer and micro-batch an all-reduce of (N,C) fp32 for each g and f
+# (4, and one more for each op a rebuild runs again: --ckpt's attproj), as predicted
+"${MPI[@]}" -np 2 ./train "${G[@]}" --batch 3 --tp 2 --ckpt --accum 2 --steps 2 --mem >"$tmp/tsend" 2>&1
+if python3 - "$tmp/tsend" <<'EOF'
+import re, sys
+m = re.search(r"tensor-parallel group of 2: (\d+) B \(predicted (\d+) B: 5 all-reduces", open(sys.argv[1]).read())
+# L 2, A 2, 5 all-reduces of N C = 3 x 32 x 32 floats, each 2 (t-1)/t x 4 bytes
+sys.exit(0 if m and int(m.group(1)) == int(m.group(2)) == 2 * 2 * 5 * 4 * 3 * 32 * 32 else 1)
+EOF
+then ok "--tp 2 --ckpt --accum 2: a step sends 5 all-reduces of (N,C) a layer and micro-batch inside the group, as predicted"
+else bad "--tp 2: what a step sends inside the group"; grep "tensor-parallel" "$tmp/tsend"; fi
 # 16 bits: the partial products' sum rounds in another order (within 1e-4), and a sample is the same text
 SH=("${G[@]}" --batch 8 --dtype bf16 --sample-len 16)
 ./train "${SH[@]}" --log "$tmp/b1.csv" >"$tmp/b1" 2>&1

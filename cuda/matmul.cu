@@ -122,7 +122,7 @@ static uint32_t alignment_of(const void *p) {
 enum { EPI_NONE, EPI_BIAS, EPI_DGELU };
 typedef struct {
     int dt, m, n, k, transa, transb, lda, ldb, ldd, epi;
-    uint32_t al_a, al_b, al_c, al_d, al_aux;
+    uint32_t al_a, al_b, al_c, al_d, al_epi;  // al_epi: the bias's or the DGELU aux's alignment
 } GemmKey;
 typedef struct {
     GemmKey key;
@@ -135,7 +135,10 @@ enum { GEMM_PLANS = 64 };
 static GemmPlan g_plans[GEMM_PLANS];
 static int g_nplans;
 
-static void plan_make(GemmPlan *p, const GemmKey *key) {
+// epi_ptr: the epilogue's pointer of the call the plan is made for. cuBLASLt's heuristic never reads it,
+// but it reads its alignment from it (cublasLt.h, BIAS_POINTER and EPILOGUE_AUX_POINTER): set before the
+// heuristic, and the alignment in the plan's key, a plan is only reused for pointers aligned as well.
+static void plan_make(GemmPlan *p, const GemmKey *key, const void *epi_ptr) {
     memset(p, 0, sizeof *p);
     p->key = *key;
     cudaDataType_t type = cuda_type(key->dt);
@@ -152,6 +155,12 @@ static void plan_make(GemmPlan *p, const GemmKey *key) {
         lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux),
                  "set EPILOGUE_AUX_LD");
     }
+    if (key->epi == EPI_BIAS)
+        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epi_ptr, sizeof epi_ptr),
+                 "set BIAS_POINTER");
+    if (key->epi == EPI_DGELU)
+        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi_ptr, sizeof epi_ptr),
+                 "set EPILOGUE_AUX_POINTER");
     int m = key->m, n = key->n, k = key->k;
     lt_check(lt.MatrixLayoutCreate(&p->la, type, key->transa ? k : m, key->transa ? m : k, key->lda), "layout A");
     lt_check(lt.MatrixLayoutCreate(&p->lb, type, key->transb ? n : k, key->transb ? k : n, key->ldb), "layout B");
@@ -202,18 +211,21 @@ static int lt_matmul(int dt, void *d, const void *a, const void *b, const void *
                      int m, int n, int k, int transa, int transb, int lda, int ldb, int ldd, float beta) {
     if (!g_lt) { fprintf(stderr, "error: cu_matmul_setup was not called\n"); exit(1); }
     if (!c) c = d;
+    // DGELU's aux leading dimension must be a multiple of 8 (cublasLt.h, as for GELU_AUX): any other width
+    // (an fc of 4C with C odd) takes the caller's kernels, rather than an epilogue cuBLASLt does not promise
+    if (epi == EPI_DGELU && ldd % 8) return -1;
     GemmKey key;
     memset(&key, 0, sizeof key);  // the padding too: keys are compared with memcmp
     key.dt = dt; key.m = m; key.n = n; key.k = k; key.transa = transa; key.transb = transb;
     key.lda = lda; key.ldb = ldb; key.ldd = ldd; key.epi = epi;
     key.al_a = alignment_of(a); key.al_b = alignment_of(b); key.al_c = alignment_of(c); key.al_d = alignment_of(d);
-    key.al_aux = epi == EPI_DGELU ? alignment_of(epi_ptr) : 0;
+    key.al_epi = epi != EPI_NONE ? alignment_of(epi_ptr) : 0;
     GemmPlan *p = NULL, once;
     for (int i = 0; i < g_nplans && !p; i++)
         if (!memcmp(&g_plans[i].key, &key, sizeof key)) p = &g_plans[i];
     if (!p) {
         p = g_nplans < GEMM_PLANS ? &g_plans[g_nplans++] : &once;
-        plan_make(p, &key);
+        plan_make(p, &key, epi_ptr);
     }
     if (!p->found) {
         if (p == &once) plan_free(p);
@@ -301,6 +313,10 @@ template <typename T> __global__ void add_bias_kernel(T *out, const T *bias, int
 static void matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, const void *residual,
                            int N, int C, int OC) {
     if (N <= 0) return;  // nothing to multiply (cuBLASLt refuses empty shapes)
+    if (residual && (residual == inp || residual == w)) {  // C aliasing an operand: cuBLASLt would not say
+        fprintf(stderr, "error: cu_matmul_residual_forward: the residual is the GEMM's input or weight\n");
+        exit(1);
+    }
     float beta = residual ? 1.0f : 0.0f;
     // cuBLASLt is told the alignment of A, B, C and D but has no setting for the bias's; other projects
     // saw its epilogue fail on a bias under 16 bytes aligned, so such a bias (a ZeRO shard of a toy
@@ -354,8 +370,9 @@ extern "C" void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbi
     if (lt_matmul(dt, dinp, w, dout, NULL, EPI_DGELU, pre, C, N, OC, 0, 0, C, OC, C, 0.0f)) {
         static int said;
         if (!said++)
-            fprintf(stderr, "note: cuBLASLt has no DGELU epilogue for a %d x %d x %d GEMM (dtype %d): GELU's "
-                    "backward runs as a kernel of its own\n", C, N, OC, dt);
+            fprintf(stderr, "note: cuBLASLt's DGELU epilogue is %s for a %d x %d x %d GEMM (dtype %d): GELU's "
+                    "backward runs as a kernel of its own\n", C % 8 ? "not used at a width off 8" : "not there", C, N,
+                    OC, dt);
         lt_matmul(dt, dinp, w, dout, NULL, EPI_NONE, NULL, C, N, OC, 0, 0, C, OC, C, 0.0f);
         cu_gelu_backward(dt, dinp, pre, dinp, (size_t)N * C);
     }

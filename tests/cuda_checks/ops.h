@@ -76,6 +76,26 @@ void test_layernorm(int dt) {
     test_layernorm_at(dt, 5, 4096);
 }
 
+// GELU's backward in the dinp GEMM (cuBLASLt's DGELU epilogue, or where it does not run the GEMM and
+// the GELU kernel) against matmul_backward then gelu_backward: its GELU must be model.h's tanh approximation
+void test_matmul_dgelu(int dt, int N, int C, int OC) {
+    float *x = randv((size_t)N * C, 1, dt), *w = randv((size_t)OC * C, 0.1f, dt), *dout = randv((size_t)N * OC, 1, dt);
+    float *pre = randv((size_t)N * C, 2, dt), *dw2 = randv((size_t)OC * C, 1, dt), *db2 = randv(OC, 1, dt);
+    float *dinp = fvec((size_t)N * C);
+    void *d_x = up(x, (size_t)N * C, dt), *d_w = up(w, (size_t)OC * C, dt), *d_dout = up(dout, (size_t)N * OC, dt);
+    void *d_pre = up(pre, (size_t)N * C, dt), *d_dw2 = up(dw2, (size_t)OC * C, dt), *d_db2 = up(db2, OC, dt);
+    void *d_dinp2 = poisoned((size_t)N * C, dt);
+    matmul_backward(dinp, dw2, db2, dout, x, w, N, C, OC);
+    gelu_backward(dinp, pre, dinp, (size_t)N * C);
+    cu_matmul_dgelu_backward(dt, d_dinp2, d_dw2, d_db2, d_dout, d_x, d_w, d_pre, N, C, OC);
+    expect(at_c("matmul_dgelu_backward dinp", C), dt, d_dinp2, dinp, (size_t)N * C);
+    expect(at_c("matmul_dgelu_backward dw", C), dt, d_dw2, dw2, (size_t)OC * C);
+    expect(at_c("matmul_dgelu_backward dbias", C), dt, d_db2, db2, OC);
+    void *dev[] = {d_x, d_w, d_dout, d_pre, d_dw2, d_db2, d_dinp2};
+    for (int i = 0; i < 7; i++) gpu_free(dev[i]);
+    free(x); free(w); free(dout); free(pre); free(dw2); free(db2); free(dinp);
+}
+
 void test_matmul(int dt) {
     int N = 45, C = 72, OC = 100;  // odd sizes: cuBLASLt must handle unaligned edges
     float *x = randv((size_t)N * C, 1, dt), *w = randv((size_t)OC * C, 0.1f, dt), *bias = randv(OC, 1, dt);
@@ -95,6 +115,17 @@ void test_matmul(int dt) {
     expect("matmul_forward, bias 8-byte aligned", dt, d_out_skew, out, (size_t)N * OC);
     gpu_free(d_bias_skew);
     gpu_free(d_out_skew);
+    // a bias 16 and 32 bytes past a 256-byte boundary takes cuBLASLt's bias epilogue, with a plan made for
+    // that alignment (the heuristic reads it from the bias pointer; the plan's key holds it)
+    for (size_t off = 16; off <= 32; off += 16) {
+        void *d_b = gpu_malloc(OC * dtype_size(dt) + off, "bias, 16 or 32 bytes off"), *d_o = poisoned((size_t)N * OC, dt);
+        gpu_copy((char *)d_b + off, d_bias, OC * dtype_size(dt));
+        cu_matmul_forward(dt, d_o, d_x, d_w, (char *)d_b + off, N, C, OC);
+        expect(off == 16 ? "matmul_forward, bias 16-byte aligned" : "matmul_forward, bias 32-byte aligned", dt, d_o, out,
+               (size_t)N * OC);
+        gpu_free(d_b);
+        gpu_free(d_o);
+    }
     float *dout = randv((size_t)N * OC, 1, dt), *dinp = fvec((size_t)N * C), *dw = randv((size_t)OC * C, 1, dt),
           *db = randv(OC, 1, dt);
     void *d_dout = up(dout, (size_t)N * OC, dt), *d_dinp = poisoned((size_t)N * C, dt),
@@ -112,21 +143,11 @@ void test_matmul(int dt) {
     expect("matmul_residual_forward", dt, d_out_res, out, (size_t)N * OC);
     cu_matmul_residual_forward(dt, d_res, d_x, d_w, d_bias, d_res, N, C, OC);
     expect("matmul_residual_forward in place", dt, d_res, out, (size_t)N * OC);
-    // GELU's backward in the dinp GEMM (cuBLASLt's DGELU epilogue) against matmul_backward then
-    // gelu_backward: its GELU must be model.h's tanh approximation
-    float *pre = randv((size_t)N * C, 2, dt), *dw2 = randv((size_t)OC * C, 1, dt), *db2 = randv(OC, 1, dt);
-    void *d_pre = up(pre, (size_t)N * C, dt), *d_dw2 = up(dw2, (size_t)OC * C, dt), *d_db2 = up(db2, OC, dt);
-    void *d_dinp2 = poisoned((size_t)N * C, dt);
-    matmul_backward(dinp, dw2, db2, dout, x, w, N, C, OC);
-    gelu_backward(dinp, pre, dinp, (size_t)N * C);
-    cu_matmul_dgelu_backward(dt, d_dinp2, d_dw2, d_db2, d_dout, d_x, d_w, d_pre, N, C, OC);
-    expect("matmul_dgelu_backward dinp", dt, d_dinp2, dinp, (size_t)N * C);
-    expect("matmul_dgelu_backward dw", dt, d_dw2, dw2, (size_t)OC * C);
-    expect("matmul_dgelu_backward dbias", dt, d_db2, db2, OC);
-    void *dev[] = {d_x, d_w, d_bias, d_out, d_dout, d_dinp, d_dw, d_db, d_res, d_out_res, d_pre, d_dw2, d_db2, d_dinp2};
-    for (int i = 0; i < 14; i++) gpu_free(dev[i]);
-    free(x); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(db);
-    free(res); free(pre); free(dw2); free(db2);
+    void *dev[] = {d_x, d_w, d_bias, d_out, d_dout, d_dinp, d_dw, d_db, d_res, d_out_res};
+    for (int i = 0; i < 10; i++) gpu_free(dev[i]);
+    free(x); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(db); free(res);
+    test_matmul_dgelu(dt, N, C, OC);
+    test_matmul_dgelu(dt, N, 76, OC);  // a width of 4 mod 8: not cuBLASLt's DGELU (its aux needs 8), the kernels
 }
 
 // n 10007: GELU's 16-byte pieces (cuda/elementwise.cu) and the elements past the last whole one

@@ -29,6 +29,7 @@ static const size_t OT_P = 124475904;  // GPT-2 124M's parameters with Vp = 5030
 
 typedef struct {
     char *x, *y, *qkv, *dqkv, *w, *dw, *att, *logits;
+    char *dinp, *db;  // a backward's input gradient and bias gradient, apart from its input and dw (as in the model)
     float *stat, *stat2, *D, *losses, *master, *m, *v;
     int *targets;
     double *numbers;  // the step's numbers (cuda/api.h STEP_*)
@@ -66,14 +67,14 @@ void run_op(int i, OpBufs *b) {
     case 11: cu_loss_add(b->numbers, b->losses, N); break;
     case 12: cu_crossentropy_backward(dt, b->logits, b->losses, b->targets, N, OT_V, OT_VP, 1.0f / N); break;
     case 13: cu_matmul_backward(dt, b->y, b->dw, NULL, b->logits, b->x, b->w, N, C, OT_VP); break;
-    case 14: cu_matmul_dgelu_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, b->att, N, 4 * C, C); break;
+    case 14: cu_matmul_dgelu_backward(dt, b->dinp, b->dw, b->db, b->x, b->y, b->w, b->att, N, 4 * C, C); break;
     case 15: cu_gelu_backward(dt, b->y, b->x, b->y, (size_t)N * 4 * C); break;
-    case 16: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, 4 * C); break;
-    case 17: cu_layernorm_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, b->stat, b->stat2, N, C); break;
-    case 18: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->x, b->y, b->w, N, C, C); break;
+    case 16: cu_matmul_backward(dt, b->dinp, b->dw, b->db, b->x, b->y, b->w, N, C, 4 * C); break;
+    case 17: cu_layernorm_backward(dt, b->dinp, b->dw, b->db, b->x, b->y, b->w, b->stat, b->stat2, N, C); break;
+    case 18: cu_matmul_backward(dt, b->dinp, b->dw, b->db, b->x, b->y, b->w, N, C, C); break;
     case 19: cu_attention_backward(dt, b->dqkv, b->y, b->qkv, b->att, B, T, C, H, H); break;
     case 20: cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H); break;
-    case 21: cu_matmul_backward(dt, b->y, b->dw, b->dw, b->dqkv, b->x, b->w, N, C, 3 * C); break;
+    case 21: cu_matmul_backward(dt, b->dinp, b->dw, b->db, b->dqkv, b->x, b->w, N, C, 3 * C); break;
     case 22:  // the norm's partial sums, and the scale from them
         cu_sum_squares_partials(dt, (double *)b->D, b->dw, OT_P);
         cu_grad_scale(b->numbers, (double *)b->D, GPU_NORM_BLOCKS, 1.0f, 1.0f);
@@ -105,7 +106,8 @@ void op_times(void) {
         gpu_malloc(N * 4 * C * e, "x"), gpu_malloc(N * 4 * C * e, "y"), gpu_malloc(N * 3 * C * e, "qkv"),
         gpu_malloc(N * 3 * C * e, "dqkv"), gpu_malloc(OT_P * e, "w"),
         gpu_malloc(OT_P * e, "dw"), gpu_malloc(B * H * T * T * e, "att"),  // w, dw: all P (the optimizer ops)
-        gpu_malloc(N * OT_VP * e, "logits"), gpu_malloc(B * H * T * 4, "stat"), gpu_malloc(N * 4, "stat2"),
+        gpu_malloc(N * OT_VP * e, "logits"), gpu_malloc(N * 4 * C * e, "dinp"), gpu_malloc(4 * C * e, "db"),
+        gpu_malloc(B * H * T * 4, "stat"), gpu_malloc(N * 4, "stat2"),
         gpu_malloc(B * H * T * 4, "D"), gpu_malloc(N * 4, "losses"), gpu_malloc(OT_P * 4, "master"),
         gpu_malloc(OT_P * 4, "m"), gpu_malloc(OT_P * 4, "v"), gpu_malloc(N * 4, "targets"),
         gpu_malloc(GPU_STEP_NUMBERS * sizeof(double), "step numbers")};
@@ -115,10 +117,10 @@ void op_times(void) {
     float *host = randv(nb, 1, DT_FP32), *hpos = fvec(nb);
     for (size_t i = 0; i < nb; i++) hpos[i] = fabsf(host[i]) + 0.1f;
     float *block = up(host, nb, DT_FP32), *bpos = up(hpos, nb, DT_FP32);
-    char *act[] = {b.x, b.y, b.qkv, b.dqkv, b.w, b.dw, b.att, b.logits};
+    char *act[] = {b.x, b.y, b.qkv, b.dqkv, b.w, b.dw, b.att, b.logits, b.dinp, b.db};
     size_t act_bytes[] = {N * 4 * C * e, N * 4 * C * e, N * 3 * C * e, N * 3 * C * e, OT_P * e, OT_P * e,
-                          B * H * T * T * e, N * OT_VP * e};
-    for (int i = 0; i < 8; i++) op_fill(act[i], act_bytes[i], DT_BF16, block, nb);
+                          B * H * T * T * e, N * OT_VP * e, N * 4 * C * e, 4 * C * e};
+    for (int i = 0; i < 10; i++) op_fill(act[i], act_bytes[i], DT_BF16, block, nb);
     float *pos[] = {b.stat, b.stat2, b.D, b.master, b.m, b.v};
     size_t pos_bytes[] = {B * H * T * 4, N * 4, B * H * T * 4, OT_P * 4, OT_P * 4, OT_P * 4};
     for (int i = 0; i < 6; i++) op_fill(pos[i], pos_bytes[i], DT_FP32, bpos, nb);
@@ -140,7 +142,7 @@ void op_times(void) {
     }
     printf("step (ops only): %.1f ms naive = %.0f tok/s; %.1f ms --flash (tensor cores) = %.0f tok/s\n", naive, N / naive * 1e3,
            flash, N / flash * 1e3);
-    void *bufs[] = {b.x, b.y, b.qkv, b.dqkv, b.w, b.dw, b.att, b.logits, b.stat, b.stat2, b.D, b.losses,
+    void *bufs[] = {b.x, b.y, b.qkv, b.dqkv, b.w, b.dw, b.att, b.logits, b.dinp, b.db, b.stat, b.stat2, b.D, b.losses,
                     b.master, b.m, b.v, b.targets, b.numbers};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_free(bufs[i]);
     gpu_event_free(start);

@@ -225,7 +225,7 @@ def check_controls(d):
     base = ["--model", "gpt2", "--batch", "2", "--seq-len", "256"]
     small = ["--seq-len", "64"]  # llama-small's maxT is 128
     numbers = {"f-layers": "6", "f-channels": "384", "f-heads": "6", "f-vocab": "1000", "f-max-seq": "512",
-               "f-batch": "3", "f-seq-len": "128", "f-accum": "2", "f-ranks": "2", "f-shard-group": "1", "f-lora": "8"}
+               "f-batch": "3", "f-seq-len": "128", "f-accum": "2", "f-ranks": "2", "f-shard-group": "1", "f-lora": "8", "f-tp": "2"}
     llama = {"f-kv-heads": "4", "f-ffn": "1024"}
     unchanged = []
     controls = d.execute_script("return Array.from(document.querySelectorAll('#controls input, #controls select, "
@@ -234,6 +234,7 @@ def check_controls(d):
         start = base + (["--model", "llama-small"] + small if cid in llama else []) + (["--ranks", "2"] if cid == "f-zero" else [])
         start += ["--device", "cuda"] if cid == "fit-host" else []
         start += ["--ranks", "4", "--zero", "2"] if cid == "f-shard-group" else []
+        start += ["--ranks", "2"] if cid == "f-tp" else []
         start += ["--zero", "3"] if cid in ("f-offload",) else []
         start += ["--offload", "opt"] if cid == "f-offload-to" else []
         start += ["--eval-only"] if cid == "f-quantize" else []

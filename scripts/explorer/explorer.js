@@ -22,7 +22,7 @@ const run = (args) => runTrain(wasmModule, args, CORPUS);
 // Each control is a flag; a control left at the binary's default (empty, unchecked, its first
 // choice) adds nothing to the command line.
 const NUMBER_FLAGS = ["layers", "channels", "heads", "kv-heads", "ffn", "vocab", "max-seq", "batch", "seq-len", "accum",
-                      "ranks", "shard-group", "lora"];
+                      "ranks", "shard-group", "tp", "lora"];
 const SELECT_FLAGS = ["model", "device", "gpu", "dtype", "zero", "offload", "offload-to", "adam-bits", "quantize", "base-dtype"];
 const CHECK_FLAGS = ["fp32-grads", "ckpt", "flash", "fused-ce", "double-quant", "infer", "eval-only"];
 const RECOMPUTE = ["gelu", "ln", "attn", "mlp"];

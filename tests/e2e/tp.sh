@@ -72,6 +72,15 @@ sys.exit(0 if m and int(m.group(1)) == int(m.group(2)) == 2 * 2 * 5 * 4 * 3 * 32
 EOF
 then ok "--tp 2 --ckpt --accum 2: a step sends 5 all-reduces of (N,C) a layer and micro-batch inside the group, as predicted"
 else bad "--tp 2: what a step sends inside the group"; grep "tensor-parallel" "$tmp/tsend"; fi
+# --init: the whole model's weights read a window at a time, each rank keeping its share's (a Hugging Face
+# Llama folder): the first losses are the one-process run's
+L3=("${L[@]}" --steps 3 --batch 4)
+mkdir -p "$tmp/hf"
+./train "${L3[@]}" --export "$tmp/hf/model.safetensors" >/dev/null 2>&1
+./train "${L3[@]}" --init "$tmp/hf" --log "$tmp/i1.csv" >/dev/null 2>&1
+"${MPI[@]}" -np 2 ./train "${L3[@]}" --init "$tmp/hf" --tp 2 --log "$tmp/i2.csv" >"$tmp/i2" 2>&1
+if [ -s "$tmp/i1.csv" ] && close "$tmp/i1.csv" "$tmp/i2.csv" 3 1e-6; then ok "--tp 2 --init a Hugging Face Llama folder: each rank reads its share, == one process"
+else bad "--tp 2 --init"; tail -2 "$tmp/i2"; fi
 # 16 bits: the partial products' sum rounds in another order (within 1e-4), and a sample is the same text
 SH=("${G[@]}" --batch 8 --dtype bf16 --sample-len 16)
 ./train "${SH[@]}" --log "$tmp/b1.csv" >"$tmp/b1" 2>&1

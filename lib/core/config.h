@@ -56,6 +56,20 @@ int rope_heads(const GPTConfig *c) { return c->heads + cfg_kv_heads(c); }
 // A Llama's q or k: gptmem's row r (a head's pair j in rows 2j, 2j + 1) is Hugging Face's row hf_half_row(hs, r)
 // (pair j in rows j, j + hs/2 of the head).
 size_t hf_half_row(size_t hs, size_t r) { return r / hs * hs + (r % hs % 2) * (hs / 2) + r % hs / 2; }
+// --tp t: a rank's share of model c (parallel/tensor.h splits every layer so): H/t query heads and KVH/t
+// key-value heads of the model's hs channels, F/t of the MLP's hidden width; the channels, the layers and
+// the vocabulary whole. A model of its own shape, which the ops, the buffers and the predictor read as any.
+GPTConfig tp_share(const GPTConfig *c, int t) {
+    GPTConfig s = *c;
+    if (t <= 1) return s;
+    s.head_dim = head_size(c);
+    s.heads = c->heads / t;
+    s.kv_heads = cfg_kv_heads(c) / t;
+    s.ffn = cfg_ffn(c) / t;
+    return s;
+}
+// Does t divide every width --tp splits (the query heads, the key-value heads, the MLP's)?
+int tp_splits(const GPTConfig *c, int t) { return c->heads % t == 0 && cfg_kv_heads(c) % t == 0 && cfg_ffn(c) % t == 0; }
 // Llama's constants: RMSNorm's epsilon and the rotary base theta (Llama 3's: 1e-5 and 500000).
 #define LLAMA_NORM_EPS 1e-5f
 #define LLAMA_ROPE_THETA 500000.0f

@@ -74,6 +74,7 @@ enum { FIT_ROWS = 12 };  // the table's length: the cheapest this many
 typedef struct {
     int dtype, flash, fused_ce, zero, micro, accum;
     int group;           // --shard-group K (the ranks, without it)
+    int tp;              // --tp T (1: none; the CPU's, over ranks: a rank holds a share of every layer)
     int offload;         // FIT_OFFLOAD_*: none, or what goes off the device and where
     unsigned recompute;  // REC_* (REC_BLOCK is --ckpt)
     int fp32_grads;      // the run's --fp32-grads, kept where the setting is 16-bit (fit_predict)
@@ -151,6 +152,7 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
     if (f->fused_ce) k += snprintf(out + k, n - k, " --fused-ce");
     if (f->fp32_grads) k += snprintf(out + k, n - k, " --fp32-grads");
     if (f->base != QF_FP32) k += snprintf(out + k, n - k, " --base-dtype %s%s", quant_name[f->base], f->dq ? " --double-quant" : "");
+    if (f->tp > 1) k += snprintf(out + k, n - k, " --tp %d", f->tp);
     if (f->zero) k += snprintf(out + k, n - k, " --zero %d", f->zero);
     if (f->group) k += snprintf(out + k, n - k, " --shard-group %d", f->group);
     if (f->offload) {
@@ -202,10 +204,12 @@ typedef struct {
 // One setting, predicted: the run's settings with f's flags, its peak and what
 // it costs (extra FLOPs, bytes rebuilt, sent and moved).
 FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
-    const GPTConfig *c = &q->s->cfg;
+    Settings t = *q->s;  // the trial
+    f.tp = f.tp > 1 ? f.tp : 1;
+    t.tp = f.tp, t.whole = *model_whole(q->s), t.cfg = tp_share(&t.whole, f.tp);  // (--tp: a rank's share)
+    const GPTConfig *c = &t.cfg;
     int L = c->layers, C = c->channels, Vp = padded_vocab(c), T = q->s->seq_len, gpu = q->s->cuda;
     int params = f.offload >= FIT_OFFLOAD_PARAMS_HOST, disk = f.offload == FIT_OFFLOAD_DISK || f.offload == FIT_OFFLOAD_PARAMS_DISK;
-    Settings t = *q->s;  // the trial
     f.fp32_grads = q->s->fp32_grads && f.dtype != DT_FP32;
     t.fp32_grads = f.fp32_grads;
     t.batch = f.micro, t.flash = f.flash, t.ckpt = (f.recompute & REC_BLOCK) != 0, t.fused_ce = f.fused_ce;
@@ -228,7 +232,9 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     double token_flops = model_flops_per_token(c, T), extra = plan_extra_token_flops(&t, &plan);
     f.flops = extra / token_flops;
     double A = t.lora.rank ? (double)lora_param_count(c, &t.lora) : 0;
-    f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), A, ((double)Vp + c->max_seq) * C, q->ranks);
+    int rebuilt_g = !!(plan.rebuilds & SV_BIT(SV_RES2)) + !!(plan.rebuilds & SV_BIT(SV_RES3));  // (--tp: g again)
+    f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), A, ((double)Vp + c->max_seq) * C, q->ranks / f.tp) +
+             (double)predict_tp_bytes(f.tp, 0, (size_t)f.micro * T * C, L, f.accum, rebuilt_g);
     long long moved[TR_N];
     predict_traffic(&t, &plan, 0, moved);
     for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];
@@ -248,7 +254,7 @@ FitSetting fit_own_setting(const Settings *s) {
     int off = !s->offload ? FIT_OFFLOAD_NONE : params ? (s->offload_disk ? FIT_OFFLOAD_PARAMS_DISK : FIT_OFFLOAD_PARAMS_HOST)
                                                       : (s->offload_disk ? FIT_OFFLOAD_DISK : FIT_OFFLOAD_HOST);
     FitSetting f = {.dtype = s->dtype, .flash = s->flash, .fused_ce = s->fused_ce, .zero = s->zero, .micro = s->batch,
-                    .accum = s->accum, .group = s->shard_group, .offload = off,
+                    .accum = s->accum, .group = s->shard_group, .tp = s->tp, .offload = off,
                     .recompute = s->recompute | (s->ckpt ? REC_BLOCK : 0), .base = s->lora.rank ? s->base_format : QF_FP32,
                     .dq = s->lora.rank && s->double_quant};
     return fit_predict(&q, f);
@@ -267,11 +273,21 @@ FitSearch fit_search(const FitQuestion *q) {
     const GpuModel *card = q->s->gpu_name ? gpu_model(q->s->gpu_name) : NULL;
     int half = card && !card->bf16 ? DT_FP16 : DT_BF16;  // 16 bits: fp16 on a card without bf16 (a V100, a T4)
     for (int k = 1; k <= ranks; k++) divisors += ranks % k == 0;  // --shard-group's choices: each K that divides the ranks
-    int cap = 2 * 2 * 3 * 2 * 4 * 64 * 2 * divisors * (lora ? BASES : 1);
+    // --tp's choices: none, and on the CPU's ranks (full fine-tuning) each T that divides the ranks and the model's
+    // split widths; a rank of a group of T takes T times the sequences, so that the global batch stays
+    int tps[32], ntp = 0, most = 0;
+    for (int t = 1; t <= ranks && ntp < 32; t++)
+        if (t == 1 || (!gpu && !lora && ranks % t == 0 && tp_splits(&q->s->cfg, t))) tps[ntp++] = t;
+    for (int i = 0, m = 0; i < ntp; i++, m = 0) {  // the micro-batches a setting tries: the divisors of its sequences
+        for (int k = 1; k <= global * tps[i]; k++) m += global * tps[i] % k == 0;
+        most = m > most ? m : most;
+    }
+    int cap = 2 * 2 * 3 * 2 * 4 * most * divisors * FIT_OFFLOADS * (lora ? BASES : 1) * ntp;
     FitSearch r = {malloc(sizeof(FitSetting) * cap), 0, 0, 0, 0, {0}, {0}, (size_t)-1};
     r.best.peak = r.best_off.peak = (size_t)-1;
     for (pass = 0; pass < 2 - lora && !r.fits; pass++) {  // 0: without offload; 1: with it, when nothing fit
         r.n = 0;
+        for (int ti = 0; ti < ntp; ti++)
         for (int off = pass ? FIT_OFFLOAD_HOST : FIT_OFFLOAD_NONE; off <= (pass ? FIT_OFFLOADS - 1 : 0); off++)
         for (int b = 0; b < (lora ? BASES : 1); b++)
         for (int dtype = 0; dtype <= 1; dtype++)
@@ -280,14 +296,16 @@ FitSearch fit_search(const FitQuestion *q) {
         for (int fused = 0; fused <= 1; fused++)
         for (int zero = 0; zero <= (ranks == 1 ? 0 : 3); zero++)
         for (int group = ranks; group >= 1; group--)
-        for (int micro = global; micro >= 1; micro--) {
-            if (ranks % group || (group < ranks && (zero == 0 || gpu))) continue;  // (groups: the CPU's, with a stage)
+        for (int micro = global * tps[ti]; micro >= 1; micro--) {
+            int tp = tps[ti], seqs = global * tp;  // (--tp: no --shard-group, no --offload with it yet)
+            if (ranks % group || (group < ranks && (zero == 0 || gpu || tp > 1)) || (tp > 1 && off)) continue;
             int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
-            if (global % micro || r.n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
+            if (seqs % micro || r.n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
+            if (zero && ranks / tp == 1) continue;  // (one data-parallel rank: nothing for ZeRO to shard)
             if (bases[b] == QF_BF16 && dtype) continue;  // (a bf16 base under a 16-bit --dtype is its QF_FP32)
             if (zero == 3 && bases[b] != QF_FP32) continue;  // (--lora's stage 3 shards a frozen model in the --dtype)
             FitSetting f = {.dtype = dtype ? half : DT_FP32, .flash = flash, .fused_ce = fused, .zero = zero, .micro = micro,
-                            .accum = global / micro, .group = group < ranks ? group : 0, .offload = off,
+                            .accum = seqs / micro, .group = group < ranks ? group : 0, .tp = tp, .offload = off,
                             .recompute = recomputes[rc], .base = bases[b], .dq = b == BASES - 1};
             f = fit_predict(q, f);
             if (f.weights < r.min_weights) r.min_weights = f.weights;

@@ -13,8 +13,8 @@
 // parallel inputs (ln1's and ln2's outputs), is the identity forward, and in the backward sums the input
 // gradients, each rank's a partial sum over its own rows. The norms, the residual stream, the embedding
 // and the LM head are whole on every rank (the vocabulary is not split), their gradients the same bits
-// on every rank. A rank's share is a model of its own shape (tp_share: H/T heads of the model's hs,
-// F/T), so the ops, the buffers, the ledger and the predictor read it as they read any model.
+// on every rank. A rank's share is a model of its own shape (core/config.h tp_share: H/T heads of the
+// model's hs, F/T), so the ops, the buffers, the ledger and the predictor read it as they read any model.
 //
 // The sums are made once each (a reduce-scatter, then an all-gather: every rank ends with the same
 // bits), so the ranks of a group never drift apart. Against one process the partial products add in
@@ -32,18 +32,6 @@ typedef struct {
     CommGroup *comm;  // the group's collectives (comm_tensor)
     GPTConfig whole;  // the model the group holds together (the rank's share: tp_share(&whole, size))
 } TensorSplit;
-
-// A rank's share of model c over t ranks: H/t query heads and KVH/t key-value heads of the model's hs
-// channels, F/t of the MLP's hidden width; the channels, the layers and the vocabulary whole.
-GPTConfig tp_share(const GPTConfig *c, int t) {
-    GPTConfig s = *c;
-    if (t <= 1) return s;
-    s.head_dim = head_size(c);
-    s.heads = c->heads / t;
-    s.kv_heads = cfg_kv_heads(c) / t;
-    s.ffn = cfg_ffn(c) / t;
-    return s;
-}
 
 // Is op `op` row-parallel (a partial product, summed by g) or column-parallel (its input gradient a
 // partial sum, summed by f's backward)?

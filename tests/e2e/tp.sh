@@ -46,6 +46,16 @@ EOF
 then ok "--tp 4 --mem-ops: a rank's layer is Korthikanti's sbh(10 + 24/t + 5as/(ht)) less the dropout terms, plus the row stats"
 else bad "--tp 4 --mem-ops: the formula lines"; grep -E "dropout|13 tensors" "$tmp/ops"; fi
 
+# --fit on ranks tries --tp's layouts too (each T dividing the ranks and the model's widths, a rank taking T
+# times the sequences): Llama-3-8B on 8 ranks in 40 GiB recommends one, whose dry run has the table's peak
+./train --model llama3-8b --dtype bf16 --batch 1 --seq-len 4096 --ranks 8 --fit 40GiB >"$tmp/fit" 2>&1
+cmd=$(sed -n 's/^recommended: //p' "$tmp/fit")
+first=$(awk '/micro-batch  flags/ {getline; print $1, $2; exit}' "$tmp/fit")
+if [[ "$cmd" == *"--tp "* ]] && [ -n "$first" ] && $cmd --dry-run 2>&1 | grep -q "^  total .* $first "; then
+  ok "--fit on 8 ranks offers --tp layouts; the recommended one's dry run peaks at the table's $first"
+else bad "--fit with --tp layouts: '$cmd', first row '$first'"; fi
+expect 2 "--fit tries every --tp that divides the ranks" "${G[@]}" --tp 2 --ranks 2 --fit 1GiB
+
 if ! have_mpi; then skip "--tp on ranks: no MPI in this build"; echo "END tests/e2e/tp.sh"; exit 0; fi
 ./train "${G[@]}" --batch 8 --log "$tmp/g1.csv" >/dev/null 2>&1
 ./train "${L[@]}" --batch 8 --log "$tmp/l1.csv" >/dev/null 2>&1

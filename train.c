@@ -146,7 +146,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
     run->header.B = s->batch, run->header.T = s->seq_len, run->header.dtype = s->dtype;
     run->header.zero = net_zero_stage(net), run->header.nranks = nranks, run->header.rank = rank;
     run->header.lo = run->state.lo, run->header.hi = run->state.hi;
-    run->header.adam_bits = s->adam_bits, run->header.steps = s->steps;
+    run->header.adam_bits = s->adam_bits, run->header.steps = s->steps, run->header.tp = s->tp;
     if (s->lora.rank) {  // a LoRA state: the adapters, on this frozen model
         run->header.lora_rank = s->lora.rank, run->header.lora_targets = (int32_t)s->lora.targets;
         run->header.lora_alpha = s->lora.alpha, run->header.base_format = s->base_format;

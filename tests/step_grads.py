@@ -15,14 +15,14 @@ import struct
 import sys
 from array import array
 
-from state_edit import FIELDS, HEADER5, HEADER6, MAGIC  # io/state.h's layout, as tests/state_edit.py reads it
+from state_edit import FIELDS, HEADER5, HEADER6, HEADER7, MAGIC  # io/state.h's layout, as tests/state_edit.py reads it
 
 
 def moment(path):
     data = open(path, "rb").read()
     lo, hi = (struct.unpack_from("<" + FIELDS[k][1], data, MAGIC + 4 + FIELDS[k][0])[0] for k in ("lo", "hi"))
     n = hi - lo
-    head = MAGIC + 4 + {5: HEADER5, 6: HEADER6}[struct.unpack_from("<I", data, MAGIC)[0]]  # magic, version, StateHeader
+    head = MAGIC + 4 + {5: HEADER5, 6: HEADER6, 7: HEADER7}[struct.unpack_from("<I", data, MAGIC)[0]]  # magic, version, StateHeader
     m = array("I")
     m.frombytes(data[head + 4 * n:head + 8 * n])
     return m

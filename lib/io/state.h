@@ -11,7 +11,8 @@
 //   i32 adam_bits (32, or 8: --adam-bits 8), i32 steps (the run's --steps; 0: not recorded),
 //   i32 arch kv_heads ffn untied rope_scaled rope_theta (the model's layout beyond its size),
 //   i32 lora_rank lora_targets, f32 lora_alpha, i32 base_format double_quant, i32 pad (0), u64 base_hash
-//   (--lora; all 0 without it),
+//   (--lora; all 0 without it), i32 tp (--tp T: the file holds this rank's share of every layer; 0 or 1:
+//   none), i32 pad (0),
 //   f32 weights[hi - lo] (the fp32 weights: master copy for 16-bit runs; with --lora the adapters),
 //   f32 adam_m[hi - lo], f32 adam_v[hi - lo] (with --adam-bits 8: the values
 //   its 8-bit codes stand for; read back, they give the same codes),
@@ -22,7 +23,9 @@
 // (io/files.h). With several ranks each rank writes the parameters it owns:
 // rank 0 to FILE, rank r to FILE.rank<r>; one rank writes everything to FILE.
 // Versions 3 (no adam_bits, steps) and 4 (no layout, no save id) still load,
-// as GPT-2 states: they did not record a Llama's layout; version 5 (no --lora) too.
+// as GPT-2 states: they did not record a Llama's layout; versions 5 (no --lora) and 6 (no --tp) too.
+// A --tp run's files each hold a rank's share (its model fields are the share's): they resume with the
+// same --tp, ranks and stage, each rank its own file, and nothing else reads them.
 // A --lora run's state holds the adapters [0, A) and their m and v, not the frozen
 // model: that comes from the run's --init (or --seed) again, and base_hash (FNV-1a
 // of the frozen model as the run holds it, cpu/lora.h lora_base_hash) makes sure it
@@ -51,7 +54,7 @@
 #include "parallel/comm.h"
 
 #define STATE_MAGIC "GPTMEMCK"
-#define STATE_VERSION 6u  // 4 added adam_bits and steps, 5 the layout and the save id, 6 --lora's fields
+#define STATE_VERSION 7u  // 4 added adam_bits and steps, 5 the layout and the save id, 6 --lora's fields, 7 --tp
 
 typedef struct {
     int32_t L, C, H, V, maxT, B, T, step;
@@ -72,12 +75,14 @@ typedef struct {
     int32_t base_format, double_quant;  // ... the frozen model's --base-dtype (a QF_*) and --double-quant
     int32_t pad2;                     // 0
     uint64_t base_hash;               // ... FNV-1a of the frozen model as the run holds it (the same --init, --seed)
+    int32_t tp;                       // --tp T (0 or 1: none): the file holds rank `rank`'s share of every layer
+    int32_t pad3;                     // 0
 } StateHeader;
 
 // The header's bytes in a file of this version (3: without adam_bits, steps; 4: without the layout).
 size_t state_header_bytes(uint32_t version) {
     return version == 3 ? offsetof(StateHeader, adam_bits) : version == 4 ? offsetof(StateHeader, arch)
-           : version == 5 ? offsetof(StateHeader, lora_rank) : sizeof(StateHeader);
+           : version == 5 ? offsetof(StateHeader, lora_rank) : version == 6 ? offsetof(StateHeader, tp) : sizeof(StateHeader);
 }
 
 // The bytes of a state file (this version) holding n parameters (with --lora: n adapter parameters).
@@ -336,6 +341,16 @@ void state_check_lora(const char *path, const StateHeader *h, const StateHeader 
 // purpose: the dtype and the ranks' shares for a resume, one file holding
 // every weight for --eval-only, the model always. Exits with a message.
 void state_check_header(const char *path, const StateHeader *h, const StateHeader *want, int purpose) {
+    int tp = h->tp > 1 ? h->tp : 1, run_tp = want->tp > 1 ? want->tp : 1;
+    if (tp != run_tp || (tp > 1 && purpose != RESUME_TRAINING)) {  // (each file a rank's share of every layer)
+        char run[64];
+        if (purpose == READ_WEIGHTS) snprintf(run, sizeof run, "--eval-only reads whole weights");
+        else if (tp != run_tp) snprintf(run, sizeof run, "this run has %s%.0d", run_tp > 1 ? "--tp " : "no --tp", run_tp > 1 ? run_tp : 0);
+        else snprintf(run, sizeof run, "this run has other ranks or another --zero");
+        fprintf(stderr, "error: checkpoint '%s' was saved by a run of --tp %d, and %s: resume it with --tp %d on the "
+                "same ranks and --zero (each rank reads its own file)\n", path, tp, run, tp);
+        exit(1);
+    }
     if (purpose != READ_WEIGHTS && h->dtype != want->dtype) {
         fprintf(stderr, "error: checkpoint '%s' was trained with --dtype %s; pass --dtype %s to resume it\n", path,
                 dtype_name[h->dtype], dtype_name[h->dtype]);

@@ -95,8 +95,12 @@ else bad "D4: a version 4 GPT-2 state does not resume"; fi
 python3 tests/state_edit.py "$tmp/kv4.state" "$tmp/kv4_v5.state" version5
 ./train "${S[@]}" --model llama-small --kv-heads 4 --steps 4 --resume "$tmp/kv4.state" --log "$tmp/v6.csv" >/dev/null 2>&1
 ./train "${S[@]}" --model llama-small --kv-heads 4 --steps 4 --resume "$tmp/kv4_v5.state" --log "$tmp/v5.csv" >/dev/null 2>&1
-if [ -s "$tmp/v5.csv" ] && [ "$(cut -d, -f1-5 "$tmp/v5.csv")" = "$(cut -d, -f1-5 "$tmp/v6.csv")" ]; then ok "D4: a version 5 state (before --lora's fields) resumes as the version 6 one"
-else bad "D4: a version 5 state does not resume as version 6"; fi
+if [ -s "$tmp/v5.csv" ] && [ "$(cut -d, -f1-5 "$tmp/v5.csv")" = "$(cut -d, -f1-5 "$tmp/v6.csv")" ]; then ok "D4: a version 5 state (before --lora's fields) resumes as the version 7 one"
+else bad "D4: a version 5 state does not resume as version 7"; fi
+python3 tests/state_edit.py "$tmp/kv4.state" "$tmp/kv4_v6.state" version6
+./train "${S[@]}" --model llama-small --kv-heads 4 --steps 4 --resume "$tmp/kv4_v6.state" --log "$tmp/v6b.csv" >/dev/null 2>&1
+if [ -s "$tmp/v6b.csv" ] && [ "$(cut -d, -f1-5 "$tmp/v6b.csv")" = "$(cut -d, -f1-5 "$tmp/v6.csv")" ]; then ok "D4: a version 6 state (before --tp's field) resumes as the version 7 one"
+else bad "D4: a version 6 state does not resume as version 7"; fi
 
 # D5: --save and --export never replace an input, each other, or a file of another kind (without --overwrite)
 cp data/tinyshakespeare.txt "$tmp/corpus.txt"

@@ -91,6 +91,23 @@ mkdir -p "$tmp/hf"
 "${MPI[@]}" -np 2 ./train "${L3[@]}" --init "$tmp/hf" --tp 2 --log "$tmp/i2.csv" >"$tmp/i2" 2>&1
 if [ -s "$tmp/i1.csv" ] && close "$tmp/i1.csv" "$tmp/i2.csv" 3 1e-6; then ok "--tp 2 --init a Hugging Face Llama folder: each rank reads its share, == one process"
 else bad "--tp 2 --init"; tail -2 "$tmp/i2"; fi
+# --save and --resume: each rank's file holds its share; resumed on the same ranks, --tp and --zero, bit for
+# bit (4 ranks: 2 groups of 2 at --zero 1); another --tp, other ranks and --eval-only refused in one line
+R=("${G[@]}" --batch 4 --tp 2 --zero 1)
+"${MPI[@]}" -np 4 ./train "${R[@]}" --log "$tmp/s.csv" >/dev/null 2>&1
+"${MPI[@]}" -np 4 ./train "${R[@]}" --stop-after 5 --save "$tmp/st.bin" >/dev/null 2>&1
+"${MPI[@]}" -np 4 ./train "${R[@]}" --resume "$tmp/st.bin" --log "$tmp/r.csv" >"$tmp/rlog" 2>&1
+if [ -s "$tmp/r.csv" ] && [ "$(tail -5 "$tmp/s.csv" | cut -d, -f1,2,5)" = "$(tail -5 "$tmp/r.csv" | cut -d, -f1,2,5)" ]; then
+  ok "--tp 2 --zero 1 on 4 ranks: saved at step 5 (each rank its share) and resumed bit for bit"
+else bad "--tp 2: save and resume"; tail -3 "$tmp/rlog"; fi
+"${MPI[@]}" -np 4 ./train "${G[@]}" --batch 4 --tp 4 --resume "$tmp/st.bin" >"$tmp/r4" 2>&1
+"${MPI[@]}" -np 2 ./train "${G[@]}" --batch 8 --tp 2 --zero 1 --resume "$tmp/st.bin" >"$tmp/r2" 2>&1
+./train "${G[@]}" --eval-only --resume "$tmp/st.bin" >"$tmp/re" 2>&1
+if grep -q "was saved by a run of --tp 2, and this run has --tp 4" "$tmp/r4" &&
+   grep -q "was saved by a run of --tp 2, and this run has other ranks or another --zero" "$tmp/r2" &&
+   grep -q "was saved by a run of --tp 2, and --eval-only reads whole weights" "$tmp/re"; then
+  ok "--tp's state refused with another --tp, other ranks and --eval-only, in one line"
+else bad "--tp's state refusals"; cat "$tmp/r4" "$tmp/r2" "$tmp/re" | grep error; fi
 # 16 bits: the partial products' sum rounds in another order (within 1e-4), and a sample is the same text
 SH=("${G[@]}" --batch 8 --dtype bf16 --sample-len 16)
 ./train "${SH[@]}" --log "$tmp/b1.csv" >"$tmp/b1" 2>&1

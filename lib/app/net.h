@@ -234,11 +234,34 @@ NetState net_state(Net *n) {
 // weights it keeps (net_state's [lo, hi): together the ranks' parts are all of
 // them, at every stage). 0 (also without --export), or 1 after a message
 // (every rank returns the same).
+// --tp: a rank's share is scattered over the whole model's layout; it writes the weights it owns in runs
+// of consecutive places there (the tensors whole on every rank: the group's first rank alone).
+int tp_export(const Net *n, const Settings *s, const NetState *st) {
+    const TensorSplit *tp = &n->cpu.tp;
+    ExportRun *runs = NULL;
+    int nr = 0, cap = 0;
+    for (size_t j = st->lo, w; j < st->hi; j++) {
+        int split;
+        w = tp_whole_index(tp, &n->cpu.cfg, j, &split);
+        if (!split && tp->rank) continue;
+        if (nr && runs[nr - 1].hi == w && runs[nr - 1].from + (w - runs[nr - 1].lo) == j - st->lo) {
+            runs[nr - 1].hi++;
+            continue;
+        }
+        if (nr == cap) runs = realloc(runs, sizeof *runs * (size_t)(cap = cap ? 2 * cap : 256));
+        runs[nr++] = (ExportRun){w, w + 1, j - st->lo};
+    }
+    int bad = export_weights_runs(s->export_to, &tp->whole, runs, nr, state_weights_get, st);
+    free(runs);
+    return bad;
+}
+
 int net_export(Net *n, const Settings *s) {
     if (!s->export_to) return 0;
     if (s->lora.rank && s->merge) return export_weights(s->export_to, &s->cfg, 0, n->cpu.nparams, lora_merged_get, &n->cpu);
     if (s->lora.rank) return export_adapters(s->export_to, &s->cfg, &s->lora, n->cpu.lora.w);  // (PEFT's files)
     NetState st = net_state(n);
+    if (s->tp > 1) return tp_export(n, s, &st);
     return export_weights(s->export_to, &s->cfg, st.lo, st.hi, state_weights_get, &st);
 }
 

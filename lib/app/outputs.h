@@ -268,14 +268,31 @@ typedef struct {
     int (*finish)(const char *tmp, const GPTConfig *c);
 } ExportFormat;
 
+// A part of the model a rank writes: the weights [lo, hi) of the flat layout, got as get(ctx, from + i)
+// for the i-th of them (from: where they start in what get reads).
+typedef struct {
+    size_t lo, hi, from;
+} ExportRun;
+
+typedef struct {
+    void (*get)(const void *ctx, size_t at, float *dst, size_t n);
+    const void *ctx;
+    size_t from;
+} ExportGet;
+
+static void export_run_get(const void *ctx, size_t at, float *dst, size_t n) {
+    const ExportGet *g = ctx;
+    g->get(g->ctx, g->from + at, dst, n);
+}
+
 // --export FILE: the fp32 weights as llm.c's model file or a Hugging Face
-// model (export_kind), from every rank's part [lo, hi) got through get(ctx,
-// at, dst, n): rank 0 sizes FILE.tmp, each rank writes its part, rank 0
-// writes the header last (and, for safetensors, config.json.tmp), then both
-// are renamed together. A failure or a signal on the way removes the temps.
-// 0, or 1 after a message (every rank returns the same).
-int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
-                   void (*get)(const void *ctx, size_t at, float *dst, size_t n), const void *ctx) {
+// model (export_kind), from every rank's parts (runs, each [lo, hi) of the
+// flat layout) got through get(ctx, at, dst, n): rank 0 sizes FILE.tmp, each
+// rank writes its parts, rank 0 writes the header last (and, for safetensors,
+// config.json.tmp), then both are renamed together. A failure or a signal on
+// the way removes the temps. 0, or 1 after a message (every rank returns the same).
+int export_weights_runs(const char *path, const GPTConfig *c, const ExportRun *runs, int nruns,
+                        void (*get)(const void *ctx, size_t at, float *dst, size_t n), const void *ctx) {
     const ExportFormat llmc = {is_llama(c) ? "llm.c's Llama 3 model file" : "llm.c's GPT-2 model file", llmc_export_bytes,
                                llmc_export_begin, llmc_export_range, llmc_export_finish};
     const ExportFormat hf = {is_llama(c) ? "a Llama for Hugging Face, config.json beside it"
@@ -293,7 +310,10 @@ int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
     int mine = root && fmt->begin(tmp, c), err = mine ? errno : 0;
     if (!comm_any(mine)) {
         step = "write the weights";
-        mine = fmt->range(tmp, c, lo, hi, get, ctx) != 0, err = mine ? errno : 0;
+        for (int i = 0; i < nruns && !mine; i++) {
+            ExportGet g = {get, ctx, runs[i].from};
+            mine = fmt->range(tmp, c, runs[i].lo, runs[i].hi, export_run_get, &g) != 0, err = mine ? errno : 0;
+        }
         interrupt_for_tests("GPTMEM_INTERRUPT_EXPORT");  // (the tests' signal: the weights written, not the header)
     }
     if (!comm_any(mine)) step = "write the header", mine = root && fmt->finish(tmp, c), err = mine ? errno : 0;
@@ -319,6 +339,13 @@ int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
                 "the unfinished files were removed, the previous ones (if any) are intact");
     if (!bad && root) printf("exported the weights to %s (%s, fp32)\n", path, fmt->name);
     return bad;
+}
+
+// ... each rank's one part [lo, hi), got as get(ctx, i) for the i-th.
+int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
+                   void (*get)(const void *ctx, size_t at, float *dst, size_t n), const void *ctx) {
+    ExportRun run = {lo, hi, 0};
+    return export_weights_runs(path, c, &run, 1, get, ctx);
 }
 
 // --lora --export DIR/adapter_model.safetensors: the adapters as PEFT saves them (io/peft.h), with

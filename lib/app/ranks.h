@@ -112,7 +112,7 @@ void parse_tp(Settings *s) {
             usage_error("--tp %d splits the model's %s, %d, in %d: give a --tp that divides %d", t, widths[i].what,
                         widths[i].n, t, widths[i].n);
     const char *no = s->cuda ? "--device cuda" : s->lora.rank ? "--lora" : s->offload ? "--offload" : s->shard_group_str ? "--shard-group"
-                     : s->export_to ? "--export" : s->eval_only ? "--eval-only"
+                     : s->eval_only ? "--eval-only"
                      : s->infer ? "--infer" : s->estimators ? "--estimators" : NULL;
     if (s->fit) usage_error("--fit tries every --tp that divides the ranks and the model's heads and widths: drop --tp %d", t);
     if (no)

@@ -119,6 +119,38 @@ long tp_local_index(const TensorSplit *tp, const GPTConfig *s, size_t at) {
     return (long)(op_param_offset(s, (int)l, op) + local);
 }
 
+// The other way: parameter j of the share's layout, its index in the whole model's, and (*split) whether
+// it is a part only this rank holds rather than a tensor whole on every rank.
+size_t tp_whole_index(const TensorSplit *tp, const GPTConfig *s, size_t j, int *split) {
+    const GPTConfig *c = &tp->whole;
+    size_t emb = embedding_param_count(s), end = layer_offset(s, s->layers), per = layer_param_count(s);
+    *split = 0;
+    if (j < emb) return j;
+    if (j >= end) return j - end + layer_offset(c, c->layers);
+    size_t l = (j - emb) / per, k = (j - emb) % per, in = 0, row, w = 0, t = (size_t)tp->size, r = (size_t)tp->rank;
+    int op = 0;
+    while (k >= op_param_count(s, op)) k -= op_param_count(s, op), op++;
+    size_t wc = op_weight_count(s, op), whole_wc = op_weight_count(c, op);
+    if (op == OP_LN1 || op == OP_LN2) w = k;
+    else if (tp_row_parallel(op)) {
+        in = (size_t)op_inputs(s, op);
+        *split = k < wc;
+        w = k < wc ? k / in * (size_t)op_inputs(c, op) + r * in + k % in : whole_wc + (k - wc);
+    } else {
+        in = (size_t)op_inputs(s, op), row = k < wc ? k / in : k - wc, *split = 1;
+        if (op == OP_QKV) {  // the share's q rows, then its k rows, then its v rows
+            size_t hs = head_size(c), q = (size_t)c->heads * hs / t, kv = (size_t)cfg_kv_heads(c) * hs / t;
+            size_t sec = row < q ? 0 : row < q + kv ? 1 : 2, base = sec == 0 ? 0 : sec == 1 ? q : q + kv;
+            row = (sec == 0 ? 0 : sec == 1 ? q * t : q * t + kv * t) + r * (sec ? kv : q) + (row - base);
+        } else {  // fc: the share's F/t rows (Llama: of up, then of gate)
+            size_t f = (size_t)cfg_ffn(s), half = row >= f;
+            row = half * f * t + r * f + (row - half * f);
+        }
+        w = k < wc ? row * in + k % in : whole_wc + row;
+    }
+    return op_param_offset(c, (int)l, op) + w;
+}
+
 // The share's flat layout in runs [a, b) of one kind: a split tensor (a part only this rank holds) or a
 // whole one (the norms, the row-parallel biases, the embedding, the head: the same on every rank), in
 // layout order. A gradient norm counts the whole ones once.

@@ -24,7 +24,7 @@ expect 2 "--tp 3 splits the model's query heads (--heads), 4, in 3" "${G[@]}" --
 expect 2 "--tp 4 splits the model's key-value heads (--kv-heads), 2, in 4" "${L[@]}" --tp 4 --ranks 4 --dry-run
 expect 2 "--tp 2 puts the ranks in groups of 2, and there are 3" "${G[@]}" --tp 2 --ranks 3 --dry-run
 expect 2 "--tp 2 puts the ranks in groups of 2, and there are 1" "${G[@]}" --tp 2 --dry-run
-for flag in "--device cuda" "--lora 2" "--export $tmp/x.bin" "--offload opt"; do
+for flag in "--device cuda" "--lora 2" "--estimators" "--offload opt"; do
   expect 2 "with --tp is not built yet" "${G[@]}" --tp 2 --ranks 2 $flag
 done
 
@@ -91,6 +91,31 @@ mkdir -p "$tmp/hf"
 "${MPI[@]}" -np 2 ./train "${L3[@]}" --init "$tmp/hf" --tp 2 --log "$tmp/i2.csv" >"$tmp/i2" 2>&1
 if [ -s "$tmp/i1.csv" ] && close "$tmp/i1.csv" "$tmp/i2.csv" 3 1e-6; then ok "--tp 2 --init a Hugging Face Llama folder: each rank reads its share, == one process"
 else bad "--tp 2 --init"; tail -2 "$tmp/i2"; fi
+# --export: each rank writes the weights of its share it owns where the whole model has them (the whole
+# tensors once): the file of one process, its header the same, its weights to rounding (3 steps), in llm.c's
+# format (GPT-2, 2 groups of 2 at --zero 1) and as a Hugging Face Llama
+mkdir -p "$tmp/e1" "$tmp/e2"
+./train "${G[@]}" --steps 3 --batch 8 --export "$tmp/e1/g.bin" >/dev/null 2>&1
+"${MPI[@]}" -np 4 ./train "${G[@]}" --steps 3 --batch 4 --tp 2 --zero 1 --export "$tmp/e2/g.bin" >/dev/null 2>&1
+./train "${L[@]}" --steps 3 --batch 8 --export "$tmp/e1/model.safetensors" >/dev/null 2>&1
+"${MPI[@]}" -np 2 ./train "${L[@]}" --steps 3 --batch 8 --tp 2 --export "$tmp/e2/model.safetensors" >/dev/null 2>&1
+if python3 - "$tmp" <<'EOF'
+import array, json, struct, sys
+t = sys.argv[1]
+def floats(b):
+    a = array.array("f"); a.frombytes(b); return a
+def llmc(p):
+    d = open(p, "rb").read(); return d[:1024], floats(d[1024:])
+def st(p):
+    d = open(p, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; return d[8:8 + n], floats(d[8 + n:])
+ok = True
+for read, name in ((llmc, "g.bin"), (st, "model.safetensors")):
+    (h1, a), (h2, b) = read(f"{t}/e1/{name}"), read(f"{t}/e2/{name}")
+    ok &= h1 == h2 and len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) < 1e-4 * max(abs(x) for x in a)
+sys.exit(0 if ok else 1)
+EOF
+then ok "--tp 2 --export: llm.c's GPT-2 file (2 groups at --zero 1) and a Hugging Face Llama, the one-process files to rounding"
+else bad "--tp 2 --export"; fi
 # --save and --resume: each rank's file holds its share; resumed on the same ranks, --tp and --zero, bit for
 # bit (4 ranks: 2 groups of 2 at --zero 1); another --tp, other ranks and --eval-only refused in one line
 R=("${G[@]}" --batch 4 --tp 2 --zero 1)

@@ -344,6 +344,17 @@ def ex_qlora_base():
                  f"{4 * blocks} B (0.5 bits a weight)", "B")]
 
 
+def ex_tp_layer():
+    m, e, t, B, T = GPT2, 2, 4, 4, 1024
+    out = train(f"--model gpt2 --dtype bf16 --batch {B} --seq-len {T} --tp {t} --ranks 8 --mem-ops --dry-run")
+    block = grab(out, r"gptmem, all 13 tensors \(predicted\) +(\d+) B")
+    sbh, as2b, N = T * B * m["C"], m["H"] * T * T * B, B * T
+    f = 4 * e * sbh + 12 * e * sbh // t + e * as2b // t + 4 * 4 * N
+    return [Part(block, f, f"4e sbh (ln1, res2, ln2, res3: whole) + 12e sbh/t (qkv 3, atty 1, fch 4, fch_gelu 4: split) + "
+                 f"e as2b/t (its heads' softmax) + the layernorms' mean and rstd, 4 x 4N = 4*{e}*{sbh} + 12*{e}*{sbh}/{t} + "
+                 f"{e}*{as2b}/{t} + 16*{N} = {f} B (Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)) less its dropout terms)", "B")]
+
+
 # question, hint (where to read), the parts' hints, the function; a part's hint is given after a wrong try
 EXERCISES = [
     ("How many bytes do GPT-2 medium's weights take in fp32 (L 24, C 1024, vocabulary 50257 padded to 50304, T 1024)?",
@@ -426,6 +437,12 @@ EXERCISES = [
      "`predict_packed_base` in `lib/memory/predict.h`, `quant_store` in `lib/io/quant.h`, and `doc/lora.md` (QLoRA)",
      ["the blocks' linear maps in 4 bits, two a byte; the embedding, the head and the norms stay in the --dtype",
       "one fp32 absmax a block of 64 weights, counted in each Hugging Face tensor (q_proj, k_proj, ...) on its own"], ex_qlora_base, False),
+    ("GPT-2 in bf16 at batch 4 x 1024, each layer split over 4 ranks (`--tp 4`): how many bytes does one layer keep for "
+     "its backward on a rank?",
+     "`tp_share` in `lib/core/config.h`, `linear` in `model.h`, and `doc/tensor-parallel.md`",
+     ["a rank holds 3 of the 12 heads and a quarter of the MLP's width: what depends on them is a quarter, what "
+      "the whole block reads (the norms' inputs and outputs, the residuals) is whole; and 4 bytes a row for each "
+      "layernorm's mean and rstd"], ex_tp_layer, False),
 ]
 
 

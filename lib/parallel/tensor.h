@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/config.h"
+#include "memory/ledger.h"
 #include "parallel/comm.h"
 
 typedef struct {
@@ -42,6 +43,7 @@ int tp_column_parallel(int op) { return op == OP_QKV || op == OP_FC; }
 // sum of its part (made once), an all-gather gives every rank every part.
 void tp_sum(const TensorSplit *tp, float *x, size_t n) {
     if (tp->size <= 1) return;
+    if (g_ledger.trace) printf("  all-reduce over the tensor-parallel group of %d: %zu B\n", tp->size, n * sizeof(float));
     int T = tp->size, *counts = malloc(sizeof(int) * T), *displs = malloc(sizeof(int) * T);
     for (int r = 0, at = 0; r < T; at += counts[r], r++) counts[r] = (int)(n / T + ((size_t)r < n % T)), displs[r] = at;
     comm_reduce_scatter(tp->comm, x, counts);

@@ -63,7 +63,7 @@ void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float
     int N = m->B * m->T, C = c->channels, g = m->tp.size > 1 && tp_row_parallel(op);
     OpParams w = op_weights(m, l, op);
     matmul_forward(a->view[o], inp, w.w, g ? NULL : w.b, N, op_inputs(c, op), op_outputs(c, op));
-    if (g) tp_sum_rows(&m->tp, a->view[o], w.b, N, C);                // g: summed over the group, + b   (--tp)
+    if (g) tp_sum(&m->tp, a->view[o], (size_t)N * C), bias_forward(a->view[o], w.b, N, C);  // g, then + b (--tp)
     if (gpt_frozen(m)) lora_forward(m, l, op, a->view[o], inp);  // + s (inp A^T) B^T   (--lora: cpu/lora.h)
     if (op == OP_QKV && is_llama(c))
         rope_forward(a->view[o], N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));

@@ -142,10 +142,10 @@ void print_flash_note(const GPTConfig *c, const Settings *s) {
 
 // --tp: what rank 0's first step sent inside its tensor-parallel group, beside the all-reduces' count.
 void print_tp_sends(const Settings *s, const Plan *plan, long long sent) {
-    int g = !!(plan->rebuilds & SV_BIT(SV_RES2)) + !!(plan->rebuilds & SV_BIT(SV_RES3));  // rebuilt attproj, fcproj
-    long long want = predict_tp_bytes(s->tp, 0, (size_t)s->batch * s->seq_len * s->cfg.channels, s->cfg.layers, s->accum, g);
+    long long want = predict_tp_bytes(s->tp, 0, (size_t)s->batch * s->seq_len * s->cfg.channels, s->cfg.layers, s->accum,
+                                      plan->rebuilds);
     printf("  of which inside its tensor-parallel group of %d: %lld B (predicted %lld B: %d all-reduces of (N,C) "
-           "fp32 a layer and micro-batch, 2 (t-1)/t x 4 N C B each)\n", s->tp, sent, want, 4 + g);
+           "fp32 a layer and micro-batch, 2 (t-1)/t x 4 N C B each)\n", s->tp, sent, want, tp_sums_a_layer(plan->rebuilds));
 }
 
 // The end of a run with --mem / --mem-json: this rank's ledger against the

@@ -17,62 +17,55 @@
 #include "optim/offload.h"
 #include "parallel/zero.h"
 
+// What the step updates, as the link moves it: the model's weights (in the dtype) and gradients (in
+// theirs), or with --lora the adapters' (fp32, their own shard layout), each array with the flat index
+// of its element 0.
+typedef struct {
+    char *w, *g;
+    size_t w_base, g_base, we, ge;
+    int dtype;  // the weights'
+    const Shard *shard;
+} Updated;
+
+static Updated updated(GPT *m) {
+    if (gpt_frozen(m))
+        return (Updated){(char *)m->lora.w, (char *)m->lora.g, shard_weights_base(&m->lora.shard),
+                         shard_grads_base(&m->lora.shard), 4, 4, DT_FP32, &m->lora.shard};
+    return (Updated){compute_weights(m), gpt_grads(m), m->params_base, m->grads_base, dtype_size(m->dtype),
+                     dtype_size(m->grad_dtype), m->dtype, &m->shard};
+}
+
 static void cpu_down(void *model, int k, void *landing, size_t a, size_t b) {
-    GPT *m = model;
+    Updated u = updated(model);
     (void)k;
-    size_t e = dtype_size(m->grad_dtype);
     double t0 = now_seconds();
-    memcpy(landing, (const char *)gpt_grads(m) + (a - m->grads_base) * e, (b - a) * e);
-    traffic_add(TR_DOWN, (long long)((b - a) * e), now_seconds() - t0);
+    memcpy(landing, u.g + (a - u.g_base) * u.ge, (b - a) * u.ge);
+    traffic_add(TR_DOWN, (long long)((b - a) * u.ge), now_seconds() - t0);
 }
 
 static void cpu_up(void *model, int k, const void *upload, size_t a, size_t b) {
-    GPT *m = model;
-    size_t e = dtype_size(m->dtype);
+    Updated u = updated(model);
     (void)k;
     double t0 = now_seconds();
-    memcpy((char *)compute_weights(m) + (a - m->params_base) * e, upload, (b - a) * e);
-    traffic_add(TR_UP, (long long)((b - a) * e), now_seconds() - t0);
+    memcpy(u.w + (a - u.w_base) * u.we, upload, (b - a) * u.we);
+    traffic_add(TR_UP, (long long)((b - a) * u.we), now_seconds() - t0);
 }
 
 static void cpu_wait(void *model, int k) { (void)model, (void)k; }  // a memcpy is done when it returns
 
 static void cpu_allgather(void *model) {
-    GPT *m = model;
-    zero_allgather_weights(&m->shard, compute_weights(m), m->dtype);
+    Updated u = updated(model);
+    zero_allgather_weights(u.shard, u.w, u.dtype);
 }
 
 static void *cpu_pinned(size_t bytes, const char *name) { return mem_alloc_at(LOC_PINNED, MEM_COMM, bytes, name); }
 
-// --lora: what the step updates is the adapters (fp32, their own shard layout): their gradients down,
-// their new values up, and at ZeRO stages 1 and 2 every rank's all-gathered.
-static void cpu_lora_down(void *model, int k, void *landing, size_t a, size_t b) {
-    GPT *m = model;
-    (void)k;
-    double t0 = now_seconds();
-    memcpy(landing, m->lora.g + (a - shard_grads_base(&m->lora.shard)), (b - a) * sizeof(float));
-    traffic_add(TR_DOWN, (long long)((b - a) * sizeof(float)), now_seconds() - t0);
-}
-
-static void cpu_lora_up(void *model, int k, const void *upload, size_t a, size_t b) {
-    GPT *m = model;
-    (void)k;
-    double t0 = now_seconds();
-    memcpy(m->lora.w + (a - shard_weights_base(&m->lora.shard)), upload, (b - a) * sizeof(float));
-    traffic_add(TR_UP, (long long)((b - a) * sizeof(float)), now_seconds() - t0);
-}
-
-static void cpu_lora_allgather(void *model) {
-    GPT *m = model;
-    zero_allgather_weights(&m->lora.shard, m->lora.w, DT_FP32);
-}
-
+// (--lora: the pinned shard of opt,params is the frozen model's, which the step does not write: no shard here)
 OffloadLink cpu_offload_link(GPT *m) {
-    if (gpt_frozen(m))
-        return (OffloadLink){m, DT_FP32, DT_FP32, cpu_lora_down, cpu_wait, cpu_lora_up, cpu_wait, cpu_lora_allgather,
-                             cpu_pinned, mem_free, NULL, 0};
-    OffloadLink l = {m, m->dtype, m->grad_dtype, cpu_down, cpu_wait, cpu_up, cpu_wait, cpu_allgather, cpu_pinned, mem_free, NULL, 0};
-    if (m->plan.offload & OFFLOAD_PARAMS) l.shard = compute_weights(m), l.shard_base = m->params_base;
+    int frozen = gpt_frozen(m);
+    OffloadLink l = {m, frozen ? DT_FP32 : m->dtype, frozen ? DT_FP32 : m->grad_dtype, cpu_down, cpu_wait, cpu_up,
+                     cpu_wait, cpu_allgather, cpu_pinned, mem_free, NULL, 0};
+    if ((m->plan.offload & OFFLOAD_PARAMS) && !frozen) l.shard = compute_weights(m), l.shard_base = m->params_base;
     return l;
 }
 

@@ -189,14 +189,18 @@ void norm_backward_as(int rms, float *dinp, float *dw, float *db, const float *d
 }
 
 // --- matmul (on cpu/gemm.h's GEMM) -------------------------------------------------
+// out[N,OC] += bias[OC] on every row (bias may be NULL)
+void bias_forward(float *out, const float *bias, int N, int OC) {
+    if (!bias) return;
+#pragma omp parallel for schedule(guided) if ((size_t)N * OC >= PARALLEL_MIN)
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] += bias[o];
+}
+
 // out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC]   (bias may be NULL)
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
     gemm(N, OC, C, inp, C, 1, w, 1, C, out, OC, 0);
-    if (bias) {
-#pragma omp parallel for schedule(guided) if ((size_t)N * OC >= PARALLEL_MIN)
-        for (int i = 0; i < N; i++)
-            for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] += bias[o];
-    }
+    bias_forward(out, bias, N, OC);
 }
 
 // dinp[N,C] = dout[N,OC] @ w[OC,C]          (overwrites)

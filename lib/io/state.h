@@ -282,6 +282,8 @@ void state_check_ranges(const char *path, const StateHeader *h) {
     else if (h->lo > h->hi || (!h->lora_rank && h->hi > h->nparams))
         snprintf(what, sizeof what, "parameters [%llu, %llu) of %llu", (unsigned long long)h->lo,
                  (unsigned long long)h->hi, (unsigned long long)h->nparams);
+    else if (h->tp < 0 || h->tp > 4096 || (h->tp > 1 && h->nranks % h->tp))  // (--tp: at most --ranks' 4096, dividing them)
+        snprintf(what, sizeof what, "--tp %d on %d ranks", h->tp, h->nranks);
     else if ((h->adam_bits != 32 && h->adam_bits != 8) || h->steps < 0)
         snprintf(what, sizeof what, "--adam-bits %d, --steps %d", h->adam_bits, h->steps);
     else if ((h->arch != ARCH_GPT2 && h->arch != ARCH_LLAMA) || h->untied < 0 || h->untied > 1 || h->rope_scaled < 0 ||

@@ -232,9 +232,8 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     double token_flops = model_flops_per_token(c, T), extra = plan_extra_token_flops(&t, &plan);
     f.flops = extra / token_flops;
     double A = t.lora.rank ? (double)lora_param_count(c, &t.lora) : 0;
-    int rebuilt_g = !!(plan.rebuilds & SV_BIT(SV_RES2)) + !!(plan.rebuilds & SV_BIT(SV_RES3));  // (--tp: g again)
     f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), A, ((double)Vp + c->max_seq) * C, q->ranks / f.tp) +
-             (double)predict_tp_bytes(f.tp, 0, (size_t)f.micro * T * C, L, f.accum, rebuilt_g);
+             (double)predict_tp_bytes(f.tp, 0, (size_t)f.micro * T * C, L, f.accum, plan.rebuilds);
     long long moved[TR_N];
     predict_traffic(&t, &plan, 0, moved);
     for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];

@@ -22,6 +22,7 @@
 #include "core/sizes.h"
 #include "core/traffic.h"
 #include "memory/predict_infer.h"  // predict_param_count
+#include "memory/predict_shard.h"  // predict_shard
 #include "memory/report.h"
 
 size_t offload_moment_bytes(size_t x, int bits) { return bits == 8 ? x + 4 * ((x + ADAM_BLOCK - 1) / ADAM_BLOCK) : 4 * x; }
@@ -102,12 +103,6 @@ size_t predict_gather_uploads(const Settings *s, const Plan *p, int r, size_t P,
     return micro * (size_t)s->accum;
 }
 
-// A ZeRO shard of P over the plan's ranks: S = ceil(P / N) in whole ADAM_BLOCKs (P on one rank).
-size_t predict_shard_size(size_t P, size_t ranks) {
-    size_t S = (P + ranks - 1) / ranks;
-    return ranks > 1 ? (S + ADAM_BLOCK - 1) / ADAM_BLOCK * ADAM_BLOCK : S;
-}
-
 // The bytes one optimizer step of rank r moves (traffic_name's kinds), the
 // first step's, which --mem compares with the measured count:
 //   link down:  the gradients of the parameters the rank updates, g L_r
@@ -125,7 +120,7 @@ void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N
     size_t ranks = (size_t)p->ranks;
     int stage = p->stage, params = (p->offload & OFFLOAD_PARAMS) != 0;
     r %= (int)ranks;  // --shard-group: the rank's place in its group
-    size_t S = predict_shard_size(P, ranks);
+    size_t S = predict_shard(P, p).S;
     size_t Lr = !shards_states(stage) ? P : own_part(0, P, (size_t)r, S, P), e = offload_weight_bytes(s);
     out[TR_DOWN] = (long long)(offload_grad_bytes(s) * Lr);
     // the file is read and written a whole record at a time: the records the L_r parameters touch
@@ -134,7 +129,7 @@ void predict_traffic(const Settings *s, const Plan *p, int r, long long out[TR_N
     if (X > n) X = n;
     if (p->offload_disk)
         out[TR_DISK_READ] = out[TR_DISK_WRITE] = (long long)(4 * X + 2 * offload_moment_bytes(X, s->adam_bits));
-    size_t gathers = params ? predict_gather_uploads(s, p, r, Pm, predict_shard_size(Pm, ranks)) : 0;
+    size_t gathers = params ? predict_gather_uploads(s, p, r, Pm, predict_shard(Pm, p).S) : 0;
     if (s->lora.rank) out[TR_UP] = (long long)(e * Lr + dtype_size(s->dtype) * gathers);
     else out[TR_UP] = (long long)(params ? e * gathers : e * Lr);
 }

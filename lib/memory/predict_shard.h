@@ -84,12 +84,14 @@ double lora_ring_step_bytes(int stage, double e, int accum, int ckpt, int fused_
 // tensor.h): per micro-batch and layer an all-reduce of the (N,C) fp32 activations for each g (after
 // attproj and after fcproj, and again where a rebuild runs them) and each f's backward (at qkv's and fc's
 // inputs), each a reduce-scatter, (n - n_r) 4 B, then an all-gather, n_r (t - 1) 4 B (n = N C, n_r = its
-// part: n / t, one more for the first n mod t ranks): 2 (t-1)/t 4n when t divides n.
-long long predict_tp_bytes(int t, int r, size_t n, int layers, int accum, int rebuilt_g) {
+// part: n / t, one more for the first n mod t ranks): 2 (t-1)/t 4n when t divides n. `rebuilds`: the plan's
+// (core/plan.h), whose res2 and res3 run attproj and fcproj again.
+int tp_sums_a_layer(unsigned rebuilds) { return 4 + !!(rebuilds & SV_BIT(SV_RES2)) + !!(rebuilds & SV_BIT(SV_RES3)); }
+long long predict_tp_bytes(int t, int r, size_t n, int layers, int accum, unsigned rebuilds) {
     if (t <= 1) return 0;
     size_t own = n / t + ((size_t)r < n % t);
     long long one = (long long)(4 * (n - own) + 4 * own * (size_t)(t - 1));
-    return one * layers * accum * (4 + rebuilt_g);
+    return one * layers * accum * tp_sums_a_layer(rebuilds);
 }
 
 #endif

@@ -54,13 +54,6 @@ void tp_sum(const TensorSplit *tp, float *x, size_t n) {
     free(displs);
 }
 
-// g: a row-parallel op's output (N,C), summed over the group, then its bias (whole on every rank) added.
-void tp_sum_rows(const TensorSplit *tp, float *out, const float *bias, int N, int C) {
-    tp_sum(tp, out, (size_t)N * C);
-    for (int i = 0; bias && i < N; i++)
-        for (int j = 0; j < C; j++) out[(size_t)i * C + j] += bias[j];
-}
-
 // --- the layout: where the model's weights go -----------------------------------------------------
 
 // Rank `rank`'s band of n rows (or columns) cut in t: [rank n/t, (rank + 1) n/t).

@@ -194,6 +194,8 @@ expect 1 "corrupt: its header says step 2 after -2147483648 updates" "${S[@]}" -
 python3 tests/state_edit.py "$tmp/s0.state" "$tmp/dt.state" set dtype=7
 expect 1 "corrupt: its header says dtype 7" "${S[@]}" --steps 4 --resume "$tmp/dt.state"
 expect 1 "corrupt: its header says parameters \[5000000, " "${S[@]}" --steps 4 --resume "$tmp/lo.state"
+python3 tests/state_edit.py "$tmp/s0.state" "$tmp/tp.state" set tp=-3
+expect 1 "corrupt: its header says --tp -3 on 1 ranks" "${S[@]}" --steps 4 --resume "$tmp/tp.state"
 
 # D13: token bytes read as text are warned of
 if have_llmc; then

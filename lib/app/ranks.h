@@ -99,7 +99,7 @@ void check_tp(int t, int ranks) {
 
 // --tp T: every split width a multiple of T (the query heads, the key-value heads, the MLP's hidden
 // width), and what it does not take yet refused; then the run's model is a rank's share of it
-// (parallel/tensor.h tp_share), the whole kept apart for what is said of the model and its first weights.
+// (core/config.h tp_share), the whole kept apart for what is said of the model and its first weights.
 void parse_tp(Settings *s) {
     const GPTConfig *c = &s->cfg;
     int t = s->tp;

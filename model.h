@@ -45,7 +45,7 @@
 // (Llama: RMSNorm, out and rstd; no mean, no bias)
 void norm(GPT *m, Acts *a, int l, int op, int o, const float *x) {
     if (!(a->pushing & (SV_BIT(o) | SV_BIT(o + 1) | SV_BIT(o + 2)))) return;
-    int N = m->B * m->T, C = m->cfg.channels;
+    int N = gpt_rows(m), C = m->cfg.channels;  // (--sp: the rank's N/t)
     OpParams w = op_weights(m, l, op);
     norm_forward_as(is_llama(&m->cfg), LLAMA_NORM_EPS, a->view[o], a->view[o + 1], a->view[o + 2], x, w.w, w.b, N, C);
     round_saved(m, a, o);
@@ -56,18 +56,21 @@ void norm(GPT *m, Acts *a, int l, int op, int o, const float *x) {
 // Llama's qkv: q and k then rotated by their positions (RoPE), here rather than in attend
 // so that the saved qkv is the rotated one and a rebuild of att alone rotates nothing twice.
 // --tp: a row-parallel op's product is this rank's part of the sum, summed over its group before the
-// bias and the residual (Megatron's g: parallel/tensor.h).
+// bias and the residual (Megatron's g: parallel/tensor.h). --sp: a column-parallel op reads every row of
+// its input, gathered from the group's slices, and a row-parallel op's sum is the rank's slice (N/t,C).
 void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float *residual) {
     if (!(a->pushing & SV_BIT(o))) return;
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T, C = c->channels, g = m->tp.size > 1 && tp_row_parallel(op);
+    int N = m->B * m->T, n = gpt_rows(m), C = c->channels, g = m->tp.size > 1 && tp_row_parallel(op);
     OpParams w = op_weights(m, l, op);
-    matmul_forward(a->view[o], inp, w.w, g ? NULL : w.b, N, op_inputs(c, op), op_outputs(c, op));
-    if (g) tp_sum(&m->tp, a->view[o], (size_t)N * C), bias_forward(a->view[o], w.b, N, C);  // g, then + b (--tp)
+    float *out = g && m->tp.sp > 1 ? m->seq_whole : a->view[o];  // (--sp: the partial sums, every row)
+    if (tp_column_parallel(op)) inp = tp_whole_rows(&m->tp, m->seq_whole, inp, N, C);  // (--sp: gathered)
+    matmul_forward(out, inp, w.w, g ? NULL : w.b, N, op_inputs(c, op), op_outputs(c, op));
+    if (g) tp_sum_rows(&m->tp, a->view[o], out, (size_t)N * C), bias_forward(a->view[o], w.b, n, C);  // g, + b (--tp)
     if (gpt_frozen(m)) lora_forward(m, l, op, a->view[o], inp);  // + s (inp A^T) B^T   (--lora: cpu/lora.h)
     if (op == OP_QKV && is_llama(c))
         rope_forward(a->view[o], N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));
-    if (residual) residual_forward(a->view[o], a->view[o], residual, (size_t)N * C);
+    if (residual) residual_forward(a->view[o], a->view[o], residual, (size_t)n * C);
     round_saved(m, a, o);
 }
 
@@ -99,25 +102,28 @@ void activate(GPT *m, Acts *a, int o, const float *inp) {
 // Their backward, each beside the forward above:
 // dinp = dout W (overwrites); dW += dout^T inp, db += column sums of dout.
 // Llama's qkv: dout (dqkv, scratch) is first rotated back in place, RoPE's backward.
-// --tp: a column-parallel op's dinp is this rank's part of the sum over the group's rows (Megatron's f).
+// --tp: a column-parallel op's dinp is this rank's part of the sum over the group's rows (Megatron's f),
+// summed (--sp: into the rank's slice of dinp's rows). --sp: the input a column-parallel op's weight
+// gradient reads, and the output gradient a row-parallel op reads, are gathered again from the slices.
 void linear_backward(GPT *m, int l, int op, float *dinp, float *dout, const float *inp) {
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T;
+    int N = m->B * m->T, C = c->channels;
     OpParams w = op_weights(m, l, op), g = op_grads(m, l, op);
     if (op == OP_QKV && is_llama(c))
         rope_backward(dout, N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));
+    if (tp_column_parallel(op)) inp = tp_whole_rows(&m->tp, m->seq_whole, inp, N, C);          // (--sp)
+    if (tp_row_parallel(op)) dout = (float *)tp_whole_rows(&m->tp, m->seq_whole, dout, N, C);  // (--sp)
     matmul_backward(dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     if (gpt_frozen(m)) lora_backward(m, l, op, dinp, dout, inp);  // dinp += s dout B A; dA, dB (--lora)
-    if (tp_column_parallel(op)) tp_sum(&m->tp, dinp, (size_t)N * op_inputs(c, op));  // f's backward   (--tp)
+    if (tp_column_parallel(op)) tp_sum_rows(&m->tp, dinp, dinp, (size_t)N * op_inputs(c, op));  // f's backward (--tp)
     op_grads_done(m, l, op);
 }
 
 // dinp += d layernorm(inp); dW, db += ...   (Llama: RMSNorm's; mean unused)
 void norm_backward(GPT *m, int l, int op, float *dinp, const float *dout, const float *inp, const float *mean,
                    const float *rstd) {
-    int N = m->B * m->T, C = m->cfg.channels;
     OpParams w = op_weights(m, l, op), g = op_grads(m, l, op);
-    norm_backward_as(is_llama(&m->cfg), dinp, g.w, g.b, dout, inp, w.w, mean, rstd, N, C);
+    norm_backward_rows(m, dinp, g.w, g.b, dout, inp, w.w, mean, rstd);  // (--sp: the weight's gradient summed, cpu/head.h)
     op_grads_done(m, l, op);
 }
 

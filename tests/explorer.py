@@ -235,6 +235,7 @@ def check_controls(d):
         start += ["--device", "cuda"] if cid == "fit-host" else []
         start += ["--ranks", "4", "--zero", "2"] if cid == "f-shard-group" else []
         start += ["--ranks", "2"] if cid == "f-tp" else []
+        start += ["--ranks", "2", "--tp", "2"] if cid == "f-sp" else []
         start += ["--zero", "3"] if cid in ("f-offload",) else []
         start += ["--offload", "opt"] if cid == "f-offload-to" else []
         start += ["--eval-only"] if cid == "f-quantize" else []

@@ -76,6 +76,7 @@ const FlagSpec flag_specs[] = {
     {"hostfile", ARG_STR, OPT(hostfile), 0, 0, "with --ranks: the machines from a file, as mpirun's --hostfile reads it"},
     {"comm", ARG_STR, OPT(comm_str), 0, 0, "ZeRO's collectives on the GPU: auto (nccl when each rank has a GPU of its own, else mpi), nccl, or mpi (through host buffers; ranks may share a GPU)"},
     {"tp", ARG_INT, OPT(tp), 1, 4096, "tensor parallelism: the ranks in groups of T, each group splitting every layer as Megatron-LM does (heads and MLP width; doc/tensor-parallel.md)"},
+    {"sp", ARG_FLAG, OPT(sp), 0, 0, "with --tp: sequence parallelism, the norms and the residual stream on a slice of each group's rows (Megatron-LM's; an all-gather before a split layer, a reduce-scatter after)"},
     {"ranks", ARG_INT, OPT(ranks), 1, 4096, "train on N ranks (starts mpirun -np N); with --dry-run: each rank's memory on N ranks"},
     {"adam-bits", ARG_INT, OPT(adam_bits), 1, 64, "AdamW's m and v: 32 (fp32) or 8 (blocks of 256, an fp32 scale each)"},
     {"lora", ARG_INT, OPT(lora.rank), 1, 65536, "LoRA: freeze the model, train a rank-R adapter (A, B) beside each targeted linear map (PEFT's r; doc/lora.md)"},
@@ -104,8 +105,7 @@ const FlagSpec flag_specs[] = {
     {"sample-len", ARG_INT, OPT(sample_len), 0, 100000, "tokens per sample (bytes of a text corpus; 0 = no samples)"},
     {"temperature", ARG_FLOAT, OPT(temperature), ABOVE_0, 0, "sampling temperature"},
     {"prompt", ARG_STR, OPT(prompt), 0, 0, "start each sample from this text (a text corpus's bytes; at most --seq-len of them)"},
-    {"prompt-file", ARG_STR, OPT(prompt_file), 0, 0, "start each sample from this file's text (token files: its tokens, "
-                                                     "from scripts/tokenize.py --prompt)"},
+    {"prompt-file", ARG_STR, OPT(prompt_file), 0, 0, "start each sample from this file's text (token files: its tokens, from scripts/tokenize.py --prompt)"},
     {"save", ARG_STR, OPT(save), 0, 0, "write a checkpoint here (every --save-every steps and at the end)"},
     {"overwrite", ARG_FLAG, OPT(overwrite), 0, 0, "let an output (--save, --export, --log, --mem-*, --trace-json) replace an existing file of another kind than it writes"},
     {"save-every", ARG_INT, OPT(save_every), 0, INT_MAX, "checkpoint interval in steps (0 = only at the end)"},

@@ -99,12 +99,16 @@ void check_tp(int t, int ranks) {
 
 // --tp T: every split width a multiple of T (the query heads, the key-value heads, the MLP's hidden
 // width), and what it does not take yet refused; then the run's model is a rank's share of it
-// (core/config.h tp_share), the whole kept apart for what is said of the model and its first weights.
+// (core/config.h tp_share; --sp: its slice of the rows, seq_split), the whole kept apart for what is said of the model and its first weights.
 void parse_tp(Settings *s) {
     const GPTConfig *c = &s->cfg;
     int t = s->tp;
     s->whole = *c;
+    if (s->sp && t == 1) usage_error("--sp cuts the rows of a --tp group's residual path: it goes with --tp T (T > 1)");
     if (t == 1) return;
+    if (s->sp && s->seq_len % t)
+        usage_error("--sp cuts each micro-batch's rows in %d slices, a sequence's %d positions among them: give a "
+                    "--seq-len that %d divides", t, s->seq_len, t);
     struct { const char *what; int n; } widths[] = {
         {"query heads (--heads)", c->heads}, {"key-value heads (--kv-heads)", cfg_kv_heads(c)}, {"MLP width (--ffn)", cfg_ffn(c)}};
     for (int i = 0; i < 3; i++)
@@ -120,6 +124,7 @@ void parse_tp(Settings *s) {
                     "(doc/tensor-parallel.md says what --tp takes)", no);
     if (s->dry_run || s->ranks > 1) check_tp(t, s->ranks > 1 ? s->ranks : 1);  // (--ranks auto: one)
     s->cfg = tp_share(c, t);
+    s->cfg.seq_split = s->sp ? t : 0;
 }
 
 #endif

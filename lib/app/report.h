@@ -46,8 +46,8 @@ void print_ranks_words(const Settings *s, const GPTConfig *c) {
     if (s->ranks > 1) printf(" on %d ranks", s->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
     if (s->shard_group) printf(" in groups of %d", s->shard_group);
-    if (s->tp > 1) printf(" | tp %d: a rank holds %d of %d heads, %d of the MLP's %d", s->tp, s->cfg.heads, c->heads,
-                          cfg_ffn(&s->cfg), cfg_ffn(c));
+    if (s->tp > 1) printf(" | tp %d: a rank holds %d of %d heads, %d of the MLP's %d%s", s->tp, s->cfg.heads, c->heads,
+                          cfg_ffn(&s->cfg), cfg_ffn(c), s->sp ? ", 1/t of the norms' rows (--sp)" : "");
 }
 
 // One line saying what will run; a dry run leaves out steps and threads.
@@ -131,21 +131,23 @@ void print_trainable(const GPTConfig *c, const Settings *s) {
            thousands(total, all, sizeof all), 100.0 * trained / total);
 }
 
-// --flash on the GPU: the tensor-core kernels take 16-bit runs with head size 64 or 128; otherwise the
-// reference kernels run, and the run says so.
+// --flash on the GPU: the tensor-core kernels take 16-bit runs with head size 64 or 128; else the reference ones run, said.
 void print_flash_note(const GPTConfig *c, const Settings *s) {
     if (s->cuda && s->flash && !s->dry_run && !cu_flash_uses_mma(s->dtype, head_size(c)))
-        printf("note: --flash runs on the reference kernels (CUDA cores, slow) for %s with head size %d; the "
-               "tensor-core kernels take --dtype bf16 or fp16 with head size 64 or 128\n", dtype_name[s->dtype],
-               head_size(c));
+        printf("note: --flash runs on the reference kernels (CUDA cores, slow) for %s with head size %d; the tensor-core "
+               "kernels take --dtype bf16 or fp16 with head size 64 or 128\n", dtype_name[s->dtype], head_size(c));
 }
 
 // --tp: what rank 0's first step sent inside its tensor-parallel group, beside the all-reduces' count.
 void print_tp_sends(const Settings *s, const Plan *plan, long long sent) {
-    long long want = predict_tp_bytes(s->tp, 0, (size_t)s->batch * s->seq_len * s->cfg.channels, s->cfg.layers, s->accum,
-                                      plan->rebuilds);
-    printf("  of which inside its tensor-parallel group of %d: %lld B (predicted %lld B: %d all-reduces of (N,C) "
-           "fp32 a layer and micro-batch, 2 (t-1)/t x 4 N C B each)\n", s->tp, sent, want, tp_sums_a_layer(plan->rebuilds));
+    size_t n = (size_t)s->batch * s->seq_len * s->cfg.channels, norm = (is_llama(&s->cfg) ? 1 : 2) * s->cfg.channels;
+    int sp = s->sp, k = sp ? sp_collectives_a_layer(plan->rebuilds) : tp_sums_a_layer(plan->rebuilds), L = s->cfg.layers;
+    long long want = sp ? predict_sp_bytes(s->tp, 0, n, norm, L, s->accum, plan->rebuilds)
+                        : predict_tp_bytes(s->tp, 0, n, L, s->accum, plan->rebuilds);
+    printf("  of which inside its tensor-parallel group of %d: %lld B (predicted %lld B: %s%d %s of (N,C) fp32 a layer and "
+           "micro-batch, %s x 4 N C B each%s)\n", s->tp, sent, want, sp ? "--sp's " : "", k, sp ? "all-gathers and "
+           "reduce-scatters" : "all-reduces", sp ? "(t-1)/t" : "2 (t-1)/t",
+           sp ? ", 3 at the model's ends, the norms' gradients summed" : "");
 }
 
 // The end of a run with --mem / --mem-json: this rank's ledger against the
@@ -240,9 +242,8 @@ void print_group_sends(const Settings *s, const Plan *plan, double inside) {
     printf("  %-56s %14lld B %10.2f MiB\n", "  across: gptmem sends (chunks, R blocks each)", across, across / 1048576.0);
 }
 
-// The dry run's last lines: this rank's model states and the buffers they
-// move through, next to the ZeRO paper's formula for the stage, with the
-// difference named.
+// The dry run's last lines: this rank's model states and the buffers they move through, next to the ZeRO
+// paper's formula for the stage, with the difference named.
 void print_paper_comparison(const Settings *s, const MemReport *r) {
     const GPTConfig *cfg = &s->cfg;
     // the ranks that share the shards: all, or --shard-group's K

@@ -35,6 +35,8 @@ typedef struct {
     int rope_theta;   // Llama: the rotary base theta (0: Llama 3's LLAMA_ROPE_THETA; SmolLM2's is 100000)
     int head_dim;     // hs, the channels of a head (0: C / H). Set where the heads are not C / H wide: a rank's
                       // share of a layer under --tp (parallel/tensor.h) holds H / t heads of the model's hs
+    int seq_split;    // the rows of the residual path a rank holds: N / seq_split of a micro-batch's N (0 or 1:
+                      // all of them; --sp: a share's 1/t, parallel/tensor.h)
 } GPTConfig;
 
 enum { ARCH_GPT2, ARCH_LLAMA };
@@ -68,6 +70,9 @@ GPTConfig tp_share(const GPTConfig *c, int t) {
     s.ffn = cfg_ffn(c) / t;
     return s;
 }
+// The rows a rank holds of a micro-batch's N on the residual path (the norms, their inputs and outputs):
+// all of them, or under --sp its slice of N/t.
+size_t seq_rows(const GPTConfig *c, size_t N) { return c->seq_split > 1 ? N / c->seq_split : N; }
 // Does t divide every width --tp splits (the query heads, the key-value heads, the MLP's)?
 int tp_splits(const GPTConfig *c, int t) { return c->heads % t == 0 && cfg_kv_heads(c) % t == 0 && cfg_ffn(c) % t == 0; }
 // Llama's constants: RMSNorm's epsilon and the rotary base theta (Llama 3's: 1e-5 and 500000).

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include "core/config.h"
 
-// Shapes, for a micro-batch of N = B*T rows: (N,C); the attention's output (N, H hs): (N,C) but for --tp's
+// Shapes, for a micro-batch of N = B*T rows: (N,C) (--sp: (N/t,C), a slice of the rows, as the row statistics); the attention's output (N, H hs): (N,C) but for --tp's
 // share of the heads; qkv (N,3C) (Llama: (N, (H + 2 KVH) hs));
 // the first MLP matmul's output (N,4C) (Llama: (N,2F), up and gate) and the activation's (N,4C)
 // (Llama: (N,F)); one value per row (N: the norms' rstd); the layernorm's mean, one per row (N;
@@ -52,15 +52,15 @@ const char *saved_name(const SavedTensor *t, int flash) {
 
 // Its number of elements for a B x T micro-batch of model c.
 size_t saved_count(const SavedTensor *t, const GPTConfig *c, size_t B, size_t T, int flash) {
-    size_t N = B * T, H = c->heads;
+    size_t N = B * T, H = c->heads, n = seq_rows(c, N);  // (--sp: the residual path's n = N/t rows)
     switch (t->shape) {
-    case SAVED_NC: return N * c->channels;
+    case SAVED_NC: return n * c->channels;
     case SAVED_ATTY: return N * attn_width(c);
     case SAVED_QKV: return N * qkv_width(c);
     case SAVED_FC: return N * op_outputs(c, OP_FC);
     case SAVED_FF: return N * cfg_ffn(c);
-    case SAVED_ROWS: return N;
-    case SAVED_MEAN: return is_llama(c) ? 0 : N;
+    case SAVED_ROWS: return n;
+    case SAVED_MEAN: return is_llama(c) ? 0 : n;
     case SAVED_ATTN: return flash ? B * H * T : B * H * T * T;
     default: return N * padded_vocab(c);  // SAVED_LOGITS
     }

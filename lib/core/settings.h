@@ -26,6 +26,7 @@ typedef struct {
     const char *config; // --config: the shape from a Hugging Face config.json (io/hf_config.h)
     GPTConfig cfg;  // the two resolved (app/flags.h resolve_settings); with --tp a rank's share of it
     int tp;         // --tp T: the ranks in groups of T, each group splitting every layer (parallel/tensor.h)
+    int sp;         // --sp: with --tp, the norms and residual stream on 1/T of the rows (parallel/tensor.h)
     GPTConfig whole;  // --tp: the model the group holds (cfg is then tp_share(&whole, T))
     // one step: accum micro-batches of batch x seq_len tokens
     const char *data;     // the corpus: a text file, or token files (io/tokens.h)

@@ -136,6 +136,8 @@ typedef struct GPT {
     float *datty;  // (N,H hs): (N,C) but for --tp's share of the heads
     float *dfch;   // (N,4C) gradient of the MLP hidden (before and after GELU, in place; Llama: (N,2F), before SwiGLU)
     float *dact;   // the gradient of the activation's output: dfch itself for GPT-2; Llama's (N,F) of its own
+    float *seq_whole;  // --sp: (N,C) the whole sequence a split layer reads (its input, or its output gradient),
+                       // gathered from the group's slices, or the partial products a reduce-scatter sums (parallel/tensor.h)
     // --fused-ce: the LM head and the loss a tile at a time (cpu/head.h)
     float *head_tile;   // head_rows x vocab_chunk logits (and room for one whole row, for sampling)
     float *head_stats;  // (2,N): each row's running sum of exp, and its target's logit
@@ -164,6 +166,10 @@ typedef struct GPT {
     void (*read_back)(struct GPT *m, float *dst, size_t lo, size_t n);
 } GPT;
 
+// The rows of the residual path the running forward holds: all N = B T, or under --sp this rank's slice,
+// N / t (forward_start sets tp.sp: a sample's forward, a row or a prompt at a time, holds them all).
+int gpt_rows(const GPT *m) { return m->B * m->T / m->tp.sp; }
+
 // Are the model's own weights frozen (--lora)? Then they have no gradients and no optimizer state.
 int gpt_frozen(const GPT *m) { return m->lora.cfg.rank > 0; }
 // ... and held in fewer bits (--base-dtype), read back a piece at a time?
@@ -176,12 +182,15 @@ Heads model_heads(const GPTConfig *c) { return (Heads){c->heads, cfg_kv_heads(c)
 // the final one: the final layernorm's, and without --fused-ce a chunk of
 // logits (16-bit runs compute the LM head and the loss head_rows rows at a
 // time, so their fp32 working copy of the logits is head_rows x Vp).
-// The row statistics need no working copy: they are stored in fp32.
+// The row statistics need no working copy: they are stored in fp32. Every row has room (--sp's slices
+// fit, and a sample's forward holds all of its rows).
 size_t block_act_floats(const GPTConfig *c, int B, int T, int flash) {
+    GPTConfig all_rows = *c;
+    all_rows.seq_split = 0;
     size_t n = 0;
     for (int i = 0; i < SAVED_PER_LAYER; i++)
         if (!saved_is_row_stat(&block_saved[i], flash))
-            n += saved_count(&block_saved[i], c, B, T, flash);
+            n += saved_count(&block_saved[i], &all_rows, B, T, flash);
     return n;
 }
 
@@ -246,6 +255,7 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(datty, MEM_SCRATCH, "datty", N * attn_width(c) * f);
     BUF(dfch, MEM_SCRATCH, "dfch", N * op_outputs(c, OP_FC) * f);
     BUF(dact, MEM_SCRATCH, "dact", is_llama(c) ? N * cfg_ffn(c) * f : 0);
+    BUF(seq_whole, MEM_SCRATCH, "sequence gather", c->seq_split > 1 ? N * C * f : 0);
     BUF(head_tile, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? head_tile_elems(&m->plan, c) * f : 0);
     BUF(head_stats, MEM_SCRATCH, "head row stats", m->plan.tiled_head ? 2 * N * f : 0);
     BUF(x_work, MEM_SCRATCH, "x work", mixed ? N * C * f : 0);
@@ -344,7 +354,7 @@ void gpt_free(GPT *m) {
 void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     memset(m, 0, sizeof *m);
     m->cfg = s->cfg;
-    m->tp = (TensorSplit){s->tp, s->tp > 1 ? comm_tensor.rank : 0, &comm_tensor, *model_whole(s)};
+    m->tp = (TensorSplit){s->tp, s->tp > 1 ? comm_tensor.rank : 0, 1, &comm_tensor, *model_whole(s)};
     m->plan = *plan;
     m->dtype = s->dtype;
     m->grad_dtype = grad_dtype(s);

@@ -27,19 +27,21 @@
 void forward_start(GPT *m, int B, int T) {
     if (!m->plan.tiled_head) m->globals = global_weights(m);
     m->B = B; m->T = T;
+    m->tp.sp = m->cfg.seq_split > 1 && !m->kv.kv ? m->cfg.seq_split : 1;  // (--sp; a sample's forward: every row)
     m->arena_mark = arena_mark();
 }
 
 // encoded (N,C) = wte[inp] + wpe[pos0 .. pos0+T) (pos0 0 but in a sample's
 // forward with the KV cache): pushed on the stack (rounded to the storage
-// dtype), computed in x_work for 16-bit runs.
+// dtype), computed in x_work for 16-bit runs. --sp: every row computed (in seq_whole), this rank's
+// slice (N/t,C) pushed.
 void embed_forward(GPT *m, const int *inp) {
     const GPTConfig *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c);
-    size_t N = (size_t)B * T;
+    size_t N = (size_t)B * T, n = gpt_rows(m), e = dtype_size(m->dtype);
     ledger_where("embedding", 0);
-    m->encoded = arena_push("encoded", N * C * dtype_size(m->dtype));
-    float *enc = m->dtype == DT_FP32 ? m->encoded : m->x_work;
+    m->encoded = arena_push("encoded", n * C * e);
+    float *enc = m->tp.sp > 1 ? m->seq_whole : m->dtype == DT_FP32 ? m->encoded : m->x_work;
     if (m->plan.tiled_head) {  // a chunk of the table at a time
         memset(enc, 0, sizeof(float) * N * C);
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
@@ -50,32 +52,39 @@ void embed_forward(GPT *m, const int *inp) {
         const float *wpe = m->globals.wpe ? m->globals.wpe + (size_t)m->pos0 * C : NULL;  // (Llama: none)
         encoder_forward(enc, inp, m->globals.wte, wpe, B, T, C);
     }
-    dtype_round_store(enc, m->encoded, N * C, m->dtype);
+    if (m->tp.sp > 1) {  // --sp: this rank's rows
+        enc += (size_t)m->tp.rank * n * C;
+        if (m->dtype == DT_FP32) memcpy(m->encoded, enc, n * C * e);
+    }
+    dtype_round_store(enc, m->encoded, n * C, m->dtype);
 }
 
 // Its backward: d(encoded) (in dres) into the table's gradient; the globals'
-// gradients (the LM head's, the final layernorm's, these) are complete now.
+// gradients (the LM head's, the final layernorm's, these) are complete now. --sp: the group's slices
+// of d(encoded) gathered first, so every rank adds every row, the same bits as without --sp.
 void embed_backward(GPT *m, const int *inp) {
     const GPTConfig *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c);
     ledger_where("embedding backward", 0);
+    const float *dx = tp_whole_rows(&m->tp, m->seq_whole, m->dres, (size_t)B * T, C);
     if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
             Rows r = table_rows(&m->plan, rows, k);
             float *g = grads_params(m, table_chunk(&m->plan, c, rows, k));
-            encoder_backward_chunk(g, m->dres, inp, r.lo, r.hi, Vp, B, T, C);
+            encoder_backward_chunk(g, dx, inp, r.lo, r.hi, Vp, B, T, C);
             table_chunk_grads_done(m, rows, k);
         }
     } else {
-        encoder_backward(m->global_grads.wte, m->global_grads.wpe, m->dres, inp, B, T, C);
+        encoder_backward(m->global_grads.wte, m->global_grads.wpe, dx, inp, B, T, C);
         global_grads_done(m);
     }
     arena_pop_to(m->arena_mark, "encoded");
 }
 
 // lnf (N,C) = layernorm(x) (Llama: RMSNorm), pushed with its row statistics; returns its fp32 view.
+// (--sp: over the rank's slice of the rows, N/t; the head gathers them.)
 float *final_norm_forward(GPT *m, const float *x) {
-    int N = m->B * m->T, C = m->cfg.channels;
+    int N = gpt_rows(m), C = m->cfg.channels;
     Acts *f = &m->final;
     ledger_where("final layernorm and LM head", 0);
     f->mark = arena_mark();
@@ -92,22 +101,42 @@ float *final_norm_forward(GPT *m, const float *x) {
     return lnf;
 }
 
+// dinp += d norm(inp) over the rows the rank holds; dw, db += the weight's and the bias's gradients (Llama: no
+// bias; NULL: frozen). --sp: those rows are the rank's slice, so the two (C each) are first made apart, in
+// seq_whole, summed over the group (every rank then adds the same bits), and then added.
+void norm_backward_rows(GPT *m, float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                        const float *mean, const float *rstd) {
+    int n = gpt_rows(m), C = m->cfg.channels, llama = is_llama(&m->cfg);
+    if (m->tp.sp <= 1 || !dw) {
+        norm_backward_as(llama, dinp, dw, db, dout, inp, w, mean, rstd, n, C);
+        return;
+    }
+    float *part = m->seq_whole;  // [dw | db]
+    memset(part, 0, sizeof(float) * 2 * C);
+    norm_backward_as(llama, dinp, part, db ? part + C : NULL, dout, inp, w, mean, rstd, n, C);
+    tp_sum(&m->tp, part, (size_t)(db ? 2 : 1) * C);
+    for (int i = 0; i < C; i++) dw[i] += part[i];
+    for (int i = 0; db && i < C; i++) db[i] += part[C + i];
+}
+
 // Its backward: d(x) (into dres, zeroed first) from d(lnf) (in dln); then
-// every final tensor leaves the stack.
+// every final tensor leaves the stack. (--sp: dln holds every row, the same on every rank of the group;
+// the rank's slice is its d(lnf).)
 void final_norm_backward(GPT *m) {
-    int N = m->B * m->T, C = m->cfg.channels;
+    int C = m->cfg.channels;
     Acts *f = &m->final;
     const float *x = block_input(m, m->cfg.layers), *mean = f->view[SV_LNF_MEAN], *rstd = f->view[SV_LNF_RSTD];
-    memset(m->dres, 0, sizeof(float) * (size_t)N * C);
+    const float *dlnf = m->dln + (m->tp.sp > 1 ? (size_t)m->tp.rank * gpt_rows(m) * C : 0);
+    memset(m->dres, 0, sizeof(float) * (size_t)gpt_rows(m) * C);
     if (m->plan.tiled_head) {
         Piece lnf = lnf_piece(&m->cfg);
         const float *p = fetch_params(m, lnf);
         float *g = grads_params(m, lnf);
-        norm_backward_as(is_llama(&m->cfg), m->dres, g, g ? g + C : NULL, m->dln, x, p, mean, rstd, N, C);
+        norm_backward_rows(m, m->dres, g, g && !is_llama(&m->cfg) ? g + C : NULL, dlnf, x, p, mean, rstd);
         grads_params_done(m, lnf);
     } else {
         Globals *w = &m->globals, *g = &m->global_grads;
-        norm_backward_as(is_llama(&m->cfg), m->dres, g->lnfw, g->lnfb, m->dln, x, w->lnfw, mean, rstd, N, C);
+        norm_backward_rows(m, m->dres, g->lnfw, g->lnfb, dlnf, x, w->lnfw, mean, rstd);
     }
     arena_pop_to(f->mark, "final");
 }
@@ -191,6 +220,7 @@ float head_forward_rows(GPT *m, const float *lnf, const float *wte, const int *t
 static float head_forward_loss(GPT *m, const float *lnf, const int *targets) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c);
+    lnf = tp_whole_rows(&m->tp, m->seq_whole, lnf, N, C);  // (--sp: every row, from the group's slices)
     if (m->plan.tiled_head) {  // no logits: each row's log-sum-exp, in fp32 whatever the dtype
         m->head_lse = arena_push("logits_lse", (size_t)N * sizeof(float));
         return targets ? head_forward_tiled(m, lnf, targets, N, m->head_lse) : 0.0f;
@@ -222,7 +252,7 @@ void head_backward(GPT *m, const int *targets, float dloss) {
     Acts *f = &m->final;
     ledger_where("LM head backward", 0);
     load_saved(m, f, SV_LOGITS);  // lnf and its statistics (the logits: below, a chunk at a time)
-    float *lnf = f->view[SV_LNF];
+    const float *lnf = tp_whole_rows(&m->tp, m->seq_whole, f->view[SV_LNF], N, C);  // (--sp: gathered again)
     if (m->plan.tiled_head) {
         head_backward_tiled(m, m->dln, lnf, m->head_lse, targets, N, dloss);
         return;

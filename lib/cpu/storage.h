@@ -23,8 +23,9 @@ int stored_fp32(const GPT *m, const SavedTensor *table, int i) {
 
 // Tensor i of `table` (block_saved or final_saved), for the current B x T.
 size_t tensor_count(const GPT *m, const SavedTensor *table, int i) {
-    const GPTConfig *c = &m->cfg;
-    return saved_count(&table[i], c, m->B, m->T, m->flash);
+    GPTConfig c = m->cfg;
+    c.seq_split = m->tp.sp;  // (--sp: the running forward's slice of the rows)
+    return saved_count(&table[i], &c, m->B, m->T, m->flash);
 }
 
 // 16-bit runs: where tensor i's fp32 view sits in act_work, after the views
@@ -80,7 +81,7 @@ void name_views(Acts *a, int flash) {
 const float *block_input(GPT *m, int l) {
     const void *saved = l == 0 ? m->encoded : m->acts[l - 1].saved[SV_RES3];
     if (m->dtype == DT_FP32) return saved;
-    dtype_load(m->x_work, saved, (size_t)m->B * m->T * m->cfg.channels, m->dtype);
+    dtype_load(m->x_work, saved, (size_t)gpt_rows(m) * m->cfg.channels, m->dtype);
     return m->x_work;
 }
 

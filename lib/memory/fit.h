@@ -75,6 +75,7 @@ typedef struct {
     int dtype, flash, fused_ce, zero, micro, accum;
     int group;           // --shard-group K (the ranks, without it)
     int tp;              // --tp T (1: none; the CPU's, over ranks: a rank holds a share of every layer)
+    int sp;              // --sp with it (the norms and the residual stream on 1/T of the rows)
     int offload;         // FIT_OFFLOAD_*: none, or what goes off the device and where
     unsigned recompute;  // REC_* (REC_BLOCK is --ckpt)
     int fp32_grads;      // the run's --fp32-grads, kept where the setting is 16-bit (fit_predict)
@@ -152,7 +153,7 @@ void fit_flags(const FitSetting *f, char *out, size_t n) {
     if (f->fused_ce) k += snprintf(out + k, n - k, " --fused-ce");
     if (f->fp32_grads) k += snprintf(out + k, n - k, " --fp32-grads");
     if (f->base != QF_FP32) k += snprintf(out + k, n - k, " --base-dtype %s%s", quant_name[f->base], f->dq ? " --double-quant" : "");
-    if (f->tp > 1) k += snprintf(out + k, n - k, " --tp %d", f->tp);
+    if (f->tp > 1) k += snprintf(out + k, n - k, " --tp %d%s", f->tp, f->sp ? " --sp" : "");
     if (f->zero) k += snprintf(out + k, n - k, " --zero %d", f->zero);
     if (f->group) k += snprintf(out + k, n - k, " --shard-group %d", f->group);
     if (f->offload) {
@@ -207,6 +208,7 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     Settings t = *q->s;  // the trial
     f.tp = f.tp > 1 ? f.tp : 1;
     t.tp = f.tp, t.whole = *model_whole(q->s), t.cfg = tp_share(&t.whole, f.tp);  // (--tp: a rank's share)
+    t.sp = f.sp, t.cfg.seq_split = f.sp ? f.tp : 0;                                  // (--sp: its rows)
     const GPTConfig *c = &t.cfg;
     int L = c->layers, C = c->channels, Vp = padded_vocab(c), T = q->s->seq_len, gpu = q->s->cuda;
     int params = f.offload >= FIT_OFFLOAD_PARAMS_HOST, disk = f.offload == FIT_OFFLOAD_DISK || f.offload == FIT_OFFLOAD_PARAMS_DISK;
@@ -233,7 +235,9 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     f.flops = extra / token_flops;
     double A = t.lora.rank ? (double)lora_param_count(c, &t.lora) : 0;
     f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), A, ((double)Vp + c->max_seq) * C, q->ranks / f.tp) +
-             (double)predict_tp_bytes(f.tp, 0, (size_t)f.micro * T * C, L, f.accum, plan.rebuilds);
+             (double)(f.sp ? predict_sp_bytes(f.tp, 0, (size_t)f.micro * T * C, (is_llama(c) ? 1 : 2) * (size_t)C, L,
+                                              f.accum, plan.rebuilds)
+                           : predict_tp_bytes(f.tp, 0, (size_t)f.micro * T * C, L, f.accum, plan.rebuilds));
     long long moved[TR_N];
     predict_traffic(&t, &plan, 0, moved);
     for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];
@@ -253,7 +257,7 @@ FitSetting fit_own_setting(const Settings *s) {
     int off = !s->offload ? FIT_OFFLOAD_NONE : params ? (s->offload_disk ? FIT_OFFLOAD_PARAMS_DISK : FIT_OFFLOAD_PARAMS_HOST)
                                                       : (s->offload_disk ? FIT_OFFLOAD_DISK : FIT_OFFLOAD_HOST);
     FitSetting f = {.dtype = s->dtype, .flash = s->flash, .fused_ce = s->fused_ce, .zero = s->zero, .micro = s->batch,
-                    .accum = s->accum, .group = s->shard_group, .tp = s->tp, .offload = off,
+                    .accum = s->accum, .group = s->shard_group, .tp = s->tp, .sp = s->sp, .offload = off,
                     .recompute = s->recompute | (s->ckpt ? REC_BLOCK : 0), .base = s->lora.rank ? s->base_format : QF_FP32,
                     .dq = s->lora.rank && s->double_quant};
     return fit_predict(&q, f);
@@ -273,10 +277,12 @@ FitSearch fit_search(const FitQuestion *q) {
     int half = card && !card->bf16 ? DT_FP16 : DT_BF16;  // 16 bits: fp16 on a card without bf16 (a V100, a T4)
     for (int k = 1; k <= ranks; k++) divisors += ranks % k == 0;  // --shard-group's choices: each K that divides the ranks
     // --tp's choices: none, and on the CPU's ranks (full fine-tuning) each T that divides the ranks and the model's
-    // split widths; a rank of a group of T takes T times the sequences, so that the global batch stays
-    int tps[32], ntp = 0, most = 0;
-    for (int t = 1; t <= ranks && ntp < 32; t++)
-        if (t == 1 || (!gpu && !lora && ranks % t == 0 && tp_splits(&q->s->cfg, t))) tps[ntp++] = t;
+    // split widths, with and without --sp (where T divides the sequence); a rank of a group of T takes T
+    // times the sequences, so that the global batch stays
+    int tps[64], sps[64], ntp = 0, most = 0;
+    for (int t = 1; t <= ranks && ntp < 63; t++)
+        for (int sp = 0; sp <= (t > 1 && q->s->seq_len % t == 0); sp++)
+            if (t == 1 || (!gpu && !lora && ranks % t == 0 && tp_splits(&q->s->cfg, t))) tps[ntp] = t, sps[ntp++] = sp;
     for (int i = 0, m = 0; i < ntp; i++, m = 0) {  // the micro-batches a setting tries: the divisors of its sequences
         for (int k = 1; k <= global * tps[i]; k++) m += global * tps[i] % k == 0;
         most = m > most ? m : most;
@@ -304,7 +310,7 @@ FitSearch fit_search(const FitQuestion *q) {
             if (bases[b] == QF_BF16 && dtype) continue;  // (a bf16 base under a 16-bit --dtype is its QF_FP32)
             if (zero == 3 && bases[b] != QF_FP32) continue;  // (--lora's stage 3 shards a frozen model in the --dtype)
             FitSetting f = {.dtype = dtype ? half : DT_FP32, .flash = flash, .fused_ce = fused, .zero = zero, .micro = micro,
-                            .accum = seqs / micro, .group = group < ranks ? group : 0, .tp = tp, .offload = off,
+                            .accum = seqs / micro, .group = group < ranks ? group : 0, .tp = tp, .sp = sps[ti], .offload = off,
                             .recompute = recomputes[rc], .base = bases[b], .dq = b == BASES - 1};
             f = fit_predict(q, f);
             if (f.weights < r.min_weights) r.min_weights = f.weights;

@@ -52,6 +52,8 @@ double run_flops_per_token(const Settings *s) {
 //     atty N*C, res2 N*C, ln2 N*C, ln2 mean+rstd 2N (fp32), fch 4N*C, fch_gelu 4N*C, res3 N*C
 //     = 16*N*C + (B*H*T^2) elements in the dtype, + 4N (+ B*H*T) in fp32
 //   final: lnf N*C, lnf mean+rstd 2N (fp32), logits N*Vp
+//   (--sp: the residual path's tensors, encoded, ln1, res2, ln2, res3, lnf and the norms' statistics, hold
+//   N/t rows each: N*C/t, 2N/t; core/saved.h saved_count)
 //     (--fused-ce: no logits, but each row's log-sum-exp, N values in fp32 whatever the dtype:
 //     the backward rebuilds the probabilities as exp(logit - lse), which a 16-bit lse would spoil)
 // --recompute (--ckpt is its "block") drops some of a block's tensors after
@@ -94,7 +96,7 @@ typedef struct {
 
 StackParts predict_stack_parts(const Settings *s, const Plan *plan) {
     size_t B = s->batch, T = s->seq_len, e = dtype_size(s->dtype), C = s->cfg.channels, Vp = padded_vocab(&s->cfg);
-    StackParts p = {0, 0, cpu_act(e * B * T * C), 0};
+    StackParts p = {0, 0, cpu_act(e * seq_rows(&s->cfg, B * T) * C), 0};  // (--sp: the encoded slice, N/t rows)
     for (int i = 0; i < SAVED_PER_LAYER; i++) {
         size_t b = saved_bytes(&block_saved[i], s);
         p.full += b;
@@ -204,6 +206,7 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
 Settings sample_forward(const Settings *s, const Settings *fwd) {
     Settings one = *fwd;
     one.batch = 1;
+    one.cfg.seq_split = 0;  // (--sp: a sample's forward holds every row)
     one.seq_len = s->prompt_len + s->sample_len - 1 > s->seq_len ? s->seq_len : s->prompt_len;
     return one;
 }
@@ -356,6 +359,7 @@ size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
 //     Llama N (2C + W + A + 3F)
 //   --fused-ce: a tile of logits and two numbers a row (predict_head_tile)
 //   --lora: a map's x A^T and its gradient, 2 N R
+//   --sp: the whole sequence, gathered from the group's slices, N*C
 //   16-bit runs compute in fp32 working buffers (cpu/gpt.h, buffers): x_work N*C; act_work =
 //     the fp32 views of max(one block's 13 tensors, the final layernorm and a chunk of logits),
 //     less the row statistics (stored in fp32, their own views):
@@ -367,6 +371,7 @@ size_t predict_scratch(const Settings *s, const Plan *p) {
     size_t W = qkv_width(&s->cfg), A = attn_width(&s->cfg), F = cfg_ffn(&s->cfg), llama = is_llama(&s->cfg);
     size_t scratch = N * (2 * C + W + A + (llama ? 3 : 1) * F), block = N * (4 * C + W + A + (llama ? 3 : 2) * F);
     if (p->tiled_head) scratch += predict_head_tile((size_t)p->head_rows, (int)Vp) + 2 * N;
+    if (s->cfg.seq_split > 1) scratch += N * C;  // --sp: the whole sequence a split layer reads
     scratch += 2 * N * (size_t)s->lora.rank;
     if (s->dtype != DT_FP32) {
         block += s->flash ? 0 : B * H * T * T;

@@ -87,11 +87,33 @@ double lora_ring_step_bytes(int stage, double e, int accum, int ckpt, int fused_
 // part: n / t, one more for the first n mod t ranks): 2 (t-1)/t 4n when t divides n. `rebuilds`: the plan's
 // (core/plan.h), whose res2 and res3 run attproj and fcproj again.
 int tp_sums_a_layer(unsigned rebuilds) { return 4 + !!(rebuilds & SV_BIT(SV_RES2)) + !!(rebuilds & SV_BIT(SV_RES3)); }
+static long long tp_sum_bytes(int t, int r, size_t n) {  // one all-reduce of n floats, as above
+    size_t own = n / t + ((size_t)r < n % t);
+    return (long long)(4 * (n - own) + 4 * own * (size_t)(t - 1));
+}
 long long predict_tp_bytes(int t, int r, size_t n, int layers, int accum, unsigned rebuilds) {
     if (t <= 1) return 0;
-    size_t own = n / t + ((size_t)r < n % t);
-    long long one = (long long)(4 * (n - own) + 4 * own * (size_t)(t - 1));
-    return one * layers * accum * tp_sums_a_layer(rebuilds);
+    return tp_sum_bytes(t, r, n) * layers * accum * tp_sums_a_layer(rebuilds);
+}
+
+// --sp: the same group's bytes with the residual path cut in t slices of rows (parallel/tensor.h). Per layer
+// and micro-batch 10 collectives of the (N,C) fp32, each (t-1)/t 4n, half an all-reduce: in the forward an
+// all-gather before qkv and before fc and a reduce-scatter after attproj and after fcproj; in the backward
+// the output gradients of fcproj and attproj gathered, the inputs of fc and qkv gathered again (their weight
+// gradients read them), the input gradients of fc and qkv reduce-scattered; one more for each of qkv,
+// attproj, fc and fcproj a rebuild runs again. Each norm's weight gradient (and bias: `norm` floats, 2C,
+// Llama's C) is summed, an all-reduce per layer's two norms and the final one. The model's ends, 3 more: the
+// final norm's output gathered for the head in the forward and again in the backward, and the embedding's
+// output gradient gathered.
+int sp_collectives_a_layer(unsigned rebuilds) {
+    return 10 + !!(rebuilds & SV_BIT(SV_QKV)) + !!(rebuilds & SV_BIT(SV_RES2)) + !!(rebuilds & SV_BIT(SV_FCH)) +
+           !!(rebuilds & SV_BIT(SV_RES3));
+}
+long long predict_sp_bytes(int t, int r, size_t n, size_t norm, int layers, int accum, unsigned rebuilds) {
+    if (t <= 1) return 0;
+    long long half = (long long)(4 * (n / t) * (size_t)(t - 1));
+    return accum * ((half * sp_collectives_a_layer(rebuilds) + 2 * tp_sum_bytes(t, r, norm)) * layers + 3 * half +
+                    tp_sum_bytes(t, r, norm));
 }
 
 #endif

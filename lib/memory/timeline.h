@@ -98,6 +98,13 @@ const char *per_rank(char *out, size_t n, const char *text, int split, int shape
     return out;
 }
 
+// --sp: a tensor of the residual path holds the rank's slice of the rows: "(N,C)" is "(N/t,C)", "(N)" "(N/t)".
+const char *sp_rows(char *out, size_t n, const char *shape) {
+    if (strncmp(shape, "(N", 2)) return shape;
+    snprintf(out, n, "(N/t%s", shape + 2);
+    return out;
+}
+
 // The table's rows: a block's saved tensors, each with its shape, dtype, bytes, the formula's term and
 // what this run does with it. Returns the shape column's width.
 int print_saved_rows(FILE *f, const Settings *s, const Plan *plan) {
@@ -108,10 +115,11 @@ int print_saved_rows(FILE *f, const Settings *s, const Plan *plan) {
         const SavedTensor *t = &block_saved[i];
         int fp32 = s->dtype == DT_FP32 || saved_is_row_stat(t, s->flash), split = tp > 1 && tp_split_saved(i);
         char shape[32], term[96];
+        const char *formula = formula_term(i, s->flash, is_llama(&s->cfg)), *sh = saved_shape(t, &s->cfg, s->flash);
         fprintf(f, "  %-9s %-*s %-5s %15zu  %-68s %s\n", saved_name(t, s->flash), sw,
-                per_rank(shape, sizeof shape, saved_shape(t, &s->cfg, s->flash), split, 1),
+                s->sp && !split ? sp_rows(shape, sizeof shape, sh) : per_rank(shape, sizeof shape, sh, split, 1),
                 dtype_name[fp32 ? DT_FP32 : s->dtype], saved_bytes(t, s),
-                per_rank(term, sizeof term, formula_term(i, s->flash, is_llama(&s->cfg)), split, 0),
+                per_rank(term, sizeof term, formula, (split || s->sp) && formula[0] != '-', 0),
                 !(plan->drops & SV_BIT(i)) ? "kept" : plan->rebuilds & SV_BIT(i) ? "rebuilt"
                 : "not saved: its map frozen, no adapter (--lora)");
     }
@@ -124,13 +132,37 @@ void print_llama_layer(FILE *f, const Settings *s, const StackParts *p, size_t m
     const GPTConfig *w = model_whole(s);
     int C = w->channels, H = w->heads, g = cfg_kv_heads(w), d = head_size(w), ff = cfg_ffn(w), tp = s->tp;
     double e = (double)dtype_size(s->dtype), sb = (double)s->seq_len * s->batch, as2b = (double)H * s->seq_len * sb;
-    double width = 4.0 * C + ((double)(H + 2 * g) * d + (double)H * d + 3.0 * ff) / tp, layer = e * sb * width + e * as2b / tp;
-    fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", tp > 1 ? "per layer a rank: e sb (4h + ((a+2g)d + ad + 3f)/t) + e as2b/t"
+    double split = ((double)(H + 2 * g) * d + (double)H * d + 3.0 * ff) / tp, rows = s->sp ? 4.0 * C / tp : 4.0 * C;
+    double layer = e * sb * (rows + split) + e * as2b / tp;  // (--sp: the residual path's 4h too over t)
+    fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", s->sp ? "per layer a rank: (e sb (4h + (a+2g)d + ad + 3f) + e as2b)/t"
+            : tp > 1 ? "per layer a rank: e sb (4h + ((a+2g)d + ad + 3f)/t) + e as2b/t"
             : "per layer: e sb (5h + (a+2g)d + 3f) + e as2b", layer, layer / 1048576);
     const char *label[] = {"  gptmem, all 13 tensors (predicted)", "  gptmem, kept by this run (predicted)",
                            "  gptmem, kept by this run (measured)"};
     double value[] = {(double)p->full, (double)p->kept, (double)measured};
     for (int k = 0; k < (measured ? 3 : 2); k++) fprintf(f, "  %-62s %18.0f B %12.2f MiB\n", label[k], value[k], value[k] / 1048576);
+}
+
+// GPT-2's layer by the published formula (Korthikanti et al. 2022, Table 2), with and without dropout, and
+// the lines' labels (96 bytes each): with dropout (16e + 2) sbh + (2e + 1) as2b (16-bit, e = 2: 34sbh +
+// 5as2b), without 16e sbh + e as2b; --tp (tensor parallel): (4e + 2) sbh + 12e sbh/t + (2e + 1) as2b/t,
+// 16-bit sbh (10 + 24/t + 5as/(ht)), without dropout 4e sbh + 12e sbh/t + e as2b/t; --sp (sequence
+// parallel): all of it over t, ((16e + 2) sbh + (2e + 1) as2b)/t, 16-bit (sbh/t)(34 + 5as/h).
+static void gpt2_layer_formula(const Settings *s, double e, double sbh, double as2b, double *with, char *with_label,
+                               double *without, char *without_label) {
+    double tp = s->tp;
+    *with = (4 * e + 2) * sbh + 12 * e * sbh / tp + (2 * e + 1) * as2b / tp, *without = 4 * e * sbh + 12 * e * sbh / tp + e * as2b / tp;
+    if (s->sp) {
+        *with = ((16 * e + 2) * sbh + (2 * e + 1) * as2b) / tp, *without = (16 * e * sbh + e * as2b) / tp;
+        snprintf(with_label, 96, "per layer a rank: with dropout, ((16e+2)sbh + (2e+1)as2b)/t");
+        snprintf(without_label, 96, "  without dropout, (16e sbh + e as2b)/t");
+    } else if (tp > 1) {
+        snprintf(with_label, 96, "per layer a rank: with dropout, (4e+2)sbh + 12e sbh/t + (2e+1)as2b/t");
+        snprintf(without_label, 96, "  without dropout, 4e sbh + 12e sbh/t + e as2b/t");
+    } else {
+        snprintf(with_label, 96, "per layer: with dropout, (16e+2)sbh + (2e+1)as2b = %.0fsbh + %.0fas2b", 16 * e + 2, 2 * e + 1);
+        snprintf(without_label, 96, "  without dropout, 16e sbh + e as2b = %.0fsbh + %.0fas2b", 16 * e, e);
+    }
 }
 
 void print_activation_table(FILE *f, const Settings *s, size_t measured) {
@@ -143,7 +175,8 @@ void print_activation_table(FILE *f, const Settings *s, size_t measured) {
     StackParts p = predict_stack_parts(s, &plan);
     fprintf(f, "one block's saved tensors%s (s = T = %d, b = B = %d, h = C = %d, a = H = %d; %s; N = B*T", tp > 1 ? " on a rank" : "",
             s->seq_len, s->batch, C, H, dtype_name[s->dtype]);
-    if (tp > 1) fprintf(f, "; t = %d, --tp: the heads and the MLP's width split, the rest whole", tp);
+    if (tp > 1) fprintf(f, "; t = %d, --tp: the heads and the MLP's width split, the rest %s", tp,
+                        s->sp ? "on 1/t of the rows (--sp)" : "whole");
     fprintf(f, "):\n");
     int sw = print_saved_rows(f, s, &plan);
     const char *struck[] = {"as2b     attention dropout mask (1 byte an element)", "e as2b   attention dropout output",
@@ -158,21 +191,11 @@ void print_activation_table(FILE *f, const Settings *s, size_t measured) {
     for (int k = 0; k < 4; k++) {
         char term[96];
         fprintf(f, "  %-9s %-*s %-5s %15s  %-68s %s\n", "(dropout)", sw, "-", "-", "-",
-                per_rank(term, sizeof term, struck[k], tp > 1 && k < 2, 0), "no dropout here");
+                per_rank(term, sizeof term, struck[k], tp > 1 && (k < 2 || s->sp), 0), "no dropout here");
     }
-    // with dropout (16e + 2) sbh + (2e + 1) as2b (16-bit, e = 2: 34sbh + 5as2b); without, 16e sbh + e as2b;
-    // --tp (Korthikanti et al. 2022, tensor parallel): (4e + 2) sbh + 12e sbh/t + (2e + 1) as2b/t, 16-bit
-    // sbh (10 + 24/t + 5as/(ht)); without dropout 4e sbh + 12e sbh/t + e as2b/t
-    double with = (4 * e + 2) * sbh + 12 * e * sbh / tp + (2 * e + 1) * as2b / tp, without = 4 * e * sbh + 12 * e * sbh / tp + e * as2b / tp;
     char with_label[96], without_label[96];
-    if (tp > 1) {
-        snprintf(with_label, sizeof with_label, "per layer a rank: with dropout, (4e+2)sbh + 12e sbh/t + (2e+1)as2b/t");
-        snprintf(without_label, sizeof without_label, "  without dropout, 4e sbh + 12e sbh/t + e as2b/t");
-    } else {
-        snprintf(with_label, sizeof with_label, "per layer: with dropout, (16e+2)sbh + (2e+1)as2b = %.0fsbh + %.0fas2b",
-                 16 * e + 2, 2 * e + 1);
-        snprintf(without_label, sizeof without_label, "  without dropout, 16e sbh + e as2b = %.0fsbh + %.0fas2b", 16 * e, e);
-    }
+    double with, without;
+    gpt2_layer_formula(s, e, sbh, as2b, &with, with_label, &without, without_label);
     const char *label[] = {with_label, without_label,
                            "  gptmem, all 13 tensors (predicted)", "  gptmem, kept by this run (predicted)",
                            "  gptmem, kept by this run (measured)"};

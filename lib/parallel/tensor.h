@@ -30,6 +30,7 @@
 
 typedef struct {
     int size, rank;   // T and this rank's place in its group (1 and 0: no split)
+    int sp;           // --sp: T, the residual path's rows cut in T slices, this rank's the rank-th (1: whole)
     CommGroup *comm;  // the group's collectives (comm_tensor)
     GPTConfig whole;  // the model the group holds together (the rank's share: tp_share(&whole, size))
 } TensorSplit;
@@ -52,6 +53,40 @@ void tp_sum(const TensorSplit *tp, float *x, size_t n) {
     comm_allgather(tp->comm, x, counts, displs);
     free(counts);
     free(displs);
+}
+
+// --- --sp: sequence parallelism (Korthikanti et al. 2022, "Reducing activation recomputation", section 4.2.2) --
+// The norms, the residuals and what they save are the same on every rank of the group under --tp alone, each
+// rank computing all N rows. Under --sp a rank holds rows [rank N/T, (rank + 1) N/T) of them, and the split
+// layer's two ends change: before a column-parallel op the slices are gathered into the whole sequence (an
+// all-gather for the identity), and after a row-parallel op the partial products are summed into each rank's
+// slice (a reduce-scatter for g's all-reduce). The backward swaps them: a reduce-scatter of the column-parallel
+// op's input gradient (f's all-reduce), an all-gather of the output gradient a row-parallel op reads. Each
+// moves (T - 1)/T of the tensor, half an all-reduce; the whole sequence is a scratch, gathered again when the
+// backward needs it, never saved.
+
+// The whole (n_rows, width) tensor into `full`, from every rank's slice (this rank's is `own`); without
+// --sp the rows are whole already: `own` itself.
+const float *tp_whole_rows(const TensorSplit *tp, float *full, const float *own, size_t n_rows, size_t width) {
+    if (tp->sp <= 1) return own;
+    size_t part = n_rows / tp->sp * width;
+    if (g_ledger.trace) printf("  all-gather the rows over the tensor-parallel group of %d: %zu B\n", tp->size, part * sizeof(float));
+    memcpy(full + (size_t)tp->rank * part, own, part * sizeof(float));
+    comm_allgather_block(tp->comm, full, (long long)(part * sizeof(float)));
+    return full;
+}
+
+// The partial products x[0..n) (n_rows whole rows) summed over the group: into this rank's slice `own` (--sp;
+// a reduce-scatter), or every row on every rank, in place (tp_sum). `own` may be x.
+void tp_sum_rows(const TensorSplit *tp, float *own, float *x, size_t n) {
+    if (tp->sp <= 1) {
+        tp_sum(tp, x, n);
+        return;
+    }
+    size_t part = n / tp->sp;
+    if (g_ledger.trace) printf("  reduce-scatter the rows over the tensor-parallel group of %d: %zu B\n", tp->size, n * sizeof(float));
+    comm_reduce_scatter_block(tp->comm, x, (int)part);
+    if (own != x) memcpy(own, x, part * sizeof(float));
 }
 
 // --- the layout: where the model's weights go -----------------------------------------------------

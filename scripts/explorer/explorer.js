@@ -24,7 +24,7 @@ const run = (args) => runTrain(wasmModule, args, CORPUS);
 const NUMBER_FLAGS = ["layers", "channels", "heads", "kv-heads", "ffn", "vocab", "max-seq", "batch", "seq-len", "accum",
                       "ranks", "shard-group", "tp", "lora"];
 const SELECT_FLAGS = ["model", "device", "gpu", "dtype", "zero", "offload", "offload-to", "adam-bits", "quantize", "base-dtype"];
-const CHECK_FLAGS = ["fp32-grads", "ckpt", "flash", "fused-ce", "double-quant", "infer", "eval-only"];
+const CHECK_FLAGS = ["fp32-grads", "ckpt", "flash", "fused-ce", "double-quant", "infer", "eval-only", "sp"];
 const RECOMPUTE = ["gelu", "ln", "attn", "mlp"];
 
 function settingsArgs() {

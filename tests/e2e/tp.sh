@@ -24,6 +24,8 @@ expect 2 "--tp 3 splits the model's query heads (--heads), 4, in 3" "${G[@]}" --
 expect 2 "--tp 4 splits the model's key-value heads (--kv-heads), 2, in 4" "${L[@]}" --tp 4 --ranks 4 --dry-run
 expect 2 "--tp 2 puts the ranks in groups of 2, and there are 3" "${G[@]}" --tp 2 --ranks 3 --dry-run
 expect 2 "--tp 2 puts the ranks in groups of 2, and there are 1" "${G[@]}" --tp 2 --dry-run
+expect 2 "--sp cuts the rows of a --tp group's residual path: it goes with --tp T" "${G[@]}" --sp --dry-run
+expect 2 "give a --seq-len that 4 divides" "${G[@]}" --seq-len 30 --tp 4 --sp --ranks 4 --dry-run
 for flag in "--device cuda" "--lora 2" "--estimators" "--offload opt"; do
   expect 2 "with --tp is not built yet" "${G[@]}" --tp 2 --ranks 2 $flag
 done
@@ -46,6 +48,24 @@ EOF
 then ok "--tp 4 --mem-ops: a rank's layer is Korthikanti's sbh(10 + 24/t + 5as/(ht)) less the dropout terms, plus the row stats"
 else bad "--tp 4 --mem-ops: the formula lines"; grep -E "dropout|13 tensors" "$tmp/ops"; fi
 
+# --sp: Korthikanti et al.'s sequence-parallel line, (sbh/t)(34 + 5as/h) in 16 bits with dropout; every
+# tensor of gptmem's layer a t-th of the one process's, the residual path's by its rows
+./train --model gpt2 --batch 4 --seq-len 1024 --dtype bf16 --tp 4 --sp --ranks 8 --mem-ops --dry-run >"$tmp/ops" 2>&1
+./train --model gpt2 --batch 4 --seq-len 1024 --dtype bf16 --mem-ops --dry-run >"$tmp/ops1" 2>&1
+if python3 - "$tmp/ops" "$tmp/ops1" <<'EOF'
+import re, sys
+t, one = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+s, b, h, a, tp = 1024, 4, 768, 12, 4
+got = lambda text, label: int(re.search(re.escape(label) + r".*?(\d+) B", text).group(1))
+ok = got(t, "with dropout, ((16e+2)sbh + (2e+1)as2b)/t") == s * b * h / tp * (34 + 5 * a * s / h) \
+     and got(t, "without dropout, (16e sbh + e as2b)/t") * tp == got(one, "without dropout, 16e sbh") \
+     and got(t, "gptmem, all 13 tensors (predicted)") * tp == got(one, "gptmem, all 13 tensors (predicted)") \
+     and "(N/t,C)" in t and "(N/t)" in t
+sys.exit(0 if ok else 1)
+EOF
+then ok "--tp 4 --sp --mem-ops: a rank's layer is Korthikanti's (sbh/t)(34 + 5as/h), gptmem's 13 tensors a quarter of one process's"
+else bad "--tp 4 --sp --mem-ops: the formula lines"; grep -E "dropout|13 tensors" "$tmp/ops"; fi
+
 # --fit on ranks tries --tp's layouts too (each T dividing the ranks and the model's widths, a rank taking T
 # times the sequences): Llama-3-8B on 8 ranks in 40 GiB recommends one, whose dry run has the table's peak
 ./train --model llama3-8b --dtype bf16 --batch 1 --seq-len 4096 --ranks 8 --fit 40GiB >"$tmp/fit" 2>&1
@@ -61,7 +81,10 @@ if ! have_mpi; then skip "--tp on ranks: no MPI in this build"; echo "END tests/
 ./train "${L[@]}" --batch 8 --log "$tmp/l1.csv" >/dev/null 2>&1
 # N ranks in groups of T (N/T groups, data parallel across them, each B) == one process of (N/T) B over
 # 10 steps; every rank's ledger predicted == measured
-for run in "G 2 2 8" "G 4 4 8" "L 2 2 8" "G 4 2 4 --zero 1" "L 4 2 4 --zero 3 --ckpt --flash --fused-ce" "G 2 2 4 --accum 2 --recompute gelu,attn"; do
+# (--sp: the norms and the residual stream on a slice of the rows)
+for run in "G 2 2 8" "G 4 4 8" "L 2 2 8" "G 4 2 4 --zero 1" "L 4 2 4 --zero 3 --ckpt --flash --fused-ce" "G 2 2 4 --accum 2 --recompute gelu,attn" \
+           "G 4 4 8 --sp" "L 2 2 8 --sp --fused-ce" "L 4 2 4 --zero 1 --sp" "G 4 2 4 --zero 3 --sp --ckpt --flash --fused-ce" \
+           "G 2 2 4 --sp --accum 2 --recompute ln,mlp"; do
   set -- $run; which=$1; n=$2; t=$3; b=$4; shift 4
   if [ "$which" = G ]; then args=("${G[@]}"); one="$tmp/g1.csv"; else args=("${L[@]}"); one="$tmp/l1.csv"; fi
   rm -f "$tmp"/tm.json*
@@ -82,6 +105,14 @@ sys.exit(0 if m and int(m.group(1)) == int(m.group(2)) == 2 * 2 * 5 * 4 * 3 * 32
 EOF
 then ok "--tp 2 --ckpt --accum 2: a step sends 5 all-reduces of (N,C) a layer and micro-batch inside the group, as predicted"
 else bad "--tp 2: what a step sends inside the group"; grep "tensor-parallel" "$tmp/tsend"; fi
+# --sp: per layer and micro-batch 10 all-gathers and reduce-scatters of (N,C), each (t-1)/t of it, and 3 more
+# for the ops --ckpt runs again (qkv, attproj, fc); 3 at the model's ends; the norms' 2C gradients all-reduced
+"${MPI[@]}" -np 2 ./train "${G[@]}" --batch 3 --tp 2 --sp --ckpt --accum 2 --steps 2 --mem >"$tmp/tsend" 2>&1
+half=$((4 * 3 * 32 * 32 / 2)); norm=$((2 * 4 * 32))
+want=$((2 * (2 * (13 * half + 2 * norm) + 3 * half + norm)))
+if grep -q "tensor-parallel group of 2: $want B (predicted $want B: --sp's 13 all-gathers and reduce-scatters" "$tmp/tsend"
+then ok "--tp 2 --sp --ckpt --accum 2: a step sends 13 half all-reduces a layer, 3 at the ends and the norms' sums, $want B as predicted"
+else bad "--tp 2 --sp: what a step sends inside the group (want $want B)"; grep "tensor-parallel" "$tmp/tsend"; fi
 # --init: the whole model's weights read a window at a time, each rank keeping its share's (a Hugging Face
 # Llama folder): the first losses are the one-process run's
 L3=("${L[@]}" --steps 3 --batch 4)
@@ -125,6 +156,13 @@ R=("${G[@]}" --batch 4 --tp 2 --zero 1)
 if [ -s "$tmp/r.csv" ] && [ "$(tail -5 "$tmp/s.csv" | cut -d, -f1,2,5)" = "$(tail -5 "$tmp/r.csv" | cut -d, -f1,2,5)" ]; then
   ok "--tp 2 --zero 1 on 4 ranks: saved at step 5 (each rank its share) and resumed bit for bit"
 else bad "--tp 2: save and resume"; tail -3 "$tmp/rlog"; fi
+R=("${G[@]}" --batch 8 --tp 2 --sp)
+"${MPI[@]}" -np 2 ./train "${R[@]}" --log "$tmp/s.csv" >/dev/null 2>&1
+"${MPI[@]}" -np 2 ./train "${R[@]}" --stop-after 5 --save "$tmp/sp.bin" >/dev/null 2>&1
+"${MPI[@]}" -np 2 ./train "${R[@]}" --resume "$tmp/sp.bin" --log "$tmp/r.csv" >"$tmp/rlog" 2>&1
+if [ -s "$tmp/r.csv" ] && [ "$(tail -5 "$tmp/s.csv" | cut -d, -f1,2,5)" = "$(tail -5 "$tmp/r.csv" | cut -d, -f1,2,5)" ]; then
+  ok "--tp 2 --sp: saved at step 5 and resumed bit for bit"
+else bad "--tp 2 --sp: save and resume"; tail -3 "$tmp/rlog"; fi
 "${MPI[@]}" -np 4 ./train "${G[@]}" --batch 4 --tp 4 --resume "$tmp/st.bin" >"$tmp/r4" 2>&1
 "${MPI[@]}" -np 2 ./train "${G[@]}" --batch 8 --tp 2 --zero 1 --resume "$tmp/st.bin" >"$tmp/r2" 2>&1
 ./train "${G[@]}" --eval-only --resume "$tmp/st.bin" >"$tmp/re" 2>&1
@@ -140,4 +178,8 @@ SH=("${G[@]}" --batch 8 --dtype bf16 --sample-len 16)
 if close "$tmp/b1.csv" "$tmp/b2.csv" 10 1e-4 && [ "$(grep -A1 -- '---- sample' "$tmp/b1")" = "$(grep -A1 -- '---- sample' "$tmp/b2")" ]
 then ok "--tp 2 in bf16: within 1e-4 of one process over 10 steps, the same sample"
 else bad "--tp 2 in bf16"; tail -3 "$tmp/b2"; fi
+"${MPI[@]}" -np 2 ./train "${SH[@]}" --tp 2 --sp --log "$tmp/b3.csv" >"$tmp/b3" 2>&1
+if close "$tmp/b1.csv" "$tmp/b3.csv" 10 1e-4 && [ "$(grep -A1 -- '---- sample' "$tmp/b1")" = "$(grep -A1 -- '---- sample' "$tmp/b3")" ]
+then ok "--tp 2 --sp in bf16: within 1e-4 of one process over 10 steps, the same sample (its forward holds every row)"
+else bad "--tp 2 --sp in bf16"; tail -3 "$tmp/b3"; fi
 echo "END tests/e2e/tp.sh"

@@ -110,8 +110,9 @@ void parse_tp(Settings *s) {
         usage_error("--sp cuts each micro-batch's rows in %d slices, a sequence's %d positions among them: give a "
                     "--seq-len that %d divides", t, s->seq_len, t);
     struct { const char *what; int n; } widths[] = {
-        {"query heads (--heads)", c->heads}, {"key-value heads (--kv-heads)", cfg_kv_heads(c)}, {"MLP width (--ffn)", cfg_ffn(c)}};
-    for (int i = 0; i < 3; i++)
+        {"query heads (--heads)", c->heads}, {"key-value heads (--kv-heads)", cfg_kv_heads(c)}, {"MLP width (--ffn)", cfg_ffn(c)},
+        {"vocabulary padded to a multiple of 64 (--vocab)", padded_vocab(c)}};
+    for (int i = 0; i < 4; i++)
         if (widths[i].n % t)
             usage_error("--tp %d splits the model's %s, %d, in %d: give a --tp that divides %d", t, widths[i].what,
                         widths[i].n, t, widths[i].n);

@@ -46,8 +46,9 @@ void print_ranks_words(const Settings *s, const GPTConfig *c) {
     if (s->ranks > 1) printf(" on %d ranks", s->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
     if (s->shard_group) printf(" in groups of %d", s->shard_group);
-    if (s->tp > 1) printf(" | tp %d: a rank holds %d of %d heads, %d of the MLP's %d%s", s->tp, s->cfg.heads, c->heads,
-                          cfg_ffn(&s->cfg), cfg_ffn(c), s->sp ? ", 1/t of the norms' rows (--sp)" : "");
+    if (s->tp > 1) printf(" | tp %d: a rank holds %d of %d heads, %d of the MLP's %d, %d of the vocabulary's %d%s", s->tp,
+                          s->cfg.heads, c->heads, cfg_ffn(&s->cfg), cfg_ffn(c), padded_vocab(&s->cfg), padded_vocab(c),
+                          s->sp ? ", 1/t of the norms' rows (--sp)" : "");
 }
 
 // One line saying what will run; a dry run leaves out steps and threads.
@@ -140,14 +141,14 @@ void print_flash_note(const GPTConfig *c, const Settings *s) {
 
 // --tp: what rank 0's first step sent inside its tensor-parallel group, beside the all-reduces' count.
 void print_tp_sends(const Settings *s, const Plan *plan, long long sent) {
-    size_t n = (size_t)s->batch * s->seq_len * s->cfg.channels, norm = (is_llama(&s->cfg) ? 1 : 2) * s->cfg.channels;
+    size_t N = (size_t)s->batch * s->seq_len, C = s->cfg.channels, norm = (is_llama(&s->cfg) ? 1 : 2) * C;
     int sp = s->sp, k = sp ? sp_collectives_a_layer(plan->rebuilds) : tp_sums_a_layer(plan->rebuilds), L = s->cfg.layers;
-    long long want = sp ? predict_sp_bytes(s->tp, 0, n, norm, L, s->accum, plan->rebuilds)
-                        : predict_tp_bytes(s->tp, 0, n, L, s->accum, plan->rebuilds);
+    long long want = sp ? predict_sp_bytes(s->tp, 0, N, C, norm, L, s->accum, plan->rebuilds)
+                        : predict_tp_bytes(s->tp, 0, N, C, L, s->accum, plan->rebuilds);
     printf("  of which inside its tensor-parallel group of %d: %lld B (predicted %lld B: %s%d %s of (N,C) fp32 a layer and "
-           "micro-batch, %s x 4 N C B each%s)\n", s->tp, sent, want, sp ? "--sp's " : "", k, sp ? "all-gathers and "
-           "reduce-scatters" : "all-reduces", sp ? "(t-1)/t" : "2 (t-1)/t",
-           sp ? ", 3 at the model's ends, the norms' gradients summed" : "");
+           "micro-batch, %s x 4 N C B each, %d at the model's ends%s, the loss's lse and target logit)\n", s->tp, sent, want,
+           sp ? "--sp's " : "", k, sp ? "all-gathers and reduce-scatters" : "all-reduces", sp ? "(t-1)/t" : "2 (t-1)/t",
+           sp ? 5 : 2, sp ? ", the norms' gradients summed" : "");
 }
 
 // The end of a run with --mem / --mem-json: this rank's ledger against the

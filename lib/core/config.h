@@ -37,6 +37,8 @@ typedef struct {
                       // share of a layer under --tp (parallel/tensor.h) holds H / t heads of the model's hs
     int seq_split;    // the rows of the residual path a rank holds: N / seq_split of a micro-batch's N (0 or 1:
                       // all of them; --sp: a share's 1/t, parallel/tensor.h)
+    int vocab_split;  // the vocabulary's rows of the embedding and the LM head a rank holds: a band of Vp /
+                      // vocab_split of them (0 or 1: all; a share under --tp: 1/t, parallel/tensor.h)
 } GPTConfig;
 
 enum { ARCH_GPT2, ARCH_LLAMA };
@@ -59,8 +61,9 @@ int rope_heads(const GPTConfig *c) { return c->heads + cfg_kv_heads(c); }
 // (pair j in rows j, j + hs/2 of the head).
 size_t hf_half_row(size_t hs, size_t r) { return r / hs * hs + (r % hs % 2) * (hs / 2) + r % hs / 2; }
 // --tp t: a rank's share of model c (parallel/tensor.h splits every layer so): H/t query heads and KVH/t
-// key-value heads of the model's hs channels, F/t of the MLP's hidden width; the channels, the layers and
-// the vocabulary whole. A model of its own shape, which the ops, the buffers and the predictor read as any.
+// key-value heads of the model's hs channels, F/t of the MLP's hidden width, and a band of Vp/t of the
+// vocabulary's rows of the embedding and the LM head (vocab_split; V, the real vocabulary, stays the model's);
+// the channels and the layers whole. A model of its own shape, which the ops, the buffers and the predictor read as any.
 GPTConfig tp_share(const GPTConfig *c, int t) {
     GPTConfig s = *c;
     if (t <= 1) return s;
@@ -68,13 +71,12 @@ GPTConfig tp_share(const GPTConfig *c, int t) {
     s.heads = c->heads / t;
     s.kv_heads = cfg_kv_heads(c) / t;
     s.ffn = cfg_ffn(c) / t;
+    s.vocab_split = t;
     return s;
 }
 // The rows a rank holds of a micro-batch's N on the residual path (the norms, their inputs and outputs):
 // all of them, or under --sp its slice of N/t.
 size_t seq_rows(const GPTConfig *c, size_t N) { return c->seq_split > 1 ? N / c->seq_split : N; }
-// Does t divide every width --tp splits (the query heads, the key-value heads, the MLP's)?
-int tp_splits(const GPTConfig *c, int t) { return c->heads % t == 0 && cfg_kv_heads(c) % t == 0 && cfg_ffn(c) % t == 0; }
 // Llama's constants: RMSNorm's epsilon and the rotary base theta (Llama 3's: 1e-5 and 500000).
 #define LLAMA_NORM_EPS 1e-5f
 #define LLAMA_ROPE_THETA 500000.0f
@@ -139,8 +141,14 @@ const char *shape_words(const GPTConfig *c, char *out, size_t len) {
 }
 
 // The vocabulary padded to a multiple of 64 so the LM head's matmul tiles
-// evenly; padded logits are masked out of the loss.
-int padded_vocab(const GPTConfig *c) { return (c->vocab + 63) / 64 * 64; }
+// evenly; padded logits are masked out of the loss. The rows of the embedding and of the LM head a model
+// holds: all Vp, or a --tp share's band of Vp/t (vocab_split).
+int padded_vocab(const GPTConfig *c) { return (c->vocab + 63) / 64 * 64 / (c->vocab_split > 1 ? c->vocab_split : 1); }
+
+// Does t divide every width --tp splits (the query heads, the key-value heads, the MLP's, the padded vocabulary)?
+int tp_splits(const GPTConfig *c, int t) {
+    return c->heads % t == 0 && cfg_kv_heads(c) % t == 0 && cfg_ffn(c) % t == 0 && padded_vocab(c) % t == 0;
+}
 
 // ---------------------------------------------------------------------------
 // Parameter layout

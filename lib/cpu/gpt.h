@@ -141,6 +141,10 @@ typedef struct GPT {
     // --fused-ce: the LM head and the loss a tile at a time (cpu/head.h)
     float *head_tile;   // head_rows x vocab_chunk logits (and room for one whole row, for sampling)
     float *head_stats;  // (2,N): each row's running sum of exp, and its target's logit
+    // --tp: the vocabulary a band of Vp/t rows a rank (cpu/head.h): the batch's tokens as rows of the band (N,
+    // another rank's: none), every rank's log-sum-exp of each row (t,N), and a sample's row of logits (Vp)
+    int *band_tokens;
+    float *band_lse, *logits_row;
     float *head_lse;    // (N) fp32 on the stack: each row's log-sum-exp, saved for the backward
     // The parameters move through buffers a piece at a time (core/plan.h):
     size_t piece;       // floats in the largest piece
@@ -201,6 +205,23 @@ size_t final_act_floats(const GPT *m, int B, int T) {
 
 enum { MAX_BUFFERS = 52 };
 
+// The LM head's scratch (cpu/head.h) and --tp's: --fused-ce's tile of logits and each row's two running
+// numbers; --sp's whole sequence; the vocabulary's band (vocab_split): the batch's tokens as its rows, the
+// group's log-sum-exps of each row, and a sample's whole row of logits. Returns the buffers' count, n and 6 more.
+int head_buffers(GPT *m, Buffer *b, int n, size_t N) {
+    const GPTConfig *c = &m->cfg;
+    size_t f = sizeof(float), t = c->vocab_split > 1 ? (size_t)c->vocab_split : 0, tiled = m->plan.tiled_head;
+#define BUF(ptr, name, size) b[n++] = (Buffer){(void **)&m->ptr, LOC_DEVICE, MEM_SCRATCH, name, size}
+    BUF(head_tile, "logits tile", tiled ? head_tile_elems(&m->plan, c) * f : 0);
+    BUF(head_stats, "head row stats", tiled || t ? 2 * N * f : 0);
+    BUF(seq_whole, "sequence gather", c->seq_split > 1 ? N * c->channels * f : 0);
+    BUF(band_tokens, "band tokens", t ? N * sizeof(int) : 0);
+    BUF(band_lse, "band log-sum-exps", N * t * f);
+    BUF(logits_row, "logits row", (size_t)padded_vocab(c) * t * f);
+#undef BUF
+    return n;
+}
+
 // AdamW's m and v of S parameters (fp32, or with --adam-bits 8 codes and an fp32 scale per ADAM_BLOCK):
 // the model's (names[0]) or --lora's adapters' (names[1]). Returns the buffers' count, n and 6 more.
 int adam_buffers(Optimizer *o, Buffer *b, int n, size_t S, int adapters) {
@@ -255,9 +276,7 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(datty, MEM_SCRATCH, "datty", N * attn_width(c) * f);
     BUF(dfch, MEM_SCRATCH, "dfch", N * op_outputs(c, OP_FC) * f);
     BUF(dact, MEM_SCRATCH, "dact", is_llama(c) ? N * cfg_ffn(c) * f : 0);
-    BUF(seq_whole, MEM_SCRATCH, "sequence gather", c->seq_split > 1 ? N * C * f : 0);
-    BUF(head_tile, MEM_SCRATCH, "logits tile", m->plan.tiled_head ? head_tile_elems(&m->plan, c) * f : 0);
-    BUF(head_stats, MEM_SCRATCH, "head row stats", m->plan.tiled_head ? 2 * N * f : 0);
+    n = head_buffers(m, b, n, N);
     BUF(x_work, MEM_SCRATCH, "x work", mixed ? N * C * f : 0);
     BUF(act_work, MEM_SCRATCH, "activation work", mixed ? (block > final ? block : final) * f : 0);
     BUF(w_piece, MEM_SCRATCH, "piece weights work", widened ? m->piece * f : 0);

@@ -51,7 +51,7 @@ double run_flops_per_token(const Settings *s) {
 //     attention: att B*H*T^2 (naive) or lse B*H*T (--flash, fp32),
 //     atty N*C, res2 N*C, ln2 N*C, ln2 mean+rstd 2N (fp32), fch 4N*C, fch_gelu 4N*C, res3 N*C
 //     = 16*N*C + (B*H*T^2) elements in the dtype, + 4N (+ B*H*T) in fp32
-//   final: lnf N*C, lnf mean+rstd 2N (fp32), logits N*Vp
+//   final: lnf N*C, lnf mean+rstd 2N (fp32), logits N*Vp (--tp: N*Vp/t, a band's, and their lse 4N)
 //   (--sp: the residual path's tensors, encoded, ln1, res2, ln2, res3, lnf and the norms' statistics, hold
 //   N/t rows each: N*C/t, 2N/t; core/saved.h saved_count)
 //     (--fused-ce: no logits, but each row's log-sum-exp, N values in fp32 whatever the dtype:
@@ -104,6 +104,7 @@ StackParts predict_stack_parts(const Settings *s, const Plan *plan) {
     }
     for (int i = 0; i < SV_LOGITS; i++) p.final += saved_bytes(&final_saved[i], s);
     p.final += plan->tiled_head ? 4 * B * T : e * B * T * Vp;  // the logits' log-sum-exp (fp32), or the logits
+    if (!plan->tiled_head && s->cfg.vocab_split > 1) p.final += 4 * B * T;  // (--tp: their band's, and the lse)
     return p;
 }
 
@@ -189,32 +190,6 @@ void predict_phases(const MemSnapshot *base, const ActivationBytes *act, MemRepo
     r->peak[MEM_ACTIVATIONS] = r->stack_peak = act->peak;
     r->peak_total = base->total + act->peak;
     for (int l = 0; l < MEM_NLOC; l++) r->peak_at[l] = snapshot_at(base, l) + (l == LOC_DEVICE ? act->peak : 0);
-}
-
-// Sampling (app/sample.h: the model's forward with the KV cache, cpu/kvcache.h
-// and gpu/kvcache.h). The cache holds every layer's keys and values of the
-// positions the sample runs, in the activations' dtype: 2 L P C e bytes (with
-// grouped-query attention C is the key-value heads' KVH hs), P the
-// context's T = seq_len, or fewer when the start (prompt_len tokens) and the
-// sample are shorter: prompt_len + sample_len - 1 (the last token is drawn,
-// never run). (--dry-run --infer's row, for batch 1 and a length of P.) A
-// sample's largest forward is its first, over the start's R = prompt_len
-// tokens, unless the context fills (prompt_len + sample_len - 1 > T): then
-// each new token shifts the learned positions and the whole window of R = T
-// tokens goes through again. sample_forward gives that forward's settings
-// (batch 1 x R, with `fwd`'s dtype and flags).
-Settings sample_forward(const Settings *s, const Settings *fwd) {
-    Settings one = *fwd;
-    one.batch = 1;
-    one.cfg.seq_split = 0;  // (--sp: a sample's forward holds every row)
-    one.seq_len = s->prompt_len + s->sample_len - 1 > s->seq_len ? s->seq_len : s->prompt_len;
-    return one;
-}
-
-size_t sample_kv_bytes(const Settings *s, int dtype) {
-    size_t P = s->prompt_len + s->sample_len - 1 < s->seq_len ? s->prompt_len + s->sample_len - 1 : s->seq_len;
-    size_t width = kv_width(&s->cfg);  // C, or Llama's KVH hs
-    return 2 * (size_t)s->cfg.layers * P * width * dtype_size(dtype);
 }
 
 // The cache (`kv`, as the stack rounds it) is pushed on the activation stack
@@ -360,6 +335,9 @@ size_t predict_comm(const Settings *s, const Plan *p, const ShardSizes *sh) {
 //   --fused-ce: a tile of logits and two numbers a row (predict_head_tile)
 //   --lora: a map's x A^T and its gradient, 2 N R
 //   --sp: the whole sequence, gathered from the group's slices, N*C
+//   --tp (the vocabulary a band of Vp/t a rank, Vp here the band): each row's two running numbers (as
+//     --fused-ce's), the batch's tokens as band rows, every rank's log-sum-exp of each row, and a sample's
+//     whole row of logits: (2N without --fused-ce) + N + N t + Vp t
 //   16-bit runs compute in fp32 working buffers (cpu/gpt.h, buffers): x_work N*C; act_work =
 //     the fp32 views of max(one block's 13 tensors, the final layernorm and a chunk of logits),
 //     less the row statistics (stored in fp32, their own views):
@@ -372,6 +350,8 @@ size_t predict_scratch(const Settings *s, const Plan *p) {
     size_t scratch = N * (2 * C + W + A + (llama ? 3 : 1) * F), block = N * (4 * C + W + A + (llama ? 3 : 2) * F);
     if (p->tiled_head) scratch += predict_head_tile((size_t)p->head_rows, (int)Vp) + 2 * N;
     if (s->cfg.seq_split > 1) scratch += N * C;  // --sp: the whole sequence a split layer reads
+    size_t t = s->cfg.vocab_split > 1 ? (size_t)s->cfg.vocab_split : 0;  // --tp's band of the vocabulary:
+    if (t) scratch += (p->tiled_head ? 0 : 2 * N) + N + N * t + Vp * t;   // (cpu/gpt.h head_buffers)
     scratch += 2 * N * (size_t)s->lora.rank;
     if (s->dtype != DT_FP32) {
         block += s->flash ? 0 : B * H * T * T;

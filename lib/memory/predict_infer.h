@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 #include "core/config.h"
+#include "core/dtype.h"
+#include "core/settings.h"
 #include "core/sizes.h"
 
 // For serving, only the weights and the attention's cached keys and values
@@ -68,6 +70,32 @@ InferenceBytes predict_inference(const GPTConfig *cfg, int B, int T, int kv_elem
 size_t inference_weight_bytes(const InferenceBytes *r, int bits) {
     if (bits >= 16) return (r->matrices + r->vectors) * (bits / 8);
     return (r->matrices * bits + 7) / 8 + 4 * r->scales + 2 * r->vectors;
+}
+
+// Sampling (app/sample.h: the model's forward with the KV cache, cpu/kvcache.h
+// and gpu/kvcache.h). The cache holds every layer's keys and values of the
+// positions the sample runs, in the activations' dtype: 2 L P C e bytes (with
+// grouped-query attention C is the key-value heads' KVH hs), P the
+// context's T = seq_len, or fewer when the start (prompt_len tokens) and the
+// sample are shorter: prompt_len + sample_len - 1 (the last token is drawn,
+// never run). (--dry-run --infer's row, for batch 1 and a length of P.) A
+// sample's largest forward is its first, over the start's R = prompt_len
+// tokens, unless the context fills (prompt_len + sample_len - 1 > T): then
+// each new token shifts the learned positions and the whole window of R = T
+// tokens goes through again. sample_forward gives that forward's settings
+// (batch 1 x R, with `fwd`'s dtype and flags).
+Settings sample_forward(const Settings *s, const Settings *fwd) {
+    Settings one = *fwd;
+    one.batch = 1;
+    one.cfg.seq_split = 0;  // (--sp: a sample's forward holds every row)
+    one.seq_len = s->prompt_len + s->sample_len - 1 > s->seq_len ? s->seq_len : s->prompt_len;
+    return one;
+}
+
+size_t sample_kv_bytes(const Settings *s, int dtype) {
+    size_t P = s->prompt_len + s->sample_len - 1 < s->seq_len ? s->prompt_len + s->sample_len - 1 : s->seq_len;
+    size_t width = kv_width(&s->cfg);  // C, or Llama's KVH hs
+    return 2 * (size_t)s->cfg.layers * P * width * dtype_size(dtype);
 }
 
 #endif

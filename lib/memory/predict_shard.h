@@ -85,15 +85,18 @@ double lora_ring_step_bytes(int stage, double e, int accum, int ckpt, int fused_
 // attproj and after fcproj, and again where a rebuild runs them) and each f's backward (at qkv's and fc's
 // inputs), each a reduce-scatter, (n - n_r) 4 B, then an all-gather, n_r (t - 1) 4 B (n = N C, n_r = its
 // part: n / t, one more for the first n mod t ranks): 2 (t-1)/t 4n when t divides n. `rebuilds`: the plan's
-// (core/plan.h), whose res2 and res3 run attproj and fcproj again.
+// (core/plan.h), whose res2 and res3 run attproj and fcproj again. The vocabulary's bands add, a micro-batch,
+// the embedding's sum and the LM head's input gradient's sum, two more (N,C) all-reduces, and for the loss
+// each row's log-sum-exp gathered from every rank (N (t-1) 4 B) and its target's logit summed (N floats).
 int tp_sums_a_layer(unsigned rebuilds) { return 4 + !!(rebuilds & SV_BIT(SV_RES2)) + !!(rebuilds & SV_BIT(SV_RES3)); }
 static long long tp_sum_bytes(int t, int r, size_t n) {  // one all-reduce of n floats, as above
     size_t own = n / t + ((size_t)r < n % t);
     return (long long)(4 * (n - own) + 4 * own * (size_t)(t - 1));
 }
-long long predict_tp_bytes(int t, int r, size_t n, int layers, int accum, unsigned rebuilds) {
+static long long tp_loss_bytes(int t, int r, size_t N) { return (long long)(4 * N * (size_t)(t - 1)) + tp_sum_bytes(t, r, N); }
+long long predict_tp_bytes(int t, int r, size_t N, size_t C, int layers, int accum, unsigned rebuilds) {
     if (t <= 1) return 0;
-    return tp_sum_bytes(t, r, n) * layers * accum * tp_sums_a_layer(rebuilds);
+    return accum * (tp_sum_bytes(t, r, N * C) * (layers * tp_sums_a_layer(rebuilds) + 2) + tp_loss_bytes(t, r, N));
 }
 
 // --sp: the same group's bytes with the residual path cut in t slices of rows (parallel/tensor.h). Per layer
@@ -102,18 +105,19 @@ long long predict_tp_bytes(int t, int r, size_t n, int layers, int accum, unsign
 // the output gradients of fcproj and attproj gathered, the inputs of fc and qkv gathered again (their weight
 // gradients read them), the input gradients of fc and qkv reduce-scattered; one more for each of qkv,
 // attproj, fc and fcproj a rebuild runs again. Each norm's weight gradient (and bias: `norm` floats, 2C,
-// Llama's C) is summed, an all-reduce per layer's two norms and the final one. The model's ends, 3 more: the
-// final norm's output gathered for the head in the forward and again in the backward, and the embedding's
-// output gradient gathered.
+// Llama's C) is summed, an all-reduce per layer's two norms and the final one. The model's ends, 5 more: the
+// embedding's bands summed into the slices, the final norm's output gathered for the head in the forward
+// and again in the backward, the head's input gradient summed into the slices, and the embedding's output
+// gradient gathered; and the loss's, as above.
 int sp_collectives_a_layer(unsigned rebuilds) {
     return 10 + !!(rebuilds & SV_BIT(SV_QKV)) + !!(rebuilds & SV_BIT(SV_RES2)) + !!(rebuilds & SV_BIT(SV_FCH)) +
            !!(rebuilds & SV_BIT(SV_RES3));
 }
-long long predict_sp_bytes(int t, int r, size_t n, size_t norm, int layers, int accum, unsigned rebuilds) {
+long long predict_sp_bytes(int t, int r, size_t N, size_t C, size_t norm, int layers, int accum, unsigned rebuilds) {
     if (t <= 1) return 0;
-    long long half = (long long)(4 * (n / t) * (size_t)(t - 1));
-    return accum * ((half * sp_collectives_a_layer(rebuilds) + 2 * tp_sum_bytes(t, r, norm)) * layers + 3 * half +
-                    tp_sum_bytes(t, r, norm));
+    long long half = (long long)(4 * (N * C / t) * (size_t)(t - 1));
+    return accum * ((half * sp_collectives_a_layer(rebuilds) + 2 * tp_sum_bytes(t, r, norm)) * layers + 5 * half +
+                    tp_sum_bytes(t, r, norm) + tp_loss_bytes(t, r, N));
 }
 
 #endif

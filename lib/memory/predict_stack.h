@@ -79,6 +79,7 @@ int predict_stack_events(const Settings *s, const Plan *plan, int accum, StackEv
             stack_event(ev, &k, max, '+', final_saved[i].name, stack_saved_bytes(&final_saved[i], s), head, 0);
         if (plan->tiled_head) stack_event(ev, &k, max, '+', "logits_lse", lse, head, 0);
         else stack_event(ev, &k, max, '+', "logits", logits, head, 0);
+        if (!plan->tiled_head && s->cfg.vocab_split > 1 && !s->cuda) stack_event(ev, &k, max, '+', "logits_lse", 4 * N, head, 0);
         // backward: the final tensors go; each block pops its output, rebuilds what it dropped,
         // and pops the rest when its backward is done; the embedding output goes last
         stack_event(ev, &k, max, '-', "final", p.final, "LM head backward", 0);

@@ -11,10 +11,11 @@
 // g sums the partial products over the group (an all-reduce) before the bias and the residual, so every
 // rank leaves the block with the whole output; its backward is the identity. f, at a block's column-
 // parallel inputs (ln1's and ln2's outputs), is the identity forward, and in the backward sums the input
-// gradients, each rank's a partial sum over its own rows. The norms, the residual stream, the embedding
-// and the LM head are whole on every rank (the vocabulary is not split), their gradients the same bits
-// on every rank. A rank's share is a model of its own shape (core/config.h tp_share: H/T heads of the
-// model's hs, F/T), so the ops, the buffers, the ledger and the predictor read it as they read any model.
+// gradients, each rank's a partial sum over its own rows. The norms and the residual stream are whole on
+// every rank (--sp: a slice of the rows each, below), their gradients the same bits on every rank. The
+// embedding and the LM head hold a band of the vocabulary's rows each (below), and the loss is made across
+// the group. A rank's share is a model of its own shape (core/config.h tp_share: H/T heads of the model's
+// hs, F/T, Vp/T), so the ops, the buffers, the ledger and the predictor read it as they read any model.
 //
 // The sums are made once each (a reduce-scatter, then an all-gather: every rank ends with the same
 // bits), so the ranks of a group never drift apart. Against one process the partial products add in
@@ -22,6 +23,7 @@
 #ifndef GPTMEM_TENSOR_H
 #define GPTMEM_TENSOR_H
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/config.h"
@@ -89,6 +91,33 @@ void tp_sum_rows(const TensorSplit *tp, float *own, float *x, size_t n) {
     if (own != x) memcpy(own, x, part * sizeof(float));
 }
 
+// --- the vocabulary: a band of Vp/T rows of the embedding and of the LM head a rank (Megatron's
+// VocabParallelEmbedding and vocab-parallel cross-entropy) ---------------------------------------------
+// The lookup: each rank adds the rows of the tokens in its band (the others' rows stay 0) and the group
+// sums (g); the positions, whole, are added by the group's first rank alone, so the sum has them once and
+// each row is the one process's to the bit. The LM head: each rank's logits are its band's columns (N,
+// Vp/T), no rank holds a row's whole; each row's log-sum-exp over the vocabulary comes from the bands' own
+// (tp_vocab_lse), and the input gradient is a sum over the bands (f's backward).
+
+// The first token of this rank's band, of Vb = Vp/T.
+int tp_vocab_first(const TensorSplit *tp, int Vb) { return tp->size > 1 ? tp->rank * Vb : 0; }
+
+// lse[0..N): each row's log-sum-exp over this rank's band on entry, over the whole vocabulary on return
+// (every rank's gathered into `all`, N T floats, and combined in rank order: the same bits on every rank);
+// z[0..N): the row's target logit where the rank holds the target, else 0, on return every rank's sum.
+void tp_vocab_lse(const TensorSplit *tp, float *lse, float *z, float *all, int N) {
+    if (tp->size <= 1) return;
+    memcpy(all + (size_t)tp->rank * N, lse, sizeof(float) * N);
+    comm_allgather_block(tp->comm, all, (long long)N * (long long)sizeof(float));
+    for (int i = 0; i < N; i++) {
+        float most = -INFINITY, sum = 0.0f;
+        for (int r = 0; r < tp->size; r++) most = all[(size_t)r * N + i] > most ? all[(size_t)r * N + i] : most;
+        for (int r = 0; r < tp->size; r++) sum += expf(all[(size_t)r * N + i] - most);
+        lse[i] = most + logf(sum);
+    }
+    tp_sum(tp, z, N);
+}
+
 // --- the layout: where the model's weights go -----------------------------------------------------
 
 // Rank `rank`'s band of n rows (or columns) cut in t: [rank n/t, (rank + 1) n/t).
@@ -135,12 +164,24 @@ static int tp_op_place(const GPTConfig *c, const GPTConfig *s, int t, int rank, 
     return *local = bias ? op_weight_count(s, op) + x : x * in + k % in, 1;
 }
 
+// A row of the embedding's tokens or of an untied LM head, [0, Vp) of the whole model's (`k`: an element of
+// the table, C a row): its element in the rank's band of Vb rows, if the rank holds it.
+static int tp_vocab_place(const TensorSplit *tp, const GPTConfig *s, size_t k, size_t *local) {
+    size_t C = (size_t)s->channels, Vb = (size_t)padded_vocab(s);
+    if (k / C / Vb != (size_t)tp->rank) return 0;
+    return *local = k - (size_t)tp->rank * Vb * C, 1;
+}
+
 // Parameter `at` of the whole model's flat layout: its index in the rank's share's layout, or -1 if
-// another rank holds it. The embedding and everything after the layers are the same in both.
+// another rank holds it. The embedding's token rows and an untied LM head's are the rank's band of the
+// vocabulary; the positions (GPT-2's wpe) and the final norm are the same in both.
 long tp_local_index(const TensorSplit *tp, const GPTConfig *s, size_t at) {
     const GPTConfig *c = &tp->whole;
     size_t emb = embedding_param_count(c), end = layer_offset(c, c->layers), per = layer_param_count(c);
-    if (at < emb) return (long)at;
+    size_t wte = (size_t)padded_vocab(c) * c->channels, lnf = final_norm_param_count(c), v;
+    if (at < wte) return tp_vocab_place(tp, s, at, &v) ? (long)v : -1;
+    if (at < emb) return (long)(at - wte + (size_t)padded_vocab(s) * s->channels);
+    if (at >= end + lnf) return tp_vocab_place(tp, s, at - end - lnf, &v) ? (long)(layer_offset(s, s->layers) + lnf + v) : -1;
     if (at >= end) return (long)(at - end + layer_offset(s, s->layers));
     size_t l = (at - emb) / per, k = (at - emb) % per, local;
     int op = 0;
@@ -154,8 +195,12 @@ long tp_local_index(const TensorSplit *tp, const GPTConfig *s, size_t at) {
 size_t tp_whole_index(const TensorSplit *tp, const GPTConfig *s, size_t j, int *split) {
     const GPTConfig *c = &tp->whole;
     size_t emb = embedding_param_count(s), end = layer_offset(s, s->layers), per = layer_param_count(s);
-    *split = 0;
-    if (j < emb) return j;
+    size_t band = (size_t)padded_vocab(s) * s->channels, lnf = final_norm_param_count(s);
+    size_t first = (size_t)tp->rank * band;  // the band's first element in the whole table
+    *split = j < band || j >= end + lnf;
+    if (j < band) return first + j;
+    if (j < emb) return j - band + (size_t)padded_vocab(c) * c->channels;
+    if (j >= end + lnf) return layer_offset(c, c->layers) + lnf + first + (j - end - lnf);
     if (j >= end) return j - end + layer_offset(c, c->layers);
     size_t l = (j - emb) / per, k = (j - emb) % per, in = 0, row, w = 0, t = (size_t)tp->size, r = (size_t)tp->rank;
     int op = 0;
@@ -185,8 +230,9 @@ size_t tp_whole_index(const TensorSplit *tp, const GPTConfig *s, size_t j, int *
 // whole one (the norms, the row-parallel biases, the embedding, the head: the same on every rank), in
 // layout order. A gradient norm counts the whole ones once.
 void tp_runs(const GPTConfig *s, void (*visit)(void *ctx, size_t a, size_t b, int split), void *ctx) {
-    size_t at = embedding_param_count(s);
-    visit(ctx, 0, at, 0);
+    size_t at = embedding_param_count(s), band = (size_t)padded_vocab(s) * s->channels;
+    visit(ctx, 0, band, 1);  // the vocabulary's band of token rows, then (GPT-2) the positions
+    visit(ctx, band, at, 0);
     for (int l = 0; l < s->layers; l++)
         for (int op = 0; op < LAYER_OPS; op++) {
             size_t wc = op_weight_count(s, op), n = op_param_count(s, op);
@@ -194,7 +240,8 @@ void tp_runs(const GPTConfig *s, void (*visit)(void *ctx, size_t a, size_t b, in
             visit(ctx, at + wc, at + n, tp_column_parallel(op));
             at += n;
         }
-    visit(ctx, at, param_count(s), 0);
+    visit(ctx, at, at + final_norm_param_count(s), 0);
+    visit(ctx, at + final_norm_param_count(s), param_count(s), 1);  // an untied LM head's band
 }
 
 #endif

@@ -22,6 +22,7 @@ EOF
 # refusals: one line, exit 2, before anything runs
 expect 2 "--tp 3 splits the model's query heads (--heads), 4, in 3" "${G[@]}" --tp 3 --ranks 3 --dry-run
 expect 2 "--tp 4 splits the model's key-value heads (--kv-heads), 2, in 4" "${L[@]}" --tp 4 --ranks 4 --dry-run
+expect 2 "--tp 3 splits the model's vocabulary padded to a multiple of 64 (--vocab), 320, in 3" "${G[@]}" --heads 6 --channels 48 --vocab 320 --tp 3 --ranks 3 --dry-run
 expect 2 "--tp 2 puts the ranks in groups of 2, and there are 3" "${G[@]}" --tp 2 --ranks 3 --dry-run
 expect 2 "--tp 2 puts the ranks in groups of 2, and there are 1" "${G[@]}" --tp 2 --dry-run
 expect 2 "--sp cuts the rows of a --tp group's residual path: it goes with --tp T" "${G[@]}" --sp --dry-run
@@ -41,11 +42,15 @@ korth = s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp))
 without = 2 * 4 * s * b * h + 2 * 12 * s * b * h / tp + 2 * a * s * s * b / tp
 stats = 4 * 4 * s * b  # ln1, ln2: mean and rstd, fp32
 got = lambda label: int(re.search(re.escape(label) + r".*?(\d+) B", t).group(1))
+# the vocabulary a band a rank: the head's logits (N, Vp/t) beside lnf, its statistics and each row's lse
+N, Vp = s * b, 50304
+head = 2 * N * h + 2 * 4 * N + 2 * N * Vp // tp + 4 * N
 ok = got("with dropout, (4e+2)sbh + 12e sbh/t + (2e+1)as2b/t") == korth and got("without dropout, 4e sbh") == without \
-     and got("gptmem, all 13 tensors (predicted)") == without + stats and "(N,3C/t)" in t and "(B,H/t,T,T)" in t
+     and got("gptmem, all 13 tensors (predicted)") == without + stats and "(N,3C/t)" in t and "(B,H/t,T,T)" in t \
+     and got("final layernorm and LM head (") == head and "12576 of the vocabulary's 50304" in t
 sys.exit(0 if ok else 1)
 EOF
-then ok "--tp 4 --mem-ops: a rank's layer is Korthikanti's sbh(10 + 24/t + 5as/(ht)) less the dropout terms, plus the row stats"
+then ok "--tp 4 --mem-ops: a rank's layer is Korthikanti's sbh(10 + 24/t + 5as/(ht)) less the dropout terms, plus the row stats; its logits a quarter of the vocabulary's"
 else bad "--tp 4 --mem-ops: the formula lines"; grep -E "dropout|13 tensors" "$tmp/ops"; fi
 
 # --sp: Korthikanti et al.'s sequence-parallel line, (sbh/t)(34 + 5as/h) in 16 bits with dropout; every
@@ -100,18 +105,21 @@ done
 if python3 - "$tmp/tsend" <<'EOF'
 import re, sys
 m = re.search(r"tensor-parallel group of 2: (\d+) B \(predicted (\d+) B: 5 all-reduces", open(sys.argv[1]).read())
-# L 2, A 2, 5 all-reduces of N C = 3 x 32 x 32 floats, each 2 (t-1)/t x 4 bytes
-sys.exit(0 if m and int(m.group(1)) == int(m.group(2)) == 2 * 2 * 5 * 4 * 3 * 32 * 32 else 1)
+# A 2 micro-batches of N = 3 x 32 rows: L 2 x 5 all-reduces of N C = 3 x 32 x 32 floats and 2 at the model's
+# ends (the embedding's bands summed, the head's input gradient), each 2 (t-1)/t x 4 bytes; and the loss's:
+# each row's log-sum-exp gathered, (t-1) 4 N, and its target logit summed, 2 (t-1)/t 4 N
+sys.exit(0 if m and int(m.group(1)) == int(m.group(2)) == 2 * ((2 * 5 + 2) * 4 * 3 * 32 * 32 + 2 * 4 * 96) else 1)
 EOF
 then ok "--tp 2 --ckpt --accum 2: a step sends 5 all-reduces of (N,C) a layer and micro-batch inside the group, as predicted"
 else bad "--tp 2: what a step sends inside the group"; grep "tensor-parallel" "$tmp/tsend"; fi
 # --sp: per layer and micro-batch 10 all-gathers and reduce-scatters of (N,C), each (t-1)/t of it, and 3 more
-# for the ops --ckpt runs again (qkv, attproj, fc); 3 at the model's ends; the norms' 2C gradients all-reduced
+# for the ops --ckpt runs again (qkv, attproj, fc); 5 at the model's ends; the norms' 2C gradients all-reduced;
+# the loss's (above)
 "${MPI[@]}" -np 2 ./train "${G[@]}" --batch 3 --tp 2 --sp --ckpt --accum 2 --steps 2 --mem >"$tmp/tsend" 2>&1
 half=$((4 * 3 * 32 * 32 / 2)); norm=$((2 * 4 * 32))
-want=$((2 * (2 * (13 * half + 2 * norm) + 3 * half + norm)))
+want=$((2 * (2 * (13 * half + 2 * norm) + 5 * half + norm + 2 * 4 * 96)))
 if grep -q "tensor-parallel group of 2: $want B (predicted $want B: --sp's 13 all-gathers and reduce-scatters" "$tmp/tsend"
-then ok "--tp 2 --sp --ckpt --accum 2: a step sends 13 half all-reduces a layer, 3 at the ends and the norms' sums, $want B as predicted"
+then ok "--tp 2 --sp --ckpt --accum 2: a step sends 13 half all-reduces a layer, 5 at the ends, the norms' and the loss's sums, $want B as predicted"
 else bad "--tp 2 --sp: what a step sends inside the group (want $want B)"; grep "tensor-parallel" "$tmp/tsend"; fi
 # --init: the whole model's weights read a window at a time, each rank keeping its share's (a Hugging Face
 # Llama folder): the first losses are the one-process run's

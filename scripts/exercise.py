@@ -355,6 +355,17 @@ def ex_tp_layer():
                  f"{e}*{as2b}/{t} + 16*{N} = {f} B (Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)) less its dropout terms)", "B")]
 
 
+def ex_sp_layer():
+    m, e, t, B, T = GPT2, 2, 4, 4, 1024
+    out = train(f"--model gpt2 --dtype bf16 --batch {B} --seq-len {T} --tp {t} --sp --ranks 8 --mem-ops --dry-run")
+    block = grab(out, r"gptmem, all 13 tensors \(predicted\) +(\d+) B")
+    sbh, as2b, N = T * B * m["C"], m["H"] * T * T * B, B * T
+    f = 16 * e * sbh // t + e * as2b // t + 4 * 4 * N // t
+    return [Part(block, f, f"(16e sbh + e as2b)/t: every tensor a quarter, the norms' inputs and outputs and the residuals "
+                 f"by their rows, and the layernorms' mean and rstd, 4 x 4N/t = 16*{e}*{sbh}/{t} + {e}*{as2b}/{t} + "
+                 f"16*{N}/{t} = {f} B (Korthikanti et al.'s (sbh/t)(34 + 5as/h) less its dropout terms)", "B")]
+
+
 # question, hint (where to read), the parts' hints, the function; a part's hint is given after a wrong try
 EXERCISES = [
     ("How many bytes do GPT-2 medium's weights take in fp32 (L 24, C 1024, vocabulary 50257 padded to 50304, T 1024)?",
@@ -443,6 +454,11 @@ EXERCISES = [
      ["a rank holds 3 of the 12 heads and a quarter of the MLP's width: what depends on them is a quarter, what "
       "the whole block reads (the norms' inputs and outputs, the residuals) is whole; and 4 bytes a row for each "
       "layernorm's mean and rstd"], ex_tp_layer, False),
+    ("... and with sequence parallelism (`--tp 4 --sp`): how many bytes does one layer keep on a rank?",
+     "`tp_whole_rows` and `tp_sum_rows` in `lib/parallel/tensor.h`, `seq_rows` in `lib/core/config.h`, and "
+     "`doc/tensor-parallel.md` (\"Sequence parallelism\")",
+     ["the norms, their inputs and outputs and the residuals now hold a quarter of the rows each; the rest is as "
+      "before"], ex_sp_layer, False),
 ]
 
 

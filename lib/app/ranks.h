@@ -118,7 +118,7 @@ void parse_tp(Settings *s) {
                         widths[i].n, t, widths[i].n);
     const char *no = s->cuda ? "--device cuda" : s->lora.rank ? "--lora" : s->offload ? "--offload" : s->shard_group_str ? "--shard-group"
                      : s->eval_only ? "--eval-only"
-                     : s->infer ? "--infer" : s->estimators ? "--estimators" : NULL;
+                     : s->infer ? "--infer" : NULL;
     if (s->fit) usage_error("--fit tries every --tp that divides the ranks and the model's heads and widths: drop --tp %d", t);
     if (no)
         usage_error("--tp splits the layers on the CPU's ranks for now; %s with --tp is not built yet: drop it "

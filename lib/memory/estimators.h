@@ -6,12 +6,14 @@
 //   accelerate's estimate-memory (accelerate/commands/estimate.py,
 //   estimate_training_usage): "Training using Adam", the largest of its terms;
 //   Megatron-LM's report_theoretical_memory (megatron/training/theoretical_memory_usage.py):
-//   weights and optimizer, and activations without sequence parallelism;
+//   weights and optimizer, and activations (with --tp the most loaded shard's and a rank's, its formula
+//   with sequence parallelism where --sp and selective recomputation (--recompute attn) are on);
 //   with --lora, gpu_poor (RahulSChand/gpu_poor, src/App.js getAllComputedData), the calculator
 //   people bring for LoRA and QLoRA (the others have no input for them: they bill full fine-tuning).
 // Their inputs are gptmem's: Ψ its parameter count, the largest layer the
 // largest single tensor (the embedding table, V x C), the ranks as GPUs on one
-// machine, B, T, C, H, KVH, F, V, L. What each leaves out is what the ledger
+// machine, B, T, C, H, KVH, F, V, L: the whole model's under --tp (model_whole: DeepSpeed's and
+// accelerate's calculators take no tensor parallelism and bill it whole). What each leaves out is what the ledger
 // counts and they do not: the gaps are the lesson ("the calculators disagree").
 // Only the config enters here: a floor below the ledger, like the predictor.
 #ifndef GPTMEM_ESTIMATORS_H
@@ -22,6 +24,7 @@
 #include <string.h>
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/saved.h"
 #include "core/settings.h"
 #include "memory/report.h"
 
@@ -50,13 +53,17 @@ double megatron_params(const GPTConfig *c) {
     return layer * c->layers + norm * h + table + (c->untied ? table : 0);
 }
 
-// Megatron-LM's activations without sequence parallelism (compute_activation_memory_without_sp,
-// tensor and pipeline parallel 1): 34 sbh a layer, the embedding's input and dropout, the logits
-// and the final norm's output in 16 bits, times 1.05.
-double megatron_activations(const Settings *s) {
-    double sb = (double)s->seq_len * s->batch, h = s->cfg.channels, V = padded_vocab(&s->cfg);
-    double act = sb * h * (10 + 24.0 / 1) * s->cfg.layers + 8 * sb + sb * h;
-    return (act + (sb * V + sb * h) * 2) * 1.05;
+// Megatron-LM's activations on a rank of a tensor-parallel group of t (1: none), pipeline parallel 1.
+// Without sequence parallelism (compute_activation_memory_without_sp): sbh (10 + 24/t) a layer, the
+// embedding's input and dropout (8sb + sbh), the logits (sb Vp/t) and the final norm's output in 16 bits,
+// times 1.05. With it and selective recomputation (compute_activation_memory): sbh (18 + 4F/h) a layer,
+// the embedding's 8sb + sbh, the head's input and loss 4sbh (1 + Vp/h), all over t.
+double megatron_activations(const Settings *s, int sp) {
+    const GPTConfig *w = model_whole(s);
+    double sb = (double)s->seq_len * s->batch, h = w->channels, V = padded_vocab(w), t = s->tp > 1 ? s->tp : 1;
+    if (sp) return (sb * h * (18 + 4.0 * cfg_ffn(w) / h) * w->layers + 8 * sb + sb * h + sb * h * 4 * (1 + V / h)) / t;
+    double act = sb * h * (10 + 24.0 / t) * w->layers + 8 * sb + sb * h;
+    return (act + (sb * V / t + sb * h) * 2) * 1.05;
 }
 
 // gpu_poor's training total for kind 0 (full, Adam), 1 (LoRA, Adam) or 2 (QLoRA, Adam), no other quantization,
@@ -81,10 +88,12 @@ double gpu_poor_training(const Settings *s, int kind) {
 
 // Every calculator's numbers for setting `s`; returns how many (at most MAX_ESTIMATES).
 int other_estimates(const Settings *s, Estimate *e) {
-    double P = (double)param_count(&s->cfg), L = largest_layer_params(&s->cfg), factor = 1.5, gpus_factor = 1.0 / 1;
+    const GPTConfig *w = model_whole(s);
+    double P = (double)param_count(w), L = largest_layer_params(w), factor = 1.5, gpus_factor = 1.0 / 1;
     double N = s->ranks > 1 ? s->ranks : 1;  // the ranks, as GPUs of one machine (num_nodes 1)
     int stage = s->ranks > 1 ? s->zero : 0, opt = !!(s->offload & OFFLOAD_OPT), params = !!(s->offload & OFFLOAD_PARAMS);
-    int n = 0, mixed = s->dtype != DT_FP32;
+    int n = 0, mixed = s->dtype != DT_FP32, tp = s->tp > 1 ? s->tp : 1, dp = (int)N / tp;
+    int sp = s->sp && (s->recompute & REC_ATTN);  // (Megatron's sequence-parallel formula: with selective recompute)
     const char *z3 = "DeepSpeed estimate_zero3_model_states_mem_needs", *z2 = "DeepSpeed estimate_zero2_model_states_mem_needs";
     e[n++] = (Estimate){z3, "offload params and optimizer", 4 * L, floor(P * 18 * gpus_factor * factor), stage == 3 && params};
     e[n++] = (Estimate){z3, "offload optimizer", 4 * L + floor(2 * P / N), floor(P * 16 * gpus_factor * factor),
@@ -97,11 +106,12 @@ int other_estimates(const Settings *s, Estimate *e) {
     double train = mixed ? fmax(fmax(fp32, fp32 + fp16), fp32 * 2) : fp32 * 4;
     e[n++] = (Estimate){"accelerate estimate-memory, Training using Adam", mixed ? "float16 (mixed precision)" : "float32",
                         train, -1, 1};
-    double per_param = stage >= 1 && N > 1 ? 6 + 12 / N : 18, states = megatron_params(&s->cfg) * per_param;
-    e[n++] = (Estimate){"Megatron-LM report_theoretical_memory", stage >= 1 && N > 1 ? "weights and optimizer, distributed optimizer"
+    double per_param = stage >= 1 && dp > 1 ? 6 + 12.0 / dp : 18, states = megatron_params(w) / tp * per_param;
+    e[n++] = (Estimate){"Megatron-LM report_theoretical_memory", stage >= 1 && dp > 1 ? "weights and optimizer, distributed optimizer"
                         : "weights and optimizer", states, -1, 1};
-    e[n++] = (Estimate){"Megatron-LM report_theoretical_memory", "activations (no sequence parallel)", megatron_activations(s),
-                        -1, 1};
+    e[n++] = (Estimate){"Megatron-LM report_theoretical_memory", sp ? "activations (sequence parallel, selective)"
+                        : "activations (no sequence parallel)", megatron_activations(s, sp), -1, 1};
+    for (int i = 0; tp > 1 && i < n - 2; i++) e[i].this_run = 0;  // (--tp: DeepSpeed's and accelerate's have none)
     if (!s->lora.rank) return n;
     for (int i = 0; i < n; i++) e[i].this_run = 0;  // (they bill full fine-tuning: none has LoRA)
     int qlora = s->base_format == QF_NF4;
@@ -127,8 +137,8 @@ void print_estimators(FILE *f, const Settings *s, const MemReport *pred, const M
     int n = other_estimates(s, e);
     int N = s->ranks > 1 ? s->ranks : 1;
     fprintf(f, "what other calculators say for this setting (%zu parameters, the largest layer %.0f, %d GPU%s on one "
-            "machine%s), beside gptmem's; GiB = 2^30 B, which DeepSpeed prints as \"GB\":\n", param_count(&s->cfg),
-            largest_layer_params(&s->cfg), N, N > 1 ? "s" : "", s->offload ? ", --offload" : "");
+            "machine%s), beside gptmem's; GiB = 2^30 B, which DeepSpeed prints as \"GB\":\n", param_count(model_whole(s)),
+            largest_layer_params(model_whole(s)), N, N > 1 ? "s" : "", s->offload ? ", --offload" : "");
     fprintf(f, "  %-50s %-46s %12s %12s\n", "calculator", "its setting (* this run's)", "per GPU", "per CPU");
     char a[32], b[32];
     for (int i = 0; i < n; i++)
@@ -144,7 +154,8 @@ void print_estimators(FILE *f, const Settings *s, const MemReport *pred, const M
     fprintf(f, "  (per CPU: the machine's, all %d rank%s; DeepSpeed counts the model states: no activations, no buffers, 1.5x "
             "on the CPU for its buffers; "
             "accelerate one device, no sharding, no activations; Megatron mixed precision with fp32 gradients, its "
-            "distributed optimizer alone of the ZeRO stages, flash attention, x1.05%s; doc/tools.md)\n", N, N > 1 ? "s" : "",
+            "distributed optimizer alone of the ZeRO stages, flash attention, x1.05%s%s; doc/tools.md)\n", N, N > 1 ? "s" : "",
+            s->tp > 1 ? "; --tp: Megatron's a rank of its group, DeepSpeed's and accelerate's the whole model (they have no --tp)" : "",
             s->lora.rank ? "; none of them has LoRA, so each bills full fine-tuning; gpu_poor 2 bytes a weight of its own "
                            "count, LoRA's states as rank 8 on two maps a layer whatever the rank, 650 MB for CUDA" : "");
 }
@@ -153,7 +164,7 @@ void print_estimators(FILE *f, const Settings *s, const MemReport *pred, const M
 void json_estimators(char *out, size_t cap, const Settings *s) {
     Estimate e[MAX_ESTIMATES];
     int n = other_estimates(s, e);
-    size_t len = (size_t)snprintf(out, cap, "\"largest_layer_params\": %.0f,\n \"estimators\": [", largest_layer_params(&s->cfg));
+    size_t len = (size_t)snprintf(out, cap, "\"largest_layer_params\": %.0f,\n \"estimators\": [", largest_layer_params(model_whole(s)));
     for (int i = 0; i < n && len < cap; i++)
         len += (size_t)snprintf(out + len, cap - len, "%s{\"source\": \"%s\", \"setting\": \"%s\", \"gpu_bytes\": %.0f, "
                                 "\"cpu_bytes\": %.0f, \"this_run\": %s}", i ? ", " : "", e[i].source, e[i].setting,

@@ -27,7 +27,7 @@ expect 2 "--tp 2 puts the ranks in groups of 2, and there are 3" "${G[@]}" --tp 
 expect 2 "--tp 2 puts the ranks in groups of 2, and there are 1" "${G[@]}" --tp 2 --dry-run
 expect 2 "--sp cuts the rows of a --tp group's residual path: it goes with --tp T" "${G[@]}" --sp --dry-run
 expect 2 "give a --seq-len that 4 divides" "${G[@]}" --seq-len 30 --tp 4 --sp --ranks 4 --dry-run
-for flag in "--device cuda" "--lora 2" "--estimators" "--offload opt"; do
+for flag in "--device cuda" "--lora 2" "--offload opt"; do
   expect 2 "with --tp is not built yet" "${G[@]}" --tp 2 --ranks 2 $flag
 done
 
@@ -70,6 +70,24 @@ sys.exit(0 if ok else 1)
 EOF
 then ok "--tp 4 --sp --mem-ops: a rank's layer is Korthikanti's (sbh/t)(34 + 5as/h), gptmem's 13 tensors a quarter of one process's"
 else bad "--tp 4 --sp --mem-ops: the formula lines"; grep -E "dropout|13 tensors" "$tmp/ops"; fi
+
+# --estimators with --tp: Megatron-LM's calculator for a rank of its group, by its published formulas (the most
+# loaded shard's parameters over t at 6 + 12/dp bytes; sbh (10 + 24/t) a layer, the embedding's and the
+# head's terms, x1.05); DeepSpeed's and accelerate's, which take no --tp, not this run's
+./train --model gpt2 --dtype bf16 --batch 4 --seq-len 1024 --ranks 8 --tp 4 --zero 1 --dry-run --mem-json "$tmp/est.json" >/dev/null 2>&1
+if python3 - "$tmp/est.json" <<'EOF'
+import json, sys
+e = {x["setting"]: x for x in json.load(open(sys.argv[1]))["estimators"]}
+h, a, F, L, Vp, t, dp, sb = 768, 12, 3072, 12, 50304, 4, 2, 4 * 1024
+params = L * (2 * h * (F + 2) + 2 * h * h * 2) + 2 * h + h * Vp
+act = (sb * h * (10 + 24 / t) * L + 8 * sb + sb * h + (sb * Vp / t + sb * h) * 2) * 1.05
+ok = e["weights and optimizer, distributed optimizer"]["gpu_bytes"] == params / t * (6 + 12 / dp) \
+     and abs(e["activations (no sequence parallel)"]["gpu_bytes"] - act) < 1 \
+     and not any(x["this_run"] for k, x in e.items() if "DeepSpeed" in x["source"] or "accelerate" in x["source"])
+sys.exit(0 if ok else 1)
+EOF
+then ok "--tp 4 --estimators: Megatron-LM's calculator for a rank of the group by its formulas; DeepSpeed's and accelerate's not this run's"
+else bad "--tp 4 --estimators"; fi
 
 # --fit on ranks tries --tp's layouts too (each T dividing the ranks and the model's widths, a rank taking T
 # times the sequences): Llama-3-8B on 8 ranks in 40 GiB recommends one, whose dry run has the table's peak

@@ -71,7 +71,7 @@ int finish_run(Run *run, Net *net) {
 // fits where it runs (--mem-snapshot: the step up to what would not fit).
 void predict_rank(const Settings *s, const Plan *plan, MemReport *predicted) {
     predict_memory(s, predicted);
-    predict_traffic(s, plan, comm_rank_id, predicted->traffic);
+    predict_traffic(s, plan, comm_data_rank(), predicted->traffic);  // (--tp: its place among the data-parallel ranks)
     snapshot_if_refused(s, predicted);
     check_fits_here(s, predicted);
 }

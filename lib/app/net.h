@@ -91,10 +91,9 @@ int net_offload_build(Net *n, const Settings *s, const Plan *plan, int rank, con
     else optimizer_setup(&opt, &adam, &s->cfg, lo, hi, s->adam_bits);
     int bad = host_offload_build(&n->off, &link, plan, &opt, shard_state_len(sh), s->offload_dir, rank);
     if (comm_any(bad)) return -1;  // (every rank stops before the init's collectives)
-    if (!s->lora.rank) {
-        host_offload_init(&n->off, &s->cfg, src);
-        return 0;
-    }
+    if (s->tp > 1 && !n->cuda) host_offload_init_share(&n->off, &n->cpu.tp, &s->cfg, src);  // (--tp: a share's)
+    else if (!s->lora.rank) host_offload_init(&n->off, &s->cfg, src);
+    if (!s->lora.rank) return 0;
     gpt_init(&n->cpu, src);
     host_offload_init_from(&n->off, n->cpu.lora.w, shard_weights_base(sh));
     return 0;

@@ -38,6 +38,7 @@
 #include "optim/optimizer.h"
 #include "optim/state_view.h"
 #include "parallel/comm.h"
+#include "parallel/tensor.h"
 #include "parallel/zero.h"
 
 // The device's side: where the step's gradients come from and its weights go.
@@ -226,6 +227,39 @@ static void init_record(void *ctx, size_t a, size_t b) {
 void host_offload_init(HostOffload *off, const GPTConfig *cfg, const WeightSource *src) {
     if (off->disk) init_params_chunks(off->master, off->chunk, off->lo, off->hi, cfg, src, init_record, off);
     else if (off->hi > off->lo) init_params_range(off->master, off->lo, off->hi, cfg, src);
+    host_offload_weights_follow(off);
+}
+
+// ... or (--tp) a share's, from the whole model's sequence (its init, or --init's file) a window at a time
+// through 1 MiB of host staging (not a model buffer): each weight of [lo, hi) where tp_local_index puts it.
+// They come in increasing order of the share's layout, so the offload file's records fill one by one.
+typedef struct {
+    HostOffload *off;
+    const TensorSplit *tp;
+    const GPTConfig *share;
+    const float *window;
+} ShareInit;
+
+static void offload_take_share(void *ctx, size_t a, size_t b) {
+    ShareInit *t = ctx;
+    HostOffload *off = t->off;
+    for (size_t i = a; i < b; i++) {
+        long j = tp_local_index(t->tp, t->share, i);
+        if (j < (long)off->lo || j >= (long)off->hi) continue;
+        size_t at = (size_t)j - off->lo, k = at / off->chunk;
+        off->master[off->disk ? at % off->chunk : at] = t->window[i - a];
+        if (off->disk && ((at + 1) % off->chunk == 0 || (size_t)j + 1 == off->hi)) {
+            ChunkStates c = chunk_states(off, k, 0);
+            chunk_store(off, k, &c);
+        }
+    }
+}
+
+void host_offload_init_share(HostOffload *off, const TensorSplit *tp, const GPTConfig *share, const WeightSource *src) {
+    enum { WINDOW = 1 << 18 };
+    ShareInit t = {off, tp, share, malloc(sizeof(float) * WINDOW)};
+    init_params_chunks((float *)t.window, WINDOW, 0, param_count(&tp->whole), &tp->whole, src, offload_take_share, &t);
+    free((float *)t.window);
     host_offload_weights_follow(off);
 }
 

@@ -27,7 +27,7 @@ expect 2 "--tp 2 puts the ranks in groups of 2, and there are 3" "${G[@]}" --tp 
 expect 2 "--tp 2 puts the ranks in groups of 2, and there are 1" "${G[@]}" --tp 2 --dry-run
 expect 2 "--sp cuts the rows of a --tp group's residual path: it goes with --tp T" "${G[@]}" --sp --dry-run
 expect 2 "give a --seq-len that 4 divides" "${G[@]}" --seq-len 30 --tp 4 --sp --ranks 4 --dry-run
-for flag in "--device cuda" "--lora 2" "--offload opt"; do
+for flag in "--device cuda" "--lora 2" "--shard-group 2 --zero 1"; do
   expect 2 "with --tp is not built yet" "${G[@]}" --tp 2 --ranks 2 $flag
 done
 
@@ -104,10 +104,12 @@ if ! have_mpi; then skip "--tp on ranks: no MPI in this build"; echo "END tests/
 ./train "${L[@]}" --batch 8 --log "$tmp/l1.csv" >/dev/null 2>&1
 # N ranks in groups of T (N/T groups, data parallel across them, each B) == one process of (N/T) B over
 # 10 steps; every rank's ledger predicted == measured
-# (--sp: the norms and the residual stream on a slice of the rows)
+# (--sp: the norms and the residual stream on a slice of the rows; --offload: each rank's share of the
+# optimizer's states on the host, its first weights the share's of the whole model's)
 for run in "G 2 2 8" "G 4 4 8" "L 2 2 8" "G 4 2 4 --zero 1" "L 4 2 4 --zero 3 --ckpt --flash --fused-ce" "G 2 2 4 --accum 2 --recompute gelu,attn" \
            "G 4 4 8 --sp" "L 2 2 8 --sp --fused-ce" "L 4 2 4 --zero 1 --sp" "G 4 2 4 --zero 3 --sp --ckpt --flash --fused-ce" \
-           "G 2 2 4 --sp --accum 2 --recompute ln,mlp"; do
+           "G 2 2 4 --sp --accum 2 --recompute ln,mlp" "G 4 2 4 --zero 1 --offload opt" \
+           "L 4 2 4 --zero 3 --offload opt,params --sp --fused-ce"; do
   set -- $run; which=$1; n=$2; t=$3; b=$4; shift 4
   if [ "$which" = G ]; then args=("${G[@]}"); one="$tmp/g1.csv"; else args=("${L[@]}"); one="$tmp/l1.csv"; fi
   rm -f "$tmp"/tm.json*
@@ -182,6 +184,13 @@ R=("${G[@]}" --batch 4 --tp 2 --zero 1)
 if [ -s "$tmp/r.csv" ] && [ "$(tail -5 "$tmp/s.csv" | cut -d, -f1,2,5)" = "$(tail -5 "$tmp/r.csv" | cut -d, -f1,2,5)" ]; then
   ok "--tp 2 --zero 1 on 4 ranks: saved at step 5 (each rank its share) and resumed bit for bit"
 else bad "--tp 2: save and resume"; tail -3 "$tmp/rlog"; fi
+R=("${G[@]}" --batch 4 --tp 2 --zero 1 --offload opt)
+"${MPI[@]}" -np 4 ./train "${R[@]}" --log "$tmp/s.csv" >/dev/null 2>&1
+"${MPI[@]}" -np 4 ./train "${R[@]}" --stop-after 5 --save "$tmp/so.bin" >/dev/null 2>&1
+"${MPI[@]}" -np 4 ./train "${R[@]}" --resume "$tmp/so.bin" --log "$tmp/r.csv" >"$tmp/rlog" 2>&1
+if [ -s "$tmp/r.csv" ] && [ "$(tail -5 "$tmp/s.csv" | cut -d, -f1,2,5)" = "$(tail -5 "$tmp/r.csv" | cut -d, -f1,2,5)" ]; then
+  ok "--tp 2 --zero 1 --offload opt on 4 ranks: saved at step 5 (the host's states) and resumed bit for bit"
+else bad "--tp 2 --offload opt: save and resume"; tail -3 "$tmp/rlog"; fi
 R=("${G[@]}" --batch 8 --tp 2 --sp)
 "${MPI[@]}" -np 2 ./train "${R[@]}" --log "$tmp/s.csv" >/dev/null 2>&1
 "${MPI[@]}" -np 2 ./train "${R[@]}" --stop-after 5 --save "$tmp/sp.bin" >/dev/null 2>&1

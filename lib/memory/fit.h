@@ -302,8 +302,8 @@ FitSearch fit_search(const FitQuestion *q) {
         for (int zero = 0; zero <= (ranks == 1 ? 0 : 3); zero++)
         for (int group = ranks; group >= 1; group--)
         for (int micro = global * tps[ti]; micro >= 1; micro--) {
-            int tp = tps[ti], seqs = global * tp;  // (--tp: no --shard-group, no --offload with it yet)
-            if (ranks % group || (group < ranks && (zero == 0 || gpu || tp > 1)) || (tp > 1 && off)) continue;
+            int tp = tps[ti], seqs = global * tp;  // (--tp: no --shard-group with it yet)
+            if (ranks % group || (group < ranks && (zero == 0 || gpu || tp > 1))) continue;
             int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
             if (seqs % micro || r.n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
             if (zero && ranks / tp == 1) continue;  // (one data-parallel rank: nothing for ZeRO to shard)

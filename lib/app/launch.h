@@ -349,12 +349,12 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
         return 1;
     }
     if (s->cuda) count_gpu_sharing();
-    if (s->shard_group) {  // (the ranks are known now)
-        check_shard_group(s->shard_group, s->zero, comm_nranks);
-        comm_split_groups(s->shard_group);
-    }
     check_tp(s->tp, comm_nranks);
     comm_split_tensor(s->tp);  // (--tp: the groups that split the layers, and the data-parallel ranks across them)
+    if (s->shard_group) {  // (the ranks are known now: ZeRO's groups of the data-parallel ranks)
+        check_shard_group(s->shard_group, s->zero, comm_nranks, s->tp);
+        comm_split_groups(s->shard_group);
+    }
     if (s->cuda && comm_nranks > 1 && open_comm_backend(s)) return 1;
     if (s->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
     if (check_rank_outputs(s)) return 1;  // (rank 0's were checked with the settings)

@@ -134,7 +134,13 @@ int resolve_shard_node(Settings *s) {
                 "--map-by slot, srun --distribution block) with as many on every machine\n", comm_rank_id,
                 comm_machine.rank, k, comm_machine_id, comm_machine_name, k0, k0);
     if (first >= 0) return 1;
-    s->shard_group = k;
+    if (s->tp > 1 && k % s->tp) {  // (--tp: a machine holds whole tensor-parallel groups, its data ranks K / T)
+        if (comm_rank_id == 0)
+            fprintf(stderr, "error: --shard-group node with --tp %d: a machine has %d ranks, not whole groups of %d; "
+                    "give --shard-group a number of data-parallel ranks\n", s->tp, k, s->tp);
+        return 1;
+    }
+    s->shard_group = s->tp > 1 ? k / s->tp : k;
     return 0;
 }
 

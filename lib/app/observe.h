@@ -179,8 +179,8 @@ void observe(Observer *ob, int phase, const Net *net) {
     if (g_ledger.trace && comm_nranks > 1)  // --trace: what the step sent, by communicator
         printf("  this step sent %lld B%s", comm_bytes_sent, ob->s->shard_group ? "" : "\n");
     if (g_ledger.trace && comm_nranks > 1 && ob->s->shard_group)
-        printf(": %lld B inside its group of %d, %lld B across the %d groups\n", comm_bytes_sent - comm_across.bytes,
-               comm_in_group.size, comm_across.bytes, comm_across.size);
+        printf(": %lld B inside its group of %d, %lld B across the %d groups\n", comm_bytes_sent - comm_across.bytes -
+               comm_tensor.bytes, comm_in_group.size, comm_across.bytes, comm_across.size);  // (--tp's group's apart)
     g_ledger.trace = 0;
     ob->first = 0;
 }

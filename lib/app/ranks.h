@@ -16,14 +16,15 @@
 
 // --shard-group K: a divisor of the ranks, with a ZeRO stage to shard (the
 // ranks under mpirun are checked again once known, app/launch.h).
-void check_shard_group(int k, int zero, int ranks) {
+void check_shard_group(int k, int zero, int ranks, int tp) {
     if (!k) return;
     if (!zero) usage_error("--shard-group %d shards ZeRO's states in groups: add --zero 1, 2 or 3", k);
     if (ranks <= 1)
         usage_error("--shard-group %d needs several ranks (--ranks N, or mpirun -np N) to put in groups", k);
+    if (tp > 1 && ranks % tp == 0) ranks /= tp;  // (--tp T: ZeRO's ranks are the data-parallel ones, one a group)
     if (k > ranks || ranks % k)
-        usage_error("--shard-group %d must divide the %d ranks (groups of K ranks, N/K of them): try one of the divisors of %d",
-                    k, ranks, ranks);
+        usage_error("--shard-group %d must divide the %d %sranks (groups of K ranks, N/K of them): try one of the divisors of %d",
+                    k, ranks, tp > 1 ? "data-parallel " : "", ranks);
 }
 
 // --hosts NAME:SLOTS,... (SLOTS 1 when left out) and --hostfile F: where --ranks starts the ranks.
@@ -75,7 +76,7 @@ void parse_shard_group(Settings *s) {
         if (!s->host_each)
             usage_error("--shard-group node in a dry run: say how many ranks each machine has, with --hosts a:4,b:4 (as "
                         "many on each), or give --shard-group 4");
-        s->shard_group = s->host_each;
+        s->shard_group = s->tp > 1 && s->host_each % s->tp == 0 ? s->host_each / s->tp : s->host_each;  // (--tp: data ranks)
     } else {
         char *end;
         long k = strtol(s->shard_group_str, &end, 10);
@@ -84,8 +85,8 @@ void parse_shard_group(Settings *s) {
         s->shard_group = (int)k;
     }
     if (!s->shard_group) return;
-    if (s->ranks > 1 || !comm_launched()) check_shard_group(s->shard_group, s->zero, s->ranks);
-    else if (!s->zero) check_shard_group(s->shard_group, 0, 2);
+    if (s->ranks > 1 || !comm_launched()) check_shard_group(s->shard_group, s->zero, s->ranks, s->tp);
+    else if (!s->zero) check_shard_group(s->shard_group, 0, 2, 1);
 }
 
 // --tp T over the run's ranks (--ranks N, or mpirun's, once known: app/launch.h): groups of T ranks, the
@@ -116,8 +117,7 @@ void parse_tp(Settings *s) {
         if (widths[i].n % t)
             usage_error("--tp %d splits the model's %s, %d, in %d: give a --tp that divides %d", t, widths[i].what,
                         widths[i].n, t, widths[i].n);
-    const char *no = s->cuda ? "--device cuda" : s->lora.rank ? "--lora" : s->shard_group_str ? "--shard-group"
-                     : s->eval_only ? "--eval-only"
+    const char *no = s->cuda ? "--device cuda" : s->lora.rank ? "--lora" : s->eval_only ? "--eval-only"
                      : s->infer ? "--infer" : NULL;
     if (s->fit) usage_error("--fit tries every --tp that divides the ranks and the model's heads and widths: drop --tp %d", t);
     if (no)

@@ -45,7 +45,7 @@ void print_ranks_words(const Settings *s, const GPTConfig *c) {
     if (s->zero) printf(" | zero %d", s->zero);
     if (s->ranks > 1) printf(" on %d ranks", s->ranks);
     else if (comm_nranks > 1) printf(" on %d ranks", comm_nranks);
-    if (s->shard_group) printf(" in groups of %d", s->shard_group);
+    if (s->shard_group) printf(" in groups of %d%s", s->shard_group, s->tp > 1 ? " data-parallel ranks" : "");
     if (s->tp > 1) printf(" | tp %d: a rank holds %d of %d heads, %d of the MLP's %d, %d of the vocabulary's %d%s", s->tp,
                           s->cfg.heads, c->heads, cfg_ffn(&s->cfg), cfg_ffn(c), padded_vocab(&s->cfg), padded_vocab(c),
                           s->sp ? ", 1/t of the norms' rows (--sp)" : "");
@@ -200,8 +200,8 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
             Plan plan = make_plan(s, comm_nranks);
             const char *group = s->shard_group_node ? "machine" : "group";  // (--shard-group node: the machines)
             if (s->shard_group)
-                printf("  of which inside its %s of %d: %lld B; across the %d %ss: %lld B (predicted %lld B)\n", group,
-                       s->shard_group, all[0].comm_bytes - all[0].comm_across, comm_nranks / s->shard_group, group,
+                printf("  of which inside its %s of %d: %lld B; across the %d %ss: %lld B (predicted %lld B)\n", group, s->shard_group,
+                       all[0].comm_bytes - all[0].comm_across - (s->tp > 1 ? step_tensor : 0), plan.groups, group,  // (--tp's apart)
                        all[0].comm_across, predict_across_bytes(P, &plan));
             if (s->tp > 1) print_tp_sends(s, &plan, step_tensor);
         }
@@ -224,7 +224,7 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
 // --shard-group: what a step sends inside a group (`inside`, the stage's ring formula) and across
 // the groups, each rank.
 void print_group_sends(const Settings *s, const Plan *plan, double inside) {
-    int ranks = plan->ranks, R = s->ranks / ranks;
+    int ranks = plan->ranks, R = plan->groups;
     size_t P = trained_param_count(s);
     ShardSizes z = predict_shard(P, plan);
     double n = z.zero == 0 ? (double)z.weights_n : (double)z.S;

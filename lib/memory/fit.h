@@ -302,15 +302,15 @@ FitSearch fit_search(const FitQuestion *q) {
         for (int zero = 0; zero <= (ranks == 1 ? 0 : 3); zero++)
         for (int group = ranks; group >= 1; group--)
         for (int micro = global * tps[ti]; micro >= 1; micro--) {
-            int tp = tps[ti], seqs = global * tp;  // (--tp: no --shard-group with it yet)
-            if (ranks % group || (group < ranks && (zero == 0 || gpu || tp > 1))) continue;
+            int tp = tps[ti], seqs = global * tp, D = ranks / tp;  // (--tp: --shard-group K of the D data-parallel ranks)
+            if (D % group || group > D || (group < D && (zero == 0 || gpu))) continue;
             int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
             if (seqs % micro || r.n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
             if (zero && ranks / tp == 1) continue;  // (one data-parallel rank: nothing for ZeRO to shard)
             if (bases[b] == QF_BF16 && dtype) continue;  // (a bf16 base under a 16-bit --dtype is its QF_FP32)
             if (zero == 3 && bases[b] != QF_FP32) continue;  // (--lora's stage 3 shards a frozen model in the --dtype)
             FitSetting f = {.dtype = dtype ? half : DT_FP32, .flash = flash, .fused_ce = fused, .zero = zero, .micro = micro,
-                            .accum = seqs / micro, .group = group < ranks ? group : 0, .tp = tp, .sp = sps[ti], .offload = off,
+                            .accum = seqs / micro, .group = group < D ? group : 0, .tp = tp, .sp = sps[ti], .offload = off,
                             .recompute = recomputes[rc], .base = bases[b], .dq = b == BASES - 1};
             f = fit_predict(q, f);
             if (f.weights < r.min_weights) r.min_weights = f.weights;

@@ -196,17 +196,19 @@ void comm_finalize(void) {
 #endif
 }
 
-// --shard-group K: groups of K consecutive ranks (rank r in group r / K, at
-// place r % K), made once; comm_across joins the ranks at the same place of
-// every group. Without it (k = the number of ranks) the group is every rank.
+// --shard-group K: groups of K consecutive data-parallel ranks (data rank r in group r / K, at
+// place r % K; every rank without --tp, after comm_split_tensor with it), made once; comm_across joins
+// the ranks at the same place of every group. Without it (k = the data-parallel ranks) the group is
+// all of them.
 void comm_split_groups(int k) {
 #ifdef GPTMEM_MPI
-    if (comm_nranks == 1 || k == comm_nranks) return;
+    int n = comm_data->size, r = comm_data->rank;
+    if (n == 1 || k == n) return;
     MPI_Comm in, across;
-    MPI_Comm_split(MPI_COMM_WORLD, comm_rank_id / k, comm_rank_id, &in);
-    MPI_Comm_split(MPI_COMM_WORLD, comm_rank_id % k, comm_rank_id, &across);
-    comm_in_group = (CommGroup){k, comm_rank_id % k, 0, in};
-    comm_across = (CommGroup){comm_nranks / k, comm_rank_id / k, 0, across};
+    MPI_Comm_split(comm_data->comm, r / k, r, &in);
+    MPI_Comm_split(comm_data->comm, r % k, r, &across);
+    comm_in_group = (CommGroup){k, r % k, 0, in};
+    comm_across = (CommGroup){n / k, r / k, 0, across};
 #else
     (void)k;
 #endif

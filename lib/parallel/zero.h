@@ -62,7 +62,7 @@ Shard shard_layout(size_t P, const Plan *plan, int rank) {
     s.groups = plan->groups;
     s.comm = s.groups > 1 ? &comm_in_group : comm_data;  // (--tp: the data-parallel ranks, one of each group)
     s.across = &comm_across;
-    rank = comm_data == &comm_world ? rank % nranks : comm_data->rank;  // (--tp: its place among the data-parallel ranks)
+    rank = (comm_data == &comm_world ? rank : comm_data->rank) % nranks;  // (--tp: from its place among the data-parallel ranks)
     s.stage = plan->stage;
     s.rank = rank;
     s.nranks = nranks;

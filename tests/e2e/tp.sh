@@ -27,7 +27,8 @@ expect 2 "--tp 2 puts the ranks in groups of 2, and there are 3" "${G[@]}" --tp 
 expect 2 "--tp 2 puts the ranks in groups of 2, and there are 1" "${G[@]}" --tp 2 --dry-run
 expect 2 "--sp cuts the rows of a --tp group's residual path: it goes with --tp T" "${G[@]}" --sp --dry-run
 expect 2 "give a --seq-len that 4 divides" "${G[@]}" --seq-len 30 --tp 4 --sp --ranks 4 --dry-run
-for flag in "--device cuda" "--lora 2" "--shard-group 2 --zero 1"; do
+expect 2 "--shard-group 3 must divide the 4 data-parallel ranks" "${G[@]}" --tp 2 --ranks 8 --zero 1 --shard-group 3 --dry-run
+for flag in "--device cuda" "--lora 2"; do
   expect 2 "with --tp is not built yet" "${G[@]}" --tp 2 --ranks 2 $flag
 done
 
@@ -105,11 +106,13 @@ if ! have_mpi; then skip "--tp on ranks: no MPI in this build"; echo "END tests/
 # N ranks in groups of T (N/T groups, data parallel across them, each B) == one process of (N/T) B over
 # 10 steps; every rank's ledger predicted == measured
 # (--sp: the norms and the residual stream on a slice of the rows; --offload: each rank's share of the
-# optimizer's states on the host, its first weights the share's of the whole model's)
+# optimizer's states on the host, its first weights the share's of the whole model's; --shard-group: ZeRO's
+# groups of the data-parallel ranks)
 for run in "G 2 2 8" "G 4 4 8" "L 2 2 8" "G 4 2 4 --zero 1" "L 4 2 4 --zero 3 --ckpt --flash --fused-ce" "G 2 2 4 --accum 2 --recompute gelu,attn" \
            "G 4 4 8 --sp" "L 2 2 8 --sp --fused-ce" "L 4 2 4 --zero 1 --sp" "G 4 2 4 --zero 3 --sp --ckpt --flash --fused-ce" \
            "G 2 2 4 --sp --accum 2 --recompute ln,mlp" "G 4 2 4 --zero 1 --offload opt" \
-           "L 4 2 4 --zero 3 --offload opt,params --sp --fused-ce"; do
+           "L 4 2 4 --zero 3 --offload opt,params --sp --fused-ce" "G 8 2 2 --zero 1 --shard-group 2" \
+           "L 8 2 2 --zero 3 --shard-group 2 --sp"; do
   set -- $run; which=$1; n=$2; t=$3; b=$4; shift 4
   if [ "$which" = G ]; then args=("${G[@]}"); one="$tmp/g1.csv"; else args=("${L[@]}"); one="$tmp/l1.csv"; fi
   rm -f "$tmp"/tm.json*

@@ -275,9 +275,9 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
     // with --shard-group the sum across the groups
     double inside = ring_step_bytes(zero, e, s->accum, s->ckpt, s->fused_ce, (double)P,
                                     ((double)Vp + cfg->max_seq) * C, ranks);
-    if (ranks > 1 && s->ranks == ranks)
+    if (ranks > 1 && plan.groups <= 1)  // (--tp: the data-parallel ranks, in one group)
         printf("  %-56s %14.0f B %10.2f MiB\n", "a step sends: the stage's ring formula", inside, inside / 1048576.0);
-    if (s->ranks > ranks) print_group_sends(s, &plan, inside);
+    if (plan.groups > 1) print_group_sends(s, &plan, inside);
     size_t moved = predict_moved(cfg, plan.tiled_head), table = global_param_count(cfg);
     if (total <= (size_t)paper) return;
     if (!s->fused_ce)

@@ -117,8 +117,7 @@ void parse_tp(Settings *s) {
         if (widths[i].n % t)
             usage_error("--tp %d splits the model's %s, %d, in %d: give a --tp that divides %d", t, widths[i].what,
                         widths[i].n, t, widths[i].n);
-    const char *no = s->cuda ? "--device cuda" : s->lora.rank ? "--lora" : s->eval_only ? "--eval-only"
-                     : s->infer ? "--infer" : NULL;
+    const char *no = s->cuda ? "--device cuda" : s->lora.rank ? "--lora" : s->eval_only ? "--eval-only" : NULL;
     if (s->fit) usage_error("--fit tries every --tp that divides the ranks and the model's heads and widths: drop --tp %d", t);
     if (no)
         usage_error("--tp splits the layers on the CPU's ranks for now; %s with --tp is not built yet: drop it "

@@ -19,7 +19,8 @@
 // bytes an element: the dtype the activations are stored in (what a sample's
 // cache holds on the CPU, cpu/kvcache.h). Llama: the matrices wte (and an
 // untied head), per layer qkv (H + 2 KVH) hs C, attproj C^2, fc 2FC, fcproj FC;
-// the vectors the norms' 2C a layer + C; the cache's rows KVH hs wide.
+// the vectors the norms' 2C a layer + C; the cache's rows KVH hs wide. (--tp: a rank's share, with
+// A = H hs and F its widths and Vp its band: GPT-2's qkv 3AC, attproj CA, fc and fcproj FC each.)
 typedef struct {
     size_t matrices, vectors, scales;  // parameters in matrices, in vectors; fp32 scales of the block formats
     size_t kv_cache;                   // bytes: 2 L B T C x kv_elem
@@ -46,21 +47,22 @@ size_t quant_blocks(size_t n) { return (n + QUANT_BLOCK - 1) / QUANT_BLOCK; }
 
 InferenceBytes predict_inference(const GPTConfig *cfg, int B, int T, int kv_elem) {
     InferenceBytes r;
-    size_t L = cfg->layers, c = cfg->channels, c2 = c * c, Vp = padded_vocab(cfg), maxT = cfg->max_seq;
+    size_t L = cfg->layers, c = cfg->channels, Vp = padded_vocab(cfg), maxT = cfg->max_seq;
+    size_t A = attn_width(cfg), F = cfg_ffn(cfg), kvw = kv_width(cfg);  // (C, 4C, C but for --tp's share)
     if (is_llama(cfg)) {
-        size_t kvw = kv_width(cfg), F = cfg_ffn(cfg), heads = cfg->untied ? 2 : 1;
-        r.matrices = heads * Vp * c + L * ((c + 2 * kvw) * c + c2 + 3 * F * c);
+        size_t heads = cfg->untied ? 2 : 1;
+        r.matrices = heads * Vp * c + L * ((A + 2 * kvw) * c + c * A + 3 * F * c);
         r.vectors = L * 2 * c + c;
-        r.scales = heads * quant_blocks(Vp * c) + L * (quant_blocks((c + 2 * kvw) * c) + quant_blocks(c2) +
+        r.scales = heads * quant_blocks(Vp * c) + L * (quant_blocks((A + 2 * kvw) * c) + quant_blocks(c * A) +
                                                        quant_blocks(2 * F * c) + quant_blocks(F * c));
         r.kv_cache = 2 * L * B * T * kvw * kv_elem;
         return r;
     }
-    r.matrices = Vp * c + maxT * c + L * 12 * c2;
-    r.vectors = L * 13 * c + 2 * c;
+    r.matrices = Vp * c + maxT * c + L * (3 * A * c + c * A + 2 * F * c);  // 12 C^2 a layer
+    r.vectors = L * (6 * c + 3 * A + F) + 2 * c;                            // 13 C a layer
     r.scales = quant_blocks(Vp * c) + quant_blocks(maxT * c) +
-               L * (quant_blocks(3 * c2) + quant_blocks(c2) + 2 * quant_blocks(4 * c2));
-    r.kv_cache = 2 * L * B * T * c * kv_elem;
+               L * (quant_blocks(3 * A * c) + quant_blocks(c * A) + 2 * quant_blocks(F * c));
+    r.kv_cache = 2 * L * B * T * kvw * kv_elem;
     return r;
 }
 

@@ -90,6 +90,16 @@ EOF
 then ok "--tp 4 --estimators: Megatron-LM's calculator for a rank of the group by its formulas; DeepSpeed's and accelerate's not this run's"
 else bad "--tp 4 --estimators"; fi
 
+# --infer with --tp: a rank's weights (its share: the params row of its training dry run, in bf16) and a
+# quarter of the KV cache (its key-value heads)
+./train --model gpt2 --dtype bf16 --infer --dry-run --tp 4 --ranks 4 >"$tmp/inf4" 2>&1
+./train --model gpt2 --dtype bf16 --infer --dry-run >"$tmp/inf1" 2>&1
+params=$(awk '/^  params / {print $NF}' "$tmp/inf4"); bf16=$(awk '/^  bf16 / {print $3}' "$tmp/inf4")
+kv4=$(sed -n 's/.*tokens: \([0-9]*\) B.*/\1/p' "$tmp/inf4"); kv1=$(sed -n 's/.*tokens: \([0-9]*\) B.*/\1/p' "$tmp/inf1")
+if [ -n "$params" ] && [ "$params" = "$bf16" ] && [ -n "$kv1" ] && [ $((kv4 * 4)) = "$kv1" ]; then
+  ok "--tp 4 --infer: a rank's weights are its share's ($bf16 B in bf16, its params row), its KV cache a quarter"
+else bad "--tp 4 --infer: weights '$bf16' vs params '$params', KV $kv4 x 4 vs $kv1"; fi
+
 # --fit on ranks tries --tp's layouts too (each T dividing the ranks and the model's widths, a rank taking T
 # times the sequences): Llama-3-8B on 8 ranks in 40 GiB recommends one, whose dry run has the table's peak
 ./train --model llama3-8b --dtype bf16 --batch 1 --seq-len 4096 --ranks 8 --fit 40GiB >"$tmp/fit" 2>&1

@@ -344,6 +344,15 @@ void state_check_lora(const char *path, const StateHeader *h, const StateHeader 
 // every weight for --eval-only, the model always. Exits with a message.
 void state_check_header(const char *path, const StateHeader *h, const StateHeader *want, int purpose) {
     int tp = h->tp > 1 ? h->tp : 1, run_tp = want->tp > 1 ? want->tp : 1;
+    StateHeader same = *h;  // (the model but for the share's parameters)
+    same.nparams = want->nparams;
+    if (tp > 1 && tp == run_tp && purpose != READ_WEIGHTS && h->nparams != want->nparams && state_same_model(&same, want)) {
+        fprintf(stderr, "error: checkpoint '%s' holds a --tp %d share of %llu parameters, and this run's share has %llu: "
+                "it was saved by a gptmem whose --tp kept the embedding and the LM head whole on every rank (this one "
+                "splits them by the vocabulary); resume it with the gptmem that saved it, whose --export writes the whole "
+                "model for --init\n", path, tp, (unsigned long long)h->nparams, (unsigned long long)want->nparams);
+        exit(1);
+    }
     if (tp != run_tp || (tp > 1 && purpose != RESUME_TRAINING)) {  // (each file a rank's share of every layer)
         char run[64];
         if (purpose == READ_WEIGHTS) snprintf(run, sizeof run, "--eval-only reads whole weights");

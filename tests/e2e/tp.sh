@@ -211,6 +211,15 @@ R=("${G[@]}" --batch 8 --tp 2 --sp)
 if [ -s "$tmp/r.csv" ] && [ "$(tail -5 "$tmp/s.csv" | cut -d, -f1,2,5)" = "$(tail -5 "$tmp/r.csv" | cut -d, -f1,2,5)" ]; then
   ok "--tp 2 --sp: saved at step 5 and resumed bit for bit"
 else bad "--tp 2 --sp: save and resume"; tail -3 "$tmp/rlog"; fi
+# a --tp state of the layout before the vocabulary was split (each share with the whole embedding: 128 x 32 more
+# parameters here) is refused by name, not read as another layout
+mkdir -p "$tmp/old"
+python3 tests/state_edit.py "$tmp/sp.bin" "$tmp/old/sp.bin" set nparams=22176
+python3 tests/state_edit.py "$tmp/sp.bin.rank1" "$tmp/old/sp.bin.rank1" set nparams=22176
+"${MPI[@]}" -np 2 ./train "${R[@]}" --resume "$tmp/old/sp.bin" >"$tmp/rold" 2>&1
+if grep -q "kept the embedding and the LM head whole on every rank" "$tmp/rold"; then
+  ok "--tp: a state of the whole-vocabulary layout refused by name"
+else bad "--tp: the old layout's state: $(grep error "$tmp/rold" | head -1)"; fi
 "${MPI[@]}" -np 4 ./train "${G[@]}" --batch 4 --tp 4 --resume "$tmp/st.bin" >"$tmp/r4" 2>&1
 "${MPI[@]}" -np 2 ./train "${G[@]}" --batch 8 --tp 2 --zero 1 --resume "$tmp/st.bin" >"$tmp/r2" 2>&1
 ./train "${G[@]}" --eval-only --resume "$tmp/st.bin" >"$tmp/re" 2>&1

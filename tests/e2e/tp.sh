@@ -132,6 +132,23 @@ for run in "G 2 2 8" "G 4 4 8" "L 2 2 8" "G 4 2 4 --zero 1" "L 4 2 4 --zero 3 --
     ok "--tp $t on $n ranks ($which $*): == one process over 10 steps, every rank's ledger predicted == measured"
   else bad "--tp $t on $n ranks ($which $*)"; tail -3 "$tmp/tlog"; fi
 done
+# an untied LM head (a Hugging Face config.json) and a vocabulary padded in the last band (300 of 320): each
+# rank's band of the head and of the table, == one process, every rank's ledger predicted == measured
+cat >"$tmp/untied.json" <<'EOF'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 300, "max_position_embeddings": 32,
+ "tie_word_embeddings": false, "rope_theta": 500000.0, "rms_norm_eps": 1e-05, "hidden_act": "silu"}
+EOF
+U=(--config "$tmp/untied.json" --seq-len 32 --sample-len 0 --eval-batches 2 --threads 1 --steps 10)
+for run in "--fused-ce" "--sp --dtype bf16"; do
+  ./train "${U[@]}" --batch 8 ${run/--sp /} --log "$tmp/u1.csv" >/dev/null 2>&1
+  rm -f "$tmp"/tm.json*
+  "${MPI[@]}" -np 2 ./train "${U[@]}" --batch 8 --tp 2 $run --log "$tmp/u2.csv" --mem-json "$tmp/tm.json" >"$tmp/ulog" 2>&1
+  tol=1e-5; [[ "$run" == *bf16* ]] && tol=1e-4
+  if mem_equal "$tmp/tm.json" && mem_equal "$tmp/tm.json.rank1" && close "$tmp/u1.csv" "$tmp/u2.csv" 10 $tol; then
+    ok "--tp 2 $run, an untied head and a padded band (V 300 of 320): == one process within $tol, the ledgers equal"
+  else bad "--tp 2 $run with an untied head"; tail -3 "$tmp/ulog"; fi
+done
 # what a step sends inside a group: per layer and micro-batch an all-reduce of (N,C) fp32 for each g and f
 # (4, and one more for each op a rebuild runs again: --ckpt's attproj), as predicted
 "${MPI[@]}" -np 2 ./train "${G[@]}" --batch 3 --tp 2 --ckpt --accum 2 --steps 2 --mem >"$tmp/tsend" 2>&1

@@ -56,7 +56,8 @@ def run_setting(label, flags, dry, tmp):
         peaks["at " + loc] = b
     if dry:  # what a step sends, each rank (the dry run's ring formulas; --shard-group: and across the groups)
         for key, pattern in (("sent inside", r"(?:a step sends: the stage's ring formula|inside the group: the stage's ring formula) +(\d+) B"),
-                             ("sent across", r"across: gptmem sends \(chunks, R blocks each\) +(\d+) B")):
+                             ("sent across", r"across: gptmem sends \(chunks, R blocks each\) +(\d+) B"),
+                             ("sent tensor", r"a step sends inside its tensor-parallel group +(\d+) B")):
             m = re.search(pattern, r.stdout)
             peaks[key] = int(m.group(1)) if m else 0
     toks, rows = None, []
@@ -162,8 +163,10 @@ def main():
             table.append(["  peak " + loc.split()[1]] +
                          [human(r[1].get(loc, 0)) + ("" if k == 0 else " " + delta(r[1].get(loc, 0), first))
                           for k, r in enumerate(results)])
-    # what a step sends (dry runs on several ranks): inside the ranks sharing the shards, across --shard-group's groups
-    for key, label in (("sent inside", "sent/step, inside"), ("sent across", "sent/step, across")):
+    # what a step sends (dry runs on several ranks): inside the ranks sharing the shards, across --shard-group's groups,
+    # inside --tp's group
+    for key, label in (("sent inside", "sent/step, inside"), ("sent across", "sent/step, across"),
+                       ("sent tensor", "sent/step, --tp group")):
         if any(r[1].get(key, 0) for r in results):
             first = results[0][1].get(key, 0)
             table.append([label] + [human(r[1].get(key, 0)) + ("" if k == 0 else " " + delta(r[1].get(key, 0), first))

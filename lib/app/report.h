@@ -13,6 +13,7 @@
 #endif
 #include "app/launch.h"
 #include "app/net.h"
+#include "app/sends.h"
 #include "app/snapshot_out.h"
 #include "core/settings.h"
 #include "cuda/api.h"
@@ -139,18 +140,6 @@ void print_flash_note(const GPTConfig *c, const Settings *s) {
                "kernels take --dtype bf16 or fp16 with head size 64 or 128\n", dtype_name[s->dtype], head_size(c));
 }
 
-// --tp: what rank 0's first step sent inside its tensor-parallel group, beside the all-reduces' count.
-void print_tp_sends(const Settings *s, const Plan *plan, long long sent) {
-    size_t N = (size_t)s->batch * s->seq_len, C = s->cfg.channels, norm = (is_llama(&s->cfg) ? 1 : 2) * C;
-    int sp = s->sp, k = sp ? sp_collectives_a_layer(plan->rebuilds) : tp_sums_a_layer(plan->rebuilds), L = s->cfg.layers;
-    long long want = sp ? predict_sp_bytes(s->tp, 0, N, C, norm, L, s->accum, plan->rebuilds)
-                        : predict_tp_bytes(s->tp, 0, N, C, L, s->accum, plan->rebuilds);
-    printf("  of which inside its tensor-parallel group of %d: %lld B (predicted %lld B: %s%d %s of (N,C) fp32 a layer and "
-           "micro-batch, %s x 4 N C B each, %d at the model's ends%s, the loss's lse and target logit)\n", s->tp, sent, want,
-           sp ? "--sp's " : "", k, sp ? "all-gathers and reduce-scatters" : "all-reduces", sp ? "(t-1)/t" : "2 (t-1)/t",
-           sp ? 5 : 2, sp ? ", the norms' gradients summed" : "");
-}
-
 // The end of a run with --mem / --mem-json: this rank's ledger against the
 // prediction; with several ranks, one line per rank (gathered to rank 0).
 typedef struct {
@@ -221,28 +210,6 @@ int report_memory(const Settings *s, const MemReport *predicted, const MemReport
     return !f || output_end(&out, "--mem-json");
 }
 
-// --shard-group: what a step sends inside a group (`inside`, the stage's ring formula) and across
-// the groups, each rank.
-void print_group_sends(const Settings *s, const Plan *plan, double inside) {
-    int ranks = plan->ranks, R = plan->groups;
-    size_t P = trained_param_count(s);
-    ShardSizes z = predict_shard(P, plan);
-    double n = z.zero == 0 ? (double)z.weights_n : (double)z.S;
-    long long across = predict_across_bytes(P, plan);
-    if (ranks == 1) printf("  --shard-group 1: a group of one shards nothing, data parallel over %d ranks; a step sums "
-                           "each rank's gradients (%.0f) across them:\n", R, n);
-    else if (s->shard_group_node)
-        printf("  --shard-group node, %d ranks a machine: the states sharded over the ranks of a machine, the %d "
-               "machines replicas; a step sums each rank's gradients (%.0f) across the machines (the groups):\n",
-               ranks, R, n);
-    else printf("  --shard-group %d: the states sharded over the %d ranks of a group, the %d groups replicas; a step "
-                "sums each rank's gradients (%.0f) across the groups:\n", ranks, ranks, R, n);
-    printf("  %-56s %14.0f B %10.2f MiB\n", "  inside the group: the stage's ring formula", inside, inside / 1048576.0);
-    printf("  %-56s %14.0f B %10.2f MiB\n", "  across: ring all-reduce, 2 (R-1)/R x 4 x those",
-           2.0 * (R - 1) / R * 4 * n, 2.0 * (R - 1) / R * 4 * n / 1048576.0);
-    printf("  %-56s %14lld B %10.2f MiB\n", "  across: gptmem sends (chunks, R blocks each)", across, across / 1048576.0);
-}
-
 // The dry run's last lines: this rank's model states and the buffers they move through, next to the ZeRO
 // paper's formula for the stage, with the difference named.
 void print_paper_comparison(const Settings *s, const MemReport *r) {
@@ -278,6 +245,7 @@ void print_paper_comparison(const Settings *s, const MemReport *r) {
     if (ranks > 1 && plan.groups <= 1)  // (--tp: the data-parallel ranks, in one group)
         printf("  %-56s %14.0f B %10.2f MiB\n", "a step sends: the stage's ring formula", inside, inside / 1048576.0);
     if (plan.groups > 1) print_group_sends(s, &plan, inside);
+    if (s->tp > 1) print_tp_step(s, &plan);
     size_t moved = predict_moved(cfg, plan.tiled_head), table = global_param_count(cfg);
     if (total <= (size_t)paper) return;
     if (!s->fused_ce)

@@ -207,27 +207,22 @@ then ok "--tp 2 --export: llm.c's GPT-2 file (2 groups at --zero 1) and a Huggin
 else bad "--tp 2 --export"; fi
 # --save and --resume: each rank's file holds its share; resumed on the same ranks, --tp and --zero, bit for
 # bit (4 ranks: 2 groups of 2 at --zero 1); another --tp, other ranks and --eval-only refused in one line
+# resumed NP FILE WHAT ARGS...: the run of ARGS on NP ranks, and the same stopped after step 5 (saving FILE) and
+# resumed, end with the same losses and norms, bit for bit
+resumed() {
+  local np=$1 file=$2 what=$3; shift 3
+  "${MPI[@]}" -np $np ./train "$@" --log "$tmp/s.csv" >/dev/null 2>&1
+  "${MPI[@]}" -np $np ./train "$@" --stop-after 5 --save "$file" >/dev/null 2>&1
+  "${MPI[@]}" -np $np ./train "$@" --resume "$file" --log "$tmp/r.csv" >"$tmp/rlog" 2>&1
+  if [ -s "$tmp/r.csv" ] && [ "$(tail -5 "$tmp/s.csv" | cut -d, -f1,2,5)" = "$(tail -5 "$tmp/r.csv" | cut -d, -f1,2,5)" ]; then
+    ok "$what: saved at step 5 and resumed bit for bit"
+  else bad "$what: save and resume"; tail -3 "$tmp/rlog"; fi
+}
 R=("${G[@]}" --batch 4 --tp 2 --zero 1)
-"${MPI[@]}" -np 4 ./train "${R[@]}" --log "$tmp/s.csv" >/dev/null 2>&1
-"${MPI[@]}" -np 4 ./train "${R[@]}" --stop-after 5 --save "$tmp/st.bin" >/dev/null 2>&1
-"${MPI[@]}" -np 4 ./train "${R[@]}" --resume "$tmp/st.bin" --log "$tmp/r.csv" >"$tmp/rlog" 2>&1
-if [ -s "$tmp/r.csv" ] && [ "$(tail -5 "$tmp/s.csv" | cut -d, -f1,2,5)" = "$(tail -5 "$tmp/r.csv" | cut -d, -f1,2,5)" ]; then
-  ok "--tp 2 --zero 1 on 4 ranks: saved at step 5 (each rank its share) and resumed bit for bit"
-else bad "--tp 2: save and resume"; tail -3 "$tmp/rlog"; fi
-R=("${G[@]}" --batch 4 --tp 2 --zero 1 --offload opt)
-"${MPI[@]}" -np 4 ./train "${R[@]}" --log "$tmp/s.csv" >/dev/null 2>&1
-"${MPI[@]}" -np 4 ./train "${R[@]}" --stop-after 5 --save "$tmp/so.bin" >/dev/null 2>&1
-"${MPI[@]}" -np 4 ./train "${R[@]}" --resume "$tmp/so.bin" --log "$tmp/r.csv" >"$tmp/rlog" 2>&1
-if [ -s "$tmp/r.csv" ] && [ "$(tail -5 "$tmp/s.csv" | cut -d, -f1,2,5)" = "$(tail -5 "$tmp/r.csv" | cut -d, -f1,2,5)" ]; then
-  ok "--tp 2 --zero 1 --offload opt on 4 ranks: saved at step 5 (the host's states) and resumed bit for bit"
-else bad "--tp 2 --offload opt: save and resume"; tail -3 "$tmp/rlog"; fi
+resumed 4 "$tmp/st.bin" "--tp 2 --zero 1 on 4 ranks (each rank's file its share)" "${R[@]}"
+resumed 4 "$tmp/so.bin" "--tp 2 --zero 1 --offload opt on 4 ranks (the host's states)" "${R[@]}" --offload opt
 R=("${G[@]}" --batch 8 --tp 2 --sp)
-"${MPI[@]}" -np 2 ./train "${R[@]}" --log "$tmp/s.csv" >/dev/null 2>&1
-"${MPI[@]}" -np 2 ./train "${R[@]}" --stop-after 5 --save "$tmp/sp.bin" >/dev/null 2>&1
-"${MPI[@]}" -np 2 ./train "${R[@]}" --resume "$tmp/sp.bin" --log "$tmp/r.csv" >"$tmp/rlog" 2>&1
-if [ -s "$tmp/r.csv" ] && [ "$(tail -5 "$tmp/s.csv" | cut -d, -f1,2,5)" = "$(tail -5 "$tmp/r.csv" | cut -d, -f1,2,5)" ]; then
-  ok "--tp 2 --sp: saved at step 5 and resumed bit for bit"
-else bad "--tp 2 --sp: save and resume"; tail -3 "$tmp/rlog"; fi
+resumed 2 "$tmp/sp.bin" "--tp 2 --sp" "${R[@]}"
 # a --tp state of the layout before the vocabulary was split (each share with the whole embedding: 128 x 32 more
 # parameters here) is refused by name, not read as another layout
 mkdir -p "$tmp/old"

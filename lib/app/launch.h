@@ -351,6 +351,7 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
     if (s->cuda) count_gpu_sharing();
     check_tp(s->tp, comm_nranks);
     comm_split_tensor(s->tp);  // (--tp: the groups that split the layers, and the data-parallel ranks across them)
+    if (check_tp_placement(s)) comm_barrier(), exit(2);  // (a group inside a machine)
     if (s->shard_group) {  // (the ranks are known now: ZeRO's groups of the data-parallel ranks)
         check_shard_group(s->shard_group, s->zero, comm_nranks, s->tp);
         comm_split_groups(s->shard_group);

@@ -144,6 +144,26 @@ int resolve_shard_node(Settings *s) {
     return 0;
 }
 
+// --- --tp's groups inside a machine ------------------------------------------------------
+// A tensor-parallel group sums every layer's activations, over the machine's memory, never between
+// machines: its T consecutive ranks must be on one machine. 0, or 1 on every rank after a message (from
+// the first rank whose group spans machines).
+int check_tp_placement(const Settings *s) {
+    if (s->tp <= 1 || comm_nranks < 2) return 0;
+    int t = s->tp, *ids = calloc((size_t)t, sizeof(int)), bad = 0;
+    ids[comm_tensor.rank] = comm_machine_id;
+    comm_allgather_block(&comm_tensor, ids, (long long)sizeof(int));
+    for (int r = 1; r < t; r++) bad |= ids[r] != ids[0];
+    int first = comm_first(bad), lo = comm_rank_id - comm_tensor.rank;
+    if (first == comm_rank_id)
+        fprintf(stderr, "error: --tp %d: the group of ranks %d to %d spans machines %d and %d, and a tensor-parallel group "
+                "sums every layer's activations inside one machine: place the ranks by slot (mpirun --map-by slot, srun "
+                "--distribution block) with a multiple of %d on every machine, or give a --tp that divides the ranks a "
+                "machine has (see ./train --help)\n", t, lo, lo + t - 1, ids[0], ids[t - 1] != ids[0] ? ids[t - 1] : ids[1], t);
+    free(ids);
+    return first >= 0;
+}
+
 // --- where each rank runs ----------------------------------------------------------------
 typedef struct {
     char machine[COMM_NAME];

@@ -123,6 +123,9 @@ void parse_tp(Settings *s) {
         usage_error("--tp splits the layers on the CPU's ranks for now; %s with --tp is not built yet: drop it "
                     "(doc/tensor-parallel.md says what --tp takes)", no);
     if (s->dry_run || s->ranks > 1) check_tp(t, s->ranks > 1 ? s->ranks : 1);  // (--ranks auto: one)
+    if (s->host_each && s->host_each % t)  // (--hosts with as many ranks on each machine: a group inside one)
+        usage_error("--tp %d keeps each group of %d ranks inside a machine, and --hosts gives each machine %d: give "
+                    "machines a multiple of %d ranks, or a --tp that divides %d", t, t, s->host_each, t, s->host_each);
     s->cfg = tp_share(c, t);
     s->cfg.seq_split = s->sp ? t : 0;
 }

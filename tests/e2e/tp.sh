@@ -110,7 +110,13 @@ if [[ "$cmd" == *"--tp "* ]] && [ -n "$first" ] && $cmd --dry-run 2>&1 | grep -q
 else bad "--fit with --tp layouts: '$cmd', first row '$first'"; fi
 expect 2 "--fit tries every --tp that divides the ranks" "${G[@]}" --tp 2 --ranks 2 --fit 1GiB
 
+expect 2 "--tp 4 keeps each group of 4 ranks inside a machine, and --hosts gives each machine 2" "${G[@]}" --tp 4 --hosts a:2,b:2 --dry-run
 if ! have_mpi; then skip "--tp on ranks: no MPI in this build"; echo "END tests/e2e/tp.sh"; exit 0; fi
+# a group whose ranks span machines (3 ranks on one, 1 on another: ranks 2 and 3 are a group) is refused by name
+"${MPI[@]}" -np 4 tests/as_machines.sh 3,1 ./train "${G[@]}" --batch 2 --tp 2 >"$tmp/span" 2>&1
+if grep -q "^error: --tp 2: the group of ranks 2 to 3 spans machines 0 and 1" "$tmp/span" && ! grep -q "^step" "$tmp/span"; then
+  ok "--tp 2 with a group across two machines: refused in one line before a step"
+else bad "--tp 2 across machines: $(grep error "$tmp/span" | head -1)"; fi
 ./train "${G[@]}" --batch 8 --log "$tmp/g1.csv" >/dev/null 2>&1
 ./train "${L[@]}" --batch 8 --log "$tmp/l1.csv" >/dev/null 2>&1
 # N ranks in groups of T (N/T groups, data parallel across them, each B) == one process of (N/T) B over

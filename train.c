@@ -117,7 +117,8 @@ int resume_run(Run *run, Net *net, const Settings *s) {
             "streams, so the run is the same as one that never stopped\n");
     if (run->start_step >= s->steps) {
         say("nothing to train: the state is already at step %d of --steps %d; to train further, pass --steps "
-            "N with N > %d (the learning-rate schedule follows --steps)\n", got.step, s->steps, got.step);
+            "N with N > %d (the learning-rate schedule follows --steps)%s\n", got.step, s->steps, got.step,
+            s->export_to ? "; --export writes its weights" : "");
         return 0;
     }
     if (s->stop_after && run->start_step >= s->stop_after) {
@@ -249,7 +250,8 @@ int main(int argc, char **argv) {
         comm_finalize();
         return rc;
     }
-    if (rc == 0) return finish_run(&run, &net);  // a resumed state with nothing left to train
+    if (rc == 0)  // a resumed state with nothing left to train: --export still writes its weights
+        return net_export(&net, &s) ? fail_run(&run, &net) : finish_run(&run, &net);
 
     // 4. the training loop: forward, backward, reduce, step
     Observer *ob = &run.ob;  // --log, --timing, --mem, --trace, --mem-timeline: one call per phase

@@ -354,8 +354,8 @@ void state_check_header(const char *path, const StateHeader *h, const StateHeade
         exit(1);
     }
     if (tp != run_tp || (tp > 1 && purpose != RESUME_TRAINING)) {  // (each file a rank's share of every layer)
-        char run[64];
-        if (purpose == READ_WEIGHTS) snprintf(run, sizeof run, "--eval-only reads whole weights");
+        char run[160];
+        if (purpose == READ_WEIGHTS) snprintf(run, sizeof run, "--eval-only reads whole weights (--resume it there with --export FILE, then --eval-only --init FILE)");
         else if (tp != run_tp) snprintf(run, sizeof run, "this run has %s%.0d", run_tp > 1 ? "--tp " : "no --tp", run_tp > 1 ? run_tp : 0);
         else snprintf(run, sizeof run, "this run has other ranks or another --zero");
         fprintf(stderr, "error: checkpoint '%s' was saved by a run of --tp %d, and %s: resume it with --tp %d on the "

@@ -78,7 +78,7 @@ void predict_rank(const Settings *s, const Plan *plan, MemReport *predicted) {
 
 // Resume from --resume's state (this rank's file): the weights and the
 // optimizer's state, the step, the random streams. -1 to train on; else the
-// exit code (1 after a message; 0 when there is nothing left to train).
+// exit code (1 after a message; 0 when there is nothing left to train, and --export wrote its weights).
 int resume_run(Run *run, Net *net, const Settings *s) {
     int rank = comm_rank_id;
     char path[4096];
@@ -119,7 +119,7 @@ int resume_run(Run *run, Net *net, const Settings *s) {
         say("nothing to train: the state is already at step %d of --steps %d; to train further, pass --steps "
             "N with N > %d (the learning-rate schedule follows --steps)%s\n", got.step, s->steps, got.step,
             s->export_to ? "; --export writes its weights" : "");
-        return 0;
+        return net_export(net, s) ? fail_run(run, net) : 0;
     }
     if (s->stop_after && run->start_step >= s->stop_after) {
         say("nothing to train: the state is already at step %d, at or past --stop-after %d\n", got.step,
@@ -250,8 +250,7 @@ int main(int argc, char **argv) {
         comm_finalize();
         return rc;
     }
-    if (rc == 0)  // a resumed state with nothing left to train: --export still writes its weights
-        return net_export(&net, &s) ? fail_run(&run, &net) : finish_run(&run, &net);
+    if (rc == 0) return finish_run(&run, &net);  // a resumed state with nothing left to train
 
     // 4. the training loop: forward, backward, reduce, step
     Observer *ob = &run.ob;  // --log, --timing, --mem, --trace, --mem-timeline: one call per phase

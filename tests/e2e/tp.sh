@@ -124,11 +124,10 @@ else bad "--tp 2 across machines: $(grep error "$tmp/span" | head -1)"; fi
 # (--sp: the norms and the residual stream on a slice of the rows; --offload: each rank's share of the
 # optimizer's states on the host, its first weights the share's of the whole model's; --shard-group: ZeRO's
 # groups of the data-parallel ranks)
-for run in "G 2 2 8" "G 4 4 8" "L 2 2 8" "G 4 2 4 --zero 1" "L 4 2 4 --zero 3 --ckpt --flash --fused-ce" "G 2 2 4 --accum 2 --recompute gelu,attn" \
-           "G 4 4 8 --sp" "L 2 2 8 --sp --fused-ce" "L 4 2 4 --zero 1 --sp" "G 4 2 4 --zero 3 --sp --ckpt --flash --fused-ce" \
+for run in "G 2 2 8" "L 4 2 4 --zero 3 --ckpt --flash --fused-ce" "G 2 2 4 --accum 2 --recompute gelu,attn" \
+           "G 4 4 8 --sp" "L 4 2 4 --zero 1 --sp" "G 4 2 4 --zero 3 --sp --ckpt --flash --fused-ce" \
            "G 2 2 4 --sp --accum 2 --recompute ln,mlp" "G 4 2 4 --zero 1 --offload opt" \
-           "L 4 2 4 --zero 3 --offload opt,params --sp --fused-ce" "G 8 2 2 --zero 1 --shard-group 2" \
-           "L 8 2 2 --zero 3 --shard-group 2 --sp"; do
+           "L 4 2 4 --zero 3 --offload opt,params --sp --fused-ce" "L 8 2 2 --zero 3 --shard-group 2 --sp"; do
   set -- $run; which=$1; n=$2; t=$3; b=$4; shift 4
   if [ "$which" = G ]; then args=("${G[@]}"); one="$tmp/g1.csv"; else args=("${L[@]}"); one="$tmp/l1.csv"; fi
   rm -f "$tmp"/tm.json*
@@ -225,8 +224,7 @@ resumed() {
   else bad "$what: save and resume"; tail -3 "$tmp/rlog"; fi
 }
 R=("${G[@]}" --batch 4 --tp 2 --zero 1)
-resumed 4 "$tmp/st.bin" "--tp 2 --zero 1 on 4 ranks (each rank's file its share)" "${R[@]}"
-resumed 4 "$tmp/so.bin" "--tp 2 --zero 1 --offload opt on 4 ranks (the host's states)" "${R[@]}" --offload opt
+resumed 4 "$tmp/st.bin" "--tp 2 --zero 1 --offload opt on 4 ranks (each rank's file its share, the host's states)" "${R[@]}" --offload opt
 R=("${G[@]}" --batch 8 --tp 2 --sp)
 resumed 2 "$tmp/sp.bin" "--tp 2 --sp" "${R[@]}"
 # a finished --tp state: resumed with --export, the whole model's file, which --eval-only reads (its val loss

@@ -344,26 +344,23 @@ def ex_qlora_base():
                  f"{4 * blocks} B (0.5 bits a weight)", "B")]
 
 
-def ex_tp_layer():
+def ex_tp_layer(sp=False):
+    """A layer's bytes on a rank of GPT-2 bf16 B4 T1024 at --tp 4 (with sp, --sp too), from Korthikanti's formula."""
     m, e, t, B, T = GPT2, 2, 4, 4, 1024
-    out = train(f"--model gpt2 --dtype bf16 --batch {B} --seq-len {T} --tp {t} --ranks 8 --mem-ops --dry-run")
+    out = train(f"--model gpt2 --dtype bf16 --batch {B} --seq-len {T} --tp {t}{' --sp' if sp else ''} --ranks 8 --mem-ops --dry-run")
     block = grab(out, r"gptmem, all 13 tensors \(predicted\) +(\d+) B")
     sbh, as2b, N = T * B * m["C"], m["H"] * T * T * B, B * T
-    f = 4 * e * sbh + 12 * e * sbh // t + e * as2b // t + 4 * 4 * N
-    return [Part(block, f, f"4e sbh (ln1, res2, ln2, res3: whole) + 12e sbh/t (qkv 3, atty 1, fch 4, fch_gelu 4: split) + "
-                 f"e as2b/t (its heads' softmax) + the layernorms' mean and rstd, 4 x 4N = 4*{e}*{sbh} + 12*{e}*{sbh}/{t} + "
-                 f"{e}*{as2b}/{t} + 16*{N} = {f} B (Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)) less its dropout terms)", "B")]
-
-
-def ex_sp_layer():
-    m, e, t, B, T = GPT2, 2, 4, 4, 1024
-    out = train(f"--model gpt2 --dtype bf16 --batch {B} --seq-len {T} --tp {t} --sp --ranks 8 --mem-ops --dry-run")
-    block = grab(out, r"gptmem, all 13 tensors \(predicted\) +(\d+) B")
-    sbh, as2b, N = T * B * m["C"], m["H"] * T * T * B, B * T
-    f = 16 * e * sbh // t + e * as2b // t + 4 * 4 * N // t
-    return [Part(block, f, f"(16e sbh + e as2b)/t: every tensor a quarter, the norms' inputs and outputs and the residuals "
-                 f"by their rows, and the layernorms' mean and rstd, 4 x 4N/t = 16*{e}*{sbh}/{t} + {e}*{as2b}/{t} + "
-                 f"16*{N}/{t} = {f} B (Korthikanti et al.'s (sbh/t)(34 + 5as/h) less its dropout terms)", "B")]
+    if sp:
+        f = 16 * e * sbh // t + e * as2b // t + 4 * 4 * N // t
+        why = (f"(16e sbh + e as2b)/t: every tensor a quarter, the norms' inputs and outputs and the residuals by their "
+               f"rows, and the layernorms' mean and rstd, 4 x 4N/t = 16*{e}*{sbh}/{t} + {e}*{as2b}/{t} + 16*{N}/{t} = {f} B "
+               f"(Korthikanti et al.'s (sbh/t)(34 + 5as/h) less its dropout terms)")
+    else:
+        f = 4 * e * sbh + 12 * e * sbh // t + e * as2b // t + 4 * 4 * N
+        why = (f"4e sbh (ln1, res2, ln2, res3: whole) + 12e sbh/t (qkv 3, atty 1, fch 4, fch_gelu 4: split) + e as2b/t "
+               f"(its heads' softmax) + the layernorms' mean and rstd, 4 x 4N = 4*{e}*{sbh} + 12*{e}*{sbh}/{t} + "
+               f"{e}*{as2b}/{t} + 16*{N} = {f} B (Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)) less its dropout terms)")
+    return [Part(block, f, why, "B")]
 
 
 # question, hint (where to read), the parts' hints, the function; a part's hint is given after a wrong try
@@ -458,7 +455,7 @@ EXERCISES = [
      "`tp_whole_rows` and `tp_sum_rows` in `lib/parallel/tensor.h`, `seq_rows` in `lib/core/config.h`, and "
      "`doc/tensor-parallel.md` (\"Sequence parallelism\")",
      ["the norms, their inputs and outputs and the residuals now hold a quarter of the rows each; the rest is as "
-      "before"], ex_sp_layer, False),
+      "before"], lambda: ex_tp_layer(True), False),
 ]
 
 

@@ -7,6 +7,7 @@
 //
 //   bench_gemm [THREADS...]      (default: 1 2), each shape: the best of 5 runs, in CPU seconds at 1 thread
 //                                (immune to other jobs' time slices), wall seconds beyond
+//   BENCH_ROWS=2048 bench_gemm   the shapes at another B x T (default 256; the best of 2 runs past 512)
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -104,15 +105,17 @@ static double fma_peak(void) {
 }
 
 int main(int argc, char **argv) {
-    Shape sh[] = {{"qkv fwd", 256, 2304, 768, 0, 12},      {"attproj fwd", 256, 768, 768, 0, 12},
-                  {"fc fwd", 256, 3072, 768, 0, 12},       {"fcproj fwd", 256, 768, 3072, 0, 12},
-                  {"head fwd", 256, 50304, 768, 0, 1},     {"qkv dinp", 256, 768, 2304, 1, 12},
-                  {"attproj dinp", 256, 768, 768, 1, 12},  {"fc dinp", 256, 768, 3072, 1, 12},
-                  {"fcproj dinp", 256, 3072, 768, 1, 12},  {"head dinp", 256, 768, 50304, 1, 1},
-                  {"qkv dW", 2304, 768, 256, 2, 12},       {"attproj dW", 768, 768, 256, 2, 12},
-                  {"fc dW", 3072, 768, 256, 2, 12},        {"fcproj dW", 768, 3072, 256, 2, 12},
-                  {"head dW", 50304, 768, 256, 2, 1}};
-    int ns = sizeof sh / sizeof sh[0], nthreads = argc > 1 ? argc - 1 : 2, reps = 5;
+    int r = getenv("BENCH_ROWS") ? atoi(getenv("BENCH_ROWS")) : 256;  // B x T
+    if (r < 1) r = 256;
+    Shape sh[] = {{"qkv fwd", r, 2304, 768, 0, 12},      {"attproj fwd", r, 768, 768, 0, 12},
+                  {"fc fwd", r, 3072, 768, 0, 12},       {"fcproj fwd", r, 768, 3072, 0, 12},
+                  {"head fwd", r, 50304, 768, 0, 1},     {"qkv dinp", r, 768, 2304, 1, 12},
+                  {"attproj dinp", r, 768, 768, 1, 12},  {"fc dinp", r, 768, 3072, 1, 12},
+                  {"fcproj dinp", r, 3072, 768, 1, 12},  {"head dinp", r, 768, 50304, 1, 1},
+                  {"qkv dW", 2304, 768, r, 2, 12},       {"attproj dW", 768, 768, r, 2, 12},
+                  {"fc dW", 3072, 768, r, 2, 12},        {"fcproj dW", 768, 3072, r, 2, 12},
+                  {"head dW", 50304, 768, r, 2, 1}};
+    int ns = sizeof sh / sizeof sh[0], nthreads = argc > 1 ? argc - 1 : 2, reps = r > 512 ? 2 : 5;
     int threads[8] = {1, 2};
     for (int i = 1; i < argc && i < 9; i++) threads[i - 1] = atoi(argv[i]);
     double peak = fma_peak();

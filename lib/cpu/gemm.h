@@ -156,6 +156,18 @@ void gemm_pack_b(float *bp, const float *Bm, long b_k, long b_n, int k0, int kc,
     }
 }
 
+// The source of the block gemm_pack_b will pack next, asked of the memory now (a prefetch a cache line), so that it
+// arrives while the kernel works on this one: a weight is read from memory once a GEMM, and without this the packing
+// waits for it.
+void gemm_prefetch_b(const float *Bm, long b_k, long b_n, int k0, int kc, int n0, int nc) {
+    if (b_n == 1)
+        for (int k = 0; k < kc; k++)
+            for (int j = 0; j < nc; j += 16) __builtin_prefetch(Bm + (long)(k0 + k) * b_k + n0 + j);
+    else if (b_k == 1)
+        for (int j = 0; j < nc; j++)
+            for (int k = 0; k < kc; k += 16) __builtin_prefetch(Bm + (long)(n0 + j) * b_n + k0 + k);
+}
+
 // --- the product -------------------------------------------------------------------------------------------
 
 // One task: the output block of rows [m0, m0 + mc) and columns [n0, n0 + nc), the whole sum, ks terms at a time.
@@ -165,6 +177,7 @@ void gemm_block(int mc, int nc, int K, int ks, const float *A, long a_m, long a_
     for (int k0 = 0; k0 < K; k0 += ks) {
         int kc = K - k0 < ks ? K - k0 : ks, first = k0 == 0 && !accumulate;
         gemm_pack_b(bp, Bm, b_k, b_n, k0, kc, n0, nc);
+        if (k0 + kc < K) gemm_prefetch_b(Bm, b_k, b_n, k0 + kc, K - k0 - kc < ks ? K - k0 - kc : ks, n0, nc);
         for (int q = 0; q < nc; q += GEMM_NR) {  // a B panel in L1 ...
             int nr = nc - q < GEMM_NR ? nc - q : GEMM_NR;
             for (int p = 0; p < mc; p += GEMM_MR) {  // ... against every A panel of the block

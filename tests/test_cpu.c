@@ -85,6 +85,7 @@ int main(void) {
     test_matmul();
     test_gemm_edges();
     test_attention();
+    test_exp_poly();
     test_gelu();
     test_residual();
     test_crossentropy();

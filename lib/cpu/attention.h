@@ -14,6 +14,7 @@
 #include "core/config.h"  // Rope
 #include "core/dtype.h"
 #include "core/sizes.h"
+#include "cpu/exp.h"
 
 // Dot product of a[0..n) and b[0..n), summed in 8 independent lanes (lane j
 // takes elements j, j+8, ...), then the lanes in order. A single running sum
@@ -33,8 +34,9 @@ float dot8(const float *a, const float *b, int n) {
 // A row of scores a[0..n), whose largest is maxv, into its softmax, in place:
 // exp(a - maxv) summed in order, then each times 1/sum.
 void softmax_row(float *a, int n, float maxv) {
+    for (int j = 0; j < n; j++) a[j] = exp_poly(a[j] - maxv);  // (apart from the sum: this loop vectorizes)
     float sum = 0.0f;
-    for (int j = 0; j < n; j++) { a[j] = expf(a[j] - maxv); sum += a[j]; }
+    for (int j = 0; j < n; j++) sum += a[j];
     float inv = 1.0f / sum;
     for (int j = 0; j < n; j++) a[j] *= inv;
 }
@@ -225,11 +227,11 @@ void flash_attention_forward_heads(float *out, float *lse, const float *qkv, int
                         if (s[j - j0] > tile_max) tile_max = s[j - j0];
                     }
                     float m_new = m > tile_max ? m : tile_max;
-                    float correction = expf(m - m_new);  // 0 on the first tile (m = -inf)
+                    float correction = exp_poly(m - m_new);  // 0 on the first tile (m = -inf)
                     l *= correction;
                     for (int i = 0; i < hs; i++) o[i] *= correction;
                     for (int j = j0; j < j1; j++) {
-                        float p = expf(s[j - j0] - m_new);
+                        float p = exp_poly(s[j - j0] - m_new);
                         const float *restrict v = qkv + ((size_t)b * T + j) * R + v_at(g, h);
                         l += p;
                         for (int i = 0; i < hs; i++) o[i] += p * v[i];
@@ -274,7 +276,7 @@ void flash_attention_backward_heads(float *dqkv, const float *dout, const float 
                         const float *restrict v = qkv + ((size_t)b * T + t2) * R + v_at(g, h);
                         float *restrict dk = dqkv + ((size_t)b * T + t2) * R + k_at(g, h);
                         float *restrict dv = dqkv + ((size_t)b * T + t2) * R + v_at(g, h);
-                        float p = expf(dot8(q, k, hs) * scale - row_lse);
+                        float p = exp_poly(dot8(q, k, hs) * scale - row_lse);
                         float ds = p * (dot8(d, v, hs) - D) * scale;
                         for (int i = 0; i < hs; i++) dq_acc[i] += ds * k[i];
                         for (int i = 0; i < hs; i++) dk[i] += ds * q[i];

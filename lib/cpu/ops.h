@@ -25,6 +25,7 @@
 #include "core/dtype.h"
 #include "core/sizes.h"
 #include "cpu/attention.h"
+#include "cpu/exp.h"
 #include "cpu/gemm.h"
 
 // --- encoder: token + position embedding ----------------------------------
@@ -223,10 +224,10 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, co
 
 // --- GELU (tanh approximation) --------------------------------------------------
 // out[n] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-// tanh(u) is computed as 1 - 2 / (1 + exp(2u)): one expf instead of tanhf,
+// tanh(u) is computed as 1 - 2 / (1 + exp(2u)): one exp instead of tanhf,
 // which costs twice as much; at large |u| it saturates to +-1 exactly.
 #define GELU_K 0.7978845608028654f  // sqrt(2/pi)
-float tanh_via_exp(float u) { return 1.0f - 2.0f / (1.0f + expf(2.0f * u)); }
+float tanh_via_exp(float u) { return 1.0f - 2.0f / (1.0f + exp_poly(2.0f * u)); }
 
 void gelu_forward(float *out, const float *inp, size_t n) {
 #pragma omp parallel for schedule(guided) if (n >= PARALLEL_MIN)
@@ -251,7 +252,7 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
 // --- SwiGLU (Llama's MLP) ------------------------------------------------------------------
 // inp[N,2F] holds the two projections of a row side by side, up (the first F) and gate (the
 // next F); out[N,F] = up * silu(gate), silu(g) = g * sigmoid(g). Then a linear takes F to C.
-float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+float sigmoidf(float x) { return 1.0f / (1.0f + exp_poly(-x)); }
 
 void swiglu_forward(float *out, const float *inp, int N, int F) {
 #pragma omp parallel for schedule(guided) if ((size_t)N * F >= PARALLEL_MIN)
@@ -303,8 +304,9 @@ float crossentropy_forward(float *logits, const int *targets, int N, int V, int 
         float *x = logits + (size_t)i * Vp;
         float maxv = -INFINITY;
         for (int v = 0; v < V; v++) if (x[v] > maxv) maxv = x[v];
+        for (int v = 0; v < V; v++) x[v] = exp_poly(x[v] - maxv);  // (apart from the sum: this loop vectorizes)
         float sum = 0.0f;
-        for (int v = 0; v < V; v++) { x[v] = expf(x[v] - maxv); sum += x[v]; }
+        for (int v = 0; v < V; v++) sum += x[v];
         float inv = 1.0f / sum;
         for (int v = 0; v < V; v++) x[v] *= inv;
         for (int v = V; v < Vp; v++) x[v] = 0.0f;
@@ -341,8 +343,8 @@ void crossentropy_tile_forward(const float *tile, int rows, int nv, int v0, int 
         const float *x = tile + (size_t)i * nv;
         float mx = m[i];
         for (int v = 0; v < real; v++) if (x[v] > mx) mx = x[v];
-        float sum = s[i] * expf(m[i] - mx);  // s was a sum of exp(x - m): rescale it to exp(x - mx)
-        for (int v = 0; v < real; v++) sum += expf(x[v] - mx);
+        float sum = s[i] * exp_poly(m[i] - mx);  // s was a sum of exp(x - m): rescale it to exp(x - mx)
+        for (int v = 0; v < real; v++) sum += exp_poly(x[v] - mx);
         m[i] = mx, s[i] = sum;
         int t = targets[i] - v0;
         if (t >= 0 && t < real) z[i] = x[t];
@@ -356,7 +358,7 @@ void crossentropy_tile_backward(float *tile, int rows, int nv, int v0, int V, co
 #pragma omp parallel for schedule(guided) if ((size_t)rows * nv >= PARALLEL_MIN)
     for (int i = 0; i < rows; i++) {
         float *x = tile + (size_t)i * nv;
-        for (int v = 0; v < nv; v++) x[v] = v0 + v < V ? expf(x[v] - lse[i]) * dloss : 0.0f;
+        for (int v = 0; v < nv; v++) x[v] = v0 + v < V ? exp_poly(x[v] - lse[i]) * dloss : 0.0f;
         int t = targets[i] - v0;
         if (t >= 0 && t < nv) x[t] -= dloss;
     }

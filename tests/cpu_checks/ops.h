@@ -107,6 +107,43 @@ void test_attention(void) {
     free(in1); free(outb); free(rr); free(att_b); free(dqkv);
 }
 
+// cpu/exp.h's exp_poly against libm's expf: floats spread over the range it computes (a step of 4099 through the
+// bit patterns of each sign), within 1 ulp; its ends and NaN; and the same bits for an element wherever a loop puts
+// it (GELU at an offset of 1: other lanes of the vector, another tail).
+int32_t ulp_order(float f) {
+    int32_t i;
+    memcpy(&i, &f, sizeof i);
+    return i < 0 ? INT32_MIN - i : i;
+}
+
+void test_exp_poly(void) {
+    long worst = 0, n = 0;
+    float at = 0;
+    for (uint32_t sign = 0; sign <= 1; sign++)
+        for (uint32_t b = 0; b < 0x7f800000u; b += 4099) {
+            uint32_t u = b | sign << 31;
+            float x;
+            memcpy(&x, &u, sizeof x);
+            if (x < -87.33f || x > 88.37f) continue;
+            long d = labs((long)ulp_order(exp_poly(x)) - ulp_order(expf(x)));
+            if (d > worst) worst = d, at = x;
+            n++;
+        }
+    check(worst <= 1, "exp_poly within 1 ulp of expf", "%ld floats in [-87.33, 88.37], worst %ld ulp (at %g)", n, worst,
+          at);
+    check(exp_poly(-100.0f) == 0.0f && isinf(exp_poly(100.0f)) && isnan(exp_poly(NAN)) && exp_poly(0.0f) == 1.0f &&
+              isinf(exp_poly(INFINITY)) && exp_poly(-INFINITY) == 0.0f,
+          "exp_poly's ends", "0 below -87.33, infinity above 88.37, NaN for NaN, e^0 = 1");
+    size_t len = 1003;
+    float *x = fvec(len + 1), *y0 = fvec(len + 1), *y1 = fvec(len + 1);
+    fill_normal(x, len + 1, 3);
+    gelu_forward(y0, x, len + 1);
+    gelu_forward(y1, x + 1, len);
+    check(memcmp(y0 + 1, y1, len * sizeof(float)) == 0, "GELU's bits wherever the loop puts an element",
+          "%zu elements, at offsets 1 and 0", len);
+    free(x); free(y0); free(y1);
+}
+
 double loss_gelu(void) {
     gelu_forward(outb, in1, TB * TT * TC);
     return dot(outb, rr, TB * TT * TC);

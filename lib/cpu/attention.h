@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/sizes.h"
 #include "cpu/exp.h"
+#include "cpu/gemm.h"
 
 // Dot product of a[0..n) and b[0..n), summed in 8 independent lanes (lane j
 // takes elements j, j+8, ...), then the lanes in order. A single running sum
@@ -28,6 +29,15 @@ float dot8(const float *a, const float *b, int n) {
     float s = 0.0f;
     for (int j = 0; j < 8; j++) s += lane[j];
     for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+// The same dot product summed in k order, one fused multiply-add a term: the order of each
+// element of cpu/gemm.h's product, so that a score computed alone (the KV cache's) has the
+// bits of the one attention_forward's GEMM computed.
+float dot_k(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s = fmaf(a[i], b[i], s);
     return s;
 }
 
@@ -59,32 +69,37 @@ int v_at(Heads g, int h) { return (g.H + g.KVH + h / (g.H / g.KVH)) * g.hs; }
 // qkv[B,T,row] holds the heads as Heads says; for each query head h:
 // att[B,H,T,T]: softmax(q.k / sqrt(hs)) over t2 <= t (row t; entries t2 > t are 0)
 // out[B,T,H hs]: out[b,t,h] = sum_t2 att[b,h,t,t2] * v[b,t2,h's group]
+// Both products are the GEMM's, a block of ATT_ROWS query rows at a time over the keys up
+// to the block's last row (the causal half, and the few past the diagonal that the mask
+// then zeroes: a zero times v adds nothing to a sum).
+enum { ATT_ROWS = 64 };
 void attention_forward_heads(float *out, float *att, const float *qkv, int B, int T, Heads g) {
     int H = g.H, hs = g.hs;
     size_t R = heads_row(g), C = (size_t)H * hs;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(3) schedule(guided) if ((size_t)B * T * T * C / 64 >= PARALLEL_MIN)
+#pragma omp parallel for collapse(2) schedule(dynamic) if ((size_t)B * T * T * C / 64 >= PARALLEL_MIN)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * R + q_at(g, h);
-                float *a = att + (((size_t)b * H + h) * T + t) * T;
-                float maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((size_t)b * T + t2) * R + k_at(g, h);
-                    float s = dot8(q, k, hs) * scale;
-                    a[t2] = s;
-                    if (s > maxv) maxv = s;
+        for (int h = 0; h < H; h++) {
+            const float *x = qkv + (size_t)b * T * R;  // this sequence's rows
+            float *a = att + ((size_t)b * H + h) * T * T;
+            for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
+                int rows = T - t0 < ATT_ROWS ? T - t0 : ATT_ROWS, keys = t0 + rows;
+                // scores (rows, keys) = q (rows, hs) k^T (hs, keys)
+                gemm(rows, keys, hs, x + (size_t)t0 * R + q_at(g, h), R, 1, x + k_at(g, h), 1, R, a + (size_t)t0 * T, T, 0);
+                for (int t = t0; t < t0 + rows; t++) {
+                    float *r = a + (size_t)t * T, maxv = -INFINITY;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        r[t2] *= scale;
+                        if (r[t2] > maxv) maxv = r[t2];
+                    }
+                    softmax_row(r, t + 1, maxv);
+                    for (int t2 = t + 1; t2 < T; t2++) r[t2] = 0.0f;
                 }
-                softmax_row(a, t + 1, maxv);
-                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
-                float *o = out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) o[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = qkv + ((size_t)b * T + t2) * R + v_at(g, h);
-                    for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
-                }
+                // out (rows, hs) = att (rows, keys) v (keys, hs)
+                gemm(rows, hs, keys, a + (size_t)t0 * T, T, 1, x + v_at(g, h), R, 1, out + ((size_t)b * T + t0) * C + h * hs,
+                     C, 0);
             }
+        }
 }
 // GPT-2's: qkv[B,T,3C], H heads of C/H channels
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H) {
@@ -115,7 +130,7 @@ void attention_forward_cached_heads(float *out, void *kc, void *vc, int dt, cons
             float maxv = -INFINITY;
             for (int t2 = 0; t2 <= t; t2++) {
                 dtype_widen(kv, (const char *)kc + ((size_t)t2 * kvw + at) * e, hs, dt);
-                float s = dot8(q, kv, hs) * scale;
+                float s = dot_k(q, kv, hs) * scale;  // (attention_forward's GEMM's sum)
                 a[t2] = s;
                 if (s > maxv) maxv = s;
             }
@@ -150,46 +165,38 @@ void zero_group_grads(float *dqkv, int b, int T, Heads g, int kv) {
 //   dscore[t2] = att[t2] * (datt[t2] - sum_j att[j] datt[j])   (softmax backward)
 //   dq[t] += scale * dscore[t2] k[t2];  dk[t2] += scale * dscore[t2] q[t];  dv[t2] += att[t2] dout[t]
 // One thread per (b, key-value head): its K and V gradients sum over its query heads in order, and
-// in each over rows t in order.
+// in each over rows t in order. The four products are the GEMM's, ATT_ROWS query rows at a time
+// over the keys up to the block's last row (a zero of att or dscore past the diagonal adds nothing);
+// datt and then dscore in a scratch of ATT_ROWS rows of T.
 void attention_backward_heads(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
                               Heads g) {
     int H = g.H, KVH = g.KVH, hs = g.hs, per = H / KVH;
     size_t R = heads_row(g), C = (size_t)H * hs;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(guided) if ((size_t)B * T * T * C / 64 >= PARALLEL_MIN)
+#pragma omp parallel for collapse(2) schedule(dynamic) if ((size_t)B * T * T * C / 64 >= PARALLEL_MIN)
     for (int b = 0; b < B; b++)
         for (int kv = 0; kv < KVH; kv++) {
-            // per-thread row scratch: datt (T floats) and a dq accumulator (hs floats)
-            float *datt = malloc(sizeof(float) * ((size_t)T + hs)), *dq_acc = datt + T;
+            float *ds = malloc(sizeof(float) * ATT_ROWS * (size_t)T);  // (rows, keys), row stride T
+            const float *x = qkv + (size_t)b * T * R, *d = dout + (size_t)b * T * C;
+            float *dx = dqkv + (size_t)b * T * R;
             zero_group_grads(dqkv, b, T, g, kv);
             for (int h = kv * per; h < (kv + 1) * per; h++)
-                for (int t = 0; t < T; t++) {
-                    const float *q = qkv + ((size_t)b * T + t) * R + q_at(g, h);
-                    const float *a = att + (((size_t)b * H + h) * T + t) * T;
-                    const float *d = dout + ((size_t)b * T + t) * C + h * hs;
-                    float dot = 0.0f;
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        const float *v = qkv + ((size_t)b * T + t2) * R + v_at(g, h);
-                        float s = dot8(d, v, hs);
-                        datt[t2] = s;
-                        dot += a[t2] * s;
+                for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
+                    int rows = T - t0 < ATT_ROWS ? T - t0 : ATT_ROWS, keys = t0 + rows;
+                    const float *a = att + (((size_t)b * H + h) * T + t0) * T;  // the block's rows of att
+                    const float *dblk = d + (size_t)t0 * C + h * hs, *q = x + (size_t)t0 * R + q_at(g, h);
+                    gemm(rows, keys, hs, dblk, C, 1, x + v_at(g, h), 1, R, ds, T, 0);  // datt = dout v^T
+                    for (int i = 0; i < rows; i++) {                                  // -> dscore, in place
+                        float *r = ds + (size_t)i * T, dot = 0.0f;
+                        const float *ar = a + (size_t)i * T;
+                        for (int t2 = 0; t2 <= t0 + i; t2++) dot += ar[t2] * r[t2];
+                        for (int t2 = 0; t2 < keys; t2++) r[t2] = t2 <= t0 + i ? ar[t2] * (r[t2] - dot) * scale : 0.0f;
                     }
-                    for (int i = 0; i < hs; i++) dq_acc[i] = 0.0f;
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        // restrict: q, k and the three gradient rows never overlap, which
-                        // lets the compiler vectorize these loops
-                        const float *restrict k = qkv + ((size_t)b * T + t2) * R + k_at(g, h);
-                        float *restrict dk = dqkv + ((size_t)b * T + t2) * R + k_at(g, h);
-                        float *restrict dv = dqkv + ((size_t)b * T + t2) * R + v_at(g, h);
-                        float ds = a[t2] * (datt[t2] - dot) * scale;
-                        for (int i = 0; i < hs; i++) dq_acc[i] += ds * k[i];
-                        for (int i = 0; i < hs; i++) dk[i] += ds * q[i];
-                        for (int i = 0; i < hs; i++) dv[i] += a[t2] * d[i];
-                    }
-                    float *dq = dqkv + ((size_t)b * T + t) * R + q_at(g, h);
-                    for (int i = 0; i < hs; i++) dq[i] = dq_acc[i];
+                    gemm(rows, hs, keys, ds, T, 1, x + k_at(g, h), R, 1, dx + (size_t)t0 * R + q_at(g, h), R, 0);  // dq
+                    gemm(keys, hs, rows, ds, 1, T, q, R, 1, dx + k_at(g, h), R, 1);                        // dk +=
+                    gemm(keys, hs, rows, a, 1, T, dblk, C, 1, dx + v_at(g, h), R, 1);                      // dv +=
                 }
-            free(datt);
+            free(ds);
         }
 }
 void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C,

@@ -197,7 +197,8 @@ void gemm(int M, int N, int K, const float *A, long a_m, long a_k, const float *
         for (int m = 0; m < M && !accumulate; m++) memset(Cm + (long)m * ldc, 0, sizeof(float) * N);
         return;
     }
-    int parallel = (size_t)M * N * K / 64 >= PARALLEL_MIN;  // (which task computes an element never changes its sum)
+    // (which task computes an element never changes its sum; inside another loop's thread, one thread: attention's)
+    int parallel = (size_t)M * N * K / 64 >= PARALLEL_MIN && !omp_in_parallel();
     int ks = K <= 2 * GEMM_KC ? K : GEMM_KC;  // the slice of the sum; the B block ks x nc fits GEMM_KC x GEMM_NC
     int mblocks = (M + GEMM_MC - 1) / GEMM_MC, nc = ks > GEMM_KC ? GEMM_NC / 2 : GEMM_NC;
     while (parallel && nc > 2 * GEMM_NR && mblocks * ((N + nc - 1) / nc) < 4 * omp_get_max_threads())

@@ -49,12 +49,26 @@
 #include <immintrin.h>
 #endif
 
+// The two vector instruction sets' kernel is one, over a vector of NR / 2 floats: its load, store, zero,
+// broadcast of one float and fused multiply-add.
 #if defined(__AVX512F__)
 enum { GEMM_MR = 8, GEMM_NR = 32 };
 #define GEMM_ISA "AVX-512, an 8 x 32 tile"
+typedef __m512 GemmVec;
+#define VEC_LOAD _mm512_loadu_ps
+#define VEC_STORE _mm512_storeu_ps
+#define VEC_ZERO _mm512_setzero_ps
+#define VEC_SPLAT _mm512_set1_ps
+#define VEC_FMA _mm512_fmadd_ps
 #elif defined(__AVX2__) && defined(__FMA__)
 enum { GEMM_MR = 6, GEMM_NR = 16 };
 #define GEMM_ISA "AVX2 + FMA, a 6 x 16 tile"
+typedef __m256 GemmVec;
+#define VEC_LOAD _mm256_loadu_ps
+#define VEC_STORE _mm256_storeu_ps
+#define VEC_ZERO _mm256_setzero_ps
+#define VEC_SPLAT _mm256_set1_ps
+#define VEC_FMA _mm256_fmadd_ps
 #else
 enum { GEMM_MR = 4, GEMM_NR = 16 };
 #define GEMM_ISA "plain C, a 4 x 16 tile"
@@ -68,43 +82,25 @@ enum { GEMM_KC = 128, GEMM_MC = (256 + GEMM_MR - 1) / GEMM_MR * GEMM_MR, GEMM_NC
 // --- the micro-kernel: c (an MR x NR tile, row stride ldc) = (first ? 0 : c) + A^T bp over kc ---------------
 // A's MR rows are read where they are: A(i, k) = a[i a_m + k a_k] (a packed panel is a_m 1, a_k MR); bp: kc
 // steps of NR values of B.
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 void gemm_kernel(int kc, const float *a, long a_m, long a_k, const float *bp, float *c, long ldc, int first) {
-    __m512 s0[GEMM_MR], s1[GEMM_MR];  // row i's 32 sums: s0[i] (columns 0-15), s1[i] (16-31)
+    enum { H = GEMM_NR / 2 };
+    GemmVec s0[GEMM_MR], s1[GEMM_MR];  // row i's NR sums: s0[i] (columns 0 .. H-1), s1[i] (H .. NR-1)
 #pragma GCC unroll 8
     for (int i = 0; i < GEMM_MR; i++) {
-        s0[i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * ldc);
-        s1[i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * ldc + 16);
+        s0[i] = first ? VEC_ZERO() : VEC_LOAD(c + i * ldc);
+        s1[i] = first ? VEC_ZERO() : VEC_LOAD(c + i * ldc + H);
     }
     for (long k = 0; k < kc * a_k; k += a_k, bp += GEMM_NR) {
-        __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+        GemmVec b0 = VEC_LOAD(bp), b1 = VEC_LOAD(bp + H);
 #pragma GCC unroll 8
         for (int i = 0; i < GEMM_MR; i++) {
-            __m512 x = _mm512_set1_ps(a[i * a_m + k]);
-            s0[i] = _mm512_fmadd_ps(x, b0, s0[i]), s1[i] = _mm512_fmadd_ps(x, b1, s1[i]);
+            GemmVec x = VEC_SPLAT(a[i * a_m + k]);
+            s0[i] = VEC_FMA(x, b0, s0[i]), s1[i] = VEC_FMA(x, b1, s1[i]);
         }
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < GEMM_MR; i++) _mm512_storeu_ps(c + i * ldc, s0[i]), _mm512_storeu_ps(c + i * ldc + 16, s1[i]);
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-void gemm_kernel(int kc, const float *a, long a_m, long a_k, const float *bp, float *c, long ldc, int first) {
-    __m256 s0[GEMM_MR], s1[GEMM_MR];  // row i's 16 sums: s0[i] (columns 0-7), s1[i] (8-15)
-#pragma GCC unroll 8
-    for (int i = 0; i < GEMM_MR; i++) {
-        s0[i] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + i * ldc);
-        s1[i] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + i * ldc + 8);
-    }
-    for (long k = 0; k < kc * a_k; k += a_k, bp += GEMM_NR) {
-        __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
-#pragma GCC unroll 8
-        for (int i = 0; i < GEMM_MR; i++) {
-            __m256 x = _mm256_broadcast_ss(a + i * a_m + k);
-            s0[i] = _mm256_fmadd_ps(x, b0, s0[i]), s1[i] = _mm256_fmadd_ps(x, b1, s1[i]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < GEMM_MR; i++) _mm256_storeu_ps(c + i * ldc, s0[i]), _mm256_storeu_ps(c + i * ldc + 8, s1[i]);
+    for (int i = 0; i < GEMM_MR; i++) VEC_STORE(c + i * ldc, s0[i]), VEC_STORE(c + i * ldc + H, s1[i]);
 }
 #else
 // Four named rows of sums (a 2-D array of them gets spilled to the stack), each a loop gcc vectorizes.

@@ -8,6 +8,7 @@
 #define GPTMEM_ATTENTION_H
 
 #include <math.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,11 @@ void attention_backward_heads(float *dqkv, const float *dout, const float *qkv, 
     for (int b = 0; b < B; b++)
         for (int kv = 0; kv < KVH; kv++) {
             float *ds = malloc(sizeof(float) * ATT_ROWS * (size_t)T);  // (rows, keys), row stride T
+            if (!ds) {  // (a thread's 64 rows of T: 256 KiB at T 1024, small beside att's T x T a head)
+                fprintf(stderr, "error: out of memory for attention's backward scratch (%zu bytes a thread)\n",
+                        sizeof(float) * ATT_ROWS * (size_t)T);
+                exit(1);
+            }
             const float *x = qkv + (size_t)b * T * R, *d = dout + (size_t)b * T * C;
             float *dx = dqkv + (size_t)b * T * R;
             zero_group_grads(dqkv, b, T, g, kv);

@@ -395,4 +395,36 @@ PY
 done
 [ $n -eq 8 ] && ok "lora: 8 hostile adapter folders (short, header length, not JSON, dtype, offsets, a key twice, r 0, a tensor of no map) refused in one line each"
 [ ! -e "$tmp/st.bin" ] && [ ! -e "$tmp/x.bin" ] && ok "lora: a refused run writes nothing" || bad "lora: a refused run wrote a file"
+# PEFT itself (Hugging Face's peft on PyTorch, scripts/peft_reference.py; where torch, transformers and peft are
+# installed, which make test does not do: a PyTorch download is heavy). From the same base model (gptmem's export)
+# and PEFT's own adapters (init_lora_weights=False: B drawn too), gptmem and PyTorch's AdamW each train 3 steps on
+# the same --in-order batches: the losses and the adapters the same; and PEFT reads gptmem's trained folder to the
+# loss gptmem computes with it.
+PPY=${GPTMEM_PEFT_PYTHON:-${GPTMEM_HF_PYTHON:-python3}}
+if $PPY -c 'import torch, transformers, peft' 2>/dev/null; then
+  for which in LLAMA SMALL; do
+    P="$tmp/peft_$which"; mkdir -p "$P/base" "$P/g3"
+    if [ $which = LLAMA ]; then args=("${LLAMA[@]}"); maps=q_proj,v_proj,up_proj,down_proj
+    else args=("${SMALL[@]}"); maps=attn.c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj; fi
+    run=(--data data/tinyshakespeare.txt --in-order --warmup 0 --min-lr-frac 1 --lr 1e-2 --weight-decay 0.1 --clip 1)
+    ref=(data/tinyshakespeare.txt 4 32)
+    if ./train "${args[@]}" --steps 2 --export "$P/base/model.safetensors" >"$P/o" 2>&1 &&
+       $PPY scripts/peft_reference.py init "$P/base" "$P/a0" 4 8 $maps 7 >"$P/i" 2>&1 &&
+       ./train "${args[@]}" "${run[@]}" --init "$P/base" --lora-init "$P/a0" --steps 3 --log "$P/g.csv" \
+         --export "$P/g3/adapter_model.safetensors" >"$P/o" 2>&1 &&
+       $PPY scripts/peft_reference.py train "$P/base" "$P/a0" "${ref[@]}" 3 1e-2 0.1 1 "$P/t3" >"$P/t" 2>&1 &&
+       $PPY scripts/peft_reference.py compare "$P/g3" "$P/t3" >"$P/c" 2>&1 &&
+       ./train "${args[@]}" "${run[@]}" --init "$P/base" --lora-init "$P/g3" --steps 1 --lr 1e-30 --log "$P/r.csv" >"$P/o" 2>&1 &&
+       $PPY scripts/peft_reference.py train "$P/base" "$P/g3" "${ref[@]}" 0 1e-2 0.1 1 "$P/t0" >"$P/r" 2>&1; then
+      losses=$(paste -d' ' <(log_column "$P/g.csv" loss) <(sed -n 's/^step [012] loss //p' "$P/t") | tr '\n' ' ')
+      read -r d rest <<<"$(sed -n 's/.*max abs diff \([^,]*\),.*max abs diff \(.*\)$/\1 \2/p' "$P/c")"
+      back="$(log_column "$P/r.csv" loss) $(sed -n 's/^step 0 loss //p' "$P/r")"
+      if awk -v l="$losses" -v d="$d" -v r="$rest" -v b="$back" 'function rel(a, b) { return (a > b ? a - b : b - a) / b }
+           BEGIN { n = split(l, x, " "); for (i = 1; i < n; i += 2) if (rel(x[i], x[i + 1]) > 1e-5) exit 1
+                   split(b, y, " "); exit !(n == 6 && d != "" && d <= 1e-5 && r <= 3e-2 && rel(y[1], y[2]) <= 1e-5) }'; then
+        ok "lora == PEFT on PyTorch ($which, $maps, R4, 3 AdamW steps from PEFT's adapters): losses ${losses}; adapters within $d ($(sed 's/.*; //' "$P/c")); PEFT reads gptmem's folder to its loss ($back)"
+      else bad "lora vs PEFT ($which): losses $losses; $(cat "$P/c"); read back $back"; fi
+    else bad "lora vs PEFT ($which): $(tail -1 "$P/o") $(grep -v -i warn "$P/t" "$P/i" 2>/dev/null | tail -2)"; fi
+  done
+else skip "lora against PEFT on PyTorch: no torch, transformers and peft for $PPY (GPTMEM_PEFT_PYTHON; see scripts/peft_reference.py)"; fi
 echo "END tests/e2e/lora.sh"

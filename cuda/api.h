@@ -104,7 +104,7 @@ void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const 
 void cu_matmul_residual_forward(int dt, void *out, const void *inp, const void *w, const void *bias,
                                 const void *residual, int N, int C, int OC);
 // dinp[N,C] = dout[N,OC] @ w[OC,C]   (overwrites; NULL skips it)
-// dw[OC,C] += dout^T @ inp           (accumulates)
+// dw[OC,C] += dout^T @ inp           (accumulates; NULL skips it and dbias: a frozen weight)
 // dbias[OC] += column sums of dout   (accumulates; NULL skips it)
 void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
                         int N, int C, int OC);
@@ -117,6 +117,11 @@ void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, con
                              int N, int C, int OC, int add);
 // C[M,N] (fp32/T) = A[M,K] @ B[N,K]^T, plain, for the benchmark's peak measurement
 void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K);
+// C[M,N] (T, rows ldc apart) = alpha A[M,K] B[K,N] + beta C, A and B each read with a row and a column
+// stride, one of them 1 (a transposed operand: the row stride 1): --lora's low-rank products on
+// bands of an op's output (gpu/lora.h)
+void cu_gemm(int dt, int M, int N, int K, float alpha, const void *a, int a_rs, int a_cs, const void *b, int b_rs,
+             int b_cs, float beta, void *c, int ldc);
 
 // --- encoder (cuda/encoder.cu) ----------------------------------------------
 // out[B,T,C] = wte[inp[b,t]] + wpe[t]
@@ -140,7 +145,7 @@ void cu_encoder_backward_chunk(int dt, void *drows, const void *dout, const int 
 // out[N,C] (T); mean[N], rstd[N] in fp32 (the backward needs them exact)
 void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b,
                           int N, int C);
-// dinp += ..., dw += ..., db += ... (as model.h)
+// dinp += ..., dw += ..., db += ... (as model.h; dw NULL: no weight gradients, a frozen norm)
 void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
                            const float *mean, const float *rstd, int N, int C);
 // Llama's RMSNorm (the same kernels, no mean, no bias): out, rstd = ...; dinp += ..., dw += ... (cpu/ops.h rmsnorm_)

@@ -206,6 +206,7 @@ static void layernorm_backward_t(T *dinp, T *dw, T *db, const T *dout, const T *
         layernorm_backward_dx_kernel<T, RMS><<<blocks_for(N, 8), 256>>>(dinp, dout, inp, w, mean, rstd, N, C);
         launch_check("layernorm_backward_dx_kernel");
     }
+    if (!dw) return;  // a frozen norm (--lora): no weight gradient
     float *partial = colsum_partials(2 * C);
     layernorm_backward_dw_kernel<T, RMS><<<dim3(blocks_for(C, 32), COLSUM_CHUNKS), dim3(32, 8)>>>(partial, dout, inp,
                                                                                                 mean, rstd, N, C);

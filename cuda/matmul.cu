@@ -202,13 +202,14 @@ static void plan_free(GemmPlan *p) {
     lt.MatmulDescDestroy(p->op);
 }
 
-// D (m x n, column-major, ld ldd) = op(A) op(B) + beta * C, then the epilogue `epi` with its
+// D (m x n, column-major, ld ldd) = alpha op(A) op(B) + beta * C, then the epilogue `epi` with its
 // pointer: EPI_BIAS adds bias[m] to every column; EPI_DGELU multiplies by gelu'(aux), aux the
 // pre-activation in D's layout (D = gelu'(aux) * the product). C (D's layout) is D when NULL. op(A)
 // is m x k (A stored k x m with lda when transa), op(B) is k x n. Returns 0, or -1 where cuBLASLt
 // refuses DGELU (nothing computed: the caller does it another way).
-static int lt_matmul(int dt, void *d, const void *a, const void *b, const void *c, int epi, const void *epi_ptr,
-                     int m, int n, int k, int transa, int transb, int lda, int ldb, int ldd, float beta) {
+static int lt_matmul_scaled(int dt, void *d, const void *a, const void *b, const void *c, int epi, const void *epi_ptr,
+                            int m, int n, int k, int transa, int transb, int lda, int ldb, int ldd, float alpha,
+                            float beta) {
     if (!g_lt) { fprintf(stderr, "error: cu_matmul_setup was not called\n"); exit(1); }
     if (!c) c = d;
     // DGELU's aux leading dimension must be a multiple of 8 (cublasLt.h, as for GELU_AUX): any other width
@@ -237,11 +238,15 @@ static int lt_matmul(int dt, void *d, const void *a, const void *b, const void *
     if (epi == EPI_DGELU)
         lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi_ptr,
                                            sizeof epi_ptr), "set EPILOGUE_AUX_POINTER");
-    float alpha = 1.0f;
     lt_check(lt.Matmul(g_lt, p->op, &alpha, a, p->la, b, p->lb, &beta, c, p->lc, d, p->lc, &p->algo, g_workspace,
                             g_workspace_bytes, 0), "cublasLtMatmul");
     if (p == &once) plan_free(p);
     return 0;
+}
+
+static int lt_matmul(int dt, void *d, const void *a, const void *b, const void *c, int epi, const void *epi_ptr,
+                     int m, int n, int k, int transa, int transb, int lda, int ldb, int ldd, float beta) {
+    return lt_matmul_scaled(dt, d, a, b, c, epi, epi_ptr, m, n, k, transa, transb, lda, ldb, ldd, 1.0f, beta);
 }
 
 // Column sums, deterministic and spread over many blocks: the rows are cut in
@@ -346,6 +351,7 @@ extern "C" void cu_matmul_residual_forward(int dt, void *out, const void *inp, c
 // the bias gradient from the same GEMM; on the H100 it made these GEMMs slower than the column sums'
 // read of dout: the fcproj's backward 0.283 -> 0.303 ms, the attproj's 0.094 -> 0.104.)
 static void weight_grads(int dt, void *dw, void *dbias, const void *dout, const void *inp, int N, int C, int OC) {
+    if (!dw) return;  // a frozen weight (--lora): no gradient, nor its bias's
     lt_matmul(dt, dw, inp, dout, NULL, EPI_NONE, NULL, C, OC, N, 0, 1, C, OC, C, 1.0f);
     if (dbias) {
         if (dt == DTYPE_FP32) bias_backward_t((float *)dbias, (const float *)dout, N, OC);
@@ -388,4 +394,16 @@ extern "C" void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void
 
 extern "C" void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K) {
     cu_matmul_forward(dt, c, a, b, NULL, M, K, N);
+}
+
+// Row-major C (M x N, rows ldc apart) = alpha A B + beta C, A (M x K) and B (K x N) each read with a row
+// and a column stride, one of them 1 (cpu/gemm.h's gemm with a scale): cuBLASLt's column-major
+// C^T = B^T A^T, where a row-major matrix is its transpose column-major, and one read down its rows is
+// the plain one transposed.
+extern "C" void cu_gemm(int dt, int M, int N, int K, float alpha, const void *a, int a_rs, int a_cs, const void *b,
+                        int b_rs, int b_cs, float beta, void *c, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) { fprintf(stderr, "error: cu_gemm with K = %d (a bug)\n", K); exit(1); }
+    lt_matmul_scaled(dt, c, b, a, NULL, EPI_NONE, NULL, N, M, K, b_cs != 1, a_cs != 1, b_cs == 1 ? b_rs : b_cs,
+                     a_cs == 1 ? a_rs : a_cs, ldc, alpha, beta);
 }

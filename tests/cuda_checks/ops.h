@@ -1,5 +1,5 @@
 // tests/cuda_checks/ops.h — tests/test_cuda.c's checks of the embedding, layernorm, the GEMMs (a bias
-// 8 bytes aligned too), GELU and the residual.
+// 8 bytes aligned too; cu_gemm's strides and bands), GELU and the residual.
 #ifndef GPTMEM_TEST_CUDA_OPS_H
 #define GPTMEM_TEST_CUDA_OPS_H
 
@@ -94,6 +94,45 @@ void test_matmul_dgelu(int dt, int N, int C, int OC) {
     void *dev[] = {d_x, d_w, d_dout, d_pre, d_dw2, d_db2, d_dinp2};
     for (int i = 0; i < 7; i++) gpu_free(dev[i]);
     free(x); free(w); free(dout); free(pre); free(dw2); free(db2); free(dinp);
+}
+
+// cu_gemm, --lora's five products (gpu/lora.h) on a band of a wider output: A and B read plain and
+// transposed (a row stride of 1), alpha, beta 0 (C written) and beta 1 (added into; the columns around
+// the band untouched). Each against cpu/gemm.h's gemm on the GPU's own inputs.
+void test_gemm(int dt) {
+    int N = 45, R = 3, in = 40, OC = 100, row0 = 20, rows = 36;  // (the band 40 bytes in, in 16 bits)
+    size_t e = dtype_size(dt);
+    float s = 8.0f / R, *x = randv((size_t)N * in, 1, dt), *A = randv((size_t)R * in, 0.2f, dt);
+    float *B = randv((size_t)rows * R, 0.2f, dt), *out = randv((size_t)N * OC, 1, dt), *dA = randv((size_t)R * in, 1, dt);
+    float *dB = randv((size_t)rows * R, 1, dt), *u = fvec((size_t)N * R), *du = fvec((size_t)N * R);
+    void *d_x = up(x, (size_t)N * in, dt), *d_A = up(A, (size_t)R * in, dt), *d_B = up(B, (size_t)rows * R, dt);
+    void *d_out = up(out, (size_t)N * OC, dt), *d_dA = up(dA, (size_t)R * in, dt), *d_dB = up(dB, (size_t)rows * R, dt);
+    void *d_u = poisoned((size_t)N * R, dt), *d_du = poisoned((size_t)N * R, dt);
+    void *band = (char *)d_out + row0 * e;
+    gemm(N, R, in, x, in, 1, A, 1, in, u, R, 0);  // u = s x A^T
+    for (int i = 0; i < N * R; i++) u[i] *= s;
+    cu_gemm(dt, N, R, in, s, d_x, in, 1, d_A, 1, in, 0.0f, d_u, R);
+    expect("gemm u = s x A^T (alpha; B transposed)", dt, d_u, u, (size_t)N * R);
+    float *us = down(d_u, (size_t)N * R, dt);
+    gemm(N, rows, R, us, R, 1, B, 1, R, out + row0, OC, 1);  // out[:, band] += u B^T
+    cu_gemm(dt, N, rows, R, 1.0f, d_u, R, 1, d_B, 1, R, 1.0f, band, OC);
+    expect("gemm out[:, band] += u B^T (beta 1, rows OC apart, the other columns untouched)", dt, d_out, out,
+           (size_t)N * OC);
+    float *os = down(d_out, (size_t)N * OC, dt);
+    gemm(rows, R, N, os + row0, 1, OC, us, R, 1, dB, R, 1);  // dB += dout_band^T u
+    cu_gemm(dt, rows, R, N, 1.0f, band, 1, OC, d_u, R, 1, 1.0f, d_dB, R);
+    expect("gemm dB += dout[:, band]^T u (A transposed, strided)", dt, d_dB, dB, (size_t)rows * R);
+    gemm(N, R, rows, os + row0, OC, 1, B, R, 1, du, R, 0);  // du = s dout_band B
+    for (int i = 0; i < N * R; i++) du[i] *= s;
+    cu_gemm(dt, N, R, rows, s, band, OC, 1, d_B, R, 1, 0.0f, d_du, R);
+    expect("gemm du = s dout[:, band] B (A strided)", dt, d_du, du, (size_t)N * R);
+    float *dus = down(d_du, (size_t)N * R, dt);
+    gemm(R, in, N, dus, 1, R, x, in, 1, dA, in, 1);  // dA += du^T x
+    cu_gemm(dt, R, in, N, 1.0f, d_du, 1, R, d_x, in, 1, 1.0f, d_dA, in);
+    expect("gemm dA += du^T x (A transposed)", dt, d_dA, dA, (size_t)R * in);
+    void *dev[] = {d_x, d_A, d_B, d_out, d_dA, d_dB, d_u, d_du};
+    for (int i = 0; i < 8; i++) gpu_free(dev[i]);
+    free(x); free(A); free(B); free(out); free(dA); free(dB); free(u); free(du); free(us); free(os); free(dus);
 }
 
 void test_matmul(int dt) {

@@ -80,7 +80,7 @@ void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, con
     float *fd = widen(dt, dout, (size_t)N * OC), *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, (size_t)OC * C);
     float *fdw = widen(dt, dw, (size_t)OC * C), *fdi = add ? widen(dt, dinp, (size_t)N * C) : calloc((size_t)N * C, 4);
     gemm(N, C, OC, fd, OC, 1, fw, C, 1, fdi, C, add);  // dinp (+)= dout w
-    gemm(OC, C, N, fd, 1, OC, fi, C, 1, fdw, C, 1);    // dw += dout^T inp
+    if (fdw) gemm(OC, C, N, fd, 1, OC, fi, C, 1, fdw, C, 1);  // dw += dout^T inp (NULL: frozen)
     narrow(dt, dinp, fdi, (size_t)N * C);
     narrow(dt, dw, fdw, (size_t)OC * C);
     free(fd); free(fi); free(fw);
@@ -88,6 +88,26 @@ void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, con
 
 void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K) {  // (its arguments: untagged below)
     cu_matmul_forward(dt, c, a, b, NULL, M, K, N);
+}
+
+// cuBLASLt's alpha and beta: the fp32 product added into C (beta 1) or scaled by alpha (beta 0), rounded once,
+// in cpu/gemm.h's order (cpu/lora.h's products: the same bits in fp32)
+void cu_gemm(int dt, int M, int N, int K, float alpha, const void *a, int a_rs, int a_cs, const void *b, int b_rs,
+             int b_cs, float beta, void *c, int ldc) {
+    LAUNCH(M);
+    a = DEV(a), b = DEV(b), c = DEV(c);
+    if (a_rs != 1 && a_cs != 1) emu_stop(__func__, "neither of A's strides is 1 (%s)", "a_rs, a_cs");
+    if (b_rs != 1 && b_cs != 1) emu_stop(__func__, "neither of B's strides is 1 (%s)", "b_rs, b_cs");
+    if (!(beta == 0.0f || (beta == 1.0f && alpha == 1.0f)))
+        emu_stop(__func__, "%s other than (s, 0) and (1, 1), which the model asks for", "alpha and beta");
+    size_t na = (size_t)(M - 1) * a_rs + (size_t)(K - 1) * a_cs + 1, nb = (size_t)(K - 1) * b_rs + (size_t)(N - 1) * b_cs + 1;
+    size_t nc = (size_t)(M - 1) * ldc + N;
+    float *fa = widen(dt, a, na), *fb = widen(dt, b, nb), *fc = widen(dt, c, nc);  // (C's other columns kept)
+    gemm(M, N, K, fa, a_rs, a_cs, fb, b_rs, b_cs, fc, ldc, beta != 0.0f);
+    for (int i = 0; i < M && alpha != 1.0f; i++)
+        for (int j = 0; j < N; j++) fc[(size_t)i * ldc + j] *= alpha;
+    narrow(dt, c, fc, nc);
+    free(fa); free(fb);
 }
 
 // --- encoder ----------------------------------------------------------------------

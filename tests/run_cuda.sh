@@ -780,12 +780,42 @@ open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(t), *[0] * 2
   else bad "GPU llama on the tensor-core flash with grouped heads"; fi
 }
 
+# --- lora: --lora on the GPU (gpu/lora.h) against the CPU's, GPT-2 and Llama, every memory flag it takes --
+sec_lora() {
+  local LG=(--layers 2 --channels 64 --heads 2 --max-seq 32 --seq-len 32 --batch 4 --steps 6 --lr 1e-2 --sample-len 0
+            --eval-every 0 --eval-batches 2 --lora 4)
+  local LL=(--model llama-small --layers 2 --channels 64 --heads 4 --kv-heads 2 --ffn 128 --max-seq 32 --seq-len 32
+            --batch 4 --steps 6 --lr 1e-2 --sample-len 0 --eval-every 0 --eval-batches 2 --lora 4)
+  local msg= good=1 f i=0 which tol
+  arun() { local name=$1 m=$2; shift 2; if [ "$m" = G ]; then set -- "${LG[@]}" "$@"; else set -- "${LL[@]}" "$@"; fi
+           $TRAIN "$@" --log "$tmp/$name.csv" >"$tmp/$name.out" 2>&1 || { tail -3 "$tmp/$name.out"; return 1; }; }
+  for which in G L; do
+    if arun ag$which $which --device cuda --mem-json "$tmp/ag$which.json" && mem_equal "$tmp/ag$which.json" &&
+       arun ac$which $which --device cpu && msg=$(close "$tmp/ag$which.csv" "$tmp/ac$which.csv" 1e-4); then
+      ok "GPU --lora 4 == the CPU's ($([ $which = G ] && echo GPT-2 || echo Llama), every map, fp32, 6 steps): $msg; the ledger predicted == measured"
+    else bad "GPU --lora == the CPU's ($which): ${msg:-a run failed}"; fi
+    if arun ak$which $which --device cuda --ckpt && cmp -s <(losses "$tmp/ag$which.csv") <(losses "$tmp/ak$which.csv") &&
+       arun ar$which $which --device cuda --recompute attn,gelu && cmp -s <(losses "$tmp/ag$which.csv") <(losses "$tmp/ar$which.csv"); then
+      ok "GPU --lora with --ckpt and --recompute attn,gelu ($which): bit-identical losses"
+    else bad "GPU --lora with --ckpt / --recompute ($which)"; fi
+  done
+  for f in "G --dtype bf16" "L --dtype bf16 --flash --fused-ce" "G --accum 2 --batch 2" "L --dtype fp16 --lora-targets q,v" \
+           "G --lora-targets qkv,fcproj --fused-ce" "L --lora-targets o,down --accum 2 --batch 2" "G --dtype bf16 --flash --lora-alpha 16"; do
+    i=$((i + 1)); tol=1e-4; case "$f" in *16*) tol=3e-2 ;; esac
+    # shellcheck disable=SC2086
+    arun lg$i $f --device cuda --mem-json "$tmp/lg$i.json" && mem_equal "$tmp/lg$i.json" &&
+      arun lc$i $f --device cpu && msg=$(close "$tmp/lg$i.csv" "$tmp/lc$i.csv" $tol) || { good=0; echo "  $f: ${msg:-a run failed}"; }
+  done
+  if [ $good = 1 ]; then ok "GPU --lora == the CPU with bf16, fp16, --flash, --fused-ce, --accum, a subset of maps, another alpha: each ledger equal"
+  else bad "GPU --lora with the memory flags"; fi
+}
+
 # --- the order: on a GPU the kernels first (no GPU: nothing else can run); quick, the newest first ---
 if [ "$QUICK" = 1 ]; then
   left_out "the kernel tests and compute-sanitizer (scripts/gpu_check.sh runs them as phases of their own)"
-  ORDER="llama offload groups zero track flags tensorcores ledger timing ckpts sample tokens errors fit"
+  ORDER="lora llama offload groups zero track flags tensorcores ledger timing ckpts sample tokens errors fit"
 else
-  ORDER="kernels track flags tensorcores ledger timing ckpts sample tokens sanitize zero groups nccl plants errors fit offload llama"
+  ORDER="kernels track flags tensorcores ledger timing ckpts sample tokens sanitize zero groups nccl plants errors fit offload llama lora"
 fi
 ORDER=${RUN_CUDA_ORDER:-$ORDER}
 for section in $ORDER; do

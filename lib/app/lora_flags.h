@@ -12,6 +12,7 @@
 #include "app/usage.h"
 #include "io/peft.h"
 #include "io/quant.h"
+#include "parallel/comm.h"
 
 // --lora-init DIR: PEFT's adapter folder gives --lora's rank, alpha and maps; a --lora, --lora-alpha or
 // --lora-targets given beside it must say the same.
@@ -51,6 +52,19 @@ void parse_base_dtype(Settings *s) {
                     quant_name[s->base_format]);
 }
 
+// What --lora on the GPU does not take yet (gpu/lora.h: one rank, the frozen model in the --dtype, the
+// adapters drawn from --seed), each refused with what does it: the same flags on the CPU.
+void refuse_with_lora_gpu(const Settings *s) {
+    if (!s->cuda) return;
+    int ranks = s->ranks > 1 || comm_launched();
+    const char *no = ranks ? "more than one rank" : s->base_format != QF_FP32 ? "--base-dtype" : s->lora_init ? "--lora-init"
+                     : s->export_to ? "--export" : s->save ? "--save" : s->resume ? "--resume" : s->offload ? "--offload"
+                     : s->eval_only ? "--eval-only" : NULL;
+    if (no)
+        usage_error("--lora on the GPU (--device cuda) trains on one rank with the frozen model in the --dtype for now; "
+                    "%s with it is not built yet: drop it, or run it on the CPU (doc/lora.md)", no);
+}
+
 // The flags --lora does not take (yet), each refused with its reason and what to do instead.
 void refuse_with_lora(const Settings *s) {
     if (s->zero == 3 && s->base_format != QF_FP32)
@@ -62,7 +76,7 @@ void refuse_with_lora(const Settings *s) {
     if (s->zero == 3 && whole)
         usage_error("--zero 3 with --lora holds a shard of the adapters on each rank, and %s reads or writes them "
                     "whole: use --zero 2 (the adapters whole on every rank, their gradients and states sharded)", whole);
-    const char *no = s->cuda ? "--device cuda" : s->fp32_grads ? "--fp32-grads (the adapters' gradients are fp32 already)"
+    const char *no = s->fp32_grads ? "--fp32-grads (the adapters' gradients are fp32 already)"
                      : s->eval_only && s->export_to ? "--eval-only --export" : NULL;
     size_t e = s->export_to ? strlen(s->export_to) : 0;
     if (s->merge && !e)
@@ -71,9 +85,8 @@ void refuse_with_lora(const Settings *s) {
     if (e && !s->merge && (e < 12 || strcmp(s->export_to + e - 12, ".safetensors")))
         usage_error("--lora --export writes the adapters as PEFT does, a safetensors file and adapter_config.json beside "
                     "it: give --export DIR/adapter_model.safetensors, or add --merge for the merged model (got '%s')", s->export_to);
-    if (no)
-        usage_error("--lora trains on the CPU for now; %s with --lora is not built yet: drop it "
-                    "(doc/lora.md says what --lora takes)", no);
+    if (no) usage_error("%s with --lora is not built yet: drop it (doc/lora.md says what --lora takes)", no);
+    refuse_with_lora_gpu(s);
 }
 
 // --lora R, --lora-alpha, --lora-targets (core/lora.h): the maps named, each with a rank it can

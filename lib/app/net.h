@@ -72,7 +72,8 @@ void net_build_model(Net *n, const Settings *s, const Plan *plan, int rank, size
 
 // The shard layout of the run (parallel/zero.h).
 const Shard *net_shard(const Net *n) {  // (--lora: the adapters', what is trained)
-    return n->cuda ? &n->gpu.shard : gpt_frozen(&n->cpu) ? &n->cpu.lora.shard : &n->cpu.shard;
+    if (n->cuda) return gpu_frozen(&n->gpu) ? &n->gpu.lora.shard : &n->gpu.shard;
+    return gpt_frozen(&n->cpu) ? &n->cpu.lora.shard : &n->cpu.shard;
 }
 
 // --offload: the optimizer's states off the device (its range: this rank's

@@ -178,23 +178,45 @@ size_t lora_op_most(const GPTConfig *c, const LoraConfig *a) {
     return most;
 }
 
-// The first values of the adapters [lo, hi) into w[0 .. hi - lo): each A uniform in +-1/sqrt(in), drawn
-// in layout order from a stream of its own (the base weights draw the same with and without --lora),
-// each B zero. Every rank draws the whole sequence and keeps its part (ZeRO-3: its shard).
+// The adapters' first values in layout order, a stretch at a time: each A uniform in +-1/sqrt(in), drawn
+// from a stream of its own (the base weights draw the same with and without --lora), each B zero.
 #define LORA_SEED_STREAM 0x4C6F5241ULL  // "LoRA"
-void lora_init(float *w, size_t lo, size_t hi, const GPTConfig *c, const LoraConfig *a, uint64_t seed) {
-    uint64_t s = rng_seed(seed ^ LORA_SEED_STREAM);
-    for (int l = 0; l < c->layers; l++)
-        for (int k = 0; k < LORA_MAPS; k++) {
+typedef struct {
+    uint64_t rng;
+    size_t at;  // the flat index of the next value
+} LoraDraw;
+LoraDraw lora_draw_start(uint64_t seed) {
+    LoraDraw d = {rng_seed(seed ^ LORA_SEED_STREAM), 0};
+    return d;
+}
+
+// The next n values into w (NULL: drawn and dropped).
+void lora_draw(LoraDraw *d, float *w, size_t n, const GPTConfig *c, const LoraConfig *a) {
+    size_t per = lora_layer_count(c, a), end = d->at + n;
+    while (d->at < end) {
+        size_t at = d->at / per * per, count = 0;  // the map holding d->at starts at `at`
+        int k = 0;
+        for (; k < LORA_MAPS; k++) {
             if (!lora_targets(a, k)) continue;
-            LoraMap mp = lora_map(c, k);
-            size_t at = lora_offset(c, a, l, k), na = (size_t)a->rank * mp.in, n = lora_map_count(c, a, k);
-            float bound = 1.0f / sqrtf((float)mp.in);
-            for (size_t i = 0; i < n; i++) {
-                float v = i < na ? (2.0f * rng_uniform(&s) - 1.0f) * bound : 0.0f;
-                if (at + i >= lo && at + i < hi) w[at + i - lo] = v;
-            }
+            if (d->at < at + (count = lora_map_count(c, a, k))) break;
+            at += count;
         }
+        LoraMap mp = lora_map(c, k);
+        size_t na = (size_t)a->rank * mp.in, i = d->at - at, stop = end - at < count ? end - at : count;
+        float bound = 1.0f / sqrtf((float)mp.in);
+        for (; i < stop; i++, d->at++) {
+            float v = i < na ? (2.0f * rng_uniform(&d->rng) - 1.0f) * bound : 0.0f;
+            if (w) *w++ = v;
+        }
+    }
+}
+
+// The first values of the adapters [lo, hi) into w[0 .. hi - lo): every rank draws the whole sequence up
+// to hi and keeps its part (ZeRO-3: its shard).
+void lora_init(float *w, size_t lo, size_t hi, const GPTConfig *c, const LoraConfig *a, uint64_t seed) {
+    LoraDraw d = lora_draw_start(seed);
+    lora_draw(&d, NULL, lo, c, a);
+    lora_draw(&d, w, hi - lo, c, a);
 }
 
 #endif

@@ -21,6 +21,7 @@
 #include <string.h>
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/lora.h"
 #include "core/plan.h"
 #include "core/saved.h"
 #include "core/settings.h"
@@ -50,8 +51,26 @@ typedef struct {
     void *wte, *wpe, *lnfw, *lnfb, *lm_head;
 } GpuGlobals;
 
+// --lora (core/lora.h; gpu/lora.h runs them): the model's weights are frozen, these are trained. The
+// adapters, their gradients and AdamW's m and v are fp32 (cpu/gpt.h's Lora: the same ledger rows); with
+// --dtype bf16 or fp16 the products read an op's adapters rounded into w_lp and write its gradients
+// into g_lp, both in the dtype (scratch), as u and du are.
+typedef struct {
+    LoraConfig cfg;    // rank 0: no LoRA, every weight trained
+    uint64_t seed;     // A's first values are drawn from it (lora_init)
+    size_t n;          // their parameters: lora_param_count
+    Shard shard;       // their layout over the ranks (one rank: all of them)
+    float *w, *g;      // the adapters (ledger: adapters) and their gradients (grads)
+    float *adam_m, *adam_v;
+    void *w_lp, *g_lp; // 16 bits: an op's adapters, and their gradients as its GEMMs write them (scratch)
+    void *u, *du;      // (N,R) in the dtype: a map's x A^T, and its gradient, reused by every map (scratch)
+    ParamTensor *tensors;  // every A and B, for AdamW
+    int ntensors;
+} GpuLora;
+
 typedef struct {
     GPTConfig cfg;
+    GpuLora lora;  // --lora: the adapters; with them every other weight is frozen (gpu_frozen)
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
     int dtype, flash;
     int grad_dtype;    // the gradients': the dtype, or fp32 with --fp32-grads (core/settings.h grad_dtype)
@@ -127,7 +146,10 @@ typedef struct {
     double recompute_seconds;
 } GpuGPT;
 
-enum { GPU_MAX_BUFFERS = 38 };
+enum { GPU_MAX_BUFFERS = 46 };
+
+// Are the model's own weights frozen (--lora)? Then they have no gradients, no master and no AdamW state.
+int gpu_frozen(const GpuGPT *m) { return m->lora.cfg.rank > 0; }
 
 // The model's buffers (memory/ledger.h's Buffer rows: where, the GPU, host memory
 // or page-locked host memory), in the order they are made, for micro-batches of B x T.
@@ -145,11 +167,24 @@ int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
     // --offload opt: the optimizer's states live on the host (optim/offload.h); opt,params: the
     // weight shard in page-locked host memory, which each gather uploads from (gpu_gather_weights)
     int off = (m->plan.offload & OFFLOAD_OPT) != 0, off_params = (m->plan.offload & OFFLOAD_PARAMS) != 0;
+    int frozen = gpu_frozen(m);  // --lora: no master, gradients nor AdamW state for the model's weights
     BUF(params, off_params ? LOC_PINNED : LOC_DEVICE, MEM_PARAMS, mixed ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
-    BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", mixed && !off ? shard_state_len(sh) * 4 : 0);
-    BUF(grads, LOC_DEVICE, MEM_GRADS, g == 2 ? "grads (16-bit)" : "grads", shard_grads_len(sh) * g);
-    BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", off ? 0 : shard_state_len(sh) * 4);
-    BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", off ? 0 : shard_state_len(sh) * 4);
+    BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", mixed && !off && !frozen ? shard_state_len(sh) * 4 : 0);
+    BUF(grads, LOC_DEVICE, MEM_GRADS, g == 2 ? "grads (16-bit)" : "grads", frozen ? 0 : shard_grads_len(sh) * g);
+    BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", off || frozen ? 0 : shard_state_len(sh) * 4);
+    BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", off || frozen ? 0 : shard_state_len(sh) * 4);
+    // --lora: the adapters, their gradients, AdamW's m and v (fp32), an op's adapters and gradients in 16 bits,
+    // and (N,R) twice in the dtype (gpu/lora.h)
+    const Shard *ls = &m->lora.shard;
+    size_t R = m->lora.cfg.rank, op_most = frozen ? lora_op_most(c, &m->lora.cfg) : 0;
+    BUF(lora.w, LOC_DEVICE, MEM_ADAPTERS, "adapters", frozen ? shard_weights_len(ls) * 4 : 0);
+    BUF(lora.g, LOC_DEVICE, MEM_GRADS, "adapter grads", frozen ? shard_grads_len(ls) * 4 : 0);
+    BUF(lora.adam_m, LOC_DEVICE, MEM_ADAM_M, "adapter adam_m", frozen ? shard_state_len(ls) * 4 : 0);
+    BUF(lora.adam_v, LOC_DEVICE, MEM_ADAM_V, "adapter adam_v", frozen ? shard_state_len(ls) * 4 : 0);
+    BUF(lora.w_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapters (16-bit)", mixed ? op_most * e : 0);
+    BUF(lora.g_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapter grads (16-bit)", mixed ? op_most * e : 0);
+    BUF(lora.u, LOC_DEVICE, MEM_SCRATCH, "lora x A^T", N * R * e);
+    BUF(lora.du, LOC_DEVICE, MEM_SCRATCH, "lora its gradient", N * R * e);
     BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", grads_sharded(sh) ? m->plan.piece * g : 0);
     BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", grads_sharded(sh) && whole_table ? m->plan.table * g : 0);
     BUF(grad_lp_piece, LOC_DEVICE, MEM_SCRATCH, "piece grads (16-bit)", widened ? m->plan.piece * e : 0);
@@ -226,6 +261,14 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     m->tensors = malloc(sizeof(ParamTensor) * m->ntensors);
     param_tensors(&m->cfg, m->tensors);
     m->shard = shard_layout(m->nparams, plan, rank);
+    m->lora.cfg = s->lora;
+    if (gpu_frozen(m)) {  // AdamW over the adapters alone
+        m->lora.seed = s->seed;
+        m->lora.n = lora_param_count(&m->cfg, &s->lora);
+        m->lora.shard = shard_layout(m->lora.n, plan, rank);
+        m->lora.ntensors = lora_tensor_count(&m->cfg, &s->lora);
+        m->lora.tensors = lora_tensors_alloc(&m->cfg, &s->lora);
+    }
     const Shard *sh = &m->shard;
     m->params_base = shard_weights_base(sh);
     m->state_base = shard_state_base(sh);
@@ -251,7 +294,8 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
 
 // A new step: the gradients start from 0, and the rebuilds' time from nothing.
 void gpu_gpt_zero_grad(GpuGPT *m) {
-    gpu_zero(m->grads, shard_grads_len(&m->shard) * m->grad_bytes);
+    if (gpu_frozen(m)) gpu_zero(m->lora.g, shard_grads_len(&m->lora.shard) * sizeof(float));
+    else gpu_zero(m->grads, shard_grads_len(&m->shard) * m->grad_bytes);
     m->recompute_used = 0, m->recompute_seconds = 0.0;
 }
 
@@ -272,6 +316,7 @@ void gpu_gpt_free(GpuGPT *m) {
     free(m->recompute_events);
     free(m->acts);
     free(m->tensors);
+    free(m->lora.tensors);
     free(m->row);
 }
 

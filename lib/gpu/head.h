@@ -121,7 +121,8 @@ void gpu_embed_backward(GpuGPT *m) {
     int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c), dt = m->dtype;
     int N = B * T, *pos = m->buckets, *start = pos + N, *tok = start + N + 1;
     ledger_where("embedding backward", 0);
-    if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
+    if (gpu_frozen(m)) {  // --lora: the table is frozen, nothing to add into
+    } else if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
             Rows r = table_rows(&m->plan, rows, k);
             void *g = gpu_grads_params(m, table_chunk(&m->plan, c, rows, k));
@@ -161,7 +162,8 @@ void gpu_final_norm_backward(GpuGPT *m) {
     if (m->plan.tiled_head) {
         Piece lnf = lnf_piece(&m->cfg);
         void *p = gpu_fetch_params(m, lnf), *g = gpu_grads_params(m, lnf);
-        cu_norm_backward_as(rms, dt, m->dres, g, element(m, g, C), m->dln, x, p, m->lnf_mean, m->lnf_rstd, N, C);
+        cu_norm_backward_as(rms, dt, m->dres, g, g ? element(m, g, C) : NULL, m->dln, x, p, m->lnf_mean, m->lnf_rstd, N,
+                            C);  // (--lora: g NULL, frozen)
         gpu_grads_params_done(m, lnf);
     } else {
         cu_norm_backward_as(rms, dt, m->dres, m->global_grads.lnfw, m->global_grads.lnfb, m->dln, x, m->globals.lnfw,

@@ -20,6 +20,7 @@
 #include "gpu/gpt.h"
 #include "gpu/head.h"
 #include "gpu/kvcache.h"
+#include "gpu/lora.h"
 #include "gpu/optimizer.h"
 #include "gpu/storage.h"
 #include "gpu/weights.h"
@@ -38,16 +39,20 @@ void gpu_norm(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *x) {
     cu_norm_forward_as(is_llama(&m->cfg), m->dtype, a->saved[o], a->saved[o + 1], a->saved[o + 2], x, w.w, w.b, N, C);
 }
 
-// out (tensor o) = inp W^T + b with op `op`'s weight and bias, plus `residual` if given.
+// out (tensor o) = inp W^T + b with op `op`'s weight and bias (with --lora, + s (inp A^T) B^T for each
+// adapter of the op, before RoPE and the residual: gpu/lora.h), plus `residual` if given.
 // Llama's qkv: q and k then rotated by their positions (RoPE), as model.h's linear.
 void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, const void *residual) {
     if (!(a->pushing & SV_BIT(o))) return;
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T;
+    int N = m->B * m->T, adapted = gpu_lora_adapted(m, op);
     GpuOpParams w = gpu_op_weights(m, l, op);
     // the residual is added inside the GEMM (cuBLASLt's C with beta 1): rounded once, as model.h's
-    // linear rounds once; the qkv step, the one RoPE rotates, has none
-    cu_matmul_residual_forward(m->dtype, a->saved[o], inp, w.w, w.b, residual, N, op_inputs(c, op), op_outputs(c, op));
+    // linear rounds once; the qkv step, the one RoPE rotates, has none (--lora: added after the adapters)
+    cu_matmul_residual_forward(m->dtype, a->saved[o], inp, w.w, w.b, adapted ? NULL : residual, N, op_inputs(c, op),
+                               op_outputs(c, op));
+    if (adapted) gpu_lora_forward(m, l, op, a->saved[o], inp);  // + s (inp A^T) B^T   (--lora)
+    if (adapted && residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)N * c->channels);
     if (op == OP_QKV && is_llama(c)) {
         Rope r = cfg_rope(c);
         cu_rope_forward(m->dtype, a->saved[o], N, m->T, m->pos0, (int)qkv_width(c), rope_heads(c), head_size(c),
@@ -90,6 +95,7 @@ void gpu_linear_backward(GpuGPT *m, int l, int op, void *dinp, void *dout, const
                          r.scaled);
     }
     cu_matmul_backward(m->dtype, dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
+    if (gpu_lora_adapted(m, op)) gpu_lora_backward(m, l, op, dinp, dout, inp);  // dinp += s dout B A; dA, dB (--lora)
     gpu_op_grads_done(m, l, op);
 }
 
@@ -120,6 +126,11 @@ void gpu_mlp_out_backward(GpuGPT *m, int l, void *dfch, void *dout, const void *
     if (is_llama(c)) {
         gpu_linear_backward(m, l, OP_FCPROJ, m->dact, dout, act);     // d(act)            (N,F)
         cu_swiglu_backward(m->dtype, dfch, fch, m->dact, N, cfg_ffn(c));  // d(fch), apart  (N,2F)
+        return;
+    }
+    if (gpu_lora_adapted(m, OP_FCPROJ)) {  // --lora: d(act) has the adapters' part too, then GELU's backward
+        gpu_linear_backward(m, l, OP_FCPROJ, dfch, dout, act);            // d(act), in dfch   (N,F)
+        cu_gelu_backward(m->dtype, dfch, fch, dfch, (size_t)N * cfg_ffn(c));  // d(fch), in place
         return;
     }
     GpuOpParams w = gpu_op_weights(m, l, OP_FCPROJ), g = gpu_op_grads(m, l, OP_FCPROJ);

@@ -19,9 +19,13 @@
 // several, the partial sums come to the host (a wait: the ranks must add their
 // sums, in rank order), and the total and the scale go back.
 void gpu_gpt_grad_norm(GpuGPT *m, float loss_scale, float clip) {
-    const Shard *sh = &m->shard;
-    cu_sum_squares_partials(m->grad_dtype, m->norm_partials, grad_element(m, m->grads, sh->own_lo - m->grads_base),
-                            sh->own_hi - sh->own_lo);
+    const Shard *sh = gpu_frozen(m) ? &m->lora.shard : &m->shard;  // (--lora: the adapters', fp32)
+    if (gpu_frozen(m))
+        cu_sum_squares_partials(DT_FP32, m->norm_partials, m->lora.g + (sh->own_lo - shard_grads_base(sh)),
+                                sh->own_hi - sh->own_lo);
+    else
+        cu_sum_squares_partials(m->grad_dtype, m->norm_partials, grad_element(m, m->grads, sh->own_lo - m->grads_base),
+                                sh->own_hi - sh->own_lo);
     if (sh->nranks == 1) {
         cu_grad_scale(m->numbers, m->norm_partials, GPU_NORM_BLOCKS, loss_scale, clip);
         return;
@@ -72,25 +76,38 @@ static void gpu_adamw_launch(GpuGPT *m, size_t a0, const AdamwSegment *segs, int
                       m->adam_v + (a0 - m->state_base), segs, n, lr, adam->beta1, adam->beta2, adam->eps, b1c, b2c,
                       m->numbers + STEP_SCALE);
 }
+// --lora: the adapters', all fp32 (their weights are their own master)
+static void gpu_lora_adamw_launch(GpuGPT *m, size_t a0, const AdamwSegment *segs, int n, float lr, float b1c,
+                                  float b2c) {
+    const AdamWConfig *adam = &m->adam;
+    const Shard *ls = &m->lora.shard;
+    size_t st = a0 - shard_state_base(ls);
+    cu_adamw_segments(DT_FP32, DT_FP32, m->lora.w + (a0 - shard_weights_base(ls)), NULL,
+                      m->lora.g + (a0 - shard_grads_base(ls)), m->lora.adam_m + st, m->lora.adam_v + st, segs, n, lr,
+                      adam->beta1, adam->beta2, adam->eps, b1c, b2c, m->numbers + STEP_SCALE);
+}
 void gpu_gpt_adamw_step(GpuGPT *m, float lr, int t) {
-    const Shard *sh = &m->shard;
+    int frozen = gpu_frozen(m);
+    const Shard *sh = frozen ? &m->lora.shard : &m->shard;
     const AdamWConfig *adam = &m->adam;
     if (sh->nranks > 1 && isnan(m->host_scale)) return;
     float b1c = 1.0f - powf(adam->beta1, (float)t), b2c = 1.0f - powf(adam->beta2, (float)t);
     size_t lo, hi, a0 = 0;
     shard_state_range(sh, &lo, &hi);
     AdamwSegment segs[CU_ADAMW_SEGMENTS];
-    int n = 0;
-    for (int i = 0; i < m->ntensors; i++) {
-        const ParamTensor *pt = &m->tensors[i];
+    int n = 0, count = frozen ? m->lora.ntensors : m->ntensors;
+    void (*launch)(GpuGPT *, size_t, const AdamwSegment *, int, float, float, float) =
+        frozen ? gpu_lora_adamw_launch : gpu_adamw_launch;
+    for (int i = 0; i < count; i++) {
+        const ParamTensor *pt = frozen ? &m->lora.tensors[i] : &m->tensors[i];
         size_t a = pt->offset > lo ? pt->offset : lo, b = pt->offset + pt->count < hi ? pt->offset + pt->count : hi;
         if (a >= b) continue;
         if (n == 0) a0 = a;
         segs[n++] = (AdamwSegment){a - a0, b - a, pt->is_matrix ? adam->weight_decay : 0.0f};
-        if (n == CU_ADAMW_SEGMENTS) gpu_adamw_launch(m, a0, segs, n, lr, b1c, b2c), n = 0;
+        if (n == CU_ADAMW_SEGMENTS) launch(m, a0, segs, n, lr, b1c, b2c), n = 0;
     }
-    if (n) gpu_adamw_launch(m, a0, segs, n, lr, b1c, b2c);
-    if (gathers_updates(sh)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
+    if (n) launch(m, a0, segs, n, lr, b1c, b2c);
+    if (gathers_updates(sh) && !frozen) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 
 // This rank's part of a saved state (io/state_arrays.h), in device memory: the
@@ -99,6 +116,13 @@ NetState gpu_gpt_state(GpuGPT *m) {
     NetState st;
     memset(&st, 0, sizeof st);
     st.lo = m->shard.own_lo, st.hi = m->shard.own_hi, st.on_gpu = 1;
+    if (gpu_frozen(m)) {  // --lora: the adapters'
+        const Shard *ls = &m->lora.shard;
+        st.lo = ls->own_lo, st.hi = ls->own_hi;
+        st.w = m->lora.w + (st.lo - shard_weights_base(ls));
+        st.m = m->lora.adam_m + (st.lo - shard_state_base(ls)), st.v = m->lora.adam_v + (st.lo - shard_state_base(ls));
+        return st;
+    }
     st.w = m->master + (st.lo - m->master_base);
     st.m = m->adam_m + (st.lo - m->state_base), st.v = m->adam_v + (st.lo - m->state_base);
     return st;

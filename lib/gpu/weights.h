@@ -26,6 +26,7 @@
 #include "core/traffic.h"
 #include "cuda/api.h"
 #include "gpu/gpt.h"
+#include "gpu/lora.h"
 #include "memory/ledger.h"
 #include "parallel/comm.h"
 #include "parallel/gpu_zero.h"
@@ -60,7 +61,7 @@ void gpu_gpt_reduce_grads(GpuGPT *m) {
 // 16-bit compute weights (fp32: they are the same array); at stages 1, 2
 // every rank's updated block goes to every rank.
 void gpu_gpt_sync_params(GpuGPT *m) {
-    if (m->dtype != DT_FP32 && m->master_n)  // (a rank may own no parameters: a toy model on many ranks)
+    if (m->dtype != DT_FP32 && m->master_n && m->master)  // (--lora's frozen 16-bit model has no master)  // (a rank may own no parameters: a toy model on many ranks)
         cu_store_dtype(m->dtype, element(m, m->params, m->master_base - m->params_base), m->master, m->master_n);
     if (gathers_updates(&m->shard)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
@@ -76,7 +77,10 @@ typedef struct {
 
 static void upload_chunk(void *ctx, size_t a, size_t b) {
     GpuInit *it = ctx;
-    gpu_upload(it->m->master + (a - it->m->master_base), it->chunk, (b - a) * 4);
+    GpuGPT *m = it->m;
+    if (m->master) { gpu_upload(m->master + (a - m->master_base), it->chunk, (b - a) * 4); return; }
+    gpu_upload(m->gemm_workspace, it->chunk, (b - a) * 4);  // --lora, 16 bits: no master; rounded from a scratch
+    cu_store_dtype(m->dtype, element(m, m->params, a - m->params_base), m->gemm_workspace, b - a);
 }
 
 void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
@@ -86,6 +90,7 @@ void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
                                         upload_chunk, &it);
     free(it.chunk);
     gpu_gpt_sync_params(m);
+    if (gpu_frozen(m)) gpu_lora_start(m);  // --lora: A drawn, B zero
 }
 
 // Do all ranks hold the same weights (stages 0 to 2)? The compute weights are
@@ -133,6 +138,7 @@ static int widens_grads(const GpuGPT *m) { return m->grad_bytes != m->elem_bytes
 // at stages 2, 3 the bucket grad_piece, or with --fp32-grads the 16-bit
 // bucket grad_lp_piece (a bucket is zeroed here); gpu_grads_params_done hands it on.
 void *gpu_grads_params(GpuGPT *m, Piece p) {
+    if (gpu_frozen(m)) return NULL;  // --lora: no gradients for the model's weights
     void *bucket = widens_grads(m) ? m->grad_lp_piece : grads_sharded(&m->shard) ? m->grad_piece : NULL;
     if (!bucket) return grad_element(m, m->grads, p.lo - m->grads_base);
     gpu_zero(bucket, p.n * m->elem_bytes);
@@ -149,7 +155,7 @@ static void gpu_grads_range_done(GpuGPT *m, const void *lp, void *bucket, size_t
 }
 
 void gpu_grads_params_done(GpuGPT *m, Piece p) {
-    if (!grads_sharded(&m->shard) && !widens_grads(m)) return;
+    if ((!grads_sharded(&m->shard) && !widens_grads(m)) || gpu_frozen(m)) return;
     char what[48];
     if (g_ledger.trace && grads_sharded(&m->shard))
         printf("  reduce-scatter %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * m->grad_bytes);
@@ -168,8 +174,8 @@ GpuOpParams gpu_op_weights(GpuGPT *m, int l, int op) {
 }
 
 GpuOpParams gpu_op_grads(GpuGPT *m, int l, int op) {
-    void *p = gpu_grads_params(m, op_piece(&m->cfg, l, op));
-    GpuOpParams g = {p, op_has_bias(&m->cfg) ? element(m, p, op_weight_count(&m->cfg, op)) : NULL};
+    void *p = gpu_grads_params(m, op_piece(&m->cfg, l, op));  // (--lora: NULL, and the bias's too)
+    GpuOpParams g = {p, p && op_has_bias(&m->cfg) ? element(m, p, op_weight_count(&m->cfg, op)) : NULL};
     return g;
 }
 
@@ -210,6 +216,7 @@ GpuGlobals gpu_global_weights(GpuGPT *m) {
 // here): at stages 2, 3 grad_global, with --fp32-grads grad_lp_global;
 // gpu_global_grads_done hands it on.
 GpuGlobals gpu_global_grads(GpuGPT *m) {
+    if (gpu_frozen(m)) return (GpuGlobals){NULL, NULL, NULL, NULL, NULL};  // (--lora)
     void *bucket = widens_grads(m) ? m->grad_lp_global : grads_sharded(&m->shard) ? m->grad_global : NULL;
     if (!bucket) return gpu_globals_flat(m, m->grads);
     gpu_zero(bucket, m->plan.table * m->elem_bytes);
@@ -217,7 +224,7 @@ GpuGlobals gpu_global_grads(GpuGPT *m) {
 }
 
 void gpu_global_grads_done(GpuGPT *m) {
-    if (!grads_sharded(&m->shard) && !widens_grads(m)) return;
+    if ((!grads_sharded(&m->shard) && !widens_grads(m)) || gpu_frozen(m)) return;
     const GPTConfig *c = &m->cfg;
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
     if (g_ledger.trace && grads_sharded(&m->shard))

@@ -416,10 +416,13 @@ ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
 //   --fused-ce a tile of logits, e * predict_head_tile(head_rows), and each row's running sum and
 //     target logit, 2 * 4N
 //   --fp32-grads the 16-bit buckets the kernels write the gradients of what is moved into, e * moved
+//   --lora a map's x A^T and its gradient, 2 e N R, and in 16 bits an op's adapters and their gradients
+//     (the most an op has, O: core/lora.h lora_op_most), 2 e O
 size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
     size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, e = dtype_size(s->dtype);
-    size_t F = cfg_ffn(&s->cfg), W = qkv_width(&s->cfg);
+    size_t F = cfg_ffn(&s->cfg), W = qkv_width(&s->cfg), R = s->lora.rank;
     size_t backward = is_llama(&s->cfg) ? N * (3 * C + W + 3 * F) : 10 * N * C;
+    if (R) backward += 2 * N * R + (e != 4 ? 2 * lora_op_most(&s->cfg, &s->lora) : 0);  // (--lora, in the dtype too)
     return backward * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
            4 * GPU_COLSUM_CHUNKS * 4 * C + (s->flash ? 4 * B * H * T : 0) +
            (p->tiled_head ? e * predict_head_tile((size_t)p->head_rows, padded_vocab(&s->cfg)) + 2 * 4 * N : 0) +

@@ -125,8 +125,14 @@ expect 2 "--base-dtype goes with --lora R" "${SMALL[@]}" --base-dtype nf4
 expect 2 "--base-dtype must be fp32, bf16, fp16, int8 or nf4 (got 'int4')" "${SMALL[@]}" --lora 2 --base-dtype int4
 expect 2 "--double-quant goes with --lora R" "${SMALL[@]}" --double-quant
 expect 2 "--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (QLoRA), not int8" "${SMALL[@]}" --lora 2 --base-dtype int8 --double-quant
-for flag in "--dtype bf16 --fp32-grads" "--device cuda" "--eval-only --resume x --export y.safetensors"; do
+for flag in "--dtype bf16 --fp32-grads" "--eval-only --resume x --export y.safetensors"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
+done
+# the GPU (tests/run_cuda.sh's lora section trains there): one rank, the frozen model in the --dtype, drawn adapters
+for flag in "--base-dtype nf4" "--ranks 2" "--save $tmp/no/s.bin" "--export $tmp/no/adapter_model.safetensors" "--offload opt"; do
+  # shellcheck disable=SC2086
+  expect 2 "--lora on the GPU (--device cuda) trains on one rank with the frozen model in the --dtype for now" \
+    "${SMALL[@]}" --lora 2 --device cuda $flag
 done
 expect 2 "--zero 3 with --base-dtype nf4: stage 3 shards the frozen model over the ranks" "${SMALL[@]}" --lora 2 --zero 3 --ranks 2 --base-dtype nf4
 expect 2 "--zero 3 with --lora holds a shard of the adapters on each rank, and --export reads or writes them whole" \

@@ -152,7 +152,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
         run->header.lora_rank = s->lora.rank, run->header.lora_targets = (int32_t)s->lora.targets;
         run->header.lora_alpha = s->lora.alpha, run->header.base_format = s->base_format;
         run->header.double_quant = s->double_quant;
-        if (s->save || s->resume) run->header.base_hash = lora_base_hash(&net->cpu);
+        if (s->save || s->resume) run->header.base_hash = net_lora_base_hash(net);
     }
     run->live = (LiveState){0, s->dtype == DT_FP16 ? s->loss_scale : 1.0f, 0};
     run->sample_rng = sample_stream(s->seed);

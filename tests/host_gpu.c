@@ -13,7 +13,7 @@
 // tests/test_cuda.c does that, on a GPU.
 //
 // One function per declaration of cuda/api.h, in the same order: the runtime
-// here, NCCL in tests/host_gpu/nccl.h, the kernels in tests/host_gpu/ops.h.
+// here, NCCL in tests/host_gpu/nccl.h, the kernels in tests/host_gpu/gemm.h and ops.h.
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -419,4 +419,5 @@ void gpu_event_free(void *event) { free(event); }
 void gpu_fill_fresh(void *p, size_t bytes) { memset(DEV(p), 0xFF, bytes); }  // NaN in every dtype
 
 #include "tests/host_gpu/nccl.h"
+#include "tests/host_gpu/gemm.h"
 #include "tests/host_gpu/ops.h"

@@ -784,8 +784,9 @@ open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(t), *[0] * 2
 sec_lora() {
   local LG=(--layers 2 --channels 64 --heads 2 --max-seq 32 --seq-len 32 --batch 4 --steps 6 --lr 1e-2 --sample-len 0
             --eval-every 0 --eval-batches 2 --lora 4)
-  local LL=(--model llama-small --layers 2 --channels 64 --heads 4 --kv-heads 2 --ffn 128 --max-seq 32 --seq-len 32
-            --batch 4 --steps 6 --lr 1e-2 --sample-len 0 --eval-every 0 --eval-batches 2 --lora 4)
+  local LB=(--model llama-small --layers 2 --channels 64 --heads 4 --kv-heads 2 --ffn 128 --max-seq 32 --seq-len 32
+            --batch 4 --steps 6 --lr 1e-2 --sample-len 0 --eval-every 0 --eval-batches 2)
+  local LL=("${LB[@]}" --lora 4)
   local msg= good=1 f i=0 which tol
   arun() { local name=$1 m=$2; shift 2; if [ "$m" = G ]; then set -- "${LG[@]}" "$@"; else set -- "${LL[@]}" "$@"; fi
            $TRAIN "$@" --log "$tmp/$name.csv" >"$tmp/$name.out" 2>&1 || { tail -3 "$tmp/$name.out"; return 1; }; }
@@ -808,6 +809,34 @@ sec_lora() {
   done
   if [ $good = 1 ]; then ok "GPU --lora == the CPU with bf16, fp16, --flash, --fused-ce, --accum, a subset of maps, another alpha: each ledger equal"
   else bad "GPU --lora with the memory flags"; fi
+  # PEFT's files: the GPU's --export against the CPU's, value by value (the emulation: the same bytes), and each
+  # run from the other's folder (--lora-init) the other's losses; a state saved on the GPU resumed there bit for
+  # bit, and on the CPU (the frozen model's hash the same bytes: the dtype's weights)
+  mkdir -p "$tmp/lx/c" "$tmp/lx/g"
+  adapters_close() { python3 - "$1" "$2" <<'PY'
+import array, json, struct, sys
+def read(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
+    return {k: array.array("f", b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in h.items()}
+a, b = read(sys.argv[1]), read(sys.argv[2])
+d = max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in b) if sorted(a) == sorted(b) else float("inf")
+top = max(max(abs(y) for y in b[k]) for k in b)
+print(f"{len(b)} tensors, max abs difference {d:.2e} of values up to {top:.3f}"); sys.exit(0 if d <= 1e-4 * top else 1)
+PY
+  }
+  if arun xg L --device cuda --export "$tmp/lx/g/adapter_model.safetensors" && arun xc L --device cpu --export "$tmp/lx/c/adapter_model.safetensors" &&
+     msg=$(adapters_close "$tmp/lx/g/adapter_model.safetensors" "$tmp/lx/c/adapter_model.safetensors") &&
+     cmp -s "$tmp/lx/g/adapter_config.json" "$tmp/lx/c/adapter_config.json" &&
+     $TRAIN "${LB[@]}" --lora-init "$tmp/lx/c" --device cuda --log "$tmp/lx/gi.csv" >"$tmp/lx/gi.out" 2>&1 &&
+     $TRAIN "${LB[@]}" --lora-init "$tmp/lx/g" --device cpu --log "$tmp/lx/ci.csv" >"$tmp/lx/ci.out" 2>&1 &&
+     close "$tmp/lx/gi.csv" "$tmp/lx/ci.csv" 1e-4 >/dev/null; then
+    ok "GPU --lora --export == the CPU's ($msg), the same adapter_config.json; --lora-init of each other's folder: the same losses"
+  else bad "GPU --lora --export / --lora-init: ${msg:-$(tail -1 "$tmp/lx/gi.out" 2>/dev/null)}"; fi
+  if arun sv L --device cuda --save "$tmp/lx/s.bin" --stop-after 3 && arun rs L --device cuda --resume "$tmp/lx/s.bin" &&
+     cmp -s <(losses "$tmp/rs.csv") <(losses "$tmp/xg.csv" | tail -3) && arun rc L --device cpu --resume "$tmp/lx/s.bin" &&
+     msg=$(close "$tmp/rc.csv" "$tmp/rs.csv" 1e-4); then
+    ok "GPU --lora state: resumed on the GPU bit for bit, on the CPU too ($msg)"
+  else bad "GPU --lora --save / --resume: ${msg:-$(tail -1 "$tmp/rs.out")}"; fi
 }
 
 # --- the order: on a GPU the kernels first (no GPU: nothing else can run); quick, the newest first ---

@@ -52,14 +52,13 @@ void parse_base_dtype(Settings *s) {
                     quant_name[s->base_format]);
 }
 
-// What --lora on the GPU does not take yet (gpu/lora.h: one rank, the frozen model in the --dtype, the
-// adapters drawn from --seed), each refused with what does it: the same flags on the CPU.
+// What --lora on the GPU does not take yet (gpu/lora.h: one rank, the frozen model in the --dtype), each
+// refused with what does it: the same flags on the CPU.
 void refuse_with_lora_gpu(const Settings *s) {
     if (!s->cuda) return;
     int ranks = s->ranks > 1 || comm_launched();
-    const char *no = ranks ? "more than one rank" : s->base_format != QF_FP32 ? "--base-dtype" : s->lora_init ? "--lora-init"
-                     : s->export_to ? "--export" : s->save ? "--save" : s->resume ? "--resume" : s->offload ? "--offload"
-                     : s->eval_only ? "--eval-only" : NULL;
+    const char *no = ranks ? "more than one rank" : s->base_format != QF_FP32 ? "--base-dtype" : s->merge ? "--merge"
+                     : s->offload ? "--offload" : s->eval_only ? "--eval-only" : NULL;
     if (no)
         usage_error("--lora on the GPU (--device cuda) trains on one rank with the frozen model in the --dtype for now; "
                     "%s with it is not built yet: drop it, or run it on the CPU (doc/lora.md)", no);

@@ -122,6 +122,9 @@ void net_free(Net *n) {
     else gpt_free(&n->cpu), arena_release();
 }
 
+// --lora: the frozen model's hash, which a state records (cpu/lora.h lora_base_hash, gpu/lora.h's).
+uint64_t net_lora_base_hash(Net *n) { return n->cuda ? gpu_lora_base_hash(&n->gpu) : lora_base_hash(&n->cpu); }
+
 // The ZeRO stage the run really uses (0 on one rank).
 int net_zero_stage(const Net *n) { return net_shard(n)->stage; }
 
@@ -259,7 +262,8 @@ int tp_export(const Net *n, const Settings *s, const NetState *st) {
 int net_export(Net *n, const Settings *s) {
     if (!s->export_to) return 0;
     if (s->lora.rank && s->merge) return export_weights(s->export_to, &s->cfg, 0, n->cpu.nparams, lora_merged_get, &n->cpu);
-    if (s->lora.rank) return export_adapters(s->export_to, &s->cfg, &s->lora, n->cpu.lora.w);  // (PEFT's files)
+    if (s->lora.rank && n->cuda) return export_adapters(s->export_to, &s->cfg, &s->lora, gpu_lora_get, &n->gpu);
+    if (s->lora.rank) return export_adapters(s->export_to, &s->cfg, &s->lora, lora_get_host, n->cpu.lora.w);  // (PEFT's files)
     NetState st = net_state(n);
     if (s->tp > 1) return tp_export(n, s, &st);
     return export_weights(s->export_to, &s->cfg, st.lo, st.hi, state_weights_get, &st);

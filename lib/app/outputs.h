@@ -351,13 +351,13 @@ int export_weights(const char *path, const GPTConfig *c, size_t lo, size_t hi,
 // --lora --export DIR/adapter_model.safetensors: the adapters as PEFT saves them (io/peft.h), with
 // adapter_config.json beside; both written to temps, then renamed together. One rank (--lora's). 0, or 1
 // after a message.
-int export_adapters(const char *path, const GPTConfig *c, const LoraConfig *a, const float *w) {
+int export_adapters(const char *path, const GPTConfig *c, const LoraConfig *a, LoraGet get, void *ctx) {
     char cfg[4200];
     export_config_path(path, 1, cfg, sizeof cfg);
     if (writable_target("--export", path, peft_file_bytes(c, a))) return 1;
     OutFile file = {0}, config = {0};
     FILE *f = out_open(&file, path, "the --export file"), *g = f ? out_open(&config, cfg, "the --export file") : NULL;
-    int bad = !f || !g || peft_write(f, c, a, w) || peft_write_config(g, c, a), err = bad ? errno : 0;
+    int bad = !f || !g || peft_write_from(f, c, a, get, ctx) || peft_write_config(g, c, a), err = bad ? errno : 0;
     if (f && out_close(&file)) bad = 1, err = errno;
     if (g && out_close(&config)) bad = 1, err = errno;
     char *from[] = {file.tmp, config.tmp}, *to[] = {file.path, config.path};

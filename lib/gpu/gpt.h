@@ -58,6 +58,7 @@ typedef struct {
 typedef struct {
     LoraConfig cfg;    // rank 0: no LoRA, every weight trained
     uint64_t seed;     // A's first values are drawn from it (lora_init)
+    const char *from;  // --lora-init: PEFT's adapter folder, read instead (gpu/lora.h gpu_lora_start)
     size_t n;          // their parameters: lora_param_count
     Shard shard;       // their layout over the ranks (one rank: all of them)
     float *w, *g;      // the adapters (ledger: adapters) and their gradients (grads)
@@ -151,6 +152,25 @@ enum { GPU_MAX_BUFFERS = 46 };
 // Are the model's own weights frozen (--lora)? Then they have no gradients, no master and no AdamW state.
 int gpu_frozen(const GpuGPT *m) { return m->lora.cfg.rank > 0; }
 
+// --lora's rows of the table below, from b[n] on (returns the count): the adapters, their gradients, AdamW's
+// m and v (fp32), an op's adapters and gradients in 16 bits, and (N,R) twice in the dtype (gpu/lora.h).
+int gpu_lora_buffers(GpuGPT *m, size_t N, Buffer *b, int n) {
+    const Shard *ls = &m->lora.shard;
+    int frozen = gpu_frozen(m), mixed = m->dtype != DT_FP32;
+    size_t R = m->lora.cfg.rank, e = m->elem_bytes, op_most = frozen ? lora_op_most(&m->cfg, &m->lora.cfg) : 0;
+#define BUF(ptr, where, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
+    BUF(lora.w, LOC_DEVICE, MEM_ADAPTERS, "adapters", frozen ? shard_weights_len(ls) * 4 : 0);
+    BUF(lora.g, LOC_DEVICE, MEM_GRADS, "adapter grads", frozen ? shard_grads_len(ls) * 4 : 0);
+    BUF(lora.adam_m, LOC_DEVICE, MEM_ADAM_M, "adapter adam_m", frozen ? shard_state_len(ls) * 4 : 0);
+    BUF(lora.adam_v, LOC_DEVICE, MEM_ADAM_V, "adapter adam_v", frozen ? shard_state_len(ls) * 4 : 0);
+    BUF(lora.w_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapters (16-bit)", mixed ? op_most * e : 0);
+    BUF(lora.g_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapter grads (16-bit)", mixed ? op_most * e : 0);
+    BUF(lora.u, LOC_DEVICE, MEM_SCRATCH, "lora x A^T", N * R * e);
+    BUF(lora.du, LOC_DEVICE, MEM_SCRATCH, "lora its gradient", N * R * e);
+#undef BUF
+    return n;
+}
+
 // The model's buffers (memory/ledger.h's Buffer rows: where, the GPU, host memory
 // or page-locked host memory), in the order they are made, for micro-batches of B x T.
 // ZeRO on N ranks shards the model states as on the CPU (S = ceil(P/N) in
@@ -173,18 +193,7 @@ int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
     BUF(grads, LOC_DEVICE, MEM_GRADS, g == 2 ? "grads (16-bit)" : "grads", frozen ? 0 : shard_grads_len(sh) * g);
     BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", off || frozen ? 0 : shard_state_len(sh) * 4);
     BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", off || frozen ? 0 : shard_state_len(sh) * 4);
-    // --lora: the adapters, their gradients, AdamW's m and v (fp32), an op's adapters and gradients in 16 bits,
-    // and (N,R) twice in the dtype (gpu/lora.h)
-    const Shard *ls = &m->lora.shard;
-    size_t R = m->lora.cfg.rank, op_most = frozen ? lora_op_most(c, &m->lora.cfg) : 0;
-    BUF(lora.w, LOC_DEVICE, MEM_ADAPTERS, "adapters", frozen ? shard_weights_len(ls) * 4 : 0);
-    BUF(lora.g, LOC_DEVICE, MEM_GRADS, "adapter grads", frozen ? shard_grads_len(ls) * 4 : 0);
-    BUF(lora.adam_m, LOC_DEVICE, MEM_ADAM_M, "adapter adam_m", frozen ? shard_state_len(ls) * 4 : 0);
-    BUF(lora.adam_v, LOC_DEVICE, MEM_ADAM_V, "adapter adam_v", frozen ? shard_state_len(ls) * 4 : 0);
-    BUF(lora.w_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapters (16-bit)", mixed ? op_most * e : 0);
-    BUF(lora.g_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapter grads (16-bit)", mixed ? op_most * e : 0);
-    BUF(lora.u, LOC_DEVICE, MEM_SCRATCH, "lora x A^T", N * R * e);
-    BUF(lora.du, LOC_DEVICE, MEM_SCRATCH, "lora its gradient", N * R * e);
+    n = gpu_lora_buffers(m, N, b, n);
     BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", grads_sharded(sh) ? m->plan.piece * g : 0);
     BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", grads_sharded(sh) && whole_table ? m->plan.table * g : 0);
     BUF(grad_lp_piece, LOC_DEVICE, MEM_SCRATCH, "piece grads (16-bit)", widened ? m->plan.piece * e : 0);
@@ -263,7 +272,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     m->shard = shard_layout(m->nparams, plan, rank);
     m->lora.cfg = s->lora;
     if (gpu_frozen(m)) {  // AdamW over the adapters alone
-        m->lora.seed = s->seed;
+        m->lora.seed = s->seed, m->lora.from = s->lora_init;
         m->lora.n = lora_param_count(&m->cfg, &s->lora);
         m->lora.shard = shard_layout(m->lora.n, plan, rank);
         m->lora.ntensors = lora_tensor_count(&m->cfg, &s->lora);

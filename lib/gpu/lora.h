@@ -10,11 +10,18 @@
 #define GPTMEM_GPU_LORA_H
 
 #include "core/config.h"
+#include "core/hash.h"
 #include "core/lora.h"
 #include "cuda/api.h"
 #include "gpu/gpt.h"
+#include "io/peft.h"
 
-// The adapters' first values (core/lora.h lora_draw), made on the host a chunk at a time and uploaded.
+// The adapters [at, at + n) to and from the host (io/peft.h's LoraGet and LoraPut: a map at a time).
+void gpu_lora_get(void *ctx, size_t at, float *dst, size_t n) { gpu_download(dst, ((GpuGPT *)ctx)->lora.w + at, n * sizeof(float)); }
+void gpu_lora_put(void *ctx, size_t at, const float *src, size_t n) { gpu_upload(((GpuGPT *)ctx)->lora.w + at, src, n * sizeof(float)); }
+
+// The adapters' first values: drawn (core/lora.h lora_draw) on the host a chunk at a time and uploaded, or
+// what PEFT's folder holds (--lora-init, checked when the flags were read: read again here), a map at a time.
 void gpu_lora_start(GpuGPT *m) {
     enum { CHUNK = 1 << 18 };
     float *chunk = malloc(sizeof(float) * CHUNK);  // 1 MiB of host staging, not a model buffer
@@ -25,6 +32,33 @@ void gpu_lora_start(GpuGPT *m) {
         gpu_upload(m->lora.w + at, chunk, n * sizeof(float));
     }
     free(chunk);
+    if (!m->lora.from) return;
+    StModel f;
+    LoraConfig a = m->lora.cfg;
+    char err[1400] = "a read failed";
+    int bad = peft_open(&f, m->lora.from, &m->cfg, &a, err, sizeof err) || memcmp(&a, &m->lora.cfg, sizeof a) ||
+              peft_read_to(&f, &m->cfg, &a, gpu_lora_put, m);
+    peft_close(&f);
+    if (bad) {
+        fprintf(stderr, "error: --lora-init '%s': %s (was it changed since the run began?)\n", m->lora.from, err);
+        exit(1);
+    }
+}
+
+// The frozen model as the run holds it (its weights in the dtype), hashed (FNV-1a) a MiB at a time: the bytes
+// cpu/lora.h lora_base_hash hashes on the CPU, so a state records it and a resume checks the model is the same.
+uint64_t gpu_lora_base_hash(GpuGPT *m) {
+    enum { CHUNK = 1 << 20 };
+    unsigned char *chunk = malloc(CHUNK);  // 1 MiB of host staging, not a model buffer
+    uint64_t h = 0xCBF29CE484222325ULL;
+    size_t bytes = m->nparams * m->elem_bytes;
+    for (size_t at = 0; at < bytes; at += CHUNK) {
+        size_t n = bytes - at < CHUNK ? bytes - at : CHUNK;
+        gpu_download(chunk, (char *)m->params + at, n);
+        h = fnv1a(h, chunk, n);
+    }
+    free(chunk);
+    return h;
 }
 
 // Has op `op` an adapter (--lora)?

@@ -71,8 +71,16 @@ long long peft_file_bytes(const GPTConfig *c, const LoraConfig *a) {
     return 8 + (long long)hn + 4LL * (long long)lora_param_count(c, a);
 }
 
-// adapter_model.safetensors from the adapters w (core/lora.h's layout, which is the file's order). 0, or -1.
-int peft_write(FILE *f, const GPTConfig *c, const LoraConfig *a, const float *w) {
+// The adapters' values [at, at + n) of core/lora.h's layout, to or from wherever a run holds them (host memory,
+// a GPU's): `get` copies them out into dst, `put` copies src in.
+typedef void (*LoraGet)(void *ctx, size_t at, float *dst, size_t n);
+typedef void (*LoraPut)(void *ctx, size_t at, const float *src, size_t n);
+static void lora_get_host(void *ctx, size_t at, float *dst, size_t n) { memcpy(dst, (const float *)ctx + at, n * sizeof(float)); }
+static void lora_put_host(void *ctx, size_t at, const float *src, size_t n) { memcpy((float *)ctx + at, src, n * sizeof(float)); }
+
+// adapter_model.safetensors from the adapters (core/lora.h's layout, which is the file's order), a map at a
+// time through `get`. 0, or -1.
+int peft_write_from(FILE *f, const GPTConfig *c, const LoraConfig *a, LoraGet get, void *ctx) {
     char *h;
     size_t hn = peft_header(c, a, &h);
     uint8_t len[8];
@@ -82,16 +90,19 @@ int peft_write(FILE *f, const GPTConfig *c, const LoraConfig *a, const float *w)
         for (int k = 0; k < LORA_MAPS && !bad; k++) {
             if (!lora_targets(a, k)) continue;
             LoraMap mp = lora_map(c, k);
-            const float *A = w + lora_offset(c, a, l, k), *B = A + (size_t)a->rank * mp.in;
             size_t na = (size_t)a->rank * mp.in, nb = (size_t)a->rank * mp.rows;
-            float *rows = malloc(nb * sizeof(float));  // B's rows in the file's order
-            for (size_t r = 0; rows && r < (size_t)mp.rows; r++)
+            float *map = malloc((na + 2 * nb) * sizeof(float)), *B = map + na, *rows = B + nb;  // B's rows in the file's order
+            if (map) get(ctx, lora_offset(c, a, l, k), map, na + nb);
+            for (size_t r = 0; map && r < (size_t)mp.rows; r++)
                 memcpy(rows + peft_row(c, k, r) * a->rank, B + r * a->rank, a->rank * sizeof(float));
-            bad = !rows || fwrite(A, sizeof(float), na, f) != na || fwrite(rows, sizeof(float), nb, f) != nb;
-            free(rows);
+            bad = !map || fwrite(map, sizeof(float), na, f) != na || fwrite(rows, sizeof(float), nb, f) != nb;
+            free(map);
         }
     free(h);
     return bad || ferror(f) ? -1 : 0;
+}
+int peft_write(FILE *f, const GPTConfig *c, const LoraConfig *a, const float *w) {
+    return peft_write_from(f, c, a, lora_get_host, (void *)w);
 }
 
 // adapter_config.json: PEFT's LoraConfig for these adapters (its fields that gptmem's adapters fix).
@@ -187,26 +198,31 @@ int peft_open(StModel *m, const char *dir, const GPTConfig *c, LoraConfig *a, ch
     return 0;
 }
 
-// The adapters' values into w (core/lora.h's layout for *a, which peft_open filled). 0, or -1 if a read failed.
-int peft_read(const StModel *m, const GPTConfig *c, const LoraConfig *a, float *w) {
+// The adapters' values (core/lora.h's layout for *a, which peft_open filled), a map at a time through `put`.
+// 0, or -1 if a read failed.
+int peft_read_to(const StModel *m, const GPTConfig *c, const LoraConfig *a, LoraPut put, void *ctx) {
     FILE *f = NULL;
     int open = -1, bad = 0;
     char name[ST_NAME];
     for (int l = 0; l < c->layers && !bad; l++)
         for (int k = 0; k < LORA_MAPS && !bad; k++) {
             if (!lora_targets(a, k)) continue;
-            float *A = w + lora_offset(c, a, l, k), *rows = NULL;
             size_t na = (size_t)a->rank * lora_map(c, k).in, nb = (size_t)a->rank * lora_map(c, k).rows;
+            float *map = malloc((na + 2 * nb) * sizeof(float)), *rows = map ? map + na + nb : NULL;
             peft_name(c, l, k, 0, name, sizeof name);
-            bad = st_read_elems(m, &f, &open, st_find(m, name), 0, A, na);
+            bad = !map || st_read_elems(m, &f, &open, st_find(m, name), 0, map, na);
             peft_name(c, l, k, 1, name, sizeof name);
-            bad = bad || !(rows = malloc(nb * sizeof(float))) || st_read_elems(m, &f, &open, st_find(m, name), 0, rows, nb);
+            bad = bad || st_read_elems(m, &f, &open, st_find(m, name), 0, rows, nb);
             for (size_t r = 0; !bad && r < nb / a->rank; r++)  // (B's rows from the file's order)
-                memcpy(A + na + r * a->rank, rows + peft_row(c, k, r) * a->rank, a->rank * sizeof(float));
-            free(rows);
+                memcpy(map + na + r * a->rank, rows + peft_row(c, k, r) * a->rank, a->rank * sizeof(float));
+            if (!bad) put(ctx, lora_offset(c, a, l, k), map, na + nb);
+            free(map);
         }
     if (f) fclose(f);
     return bad ? -1 : 0;
+}
+int peft_read(const StModel *m, const GPTConfig *c, const LoraConfig *a, float *w) {
+    return peft_read_to(m, c, a, lora_put_host, w);
 }
 
 void peft_close(StModel *m) {

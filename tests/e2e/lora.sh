@@ -128,8 +128,8 @@ expect 2 "--double-quant quantizes nf4's scales: it goes with --base-dtype nf4 (
 for flag in "--dtype bf16 --fp32-grads" "--eval-only --resume x --export y.safetensors"; do
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
-# the GPU (tests/run_cuda.sh's lora section trains there): one rank, the frozen model in the --dtype, drawn adapters
-for flag in "--base-dtype nf4" "--ranks 2" "--save $tmp/no/s.bin" "--export $tmp/no/adapter_model.safetensors" "--offload opt"; do
+# the GPU (tests/run_cuda.sh's lora section trains there): one rank, the frozen model in the --dtype
+for flag in "--base-dtype nf4" "--ranks 2" "--merge --export $tmp/no/m.bin" "--offload opt"; do
   # shellcheck disable=SC2086
   expect 2 "--lora on the GPU (--device cuda) trains on one rank with the frozen model in the --dtype for now" \
     "${SMALL[@]}" --lora 2 --device cuda $flag

@@ -837,6 +837,22 @@ PY
      msg=$(close "$tmp/rc.csv" "$tmp/rs.csv" 1e-4); then
     ok "GPU --lora state: resumed on the GPU bit for bit, on the CPU too ($msg)"
   else bad "GPU --lora --save / --resume: ${msg:-$(tail -1 "$tmp/rs.out")}"; fi
+  # ranks sharing the GPU (the emulation: one GPU, so --comm auto is mpi): 2 ranks x B 2 == one rank of B 4 at
+  # ZeRO 0 and 1 over the adapters, the replicas' adapters the same every step; 3 ranks' ledgers (uneven shards)
+  if ! have_mpi_train; then skip "GPU --lora on several ranks: no mpirun/mpicc"; return; fi
+  local z n
+  for z in 0 1; do
+    if GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np 2 $TRAIN "${LL[@]}" --batch 2 --device cuda --zero $z --log "$tmp/lz$z.csv" \
+         >"$tmp/lz$z.out" 2>&1 && close_replicas "$tmp/agL.csv" "$tmp/lz$z.csv" 1e-5; then
+      ok "GPU --lora zero $z on 2 ranks == 1 rank: $msg; identical replicas every step"
+    else bad "GPU --lora zero $z on 2 ranks: ${msg:-$(tail -2 "$tmp/lz$z.out")}"; fi
+  done
+  rm -f "$tmp"/lm3.json*
+  GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np 3 $TRAIN "${LL[@]}" --steps 2 --batch 1 --device cuda --zero 1 --dtype bf16 \
+    --mem-json "$tmp/lm3.json" >"$tmp/lm3.out" 2>&1
+  n=0; for f in "$tmp"/lm3.json*; do mem_equal "$f" && n=$((n + 1)); done
+  if [ $n -eq 3 ]; then ok "GPU --lora zero 1 on 3 ranks (bf16): every rank's ledger predicted == measured"
+  else bad "GPU --lora on 3 ranks: $n of 3 ledgers equal; $(tail -2 "$tmp/lm3.out")"; fi
 }
 
 # --- the order: on a GPU the kernels first (no GPU: nothing else can run); quick, the newest first ---

@@ -67,6 +67,8 @@ typedef struct {
     void *u, *du;      // (N,R) in the dtype: a map's x A^T, and its gradient, reused by every map (scratch)
     ParamTensor *tensors;  // every A and B, for AdamW
     int ntensors;
+    GpuComm comm;      // ZeRO 0 and 1 over the adapters on several ranks: their gradients summed, their updates
+                       // gathered, all in fp32 (parallel/gpu_zero.h)
 } GpuLora;
 
 typedef struct {
@@ -295,6 +297,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     if (sh->nranks > 1 || sh->groups > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
     m->comm = (GpuComm){&m->shard, &m->staging, s->comm == COMM_NCCL, m->dtype};  // (--comm nccl: app/launch.h opened it)
     m->grad_comm = m->comm, m->grad_comm.dtype = m->grad_dtype;
+    m->lora.comm = (GpuComm){&m->lora.shard, &m->staging, s->comm == COMM_NCCL, DT_FP32};
     cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));

@@ -107,7 +107,8 @@ void gpu_gpt_adamw_step(GpuGPT *m, float lr, int t) {
         if (n == CU_ADAMW_SEGMENTS) launch(m, a0, segs, n, lr, b1c, b2c), n = 0;
     }
     if (n) launch(m, a0, segs, n, lr, b1c, b2c);
-    if (gathers_updates(sh) && !frozen) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
+    if (gathers_updates(sh) && frozen) gpu_zero_allgather_blocks(&m->lora.comm, m->lora.w, sizeof(float));
+    else if (gathers_updates(sh)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 
 // This rank's part of a saved state (io/state_arrays.h), in device memory: the
@@ -132,6 +133,13 @@ NetState gpu_gpt_state(GpuGPT *m) {
 // every rank gathers every rank's part (they are replicas); then the compute
 // weights follow the fp32 weights.
 void gpu_gpt_state_loaded(GpuGPT *m) {
+    if (gpu_frozen(m)) {  // --lora: the adapters' (fp32: their own master); the frozen model came from --init
+        if (!replicas(&m->lora.shard)) return;
+        gpu_zero_allgather_blocks(&m->lora.comm, m->lora.w, sizeof(float));
+        gpu_zero_allgather_blocks(&m->lora.comm, m->lora.adam_m, sizeof(float));
+        gpu_zero_allgather_blocks(&m->lora.comm, m->lora.adam_v, sizeof(float));
+        return;
+    }
     if (replicas(&m->shard)) {
         gpu_zero_allgather_blocks(&m->comm, m->master, sizeof(float));
         gpu_zero_allgather_blocks(&m->comm, m->adam_m, sizeof(float));

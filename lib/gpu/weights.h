@@ -51,6 +51,11 @@ void gpu_reduce_scatter_grads(GpuGPT *m, void *bucket, size_t lo, size_t hi) {
 // was inside the group: the part this rank's optimizer reads is then summed
 // across the groups.
 void gpu_gpt_reduce_grads(GpuGPT *m) {
+    if (gpu_frozen(m)) {  // --lora: the adapters' (fp32), at stages 0 and 1
+        if (reduces_full_grads(&m->lora.shard)) gpu_zero_reduce_full(&m->lora.comm, m->lora.g);
+        gpu_zero_reduce_across(&m->lora.comm, m->lora.g);
+        return;
+    }
     if (reduces_full_grads(&m->shard)) gpu_zero_reduce_full(&m->grad_comm, m->grads);
     gpu_zero_reduce_across(&m->grad_comm, m->grads);
 }
@@ -97,13 +102,15 @@ void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
 // hashed a staging buffer at a time on the host (parallel/zero.h's hash),
 // every rank taking part; 1 on one rank and at stage 3.
 int gpu_gpt_replicas_identical(GpuGPT *m) {
-    const Shard *sh = &m->shard;
+    int frozen = gpu_frozen(m);  // (--lora: the adapters, which the ranks train)
+    const Shard *sh = frozen ? &m->lora.shard : &m->shard;
     if (comm_nranks == 1 || weights_sharded(sh)) return 1;
-    size_t bytes = m->nparams * m->elem_bytes, piece = m->staging.cap / 8 * 8;
+    size_t bytes = frozen ? m->lora.n * sizeof(float) : m->nparams * m->elem_bytes, piece = m->staging.cap / 8 * 8;
+    const char *from = frozen ? (const char *)m->lora.w : (const char *)m->params;
     uint64_t h = REPLICA_HASH_START;
     for (size_t at = 0; at < bytes; at += piece) {
         size_t n = bytes - at < piece ? bytes - at : piece;
-        gpu_download(m->staging.host, (char *)m->params + at, n);
+        gpu_download(m->staging.host, from + at, n);
         h = replica_hash(h, m->staging.host, n);
     }
     return zero_hashes_agree(sh, h);

@@ -309,7 +309,7 @@ FitSearch fit_search(const FitQuestion *q) {
             if (zero && ranks / tp == 1) continue;  // (one data-parallel rank: nothing for ZeRO to shard)
             if (bases[b] == QF_BF16 && dtype) continue;  // (a bf16 base under a 16-bit --dtype is its QF_FP32)
             if (zero == 3 && bases[b] != QF_FP32) continue;  // (--lora's stage 3 shards a frozen model in the --dtype)
-            if (gpu && q->s->lora.rank && (bases[b] != QF_FP32 || off)) continue;  // (--lora on the GPU: app/lora_flags.h)
+            if (gpu && q->s->lora.rank && (bases[b] != QF_FP32 || off || zero >= 2)) continue;  // (app/lora_flags.h)
             FitSetting f = {.dtype = dtype ? half : DT_FP32, .flash = flash, .fused_ce = fused, .zero = zero, .micro = micro,
                             .accum = seqs / micro, .group = group < D ? group : 0, .tp = tp, .sp = sps[ti], .offload = off,
                             .recompute = recomputes[rc], .base = bases[b], .dq = b == BASES - 1};
@@ -415,17 +415,13 @@ void fit_print_table(const FitQuestion *q, const FitSearch *r, int shown, const 
 // Beside full fine-tuning, the same question with the model frozen: LoRA of rank FIT_LORA_RANK on every linear
 // map of a block (--lora, core/lora.h), its frozen model in the --dtype, and QLoRA (--base-dtype nf4): the
 // smallest peak of each and whether it fits; `--lora R --fit` lists their settings. On the GPU --lora trains
-// on one rank with the frozen model in the --dtype (app/lora_flags.h): QLoRA, and LoRA on several ranks,
-// have a line that says where they train instead.
+// with the frozen model in the --dtype (app/lora_flags.h), and the lines come only when nothing else fits;
+// QLoRA has a line that says where it trains instead.
 enum { FIT_LORA_RANK = 8 };
 void fit_print_lora(const FitQuestion *q, int fits, const char *budget_text, const char *base) {
     const GPTConfig *c = &q->s->cfg;
-    if (q->s->cuda && q->ranks > 1) {
-        if (fits) return;
-        printf("LoRA and QLoRA (--lora R, --base-dtype nf4) train on several ranks on the CPU for now: --device cpu "
-               "--lora %d --fit %s says what they need there (doc/lora.md)\n", FIT_LORA_RANK, budget_text);
-        return;
-    }
+    if (q->s->cuda && fits) return;  // (the GPU's question is whether anything fits: these answer it when nothing does)
+    if (budget_text[0] == '(') budget_text = "";  // (--fit without a budget: the free memory, which each run finds)
     for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
         LoraMap mp = lora_map(c, k);
         if (mp.in < FIT_LORA_RANK || mp.rows < FIT_LORA_RANK) return;  // (a model too narrow for the rank)

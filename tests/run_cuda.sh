@@ -841,18 +841,30 @@ PY
   # ZeRO 0 and 1 over the adapters, the replicas' adapters the same every step; 3 ranks' ledgers (uneven shards)
   if ! have_mpi_train; then skip "GPU --lora on several ranks: no mpirun/mpicc"; return; fi
   local z n
-  for z in 0 1; do
+  for z in 0 1 2 3; do
     if GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np 2 $TRAIN "${LL[@]}" --batch 2 --device cuda --zero $z --log "$tmp/lz$z.csv" \
          >"$tmp/lz$z.out" 2>&1 && close_replicas "$tmp/agL.csv" "$tmp/lz$z.csv" 1e-5; then
       ok "GPU --lora zero $z on 2 ranks == 1 rank: $msg; identical replicas every step"
     else bad "GPU --lora zero $z on 2 ranks: ${msg:-$(tail -2 "$tmp/lz$z.out")}"; fi
   done
-  rm -f "$tmp"/lm3.json*
-  GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np 3 $TRAIN "${LL[@]}" --steps 2 --batch 1 --device cuda --zero 1 --dtype bf16 \
-    --mem-json "$tmp/lm3.json" >"$tmp/lm3.out" 2>&1
-  n=0; for f in "$tmp"/lm3.json*; do mem_equal "$f" && n=$((n + 1)); done
-  if [ $n -eq 3 ]; then ok "GPU --lora zero 1 on 3 ranks (bf16): every rank's ledger predicted == measured"
-  else bad "GPU --lora on 3 ranks: $n of 3 ledgers equal; $(tail -2 "$tmp/lm3.out")"; fi
+  local good=0 zf
+  for zf in "1 --dtype bf16" "2 --dtype bf16 --fused-ce" "3 --dtype bf16" "3 --dtype fp32 --fused-ce --ckpt"; do
+    rm -f "$tmp"/lm3.json*
+    # shellcheck disable=SC2086
+    GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np 3 $TRAIN "${LL[@]}" --steps 2 --batch 1 --device cuda --zero $zf \
+      --mem-json "$tmp/lm3.json" >"$tmp/lm3.out" 2>&1
+    n=0; for f in "$tmp"/lm3.json*; do mem_equal "$f" && n=$((n + 1)); done
+    [ $n -eq 3 ] && good=$((good + 1)) || echo "  zero $zf: $n of 3 ledgers equal; $(tail -1 "$tmp/lm3.out")"
+  done
+  if [ $good -eq 4 ]; then ok "GPU --lora on 3 ranks (uneven shards), zero 1, 2 (--fused-ce), 3 (bf16; fp32 --ckpt --fused-ce): every rank's ledger predicted == measured"
+  else bad "GPU --lora on 3 ranks: $good of 4 runs with every ledger equal"; fi
+  # a state of 2 ranks at stage 3 (each rank's shard of the adapters; the frozen model's hash gathered)
+  if GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np 2 $TRAIN "${LL[@]}" --batch 2 --device cuda --zero 3 --save "$tmp/l3.bin" --stop-after 3 \
+       >"$tmp/l3.out" 2>&1 &&
+     GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np 2 $TRAIN "${LL[@]}" --batch 2 --device cuda --zero 3 --resume "$tmp/l3.bin" \
+       --log "$tmp/l3r.csv" >"$tmp/l3r.out" 2>&1 && cmp -s <(losses "$tmp/l3r.csv") <(losses "$tmp/lz3.csv" | tail -3); then
+    ok "GPU --lora zero 3 on 2 ranks: saved at step 3, resumed to 6 == 6 straight, bit for bit"
+  else bad "GPU --lora zero 3 save / resume: $(tail -1 "$tmp/l3r.out" 2>/dev/null)"; fi
 }
 
 # --- the order: on a GPU the kernels first (no GPU: nothing else can run); quick, the newest first ---

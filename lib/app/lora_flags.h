@@ -51,15 +51,15 @@ void parse_base_dtype(Settings *s) {
                     quant_name[s->base_format]);
 }
 
-// What --lora on the GPU does not take yet (gpu/lora.h: the frozen model in the --dtype, ZeRO 0 or 1 over the
-// adapters), each refused with what does it: the same flags on the CPU.
+// What --lora on the GPU does not take yet (gpu/lora.h: the frozen model in the --dtype), each refused with
+// what does it: the same flags on the CPU.
 void refuse_with_lora_gpu(const Settings *s) {
     if (!s->cuda) return;
-    const char *no = s->zero >= 2 ? "--zero 2 and 3" : s->base_format != QF_FP32 ? "--base-dtype" : s->merge ? "--merge"
-                     : s->offload ? "--offload" : s->eval_only ? "--eval-only" : NULL;
+    const char *no = s->base_format != QF_FP32 ? "--base-dtype" : s->merge ? "--merge" : s->offload ? "--offload"
+                     : s->eval_only ? "--eval-only" : NULL;
     if (no)
-        usage_error("--lora on the GPU (--device cuda) trains with the frozen model in the --dtype, at ZeRO stage 0 or 1 "
-                    "over the ranks, for now; %s with it is not built yet: drop it, or run it on the CPU (doc/lora.md)", no);
+        usage_error("--lora on the GPU (--device cuda) trains with the frozen model in the --dtype for now; %s with it "
+                    "is not built yet: drop it, or run it on the CPU (doc/lora.md)", no);
 }
 
 // The flags --lora does not take (yet), each refused with its reason and what to do instead.

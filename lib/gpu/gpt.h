@@ -64,11 +64,12 @@ typedef struct {
     float *w, *g;      // the adapters (ledger: adapters) and their gradients (grads)
     float *adam_m, *adam_v;
     void *w_lp, *g_lp; // 16 bits: an op's adapters, and their gradients as its GEMMs write them (scratch)
+    float *bucket, *gathered;  // stages 2, 3: an op's gradients until reduce-scattered; stage 3: an op's adapters (comm)
     void *u, *du;      // (N,R) in the dtype: a map's x A^T, and its gradient, reused by every map (scratch)
     ParamTensor *tensors;  // every A and B, for AdamW
     int ntensors;
-    GpuComm comm;      // ZeRO 0 and 1 over the adapters on several ranks: their gradients summed, their updates
-                       // gathered, all in fp32 (parallel/gpu_zero.h)
+    GpuComm comm;      // ZeRO over the adapters on several ranks, in fp32 (parallel/gpu_zero.h), as the CPU's
+                       // (cpu/gpt.h's Lora): their own shard layout, at the run's stage
 } GpuLora;
 
 typedef struct {
@@ -149,7 +150,7 @@ typedef struct {
     double recompute_seconds;
 } GpuGPT;
 
-enum { GPU_MAX_BUFFERS = 46 };
+enum { GPU_MAX_BUFFERS = 48 };
 
 // Are the model's own weights frozen (--lora)? Then they have no gradients, no master and no AdamW state.
 int gpu_frozen(const GpuGPT *m) { return m->lora.cfg.rank > 0; }
@@ -167,6 +168,8 @@ int gpu_lora_buffers(GpuGPT *m, size_t N, Buffer *b, int n) {
     BUF(lora.adam_v, LOC_DEVICE, MEM_ADAM_V, "adapter adam_v", frozen ? shard_state_len(ls) * 4 : 0);
     BUF(lora.w_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapters (16-bit)", mixed ? op_most * e : 0);
     BUF(lora.g_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapter grads (16-bit)", mixed ? op_most * e : 0);
+    BUF(lora.bucket, LOC_DEVICE, MEM_COMM, "adapter grads bucket", grads_sharded(ls) ? op_most * 4 : 0);
+    BUF(lora.gathered, LOC_DEVICE, MEM_COMM, "adapter gather", weights_sharded(ls) ? op_most * 4 : 0);
     BUF(lora.u, LOC_DEVICE, MEM_SCRATCH, "lora x A^T", N * R * e);
     BUF(lora.du, LOC_DEVICE, MEM_SCRATCH, "lora its gradient", N * R * e);
 #undef BUF
@@ -196,8 +199,8 @@ int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
     BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", off || frozen ? 0 : shard_state_len(sh) * 4);
     BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", off || frozen ? 0 : shard_state_len(sh) * 4);
     n = gpu_lora_buffers(m, N, b, n);
-    BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", grads_sharded(sh) ? m->plan.piece * g : 0);
-    BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", grads_sharded(sh) && whole_table ? m->plan.table * g : 0);
+    BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", grads_sharded(sh) && !frozen ? m->plan.piece * g : 0);
+    BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", grads_sharded(sh) && whole_table && !frozen ? m->plan.table * g : 0);
     BUF(grad_lp_piece, LOC_DEVICE, MEM_SCRATCH, "piece grads (16-bit)", widened ? m->plan.piece * e : 0);
     BUF(grad_lp_global, LOC_DEVICE, MEM_SCRATCH, "global grads (16-bit)", widened && whole_table ? m->plan.table * e : 0);
     BUF(gather_piece, LOC_DEVICE, MEM_COMM, "piece gather", weights_sharded(sh) ? m->plan.piece * e : 0);

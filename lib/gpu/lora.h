@@ -20,16 +20,18 @@
 void gpu_lora_get(void *ctx, size_t at, float *dst, size_t n) { gpu_download(dst, ((GpuGPT *)ctx)->lora.w + at, n * sizeof(float)); }
 void gpu_lora_put(void *ctx, size_t at, const float *src, size_t n) { gpu_upload(((GpuGPT *)ctx)->lora.w + at, src, n * sizeof(float)); }
 
-// The adapters' first values: drawn (core/lora.h lora_draw) on the host a chunk at a time and uploaded, or
-// what PEFT's folder holds (--lora-init, checked when the flags were read: read again here), a map at a time.
+// The adapters' first values: drawn (core/lora.h lora_draw) on the host a chunk at a time and uploaded (the
+// rank's shard at stage 3), or what PEFT's folder holds (--lora-init, checked when the flags were read: read again here), a map at a time.
 void gpu_lora_start(GpuGPT *m) {
     enum { CHUNK = 1 << 18 };
     float *chunk = malloc(sizeof(float) * CHUNK);  // 1 MiB of host staging, not a model buffer
+    const Shard *ls = &m->lora.shard;  // (ZeRO-3 keeps its shard [lo, hi) of the drawn ones)
+    size_t lo = shard_weights_base(ls), hi = weights_sharded(ls) ? ls->own_hi : m->lora.n;
     LoraDraw d = lora_draw_start(m->lora.seed);
-    for (size_t at = 0; at < m->lora.n; at += CHUNK) {
-        size_t n = m->lora.n - at < CHUNK ? m->lora.n - at : CHUNK;
+    for (size_t at = 0; at < hi; at += CHUNK) {
+        size_t n = hi - at < CHUNK ? hi - at : CHUNK, a = at > lo ? at : lo;
         lora_draw(&d, chunk, n, &m->cfg, &m->lora.cfg);
-        gpu_upload(m->lora.w + at, chunk, n * sizeof(float));
+        if (at + n > a) gpu_upload(m->lora.w + (a - lo), chunk + (a - at), (at + n - a) * sizeof(float));
     }
     free(chunk);
     if (!m->lora.from) return;
@@ -47,15 +49,24 @@ void gpu_lora_start(GpuGPT *m) {
 
 // The frozen model as the run holds it (its weights in the dtype), hashed (FNV-1a) a MiB at a time: the bytes
 // cpu/lora.h lora_base_hash hashes on the CPU, so a state records it and a resume checks the model is the same.
+// ZeRO-3 holds a shard of it: every rank gathers it a piece at a time and hashes the same bytes.
+static uint64_t gpu_hash_bytes(uint64_t h, const void *src, size_t bytes, unsigned char *chunk, size_t cap) {
+    for (size_t at = 0; at < bytes; at += cap) {
+        size_t n = bytes - at < cap ? bytes - at : cap;
+        gpu_download(chunk, (const char *)src + at, n);
+        h = fnv1a(h, chunk, n);
+    }
+    return h;
+}
 uint64_t gpu_lora_base_hash(GpuGPT *m) {
     enum { CHUNK = 1 << 20 };
     unsigned char *chunk = malloc(CHUNK);  // 1 MiB of host staging, not a model buffer
     uint64_t h = 0xCBF29CE484222325ULL;
-    size_t bytes = m->nparams * m->elem_bytes;
-    for (size_t at = 0; at < bytes; at += CHUNK) {
-        size_t n = bytes - at < CHUNK ? bytes - at : CHUNK;
-        gpu_download(chunk, (char *)m->params + at, n);
-        h = fnv1a(h, chunk, n);
+    if (!weights_sharded(&m->shard)) h = gpu_hash_bytes(h, m->params, m->nparams * m->elem_bytes, chunk, CHUNK);
+    for (size_t lo = 0; lo < m->nparams && weights_sharded(&m->shard); lo += m->plan.piece) {
+        size_t hi = m->nparams - lo < m->plan.piece ? m->nparams : lo + m->plan.piece;
+        gpu_zero_gather(&m->comm, m->gather_piece, m->params, m->params_base, lo, hi, 0);
+        h = gpu_hash_bytes(h, m->gather_piece, (hi - lo) * m->elem_bytes, chunk, CHUNK);
     }
     free(chunk);
     return h;
@@ -69,14 +80,23 @@ int gpu_lora_adapted(const GpuGPT *m, int op) {
 // Element i of a 16-bit or fp32 device array of dtype dt.
 static void *gpu_at(int dt, const void *p, size_t i) { return (char *)p + i * dtype_size(dt); }
 
-// Layer l's adapters of op `op` in the run's dtype, where its products read them: the fp32 adapters
-// themselves (flat index 0 at element 0), or rounded into w_lp (flat index *lo at element 0).
+// Layer l's adapters of op `op` in the run's dtype, where its products read them: the fp32 adapters themselves
+// (flat index *base at element 0: the rank's shard's start, 0 below stage 3), at stage 3 first gathered from
+// every rank's shard, and with 16 bits rounded into w_lp (flat index *lo at element 0).
 // *lo, *hi: the op's range of the layout (empty: no adapter).
 static const void *gpu_lora_fetch(GpuGPT *m, int l, int op, size_t *lo, size_t *hi, size_t *base) {
+    const Shard *ls = &m->lora.shard;
     lora_op_range(&m->cfg, &m->lora.cfg, l, op, lo, hi);
-    *base = 0;
-    if (*hi == *lo || m->dtype == DT_FP32) return m->lora.w;
-    cu_store_dtype(m->dtype, m->lora.w_lp, m->lora.w + *lo, *hi - *lo);
+    const float *w = m->lora.w;
+    *base = shard_weights_base(ls);
+    if (*hi == *lo) return w;
+    if (weights_sharded(ls)) {
+        if (g_ledger.trace) printf("  gather layer %d %s adapters: %zu B\n", l, op_names[op], (*hi - *lo) * sizeof(float));
+        gpu_zero_gather(&m->lora.comm, m->lora.gathered, m->lora.w, *base, *lo, *hi, 0);
+        w = m->lora.gathered, *base = *lo;
+    }
+    if (m->dtype == DT_FP32) return w;
+    cu_store_dtype(m->dtype, m->lora.w_lp, w + (*lo - *base), *hi - *lo);
     *base = *lo;
     return m->lora.w_lp;
 }
@@ -113,12 +133,16 @@ void gpu_lora_backward(GpuGPT *m, int l, int op, void *dinp, const void *dout, c
     const GPTConfig *c = &m->cfg;
     const LoraConfig *a = &m->lora.cfg;
     int N = m->B * m->T, R = a->rank, OC = op_outputs(c, op), dt = m->dtype, wide = dt == DT_FP32;
-    size_t lo, hi, wb, gb;
+    size_t lo, hi, wb;
     const void *w = gpu_lora_fetch(m, l, op, &lo, &hi, &wb);
     if (hi == lo) return;
-    gb = wide ? 0 : lo;
-    void *g = wide ? (void *)m->lora.g : m->lora.g_lp;  // (16 bits: the op's, from 0, widened after)
-    if (!wide) gpu_zero(m->lora.g_lp, (hi - lo) * m->elem_bytes);
+    // where the GEMMs add the gradients (flat index gb at element 0): the fp32 gradients, or from stage 2 the
+    // fp32 bucket, reduce-scattered into the rank's shard below; with 16 bits the op's own g_lp, widened after
+    const Shard *ls = &m->lora.shard;
+    int sharded = grads_sharded(ls);
+    size_t gb = wide && !sharded ? shard_grads_base(ls) : lo;
+    void *g = !wide ? m->lora.g_lp : sharded ? (void *)m->lora.bucket : (void *)m->lora.g;
+    if (g != m->lora.g) gpu_zero(g, (hi - lo) * (wide ? sizeof(float) : m->elem_bytes));
     for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
         LoraMap mp = lora_map(c, k);
         if (mp.op != op || !lora_targets(a, k)) continue;
@@ -130,7 +154,11 @@ void gpu_lora_backward(GpuGPT *m, int l, int op, void *dinp, const void *dout, c
         cu_gemm(dt, R, mp.in, N, 1.0f, du, 1, R, inp, mp.in, 1, 1.0f, dA, mp.in);
         cu_gemm(dt, N, mp.in, R, 1.0f, du, R, 1, A, mp.in, 1, 1.0f, dinp, mp.in);
     }
-    if (!wide) cu_widen_into(dt, m->lora.g + lo, m->lora.g_lp, hi - lo, 1);
+    if (!wide) cu_widen_into(dt, sharded ? m->lora.bucket : m->lora.g + (lo - shard_grads_base(ls)), m->lora.g_lp, hi - lo,
+                             !sharded);
+    if (!sharded) return;
+    if (g_ledger.trace) printf("  reduce-scatter the adapters' gradients: %zu B\n", (hi - lo) * sizeof(float));
+    gpu_zero_reduce_scatter(&m->lora.comm, m->lora.bucket, lo, hi, m->lora.g, shard_grads_base(ls));
 }
 
 #endif

@@ -435,7 +435,8 @@ size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
 //     whole padded to N*S)
 //   comm: stages 2, 3: the gradient buckets of a piece and, without --fused-ce, of the globals,
 //     g*moved (predict_moved; g the gradients' bytes: e, or 4 with --fp32-grads); stage 3: e*moved
-//     for the gathered weights; page-locked, the
+//     for the gathered weights (--lora: no model gradients; an op's adapters' bucket from stage 2 and
+//     their gather at stage 3, 4 O each, as on the CPU); page-locked, the
 //     host staging buffer GPU_STAGING (more than one rank)
 //   scratch: predict_scratch_gpu
 //   data: on the GPU the batches 8N and the positions bucketed by token
@@ -454,7 +455,9 @@ void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     predict_states(s, &sh, &ad, &base);
     size_t moved = predict_moved(&s->cfg, p->tiled_head);
     size_t g = dtype_size(grad_dtype(s));
-    base.bytes[MEM_COMM] = (shards_grads(p->stage) ? g * moved : 0) + (shards_weights(p->stage) ? e * moved : 0);
+    size_t lora_op = s->lora.rank ? 4 * lora_op_most(&s->cfg, &s->lora) : 0;  // (--lora: an op's adapters, fp32)
+    base.bytes[MEM_COMM] = (shards_grads(p->stage) ? (s->lora.rank ? lora_op : g * moved) : 0) +
+                           (shards_weights(p->stage) ? e * moved + lora_op : 0);
     base.bytes[MEM_SCRATCH] = predict_scratch_gpu(s, p);
     base.bytes[MEM_DATA] = 2 * 4 * N + 4 * (3 * N + 1);  // on the GPU: the batch, the token buckets
     memcpy(base.at[LOC_DEVICE], base.bytes, sizeof base.bytes);

@@ -837,6 +837,18 @@ PY
      msg=$(close "$tmp/rc.csv" "$tmp/rs.csv" 1e-4); then
     ok "GPU --lora state: resumed on the GPU bit for bit, on the CPU too ($msg)"
   else bad "GPU --lora --save / --resume: ${msg:-$(tail -1 "$tmp/rs.out")}"; fi
+  # --offload opt: the adapters' master, m and v at the host (or in the file), AdamW there: the same bits, the
+  # ledger by location
+  good=0
+  for f in "--offload opt|" "--offload opt --offload-to disk:$tmp|" "--offload opt --dtype bf16|--dtype bf16"; do
+    # shellcheck disable=SC2086
+    arun ob L --device cuda ${f%|*} --mem-json "$tmp/ob.json" && mem_equal "$tmp/ob.json" &&
+      arun oa L --device cuda ${f#*|} && cmp -s <(losses "$tmp/oa.csv") <(losses "$tmp/ob.csv") &&
+      cmp -s <(norms "$tmp/oa.csv") <(norms "$tmp/ob.csv") && good=$((good + 1)) || echo "  ${f%|*} differs"
+  done
+  arun o8 L --device cuda --offload opt --adam-bits 8 --mem-json "$tmp/o8.json" && mem_equal "$tmp/o8.json" && good=$((good + 1))
+  if [ $good -eq 4 ]; then ok "GPU --lora --offload opt (host, disk; bf16) == no offload bit for bit, the ledger by location (with --adam-bits 8 too)"
+  else bad "GPU --lora --offload: $good of 4"; fi
   # ranks sharing the GPU (the emulation: one GPU, so --comm auto is mpi): 2 ranks x B 2 == one rank of B 4 at
   # ZeRO 0 and 1 over the adapters, the replicas' adapters the same every step; 3 ranks' ledgers (uneven shards)
   if ! have_mpi_train; then skip "GPU --lora on several ranks: no mpirun/mpicc"; return; fi
@@ -858,6 +870,15 @@ PY
   done
   if [ $good -eq 4 ]; then ok "GPU --lora on 3 ranks (uneven shards), zero 1, 2 (--fused-ce), 3 (bf16; fp32 --ckpt --fused-ce): every rank's ledger predicted == measured"
   else bad "GPU --lora on 3 ranks: $good of 4 runs with every ledger equal"; fi
+  # stage 3 with --offload opt,params: the frozen model's shard page-locked at the host, each gather uploading the
+  # rank's part; the adapters' states at the host: the same bits, every rank's ledger
+  rm -f "$tmp"/lo3.json*
+  GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np 2 $TRAIN "${LL[@]}" --batch 2 --device cuda --zero 3 --offload opt,params \
+    --log "$tmp/lo3.csv" --mem-json "$tmp/lo3.json" >"$tmp/lo3.out" 2>&1
+  n=0; for f in "$tmp"/lo3.json*; do mem_equal "$f" && n=$((n + 1)); done
+  if [ $n -eq 2 ] && cmp -s <(losses "$tmp/lo3.csv") <(losses "$tmp/lz3.csv") && cmp -s <(norms "$tmp/lo3.csv") <(norms "$tmp/lz3.csv"); then
+    ok "GPU --lora zero 3 --offload opt,params on 2 ranks == without it, bit for bit; both ranks' ledgers equal"
+  else bad "GPU --lora zero 3 --offload opt,params: $n of 2 ledgers; $(tail -1 "$tmp/lo3.out")"; fi
   # a state of 2 ranks at stage 3 (each rank's shard of the adapters; the frozen model's hash gathered)
   if GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np 2 $TRAIN "${LL[@]}" --batch 2 --device cuda --zero 3 --save "$tmp/l3.bin" --stop-after 3 \
        >"$tmp/l3.out" 2>&1 &&

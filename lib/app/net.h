@@ -88,15 +88,18 @@ int net_offload_build(Net *n, const Settings *s, const Plan *plan, int rank, con
     shard_state_range(sh, &lo, &hi);
     OffloadLink link = n->cuda ? gpu_offload_link(&n->gpu) : cpu_offload_link(&n->cpu);
     Optimizer opt;
-    if (s->lora.rank) opt = n->cpu.lora.opt, opt.tensors = lora_tensors_alloc(&s->cfg, &s->lora);
+    if (s->lora.rank && n->cuda)  // (the GPU's adapters have no optimizer of their own: AdamW over them is here)
+        optimizer_setup_tensors(&opt, &adam, lora_tensors_alloc(&s->cfg, &s->lora), lora_tensor_count(&s->cfg, &s->lora),
+                                lo, hi, s->adam_bits);
+    else if (s->lora.rank) opt = n->cpu.lora.opt, opt.tensors = lora_tensors_alloc(&s->cfg, &s->lora);
     else optimizer_setup(&opt, &adam, &s->cfg, lo, hi, s->adam_bits);
     int bad = host_offload_build(&n->off, &link, plan, &opt, shard_state_len(sh), s->offload_dir, rank);
     if (comm_any(bad)) return -1;  // (every rank stops before the init's collectives)
     if (s->tp > 1 && !n->cuda) host_offload_init_share(&n->off, &n->cpu.tp, &s->cfg, src);  // (--tp: a share's)
     else if (!s->lora.rank) host_offload_init(&n->off, &s->cfg, src);
     if (!s->lora.rank) return 0;
-    gpt_init(&n->cpu, src);
-    host_offload_init_from(&n->off, n->cpu.lora.w, shard_weights_base(sh));
+    if (n->cuda) gpu_gpt_init(&n->gpu, src), host_offload_init_by(&n->off, gpu_lora_down_to, &n->gpu);
+    else gpt_init(&n->cpu, src), host_offload_init_from(&n->off, n->cpu.lora.w, shard_weights_base(sh));
     return 0;
 }
 

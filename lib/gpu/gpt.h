@@ -164,8 +164,9 @@ int gpu_lora_buffers(GpuGPT *m, size_t N, Buffer *b, int n) {
 #define BUF(ptr, where, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
     BUF(lora.w, LOC_DEVICE, MEM_ADAPTERS, "adapters", frozen ? shard_weights_len(ls) * 4 : 0);
     BUF(lora.g, LOC_DEVICE, MEM_GRADS, "adapter grads", frozen ? shard_grads_len(ls) * 4 : 0);
-    BUF(lora.adam_m, LOC_DEVICE, MEM_ADAM_M, "adapter adam_m", frozen ? shard_state_len(ls) * 4 : 0);
-    BUF(lora.adam_v, LOC_DEVICE, MEM_ADAM_V, "adapter adam_v", frozen ? shard_state_len(ls) * 4 : 0);
+    int off = (m->plan.offload & OFFLOAD_OPT) != 0;  // (--offload opt: m and v at the host, optim/offload.h)
+    BUF(lora.adam_m, LOC_DEVICE, MEM_ADAM_M, "adapter adam_m", frozen && !off ? shard_state_len(ls) * 4 : 0);
+    BUF(lora.adam_v, LOC_DEVICE, MEM_ADAM_V, "adapter adam_v", frozen && !off ? shard_state_len(ls) * 4 : 0);
     BUF(lora.w_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapters (16-bit)", mixed ? op_most * e : 0);
     BUF(lora.g_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapter grads (16-bit)", mixed ? op_most * e : 0);
     BUF(lora.bucket, LOC_DEVICE, MEM_COMM, "adapter grads bucket", grads_sharded(ls) ? op_most * 4 : 0);
@@ -295,7 +296,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     if (m->dtype == DT_FP32 && !m->plan.offload) m->master = m->params;
     for (int k = 0; k < 2 && m->plan.offload; k++) {
         m->offload_down_event[k] = gpu_event_new();
-        if (!(m->plan.offload & OFFLOAD_PARAMS)) m->offload_event[k] = gpu_event_new();
+        if (!(m->plan.offload & OFFLOAD_PARAMS) || gpu_frozen(m)) m->offload_event[k] = gpu_event_new();  // (--lora: the adapters go up)
     }
     if (sh->nranks > 1 || sh->groups > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
     m->comm = (GpuComm){&m->shard, &m->staging, s->comm == COMM_NCCL, m->dtype};  // (--comm nccl: app/launch.h opened it)

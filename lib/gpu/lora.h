@@ -65,7 +65,7 @@ uint64_t gpu_lora_base_hash(GpuGPT *m) {
     if (!weights_sharded(&m->shard)) h = gpu_hash_bytes(h, m->params, m->nparams * m->elem_bytes, chunk, CHUNK);
     for (size_t lo = 0; lo < m->nparams && weights_sharded(&m->shard); lo += m->plan.piece) {
         size_t hi = m->nparams - lo < m->plan.piece ? m->nparams : lo + m->plan.piece;
-        gpu_zero_gather(&m->comm, m->gather_piece, m->params, m->params_base, lo, hi, 0);
+        gpu_zero_gather(&m->comm, m->gather_piece, m->params, m->params_base, lo, hi, (m->plan.offload & OFFLOAD_PARAMS) != 0);
         h = gpu_hash_bytes(h, m->gather_piece, (hi - lo) * m->elem_bytes, chunk, CHUNK);
     }
     free(chunk);

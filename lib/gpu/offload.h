@@ -29,14 +29,30 @@
 #include "memory/ledger.h"
 #include "optim/offload.h"
 
+// What the step updates, as the link moves it: the model's weights (in the dtype) and gradients (in theirs), or
+// with --lora the adapters' (fp32, their own shard layout: cpu/offload.h's), each array with the flat index of
+// its element 0.
+typedef struct {
+    char *w, *g;
+    size_t w_base, g_base, we, ge;
+} GpuUpdated;
+
+static GpuUpdated gpu_updated(GpuGPT *m) {
+    const Shard *ls = &m->lora.shard;
+    if (gpu_frozen(m))
+        return (GpuUpdated){(char *)m->lora.w, (char *)m->lora.g, shard_weights_base(ls), shard_grads_base(ls), 4, 4};
+    return (GpuUpdated){m->params, m->grads, m->params_base, m->grads_base, m->elem_bytes, m->grad_bytes};
+}
+
 static void gpu_down(void *model, int k, void *landing, size_t a, size_t b) {
     GpuGPT *m = model;
+    GpuUpdated u = gpu_updated(m);
     double t0 = now_seconds();
-    gpu_download_queued(landing, grad_element(m, m->grads, a - m->grads_base), (b - a) * m->grad_bytes);
+    gpu_download_queued(landing, u.g + (a - u.g_base) * u.ge, (b - a) * u.ge);
     gpu_event_record(m->offload_down_event[k]);
     m->offload_down_sent[k] = 1;
     g_traffic.queued = 1;
-    traffic_add(TR_DOWN, (long long)((b - a) * m->grad_bytes), now_seconds() - t0);
+    traffic_add(TR_DOWN, (long long)((b - a) * u.ge), now_seconds() - t0);
 }
 
 // The time the host waits here is the download's, as seen from the host.
@@ -51,11 +67,12 @@ static void gpu_down_wait(void *model, int k) {
 
 static void gpu_up(void *model, int k, const void *upload, size_t a, size_t b) {
     GpuGPT *m = model;
+    GpuUpdated u = gpu_updated(m);
     double t0 = now_seconds();
-    gpu_upload_queued(element(m, m->params, a - m->params_base), upload, (b - a) * m->elem_bytes);
+    gpu_upload_queued(u.w + (a - u.w_base) * u.we, upload, (b - a) * u.we);
     gpu_event_record(m->offload_event[k]);
     m->offload_sent[k] = 1;
-    traffic_add(TR_UP, (long long)((b - a) * m->elem_bytes), now_seconds() - t0);
+    traffic_add(TR_UP, (long long)((b - a) * u.we), now_seconds() - t0);
 }
 
 // The time the host waits here is the upload's, as seen from the host.
@@ -70,7 +87,8 @@ static void gpu_up_wait(void *model, int k) {
 
 static void gpu_offload_allgather(void *model) {
     GpuGPT *m = model;
-    if (gathers_updates(&m->shard)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
+    if (gpu_frozen(m) && gathers_updates(&m->lora.shard)) gpu_zero_allgather_blocks(&m->lora.comm, m->lora.w, 4);
+    else if (!gpu_frozen(m) && gathers_updates(&m->shard)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 
 static void *gpu_pinned(size_t bytes, const char *name) {
@@ -84,11 +102,19 @@ static void gpu_unpin(void *p) {
     gpu_host_free(p);
 }
 
+// (--lora: the pinned shard of opt,params is the frozen model's, which the step does not write: no shard here)
 OffloadLink gpu_offload_link(GpuGPT *m) {
-    OffloadLink l = {m, m->dtype, m->grad_dtype, gpu_down, gpu_down_wait, gpu_up, gpu_up_wait, gpu_offload_allgather, gpu_pinned,
-                     gpu_unpin, NULL, 0};
-    if (m->plan.offload & OFFLOAD_PARAMS) l.shard = m->params, l.shard_base = m->params_base;
+    int frozen = gpu_frozen(m);
+    OffloadLink l = {m, frozen ? DT_FP32 : m->dtype, frozen ? DT_FP32 : m->grad_dtype, gpu_down, gpu_down_wait, gpu_up,
+                     gpu_up_wait, gpu_offload_allgather, gpu_pinned, gpu_unpin, NULL, 0};
+    if ((m->plan.offload & OFFLOAD_PARAMS) && !frozen) l.shard = m->params, l.shard_base = m->params_base;
     return l;
+}
+
+// --lora: the adapters [at, at + n) of the layout down to the host (optim/offload.h host_offload_init_by)
+void gpu_lora_down_to(void *ctx, size_t at, float *dst, size_t n) {
+    GpuGPT *m = ctx;
+    gpu_download(dst, m->lora.w + (at - shard_weights_base(&m->lora.shard)), n * sizeof(float));
 }
 
 #endif

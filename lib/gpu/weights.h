@@ -84,8 +84,12 @@ static void upload_chunk(void *ctx, size_t a, size_t b) {
     GpuInit *it = ctx;
     GpuGPT *m = it->m;
     if (m->master) { gpu_upload(m->master + (a - m->master_base), it->chunk, (b - a) * 4); return; }
-    gpu_upload(m->gemm_workspace, it->chunk, (b - a) * 4);  // --lora, 16 bits: no master; rounded from a scratch
-    cu_store_dtype(m->dtype, element(m, m->params, a - m->params_base), m->gemm_workspace, b - a);
+    // --lora (no master): the frozen weights rounded on the host into the page-locked shard (opt,params), or
+    // from a scratch on the GPU
+    void *w = element(m, m->params, a - m->params_base);
+    if (m->plan.offload & OFFLOAD_PARAMS) { dtype_store(w, it->chunk, b - a, m->dtype); return; }
+    gpu_upload(m->gemm_workspace, it->chunk, (b - a) * 4);
+    cu_store_dtype(m->dtype, w, m->gemm_workspace, b - a);
 }
 
 void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {

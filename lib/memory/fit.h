@@ -309,7 +309,7 @@ FitSearch fit_search(const FitQuestion *q) {
             if (zero && ranks / tp == 1) continue;  // (one data-parallel rank: nothing for ZeRO to shard)
             if (bases[b] == QF_BF16 && dtype) continue;  // (a bf16 base under a 16-bit --dtype is its QF_FP32)
             if (zero == 3 && bases[b] != QF_FP32) continue;  // (--lora's stage 3 shards a frozen model in the --dtype)
-            if (gpu && q->s->lora.rank && (bases[b] != QF_FP32 || off)) continue;  // (app/lora_flags.h)
+            if (gpu && q->s->lora.rank && bases[b] != QF_FP32) continue;  // (app/lora_flags.h)
             FitSetting f = {.dtype = dtype ? half : DT_FP32, .flash = flash, .fused_ce = fused, .zero = zero, .micro = micro,
                             .accum = seqs / micro, .group = group < D ? group : 0, .tp = tp, .sp = sps[ti], .offload = off,
                             .recompute = recomputes[rc], .base = bases[b], .dq = b == BASES - 1};

@@ -464,7 +464,7 @@ void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     base.at[LOC_HOST][MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 4 * (size_t)Vp;  // the corpus, its batches, counts
     base.at[LOC_PINNED][MEM_DATA] = 2 * 4 * (5 * N + 1);                          // the two upload buffers
     base.at[LOC_PINNED][MEM_COMM] = sh.ranks > 1 || sh.groups > 1 ? GPU_STAGING : 0;  // the staging buffer
-    predict_offload_rows(s, p, sh.state_n, &base);
+    predict_offload_rows(s, p, s->lora.rank ? ad.state_n : sh.state_n, &base);  // (--lora: the adapters' states)
     snapshot_totals(&base);
     ActivationBytes act = predict_activations_gpu(s, p);
     predict_phases(&base, &act, r);

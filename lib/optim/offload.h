@@ -265,12 +265,24 @@ void host_offload_init_share(HostOffload *off, const TensorSplit *tp, const GPTC
 
 // ... or (--lora: the adapters, made on the device by their own init) from the device's weights w, whose
 // element 0 is parameter w_base: [lo, hi) down into the master weights (with m and v at 0).
-void host_offload_init_from(HostOffload *off, const float *w, size_t w_base) {
+void host_offload_init_by(HostOffload *off, void (*get)(void *ctx, size_t at, float *dst, size_t n), void *ctx) {
     for (size_t k = 0, a = off->lo; a < off->hi; k++, a += off->chunk) {
         ChunkStates c = chunk_states(off, k, 0);
-        memcpy(c.w, w + (a - w_base), (chunk_end(off, a) - a) * sizeof(float));
+        get(ctx, a, c.w, chunk_end(off, a) - a);
         chunk_store(off, k, &c);
     }
+}
+typedef struct {
+    const float *w;
+    size_t w_base;
+} HostArray;
+static void host_array_get(void *ctx, size_t at, float *dst, size_t n) {
+    const HostArray *h = ctx;
+    memcpy(dst, h->w + (at - h->w_base), n * sizeof(float));
+}
+void host_offload_init_from(HostOffload *off, const float *w, size_t w_base) {
+    HostArray h = {w, w_base};
+    host_offload_init_by(off, host_array_get, &h);
 }
 
 // Saved states through the file (--offload-to disk): element `at` of the

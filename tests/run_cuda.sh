@@ -832,6 +832,16 @@ PY
      close "$tmp/lx/gi.csv" "$tmp/lx/ci.csv" 1e-4 >/dev/null; then
     ok "GPU --lora --export == the CPU's ($msg), the same adapter_config.json; --lora-init of each other's folder: the same losses"
   else bad "GPU --lora --export / --lora-init: ${msg:-$(tail -1 "$tmp/lx/gi.out" 2>/dev/null)}"; fi
+  # --merge: the merged model (llm.c's file: a header of 256 int32s, then fp32 weights) against the CPU's
+  if arun mg L --device cuda --merge --export "$tmp/lx/g.bin" && arun mc L --device cpu --merge --export "$tmp/lx/c.bin" &&
+     msg=$(python3 - "$tmp/lx/g.bin" "$tmp/lx/c.bin" <<'PY'
+import array, sys
+a, b = (array.array("f", open(p, "rb").read()[1024:]) for p in sys.argv[1:])
+d, top = max(abs(x - y) for x, y in zip(a, b)), max(abs(y) for y in b)
+print(f"{len(b)} weights, max abs difference {d:.2e} of values up to {top:.3f}"); sys.exit(0 if len(a) == len(b) and d <= 1e-4 * top else 1)
+PY
+); then ok "GPU --lora --merge --export == the CPU's merged model ($msg)"
+  else bad "GPU --lora --merge: ${msg:-$(tail -1 "$tmp/mg.out")}"; fi
   if arun sv L --device cuda --save "$tmp/lx/s.bin" --stop-after 3 && arun rs L --device cuda --resume "$tmp/lx/s.bin" &&
      cmp -s <(losses "$tmp/rs.csv") <(losses "$tmp/xg.csv" | tail -3) && arun rc L --device cpu --resume "$tmp/lx/s.bin" &&
      msg=$(close "$tmp/rc.csv" "$tmp/rs.csv" 1e-4); then

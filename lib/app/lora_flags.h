@@ -55,7 +55,7 @@ void parse_base_dtype(Settings *s) {
 // what does it: the same flags on the CPU.
 void refuse_with_lora_gpu(const Settings *s) {
     if (!s->cuda) return;
-    const char *no = s->base_format != QF_FP32 ? "--base-dtype" : s->merge ? "--merge" : s->eval_only ? "--eval-only" : NULL;
+    const char *no = s->base_format != QF_FP32 ? "--base-dtype" : s->eval_only ? "--eval-only" : NULL;
     if (no)
         usage_error("--lora on the GPU (--device cuda) trains with the frozen model in the --dtype for now; %s with it "
                     "is not built yet: drop it, or run it on the CPU (doc/lora.md)", no);

@@ -264,7 +264,9 @@ int tp_export(const Net *n, const Settings *s, const NetState *st) {
 
 int net_export(Net *n, const Settings *s) {
     if (!s->export_to) return 0;
-    if (s->lora.rank && s->merge) return export_weights(s->export_to, &s->cfg, 0, n->cpu.nparams, lora_merged_get, &n->cpu);
+    if (s->lora.rank && s->merge)
+        return export_weights(s->export_to, &s->cfg, 0, param_count(&s->cfg), n->cuda ? gpu_lora_merged_get : lora_merged_get,
+                              n->cuda ? (void *)&n->gpu : (void *)&n->cpu);
     if (s->lora.rank && n->cuda) return export_adapters(s->export_to, &s->cfg, &s->lora, gpu_lora_get, &n->gpu);
     if (s->lora.rank) return export_adapters(s->export_to, &s->cfg, &s->lora, lora_get_host, n->cpu.lora.w);  // (PEFT's files)
     NetState st = net_state(n);

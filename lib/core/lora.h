@@ -211,6 +211,35 @@ void lora_draw(LoraDraw *d, float *w, size_t n, const GPTConfig *c, const LoraCo
     }
 }
 
+// The adapters' values [at, at + n) of the layout, to or from wherever a run holds them (host memory, a GPU's):
+// `get` copies them out into dst, `put` copies src in.
+typedef void (*LoraGet)(void *ctx, size_t at, float *dst, size_t n);
+typedef void (*LoraPut)(void *ctx, size_t at, const float *src, size_t n);
+
+// PEFT's merge_and_unload on n weights of the flat layout from `at`, dst holding the frozen ones in fp32: on a
+// targeted map's band W[row][col] += s sum_r B[row - row0][r] A[r][col], each map's A and B through `get`.
+void lora_merge_add(const GPTConfig *c, const LoraConfig *a, float *dst, size_t at, size_t n, LoraGet get, void *ctx) {
+    int R = a->rank;
+    float s = lora_scale(a);
+    for (int l = 0; l < c->layers; l++)
+        for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
+            LoraMap mp = lora_map(c, k);
+            if (!lora_targets(a, k)) continue;
+            size_t w0 = op_param_offset(c, l, mp.op) + (size_t)mp.row0 * mp.in, w1 = w0 + (size_t)mp.rows * mp.in;
+            size_t lo = at > w0 ? at : w0, hi = at + n < w1 ? at + n : w1;
+            if (lo >= hi) continue;
+            float *A = malloc(sizeof(float) * lora_map_count(c, a, k)), *B = A + (size_t)R * mp.in;  // (the map's)
+            get(ctx, lora_offset(c, a, l, k), A, lora_map_count(c, a, k));
+            for (size_t i = lo; i < hi; i++) {
+                size_t row = (i - w0) / mp.in, col = (i - w0) % mp.in;
+                float d = 0;
+                for (int r = 0; r < R; r++) d += B[row * R + r] * A[(size_t)r * mp.in + col];
+                dst[i - at] += s * d;
+            }
+            free(A);
+        }
+}
+
 // The first values of the adapters [lo, hi) into w[0 .. hi - lo): every rank draws the whole sequence up
 // to hi and keeps its part (ZeRO-3: its shard).
 void lora_init(float *w, size_t lo, size_t hi, const GPTConfig *c, const LoraConfig *a, uint64_t seed) {

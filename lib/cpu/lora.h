@@ -153,31 +153,13 @@ uint64_t lora_base_hash(GPT *m) {
 
 // --lora --merge: n weights of the merged model from flat index `at` (ctx: the GPT), for --export: each
 // frozen weight as the run computes with it (fp32, the 16-bit copy, or read back from --base-dtype's
-// storage), and on a targeted map's band W[row][col] += s sum_r B[row - row0][r] A[r][col], PEFT's
-// merge_and_unload.
+// storage), and on a targeted map's band + s B A (core/lora.h lora_merge_add: PEFT's merge_and_unload).
 void lora_merged_get(const void *ctx, size_t at, float *dst, size_t n) {
     GPT *m = (GPT *)ctx;
-    const GPTConfig *c = &m->cfg;
-    const LoraConfig *a = &m->lora.cfg;
     if (m->read_back) m->read_back(m, dst, at, n);
     else if (m->dtype != DT_FP32) dtype_load(dst, (const uint16_t *)m->params_lp + at, n, m->dtype);
     else memcpy(dst, m->params + at, n * sizeof(float));
-    int R = a->rank;
-    float s = lora_scale(a);
-    for (int l = 0; l < c->layers; l++)
-        for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
-            LoraMap mp = lora_map(c, k);
-            if (!lora_targets(a, k)) continue;
-            size_t w0 = op_param_offset(c, l, mp.op) + (size_t)mp.row0 * mp.in, w1 = w0 + (size_t)mp.rows * mp.in;
-            size_t lo = at > w0 ? at : w0, hi = at + n < w1 ? at + n : w1;
-            const float *A = m->lora.w + lora_offset(c, a, l, k), *B = A + (size_t)R * mp.in;
-            for (size_t i = lo; i < hi; i++) {
-                size_t row = (i - w0) / mp.in, col = (i - w0) % mp.in;
-                float d = 0;
-                for (int r = 0; r < R; r++) d += B[row * R + r] * A[(size_t)r * mp.in + col];
-                dst[i - at] += s * d;
-            }
-        }
+    lora_merge_add(&m->cfg, &m->lora.cfg, dst, at, n, lora_get_host, m->lora.w);
 }
 
 #endif

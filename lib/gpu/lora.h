@@ -72,6 +72,18 @@ uint64_t gpu_lora_base_hash(GpuGPT *m) {
     return h;
 }
 
+// --lora --merge on the GPU: n weights of the merged model from flat index `at` (ctx: the GpuGPT), for --export:
+// the frozen weights in the dtype brought down and widened, + s B A on the targeted bands (cpu/lora.h
+// lora_merged_get's numbers). The weights are whole on every rank below stage 3 (--merge is refused there).
+void gpu_lora_merged_get(const void *ctx, size_t at, float *dst, size_t n) {
+    GpuGPT *m = (GpuGPT *)ctx;
+    void *host = malloc(n * m->elem_bytes);  // (an export's staging, not a model buffer)
+    gpu_download(host, (const char *)m->params + at * m->elem_bytes, n * m->elem_bytes);
+    dtype_load(dst, host, n, m->dtype);
+    free(host);
+    lora_merge_add(&m->cfg, &m->lora.cfg, dst, at, n, gpu_lora_get, m);
+}
+
 // Has op `op` an adapter (--lora)?
 int gpu_lora_adapted(const GpuGPT *m, int op) {
     return gpu_frozen(m) && !(lora_bare_ops(&m->cfg, &m->lora.cfg) >> op & 1);

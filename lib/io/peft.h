@@ -71,10 +71,7 @@ long long peft_file_bytes(const GPTConfig *c, const LoraConfig *a) {
     return 8 + (long long)hn + 4LL * (long long)lora_param_count(c, a);
 }
 
-// The adapters' values [at, at + n) of core/lora.h's layout, to or from wherever a run holds them (host memory,
-// a GPU's): `get` copies them out into dst, `put` copies src in.
-typedef void (*LoraGet)(void *ctx, size_t at, float *dst, size_t n);
-typedef void (*LoraPut)(void *ctx, size_t at, const float *src, size_t n);
+// The adapters from and into host memory (core/lora.h's LoraGet and LoraPut).
 static void lora_get_host(void *ctx, size_t at, float *dst, size_t n) { memcpy(dst, (const float *)ctx + at, n * sizeof(float)); }
 static void lora_put_host(void *ctx, size_t at, const float *src, size_t n) { memcpy((float *)ctx + at, src, n * sizeof(float)); }
 

@@ -129,7 +129,7 @@ for flag in "--dtype bf16 --fp32-grads" "--eval-only --resume x --export y.safet
   expect 2 "with --lora is not built yet" "${SMALL[@]}" --lora 2 $flag
 done
 # the GPU (tests/run_cuda.sh's lora section trains there): the frozen model in the --dtype
-for flag in "--base-dtype nf4" "--merge --export $tmp/no/m.bin"; do
+for flag in "--base-dtype nf4" "--base-dtype int8" "--base-dtype nf4 --double-quant"; do
   # shellcheck disable=SC2086
   expect 2 "--lora on the GPU (--device cuda) trains with the frozen model in the --dtype for now" \
     "${SMALL[@]}" --lora 2 --device cuda $flag

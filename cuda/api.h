@@ -111,12 +111,31 @@ void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *d
 // the same with GELU's backward in the GEMM: dinp[N,C] = gelu'(pre[N,C]) * (dout @ w)   (overwrites)
 void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
                               const void *w, const void *pre, int N, int C, int OC);
+// How many of those calls took cuBLASLt's DGELU epilogue, and how many its fallback (the plain GEMM and
+// cu_gelu_backward, other bits: cuBLASLt decides which, by the machine and its version): the run's last lines
+void cu_matmul_dgelu_counts(long long *fused, long long *apart);
 // matmul_backward without a bias, whose dinp is added to (add 1) or overwritten (add 0):
 // --fused-ce's d(lnf) adds up over the vocabulary's chunks
 void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
                              int N, int C, int OC, int add);
 // C[M,N] (fp32/T) = A[M,K] @ B[N,K]^T, plain, for the benchmark's peak measurement
 void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K);
+// --gemm-shapes (tests/cuda_checks/speed.h): one GEMM as cuda/matmul.cu asks cuBLASLt for it (column-major
+// D (m x n) = op(A) op(B), + C with beta 1, leading dimensions, epilogue 0 none, 1 bias, 2 DGELU), timed alone on
+// buffers of its size: cuBLASLt's first choice (the model's) and the best of the up to 16 it offers, each the best of
+// `reps` runs; the first choice's tile, split-K and stages (cublasLt.h's CUBLASLT_ALGO_CONFIG_* numbers); for
+// DGELU, how many of D's elements the fallback (the plain GEMM, then cu_gelu_backward) gives other bits.
+// 0, or -1 where cuBLASLt offers no algorithm.
+typedef struct {
+    int m, n, k, transa, transb, lda, ldb, ldd, epi, beta1;
+} GemmShape;
+typedef struct {
+    int algos, best;         // how many algorithms cuBLASLt offered; the fastest's index (0: its first choice)
+    float first_ms, best_ms;
+    int tile, splitk, stages;
+    long long dgelu_differ;
+} GemmProbe;
+int cu_gemm_probe(int dt, const GemmShape *g, int reps, GemmProbe *out);
 // C[M,N] (T, rows ldc apart) = alpha A[M,K] B[K,N] + beta C, A and B each read with a row and a column
 // stride, one of them 1 (a transposed operand: the row stride 1): --lora's low-rank products on
 // bands of an op's output (gpu/lora.h)

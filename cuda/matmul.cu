@@ -40,6 +40,7 @@ static struct {
     decltype(&cublasLtMatmulPreferenceDestroy) MatmulPreferenceDestroy;
     decltype(&cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic;
     decltype(&cublasLtMatmul) Matmul;
+    decltype(&cublasLtMatmulAlgoConfigGetAttribute) MatmulAlgoConfigGetAttribute;
 } lt;
 static int lt_opened;
 
@@ -66,6 +67,7 @@ extern "C" int cu_blas_open(char *why, size_t why_len) {
         LT(Create), LT(MatmulDescCreate), LT(MatmulDescSetAttribute), LT(MatmulDescDestroy),
         LT(MatrixLayoutCreate), LT(MatrixLayoutDestroy), LT(MatmulPreferenceCreate),
         LT(MatmulPreferenceSetAttribute), LT(MatmulPreferenceDestroy), LT(MatmulAlgoGetHeuristic), LT(Matmul),
+        LT(MatmulAlgoConfigGetAttribute),
     };
 #undef LT
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
@@ -135,6 +137,8 @@ enum { GEMM_PLANS = 64 };
 static GemmPlan g_plans[GEMM_PLANS];
 static int g_nplans;
 
+static cublasStatus_t plan_algos(const GemmPlan *p, cublasLtMatmulHeuristicResult_t *res, int want, int *found);
+
 // epi_ptr: the epilogue's pointer of the call the plan is made for. cuBLASLt's heuristic never reads it,
 // but it reads its alignment from it (cublasLt.h, BIAS_POINTER and EPILOGUE_AUX_POINTER): set before the
 // heuristic, and the alignment in the plan's key, a plan is only reused for pointers aligned as well.
@@ -165,22 +169,9 @@ static void plan_make(GemmPlan *p, const GemmKey *key, const void *epi_ptr) {
     lt_check(lt.MatrixLayoutCreate(&p->la, type, key->transa ? k : m, key->transa ? m : k, key->lda), "layout A");
     lt_check(lt.MatrixLayoutCreate(&p->lb, type, key->transb ? n : k, key->transb ? k : n, key->ldb), "layout B");
     lt_check(lt.MatrixLayoutCreate(&p->lc, type, m, n, key->ldd), "layout C");
-    cublasLtMatmulPreference_t pref;
-    lt_check(lt.MatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g_workspace_bytes,
-                                                  sizeof g_workspace_bytes), "set MAX_WORKSPACE_BYTES");
-    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->al_a,
-                                                  sizeof key->al_a), "set MIN_ALIGNMENT_A");
-    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->al_b,
-                                                  sizeof key->al_b), "set MIN_ALIGNMENT_B");
-    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->al_c,
-                                                  sizeof key->al_c), "set MIN_ALIGNMENT_C");
-    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_d,
-                                                  sizeof key->al_d), "set MIN_ALIGNMENT_D");
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    cublasStatus_t st = lt.MatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur, &found);
-    lt.MatmulPreferenceDestroy(pref);
+    cublasStatus_t st = plan_algos(p, &heur, 1, &found);
     // DGELU is optional: a cuBLASLt that refuses it (no algorithm, or the setting itself) leaves
     // the work to the caller's kernels
     int optional = key->epi == EPI_DGELU;
@@ -193,6 +184,30 @@ static void plan_make(GemmPlan *p, const GemmKey *key, const void *epi_ptr) {
         exit(1);
     }
     p->algo = heur.algo;
+    if (getenv("GPTMEM_GEMM_LOG"))  // (the lease compares the model's GEMMs with tests/test_cuda --gemm-shapes')
+        fprintf(stderr, "gemm m %d n %d k %d transa %d transb %d lda %d ldb %d ldd %d epi %d dtype %d\n", m, n, k,
+                key->transa, key->transb, key->lda, key->ldb, key->ldd, key->epi, key->dt);
+}
+
+// cuBLASLt's heuristic for a plan's descriptors: up to `want` algorithms into res (*found of them), under the
+// workspace and the alignments of the plan's key.
+static cublasStatus_t plan_algos(const GemmPlan *p, cublasLtMatmulHeuristicResult_t *res, int want, int *found) {
+    const GemmKey *key = &p->key;
+    cublasLtMatmulPreference_t pref;
+    lt_check(lt.MatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g_workspace_bytes,
+                                                  sizeof g_workspace_bytes), "set MAX_WORKSPACE_BYTES");
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->al_a,
+                                                  sizeof key->al_a), "set MIN_ALIGNMENT_A");
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->al_b,
+                                                  sizeof key->al_b), "set MIN_ALIGNMENT_B");
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->al_c,
+                                                  sizeof key->al_c), "set MIN_ALIGNMENT_C");
+    lt_check(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_d,
+                                                  sizeof key->al_d), "set MIN_ALIGNMENT_D");
+    cublasStatus_t st = lt.MatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, want, res, found);
+    lt.MatmulPreferenceDestroy(pref);
+    return st;
 }
 
 static void plan_free(GemmPlan *p) {
@@ -370,10 +385,15 @@ extern "C" void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, co
 // GPT-2's fcproj and GELU backward together: d(fch) = gelu'(fch) * (dout w) in cuBLASLt's DGELU
 // epilogue, d(act) never written (the GELU kernel's reads of fch and d(act) and its write saved);
 // where cuBLASLt has no such algorithm, the plain GEMM and cu_gelu_backward
+static long long g_dgelu_fused, g_dgelu_apart;  // the calls that took the epilogue, and the fallback
+extern "C" void cu_matmul_dgelu_counts(long long *fused, long long *apart) { *fused = g_dgelu_fused, *apart = g_dgelu_apart; }
+
 extern "C" void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
                                          const void *w, const void *pre, int N, int C, int OC) {
     if (N <= 0) return;
-    if (lt_matmul(dt, dinp, w, dout, NULL, EPI_DGELU, pre, C, N, OC, 0, 0, C, OC, C, 0.0f)) {
+    int apart = lt_matmul(dt, dinp, w, dout, NULL, EPI_DGELU, pre, C, N, OC, 0, 0, C, OC, C, 0.0f) != 0;
+    g_dgelu_fused += !apart, g_dgelu_apart += apart;
+    if (apart) {
         static int said;
         if (!said++)
             fprintf(stderr, "note: cuBLASLt's DGELU epilogue is %s for a %d x %d x %d GEMM (dtype %d): GELU's "
@@ -406,4 +426,100 @@ extern "C" void cu_gemm(int dt, int M, int N, int K, float alpha, const void *a,
     if (K <= 0) { fprintf(stderr, "error: cu_gemm with K = %d (a bug)\n", K); exit(1); }
     lt_matmul_scaled(dt, c, b, a, NULL, EPI_NONE, NULL, N, M, K, b_cs != 1, a_cs != 1, b_cs == 1 ? b_rs : b_cs,
                      a_cs == 1 ? a_rs : a_cs, ldc, alpha, beta);
+}
+
+// --- --gemm-shapes (tests/cuda_checks/speed.h): one GEMM timed alone --------------------------
+
+// Values in +-0.1 from a hash of the index: a GEMM's time on zeros can be another's.
+template <typename T> __global__ void probe_fill_kernel(T *p, size_t n, uint32_t seed) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    p[i] = st<T>(((float)(h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.2f);
+}
+static void *probe_buffer(int dt, size_t n, uint32_t seed) {
+    void *p = gpu_malloc(n * (dt == DTYPE_FP32 ? 4 : 2), "--gemm-shapes operand");
+    if (dt == DTYPE_FP32) probe_fill_kernel<<<blocks_for(n, 256), 256>>>((float *)p, n, seed);
+    else if (dt == DTYPE_BF16) probe_fill_kernel<<<blocks_for(n, 256), 256>>>((bf16 *)p, n, seed);
+    else probe_fill_kernel<<<blocks_for(n, 256), 256>>>((fp16 *)p, n, seed);
+    launch_check("probe_fill_kernel");
+    return p;
+}
+
+// The best of `reps` runs of one algorithm, ms (a negative number: cuBLASLt refused to run it).
+static float probe_time(const GemmPlan *p, const cublasLtMatmulAlgo_t *algo, void *d, const void *a, const void *b,
+                        float beta, int reps) {
+    float one = 1.0f, best = -1.0f;
+    void *t0 = gpu_event_new(), *t1 = gpu_event_new();
+    for (int r = 0; r <= reps; r++) {  // (run 0 warms up)
+        gpu_event_record(t0);
+        cublasStatus_t st = lt.Matmul(g_lt, p->op, &one, a, p->la, b, p->lb, &beta, d, p->lc, d, p->lc, algo, g_workspace,
+                                      g_workspace_bytes, 0);
+        gpu_event_record(t1);
+        if (st != CUBLAS_STATUS_SUCCESS) { best = -1.0f; break; }
+        float ms = gpu_event_ms(t0, t1);
+        if (r && (best < 0 || ms < best)) best = ms;
+    }
+    gpu_event_free(t0);
+    gpu_event_free(t1);
+    return best;
+}
+
+static uint32_t algo_config(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t what) {
+    uint32_t v = 0;
+    size_t written = 0;
+    if (lt.MatmulAlgoConfigGetAttribute(algo, what, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS) return 0;
+    return v;
+}
+
+extern "C" int cu_gemm_probe(int dt, const GemmShape *g, int reps, GemmProbe *out) {
+    memset(out, 0, sizeof *out);
+    if (!g_lt) { fprintf(stderr, "error: cu_matmul_setup was not called\n"); exit(1); }
+    size_t na = (size_t)g->lda * (g->transa ? g->m : g->k), nb = (size_t)g->ldb * (g->transb ? g->k : g->n);
+    size_t nd = (size_t)g->ldd * g->n, e = dt == DTYPE_FP32 ? 4 : 2;
+    void *a = probe_buffer(dt, na, 1), *b = probe_buffer(dt, nb, 2), *d = probe_buffer(dt, nd, 3);
+    void *epi_ptr = g->epi == EPI_BIAS ? probe_buffer(dt, g->m, 4) : g->epi == EPI_DGELU ? probe_buffer(dt, nd, 5) : NULL;
+    GemmKey key;
+    memset(&key, 0, sizeof key);
+    key.dt = dt; key.m = g->m; key.n = g->n; key.k = g->k; key.transa = g->transa; key.transb = g->transb;
+    key.lda = g->lda; key.ldb = g->ldb; key.ldd = g->ldd; key.epi = g->epi;
+    key.al_a = alignment_of(a); key.al_b = alignment_of(b); key.al_c = key.al_d = alignment_of(d);
+    key.al_epi = epi_ptr ? alignment_of(epi_ptr) : 0;
+    GemmPlan p;
+    plan_make(&p, &key, epi_ptr);  // (the plan the model makes: its first choice is p.algo)
+    enum { WANT = 16 };
+    cublasLtMatmulHeuristicResult_t res[WANT];
+    int found = 0;
+    if (!p.found || plan_algos(&p, res, WANT, &found) != CUBLAS_STATUS_SUCCESS || found == 0) {
+        plan_free(&p);
+        gpu_free(a); gpu_free(b); gpu_free(d); gpu_free(epi_ptr);
+        return -1;
+    }
+    float beta = g->beta1 ? 1.0f : 0.0f;
+    out->algos = found;
+    out->first_ms = probe_time(&p, &p.algo, d, a, b, beta, reps);
+    out->best = 0, out->best_ms = out->first_ms;
+    for (int i = 1; i < found; i++) {
+        float ms = probe_time(&p, &res[i].algo, d, a, b, beta, reps);
+        if (ms >= 0 && (out->best_ms < 0 || ms < out->best_ms)) out->best = i, out->best_ms = ms;
+    }
+    out->tile = (int)algo_config(&p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+    out->splitk = (int)algo_config(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+    out->stages = (int)algo_config(&p.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+    if (g->epi == EPI_DGELU) {  // the epilogue's D against the fallback's (the plain GEMM, then GELU's kernel)
+        void *d2 = probe_buffer(dt, nd, 6);
+        lt_matmul(dt, d, a, b, NULL, EPI_DGELU, epi_ptr, g->m, g->n, g->k, g->transa, g->transb, g->lda, g->ldb, g->ldd, 0.0f);
+        lt_matmul(dt, d2, a, b, NULL, EPI_NONE, NULL, g->m, g->n, g->k, g->transa, g->transb, g->lda, g->ldb, g->ldd, 0.0f);
+        cu_gelu_backward(dt, d2, epi_ptr, d2, nd);
+        unsigned char *h1 = (unsigned char *)malloc(nd * e), *h2 = (unsigned char *)malloc(nd * e);
+        gpu_download(h1, d, nd * e);
+        gpu_download(h2, d2, nd * e);
+        for (size_t i = 0; i < nd; i++) out->dgelu_differ += memcmp(h1 + i * e, h2 + i * e, e) != 0;
+        free(h1); free(h2);
+        gpu_free(d2);
+    }
+    plan_free(&p);
+    gpu_free(a); gpu_free(b); gpu_free(d); gpu_free(epi_ptr);
+    return 0;
 }

@@ -29,7 +29,7 @@ bad=0
 peak=${BENCH_PEAK:-$("$TEST_CUDA" --gemm-peak | awk '/TFLOP/ {print $(NF-1)}')}
 if [ -z "$peak" ]; then echo "FAILED: the bf16 GEMM peak ($TEST_CUDA --gemm-peak printed none)"; bad=1; peak=0; fi
 echo "measured bf16 GEMM peak: $peak TFLOP/s"
-printf '%-40s %12s %8s %14s %14s\n' setting "tok/s" MFU "peak (ledger)" "GPU in use"
+printf '%-40s %12s %8s %14s %14s %10s\n' setting "tok/s" MFU "peak (ledger)" "GPU in use" "DGELU"
 SETTINGS=("--dtype bf16 --flash" "--dtype bf16 --flash --ckpt" "--dtype bf16 --flash --fused-ce"
           "--dtype bf16 --flash --ckpt --fused-ce" "--dtype bf16" "--dtype fp32 --flash"
           "--dtype bf16 --flash --offload opt" "--dtype bf16 --flash --offload opt --offload-to disk:/tmp")
@@ -48,7 +48,9 @@ for setting in "${SETTINGS[@]}"; do
     flops = 6 * P + 6 * L * T * C
     printf "%.1f%%", 100 * t * flops / (p * 1e12) }')
   if [ -z "$toks" ] || [ -z "$gib" ]; then echo "$setting: FAILED (no step times or no peak in its output)"; bad=1; continue; fi
-  printf '%-40s %12s %8s %10s GiB %14s\n' "$setting" "$toks" "$mfu" "$gib" "$gpu"
+  # which bits GELU's backward had: cuBLASLt's DGELU epilogue in how many of the calls (its fallback rounds twice)
+  dg=$(echo "$out" | sed -n "s/^GELU's backward: cuBLASLt's DGELU epilogue in \([0-9]*\) of \([0-9]*\) calls.*/\1 of \2/p")
+  printf '%-40s %12s %8s %10s GiB %14s %10s\n' "$setting" "$toks" "$mfu" "$gib" "$gpu" "${dg:--}"
 done
 # where a step goes, phase by phase: the host's time and the GPU's (events); with --offload opt, what
 # the optimizer's row adds (the copies down and up, AdamW on the host's cores)

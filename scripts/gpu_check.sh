@@ -32,6 +32,8 @@
 #   bench     scripts/bench_gpu.sh (GPT-2 124M, B16 T1024): tok/s, MFU, peak; --timing
 #   racecheck compute-sanitizer racecheck on the kernel tests and the 2-step runs
 #   ops       tests/test_cuda --op-times: each op's time at GPT-2's shapes
+#   shapes    tests/test_cuda --gemm-shapes: each of the step's 15 GEMMs alone, cuBLASLt's first choice
+#             against the best of its 16, the DGELU epilogue's bits against its fallback's
 # A phase whose typical time does not fit in what is left before the deadline is skipped,
 # and the summary says so; every phase runs under a time limit. The last line is
 #   RESULT: N passed, N failed, N timed out, N skipped (...)
@@ -66,11 +68,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 PART1="facts build kernels newest smoke zero nccl sanitize"
-PART2="facts build model bench racecheck ops"
+PART2="facts build model bench racecheck ops shapes"
 case "$PART" in
   1) PHASES=${PHASES:-$PART1} ;;
   2) PHASES=${PHASES:-$PART2} ;;
-  "") PHASES=${PHASES:-facts build kernels newest smoke zero nccl sanitize model bench racecheck ops} ;;
+  "") PHASES=${PHASES:-facts build kernels newest smoke zero nccl sanitize model bench racecheck ops shapes} ;;
   *) echo "error: gpu_check.sh: --part takes 1 or 2 (got '$PART')" >&2; exit 2 ;;
 esac
 LOG=${LOG:-${OUT:-gpu_check_logs}}
@@ -386,6 +388,15 @@ if want ops; then
   else
     phase ops 10 60 ./tests/test_cuda --op-times
     tail -1 "$L/ops.log" | tee -a "$SUM"
+  fi
+fi
+
+# --- shapes ------------------------------------------------------------------------
+if want shapes; then
+  if [ $REHEARSE = 1 ]; then skip shapes "rehearsal: GEMM times need a GPU"
+  else
+    phase shapes 20 90 ./tests/test_cuda --gemm-shapes
+    tail -1 "$L/shapes.log" | tee -a "$SUM"
   fi
 fi
 

@@ -166,6 +166,10 @@ int main(int argc, char **argv) {
         gemm_peak();
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "--gemm-shapes")) {
+        gemm_shapes();
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "--op-times")) {
         op_times();
         return 0;

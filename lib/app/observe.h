@@ -226,6 +226,11 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
         comm_nranks > 1 ? " (rank 0)" : "", mib(process_peak_rss()));
     if (file) say(" | %.2f GiB in the offload file", file / 1073741824.0);
     say("\n");
+    long long fused = 0, apart = 0;
+    if (s->cuda) cu_matmul_dgelu_counts(&fused, &apart);  // (GPT-2's fcproj backward: which bits this machine gave)
+    if (fused + apart)
+        say("GELU's backward: cuBLASLt's DGELU epilogue in %lld of %lld calls (its fallback, the plain GEMM then GELU's "
+            "kernel, rounds twice: other bits)\n", fused, fused + apart);
     timing_print(&ob->timing);
     timing_free(&ob->timing);
     if (steps_run == 0) return 0;

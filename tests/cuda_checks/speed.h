@@ -1,5 +1,5 @@
-// tests/cuda_checks/speed.h — tests/test_cuda.c's measurements, --gemm-peak and --op-times: the
-// GPU's GEMM rate, and each op's time at GPT-2's shapes.
+// tests/cuda_checks/speed.h — tests/test_cuda.c's measurements, --gemm-peak, --gemm-shapes and --op-times:
+// the GPU's GEMM rate, each of a step's GEMMs alone, and each op's time at GPT-2's shapes.
 #ifndef GPTMEM_TEST_CUDA_SPEED_H
 #define GPTMEM_TEST_CUDA_SPEED_H
 
@@ -17,6 +17,49 @@ void gemm_peak(void) {
     double s = now_seconds() - t0;
     printf("bf16 GEMM %d^3 through cuBLASLt: %.1f TFLOP/s\n", n, 2.0 * n * n * (double)n * reps / s / 1e12);
     gpu_free(a); gpu_free(b); gpu_free(c);
+}
+
+// --gemm-shapes: the 15 GEMMs of a GPT-2 124M step (B 16, T 1024, bf16), each as cuda/matmul.cu asks cuBLASLt
+// for it, timed alone (cu_gemm_probe): cuBLASLt's first choice, the model's, and the best of the up to 16
+// algorithms it offers, each the best of 10 runs; the first choice's tile, split-K and stages; for the fcproj's
+// DGELU, how many elements its fallback gives other bits. A forward is D (OC x N) = W^T' x' (+ bias, + the
+// residual as C), an input gradient D (C x N) = W' dout', a weight gradient D (C x OC) += x' dout'^T (column-major:
+// cuda/matmul.cu's first comment). GPTMEM_GEMM_LOG=1 on ./train prints the model's own, to compare.
+static GemmShape shape_forward(int N, int C, int OC, int bias, int residual) {
+    return (GemmShape){OC, N, C, 1, 0, C, C, OC, bias, residual};
+}
+static GemmShape shape_dinp(int N, int C, int OC, int dgelu) { return (GemmShape){C, N, OC, 0, 0, C, OC, C, dgelu ? 2 : 0, 0}; }
+static GemmShape shape_dweight(int N, int C, int OC) { return (GemmShape){C, OC, N, 0, 1, C, OC, C, 0, 1}; }
+
+void gemm_shapes(void) {  // (main set cuBLASLt up)
+    enum { N = 16 * 1024, C = 768, VP = 50304 };
+    const struct { const char *name; GemmShape g; int times; } list[] = {
+        {"qkv fwd", shape_forward(N, C, 3 * C, 1, 0), 12},    {"attproj fwd", shape_forward(N, C, C, 1, 1), 12},
+        {"fc fwd", shape_forward(N, C, 4 * C, 1, 0), 12},     {"fcproj fwd", shape_forward(N, 4 * C, C, 1, 1), 12},
+        {"head fwd", shape_forward(N, C, VP, 0, 0), 1},       {"head dinp", shape_dinp(N, C, VP, 0), 1},
+        {"head dw", shape_dweight(N, C, VP), 1},              {"fcproj dinp+dgelu", shape_dinp(N, 4 * C, C, 1), 12},
+        {"fcproj dw", shape_dweight(N, 4 * C, C), 12},        {"fc dinp", shape_dinp(N, C, 4 * C, 0), 12},
+        {"fc dw", shape_dweight(N, C, 4 * C), 12},            {"attproj dinp", shape_dinp(N, C, C, 0), 12},
+        {"attproj dw", shape_dweight(N, C, C), 12},           {"qkv dinp", shape_dinp(N, C, 3 * C, 0), 12},
+        {"qkv dw", shape_dweight(N, C, 3 * C), 12},
+    };
+    double first = 0, best = 0;
+    printf("%-18s %6s %6s %6s %3s %3s %5s %8s %8s %5s %4s %5s %8s %8s %6s %s\n", "gemm (bf16)", "m", "n", "k", "ta",
+           "tb", "epi", "first ms", "TFLOP/s", "tile", "splk", "stage", "best ms", "of", "x/step", "dgelu bits");
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+        const GemmShape *g = &list[i].g;
+        GemmProbe r;
+        if (cu_gemm_probe(DT_BF16, g, 10, &r)) { printf("%-18s no algorithm\n", list[i].name); continue; }
+        double flop = 2.0 * g->m * (double)g->n * g->k;
+        char dg[48] = "-";
+        if (g->epi == 2) snprintf(dg, sizeof dg, "%lld of %lld differ", r.dgelu_differ, (long long)g->m * g->n);
+        printf("%-18s %6d %6d %6d %3d %3d %5s %8.3f %8.1f %5d %4d %5d %8.3f %5d/%-2d %6d %s\n", list[i].name, g->m, g->n,
+               g->k, g->transa, g->transb, g->epi == 1 ? "bias" : g->epi == 2 ? "dgelu" : g->beta1 ? "+C" : "-", r.first_ms,
+               flop / (r.first_ms * 1e9), r.tile, r.splitk, r.stages, r.best_ms, r.best, r.algos, list[i].times, dg);
+        first += r.first_ms * list[i].times, best += r.best_ms * list[i].times;
+    }
+    printf("a step's GEMMs: %.2f ms with cuBLASLt's first choices, %.2f ms with the best timed (%s)\n", first, best,
+           gpu_name());
 }
 
 // --op-times: where a GPT-2 124M step's time goes (B 16, T 1024, bf16): each op

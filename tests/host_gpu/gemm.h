@@ -43,7 +43,10 @@ void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const 
     cu_matmul_residual_forward(dt, out, inp, w, bias, NULL, N, C, OC);
 }
 
-// cuBLASLt's DGELU epilogue: GELU's derivative applied to the fp32 product, rounded once
+// cuBLASLt's DGELU epilogue: GELU's derivative applied to the fp32 product, rounded once (the emulation
+// always takes the epilogue)
+static long long emu_dgelu_calls;
+void cu_matmul_dgelu_counts(long long *fused, long long *apart) { *fused = emu_dgelu_calls, *apart = 0; }
 void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
                               const void *w, const void *pre, int N, int C, int OC) {
     LAUNCH(N);
@@ -51,6 +54,7 @@ void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const v
     float *fd = widen(dt, dout, (size_t)N * OC), *fi = widen(dt, inp, (size_t)N * C), *fw = widen(dt, w, (size_t)OC * C);
     float *fdw = widen(dt, dw, (size_t)OC * C), *fdb = widen(dt, dbias, OC), *fp = widen(dt, pre, (size_t)N * C);
     float *fdi = malloc(sizeof(float) * N * C);
+    emu_dgelu_calls++;
     matmul_backward(fdi, fdw, fdb, fd, fi, fw, N, C, OC);
     gelu_backward(fdi, fp, fdi, (size_t)N * C);
     narrow(dt, dinp, fdi, (size_t)N * C);
@@ -108,6 +112,13 @@ void cu_gemm(int dt, int M, int N, int K, float alpha, const void *a, int a_rs, 
         for (int j = 0; j < N; j++) fc[(size_t)i * ldc + j] *= alpha;
     narrow(dt, c, fc, nc);
     free(fa); free(fb);
+}
+
+// --gemm-shapes times cuBLASLt's algorithms: the emulation has none to offer
+int cu_gemm_probe(int dt, const GemmShape *g, int reps, GemmProbe *out) {
+    (void)dt, (void)g, (void)reps;
+    memset(out, 0, sizeof *out);
+    return -1;
 }
 
 #endif

@@ -832,6 +832,14 @@ PY
      close "$tmp/lx/gi.csv" "$tmp/lx/ci.csv" 1e-4 >/dev/null; then
     ok "GPU --lora --export == the CPU's ($msg), the same adapter_config.json; --lora-init of each other's folder: the same losses"
   else bad "GPU --lora --export / --lora-init: ${msg:-$(tail -1 "$tmp/lx/gi.out" 2>/dev/null)}"; fi
+  # a sample through trained adapters (the CPU's folder; a step of lr 1e-30 moves nothing) and the KV cache's
+  # forward: the CPU's 40 tokens (fp32)
+  local smp=(--lora-init "$tmp/lx/c" --steps 1 --lr 1e-30 --sample-len 40 --prompt "ROMEO:")
+  sample() { sed -n '/---- sample/,/^------/p' "$1"; }
+  if $TRAIN "${LB[@]}" "${smp[@]}" --device cuda >"$tmp/sg.out" 2>&1 && $TRAIN "${LB[@]}" "${smp[@]}" --device cpu >"$tmp/sc.out" 2>&1 &&
+     [ -n "$(sample "$tmp/sg.out")" ] && cmp -s <(sample "$tmp/sg.out") <(sample "$tmp/sc.out"); then
+    ok "GPU --lora samples the CPU's 40 tokens through trained adapters (fp32)"
+  else bad "GPU --lora sampling: $(grep -h sampled "$tmp/sg.out" "$tmp/sc.out")"; fi
   # --merge: the merged model (llm.c's file: a header of 256 int32s, then fp32 weights) against the CPU's
   if arun mg L --device cuda --merge --export "$tmp/lx/g.bin" && arun mc L --device cpu --merge --export "$tmp/lx/c.bin" &&
      msg=$(python3 - "$tmp/lx/g.bin" "$tmp/lx/c.bin" <<'PY'

@@ -421,7 +421,8 @@ enum { FIT_LORA_RANK = 8 };
 void fit_print_lora(const FitQuestion *q, int fits, const char *budget_text, const char *base) {
     const GPTConfig *c = &q->s->cfg;
     if (q->s->cuda && fits) return;  // (the GPU's question is whether anything fits: these answer it when nothing does)
-    if (budget_text[0] == '(') budget_text = "";  // (--fit without a budget: the free memory, which each run finds)
+    const char *sp = " ";  // (--fit without a budget, the free memory, which each run finds: the bare flag)
+    if (budget_text[0] == '(') budget_text = sp = "";
     for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
         LoraMap mp = lora_map(c, k);
         if (mp.in < FIT_LORA_RANK || mp.rows < FIT_LORA_RANK) return;  // (a model too narrow for the rank)
@@ -434,8 +435,8 @@ void fit_print_lora(const FitQuestion *q, int fits, const char *budget_text, con
     char flags[256], u[32];
     for (int qlora = 0; qlora <= 1; qlora++) {
         if (qlora && q->s->cuda) {
-            printf("QLoRA (--lora %d --base-dtype nf4) trains on the CPU for now: --device cpu --lora %d --fit %s says "
-                   "what it needs there\n", FIT_LORA_RANK, FIT_LORA_RANK, budget_text);
+            printf("QLoRA (--lora %d --base-dtype nf4) trains on the CPU for now: --device cpu --lora %d --fit%s%s says "
+                   "what it needs there\n", FIT_LORA_RANK, FIT_LORA_RANK, sp, budget_text);
             continue;
         }
         const FitSetting *best = NULL;
@@ -447,7 +448,7 @@ void fit_print_lora(const FitQuestion *q, int fits, const char *budget_text, con
                FIT_LORA_RANK, qlora ? " --base-dtype nf4" : ", the model frozen", fit_size(u, sizeof u, best->peak), flags,
                fit_fits(best, q->budget, q->host_free, q->disk_free, q->ranks) ? "which fits" : "over the budget");
     }
-    printf("  (%s --lora %d --fit %s lists their settings; doc/lora.md)\n", base, FIT_LORA_RANK, budget_text);
+    printf("  (%s --lora %d --fit%s%s lists their settings; doc/lora.md)\n", base, FIT_LORA_RANK, sp, budget_text);
     free(r.all);
 }
 

@@ -271,6 +271,33 @@ void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void
 // dst (T) = round(src (fp32)), n elements
 void cu_store_dtype(int dt, void *dst, const float *src, size_t n);
 
+// --- the frozen model in fewer bits (cuda/quant.cu): io/quant.h's storage, the same bits ------
+// One matrix tensor of it (--lora --base-dtype): `format` core/dtype.h's QF_* (1 bf16, 2 int8, 4 nf4,
+// 5 fp16); its codes from index k of the array `codes` (nf4 two a byte, the even index in the high half;
+// int8 a byte; bf16, fp16 two bytes); its blocks' fp32 scales from its first block (`scales`), or with
+// --double-quant (qscales not NULL) its blocks' bytes from its first, its groups' fp32 scales from its
+// first and its offset (one fp32), its blocks in Hugging Face's order by halves and row (io/quant.h
+// dq_position). A device struct of device pointers, passed by value.
+typedef struct {
+    int format;
+    void *codes;
+    size_t k;
+    float *scales;
+    unsigned char *qscales;
+    float *scales2, *offset;
+    int halves, row;
+} CuQuantTensor;
+// NF4's 16 values and 15 midpoints, double quant's 256 (host arrays: io/quant.h's), into the GPU's constants.
+void cu_quant_tables(const float *nf4_code_host, const float *nf4_mid_host, const float *dq_code_host);
+// Store the tensor's weights j0 .. j0 + n - 1 (src, fp32; j0 a block boundary, the range whole blocks
+// but for the tensor's last) as io/quant.h quant_store does; with --double-quant the blocks' absmax go
+// into `scales` (the tensor's own, from its block 0), for cu_double_quant once all are stored.
+void cu_quantize(const CuQuantTensor *t, size_t j0, const float *src, size_t n);
+// --double-quant: the tensor's nb blocks' absmax to its bytes, group scales and offset (io/quant.h dq_finish).
+void cu_double_quant(const CuQuantTensor *t, const float *absmax, size_t nb);
+// dst (T, n) = the tensor's weights j0 .. j0 + n - 1 read back (io/quant.h quant_load), j0 a block boundary.
+void cu_dequantize(int dt, void *dst, const CuQuantTensor *t, size_t j0, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,4 +12,5 @@
 #include "attention.cu"
 #include "crossentropy.cu"
 #include "adamw.cu"
+#include "quant.cu"
 #include "nccl.cu"

@@ -421,3 +421,4 @@ void gpu_fill_fresh(void *p, size_t bytes) { memset(DEV(p), 0xFF, bytes); }  // 
 #include "tests/host_gpu/nccl.h"
 #include "tests/host_gpu/gemm.h"
 #include "tests/host_gpu/ops.h"
+#include "tests/host_gpu/quant.h"

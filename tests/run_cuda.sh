@@ -841,15 +841,36 @@ PY
     ok "GPU --lora samples the CPU's 40 tokens through trained adapters (fp32)"
   else bad "GPU --lora sampling: $(grep -h sampled "$tmp/sg.out" "$tmp/sc.out")"; fi
   # --merge: the merged model (llm.c's file: a header of 256 int32s, then fp32 weights) against the CPU's
-  if arun mg L --device cuda --merge --export "$tmp/lx/g.bin" && arun mc L --device cpu --merge --export "$tmp/lx/c.bin" &&
-     msg=$(python3 - "$tmp/lx/g.bin" "$tmp/lx/c.bin" <<'PY'
+  merged_close() { python3 - "$1" "$2" <<'PY'
 import array, sys
 a, b = (array.array("f", open(p, "rb").read()[1024:]) for p in sys.argv[1:])
 d, top = max(abs(x - y) for x, y in zip(a, b)), max(abs(y) for y in b)
 print(f"{len(b)} weights, max abs difference {d:.2e} of values up to {top:.3f}"); sys.exit(0 if len(a) == len(b) and d <= 1e-4 * top else 1)
 PY
-); then ok "GPU --lora --merge --export == the CPU's merged model ($msg)"
+  }
+  if arun mg L --device cuda --merge --export "$tmp/lx/g.bin" && arun mc L --device cpu --merge --export "$tmp/lx/c.bin" &&
+     msg=$(merged_close "$tmp/lx/g.bin" "$tmp/lx/c.bin"); then ok "GPU --lora --merge --export == the CPU's merged model ($msg)"
   else bad "GPU --lora --merge: ${msg:-$(tail -1 "$tmp/mg.out")}"; fi
+  # QLoRA (--base-dtype: the frozen model in io/quant.h's storage on the GPU, cuda/quant.cu): each format and
+  # dtype against the CPU's run, the ledger equal; a state resumed on the GPU bit for bit and on the CPU (the
+  # hash of the same storage bytes); --merge's model (read back from nf4) the CPU's
+  good=1; i=0
+  for f in "L --base-dtype nf4 --double-quant" "G --base-dtype nf4 --fused-ce" "L --base-dtype int8 --dtype bf16 --flash" \
+           "G --base-dtype fp16 --dtype bf16 --accum 2 --batch 2" "L --base-dtype bf16 --dtype fp16 --lora-targets q,v --ckpt"; do
+    i=$((i + 1)); tol=1e-4; case "$f" in *" --dtype "*) tol=3e-2 ;; esac
+    # shellcheck disable=SC2086
+    arun qg$i $f --device cuda --mem-json "$tmp/qg$i.json" && mem_equal "$tmp/qg$i.json" &&
+      arun qc$i $f --device cpu && msg=$(close "$tmp/qg$i.csv" "$tmp/qc$i.csv" $tol) || { good=0; echo "  $f: ${msg:-a run failed}"; }
+  done
+  if [ $good = 1 ]; then ok "GPU QLoRA == the CPU's: nf4 (--double-quant; --fused-ce), int8 (bf16, --flash), fp16 (--accum), bf16 (fp16, q,v, --ckpt); each ledger equal"
+  else bad "GPU --lora --base-dtype against the CPU"; fi
+  local Q=(--base-dtype nf4 --double-quant)
+  if arun qs L "${Q[@]}" --device cuda --save "$tmp/lx/q.bin" --stop-after 3 && arun qr L "${Q[@]}" --device cuda --resume "$tmp/lx/q.bin" &&
+     cmp -s <(losses "$tmp/qr.csv") <(losses "$tmp/qg1.csv" | tail -3) && arun qrc L "${Q[@]}" --device cpu --resume "$tmp/lx/q.bin" &&
+     msg=$(close "$tmp/qrc.csv" "$tmp/qr.csv" 1e-4) && arun qmg L "${Q[@]}" --device cuda --merge --export "$tmp/lx/qg.bin" &&
+     arun qmc L "${Q[@]}" --device cpu --merge --export "$tmp/lx/qc.bin" && m2=$(merged_close "$tmp/lx/qg.bin" "$tmp/lx/qc.bin"); then
+    ok "GPU QLoRA state: resumed on the GPU bit for bit, on the CPU ($msg); --merge == the CPU's ($m2)"
+  else bad "GPU QLoRA --save / --resume / --merge: ${msg:-$(tail -1 "$tmp/qr.out")}"; fi
   if arun sv L --device cuda --save "$tmp/lx/s.bin" --stop-after 3 && arun rs L --device cuda --resume "$tmp/lx/s.bin" &&
      cmp -s <(losses "$tmp/rs.csv") <(losses "$tmp/xg.csv" | tail -3) && arun rc L --device cpu --resume "$tmp/lx/s.bin" &&
      msg=$(close "$tmp/rc.csv" "$tmp/rs.csv" 1e-4); then
@@ -877,6 +898,12 @@ PY
       ok "GPU --lora zero $z on 2 ranks == 1 rank: $msg; identical replicas every step"
     else bad "GPU --lora zero $z on 2 ranks: ${msg:-$(tail -2 "$tmp/lz$z.out")}"; fi
   done
+  GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np 2 $TRAIN "${LL[@]}" "${Q[@]}" --batch 2 --device cuda --zero 2 --log "$tmp/lq2.csv" \
+    --mem-json "$tmp/lq2.json" >"$tmp/lq2.out" 2>&1
+  n=0; for f in "$tmp"/lq2.json*; do mem_equal "$f" && n=$((n + 1)); done
+  if [ $n -eq 2 ] && close_replicas "$tmp/qg1.csv" "$tmp/lq2.csv" 1e-5; then
+    ok "GPU QLoRA (nf4 --double-quant) zero 2 on 2 ranks == 1 rank: $msg; both ledgers equal"
+  else bad "GPU QLoRA zero 2 on 2 ranks: ${msg:-$(tail -2 "$tmp/lq2.out")}"; fi
   local good=0 zf
   for zf in "1 --dtype bf16" "2 --dtype bf16 --fused-ce" "3 --dtype bf16" "3 --dtype fp32 --fused-ce --ckpt"; do
     rm -f "$tmp"/lm3.json*

@@ -135,6 +135,7 @@ const char *label(const char *op, const char *shape) {
 #include "tests/cuda_checks/optimizer.h"
 #include "tests/cuda_checks/runtime.h"
 #include "tests/cuda_checks/speed.h"
+#include "tests/cuda_checks/quant.h"
 
 int main(int argc, char **argv) {
     char why[512];
@@ -201,6 +202,8 @@ int main(int argc, char **argv) {
         test_adamw_segments(dt);
         if (dt != DT_FP32) test_fp32_grads(dt);
     }
+    int quants[][2] = {{QF_BF16, 0}, {QF_FP16, 0}, {QF_INT8, 0}, {QF_NF4, 0}, {QF_NF4, 1}};
+    for (int i = 0; i < 5; i++) test_quant(quants[i][0], quants[i][1]);
     test_step_numbers();
     test_empty_launches();
     if (!(argc > 1 && !strcmp(argv[1], "--no-nccl"))) test_nccl_one_rank();  // (compute-sanitizer: left out)

@@ -83,7 +83,7 @@ const FlagSpec flag_specs[] = {
     {"lora-alpha", ARG_FLOAT, OPT(lora.alpha), ABOVE_0, 0, "with --lora: the adapters' output is scaled by alpha / R (PEFT's lora_alpha)"},
     {"lora-targets", ARG_STR, OPT(lora_targets_str), 0, 0, "with --lora: the maps that get adapters, comma-separated: q,k,v,o,gate,up,down (Llama) or qkv,proj,fc,fcproj (GPT-2); all (the default)"},
     {"lora-init", ARG_STR, OPT(lora_init), 0, 0, "the adapters' first values from PEFT's adapter folder (adapter_model.safetensors, adapter_config.json): its r, lora_alpha and maps are --lora's"},
-    {"base-dtype", ARG_STR, OPT(base_dtype_str), 0, 0, "with --lora: hold the frozen blocks' linear maps in fp32, bf16, fp16, int8 or nf4 (QLoRA: blocks of 64, an absmax each), read back an op at a time; the rest stays in the --dtype (the CPU; the GPU holds the frozen model in the --dtype)"},
+    {"base-dtype", ARG_STR, OPT(base_dtype_str), 0, 0, "with --lora: hold the frozen blocks' linear maps in fp32, bf16, fp16, int8 or nf4 (QLoRA: blocks of 64, an absmax each), read back an op at a time; the rest stays in the --dtype"},
     {"double-quant", ARG_FLAG, OPT(double_quant), 0, 0, "with --base-dtype nf4: the scales in 8 bits too, QLoRA's double quantization (0.127 bits a weight for 0.5; doc/lora.md)"},
     {"merge", ARG_FLAG, OPT(merge), 0, 0, "with --lora and --export FILE: write the merged model (each targeted W + alpha/R B A, fp32) as a plain model file, not the adapters"},
     {"offload", ARG_STR, OPT(offload_str), 0, 0, "off the device: opt (fp32 master, Adam's m and v; AdamW runs on the host) or opt,params (also ZeRO-3's weight shard)"},

@@ -51,16 +51,6 @@ void parse_base_dtype(Settings *s) {
                     quant_name[s->base_format]);
 }
 
-// What --lora on the GPU does not take yet (gpu/lora.h: the frozen model in the --dtype), each refused with
-// what does it: the same flags on the CPU.
-void refuse_with_lora_gpu(const Settings *s) {
-    if (!s->cuda) return;
-    const char *no = s->base_format != QF_FP32 ? "--base-dtype" : s->eval_only ? "--eval-only" : NULL;
-    if (no)
-        usage_error("--lora on the GPU (--device cuda) trains with the frozen model in the --dtype for now; %s with it "
-                    "is not built yet: drop it, or run it on the CPU (doc/lora.md)", no);
-}
-
 // The flags --lora does not take (yet), each refused with its reason and what to do instead.
 void refuse_with_lora(const Settings *s) {
     if (s->zero == 3 && s->base_format != QF_FP32)
@@ -82,7 +72,6 @@ void refuse_with_lora(const Settings *s) {
         usage_error("--lora --export writes the adapters as PEFT does, a safetensors file and adapter_config.json beside "
                     "it: give --export DIR/adapter_model.safetensors, or add --merge for the merged model (got '%s')", s->export_to);
     if (no) usage_error("%s with --lora is not built yet: drop it (doc/lora.md says what --lora takes)", no);
-    refuse_with_lora_gpu(s);
 }
 
 // --lora R, --lora-alpha, --lora-targets (core/lora.h): the maps named, each with a rank it can

@@ -30,6 +30,31 @@ typedef struct EvalWeights {
     int file_format;           //   state file or --init's), each piece rounded through this format as it is read
 } EvalWeights;
 
+// The same numbers without the storage: round the fp32 weights x (x[0] =
+// parameter lo) through `format` in place, block by block as quant_store
+// would, so that they equal what quant_load would give. The eval run's
+// comparison rows use it on weights read from the state file.
+void quant_round_trip(const QuantWeights *q, int format, float *x, size_t lo, size_t n) {
+    if (format == QF_FP32) return;
+    for (int i = 0; i < q->ntensors; i++) {
+        const QuantTensor *t = &q->tensors[i];
+        size_t a, b;
+        if (!tensor_part(t, lo, lo + n, &a, &b)) continue;
+        float *w = x + (a - lo);
+        if (format == QF_BF16 || !t->is_matrix) {
+            for (size_t j = 0; j < b - a; j++) w[j] = bf16_to_float(bf16_from_float(w[j]));
+            continue;
+        }
+        if (!quant_range_ok(t, a, b)) ledger_bug("quantized range not on block boundaries", "quant_round_trip");
+        for (size_t at = 0; at < b - a; at += QUANT_BLOCK) {
+            int len = (int)(b - a - at < QUANT_BLOCK ? b - a - at : QUANT_BLOCK);
+            int8_t codes[QUANT_BLOCK];
+            float scale = block_quantize(w + at, len, quant_qmax(format), codes);
+            for (int j = 0; j < len; j++) w[at + j] = (float)codes[j] * scale;
+        }
+    }
+}
+
 // The fp32 weights of the flat range [lo, lo + n), from where the eval model
 // keeps them: the file (each piece rounded through file_format as it is
 // read, so the comparison rows need no memory of their own) or quant's storage.

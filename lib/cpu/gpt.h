@@ -311,39 +311,14 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     return n;
 }
 
-// --base-dtype: the frozen model in io/quant.h's storage, the blocks' linear maps in `format` and
-// everything else in the --dtype (bitsandbytes' choice for a causal LM: the embedding, the head and the
-// norms stay in the compute dtype), read back a piece at a time (cpu/weights.h fetch_params). Each linear
-// map is quantized as the Hugging Face tensor it is (core/lora.h lora_map: a Llama's fused qkv as q_proj,
-// k_proj and v_proj, its fc as up_proj and gate_proj), as bitsandbytes quantizes each nn.Linear.
+// --base-dtype: the frozen model in io/quant.h's storage (io/quant.h lora_base_layout: the blocks' linear
+// maps in `format`, everything else in the --dtype), read back a piece at a time (cpu/weights.h fetch_params).
 void lora_base_read(struct GPT *m, float *dst, size_t lo, size_t n) { quant_load(&m->lora.base, dst, lo, n); }
 
 void lora_hold_base(GPT *m, int format, int double_quant) {
-    const GPTConfig *c = &m->cfg;
-    int n = param_tensor_count(c), nq = 0;
-    ParamTensor *pt = malloc(sizeof(ParamTensor) * n);
-    QuantTensor *qt = malloc(sizeof(QuantTensor) * (n + 3 * (size_t)c->layers));  // qkv in 3, fc in 2
-    param_tensors(c, pt);
-    size_t lo = layer_offset(c, 0), hi = layer_offset(c, c->layers);  // the blocks: one range of the layout
-    for (int i = 0; i < n; i++) {
-        if (!pt[i].is_matrix || pt[i].offset < lo || pt[i].offset >= hi) {
-            qt[nq++] = (QuantTensor){pt[i].offset, pt[i].count, 0, 0, 0};
-            continue;
-        }
-        int l = (int)((pt[i].offset - lo) / layer_param_count(c));
-        for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
-            LoraMap mp = lora_map(c, k);
-            if (op_param_offset(c, l, mp.op) != pt[i].offset) continue;
-            qt[nq++] = (QuantTensor){pt[i].offset + (size_t)mp.row0 * mp.in, (size_t)mp.rows * mp.in, 1, mp.in,
-                                     k == LM_Q || k == LM_K ? head_size(c) : 0};
-        }
-    }
-    quant_layout(&m->lora.base, qt, nq);
-    m->lora.base.vec_dtype = m->dtype;  // the rest in the compute dtype: fp32, or --dtype's 16 bits
-    m->lora.base.double_quant = double_quant;
+    lora_base_layout(&m->lora.base, &m->cfg, m->dtype, double_quant);
     quant_alloc(&m->lora.base, format);
     m->read_back = lora_base_read;
-    free(pt), free(qt);
 }
 
 void buffers_alloc(GPT *m, int B, int T) {

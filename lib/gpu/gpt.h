@@ -27,6 +27,7 @@
 #include "core/settings.h"
 #include "core/sizes.h"
 #include "cuda/api.h"
+#include "io/quant.h"
 #include "memory/ledger.h"
 #include "optim/optimizer.h"
 #include "parallel/gpu_zero.h"
@@ -70,6 +71,11 @@ typedef struct {
     int ntensors;
     GpuComm comm;      // ZeRO over the adapters on several ranks, in fp32 (parallel/gpu_zero.h), as the CPU's
                        // (cpu/gpt.h's Lora): their own shard layout, at the run's stage
+    // --base-dtype (not fp32): the frozen model in io/quant.h's storage, its arrays on the GPU (the CPU's
+    // ledger rows: qweights, qscales), stored and read back by cuda/quant.cu; a piece is read back into
+    // `piece` (the dtype, scratch) before the op that reads it (gpu/weights.h gpu_fetch_params)
+    QuantWeights base;
+    void *piece;
 } GpuLora;
 
 typedef struct {
@@ -150,10 +156,31 @@ typedef struct {
     double recompute_seconds;
 } GpuGPT;
 
-enum { GPU_MAX_BUFFERS = 48 };
+enum { GPU_MAX_BUFFERS = 56 };
 
 // Are the model's own weights frozen (--lora)? Then they have no gradients, no master and no AdamW state.
 int gpu_frozen(const GpuGPT *m) { return m->lora.cfg.rank > 0; }
+
+// ... and held in fewer bits (--base-dtype), read back a piece at a time?
+int gpu_base_packed(const GpuGPT *m) { return m->lora.base.format != QF_FP32; }
+
+// --base-dtype's rows of the table below, from b[n] on (returns the count): io/quant.h quant_alloc's, on
+// the GPU, and the piece a frozen op's weights are read back into, in the dtype.
+int gpu_base_buffers(GpuGPT *m, Buffer *b, int n) {
+    QuantWeights *q = &m->lora.base;
+    int packed = gpu_base_packed(m), dq = packed && q->double_quant, scaled = packed && !dq && quant_scaled(q->format);
+#define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->lora.ptr, LOC_DEVICE, cat, name, size}
+    BUF(base.codes, MEM_QWEIGHTS, "quantized matrices", packed ? quant_code_bytes(q->format, q->matrices) : 0);
+    BUF(base.vec, MEM_QWEIGHTS, quant_vec_name(q), packed ? dtype_size(q->vec_dtype) * q->vectors : 0);
+    BUF(base.scales, MEM_QSCALES, "quantization scales", scaled ? 4 * q->blocks : 0);
+    BUF(base.qscales, MEM_QSCALES, "scales in 8 bits (double quant)", dq ? q->blocks : 0);
+    BUF(base.scales2, MEM_QSCALES, "their scales, one per 256 (double quant)", dq ? 4 * q->groups : 0);
+    BUF(base.offsets, MEM_QSCALES, "their offsets, one per tensor (double quant)", dq ? 4 * q->nmatrices : 0);
+    BUF(base.pending, MEM_SCRATCH, "a tensor's scales while stored (double quant)", dq ? 4 * q->most_blocks : 0);
+    BUF(piece, MEM_SCRATCH, "piece weights work", packed ? m->plan.piece * m->elem_bytes : 0);
+#undef BUF
+    return n;
+}
 
 // --lora's rows of the table below, from b[n] on (returns the count): the adapters, their gradients, AdamW's
 // m and v (fp32), an op's adapters and gradients in 16 bits, and (N,R) twice in the dtype (gpu/lora.h).
@@ -194,12 +221,14 @@ int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
     // weight shard in page-locked host memory, which each gather uploads from (gpu_gather_weights)
     int off = (m->plan.offload & OFFLOAD_OPT) != 0, off_params = (m->plan.offload & OFFLOAD_PARAMS) != 0;
     int frozen = gpu_frozen(m);  // --lora: no master, gradients nor AdamW state for the model's weights
-    BUF(params, off_params ? LOC_PINNED : LOC_DEVICE, MEM_PARAMS, mixed ? "params (16-bit)" : "params", shard_weights_len(sh) * e);
+    int packed = gpu_base_packed(m);  // --base-dtype: the frozen model in its own rows (gpu_base_buffers), no params
+    BUF(params, off_params ? LOC_PINNED : LOC_DEVICE, MEM_PARAMS, mixed ? "params (16-bit)" : "params", packed ? 0 : shard_weights_len(sh) * e);
     BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", mixed && !off && !frozen ? shard_state_len(sh) * 4 : 0);
     BUF(grads, LOC_DEVICE, MEM_GRADS, g == 2 ? "grads (16-bit)" : "grads", frozen ? 0 : shard_grads_len(sh) * g);
     BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", off || frozen ? 0 : shard_state_len(sh) * 4);
     BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", off || frozen ? 0 : shard_state_len(sh) * 4);
     n = gpu_lora_buffers(m, N, b, n);
+    n = gpu_base_buffers(m, b, n);
     BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", grads_sharded(sh) && !frozen ? m->plan.piece * g : 0);
     BUF(grad_global, LOC_DEVICE, MEM_COMM, "global grads bucket", grads_sharded(sh) && whole_table && !frozen ? m->plan.table * g : 0);
     BUF(grad_lp_piece, LOC_DEVICE, MEM_SCRATCH, "piece grads (16-bit)", widened ? m->plan.piece * e : 0);
@@ -284,6 +313,12 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
         m->lora.ntensors = lora_tensor_count(&m->cfg, &s->lora);
         m->lora.tensors = lora_tensors_alloc(&m->cfg, &s->lora);
     }
+    if (s->base_format != QF_FP32) {  // --base-dtype: io/quant.h's layout, the CPU's (cpu/gpt.h lora_hold_base)
+        lora_base_layout(&m->lora.base, &m->cfg, m->dtype, s->double_quant);
+        m->lora.base.format = s->base_format;
+        dq_code_make();
+        cu_quant_tables(NF4_CODE, NF4_MID, DQ_CODE);
+    }
     const Shard *sh = &m->shard;
     m->params_base = shard_weights_base(sh);
     m->state_base = shard_state_base(sh);
@@ -333,6 +368,7 @@ void gpu_gpt_free(GpuGPT *m) {
     free(m->acts);
     free(m->tensors);
     free(m->lora.tensors);
+    if (gpu_base_packed(m)) quant_layout_free(&m->lora.base);
     free(m->row);
 }
 

@@ -47,6 +47,81 @@ void gpu_lora_start(GpuGPT *m) {
     }
 }
 
+// --- --base-dtype: the frozen model in io/quant.h's storage on the GPU (cuda/quant.cu) ---------------
+
+// Matrix tensor i of the layout as cuda/quant.cu takes it; `storing`: its blocks' absmax go to the
+// pending row until the tensor is whole (--double-quant).
+static CuQuantTensor gpu_base_tensor(const GpuGPT *m, int i, int storing) {
+    const QuantWeights *q = &m->lora.base;
+    int dq = q->double_quant;
+    float *scales = dq ? (storing ? q->pending : NULL) : q->scales ? q->scales + q->first_block[i] : NULL;
+    return (CuQuantTensor){q->format, q->codes, q->first[i], scales, dq ? q->qscales + q->first_block[i] : NULL,
+                           dq ? q->scales2 + q->first_group[i] : NULL, dq ? q->offsets + q->matrix[i] : NULL,
+                           q->tensors[i].halves, q->tensors[i].row};
+}
+
+// Store the flat range [lo, hi) (src: fp32 on the GPU, src[0] = parameter lo; whole blocks of the matrices
+// in it, as io/quant.h quant_store takes them): a vector's part rounded into the dtype, a matrix's
+// quantized, and at a matrix's last block (--double-quant) its scales in 8 bits.
+void gpu_base_store(GpuGPT *m, const float *src, size_t lo, size_t hi) {
+    const QuantWeights *q = &m->lora.base;
+    for (int i = lo < hi ? quant_tensor_of(q, lo) : q->ntensors; i < q->ntensors && q->tensors[i].offset < hi; i++) {
+        const QuantTensor *t = &q->tensors[i];
+        size_t a, b;
+        if (!tensor_part(t, lo, hi, &a, &b)) continue;
+        if (!t->is_matrix) {
+            cu_store_dtype(q->vec_dtype, (char *)q->vec + (q->first[i] + (a - t->offset)) * m->elem_bytes, src + (a - lo), b - a);
+            continue;
+        }
+        if (!quant_range_ok(t, a, b)) ledger_bug("quantized range not on block boundaries", "gpu_base_store");
+        CuQuantTensor ct = gpu_base_tensor(m, i, 1);
+        cu_quantize(&ct, a - t->offset, src + (a - lo), b - a);
+        if (q->double_quant && b == t->offset + t->count) cu_double_quant(&ct, q->pending, quant_nblocks(t->count));
+    }
+}
+
+// Read the flat range [lo, lo + n) back into dst (the dtype, on the GPU; dst[0] = parameter lo), as io/quant.h
+// quant_load does: a vector's part copied, a matrix's read back (whole blocks).
+void gpu_base_load(GpuGPT *m, void *dst, size_t lo, size_t n) {
+    const QuantWeights *q = &m->lora.base;
+    for (int i = quant_tensor_of(q, lo); i < q->ntensors && q->tensors[i].offset < lo + n; i++) {
+        const QuantTensor *t = &q->tensors[i];
+        size_t a, b, e = m->elem_bytes;
+        if (!tensor_part(t, lo, lo + n, &a, &b)) continue;
+        if (!t->is_matrix) {
+            gpu_copy((char *)dst + (a - lo) * e, (const char *)q->vec + (q->first[i] + (a - t->offset)) * e, (b - a) * e);
+            continue;
+        }
+        if (!quant_range_ok(t, a, b)) ledger_bug("quantized range not on block boundaries", "gpu_base_load");
+        CuQuantTensor ct = gpu_base_tensor(m, i, 0);
+        cu_dequantize(m->dtype, (char *)dst + (a - lo) * e, &ct, a - t->offset, b - a);
+    }
+}
+
+// The frozen model's weights [at, at + n) read back and brought to the host in fp32 (for --merge's export):
+// a piece at a time through `piece`, each matrix's part widened to whole blocks.
+static void gpu_base_read(GpuGPT *m, float *dst, size_t at, size_t n) {
+    const QuantWeights *q = &m->lora.base;
+    void *host = malloc(m->plan.piece * m->elem_bytes);  // (an export's staging, not a model buffer)
+    float *wide = malloc(m->plan.piece * sizeof(float));
+    for (size_t x = at; x < at + n;) {
+        size_t start, stop, lo, hi;
+        quant_block_of(q, x, &lo, &stop);  // from the block that holds x ...
+        const QuantTensor *t = &q->tensors[quant_tensor_of(q, x)];
+        hi = at + n < t->offset + t->count ? at + n : t->offset + t->count;  // ... to the end of the range or the tensor,
+        if (hi - lo > m->plan.piece - QUANT_BLOCK) hi = lo + (m->plan.piece - QUANT_BLOCK);  // at most a piece,
+        quant_block_of(q, hi - 1, &start, &stop);  // in whole blocks
+        if (t->is_matrix) hi = stop;
+        gpu_base_load(m, m->lora.piece, lo, hi - lo);
+        gpu_download(host, m->lora.piece, (hi - lo) * m->elem_bytes);
+        dtype_load(wide, host, hi - lo, m->dtype);
+        size_t end = hi < at + n ? hi : at + n;
+        memcpy(dst + (x - at), wide + (x - lo), (end - x) * sizeof(float));
+        x = end;
+    }
+    free(host), free(wide);
+}
+
 // The frozen model as the run holds it (its weights in the dtype), hashed (FNV-1a) a MiB at a time: the bytes
 // cpu/lora.h lora_base_hash hashes on the CPU, so a state records it and a resume checks the model is the same.
 // ZeRO-3 holds a shard of it: every rank gathers it a piece at a time and hashes the same bytes.
@@ -62,6 +137,18 @@ uint64_t gpu_lora_base_hash(GpuGPT *m) {
     enum { CHUNK = 1 << 20 };
     unsigned char *chunk = malloc(CHUNK);  // 1 MiB of host staging, not a model buffer
     uint64_t h = 0xCBF29CE484222325ULL;
+    const QuantWeights *q = &m->lora.base;
+    if (gpu_base_packed(m)) {  // --base-dtype: its storage, the arrays cpu/lora.h hashes, in its order
+        h = gpu_hash_bytes(h, q->codes, quant_code_bytes(q->format, q->matrices), chunk, CHUNK);
+        h = gpu_hash_bytes(h, q->vec, dtype_size(q->vec_dtype) * q->vectors, chunk, CHUNK);
+        if (q->scales) h = gpu_hash_bytes(h, q->scales, 4 * q->blocks, chunk, CHUNK);
+        if (q->double_quant) {
+            h = gpu_hash_bytes(h, q->qscales, q->blocks, chunk, CHUNK);
+            h = gpu_hash_bytes(gpu_hash_bytes(h, q->scales2, 4 * q->groups, chunk, CHUNK), q->offsets, 4 * q->nmatrices, chunk, CHUNK);
+        }
+        free(chunk);
+        return h;
+    }
     if (!weights_sharded(&m->shard)) h = gpu_hash_bytes(h, m->params, m->nparams * m->elem_bytes, chunk, CHUNK);
     for (size_t lo = 0; lo < m->nparams && weights_sharded(&m->shard); lo += m->plan.piece) {
         size_t hi = m->nparams - lo < m->plan.piece ? m->nparams : lo + m->plan.piece;
@@ -77,10 +164,13 @@ uint64_t gpu_lora_base_hash(GpuGPT *m) {
 // lora_merged_get's numbers). The weights are whole on every rank below stage 3 (--merge is refused there).
 void gpu_lora_merged_get(const void *ctx, size_t at, float *dst, size_t n) {
     GpuGPT *m = (GpuGPT *)ctx;
-    void *host = malloc(n * m->elem_bytes);  // (an export's staging, not a model buffer)
-    gpu_download(host, (const char *)m->params + at * m->elem_bytes, n * m->elem_bytes);
-    dtype_load(dst, host, n, m->dtype);
-    free(host);
+    if (gpu_base_packed(m)) gpu_base_read(m, dst, at, n);  // (--base-dtype: read back a piece at a time)
+    else {
+        void *host = malloc(n * m->elem_bytes);  // (an export's staging, not a model buffer)
+        gpu_download(host, (const char *)m->params + at * m->elem_bytes, n * m->elem_bytes);
+        dtype_load(dst, host, n, m->dtype);
+        free(host);
+    }
     lora_merge_add(&m->cfg, &m->lora.cfg, dst, at, n, gpu_lora_get, m);
 }
 

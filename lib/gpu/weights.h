@@ -66,6 +66,7 @@ void gpu_gpt_reduce_grads(GpuGPT *m) {
 // 16-bit compute weights (fp32: they are the same array); at stages 1, 2
 // every rank's updated block goes to every rank.
 void gpu_gpt_sync_params(GpuGPT *m) {
+    if (gpu_base_packed(m)) return;  // (--base-dtype: the frozen model is whole on every rank, and never changes)
     if (m->dtype != DT_FP32 && m->master_n && m->master)  // (--lora's frozen 16-bit model has no master)  // (a rank may own no parameters: a toy model on many ranks)
         cu_store_dtype(m->dtype, element(m, m->params, m->master_base - m->params_base), m->master, m->master_n);
     if (gathers_updates(&m->shard)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
@@ -92,8 +93,40 @@ static void upload_chunk(void *ctx, size_t a, size_t b) {
     cu_store_dtype(m->dtype, w, m->gemm_workspace, b - a);
 }
 
+// --base-dtype: the weights stored on the GPU in io/quant.h's storage as they come (gpu/lora.h
+// gpu_base_store), a window at a time through the GEMM workspace: a block the window ends inside waits
+// on the host (`carry`, the weights just before the window) and goes up with the next one.
+typedef struct {
+    GpuGPT *m;
+    float *chunk;
+    float carry[QUANT_BLOCK];
+    size_t carry_n;
+} GpuPackedInit;
+
+static void upload_packed(void *ctx, size_t a, size_t b) {
+    GpuPackedInit *it = ctx;
+    GpuGPT *m = it->m;
+    size_t lo = a - it->carry_n, start, stop;  // the workspace holds [lo, b): the carry, then the window
+    float *staging = m->gemm_workspace;
+    if (it->carry_n) gpu_upload(staging, it->carry, it->carry_n * sizeof(float));
+    gpu_upload(staging + it->carry_n, it->chunk, (b - a) * sizeof(float));
+    quant_block_of(&m->lora.base, b - 1, &start, &stop);
+    size_t cut = stop == b ? b : start;  // whole blocks now, the last one's part with the next window
+    if (cut < a) ledger_bug("a quantization block longer than an init window", "upload_packed");
+    gpu_base_store(m, staging, lo, cut);
+    memcpy(it->carry, it->chunk + (cut - a), (b - cut) * sizeof(float));
+    it->carry_n = b - cut;
+}
+
 void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
     enum { CHUNK = 1 << 18 };
+    if (gpu_base_packed(m)) {
+        GpuPackedInit it = {.m = m, .chunk = malloc(sizeof(float) * CHUNK)};  // 1 MiB of host staging, as below
+        init_params_chunks(it.chunk, CHUNK, 0, m->nparams, &m->cfg, src, upload_packed, &it);
+        free(it.chunk);
+        gpu_lora_start(m);
+        return;
+    }
     GpuInit it = {m, malloc(sizeof(float) * CHUNK)};  // 1 MiB of host staging, not a model buffer
     if (m->master_n) init_params_chunks(it.chunk, CHUNK, m->master_base, m->master_base + m->master_n, &m->cfg, src,
                                         upload_chunk, &it);
@@ -135,6 +168,10 @@ int gpu_replica_check_every(const GpuGPT *m) {
 // forward, again before its backward, and before a rebuild). Good until the
 // next gpu_fetch_params.
 void *gpu_fetch_params(GpuGPT *m, Piece p) {
+    if (gpu_base_packed(m)) {  // --base-dtype: read back from io/quant.h's storage (gpu/lora.h)
+        gpu_base_load(m, m->lora.piece, p.lo, p.n);
+        return m->lora.piece;
+    }
     if (!weights_sharded(&m->shard)) return element(m, m->params, p.lo - m->params_base);
     char what[48];
     if (g_ledger.trace) printf("  gather %s: %zu B\n", piece_name(&m->cfg, p, what, sizeof what), p.n * m->elem_bytes);
@@ -214,8 +251,13 @@ GpuGlobals gpu_globals_flat(const GpuGPT *m, void *base) {  // (an array holding
 
 // The globals' weights (stage 3: gathered now).
 GpuGlobals gpu_global_weights(GpuGPT *m) {
-    if (!weights_sharded(&m->shard)) return gpu_globals_flat(m, m->params);
     const GPTConfig *c = &m->cfg;
+    const QuantWeights *q = &m->lora.base;
+    if (gpu_base_packed(m)) {  // --base-dtype: the globals are vectors, in the dtype where they are held
+        size_t tail = layer_offset(c, c->layers), i = quant_tensor_of(q, tail);
+        return gpu_globals_at(m, q->vec, element(m, q->vec, q->first[i] + (tail - q->tensors[i].offset)));
+    }
+    if (!weights_sharded(&m->shard)) return gpu_globals_flat(m, m->params);
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
     if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", m->plan.table * m->elem_bytes);
     gpu_gather_weights(m, m->gather_global, 0, emb);

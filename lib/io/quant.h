@@ -60,6 +60,7 @@
 #include <string.h>
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/lora.h"
 #include "memory/ledger.h"
 #include "core/sizes.h"
 
@@ -225,12 +226,55 @@ void quant_layout(QuantWeights *q, const QuantTensor *tensors, int ntensors) {
     }
 }
 
+// --lora --base-dtype's layout (cpu/gpt.h, gpu/gpt.h): the blocks' linear maps are the matrices, each
+// the Hugging Face tensor it is (core/lora.h lora_map: a Llama's fused qkv as q_proj, k_proj and
+// v_proj, its fc as up_proj and gate_proj), as bitsandbytes quantizes each nn.Linear; everything else
+// (the embedding, the head, the norms, the biases) a vector, held in the compute dtype `vec_dtype`.
+void lora_base_layout(QuantWeights *q, const GPTConfig *c, int vec_dtype, int double_quant) {
+    int n = param_tensor_count(c), nq = 0;
+    ParamTensor *pt = malloc(sizeof(ParamTensor) * n);
+    QuantTensor *qt = malloc(sizeof(QuantTensor) * (n + 3 * (size_t)c->layers));  // qkv in 3, fc in 2
+    param_tensors(c, pt);
+    size_t lo = layer_offset(c, 0), hi = layer_offset(c, c->layers);  // the blocks: one range of the layout
+    for (int i = 0; i < n; i++) {
+        if (!pt[i].is_matrix || pt[i].offset < lo || pt[i].offset >= hi) {
+            qt[nq++] = (QuantTensor){pt[i].offset, pt[i].count, 0, 0, 0};
+            continue;
+        }
+        int l = (int)((pt[i].offset - lo) / layer_param_count(c));
+        for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
+            LoraMap mp = lora_map(c, k);
+            if (op_param_offset(c, l, mp.op) != pt[i].offset) continue;
+            qt[nq++] = (QuantTensor){pt[i].offset + (size_t)mp.row0 * mp.in, (size_t)mp.rows * mp.in, 1, mp.in,
+                                     k == LM_Q || k == LM_K ? head_size(c) : 0};
+        }
+    }
+    quant_layout(q, qt, nq);
+    q->vec_dtype = vec_dtype;
+    q->double_quant = double_quant;
+    free(pt), free(qt);
+}
+
+// The tensor that holds parameter x (the last that starts at or before it).
+int quant_tensor_of(const QuantWeights *q, size_t x) {
+    int lo = 0, hi = q->ntensors - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (q->tensors[mid].offset <= x) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+// The ledger's name for the vectors' buffer.
+const char *quant_vec_name(const QuantWeights *q) {
+    return q->vec_dtype == DT_FP32 ? "vectors (fp32)" : q->vec_dtype == DT_FP16 ? "vectors (fp16)" : "vectors (bf16)";
+}
+
 // The storage for the weights in `format`; every buffer in the ledger.
 void quant_alloc(QuantWeights *q, int format) {
     q->format = format;
     q->codes = mem_alloc(MEM_QWEIGHTS, quant_code_bytes(format, q->matrices), "quantized matrices");
-    q->vec = mem_alloc(MEM_QWEIGHTS, dtype_size(q->vec_dtype) * q->vectors,
-                       q->vec_dtype == DT_FP32 ? "vectors (fp32)" : "vectors (bf16)");
+    q->vec = mem_alloc(MEM_QWEIGHTS, dtype_size(q->vec_dtype) * q->vectors, quant_vec_name(q));
     if (q->double_quant) {
         dq_code_make();
         q->qscales = mem_alloc(MEM_QSCALES, q->blocks, "scales in 8 bits (double quant)");
@@ -242,6 +286,15 @@ void quant_alloc(QuantWeights *q, int format) {
     }
 }
 
+// The layout's arrays (host memory; quant_free frees them with the storage).
+void quant_layout_free(QuantWeights *q) {
+    free(q->tensors);
+    free(q->first);
+    free(q->first_block);
+    free(q->first_group);
+    free(q->matrix);
+}
+
 void quant_free(QuantWeights *q) {
     mem_free(q->codes);
     mem_free(q->vec);
@@ -250,11 +303,7 @@ void quant_free(QuantWeights *q) {
     mem_free(q->scales2);
     mem_free(q->offsets);
     mem_free(q->pending);
-    free(q->tensors);
-    free(q->first);
-    free(q->first_block);
-    free(q->first_group);
-    free(q->matrix);
+    quant_layout_free(q);
 }
 
 // --double-quant: block b of matrix tensor t is the how-manieth of the Hugging Face tensor's blocks.
@@ -375,12 +424,7 @@ typedef struct {
 
 // The block that holds parameter x, [*start, *end) (a vector's parameters are blocks of one).
 void quant_block_of(const QuantWeights *q, size_t x, size_t *start, size_t *end) {
-    int lo = 0, hi = q->ntensors - 1;
-    while (lo < hi) {  // the last tensor that starts at or before x
-        int mid = (lo + hi + 1) / 2;
-        if (q->tensors[mid].offset <= x) lo = mid; else hi = mid - 1;
-    }
-    const QuantTensor *t = &q->tensors[lo];
+    const QuantTensor *t = &q->tensors[quant_tensor_of(q, x)];
     *start = x, *end = x + 1;
     if (!t->is_matrix) return;
     *start = t->offset + (x - t->offset) / QUANT_BLOCK * QUANT_BLOCK;
@@ -434,31 +478,6 @@ void quant_load(const QuantWeights *q, float *dst, size_t lo, size_t n) {
                 for (size_t j = at; j < end; j++) w[j] = NF4_CODE[get_code(q, k + j)] * scale;
             else
                 for (size_t j = at; j < end; j++) w[j] = (float)get_code(q, k + j) * scale;
-        }
-    }
-}
-
-// The same numbers without the storage: round the fp32 weights x (x[0] =
-// parameter lo) through `format` in place, block by block as quant_store
-// would, so that they equal what quant_load would give. The eval run's
-// comparison rows use it on weights read from the state file.
-void quant_round_trip(const QuantWeights *q, int format, float *x, size_t lo, size_t n) {
-    if (format == QF_FP32) return;
-    for (int i = 0; i < q->ntensors; i++) {
-        const QuantTensor *t = &q->tensors[i];
-        size_t a, b;
-        if (!tensor_part(t, lo, lo + n, &a, &b)) continue;
-        float *w = x + (a - lo);
-        if (format == QF_BF16 || !t->is_matrix) {
-            for (size_t j = 0; j < b - a; j++) w[j] = bf16_to_float(bf16_from_float(w[j]));
-            continue;
-        }
-        if (!quant_range_ok(t, a, b)) ledger_bug("quantized range not on block boundaries", "quant_round_trip");
-        for (size_t at = 0; at < b - a; at += QUANT_BLOCK) {
-            int len = (int)(b - a - at < QUANT_BLOCK ? b - a - at : QUANT_BLOCK);
-            int8_t codes[QUANT_BLOCK];
-            float scale = block_quantize(w + at, len, quant_qmax(format), codes);
-            for (int j = 0; j < len; j++) w[at + j] = (float)codes[j] * scale;
         }
     }
 }

@@ -309,7 +309,6 @@ FitSearch fit_search(const FitQuestion *q) {
             if (zero && ranks / tp == 1) continue;  // (one data-parallel rank: nothing for ZeRO to shard)
             if (bases[b] == QF_BF16 && dtype) continue;  // (a bf16 base under a 16-bit --dtype is its QF_FP32)
             if (zero == 3 && bases[b] != QF_FP32) continue;  // (--lora's stage 3 shards a frozen model in the --dtype)
-            if (gpu && q->s->lora.rank && bases[b] != QF_FP32) continue;  // (app/lora_flags.h)
             FitSetting f = {.dtype = dtype ? half : DT_FP32, .flash = flash, .fused_ce = fused, .zero = zero, .micro = micro,
                             .accum = seqs / micro, .group = group < D ? group : 0, .tp = tp, .sp = sps[ti], .offload = off,
                             .recompute = recomputes[rc], .base = bases[b], .dq = b == BASES - 1};
@@ -414,9 +413,8 @@ void fit_print_table(const FitQuestion *q, const FitSearch *r, int shown, const 
 
 // Beside full fine-tuning, the same question with the model frozen: LoRA of rank FIT_LORA_RANK on every linear
 // map of a block (--lora, core/lora.h), its frozen model in the --dtype, and QLoRA (--base-dtype nf4): the
-// smallest peak of each and whether it fits; `--lora R --fit` lists their settings. On the GPU --lora trains
-// with the frozen model in the --dtype (app/lora_flags.h), and the lines come only when nothing else fits;
-// QLoRA has a line that says where it trains instead.
+// smallest peak of each and whether it fits; `--lora R --fit` lists their settings. On the GPU the lines
+// come only when nothing else fits.
 enum { FIT_LORA_RANK = 8 };
 void fit_print_lora(const FitQuestion *q, int fits, const char *budget_text, const char *base) {
     const GPTConfig *c = &q->s->cfg;
@@ -434,11 +432,6 @@ void fit_print_lora(const FitQuestion *q, int fits, const char *budget_text, con
     FitSearch r = fit_search(&lq);
     char flags[256], u[32];
     for (int qlora = 0; qlora <= 1; qlora++) {
-        if (qlora && q->s->cuda) {
-            printf("QLoRA (--lora %d --base-dtype nf4) trains on the CPU for now: --device cpu --lora %d --fit%s%s says "
-                   "what it needs there\n", FIT_LORA_RANK, FIT_LORA_RANK, sp, budget_text);
-            continue;
-        }
         const FitSetting *best = NULL;
         for (int i = 0; i < r.n; i++)
             if ((r.all[i].base == QF_NF4) == qlora && (qlora || r.all[i].base == QF_FP32) && (!best || r.all[i].peak < best->peak))

@@ -418,12 +418,16 @@ ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
 //   --fp32-grads the 16-bit buckets the kernels write the gradients of what is moved into, e * moved
 //   --lora a map's x A^T and its gradient, 2 e N R, and in 16 bits an op's adapters and their gradients
 //     (the most an op has, O: core/lora.h lora_op_most), 2 e O
+//   --base-dtype the piece a frozen op's weights are read back into, e * piece, and with --double-quant
+//     a tensor's absmax while it is stored (predict_packed_base), on the GPU as on the CPU
 size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
+    MemSnapshot packed;
+    size_t base = s->lora.rank && s->base_bits < 32 ? dtype_size(s->dtype) * p->piece + predict_packed_base(s, &packed) : 0;
     size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, e = dtype_size(s->dtype);
     size_t F = cfg_ffn(&s->cfg), W = qkv_width(&s->cfg), R = s->lora.rank;
     size_t backward = is_llama(&s->cfg) ? N * (3 * C + W + 3 * F) : 10 * N * C;
     if (R) backward += 2 * N * R + (e != 4 ? 2 * lora_op_most(&s->cfg, &s->lora) : 0);  // (--lora, in the dtype too)
-    return backward * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
+    return base + backward * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
            4 * GPU_COLSUM_CHUNKS * 4 * C + (s->flash ? 4 * B * H * T : 0) +
            (p->tiled_head ? e * predict_head_tile((size_t)p->head_rows, padded_vocab(&s->cfg)) + 2 * 4 * N : 0) +
            (grad_dtype(s) != s->dtype ? e * predict_moved(&s->cfg, p->tiled_head) : 0);

@@ -20,6 +20,7 @@
 #include "optim/optimizer.h"
 #include "io/data.h"
 #include "io/quant.h"
+#include "cpu/eval.h"  // quant_round_trip
 #include "io/llmc.h"
 #include "tests/check.h"
 

@@ -120,17 +120,20 @@ extern "C" void cu_grad_scale(double *numbers, const double *partials, int npart
 // then, for 16-bit runs, the compute weight is the new fp32 master rounded.
 // grad_scale is read from device memory (grad_scale_kernel wrote it); NaN
 // means the step is skipped: every thread returns and nothing changes.
+__device__ __forceinline__ void adamw_math(float g, float &mi, float &vi, float &p, float lr, float b1, float b2,
+                                           float eps, float wd, float b1c, float b2c) {
+    mi = b1 * mi + (1.0f - b1) * g;
+    vi = b2 * vi + (1.0f - b2) * g * g;
+    p -= lr * ((mi / b1c) / (sqrtf(vi / b2c) + eps) + wd * p);
+}
 template <typename T, typename G>
 __device__ __forceinline__ void adamw_one(float *master, T *weights, const G *grads, float *m, float *v, size_t i,
                                           float grad_scale, float lr, float b1, float b2, float eps, float wd,
                                           float b1c, float b2c) {
-    float g = ld(grads[i]) * grad_scale;
-    float mi = b1 * m[i] + (1.0f - b1) * g;
-    float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    float g = ld(grads[i]) * grad_scale, mi = m[i], vi = v[i], p = master[i];
+    adamw_math(g, mi, vi, p, lr, b1, b2, eps, wd, b1c, b2c);
     m[i] = mi;
     v[i] = vi;
-    float p = master[i];
-    p -= lr * ((mi / b1c) / (sqrtf(vi / b2c) + eps) + wd * p);
     master[i] = p;
     if (weights) weights[i] = st<T>(p);
 }
@@ -188,36 +191,87 @@ __global__ void adamw_segments_kernel(float *master, T *weights, const G *grads,
     adamw_one(master, weights, grads, m, v, tab.seg[s].offset + i, grad_scale, lr, b1, b2, eps,
               tab.seg[s].weight_decay, b1c, b2c);
 }
+
+// The same update 8 parameters a thread (gpu-round-7's item 7; off unless GPTMEM_ADAMW16=1 or
+// cu_adamw_pack16(1): the next GPU lease times it against the kernel above). Where a thread's 8 sit on
+// 16-byte boundaries of every array, each array's 8 values move in 16-byte pieces (fp32: two), else
+// one at a time; the arithmetic is adamw_math's either way, so the bits are the kernel above's.
+template <typename T> __device__ __forceinline__ void ld8(const T *p, float *x) {
+    constexpr int P = Pack16<T>::n;
+    for (int h = 0; h < 8 / P; h++) {
+        Pack16<T> q = ld16(p + h * P);
+        for (int j = 0; j < P; j++) x[h * P + j] = ld(q.v[j]);
+    }
+}
+template <typename T> __device__ __forceinline__ void st8(T *p, const float *x) {
+    constexpr int P = Pack16<T>::n;
+    for (int h = 0; h < 8 / P; h++) {
+        Pack16<T> q;
+        for (int j = 0; j < P; j++) q.v[j] = st<T>(x[h * P + j]);
+        st16(p + h * P, q);
+    }
+}
+__device__ __forceinline__ bool aligned16(const void *p) { return (size_t)p % 16 == 0; }
+template <typename T, typename G>
+__global__ void adamw_segments8_kernel(float *master, T *weights, const G *grads, float *m, float *v, AdamwTable tab,
+                                       float lr, float b1, float b2, float eps, float b1c, float b2c,
+                                       const double *scale) {
+    int s = 0;
+    while (s + 1 < tab.count && tab.first_block[s + 1] <= (int)blockIdx.x) s++;
+    size_t i = 8 * ((size_t)(blockIdx.x - tab.first_block[s]) * blockDim.x + threadIdx.x), n = tab.seg[s].n;
+    float grad_scale = (float)*scale, wd = tab.seg[s].weight_decay;
+    if (i >= n || isnan(grad_scale)) return;
+    size_t at = tab.seg[s].offset + i, len = n - i < 8 ? n - i : 8;
+    if (len < 8 || !aligned16(master + at) || !aligned16(m + at) || !aligned16(v + at) || !aligned16(grads + at) ||
+        (weights && !aligned16(weights + at))) {
+        for (size_t k = 0; k < len; k++) adamw_one(master, weights, grads, m, v, at + k, grad_scale, lr, b1, b2, eps, wd, b1c, b2c);
+        return;
+    }
+    float g[8], mi[8], vi[8], p[8];
+    ld8(grads + at, g), ld8(m + at, mi), ld8(v + at, vi), ld8(master + at, p);
+    for (int k = 0; k < 8; k++) adamw_math(g[k] * grad_scale, mi[k], vi[k], p[k], lr, b1, b2, eps, wd, b1c, b2c);
+    st8(m + at, mi), st8(v + at, vi), st8(master + at, p);
+    if (weights) st8(weights + at, p);
+}
+
+static int g_adamw16 = -1;  // -1: not yet read from GPTMEM_ADAMW16
+extern "C" void cu_adamw_pack16(int on) { g_adamw16 = on; }
+
+template <typename T, typename G>
+static void adamw_segments_t(float *master, T *weights, const G *grads, float *m, float *v, AdamwTable tab, int blocks,
+                             int by8, float lr, float b1, float b2, float eps, float b1c, float b2c, const double *scale) {
+    if (by8) adamw_segments8_kernel<<<blocks, 256>>>(master, weights, grads, m, v, tab, lr, b1, b2, eps, b1c, b2c, scale);
+    else adamw_segments_kernel<<<blocks, 256>>>(master, weights, grads, m, v, tab, lr, b1, b2, eps, b1c, b2c, scale);
+    launch_check(by8 ? "adamw_segments8_kernel" : "adamw_segments_kernel");
+}
+
 extern "C" void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void *grads, float *m, float *v,
                                   const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps,
                                   float b1_correction, float b2_correction, const double *grad_scale) {
+    if (g_adamw16 < 0) g_adamw16 = getenv("GPTMEM_ADAMW16") && atoi(getenv("GPTMEM_ADAMW16")) == 1;
+    int by8 = g_adamw16;
     AdamwTable tab;
     tab.count = 0;
     tab.first_block[0] = 0;
     for (int s = 0; s < nsegs && s < CU_ADAMW_SEGMENTS; s++) {
         if (!segs[s].n) continue;
         tab.seg[tab.count] = segs[s];
-        tab.first_block[tab.count + 1] = tab.first_block[tab.count] + blocks_for(segs[s].n, 256);
+        tab.first_block[tab.count + 1] = tab.first_block[tab.count] + blocks_for(by8 ? (segs[s].n + 7) / 8 : segs[s].n, 256);
         tab.count++;
     }
     if (!tab.count) return;
     int blocks = tab.first_block[tab.count];
+    float b1c = b1_correction, b2c = b2_correction;
     if (dt == DTYPE_FP32)
-        adamw_segments_kernel<<<blocks, 256>>>(master, (float *)NULL, (const float *)grads, m, v, tab, lr, beta1,
-                                               beta2, eps, b1_correction, b2_correction, grad_scale);
+        adamw_segments_t(master, (float *)NULL, (const float *)grads, m, v, tab, blocks, by8, lr, beta1, beta2, eps, b1c, b2c, grad_scale);
     else if (gdt == DTYPE_FP32 && dt == DTYPE_BF16)  // --fp32-grads
-        adamw_segments_kernel<<<blocks, 256>>>(master, (bf16 *)weights, (const float *)grads, m, v, tab, lr, beta1,
-                                               beta2, eps, b1_correction, b2_correction, grad_scale);
+        adamw_segments_t(master, (bf16 *)weights, (const float *)grads, m, v, tab, blocks, by8, lr, beta1, beta2, eps, b1c, b2c, grad_scale);
     else if (gdt == DTYPE_FP32)
-        adamw_segments_kernel<<<blocks, 256>>>(master, (fp16 *)weights, (const float *)grads, m, v, tab, lr, beta1,
-                                               beta2, eps, b1_correction, b2_correction, grad_scale);
+        adamw_segments_t(master, (fp16 *)weights, (const float *)grads, m, v, tab, blocks, by8, lr, beta1, beta2, eps, b1c, b2c, grad_scale);
     else if (dt == DTYPE_BF16)
-        adamw_segments_kernel<<<blocks, 256>>>(master, (bf16 *)weights, (const bf16 *)grads, m, v, tab, lr, beta1,
-                                               beta2, eps, b1_correction, b2_correction, grad_scale);
+        adamw_segments_t(master, (bf16 *)weights, (const bf16 *)grads, m, v, tab, blocks, by8, lr, beta1, beta2, eps, b1c, b2c, grad_scale);
     else
-        adamw_segments_kernel<<<blocks, 256>>>(master, (fp16 *)weights, (const fp16 *)grads, m, v, tab, lr, beta1,
-                                               beta2, eps, b1_correction, b2_correction, grad_scale);
-    launch_check("adamw_segments_kernel");
+        adamw_segments_t(master, (fp16 *)weights, (const fp16 *)grads, m, v, tab, blocks, by8, lr, beta1, beta2, eps, b1c, b2c, grad_scale);
 }
 
 template <typename T> __global__ void store_kernel(T *dst, const float *src, size_t n) {

@@ -358,6 +358,28 @@ void cu_store_dtype(int dt, void *dst, const float *src, size_t n) {
     unreachable("cu_store_dtype");
 }
 
+void cu_adamw_pack16(int on) { (void)on; }
+
+void cu_quant_tables(const float *nf4_code_host, const float *nf4_mid_host, const float *dq_code_host) {
+    (void)nf4_code_host; (void)nf4_mid_host; (void)dq_code_host;
+    unreachable("cu_quant_tables");
+}
+
+void cu_quantize(const CuQuantTensor *t, size_t j0, const float *src, size_t n) {
+    (void)t; (void)j0; (void)src; (void)n;
+    unreachable("cu_quantize");
+}
+
+void cu_double_quant(const CuQuantTensor *t, const float *absmax, size_t nb) {
+    (void)t; (void)absmax; (void)nb;
+    unreachable("cu_double_quant");
+}
+
+void cu_dequantize(int dt, void *dst, const CuQuantTensor *t, size_t j0, size_t n) {
+    (void)dt; (void)dst; (void)t; (void)j0; (void)n;
+    unreachable("cu_dequantize");
+}
+
 void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w, int N,
                              int C, int OC, int add) {
     (void)dt; (void)dinp; (void)dw; (void)dout; (void)inp; (void)w; (void)N; (void)C; (void)OC; (void)add;

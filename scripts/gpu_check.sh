@@ -34,6 +34,8 @@
 #   ops       tests/test_cuda --op-times: each op's time at GPT-2's shapes
 #   shapes    tests/test_cuda --gemm-shapes: each of the step's 15 GEMMs alone, cuBLASLt's first choice
 #             against the best of its 16, the DGELU epilogue's bits against its fallback's
+#   ab        the speed work's switches (GPU_SWITCHES, default GPTMEM_ADAMW16=1: each a kernel built
+#             beside the one in use, off unless set), each on against off: bench_gpu.sh on bf16 --flash
 # A phase whose typical time does not fit in what is left before the deadline is skipped,
 # and the summary says so; every phase runs under a time limit. The last line is
 #   RESULT: N passed, N failed, N timed out, N skipped (...)
@@ -50,6 +52,7 @@
 #              phases that need a GPU say SKIP. make test runs it, with trainers that fail in
 #              each place, so the script itself is never first run on a GPU.
 #   PHASES="build kernels" runs only those; BENCH_STEPS=N the benchmark's steps (default 15)
+#   GPU_SWITCHES="VAR=1 ..." the ab phase's switches, each its own A/B
 #   GPU_CHECK_TRAIN=PATH the trainer the newest, smoke, zero and bench phases run (default ./train)
 set -u
 cd "$(dirname "$0")/.."
@@ -68,11 +71,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 PART1="facts build kernels newest smoke zero nccl sanitize"
-PART2="facts build model bench racecheck ops shapes"
+PART2="facts build model bench racecheck ops shapes ab"
 case "$PART" in
   1) PHASES=${PHASES:-$PART1} ;;
   2) PHASES=${PHASES:-$PART2} ;;
-  "") PHASES=${PHASES:-facts build kernels newest smoke zero nccl sanitize model bench racecheck ops shapes} ;;
+  "") PHASES=${PHASES:-facts build kernels newest smoke zero nccl sanitize model bench racecheck ops shapes ab} ;;
   *) echo "error: gpu_check.sh: --part takes 1 or 2 (got '$PART')" >&2; exit 2 ;;
 esac
 LOG=${LOG:-${OUT:-gpu_check_logs}}
@@ -397,6 +400,23 @@ if want shapes; then
   else
     phase shapes 20 90 ./tests/test_cuda --gemm-shapes
     tail -1 "$L/shapes.log" | tee -a "$SUM"
+  fi
+fi
+
+# --- ab: each switch on against off, the same binary, one setting ---------------------------
+ab_runs() {  # (each pair back to back, so the card's clock and neighbours are the same for both)
+  local sw
+  for sw in ${GPU_SWITCHES:-GPTMEM_ADAMW16=1}; do
+    echo "### $sw: off, then on"
+    env "${BENCH_ENV[@]}" BENCH_SETTINGS="--dtype bf16 --flash" bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}" | tail -4
+    env "${BENCH_ENV[@]}" "$sw" BENCH_SETTINGS="--dtype bf16 --flash" bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}" | tail -4
+  done
+}
+if want ab; then
+  if [ $REHEARSE = 1 ]; then skip ab "rehearsal: an A/B of speed needs a GPU"
+  else
+    phase ab 60 200 bash -c "$(declare -f ab_runs); $(declare -p BENCH_ENV); ab_runs"
+    grep -vE '^  (phase|host:|the host)' "$L/ab.log" | tail -20 | tee -a "$SUM"
   fi
 fi
 

@@ -199,7 +199,8 @@ int main(int argc, char **argv) {
         test_crossentropy(dt);
         test_fused_ce_ops(dt);
         test_optimizer(dt);
-        test_adamw_segments(dt);
+        test_adamw_segments(dt, 0);
+        test_adamw_segments(dt, 1);
         if (dt != DT_FP32) test_fp32_grads(dt);
     }
     int quants[][2] = {{QF_BF16, 0}, {QF_FP16, 0}, {QF_INT8, 0}, {QF_NF4, 0}, {QF_NF4, 1}};

@@ -114,7 +114,9 @@ static double *step_numbers_scaled(double scale) {
 // AdamW over several ranges in one launch (cu_adamw_segments) against one cu_adamw a range:
 // the same bits, each range with its own decay; an empty range is skipped, a range of one
 // parameter and one past a block's 256 are updated.
-void test_adamw_segments(int dt) {
+// by8: cu_adamw_pack16's kernel (8 parameters a thread, 16-byte pieces where aligned: ranges 1, 3 and 4
+// start off a 16-byte boundary, 3 and 4 end inside a thread's 8)
+void test_adamw_segments(int dt, int by8) {
     size_t n = 70001, e = dtype_size(dt);
     float *g = randv(n, 1e-2f, dt), *w = randv(n, 1, DT_FP32), *m = randv(n, 1e-3f, DT_FP32), *v = fvec(n);
     for (size_t i = 0; i < n; i++) v[i] = 1e-4f * (1 + i % 5);
@@ -133,14 +135,16 @@ void test_adamw_segments(int dt) {
             cu_adamw(dt, wa + o, la ? (char *)la + o * e : NULL, (char *)d_g + o * e, ma + o, va + o, segs[s].n, lr, b1, b2,
                      eps, segs[s].weight_decay, b1c, b2c, d_num + STEP_SCALE);
     }
+    cu_adamw_pack16(by8);
     cu_adamw_segments(dt, dt, wb, lb, d_g, mb, vb, segs, ns, lr, b1, b2, eps, b1c, b2c, d_num + STEP_SCALE);
+    cu_adamw_pack16(0);
     float *x[2][4] = {{down(wa, n, DT_FP32), down(ma, n, DT_FP32), down(va, n, DT_FP32), la ? down(la, n, dt) : NULL},
                       {down(wb, n, DT_FP32), down(mb, n, DT_FP32), down(vb, n, DT_FP32), lb ? down(lb, n, dt) : NULL}};
     int same = 1, changed = memcmp(x[0][0], w, n * 4) != 0;
     for (int k = 0; k < 4; k++)
         if (x[0][k] && memcmp(x[0][k], x[1][k], n * 4)) same = 0;
     char name[64];
-    snprintf(name, sizeof name, "adamw in one launch over 5 ranges %s", dtype_name[dt]);
+    snprintf(name, sizeof name, "adamw in one launch over 5 ranges%s %s", by8 ? ", 8 a thread" : "", dtype_name[dt]);
     check(same && changed, name, "%s", !changed ? "nothing was updated"
                                        : same   ? "the same bits as one cu_adamw a range"
                                                 : "differs from one cu_adamw a range");
@@ -179,25 +183,30 @@ void test_fp32_grads(int dt) {
     for (size_t i = 0; i < n; i++) v[i] = 1e-4f * (1 + i % 5);
     double *d_num = step_numbers_scaled(0.5);
     float *d_g32 = up(g, n, DT_FP32);
-    float *wa = up(w, n, DT_FP32), *ma = up(m, n, DT_FP32), *va = up(v, n, DT_FP32);
-    float *wb = up(w, n, DT_FP32), *mb = up(m, n, DT_FP32), *vb = up(v, n, DT_FP32);
-    void *la = poisoned(n, dt), *lb = poisoned(n, dt);
-    AdamwSegment segs[] = {{0, 40000, 0.1f}, {40000, 30001, 0.0f}};
-    cu_adamw_segments(dt, dt, wa, la, d_g, ma, va, segs, 2, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.1426f, d_num + STEP_SCALE);
-    cu_adamw_segments(dt, DT_FP32, wb, lb, d_g32, mb, vb, segs, 2, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.1426f,
-                      d_num + STEP_SCALE);
-    float *x[2][4] = {{down(wa, n, DT_FP32), down(ma, n, DT_FP32), down(va, n, DT_FP32), down(la, n, dt)},
-                      {down(wb, n, DT_FP32), down(mb, n, DT_FP32), down(vb, n, DT_FP32), down(lb, n, dt)}};
-    int same = memcmp(x[0][0], w, n * 4) != 0;
-    for (int k = 0; k < 4; k++)
-        if (memcmp(x[0][k], x[1][k], n * 4)) same = 0;
-    snprintf(name, sizeof name, "adamw %s with fp32 gradients", dtype_name[dt]);
-    check(same, name, "%s the bits of the same gradients stored in %s%s", same ? "weights, m, v and the 16-bit copy:" : "not",
-          dtype_name[dt], same ? "" : " (or nothing updated)");
-    for (int r = 0; r < 2; r++)
-        for (int k = 0; k < 4; k++) free(x[r][k]);
-    gpu_free(d_num); gpu_free(d_g); gpu_free(d_g32); gpu_free(d_acc); gpu_free(la); gpu_free(lb);
-    gpu_free(wa); gpu_free(ma); gpu_free(va); gpu_free(wb); gpu_free(mb); gpu_free(vb);
+    for (int by8 = 0; by8 <= 1; by8++) {  // (by8: the fp32 gradients through cu_adamw_pack16's kernel)
+        float *wa = up(w, n, DT_FP32), *ma = up(m, n, DT_FP32), *va = up(v, n, DT_FP32);
+        float *wb = up(w, n, DT_FP32), *mb = up(m, n, DT_FP32), *vb = up(v, n, DT_FP32);
+        void *la = poisoned(n, dt), *lb = poisoned(n, dt);
+        AdamwSegment segs[] = {{0, 40000, 0.1f}, {40000, 30001, 0.0f}};
+        cu_adamw_segments(dt, dt, wa, la, d_g, ma, va, segs, 2, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.1426f, d_num + STEP_SCALE);
+        cu_adamw_pack16(by8);
+        cu_adamw_segments(dt, DT_FP32, wb, lb, d_g32, mb, vb, segs, 2, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.1426f,
+                          d_num + STEP_SCALE);
+        cu_adamw_pack16(0);
+        float *x[2][4] = {{down(wa, n, DT_FP32), down(ma, n, DT_FP32), down(va, n, DT_FP32), down(la, n, dt)},
+                          {down(wb, n, DT_FP32), down(mb, n, DT_FP32), down(vb, n, DT_FP32), down(lb, n, dt)}};
+        int same = memcmp(x[0][0], w, n * 4) != 0;
+        for (int k = 0; k < 4; k++)
+            if (memcmp(x[0][k], x[1][k], n * 4)) same = 0;
+        snprintf(name, sizeof name, "adamw %s with fp32 gradients%s", dtype_name[dt], by8 ? ", 8 a thread" : "");
+        check(same, name, "%s the bits of the same gradients stored in %s%s", same ? "weights, m, v and the 16-bit copy:" : "not",
+              dtype_name[dt], same ? "" : " (or nothing updated)");
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < 4; k++) free(x[r][k]);
+        gpu_free(la); gpu_free(lb);
+        gpu_free(wa); gpu_free(ma); gpu_free(va); gpu_free(wb); gpu_free(mb); gpu_free(vb);
+    }
+    gpu_free(d_num); gpu_free(d_g); gpu_free(d_g32); gpu_free(d_acc);
     free(g); free(acc); free(want); free(w); free(m); free(v);
 }
 

@@ -108,6 +108,9 @@ void cu_matmul_residual_forward(int dt, void *out, const void *inp, const void *
 // dbias[OC] += column sums of dout   (accumulates; NULL skips it)
 void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
                         int N, int C, int OC);
+// The bias gradients' column sums in 16-byte loads (the same bits; widths that are no multiple of 16
+// bytes take the 2-byte kernel): 1 on, 0 off; off by default unless GPTMEM_BIAS16=1 (gpu-round-7's item 2).
+void cu_bias_pack16(int on);
 // the same with GELU's backward in the GEMM: dinp[N,C] = gelu'(pre[N,C]) * (dout @ w)   (overwrites)
 void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
                               const void *w, const void *pre, int N, int C, int OC);

@@ -314,10 +314,47 @@ template <typename T> __global__ void bias_partial_kernel(float *partial, const 
     }
 }
 
+// The same, each thread reading P consecutive columns in one 16-byte load (P = 8 in 16 bits, 4 in fp32;
+// gpu-round-7's item 2, off unless GPTMEM_BIAS16=1 or cu_bias_pack16(1): the next lease times it): a
+// block is 32 P columns of a chunk; each column's rows are added in the order above and its 8 row
+// partials in the same fixed order, so the bits are bias_partial_kernel's. Needs OC % P == 0 (every
+// row of dout then starts on a 16-byte boundary); other widths take the kernel above.
+template <typename T> __global__ void bias_partial16_kernel(float *partial, const T *dout, int N, int OC) {
+    constexpr int P = Pack16<T>::n;
+    __shared__ float part[8][P][33];
+    int tx = threadIdx.x, ty = threadIdx.y, o = (blockIdx.x * 32 + tx) * P;
+    int rows = (N + COLSUM_CHUNKS - 1) / COLSUM_CHUNKS, r0 = blockIdx.y * rows, r1 = min(N, r0 + rows);
+    float s[P];
+    for (int j = 0; j < P; j++) s[j] = 0.0f;
+    if (o < OC)
+        for (int i = r0 + ty; i < r1; i += 8) {
+            Pack16<T> q = ld16(dout + (size_t)i * OC + o);
+            for (int j = 0; j < P; j++) s[j] += ld(q.v[j]);
+        }
+    for (int j = 0; j < P; j++) part[ty][j][tx] = s[j];
+    __syncthreads();
+    if (ty == 0 && o < OC)
+        for (int j = 0; j < P; j++) {
+            float t = 0.0f;
+            for (int k = 0; k < 8; k++) t += part[k][j][tx];
+            partial[(size_t)blockIdx.y * OC + o + j] = t;
+        }
+}
+
+static int g_bias16 = -1;  // -1: not yet read from GPTMEM_BIAS16
+extern "C" void cu_bias_pack16(int on) { g_bias16 = on; }
+
 template <typename T> static void bias_backward_t(T *dbias, const T *dout, int N, int OC) {
     float *partial = colsum_partials(OC);
-    bias_partial_kernel<<<dim3(blocks_for(OC, 32), COLSUM_CHUNKS), dim3(32, 8)>>>(partial, dout, N, OC);
-    launch_check("bias_partial_kernel");
+    constexpr int P = Pack16<T>::n;
+    if (g_bias16 < 0) g_bias16 = getenv("GPTMEM_BIAS16") && atoi(getenv("GPTMEM_BIAS16")) == 1;
+    if (g_bias16 && OC % P == 0 && (size_t)dout % 16 == 0) {
+        bias_partial16_kernel<<<dim3(blocks_for(OC / P, 32), COLSUM_CHUNKS), dim3(32, 8)>>>(partial, dout, N, OC);
+        launch_check("bias_partial16_kernel");
+    } else {
+        bias_partial_kernel<<<dim3(blocks_for(OC, 32), COLSUM_CHUNKS), dim3(32, 8)>>>(partial, dout, N, OC);
+        launch_check("bias_partial_kernel");
+    }
     colsum_finish(dbias, partial, OC);
 }
 

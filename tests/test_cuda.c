@@ -180,6 +180,7 @@ int main(int argc, char **argv) {
         test_layernorm(dt);
         test_matmul(dt);
         test_gemm(dt);
+        test_bias16(dt);
         test_elementwise(dt);
         test_llama_kernels(dt);
         test_attention(dt, 2, 37, 3, 3, 24);   // odd: partial tiles, a head size no power of two

@@ -135,6 +135,31 @@ void test_gemm(int dt) {
     free(x); free(A); free(B); free(out); free(dA); free(dB); free(u); free(du); free(us); free(os); free(dus);
 }
 
+// cu_bias_pack16's column sums (16-byte loads) against the 2-byte kernel's: the same bits, at a width of
+// 33 16-byte pieces (a block of 32 and one more) over rows in several chunks
+void test_bias16(int dt) {
+    int N = 333, C = 40, OC = 264;
+    float *x = randv((size_t)N * C, 1, dt), *dout = randv((size_t)N * OC, 1, dt), *db = randv(OC, 1, dt);
+    void *d_x = up(x, (size_t)N * C, dt), *d_dout = up(dout, (size_t)N * OC, dt), *d_dw = poisoned((size_t)OC * C, dt);
+    void *d_db[2];
+    float *got[2];
+    for (int by16 = 0; by16 <= 1; by16++) {
+        d_db[by16] = up(db, OC, dt);
+        gpu_zero(d_dw, (size_t)OC * C * dtype_size(dt));
+        cu_bias_pack16(by16);
+        cu_matmul_backward(dt, NULL, d_dw, d_db[by16], d_dout, d_x, NULL, N, C, OC);
+        cu_bias_pack16(0);
+        got[by16] = down(d_db[by16], OC, dt);
+    }
+    char name[64];
+    snprintf(name, sizeof name, "bias gradient in 16-byte loads %s", dtype_name[dt]);
+    int same = !memcmp(got[0], got[1], OC * sizeof(float)), moved = memcmp(got[0], db, OC * sizeof(float)) != 0;
+    check(same && moved, name, "%s (%d columns, %d rows)", !moved ? "nothing was added" : same ? "the bits of the 2-byte kernel" : "differs from the 2-byte kernel", OC, N);
+    for (int k = 0; k < 2; k++) free(got[k]), gpu_free(d_db[k]);
+    gpu_free(d_x); gpu_free(d_dout); gpu_free(d_dw);
+    free(x); free(dout); free(db);
+}
+
 void test_matmul(int dt) {
     int N = 45, C = 72, OC = 100;  // odd sizes: cuBLASLt must handle unaligned edges
     float *x = randv((size_t)N * C, 1, dt), *w = randv((size_t)OC * C, 0.1f, dt), *bias = randv(OC, 1, dt);

@@ -90,6 +90,7 @@ static const struct { const char *name; int times; } op_list[] = {
     {"attention bwd (naive)", OT_L},    {"flash bwd", OT_L},           {"matmul bwd qkv", OT_L},
     {"grad norm", 1},                   {"adamw", 1},
     {"flash fwd (reference)", OT_L},    {"flash bwd (reference)", OT_L},
+    {"adamw segments (A/B)", 1},        {"adamw 8/thread (A/B)", 1},  // cu_adamw_pack16 off and on: the model's AdamW
 };
 enum { N_OPS = sizeof op_list / sizeof op_list[0] };
 
@@ -132,6 +133,15 @@ void run_op(int i, OpBufs *b) {
         cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H);
         cu_flash_force_reference(0);
         break;
+    case 26:
+    case 27: {
+        AdamwSegment all = {0, OT_P, 0.1f};
+        cu_adamw_pack16(i == 27);
+        cu_adamw_segments(dt, dt, b->master, b->dw, b->dw, b->m, b->v, &all, 1, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.5f, 0.5f,
+                          b->numbers + STEP_SCALE);
+        cu_adamw_pack16(0);
+        break;
+    }
     }
 }
 
@@ -177,7 +187,7 @@ void op_times(void) {
         for (int r = 0; r < reps; r++) run_op(i, &b);
         gpu_event_record(stop);
         double ms = gpu_event_ms(start, stop) / reps, step = ms * op_list[i].times;
-        if (strstr(op_list[i].name, "reference") || strstr(op_list[i].name, "unfused")) {}  // shown, in neither sum
+        if (strstr(op_list[i].name, "reference") || strstr(op_list[i].name, "unfused") || strstr(op_list[i].name, "A/B")) {}  // shown, in neither sum
         else if (strstr(op_list[i].name, "flash")) flash += step;
         else if (strstr(op_list[i].name, "naive")) naive += step;
         else { naive += step; flash += step; }

@@ -47,7 +47,7 @@ int tp_column_parallel(int op) { return op == OP_QKV || op == OP_FC; }
 void tp_sum(const TensorSplit *tp, float *x, size_t n) {
     if (tp->size <= 1) return;
     if (g_ledger.trace) printf("  all-reduce over the tensor-parallel group of %d: %zu B\n", tp->size, n * sizeof(float));
-    int T = tp->size, *counts = malloc(sizeof(int) * T), *displs = malloc(sizeof(int) * T);
+    int T = tp->size, *counts = calloc(T, sizeof(int)), *displs = calloc(T, sizeof(int));
     for (int r = 0, at = 0; r < T; at += counts[r], r++) counts[r] = (int)(n / T + ((size_t)r < n % T)), displs[r] = at;
     comm_reduce_scatter(tp->comm, x, counts);
     memmove(x + displs[tp->rank], x, sizeof(float) * counts[tp->rank]);
@@ -151,7 +151,7 @@ static int tp_fc_row(const GPTConfig *c, int t, int rank, size_t row, size_t *lo
 // share s of the same op, if the rank holds it. Column-parallel ops keep their rows, row-parallel ones
 // their columns (and the whole bias).
 static int tp_op_place(const GPTConfig *c, const GPTConfig *s, int t, int rank, int op, size_t k, size_t *local) {
-    size_t in = (size_t)op_inputs(c, op), wc = op_weight_count(c, op), sin = (size_t)op_inputs(s, op), x;
+    size_t in = (size_t)op_inputs(c, op), wc = op_weight_count(c, op), sin = (size_t)op_inputs(s, op), x = 0;
     if (op == OP_LN1 || op == OP_LN2) return *local = k, 1;
     if (tp_row_parallel(op)) {
         if (k >= wc) return *local = op_weight_count(s, op) + (k - wc), 1;  // the bias, whole

@@ -167,6 +167,9 @@ void cu_encoder_backward_chunk(int dt, void *drows, const void *dout, const int 
 // out[N,C] (T); mean[N], rstd[N] in fp32 (the backward needs them exact)
 void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b,
                           int N, int C);
+// Which layernorm/RMSNorm forward kernel: 0 the default, 8 a P 8 instance where it holds the row (the same bits
+// as the default's P 16), 2 the 2-byte kernel; GPTMEM_LN_PIECES sets it for a run (gpu-round-7's R5).
+void cu_layernorm_pieces(int p);
 // dinp += ..., dw += ..., db += ... (as model.h; dw NULL: no weight gradients, a frozen norm)
 void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
                            const float *mean, const float *rstd, int N, int C);

@@ -181,12 +181,22 @@ template <typename T> __global__ void layernorm_dw_finish_kernel(T *dw, T *db, c
     if (db) db[c] = st<T>(ld(db[c]) + tb);
 }
 
+// Which forward kernel (gpu-round-7's R5: P 16 was never timed at C 2048, Llama-1B's): 0 as above; 8 takes
+// a P 8 instance where it holds the row (C up to 2048 in bf16; the same bits as P 16, which sums the same
+// pieces in the same order, in fewer registers); 2 the 2-byte kernel. GPTMEM_LN_PIECES=8 sets it for a
+// run, cu_layernorm_pieces for a test or --op-times; the next lease times them.
+static int g_ln_pieces = -1;  // -1: not yet read from GPTMEM_LN_PIECES
+extern "C" void cu_layernorm_pieces(int p) { g_ln_pieces = p; }
+
 template <typename T, bool RMS = false>
 static void layernorm_forward_t(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b, int N, int C) {
     size_t row_bytes = (size_t)C * sizeof(T);
-    if (can16(C, sizeof(T), out, inp, w, b) && row_bytes <= 32 * 16 * LN_PIECES) {
+    if (g_ln_pieces < 0) g_ln_pieces = getenv("GPTMEM_LN_PIECES") ? atoi(getenv("GPTMEM_LN_PIECES")) : 0;
+    if (g_ln_pieces != 2 && can16(C, sizeof(T), out, inp, w, b) && row_bytes <= 32 * 16 * LN_PIECES) {
         if (row_bytes <= 32 * 16 * 4)
             layernorm_forward16_kernel<T, RMS, 4><<<blocks_for(N, 8), 256>>>(out, mean, rstd, inp, w, b, N, C);
+        else if (g_ln_pieces == 8 && row_bytes <= 32 * 16 * 8)
+            layernorm_forward16_kernel<T, RMS, 8><<<blocks_for(N, 8), 256>>>(out, mean, rstd, inp, w, b, N, C);
         else
             layernorm_forward16_kernel<T, RMS, LN_PIECES><<<blocks_for(N, 8), 256>>>(out, mean, rstd, inp, w, b, N, C);
         launch_check(RMS ? "layernorm_forward16_kernel (RMSNorm)" : "layernorm_forward16_kernel");

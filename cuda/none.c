@@ -360,6 +360,7 @@ void cu_store_dtype(int dt, void *dst, const float *src, size_t n) {
 
 void cu_adamw_pack16(int on) { (void)on; }
 void cu_bias_pack16(int on) { (void)on; }
+void cu_layernorm_pieces(int p) { (void)p; }
 
 void cu_quant_tables(const float *nf4_code_host, const float *nf4_mid_host, const float *dq_code_host) {
     (void)nf4_code_host; (void)nf4_mid_host; (void)dq_code_host;

@@ -50,6 +50,19 @@ static void test_layernorm_at(int dt, int N, int C) {
     expect(at_c("layernorm_forward out", C), dt, d_out, out, (size_t)N * C);
     expect_stored(at_c("layernorm_forward mean (fp32)", C), dt, DT_FP32, d_mean, mean, N);
     expect_stored(at_c("layernorm_forward rstd (fp32)", C), dt, DT_FP32, d_rstd, rstd, N);
+    {  // cu_layernorm_pieces(8): the P 8 instance where it holds the row, the default's bits (R5)
+        void *o8 = poisoned((size_t)N * C, dt), *m8 = poisoned(N, DT_FP32), *r8 = poisoned(N, DT_FP32);
+        cu_layernorm_pieces(8);
+        cu_layernorm_forward(dt, o8, m8, r8, d_x, d_w, d_b, N, C);
+        cu_layernorm_pieces(0);
+        float *a[3] = {down(d_out, (size_t)N * C, dt), down(d_mean, N, DT_FP32), down(d_rstd, N, DT_FP32)};
+        float *p8[3] = {down(o8, (size_t)N * C, dt), down(m8, N, DT_FP32), down(r8, N, DT_FP32)};
+        size_t len[3] = {(size_t)N * C, (size_t)N, (size_t)N};
+        int same = 1;
+        for (int k = 0; k < 3; k++) same &= !memcmp(a[k], p8[k], len[k] * sizeof(float)), free(a[k]), free(p8[k]);
+        check(same, at_c("layernorm_forward, pieces 8", C), "%s", same ? "the bits of the default kernel" : "other bits than the default kernel");
+        gpu_free(o8), gpu_free(m8), gpu_free(r8);
+    }
     // the backward reads the saved mean and rstd as the GPU stored them
     float *mean_s = down(d_mean, N, DT_FP32), *rstd_s = down(d_rstd, N, DT_FP32);
     float *dout = randv((size_t)N * C, 1, dt), *dinp = randv((size_t)N * C, 1, dt), *dw = randv(C, 1, dt),
@@ -73,6 +86,7 @@ void test_layernorm(int dt) {
     test_layernorm_at(dt, 37, 200);
     test_layernorm_at(dt, 37, 203);
     test_layernorm_at(dt, 5, 1024);
+    test_layernorm_at(dt, 5, 2048);  // (16-bit: the P 8 instance's widest row)
     test_layernorm_at(dt, 5, 4096);
 }
 

@@ -91,6 +91,7 @@ static const struct { const char *name; int times; } op_list[] = {
     {"grad norm", 1},                   {"adamw", 1},
     {"flash fwd (reference)", OT_L},    {"flash bwd (reference)", OT_L},
     {"adamw segments (A/B)", 1},        {"adamw 8/thread (A/B)", 1},  // cu_adamw_pack16 off and on: the model's AdamW
+    {"rmsnorm C2048 2-byte (A/B)", 1},  {"rmsnorm C2048 P8 (A/B)", 1}, {"rmsnorm C2048 P16 (A/B)", 1},  // R5: N/2 rows
 };
 enum { N_OPS = sizeof op_list / sizeof op_list[0] };
 
@@ -132,6 +133,13 @@ void run_op(int i, OpBufs *b) {
         cu_flash_force_reference(1);
         cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H);
         cu_flash_force_reference(0);
+        break;
+    case 28:
+    case 29:
+    case 30:  // RMSNorm at Llama-1B's C 2048, on N/2 rows (the x buffer holds N x 4C): each forward kernel
+        cu_layernorm_pieces(i == 28 ? 2 : i == 29 ? 8 : 0);
+        cu_rmsnorm_forward(dt, b->y, b->stat, b->x, b->w, N / 2, 2048);
+        cu_layernorm_pieces(0);
         break;
     case 26:
     case 27: {

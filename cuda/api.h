@@ -103,6 +103,8 @@ void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const 
 // rounded once (out may be residual)
 void cu_matmul_residual_forward(int dt, void *out, const void *inp, const void *w, const void *bias,
                                 const void *residual, int N, int C, int OC);
+// out[N,OC] += bias[OC] on every row (NULL: nothing): --tp's bias after the group's sum of a row-parallel op
+void cu_bias_forward(int dt, void *out, const void *bias, int N, int OC);
 // dinp[N,C] = dout[N,OC] @ w[OC,C]   (overwrites; NULL skips it)
 // dw[OC,C] += dout^T @ inp           (accumulates; NULL skips it and dbias: a frozen weight)
 // dbias[OC] += column sums of dout   (accumulates; NULL skips it)

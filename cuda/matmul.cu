@@ -390,6 +390,15 @@ static void matmul_forward(int dt, void *out, const void *inp, const void *w, co
     lt_matmul(dt, out, w, inp, residual, bias ? EPI_BIAS : EPI_NONE, bias, OC, N, C, 1, 0, C, C, OC, beta);
 }
 
+extern "C" void cu_bias_forward(int dt, void *out, const void *bias, int N, int OC) {
+    size_t n = (size_t)N * OC;
+    if (!n || !bias) return;
+    if (dt == DTYPE_FP32) add_bias_kernel<<<blocks_for(n, 256), 256>>>((float *)out, (const float *)bias, N, OC);
+    else if (dt == DTYPE_BF16) add_bias_kernel<<<blocks_for(n, 256), 256>>>((bf16 *)out, (const bf16 *)bias, N, OC);
+    else add_bias_kernel<<<blocks_for(n, 256), 256>>>((fp16 *)out, (const fp16 *)bias, N, OC);
+    launch_check("add_bias_kernel");
+}
+
 extern "C" void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C,
                                   int OC) {
     matmul_forward(dt, out, inp, w, bias, NULL, N, C, OC);

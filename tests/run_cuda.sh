@@ -933,12 +933,56 @@ PY
   else bad "GPU --lora zero 3 save / resume: $(tail -1 "$tmp/l3r.out" 2>/dev/null)"; fi
 }
 
+# --- --tp on the GPU: each layer split over a group's ranks (gpu/tensor.h), against the CPU's --tp ---------
+# (ranks sharing the one emulated GPU; the group's sums through the host, the CPU's own tp_sum)
+sec_tp() {
+  if ! have_mpi_train; then skip "GPU --tp: no mpirun/mpicc"; return; fi
+  local TG=(--layers 2 --channels 64 --heads 4 --max-seq 32 --seq-len 32 --batch 4 --steps 6 --lr 1e-3 --sample-len 0
+            --eval-every 0 --eval-batches 2 --tp 2)  # (--lr 1e-3: 16-bit runs at 1e-2 part too fast for a tolerance)
+  local TL=(--model llama-small --layers 2 --channels 64 --heads 4 --kv-heads 2 --ffn 128 --max-seq 32 --seq-len 32
+            --batch 4 --steps 6 --lr 1e-3 --sample-len 0 --eval-every 0 --eval-batches 2 --tp 2)
+  trun() {  # trun NAME RANKS DEVICE G|L FLAGS...: a --tp run, its log and (GPU) every rank's ledger
+    local name=$1 np=$2 dev=$3 m=$4; shift 4; rm -f "$tmp/$name.json"*
+    if [ "$m" = G ]; then set -- "${TG[@]}" "$@"; else set -- "${TL[@]}" "$@"; fi
+    GPTMEM_HOST_GPUS=1 "${MPI[@]}" -np "$np" $TRAIN "$@" --device "$dev" --log "$tmp/$name.csv" \
+      $([ "$dev" = cuda ] && echo --mem-json "$tmp/$name.json") >"$tmp/$name.out" 2>&1 || { tail -3 "$tmp/$name.out"; return 1; }
+  }
+  ledgers() { local n=0 f; for f in "$tmp/$1.json"*; do mem_equal "$f" >/dev/null && n=$((n + 1)); done; [ "$n" -eq "$2" ]; }
+  local good=1 f i=0 tol msg= worst=
+  for f in "G" "L" "G --dtype bf16 --flash" "L --dtype bf16 --flash" "G --dtype fp16 --accum 2 --batch 2" "L --recompute attn,gelu"; do
+    i=$((i + 1)); tol=1e-5; case "$f" in *16*) tol=3e-2 ;; esac
+    # shellcheck disable=SC2086
+    if trun tg$i 2 cuda $f && ledgers tg$i 2 && trun tc$i 2 cpu $f && msg=$(close "$tmp/tg$i.csv" "$tmp/tc$i.csv" $tol); then
+      [ $i = 1 ] && worst=$msg
+    else good=0; echo "  $f: ${msg:-a run failed, or a ledger differs}"; fi
+  done
+  if [ $good = 1 ]; then ok "GPU --tp 2 == the CPU's --tp 2: GPT-2 and Llama (grouped heads), fp32 ($worst), bf16 --flash, fp16 --accum 2, --recompute; both ranks' ledgers equal"
+  else bad "GPU --tp 2 against the CPU's"; fi
+  if trun tk 2 cuda G --ckpt && cmp -s <(losses "$tmp/tk.csv") <(losses "$tmp/tg1.csv") && cmp -s <(norms "$tmp/tk.csv") <(norms "$tmp/tg1.csv"); then
+    ok "GPU --tp 2 --ckpt: the losses and norms of the run without it, bit for bit"
+  else bad "GPU --tp 2 --ckpt"; fi
+  # 4 ranks: 2 groups of 2, data-parallel across them at ZeRO 1 and 3; a sample's tokens (the bands' logits gathered)
+  good=1
+  for f in "--zero 1" "--zero 3 --dtype bf16"; do
+    tol=1e-5; case "$f" in *16*) tol=3e-2 ;; esac
+    # shellcheck disable=SC2086
+    trun t4g 4 cuda G --batch 2 $f && ledgers t4g 4 && trun t4c 4 cpu G --batch 2 $f && close "$tmp/t4g.csv" "$tmp/t4c.csv" $tol >/dev/null ||
+      { good=0; echo "  4 ranks $f differ, or a ledger"; }
+  done
+  local smp=(--steps 2 --sample-len 30 --prompt "ROMEO:")
+  sample() { sed -n '/---- sample/,/^------/p' "$1"; }
+  if [ $good = 1 ] && trun ts 2 cuda G "${smp[@]}" && trun tsc 2 cpu G "${smp[@]}" && [ -n "$(sample "$tmp/ts.out")" ] &&
+     cmp -s <(sample "$tmp/ts.out") <(sample "$tmp/tsc.out"); then
+    ok "GPU --tp 2 on 4 ranks (2 groups, ZeRO 1; ZeRO 3 in bf16) == the CPU's, every ledger equal; a sample the CPU's 30 tokens"
+  else bad "GPU --tp on 4 ranks, or its sample"; fi
+}
+
 # --- the order: on a GPU the kernels first (no GPU: nothing else can run); quick, the newest first ---
 if [ "$QUICK" = 1 ]; then
   left_out "the kernel tests and compute-sanitizer (scripts/gpu_check.sh runs them as phases of their own)"
-  ORDER="lora llama offload groups zero track flags tensorcores ledger timing ckpts sample tokens errors fit"
+  ORDER="tp lora llama offload groups zero track flags tensorcores ledger timing ckpts sample tokens errors fit"
 else
-  ORDER="kernels track flags tensorcores ledger timing ckpts sample tokens sanitize zero groups nccl plants errors fit offload llama lora"
+  ORDER="kernels track flags tensorcores ledger timing ckpts sample tokens sanitize zero groups nccl plants errors fit offload llama lora tp"
 fi
 ORDER=${RUN_CUDA_ORDER:-$ORDER}
 for section in $ORDER; do

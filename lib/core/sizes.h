@@ -4,6 +4,8 @@
 #ifndef GPTMEM_SIZES_H
 #define GPTMEM_SIZES_H
 
+#include <stddef.h>
+
 enum {
     REDUCE_CHUNK = 1 << 16,         // ZeRO stages 0, 1: gradients are reduced this many elements per rank at a time
     HEAD_ROWS = 256,                // the CPU's LM head and loss run this many rows at a time (16-bit runs, --fused-ce)
@@ -33,5 +35,10 @@ enum {
 
 #define MAX_POSITIONS 131072          // the most positions a model has (--max-seq, --seq-len, config.json): Llama 3.1's 128K
 #define DEFAULT_LOSS_SCALE 65536.0f  // fp16: the starting loss scale (--loss-scale)
+
+// --device cuda --tp T (gpu/tensor.h): the host's room, in floats, for a sum over the group: a row block
+// (N,C), or the loss's statistics (each row's log-sum-exp and target logit, and the T ranks' log-sum-exps:
+// N (T + 2)), whichever is more.
+static inline size_t gpu_tp_host_floats(size_t N, size_t C, size_t T) { return N * C > N * (T + 2) ? N * C : N * (T + 2); }
 
 #endif

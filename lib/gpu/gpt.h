@@ -32,6 +32,7 @@
 #include "optim/optimizer.h"
 #include "parallel/gpu_zero.h"
 #include "parallel/staging.h"
+#include "parallel/tensor.h"
 #include "parallel/zero.h"
 
 // The tensors one layer saves (device pointers): in the dtype, except the
@@ -81,6 +82,13 @@ typedef struct {
 typedef struct {
     GPTConfig cfg;
     GpuLora lora;  // --lora: the adapters; with them every other weight is frozen (gpu_frozen)
+    // --tp: this rank's share of every layer (cfg is the share; parallel/tensor.h), its group's sums made on
+    // the host (`tp_host`: a row block's (N,C) in fp32, and in 16-bit runs its bytes as the GPU holds them),
+    // and the loss's band statistics on the GPU (`band_stats`: each row's max, sum and target logit)
+    TensorSplit tp;
+    float *tp_host;
+    size_t tp_cap;  // tp_host's fp32 room, in floats (the 16-bit bytes follow it)
+    float *band_stats;
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
     int dtype, flash;
     int grad_dtype;    // the gradients': the dtype, or fp32 with --fp32-grads (core/settings.h grad_dtype)
@@ -214,7 +222,7 @@ int gpu_lora_buffers(GpuGPT *m, size_t N, Buffer *b, int n) {
 int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
     const Shard *sh = &m->shard;
     const GPTConfig *c = &m->cfg;
-    size_t N = (size_t)B * T, C = c->channels, e = m->elem_bytes, g = m->grad_bytes, Vp = padded_vocab(c);
+    size_t N = (size_t)B * T, C = c->channels, e = m->elem_bytes, g = m->grad_bytes;
     int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head, widened = g != e;
 #define BUF(ptr, where, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
     // --offload opt: the optimizer's states live on the host (optim/offload.h); opt,params: the
@@ -239,7 +247,7 @@ int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
     BUF(dres, LOC_DEVICE, MEM_SCRATCH, "dres", N * C * e);
     BUF(dln, LOC_DEVICE, MEM_SCRATCH, "dln", N * C * e);
     BUF(dqkv, LOC_DEVICE, MEM_SCRATCH, "dqkv", N * qkv_width(c) * e);
-    BUF(datty, LOC_DEVICE, MEM_SCRATCH, "datty", N * C * e);
+    BUF(datty, LOC_DEVICE, MEM_SCRATCH, "datty", N * attn_width(c) * e);
     BUF(dfch, LOC_DEVICE, MEM_SCRATCH, "dfch", N * op_outputs(c, OP_FC) * e);
     BUF(dact, LOC_DEVICE, MEM_SCRATCH, "dact", is_llama(c) ? N * cfg_ffn(c) * e : 0);
     BUF(losses, LOC_DEVICE, MEM_SCRATCH, "losses", N * 4);
@@ -256,7 +264,10 @@ int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
     BUF(buckets, LOC_DEVICE, MEM_DATA, "token buckets (GPU)", (3 * N + 1) * 4);
     BUF(batch_host[0], LOC_PINNED, MEM_DATA, "token batch 1 of 2 (pinned host)", (5 * N + 1) * 4);
     BUF(batch_host[1], LOC_PINNED, MEM_DATA, "token batch 2 of 2 (pinned host)", (5 * N + 1) * 4);
-    BUF(token_count_host, LOC_HOST, MEM_DATA, "token counts", Vp * 4);
+    BUF(token_count_host, LOC_HOST, MEM_DATA, "token counts", (size_t)padded_vocab(&m->tp.whole) * 4);  // (--tp: the whole vocabulary's)
+    size_t tp = m->tp.size > 1, group = (size_t)m->tp.size;
+    BUF(tp_host, LOC_HOST, MEM_COMM, "tensor-parallel sums (host)", tp ? gpu_tp_host_floats(N, C, group) * (e == 4 ? 4 : 4 + e) : 0);
+    BUF(band_stats, LOC_DEVICE, MEM_SCRATCH, "vocabulary band stats", tp ? 3 * N * 4 : 0);
 #undef BUF
     return n;
 }
@@ -305,6 +316,8 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     m->tensors = malloc(sizeof(ParamTensor) * m->ntensors);
     param_tensors(&m->cfg, m->tensors);
     m->shard = shard_layout(m->nparams, plan, rank);
+    m->tp = (TensorSplit){s->tp, s->tp > 1 ? comm_tensor.rank : 0, 1, &comm_tensor, *model_whole(s)};
+    m->tp_cap = s->tp > 1 ? gpu_tp_host_floats((size_t)s->batch * s->seq_len, (size_t)m->cfg.channels, (size_t)s->tp) : 0;
     m->lora.cfg = s->lora;
     if (gpu_frozen(m)) {  // AdamW over the adapters alone
         m->lora.seed = s->seed, m->lora.from = s->lora_init;
@@ -340,7 +353,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));
-    m->row = malloc(sizeof(float) * padded_vocab(&m->cfg));
+    m->row = malloc(sizeof(float) * padded_vocab(&m->tp.whole));  // (--tp: the bands gathered)
 }
 
 // A new step: the gradients start from 0, and the rebuilds' time from nothing.

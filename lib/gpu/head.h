@@ -20,6 +20,7 @@
 #include "cuda/api.h"
 #include "gpu/gpt.h"
 #include "gpu/storage.h"
+#include "gpu/tensor.h"
 #include "gpu/weights.h"
 #include "memory/ledger.h"
 
@@ -72,9 +73,10 @@ void gpu_upload_batch(GpuGPT *m, const int *inp, const int *targets, int N) {
     m->batch_turn ^= 1;
     if (m->batch_sent[k]) gpu_event_wait(m->batch_event[k]);
     memcpy(h, inp, (size_t)N * 4);
-    if (targets) {
-        memcpy(h + N, targets, (size_t)N * 4);
-        m->nbuckets = bucket_tokens(inp, N, padded_vocab(&m->cfg), h + 2 * N, m->token_count_host);
+    if (targets) {  // (--tp: each target counted from this rank's band of the vocabulary, its first token 0)
+        int first = tp_vocab_first(&m->tp, padded_vocab(&m->cfg));
+        for (int i = 0; i < N; i++) h[N + i] = targets[i] - first;
+        m->nbuckets = bucket_tokens(inp, N, padded_vocab(&m->tp.whole), h + 2 * N, m->token_count_host);
     }
     gpu_upload_queued(m->inputs, h, (size_t)N * 4);
     if (targets) {
@@ -101,6 +103,15 @@ void gpu_embed_forward(GpuGPT *m) {
     int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c), dt = m->dtype;
     ledger_where("embedding", 0);
     m->encoded = arena_push("encoded", (size_t)B * T * C * m->elem_bytes);
+    if (m->tp.size > 1) {  // --tp: the band's rows of its tokens, the positions by the group's first rank; summed
+        int first = tp_vocab_first(&m->tp, Vp), Vw = padded_vocab(&m->tp.whole);
+        gpu_zero(m->encoded, (size_t)B * T * C * m->elem_bytes);
+        cu_encoder_forward_chunk(dt, m->encoded, m->inputs, m->globals.wte, first, first + Vp, Vw + m->pos0, B, T, C);
+        if (m->globals.wpe && m->tp.rank == 0)
+            cu_encoder_forward_chunk(dt, m->encoded, m->inputs, m->globals.wpe, Vw, Vw + c->max_seq, Vw + m->pos0, B, T, C);
+        gpu_tp_sum(m, m->encoded, (size_t)B * T * C);
+        return;
+    }
     if (!m->plan.tiled_head) {
         const void *wpe = m->globals.wpe ? element(m, m->globals.wpe, (size_t)m->pos0 * C) : NULL;
         cu_encoder_forward(dt, m->encoded, m->inputs, m->globals.wte, wpe, B, T, C);
@@ -122,6 +133,14 @@ void gpu_embed_backward(GpuGPT *m) {
     int N = B * T, *pos = m->buckets, *start = pos + N, *tok = start + N + 1;
     ledger_where("embedding backward", 0);
     if (gpu_frozen(m)) {  // --lora: the table is frozen, nothing to add into
+    } else if (m->tp.size > 1) {  // --tp: the band's token rows; the positions' (the same on every rank) whole
+        int first = tp_vocab_first(&m->tp, Vp), Vw = padded_vocab(&m->tp.whole);
+        cu_encoder_backward_chunk(dt, m->global_grads.wte, m->dres, pos, start, tok, m->nbuckets, first, first + Vp, Vw,
+                                  B, T, C);
+        if (m->global_grads.wpe)
+            cu_encoder_backward_chunk(dt, m->global_grads.wpe, m->dres, pos, start, tok, m->nbuckets, Vw, Vw + c->max_seq,
+                                      Vw, B, T, C);
+        gpu_global_grads_done(m);
     } else if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
             Rows r = table_rows(&m->plan, rows, k);
@@ -184,6 +203,15 @@ void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
         m->logits = gpu_push_saved(m, &final_saved[SV_LOGITS]);
         cu_matmul_forward(dt, m->logits, lnf, m->globals.lm_head, NULL, N, C, Vp);
         if (!has_targets) return;
+        if (m->tp.size > 1) {  // --tp: the band's softmax statistics, combined over the group (gpu/tensor.h)
+            float *lse = m->band_stats, *s = lse + N, *z = s + N;
+            int real = c->vocab - tp_vocab_first(&m->tp, Vp);  // (the band's columns past V are padding)
+            cu_crossentropy_tile_forward(dt, m->logits, N, Vp, 0, real, m->targets, lse, s, z);
+            cu_crossentropy_tile_finish(lse, s, z, m->losses, N);
+            gpu_tp_loss(m, lse, z, m->losses, N);
+            cu_loss_add(m->numbers, m->losses, N);
+            return;
+        }
         cu_crossentropy_forward(dt, m->losses, m->logits, m->targets, N, c->vocab, Vp);
         cu_loss_add(m->numbers, m->losses, N);  // stays on the GPU: no wait here
         return;
@@ -218,8 +246,12 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
     ledger_where("LM head backward", 0);
     if (!m->plan.tiled_head) {
         m->globals = gpu_global_weights(m), m->global_grads = gpu_global_grads(m);
-        cu_crossentropy_backward(dt, m->logits, m->losses, m->targets, N, c->vocab, Vp, dloss);  // -> dlogits in place
+        if (m->tp.size > 1)  // --tp: from the whole vocabulary's log-sum-exp (the band's columns past V: padding)
+            cu_crossentropy_tile_backward(dt, m->logits, N, Vp, 0, c->vocab - tp_vocab_first(&m->tp, Vp), m->targets,
+                                          m->band_stats, dloss);
+        else cu_crossentropy_backward(dt, m->logits, m->losses, m->targets, N, c->vocab, Vp, dloss);  // -> dlogits in place
         cu_matmul_backward(dt, m->dln, m->global_grads.lm_head, NULL, m->logits, lnf, m->globals.lm_head, N, C, Vp);
+        gpu_tp_sum(m, m->dln, (size_t)N * C);  // f's backward (--tp: each band's part of d(lnf))
         return;
     }
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
@@ -255,14 +287,15 @@ const float *gpu_gpt_logits_row(GpuGPT *m, int i) {
         }
         row = m->head_tile;
     }
-    if (m->dtype == DT_FP32) {
-        gpu_download(host, row, (size_t)Vp * 4);
-        return host;
+    float *band = host + tp_vocab_first(&m->tp, Vp);  // (--tp: this rank's band of the row, then every rank's)
+    if (m->dtype == DT_FP32) gpu_download(band, row, (size_t)Vp * 4);
+    else {
+        uint16_t *h = malloc(2 * (size_t)Vp);
+        gpu_download(h, row, 2 * (size_t)Vp);
+        dtype_load(band, h, Vp, m->dtype);
+        free(h);
     }
-    uint16_t *h = malloc(2 * (size_t)Vp);
-    gpu_download(h, row, 2 * (size_t)Vp);
-    dtype_load(host, h, Vp, m->dtype);
-    free(h);
+    if (m->tp.size > 1) comm_allgather_block(m->tp.comm, host, (long long)Vp * (long long)sizeof(float));
     return host;
 }
 

@@ -50,7 +50,7 @@ void *gpu_kv_part(const KVCache *c, int l, int which) {
 // to out (rows, C). No probabilities are stored: no backward follows.
 void gpu_attend_cached(GpuGPT *m, GpuActs *a, int l, void *out) {
     const KVCache *c = &m->kv;
-    int C = m->cfg.channels, H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg);
+    int C = (int)attn_width(&m->cfg), H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg);  // (C: the heads' width)
     cu_attention_forward_cached(m->dtype, out, gpu_kv_part(c, l, 0), gpu_kv_part(c, l, 1), a->qkv, m->pos0,
                                 m->B * m->T, C, H, KVH);
 }

@@ -23,6 +23,7 @@
 #include "gpu/lora.h"
 #include "gpu/optimizer.h"
 #include "gpu/storage.h"
+#include "gpu/tensor.h"
 #include "gpu/weights.h"
 #include "memory/ledger.h"
 
@@ -42,17 +43,20 @@ void gpu_norm(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *x) {
 // out (tensor o) = inp W^T + b with op `op`'s weight and bias (with --lora, + s (inp A^T) B^T for each
 // adapter of the op, before RoPE and the residual: gpu/lora.h), plus `residual` if given.
 // Llama's qkv: q and k then rotated by their positions (RoPE), as model.h's linear.
+// --tp: a row-parallel op's product is this rank's part of the sum, summed over its group (gpu/tensor.h)
+// before the bias and the residual (Megatron's g: model.h's linear).
 void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, const void *residual) {
     if (!(a->pushing & SV_BIT(o))) return;
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T, adapted = gpu_lora_adapted(m, op);
+    int N = m->B * m->T, adapted = gpu_lora_adapted(m, op), g = m->tp.size > 1 && tp_row_parallel(op);
     GpuOpParams w = gpu_op_weights(m, l, op);
     // the residual is added inside the GEMM (cuBLASLt's C with beta 1): rounded once, as model.h's
     // linear rounds once; the qkv step, the one RoPE rotates, has none (--lora: added after the adapters)
-    cu_matmul_residual_forward(m->dtype, a->saved[o], inp, w.w, w.b, adapted ? NULL : residual, N, op_inputs(c, op),
-                               op_outputs(c, op));
+    cu_matmul_residual_forward(m->dtype, a->saved[o], inp, w.w, g ? NULL : w.b, adapted || g ? NULL : residual, N,
+                               op_inputs(c, op), op_outputs(c, op));
+    if (g) gpu_tp_sum(m, a->saved[o], (size_t)N * c->channels), cu_bias_forward(m->dtype, a->saved[o], w.b, N, c->channels);
     if (adapted) gpu_lora_forward(m, l, op, a->saved[o], inp);  // + s (inp A^T) B^T   (--lora)
-    if (adapted && residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)N * c->channels);
+    if ((adapted || g) && residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)N * c->channels);
     if (op == OP_QKV && is_llama(c)) {
         Rope r = cfg_rope(c);
         cu_rope_forward(m->dtype, a->saved[o], N, m->T, m->pos0, (int)qkv_width(c), rope_heads(c), head_size(c),
@@ -67,7 +71,7 @@ void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, co
 // positions before it too).
 void gpu_attend(GpuGPT *m, GpuActs *a, int l) {
     if (!(a->pushing & (SV_BIT(SV_ATT) | SV_BIT(SV_ATTY)))) return;
-    int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg);
+    int B = m->B, T = m->T, C = (int)attn_width(&m->cfg), H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg);  // (--tp: a share)
     void *out = a->pushing & SV_BIT(SV_ATTY) ? a->atty : m->dqkv;
     if (m->kv.kv) gpu_attend_cached(m, a, l, out);
     else if (m->flash) cu_flash_forward(m->dtype, out, a->lse, a->qkv, B, T, C, H, KVH);
@@ -85,6 +89,7 @@ void gpu_activate(GpuGPT *m, GpuActs *a, int o, const void *inp) {
 // Their backward, each beside the forward above:
 // dinp = dout W (overwrites); dW += dout^T inp, db += column sums of dout.
 // Llama's qkv: dout (dqkv, scratch) is first rotated back in place, RoPE's backward.
+// --tp: a column-parallel op's dinp is this rank's part of the sum, summed over the group (Megatron's f).
 void gpu_linear_backward(GpuGPT *m, int l, int op, void *dinp, void *dout, const void *inp) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T;
@@ -96,6 +101,7 @@ void gpu_linear_backward(GpuGPT *m, int l, int op, void *dinp, void *dout, const
     }
     cu_matmul_backward(m->dtype, dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     if (gpu_lora_adapted(m, op)) gpu_lora_backward(m, l, op, dinp, dout, inp);  // dinp += s dout B A; dA, dB (--lora)
+    if (m->tp.size > 1 && tp_column_parallel(op)) gpu_tp_sum(m, dinp, (size_t)N * op_inputs(c, op));  // f's backward (--tp)
     gpu_op_grads_done(m, l, op);
 }
 
@@ -111,7 +117,7 @@ void gpu_norm_backward(GpuGPT *m, int l, int op, void *dinp, const void *dout, c
 // dqkv = d attention (overwrites): from the probabilities (consumed: they
 // become the score gradients), or --flash's recompute from lse
 void gpu_attend_backward(GpuGPT *m, GpuActs *a, void *dqkv, const void *datty) {
-    int B = m->B, T = m->T, C = m->cfg.channels, H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg);
+    int B = m->B, T = m->T, C = (int)attn_width(&m->cfg), H = m->cfg.heads, KVH = cfg_kv_heads(&m->cfg);  // (--tp: a share)
     if (m->flash) cu_flash_backward(m->dtype, dqkv, datty, a->qkv, a->atty, a->lse, m->flash_D, B, T, C, H, KVH);
     else cu_attention_backward(m->dtype, dqkv, datty, a->qkv, a->att, B, T, C, H, KVH);
 }

@@ -9,6 +9,7 @@
 #include "core/adamw.h"
 #include "cuda/api.h"
 #include "gpu/gpt.h"
+#include "gpu/tensor.h"
 #include "gpu/weights.h"
 #include "io/state_arrays.h"
 #include "parallel/comm.h"
@@ -20,6 +21,15 @@
 // sums, in rank order), and the total and the scale go back.
 void gpu_gpt_grad_norm(GpuGPT *m, float loss_scale, float clip) {
     const Shard *sh = gpu_frozen(m) ? &m->lora.shard : &m->shard;  // (--lora: the adapters', fp32)
+    if (m->tp.size > 1) {  // --tp: each run of the share on the GPU, added on the host (gpu/tensor.h)
+        double mine = gpu_tp_sum_squares(m, grad_element(m, m->grads, sh->own_lo - m->grads_base), m->grad_dtype,
+                                         sh->own_lo, sh->own_hi);
+        double total = comm_sum_ordered(m->shard.comm, mine);
+        m->host_scale = step_grad_scale(total, loss_scale, clip);
+        double two[2] = {total, m->host_scale};  // STEP_SUMSQ, STEP_SCALE
+        gpu_upload(m->numbers + STEP_SUMSQ, two, sizeof two);
+        return;
+    }
     if (gpu_frozen(m))
         cu_sum_squares_partials(DT_FP32, m->norm_partials, m->lora.g + (sh->own_lo - shard_grads_base(sh)),
                                 sh->own_hi - sh->own_lo);

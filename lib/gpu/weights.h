@@ -27,6 +27,7 @@
 #include "cuda/api.h"
 #include "gpu/gpt.h"
 #include "gpu/lora.h"
+#include "gpu/tensor.h"
 #include "memory/ledger.h"
 #include "parallel/comm.h"
 #include "parallel/gpu_zero.h"
@@ -120,6 +121,11 @@ static void upload_packed(void *ctx, size_t a, size_t b) {
 
 void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
     enum { CHUNK = 1 << 18 };
+    if (m->tp.size > 1) {  // --tp: the whole model's weights, this rank's share of them kept (gpu/tensor.h)
+        gpu_tp_init(m, src);
+        gpu_gpt_sync_params(m);
+        return;
+    }
     if (gpu_base_packed(m)) {
         GpuPackedInit it = {.m = m, .chunk = malloc(sizeof(float) * CHUNK)};  // 1 MiB of host staging, as below
         init_params_chunks(it.chunk, CHUNK, 0, m->nparams, &m->cfg, src, upload_packed, &it);
@@ -141,7 +147,7 @@ void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
 int gpu_gpt_replicas_identical(GpuGPT *m) {
     int frozen = gpu_frozen(m);  // (--lora: the adapters, which the ranks train)
     const Shard *sh = frozen ? &m->lora.shard : &m->shard;
-    if (comm_nranks == 1 || weights_sharded(sh)) return 1;
+    if (sh->nranks == 1 || weights_sharded(sh)) return 1;  // (--tp: the replicas are the data-parallel ranks)
     size_t bytes = frozen ? m->lora.n * sizeof(float) : m->nparams * m->elem_bytes, piece = m->staging.cap / 8 * 8;
     const char *from = frozen ? (const char *)m->lora.w : (const char *)m->params;
     uint64_t h = REPLICA_HASH_START;

@@ -408,7 +408,7 @@ ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
 
 // The GPU's scratch row: no fp32 working copies (the GPU computes on the 16-bit tensors);
 //   backward buffers dres, dln, dqkv, datty, dfch = 10 N*C in the dtype (Llama: dqkv N (H + 2 KVH) hs,
-//     dfch 2N*F and dact N*F: N (3C + (H + 2 KVH) hs + 3F)),
+//     dfch 2N*F and dact N*F: N (3C + (H + 2 KVH) hs + 3F); --tp: the share's heads and width),
 //   per-row losses 4N, the norm's GPU_NORM_BLOCKS partial sums (doubles),
 //   the step's GPU_STEP_NUMBERS numbers (doubles: loss, sum of squares, scale),
 //   cuBLASLt's 32 MiB workspace, the column sums' partials GPU_COLSUM_CHUNKS x 4C floats, and with
@@ -420,13 +420,15 @@ ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
 //     (the most an op has, O: core/lora.h lora_op_most), 2 e O
 //   --base-dtype the piece a frozen op's weights are read back into, e * piece, and with --double-quant
 //     a tensor's absmax while it is stored (predict_packed_base), on the GPU as on the CPU
+//   --tp the loss's statistics over the rank's band of the vocabulary, 3 * 4N
 size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
     MemSnapshot packed;
     size_t base = s->lora.rank && s->base_bits < 32 ? dtype_size(s->dtype) * p->piece + predict_packed_base(s, &packed) : 0;
     size_t B = s->batch, T = s->seq_len, N = B * T, C = s->cfg.channels, H = s->cfg.heads, e = dtype_size(s->dtype);
     size_t F = cfg_ffn(&s->cfg), W = qkv_width(&s->cfg), R = s->lora.rank;
-    size_t backward = is_llama(&s->cfg) ? N * (3 * C + W + 3 * F) : 10 * N * C;
+    size_t backward = N * (2 * C + W + attn_width(&s->cfg) + (size_t)op_outputs(&s->cfg, OP_FC) + (is_llama(&s->cfg) ? F : 0));
     if (R) backward += 2 * N * R + (e != 4 ? 2 * lora_op_most(&s->cfg, &s->lora) : 0);  // (--lora, in the dtype too)
+    base += s->tp > 1 ? 3 * 4 * N : 0;  // (--tp: each row's max, sum and target logit over the band)
     return base + backward * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
            4 * GPU_COLSUM_CHUNKS * 4 * C + (s->flash ? 4 * B * H * T : 0) +
            (p->tiled_head ? e * predict_head_tile((size_t)p->head_rows, padded_vocab(&s->cfg)) + 2 * 4 * N : 0) +
@@ -447,11 +449,13 @@ size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
 //     4(3N+1); on the host the corpus, the host batches 8N (as on the CPU) and
 //     a count per vocabulary entry 4*Vp; page-locked, the two buffers the batch
 //     is uploaded from, 2 x 4(5N+1) (inputs, targets, buckets)
+//   --tp: on the host the room the group's sums pass through, a row block (N,C) in fp32 and in the
+//     dtype (core/sizes.h gpu_tp_host_floats)
 // What the ledger cannot see (the CUDA context, cuBLASLt's own state) is
 // measured at run time and printed as its own "runtime" row.
 void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     memset(r, 0, sizeof *r);
-    int Vp = padded_vocab(&s->cfg);
+    int Vp = padded_vocab(model_whole(s));  // (the token counts: the whole vocabulary's, --tp or not)
     size_t N = (size_t)s->batch * s->seq_len, e = dtype_size(s->dtype);
     ShardSizes sh = predict_shard(predict_param_count(&s->cfg), p), ad = predict_shard(predict_trained_count(s), p);
     MemSnapshot base;
@@ -466,6 +470,8 @@ void predict_memory_gpu(const Settings *s, const Plan *p, MemReport *r) {
     base.bytes[MEM_DATA] = 2 * 4 * N + 4 * (3 * N + 1);  // on the GPU: the batch, the token buckets
     memcpy(base.at[LOC_DEVICE], base.bytes, sizeof base.bytes);
     base.at[LOC_HOST][MEM_DATA] = s->corpus_bytes + 2 * 4 * N + 4 * (size_t)Vp;  // the corpus, its batches, counts
+    if (s->tp > 1)  // --tp: the group's sums through the host (gpu/tensor.h), fp32 and the dtype's bytes
+        base.at[LOC_HOST][MEM_COMM] = gpu_tp_host_floats(N, (size_t)s->cfg.channels, (size_t)s->tp) * (e == 4 ? 4 : 4 + e);
     base.at[LOC_PINNED][MEM_DATA] = 2 * 4 * (5 * N + 1);                          // the two upload buffers
     base.at[LOC_PINNED][MEM_COMM] = sh.ranks > 1 || sh.groups > 1 ? GPU_STAGING : 0;  // the staging buffer
     predict_offload_rows(s, p, s->lora.rank ? ad.state_n : sh.state_n, &base);  // (--lora: the adapters' states)

@@ -39,6 +39,16 @@ void cu_matmul_residual_forward(int dt, void *out, const void *inp, const void *
     free(fi); free(fw); free(fb); free(fr);
 }
 
+void cu_bias_forward(int dt, void *out, const void *bias, int N, int OC) {
+    if (!bias) return;
+    LAUNCH(N);
+    out = DEV(out), bias = DEV(bias);
+    float *fo = widen(dt, out, (size_t)N * OC), *fb = widen(dt, bias, OC);
+    bias_forward(fo, fb, N, OC);
+    narrow(dt, out, fo, (size_t)N * OC);
+    free(fb);
+}
+
 void cu_matmul_forward(int dt, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
     cu_matmul_residual_forward(dt, out, inp, w, bias, NULL, N, C, OC);
 }

@@ -1,0 +1,108 @@
+// gpu/tensor.h — --tp T on the GPU: parallel/tensor.h's collectives for device tensors. Each rank's model
+// is its share of every layer (cfg is the share, as on the CPU), and the group's sums go through the host:
+// a tensor comes down, is widened to fp32, summed over the group by parallel/tensor.h's own tp_sum (a
+// reduce-scatter, then an all-gather: every rank the same bits), rounded and goes back up. The same
+// functions as the CPU's, so an fp32 run's sums are the CPU's bits; the price is the link both ways at
+// each sum (an NCCL group would keep them on the GPUs).
+#ifndef GPTMEM_GPU_TENSOR_H
+#define GPTMEM_GPU_TENSOR_H
+
+#include <stdlib.h>
+#include <string.h>
+#include "core/config.h"
+#include "core/dtype.h"
+#include "cuda/api.h"
+#include "gpu/gpt.h"
+#include "parallel/comm.h"
+#include "parallel/tensor.h"
+
+// x[0..n) (the dtype, on the GPU) summed over the group, in place: Megatron's g after a row-parallel op,
+// f's backward after a column-parallel one, the embedding's bands, the LM head's input gradient.
+void gpu_tp_sum(GpuGPT *m, void *x, size_t n) {
+    if (m->tp.size <= 1) return;
+    float *h = m->tp_host;
+    if (n > m->tp_cap) ledger_bug("a tensor-parallel sum past the host's room", "gpu_tp_sum");
+    if (m->dtype == DT_FP32) {
+        gpu_download(h, x, n * sizeof(float));
+        tp_sum(&m->tp, h, n);
+        gpu_upload(x, h, n * sizeof(float));
+        return;
+    }
+    void *raw = h + m->tp_cap;  // (the bytes as the GPU holds them, past the fp32 room)
+    gpu_download(raw, x, n * m->elem_bytes);
+    dtype_load(h, raw, n, m->dtype);
+    tp_sum(&m->tp, h, n);
+    dtype_store(raw, h, n, m->dtype);
+    gpu_upload(x, raw, n * m->elem_bytes);
+}
+
+// The loss across the vocabulary's bands: lse[0..N) each row's log-sum-exp over this rank's band on entry,
+// over the whole vocabulary on return; z[0..N) the row's target logit where the band holds the target,
+// else 0; losses[0..N) = lse - z (all on the GPU). parallel/tensor.h tp_vocab_lse combines the bands.
+void gpu_tp_loss(GpuGPT *m, float *lse, const float *z, float *losses, int N) {
+    float *h = m->tp_host, *hz = h + N, *all = hz + N;  // N (T + 2) floats (core/sizes.h gpu_tp_host_floats)
+    gpu_download(h, lse, (size_t)N * sizeof(float));
+    gpu_download(hz, z, (size_t)N * sizeof(float));
+    tp_vocab_lse(&m->tp, h, hz, all, N);
+    gpu_upload(lse, h, (size_t)N * sizeof(float));
+    for (int i = 0; i < N; i++) hz[i] = h[i] - hz[i];
+    gpu_upload(losses, hz, (size_t)N * sizeof(float));
+}
+
+// The sum of squares of this rank's gradients [lo, hi) of its share (grads: element 0 = parameter lo, in
+// dt), the whole tensors' (the same on every rank of the group) counted by the group's first rank alone,
+// then added over the group in rank order (cpu/optimizer.h tp_sum_squares' sum; each run's on the GPU).
+typedef struct {
+    GpuGPT *m;
+    const char *g;
+    int dt;
+    size_t lo, hi;
+    double sum;
+} GpuTpSquares;
+
+static void gpu_tp_add_squares(void *ctx, size_t a, size_t b, int split) {
+    GpuTpSquares *q = ctx;
+    a = a > q->lo ? a : q->lo, b = b < q->hi ? b : q->hi;
+    if (b <= a || !(split || q->m->tp.rank == 0)) return;
+    double part[GPU_NORM_BLOCKS];
+    cu_sum_squares_partials(q->dt, q->m->norm_partials, q->g + (a - q->lo) * dtype_size(q->dt), b - a);
+    gpu_download(part, q->m->norm_partials, sizeof part);
+    for (int i = 0; i < GPU_NORM_BLOCKS; i++) q->sum += part[i];
+}
+
+double gpu_tp_sum_squares(GpuGPT *m, const void *g, int dt, size_t lo, size_t hi) {
+    GpuTpSquares q = {m, g, dt, lo, hi, 0.0};
+    tp_runs(&m->cfg, gpu_tp_add_squares, &q);
+    return comm_sum_ordered(m->tp.comm, q.sum);
+}
+
+// The first weights: the whole model's drawn (or read) a window at a time on the host (core/config.h
+// init_params_chunks), each kept where this rank's share holds it (parallel/tensor.h tp_local_index), in
+// runs of consecutive places uploaded into the master (all of the share, or its ZeRO shard).
+typedef struct {
+    GpuGPT *m;
+    float *chunk;
+} GpuTpInit;
+
+static void upload_share(void *ctx, size_t a, size_t b) {
+    GpuTpInit *it = ctx;
+    GpuGPT *m = it->m;
+    long lo = (long)m->master_base, hi = lo + (long)m->master_n;
+    for (size_t i = a; i < b;) {
+        long j = tp_local_index(&m->tp, &m->cfg, i);
+        if (j < lo || j >= hi) { i++; continue; }
+        size_t k = i + 1;
+        while (k < b && j + (long)(k - i) < hi && tp_local_index(&m->tp, &m->cfg, k) == j + (long)(k - i)) k++;
+        gpu_upload(m->master + (j - lo), it->chunk + (i - a), (k - i) * sizeof(float));
+        i = k;
+    }
+}
+
+void gpu_tp_init(GpuGPT *m, const WeightSource *src) {
+    enum { CHUNK = 1 << 18 };
+    GpuTpInit it = {m, malloc(sizeof(float) * CHUNK)};  // 1 MiB of host staging, not a model buffer
+    init_params_chunks(it.chunk, CHUNK, 0, param_count(&m->tp.whole), &m->tp.whole, src, upload_share, &it);
+    free(it.chunk);
+}
+
+#endif

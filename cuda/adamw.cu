@@ -179,12 +179,16 @@ struct AdamwTable {
     int first_block[CU_ADAMW_SEGMENTS + 1];
     int count;
 };
+__device__ __forceinline__ int adamw_segment(const AdamwTable &tab) {  // the range this block's parameters are of
+    int s = 0;
+    while (s + 1 < tab.count && tab.first_block[s + 1] <= (int)blockIdx.x) s++;
+    return s;
+}
 template <typename T, typename G>
 __global__ void adamw_segments_kernel(float *master, T *weights, const G *grads, float *m, float *v, AdamwTable tab,
                                       float lr, float b1, float b2, float eps, float b1c, float b2c,
                                       const double *scale) {
-    int s = 0;
-    while (s + 1 < tab.count && tab.first_block[s + 1] <= (int)blockIdx.x) s++;
+    int s = adamw_segment(tab);
     size_t i = (size_t)(blockIdx.x - tab.first_block[s]) * blockDim.x + threadIdx.x;
     float grad_scale = (float)*scale;
     if (i >= tab.seg[s].n || isnan(grad_scale)) return;
@@ -216,8 +220,7 @@ template <typename T, typename G>
 __global__ void adamw_segments8_kernel(float *master, T *weights, const G *grads, float *m, float *v, AdamwTable tab,
                                        float lr, float b1, float b2, float eps, float b1c, float b2c,
                                        const double *scale) {
-    int s = 0;
-    while (s + 1 < tab.count && tab.first_block[s + 1] <= (int)blockIdx.x) s++;
+    int s = adamw_segment(tab);
     size_t i = 8 * ((size_t)(blockIdx.x - tab.first_block[s]) * blockDim.x + threadIdx.x), n = tab.seg[s].n;
     float grad_scale = (float)*scale, wd = tab.seg[s].weight_decay;
     if (i >= n || isnan(grad_scale)) return;

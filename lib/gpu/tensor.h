@@ -76,16 +76,17 @@ double gpu_tp_sum_squares(GpuGPT *m, const void *g, int dt, size_t lo, size_t hi
     return comm_sum_ordered(m->tp.comm, q.sum);
 }
 
-// The first weights: the whole model's drawn (or read) a window at a time on the host (core/config.h
-// init_params_chunks), each kept where this rank's share holds it (parallel/tensor.h tp_local_index), in
-// runs of consecutive places uploaded into the master (all of the share, or its ZeRO shard).
+// The first weights are made on the host a window at a time (core/config.h init_params_chunks: GPT-2's
+// init, or --init's file) into `chunk`, and uploaded (gpu/weights.h gpu_gpt_init).
 typedef struct {
     GpuGPT *m;
     float *chunk;
-} GpuTpInit;
+} GpuInit;
 
+// --tp: the whole model's window, each weight kept where this rank's share holds it (parallel/tensor.h
+// tp_local_index), in runs of consecutive places uploaded into the master (all of the share, or its shard).
 static void upload_share(void *ctx, size_t a, size_t b) {
-    GpuTpInit *it = ctx;
+    GpuInit *it = ctx;
     GpuGPT *m = it->m;
     long lo = (long)m->master_base, hi = lo + (long)m->master_n;
     for (size_t i = a; i < b;) {
@@ -100,7 +101,7 @@ static void upload_share(void *ctx, size_t a, size_t b) {
 
 void gpu_tp_init(GpuGPT *m, const WeightSource *src) {
     enum { CHUNK = 1 << 18 };
-    GpuTpInit it = {m, malloc(sizeof(float) * CHUNK)};  // 1 MiB of host staging, not a model buffer
+    GpuInit it = {m, malloc(sizeof(float) * CHUNK)};  // 1 MiB of host staging, not a model buffer
     init_params_chunks(it.chunk, CHUNK, 0, param_count(&m->tp.whole), &m->tp.whole, src, upload_share, &it);
     free(it.chunk);
 }

@@ -73,15 +73,8 @@ void gpu_gpt_sync_params(GpuGPT *m) {
     if (gathers_updates(&m->shard)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
 }
 
-// The first weights, the same numbers as the CPU's (core/config.h
-// init_params_chunks: GPT-2's init, or --init's file), made on the host a
-// chunk at a time; the master's part of them (all, or this rank's share) is
-// uploaded.
-typedef struct {
-    GpuGPT *m;
-    float *chunk;
-} GpuInit;
-
+// The first weights, the same numbers as the CPU's, made on the host a chunk at a time (gpu/tensor.h's
+// GpuInit); the master's part of them (all, or this rank's share) is uploaded.
 static void upload_chunk(void *ctx, size_t a, size_t b) {
     GpuInit *it = ctx;
     GpuGPT *m = it->m;

@@ -961,6 +961,12 @@ sec_tp() {
   if trun tk 2 cuda G --ckpt && cmp -s <(losses "$tmp/tk.csv") <(losses "$tmp/tg1.csv") && cmp -s <(norms "$tmp/tk.csv") <(norms "$tmp/tg1.csv"); then
     ok "GPU --tp 2 --ckpt: the losses and norms of the run without it, bit for bit"
   else bad "GPU --tp 2 --ckpt"; fi
+  # a state: each rank's share in its file, resumed on the GPU bit for bit, and on the CPU's ranks
+  if trun tv 2 cuda G --save "$tmp/tp.bin" --stop-after 3 && trun tr 2 cuda G --resume "$tmp/tp.bin" &&
+     cmp -s <(losses "$tmp/tr.csv") <(losses "$tmp/tg1.csv" | tail -3) && trun trc 2 cpu G --resume "$tmp/tp.bin" &&
+     cmp -s <(losses "$tmp/trc.csv") <(losses "$tmp/tr.csv") && cmp -s <(norms "$tmp/trc.csv") <(norms "$tmp/tr.csv"); then
+    ok "GPU --tp 2 state: saved at step 3, resumed to 6 == 6 straight, bit for bit; resumed on the CPU's ranks, the same bits"
+  else bad "GPU --tp --save / --resume: $(tail -1 "$tmp/tr.out" 2>/dev/null)"; fi
   # 4 ranks: 2 groups of 2, data-parallel across them at ZeRO 1 and 3; a sample's tokens (the bands' logits gathered)
   good=1
   for f in "--zero 1" "--zero 3 --dtype bf16"; do

@@ -94,7 +94,7 @@ EOF
 else bad "--offload's rows and traffic by formula: $msg"; fi
 
 # --- --timing splits the optimizer's row into what offload adds (and a run without offload does not)
-# (the default small model: forward and backward must hold most of the step, as timing_check.py asks)
+# (the default small model)
 T=(--steps 5 --batch 8 --eval-every 0 --sample-len 0 --timing --dtype bf16)
 if ./train "${T[@]}" --offload opt --offload-to disk:"$tmp" --log "$tmp/t1.csv" >"$tmp/t1" 2>&1 &&
    msg=$(python3 tests/timing_check.py "$tmp/t1" "$tmp/t1.csv" host 0.05 offload 2>&1) &&

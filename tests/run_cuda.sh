@@ -967,6 +967,11 @@ sec_tp() {
      cmp -s <(losses "$tmp/trc.csv") <(losses "$tmp/tr.csv") && cmp -s <(norms "$tmp/trc.csv") <(norms "$tmp/tr.csv"); then
     ok "GPU --tp 2 state: saved at step 3, resumed to 6 == 6 straight, bit for bit; resumed on the CPU's ranks, the same bits"
   else bad "GPU --tp --save / --resume: $(tail -1 "$tmp/tr.out" 2>/dev/null)"; fi
+  # --export: the whole model's file from the shares (each rank its runs of the whole layout), the CPU's byte for byte
+  if trun te 2 cuda G --steps 3 --export "$tmp/tpg.bin" && trun tec 2 cpu G --steps 3 --export "$tmp/tpc.bin" &&
+     [ -s "$tmp/tpg.bin" ] && cmp -s "$tmp/tpg.bin" "$tmp/tpc.bin"; then
+    ok "GPU --tp 2 --export: the whole model's llm.c file, the CPU's --tp 2 file byte for byte"
+  else bad "GPU --tp --export: $(tail -1 "$tmp/te.out" 2>/dev/null)"; fi
   # 4 ranks: 2 groups of 2, data-parallel across them at ZeRO 1 and 3; a sample's tokens (the bands' logits gathered)
   good=1
   for f in "--zero 1" "--zero 3 --dtype bf16"; do

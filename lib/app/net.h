@@ -243,12 +243,13 @@ NetState net_state(Net *n) {
 // --tp: a rank's share is scattered over the whole model's layout; it writes the weights it owns in runs
 // of consecutive places there (the tensors whole on every rank: the group's first rank alone).
 int tp_export(const Net *n, const Settings *s, const NetState *st) {
-    const TensorSplit *tp = &n->cpu.tp;
+    const TensorSplit *tp = n->cuda ? &n->gpu.tp : &n->cpu.tp;
+    const GPTConfig *share = n->cuda ? &n->gpu.cfg : &n->cpu.cfg;
     ExportRun *runs = NULL;
     int nr = 0, cap = 0;
     for (size_t j = st->lo, w; j < st->hi; j++) {
         int split;
-        w = tp_whole_index(tp, &n->cpu.cfg, j, &split);
+        w = tp_whole_index(tp, share, j, &split);
         if (!split && tp->rank) continue;
         if (nr && runs[nr - 1].hi == w && runs[nr - 1].from + (w - runs[nr - 1].lo) == j - st->lo) {
             runs[nr - 1].hi++;

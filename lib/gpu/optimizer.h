@@ -9,41 +9,63 @@
 #include "core/adamw.h"
 #include "cuda/api.h"
 #include "gpu/gpt.h"
-#include "gpu/tensor.h"
 #include "gpu/weights.h"
+#include "parallel/tensor.h"
 #include "io/state_arrays.h"
 #include "parallel/comm.h"
+
+// The sum of squares of g[0..n) (dt, on the GPU), on the host: the kernel's partial sums added in order.
+static double gpu_host_sum_squares(GpuGPT *m, int dt, const void *g, size_t n) {
+    double part[GPU_NORM_BLOCKS], s = 0.0;
+    cu_sum_squares_partials(dt, m->norm_partials, g, n);
+    gpu_download(part, m->norm_partials, sizeof part);
+    for (int i = 0; i < GPU_NORM_BLOCKS; i++) s += part[i];
+    return s;
+}
+
+// --tp: the sum of squares of this rank's gradients [lo, hi) of its share (g: element 0 = parameter lo, in
+// dt), the whole tensors' (the same on every rank of the group) counted by the group's first rank alone,
+// then added over the group in rank order (cpu/optimizer.h tp_sum_squares' sum; each run's on the GPU).
+typedef struct {
+    GpuGPT *m;
+    const char *g;
+    int dt;
+    size_t lo, hi;
+    double sum;
+} GpuTpSquares;
+
+static void gpu_tp_add_squares(void *ctx, size_t a, size_t b, int split) {
+    GpuTpSquares *q = ctx;
+    a = a > q->lo ? a : q->lo, b = b < q->hi ? b : q->hi;
+    if (b > a && (split || q->m->tp.rank == 0))
+        q->sum += gpu_host_sum_squares(q->m, q->dt, q->g + (a - q->lo) * dtype_size(q->dt), b - a);
+}
+
+static double gpu_tp_sum_squares(GpuGPT *m, const void *g, int dt, size_t lo, size_t hi) {
+    GpuTpSquares q = {m, g, dt, lo, hi, 0.0};
+    tp_runs(&m->cfg, gpu_tp_add_squares, &q);
+    return comm_sum_ordered(m->tp.comm, q.sum);
+}
 
 // The gradients' norm and AdamW's scale (core/adamw.h step_grad_scale) into
 // the step's numbers: the sum of squares of the (reduced) gradients this rank
 // owns, all of them on one rank. On one rank it all stays on the GPU. With
-// several, the partial sums come to the host (a wait: the ranks must add their
-// sums, in rank order), and the total and the scale go back.
+// several (or --tp), the sums come to the host (a wait: the ranks must add
+// their sums, in rank order), and the total and the scale go back.
 void gpu_gpt_grad_norm(GpuGPT *m, float loss_scale, float clip) {
-    const Shard *sh = gpu_frozen(m) ? &m->lora.shard : &m->shard;  // (--lora: the adapters', fp32)
-    if (m->tp.size > 1) {  // --tp: each run of the share on the GPU, added on the host (gpu/tensor.h)
-        double mine = gpu_tp_sum_squares(m, grad_element(m, m->grads, sh->own_lo - m->grads_base), m->grad_dtype,
-                                         sh->own_lo, sh->own_hi);
-        double total = comm_sum_ordered(m->shard.comm, mine);
-        m->host_scale = step_grad_scale(total, loss_scale, clip);
-        double two[2] = {total, m->host_scale};  // STEP_SUMSQ, STEP_SCALE
-        gpu_upload(m->numbers + STEP_SUMSQ, two, sizeof two);
-        return;
-    }
-    if (gpu_frozen(m))
-        cu_sum_squares_partials(DT_FP32, m->norm_partials, m->lora.g + (sh->own_lo - shard_grads_base(sh)),
-                                sh->own_hi - sh->own_lo);
-    else
-        cu_sum_squares_partials(m->grad_dtype, m->norm_partials, grad_element(m, m->grads, sh->own_lo - m->grads_base),
-                                sh->own_hi - sh->own_lo);
-    if (sh->nranks == 1) {
+    int frozen = gpu_frozen(m), dt = frozen ? DT_FP32 : m->grad_dtype;  // (--lora: the adapters', fp32)
+    const Shard *sh = frozen ? &m->lora.shard : &m->shard;
+    const void *g = frozen ? (const void *)(m->lora.g + (sh->own_lo - shard_grads_base(sh)))
+                           : grad_element(m, m->grads, sh->own_lo - m->grads_base);
+    size_t n = sh->own_hi - sh->own_lo;
+    double mine;
+    if (m->tp.size > 1) mine = gpu_tp_sum_squares(m, g, dt, sh->own_lo, sh->own_hi);
+    else if (sh->nranks == 1) {
+        cu_sum_squares_partials(dt, m->norm_partials, g, n);
         cu_grad_scale(m->numbers, m->norm_partials, GPU_NORM_BLOCKS, loss_scale, clip);
         return;
-    }
-    double part[GPU_NORM_BLOCKS], s = 0.0;
-    gpu_download(part, m->norm_partials, sizeof part);
-    for (int i = 0; i < GPU_NORM_BLOCKS; i++) s += part[i];
-    double total = comm_sum_ordered(m->shard.comm, s);
+    } else mine = gpu_host_sum_squares(m, dt, g, n);
+    double total = comm_sum_ordered(m->shard.comm, mine);
     m->host_scale = step_grad_scale(total, loss_scale, clip);
     double two[2] = {total, m->host_scale};  // STEP_SUMSQ, STEP_SCALE
     gpu_upload(m->numbers + STEP_SUMSQ, two, sizeof two);

@@ -49,33 +49,6 @@ void gpu_tp_loss(GpuGPT *m, float *lse, const float *z, float *losses, int N) {
     gpu_upload(losses, hz, (size_t)N * sizeof(float));
 }
 
-// The sum of squares of this rank's gradients [lo, hi) of its share (grads: element 0 = parameter lo, in
-// dt), the whole tensors' (the same on every rank of the group) counted by the group's first rank alone,
-// then added over the group in rank order (cpu/optimizer.h tp_sum_squares' sum; each run's on the GPU).
-typedef struct {
-    GpuGPT *m;
-    const char *g;
-    int dt;
-    size_t lo, hi;
-    double sum;
-} GpuTpSquares;
-
-static void gpu_tp_add_squares(void *ctx, size_t a, size_t b, int split) {
-    GpuTpSquares *q = ctx;
-    a = a > q->lo ? a : q->lo, b = b < q->hi ? b : q->hi;
-    if (b <= a || !(split || q->m->tp.rank == 0)) return;
-    double part[GPU_NORM_BLOCKS];
-    cu_sum_squares_partials(q->dt, q->m->norm_partials, q->g + (a - q->lo) * dtype_size(q->dt), b - a);
-    gpu_download(part, q->m->norm_partials, sizeof part);
-    for (int i = 0; i < GPU_NORM_BLOCKS; i++) q->sum += part[i];
-}
-
-double gpu_tp_sum_squares(GpuGPT *m, const void *g, int dt, size_t lo, size_t hi) {
-    GpuTpSquares q = {m, g, dt, lo, hi, 0.0};
-    tp_runs(&m->cfg, gpu_tp_add_squares, &q);
-    return comm_sum_ordered(m->tp.comm, q.sum);
-}
-
 // The first weights are made on the host a window at a time (core/config.h init_params_chunks: GPT-2's
 // init, or --init's file) into `chunk`, and uploaded (gpu/weights.h gpu_gpt_init).
 typedef struct {

@@ -89,6 +89,7 @@ typedef struct {
     float *tp_host;
     size_t tp_cap;  // tp_host's fp32 room, in floats (the 16-bit bytes follow it)
     float *band_stats;
+    void *seq_whole;  // --sp: (N,C) in the dtype, the whole sequence a split layer reads (cpu/gpt.h's), scratch
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
     int dtype, flash;
     int grad_dtype;    // the gradients': the dtype, or fp32 with --fp32-grads (core/settings.h grad_dtype)
@@ -165,6 +166,10 @@ typedef struct {
 } GpuGPT;
 
 enum { GPU_MAX_BUFFERS = 56 };
+
+// The rows of the residual path the running forward holds: all N = B T, or under --sp this rank's slice,
+// N / t (gpu_forward_start sets tp.sp: a sample's forward holds them all), as cpu/gpt.h gpt_rows.
+int gpu_rows(const GpuGPT *m) { return m->B * m->T / m->tp.sp; }
 
 // Are the model's own weights frozen (--lora)? Then they have no gradients, no master and no AdamW state.
 int gpu_frozen(const GpuGPT *m) { return m->lora.cfg.rank > 0; }
@@ -268,6 +273,7 @@ int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
     size_t tp = m->tp.size > 1, group = (size_t)m->tp.size;
     BUF(tp_host, LOC_HOST, MEM_COMM, "tensor-parallel sums (host)", tp ? gpu_tp_host_floats(N, C, group) * (e == 4 ? 4 : 4 + e) : 0);
     BUF(band_stats, LOC_DEVICE, MEM_SCRATCH, "vocabulary band stats", tp ? 3 * N * 4 : 0);
+    BUF(seq_whole, LOC_DEVICE, MEM_SCRATCH, "sequence gather", c->seq_split > 1 ? N * C * e : 0);
 #undef BUF
     return n;
 }

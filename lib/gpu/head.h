@@ -61,6 +61,24 @@ void cu_norm_backward_as(int rms, int dt, void *dinp, void *dw, void *db, const 
     else cu_layernorm_backward(dt, dinp, dw, db, dout, x, w, mean, rstd, N, C);
 }
 
+// dinp += d norm(inp) over the rows the rank holds; dw, db += the weight's and the bias's gradients (NULL:
+// frozen). --sp: those rows are the rank's slice, so the two are first made apart, in seq_whole, summed
+// over the group, and then added (cpu/head.h norm_backward_rows).
+void gpu_norm_backward_rows(GpuGPT *m, void *dinp, void *dw, void *db, const void *dout, const void *x, const void *w,
+                            const float *mean, const float *rstd) {
+    int n = gpu_rows(m), C = m->cfg.channels, dt = m->dtype, rms = is_llama(&m->cfg);
+    if (m->tp.sp <= 1 || !dw) {
+        cu_norm_backward_as(rms, dt, dinp, dw, db, dout, x, w, mean, rstd, n, C);
+        return;
+    }
+    void *part = m->seq_whole, *part_b = db ? element(m, part, C) : NULL;  // [dw | db]
+    gpu_zero(part, 2 * (size_t)C * m->elem_bytes);
+    cu_norm_backward_as(rms, dt, dinp, part, part_b, dout, x, w, mean, rstd, n, C);
+    gpu_tp_sum(m, part, (size_t)(db ? 2 : 1) * C);
+    cu_residual_forward(dt, dw, dw, part, C);
+    if (db) cu_residual_forward(dt, db, db, part_b, C);
+}
+
 // Upload a token batch; with targets (training), also its token buckets. The
 // copies queue behind the work already there (the last micro-batch's backward
 // still reads the device buffers they overwrite), from page-locked memory, so
@@ -93,23 +111,26 @@ void gpu_upload_batch(GpuGPT *m, const int *inp, const int *targets, int N) {
 void gpu_forward_start(GpuGPT *m, int B, int T) {
     if (!m->plan.tiled_head) m->globals = gpu_global_weights(m);
     m->B = B; m->T = T;
+    m->tp.sp = m->cfg.seq_split > 1 && !m->kv.kv ? m->cfg.seq_split : 1;  // (--sp; a sample's forward: every row)
     m->arena_mark = arena_mark();
 }
 
 // encoded (N,C) = wte[inp] + wpe[pos0 .. pos0+T) (pos0 0 but in a sample's
-// forward with the KV cache; Llama: wte[inp] alone), pushed on the stack.
+// forward with the KV cache; Llama: wte[inp] alone), pushed on the stack. --tp: the group sums its
+// bands' rows (--sp: into this rank's slice, N/t rows, from every row in seq_whole).
 void gpu_embed_forward(GpuGPT *m) {
     const GPTConfig *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c), dt = m->dtype;
     ledger_where("embedding", 0);
-    m->encoded = arena_push("encoded", (size_t)B * T * C * m->elem_bytes);
+    m->encoded = arena_push("encoded", (size_t)gpu_rows(m) * C * m->elem_bytes);
     if (m->tp.size > 1) {  // --tp: the band's rows of its tokens, the positions by the group's first rank; summed
         int first = tp_vocab_first(&m->tp, Vp), Vw = padded_vocab(&m->tp.whole);
-        gpu_zero(m->encoded, (size_t)B * T * C * m->elem_bytes);
-        cu_encoder_forward_chunk(dt, m->encoded, m->inputs, m->globals.wte, first, first + Vp, Vw + m->pos0, B, T, C);
+        void *enc = m->tp.sp > 1 ? m->seq_whole : m->encoded;
+        gpu_zero(enc, (size_t)B * T * C * m->elem_bytes);
+        cu_encoder_forward_chunk(dt, enc, m->inputs, m->globals.wte, first, first + Vp, Vw + m->pos0, B, T, C);
         if (m->globals.wpe && m->tp.rank == 0)
-            cu_encoder_forward_chunk(dt, m->encoded, m->inputs, m->globals.wpe, Vw, Vw + c->max_seq, Vw + m->pos0, B, T, C);
-        gpu_tp_sum(m, m->encoded, (size_t)B * T * C);
+            cu_encoder_forward_chunk(dt, enc, m->inputs, m->globals.wpe, Vw, Vw + c->max_seq, Vw + m->pos0, B, T, C);
+        gpu_tp_sum_rows(m, m->encoded, enc, (size_t)B * T * C);
         return;
     }
     if (!m->plan.tiled_head) {
@@ -126,7 +147,8 @@ void gpu_embed_forward(GpuGPT *m) {
 }
 
 // Its backward: d(encoded) (in dres) into the table's gradient; the globals'
-// gradients (the LM head's, the final layernorm's, these) are complete now.
+// gradients (the LM head's, the final layernorm's, these) are complete now. (--sp: the group's slices
+// of d(encoded) gathered first, so every rank adds every row.)
 void gpu_embed_backward(GpuGPT *m) {
     const GPTConfig *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c), dt = m->dtype;
@@ -135,11 +157,11 @@ void gpu_embed_backward(GpuGPT *m) {
     if (gpu_frozen(m)) {  // --lora: the table is frozen, nothing to add into
     } else if (m->tp.size > 1) {  // --tp: the band's token rows; the positions' (the same on every rank) whole
         int first = tp_vocab_first(&m->tp, Vp), Vw = padded_vocab(&m->tp.whole);
-        cu_encoder_backward_chunk(dt, m->global_grads.wte, m->dres, pos, start, tok, m->nbuckets, first, first + Vp, Vw,
-                                  B, T, C);
+        const void *dx = gpu_tp_whole_rows(m, m->seq_whole, m->dres, (size_t)N, (size_t)C);
+        cu_encoder_backward_chunk(dt, m->global_grads.wte, dx, pos, start, tok, m->nbuckets, first, first + Vp, Vw, B, T, C);
         if (m->global_grads.wpe)
-            cu_encoder_backward_chunk(dt, m->global_grads.wpe, m->dres, pos, start, tok, m->nbuckets, Vw, Vw + c->max_seq,
-                                      Vw, B, T, C);
+            cu_encoder_backward_chunk(dt, m->global_grads.wpe, dx, pos, start, tok, m->nbuckets, Vw, Vw + c->max_seq, Vw, B,
+                                      T, C);
         gpu_global_grads_done(m);
     } else if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
@@ -155,9 +177,10 @@ void gpu_embed_backward(GpuGPT *m) {
     arena_pop_to(m->arena_mark, "encoded");
 }
 
-// lnf (N,C) = layernorm(x) (Llama: RMSNorm), pushed with its row statistics (fp32).
+// lnf (N,C) = layernorm(x) (Llama: RMSNorm), pushed with its row statistics (fp32). (--sp: over the
+// rank's slice of the rows, N/t; the head gathers them.)
 void *gpu_final_norm_forward(GpuGPT *m, const void *x) {
-    int N = m->B * m->T, C = m->cfg.channels, dt = m->dtype, rms = is_llama(&m->cfg);
+    int N = gpu_rows(m), C = m->cfg.channels, dt = m->dtype, rms = is_llama(&m->cfg);
     ledger_where("final layernorm and LM head", 0);
     m->final_mark = arena_mark();
     m->lnf = gpu_push_saved(m, &final_saved[SV_LNF]);
@@ -172,10 +195,10 @@ void *gpu_final_norm_forward(GpuGPT *m, const void *x) {
     return m->lnf;
 }
 
-// Its backward: d(x) (into dres, zeroed first) from d(lnf) (in dln); then
+// Its backward: d(x) (into dres, zeroed first) from d(lnf) (in dln: --sp, the rank's rows); then
 // every final tensor leaves the stack.
 void gpu_final_norm_backward(GpuGPT *m) {
-    int N = m->B * m->T, C = m->cfg.channels, dt = m->dtype, rms = is_llama(&m->cfg);
+    int N = gpu_rows(m), C = m->cfg.channels, dt = m->dtype, rms = is_llama(&m->cfg);
     const void *x = gpu_block_input(m, m->cfg.layers);
     gpu_zero(m->dres, (size_t)N * C * m->elem_bytes);
     if (m->plan.tiled_head) {
@@ -185,8 +208,8 @@ void gpu_final_norm_backward(GpuGPT *m) {
                             C);  // (--lora: g NULL, frozen)
         gpu_grads_params_done(m, lnf);
     } else {
-        cu_norm_backward_as(rms, dt, m->dres, m->global_grads.lnfw, m->global_grads.lnfb, m->dln, x, m->globals.lnfw,
-                            m->lnf_mean, m->lnf_rstd, N, C);
+        gpu_norm_backward_rows(m, m->dres, m->global_grads.lnfw, m->global_grads.lnfb, m->dln, x, m->globals.lnfw,
+                               m->lnf_mean, m->lnf_rstd);
     }
     arena_pop_to(m->final_mark, "final");
 }
@@ -195,10 +218,12 @@ void gpu_final_norm_backward(GpuGPT *m) {
 // added into the step's numbers on the GPU (cu_loss_add). Without --fused-ce
 // the logits stay on the stack (sampling reads them); with it, each row's
 // log-sum-exp does, the vocabulary a chunk of the head at a time (the outer loop,
-// so stage 3 gathers each chunk once), the rows head_rows at a time.
+// so stage 3 gathers each chunk once), the rows head_rows at a time. (--sp: the head reads every row of
+// lnf, gathered from the group's slices.)
 void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c), R = m->plan.head_rows, dt = m->dtype;
+    lnf = gpu_tp_whole_rows(m, m->seq_whole, lnf, (size_t)N, (size_t)C);
     if (!m->plan.tiled_head) {
         m->logits = gpu_push_saved(m, &final_saved[SV_LOGITS]);
         cu_matmul_forward(dt, m->logits, lnf, m->globals.lm_head, NULL, N, C, Vp);
@@ -238,11 +263,12 @@ void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
 // the globals' gradients, which the embedding's backward completes; with it a
 // chunk at a time, each handed on as soon as its rows are done: the same
 // tiles again, each turned into dlogits, then d(lnf) += dlogits w and
-// d(w) += dlogits^T lnf).
+// d(w) += dlogits^T lnf). --tp: d(lnf) is this rank's band's part, summed over the group (--sp: into
+// the rank's slice of the rows, the final norm's own, lnf gathered again first).
 void gpu_head_backward(GpuGPT *m, float dloss) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c), R = m->plan.head_rows, dt = m->dtype;
-    void *lnf = m->lnf;
+    void *lnf = (void *)gpu_tp_whole_rows(m, m->seq_whole, m->lnf, (size_t)N, (size_t)C);
     ledger_where("LM head backward", 0);
     if (!m->plan.tiled_head) {
         m->globals = gpu_global_weights(m), m->global_grads = gpu_global_grads(m);
@@ -251,7 +277,7 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
                                           m->band_stats, dloss);
         else cu_crossentropy_backward(dt, m->logits, m->losses, m->targets, N, c->vocab, Vp, dloss);  // -> dlogits in place
         cu_matmul_backward(dt, m->dln, m->global_grads.lm_head, NULL, m->logits, lnf, m->globals.lm_head, N, C, Vp);
-        gpu_tp_sum(m, m->dln, (size_t)N * C);  // f's backward (--tp: each band's part of d(lnf))
+        gpu_tp_sum_rows(m, m->dln, m->dln, (size_t)N * C);  // f's backward (--tp: each band's part of d(lnf))
         return;
     }
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {

@@ -35,7 +35,7 @@
 // (Llama: RMSNorm, out and rstd; no mean, no bias)
 void gpu_norm(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *x) {
     if (!(a->pushing & (SV_BIT(o) | SV_BIT(o + 1) | SV_BIT(o + 2)))) return;
-    int N = m->B * m->T, C = m->cfg.channels;
+    int N = gpu_rows(m), C = m->cfg.channels;  // (--sp: the rank's N/t)
     GpuOpParams w = gpu_op_weights(m, l, op);
     cu_norm_forward_as(is_llama(&m->cfg), m->dtype, a->saved[o], a->saved[o + 1], a->saved[o + 2], x, w.w, w.b, N, C);
 }
@@ -44,19 +44,23 @@ void gpu_norm(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *x) {
 // adapter of the op, before RoPE and the residual: gpu/lora.h), plus `residual` if given.
 // Llama's qkv: q and k then rotated by their positions (RoPE), as model.h's linear.
 // --tp: a row-parallel op's product is this rank's part of the sum, summed over its group (gpu/tensor.h)
-// before the bias and the residual (Megatron's g: model.h's linear).
+// before the bias and the residual (Megatron's g: model.h's linear). --sp: a column-parallel op reads every
+// row of its input, gathered from the group's slices, and a row-parallel op's sum is the rank's slice.
 void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, const void *residual) {
     if (!(a->pushing & SV_BIT(o))) return;
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T, adapted = gpu_lora_adapted(m, op), g = m->tp.size > 1 && tp_row_parallel(op);
+    int N = m->B * m->T, n = gpu_rows(m), C = c->channels, adapted = gpu_lora_adapted(m, op);
+    int g = m->tp.size > 1 && tp_row_parallel(op);
     GpuOpParams w = gpu_op_weights(m, l, op);
+    void *out = g && m->tp.sp > 1 ? m->seq_whole : a->saved[o];  // (--sp: the partial sums, every row)
+    if (tp_column_parallel(op)) inp = gpu_tp_whole_rows(m, m->seq_whole, inp, (size_t)N, (size_t)C);  // (--sp: gathered)
     // the residual is added inside the GEMM (cuBLASLt's C with beta 1): rounded once, as model.h's
     // linear rounds once; the qkv step, the one RoPE rotates, has none (--lora: added after the adapters)
-    cu_matmul_residual_forward(m->dtype, a->saved[o], inp, w.w, g ? NULL : w.b, adapted || g ? NULL : residual, N,
+    cu_matmul_residual_forward(m->dtype, out, inp, w.w, g ? NULL : w.b, adapted || g ? NULL : residual, N,
                                op_inputs(c, op), op_outputs(c, op));
-    if (g) gpu_tp_sum(m, a->saved[o], (size_t)N * c->channels), cu_bias_forward(m->dtype, a->saved[o], w.b, N, c->channels);
+    if (g) gpu_tp_sum_rows(m, a->saved[o], out, (size_t)N * C), cu_bias_forward(m->dtype, a->saved[o], w.b, n, C);  // g, + b
     if (adapted) gpu_lora_forward(m, l, op, a->saved[o], inp);  // + s (inp A^T) B^T   (--lora)
-    if ((adapted || g) && residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)N * c->channels);
+    if ((adapted || g) && residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)n * C);
     if (op == OP_QKV && is_llama(c)) {
         Rope r = cfg_rope(c);
         cu_rope_forward(m->dtype, a->saved[o], N, m->T, m->pos0, (int)qkv_width(c), rope_heads(c), head_size(c),
@@ -89,28 +93,31 @@ void gpu_activate(GpuGPT *m, GpuActs *a, int o, const void *inp) {
 // Their backward, each beside the forward above:
 // dinp = dout W (overwrites); dW += dout^T inp, db += column sums of dout.
 // Llama's qkv: dout (dqkv, scratch) is first rotated back in place, RoPE's backward.
-// --tp: a column-parallel op's dinp is this rank's part of the sum, summed over the group (Megatron's f).
+// --tp: a column-parallel op's dinp is this rank's part of the sum, summed over the group (Megatron's f;
+// --sp: into the rank's slice of dinp's rows). --sp: the input a column-parallel op's weight gradient reads,
+// and the output gradient a row-parallel op reads, are gathered again from the slices.
 void gpu_linear_backward(GpuGPT *m, int l, int op, void *dinp, void *dout, const void *inp) {
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T;
+    int N = m->B * m->T, C = c->channels;
     GpuOpParams w = gpu_op_weights(m, l, op), g = gpu_op_grads(m, l, op);
     if (op == OP_QKV && is_llama(c)) {
         Rope r = cfg_rope(c);
         cu_rope_backward(m->dtype, dout, N, m->T, m->pos0, (int)qkv_width(c), rope_heads(c), head_size(c), r.theta,
                          r.scaled);
     }
+    if (tp_column_parallel(op)) inp = gpu_tp_whole_rows(m, m->seq_whole, inp, (size_t)N, (size_t)C);      // (--sp)
+    if (tp_row_parallel(op)) dout = (void *)gpu_tp_whole_rows(m, m->seq_whole, dout, (size_t)N, (size_t)C);  // (--sp)
     cu_matmul_backward(m->dtype, dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     if (gpu_lora_adapted(m, op)) gpu_lora_backward(m, l, op, dinp, dout, inp);  // dinp += s dout B A; dA, dB (--lora)
-    if (m->tp.size > 1 && tp_column_parallel(op)) gpu_tp_sum(m, dinp, (size_t)N * op_inputs(c, op));  // f's backward (--tp)
+    if (m->tp.size > 1 && tp_column_parallel(op)) gpu_tp_sum_rows(m, dinp, dinp, (size_t)N * op_inputs(c, op));  // f's (--tp)
     gpu_op_grads_done(m, l, op);
 }
 
 // dinp += d layernorm(inp); dW, db += ...   (Llama: RMSNorm's; mean unused)
 void gpu_norm_backward(GpuGPT *m, int l, int op, void *dinp, const void *dout, const void *inp, const float *mean,
                        const float *rstd) {
-    int N = m->B * m->T, C = m->cfg.channels;
     GpuOpParams w = gpu_op_weights(m, l, op), g = gpu_op_grads(m, l, op);
-    cu_norm_backward_as(is_llama(&m->cfg), m->dtype, dinp, g.w, g.b, dout, inp, w.w, mean, rstd, N, C);
+    gpu_norm_backward_rows(m, dinp, g.w, g.b, dout, inp, w.w, mean, rstd);  // (--sp: the weight's gradient summed, gpu/head.h)
     gpu_op_grads_done(m, l, op);
 }
 
@@ -140,6 +147,7 @@ void gpu_mlp_out_backward(GpuGPT *m, int l, void *dfch, void *dout, const void *
         return;
     }
     GpuOpParams w = gpu_op_weights(m, l, OP_FCPROJ), g = gpu_op_grads(m, l, OP_FCPROJ);
+    dout = (void *)gpu_tp_whole_rows(m, m->seq_whole, dout, (size_t)N, (size_t)c->channels);  // (--sp: gathered)
     cu_matmul_dgelu_backward(m->dtype, dfch, g.w, g.b, dout, act, w.w, fch, N, op_inputs(c, OP_FCPROJ),
                              op_outputs(c, OP_FCPROJ));
     gpu_op_grads_done(m, l, OP_FCPROJ);

@@ -14,20 +14,18 @@
 #include "gpu/gpt.h"
 #include "memory/ledger.h"
 
-// Push tensor t (core/saved.h) for the current B x T: in the dtype, or in fp32
-// for a row statistic (layernorm mean and rstd, flash's lse).
-void *gpu_push_saved(GpuGPT *m, const SavedTensor *t) {
-    const GPTConfig *c = &m->cfg;
-    size_t count = saved_count(t, c, m->B, m->T, m->flash);
-    size_t bytes = count * (saved_is_row_stat(t, m->flash) ? sizeof(float) : m->elem_bytes);
-    return arena_push(saved_name(t, m->flash), bytes);
+// Tensor t's bytes for the current B x T: in the dtype, or in fp32 for a row statistic (layernorm mean
+// and rstd, flash's lse). (--sp: the running forward's slice of the residual path's rows.)
+static size_t gpu_tensor_bytes(const GpuGPT *m, const SavedTensor *t) {
+    GPTConfig c = m->cfg;
+    c.seq_split = m->tp.sp;
+    return saved_count(t, &c, m->B, m->T, m->flash) * (saved_is_row_stat(t, m->flash) ? sizeof(float) : m->elem_bytes);
 }
 
-size_t gpu_saved_bytes_now(const GpuGPT *m, int i) {
-    const GPTConfig *c = &m->cfg;
-    size_t count = saved_count(&block_saved[i], c, m->B, m->T, m->flash);
-    return count * (saved_is_row_stat(&block_saved[i], m->flash) ? sizeof(float) : m->elem_bytes);
-}
+// Push tensor t (core/saved.h) for the current B x T.
+void *gpu_push_saved(GpuGPT *m, const SavedTensor *t) { return arena_push(saved_name(t, m->flash), gpu_tensor_bytes(m, t)); }
+
+size_t gpu_saved_bytes_now(const GpuGPT *m, int i) { return gpu_tensor_bytes(m, &block_saved[i]); }
 
 // The named views of a block's tensors.
 void gpu_name_views(GpuActs *a, int flash) {

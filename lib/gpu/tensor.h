@@ -16,24 +16,60 @@
 #include "parallel/comm.h"
 #include "parallel/tensor.h"
 
+// x[0..n) (the dtype, on the GPU) into the host's fp32 room, widened; and back up from it, rounded.
+static float *gpu_tp_down(GpuGPT *m, const void *x, size_t n) {
+    float *h = m->tp_host;
+    if (n > m->tp_cap) ledger_bug("a tensor-parallel sum past the host's room", "gpu_tp_down");
+    if (m->dtype == DT_FP32) return gpu_download(h, x, n * sizeof(float)), h;
+    void *raw = h + m->tp_cap;  // (the bytes as the GPU holds them, past the fp32 room)
+    gpu_download(raw, x, n * m->elem_bytes);
+    dtype_load(h, raw, n, m->dtype);
+    return h;
+}
+
+static void gpu_tp_up(GpuGPT *m, void *x, size_t n) {
+    float *h = m->tp_host;
+    if (m->dtype == DT_FP32) {
+        gpu_upload(x, h, n * sizeof(float));
+        return;
+    }
+    void *raw = h + m->tp_cap;
+    dtype_store(raw, h, n, m->dtype);
+    gpu_upload(x, raw, n * m->elem_bytes);
+}
+
 // x[0..n) (the dtype, on the GPU) summed over the group, in place: Megatron's g after a row-parallel op,
 // f's backward after a column-parallel one, the embedding's bands, the LM head's input gradient.
 void gpu_tp_sum(GpuGPT *m, void *x, size_t n) {
     if (m->tp.size <= 1) return;
-    float *h = m->tp_host;
-    if (n > m->tp_cap) ledger_bug("a tensor-parallel sum past the host's room", "gpu_tp_sum");
-    if (m->dtype == DT_FP32) {
-        gpu_download(h, x, n * sizeof(float));
-        tp_sum(&m->tp, h, n);
-        gpu_upload(x, h, n * sizeof(float));
+    tp_sum(&m->tp, gpu_tp_down(m, x, n), n);
+    gpu_tp_up(m, x, n);
+}
+
+// --sp (parallel/tensor.h's two ends of a split layer, on the GPU): the whole (n_rows, width) tensor into
+// `full` from every rank's slice (this rank's `own`), or without --sp `own` itself. The bytes as they are:
+// an all-gather copies, it rounds nothing.
+const void *gpu_tp_whole_rows(GpuGPT *m, void *full, const void *own, size_t n_rows, size_t width) {
+    if (m->tp.sp <= 1) return own;
+    size_t part = n_rows / m->tp.sp * width * m->elem_bytes;
+    char *raw = (char *)m->tp_host;
+    if (g_ledger.trace) printf("  all-gather the rows over the tensor-parallel group of %d: %zu B\n", m->tp.size, part);
+    gpu_download(raw + (size_t)m->tp.rank * part, own, part);
+    comm_allgather_block(m->tp.comm, raw, (long long)part);
+    gpu_upload(full, raw, part * m->tp.sp);
+    return full;
+}
+
+// The partial products x[0..n) (whole rows) summed over the group into this rank's slice `own` (--sp: a
+// reduce-scatter, parallel/tensor.h tp_sum_rows), or every row on every rank, in place (gpu_tp_sum).
+void gpu_tp_sum_rows(GpuGPT *m, void *own, void *x, size_t n) {
+    if (m->tp.sp <= 1) {
+        gpu_tp_sum(m, x, n);
         return;
     }
-    void *raw = h + m->tp_cap;  // (the bytes as the GPU holds them, past the fp32 room)
-    gpu_download(raw, x, n * m->elem_bytes);
-    dtype_load(h, raw, n, m->dtype);
-    tp_sum(&m->tp, h, n);
-    dtype_store(raw, h, n, m->dtype);
-    gpu_upload(x, raw, n * m->elem_bytes);
+    float *h = gpu_tp_down(m, x, n);
+    tp_sum_rows(&m->tp, h, h, n);
+    gpu_tp_up(m, own, n / m->tp.sp);
 }
 
 // The loss across the vocabulary's bands: lse[0..N) each row's log-sum-exp over this rank's band on entry,

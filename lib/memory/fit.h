@@ -277,12 +277,12 @@ FitSearch fit_search(const FitQuestion *q) {
     int half = card && !card->bf16 ? DT_FP16 : DT_BF16;  // 16 bits: fp16 on a card without bf16 (a V100, a T4)
     for (int k = 1; k <= ranks; k++) divisors += ranks % k == 0;  // --shard-group's choices: each K that divides the ranks
     // --tp's choices: none, and for full fine-tuning each T that divides the ranks and the model's split widths,
-    // with and without --sp (where T divides the sequence; the CPU's); a rank of a group of T takes T
-    // times the sequences, so that the global batch stays. On the GPU --tp goes without --sp, --fused-ce and
-    // --offload (app/ranks.h).
+    // with and without --sp (where T divides the sequence); a rank of a group of T takes T times the
+    // sequences, so that the global batch stays. On the GPU --tp goes without --fused-ce and --offload
+    // (app/ranks.h).
     int tps[64], sps[64], ntp = 0, most = 0;
     for (int t = 1; t <= ranks && ntp < 63; t++)
-        for (int sp = 0; sp <= (t > 1 && q->s->seq_len % t == 0 && !gpu); sp++)
+        for (int sp = 0; sp <= (t > 1 && q->s->seq_len % t == 0); sp++)
             if (t == 1 || (!lora && ranks % t == 0 && tp_splits(&q->s->cfg, t))) tps[ntp] = t, sps[ntp++] = sp;
     for (int i = 0, m = 0; i < ntp; i++, m = 0) {  // the micro-batches a setting tries: the divisors of its sequences
         for (int k = 1; k <= global * tps[i]; k++) m += global * tps[i] % k == 0;

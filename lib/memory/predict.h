@@ -391,7 +391,7 @@ void predict_memory_cpu(const Settings *s, const Plan *p, MemReport *r) {
 //   one block = A(e N C) [ln1] + 4 A(4N) [ln1, ln2 mean and rstd] + A(3 e N C) [qkv]
 //             + A(e B H T^2) [att] or A(4 B H T) [lse] + 4 A(e N C) [atty, res2, ln2, res3]
 //             + 2 A(4 e N C) [fch, fch_gelu];  kept: the tensors the plan keeps
-//   encoded A(e N C); final A(e N C) + 2 A(4N) + A(e N Vp) [logits] or A(4N) [--fused-ce: lse]
+//   encoded A(e N C) (--sp: N/t rows, as ln1, res2, ln2, res3, lnf); final A(e N C) + 2 A(4N) + A(e N Vp) [logits] or A(4N) [--fused-ce: lse]
 //   after forward = encoded + L*kept + final; peak = max(after forward, encoded + (L-1)*kept + full)
 ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
     size_t full = 0, kept = 0, final = 0, e = dtype_size(s->dtype), C = s->cfg.channels, N = (size_t)s->batch * s->seq_len;
@@ -403,7 +403,7 @@ ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
     }
     for (int i = 0; i < SV_LOGITS; i++) final += gpu_saved_bytes(&final_saved[i], s);
     final += p->tiled_head ? gpu_act(4 * N) : gpu_saved_bytes(&final_saved[SV_LOGITS], s);
-    return stack_of(L, gpu_act(e * N * C), kept, full, final);
+    return stack_of(L, gpu_act(e * seq_rows(&s->cfg, N) * C), kept, full, final);  // (--sp: the encoded slice)
 }
 
 // The GPU's scratch row: no fp32 working copies (the GPU computes on the 16-bit tensors);
@@ -420,7 +420,8 @@ ActivationBytes predict_activations_gpu(const Settings *s, const Plan *p) {
 //     (the most an op has, O: core/lora.h lora_op_most), 2 e O
 //   --base-dtype the piece a frozen op's weights are read back into, e * piece, and with --double-quant
 //     a tensor's absmax while it is stored (predict_packed_base), on the GPU as on the CPU
-//   --tp the loss's statistics over the rank's band of the vocabulary, 3 * 4N
+//   --tp the loss's statistics over the rank's band of the vocabulary, 3 * 4N; --sp the whole sequence a
+//     split layer reads, e N C
 size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
     MemSnapshot packed;
     size_t base = s->lora.rank && s->base_bits < 32 ? dtype_size(s->dtype) * p->piece + predict_packed_base(s, &packed) : 0;
@@ -429,6 +430,7 @@ size_t predict_scratch_gpu(const Settings *s, const Plan *p) {
     size_t backward = N * (2 * C + W + attn_width(&s->cfg) + (size_t)op_outputs(&s->cfg, OP_FC) + (is_llama(&s->cfg) ? F : 0));
     if (R) backward += 2 * N * R + (e != 4 ? 2 * lora_op_most(&s->cfg, &s->lora) : 0);  // (--lora, in the dtype too)
     base += s->tp > 1 ? 3 * 4 * N : 0;  // (--tp: each row's max, sum and target logit over the band)
+    base += s->cfg.seq_split > 1 ? e * N * C : 0;  // (--sp: the whole sequence a split layer reads)
     return base + backward * e + 4 * N + 8 * (GPU_NORM_BLOCKS + GPU_STEP_NUMBERS) + GPU_GEMM_WORKSPACE +
            4 * GPU_COLSUM_CHUNKS * 4 * C + (s->flash ? 4 * B * H * T : 0) +
            (p->tiled_head ? e * predict_head_tile((size_t)p->head_rows, padded_vocab(&s->cfg)) + 2 * 4 * N : 0) +

@@ -123,7 +123,7 @@ void parse_tp(Settings *s) {
         usage_error("--tp splits the layers on the CPU's ranks for now; %s with --tp is not built yet: drop it "
                     "(doc/tensor-parallel.md says what --tp takes)", no);
     // the GPU (gpu/model.h): the split layer, the vocabulary's bands and the loss across the group; these not yet
-    const char *gpu_no = !s->cuda ? NULL : s->fused_ce ? "--fused-ce" : s->offload ? "--offload" : NULL;
+    const char *gpu_no = !s->cuda ? NULL : s->offload ? "--offload" : NULL;
     if (gpu_no)
         usage_error("--device cuda --tp %d splits each layer over the GPUs, and %s with it is not built yet: drop it, "
                     "or run it on the CPU's ranks (doc/tensor-parallel.md)", t, gpu_no);

@@ -115,64 +115,87 @@ void gpu_forward_start(GpuGPT *m, int B, int T) {
     m->arena_mark = arena_mark();
 }
 
+// Rows [lo, hi) of the table (w: row lo) added into out for each position's token and its position,
+// and their backward (cu_encoder_*_chunk: a token's row is the token, position t's `at` + t). --tp: the
+// share's table is the band's Vb rows, then (GPT-2) the positions'; the GPU's tokens are the whole
+// vocabulary's, so a chunk is its band part (tokens first + j) and its positions part (rows Vw + t past
+// the whole vocabulary's Vw, which no token reaches), the positions added by the group's first rank alone
+// and their gradient, whole, on every rank.
+static void gpu_lookup_chunk(GpuGPT *m, void *out, const void *w, int lo, int hi) {
+    int Vb = padded_vocab(&m->cfg), first = tp_vocab_first(&m->tp, Vb), Vw = padded_vocab(&m->tp.whole);
+    int B = m->B, T = m->T, C = m->cfg.channels, dt = m->dtype, at = m->tp.rank ? -(1 << 30) : Vw + m->pos0, mid;
+    if (m->tp.size <= 1) {
+        cu_encoder_forward_chunk(dt, out, m->inputs, w, lo, hi, Vb + m->pos0, B, T, C);
+        return;
+    }
+    mid = hi < Vb ? hi : Vb;
+    if (lo < mid) cu_encoder_forward_chunk(dt, out, m->inputs, w, first + lo, first + mid, at, B, T, C);
+    mid = lo > Vb ? lo : Vb;
+    if (mid < hi) cu_encoder_forward_chunk(dt, out, m->inputs, element(m, (void *)w, (size_t)(mid - lo) * C),
+                                           Vw + mid - Vb, Vw + hi - Vb, at, B, T, C);
+}
+
+static void gpu_lookup_chunk_backward(GpuGPT *m, void *g, const void *dx, int lo, int hi) {
+    int Vb = padded_vocab(&m->cfg), first = tp_vocab_first(&m->tp, Vb), Vw = padded_vocab(&m->tp.whole);
+    int B = m->B, T = m->T, C = m->cfg.channels, dt = m->dtype, N = B * T, mid;
+    int *pos = m->buckets, *start = pos + N, *tok = start + N + 1, u = m->nbuckets;
+    if (m->tp.size <= 1) {
+        cu_encoder_backward_chunk(dt, g, dx, pos, start, tok, u, lo, hi, Vb, B, T, C);
+        return;
+    }
+    mid = hi < Vb ? hi : Vb;
+    if (lo < mid) cu_encoder_backward_chunk(dt, g, dx, pos, start, tok, u, first + lo, first + mid, Vw, B, T, C);
+    mid = lo > Vb ? lo : Vb;
+    if (mid < hi) cu_encoder_backward_chunk(dt, element(m, g, (size_t)(mid - lo) * C), dx, pos, start, tok, u,
+                                            Vw + mid - Vb, Vw + hi - Vb, Vw, B, T, C);
+}
+
 // encoded (N,C) = wte[inp] + wpe[pos0 .. pos0+T) (pos0 0 but in a sample's
-// forward with the KV cache; Llama: wte[inp] alone), pushed on the stack. --tp: the group sums its
-// bands' rows (--sp: into this rank's slice, N/t rows, from every row in seq_whole).
+// forward with the KV cache; Llama: wte[inp] alone), pushed on the stack: the whole table at once, or
+// (--fused-ce) a chunk of it at a time. --tp: the group sums its bands' rows (--sp: into this rank's
+// slice, N/t rows, from every row in seq_whole).
 void gpu_embed_forward(GpuGPT *m) {
     const GPTConfig *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c), dt = m->dtype;
+    int B = m->B, T = m->T, C = c->channels, rows = embedding_rows(c), tiled = m->plan.tiled_head, split = m->tp.size > 1;
     ledger_where("embedding", 0);
     m->encoded = arena_push("encoded", (size_t)gpu_rows(m) * C * m->elem_bytes);
-    if (m->tp.size > 1) {  // --tp: the band's rows of its tokens, the positions by the group's first rank; summed
-        int first = tp_vocab_first(&m->tp, Vp), Vw = padded_vocab(&m->tp.whole);
-        void *enc = m->tp.sp > 1 ? m->seq_whole : m->encoded;
-        gpu_zero(enc, (size_t)B * T * C * m->elem_bytes);
-        cu_encoder_forward_chunk(dt, enc, m->inputs, m->globals.wte, first, first + Vp, Vw + m->pos0, B, T, C);
-        if (m->globals.wpe && m->tp.rank == 0)
-            cu_encoder_forward_chunk(dt, enc, m->inputs, m->globals.wpe, Vw, Vw + c->max_seq, Vw + m->pos0, B, T, C);
-        gpu_tp_sum_rows(m, m->encoded, enc, (size_t)B * T * C);
-        return;
-    }
-    if (!m->plan.tiled_head) {
+    if (!tiled && !split) {
         const void *wpe = m->globals.wpe ? element(m, m->globals.wpe, (size_t)m->pos0 * C) : NULL;
-        cu_encoder_forward(dt, m->encoded, m->inputs, m->globals.wte, wpe, B, T, C);
+        cu_encoder_forward(m->dtype, m->encoded, m->inputs, m->globals.wte, wpe, B, T, C);
         return;
     }
-    gpu_zero(m->encoded, (size_t)B * T * C * m->elem_bytes);  // a chunk of the table at a time
-    for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
-        Rows r = table_rows(&m->plan, rows, k);
-        cu_encoder_forward_chunk(dt, m->encoded, m->inputs, gpu_table_chunk_weights(m, rows, k), r.lo, r.hi, Vp + m->pos0,
-                                 B, T, C);
+    void *enc = m->tp.sp > 1 ? m->seq_whole : m->encoded;
+    gpu_zero(enc, (size_t)B * T * C * m->elem_bytes);
+    for (int k = 0; k < (tiled ? table_chunks(&m->plan, rows) : 1); k++) {
+        Rows r = tiled ? table_rows(&m->plan, rows, k) : (Rows){0, rows};
+        gpu_lookup_chunk(m, enc, tiled ? gpu_table_chunk_weights(m, rows, k) : m->globals.wte, r.lo, r.hi);
     }
+    if (split) gpu_tp_sum_rows(m, m->encoded, enc, (size_t)B * T * C);  // the bands' rows summed
 }
 
 // Its backward: d(encoded) (in dres) into the table's gradient; the globals'
-// gradients (the LM head's, the final layernorm's, these) are complete now. (--sp: the group's slices
-// of d(encoded) gathered first, so every rank adds every row.)
+// gradients (the LM head's, the final layernorm's, these) are complete now; with --fused-ce a chunk at a
+// time, each handed on (reduce-scattered at stages 2, 3) when done. (--sp: the group's slices of
+// d(encoded) gathered first, so every rank adds every row.)
 void gpu_embed_backward(GpuGPT *m) {
     const GPTConfig *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c), dt = m->dtype;
-    int N = B * T, *pos = m->buckets, *start = pos + N, *tok = start + N + 1;
+    int B = m->B, T = m->T, C = c->channels, rows = embedding_rows(c), N = B * T, tiled = m->plan.tiled_head;
+    int *pos = m->buckets, *start = pos + N, *tok = start + N + 1;
     ledger_where("embedding backward", 0);
     if (gpu_frozen(m)) {  // --lora: the table is frozen, nothing to add into
-    } else if (m->tp.size > 1) {  // --tp: the band's token rows; the positions' (the same on every rank) whole
-        int first = tp_vocab_first(&m->tp, Vp), Vw = padded_vocab(&m->tp.whole);
-        const void *dx = gpu_tp_whole_rows(m, m->seq_whole, m->dres, (size_t)N, (size_t)C);
-        cu_encoder_backward_chunk(dt, m->global_grads.wte, dx, pos, start, tok, m->nbuckets, first, first + Vp, Vw, B, T, C);
-        if (m->global_grads.wpe)
-            cu_encoder_backward_chunk(dt, m->global_grads.wpe, dx, pos, start, tok, m->nbuckets, Vw, Vw + c->max_seq, Vw, B,
-                                      T, C);
+    } else if (!tiled && m->tp.size <= 1) {
+        cu_encoder_backward(m->dtype, m->global_grads.wte, m->global_grads.wpe, m->dres, pos, start, tok, m->nbuckets, B,
+                            T, C);
         gpu_global_grads_done(m);
-    } else if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
-        for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
-            Rows r = table_rows(&m->plan, rows, k);
-            void *g = gpu_grads_params(m, table_chunk(&m->plan, c, rows, k));
-            cu_encoder_backward_chunk(dt, g, m->dres, pos, start, tok, m->nbuckets, r.lo, r.hi, Vp, B, T, C);
-            gpu_table_chunk_grads_done(m, rows, k);
-        }
     } else {
-        cu_encoder_backward(dt, m->global_grads.wte, m->global_grads.wpe, m->dres, pos, start, tok, m->nbuckets, B, T, C);
-        gpu_global_grads_done(m);
+        const void *dx = gpu_tp_whole_rows(m, m->seq_whole, m->dres, (size_t)N, (size_t)C);
+        for (int k = 0; k < (tiled ? table_chunks(&m->plan, rows) : 1); k++) {
+            Rows r = tiled ? table_rows(&m->plan, rows, k) : (Rows){0, rows};
+            gpu_lookup_chunk_backward(m, tiled ? gpu_grads_params(m, table_chunk(&m->plan, c, rows, k)) : m->global_grads.wte,
+                                      dx, r.lo, r.hi);
+            if (tiled) gpu_table_chunk_grads_done(m, rows, k);
+        }
+        if (!tiled) gpu_global_grads_done(m);
     }
     arena_pop_to(m->arena_mark, "encoded");
 }
@@ -198,14 +221,13 @@ void *gpu_final_norm_forward(GpuGPT *m, const void *x) {
 // Its backward: d(x) (into dres, zeroed first) from d(lnf) (in dln: --sp, the rank's rows); then
 // every final tensor leaves the stack.
 void gpu_final_norm_backward(GpuGPT *m) {
-    int N = gpu_rows(m), C = m->cfg.channels, dt = m->dtype, rms = is_llama(&m->cfg);
+    int N = gpu_rows(m), C = m->cfg.channels, rms = is_llama(&m->cfg);
     const void *x = gpu_block_input(m, m->cfg.layers);
     gpu_zero(m->dres, (size_t)N * C * m->elem_bytes);
     if (m->plan.tiled_head) {
         Piece lnf = lnf_piece(&m->cfg);
-        void *p = gpu_fetch_params(m, lnf), *g = gpu_grads_params(m, lnf);
-        cu_norm_backward_as(rms, dt, m->dres, g, g ? element(m, g, C) : NULL, m->dln, x, p, m->lnf_mean, m->lnf_rstd, N,
-                            C);  // (--lora: g NULL, frozen)
+        void *p = gpu_fetch_params(m, lnf), *g = gpu_grads_params(m, lnf);  // (--lora: g NULL, frozen)
+        gpu_norm_backward_rows(m, m->dres, g, g && !rms ? element(m, g, C) : NULL, m->dln, x, p, m->lnf_mean, m->lnf_rstd);
         gpu_grads_params_done(m, lnf);
     } else {
         gpu_norm_backward_rows(m, m->dres, m->global_grads.lnfw, m->global_grads.lnfb, m->dln, x, m->globals.lnfw,
@@ -244,6 +266,7 @@ void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
     m->head_lse = arena_push("logits_lse", (size_t)N * sizeof(float));
     if (!has_targets) return;  // (sampling: gpu_gpt_logits_row computes its row)
     float *s = m->head_stats, *z = m->head_stats + N;
+    int real = c->vocab - tp_vocab_first(&m->tp, Vp);  // (--tp: the band's columns past V are padding)
     for (int k = 0; k < table_chunks(&m->plan, Vp); k++) {
         Rows v = table_rows(&m->plan, Vp, k);
         int v0 = v.lo, nv = v.hi - v.lo;
@@ -251,11 +274,12 @@ void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
         for (int r0 = 0; r0 < N; r0 += R) {
             int rows = N - r0 < R ? N - r0 : R;
             cu_matmul_forward(dt, m->head_tile, element(m, (void *)lnf, (size_t)r0 * C), w, NULL, rows, C, nv);
-            cu_crossentropy_tile_forward(dt, m->head_tile, rows, nv, v0, c->vocab, m->targets + r0, m->head_lse + r0,
-                                         s + r0, z + r0);
+            cu_crossentropy_tile_forward(dt, m->head_tile, rows, nv, v0, real, m->targets + r0, m->head_lse + r0, s + r0,
+                                         z + r0);
         }
     }
     cu_crossentropy_tile_finish(m->head_lse, s, z, m->losses, N);  // lse = m + log s; loss = lse - z
+    if (m->tp.size > 1) gpu_tp_loss(m, m->head_lse, z, m->losses, N);  // (--tp: the bands' combined)
     cu_loss_add(m->numbers, m->losses, N);
 }
 
@@ -289,12 +313,13 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
             int rows = N - r0 < R ? N - r0 : R;
             void *x = element(m, lnf, (size_t)r0 * C);
             cu_matmul_forward(dt, m->head_tile, x, w, NULL, rows, C, nv);
-            cu_crossentropy_tile_backward(dt, m->head_tile, rows, nv, v0, c->vocab, m->targets + r0, m->head_lse + r0,
-                                          dloss);
+            cu_crossentropy_tile_backward(dt, m->head_tile, rows, nv, v0, c->vocab - tp_vocab_first(&m->tp, Vp),
+                                          m->targets + r0, m->head_lse + r0, dloss);
             cu_matmul_backward_into(dt, element(m, m->dln, (size_t)r0 * C), g, m->head_tile, x, w, rows, C, nv, k > 0);
         }
         gpu_head_chunk_grads_done(m, k);
     }
+    gpu_tp_sum_rows(m, m->dln, m->dln, (size_t)N * C);  // f's backward (--tp)
 }
 
 // Row i of the last forward's logits, widened to fp32 into the host's row

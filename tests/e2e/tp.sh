@@ -29,7 +29,7 @@ expect 2 "--sp cuts the rows of a --tp group's residual path: it goes with --tp 
 expect 2 "give a --seq-len that 4 divides" "${G[@]}" --seq-len 30 --tp 4 --sp --ranks 4 --dry-run
 expect 2 "--shard-group 3 must divide the 4 data-parallel ranks" "${G[@]}" --tp 2 --ranks 8 --zero 1 --shard-group 3 --dry-run
 expect 2 "with --tp is not built yet" "${G[@]}" --tp 2 --ranks 2 --lora 2
-for flag in "--fused-ce" "--offload opt"; do  # (the GPU: tests/run_cuda.sh's tp section trains there)
+for flag in "--offload opt"; do  # (the GPU: tests/run_cuda.sh's tp section trains there)
   # shellcheck disable=SC2086
   expect 2 "--device cuda --tp 2 splits each layer over the GPUs, and ${flag%% *} with it is not built yet" \
     "${G[@]}" --tp 2 --ranks 2 --device cuda $flag

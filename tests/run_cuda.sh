@@ -951,14 +951,14 @@ sec_tp() {
   local good=1 f i=0 tol msg= worst=
   for f in "G" "L" "G --dtype bf16 --flash" "L --dtype bf16 --flash" "G --dtype fp16 --accum 2 --batch 2" "L --recompute attn,gelu" \
            "G --sp" "L --sp --dtype bf16 --flash" "G --sp --dtype fp16 --recompute attn,gelu" "G --fused-ce --sp" \
-           "L --fused-ce --dtype bf16"; do
+           "L --fused-ce --dtype bf16" "L --offload opt --dtype bf16"; do
     i=$((i + 1)); tol=1e-5; case "$f" in *16*) tol=3e-2 ;; esac
     # shellcheck disable=SC2086
     if trun tg$i 2 cuda $f && ledgers tg$i 2 && trun tc$i 2 cpu $f && msg=$(close "$tmp/tg$i.csv" "$tmp/tc$i.csv" $tol); then
       [ $i = 1 ] && worst=$msg
     else good=0; echo "  $f: ${msg:-a run failed, or a ledger differs}"; fi
   done
-  if [ $good = 1 ]; then ok "GPU --tp 2 == the CPU's --tp 2: GPT-2 and Llama (grouped heads), fp32 ($worst), bf16 --flash, fp16 --accum 2, --recompute; with --sp and --fused-ce too; both ranks' ledgers equal"
+  if [ $good = 1 ]; then ok "GPU --tp 2 == the CPU's --tp 2: GPT-2 and Llama (grouped heads), fp32 ($worst), bf16 --flash, fp16 --accum 2, --recompute; with --sp, --fused-ce and --offload too; both ranks' ledgers equal"
   else bad "GPU --tp 2 against the CPU's"; fi
   if trun tk 2 cuda G --ckpt && cmp -s <(losses "$tmp/tk.csv") <(losses "$tmp/tg1.csv") && cmp -s <(norms "$tmp/tk.csv") <(norms "$tmp/tg1.csv"); then
     ok "GPU --tp 2 --ckpt: the losses and norms of the run without it, bit for bit"
@@ -976,7 +976,7 @@ sec_tp() {
   else bad "GPU --tp --export: $(tail -1 "$tmp/te.out" 2>/dev/null)"; fi
   # 4 ranks: 2 groups of 2, data-parallel across them at ZeRO 1 and 3; a sample's tokens (the bands' logits gathered)
   good=1
-  for f in "--zero 1" "--zero 3 --dtype bf16" "--zero 3 --fused-ce --sp"; do
+  for f in "--zero 1" "--zero 3 --dtype bf16" "--zero 3 --fused-ce --sp" "--zero 3 --offload opt,params"; do
     tol=1e-5; case "$f" in *16*) tol=3e-2 ;; esac
     # shellcheck disable=SC2086
     trun t4g 4 cuda G --batch 2 $f && ledgers t4g 4 && trun t4c 4 cpu G --batch 2 $f && close "$tmp/t4g.csv" "$tmp/t4c.csv" $tol >/dev/null ||
@@ -987,7 +987,7 @@ sec_tp() {
   if [ $good = 1 ] && trun ts 2 cuda G "${smp[@]}" && trun tsc 2 cpu G "${smp[@]}" && [ -n "$(sample "$tmp/ts.out")" ] &&
      cmp -s <(sample "$tmp/ts.out") <(sample "$tmp/tsc.out") && trun tf 2 cuda G "${smp[@]}" --fused-ce &&
      cmp -s <(sample "$tmp/tf.out") <(sample "$tmp/tsc.out"); then
-    ok "GPU --tp 2 on 4 ranks (2 groups, ZeRO 1; ZeRO 3 in bf16, and with --fused-ce --sp) == the CPU's, every ledger equal; a sample the CPU's 30 tokens (--fused-ce's too)"
+    ok "GPU --tp 2 on 4 ranks (2 groups, ZeRO 1; ZeRO 3 in bf16, with --fused-ce --sp, with --offload opt,params) == the CPU's, every ledger equal; a sample the CPU's 30 tokens (--fused-ce's too)"
   else bad "GPU --tp on 4 ranks, or its sample"; fi
 }
 

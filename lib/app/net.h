@@ -95,7 +95,7 @@ int net_offload_build(Net *n, const Settings *s, const Plan *plan, int rank, con
     else optimizer_setup(&opt, &adam, &s->cfg, lo, hi, s->adam_bits);
     int bad = host_offload_build(&n->off, &link, plan, &opt, shard_state_len(sh), s->offload_dir, rank);
     if (comm_any(bad)) return -1;  // (every rank stops before the init's collectives)
-    if (s->tp > 1 && !n->cuda) host_offload_init_share(&n->off, &n->cpu.tp, &s->cfg, src);  // (--tp: a share's)
+    if (s->tp > 1) host_offload_init_share(&n->off, n->cuda ? &n->gpu.tp : &n->cpu.tp, &s->cfg, src);  // (--tp: a share's)
     else if (!s->lora.rank) host_offload_init(&n->off, &s->cfg, src);
     if (!s->lora.rank) return 0;
     if (n->cuda) gpu_gpt_init(&n->gpu, src), host_offload_init_by(&n->off, gpu_lora_down_to, &n->gpu);

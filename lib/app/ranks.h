@@ -120,13 +120,8 @@ void parse_tp(Settings *s) {
     const char *no = s->lora.rank ? "--lora" : s->eval_only ? "--eval-only" : NULL;
     if (s->fit) usage_error("--fit tries every --tp that divides the ranks and the model's heads and widths: drop --tp %d", t);
     if (no)
-        usage_error("--tp splits the layers on the CPU's ranks for now; %s with --tp is not built yet: drop it "
+        usage_error("--tp splits every layer over a group of ranks; %s with --tp is not built yet: drop it "
                     "(doc/tensor-parallel.md says what --tp takes)", no);
-    // the GPU (gpu/model.h): the split layer, the vocabulary's bands and the loss across the group; these not yet
-    const char *gpu_no = !s->cuda ? NULL : s->offload ? "--offload" : NULL;
-    if (gpu_no)
-        usage_error("--device cuda --tp %d splits each layer over the GPUs, and %s with it is not built yet: drop it, "
-                    "or run it on the CPU's ranks (doc/tensor-parallel.md)", t, gpu_no);
     if (s->dry_run || s->ranks > 1) check_tp(t, s->ranks > 1 ? s->ranks : 1);  // (--ranks auto: one)
     if (s->host_each && s->host_each % t)  // (--hosts with as many ranks on each machine: a group inside one)
         usage_error("--tp %d keeps each group of %d ranks inside a machine, and --hosts gives each machine %d: give "

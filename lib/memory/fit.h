@@ -278,8 +278,7 @@ FitSearch fit_search(const FitQuestion *q) {
     for (int k = 1; k <= ranks; k++) divisors += ranks % k == 0;  // --shard-group's choices: each K that divides the ranks
     // --tp's choices: none, and for full fine-tuning each T that divides the ranks and the model's split widths,
     // with and without --sp (where T divides the sequence); a rank of a group of T takes T times the
-    // sequences, so that the global batch stays. On the GPU --tp goes without --offload
-    // (app/ranks.h).
+    // sequences, so that the global batch stays.
     int tps[64], sps[64], ntp = 0, most = 0;
     for (int t = 1; t <= ranks && ntp < 63; t++)
         for (int sp = 0; sp <= (t > 1 && q->s->seq_len % t == 0); sp++)
@@ -308,7 +307,6 @@ FitSearch fit_search(const FitQuestion *q) {
             int params = off >= FIT_OFFLOAD_PARAMS_HOST, disk = off == FIT_OFFLOAD_DISK || off == FIT_OFFLOAD_PARAMS_DISK;
             if (seqs % micro || r.n == cap || (params && (zero != 3 || ranks == 1)) || (off && !gpu && !disk)) continue;
             if (zero && ranks / tp == 1) continue;  // (one data-parallel rank: nothing for ZeRO to shard)
-            if (gpu && tp > 1 && off) continue;  // (not with --tp on the GPU yet)
             if (bases[b] == QF_BF16 && dtype) continue;  // (a bf16 base under a 16-bit --dtype is its QF_FP32)
             if (zero == 3 && bases[b] != QF_FP32) continue;  // (--lora's stage 3 shards a frozen model in the --dtype)
             FitSetting f = {.dtype = dtype ? half : DT_FP32, .flash = flash, .fused_ce = fused, .zero = zero, .micro = micro,

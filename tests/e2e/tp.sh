@@ -29,7 +29,6 @@ expect 2 "--sp cuts the rows of a --tp group's residual path: it goes with --tp 
 expect 2 "give a --seq-len that 4 divides" "${G[@]}" --seq-len 30 --tp 4 --sp --ranks 4 --dry-run
 expect 2 "--shard-group 3 must divide the 4 data-parallel ranks" "${G[@]}" --tp 2 --ranks 8 --zero 1 --shard-group 3 --dry-run
 expect 2 "with --tp is not built yet" "${G[@]}" --tp 2 --ranks 2 --lora 2
-expect 2 "--eval-only with --tp is not built yet" "${G[@]}" --tp 2 --ranks 2 --eval-only
 
 # --mem-ops on a rank: the per-layer formula is Korthikanti et al.'s for tensor parallelism, sbh (10 + 24/t +
 # 5as/(ht)) in 16 bits with dropout; gptmem's 13 tensors are that less the dropout terms, plus the row statistics

@@ -963,6 +963,11 @@ sec_tp() {
   if trun tk 2 cuda G --ckpt && cmp -s <(losses "$tmp/tk.csv") <(losses "$tmp/tg1.csv") && cmp -s <(norms "$tmp/tk.csv") <(norms "$tmp/tg1.csv"); then
     ok "GPU --tp 2 --ckpt: the losses and norms of the run without it, bit for bit"
   else bad "GPU --tp 2 --ckpt"; fi
+  # what a step sends inside the group: the CPU's collectives (through the host in fp32), as predicted
+  if trun tm 2 cuda G --steps 2 --sp --dtype bf16 --ckpt --mem &&
+     grep -q 'tensor-parallel group of 2: \([0-9]*\) B (predicted \1 B' "$tmp/tm.out"; then
+    ok "GPU --tp 2 --sp --ckpt in bf16: a step sends inside the group what the prediction says, to the byte"
+  else bad "GPU --tp --sp: the group's bytes against the prediction: $(grep -o 'tensor-parallel group of 2: [0-9]* B (predicted [0-9]* B' "$tmp/tm.out")"; fi
   # a state: each rank's share in its file, resumed on the GPU bit for bit, and on the CPU's ranks
   if trun tv 2 cuda G --save "$tmp/tp.bin" --stop-after 3 && trun tr 2 cuda G --resume "$tmp/tp.bin" &&
      cmp -s <(losses "$tmp/tr.csv") <(losses "$tmp/tg1.csv" | tail -3) && trun trc 2 cpu G --resume "$tmp/tp.bin" &&

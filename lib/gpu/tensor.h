@@ -47,16 +47,17 @@ void gpu_tp_sum(GpuGPT *m, void *x, size_t n) {
 }
 
 // --sp (parallel/tensor.h's two ends of a split layer, on the GPU): the whole (n_rows, width) tensor into
-// `full` from every rank's slice (this rank's `own`), or without --sp `own` itself. The bytes as they are:
-// an all-gather copies, it rounds nothing.
+// `full` from every rank's slice (this rank's `own`), or without --sp `own` itself: gathered on the host
+// in fp32, as parallel/tensor.h tp_whole_rows gathers the CPU's (the widening and the rounding back
+// change no bit; the bytes sent are the CPU's).
 const void *gpu_tp_whole_rows(GpuGPT *m, void *full, const void *own, size_t n_rows, size_t width) {
     if (m->tp.sp <= 1) return own;
-    size_t part = n_rows / m->tp.sp * width * m->elem_bytes;
-    char *raw = (char *)m->tp_host;
-    if (g_ledger.trace) printf("  all-gather the rows over the tensor-parallel group of %d: %zu B\n", m->tp.size, part);
-    gpu_download(raw + (size_t)m->tp.rank * part, own, part);
-    comm_allgather_block(m->tp.comm, raw, (long long)part);
-    gpu_upload(full, raw, part * m->tp.sp);
+    size_t part = n_rows / m->tp.sp * width;
+    float *h = m->tp_host, *mine = gpu_tp_down(m, own, part);  // (the room's first part)
+    memmove(h + (size_t)m->tp.rank * part, mine, part * sizeof(float));
+    if (g_ledger.trace) printf("  all-gather the rows over the tensor-parallel group of %d: %zu B\n", m->tp.size, part * sizeof(float));
+    comm_allgather_block(m->tp.comm, h, (long long)(part * sizeof(float)));
+    gpu_tp_up(m, full, part * m->tp.sp);
     return full;
 }
 

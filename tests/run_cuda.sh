@@ -981,18 +981,18 @@ sec_tp() {
   else bad "GPU --tp --export: $(tail -1 "$tmp/te.out" 2>/dev/null)"; fi
   # 4 ranks: 2 groups of 2, data-parallel across them at ZeRO 1 and 3; a sample's tokens (the bands' logits gathered)
   good=1
-  for f in "--zero 1" "--zero 3 --dtype bf16" "--zero 3 --fused-ce --sp" "--zero 3 --offload opt,params"; do
+  for f in "--zero 1" "--zero 3 --dtype bf16" "--zero 3 --fused-ce --sp" "--zero 3 --offload opt,params" "--zero 3 --comm nccl"; do
     tol=1e-5; case "$f" in *16*) tol=3e-2 ;; esac
     # shellcheck disable=SC2086
-    trun t4g 4 cuda G --batch 2 $f && ledgers t4g 4 && trun t4c 4 cpu G --batch 2 $f && close "$tmp/t4g.csv" "$tmp/t4c.csv" $tol >/dev/null ||
-      { good=0; echo "  4 ranks $f differ, or a ledger"; }
+    GPTMEM_NCCL_ONE_GPU=1 trun t4g 4 cuda G --batch 2 $f && ledgers t4g 4 && trun t4c 4 cpu G --batch 2 ${f%--comm*} &&
+      close "$tmp/t4g.csv" "$tmp/t4c.csv" $tol >/dev/null || { good=0; echo "  4 ranks $f differ, or a ledger"; }
   done
   local smp=(--steps 2 --sample-len 30 --prompt "ROMEO:" --sp)  # (--sp: the training's rows a slice, a sample's all)
   sample() { sed -n '/---- sample/,/^------/p' "$1"; }
   if [ $good = 1 ] && trun ts 2 cuda G "${smp[@]}" && trun tsc 2 cpu G "${smp[@]}" && [ -n "$(sample "$tmp/ts.out")" ] &&
      cmp -s <(sample "$tmp/ts.out") <(sample "$tmp/tsc.out") && trun tf 2 cuda G "${smp[@]}" --fused-ce &&
      cmp -s <(sample "$tmp/tf.out") <(sample "$tmp/tsc.out"); then
-    ok "GPU --tp 2 on 4 ranks (2 groups, ZeRO 1; ZeRO 3 in bf16, with --fused-ce --sp, with --offload opt,params) == the CPU's, every ledger equal; a sample the CPU's 30 tokens (--fused-ce's too)"
+    ok "GPU --tp 2 on 4 ranks (2 groups, ZeRO 1; ZeRO 3 in bf16, with --fused-ce --sp, with --offload opt,params, over NCCL's communicator of the data-parallel ranks) == the CPU's, every ledger equal; a sample the CPU's 30 tokens (--fused-ce's too)"
   else bad "GPU --tp on 4 ranks, or its sample"; fi
 }
 

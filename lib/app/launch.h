@@ -258,15 +258,17 @@ int open_comm_backend(Settings *s) {
     }
     if (s->comm == COMM_AUTO) s->comm = comm_any(sharing > 1 || !built) ? COMM_MPI : COMM_NCCL;
     if (s->comm != COMM_NCCL) return 0;
-    // one communicator for ZeRO's collectives: all the ranks, or with --shard-group this rank's
-    // group (its first rank makes the id); the sum across the groups goes over MPI
+    // one communicator for ZeRO's collectives: the ranks it shards over, all of them, with --tp the
+    // data-parallel ones, or with --shard-group this rank's group (its first rank makes the id); the sum
+    // across the groups goes over MPI
+    CommGroup *g = comm_shard_group();
     unsigned char id[512] = {0};
     size_t n = gpu_nccl_id_bytes();
     if (n > sizeof id) n = sizeof id;  // (NCCL's is 128 bytes)
-    if (comm_in_group.rank == 0) gpu_nccl_unique_id(id);
-    comm_broadcast_in(&comm_in_group, id, (long long)n, 0);
+    if (g->rank == 0) gpu_nccl_unique_id(id);
+    comm_broadcast_in(g, id, (long long)n, 0);
     char why[256] = "";
-    int bad = gpu_nccl_open(id, comm_in_group.size, comm_in_group.rank, why, sizeof why);
+    int bad = gpu_nccl_open(id, g->size, g->rank, why, sizeof why);
     if (comm_any(bad)) {
         if (bad) fprintf(stderr, "error: rank %d: NCCL could not start (%s); try --comm mpi\n", comm_rank_id, why);
         return 1;

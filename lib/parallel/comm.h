@@ -229,6 +229,10 @@ void comm_split_tensor(int t) {
     comm_data = &comm_data_group;
 #endif
 }
+// The ranks ZeRO shards over (parallel/zero.h shard_layout's): --shard-group's group, else the data-parallel
+// ranks (all of them, or with --tp one of each tensor-parallel group); --comm nccl's communicator joins them.
+CommGroup *comm_shard_group(void) { return comm_in_group.size < comm_data->size ? &comm_in_group : comm_data; }
+
 // The data-parallel ranks (all of them, or the tensor-parallel groups) and this rank's place among them.
 int comm_data_ranks(void) { return comm_data->size; }
 int comm_data_rank(void) { return comm_data->rank; }

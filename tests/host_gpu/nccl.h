@@ -12,12 +12,13 @@
 int gpu_nccl_built(void) { return 1; }
 size_t gpu_nccl_id_bytes(void) { return 16; }
 void gpu_nccl_unique_id(void *id) { memset(id, 0x4E, 16); }
-// The ranks the emulated communicator joins: all of them, or --shard-group's group (comm_in_group).
+// The ranks the emulated communicator joins: those ZeRO shards over (all of them, --tp's data-parallel
+// ranks, or --shard-group's group: parallel/comm.h comm_shard_group).
 static CommGroup *emu_nccl_group = &comm_world;
 int gpu_nccl_open(const void *id, int nranks, int rank, char *why, size_t why_len) {
     (void)id; (void)why; (void)why_len;
-    emu_nccl_group = &comm_in_group;
-    return nranks == comm_in_group.size && rank == comm_in_group.rank ? 0 : -1;
+    emu_nccl_group = comm_shard_group();
+    return nranks == emu_nccl_group->size && rank == emu_nccl_group->rank ? 0 : -1;
 }
 void gpu_nccl_close(void) {}
 

@@ -79,18 +79,20 @@ void gpu_event_free(void *event);
 // write shows; the real GPU does the same only when GPTMEM_POISON=1 is set (a debugging run).
 void gpu_fill_fresh(void *p, size_t bytes);
 
-// --- NCCL (cuda/nccl.cu): ZeRO's collectives on device memory, ranks with a GPU each ---
+// --- NCCL (cuda/nccl.cu): collectives on device memory, ranks with a GPU each ---
+// Two communicators: ZeRO's (the ranks it shards over) and --tp's group's.
+enum { NCCL_SHARDS, NCCL_TENSOR };
 int gpu_nccl_built(void);          // 1 if this build links NCCL
 size_t gpu_nccl_id_bytes(void);    // the size of the id rank 0 makes and every rank is sent
-void gpu_nccl_unique_id(void *id); // rank 0, before gpu_nccl_open
-// Join the communicator of nranks (after gpu_open); 0, or -1 and `why`.
-int gpu_nccl_open(const void *id, int nranks, int rank, char *why, size_t why_len);
-void gpu_nccl_close(void);
+void gpu_nccl_unique_id(void *id); // the group's first rank, before gpu_nccl_open
+// Join communicator `comm` of nranks (after gpu_open); 0, or -1 and `why`.
+int gpu_nccl_open(int comm, const void *id, int nranks, int rank, char *why, size_t why_len);
+void gpu_nccl_close(void);  // (both)
 // data holds nranks parts of counts[r] elements (T), rank r's after rank r-1's; on return this
 // rank's part holds the sum over the ranks of their part number rank (in place; T arithmetic).
-void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks);
+void gpu_nccl_reduce_scatter(int comm, int dt, void *data, const size_t *counts, int nranks);
 // Rank r's part is bytes[r] bytes at data + displs[r], in place on rank r; on return every part is on every rank.
-void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks);
+void gpu_nccl_allgather(int comm, void *data, const size_t *bytes, const size_t *displs, int nranks);
 
 // --- GEMM through cuBLASLt (cuda/matmul.cu) ------------------------------------
 // Handed over once, both ledger buffers (scratch): cuBLASLt's workspace, and

@@ -146,20 +146,20 @@ void gpu_nccl_unique_id(void *id) {
     unreachable("gpu_nccl_unique_id");
 }
 
-int gpu_nccl_open(const void *id, int nranks, int rank, char *why, size_t why_len) {
-    (void)id; (void)nranks; (void)rank; (void)why; (void)why_len;
+int gpu_nccl_open(int comm, const void *id, int nranks, int rank, char *why, size_t why_len) {
+    (void)comm; (void)id; (void)nranks; (void)rank; (void)why; (void)why_len;
     unreachable("gpu_nccl_open"); return -1;
 }
 
 void gpu_nccl_close(void) {}
 
-void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks) {
-    (void)dt; (void)data; (void)counts; (void)nranks;
+void gpu_nccl_reduce_scatter(int comm, int dt, void *data, const size_t *counts, int nranks) {
+    (void)comm; (void)dt; (void)data; (void)counts; (void)nranks;
     unreachable("gpu_nccl_reduce_scatter");
 }
 
-void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks) {
-    (void)data; (void)bytes; (void)displs; (void)nranks;
+void gpu_nccl_allgather(int comm, void *data, const size_t *bytes, const size_t *displs, int nranks) {
+    (void)comm; (void)data; (void)bytes; (void)displs; (void)nranks;
     unreachable("gpu_nccl_allgather");
 }
 

@@ -968,6 +968,20 @@ sec_tp() {
      grep -q 'tensor-parallel group of 2: \([0-9]*\) B (predicted \1 B' "$tmp/tm.out"; then
     ok "GPU --tp 2 --sp --ckpt in bf16: a step sends inside the group what the prediction says, to the byte"
   else bad "GPU --tp --sp: the group's bytes against the prediction: $(grep -o 'tensor-parallel group of 2: [0-9]* B (predicted [0-9]* B' "$tmp/tm.out")"; fi
+  # --comm nccl: the group's sums on NCCL's communicator of the group, in the dtype: on 2 ranks the host's
+  # sums' bits (two values add alike in either), the bytes as predicted (halved in bf16); on 4, --tp 4 the CPU's
+  local nc=0 pair
+  for pair in "G" "G --sp --dtype bf16 --ckpt" "L --dtype bf16 --fused-ce"; do
+    # shellcheck disable=SC2086
+    GPTMEM_NCCL_ONE_GPU=1 trun tn 2 cuda $pair --comm nccl --mem && grep -q '| comm nccl |' "$tmp/tn.out" &&
+      grep -q 'tensor-parallel group of 2: \([0-9]*\) B (predicted \1 B' "$tmp/tn.out" && trun tnm 2 cuda $pair --comm mpi &&
+      cmp -s <(losses "$tmp/tn.csv") <(losses "$tmp/tnm.csv") && cmp -s <(norms "$tmp/tn.csv") <(norms "$tmp/tnm.csv") &&
+      nc=$((nc + 1)) || echo "  --comm nccl $pair: $(grep -o 'tensor-parallel group of 2: [0-9]* B (predicted [0-9]* B' "$tmp/tn.out")"
+  done
+  if [ $nc = 3 ] && GPTMEM_NCCL_ONE_GPU=1 trun tn4 4 cuda G --tp 4 --sp --batch 4 --comm nccl && ledgers tn4 4 &&
+     trun tn4c 4 cpu G --tp 4 --sp --batch 4 && close "$tmp/tn4.csv" "$tmp/tn4c.csv" 1e-5 >/dev/null; then
+    ok "GPU --tp --comm nccl: the group's sums on NCCL == through the host, bit for bit on 2 ranks (fp32, bf16 --sp --ckpt, a Llama --fused-ce), the bytes as predicted; --tp 4 --sp the CPU's"
+  else bad "GPU --tp --comm nccl"; fi
   # a state: each rank's share in its file, resumed on the GPU bit for bit, and on the CPU's ranks
   if trun tv 2 cuda G --save "$tmp/tp.bin" --stop-after 3 && trun tr 2 cuda G --resume "$tmp/tp.bin" &&
      cmp -s <(losses "$tmp/tr.csv") <(losses "$tmp/tg1.csv" | tail -3) && trun trc 2 cpu G --resume "$tmp/tp.bin" &&

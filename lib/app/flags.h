@@ -74,7 +74,7 @@ const FlagSpec flag_specs[] = {
     {"shard-group", ARG_STR, OPT(shard_group_str), 0, 0, "the sharding factor: ZeRO shards over groups of K ranks, the groups hold replicas (0: all ranks); node: the ranks of a machine (shard inside a machine, replicate across machines)"},
     {"hosts", ARG_STR, OPT(hosts), 0, 0, "with --ranks: the machines to start the ranks on, NAME:SLOTS,... (mpirun's --host; --ranks defaults to the slots in all)"},
     {"hostfile", ARG_STR, OPT(hostfile), 0, 0, "with --ranks: the machines from a file, as mpirun's --hostfile reads it"},
-    {"comm", ARG_STR, OPT(comm_str), 0, 0, "ZeRO's collectives on the GPU: auto (nccl when each rank has a GPU of its own, else mpi), nccl, or mpi (through host buffers; ranks may share a GPU)"},
+    {"comm", ARG_STR, OPT(comm_str), 0, 0, "ZeRO's collectives (and --tp's group's sums) on the GPU: auto (nccl when each rank has a GPU of its own, else mpi), nccl, or mpi (through host buffers; ranks may share a GPU)"},
     {"tp", ARG_INT, OPT(tp), 1, 4096, "tensor parallelism: the ranks in groups of T, each group splitting every layer as Megatron-LM does (heads and MLP width; doc/tensor-parallel.md)"},
     {"sp", ARG_FLAG, OPT(sp), 0, 0, "with --tp: sequence parallelism, the norms and the residual stream on a slice of each group's rows (Megatron-LM's; an all-gather before a split layer, a reduce-scatter after)"},
     {"ranks", ARG_INT, OPT(ranks), 1, 4096, "train on N ranks (starts mpirun -np N); with --dry-run: each rank's memory on N ranks"},

@@ -234,11 +234,28 @@ int nccl_one_gpu_for_tests(void) {
     return 1;
 }
 
+// Join NCCL's communicator `which` of group g (its first rank makes the id). 0, or 1 after a message.
+static int nccl_join(int which, CommGroup *g) {
+    unsigned char id[512] = {0};
+    size_t n = gpu_nccl_id_bytes();
+    if (n > sizeof id) n = sizeof id;  // (NCCL's is 128 bytes)
+    if (g->rank == 0) gpu_nccl_unique_id(id);
+    comm_broadcast_in(g, id, (long long)n, 0);
+    char why[256] = "";
+    int bad = gpu_nccl_open(which, id, g->size, g->rank, why, sizeof why);
+    if (comm_any(bad)) {
+        if (bad) fprintf(stderr, "error: rank %d: NCCL could not start (%s); try --comm mpi\n", comm_rank_id, why);
+        return 1;
+    }
+    return 0;
+}
+
 // --comm: ZeRO's collectives on the GPU go over NCCL on the device buffers
 // when every rank has a GPU of its own, and over MPI through host buffers
 // (parallel/staging.h) when ranks share one (NCCL refuses two ranks on one GPU) or
 // the build has no NCCL. Resolves o->comm to COMM_NCCL or COMM_MPI; with NCCL,
-// rank 0 makes the communicator's id and every rank joins. 0, or 1 after a message.
+// each group's first rank makes its communicator's id and every rank joins (--tp: a second one, the
+// group's sums'). 0, or 1 after a message.
 // The choice is made once for all ranks (every rank must take the same backend, or their
 // collectives never meet): NCCL only if no rank shares its GPU and every rank's build has it;
 // a rank that cannot take what --comm asks stops all, the first such rank saying why.
@@ -259,21 +276,9 @@ int open_comm_backend(Settings *s) {
     if (s->comm == COMM_AUTO) s->comm = comm_any(sharing > 1 || !built) ? COMM_MPI : COMM_NCCL;
     if (s->comm != COMM_NCCL) return 0;
     // one communicator for ZeRO's collectives: the ranks it shards over, all of them, with --tp the
-    // data-parallel ones, or with --shard-group this rank's group (its first rank makes the id); the sum
-    // across the groups goes over MPI
-    CommGroup *g = comm_shard_group();
-    unsigned char id[512] = {0};
-    size_t n = gpu_nccl_id_bytes();
-    if (n > sizeof id) n = sizeof id;  // (NCCL's is 128 bytes)
-    if (g->rank == 0) gpu_nccl_unique_id(id);
-    comm_broadcast_in(g, id, (long long)n, 0);
-    char why[256] = "";
-    int bad = gpu_nccl_open(id, g->size, g->rank, why, sizeof why);
-    if (comm_any(bad)) {
-        if (bad) fprintf(stderr, "error: rank %d: NCCL could not start (%s); try --comm mpi\n", comm_rank_id, why);
-        return 1;
-    }
-    return 0;
+    // data-parallel ones, or with --shard-group this rank's group; the sum across the groups goes over
+    // MPI. --tp: one more for the group's sums (gpu/tensor.h).
+    return nccl_join(NCCL_SHARDS, comm_shard_group()) || (s->tp > 1 && nccl_join(NCCL_TENSOR, &comm_tensor));
 }
 
 // What the flags ask that does nothing, said once before the run (or the dry

@@ -30,13 +30,17 @@ void print_group_sends(const Settings *s, const Plan *plan, double inside) {
     printf("  %-56s %14lld B %10.2f MiB\n", "  across: gptmem sends (chunks, R blocks each)", across, across / 1048576.0);
 }
 
+// --tp: a value's bytes in the group's collectives: fp32 through the host, or the dtype's on the GPUs with
+// --comm nccl (gpu/tensor.h).
+size_t tp_value_bytes(const Settings *s) { return s->cuda && s->comm == COMM_NCCL ? dtype_size(s->dtype) : 4; }
+
 // --tp: what a step sends inside the tensor-parallel group (rank 0's share of the collectives:
 // memory/predict_shard.h), and in *per_layer the (N,C) collectives a layer and micro-batch.
 long long tp_step_bytes(const Settings *s, const Plan *plan, int *per_layer) {
-    size_t N = (size_t)s->batch * s->seq_len, C = s->cfg.channels, norm = (is_llama(&s->cfg) ? 1 : 2) * C;
+    size_t N = (size_t)s->batch * s->seq_len, C = s->cfg.channels, norm = (is_llama(&s->cfg) ? 1 : 2) * C, e = tp_value_bytes(s);
     *per_layer = s->sp ? sp_collectives_a_layer(plan->rebuilds) : tp_sums_a_layer(plan->rebuilds);
-    return s->sp ? predict_sp_bytes(s->tp, 0, N, C, norm, s->cfg.layers, s->accum, plan->rebuilds)
-                 : predict_tp_bytes(s->tp, 0, N, C, s->cfg.layers, s->accum, plan->rebuilds);
+    return s->sp ? predict_sp_bytes(s->tp, 0, N, C, norm, s->cfg.layers, s->accum, plan->rebuilds, e)
+                 : predict_tp_bytes(s->tp, 0, N, C, s->cfg.layers, s->accum, plan->rebuilds, e);
 }
 
 // ... in the dry run, beside ZeRO's ring formula.
@@ -50,10 +54,11 @@ void print_tp_step(const Settings *s, const Plan *plan) {
 void print_tp_sends(const Settings *s, const Plan *plan, long long sent) {
     int sp = s->sp, k;
     long long want = tp_step_bytes(s, plan, &k);
-    printf("  of which inside its tensor-parallel group of %d: %lld B (predicted %lld B: %s%d %s of (N,C) fp32 a layer and "
-           "micro-batch, %s x 4 N C B each, %d at the model's ends%s, the loss's lse and target logit)\n", s->tp, sent, want,
-           sp ? "--sp's " : "", k, sp ? "all-gathers and reduce-scatters" : "all-reduces", sp ? "(t-1)/t" : "2 (t-1)/t",
-           sp ? 5 : 2, sp ? ", the norms' gradients summed" : "");
+    size_t e = tp_value_bytes(s);
+    printf("  of which inside its tensor-parallel group of %d: %lld B (predicted %lld B: %s%d %s of (N,C) %s a layer and "
+           "micro-batch, %s x %zu N C B each, %d at the model's ends%s, the loss's lse and target logit)\n", s->tp, sent, want,
+           sp ? "--sp's " : "", k, sp ? "all-gathers and reduce-scatters" : "all-reduces", e == 4 ? "fp32" : dtype_name[s->dtype],
+           sp ? "(t-1)/t" : "2 (t-1)/t", e, sp ? 5 : 2, sp ? ", the norms' gradients summed" : "");
 }
 
 #endif

@@ -38,10 +38,28 @@ static void gpu_tp_up(GpuGPT *m, void *x, size_t n) {
     gpu_upload(x, raw, n * m->elem_bytes);
 }
 
+// --comm nccl: the group's collectives on the GPUs (NCCL's NCCL_TENSOR communicator), in the dtype and in
+// place: x[0..n) reduce-scattered in T parts cut as tp_sum cuts them (n/T, one more for the first n mod T
+// ranks), this rank's part summed at its place, then (`gather`) all-gathered. The bytes sent are counted as
+// parallel/comm.h counts MPI's, e a value.
+static void gpu_tp_sum_nccl(GpuGPT *m, void *x, size_t n, int gather) {
+    int T = m->tp.size, me = m->tp.rank;
+    size_t e = m->elem_bytes, *parts = malloc(3 * sizeof(size_t) * (size_t)T), *bytes = parts + T, *at = bytes + T;
+    for (int r = 0, k = 0; r < T; r++) parts[r] = n / T + ((size_t)r < n % T), at[r] = k * e, bytes[r] = parts[r] * e, k += (int)parts[r];
+    gpu_nccl_reduce_scatter(NCCL_TENSOR, m->dtype, x, parts, T);
+    comm_count(m->tp.comm, (long long)((n - parts[me]) * e));
+    if (gather) gpu_nccl_allgather(NCCL_TENSOR, x, bytes, at, T), comm_count(m->tp.comm, (long long)(bytes[me] * (T - 1)));
+    free(parts);
+}
+
 // x[0..n) (the dtype, on the GPU) summed over the group, in place: Megatron's g after a row-parallel op,
 // f's backward after a column-parallel one, the embedding's bands, the LM head's input gradient.
 void gpu_tp_sum(GpuGPT *m, void *x, size_t n) {
     if (m->tp.size <= 1) return;
+    if (m->comm.nccl) {
+        gpu_tp_sum_nccl(m, x, n, 1);
+        return;
+    }
     tp_sum(&m->tp, gpu_tp_down(m, x, n), n);
     gpu_tp_up(m, x, n);
 }
@@ -53,6 +71,15 @@ void gpu_tp_sum(GpuGPT *m, void *x, size_t n) {
 const void *gpu_tp_whole_rows(GpuGPT *m, void *full, const void *own, size_t n_rows, size_t width) {
     if (m->tp.sp <= 1) return own;
     size_t part = n_rows / m->tp.sp * width;
+    if (m->comm.nccl) {  // (on the GPUs, the dtype's bytes)
+        size_t b = part * m->elem_bytes, *bytes = malloc(2 * sizeof(size_t) * (size_t)m->tp.size), *at = bytes + m->tp.size;
+        for (int r = 0; r < m->tp.size; r++) bytes[r] = b, at[r] = (size_t)r * b;
+        gpu_copy((char *)full + at[m->tp.rank], own, b);
+        gpu_nccl_allgather(NCCL_TENSOR, full, bytes, at, m->tp.size);
+        comm_count(m->tp.comm, (long long)(b * (size_t)(m->tp.size - 1)));
+        free(bytes);
+        return full;
+    }
     float *h = m->tp_host, *mine = gpu_tp_down(m, own, part);  // (the room's first part)
     memmove(h + (size_t)m->tp.rank * part, mine, part * sizeof(float));
     if (g_ledger.trace) printf("  all-gather the rows over the tensor-parallel group of %d: %zu B\n", m->tp.size, part * sizeof(float));
@@ -66,6 +93,12 @@ const void *gpu_tp_whole_rows(GpuGPT *m, void *full, const void *own, size_t n_r
 void gpu_tp_sum_rows(GpuGPT *m, void *own, void *x, size_t n) {
     if (m->tp.sp <= 1) {
         gpu_tp_sum(m, x, n);
+        return;
+    }
+    if (m->comm.nccl) {  // (the rank's part summed at its place, then moved to `own`)
+        size_t b = n / m->tp.sp * m->elem_bytes;
+        gpu_tp_sum_nccl(m, x, n, 0);
+        if ((char *)own != (char *)x + m->tp.rank * b) gpu_copy(own, (char *)x + m->tp.rank * b, b);
         return;
     }
     float *h = gpu_tp_down(m, x, n);

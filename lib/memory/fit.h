@@ -236,8 +236,8 @@ FitSetting fit_predict(const FitQuestion *q, FitSetting f) {
     double A = t.lora.rank ? (double)lora_param_count(c, &t.lora) : 0;
     f.comm = fit_comm_bytes(&f, (double)predict_param_count(c), A, ((double)Vp + c->max_seq) * C, q->ranks / f.tp) +
              (double)(f.sp ? predict_sp_bytes(f.tp, 0, (size_t)f.micro * T, C, (is_llama(c) ? 1 : 2) * (size_t)C, L,
-                                              f.accum, plan.rebuilds)
-                           : predict_tp_bytes(f.tp, 0, (size_t)f.micro * T, C, L, f.accum, plan.rebuilds));
+                                              f.accum, plan.rebuilds, 4)
+                           : predict_tp_bytes(f.tp, 0, (size_t)f.micro * T, C, L, f.accum, plan.rebuilds, 4));
     long long moved[TR_N];
     predict_traffic(&t, &plan, 0, moved);
     for (int k = 0; k < TR_N; k++) f.moved += (double)moved[k];

@@ -88,15 +88,17 @@ double lora_ring_step_bytes(int stage, double e, int accum, int ckpt, int fused_
 // (core/plan.h), whose res2 and res3 run attproj and fcproj again. The vocabulary's bands add, a micro-batch,
 // the embedding's sum and the LM head's input gradient's sum, two more (N,C) all-reduces, and for the loss
 // each row's log-sum-exp gathered from every rank (N (t-1) 4 B) and its target's logit summed (N floats).
+// `e`: a value's bytes, 4 (the sums through the host in fp32: MPI), or on the GPU with --comm nccl the dtype's
+// (NCCL sums on the GPUs in the dtype; the loss's numbers stay fp32 on the host).
 int tp_sums_a_layer(unsigned rebuilds) { return 4 + !!(rebuilds & SV_BIT(SV_RES2)) + !!(rebuilds & SV_BIT(SV_RES3)); }
-static long long tp_sum_bytes(int t, int r, size_t n) {  // one all-reduce of n floats, as above
+static long long tp_sum_bytes(int t, int r, size_t n, size_t e) {  // one all-reduce of n values, as above
     size_t own = n / t + ((size_t)r < n % t);
-    return (long long)(4 * (n - own) + 4 * own * (size_t)(t - 1));
+    return (long long)(e * (n - own) + e * own * (size_t)(t - 1));
 }
-static long long tp_loss_bytes(int t, int r, size_t N) { return (long long)(4 * N * (size_t)(t - 1)) + tp_sum_bytes(t, r, N); }
-long long predict_tp_bytes(int t, int r, size_t N, size_t C, int layers, int accum, unsigned rebuilds) {
+static long long tp_loss_bytes(int t, int r, size_t N) { return (long long)(4 * N * (size_t)(t - 1)) + tp_sum_bytes(t, r, N, 4); }
+long long predict_tp_bytes(int t, int r, size_t N, size_t C, int layers, int accum, unsigned rebuilds, size_t e) {
     if (t <= 1) return 0;
-    return accum * (tp_sum_bytes(t, r, N * C) * (layers * tp_sums_a_layer(rebuilds) + 2) + tp_loss_bytes(t, r, N));
+    return accum * (tp_sum_bytes(t, r, N * C, e) * (layers * tp_sums_a_layer(rebuilds) + 2) + tp_loss_bytes(t, r, N));
 }
 
 // --sp: the same group's bytes with the residual path cut in t slices of rows (parallel/tensor.h). Per layer
@@ -113,11 +115,12 @@ int sp_collectives_a_layer(unsigned rebuilds) {
     return 10 + !!(rebuilds & SV_BIT(SV_QKV)) + !!(rebuilds & SV_BIT(SV_RES2)) + !!(rebuilds & SV_BIT(SV_FCH)) +
            !!(rebuilds & SV_BIT(SV_RES3));
 }
-long long predict_sp_bytes(int t, int r, size_t N, size_t C, size_t norm, int layers, int accum, unsigned rebuilds) {
+long long predict_sp_bytes(int t, int r, size_t N, size_t C, size_t norm, int layers, int accum, unsigned rebuilds,
+                           size_t e) {
     if (t <= 1) return 0;
-    long long half = (long long)(4 * (N * C / t) * (size_t)(t - 1));
-    return accum * ((half * sp_collectives_a_layer(rebuilds) + 2 * tp_sum_bytes(t, r, norm)) * layers + 5 * half +
-                    tp_sum_bytes(t, r, norm) + tp_loss_bytes(t, r, N));
+    long long half = (long long)(e * (N * C / t) * (size_t)(t - 1));
+    return accum * ((half * sp_collectives_a_layer(rebuilds) + 2 * tp_sum_bytes(t, r, norm, e)) * layers + 5 * half +
+                    tp_sum_bytes(t, r, norm, e) + tp_loss_bytes(t, r, N));
 }
 
 #endif

@@ -39,7 +39,7 @@ void gpu_zero_allgather(const GpuComm *c, void *data, const size_t *bytes, const
         staged_allgather(c->staging, g, data, bytes, at);
         return;
     }
-    gpu_nccl_allgather(data, bytes, at, g->size);
+    gpu_nccl_allgather(NCCL_SHARDS, data, bytes, at, g->size);
     comm_count(g, (long long)bytes[g->rank] * (g->size - 1));
 }
 
@@ -59,7 +59,7 @@ void gpu_zero_reduce_scatter_parts(const GpuComm *c, void *src, const int *count
         if (r == me) before = total;
         n[r] = (size_t)counts[r], total += n[r];
     }
-    gpu_nccl_reduce_scatter(c->dtype, src, n, N);
+    gpu_nccl_reduce_scatter(NCCL_SHARDS, c->dtype, src, n, N);
     comm_count(g, (long long)(total - n[me]) * (long long)e);
     void *mine = dt_at(c, src, before);
     if (n[me] && accumulate) cu_add_into(c->dtype, dst, mine, n[me]);

@@ -44,7 +44,7 @@ void test_nccl_one_rank(void) {
     unsigned char id[512];
     char why[256];
     gpu_nccl_unique_id(id);
-    if (gpu_nccl_open(id, 1, 0, why, sizeof why)) {
+    if (gpu_nccl_open(NCCL_SHARDS, id, 1, 0, why, sizeof why)) {
         check(0, "NCCL on one rank", "could not open a communicator: %s", why);
         return;
     }
@@ -52,8 +52,8 @@ void test_nccl_one_rank(void) {
         size_t n = 1000, e = dtype_size(dt), counts[1] = {n}, bytes[1] = {n * e}, at[1] = {0};
         float *x = randv(n, 1.0f, dt);
         void *d = up(x, n, dt);
-        gpu_nccl_reduce_scatter(dt, d, counts, 1);
-        gpu_nccl_allgather(d, bytes, at, 1);
+        gpu_nccl_reduce_scatter(NCCL_SHARDS, dt, d, counts, 1);
+        gpu_nccl_allgather(NCCL_SHARDS, d, bytes, at, 1);
         float *got = down(d, n, dt);
         check(!memcmp(got, x, n * sizeof(float)), "NCCL on one rank", "%s: reduce-scatter and all-gather of %zu "
               "elements in place leave them as they were", dtype_name[dt], n);

@@ -12,13 +12,14 @@
 int gpu_nccl_built(void) { return 1; }
 size_t gpu_nccl_id_bytes(void) { return 16; }
 void gpu_nccl_unique_id(void *id) { memset(id, 0x4E, 16); }
-// The ranks the emulated communicator joins: those ZeRO shards over (all of them, --tp's data-parallel
-// ranks, or --shard-group's group: parallel/comm.h comm_shard_group).
-static CommGroup *emu_nccl_group = &comm_world;
-int gpu_nccl_open(const void *id, int nranks, int rank, char *why, size_t why_len) {
+// The ranks an emulated communicator joins: NCCL_SHARDS those ZeRO shards over (all of them, --tp's
+// data-parallel ranks, or --shard-group's group: parallel/comm.h comm_shard_group), NCCL_TENSOR --tp's group;
+// emu_nccl_group is the running collective's.
+static CommGroup *emu_nccl_groups[2], *emu_nccl_group = &comm_world;
+int gpu_nccl_open(int comm, const void *id, int nranks, int rank, char *why, size_t why_len) {
     (void)id; (void)why; (void)why_len;
-    emu_nccl_group = comm_shard_group();
-    return nranks == emu_nccl_group->size && rank == emu_nccl_group->rank ? 0 : -1;
+    CommGroup *g = emu_nccl_groups[comm] = comm == NCCL_TENSOR ? &comm_tensor : comm_shard_group();
+    return nranks == g->size && rank == g->rank ? 0 : -1;
 }
 void gpu_nccl_close(void) {}
 
@@ -52,11 +53,13 @@ static void nccl_broadcast_part(void *p, size_t bytes, int root) {
 
 static const NcclCalls nccl_calls = {nccl_group, nccl_reduce_part, nccl_broadcast_part};
 
-void gpu_nccl_reduce_scatter(int dt, void *data, const size_t *counts, int nranks) {
+void gpu_nccl_reduce_scatter(int comm, int dt, void *data, const size_t *counts, int nranks) {
+    emu_nccl_group = emu_nccl_groups[comm];
     nccl_parts_reduce_scatter(&nccl_calls, dt, data, counts, nranks);
 }
 
-void gpu_nccl_allgather(void *data, const size_t *bytes, const size_t *displs, int nranks) {
+void gpu_nccl_allgather(int comm, void *data, const size_t *bytes, const size_t *displs, int nranks) {
+    emu_nccl_group = emu_nccl_groups[comm];
     nccl_parts_allgather(&nccl_calls, data, bytes, displs, nranks);
 }
 

@@ -121,6 +121,13 @@ void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const v
 // How many of those calls took cuBLASLt's DGELU epilogue, and how many its fallback (the plain GEMM and
 // cu_gelu_backward, other bits: cuBLASLt decides which, by the machine and its version): the run's last lines
 void cu_matmul_dgelu_counts(long long *fused, long long *apart);
+// GPT-2's fc with GELU in the GEMM (cuBLASLt's GELU_AUX_BIAS): pre[N,OC] = inp @ w^T + bias and
+// act[N,OC] = gelu(pre), one GEMM. 0, or -1 with nothing written where it is off or cuBLASLt has none (the
+// caller runs cu_matmul_forward and cu_gelu_forward). Off by default unless GPTMEM_GELU_EPI=1 (gpu-round-7's
+// item 6: the lease decides whether its GELU is the kernel's bits); cu_matmul_gelu_epilogue sets it.
+int cu_matmul_gelu_forward(int dt, void *act, void *pre, const void *inp, const void *w, const void *bias, int N, int C,
+                           int OC);
+void cu_matmul_gelu_epilogue(int on);
 // matmul_backward without a bias, whose dinp is added to (add 1) or overwritten (add 0):
 // --fused-ce's d(lnf) adds up over the vocabulary's chunks
 void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,

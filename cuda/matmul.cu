@@ -121,10 +121,12 @@ static uint32_t alignment_of(const void *p) {
 // kept: a training step calls the same dozen shapes every time, and the
 // heuristic query costs more than a small GEMM. Shapes past GEMM_PLANS (the
 // growing forwards of sampling) get a plan made and freed per call.
-enum { EPI_NONE, EPI_BIAS, EPI_DGELU };
+// EPI_GELU_AUX: GELU_AUX_BIAS, D = gelu(product + bias) and aux = product + bias (the pre-activation);
+// epi_ptr the bias, aux the pre-activation (gpu-round-7's item 6, off unless GPTMEM_GELU_EPI=1).
+enum { EPI_NONE, EPI_BIAS, EPI_DGELU, EPI_GELU_AUX };
 typedef struct {
     int dt, m, n, k, transa, transb, lda, ldb, ldd, epi;
-    uint32_t al_a, al_b, al_c, al_d, al_epi;  // al_epi: the bias's or the DGELU aux's alignment
+    uint32_t al_a, al_b, al_c, al_d, al_epi, al_aux;  // al_epi: the bias's or the DGELU aux's; al_aux: GELU_AUX's aux
 } GemmKey;
 typedef struct {
     GemmKey key;
@@ -139,10 +141,22 @@ static int g_nplans;
 
 static cublasStatus_t plan_algos(const GemmPlan *p, cublasLtMatmulHeuristicResult_t *res, int want, int *found);
 
+// The epilogue's pointers into the plan's descriptor: the bias (EPI_BIAS, EPI_GELU_AUX: epi_ptr), the
+// pre-activation DGELU reads (epi_ptr) or GELU_AUX writes (aux).
+static void plan_pointers(GemmPlan *p, int epi, const void *epi_ptr, const void *aux) {
+    if (epi == EPI_BIAS || epi == EPI_GELU_AUX)
+        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epi_ptr, sizeof epi_ptr),
+                 "set BIAS_POINTER");
+    const void *pre = epi == EPI_DGELU ? epi_ptr : aux;
+    if (epi == EPI_DGELU || epi == EPI_GELU_AUX)
+        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre, sizeof pre),
+                 "set EPILOGUE_AUX_POINTER");
+}
+
 // epi_ptr: the epilogue's pointer of the call the plan is made for. cuBLASLt's heuristic never reads it,
 // but it reads its alignment from it (cublasLt.h, BIAS_POINTER and EPILOGUE_AUX_POINTER): set before the
 // heuristic, and the alignment in the plan's key, a plan is only reused for pointers aligned as well.
-static void plan_make(GemmPlan *p, const GemmKey *key, const void *epi_ptr) {
+static void plan_make(GemmPlan *p, const GemmKey *key, const void *epi_ptr, const void *aux) {
     memset(p, 0, sizeof *p);
     p->key = *key;
     cudaDataType_t type = cuda_type(key->dt);
@@ -151,20 +165,17 @@ static void plan_make(GemmPlan *p, const GemmKey *key, const void *epi_ptr) {
     lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
     lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
     if (key->epi != EPI_NONE) {
-        cublasLtEpilogue_t epi = key->epi == EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DGELU;
+        cublasLtEpilogue_t epi = key->epi == EPI_BIAS    ? CUBLASLT_EPILOGUE_BIAS
+                                 : key->epi == EPI_DGELU ? CUBLASLT_EPILOGUE_DGELU
+                                                         : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
         lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "set EPILOGUE");
     }
-    if (key->epi == EPI_DGELU) {  // the pre-activation: D's shape and leading dimension, D's type
+    if (key->epi == EPI_DGELU || key->epi == EPI_GELU_AUX) {  // the pre-activation: D's shape, leading dimension, type
         int64_t ld_aux = key->ldd;
         lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux),
                  "set EPILOGUE_AUX_LD");
     }
-    if (key->epi == EPI_BIAS)
-        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epi_ptr, sizeof epi_ptr),
-                 "set BIAS_POINTER");
-    if (key->epi == EPI_DGELU)
-        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi_ptr, sizeof epi_ptr),
-                 "set EPILOGUE_AUX_POINTER");
+    plan_pointers(p, key->epi, epi_ptr, aux);
     int m = key->m, n = key->n, k = key->k;
     lt_check(lt.MatrixLayoutCreate(&p->la, type, key->transa ? k : m, key->transa ? m : k, key->lda), "layout A");
     lt_check(lt.MatrixLayoutCreate(&p->lb, type, key->transb ? n : k, key->transb ? k : n, key->ldb), "layout B");
@@ -172,9 +183,9 @@ static void plan_make(GemmPlan *p, const GemmKey *key, const void *epi_ptr) {
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     cublasStatus_t st = plan_algos(p, &heur, 1, &found);
-    // DGELU is optional: a cuBLASLt that refuses it (no algorithm, or the setting itself) leaves
-    // the work to the caller's kernels
-    int optional = key->epi == EPI_DGELU;
+    // DGELU and GELU_AUX are optional: a cuBLASLt that refuses one (no algorithm, or the setting itself)
+    // leaves the work to the caller's kernels
+    int optional = key->epi == EPI_DGELU || key->epi == EPI_GELU_AUX;
     if (st != CUBLAS_STATUS_SUCCESS && optional) found = 0;
     else lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
     p->found = found > 0;
@@ -223,36 +234,32 @@ static void plan_free(GemmPlan *p) {
 // is m x k (A stored k x m with lda when transa), op(B) is k x n. Returns 0, or -1 where cuBLASLt
 // refuses DGELU (nothing computed: the caller does it another way).
 static int lt_matmul_scaled(int dt, void *d, const void *a, const void *b, const void *c, int epi, const void *epi_ptr,
-                            int m, int n, int k, int transa, int transb, int lda, int ldb, int ldd, float alpha,
-                            float beta) {
+                            const void *aux, int m, int n, int k, int transa, int transb, int lda, int ldb, int ldd,
+                            float alpha, float beta) {
     if (!g_lt) { fprintf(stderr, "error: cu_matmul_setup was not called\n"); exit(1); }
     if (!c) c = d;
     // DGELU's aux leading dimension must be a multiple of 8 (cublasLt.h, as for GELU_AUX): any other width
     // (an fc of 4C with C odd) takes the caller's kernels, rather than an epilogue cuBLASLt does not promise
-    if (epi == EPI_DGELU && ldd % 8) return -1;
+    if ((epi == EPI_DGELU || epi == EPI_GELU_AUX) && ldd % 8) return -1;
     GemmKey key;
     memset(&key, 0, sizeof key);  // the padding too: keys are compared with memcmp
     key.dt = dt; key.m = m; key.n = n; key.k = k; key.transa = transa; key.transb = transb;
     key.lda = lda; key.ldb = ldb; key.ldd = ldd; key.epi = epi;
     key.al_a = alignment_of(a); key.al_b = alignment_of(b); key.al_c = alignment_of(c); key.al_d = alignment_of(d);
     key.al_epi = epi != EPI_NONE ? alignment_of(epi_ptr) : 0;
+    key.al_aux = epi == EPI_GELU_AUX ? alignment_of(aux) : 0;
     GemmPlan *p = NULL, once;
     for (int i = 0; i < g_nplans && !p; i++)
         if (!memcmp(&g_plans[i].key, &key, sizeof key)) p = &g_plans[i];
     if (!p) {
         p = g_nplans < GEMM_PLANS ? &g_plans[g_nplans++] : &once;
-        plan_make(p, &key, epi_ptr);
+        plan_make(p, &key, epi_ptr, aux);
     }
     if (!p->found) {
         if (p == &once) plan_free(p);
         return -1;
     }
-    if (epi == EPI_BIAS)
-        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epi_ptr, sizeof epi_ptr),
-                 "set BIAS_POINTER");
-    if (epi == EPI_DGELU)
-        lt_check(lt.MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi_ptr,
-                                           sizeof epi_ptr), "set EPILOGUE_AUX_POINTER");
+    plan_pointers(p, epi, epi_ptr, aux);
     lt_check(lt.Matmul(g_lt, p->op, &alpha, a, p->la, b, p->lb, &beta, c, p->lc, d, p->lc, &p->algo, g_workspace,
                             g_workspace_bytes, 0), "cublasLtMatmul");
     if (p == &once) plan_free(p);
@@ -261,7 +268,7 @@ static int lt_matmul_scaled(int dt, void *d, const void *a, const void *b, const
 
 static int lt_matmul(int dt, void *d, const void *a, const void *b, const void *c, int epi, const void *epi_ptr,
                      int m, int n, int k, int transa, int transb, int lda, int ldb, int ldd, float beta) {
-    return lt_matmul_scaled(dt, d, a, b, c, epi, epi_ptr, m, n, k, transa, transb, lda, ldb, ldd, 1.0f, beta);
+    return lt_matmul_scaled(dt, d, a, b, c, epi, epi_ptr, NULL, m, n, k, transa, transb, lda, ldb, ldd, 1.0f, beta);
 }
 
 // Column sums, deterministic and spread over many blocks: the rows are cut in
@@ -451,6 +458,19 @@ extern "C" void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbi
     weight_grads(dt, dw, dbias, dout, inp, N, C, OC);
 }
 
+// GPT-2's fc and GELU forward together (gpu-round-7's item 6): pre = inp w^T + bias and act = gelu(pre) from
+// one GEMM, cuBLASLt's GELU_AUX_BIAS epilogue (its tanh GELU, cpu/ops.h's), act never read back by a kernel
+// of its own. Off unless GPTMEM_GELU_EPI=1 or cu_matmul_gelu_epilogue(1); where it is off, or cuBLASLt has
+// no such algorithm (a width off 8, a bias under 16 bytes aligned), -1 and nothing written.
+static int g_gelu_epi = -1;  // -1: not yet read from GPTMEM_GELU_EPI
+extern "C" void cu_matmul_gelu_epilogue(int on) { g_gelu_epi = on; }
+extern "C" int cu_matmul_gelu_forward(int dt, void *act, void *pre, const void *inp, const void *w, const void *bias,
+                                      int N, int C, int OC) {
+    if (g_gelu_epi < 0) g_gelu_epi = getenv("GPTMEM_GELU_EPI") && atoi(getenv("GPTMEM_GELU_EPI")) == 1;
+    if (!g_gelu_epi || N <= 0 || !bias || alignment_of(bias) < 16) return -1;
+    return lt_matmul_scaled(dt, act, w, inp, NULL, EPI_GELU_AUX, bias, pre, OC, N, C, 1, 0, C, C, OC, 1.0f, 0.0f);
+}
+
 extern "C" void cu_matmul_backward_into(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
                                         int N, int C, int OC, int add) {
     if (N <= 0) return;
@@ -470,7 +490,7 @@ extern "C" void cu_gemm(int dt, int M, int N, int K, float alpha, const void *a,
                         int b_rs, int b_cs, float beta, void *c, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { fprintf(stderr, "error: cu_gemm with K = %d (a bug)\n", K); exit(1); }
-    lt_matmul_scaled(dt, c, b, a, NULL, EPI_NONE, NULL, N, M, K, b_cs != 1, a_cs != 1, b_cs == 1 ? b_rs : b_cs,
+    lt_matmul_scaled(dt, c, b, a, NULL, EPI_NONE, NULL, NULL, N, M, K, b_cs != 1, a_cs != 1, b_cs == 1 ? b_rs : b_cs,
                      a_cs == 1 ? a_rs : a_cs, ldc, alpha, beta);
 }
 
@@ -533,7 +553,7 @@ extern "C" int cu_gemm_probe(int dt, const GemmShape *g, int reps, GemmProbe *ou
     key.al_a = alignment_of(a); key.al_b = alignment_of(b); key.al_c = key.al_d = alignment_of(d);
     key.al_epi = epi_ptr ? alignment_of(epi_ptr) : 0;
     GemmPlan p;
-    plan_make(&p, &key, epi_ptr);  // (the plan the model makes: its first choice is p.algo)
+    plan_make(&p, &key, epi_ptr, NULL);  // (the plan the model makes: its first choice is p.algo)
     enum { WANT = 16 };
     cublasLtMatmulHeuristicResult_t res[WANT];
     int found = 0;

@@ -194,6 +194,14 @@ void cu_matmul_dgelu_counts(long long *fused, long long *apart) {
     *fused = *apart = 0;
 }
 
+int cu_matmul_gelu_forward(int dt, void *act, void *pre, const void *inp, const void *w, const void *bias, int N, int C,
+                           int OC) {
+    (void)dt; (void)act; (void)pre; (void)inp; (void)w; (void)bias; (void)N; (void)C; (void)OC;
+    unreachable("cu_matmul_gelu_forward"); return -1;
+}
+
+void cu_matmul_gelu_epilogue(int on) { (void)on; }
+
 void cu_gemm_nt(int dt, void *c, const void *a, const void *b, int M, int N, int K) {
     (void)dt; (void)c; (void)a; (void)b; (void)M; (void)N; (void)K;
     unreachable("cu_gemm_nt");

@@ -141,6 +141,18 @@ sec_flags() {
   if run again "${G[@]}" && cmp -s <(losses "$tmp/plain_fp32.csv") <(losses "$tmp/again.csv"); then
     ok "GPU runs are deterministic (fp32, twice: the same losses bit for bit)"
   else bad "GPU runs are deterministic"; fi
+  # GPTMEM_GELU_EPI=1 (gpu-round-7's item 6): the fc's GELU in its GEMM's epilogue, where the forward computes
+  # both; --ckpt and --recompute gelu rebuild act with the GELU kernel. The emulation's epilogue is the kernel's
+  # bits; on a GPU cuBLASLt's GELU may round otherwise (the kernel test's note counts them): within 1e-5 there
+  good=1
+  for f in "" "--ckpt" "--recompute gelu"; do
+    # shellcheck disable=SC2086
+    GPTMEM_GELU_EPI=1 run gelu_epi "${G[@]}" $f || { good=0; continue; }
+    if [ $HOST = 1 ]; then cmp -s <(losses "$tmp/plain_fp32.csv") <(losses "$tmp/gelu_epi.csv") || good=0
+    else close "$tmp/gelu_epi.csv" "$tmp/plain_fp32.csv" 1e-5 >/dev/null || good=0; fi
+  done
+  if [ $good = 1 ]; then ok "GPTMEM_GELU_EPI=1: the fc's GELU in the GEMM (alone, --ckpt, --recompute gelu) == the GELU kernel's run$([ $HOST = 1 ] && echo ', bit for bit on the emulation')"
+  else bad "GPTMEM_GELU_EPI=1 against the GELU kernel's run"; fi
   # --fused-ce: the LM head and loss a tile of GPU_HEAD_ROWS (8192) rows x VOCAB_CHUNK (2048) entries at
   # a time; 129 x 64 = 8256 rows (a full tile and a short one) and a vocabulary of 5000 (padded 5056: two
   # full chunks and a short one), so every loop of the tiling runs its edges

@@ -54,6 +54,13 @@ void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, co
     GpuOpParams w = gpu_op_weights(m, l, op);
     void *out = g && m->tp.sp > 1 ? m->seq_whole : a->saved[o];  // (--sp: the partial sums, every row)
     if (tp_column_parallel(op)) inp = gpu_tp_whole_rows(m, m->seq_whole, inp, (size_t)N, (size_t)C);  // (--sp: gathered)
+    // GPT-2's fc with its GELU in the GEMM's epilogue (cuda/api.h cu_matmul_gelu_forward: off unless
+    // GPTMEM_GELU_EPI=1), where both tensors are computed now: act is written, gpu_activate has nothing to do
+    if (op == OP_FC && !is_llama(c) && !adapted && (a->pushing & SV_BIT(SV_FCH_GELU)) &&
+        !cu_matmul_gelu_forward(m->dtype, a->saved[SV_FCH_GELU], out, inp, w.w, w.b, N, C, op_outputs(c, op))) {
+        a->pushing &= ~SV_BIT(SV_FCH_GELU);
+        return;
+    }
     // the residual is added inside the GEMM (cuBLASLt's C with beta 1): rounded once, as model.h's
     // linear rounds once; the qkv step, the one RoPE rotates, has none (--lora: added after the adapters)
     cu_matmul_residual_forward(m->dtype, out, inp, w.w, g ? NULL : w.b, adapted || g ? NULL : residual, N,

@@ -110,6 +110,58 @@ void test_matmul_dgelu(int dt, int N, int C, int OC) {
     free(x); free(w); free(dout); free(pre); free(dw2); free(db2); free(dinp);
 }
 
+// GPT-2's fc with GELU in the GEMM (cu_matmul_gelu_forward, GPTMEM_GELU_EPI's switch): off, -1 and nothing
+// written; on, pre and act against matmul_forward then gelu_forward (or, where cuBLASLt has no such algorithm,
+// -1 and nothing written: a note); at a width off 8, -1. How many of its bits differ from the two calls' is
+// the line the lease reads (gpu-round-7's item 6: --recompute gelu rebuilds act with the kernel).
+static int untouched(const void *dev, size_t n, int dt) {
+    float *got = down(dev, n, dt);
+    int nan = !isfinite(got[0]) && !isfinite(got[n - 1]);
+    free(got);
+    return nan;
+}
+void test_matmul_gelu(int dt, int N, int C, int OC) {
+    size_t n = (size_t)N * OC, e = dtype_size(dt);
+    float *x = randv((size_t)N * C, 1, dt), *w = randv((size_t)OC * C, 0.1f, dt), *bias = randv(OC, 1, dt);
+    float *pre = fvec(n), *act = fvec(n);
+    matmul_forward(pre, x, w, bias, N, C, OC);
+    gelu_forward(act, pre, n);
+    void *d_x = up(x, (size_t)N * C, dt), *d_w = up(w, (size_t)OC * C, dt), *d_b = up(bias, OC, dt);
+    void *d_pre = poisoned(n, dt), *d_act = poisoned(n, dt), *d_pre2 = poisoned(n, dt), *d_act2 = poisoned(n, dt);
+    cu_matmul_gelu_epilogue(0);
+    int off = cu_matmul_gelu_forward(dt, d_act, d_pre, d_x, d_w, d_b, N, C, OC);
+    check(off == -1 && untouched(d_act, n, dt) && untouched(d_pre, n, dt), label("matmul_gelu_forward off", dtype_name[dt]),
+          "returns -1 and writes nothing");
+    cu_matmul_gelu_epilogue(1);
+    int r = cu_matmul_gelu_forward(dt, d_act, d_pre, d_x, d_w, d_b, N, C, OC);
+    cu_matmul_gelu_epilogue(0);
+    if (OC % 8) {
+        check(r == -1 && untouched(d_act, n, dt), label("matmul_gelu_forward at a width off 8", dtype_name[dt]),
+              "returns -1 and writes nothing (cuBLASLt's aux wants 8)");
+    } else if (r == 0) {
+        expect("matmul_gelu_forward pre", dt, d_pre, pre, n);
+        expect("matmul_gelu_forward act", dt, d_act, act, n);
+        cu_matmul_forward(dt, d_pre2, d_x, d_w, d_b, N, C, OC);
+        cu_gelu_forward(dt, d_act2, d_pre2, n);
+        unsigned char *h[4];
+        void *d[4] = {d_pre, d_pre2, d_act, d_act2};
+        for (int i = 0; i < 4; i++) h[i] = malloc(n * e), gpu_download(h[i], d[i], n * e);
+        size_t pre_differ = 0, act_differ = 0;
+        for (size_t i = 0; i < n; i++)
+            pre_differ += memcmp(h[0] + i * e, h[1] + i * e, e) != 0, act_differ += memcmp(h[2] + i * e, h[3] + i * e, e) != 0;
+        printf("note: matmul_gelu_forward %s (%d x %d x %d): against cu_matmul_forward then cu_gelu_forward, %zu of %zu "
+               "pre and %zu act elements differ\n", dtype_name[dt], N, C, OC, pre_differ, n, act_differ);
+        for (int i = 0; i < 4; i++) free(h[i]);
+    } else {
+        check(untouched(d_act, n, dt), label("matmul_gelu_forward refused", dtype_name[dt]), "writes nothing");
+        printf("note: cuBLASLt has no GELU_AUX_BIAS algorithm for %d x %d x %d (%s): the model takes the two calls\n", N,
+               C, OC, dtype_name[dt]);
+    }
+    void *dev[] = {d_x, d_w, d_b, d_pre, d_act, d_pre2, d_act2};
+    for (int i = 0; i < 7; i++) gpu_free(dev[i]);
+    free(x); free(w); free(bias); free(pre); free(act);
+}
+
 // cu_gemm, --lora's five products (gpu/lora.h) on a band of a wider output: A and B read plain and
 // transposed (a row stride of 1), alpha, beta 0 (C written) and beta 1 (added into; the columns around
 // the band untouched). Each against cpu/gemm.h's gemm on the GPU's own inputs.
@@ -226,6 +278,8 @@ void test_matmul(int dt) {
     free(x); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(db); free(res);
     test_matmul_dgelu(dt, N, C, OC);
     test_matmul_dgelu(dt, N, 76, OC);  // a width of 4 mod 8: not cuBLASLt's DGELU (its aux needs 8), the kernels
+    test_matmul_gelu(dt, N, C, 96);
+    test_matmul_gelu(dt, N, C, OC);    // (100: off 8)
 }
 
 // n 10007: GELU's 16-byte pieces (cuda/elementwise.cu) and the elements past the last whole one

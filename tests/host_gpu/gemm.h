@@ -73,6 +73,23 @@ void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const v
     free(fd); free(fi); free(fw); free(fp);
 }
 
+// cuBLASLt's GELU_AUX_BIAS epilogue, where it is on (GPTMEM_GELU_EPI=1) and the width a multiple of 8: pre =
+// the product plus the bias, rounded once; act = GELU of pre as stored, as the two calls compute it (cuBLASLt
+// takes its GELU of the fp32 sum, and its own tanh: the lease says whether its bits are the kernel's)
+static int emu_gelu_epi = -1;
+void cu_matmul_gelu_epilogue(int on) { emu_gelu_epi = on; }
+int cu_matmul_gelu_forward(int dt, void *act, void *pre, const void *inp, const void *w, const void *bias, int N, int C,
+                           int OC) {
+    if (emu_gelu_epi < 0) emu_gelu_epi = getenv("GPTMEM_GELU_EPI") && atoi(getenv("GPTMEM_GELU_EPI")) == 1;
+    if (!emu_gelu_epi || N <= 0 || !bias || OC % 8) return -1;
+    cu_matmul_forward(dt, pre, inp, w, bias, N, C, OC);
+    LAUNCH(N);
+    float *f = widen(dt, DEV(pre), (size_t)N * OC);
+    gelu_forward(f, f, (size_t)N * OC);
+    narrow(dt, DEV(act), f, (size_t)N * OC);
+    return 0;
+}
+
 void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
                         int N, int C, int OC) {
     LAUNCH(N);

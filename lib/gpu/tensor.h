@@ -45,7 +45,8 @@ static void gpu_tp_up(GpuGPT *m, void *x, size_t n) {
 static void gpu_tp_sum_nccl(GpuGPT *m, void *x, size_t n, int gather) {
     int T = m->tp.size, me = m->tp.rank;
     size_t e = m->elem_bytes, *parts = malloc(3 * sizeof(size_t) * (size_t)T), *bytes = parts + T, *at = bytes + T;
-    for (int r = 0, k = 0; r < T; r++) parts[r] = n / T + ((size_t)r < n % T), at[r] = k * e, bytes[r] = parts[r] * e, k += (int)parts[r];
+    size_t k = 0;
+    for (int r = 0; r < T; r++) parts[r] = n / T + ((size_t)r < n % T), at[r] = k * e, bytes[r] = parts[r] * e, k += parts[r];
     gpu_nccl_reduce_scatter(NCCL_TENSOR, m->dtype, x, parts, T);
     comm_count(m->tp.comm, (long long)((n - parts[me]) * e));
     if (gather) gpu_nccl_allgather(NCCL_TENSOR, x, bytes, at, T), comm_count(m->tp.comm, (long long)(bytes[me] * (T - 1)));

@@ -134,12 +134,31 @@ static void shared_gpu_close(void) {
     shared_gpu = NULL;
 }
 
+// When process `pid` started (/proc's field 22, in clock ticks since boot; 0 where unreadable).
+static unsigned long long process_start(long pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');  // (the command's name may hold spaces: the fields follow its ')')
+    unsigned long long t = 0;
+    for (int field = 2; p && *p; p++)
+        if (*p == ' ' && ++field == 22) { t = strtoull(p + 1, NULL, 10); break; }
+    return t;
+}
+
 // The counter of emulated GPU `gpu` in this job (the launcher's job id, or
-// this process when it runs alone), mapped into this process.
+// this process when it runs alone), mapped into this process. The name carries the
+// start time of the job's parent (or of this process): a job whose ranks were killed
+// leaves its counter behind, and a later job given the same id by a reused pid must
+// not count that one's memory as held.
 static void shared_gpu_open(int gpu) {
     const char *job = getenv("PMIX_NAMESPACE");
     long id = job ? atol(job) : comm_launched() ? (long)getppid() : (long)getpid();
-    snprintf(shared_path, sizeof shared_path, "/dev/shm/gptmem-host-gpu-%ld-%d", id, gpu);
+    long owner = comm_launched() ? (long)getppid() : (long)getpid();
+    snprintf(shared_path, sizeof shared_path, "/dev/shm/gptmem-host-gpu-%ld-%llu-%d", id, process_start(owner), gpu);
     int fd = open(shared_path, O_RDWR | O_CREAT, 0600);
     if (fd < 0 || ftruncate(fd, sizeof(SharedGpu)) != 0) {
         fprintf(stderr, "error: emulated GPU: cannot open %s: %s\n", shared_path, strerror(errno));

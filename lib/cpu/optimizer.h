@@ -19,25 +19,15 @@
 // The gradients' norm and AdamW's scale (core/adamw.h step_grad_scale) into
 // the step's numbers: the sum of squares of the (reduced) gradients each rank
 // owns, added in rank order (one rank: all of them).
-// --tp: the sum of squares of this rank's gradients [lo, hi) of its share, the whole tensors' (the same
-// on every rank of the group) counted by the group's first rank alone, then added over the group.
+// --tp: the gradients' squares a run of the share at a time (parallel/tensor.h tp_sum_squares).
 typedef struct {
     const char *g;  // the gradients, element 0 = parameter lo
-    int dt, first;  // their dtype; is this rank the group's first
-    size_t lo, hi;
-    double sum;
-} TpSquares;
+    int dt;
+} HostGrads;
 
-static void tp_add_squares(void *ctx, size_t a, size_t b, int split) {
-    TpSquares *q = ctx;
-    a = a > q->lo ? a : q->lo, b = b < q->hi ? b : q->hi;
-    if (b > a && (split || q->first)) q->sum += sum_squares_dt(q->g + (a - q->lo) * dtype_size(q->dt), b - a, q->dt);
-}
-
-double tp_sum_squares(const GPT *m, const char *g, int dt, size_t lo, size_t hi) {
-    TpSquares q = {g, dt, m->tp.rank == 0, lo, hi, 0.0};
-    tp_runs(&m->cfg, tp_add_squares, &q);
-    return comm_sum_ordered(m->tp.comm, q.sum);
+static double host_squares(void *ctx, size_t at, size_t n) {
+    const HostGrads *h = ctx;
+    return sum_squares_dt(h->g + at * dtype_size(h->dt), n, h->dt);
 }
 
 void gpt_grad_norm(GPT *m, float loss_scale, float clip) {
@@ -46,7 +36,9 @@ void gpt_grad_norm(GPT *m, float loss_scale, float clip) {
     int dt = gpt_frozen(m) ? DT_FP32 : m->grad_dtype;
     size_t at = sh->own_lo - (gpt_frozen(m) ? shard_grads_base(sh) : m->grads_base), n = sh->own_hi - sh->own_lo;
     g += at * dtype_size(dt);
-    double mine = m->tp.size > 1 ? tp_sum_squares(m, g, dt, sh->own_lo, sh->own_hi) : sum_squares_dt(g, n, dt);
+    HostGrads h = {g, dt};
+    double mine = m->tp.size > 1 ? tp_sum_squares(&m->tp, &m->cfg, sh->own_lo, sh->own_hi, host_squares, &h)
+                                 : sum_squares_dt(g, n, dt);
     m->numbers.sumsq = comm_sum_ordered(sh->comm, mine);
     m->numbers.grad_scale = step_grad_scale(m->numbers.sumsq, loss_scale, clip);
 }

@@ -23,28 +23,17 @@ static double gpu_host_sum_squares(GpuGPT *m, int dt, const void *g, size_t n) {
     return s;
 }
 
-// --tp: the sum of squares of this rank's gradients [lo, hi) of its share (g: element 0 = parameter lo, in
-// dt), the whole tensors' (the same on every rank of the group) counted by the group's first rank alone,
-// then added over the group in rank order (cpu/optimizer.h tp_sum_squares' sum; each run's on the GPU).
+// --tp: the gradients' squares a run of the share at a time, each run's summed on the GPU
+// (parallel/tensor.h tp_sum_squares; g: element 0 = parameter lo, in dt).
 typedef struct {
     GpuGPT *m;
     const char *g;
     int dt;
-    size_t lo, hi;
-    double sum;
-} GpuTpSquares;
+} GpuGrads;
 
-static void gpu_tp_add_squares(void *ctx, size_t a, size_t b, int split) {
-    GpuTpSquares *q = ctx;
-    a = a > q->lo ? a : q->lo, b = b < q->hi ? b : q->hi;
-    if (b > a && (split || q->m->tp.rank == 0))
-        q->sum += gpu_host_sum_squares(q->m, q->dt, q->g + (a - q->lo) * dtype_size(q->dt), b - a);
-}
-
-static double gpu_tp_sum_squares(GpuGPT *m, const void *g, int dt, size_t lo, size_t hi) {
-    GpuTpSquares q = {m, g, dt, lo, hi, 0.0};
-    tp_runs(&m->cfg, gpu_tp_add_squares, &q);
-    return comm_sum_ordered(m->tp.comm, q.sum);
+static double gpu_squares(void *ctx, size_t at, size_t n) {
+    const GpuGrads *q = ctx;
+    return gpu_host_sum_squares(q->m, q->dt, q->g + at * dtype_size(q->dt), n);
 }
 
 // The gradients' norm and AdamW's scale (core/adamw.h step_grad_scale) into
@@ -59,7 +48,8 @@ void gpu_gpt_grad_norm(GpuGPT *m, float loss_scale, float clip) {
                            : grad_element(m, m->grads, sh->own_lo - m->grads_base);
     size_t n = sh->own_hi - sh->own_lo;
     double mine;
-    if (m->tp.size > 1) mine = gpu_tp_sum_squares(m, g, dt, sh->own_lo, sh->own_hi);
+    GpuGrads q = {m, (const char *)g, dt};
+    if (m->tp.size > 1) mine = tp_sum_squares(&m->tp, &m->cfg, sh->own_lo, sh->own_hi, gpu_squares, &q);
     else if (sh->nranks == 1) {
         cu_sum_squares_partials(dt, m->norm_partials, g, n);
         cu_grad_scale(m->numbers, m->norm_partials, GPU_NORM_BLOCKS, loss_scale, clip);

@@ -244,4 +244,29 @@ void tp_runs(const GPTConfig *s, void (*visit)(void *ctx, size_t a, size_t b, in
     visit(ctx, at + final_norm_param_count(s), param_count(s), 1);  // an untied LM head's band
 }
 
+// The sum of squares of this rank's values [lo, hi) of its share's flat layout (a gradient norm's part),
+// the whole tensors' (the same on every rank of the group) counted by the group's first rank alone, then
+// added over the group in rank order. `squares(ctx, at, n)` sums n values from the one at `at` - lo: on the
+// host (cpu/optimizer.h) or on the GPU (gpu/optimizer.h).
+typedef double (*TpSquaresOf)(void *ctx, size_t at, size_t n);
+typedef struct {
+    TpSquaresOf squares;
+    void *ctx;
+    int first;
+    size_t lo, hi;
+    double sum;
+} TpSquares;
+
+static void tp_add_squares(void *ctx, size_t a, size_t b, int split) {
+    TpSquares *q = ctx;
+    a = a > q->lo ? a : q->lo, b = b < q->hi ? b : q->hi;
+    if (b > a && (split || q->first)) q->sum += q->squares(q->ctx, a - q->lo, b - a);
+}
+
+double tp_sum_squares(const TensorSplit *tp, const GPTConfig *share, size_t lo, size_t hi, TpSquaresOf squares, void *ctx) {
+    TpSquares q = {squares, ctx, tp->rank == 0, lo, hi, 0.0};
+    tp_runs(share, tp_add_squares, &q);
+    return comm_sum_ordered(tp->comm, q.sum);
+}
+
 #endif

@@ -181,6 +181,10 @@ void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const voi
 // Which layernorm/RMSNorm forward kernel: 0 the default, 8 a P 8 instance where it holds the row (the same bits
 // as the default's P 16), 2 the 2-byte kernel; GPTMEM_LN_PIECES sets it for a run (gpu-round-7's R5).
 void cu_layernorm_pieces(int p);
+// The layernorm/RMSNorm backward: 1 dinp, dw and db in one pass where it holds the row (16-byte pieces, C up to
+// 1024 in 16 bits), 0 two (dinp, then the column sums); off by default unless GPTMEM_LN_FUSED=1 (gpu-round-7's
+// item 3, for a lease to time). dinp keeps its bits; dw and db are summed in other chunks (equal to rounding).
+void cu_layernorm_fused(int on);
 // dinp += ..., dw += ..., db += ... (as model.h; dw NULL: no weight gradients, a frozen norm)
 void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
                            const float *mean, const float *rstd, int N, int C);

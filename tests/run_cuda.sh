@@ -153,6 +153,18 @@ sec_flags() {
   done
   if [ $good = 1 ]; then ok "GPTMEM_GELU_EPI=1: the fc's GELU in the GEMM (alone, --ckpt, --recompute gelu) == the GELU kernel's run$([ $HOST = 1 ] && echo ', bit for bit on the emulation')"
   else bad "GPTMEM_GELU_EPI=1 against the GELU kernel's run"; fi
+  # GPTMEM_LN_FUSED=1 (gpu-round-7's item 3): the norms' backward in one pass, dw and db summed in other row
+  # chunks: equal to rounding. The emulation has one layernorm backward (the switch changes nothing there)
+  if [ $HOST = 1 ]; then skip "GPTMEM_LN_FUSED=1 against the two passes (--host: the emulation has one norm backward)"
+  else
+    good=1
+    for dt in fp32 bf16; do
+      tol=1e-5; [ $dt = bf16 ] && tol=1e-2
+      GPTMEM_LN_FUSED=1 run ln_fused_$dt "${G[@]}" --dtype $dt && close "$tmp/ln_fused_$dt.csv" "$tmp/plain_$dt.csv" $tol >/dev/null || good=0
+    done
+    if [ $good = 1 ]; then ok "GPTMEM_LN_FUSED=1: the norms' backward in one pass == two, fp32 and bf16, to rounding"
+    else bad "GPTMEM_LN_FUSED=1 against the two passes"; fi
+  fi
   # --fused-ce: the LM head and loss a tile of GPU_HEAD_ROWS (8192) rows x VOCAB_CHUNK (2048) entries at
   # a time; 129 x 64 = 8256 rows (a full tile and a short one) and a vocabulary of 5000 (padded 5056: two
   # full chunks and a short one), so every loop of the tiling runs its edges

@@ -178,6 +178,7 @@ int main(int argc, char **argv) {
     for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
         test_encoder(dt);
         test_layernorm(dt);
+        test_layernorm_fused(dt);
         test_matmul(dt);
         test_gemm(dt);
         test_bias16(dt);

@@ -90,6 +90,50 @@ void test_layernorm(int dt) {
     test_layernorm_at(dt, 5, 4096);
 }
 
+// cu_layernorm_fused(1): dinp, dw and db in one pass (cuda/layernorm.cu, gpu-round-7's item 3) against
+// cpu/ops.h, and dinp in the bits of the two passes. 2600 rows: several a warp in each of the kernel's
+// row chunks, gradients accumulating into nonzero values.
+static void test_norm_fused_at(int dt, int rms, int N, int C) {
+    size_t n = (size_t)N * C;
+    float *x = randv(n, 2, dt), *w = randv(C, 1, dt), *b = randv(C, 1, dt), *out = fvec(n), *mean = fvec(N),
+          *rstd = fvec(N);
+    if (rms) rmsnorm_forward(out, rstd, x, w, N, C, LLAMA_NORM_EPS);
+    else layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    float *dout = randv(n, 1, dt), *dinp = randv(n, 1, dt), *dw = randv(C, 1, dt), *db = randv(C, 1, dt);
+    void *d_x = up(x, n, dt), *d_w = up(w, C, dt), *d_dout = up(dout, n, dt), *d_mean = up(mean, N, DT_FP32),
+         *d_rstd = up(rstd, N, DT_FP32), *d_dinp[2], *d_dw[2], *d_db[2];
+    for (int fused = 0; fused <= 1; fused++) {
+        d_dinp[fused] = up(dinp, n, dt), d_dw[fused] = up(dw, C, dt), d_db[fused] = up(db, C, dt);
+        cu_layernorm_fused(fused);
+        if (rms) cu_rmsnorm_backward(dt, d_dinp[fused], d_dw[fused], d_dout, d_x, d_w, d_rstd, N, C);
+        else cu_layernorm_backward(dt, d_dinp[fused], d_dw[fused], d_db[fused], d_dout, d_x, d_w, d_mean, d_rstd, N, C);
+        cu_layernorm_fused(0);
+    }
+    if (rms) rmsnorm_backward(dinp, dw, dout, x, w, rstd, N, C);
+    else layernorm_backward(dinp, dw, db, dout, x, w, mean, rstd, N, C);
+    char what[40], name[96];
+    const char *norm = rms ? "rmsnorm_backward fused" : "layernorm_backward fused";
+    snprintf(what, sizeof what, "%s dinp", norm), expect(at_c(what, C), dt, d_dinp[1], dinp, n);
+    snprintf(what, sizeof what, "%s dw", norm), expect(at_c(what, C), dt, d_dw[1], dw, C);
+    if (!rms) snprintf(what, sizeof what, "%s db", norm), expect(at_c(what, C), dt, d_db[1], db, C);
+    float *two = down(d_dinp[0], n, dt), *one = down(d_dinp[1], n, dt);
+    int same = !memcmp(two, one, n * sizeof(float));
+    snprintf(name, sizeof name, "%s dinp's bits C%d %s", norm, C, dtype_name[dt]);
+    check(same, name, "%s", same ? "the bits of the two passes" : "other bits than the two passes");
+    void *dev[] = {d_x, d_w, d_dout, d_mean, d_rstd, d_dinp[0], d_dinp[1], d_dw[0], d_dw[1], d_db[0], d_db[1]};
+    for (int i = 0; i < 11; i++) gpu_free(dev[i]);
+    free(x); free(w); free(b); free(out); free(mean); free(rstd); free(dout); free(dinp); free(dw); free(db);
+    free(two); free(one);
+}
+
+// The widths whose rows the fused kernel holds (up to 2048 bytes: fp32 200 and 512, 16 bits all four)
+void test_layernorm_fused(int dt) {
+    const int widths[] = {200, 512, 768, 1024};
+    for (int rms = 0; rms <= 1; rms++)
+        for (int i = 0; i < 4; i++)
+            if (widths[i] * dtype_size(dt) <= 2048) test_norm_fused_at(dt, rms, 2600, widths[i]);
+}
+
 // GELU's backward in the dinp GEMM (cuBLASLt's DGELU epilogue, or where it does not run the GEMM and
 // the GELU kernel) against matmul_backward then gelu_backward: its GELU must be model.h's tanh approximation
 void test_matmul_dgelu(int dt, int N, int C, int OC) {

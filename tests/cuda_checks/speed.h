@@ -92,6 +92,7 @@ static const struct { const char *name; int times; } op_list[] = {
     {"flash fwd (reference)", OT_L},    {"flash bwd (reference)", OT_L},
     {"adamw segments (A/B)", 1},        {"adamw 8/thread (A/B)", 1},  // cu_adamw_pack16 off and on: the model's AdamW
     {"rmsnorm C2048 2-byte (A/B)", 1},  {"rmsnorm C2048 P8 (A/B)", 1}, {"rmsnorm C2048 P16 (A/B)", 1},  // R5: N/2 rows
+    {"layernorm bwd 2 passes (A/B)", 2 * OT_L}, {"layernorm bwd fused (A/B)", 2 * OT_L},  // cu_layernorm_fused off, on
 };
 enum { N_OPS = sizeof op_list / sizeof op_list[0] };
 
@@ -140,6 +141,12 @@ void run_op(int i, OpBufs *b) {
         cu_layernorm_pieces(i == 28 ? 2 : i == 29 ? 8 : 0);
         cu_rmsnorm_forward(dt, b->y, b->stat, b->x, b->w, N / 2, 2048);
         cu_layernorm_pieces(0);
+        break;
+    case 31:
+    case 32:
+        cu_layernorm_fused(i == 32);
+        cu_layernorm_backward(dt, b->dinp, b->dw, b->db, b->x, b->y, b->w, b->stat, b->stat2, N, C);
+        cu_layernorm_fused(0);
         break;
     case 26:
     case 27: {

@@ -160,10 +160,14 @@ void cu_gemm(int dt, int M, int N, int K, float alpha, const void *a, int a_rs, 
 // out[B,T,C] = wte[inp[b,t]] + wpe[t]
 void cu_encoder_forward(int dt, void *out, const int *inp, const void *wte, const void *wpe, int B, int T, int C);
 // dwpe[t] += sum_b dout[b,t]; dwte[v] += sum over the positions holding token v, in position order.
-// The positions are bucketed by token on the host (encoder_buckets): bucket u holds token tok[u] at
+// The positions are bucketed by token on the host (gpu/head.h bucket_tokens): bucket u holds token tok[u] at
 // positions pos[start[u] .. start[u+1]).
 void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const int *pos, const int *start,
                          const int *tok, int nbuckets, int B, int T, int C);
+// The token rows' sums (dwte and --fused-ce's chunks): 1 in 16-byte pieces, a warp a bucket's 256 bytes of a
+// row, the loads of 8 positions in flight (the same bits), 0 two bytes a thread; off by default unless
+// GPTMEM_EMB16=1 (gpu-round-7's item 5, for a lease to time).
+void cu_encoder_pack16(int on);
 
 // --fused-ce: the table [wte | wpe] (Vp + maxT rows) a chunk of rows [r0, r1) at a time (T, C values a row):
 // out[B,T,C] += the chunk's rows of each position's token and of its position (position t's row is

@@ -1,5 +1,6 @@
 // cuda/encoder.cu — token + position embedding, forward and backward.
 #include "common.cuh"
+#include <limits.h>
 
 // out[B,T,C] = wte[inp[b,t], :] + wpe[t, :] (Llama: wpe NULL, wte's rows alone). One thread per output element.
 template <typename T>
@@ -38,6 +39,57 @@ __global__ void encoder_backward_wte_kernel(T *dwte, const T *dout, const int *p
     }
 }
 
+// The same sums in 16-byte pieces (gpu-round-7's item 5; off unless GPTMEM_EMB16=1 or
+// cu_encoder_pack16(1), for the next lease to time): block b owns bucket b / S and, of its row, the
+// 32 pieces from slice s = b % S (S slices a row, a warp each; lane l the piece (32 s + l) V). Each
+// channel adds its bucket's positions in order, as the kernel above (the same bits), with the loads
+// of EMB_AHEAD positions in flight a lane: a frequent token's bucket (hundreds of positions in 16K)
+// runs at the memory's pace, not one load's latency a position, on S warps. Bucket b's blocks come
+// before b + 1's, and bucket_tokens puts the largest first. Tokens outside [r0, r1) are skipped
+// (--fused-ce's chunk: drows holds rows r0 ..).
+enum { EMB_AHEAD = 8 };
+template <typename T>
+__global__ void encoder_backward_wte16_kernel(T *drows, const T *dout, const int *pos, const int *start,
+                                              const int *tok, int r0, int r1, int slices, int C) {
+    constexpr int V = Pack16<T>::n;
+    int u = blockIdx.x / slices, c = ((blockIdx.x % slices) * 32 + threadIdx.x) * V;
+    if (c >= C || tok[u] < r0 || tok[u] >= r1) return;
+    T *row = drows + (size_t)(tok[u] - r0) * C + c;
+    Pack16<T> r = ld16(row);
+    float s[V];
+    for (int k = 0; k < V; k++) s[k] = ld(r.v[k]);
+    int j = start[u], end = start[u + 1];
+    for (; j + EMB_AHEAD <= end; j += EMB_AHEAD) {
+        Pack16<T> d[EMB_AHEAD];
+#pragma unroll
+        for (int a = 0; a < EMB_AHEAD; a++) d[a] = ld16(dout + (size_t)pos[j + a] * C + c);
+#pragma unroll
+        for (int a = 0; a < EMB_AHEAD; a++)
+            for (int k = 0; k < V; k++) s[k] += ld(d[a].v[k]);
+    }
+    for (; j < end; j++) {
+        Pack16<T> d = ld16(dout + (size_t)pos[j] * C + c);
+        for (int k = 0; k < V; k++) s[k] += ld(d.v[k]);
+    }
+    for (int k = 0; k < V; k++) r.v[k] = st<T>(s[k]);
+    st16(row, r);
+}
+
+static int g_emb16 = -1;  // -1: not yet read from GPTMEM_EMB16
+extern "C" void cu_encoder_pack16(int on) { g_emb16 = on; }
+
+// The 16-byte kernel where it applies (false: the caller runs the kernel above).
+template <typename T>
+static bool encoder_backward_wte16(T *drows, const T *dout, const int *pos, const int *start, const int *tok,
+                                   int nbuckets, int r0, int r1, int C) {
+    if (g_emb16 < 0) g_emb16 = getenv("GPTMEM_EMB16") && atoi(getenv("GPTMEM_EMB16")) == 1;
+    if (!g_emb16 || !can16(C, sizeof(T), drows, dout)) return false;
+    int slices = (int)((C / Pack16<T>::n + 31) / 32);
+    encoder_backward_wte16_kernel<<<(unsigned)((size_t)nbuckets * slices), 32>>>(drows, dout, pos, start, tok, r0, r1, slices, C);
+    launch_check("encoder_backward_wte16_kernel");
+    return true;
+}
+
 template <typename T>
 static void encoder_forward_t(T *out, const int *inp, const T *wte, const T *wpe, int B, int Tn, int C) {
     size_t n = (size_t)B * Tn * C;
@@ -52,7 +104,7 @@ static void encoder_backward_t(T *dwte, T *dwpe, const T *dout, const int *pos, 
         encoder_backward_wpe_kernel<<<blocks_for((size_t)Tn * C, 256), 256>>>(dwpe, dout, B, Tn, C);
         launch_check("encoder_backward_wpe_kernel");
     }
-    if (nbuckets == 0) return;
+    if (nbuckets == 0 || encoder_backward_wte16(dwte, dout, pos, start, tok, nbuckets, 0, INT_MAX, C)) return;
     encoder_backward_wte_kernel<<<nbuckets, 256>>>(dwte, dout, pos, start, tok, C);
     launch_check("encoder_backward_wte_kernel");
 }
@@ -132,7 +184,7 @@ static void encoder_forward_chunk_t(T *out, const int *inp, const T *rows, int r
 template <typename T>
 static void encoder_backward_chunk_t(T *drows, const T *dout, const int *pos, const int *start, const int *tok,
                                      int nbuckets, int r0, int r1, int Vp, int B, int Tn, int C) {
-    if (nbuckets > 0 && r0 < Vp) {
+    if (nbuckets > 0 && r0 < Vp && !encoder_backward_wte16(drows, dout, pos, start, tok, nbuckets, r0, r1, C)) {
         encoder_backward_chunk_tok_kernel<<<nbuckets, 256>>>(drows, dout, pos, start, tok, r0, r1, C);
         launch_check("encoder_backward_chunk_tok_kernel");
     }

@@ -165,6 +165,16 @@ sec_flags() {
     if [ $good = 1 ]; then ok "GPTMEM_LN_FUSED=1: the norms' backward in one pass == two, fp32 and bf16, to rounding"
     else bad "GPTMEM_LN_FUSED=1 against the two passes"; fi
   fi
+  # GPTMEM_EMB16=1 (item 5): the token rows' gradient in 16-byte pieces adds each bucket in the same order: the bits
+  if [ $HOST = 1 ]; then skip "GPTMEM_EMB16=1 against the 2-byte kernel (--host: the emulation has one embedding backward)"
+  else
+    good=1
+    for dt in fp32 bf16; do
+      GPTMEM_EMB16=1 run emb16_$dt "${G[@]}" --dtype $dt && cmp -s <(losses "$tmp/plain_$dt.csv") <(losses "$tmp/emb16_$dt.csv") || good=0
+    done
+    if [ $good = 1 ]; then ok "GPTMEM_EMB16=1: the embedding's backward in 16-byte pieces gives the same losses bit for bit, fp32 and bf16"
+    else bad "GPTMEM_EMB16=1 against the 2-byte kernel"; fi
+  fi
   # --fused-ce: the LM head and loss a tile of GPU_HEAD_ROWS (8192) rows x VOCAB_CHUNK (2048) entries at
   # a time; 129 x 64 = 8256 rows (a full tile and a short one) and a vocabulary of 5000 (padded 5056: two
   # full chunks and a short one), so every loop of the tiling runs its edges

@@ -146,6 +146,7 @@ int main(int argc, char **argv) {
         int blas = cu_blas_open(why, sizeof why);
         check(blas == 0, "cuBLASLt opens", "%s", blas == 0 ? "the library loads and has the GEMMs' functions" : why);
     }
+    test_bucket_tokens();  // (host C)
     if (gpu_open(0, why, sizeof why)) {
         printf("SKIP GPU tests: %s\n", why);
         return n_fail > 0;
@@ -177,6 +178,7 @@ int main(int argc, char **argv) {
     }
     for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
         test_encoder(dt);
+        test_encoder16(dt);
         test_layernorm(dt);
         test_layernorm_fused(dt);
         test_matmul(dt);

@@ -27,20 +27,31 @@
 // Bucket the positions 0..N-1 by the token they hold, for encoder_backward: a
 // counting sort (positions stay in order within a token: deterministic).
 // out = [pos (N) | start (N+1) | tok (N)]: bucket u holds token tok[u] at the
-// positions pos[start[u] .. start[u+1]). count: Vp ints of scratch. Returns
+// positions pos[start[u] .. start[u+1]). The buckets come largest first (ties:
+// the smaller token first), so a GPU starts a frequent token's long chain of
+// additions before the short ones rather than after them; each bucket's sum is
+// its own, so the order changes no bits. count: Vp ints of scratch. Returns
 // the number of buckets.
 int bucket_tokens(const int *inp, int N, int Vp, int *out, int *count) {
     int *pos = out, *start = pos + N, *tok = start + N + 1;
     memset(count, 0, sizeof(int) * Vp);
     for (int i = 0; i < N; i++) count[inp[i]]++;
-    int u = 0, acc = 0;
-    for (int v = 0; v < Vp; v++) {
-        if (!count[v]) continue;
-        tok[u] = v;
-        start[u++] = acc;
-        int first = acc;
-        acc += count[v];
-        count[v] = first;  // from now on: where this token's next position goes
+    // the tokens by their count, largest first (a counting sort over counts 1..N; start is its scratch)
+    memset(start, 0, sizeof(int) * (N + 1));
+    for (int v = 0; v < Vp; v++) start[count[v]]++;
+    int u = 0;
+    for (int k = N; k >= 1; k--) {  // start[k]: where the first token seen N times goes
+        int n = start[k];
+        start[k] = u;
+        u += n;
+    }
+    for (int v = 0; v < Vp; v++)
+        if (count[v]) tok[start[count[v]]++] = v;
+    int acc = 0;
+    for (int b = 0; b < u; b++) {
+        start[b] = acc;
+        acc += count[tok[b]];
+        count[tok[b]] = start[b];  // from now on: where this token's next position goes
     }
     start[u] = acc;
     for (int i = 0; i < N; i++) pos[count[inp[i]]++] = i;

@@ -32,6 +32,71 @@ void test_encoder(int dt) {
     free(inp); free(wte); free(wpe); free(out); free(dout); free(dwte); free(dwpe); free(buckets); free(count);
 }
 
+// bucket_tokens (gpu/head.h, host C: runs without a GPU): 3000 positions, token 5 at every third, the
+// rest over 64 tokens; every position in exactly one bucket, of its token, in order; the buckets largest
+// first, ties by token
+void test_bucket_tokens(void) {
+    enum { N = 3000, V = 70 };
+    int *inp = malloc(sizeof(int) * N), *out = malloc(sizeof(int) * (3 * N + 1)), *count = malloc(sizeof(int) * V);
+    int *seen = calloc(N, sizeof(int)), *pos = out, *start = out + N, *tok = start + N + 1, good = 1, prev = N + 1;
+    for (int i = 0; i < N; i++) inp[i] = i % 3 == 0 ? 5 : (int)(rng_next(&test_rng) % 64);
+    int nb = bucket_tokens(inp, N, V, out, count), distinct = 0;
+    for (int v = 0; v < V; v++) {
+        int n = 0;
+        for (int i = 0; i < N; i++) n += inp[i] == v;
+        distinct += n > 0;
+    }
+    good &= nb == distinct && start[0] == 0 && start[nb] == N && tok[0] == 5;
+    for (int u = 0; u < nb && good; u++) {
+        int n = start[u + 1] - start[u];
+        good &= n > 0 && (n < prev || (n == prev && tok[u] > tok[u - 1]));
+        prev = n;
+        for (int j = start[u]; j < start[u + 1]; j++) {
+            good &= inp[pos[j]] == tok[u] && (j == start[u] || pos[j] > pos[j - 1]);
+            seen[pos[j]]++;
+        }
+    }
+    for (int i = 0; i < N; i++) good &= seen[i] == 1;
+    check(good, "bucket_tokens", "%d buckets, token 5's %d positions first; each position once, in order, the buckets largest first (ties by token)", nb, start[1] - start[0]);
+    free(inp); free(out); free(count); free(seen);
+}
+
+// cu_encoder_pack16(1): the token rows' sums in 16-byte pieces against the kernel in use, for a token
+// at 1,000 positions (a bucket past the kernel's 8 in flight, over 2 slices of a row in fp32): the same
+// bits, whole and in --fused-ce's chunks; and against cpu/ops.h
+void test_encoder16(int dt) {
+    int B = 3, T = 1000, C = 200, V = 64, N = B * T, rows = V + T;
+    int *inp = malloc(sizeof(int) * N), *buckets = malloc(sizeof(int) * (3 * N + 1)), *count = malloc(sizeof(int) * V);
+    for (int i = 0; i < N; i++) inp[i] = i % 3 == 0 ? 5 : (int)(rng_next(&test_rng) % V);
+    int nb = bucket_tokens(inp, N, V, buckets, count), *d_b = gpu_malloc(sizeof(int) * (3 * N + 1), "buckets");
+    gpu_upload(d_b, buckets, sizeof(int) * (3 * N + 1));
+    float *dout = randv((size_t)N * C, 1, dt), *table = randv((size_t)rows * C, 1, dt), *got[4];
+    void *d_dout = up(dout, (size_t)N * C, dt);
+    for (int k = 0; k < 4; k++) {  // whole (off, on), in chunks of 48 rows (off, on)
+        void *d_t = up(table, (size_t)rows * C, dt);
+        cu_encoder_pack16(k % 2);
+        if (k < 2) cu_encoder_backward(dt, d_t, (char *)d_t + (size_t)V * C * dtype_size(dt), d_dout, d_b, d_b + N, d_b + 2 * N + 1, nb, B, T, C);
+        for (int r0 = 0; k >= 2 && r0 < rows; r0 += 48)
+            cu_encoder_backward_chunk(dt, (char *)d_t + (size_t)r0 * C * dtype_size(dt), d_dout, d_b, d_b + N, d_b + 2 * N + 1,
+                                      nb, r0, r0 + 48 < rows ? r0 + 48 : rows, V, B, T, C);
+        cu_encoder_pack16(0);
+        got[k] = down(d_t, (size_t)rows * C, dt);
+        gpu_free(d_t);
+    }
+    encoder_backward(table, table + (size_t)V * C, dout, inp, B, T, C);
+    void *d_want = up(got[1], (size_t)rows * C, dt);
+    expect("encoder_backward in 16-byte pieces (a token at 1000 positions)", dt, d_want, table, (size_t)rows * C);
+    char name[96];
+    for (int k = 1; k < 4; k += 2) {
+        int same = !memcmp(got[k - 1], got[k], (size_t)rows * C * sizeof(float));
+        snprintf(name, sizeof name, "encoder_backward%s in 16-byte pieces, bits %s", k == 3 ? "_chunk" : "", dtype_name[dt]);
+        check(same, name, "%s", same ? "the 2-byte kernel's" : "not the 2-byte kernel's");
+    }
+    for (int k = 0; k < 4; k++) free(got[k]);
+    gpu_free(d_b); gpu_free(d_dout); gpu_free(d_want);
+    free(inp); free(buckets); free(count); free(dout); free(table);
+}
+
 // a check's name with its width C ("layernorm_backward dinp C200")
 static const char *at_c(const char *what, int C) {
     static char name[96];

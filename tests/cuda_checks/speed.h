@@ -76,6 +76,7 @@ typedef struct {
     float *stat, *stat2, *D, *losses, *master, *m, *v;
     int *targets;
     double *numbers;  // the step's numbers (cuda/api.h STEP_*)
+    int *tokens, *buckets, nbuckets;  // Zipf-drawn tokens (op_tokens) and their buckets (gpu/head.h)
 } OpBufs;
 
 // The ops in a step's order; `times` is how often a step runs each.
@@ -93,6 +94,8 @@ static const struct { const char *name; int times; } op_list[] = {
     {"adamw segments (A/B)", 1},        {"adamw 8/thread (A/B)", 1},  // cu_adamw_pack16 off and on: the model's AdamW
     {"rmsnorm C2048 2-byte (A/B)", 1},  {"rmsnorm C2048 P8 (A/B)", 1}, {"rmsnorm C2048 P16 (A/B)", 1},  // R5: N/2 rows
     {"layernorm bwd 2 passes (A/B)", 2 * OT_L}, {"layernorm bwd fused (A/B)", 2 * OT_L},  // cu_layernorm_fused off, on
+    {"embedding fwd", 1},               {"embedding bwd", 1},
+    {"embedding bwd 2-byte (A/B)", 1},  {"embedding bwd 16-byte (A/B)", 1},  // cu_encoder_pack16 off, on
 };
 enum { N_OPS = sizeof op_list / sizeof op_list[0] };
 
@@ -148,6 +151,15 @@ void run_op(int i, OpBufs *b) {
         cu_layernorm_backward(dt, b->dinp, b->dw, b->db, b->x, b->y, b->w, b->stat, b->stat2, N, C);
         cu_layernorm_fused(0);
         break;
+    case 33: cu_encoder_forward(dt, b->y, b->tokens, b->w, b->x, B, T, C); break;
+    case 34:
+    case 35:
+    case 36:  // (dwte and dwpe in dw: the token rows are the first Vp x C of it)
+        if (i > 34) cu_encoder_pack16(i == 36);
+        cu_encoder_backward(dt, b->dw, b->dw + (size_t)OT_VP * C * 2, b->y, b->buckets, b->buckets + N,
+                            b->buckets + 2 * N + 1, b->nbuckets, B, T, C);
+        if (i > 34) cu_encoder_pack16(0);
+        break;
     case 26:
     case 27: {
         AdamwSegment all = {0, OT_P, 0.1f};
@@ -167,6 +179,29 @@ static void op_fill(void *dev, size_t bytes, int dt, const float *block, size_t 
     for (size_t i = 0; i < n; i += nb) cu_store_dtype(dt, (char *)dev + i * e, block, n - i < nb ? n - i : nb);
 }
 
+// Tokens as text has them, roughly: a Zipf draw over GPT-2's vocabulary (the most frequent token about 9% of the
+// positions, about 1,400 of 16K: the embedding's backward is as long as that token's bucket), and their buckets.
+static void op_tokens(OpBufs *b, int N) {
+    double *cdf = malloc(sizeof(double) * OT_V), acc = 0;
+    for (int v = 0; v < OT_V; v++) cdf[v] = acc += 1.0 / (v + 1);
+    int *tok = malloc(sizeof(int) * N), *buckets = malloc(sizeof(int) * (3 * N + 1)), *count = malloc(sizeof(int) * OT_VP);
+    for (int i = 0; i < N; i++) {
+        double u = rng_uniform(&test_rng) * acc;
+        int lo = 0, hi = OT_V - 1;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (cdf[mid] < u) lo = mid + 1;
+            else hi = mid;
+        }
+        tok[i] = lo;
+    }
+    b->nbuckets = bucket_tokens(tok, N, OT_VP, buckets, count);
+    b->tokens = gpu_malloc(sizeof(int) * N, "tokens"), b->buckets = gpu_malloc(sizeof(int) * (3 * N + 1), "buckets");
+    gpu_upload(b->tokens, tok, sizeof(int) * N);
+    gpu_upload(b->buckets, buckets, sizeof(int) * (3 * N + 1));
+    free(cdf); free(tok); free(buckets); free(count);
+}
+
 void op_times(void) {
     size_t B = OT_B, T = OT_T, C = OT_C, H = OT_H, N = B * T, e = 2;
     int reps = 5;
@@ -178,7 +213,7 @@ void op_times(void) {
         gpu_malloc(B * H * T * 4, "stat"), gpu_malloc(N * 4, "stat2"),
         gpu_malloc(B * H * T * 4, "D"), gpu_malloc(N * 4, "losses"), gpu_malloc(OT_P * 4, "master"),
         gpu_malloc(OT_P * 4, "m"), gpu_malloc(OT_P * 4, "v"), gpu_malloc(N * 4, "targets"),
-        gpu_malloc(GPU_STEP_NUMBERS * sizeof(double), "step numbers")};
+        gpu_malloc(GPU_STEP_NUMBERS * sizeof(double), "step numbers"), NULL, NULL, 0};
     // N(0, 1) values for the activations, weights and logits; |N(0, 1)| + 0.1 for the fp32 statistics
     // and Adam's moments (a positive rstd and v); the targets stay 0, a valid token
     size_t nb = (size_t)1 << 20;
@@ -193,6 +228,7 @@ void op_times(void) {
     size_t pos_bytes[] = {B * H * T * 4, N * 4, B * H * T * 4, OT_P * 4, OT_P * 4, OT_P * 4};
     for (int i = 0; i < 6; i++) op_fill(pos[i], pos_bytes[i], DT_FP32, bpos, nb);
     gpu_free(block); gpu_free(bpos); free(host); free(hpos);
+    op_tokens(&b, (int)N);
     void *start = gpu_event_new(), *stop = gpu_event_new();
     double naive = 0, flash = 0;
     printf("%-24s %10s %8s %12s\n", "op (GPT-2 B16 T1024 bf16)", "ms", "x/step", "ms/step");
@@ -211,7 +247,7 @@ void op_times(void) {
     printf("step (ops only): %.1f ms naive = %.0f tok/s; %.1f ms --flash (tensor cores) = %.0f tok/s\n", naive, N / naive * 1e3,
            flash, N / flash * 1e3);
     void *bufs[] = {b.x, b.y, b.qkv, b.dqkv, b.w, b.dw, b.att, b.logits, b.dinp, b.db, b.stat, b.stat2, b.D, b.losses,
-                    b.master, b.m, b.v, b.targets, b.numbers};
+                    b.master, b.m, b.v, b.targets, b.numbers, b.tokens, b.buckets};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_free(bufs[i]);
     gpu_event_free(start);
     gpu_event_free(stop);

@@ -19,7 +19,7 @@ if [ -n "$a" ] && [ -n "$b" ] && [ "$b" -lt $((a - 1024 * 1024 * 1024)) ]; then
 else bad "GPU --fused-ce dry run: $b vs $a"; fi
 out=$(./tests/test_cuda 2>&1); rc=$?
 if echo "$out" | grep -q '^SKIP GPU tests:'; then
-  echo "$out" | grep -E '^(PASS|FAIL) '  # what it checks without a GPU: cuBLASLt opens
+  echo "$out" | grep -E '^(PASS|FAIL) '  # what it checks without a GPU: cuBLASLt opens, the token buckets
   # no GPU here: --device cuda must say so and stop
   expect 1 "error: --device cuda: " "${SMALL[@]}" --device cuda --steps 1
   if grep -qE "(no usable CUDA GPU|this build has no CUDA).*train on the CPU instead" "$tmp/err"; then

@@ -64,6 +64,21 @@ run() {  # run NAME ARGS...: train, log to $tmp/NAME.csv, output to $tmp/NAME.ou
   $TRAIN "${SMALL[@]}" --log "$tmp/$name.csv" "$@" >"$tmp/$name.out" 2>&1 || { tail -3 "$tmp/$name.out"; return 1; }
 }
 
+# gpu_switch VAR HOW WHAT: the speed switch VAR=1 (a kernel beside the one in use, gpu-round-7's plan) on the
+# flags section's fp32 and bf16 runs against the plain ones: HOW bits wants the same losses bit for bit, rounding
+# within 1e-5 (fp32) and 1e-2 (bf16)
+gpu_switch() {
+  local var=$1 how=$2 what=$3 dt tol good=1
+  for dt in fp32 bf16; do
+    tol=1e-5; [ $dt = bf16 ] && tol=1e-2
+    (export "$var=1"; run "switch_$dt" "${G[@]}" --dtype $dt) || { good=0; continue; }
+    if [ "$how" = bits ]; then cmp -s <(losses "$tmp/plain_$dt.csv") <(losses "$tmp/switch_$dt.csv") || good=0
+    else close "$tmp/switch_$dt.csv" "$tmp/plain_$dt.csv" $tol >/dev/null || good=0; fi
+  done
+  if [ $good = 1 ]; then ok "$var=1: $what, fp32 and bf16: $([ "$how" = bits ] && echo 'the same losses bit for bit' || echo 'equal to rounding')"
+  else bad "$var=1 ($what) against the kernel in use"; fi
+}
+
 # --- kernels: tests/test_cuda ----------------------------------------------------
 # Returns 1 when there is no GPU here (test_cuda's own "SKIP GPU tests" line): nothing else can run.
 sec_kernels() {
@@ -153,27 +168,13 @@ sec_flags() {
   done
   if [ $good = 1 ]; then ok "GPTMEM_GELU_EPI=1: the fc's GELU in the GEMM (alone, --ckpt, --recompute gelu) == the GELU kernel's run$([ $HOST = 1 ] && echo ', bit for bit on the emulation')"
   else bad "GPTMEM_GELU_EPI=1 against the GELU kernel's run"; fi
-  # GPTMEM_LN_FUSED=1 (gpu-round-7's item 3): the norms' backward in one pass, dw and db summed in other row
-  # chunks: equal to rounding. The emulation has one layernorm backward (the switch changes nothing there)
-  if [ $HOST = 1 ]; then skip "GPTMEM_LN_FUSED=1 against the two passes (--host: the emulation has one norm backward)"
+  # the speed switches whose emulation is the kernel in use (one kernel there: skipped): each against it
+  if [ $HOST = 1 ]; then skip "GPTMEM_LN_FUSED, _EMB16, _ADAMW16, _BIAS16 against the kernels in use (--host: the emulation has one kernel each)"
   else
-    good=1
-    for dt in fp32 bf16; do
-      tol=1e-5; [ $dt = bf16 ] && tol=1e-2
-      GPTMEM_LN_FUSED=1 run ln_fused_$dt "${G[@]}" --dtype $dt && close "$tmp/ln_fused_$dt.csv" "$tmp/plain_$dt.csv" $tol >/dev/null || good=0
-    done
-    if [ $good = 1 ]; then ok "GPTMEM_LN_FUSED=1: the norms' backward in one pass == two, fp32 and bf16, to rounding"
-    else bad "GPTMEM_LN_FUSED=1 against the two passes"; fi
-  fi
-  # GPTMEM_EMB16=1 (item 5): the token rows' gradient in 16-byte pieces adds each bucket in the same order: the bits
-  if [ $HOST = 1 ]; then skip "GPTMEM_EMB16=1 against the 2-byte kernel (--host: the emulation has one embedding backward)"
-  else
-    good=1
-    for dt in fp32 bf16; do
-      GPTMEM_EMB16=1 run emb16_$dt "${G[@]}" --dtype $dt && cmp -s <(losses "$tmp/plain_$dt.csv") <(losses "$tmp/emb16_$dt.csv") || good=0
-    done
-    if [ $good = 1 ]; then ok "GPTMEM_EMB16=1: the embedding's backward in 16-byte pieces gives the same losses bit for bit, fp32 and bf16"
-    else bad "GPTMEM_EMB16=1 against the 2-byte kernel"; fi
+    gpu_switch GPTMEM_LN_FUSED rounding "the norms' backward in one pass"
+    gpu_switch GPTMEM_EMB16 bits "the embedding's backward in 16-byte pieces"
+    gpu_switch GPTMEM_ADAMW16 bits "AdamW 8 parameters a thread"
+    gpu_switch GPTMEM_BIAS16 bits "the bias gradients in 16-byte loads"
   fi
   # --fused-ce: the LM head and loss a tile of GPU_HEAD_ROWS (8192) rows x VOCAB_CHUNK (2048) entries at
   # a time; 129 x 64 = 8256 rows (a full tile and a short one) and a vocabulary of 5000 (padded 5056: two

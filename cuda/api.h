@@ -236,6 +236,9 @@ enum { GPU_ATTN_ROW_BYTES = 227 << 10 };
 // heads too); 0: the reference kernels (CUDA cores, any dtype, head sizes up to GPU_FLASH_MAX_HEAD)
 int cu_flash_uses_mma(int dt, int hs);
 void cu_flash_force_reference(int on);  // tests: 1 = always the reference kernels
+// The tensor-core forward's and dK dV kernel's causal mask: 1 only on the tiles that cross a warp's diagonal or
+// the end (the same bits), 0 on every tile; off by default unless GPTMEM_FLASH_DIAG=1 (gpu-round-7's item 1).
+void cu_flash_diag(int on);
 // out[B,T,C] (T); lse[B,H,T] in fp32 (the backward recomputes every probability from it)
 void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H, int KVH);
 // dqkv (overwrites); D is fp32 scratch of B*H*T floats

@@ -141,6 +141,51 @@ __device__ __forceinline__ void load_rows(T *X, const T *src, size_t stride, int
     }
 }
 
+// The causal mask, tile by tile: only a tile that crosses a warp's diagonal (or the sequence's end) has
+// scores to mask. The forward and dK dV kernels are built twice: DIAG false masks every tile (the kernels
+// as they were); DIAG true takes the unmasked loops below on the other tiles, without the key's index,
+// its compare and its select an element (gpu-round-7's item 1). The values are the same
+// either way: the same bits. The DIAG kernels run where GPTMEM_FLASH_DIAG=1 or cu_flash_diag(1), for the
+// next lease to time; the dQ kernel masks every tile (its DIAG instance spilled 32 bytes a thread at head
+// size 64, where the others are as before).
+static int g_flash_diag = -1;  // -1: not yet read from GPTMEM_FLASH_DIAG
+extern "C" void cu_flash_diag(int on) { g_flash_diag = on; }
+static bool flash_diag(void) {
+    if (g_flash_diag < 0) g_flash_diag = getenv("GPTMEM_FLASH_DIAG") && atoi(getenv("GPTMEM_FLASH_DIAG")) == 1;
+    return g_flash_diag;
+}
+
+// Forward, a tile with no key past any of the warp's queries: row i's (g, g + 8) scores into the log2
+// domain; returns the row's max over this thread's elements and mx (the kernel's masked loop without
+// the mask).
+__device__ __forceinline__ float scores_log2_unmasked(float s[MMA_BK / 8][4], int i, float c2, float mx) {
+    #pragma unroll
+    for (int j = 0; j < MMA_BK / 8; j++)
+        #pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float v = s[j][2 * i + e] * c2;
+            s[j][2 * i + e] = v;
+            mx = fmaxf(mx, v);
+        }
+    return mx;
+}
+
+// dK dV, a tile whose every query sees every one of the warp's keys: P^T into s, dS^T into dp (the
+// kernel's masked loop without the mask).
+template <int BQ>
+__device__ __forceinline__ void dscores_kv_unmasked(float s[BQ / 8][4], float dp[BQ / 8][4], const float *ls,
+                                                    const float *Ds, int t, float c2, float scale) {
+    #pragma unroll
+    for (int j = 0; j < BQ / 8; j++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int qi = j * 8 + 2 * t + e % 2;
+            float p = exp2f(s[j][e] * c2 - ls[qi] * MMA_LOG2E);
+            s[j][e] = p;
+            dp[j][e] = p * (dp[j][e] - Ds[qi]) * scale;
+        }
+}
+
 // ---------------------------------------------------------------------------
 // Forward. Warp w owns query rows q0 .. q0 + 15 (q0 = block * 64 + 16 w). Per key tile:
 //   S (16 x 64) = Q K^T      HS/16 x 8 mma
@@ -150,7 +195,7 @@ __device__ __forceinline__ void load_rows(T *X, const T *src, size_t stride, int
 // while tile kt is used. Scores are kept in the log2 domain (scale * log2 e
 // folded in) so exp2f does the exponentials. Blocks start from the last query
 // rows, which see the most keys, so the longest blocks are not left for the end.
-template <typename T, int HS>
+template <typename T, int HS, bool DIAG>
 __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS : 1) flash_mma_forward_kernel(T *out, float *lse, const T *qkv, int Tn, int C, int H, int KVH) {
     constexpr int ROW = HS + MMA_PAD, TILE = MMA_BK * ROW;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -208,19 +253,22 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
                     mma16816<T>(s[j + 1], qf[kc], bf + 2);
                 }
             }
+            bool unmasked = DIAG && k0 + MMA_BK - 1 <= q0;  // no key past any of the warp's queries
             #pragma unroll
             for (int i = 0; i < 2; i++) {  // row g (i = 0) and row g + 8 (i = 1)
                 int query = q0 + g + 8 * i;
                 float mx = m[i];
-                #pragma unroll
-                for (int j = 0; j < MMA_BK / 8; j++)
+                if (unmasked) mx = scores_log2_unmasked(s, i, c2, mx);
+                else
                     #pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        int key = k0 + j * 8 + 2 * t + e;
-                        float v = key <= query ? s[j][2 * i + e] * c2 : -INFINITY;  // causal
-                        s[j][2 * i + e] = v;
-                        mx = fmaxf(mx, v);
-                    }
+                    for (int j = 0; j < MMA_BK / 8; j++)
+                        #pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            int key = k0 + j * 8 + 2 * t + e;
+                            float v = key <= query ? s[j][2 * i + e] * c2 : -INFINITY;  // causal
+                            s[j][2 * i + e] = v;
+                            mx = fmaxf(mx, v);
+                        }
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the row's max over its quad
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 float correction = exp2f(m[i] - mx);  // 0 on the first tile (m = -inf)
@@ -406,7 +454,7 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
 //   dV (16 x HS) += P^T dO,  dK (16 x HS) += dS^T Q
 // GROUPED: several query heads read each key-value head (grouped-query attention); false, the
 // kernel GPT-2 runs, compiled without the loop over a group's heads (its registers as before).
-template <typename T, int HS, bool GROUPED>
+template <typename T, int HS, bool GROUPED, bool DIAG>
 __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS : 1) flash_mma_backward_dkv_kernel(T *dqkv, const T *dout, const T *qkv,
                                                                      const float *lse, const float *D, int Tn, int C,
                                                                      int H, int KVH) {
@@ -471,15 +519,18 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
         if (k0 < Tn && k0 <= qt0 + BQ - 1) {  // this warp: not past the end, and some query here sees its keys
             float s[BQ / 8][4], dp[BQ / 8][4];
             two_products<T, HS, BQ / 8>(s, dp, kf, qs, vf, dos, lane);  // S^T = K Q^T, dP^T = V dO^T
-            #pragma unroll
-            for (int j = 0; j < BQ / 8; j++)  // P^T goes into s, dS^T into dp
+            if (DIAG && qt0 >= k0 + 15 && qt0 + BQ <= Tn)  // every query here sees every key of the warp's
+                dscores_kv_unmasked<BQ>(s, dp, ls, Ds, t, c2, scale);
+            else
                 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int key = k0 + g + 8 * (e / 2), qi = j * 8 + 2 * t + e % 2, query = qt0 + qi;
-                    float p = query >= key && query < Tn ? exp2f(s[j][e] * c2 - ls[qi] * MMA_LOG2E) : 0.0f;
-                    s[j][e] = p;
-                    dp[j][e] = p * (dp[j][e] - Ds[qi]) * scale;
-                }
+                for (int j = 0; j < BQ / 8; j++)  // P^T goes into s, dS^T into dp
+                    #pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int key = k0 + g + 8 * (e / 2), qi = j * 8 + 2 * t + e % 2, query = qt0 + qi;
+                        float p = query >= key && query < Tn ? exp2f(s[j][e] * c2 - ls[qi] * MMA_LOG2E) : 0.0f;
+                        s[j][e] = p;
+                        dp[j][e] = p * (dp[j][e] - Ds[qi]) * scale;
+                    }
             #pragma unroll
             for (int kc = 0; kc < BQ / 16; kc++) {  // dV += P^T dO, dK += dS^T Q, 16 queries at a time
                 uint32_t pf[4] = {pack2<T>(s[2 * kc][0], s[2 * kc][1]), pack2<T>(s[2 * kc][2], s[2 * kc][3]),
@@ -528,17 +579,30 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
 // (over 48 KiB needs the opt-in attribute, set each time: it is cheap). At head
 // size 128 the backward kernels use all 255 registers and spill 40 (dQ) and 68
 // (dK dV) bytes a thread; their speed there is unmeasured.
-template <typename T, int HS>
+template <typename T, int HS, bool DIAG>
 static void flash_mma_forward_t(T *out, float *lse, const T *qkv, int B, int Tn, int C, int H, int KVH) {
     size_t smem = 2 * 2 * MMA_BK * (HS + MMA_PAD) * sizeof(T);
-    cuda_check(cudaFuncSetAttribute(flash_mma_forward_kernel<T, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-               "cudaFuncSetAttribute(flash_mma_forward_kernel)");
-    flash_mma_forward_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BQ), B * H), MMA_THREADS, smem>>>(out, lse, qkv, Tn, C, H,
-                                                                                               KVH);
+    cuda_check(cudaFuncSetAttribute(flash_mma_forward_kernel<T, HS, DIAG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem), "cudaFuncSetAttribute(flash_mma_forward_kernel)");
+    flash_mma_forward_kernel<T, HS, DIAG><<<dim3(blocks_for(Tn, MMA_BQ), B * H), MMA_THREADS, smem>>>(out, lse, qkv, Tn,
+                                                                                                     C, H, KVH);
     launch_check("flash_mma_forward_kernel");
 }
 
-template <typename T, int HS>
+template <typename T, int HS, bool GROUPED, bool DIAG>
+static void flash_mma_backward_dkv(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int B,
+                                   int Tn, int C, int H, int KVH) {
+    size_t smem_dkv = 2 * MMA_BK * (HS + MMA_PAD) * sizeof(T) +
+                      2 * (2 * MMA_BQ_DKV * (HS + MMA_PAD) * sizeof(T) + 2 * MMA_BQ_DKV * sizeof(float));
+    cuda_check(cudaFuncSetAttribute(flash_mma_backward_dkv_kernel<T, HS, GROUPED, DIAG>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv),
+               "cudaFuncSetAttribute(flash_mma_backward_dkv_kernel)");
+    flash_mma_backward_dkv_kernel<T, HS, GROUPED, DIAG><<<dim3(blocks_for(Tn, MMA_BK), B * KVH), MMA_THREADS, smem_dkv>>>(
+        dqkv, dout, qkv, lse, D, Tn, C, H, KVH);
+    launch_check("flash_mma_backward_dkv_kernel");
+}
+
+template <typename T, int HS, bool DIAG>
 static void flash_mma_backward_t(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int B, int Tn,
                                  int C, int H, int KVH) {
     size_t smem_dq = (2 * MMA_BQ + 2 * 2 * MMA_BK) * (HS + MMA_PAD) * sizeof(T);
@@ -547,22 +611,8 @@ static void flash_mma_backward_t(T *dqkv, const T *dout, const T *qkv, const flo
     flash_mma_backward_dq_kernel<T, HS><<<dim3(blocks_for(Tn, MMA_BQ), B * H), MMA_THREADS, smem_dq>>>(
         dqkv, dout, qkv, lse, D, Tn, C, H, KVH);
     launch_check("flash_mma_backward_dq_kernel");
-    size_t smem_dkv = 2 * MMA_BK * (HS + MMA_PAD) * sizeof(T) +
-                      2 * (2 * MMA_BQ_DKV * (HS + MMA_PAD) * sizeof(T) + 2 * MMA_BQ_DKV * sizeof(float));
-    if (KVH == H) {
-        cuda_check(cudaFuncSetAttribute(flash_mma_backward_dkv_kernel<T, HS, false>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv),
-                   "cudaFuncSetAttribute(flash_mma_backward_dkv_kernel)");
-        flash_mma_backward_dkv_kernel<T, HS, false><<<dim3(blocks_for(Tn, MMA_BK), B * KVH), MMA_THREADS, smem_dkv>>>(
-            dqkv, dout, qkv, lse, D, Tn, C, H, KVH);
-    } else {
-        cuda_check(cudaFuncSetAttribute(flash_mma_backward_dkv_kernel<T, HS, true>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv),
-                   "cudaFuncSetAttribute(flash_mma_backward_dkv_kernel)");
-        flash_mma_backward_dkv_kernel<T, HS, true><<<dim3(blocks_for(Tn, MMA_BK), B * KVH), MMA_THREADS, smem_dkv>>>(
-            dqkv, dout, qkv, lse, D, Tn, C, H, KVH);
-    }
-    launch_check("flash_mma_backward_dkv_kernel");
+    if (KVH == H) flash_mma_backward_dkv<T, HS, false, DIAG>(dqkv, dout, qkv, lse, D, B, Tn, C, H, KVH);
+    else flash_mma_backward_dkv<T, HS, true, DIAG>(dqkv, dout, qkv, lse, D, B, Tn, C, H, KVH);
 }
 
 // Does the tensor-core path take this run? 16-bit storage and head size 64 or 128.
@@ -570,12 +620,18 @@ extern "C" int cu_flash_uses_mma(int dt, int hs) { return dt != DTYPE_FP32 && (h
 
 template <typename T>
 static void flash_mma_forward_hs(T *out, float *lse, const T *qkv, int B, int Tn, int C, int H, int KVH) {
-    if (C / H == 64) flash_mma_forward_t<T, 64>(out, lse, qkv, B, Tn, C, H, KVH);
-    else flash_mma_forward_t<T, 128>(out, lse, qkv, B, Tn, C, H, KVH);
+    bool diag = flash_diag();
+    if (C / H == 64 && diag) flash_mma_forward_t<T, 64, true>(out, lse, qkv, B, Tn, C, H, KVH);
+    else if (C / H == 64) flash_mma_forward_t<T, 64, false>(out, lse, qkv, B, Tn, C, H, KVH);
+    else if (diag) flash_mma_forward_t<T, 128, true>(out, lse, qkv, B, Tn, C, H, KVH);
+    else flash_mma_forward_t<T, 128, false>(out, lse, qkv, B, Tn, C, H, KVH);
 }
 template <typename T>
 static void flash_mma_backward_hs(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int B, int Tn,
                                   int C, int H, int KVH) {
-    if (C / H == 64) flash_mma_backward_t<T, 64>(dqkv, dout, qkv, lse, D, B, Tn, C, H, KVH);
-    else flash_mma_backward_t<T, 128>(dqkv, dout, qkv, lse, D, B, Tn, C, H, KVH);
+    bool diag = flash_diag();
+    if (C / H == 64 && diag) flash_mma_backward_t<T, 64, true>(dqkv, dout, qkv, lse, D, B, Tn, C, H, KVH);
+    else if (C / H == 64) flash_mma_backward_t<T, 64, false>(dqkv, dout, qkv, lse, D, B, Tn, C, H, KVH);
+    else if (diag) flash_mma_backward_t<T, 128, true>(dqkv, dout, qkv, lse, D, B, Tn, C, H, KVH);
+    else flash_mma_backward_t<T, 128, false>(dqkv, dout, qkv, lse, D, B, Tn, C, H, KVH);
 }

@@ -101,6 +101,21 @@ void test_flash_mma_vs_reference(int dt, int B, int T, int H, int KVH, int hs) {
     expect(label("flash mma vs reference: out", shape), dt, out[0], want_out, (size_t)N * C);
     expect_stored(label("flash mma vs reference: lse (fp32)", shape), dt, DT_FP32, lse[0], want_lse, (size_t)B * H * T);
     expect(label("flash mma vs reference: dqkv", shape), dt, dqkv[0], want_dqkv, (size_t)N * W);
+    {  // cu_flash_diag(1): the mask on the diagonal's tiles alone, the bits of every tile masked
+        void *o = poisoned((size_t)N * C, dt), *l = poisoned((size_t)B * H * T, DT_FP32), *d = poisoned((size_t)N * W, dt);
+        cu_flash_diag(1);
+        cu_flash_forward(dt, o, l, d_qkv, B, T, C, H, KVH);
+        cu_flash_backward(dt, d, d_dout, d_qkv, o, l, D, B, T, C, H, KVH);
+        cu_flash_diag(0);
+        void *a[3] = {out[0], lse[0], dqkv[0]}, *b[3] = {o, l, d};
+        size_t n[3] = {(size_t)N * C, (size_t)B * H * T, (size_t)N * W};
+        int same = 1;
+        for (int k = 0; k < 3; k++) {
+            float *x = down(a[k], n[k], k == 1 ? DT_FP32 : dt), *y = down(b[k], n[k], k == 1 ? DT_FP32 : dt);
+            same &= !memcmp(x, y, n[k] * sizeof(float)), free(x), free(y), gpu_free(b[k]);
+        }
+        check(same, label("flash mma, mask on the diagonal's tiles alone:", shape), "%s", same ? "out, lse and dqkv in the bits of every tile masked" : "other bits than every tile masked");
+    }
     // qkv one element past a 16-byte boundary: the tensor-core kernels' 16-byte loads cannot take it, so the
     // dispatch gives it to the reference kernels (not a "misaligned address" fault): the reference's numbers
     float *shifted = fvec((size_t)N * W + 1);

@@ -239,6 +239,9 @@ void cu_flash_force_reference(int on);  // tests: 1 = always the reference kerne
 // The tensor-core forward's and dK dV kernel's causal mask: 1 only on the tiles that cross a warp's diagonal or
 // the end (the same bits), 0 on every tile; off by default unless GPTMEM_FLASH_DIAG=1 (gpu-round-7's item 1).
 void cu_flash_diag(int on);
+// D = rowsum(dout * out) before the tensor-core backward: 1 in 16-byte loads (the same bits), 0 two bytes a
+// load; off by default unless GPTMEM_FLASH_D16=1 (gpu-round-7's item 1).
+void cu_flash_d16(int on);
 // out[B,T,C] (T); lse[B,H,T] in fp32 (the backward recomputes every probability from it)
 void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H, int KVH);
 // dqkv (overwrites); D is fp32 scratch of B*H*T floats

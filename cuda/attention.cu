@@ -299,6 +299,39 @@ template <typename T> __global__ void flash_D_kernel(float *D, const T *dout, co
     D[x] = d;
 }
 
+// The same sums in 16-byte loads (8 values a load where the kernel above takes 2 bytes), for the
+// tensor-core path (16-bit rows on 16 bytes, hs a multiple of 8): each thread's row in the same order,
+// the same bits (gpu-round-7's item 1: D 0.4 ms a GPT-2 step on an H100, est. 0.1). Off unless
+// GPTMEM_FLASH_D16=1 or cu_flash_d16(1), for the next lease to time.
+template <typename T> __global__ void flash_D16_kernel(float *D, const T *dout, const T *out, int B, int Tn, int C, int H) {
+    constexpr int V = Pack16<T>::n;
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= (size_t)B * H * Tn) return;
+    int t = (int)(x % Tn), bh = (int)(x / Tn), b = bh / H, h = bh % H, hs = C / H;
+    size_t at = ((size_t)b * Tn + t) * C + h * hs;
+    float d = 0.0f;
+    for (int i = 0; i < hs; i += V) {
+        Pack16<T> dp = ld16(dout + at + i), op = ld16(out + at + i);
+        for (int k = 0; k < V; k++) d += ld(dp.v[k]) * ld(op.v[k]);
+    }
+    D[x] = d;
+}
+
+static int g_flash_d16 = -1;  // -1: not yet read from GPTMEM_FLASH_D16
+extern "C" void cu_flash_d16(int on) { g_flash_d16 = on; }
+
+// D for the tensor-core kernels (their pointers on 16 bytes: flash_mma_applies)
+template <typename T> static void flash_D_mma(float *D, const T *dout, const T *out, int B, int Tn, int C, int H) {
+    if (g_flash_d16 < 0) g_flash_d16 = getenv("GPTMEM_FLASH_D16") && atoi(getenv("GPTMEM_FLASH_D16")) == 1;
+    if (g_flash_d16) {
+        flash_D16_kernel<<<blocks_for((size_t)B * H * Tn, 256), 256>>>(D, dout, out, B, Tn, C, H);
+        launch_check("flash_D16_kernel");
+    } else {
+        flash_D_kernel<<<blocks_for((size_t)B * H * Tn, 256), 256>>>(D, dout, out, B, Tn, C, H);
+        launch_check("flash_D_kernel");
+    }
+}
+
 template <typename T>
 __global__ void flash_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int Tn,
                                          AttnShape g) {
@@ -457,12 +490,10 @@ extern "C" void cu_flash_backward(int dt, void *dqkv, const void *dout, const vo
     if (B <= 0 || T <= 0) return;
     if (flash_mma_applies(dt, C, H, dqkv, dout, qkv, out)) {  // D = rowsum(dout * out) first, as the reference does
         if (dt == DTYPE_BF16) {
-            flash_D_kernel<<<blocks_for((size_t)B * H * T, 256), 256>>>(D, (const bf16 *)dout, (const bf16 *)out, B, T, C, H);
-            launch_check("flash_D_kernel");
+            flash_D_mma(D, (const bf16 *)dout, (const bf16 *)out, B, T, C, H);
             flash_mma_backward_hs((bf16 *)dqkv, (const bf16 *)dout, (const bf16 *)qkv, lse, D, B, T, C, H, KVH);
         } else {
-            flash_D_kernel<<<blocks_for((size_t)B * H * T, 256), 256>>>(D, (const fp16 *)dout, (const fp16 *)out, B, T, C, H);
-            launch_check("flash_D_kernel");
+            flash_D_mma(D, (const fp16 *)dout, (const fp16 *)out, B, T, C, H);
             flash_mma_backward_hs((fp16 *)dqkv, (const fp16 *)dout, (const fp16 *)qkv, lse, D, B, T, C, H, KVH);
         }
         return;

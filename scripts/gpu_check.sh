@@ -35,7 +35,8 @@
 #   shapes    tests/test_cuda --gemm-shapes: each of the step's 15 GEMMs alone, cuBLASLt's first choice
 #             against the best of its 16, the DGELU epilogue's bits against its fallback's
 #   ab        the speed work's switches (GPU_SWITCHES, default GPTMEM_ADAMW16=1 GPTMEM_BIAS16=1
-#             GPTMEM_GELU_EPI=1 GPTMEM_LN_FUSED=1 GPTMEM_EMB16=1 GPTMEM_FLASH_DIAG=1: each
+#             GPTMEM_GELU_EPI=1 GPTMEM_LN_FUSED=1 GPTMEM_EMB16=1 GPTMEM_FLASH_DIAG=1
+#             GPTMEM_FLASH_D16=1: each
 #             a kernel built beside the one in use, off unless set), each on against off: bench_gpu.sh
 #             on bf16 --flash
 # A phase whose typical time does not fit in what is left before the deadline is skipped,
@@ -408,7 +409,7 @@ fi
 # --- ab: each switch on against off, the same binary, one setting ---------------------------
 ab_runs() {  # (each pair back to back, so the card's clock and neighbours are the same for both)
   local sw
-  for sw in ${GPU_SWITCHES:-GPTMEM_ADAMW16=1 GPTMEM_BIAS16=1 GPTMEM_GELU_EPI=1 GPTMEM_LN_FUSED=1 GPTMEM_EMB16=1 GPTMEM_FLASH_DIAG=1}; do
+  for sw in ${GPU_SWITCHES:-GPTMEM_ADAMW16=1 GPTMEM_BIAS16=1 GPTMEM_GELU_EPI=1 GPTMEM_LN_FUSED=1 GPTMEM_EMB16=1 GPTMEM_FLASH_DIAG=1 GPTMEM_FLASH_D16=1}; do
     echo "### $sw: off, then on"
     env "${BENCH_ENV[@]}" BENCH_SETTINGS="--dtype bf16 --flash" bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}" | tail -4
     env "${BENCH_ENV[@]}" "$sw" BENCH_SETTINGS="--dtype bf16 --flash" bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}" | tail -4
@@ -417,8 +418,8 @@ ab_runs() {  # (each pair back to back, so the card's clock and neighbours are t
 if want ab; then
   if [ $REHEARSE = 1 ]; then skip ab "rehearsal: an A/B of speed needs a GPU"
   else
-    phase ab 180 360 bash -c "$(declare -f ab_runs); $(declare -p BENCH_ENV); ab_runs"
-    grep -vE '^  (phase|host:|the host)' "$L/ab.log" | tail -42 | tee -a "$SUM"
+    phase ab 210 400 bash -c "$(declare -f ab_runs); $(declare -p BENCH_ENV); ab_runs"
+    grep -vE '^  (phase|host:|the host)' "$L/ab.log" | tail -49 | tee -a "$SUM"
   fi
 fi
 

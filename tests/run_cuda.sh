@@ -204,12 +204,12 @@ sec_tensorcores() {
     else bad "GPU --flash on the tensor cores equals naive attention, $dt, head size 64: ${msg:-a run failed}"; fi
   done
   if run mma_ckpt "${G[@]}" --dtype bf16 --flash --ckpt && run mma_again "${G[@]}" --dtype bf16 --flash &&
-     (export GPTMEM_FLASH_DIAG=1; run mma_diag "${G[@]}" --dtype bf16 --flash) &&
+     (export GPTMEM_FLASH_DIAG=1 GPTMEM_FLASH_D16=1; run mma_diag "${G[@]}" --dtype bf16 --flash) &&
      cmp -s <(losses "$tmp/mma_bf16.csv") <(losses "$tmp/mma_ckpt.csv") &&
      cmp -s <(losses "$tmp/mma_bf16.csv") <(losses "$tmp/mma_again.csv") &&
      cmp -s <(losses "$tmp/mma_bf16.csv") <(losses "$tmp/mma_diag.csv"); then
-    ok "GPU --flash on the tensor cores: --ckpt, a second run and GPTMEM_FLASH_DIAG=1 (the mask on the diagonal's tiles alone) bit-identical (bf16)"
-  else bad "GPU --flash on the tensor cores: --ckpt, a second run, GPTMEM_FLASH_DIAG=1 bit-identical (bf16)"; fi
+    ok "GPU --flash on the tensor cores: --ckpt, a second run and GPTMEM_FLASH_DIAG=1 GPTMEM_FLASH_D16=1 (the mask on the diagonal's tiles alone, D in 16-byte loads) bit-identical (bf16)"
+  else bad "GPU --flash on the tensor cores: --ckpt, a second run, GPTMEM_FLASH_DIAG=1 GPTMEM_FLASH_D16=1 bit-identical (bf16)"; fi
   # 6 steps of bf16 --flash on the tensor cores against the CPU's bf16 --flash
   if run cpu_mma --dtype bf16 --flash --steps 6 && msg=$(close "$tmp/mma_bf16.csv" "$tmp/cpu_mma.csv" 2e-2); then
     ok "6 steps of bf16 --flash on the tensor cores track the CPU: $msg"

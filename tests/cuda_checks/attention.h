@@ -116,6 +116,18 @@ void test_flash_mma_vs_reference(int dt, int B, int T, int H, int KVH, int hs) {
         }
         check(same, label("flash mma, mask on the diagonal's tiles alone:", shape), "%s", same ? "out, lse and dqkv in the bits of every tile masked" : "other bits than every tile masked");
     }
+    {  // cu_flash_d16(1): D in 16-byte loads, the 2-byte kernel's D and so dqkv's bits
+        void *d = poisoned((size_t)N * W, dt);
+        cu_flash_backward(dt, d, d_dout, d_qkv, out[0], lse[0], D, B, T, C, H, KVH);
+        float *D2 = down(D, (size_t)B * H * T, DT_FP32), *g2 = down(d, (size_t)N * W, dt);
+        cu_flash_d16(1);
+        cu_flash_backward(dt, d, d_dout, d_qkv, out[0], lse[0], D, B, T, C, H, KVH);
+        cu_flash_d16(0);
+        float *D16 = down(D, (size_t)B * H * T, DT_FP32), *g16 = down(d, (size_t)N * W, dt);
+        int same = !memcmp(D2, D16, sizeof(float) * B * H * T) && !memcmp(g2, g16, sizeof(float) * N * W);
+        check(same, label("flash mma, D in 16-byte loads:", shape), "%s", same ? "D and dqkv in the 2-byte kernel's bits" : "other bits than the 2-byte kernel's");
+        free(D2), free(D16), free(g2), free(g16), gpu_free(d);
+    }
     // qkv one element past a 16-byte boundary: the tensor-core kernels' 16-byte loads cannot take it, so the
     // dispatch gives it to the reference kernels (not a "misaligned address" fault): the reference's numbers
     float *shifted = fvec((size_t)N * W + 1);

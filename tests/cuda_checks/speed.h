@@ -97,6 +97,7 @@ static const struct { const char *name; int times; } op_list[] = {
     {"embedding fwd", 1},               {"embedding bwd", 1},
     {"embedding bwd 2-byte (A/B)", 1},  {"embedding bwd 16-byte (A/B)", 1},  // cu_encoder_pack16 off, on
     {"flash fwd diag mask (A/B)", OT_L}, {"flash bwd diag mask (A/B)", OT_L},  // cu_flash_diag on (off: flash fwd, bwd)
+    {"flash bwd D16 (A/B)", OT_L},  // cu_flash_d16 on (off: flash bwd)
 };
 enum { N_OPS = sizeof op_list / sizeof op_list[0] };
 
@@ -160,6 +161,11 @@ void run_op(int i, OpBufs *b) {
         cu_encoder_backward(dt, b->dw, b->dw + (size_t)OT_VP * C * 2, b->y, b->buckets, b->buckets + N,
                             b->buckets + 2 * N + 1, b->nbuckets, B, T, C);
         if (i > 34) cu_encoder_pack16(0);
+        break;
+    case 39:
+        cu_flash_d16(1);
+        cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H);
+        cu_flash_d16(0);
         break;
     case 37:
     case 38:

@@ -12,8 +12,8 @@
 # whose GPU is tests/host_gpu.c (the GPU API on the CPU): they test gpu/model.h's
 # host logic; the kernel tests, the tensor-core checks and compute-sanitizer are
 # left out (they need the real GPU).
-# RUN_CUDA_QUICK=1 (scripts/gpu_check.sh --part 2): the newest features first (--offload,
-# --shard-group, ZeRO), and what the emulation or another phase already proves left out (the
+# RUN_CUDA_QUICK=1 (scripts/gpu_check.sh --part 2): the newest features first (--tp, --lora, Llama,
+# --offload, --shard-group, ZeRO), and what the emulation or another phase already proves left out (the
 # kernel tests and the sanitizer, which gpu_check runs as phases of their own; 4 ranks where 2
 # repeat them; most of the ledger grid, of the 3-rank ledgers and checkpoints; the bytes sent).
 # RUN_CUDA_ORDER="sample zero" runs only those sections (the names of the sec_ functions below).

@@ -36,9 +36,8 @@
 #             against the best of its 16, the DGELU epilogue's bits against its fallback's
 #   ab        the speed work's switches (GPU_SWITCHES, default GPTMEM_ADAMW16=1 GPTMEM_BIAS16=1
 #             GPTMEM_GELU_EPI=1 GPTMEM_LN_FUSED=1 GPTMEM_EMB16=1 GPTMEM_FLASH_DIAG=1
-#             GPTMEM_FLASH_D16=1: each
-#             a kernel built beside the one in use, off unless set), each on against off: bench_gpu.sh
-#             on bf16 --flash
+#             GPTMEM_FLASH_D16=1: each a kernel built beside the one in use, off unless set):
+#             bench_gpu.sh on bf16 --flash, all off against all on twice, then each alone
 # A phase whose typical time does not fit in what is left before the deadline is skipped,
 # and the summary says so; every phase runs under a time limit. The last line is
 #   RESULT: N passed, N failed, N timed out, N skipped (...)
@@ -406,20 +405,28 @@ if want shapes; then
   fi
 fi
 
-# --- ab: each switch on against off, the same binary, one setting ---------------------------
-ab_runs() {  # (each pair back to back, so the card's clock and neighbours are the same for both)
-  local sw
-  for sw in ${GPU_SWITCHES:-GPTMEM_ADAMW16=1 GPTMEM_BIAS16=1 GPTMEM_GELU_EPI=1 GPTMEM_LN_FUSED=1 GPTMEM_EMB16=1 GPTMEM_FLASH_DIAG=1 GPTMEM_FLASH_D16=1}; do
-    echo "### $sw: off, then on"
-    env "${BENCH_ENV[@]}" BENCH_SETTINGS="--dtype bf16 --flash" bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}" | tail -4
-    env "${BENCH_ENV[@]}" "$sw" BENCH_SETTINGS="--dtype bf16 --flash" bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}" | tail -4
+# --- ab: the switches on against off, the same binary, one setting ---------------------------
+# All off against all on, twice, alternating (the step's difference, beside the run-to-run spread), then
+# each switch alone on; each pair back to back, so the card's clock and neighbours are the same for both.
+# --op-times's A/B rows time each switch's kernels alone.
+ab_runs() {
+  local sw round all=${GPU_SWITCHES:-GPTMEM_ADAMW16=1 GPTMEM_BIAS16=1 GPTMEM_GELU_EPI=1 GPTMEM_LN_FUSED=1 GPTMEM_EMB16=1 GPTMEM_FLASH_DIAG=1 GPTMEM_FLASH_D16=1}
+  bench() {  # the setting's line: tok/s, MFU, peak
+    env "${BENCH_ENV[@]}" "$@" BENCH_TIMING=0 BENCH_SETTINGS="--dtype bf16 --flash" bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}" |
+      grep -E '^--dtype'
+  }
+  for round in 1 2; do
+    echo "### round $round: all off"; bench
+    # shellcheck disable=SC2086
+    echo "### round $round: all on ($all)"; bench $all
   done
+  for sw in $all; do echo "### $sw alone"; bench "$sw"; done
 }
 if want ab; then
   if [ $REHEARSE = 1 ]; then skip ab "rehearsal: an A/B of speed needs a GPU"
   else
-    phase ab 210 400 bash -c "$(declare -f ab_runs); $(declare -p BENCH_ENV); ab_runs"
-    grep -vE '^  (phase|host:|the host)' "$L/ab.log" | tail -49 | tee -a "$SUM"
+    phase ab 170 400 bash -c "$(declare -f ab_runs); $(declare -p BENCH_ENV); ab_runs"
+    grep -vE '^  (phase|host:|the host)' "$L/ab.log" | tail -55 | tee -a "$SUM"
   fi
 fi
 

@@ -98,6 +98,8 @@ static const struct { const char *name; int times; } op_list[] = {
     {"embedding bwd 2-byte (A/B)", 1},  {"embedding bwd 16-byte (A/B)", 1},  // cu_encoder_pack16 off, on
     {"flash fwd diag mask (A/B)", OT_L}, {"flash bwd diag mask (A/B)", OT_L},  // cu_flash_diag on (off: flash fwd, bwd)
     {"flash bwd D16 (A/B)", OT_L},  // cu_flash_d16 on (off: flash bwd)
+    {"matmul bwd fc bias16 (A/B)", OT_L},  // cu_bias_pack16 on (off: matmul bwd fc)
+    {"matmul+gelu epi fwd fc (A/B)", OT_L},  // cu_matmul_gelu_epilogue on (off: matmul fwd fc + gelu fwd)
 };
 enum { N_OPS = sizeof op_list / sizeof op_list[0] };
 
@@ -166,6 +168,16 @@ void run_op(int i, OpBufs *b) {
         cu_flash_d16(1);
         cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H);
         cu_flash_d16(0);
+        break;
+    case 40:
+        cu_bias_pack16(1);
+        cu_matmul_backward(dt, b->dinp, b->dw, b->db, b->x, b->y, b->w, N, C, 4 * C);
+        cu_bias_pack16(0);
+        break;
+    case 41:  // (pre in x's first N x 4C, act in y: as cases 6 and 7 read and write them)
+        cu_matmul_gelu_epilogue(1);
+        if (cu_matmul_gelu_forward(dt, b->y, b->x, b->dinp, b->w, b->w, N, C, 4 * C)) printf("(no GELU epilogue here) ");
+        cu_matmul_gelu_epilogue(0);
         break;
     case 37:
     case 38:

@@ -164,9 +164,9 @@ void cu_encoder_forward(int dt, void *out, const int *inp, const void *wte, cons
 // positions pos[start[u] .. start[u+1]).
 void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const int *pos, const int *start,
                          const int *tok, int nbuckets, int B, int T, int C);
-// The token rows' sums (dwte and --fused-ce's chunks): 1 in 16-byte pieces, a warp a bucket's 256 bytes of a
-// row, the loads of 8 positions in flight (the same bits), 0 two bytes a thread; off by default unless
-// GPTMEM_EMB16=1 (gpu-round-7's item 5, for a lease to time).
+// The embedding in 16-byte pieces (the same bits): 1 the forward and dwpe 8 channels a thread in 16 bits, the
+// token rows' sums (dwte and --fused-ce's chunks) a warp a bucket's 256 bytes of a row with the loads of 8
+// positions in flight; 0 the 2-byte kernels; off by default unless GPTMEM_EMB16=1 (gpu-round-7's item 5).
 void cu_encoder_pack16(int on);
 
 // --fused-ce: the table [wte | wpe] (Vp + maxT rows) a chunk of rows [r0, r1) at a time (T, C values a row):

@@ -22,6 +22,44 @@ __global__ void encoder_backward_wpe_kernel(T *dwpe, const T *dout, int B, int T
     dwpe[i] = st<T>(s);
 }
 
+// The two above in 16-byte pieces, 8 channels a thread in 16 bits (4 in fp32), each channel's sum as
+// above (the same bits); with the wte kernel below, the embedding of GPTMEM_EMB16=1 (gpu-round-7's item 5).
+template <typename T>
+__global__ void encoder_forward16_kernel(T *out, const int *inp, const T *wte, const T *wpe, int BT, int Tn, int C) {
+    constexpr int V = Pack16<T>::n;
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= (size_t)BT * C) return;
+    int bt = (int)(i / C), c = (int)(i % C);
+    Pack16<T> e = ld16(wte + (size_t)inp[bt] * C + c);
+    if (wpe) {
+        Pack16<T> p = ld16(wpe + (size_t)(bt % Tn) * C + c);
+        for (int k = 0; k < V; k++) e.v[k] = st<T>(ld(e.v[k]) + ld(p.v[k]));
+    }
+    st16(out + i, e);
+}
+template <typename T>
+__global__ void encoder_backward_wpe16_kernel(T *dwpe, const T *dout, int B, int Tn, int C) {
+    constexpr int V = Pack16<T>::n;
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= (size_t)Tn * C) return;
+    Pack16<T> r = ld16(dwpe + i);
+    float s[V];
+    for (int k = 0; k < V; k++) s[k] = ld(r.v[k]);
+    for (int b = 0; b < B; b++) {
+        Pack16<T> d = ld16(dout + (size_t)b * Tn * C + i);
+        for (int k = 0; k < V; k++) s[k] += ld(d.v[k]);
+    }
+    for (int k = 0; k < V; k++) r.v[k] = st<T>(s[k]);
+    st16(dwpe + i, r);
+}
+
+static int g_emb16 = -1;  // -1: not yet read from GPTMEM_EMB16
+extern "C" void cu_encoder_pack16(int on) { g_emb16 = on; }
+static bool emb16(void) {
+    if (g_emb16 < 0) g_emb16 = getenv("GPTMEM_EMB16") && atoi(getenv("GPTMEM_EMB16")) == 1;
+    return g_emb16;
+}
+
 // dwte[v, :] += the dout rows of every position holding token v. The same
 // token can sit at many positions; the host sorted the positions into one
 // bucket per distinct token, so one block owns one row of dwte (no two blocks
@@ -75,15 +113,11 @@ __global__ void encoder_backward_wte16_kernel(T *drows, const T *dout, const int
     st16(row, r);
 }
 
-static int g_emb16 = -1;  // -1: not yet read from GPTMEM_EMB16
-extern "C" void cu_encoder_pack16(int on) { g_emb16 = on; }
-
 // The 16-byte kernel where it applies (false: the caller runs the kernel above).
 template <typename T>
 static bool encoder_backward_wte16(T *drows, const T *dout, const int *pos, const int *start, const int *tok,
                                    int nbuckets, int r0, int r1, int C) {
-    if (g_emb16 < 0) g_emb16 = getenv("GPTMEM_EMB16") && atoi(getenv("GPTMEM_EMB16")) == 1;
-    if (!g_emb16 || !can16(C, sizeof(T), drows, dout)) return false;
+    if (!emb16() || !can16(C, sizeof(T), drows, dout)) return false;
     int slices = (int)((C / Pack16<T>::n + 31) / 32);
     encoder_backward_wte16_kernel<<<(unsigned)((size_t)nbuckets * slices), 32>>>(drows, dout, pos, start, tok, r0, r1, slices, C);
     launch_check("encoder_backward_wte16_kernel");
@@ -93,6 +127,11 @@ static bool encoder_backward_wte16(T *drows, const T *dout, const int *pos, cons
 template <typename T>
 static void encoder_forward_t(T *out, const int *inp, const T *wte, const T *wpe, int B, int Tn, int C) {
     size_t n = (size_t)B * Tn * C;
+    if (emb16() && can16(C, sizeof(T), out, wte, wpe)) {
+        encoder_forward16_kernel<<<blocks_for(n / Pack16<T>::n, 256), 256>>>(out, inp, wte, wpe, B * Tn, Tn, C);
+        launch_check("encoder_forward16_kernel");
+        return;
+    }
     encoder_forward_kernel<<<blocks_for(n, 256), 256>>>(out, inp, wte, wpe, B * Tn, Tn, C);
     launch_check("encoder_forward_kernel");
 }
@@ -100,7 +139,10 @@ static void encoder_forward_t(T *out, const int *inp, const T *wte, const T *wpe
 template <typename T>
 static void encoder_backward_t(T *dwte, T *dwpe, const T *dout, const int *pos, const int *start, const int *tok,
                                int nbuckets, int B, int Tn, int C) {
-    if (dwpe) {  // (Llama: no position table)
+    if (dwpe && emb16() && can16(C, sizeof(T), dwpe, dout)) {  // (Llama: no position table)
+        encoder_backward_wpe16_kernel<<<blocks_for((size_t)Tn * C / Pack16<T>::n, 256), 256>>>(dwpe, dout, B, Tn, C);
+        launch_check("encoder_backward_wpe16_kernel");
+    } else if (dwpe) {
         encoder_backward_wpe_kernel<<<blocks_for((size_t)Tn * C, 256), 256>>>(dwpe, dout, B, Tn, C);
         launch_check("encoder_backward_wpe_kernel");
     }

@@ -61,9 +61,9 @@ void test_bucket_tokens(void) {
     free(inp); free(out); free(count); free(seen);
 }
 
-// cu_encoder_pack16(1): the token rows' sums in 16-byte pieces against the kernel in use, for a token
-// at 1,000 positions (a bucket past the kernel's 8 in flight, over 2 slices of a row in fp32): the same
-// bits, whole and in --fused-ce's chunks; and against cpu/ops.h
+// cu_encoder_pack16(1): the embedding in 16-byte pieces against the kernels in use, for a token at 1,000
+// positions (a bucket past the wte kernel's 8 in flight, over 2 slices of a row in fp32): the same bits,
+// the backward whole and in --fused-ce's chunks, and the forward; and against cpu/ops.h
 void test_encoder16(int dt) {
     int B = 3, T = 1000, C = 200, V = 64, N = B * T, rows = V + T;
     int *inp = malloc(sizeof(int) * N), *buckets = malloc(sizeof(int) * (3 * N + 1)), *count = malloc(sizeof(int) * V);
@@ -91,6 +91,24 @@ void test_encoder16(int dt) {
         int same = !memcmp(got[k - 1], got[k], (size_t)rows * C * sizeof(float));
         snprintf(name, sizeof name, "encoder_backward%s in 16-byte pieces, bits %s", k == 3 ? "_chunk" : "", dtype_name[dt]);
         check(same, name, "%s", same ? "the 2-byte kernel's" : "not the 2-byte kernel's");
+    }
+    {  // the forward in 16-byte pieces: the same bits
+        int *d_inp = gpu_malloc(sizeof(int) * N, "inp");
+        gpu_upload(d_inp, inp, sizeof(int) * N);
+        void *d_t = up(table, (size_t)rows * C, dt), *o[2];
+        float *f[2];
+        for (int on = 0; on <= 1; on++) {
+            o[on] = poisoned((size_t)N * C, dt);
+            cu_encoder_pack16(on);
+            cu_encoder_forward(dt, o[on], d_inp, d_t, (char *)d_t + (size_t)V * C * dtype_size(dt), B, T, C);
+            f[on] = down(o[on], (size_t)N * C, dt);
+        }
+        cu_encoder_pack16(0);
+        int same = !memcmp(f[0], f[1], (size_t)N * C * sizeof(float)) && isfinite(f[1][N * C - 1]);
+        snprintf(name, sizeof name, "encoder_forward in 16-byte pieces, bits %s", dtype_name[dt]);
+        check(same, name, "%s", same ? "the 2-byte kernel's" : "not the 2-byte kernel's");
+        for (int on = 0; on <= 1; on++) free(f[on]), gpu_free(o[on]);
+        gpu_free(d_inp), gpu_free(d_t);
     }
     for (int k = 0; k < 4; k++) free(got[k]);
     gpu_free(d_b); gpu_free(d_dout); gpu_free(d_want);

@@ -187,7 +187,7 @@ void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const voi
 void cu_layernorm_pieces(int p);
 // The layernorm/RMSNorm backward: 1 dinp, dw and db in one pass where it holds the row (16-byte pieces, C up to
 // 1024 in 16 bits), 0 two (dinp, then the column sums); off by default unless GPTMEM_LN_FUSED=1 (gpu-round-7's
-// item 3, for a lease to time). dinp keeps its bits; dw and db are summed in other chunks (equal to rounding).
+// item 3). dinp keeps its bits; dw and db are summed in other chunks (equal to rounding).
 void cu_layernorm_fused(int on);
 // dinp += ..., dw += ..., db += ... (as model.h; dw NULL: no weight gradients, a frozen norm)
 void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
@@ -300,7 +300,7 @@ void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void
                        const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps,
                        float b1_correction, float b2_correction, const double *grad_scale);
 // cu_adamw_segments 8 parameters a thread, 16-byte loads and stores where aligned (the same bits): 1 on,
-// 0 off; off by default unless GPTMEM_ADAMW16=1 (gpu-round-7's item 7, for a lease to time).
+// 0 off; off by default unless GPTMEM_ADAMW16=1 (gpu-round-7's item 7).
 void cu_adamw_pack16(int on);
 // dst (T) = round(src (fp32)), n elements
 void cu_store_dtype(int dt, void *dst, const float *src, size_t n);

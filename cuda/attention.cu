@@ -302,7 +302,7 @@ template <typename T> __global__ void flash_D_kernel(float *D, const T *dout, co
 // The same sums in 16-byte loads (8 values a load where the kernel above takes 2 bytes), for the
 // tensor-core path (16-bit rows on 16 bytes, hs a multiple of 8): each thread's row in the same order,
 // the same bits (gpu-round-7's item 1: D 0.4 ms a GPT-2 step on an H100, est. 0.1). Off unless
-// GPTMEM_FLASH_D16=1 or cu_flash_d16(1), for the next lease to time.
+// GPTMEM_FLASH_D16=1 or cu_flash_d16(1): both ways built, for an A/B on a GPU.
 template <typename T> __global__ void flash_D16_kernel(float *D, const T *dout, const T *out, int B, int Tn, int C, int H) {
     constexpr int V = Pack16<T>::n;
     size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;

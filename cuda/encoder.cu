@@ -78,7 +78,7 @@ __global__ void encoder_backward_wte_kernel(T *dwte, const T *dout, const int *p
 }
 
 // The same sums in 16-byte pieces (gpu-round-7's item 5; off unless GPTMEM_EMB16=1 or
-// cu_encoder_pack16(1), for the next lease to time): block b owns bucket b / S and, of its row, the
+// cu_encoder_pack16(1): both ways built, for an A/B on a GPU): block b owns bucket b / S and, of its row, the
 // 32 pieces from slice s = b % S (S slices a row, a warp each; lane l the piece (32 s + l) V). Each
 // channel adds its bucket's positions in order, as the kernel above (the same bits), with the loads
 // of EMB_AHEAD positions in flight a lane: a frequent token's bucket (hundreds of positions in 16K)

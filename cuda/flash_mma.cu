@@ -142,12 +142,11 @@ __device__ __forceinline__ void load_rows(T *X, const T *src, size_t stride, int
 }
 
 // The causal mask, tile by tile: only a tile that crosses a warp's diagonal (or the sequence's end) has
-// scores to mask. The forward and dK dV kernels are built twice: DIAG false masks every tile (the kernels
-// as they were); DIAG true takes the unmasked loops below on the other tiles, without the key's index,
-// its compare and its select an element (gpu-round-7's item 1). The values are the same
-// either way: the same bits. The DIAG kernels run where GPTMEM_FLASH_DIAG=1 or cu_flash_diag(1), for the
-// next lease to time; the dQ kernel masks every tile (its DIAG instance spilled 32 bytes a thread at head
-// size 64, where the others are as before).
+// scores to mask. The forward and dK dV kernels are built twice, for an A/B on a GPU: DIAG false masks
+// every tile; DIAG true takes the unmasked loops below on the other tiles, without the key's index, its
+// compare and its select an element (gpu-round-7's item 1). The values are the same either way: the same
+// bits. The DIAG kernels run where GPTMEM_FLASH_DIAG=1 or cu_flash_diag(1); the dQ kernel masks every
+// tile (its DIAG instance spilled 32 bytes a thread at head size 64, where the others do not spill).
 static int g_flash_diag = -1;  // -1: not yet read from GPTMEM_FLASH_DIAG
 extern "C" void cu_flash_diag(int on) { g_flash_diag = on; }
 static bool flash_diag(void) {

@@ -183,8 +183,8 @@ __global__ void layernorm_dw_finish_kernel(T *dw, T *db, const float *partial, i
 }
 
 // dx, dw and db in one pass (gpu-round-7's item 3: the dw kernel above reads dout and x again, 2 bytes a
-// load; off unless GPTMEM_LN_FUSED=1 or cu_layernorm_fused(1), for the next lease to time against the
-// two passes). A warp a row as in the dx16 kernel, its sums in that kernel's order (dinp in its bits),
+// load; off unless GPTMEM_LN_FUSED=1 or cu_layernorm_fused(1): both ways built, for an A/B on a GPU,
+// doc/cuda.md). A warp a row as in the dx16 kernel, its sums in that kernel's order (dinp in its bits),
 // the row's pieces held in registers from the first pass to the second, and w's pieces for all the
 // rows the warp walks. Lane l's dw and db terms of its channels stay in registers across those rows.
 // Block g owns chunk g of LN_FUSED_CHUNKS row chunks (warp w of W its rows w, w + W, ...); its warps'

@@ -146,7 +146,7 @@ __device__ __forceinline__ void load_rows(T *X, const T *src, size_t stride, int
 // every tile; DIAG true takes the unmasked loops below on the other tiles, without the key's index, its
 // compare and its select an element (gpu-round-7's item 1). The values are the same either way: the same
 // bits. The DIAG kernels run where GPTMEM_FLASH_DIAG=1 or cu_flash_diag(1); the dQ kernel masks every
-// tile (its DIAG instance spilled 32 bytes a thread at head size 64, where the others do not spill).
+// tile (its DIAG instance spilled 32 bytes a thread at head size 64; the one that masks every tile, none).
 static int g_flash_diag = -1;  // -1: not yet read from GPTMEM_FLASH_DIAG
 extern "C" void cu_flash_diag(int on) { g_flash_diag = on; }
 static bool flash_diag(void) {

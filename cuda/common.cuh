@@ -56,6 +56,12 @@ static inline bool can16(size_t len, size_t elem, const void *a, const void *b =
     return (len * elem) % 16 == 0;
 }
 
+// A kernel choice the environment can turn: GPTMEM_X=0 off, =1 on, unset: the default given.
+static inline int env_switch(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v ? atoi(v) != 0 : dflt;
+}
+
 __device__ __forceinline__ float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;

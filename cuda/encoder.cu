@@ -56,7 +56,7 @@ __global__ void encoder_backward_wpe16_kernel(T *dwpe, const T *dout, int B, int
 static int g_emb16 = -1;  // -1: not yet read from GPTMEM_EMB16
 extern "C" void cu_encoder_pack16(int on) { g_emb16 = on; }
 static bool emb16(void) {
-    if (g_emb16 < 0) g_emb16 = getenv("GPTMEM_EMB16") && atoi(getenv("GPTMEM_EMB16")) == 1;
+    if (g_emb16 < 0) g_emb16 = env_switch("GPTMEM_EMB16", 1);
     return g_emb16;
 }
 
@@ -77,8 +77,9 @@ __global__ void encoder_backward_wte_kernel(T *dwte, const T *dout, const int *p
     }
 }
 
-// The same sums in 16-byte pieces (gpu-round-7's item 5; off unless GPTMEM_EMB16=1 or
-// cu_encoder_pack16(1): both ways built, for an A/B on a GPU): block b owns bucket b / S and, of its row, the
+// The same sums in 16-byte pieces (gpu-round-7's item 5; GPTMEM_EMB16=0 or cu_encoder_pack16(0) runs the
+// 2-byte kernels instead: GPT-2's embedding backward at B16 T1024 in 0.241 ms against 0.412 on an H200,
+// Zipf-drawn tokens): block b owns bucket b / S and, of its row, the
 // 32 pieces from slice s = b % S (S slices a row, a warp each; lane l the piece (32 s + l) V). Each
 // channel adds its bucket's positions in order, as the kernel above (the same bits), with the loads
 // of EMB_AHEAD positions in flight a lane: a frequent token's bucket (hundreds of positions in 16K)

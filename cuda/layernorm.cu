@@ -169,116 +169,16 @@ __global__ void layernorm_backward_dw_kernel(float *partial, const T *dout, cons
 }
 
 // Stage 2: dw[c] += the chunks' dw partials in order, db[c] likewise (RMSNorm: db NULL, none).
-template <typename T>
-__global__ void layernorm_dw_finish_kernel(T *dw, T *db, const float *partial, int C, int chunks) {
+template <typename T> __global__ void layernorm_dw_finish_kernel(T *dw, T *db, const float *partial, int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float tw = 0.0f, tb = 0.0f;
-    for (int k = 0; k < chunks; k++) {
+    for (int k = 0; k < COLSUM_CHUNKS; k++) {
         tw += partial[(size_t)k * 2 * C + c];
         tb += partial[(size_t)k * 2 * C + C + c];
     }
     dw[c] = st<T>(ld(dw[c]) + tw);
     if (db) db[c] = st<T>(ld(db[c]) + tb);
-}
-
-// dx, dw and db in one pass (gpu-round-7's item 3: the dw kernel above reads dout and x again, 2 bytes a
-// load; off unless GPTMEM_LN_FUSED=1 or cu_layernorm_fused(1): both ways built, for an A/B on a GPU,
-// doc/cuda.md). A warp a row as in the dx16 kernel, its sums in that kernel's order (dinp in its bits),
-// the row's pieces held in registers from the first pass to the second, and w's pieces for all the
-// rows the warp walks. Lane l's dw and db terms of its channels stay in registers across those rows.
-// Block g owns chunk g of LN_FUSED_CHUNKS row chunks (warp w of W its rows w, w + W, ...); its warps'
-// sums are added in warp order in shared memory and written as partial[g] (dw's C, then db's C), which
-// layernorm_dw_finish_kernel adds in chunk order: deterministic, no atomics. Its chunks are not the dw
-// kernel's, so dw and db equal that kernel's to rounding, not in bits. The partials are the column
-// sums' scratch: 2 x COLSUM_CHUNKS chunks of 2C floats are the COLSUM_CHUNKS x 4C the ledger holds
-// (gpu/gpt.h). Rows of up to P pieces a lane, P <= LN_FUSED_PIECES (C 1024 in 16 bits, 512 in fp32).
-enum { LN_FUSED_CHUNKS = 2 * COLSUM_CHUNKS, LN_FUSED_WARPS = 8, LN_FUSED_PIECES = 4 };
-template <typename T, bool RMS, int P>
-__global__ void __launch_bounds__(32 * LN_FUSED_WARPS)
-    layernorm_backward_fused_kernel(T *dinp, float *partial, const T *dout, const T *inp, const T *w,
-                                    const float *mean, const float *rstd, int N, int C) {
-    constexpr int V = Pack16<T>::n;
-    __shared__ float sum[2 * 32 * LN_FUSED_PIECES * 8];  // dw's C, then db's C (C up to 32 lanes x P x V)
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, W = blockDim.x / 32;
-    int rows = (N + gridDim.x - 1) / gridDim.x, r0 = blockIdx.x * rows, r1 = min(N, r0 + rows);
-    Pack16<T> wp[P];
-    float aw[P][V], ab[P][V];
-#pragma unroll
-    for (int p = 0; p < P; p++) {
-        if ((p * 32 + lane) * V < C) wp[p] = ld16(w + (p * 32 + lane) * V);
-        for (int k = 0; k < V; k++) aw[p][k] = ab[p][k] = 0.0f;
-    }
-    for (int row = r0 + warp; row < r1; row += W) {
-        const T *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
-        float mu = RMS ? 0.0f : mean[row], s = rstd[row];
-        float g_mean = 0.0f, gx_mean = 0.0f;
-        T *dx = dinp + (size_t)row * C;
-        Pack16<T> dp[P], xp[P], op[P];  // dinp's pieces read with the others: one wait a row
-#pragma unroll
-        for (int p = 0; p < P; p++) {
-            int c = (p * 32 + lane) * V;
-            if (c < C) {
-                dp[p] = ld16(d + c), xp[p] = ld16(x + c), op[p] = ld16(dx + c);
-                for (int k = 0; k < V; k++) {
-                    float g = ld(dp[p].v[k]) * ld(wp[p].v[k]);
-                    g_mean += g;
-                    gx_mean += g * (ld(xp[p].v[k]) - mu) * s;
-                }
-            }
-        }
-        g_mean = RMS ? 0.0f : warp_sum(g_mean) / C;
-        gx_mean = warp_sum(gx_mean) / C;
-#pragma unroll
-        for (int p = 0; p < P; p++) {
-            int c = (p * 32 + lane) * V;
-            if (c < C) {
-                for (int k = 0; k < V; k++) {
-                    float dv = ld(dp[p].v[k]), xv = ld(xp[p].v[k]);
-                    op[p].v[k] = st<T>(ld(op[p].v[k]) + s * (dv * ld(wp[p].v[k]) - g_mean - (xv - mu) * s * gx_mean));
-                    aw[p][k] += dv * (xv - mu) * s;
-                    if (!RMS) ab[p][k] += dv;
-                }
-                st16(dx + c, op[p]);
-            }
-        }
-    }
-    for (int u = 0; u < W; u++) {  // the warps' sums, in warp order
-        if (warp == u)
-#pragma unroll
-            for (int p = 0; p < P; p++) {
-                int c = (p * 32 + lane) * V;
-                if (c < C)
-                    for (int k = 0; k < V; k++) {
-                        sum[c + k] = u == 0 ? aw[p][k] : sum[c + k] + aw[p][k];
-                        sum[C + c + k] = u == 0 ? ab[p][k] : sum[C + c + k] + ab[p][k];
-                    }
-            }
-        __syncthreads();
-    }
-    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) partial[(size_t)blockIdx.x * 2 * C + c] = sum[c];
-}
-
-static int g_ln_fused = -1;  // -1: not yet read from GPTMEM_LN_FUSED
-extern "C" void cu_layernorm_fused(int on) { g_ln_fused = on; }
-
-// The fused pass where it holds the row (false: the caller runs the two passes).
-template <typename T, bool RMS>
-static bool layernorm_backward_fused(T *dinp, T *dw, T *db, const T *dout, const T *inp, const T *w,
-                                     const float *mean, const float *rstd, int N, int C) {
-    if (g_ln_fused < 0) g_ln_fused = getenv("GPTMEM_LN_FUSED") && atoi(getenv("GPTMEM_LN_FUSED")) == 1;
-    size_t piece_bytes = 32 * 16, P = ((size_t)C * sizeof(T) + piece_bytes - 1) / piece_bytes;
-    if (!g_ln_fused || !dw || !can16(C, sizeof(T), dinp, dout, inp, w) || P > LN_FUSED_PIECES) return false;
-    float *partial = colsum_partials(4 * C);  // LN_FUSED_CHUNKS x 2C floats
-    dim3 grid(LN_FUSED_CHUNKS), block(32 * LN_FUSED_WARPS);
-    if (P == 1) layernorm_backward_fused_kernel<T, RMS, 1><<<grid, block>>>(dinp, partial, dout, inp, w, mean, rstd, N, C);
-    else if (P == 2) layernorm_backward_fused_kernel<T, RMS, 2><<<grid, block>>>(dinp, partial, dout, inp, w, mean, rstd, N, C);
-    else if (P == 3) layernorm_backward_fused_kernel<T, RMS, 3><<<grid, block>>>(dinp, partial, dout, inp, w, mean, rstd, N, C);
-    else layernorm_backward_fused_kernel<T, RMS, 4><<<grid, block>>>(dinp, partial, dout, inp, w, mean, rstd, N, C);
-    launch_check("layernorm_backward_fused_kernel");
-    layernorm_dw_finish_kernel<<<blocks_for(C, 256), 256>>>(dw, db, partial, C, (int)LN_FUSED_CHUNKS);
-    launch_check("layernorm_dw_finish_kernel");
-    return true;
 }
 
 // Which forward kernel (gpu-round-7's R5: P 16 was never timed at C 2048, Llama-1B's): 0 as above; 8 takes
@@ -309,7 +209,6 @@ static void layernorm_forward_t(T *out, float *mean, float *rstd, const T *inp, 
 template <typename T, bool RMS = false>
 static void layernorm_backward_t(T *dinp, T *dw, T *db, const T *dout, const T *inp, const T *w,
                                  const float *mean, const float *rstd, int N, int C) {
-    if (layernorm_backward_fused<T, RMS>(dinp, dw, db, dout, inp, w, mean, rstd, N, C)) return;
     if (can16(C, sizeof(T), dinp, dout, inp, w)) {
         layernorm_backward_dx16_kernel<T, RMS><<<blocks_for(N, 8), 256>>>(dinp, dout, inp, w, mean, rstd, N, C);
         launch_check("layernorm_backward_dx16_kernel");
@@ -322,7 +221,7 @@ static void layernorm_backward_t(T *dinp, T *dw, T *db, const T *dout, const T *
     layernorm_backward_dw_kernel<T, RMS><<<dim3(blocks_for(C, 32), COLSUM_CHUNKS), dim3(32, 8)>>>(partial, dout, inp,
                                                                                                 mean, rstd, N, C);
     launch_check("layernorm_backward_dw_kernel");
-    layernorm_dw_finish_kernel<<<blocks_for(C, 256), 256>>>(dw, db, partial, C, COLSUM_CHUNKS);
+    layernorm_dw_finish_kernel<<<blocks_for(C, 256), 256>>>(dw, db, partial, C);
     launch_check("layernorm_dw_finish_kernel");
 }
 

@@ -322,7 +322,8 @@ template <typename T> __global__ void bias_partial_kernel(float *partial, const 
 }
 
 // The same, each thread reading P consecutive columns in one 16-byte load (P = 8 in 16 bits, 4 in fp32;
-// gpu-round-7's item 2, off unless GPTMEM_BIAS16=1 or cu_bias_pack16(1): the next lease times it): a
+// gpu-round-7's item 2; GPTMEM_BIAS16=0 or cu_bias_pack16(0) runs the kernel above: the fc's backward at
+// GPT-2's B16 T1024 in 0.245 ms against 0.257 on an H200): a
 // block is 32 P columns of a chunk; each column's rows are added in the order above and its 8 row
 // partials in the same fixed order, so the bits are bias_partial_kernel's. Needs OC % P == 0 (every
 // row of dout then starts on a 16-byte boundary); other widths take the kernel above.
@@ -354,7 +355,7 @@ extern "C" void cu_bias_pack16(int on) { g_bias16 = on; }
 template <typename T> static void bias_backward_t(T *dbias, const T *dout, int N, int OC) {
     float *partial = colsum_partials(OC);
     constexpr int P = Pack16<T>::n;
-    if (g_bias16 < 0) g_bias16 = getenv("GPTMEM_BIAS16") && atoi(getenv("GPTMEM_BIAS16")) == 1;
+    if (g_bias16 < 0) g_bias16 = env_switch("GPTMEM_BIAS16", 1);
     if (g_bias16 && OC % P == 0 && (size_t)dout % 16 == 0) {
         bias_partial16_kernel<<<dim3(blocks_for(OC / P, 32), COLSUM_CHUNKS), dim3(32, 8)>>>(partial, dout, N, OC);
         launch_check("bias_partial16_kernel");
@@ -460,13 +461,16 @@ extern "C" void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbi
 
 // GPT-2's fc and GELU forward together (gpu-round-7's item 6): pre = inp w^T + bias and act = gelu(pre) from
 // one GEMM, cuBLASLt's GELU_AUX_BIAS epilogue (its tanh GELU, cpu/ops.h's), act never read back by a kernel
-// of its own. Off unless GPTMEM_GELU_EPI=1 or cu_matmul_gelu_epilogue(1); where it is off, or cuBLASLt has
-// no such algorithm (a width off 8, a bias under 16 bytes aligned), -1 and nothing written.
+// of its own. Off unless GPTMEM_GELU_EPI=1 or cu_matmul_gelu_epilogue(1): faster (0.147 ms against 0.175 for
+// the GEMM and the GELU kernel at GPT-2's fc, an H200), but cuBLASLt's GELU rounds otherwise (4,042 of 4,320
+// elements in fp32), so --recompute gelu, which rebuilds act with the kernel, would no longer give the
+// same bits. Where it is off, or cuBLASLt has no such algorithm (a width off 8, a bias under 16 bytes
+// aligned), -1 and nothing written.
 static int g_gelu_epi = -1;  // -1: not yet read from GPTMEM_GELU_EPI
 extern "C" void cu_matmul_gelu_epilogue(int on) { g_gelu_epi = on; }
 extern "C" int cu_matmul_gelu_forward(int dt, void *act, void *pre, const void *inp, const void *w, const void *bias,
                                       int N, int C, int OC) {
-    if (g_gelu_epi < 0) g_gelu_epi = getenv("GPTMEM_GELU_EPI") && atoi(getenv("GPTMEM_GELU_EPI")) == 1;
+    if (g_gelu_epi < 0) g_gelu_epi = env_switch("GPTMEM_GELU_EPI", 0);
     if (!g_gelu_epi || N <= 0 || !bias || alignment_of(bias) < 16) return -1;
     return lt_matmul_scaled(dt, act, w, inp, NULL, EPI_GELU_AUX, bias, pre, OC, N, C, 1, 0, C, C, OC, 1.0f, 0.0f);
 }

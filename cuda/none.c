@@ -376,7 +376,6 @@ void cu_bias_forward(int dt, void *out, const void *bias, int N, int OC) {
 }
 void cu_bias_pack16(int on) { (void)on; }
 void cu_layernorm_pieces(int p) { (void)p; }
-void cu_layernorm_fused(int on) { (void)on; }
 void cu_encoder_pack16(int on) { (void)on; }
 
 void cu_quant_tables(const float *nf4_code_host, const float *nf4_mid_host, const float *dq_code_host) {

@@ -64,19 +64,29 @@ run() {  # run NAME ARGS...: train, log to $tmp/NAME.csv, output to $tmp/NAME.ou
   $TRAIN "${SMALL[@]}" --log "$tmp/$name.csv" "$@" >"$tmp/$name.out" 2>&1 || { tail -3 "$tmp/$name.out"; return 1; }
 }
 
-# gpu_switch VAR HOW WHAT: the speed switch VAR=1 (a kernel beside the one in use, gpu-round-7's plan) on the
-# flags section's fp32 and bf16 runs against the plain ones: HOW bits wants the same losses bit for bit, rounding
-# within 1e-5 (fp32) and 1e-2 (bf16)
+# llmc_close A B TOL: two llm.c model files (a header of 256 int32s, then fp32 weights): as many weights, the
+# largest difference at most TOL of the largest value
+llmc_close() { python3 - "$1" "$2" "$3" <<'PY'
+import array, sys
+a, b = (array.array("f", open(p, "rb").read()[1024:]) for p in sys.argv[1:3])
+d, top = max(abs(x - y) for x, y in zip(a, b)), max(abs(y) for y in b)
+print(f"{len(b)} weights, max abs difference {d:.2e} of values up to {top:.3f}"); sys.exit(0 if len(a) == len(b) and d <= float(sys.argv[3]) * top else 1)
+PY
+}
+
+# gpu_switch VAR=V HOW WHAT: a speed switch's other kernel (gpu-round-7's plan: the one the default is not) on
+# the flags section's fp32 and bf16 runs against the plain ones: HOW bits wants the same losses bit for bit,
+# rounding within 1e-5 (fp32) and 1e-2 (bf16)
 gpu_switch() {
-  local var=$1 how=$2 what=$3 dt tol good=1
+  local set=$1 how=$2 what=$3 dt tol good=1
   for dt in fp32 bf16; do
     tol=1e-5; [ $dt = bf16 ] && tol=1e-2
-    (export "$var=1"; run "switch_$dt" "${G[@]}" --dtype $dt) || { good=0; continue; }
+    (export "$set"; run "switch_$dt" "${G[@]}" --dtype $dt) || { good=0; continue; }
     if [ "$how" = bits ]; then cmp -s <(losses "$tmp/plain_$dt.csv") <(losses "$tmp/switch_$dt.csv") || good=0
     else close "$tmp/switch_$dt.csv" "$tmp/plain_$dt.csv" $tol >/dev/null || good=0; fi
   done
-  if [ $good = 1 ]; then ok "$var=1: $what, fp32 and bf16: $([ "$how" = bits ] && echo 'the same losses bit for bit' || echo 'equal to rounding')"
-  else bad "$var=1 ($what) against the kernel in use"; fi
+  if [ $good = 1 ]; then ok "$set: $what, fp32 and bf16: $([ "$how" = bits ] && echo 'the same losses bit for bit' || echo 'equal to rounding')"
+  else bad "$set ($what) against the default"; fi
 }
 
 # --- kernels: tests/test_cuda ----------------------------------------------------
@@ -169,12 +179,11 @@ sec_flags() {
   if [ $good = 1 ]; then ok "GPTMEM_GELU_EPI=1: the fc's GELU in the GEMM (alone, --ckpt, --recompute gelu) == the GELU kernel's run$([ $HOST = 1 ] && echo ', bit for bit on the emulation')"
   else bad "GPTMEM_GELU_EPI=1 against the GELU kernel's run"; fi
   # the speed switches whose emulation is the kernel in use (one kernel there: skipped): each against it
-  if [ $HOST = 1 ]; then skip "GPTMEM_LN_FUSED, _EMB16, _ADAMW16, _BIAS16 against the kernels in use (--host: the emulation has one kernel each)"
+  if [ $HOST = 1 ]; then skip "GPTMEM_EMB16=0, _BIAS16=0, _ADAMW16=1 against the defaults (--host: the emulation has one kernel each)"
   else
-    gpu_switch GPTMEM_LN_FUSED rounding "the norms' backward in one pass"
-    gpu_switch GPTMEM_EMB16 bits "the embedding's backward in 16-byte pieces"
-    gpu_switch GPTMEM_ADAMW16 bits "AdamW 8 parameters a thread"
-    gpu_switch GPTMEM_BIAS16 bits "the bias gradients in 16-byte loads"
+    gpu_switch GPTMEM_EMB16=0 bits "the embedding in 2-byte loads"
+    gpu_switch GPTMEM_ADAMW16=1 rounding "AdamW 8 parameters a thread"
+    gpu_switch GPTMEM_BIAS16=0 bits "the bias gradients in 2-byte loads"
   fi
   # --fused-ce: the LM head and loss a tile of GPU_HEAD_ROWS (8192) rows x VOCAB_CHUNK (2048) entries at
   # a time; 129 x 64 = 8256 rows (a full tile and a short one) and a vocabulary of 5000 (padded 5056: two
@@ -204,12 +213,12 @@ sec_tensorcores() {
     else bad "GPU --flash on the tensor cores equals naive attention, $dt, head size 64: ${msg:-a run failed}"; fi
   done
   if run mma_ckpt "${G[@]}" --dtype bf16 --flash --ckpt && run mma_again "${G[@]}" --dtype bf16 --flash &&
-     (export GPTMEM_FLASH_DIAG=1 GPTMEM_FLASH_D16=1; run mma_diag "${G[@]}" --dtype bf16 --flash) &&
+     (export GPTMEM_FLASH_DIAG=0 GPTMEM_FLASH_D16=0; run mma_diag "${G[@]}" --dtype bf16 --flash) &&
      cmp -s <(losses "$tmp/mma_bf16.csv") <(losses "$tmp/mma_ckpt.csv") &&
      cmp -s <(losses "$tmp/mma_bf16.csv") <(losses "$tmp/mma_again.csv") &&
      cmp -s <(losses "$tmp/mma_bf16.csv") <(losses "$tmp/mma_diag.csv"); then
-    ok "GPU --flash on the tensor cores: --ckpt, a second run and GPTMEM_FLASH_DIAG=1 GPTMEM_FLASH_D16=1 (the mask on the diagonal's tiles alone, D in 16-byte loads) bit-identical (bf16)"
-  else bad "GPU --flash on the tensor cores: --ckpt, a second run, GPTMEM_FLASH_DIAG=1 GPTMEM_FLASH_D16=1 bit-identical (bf16)"; fi
+    ok "GPU --flash on the tensor cores: --ckpt, a second run and GPTMEM_FLASH_DIAG=0 GPTMEM_FLASH_D16=0 (every tile masked, D in 2-byte loads) bit-identical (bf16)"
+  else bad "GPU --flash on the tensor cores: --ckpt, a second run, GPTMEM_FLASH_DIAG=0 GPTMEM_FLASH_D16=0 bit-identical (bf16)"; fi
   # 6 steps of bf16 --flash on the tensor cores against the CPU's bf16 --flash
   if run cpu_mma --dtype bf16 --flash --steps 6 && msg=$(close "$tmp/mma_bf16.csv" "$tmp/cpu_mma.csv" 2e-2); then
     ok "6 steps of bf16 --flash on the tensor cores track the CPU: $msg"
@@ -846,11 +855,13 @@ sec_lora() {
   done
   if [ $good = 1 ]; then ok "GPU --lora == the CPU with bf16, fp16, --flash, --fused-ce, --accum, a subset of maps, another alpha: each ledger equal"
   else bad "GPU --lora with the memory flags"; fi
-  # PEFT's files: the GPU's --export against the CPU's, value by value (the emulation: the same bytes), and each
+  # PEFT's files: the GPU's --export against the CPU's, value by value (the emulation: the same bytes; a GPU: 6
+  # steps of Adam at lr 1e-2 leave the adapters up to 3.5e-5 apart of values up to 0.143 on an H200, where a
+  # wrong layout or name is off by the values themselves: 1e-3 of the largest), and each
   # run from the other's folder (--lora-init) the other's losses; a state saved on the GPU resumed there bit for
   # bit, and on the CPU (the frozen model's hash the same bytes: the dtype's weights)
   mkdir -p "$tmp/lx/c" "$tmp/lx/g"
-  adapters_close() { python3 - "$1" "$2" <<'PY'
+  adapters_close() { python3 - "$1" "$2" "$3" <<'PY'
 import array, json, struct, sys
 def read(p):
     b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
@@ -858,11 +869,11 @@ def read(p):
 a, b = read(sys.argv[1]), read(sys.argv[2])
 d = max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in b) if sorted(a) == sorted(b) else float("inf")
 top = max(max(abs(y) for y in b[k]) for k in b)
-print(f"{len(b)} tensors, max abs difference {d:.2e} of values up to {top:.3f}"); sys.exit(0 if d <= 1e-4 * top else 1)
+print(f"{len(b)} tensors, max abs difference {d:.2e} of values up to {top:.3f}"); sys.exit(0 if d <= float(sys.argv[3]) * top else 1)
 PY
   }
   if arun xg L --device cuda --export "$tmp/lx/g/adapter_model.safetensors" && arun xc L --device cpu --export "$tmp/lx/c/adapter_model.safetensors" &&
-     msg=$(adapters_close "$tmp/lx/g/adapter_model.safetensors" "$tmp/lx/c/adapter_model.safetensors") &&
+     msg=$(adapters_close "$tmp/lx/g/adapter_model.safetensors" "$tmp/lx/c/adapter_model.safetensors" "$([ $HOST = 1 ] && echo 1e-4 || echo 1e-3)") &&
      cmp -s "$tmp/lx/g/adapter_config.json" "$tmp/lx/c/adapter_config.json" &&
      $TRAIN "${LB[@]}" --lora-init "$tmp/lx/c" --device cuda --log "$tmp/lx/gi.csv" >"$tmp/lx/gi.out" 2>&1 &&
      $TRAIN "${LB[@]}" --lora-init "$tmp/lx/g" --device cpu --log "$tmp/lx/ci.csv" >"$tmp/lx/ci.out" 2>&1 &&
@@ -878,15 +889,8 @@ PY
     ok "GPU --lora samples the CPU's 40 tokens through trained adapters (fp32)"
   else bad "GPU --lora sampling: $(grep -h sampled "$tmp/sg.out" "$tmp/sc.out")"; fi
   # --merge: the merged model (llm.c's file: a header of 256 int32s, then fp32 weights) against the CPU's
-  merged_close() { python3 - "$1" "$2" <<'PY'
-import array, sys
-a, b = (array.array("f", open(p, "rb").read()[1024:]) for p in sys.argv[1:])
-d, top = max(abs(x - y) for x, y in zip(a, b)), max(abs(y) for y in b)
-print(f"{len(b)} weights, max abs difference {d:.2e} of values up to {top:.3f}"); sys.exit(0 if len(a) == len(b) and d <= 1e-4 * top else 1)
-PY
-  }
   if arun mg L --device cuda --merge --export "$tmp/lx/g.bin" && arun mc L --device cpu --merge --export "$tmp/lx/c.bin" &&
-     msg=$(merged_close "$tmp/lx/g.bin" "$tmp/lx/c.bin"); then ok "GPU --lora --merge --export == the CPU's merged model ($msg)"
+     msg=$(llmc_close "$tmp/lx/g.bin" "$tmp/lx/c.bin" 1e-4); then ok "GPU --lora --merge --export == the CPU's merged model ($msg)"
   else bad "GPU --lora --merge: ${msg:-$(tail -1 "$tmp/mg.out")}"; fi
   # QLoRA (--base-dtype: the frozen model in io/quant.h's storage on the GPU, cuda/quant.cu): each format and
   # dtype against the CPU's run, the ledger equal; a state resumed on the GPU bit for bit and on the CPU (the
@@ -905,7 +909,7 @@ PY
   if arun qs L "${Q[@]}" --device cuda --save "$tmp/lx/q.bin" --stop-after 3 && arun qr L "${Q[@]}" --device cuda --resume "$tmp/lx/q.bin" &&
      cmp -s <(losses "$tmp/qr.csv") <(losses "$tmp/qg1.csv" | tail -3) && arun qrc L "${Q[@]}" --device cpu --resume "$tmp/lx/q.bin" &&
      msg=$(close "$tmp/qrc.csv" "$tmp/qr.csv" 1e-4) && arun qmg L "${Q[@]}" --device cuda --merge --export "$tmp/lx/qg.bin" &&
-     arun qmc L "${Q[@]}" --device cpu --merge --export "$tmp/lx/qc.bin" && m2=$(merged_close "$tmp/lx/qg.bin" "$tmp/lx/qc.bin"); then
+     arun qmc L "${Q[@]}" --device cpu --merge --export "$tmp/lx/qc.bin" && m2=$(llmc_close "$tmp/lx/qg.bin" "$tmp/lx/qc.bin" 1e-4); then
     ok "GPU QLoRA state: resumed on the GPU bit for bit, on the CPU ($msg); --merge == the CPU's ($m2)"
   else bad "GPU QLoRA --save / --resume / --merge: ${msg:-$(tail -1 "$tmp/qr.out")}"; fi
   if arun sv L --device cuda --save "$tmp/lx/s.bin" --stop-after 3 && arun rs L --device cuda --resume "$tmp/lx/s.bin" &&
@@ -1019,17 +1023,24 @@ sec_tp() {
      trun tn4c 4 cpu G --tp 4 --sp --batch 4 && close "$tmp/tn4.csv" "$tmp/tn4c.csv" 1e-5 >/dev/null; then
     ok "GPU --tp --comm nccl: the group's sums on NCCL == through the host, bit for bit on 2 ranks (fp32, bf16 --sp --ckpt, a Llama --fused-ce), the bytes as predicted; --tp 4 --sp the CPU's"
   else bad "GPU --tp --comm nccl"; fi
-  # a state: each rank's share in its file, resumed on the GPU bit for bit, and on the CPU's ranks
-  if trun tv 2 cuda G --save "$tmp/tp.bin" --stop-after 3 && trun tr 2 cuda G --resume "$tmp/tp.bin" &&
-     cmp -s <(losses "$tmp/tr.csv") <(losses "$tmp/tg1.csv" | tail -3) && trun trc 2 cpu G --resume "$tmp/tp.bin" &&
-     cmp -s <(losses "$tmp/trc.csv") <(losses "$tmp/tr.csv") && cmp -s <(norms "$tmp/trc.csv") <(norms "$tmp/tr.csv"); then
-    ok "GPU --tp 2 state: saved at step 3, resumed to 6 == 6 straight, bit for bit; resumed on the CPU's ranks, the same bits"
-  else bad "GPU --tp --save / --resume: $(tail -1 "$tmp/tr.out" 2>/dev/null)"; fi
-  # --export: the whole model's file from the shares (each rank its runs of the whole layout), the CPU's byte for byte
-  if trun te 2 cuda G --steps 3 --export "$tmp/tpg.bin" && trun tec 2 cpu G --steps 3 --export "$tmp/tpc.bin" &&
-     [ -s "$tmp/tpg.bin" ] && cmp -s "$tmp/tpg.bin" "$tmp/tpc.bin"; then
-    ok "GPU --tp 2 --export: the whole model's llm.c file, the CPU's --tp 2 file byte for byte"
-  else bad "GPU --tp --export: $(tail -1 "$tmp/te.out" 2>/dev/null)"; fi
+  # a state: each rank's share in its file, resumed on the GPU bit for bit, and on the CPU's ranks (the
+  # emulation: the same bits; a GPU's kernels round otherwise than the CPU's: within 1e-5)
+  local why=
+  if ! { trun tv 2 cuda G --save "$tmp/tp.bin" --stop-after 3 && trun tr 2 cuda G --resume "$tmp/tp.bin"; }; then why="a run failed"
+  elif ! cmp -s <(losses "$tmp/tr.csv") <(losses "$tmp/tg1.csv" | tail -3); then why="resumed on the GPU: other losses than straight"
+  elif ! trun trc 2 cpu G --resume "$tmp/tp.bin"; then why="the CPU's resume failed"
+  elif [ $HOST = 1 ] && ! { cmp -s <(losses "$tmp/trc.csv") <(losses "$tmp/tr.csv") && cmp -s <(norms "$tmp/trc.csv") <(norms "$tmp/tr.csv"); }; then
+    why="resumed on the CPU: other bits"
+  elif [ $HOST = 0 ] && ! msg=$(close "$tmp/trc.csv" "$tmp/tr.csv" 1e-5); then why="resumed on the CPU: $msg"; fi
+  if [ -z "$why" ]; then
+    ok "GPU --tp 2 state: saved at step 3, resumed to 6 == 6 straight, bit for bit; resumed on the CPU's ranks, $([ $HOST = 1 ] && echo 'the same bits' || echo "$msg")"
+  else bad "GPU --tp --save / --resume: $why"; fi
+  # --export: the whole model's file from the shares (each rank its runs of the whole layout), the CPU's
+  # (the emulation: byte for byte; a GPU's 3 steps round otherwise: within 1e-4 of the largest weight)
+  if trun te 2 cuda G --steps 3 --export "$tmp/tpg.bin" && trun tec 2 cpu G --steps 3 --export "$tmp/tpc.bin" && [ -s "$tmp/tpg.bin" ] &&
+     if [ $HOST = 1 ]; then cmp -s "$tmp/tpg.bin" "$tmp/tpc.bin" && msg="byte for byte"; else msg=$(llmc_close "$tmp/tpg.bin" "$tmp/tpc.bin" 1e-4); fi; then
+    ok "GPU --tp 2 --export: the whole model's llm.c file, the CPU's --tp 2 file ($msg)"
+  else bad "GPU --tp --export: ${msg:-$(tail -1 "$tmp/te.out" 2>/dev/null)}"; fi
   # 4 ranks: 2 groups of 2, data-parallel across them at ZeRO 1 and 3; a sample's tokens (the bands' logits gathered)
   good=1
   for f in "--zero 1" "--zero 3 --dtype bf16" "--zero 3 --fused-ce --sp" "--zero 3 --offload opt,params" "--zero 3 --comm nccl"; do

@@ -101,12 +101,12 @@ void test_flash_mma_vs_reference(int dt, int B, int T, int H, int KVH, int hs) {
     expect(label("flash mma vs reference: out", shape), dt, out[0], want_out, (size_t)N * C);
     expect_stored(label("flash mma vs reference: lse (fp32)", shape), dt, DT_FP32, lse[0], want_lse, (size_t)B * H * T);
     expect(label("flash mma vs reference: dqkv", shape), dt, dqkv[0], want_dqkv, (size_t)N * W);
-    {  // cu_flash_diag(1): the mask on the diagonal's tiles alone, the bits of every tile masked
+    {  // the mask on the diagonal's tiles alone (the default, out[0]...) against every tile masked: the same bits
         void *o = poisoned((size_t)N * C, dt), *l = poisoned((size_t)B * H * T, DT_FP32), *d = poisoned((size_t)N * W, dt);
-        cu_flash_diag(1);
+        cu_flash_diag(0);
         cu_flash_forward(dt, o, l, d_qkv, B, T, C, H, KVH);
         cu_flash_backward(dt, d, d_dout, d_qkv, o, l, D, B, T, C, H, KVH);
-        cu_flash_diag(0);
+        cu_flash_diag(-1);
         void *a[3] = {out[0], lse[0], dqkv[0]}, *b[3] = {o, l, d};
         size_t n[3] = {(size_t)N * C, (size_t)B * H * T, (size_t)N * W};
         int same = 1;
@@ -118,11 +118,12 @@ void test_flash_mma_vs_reference(int dt, int B, int T, int H, int KVH, int hs) {
     }
     {  // cu_flash_d16(1): D in 16-byte loads, the 2-byte kernel's D and so dqkv's bits
         void *d = poisoned((size_t)N * W, dt);
+        cu_flash_d16(0);
         cu_flash_backward(dt, d, d_dout, d_qkv, out[0], lse[0], D, B, T, C, H, KVH);
         float *D2 = down(D, (size_t)B * H * T, DT_FP32), *g2 = down(d, (size_t)N * W, dt);
         cu_flash_d16(1);
         cu_flash_backward(dt, d, d_dout, d_qkv, out[0], lse[0], D, B, T, C, H, KVH);
-        cu_flash_d16(0);
+        cu_flash_d16(-1);
         float *D16 = down(D, (size_t)B * H * T, DT_FP32), *g16 = down(d, (size_t)N * W, dt);
         int same = !memcmp(D2, D16, sizeof(float) * B * H * T) && !memcmp(g2, g16, sizeof(float) * N * W);
         check(same, label("flash mma, D in 16-byte loads:", shape), "%s", same ? "D and dqkv in the 2-byte kernel's bits" : "other bits than the 2-byte kernel's");

@@ -79,7 +79,7 @@ void test_encoder16(int dt) {
         for (int r0 = 0; k >= 2 && r0 < rows; r0 += 48)
             cu_encoder_backward_chunk(dt, (char *)d_t + (size_t)r0 * C * dtype_size(dt), d_dout, d_b, d_b + N, d_b + 2 * N + 1,
                                       nb, r0, r0 + 48 < rows ? r0 + 48 : rows, V, B, T, C);
-        cu_encoder_pack16(0);
+        cu_encoder_pack16(-1);
         got[k] = down(d_t, (size_t)rows * C, dt);
         gpu_free(d_t);
     }
@@ -103,7 +103,7 @@ void test_encoder16(int dt) {
             cu_encoder_forward(dt, o[on], d_inp, d_t, (char *)d_t + (size_t)V * C * dtype_size(dt), B, T, C);
             f[on] = down(o[on], (size_t)N * C, dt);
         }
-        cu_encoder_pack16(0);
+        cu_encoder_pack16(-1);
         int same = !memcmp(f[0], f[1], (size_t)N * C * sizeof(float)) && isfinite(f[1][N * C - 1]);
         snprintf(name, sizeof name, "encoder_forward in 16-byte pieces, bits %s", dtype_name[dt]);
         check(same, name, "%s", same ? "the 2-byte kernel's" : "not the 2-byte kernel's");
@@ -173,50 +173,6 @@ void test_layernorm(int dt) {
     test_layernorm_at(dt, 5, 4096);
 }
 
-// cu_layernorm_fused(1): dinp, dw and db in one pass (cuda/layernorm.cu, gpu-round-7's item 3) against
-// cpu/ops.h, and dinp in the bits of the two passes. 2600 rows: several a warp in each of the kernel's
-// row chunks, gradients accumulating into nonzero values.
-static void test_norm_fused_at(int dt, int rms, int N, int C) {
-    size_t n = (size_t)N * C;
-    float *x = randv(n, 2, dt), *w = randv(C, 1, dt), *b = randv(C, 1, dt), *out = fvec(n), *mean = fvec(N),
-          *rstd = fvec(N);
-    if (rms) rmsnorm_forward(out, rstd, x, w, N, C, LLAMA_NORM_EPS);
-    else layernorm_forward(out, mean, rstd, x, w, b, N, C);
-    float *dout = randv(n, 1, dt), *dinp = randv(n, 1, dt), *dw = randv(C, 1, dt), *db = randv(C, 1, dt);
-    void *d_x = up(x, n, dt), *d_w = up(w, C, dt), *d_dout = up(dout, n, dt), *d_mean = up(mean, N, DT_FP32),
-         *d_rstd = up(rstd, N, DT_FP32), *d_dinp[2], *d_dw[2], *d_db[2];
-    for (int fused = 0; fused <= 1; fused++) {
-        d_dinp[fused] = up(dinp, n, dt), d_dw[fused] = up(dw, C, dt), d_db[fused] = up(db, C, dt);
-        cu_layernorm_fused(fused);
-        if (rms) cu_rmsnorm_backward(dt, d_dinp[fused], d_dw[fused], d_dout, d_x, d_w, d_rstd, N, C);
-        else cu_layernorm_backward(dt, d_dinp[fused], d_dw[fused], d_db[fused], d_dout, d_x, d_w, d_mean, d_rstd, N, C);
-        cu_layernorm_fused(0);
-    }
-    if (rms) rmsnorm_backward(dinp, dw, dout, x, w, rstd, N, C);
-    else layernorm_backward(dinp, dw, db, dout, x, w, mean, rstd, N, C);
-    char what[40], name[96];
-    const char *norm = rms ? "rmsnorm_backward fused" : "layernorm_backward fused";
-    snprintf(what, sizeof what, "%s dinp", norm), expect(at_c(what, C), dt, d_dinp[1], dinp, n);
-    snprintf(what, sizeof what, "%s dw", norm), expect(at_c(what, C), dt, d_dw[1], dw, C);
-    if (!rms) snprintf(what, sizeof what, "%s db", norm), expect(at_c(what, C), dt, d_db[1], db, C);
-    float *two = down(d_dinp[0], n, dt), *one = down(d_dinp[1], n, dt);
-    int same = !memcmp(two, one, n * sizeof(float));
-    snprintf(name, sizeof name, "%s dinp's bits C%d %s", norm, C, dtype_name[dt]);
-    check(same, name, "%s", same ? "the bits of the two passes" : "other bits than the two passes");
-    void *dev[] = {d_x, d_w, d_dout, d_mean, d_rstd, d_dinp[0], d_dinp[1], d_dw[0], d_dw[1], d_db[0], d_db[1]};
-    for (int i = 0; i < 11; i++) gpu_free(dev[i]);
-    free(x); free(w); free(b); free(out); free(mean); free(rstd); free(dout); free(dinp); free(dw); free(db);
-    free(two); free(one);
-}
-
-// The widths whose rows the fused kernel holds (up to 2048 bytes: fp32 200 and 512, 16 bits all four)
-void test_layernorm_fused(int dt) {
-    const int widths[] = {200, 512, 768, 1024};
-    for (int rms = 0; rms <= 1; rms++)
-        for (int i = 0; i < 4; i++)
-            if (widths[i] * dtype_size(dt) <= 2048) test_norm_fused_at(dt, rms, 2600, widths[i]);
-}
-
 // GELU's backward in the dinp GEMM (cuBLASLt's DGELU epilogue, or where it does not run the GEMM and
 // the GELU kernel) against matmul_backward then gelu_backward: its GELU must be model.h's tanh approximation
 void test_matmul_dgelu(int dt, int N, int C, int OC) {
@@ -229,7 +185,10 @@ void test_matmul_dgelu(int dt, int N, int C, int OC) {
     matmul_backward(dinp, dw2, db2, dout, x, w, N, C, OC);
     gelu_backward(dinp, pre, dinp, (size_t)N * C);
     cu_matmul_dgelu_backward(dt, d_dinp2, d_dw2, d_db2, d_dout, d_x, d_w, d_pre, N, C, OC);
-    expect(at_c("matmul_dgelu_backward dinp", C), dt, d_dinp2, dinp, (size_t)N * C);
+    // in fp32 the epilogue's GELU' is cuBLASLt's own approximation of the tanh formula's: within 3.6e-6 of the
+    // largest value on an H100 (cuBLASLt of CUDA 12), 1.16e-5 on an H200 (CUDA 13.0); the fallback (C 76) ours
+    double tol = dt == DT_FP32 && C % 8 == 0 ? 5e-5 : tolerance[dt];
+    expect_within(at_c("matmul_dgelu_backward dinp", C), dt, dt, d_dinp2, dinp, (size_t)N * C, tol);
     expect(at_c("matmul_dgelu_backward dw", C), dt, d_dw2, dw2, (size_t)OC * C);
     expect(at_c("matmul_dgelu_backward dbias", C), dt, d_db2, db2, OC);
     void *dev[] = {d_x, d_w, d_dout, d_pre, d_dw2, d_db2, d_dinp2};
@@ -255,13 +214,13 @@ void test_matmul_gelu(int dt, int N, int C, int OC) {
     gelu_forward(act, pre, n);
     void *d_x = up(x, (size_t)N * C, dt), *d_w = up(w, (size_t)OC * C, dt), *d_b = up(bias, OC, dt);
     void *d_pre = poisoned(n, dt), *d_act = poisoned(n, dt), *d_pre2 = poisoned(n, dt), *d_act2 = poisoned(n, dt);
-    cu_matmul_gelu_epilogue(0);
+    cu_matmul_gelu_epilogue(-1);
     int off = cu_matmul_gelu_forward(dt, d_act, d_pre, d_x, d_w, d_b, N, C, OC);
     check(off == -1 && untouched(d_act, n, dt) && untouched(d_pre, n, dt), label("matmul_gelu_forward off", dtype_name[dt]),
           "returns -1 and writes nothing");
     cu_matmul_gelu_epilogue(1);
     int r = cu_matmul_gelu_forward(dt, d_act, d_pre, d_x, d_w, d_b, N, C, OC);
-    cu_matmul_gelu_epilogue(0);
+    cu_matmul_gelu_epilogue(-1);
     if (OC % 8) {
         check(r == -1 && untouched(d_act, n, dt), label("matmul_gelu_forward at a width off 8", dtype_name[dt]),
               "returns -1 and writes nothing (cuBLASLt's aux wants 8)");
@@ -341,7 +300,7 @@ void test_bias16(int dt) {
         gpu_zero(d_dw, (size_t)OC * C * dtype_size(dt));
         cu_bias_pack16(by16);
         cu_matmul_backward(dt, NULL, d_dw, d_db[by16], d_dout, d_x, NULL, N, C, OC);
-        cu_bias_pack16(0);
+        cu_bias_pack16(-1);
         got[by16] = down(d_db[by16], OC, dt);
     }
     char name[64];

@@ -91,15 +91,15 @@ static const struct { const char *name; int times; } op_list[] = {
     {"attention bwd (naive)", OT_L},    {"flash bwd", OT_L},           {"matmul bwd qkv", OT_L},
     {"grad norm", 1},                   {"adamw", 1},
     {"flash fwd (reference)", OT_L},    {"flash bwd (reference)", OT_L},
-    {"adamw segments (A/B)", 1},        {"adamw 8/thread (A/B)", 1},  // cu_adamw_pack16 off and on: the model's AdamW
+    {"adamw segments (A/B)", 1},        {"adamw 8/thread (A/B)", 1},  // cu_adamw_pack16 off (the model's) and on
     {"rmsnorm C2048 2-byte (A/B)", 1},  {"rmsnorm C2048 P8 (A/B)", 1}, {"rmsnorm C2048 P16 (A/B)", 1},  // R5: N/2 rows
-    {"layernorm bwd 2 passes (A/B)", 2 * OT_L}, {"layernorm bwd fused (A/B)", 2 * OT_L},  // cu_layernorm_fused off, on
     {"embedding fwd", 1},               {"embedding bwd", 1},
     {"embedding bwd 2-byte (A/B)", 1},  {"embedding bwd 16-byte (A/B)", 1},  // cu_encoder_pack16 off, on
-    {"flash fwd diag mask (A/B)", OT_L}, {"flash bwd diag mask (A/B)", OT_L},  // cu_flash_diag on (off: flash fwd, bwd)
-    {"flash bwd D16 (A/B)", OT_L},  // cu_flash_d16 on (off: flash bwd)
-    {"matmul bwd fc bias16 (A/B)", OT_L},  // cu_bias_pack16 on (off: matmul bwd fc)
-    {"matmul+gelu epi fwd fc (A/B)", OT_L},  // cu_matmul_gelu_epilogue on (off: matmul fwd fc + gelu fwd)
+    // each switch's other kernel (the rows above: the defaults): every tile masked, D in 2-byte loads, the
+    // bias sums in 2-byte loads, the fc's GELU in cuBLASLt's epilogue (off by default: against fc + gelu)
+    {"flash fwd all masked (A/B)", OT_L}, {"flash bwd all masked (A/B)", OT_L},
+    {"flash bwd D 2-byte (A/B)", OT_L},   {"matmul bwd fc bias 2-byte (A/B)", OT_L},
+    {"matmul+gelu epi fwd fc (A/B)", OT_L},
 };
 enum { N_OPS = sizeof op_list / sizeof op_list[0] };
 
@@ -149,42 +149,36 @@ void run_op(int i, OpBufs *b) {
         cu_rmsnorm_forward(dt, b->y, b->stat, b->x, b->w, N / 2, 2048);
         cu_layernorm_pieces(0);
         break;
-    case 31:
+    case 31: cu_encoder_forward(dt, b->y, b->tokens, b->w, b->x, B, T, C); break;
     case 32:
-        cu_layernorm_fused(i == 32);
-        cu_layernorm_backward(dt, b->dinp, b->dw, b->db, b->x, b->y, b->w, b->stat, b->stat2, N, C);
-        cu_layernorm_fused(0);
-        break;
-    case 33: cu_encoder_forward(dt, b->y, b->tokens, b->w, b->x, B, T, C); break;
-    case 34:
-    case 35:
-    case 36:  // (dwte and dwpe in dw: the token rows are the first Vp x C of it)
-        if (i > 34) cu_encoder_pack16(i == 36);
+    case 33:
+    case 34:  // (dwte and dwpe in dw: the token rows are the first Vp x C of it)
+        if (i > 32) cu_encoder_pack16(i == 34);
         cu_encoder_backward(dt, b->dw, b->dw + (size_t)OT_VP * C * 2, b->y, b->buckets, b->buckets + N,
                             b->buckets + 2 * N + 1, b->nbuckets, B, T, C);
-        if (i > 34) cu_encoder_pack16(0);
-        break;
-    case 39:
-        cu_flash_d16(1);
-        cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H);
-        cu_flash_d16(0);
-        break;
-    case 40:
-        cu_bias_pack16(1);
-        cu_matmul_backward(dt, b->dinp, b->dw, b->db, b->x, b->y, b->w, N, C, 4 * C);
-        cu_bias_pack16(0);
-        break;
-    case 41:  // (pre in x's first N x 4C, act in y: as cases 6 and 7 read and write them)
-        cu_matmul_gelu_epilogue(1);
-        if (cu_matmul_gelu_forward(dt, b->y, b->x, b->dinp, b->w, b->w, N, C, 4 * C)) printf("(no GELU epilogue here) ");
-        cu_matmul_gelu_epilogue(0);
+        if (i > 32) cu_encoder_pack16(-1);
         break;
     case 37:
+        cu_flash_d16(0);
+        cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H);
+        cu_flash_d16(-1);
+        break;
     case 38:
-        cu_flash_diag(1);
-        if (i == 37) cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H, H);
-        else cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H);
+        cu_bias_pack16(0);
+        cu_matmul_backward(dt, b->dinp, b->dw, b->db, b->x, b->y, b->w, N, C, 4 * C);
+        cu_bias_pack16(-1);
+        break;
+    case 39:  // (pre in x's first N x 4C, act in y: as cases 6 and 7 read and write them)
+        cu_matmul_gelu_epilogue(1);
+        if (cu_matmul_gelu_forward(dt, b->y, b->x, b->dinp, b->w, b->w, N, C, 4 * C)) printf("(no GELU epilogue here) ");
+        cu_matmul_gelu_epilogue(-1);
+        break;
+    case 35:
+    case 36:
         cu_flash_diag(0);
+        if (i == 35) cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H, H);
+        else cu_flash_backward(dt, b->dqkv, b->y, b->qkv, b->y, b->stat, b->D, B, T, C, H, H);
+        cu_flash_diag(-1);
         break;
     case 26:
     case 27: {
@@ -192,7 +186,7 @@ void run_op(int i, OpBufs *b) {
         cu_adamw_pack16(i == 27);
         cu_adamw_segments(dt, dt, b->master, b->dw, b->dw, b->m, b->v, &all, 1, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.5f, 0.5f,
                           b->numbers + STEP_SCALE);
-        cu_adamw_pack16(0);
+        cu_adamw_pack16(-1);
         break;
     }
     }

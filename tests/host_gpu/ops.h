@@ -393,11 +393,10 @@ void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void
     }
 }
 
-void cu_adamw_pack16(int on) { (void)on; }  // (one way here: the same bits either way on a GPU)
+void cu_adamw_pack16(int on) { (void)on; }  // (one way here)
 void cu_bias_pack16(int on) { (void)on; }
 void cu_layernorm_pieces(int p) { (void)p; }
 void cu_encoder_pack16(int on) { (void)on; }  // (one way here: the same bits either way on a GPU)
-void cu_layernorm_fused(int on) { (void)on; }  // (one way here: on a GPU dinp keeps its bits, dw and db to rounding)
 
 void cu_store_dtype(int dt, void *dst, const float *src, size_t n) {
     LAUNCH(n);

@@ -254,7 +254,7 @@ static void adamw_segments_t(float *master, T *weights, const G *grads, float *m
 extern "C" void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void *grads, float *m, float *v,
                                   const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps,
                                   float b1_correction, float b2_correction, const double *grad_scale) {
-    if (g_adamw16 < 0) g_adamw16 = getenv("GPTMEM_ADAMW16") && atoi(getenv("GPTMEM_ADAMW16")) == 1;
+    if (g_adamw16 < 0) g_adamw16 = env_switch("GPTMEM_ADAMW16", 0);
     int by8 = g_adamw16;
     AdamwTable tab;
     tab.count = 0;

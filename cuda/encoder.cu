@@ -23,7 +23,7 @@ __global__ void encoder_backward_wpe_kernel(T *dwpe, const T *dout, int B, int T
 }
 
 // The two above in 16-byte pieces, 8 channels a thread in 16 bits (4 in fp32), each channel's sum as
-// above (the same bits); with the wte kernel below, the embedding of GPTMEM_EMB16=1 (gpu-round-7's item 5).
+// above (the same bits); with the wte kernel below, the embedding unless GPTMEM_EMB16=0 (gpu-round-7's item 5).
 template <typename T>
 __global__ void encoder_forward16_kernel(T *out, const int *inp, const T *wte, const T *wpe, int BT, int Tn, int C) {
     constexpr int V = Pack16<T>::n;

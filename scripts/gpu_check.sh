@@ -405,7 +405,7 @@ if want shapes; then
   fi
 fi
 
-# --- ab: the switches on against off, the same binary, one setting ---------------------------
+# --- ab: each switch against its default, the same binary, one setting ---------------------
 # The defaults against every switch turned, twice, alternating (the step's difference, beside the
 # run-to-run spread), then each alone; each pair back to back, so the card's clock and neighbours are the same for both.
 # --op-times's A/B rows time each switch's kernels alone.

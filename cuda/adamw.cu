@@ -120,17 +120,21 @@ extern "C" void cu_grad_scale(double *numbers, const double *partials, int npart
 // then, for 16-bit runs, the compute weight is the new fp32 master rounded.
 // grad_scale is read from device memory (grad_scale_kernel wrote it); NaN
 // means the step is skipped: every thread returns and nothing changes.
+// Every rounding spelled out as core/adamw.h's (an fmaf there is __fmaf_rn here, each other operation
+// rounds alone): nvcc would otherwise fuse multiply-adds as it sees fit, and each kernel below (and the
+// host's AdamW, --offload's) could get other bits.
 __device__ __forceinline__ void adamw_math(float g, float &mi, float &vi, float &p, float lr, float b1, float b2,
                                            float eps, float wd, float b1c, float b2c) {
-    mi = b1 * mi + (1.0f - b1) * g;
-    vi = b2 * vi + (1.0f - b2) * g * g;
-    p -= lr * ((mi / b1c) / (sqrtf(vi / b2c) + eps) + wd * p);
+    mi = __fmaf_rn(b1, mi, __fmul_rn(1.0f - b1, g));                 // b1 m + (1-b1) g
+    vi = __fmaf_rn(b2, vi, __fmul_rn(__fmul_rn(1.0f - b2, g), g));   // b2 v + (1-b2) g^2
+    float u = __fmaf_rn(wd, p, __fdiv_rn(__fdiv_rn(mi, b1c), __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, b2c)), eps)));
+    p = __fmaf_rn(-lr, u, p);                                          // p - lr (mhat / (sqrt(vhat) + eps) + wd p)
 }
 template <typename T, typename G>
 __device__ __forceinline__ void adamw_one(float *master, T *weights, const G *grads, float *m, float *v, size_t i,
                                           float grad_scale, float lr, float b1, float b2, float eps, float wd,
                                           float b1c, float b2c) {
-    float g = ld(grads[i]) * grad_scale, mi = m[i], vi = v[i], p = master[i];
+    float g = __fmul_rn(ld(grads[i]), grad_scale), mi = m[i], vi = v[i], p = master[i];
     adamw_math(g, mi, vi, p, lr, b1, b2, eps, wd, b1c, b2c);
     m[i] = mi;
     v[i] = vi;
@@ -198,11 +202,9 @@ __global__ void adamw_segments_kernel(float *master, T *weights, const G *grads,
 
 // The same update 8 parameters a thread (gpu-round-7's item 7; off unless GPTMEM_ADAMW16=1 or
 // cu_adamw_pack16(1)). Where a thread's 8 sit on 16-byte boundaries of every array, each array's 8 values
-// move in 16-byte pieces (fp32: two), else one at a time. Faster (GPT-2 124M's parameters in 0.879 ms
-// against 1.014 on an H200), but nvcc fuses adamw_math's multiply-adds here otherwise than in the kernel
-// above, whose bits are the host's AdamW (--offload's): equal to rounding, not in bits, so it stays off
-// until its rounding is spelled out as the host's (spelled out alike in both, the two kernels agreed and
-// parted from the host's, an H200 showed).
+// move in 16-byte pieces (fp32: two), else one at a time. GPT-2 124M's parameters in 0.879 ms against
+// 1.014 on an H200, when nvcc still fused adamw_math's multiply-adds its own way (other bits than the
+// kernel above): off until a GPU shows it in the same bits with adamw_math's roundings spelled out.
 template <typename T> __device__ __forceinline__ void ld8(const T *p, float *x) {
     constexpr int P = Pack16<T>::n;
     for (int h = 0; h < 8 / P; h++) {
@@ -235,7 +237,7 @@ __global__ void adamw_segments8_kernel(float *master, T *weights, const G *grads
     }
     float g[8], mi[8], vi[8], p[8];
     ld8(grads + at, g), ld8(m + at, mi), ld8(v + at, vi), ld8(master + at, p);
-    for (int k = 0; k < 8; k++) adamw_math(g[k] * grad_scale, mi[k], vi[k], p[k], lr, b1, b2, eps, wd, b1c, b2c);
+    for (int k = 0; k < 8; k++) adamw_math(__fmul_rn(g[k], grad_scale), mi[k], vi[k], p[k], lr, b1, b2, eps, wd, b1c, b2c);
     st8(m + at, mi), st8(v + at, vi), st8(master + at, p);
     if (weights) st8(weights + at, p);
 }

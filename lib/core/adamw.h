@@ -57,6 +57,9 @@ float step_grad_scale(double sumsq, float loss_scale, float max_norm) {
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   mhat = m / (1 - b1^t); vhat = v / (1 - b2^t)
 //   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
+// Each multiply-add is an fmaf (one rounding), the others round on their own: the roundings are
+// the source's, not the compiler's choice, and cuda/adamw.cu's kernels spell the same ones, so the
+// GPU's AdamW and this one (--offload's, on the host) give the same bits.
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, const AdamWConfig *cfg, float lr,
                   int t, float grad_scale, int decay) {
     float b1c = 1.0f - powf(cfg->beta1, (float)t), b2c = 1.0f - powf(cfg->beta2, (float)t);
@@ -67,12 +70,13 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
 #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i] * grad_scale;
-        float mi = b1 * m[i] + (1.0f - b1) * g;
-        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        float mi = fmaf(b1, m[i], (1.0f - b1) * g);      // b1 m + (1-b1) g
+        float vi = fmaf(b2, v[i], (1.0f - b2) * g * g);  // b2 v + (1-b2) g^2
         m[i] = mi;
         v[i] = vi;
         float mhat = mi / b1c, vhat = vi / b2c;
-        params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
+        float u = fmaf(wd, params[i], mhat / (sqrtf(vhat) + eps));  // mhat / (sqrt(vhat) + eps) + wd p
+        params[i] = fmaf(-lr, u, params[i]);                         // p - lr u
     }
 }
 

@@ -364,11 +364,12 @@ static void adamw_range(int dt, int gdt, float *master, void *weights, const voi
     float grad_scale = (float)*scale;
     if (isnan(grad_scale)) return;  // a skipped step
     float *fg = widen(gdt, grads, n);
-    for (size_t i = 0; i < n; i++) {  // the formula of cuda/adamw.cu and core/adamw.h
+    for (size_t i = 0; i < n; i++) {  // the formula of cuda/adamw.cu and core/adamw.h, their roundings
         float g = fg[i] * grad_scale;
-        m[i] = beta1 * m[i] + (1.0f - beta1) * g;
-        v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
-        master[i] -= lr * ((m[i] / b1_correction) / (sqrtf(v[i] / b2_correction) + eps) + weight_decay * master[i]);
+        m[i] = fmaf(beta1, m[i], (1.0f - beta1) * g);
+        v[i] = fmaf(beta2, v[i], (1.0f - beta2) * g * g);
+        float u = fmaf(weight_decay, master[i], (m[i] / b1_correction) / (sqrtf(v[i] / b2_correction) + eps));
+        master[i] = fmaf(-lr, u, master[i]);
     }
     free(fg);
     if (weights && dt != DT_FP32) dtype_store(weights, master, n, dt);

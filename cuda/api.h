@@ -252,6 +252,13 @@ void cu_crossentropy_forward(int dt, float *losses, const void *logits, const in
 // its target's logit, so the backward reads each row once.
 void cu_crossentropy_backward(int dt, void *logits, const float *losses, const int *targets, int N, int V, int Vp,
                               float dloss);
+// Both in one read of the logits (llm.c's fused classifier; gpu-round-7's item 4, its first part): losses
+// as the forward's, then logits -> dlogits as the backward's, the same bits. The model (gpu/head.h) leaves
+// a training forward's loss to the backward this way where cu_crossentropy_fused_on() says so (the switch
+// GPTMEM_CE_FUSED, off by default; cu_crossentropy_fuse sets it, -1: the default).
+void cu_crossentropy_fused(int dt, float *losses, void *logits, const int *targets, int N, int V, int Vp, float dloss);
+int cu_crossentropy_fused_on(void);
+void cu_crossentropy_fuse(int on);
 
 // --fused-ce (cpu/ops.h's crossentropy_tile_*): the logits a tile at a time, rows x nv columns
 // (row stride nv, T) of the vocabulary from v0; columns v0 + j >= V are padding. Fold one tile into

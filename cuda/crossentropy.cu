@@ -58,44 +58,16 @@ template <typename T> __device__ void row_softmax_stats16(const T *x, int V, flo
     *sum = block_sum(s);
 }
 
-template <typename T>
-__global__ void crossentropy_forward_kernel(float *losses, const T *logits, const int *targets, int V, int Vp) {
-    const T *x = logits + (size_t)blockIdx.x * Vp;
-    float m, s;
-    row_softmax_stats(x, V, &m, &s);
-    if (threadIdx.x == 0) losses[blockIdx.x] = logf(s) + m - ld(x[targets[blockIdx.x]]);
-}
-
-template <typename T>
-__global__ void crossentropy_backward_kernel(T *logits, const float *losses, const int *targets, int V, int Vp,
-                                             float dloss) {
-    T *x = logits + (size_t)blockIdx.x * Vp;
-    int target = targets[blockIdx.x];
-    float lse = losses[blockIdx.x] + ld(x[target]);
-    __syncthreads();  // every thread has read the target's logit before any thread overwrites it
+// A row's logits -> dlogits in place, from its log-sum-exp: (exp(x - lse) - onehot(target)) * dloss over
+// the first V, 0 on the padding; the plain loop and the one in 16-byte pieces.
+template <typename T> __device__ void row_dlogits(T *x, int V, int Vp, int target, float lse, float dloss) {
     for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
         float p = v < V ? expf(ld(x[v]) - lse) : 0.0f;
         x[v] = st<T>((p - (v == target ? 1.0f : 0.0f)) * dloss);
     }
 }
-
-// The two kernels above in 16-byte pieces (row_softmax_stats16); the same formulas.
-template <typename T>
-__global__ void crossentropy_forward16_kernel(float *losses, const T *logits, const int *targets, int V, int Vp) {
-    const T *x = logits + (size_t)blockIdx.x * Vp;
-    float m, s;
-    row_softmax_stats16(x, V, &m, &s);
-    if (threadIdx.x == 0) losses[blockIdx.x] = logf(s) + m - ld(x[targets[blockIdx.x]]);
-}
-
-template <typename T>
-__global__ void crossentropy_backward16_kernel(T *logits, const float *losses, const int *targets, int V, int Vp,
-                                               float dloss) {
+template <typename T> __device__ void row_dlogits16(T *x, int V, int Vp, int target, float lse, float dloss) {
     constexpr int P = Pack16<T>::n;
-    T *x = logits + (size_t)blockIdx.x * Vp;
-    int target = targets[blockIdx.x];
-    float lse = losses[blockIdx.x] + ld(x[target]);
-    __syncthreads();  // every thread has read the target's logit before any thread overwrites it
     for (int c = threadIdx.x * P; c < Vp; c += blockDim.x * P) {
         Pack16<T> p = ld16(x + c);
         for (int k = 0; k < P; k++) {
@@ -107,26 +79,60 @@ __global__ void crossentropy_backward16_kernel(T *logits, const float *losses, c
     }
 }
 
+// The forward (a row's loss), the backward (its dlogits, lse from the loss), and both in one
+// (GPTMEM_CE_FUSED: the loss, then the row read again, from L2 where it is still there, and turned into
+// its dlogits; the two kernels' operations in their order, so their bits). PIECES: the 16-byte loops.
+template <typename T, bool PIECES>
+__global__ void crossentropy_forward_kernel(float *losses, const T *logits, const int *targets, int V, int Vp) {
+    const T *x = logits + (size_t)blockIdx.x * Vp;
+    float m, s;
+    PIECES ? row_softmax_stats16(x, V, &m, &s) : row_softmax_stats(x, V, &m, &s);
+    if (threadIdx.x == 0) losses[blockIdx.x] = logf(s) + m - ld(x[targets[blockIdx.x]]);
+}
+
+template <typename T, bool PIECES>
+__global__ void crossentropy_backward_kernel(T *logits, const float *losses, const int *targets, int V, int Vp,
+                                             float dloss) {
+    T *x = logits + (size_t)blockIdx.x * Vp;
+    int target = targets[blockIdx.x];
+    float lse = losses[blockIdx.x] + ld(x[target]);
+    __syncthreads();  // every thread has read the target's logit before any thread overwrites it
+    PIECES ? row_dlogits16(x, V, Vp, target, lse, dloss) : row_dlogits(x, V, Vp, target, lse, dloss);
+}
+
+template <typename T, bool PIECES>
+__global__ void crossentropy_fused_kernel(float *losses, T *logits, const int *targets, int V, int Vp, float dloss) {
+    T *x = logits + (size_t)blockIdx.x * Vp;
+    int target = targets[blockIdx.x];
+    float m, s;
+    PIECES ? row_softmax_stats16(x, V, &m, &s) : row_softmax_stats(x, V, &m, &s);
+    float loss = logf(s) + m - ld(x[target]);  // (every thread: the same operations, the same value)
+    if (threadIdx.x == 0) losses[blockIdx.x] = loss;
+    float lse = loss + ld(x[target]);
+    __syncthreads();  // every thread has read the target's logit before any thread overwrites it
+    PIECES ? row_dlogits16(x, V, Vp, target, lse, dloss) : row_dlogits(x, V, Vp, target, lse, dloss);
+}
+
 template <typename T>
 static void crossentropy_forward_t(float *losses, const T *logits, const int *targets, int N, int V, int Vp) {
-    if (can16(Vp, sizeof(T), logits)) {
-        crossentropy_forward16_kernel<<<N, 512>>>(losses, logits, targets, V, Vp);
-        launch_check("crossentropy_forward16_kernel");
-    } else {
-        crossentropy_forward_kernel<<<N, 512>>>(losses, logits, targets, V, Vp);
-        launch_check("crossentropy_forward_kernel");
-    }
+    if (can16(Vp, sizeof(T), logits)) crossentropy_forward_kernel<T, true><<<N, 512>>>(losses, logits, targets, V, Vp);
+    else crossentropy_forward_kernel<T, false><<<N, 512>>>(losses, logits, targets, V, Vp);
+    launch_check("crossentropy_forward_kernel");
 }
 template <typename T>
 static void crossentropy_backward_t(T *logits, const float *losses, const int *targets, int N, int V, int Vp,
                                     float dloss) {
-    if (can16(Vp, sizeof(T), logits)) {
-        crossentropy_backward16_kernel<<<N, 512>>>(logits, losses, targets, V, Vp, dloss);
-        launch_check("crossentropy_backward16_kernel");
-    } else {
-        crossentropy_backward_kernel<<<N, 512>>>(logits, losses, targets, V, Vp, dloss);
-        launch_check("crossentropy_backward_kernel");
-    }
+    if (can16(Vp, sizeof(T), logits))
+        crossentropy_backward_kernel<T, true><<<N, 512>>>(logits, losses, targets, V, Vp, dloss);
+    else crossentropy_backward_kernel<T, false><<<N, 512>>>(logits, losses, targets, V, Vp, dloss);
+    launch_check("crossentropy_backward_kernel");
+}
+template <typename T>
+static void crossentropy_fused_t(float *losses, T *logits, const int *targets, int N, int V, int Vp, float dloss) {
+    if (can16(Vp, sizeof(T), logits))
+        crossentropy_fused_kernel<T, true><<<N, 512>>>(losses, logits, targets, V, Vp, dloss);
+    else crossentropy_fused_kernel<T, false><<<N, 512>>>(losses, logits, targets, V, Vp, dloss);
+    launch_check("crossentropy_fused_kernel");
 }
 
 extern "C" void cu_crossentropy_forward(int dt, float *losses, const void *logits, const int *targets, int N, int V,
@@ -143,6 +149,21 @@ extern "C" void cu_crossentropy_backward(int dt, void *logits, const float *loss
     if (dt == DTYPE_FP32) crossentropy_backward_t((float *)logits, losses, targets, N, V, Vp, dloss);
     else if (dt == DTYPE_BF16) crossentropy_backward_t((bf16 *)logits, losses, targets, N, V, Vp, dloss);
     else crossentropy_backward_t((fp16 *)logits, losses, targets, N, V, Vp, dloss);
+}
+
+extern "C" void cu_crossentropy_fused(int dt, float *losses, void *logits, const int *targets, int N, int V, int Vp,
+                                      float dloss) {
+    if (N <= 0) return;
+    if (dt == DTYPE_FP32) crossentropy_fused_t(losses, (float *)logits, targets, N, V, Vp, dloss);
+    else if (dt == DTYPE_BF16) crossentropy_fused_t(losses, (bf16 *)logits, targets, N, V, Vp, dloss);
+    else crossentropy_fused_t(losses, (fp16 *)logits, targets, N, V, Vp, dloss);
+}
+
+static int g_ce_fused = -1;  // -1: not yet read from GPTMEM_CE_FUSED
+extern "C" void cu_crossentropy_fuse(int on) { g_ce_fused = on; }
+extern "C" int cu_crossentropy_fused_on(void) {
+    if (g_ce_fused < 0) g_ce_fused = env_switch("GPTMEM_CE_FUSED", 0);
+    return g_ce_fused;
 }
 
 // --- --fused-ce: the loss a tile of logits at a time (gpu/head.h) --------------------

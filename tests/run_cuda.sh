@@ -178,6 +178,19 @@ sec_flags() {
   done
   if [ $good = 1 ]; then ok "GPTMEM_GELU_EPI=1: the fc's GELU in the GEMM (alone, --ckpt, --recompute gelu) == the GELU kernel's run$([ $HOST = 1 ] && echo ', bit for bit on the emulation')"
   else bad "GPTMEM_GELU_EPI=1 against the GELU kernel's run"; fi
+  # GPTMEM_CE_FUSED=1 (gpu-round-7's item 4, its first part): a training forward leaves the loss to the backward,
+  # which computes it and dlogits in one kernel; an evaluation's forward computes it when its activations go.
+  # The same bits as the two kernels' run, every column of the log but the time (the val loss, the norm, the
+  # memory too), with --eval-every, --ckpt with --accum 2, and fp16's loss scale; the emulation runs the same
+  # order of calls (its fused op is the two ops)
+  good=1
+  for f in "--dtype fp32 --eval-every 3" "--dtype bf16 --ckpt --accum 2" "--dtype fp16 --eval-every 2"; do
+    # shellcheck disable=SC2086
+    { run ce_two "${G[@]}" $f && GPTMEM_CE_FUSED=1 run ce_fused "${G[@]}" $f; } || { good=0; continue; }
+    cmp -s <(cut -d, -f1-5,7- "$tmp/ce_two.csv") <(cut -d, -f1-5,7- "$tmp/ce_fused.csv") || { good=0; echo "  differs: $f"; }
+  done
+  if [ $good = 1 ]; then ok "GPTMEM_CE_FUSED=1: the loss and dlogits in one kernel in the backward (fp32 with evaluations, bf16 --ckpt --accum 2, fp16) == the two kernels' run, every column of the log bit for bit"
+  else bad "GPTMEM_CE_FUSED=1 against the two kernels' run"; fi
   # the speed switches whose emulation is the kernel in use (one kernel there: skipped): each against it
   if [ $HOST = 1 ]; then skip "GPTMEM_EMB16=0, _BIAS16=0, _ADAMW16=1 against the defaults (--host: the emulation has one kernel each)"
   else

@@ -119,6 +119,7 @@ typedef struct {
     GpuComm grad_comm;  // the same, for the gradients: in grad_dtype
     // activations of the current forward pass (on the activation stack)
     void *encoded, *lnf, *logits;
+    int loss_due;  // a forward's loss not yet computed: the backward computes it with its gradient (gpu/head.h)
     float *lnf_mean, *lnf_rstd;
     float *head_lse;  // --fused-ce: each row's log-sum-exp (N), fp32
     GpuActs *acts;

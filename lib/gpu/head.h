@@ -247,6 +247,19 @@ void gpu_final_norm_backward(GpuGPT *m) {
     arena_pop_to(m->final_mark, "final");
 }
 
+// The mean cross-entropy loss of the logits on the stack, added into the step's numbers on the GPU (no wait
+// here), if it is still due. With GPTMEM_CE_FUSED=1 a forward leaves it due: a training step's backward
+// computes it and the logits' gradient in one read of the logits (cu_crossentropy_fused, llm.c's fused
+// classifier), and a forward with no backward after it (an evaluation) computes it here, when its
+// activations go (gpu_gpt_discard_activations) or the step's numbers are read.
+void gpu_head_loss(GpuGPT *m) {
+    if (!m->loss_due) return;
+    int N = m->B * m->T;
+    cu_crossentropy_forward(m->dtype, m->losses, m->logits, m->targets, N, m->cfg.vocab, padded_vocab(&m->cfg));
+    cu_loss_add(m->numbers, m->losses, N);
+    m->loss_due = 0;
+}
+
 // logits (N,Vp) = lnf head^T (the head: wte, or an untied one) and, with targets, the mean cross-entropy loss,
 // added into the step's numbers on the GPU (cu_loss_add). Without --fused-ce
 // the logits stay on the stack (sampling reads them); with it, each row's
@@ -270,8 +283,8 @@ void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
             cu_loss_add(m->numbers, m->losses, N);
             return;
         }
-        cu_crossentropy_forward(dt, m->losses, m->logits, m->targets, N, c->vocab, Vp);
-        cu_loss_add(m->numbers, m->losses, N);  // stays on the GPU: no wait here
+        m->loss_due = 1;  // computed by the backward with its gradient, or else by gpu_head_loss
+        if (!cu_crossentropy_fused_on()) gpu_head_loss(m);
         return;
     }
     m->head_lse = arena_push("logits_lse", (size_t)N * sizeof(float));
@@ -310,7 +323,11 @@ void gpu_head_backward(GpuGPT *m, float dloss) {
         if (m->tp.size > 1)  // --tp: from the whole vocabulary's log-sum-exp (the band's columns past V: padding)
             cu_crossentropy_tile_backward(dt, m->logits, N, Vp, 0, c->vocab - tp_vocab_first(&m->tp, Vp), m->targets,
                                           m->band_stats, dloss);
-        else cu_crossentropy_backward(dt, m->logits, m->losses, m->targets, N, c->vocab, Vp, dloss);  // -> dlogits in place
+        else if (m->loss_due) {  // the loss and dlogits (in place) from one read of the logits
+            cu_crossentropy_fused(dt, m->losses, m->logits, m->targets, N, c->vocab, Vp, dloss);
+            cu_loss_add(m->numbers, m->losses, N);
+            m->loss_due = 0;
+        } else cu_crossentropy_backward(dt, m->logits, m->losses, m->targets, N, c->vocab, Vp, dloss);  // -> dlogits in place
         cu_matmul_backward(dt, m->dln, m->global_grads.lm_head, NULL, m->logits, lnf, m->globals.lm_head, N, C, Vp);
         gpu_tp_sum_rows(m, m->dln, m->dln, (size_t)N * C);  // f's backward (--tp: each band's part of d(lnf))
         return;

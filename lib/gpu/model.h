@@ -230,6 +230,9 @@ void gpu_gpt_backward(GpuGPT *m, float dloss) {
     gpu_embed_backward(m);         // the table's gradient
 }
 
-void gpu_gpt_discard_activations(GpuGPT *m) { arena_pop_to(m->arena_mark, "forward"); }
+void gpu_gpt_discard_activations(GpuGPT *m) {
+    gpu_head_loss(m);  // (an evaluation's loss, if still due: from the logits, before they go)
+    arena_pop_to(m->arena_mark, "forward");
+}
 
 #endif

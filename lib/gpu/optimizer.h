@@ -9,6 +9,7 @@
 #include "core/adamw.h"
 #include "cuda/api.h"
 #include "gpu/gpt.h"
+#include "gpu/head.h"
 #include "gpu/weights.h"
 #include "parallel/tensor.h"
 #include "io/state_arrays.h"
@@ -76,6 +77,7 @@ float gpu_gpt_step_scale(GpuGPT *m) {
 // step. The loss sum starts again from 0.
 void gpu_gpt_read_numbers(GpuGPT *m, double *loss_sum, double *sumsq) {
     double v[GPU_STEP_NUMBERS];
+    gpu_head_loss(m);  // (a forward's loss still due: gpu/head.h)
     gpu_download(v, m->numbers, sizeof v);
     *loss_sum = v[STEP_LOSS], *sumsq = v[STEP_SUMSQ];
     gpu_zero(m->numbers + STEP_LOSS, sizeof(double));

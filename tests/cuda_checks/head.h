@@ -3,7 +3,8 @@
 #ifndef GPTMEM_TEST_CUDA_HEAD_H
 #define GPTMEM_TEST_CUDA_HEAD_H
 
-// Vp 320: cuda/crossentropy.cu's 16-byte pieces (V 300 ends inside one); Vp 305: a logit a thread
+// Vp 320: cuda/crossentropy.cu's 16-byte pieces (V 300 ends inside one); Vp 305: a logit a thread; the
+// forward, the backward, and both in one kernel
 static void test_crossentropy_at(int dt, int N, int V, int Vp) {
     float *logits = randv((size_t)N * Vp, 2, dt), *probs = fvec((size_t)N * Vp);
     int *tg = malloc(sizeof(int) * N);
@@ -27,6 +28,15 @@ static void test_crossentropy_at(int dt, int N, int V, int Vp) {
     cu_crossentropy_backward(dt, d_logits, d_losses, d_tg, N, V, Vp, dloss);
     snprintf(name, sizeof name, "crossentropy_backward Vp%d", Vp);
     expect(name, dt, d_logits, probs, (size_t)N * Vp);
+    // both in one kernel (GPTMEM_CE_FUSED): the two kernels' losses and dlogits, bit for bit
+    void *d_fused = up(logits, (size_t)N * Vp, dt);
+    float *d_flosses = poisoned(N, DT_FP32);
+    cu_crossentropy_fused(dt, d_flosses, d_fused, d_tg, N, V, Vp, dloss);
+    float *fl = down(d_flosses, N, DT_FP32), *fd = down(d_fused, (size_t)N * Vp, dt), *two = down(d_logits, (size_t)N * Vp, dt);
+    int same = !memcmp(fl, losses, sizeof(float) * N) && !memcmp(fd, two, sizeof(float) * N * Vp);
+    snprintf(name, sizeof name, "crossentropy_fused Vp%d %s", Vp, dtype_name[dt]);
+    check(same, name, "%s", same ? "the two kernels' losses and dlogits, bit for bit" : "not the two kernels' bits");
+    gpu_free(d_fused); gpu_free(d_flosses); free(fl); free(fd); free(two);
     gpu_free(d_logits); gpu_free(d_tg); gpu_free(d_losses);
     free(logits); free(probs); free(tg); free(losses);
 }

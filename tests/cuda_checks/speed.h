@@ -100,6 +100,7 @@ static const struct { const char *name; int times; } op_list[] = {
     {"flash fwd all masked (A/B)", OT_L}, {"flash bwd all masked (A/B)", OT_L},
     {"flash bwd D 2-byte (A/B)", OT_L},   {"matmul bwd fc bias 2-byte (A/B)", OT_L},
     {"matmul+gelu epi fwd fc (A/B)", OT_L},
+    {"crossentropy fused (A/B)", 1},  // GPTMEM_CE_FUSED=1: the forward and backward rows above in one kernel
 };
 enum { N_OPS = sizeof op_list / sizeof op_list[0] };
 
@@ -173,6 +174,7 @@ void run_op(int i, OpBufs *b) {
         if (cu_matmul_gelu_forward(dt, b->y, b->x, b->dinp, b->w, b->w, N, C, 4 * C)) printf("(no GELU epilogue here) ");
         cu_matmul_gelu_epilogue(-1);
         break;
+    case 40: cu_crossentropy_fused(dt, b->losses, b->logits, b->targets, N, OT_V, OT_VP, 1.0f / N); break;
     case 35:
     case 36:
         cu_flash_diag(0);

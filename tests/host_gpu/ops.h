@@ -302,6 +302,19 @@ void cu_crossentropy_backward(int dt, void *logits, const float *losses, const i
     }
 }
 
+// Both in one: the forward's losses and the backward's dlogits, each computed as the two ops above do.
+void cu_crossentropy_fused(int dt, float *losses, void *logits, const int *targets, int N, int V, int Vp, float dloss) {
+    cu_crossentropy_forward(dt, losses, logits, targets, N, V, Vp);
+    cu_crossentropy_backward(dt, logits, losses, targets, N, V, Vp, dloss);
+}
+// GPTMEM_CE_FUSED as cuda/crossentropy.cu reads it: the model's other order runs here too
+static int emu_ce_fused = -1;
+void cu_crossentropy_fuse(int on) { emu_ce_fused = on; }
+int cu_crossentropy_fused_on(void) {
+    if (emu_ce_fused < 0) emu_ce_fused = getenv("GPTMEM_CE_FUSED") && atoi(getenv("GPTMEM_CE_FUSED")) != 0;
+    return emu_ce_fused;
+}
+
 void cu_crossentropy_tile_forward(int dt, const void *tile, int rows, int nv, int v0, int V, const int *targets,
                                   float *m, float *s, float *z) {
     LAUNCH(rows);

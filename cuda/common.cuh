@@ -47,6 +47,13 @@ template <typename T> struct __align__(16) Pack16 {
 };
 template <typename T> __device__ __forceinline__ Pack16<T> ld16(const T *p) { return *(const Pack16<T> *)p; }
 template <typename T> __device__ __forceinline__ void st16(T *p, const Pack16<T> &x) { *(Pack16<T> *)p = x; }
+// The same with the streaming hint (ld.global.cs, st.global.cs: evict first): for data read for the last
+// time or written and not read soon, so that L2 keeps what will be read again.
+template <typename T> __device__ __forceinline__ Pack16<T> ld16cs(const T *p) {
+    int4 r = __ldcs((const int4 *)p);
+    return *(Pack16<T> *)&r;
+}
+template <typename T> __device__ __forceinline__ void st16cs(T *p, const Pack16<T> &x) { __stcs((int4 *)p, *(const int4 *)&x); }
 // can the rows of `len` elements starting at these pointers go 16 bytes at a time?
 static inline bool can16(size_t len, size_t elem, const void *a, const void *b = 0, const void *c = 0,
                          const void *d = 0) {

@@ -238,6 +238,9 @@ void cu_flash_diag(int on);
 // D = rowsum(dout * out) before the tensor-core backward: 1 in 16-byte loads (the same bits), 0 two bytes a
 // load; -1 the default (1, unless GPTMEM_FLASH_D16=0; gpu-round-7's item 1).
 void cu_flash_d16(int on);
+// The tensor-core forward at head size 64: 1 two row tiles of 16 a warp (128 query rows a block; the same
+// bits), 0 one; -1 the default (0, unless GPTMEM_FLASH_M2=1; gpu-round-7's item 1).
+void cu_flash_m2(int on);
 // out[B,T,C] (T); lse[B,H,T] in fp32 (the backward recomputes every probability from it)
 void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H, int KVH);
 // dqkv (overwrites); D is fp32 scratch of B*H*T floats

@@ -195,36 +195,49 @@ __device__ __forceinline__ void dscores_kv_unmasked(float s[BQ / 8][4], float dp
 // while tile kt is used. Scores are kept in the log2 domain (scale * log2 e
 // folded in) so exp2f does the exponentials. Blocks start from the last query
 // rows, which see the most keys, so the longest blocks are not left for the end.
-template <typename T, int HS, bool DIAG>
-__global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS : 1) flash_mma_forward_kernel(T *out, float *lse, const T *qkv, int Tn, int C, int H, int KVH) {
-    constexpr int ROW = HS + MMA_PAD, TILE = MMA_BK * ROW;
+// MT: row tiles of 16 a warp (gpu-round-7's item 1, FlashAttention-2's 32 rows a warp at head size 64):
+// with MT 2 a block is 128 query rows, warp w rows q0 .. q0 + 31 (q0 = block * 128 + 32 w), and each K or V
+// fragment read from shared memory (ldmatrix) serves two row tiles' products instead of one. Each row
+// tile skips the key tiles it does not see, as a warp of MT 1 does, so every row gets the same operations
+// in the same order: MT 2 gives MT 1's bits. MT 2 runs at head size 64 where GPTMEM_FLASH_M2=1 or
+// cu_flash_m2(1) says so (off by default: not yet timed on a GPU).
+template <typename T, int HS, bool DIAG, int MT>
+__global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? (MT == 1 ? FLASH_MMA_MIN_BLOCKS : 2) : 1)
+flash_mma_forward_kernel(T *out, float *lse, const T *qkv, int Tn, int C, int H, int KVH) {
+    constexpr int ROW = HS + MMA_PAD, TILE = MMA_BK * ROW, BQ = MMA_BQ * MT;
     extern __shared__ __align__(16) unsigned char smem[];
     T *stages = (T *)smem;  // stage s: K at stages + 2 s TILE, V after it
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KVH);
-    int qblock = (gridDim.x - 1 - blockIdx.x) * MMA_BQ, q0 = qblock + 16 * warp;
+    int qblock = (gridDim.x - 1 - blockIdx.x) * BQ, q0 = qblock + 16 * MT * warp;  // row tile mt: q0 + 16 mt
     const int W = (H + 2 * KVH) * HS;  // a row of qkv
     const T *Q = qkv + (size_t)b * Tn * W + h * HS, *K = Q + (H + kh - h) * HS, *V = K + KVH * HS;
     const float c2 = MMA_LOG2E / sqrtf((float)HS);
 
-    int last_tile = (min(Tn, qblock + MMA_BQ) - 1) / MMA_BK;
+    int last_tile = (min(Tn, qblock + BQ) - 1) / MMA_BK;
     load_rows<T, HS, MMA_BK>(stages, K, W, 0, Tn);
     load_rows<T, HS, MMA_BK>(stages + TILE, V, W, 0, Tn);
     cp_async_commit();
 
     // this warp's Q rows as A fragments, straight from global memory, once
-    uint32_t qf[HS / 16][4];
+    uint32_t qf[MT][HS / 16][4];
     #pragma unroll
-    for (int kc = 0; kc < HS / 16; kc++)
+    for (int mt = 0; mt < MT; mt++)
         #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int r = q0 + g + 8 * (i % 2), col = kc * 16 + 2 * t + 8 * (i / 2);
-            qf[kc][i] = r < Tn ? *(const uint32_t *)&Q[(size_t)r * W + col] : 0u;
-        }
-    float o[HS / 8][4];
+        for (int kc = 0; kc < HS / 16; kc++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int r = q0 + 16 * mt + g + 8 * (i % 2), col = kc * 16 + 2 * t + 8 * (i / 2);
+                qf[mt][kc][i] = r < Tn ? *(const uint32_t *)&Q[(size_t)r * W + col] : 0u;
+            }
+    float o[MT][HS / 8][4];
     #pragma unroll
-    for (int n = 0; n < HS / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8: running max, partial sum
+    for (int mt = 0; mt < MT; mt++)
+        #pragma unroll
+        for (int n = 0; n < HS / 8; n++) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+    float m[MT][2], l[MT][2];  // rows g and g + 8 of each row tile: running max, partial sum
+    #pragma unroll
+    for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
 
     for (int kt = 0; kt <= last_tile; kt++) {
         int k0 = kt * MMA_BK;
@@ -239,81 +252,108 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
             cp_async_wait<0>();
         }
         __syncthreads();  // ... and so are every other thread's
-        if (q0 < Tn && q0 + 15 >= k0) {  // this warp: not past the end, and the tile not all masked
-            float s[MMA_BK / 8][4];
+        bool sees[MT], any = false;  // row tile mt: not past the end, and the key tile not all masked for it
+        #pragma unroll
+        for (int mt = 0; mt < MT; mt++) sees[mt] = q0 + 16 * mt < Tn && q0 + 16 * mt + 15 >= k0, any |= sees[mt];
+        if (any) {
+            float s[MT][MMA_BK / 8][4];
             #pragma unroll
             for (int j = 0; j < MMA_BK / 8; j += 2) {
                 #pragma unroll
-                for (int e = 0; e < 4; e++) s[j][e] = s[j + 1][e] = 0.0f;
+                for (int mt = 0; mt < MT; mt++)
+                    #pragma unroll
+                    for (int e = 0; e < 4; e++) s[mt][j][e] = s[mt][j + 1][e] = 0.0f;
                 #pragma unroll
                 for (int kc = 0; kc < HS / 16; kc++) {
                     uint32_t bf[4];
                     frag_b_rows2<T, ROW>(bf, ks, j * 8, kc * 16, lane);
-                    mma16816<T>(s[j], qf[kc], bf);
-                    mma16816<T>(s[j + 1], qf[kc], bf + 2);
+                    #pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma16816<T>(s[mt][j], qf[mt][kc], bf);
+                        mma16816<T>(s[mt][j + 1], qf[mt][kc], bf + 2);
+                    }
                 }
             }
-            bool unmasked = DIAG && k0 + MMA_BK - 1 <= q0;  // no key past any of the warp's queries
             #pragma unroll
-            for (int i = 0; i < 2; i++) {  // row g (i = 0) and row g + 8 (i = 1)
-                int query = q0 + g + 8 * i;
-                float mx = m[i];
-                if (unmasked) mx = scores_log2_unmasked(s, i, c2, mx);
-                else
+            for (int mt = 0; mt < MT; mt++) {
+                if (!sees[mt]) continue;
+                int r0 = q0 + 16 * mt;
+                bool unmasked = DIAG && k0 + MMA_BK - 1 <= r0;  // no key past any of the row tile's queries
+                #pragma unroll
+                for (int i = 0; i < 2; i++) {  // row g (i = 0) and row g + 8 (i = 1)
+                    int query = r0 + g + 8 * i;
+                    float mx = m[mt][i];
+                    if (unmasked) mx = scores_log2_unmasked(s[mt], i, c2, mx);
+                    else
+                        #pragma unroll
+                        for (int j = 0; j < MMA_BK / 8; j++)
+                            #pragma unroll
+                            for (int e = 0; e < 2; e++) {
+                                int key = k0 + j * 8 + 2 * t + e;
+                                float v = key <= query ? s[mt][j][2 * i + e] * c2 : -INFINITY;  // causal
+                                s[mt][j][2 * i + e] = v;
+                                mx = fmaxf(mx, v);
+                            }
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the row's max over its quad
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    float correction = exp2f(m[mt][i] - mx);  // 0 on the first tile (m = -inf)
+                    m[mt][i] = mx;
+                    l[mt][i] *= correction;
+                    #pragma unroll
+                    for (int n = 0; n < HS / 8; n++) { o[mt][n][2 * i] *= correction; o[mt][n][2 * i + 1] *= correction; }
                     #pragma unroll
                     for (int j = 0; j < MMA_BK / 8; j++)
                         #pragma unroll
                         for (int e = 0; e < 2; e++) {
-                            int key = k0 + j * 8 + 2 * t + e;
-                            float v = key <= query ? s[j][2 * i + e] * c2 : -INFINITY;  // causal
-                            s[j][2 * i + e] = v;
-                            mx = fmaxf(mx, v);
+                            float p = exp2f(s[mt][j][2 * i + e] - mx);
+                            s[mt][j][2 * i + e] = p;
+                            l[mt][i] += p;
                         }
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the row's max over its quad
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                float correction = exp2f(m[i] - mx);  // 0 on the first tile (m = -inf)
-                m[i] = mx;
-                l[i] *= correction;
-                #pragma unroll
-                for (int n = 0; n < HS / 8; n++) { o[n][2 * i] *= correction; o[n][2 * i + 1] *= correction; }
-                #pragma unroll
-                for (int j = 0; j < MMA_BK / 8; j++)
-                    #pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        float p = exp2f(s[j][2 * i + e] - mx);
-                        s[j][2 * i + e] = p;
-                        l[i] += p;
-                    }
+                }
             }
             #pragma unroll
             for (int kc = 0; kc < MMA_BK / 16; kc++) {  // O += P V, 16 keys at a time
-                uint32_t pf[4] = {pack2<T>(s[2 * kc][0], s[2 * kc][1]), pack2<T>(s[2 * kc][2], s[2 * kc][3]),
-                                  pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]), pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+                uint32_t pf[MT][4];
+                #pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    pf[mt][0] = pack2<T>(s[mt][2 * kc][0], s[mt][2 * kc][1]);
+                    pf[mt][1] = pack2<T>(s[mt][2 * kc][2], s[mt][2 * kc][3]);
+                    pf[mt][2] = pack2<T>(s[mt][2 * kc + 1][0], s[mt][2 * kc + 1][1]);
+                    pf[mt][3] = pack2<T>(s[mt][2 * kc + 1][2], s[mt][2 * kc + 1][3]);
+                }
                 #pragma unroll
                 for (int n = 0; n < HS / 8; n += 2) {
                     uint32_t bf[4];
                     frag_b_cols2<T, ROW>(bf, vs, kc * 16, n * 8, lane);
-                    mma16816<T>(o[n], pf, bf);
-                    mma16816<T>(o[n + 1], pf, bf + 2);
+                    #pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        if (!sees[mt]) continue;
+                        mma16816<T>(o[mt][n], pf[mt], bf);
+                        mma16816<T>(o[mt][n + 1], pf[mt], bf + 2);
+                    }
                 }
             }
         }
         __syncthreads();  // every warp is done with this stage before it is loaded again
     }
-    if (q0 >= Tn) return;
     #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        int query = q0 + g + 8 * i;
-        float sum = l[i];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if (query >= Tn) continue;
-        float inv = 1.0f / sum;
-        T *orow = out + ((size_t)b * Tn + query) * C + h * HS;
+    for (int mt = 0; mt < MT; mt++) {
+        int r0 = q0 + 16 * mt;
+        if (r0 >= Tn) break;
         #pragma unroll
-        for (int n = 0; n < HS / 8; n++)
-            *(uint32_t *)&orow[n * 8 + 2 * t] = pack2<T>(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
-        if (t == 0) lse[(size_t)bh * Tn + query] = (m[i] + log2f(sum)) * MMA_LN2;  // back to natural log
+        for (int i = 0; i < 2; i++) {
+            int query = r0 + g + 8 * i;
+            float sum = l[mt][i];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            if (query >= Tn) continue;
+            float inv = 1.0f / sum;
+            T *orow = out + ((size_t)b * Tn + query) * C + h * HS;
+            #pragma unroll
+            for (int n = 0; n < HS / 8; n++)
+                *(uint32_t *)&orow[n * 8 + 2 * t] = pack2<T>(o[mt][n][2 * i] * inv, o[mt][n][2 * i + 1] * inv);
+            if (t == 0) lse[(size_t)bh * Tn + query] = (m[mt][i] + log2f(sum)) * MMA_LN2;  // back to natural log
+        }
     }
 }
 
@@ -579,13 +619,14 @@ __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? FLASH_MMA_MIN_BLOCKS :
 // (over 48 KiB needs the opt-in attribute, set each time: it is cheap). At head
 // size 128 the backward kernels use all 255 registers and spill 40 (dQ) and 68
 // (dK dV) bytes a thread; their speed there is unmeasured.
-template <typename T, int HS, bool DIAG>
+template <typename T, int HS, bool DIAG, int MT = 1>
 static void flash_mma_forward_t(T *out, float *lse, const T *qkv, int B, int Tn, int C, int H, int KVH) {
     size_t smem = 2 * 2 * MMA_BK * (HS + MMA_PAD) * sizeof(T);
-    cuda_check(cudaFuncSetAttribute(flash_mma_forward_kernel<T, HS, DIAG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)smem), "cudaFuncSetAttribute(flash_mma_forward_kernel)");
-    flash_mma_forward_kernel<T, HS, DIAG><<<dim3(blocks_for(Tn, MMA_BQ), B * H), MMA_THREADS, smem>>>(out, lse, qkv, Tn,
-                                                                                                     C, H, KVH);
+    cuda_check(cudaFuncSetAttribute(flash_mma_forward_kernel<T, HS, DIAG, MT>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+               "cudaFuncSetAttribute(flash_mma_forward_kernel)");
+    flash_mma_forward_kernel<T, HS, DIAG, MT><<<dim3(blocks_for(Tn, MMA_BQ * MT), B * H), MMA_THREADS, smem>>>(
+        out, lse, qkv, Tn, C, H, KVH);
     launch_check("flash_mma_forward_kernel");
 }
 
@@ -618,10 +659,16 @@ static void flash_mma_backward_t(T *dqkv, const T *dout, const T *qkv, const flo
 // Does the tensor-core path take this run? 16-bit storage and head size 64 or 128.
 extern "C" int cu_flash_uses_mma(int dt, int hs) { return dt != DTYPE_FP32 && (hs == 64 || hs == 128); }
 
+static int g_flash_m2 = -1;  // -1: not yet read from GPTMEM_FLASH_M2
+extern "C" void cu_flash_m2(int on) { g_flash_m2 = on; }
+
 template <typename T>
 static void flash_mma_forward_hs(T *out, float *lse, const T *qkv, int B, int Tn, int C, int H, int KVH) {
     bool diag = flash_diag();
-    if (C / H == 64 && diag) flash_mma_forward_t<T, 64, true>(out, lse, qkv, B, Tn, C, H, KVH);
+    if (g_flash_m2 < 0) g_flash_m2 = env_switch("GPTMEM_FLASH_M2", 0);
+    if (C / H == 64 && g_flash_m2 && diag) flash_mma_forward_t<T, 64, true, 2>(out, lse, qkv, B, Tn, C, H, KVH);
+    else if (C / H == 64 && g_flash_m2) flash_mma_forward_t<T, 64, false, 2>(out, lse, qkv, B, Tn, C, H, KVH);
+    else if (C / H == 64 && diag) flash_mma_forward_t<T, 64, true>(out, lse, qkv, B, Tn, C, H, KVH);
     else if (C / H == 64) flash_mma_forward_t<T, 64, false>(out, lse, qkv, B, Tn, C, H, KVH);
     else if (diag) flash_mma_forward_t<T, 128, true>(out, lse, qkv, B, Tn, C, H, KVH);
     else flash_mma_forward_t<T, 128, false>(out, lse, qkv, B, Tn, C, H, KVH);

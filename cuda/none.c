@@ -384,6 +384,7 @@ void cu_bias_forward(int dt, void *out, const void *bias, int N, int OC) {
 void cu_bias_pack16(int on) { (void)on; }
 void cu_layernorm_pieces(int p) { (void)p; }
 void cu_encoder_pack16(int on) { (void)on; }
+void cu_flash_m2(int on) { (void)on; }
 
 void cu_quant_tables(const float *nf4_code_host, const float *nf4_mid_host, const float *dq_code_host) {
     (void)nf4_code_host; (void)nf4_mid_host; (void)dq_code_host;

@@ -35,8 +35,8 @@
 #   shapes    tests/test_cuda --gemm-shapes: each of the step's 15 GEMMs alone, cuBLASLt's first choice
 #             against the best of its 16, the DGELU epilogue's bits against its fallback's
 #   ab        the speed work's switches, each the other side of its default (GPU_SWITCHES, default
-#             GPTMEM_ADAMW16=1 GPTMEM_CE_FUSED=1 GPTMEM_BIAS16=0 GPTMEM_GELU_EPI=1 GPTMEM_EMB16=0
-#             GPTMEM_FLASH_DIAG=0 GPTMEM_FLASH_D16=0): bench_gpu.sh on bf16 --flash, the defaults against all switched
+#             GPTMEM_ADAMW16=1 GPTMEM_CE_FUSED=1 GPTMEM_FLASH_M2=1 GPTMEM_BIAS16=0 GPTMEM_GELU_EPI=1
+#             GPTMEM_EMB16=0 GPTMEM_FLASH_DIAG=0 GPTMEM_FLASH_D16=0): bench_gpu.sh on bf16 --flash, the defaults against all switched
 #             twice, then each alone
 # A phase whose typical time does not fit in what is left before the deadline is skipped,
 # and the summary says so; every phase runs under a time limit. The last line is
@@ -410,7 +410,7 @@ fi
 # run-to-run spread), then each alone; each pair back to back, so the card's clock and neighbours are the same for both.
 # --op-times's A/B rows time each switch's kernels alone.
 ab_runs() {
-  local sw round all=${GPU_SWITCHES:-GPTMEM_ADAMW16=1 GPTMEM_CE_FUSED=1 GPTMEM_BIAS16=0 GPTMEM_GELU_EPI=1 GPTMEM_EMB16=0 GPTMEM_FLASH_DIAG=0 GPTMEM_FLASH_D16=0}
+  local sw round all=${GPU_SWITCHES:-GPTMEM_ADAMW16=1 GPTMEM_CE_FUSED=1 GPTMEM_FLASH_M2=1 GPTMEM_BIAS16=0 GPTMEM_GELU_EPI=1 GPTMEM_EMB16=0 GPTMEM_FLASH_DIAG=0 GPTMEM_FLASH_D16=0}
   bench() {  # the setting's line: tok/s, MFU, peak
     env "${BENCH_ENV[@]}" "$@" BENCH_TIMING=0 BENCH_SETTINGS="--dtype bf16 --flash" bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}" |
       grep -E '^--dtype'

@@ -116,6 +116,17 @@ void test_flash_mma_vs_reference(int dt, int B, int T, int H, int KVH, int hs) {
         }
         check(same, label("flash mma, mask on the diagonal's tiles alone:", shape), "%s", same ? "out, lse and dqkv in the bits of every tile masked" : "other bits than every tile masked");
     }
+    if (hs == 64) {  // cu_flash_m2(1): two row tiles a warp in the forward, out and lse in one tile's bits
+        void *o = poisoned((size_t)N * C, dt), *l = poisoned((size_t)B * H * T, DT_FP32);
+        cu_flash_m2(1);
+        cu_flash_forward(dt, o, l, d_qkv, B, T, C, H, KVH);
+        cu_flash_m2(-1);
+        float *x[2] = {down(out[0], (size_t)N * C, dt), down(o, (size_t)N * C, dt)};
+        float *y[2] = {down(lse[0], (size_t)B * H * T, DT_FP32), down(l, (size_t)B * H * T, DT_FP32)};
+        int same = !memcmp(x[0], x[1], sizeof(float) * N * C) && !memcmp(y[0], y[1], sizeof(float) * B * H * T);
+        check(same, label("flash mma, two row tiles a warp:", shape), "%s", same ? "out and lse in one row tile's bits" : "other bits than one row tile a warp");
+        free(x[0]), free(x[1]), free(y[0]), free(y[1]), gpu_free(o), gpu_free(l);
+    }
     {  // cu_flash_d16(1): D in 16-byte loads, the 2-byte kernel's D and so dqkv's bits
         void *d = poisoned((size_t)N * W, dt);
         cu_flash_d16(0);

@@ -101,6 +101,7 @@ static const struct { const char *name; int times; } op_list[] = {
     {"flash bwd D 2-byte (A/B)", OT_L},   {"matmul bwd fc bias 2-byte (A/B)", OT_L},
     {"matmul+gelu epi fwd fc (A/B)", OT_L},
     {"crossentropy fused (A/B)", 1},  // GPTMEM_CE_FUSED=1: the forward and backward rows above in one kernel
+    {"flash fwd 2 row tiles (A/B)", OT_L},  // GPTMEM_FLASH_M2=1
 };
 enum { N_OPS = sizeof op_list / sizeof op_list[0] };
 
@@ -175,6 +176,7 @@ void run_op(int i, OpBufs *b) {
         cu_matmul_gelu_epilogue(-1);
         break;
     case 40: cu_crossentropy_fused(dt, b->losses, b->logits, b->targets, N, OT_V, OT_VP, 1.0f / N); break;
+    case 41: cu_flash_m2(1); cu_flash_forward(dt, b->y, b->stat, b->qkv, B, T, C, H, H); cu_flash_m2(-1); break;
     case 35:
     case 36:
         cu_flash_diag(0);

@@ -249,6 +249,7 @@ int cu_flash_uses_mma(int dt, int hs) {
 
 void cu_flash_force_reference(int on) { (void)on; }
 void cu_flash_diag(int on) { (void)on; }  // (no tensor cores here)
+void cu_flash_m2(int on) { (void)on; }
 void cu_flash_d16(int on) { (void)on; }
 
 void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H, int KVH) {

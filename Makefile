@@ -29,7 +29,7 @@ NVCC   ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/b
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/api.h cuda/nccl_parts.h lib/core/sizes.h
+CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/api.h cuda/nccl_parts.h cuda/gemm_choices.h lib/core/sizes.h
 ifeq ($(NVCC),)
 GPU_OBJ  = cuda/none.o
 GPU_LIBS =
@@ -67,7 +67,7 @@ LDLIBS  = -lm
 STB := $(wildcard /usr/include/stb/stb_image_write.h)
 
 # every header: the program is one translation unit (train.c includes them), as are the tests
-HEADERS = model.h $(wildcard lib/*/*.h) cuda/api.h
+HEADERS = model.h $(wildcard lib/*/*.h) cuda/api.h cuda/gemm_choices.h
 
 .PHONY: all test data bench bench-cpu bench-flags bench-load asan clean chart compare test-cuda bench-gpu explorer
 

@@ -12,6 +12,7 @@
 #define GPTMEM_CUDA_OPS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "core/sizes.h"  // GPU_NORM_BLOCKS, GPU_COLSUM_CHUNKS, GPU_GEMM_WORKSPACE
 
 #ifdef __cplusplus
@@ -148,8 +149,15 @@ typedef struct {
     float first_ms, best_ms;
     int tile, splitk, stages;
     long long dgelu_differ;
+    uint64_t best_algo[8];   // the fastest's cublasLtMatmulAlgo_t, for a GEMM choices file (cuda/gemm_choices.h)
 } GemmProbe;
 int cu_gemm_probe(int dt, const GemmShape *g, int reps, GemmProbe *out);
+// cuBLASLt's version (cublasLtGetVersion), which a GEMM choices file names
+unsigned long cu_blas_version(void);
+// #95's item 8: the GEMM algorithms a choices file (cuda/gemm_choices.h) gives its shapes, for the plans made
+// from now on (those made before are dropped), or none (path NULL); GPTMEM_GEMM_CHOICES=FILE loads one at
+// cu_matmul_setup. 0, or -1 with the reason in why (another GPU's or cuBLASLt's file, not such a file).
+int cu_gemm_choices_load(const char *path, char *why, size_t why_len);
 // C[M,N] (T, rows ldc apart) = alpha A[M,K] B[K,N] + beta C, A and B each read with a row and a column
 // stride, one of them 1 (a transposed operand: the row stride 1): --lora's low-rank products on
 // bands of an op's output (gpu/lora.h)

@@ -19,6 +19,9 @@
 #include "common.cuh"
 #include <cublasLt.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include "gemm_choices.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -41,6 +44,8 @@ static struct {
     decltype(&cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic;
     decltype(&cublasLtMatmul) Matmul;
     decltype(&cublasLtMatmulAlgoConfigGetAttribute) MatmulAlgoConfigGetAttribute;
+    decltype(&cublasLtMatmulAlgoCheck) MatmulAlgoCheck;
+    decltype(&cublasLtGetVersion) GetVersion;
 } lt;
 static int lt_opened;
 
@@ -67,7 +72,7 @@ extern "C" int cu_blas_open(char *why, size_t why_len) {
         LT(Create), LT(MatmulDescCreate), LT(MatmulDescSetAttribute), LT(MatmulDescDestroy),
         LT(MatrixLayoutCreate), LT(MatrixLayoutDestroy), LT(MatmulPreferenceCreate),
         LT(MatmulPreferenceSetAttribute), LT(MatmulPreferenceDestroy), LT(MatmulAlgoGetHeuristic), LT(Matmul),
-        LT(MatmulAlgoConfigGetAttribute),
+        LT(MatmulAlgoConfigGetAttribute), LT(MatmulAlgoCheck), LT(GetVersion),
     };
 #undef LT
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
@@ -95,6 +100,33 @@ static void lt_check(cublasStatus_t s, const char *what) {
 static float *g_colsum;
 static size_t g_colsum_floats;
 
+// #95's item 8 (cuda/gemm_choices.h): the algorithms a GEMM choices file gives its shapes
+static GemmChoice g_choices[GEMM_CHOICES_MAX];
+static int g_nchoices;
+static void plans_forget(void);
+
+extern "C" unsigned long cu_blas_version(void) { return lt_opened ? (unsigned long)lt.GetVersion() : 0; }
+
+extern "C" int cu_gemm_choices_load(const char *path, char *why, size_t why_len) {
+    plans_forget();  // (a plan made before keeps the algorithm it was made with)
+    g_nchoices = 0;
+    if (!path) return 0;
+    struct stat st;
+    int missing = stat(path, &st) != 0;
+    if (missing || !S_ISREG(st.st_mode)) {  // (a fifo would be waited on for ever)
+        snprintf(why, why_len, "cannot read %s: %s", path, missing ? strerror(errno) : "not a regular file");
+        return -1;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = gemm_choices_read(f, path, gpu_name(), cu_blas_version(), g_choices, &g_nchoices, why, why_len);
+    fclose(f);
+    return rc;
+}
+
 extern "C" void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats) {
     char why[512];
     if (cu_blas_open(why, sizeof why)) { fprintf(stderr, "error: %s\n", why); exit(1); }
@@ -103,6 +135,11 @@ extern "C" void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, si
     g_workspace_bytes = bytes;
     g_colsum = colsum;
     g_colsum_floats = colsum_floats;
+    const char *choices = getenv("GPTMEM_GEMM_CHOICES");
+    if (choices && cu_gemm_choices_load(choices, why, sizeof why)) {
+        fprintf(stderr, "error: GPTMEM_GEMM_CHOICES: %s\n", why);
+        exit(1);
+    }
 }
 
 static cudaDataType_t cuda_type(int dt) { return dt == DTYPE_FP32 ? CUDA_R_32F : dt == DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
@@ -153,6 +190,17 @@ static void plan_pointers(GemmPlan *p, int epi, const void *epi_ptr, const void 
                  "set EPILOGUE_AUX_POINTER");
 }
 
+// The GEMM choices file's entry for a plan's shape (cuda/gemm_choices.h), or NULL.
+static const GemmChoice *plan_choice(const GemmKey *k) {
+    for (int i = 0; i < g_nchoices; i++) {
+        const GemmChoice *c = &g_choices[i];
+        if (c->dt == k->dt && c->m == k->m && c->n == k->n && c->k == k->k && c->transa == k->transa &&
+            c->transb == k->transb && c->lda == k->lda && c->ldb == k->ldb && c->ldd == k->ldd && c->epi == k->epi)
+            return c;
+    }
+    return NULL;
+}
+
 // epi_ptr: the epilogue's pointer of the call the plan is made for. cuBLASLt's heuristic never reads it,
 // but it reads its alignment from it (cublasLt.h, BIAS_POINTER and EPILOGUE_AUX_POINTER): set before the
 // heuristic, and the alignment in the plan's key, a plan is only reused for pointers aligned as well.
@@ -195,9 +243,24 @@ static void plan_make(GemmPlan *p, const GemmKey *key, const void *epi_ptr, cons
         exit(1);
     }
     p->algo = heur.algo;
+    const GemmChoice *c = plan_choice(key);
+    int chosen = 0;
+    if (c) {  // a GEMM choices file's algorithm, where cuBLASLt takes it for these descriptors and workspace
+        static_assert(sizeof(cublasLtMatmulAlgo_t) == sizeof c->algo, "an algorithm is 64 bytes");
+        cublasLtMatmulAlgo_t algo;
+        memcpy(&algo, c->algo, sizeof algo);
+        cublasLtMatmulHeuristicResult_t check;
+        if (lt.MatmulAlgoCheck(g_lt, p->op, p->la, p->lb, p->lc, p->lc, &algo, &check) == CUBLAS_STATUS_SUCCESS &&
+            check.workspaceSize <= g_workspace_bytes)
+            p->algo = algo, chosen = 1;
+        else
+            fprintf(stderr, "note: GPTMEM_GEMM_CHOICES: cuBLASLt refuses the file's algorithm for the %d x %d x %d "
+                    "GEMM (epilogue %d) here; it takes its first choice\n", m, n, k, key->epi);
+    }
     if (getenv("GPTMEM_GEMM_LOG"))  // (the lease compares the model's GEMMs with tests/test_cuda --gemm-shapes')
-        fprintf(stderr, "gemm m %d n %d k %d transa %d transb %d lda %d ldb %d ldd %d epi %d dtype %d\n", m, n, k,
-                key->transa, key->transb, key->lda, key->ldb, key->ldd, key->epi, key->dt);
+        fprintf(stderr, "gemm m %d n %d k %d transa %d transb %d lda %d ldb %d ldd %d epi %d dtype %d%s\n", m, n, k,
+                key->transa, key->transb, key->lda, key->ldb, key->ldd, key->epi, key->dt,
+                chosen ? " (the choices file's algorithm)" : "");
 }
 
 // cuBLASLt's heuristic for a plan's descriptors: up to `want` algorithms into res (*found of them), under the
@@ -226,6 +289,10 @@ static void plan_free(GemmPlan *p) {
     lt.MatrixLayoutDestroy(p->lb);
     lt.MatrixLayoutDestroy(p->lc);
     lt.MatmulDescDestroy(p->op);
+}
+static void plans_forget(void) {
+    for (int i = 0; i < g_nplans; i++) plan_free(&g_plans[i]);
+    g_nplans = 0;
 }
 
 // D (m x n, column-major, ld ldd) = alpha op(A) op(B) + beta * C, then the epilogue `epi` with its
@@ -568,15 +635,17 @@ extern "C" int cu_gemm_probe(int dt, const GemmShape *g, int reps, GemmProbe *ou
     }
     float beta = g->beta1 ? 1.0f : 0.0f;
     out->algos = found;
-    out->first_ms = probe_time(&p, &p.algo, d, a, b, beta, reps);
+    out->first_ms = probe_time(&p, &res[0].algo, d, a, b, beta, reps);  // (res[0]: the first choice, file or not)
     out->best = 0, out->best_ms = out->first_ms;
     for (int i = 1; i < found; i++) {
         float ms = probe_time(&p, &res[i].algo, d, a, b, beta, reps);
         if (ms >= 0 && (out->best_ms < 0 || ms < out->best_ms)) out->best = i, out->best_ms = ms;
     }
-    out->tile = (int)algo_config(&p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
-    out->splitk = (int)algo_config(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
-    out->stages = (int)algo_config(&p.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+    static_assert(sizeof out->best_algo == sizeof res[0].algo, "an algorithm is 64 bytes");
+    memcpy(out->best_algo, &res[out->best].algo, sizeof out->best_algo);
+    out->tile = (int)algo_config(&res[0].algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+    out->splitk = (int)algo_config(&res[0].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+    out->stages = (int)algo_config(&res[0].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
     if (g->epi == EPI_DGELU) {  // the epilogue's D against the fallback's (the plain GEMM, then GELU's kernel)
         void *d2 = probe_buffer(dt, nd, 6);
         lt_matmul(dt, d, a, b, NULL, EPI_DGELU, epi_ptr, g->m, g->n, g->k, g->transa, g->transb, g->lda, g->ldb, g->ldd, 0.0f);

@@ -385,6 +385,12 @@ void cu_bias_pack16(int on) { (void)on; }
 void cu_layernorm_pieces(int p) { (void)p; }
 void cu_encoder_pack16(int on) { (void)on; }
 void cu_flash_m2(int on) { (void)on; }
+unsigned long cu_blas_version(void) { return 0; }
+int cu_gemm_choices_load(const char *path, char *why, size_t why_len) {
+    (void)path; (void)why; (void)why_len;
+    unreachable("cu_gemm_choices_load");
+    return -1;
+}
 
 void cu_quant_tables(const float *nf4_code_host, const float *nf4_mid_host, const float *dq_code_host) {
     (void)nf4_code_host; (void)nf4_mid_host; (void)dq_code_host;

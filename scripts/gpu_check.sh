@@ -33,7 +33,9 @@
 #   racecheck compute-sanitizer racecheck on the kernel tests and the 2-step runs
 #   ops       tests/test_cuda --op-times: each op's time at GPT-2's shapes
 #   shapes    tests/test_cuda --gemm-shapes: each of the step's 15 GEMMs alone, cuBLASLt's first choice
-#             against the best of its 16, the DGELU epilogue's bits against its fallback's
+#             against the best of its 16, the DGELU epilogue's bits against its fallback's; the fastest
+#             written as a GEMM choices file (logs/gemm_choices.txt), which the ab phase benches
+#             (GPTMEM_GEMM_CHOICES) where it is there
 #   ab        the speed work's switches, each the other side of its default (GPU_SWITCHES, default
 #             GPTMEM_ADAMW16=1 GPTMEM_CE_FUSED=1 GPTMEM_FLASH_M2=1 GPTMEM_BIAS16=0 GPTMEM_GELU_EPI=1
 #             GPTMEM_EMB16=0 GPTMEM_FLASH_DIAG=0 GPTMEM_FLASH_D16=0): bench_gpu.sh on bf16 --flash, the defaults against all switched
@@ -400,8 +402,8 @@ fi
 if want shapes; then
   if [ $REHEARSE = 1 ]; then skip shapes "rehearsal: GEMM times need a GPU"
   else
-    phase shapes 20 90 ./tests/test_cuda --gemm-shapes
-    tail -1 "$L/shapes.log" | tee -a "$SUM"
+    phase shapes 20 90 ./tests/test_cuda --gemm-shapes "$L/gemm_choices.txt"
+    tail -2 "$L/shapes.log" | tee -a "$SUM"
   fi
 fi
 
@@ -411,6 +413,7 @@ fi
 # --op-times's A/B rows time each switch's kernels alone.
 ab_runs() {
   local sw round all=${GPU_SWITCHES:-GPTMEM_ADAMW16=1 GPTMEM_CE_FUSED=1 GPTMEM_FLASH_M2=1 GPTMEM_BIAS16=0 GPTMEM_GELU_EPI=1 GPTMEM_EMB16=0 GPTMEM_FLASH_DIAG=0 GPTMEM_FLASH_D16=0}
+  [ -s "$L/gemm_choices.txt" ] && all="$all GPTMEM_GEMM_CHOICES=$L/gemm_choices.txt"  # (the shapes phase's)
   bench() {  # the setting's line: tok/s, MFU, peak
     env "${BENCH_ENV[@]}" "$@" BENCH_TIMING=0 BENCH_SETTINGS="--dtype bf16 --flash" bash scripts/bench_gpu.sh "${BENCH_STEPS:-15}" |
       grep -E '^--dtype'
@@ -425,7 +428,7 @@ ab_runs() {
 if want ab; then
   if [ $REHEARSE = 1 ]; then skip ab "rehearsal: an A/B of speed needs a GPU"
   else
-    phase ab 170 400 bash -c "$(declare -f ab_runs); $(declare -p BENCH_ENV); ab_runs"
+    phase ab 170 400 bash -c "$(declare -f ab_runs); $(declare -p BENCH_ENV L); ab_runs"
     grep -vE '^  (phase|host:|the host)' "$L/ab.log" | tail -55 | tee -a "$SUM"
   fi
 fi

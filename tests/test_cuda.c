@@ -19,9 +19,11 @@
 // Prints "PASS name: ..." / "FAIL name: ..." lines, "SKIP GPU tests: why" if there
 // is no GPU (the only line that stops tests/run_cuda.sh early) and "SKIP NCCL: ..."
 // in a build without NCCL; tests/run_cuda.sh counts them.
-// Usage: tests/test_cuda [--no-nccl | --probe | --gemm-peak | --op-times]
+// Usage: tests/test_cuda [--no-nccl | --probe | --gemm-peak | --gemm-shapes [FILE] | --op-times]
 //   --no-nccl    every test but NCCL's (compute-sanitizer's target)
 //   --probe      one small GEMM and exit (can compute-sanitizer attach here?)
+//   --gemm-shapes each of a GPT-2 step's GEMMs timed alone (FILE: the fastest algorithms written as a GEMM
+//                choices file, cuda/gemm_choices.h)
 //   --gemm-peak  the bf16 GEMM rate (scripts/bench_gpu.sh's MFU); --op-times each op's time
 #include "memory/ledger.h"
 #include "model.h"
@@ -29,6 +31,7 @@
 #include "optim/optimizer.h"
 #include "tests/check.h"
 #include "cuda/api.h"
+#include "cuda/gemm_choices.h"
 #include "gpu/model.h"
 
 
@@ -151,6 +154,7 @@ int main(int argc, char **argv) {
         check(blas == 0, "cuBLASLt opens", "%s", blas == 0 ? "the library loads and has the GEMMs' functions" : why);
     }
     test_bucket_tokens();  // (host C)
+    test_gemm_choices_file();
     if (gpu_open(0, why, sizeof why)) {
         printf("SKIP GPU tests: %s\n", why);
         return n_fail > 0;
@@ -172,14 +176,12 @@ int main(int argc, char **argv) {
         gemm_peak();
         return 0;
     }
-    if (argc > 1 && !strcmp(argv[1], "--gemm-shapes")) {
-        gemm_shapes();
-        return 0;
-    }
+    if (argc > 1 && !strcmp(argv[1], "--gemm-shapes")) return gemm_shapes(argc > 2 ? argv[2] : NULL);
     if (argc > 1 && !strcmp(argv[1], "--op-times")) {
         op_times();
         return 0;
     }
+    test_gemm_choices_gpu();
     for (int dt = DT_FP32; dt <= DT_FP16; dt++) {
         test_encoder(dt);
         test_encoder16(dt);

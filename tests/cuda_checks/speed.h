@@ -19,6 +19,95 @@ void gemm_peak(void) {
     gpu_free(a); gpu_free(b); gpu_free(c);
 }
 
+// A GEMM choices file's text read back (cuda/gemm_choices.h) as a run on GPU `gpu` with cuBLASLt `version` reads it.
+static int choices_from_text(const char *text, const char *gpu, unsigned long version, GemmChoice *out, int *n,
+                             char *why, size_t len) {
+    FILE *f = tmpfile();
+    fputs(text, f);
+    rewind(f);
+    int rc = gemm_choices_read(f, "choices.txt", gpu, version, out, n, why, len);
+    fclose(f);
+    return rc;
+}
+
+// GEMM choices files (host C: runs without a GPU): two choices printed and read back the same; refused, with
+// the reason: another GPU's, another cuBLASLt version's, a line that is not a choice, more than
+// GEMM_CHOICES_MAX of them, an empty file.
+void test_gemm_choices_file(void) {
+    GemmChoice c[GEMM_CHOICES_MAX + 1], back[GEMM_CHOICES_MAX];
+    for (int i = 0; i <= GEMM_CHOICES_MAX; i++) {
+        c[i] = (GemmChoice){1, 2304 + i, 16384, 768, 1, 0, 768, 768, 2304, i % 3, {0}};
+        for (int w = 0; w < 8; w++) c[i].algo[w] = 0x0123456789abcdefull * (uint64_t)(w + 1) + (uint64_t)i;
+    }
+    c[1].algo[7] = ~0ull;
+    static char text[65536];
+    char why[600] = "";
+    FILE *f = tmpfile();
+    gemm_choices_print(f, "NVIDIA H200", 130200, c, 2);
+    rewind(f);
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    text[got] = 0;
+    fclose(f);
+    int n = -1, rc = choices_from_text(text, "NVIDIA H200", 130200, back, &n, why, sizeof why);
+    check(rc == 0 && n == 2 && !memcmp(back, c, 2 * sizeof c[0]), "gemm choices: printed and read back", "%s",
+          rc ? why : n == 2 ? "2 choices, the same shapes and algorithms" : "another number of choices");
+    rc = choices_from_text(text, "NVIDIA H100 80GB HBM3", 130200, back, &n, why, sizeof why);
+    check(rc == -1 && n == 0 && strstr(why, "timed on NVIDIA H200"), "gemm choices: another GPU's refused", "%s", why);
+    rc = choices_from_text(text, "NVIDIA H200", 120900, back, &n, why, sizeof why);
+    check(rc == -1 && strstr(why, "cuBLASLt 130200"), "gemm choices: another cuBLASLt's refused", "%s", why);
+    char *last = strrchr(text, '\n');  // the second choice's algorithm one digit short
+    last[-1] = '\n', last[0] = 0;
+    rc = choices_from_text(text, "NVIDIA H200", 130200, back, &n, why, sizeof why);
+    check(rc == -1 && strstr(why, "line 5"), "gemm choices: a line that is not a choice refused", "%s", why);
+    f = tmpfile();
+    gemm_choices_print(f, "NVIDIA H200", 130200, c, GEMM_CHOICES_MAX + 1);
+    rewind(f);
+    got = fread(text, 1, sizeof text - 1, f);
+    text[got] = 0;
+    fclose(f);
+    rc = choices_from_text(text, "NVIDIA H200", 130200, back, &n, why, sizeof why);
+    check(rc == -1 && n == 0, "gemm choices: more than GEMM_CHOICES_MAX refused", "%s", why);
+    rc = choices_from_text("", "NVIDIA H200", 130200, back, &n, why, sizeof why);
+    check(rc == -1 && strstr(why, "line 1"), "gemm choices: an empty file refused", "%s", why);
+}
+
+// A GEMM choices file on this GPU: the algorithm --gemm-shapes finds fastest for a small forward with a bias,
+// written, loaded and run by cu_matmul_forward: the CPU's product; another GPU's file refused; none loaded after.
+void test_gemm_choices_gpu(void) {
+    int N = 256, C = 192, OC = 320, dt = DT_BF16;
+    GemmShape g = {OC, N, C, 1, 0, C, C, OC, 1, 0};
+    GemmProbe r;
+    char why[600] = "", path[] = "/tmp/gptmem_gemm_choices_XXXXXX";
+    if (cu_gemm_probe(dt, &g, 2, &r)) { check(0, "gemm choices on the GPU", "cuBLASLt offers no algorithm"); return; }
+    GemmChoice c = {dt, g.m, g.n, g.k, g.transa, g.transb, g.lda, g.ldb, g.ldd, g.epi, {0}};
+    memcpy(c.algo, r.best_algo, sizeof c.algo);
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) { check(0, "gemm choices on the GPU", "cannot write %s", path); return; }
+    gemm_choices_print(f, gpu_name(), cu_blas_version(), &c, 1);
+    fclose(f);
+    float *inp = randv((size_t)N * C, 1, dt), *w = randv((size_t)OC * C, 1, dt), *bias = randv(OC, 1, dt);
+    float *want = fvec((size_t)N * OC);
+    matmul_forward(want, inp, w, bias, N, C, OC);
+    void *d_inp = up(inp, (size_t)N * C, dt), *d_w = up(w, (size_t)OC * C, dt), *d_b = up(bias, OC, dt);
+    void *d_out = poisoned((size_t)N * OC, dt);
+    int rc = cu_gemm_choices_load(path, why, sizeof why);
+    check(rc == 0, "gemm choices: this GPU's file loads", "%s", rc ? why : "one choice");
+    cu_matmul_forward(dt, d_out, d_inp, d_w, d_b, N, C, OC);
+    char name[96];
+    snprintf(name, sizeof name, "gemm choices: the file's algorithm (%d of %d offered)", r.best, r.algos);
+    expect(name, dt, d_out, want, (size_t)N * OC);
+    f = fopen(path, "w");
+    gemm_choices_print(f, "another GPU", cu_blas_version(), &c, 1);
+    fclose(f);
+    rc = cu_gemm_choices_load(path, why, sizeof why);
+    check(rc == -1 && strstr(why, "another GPU"), "gemm choices: another GPU's file refused", "%s", why);
+    cu_gemm_choices_load(NULL, why, sizeof why);  // (none for the tests after)
+    remove(path);
+    gpu_free(d_inp); gpu_free(d_w); gpu_free(d_b); gpu_free(d_out);
+    free(inp); free(w); free(bias); free(want);
+}
+
 // --gemm-shapes: the 15 GEMMs of a GPT-2 124M step (B 16, T 1024, bf16), each as cuda/matmul.cu asks cuBLASLt
 // for it, timed alone (cu_gemm_probe): cuBLASLt's first choice, the model's, and the best of the up to 16
 // algorithms it offers, each the best of 10 runs; the first choice's tile, split-K and stages; for the fcproj's
@@ -31,7 +120,9 @@ static GemmShape shape_forward(int N, int C, int OC, int bias, int residual) {
 static GemmShape shape_dinp(int N, int C, int OC, int dgelu) { return (GemmShape){C, N, OC, 0, 0, C, OC, C, dgelu ? 2 : 0, 0}; }
 static GemmShape shape_dweight(int N, int C, int OC) { return (GemmShape){C, OC, N, 0, 1, C, OC, C, 0, 1}; }
 
-void gemm_shapes(void) {  // (main set cuBLASLt up)
+// choices_path (not NULL): the fastest algorithm of each shape into a GEMM choices file (cuda/gemm_choices.h),
+// written whole through FILE.tmp, never over a device, a folder or a file of another kind. 0, or 1.
+int gemm_shapes(const char *choices_path) {  // (main set cuBLASLt up)
     enum { N = 16 * 1024, C = 768, VP = 50304 };
     const struct { const char *name; GemmShape g; int times; } list[] = {
         {"qkv fwd", shape_forward(N, C, 3 * C, 1, 0), 12},    {"attproj fwd", shape_forward(N, C, C, 1, 1), 12},
@@ -44,6 +135,8 @@ void gemm_shapes(void) {  // (main set cuBLASLt up)
         {"qkv dw", shape_dweight(N, C, 3 * C), 12},
     };
     double first = 0, best = 0;
+    GemmChoice chosen[GEMM_CHOICES_MAX];
+    int nchosen = 0;
     printf("%-18s %6s %6s %6s %3s %3s %5s %8s %8s %5s %4s %5s %8s %8s %6s %s\n", "gemm (bf16)", "m", "n", "k", "ta",
            "tb", "epi", "first ms", "TFLOP/s", "tile", "splk", "stage", "best ms", "of", "x/step", "dgelu bits");
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
@@ -57,9 +150,38 @@ void gemm_shapes(void) {  // (main set cuBLASLt up)
                g->k, g->transa, g->transb, g->epi == 1 ? "bias" : g->epi == 2 ? "dgelu" : g->beta1 ? "+C" : "-", r.first_ms,
                flop / (r.first_ms * 1e9), r.tile, r.splitk, r.stages, r.best_ms, r.best, r.algos, list[i].times, dg);
         first += r.first_ms * list[i].times, best += r.best_ms * list[i].times;
+        GemmChoice *c = &chosen[nchosen++];
+        *c = (GemmChoice){DT_BF16, g->m, g->n, g->k, g->transa, g->transb, g->lda, g->ldb, g->ldd, g->epi, {0}};
+        memcpy(c->algo, r.best_algo, sizeof c->algo);
     }
     printf("a step's GEMMs: %.2f ms with cuBLASLt's first choices, %.2f ms with the best timed (%s)\n", first, best,
            gpu_name());
+    if (!choices_path) return 0;
+    OutFile o;
+    const char *kind = "gptmem gemm choices 1\n";
+    char head[32] = "";
+    FILE *old = file_size(choices_path) > 0 ? fopen(choices_path, "r") : NULL;
+    if (old) {
+        if (!fgets(head, sizeof head, old)) head[0] = 0;
+        fclose(old);
+    }
+    if (!replaceable(choices_path) || (file_size(choices_path) > 0 && strcmp(head, kind))) {
+        fprintf(stderr, "error: %s: not a GEMM choices file to replace (a device, a folder or another file)\n",
+                choices_path);
+        return 1;
+    }
+    if (!out_open(&o, choices_path, "the GEMM choices")) {
+        fprintf(stderr, "error: cannot write %s.tmp: %s\n", choices_path, strerror(errno));
+        return 1;
+    }
+    gemm_choices_print(o.f, gpu_name(), cu_blas_version(), chosen, nchosen);
+    if (out_commit(&o)) {
+        fprintf(stderr, "error: cannot write %s: %s\n", choices_path, strerror(errno));
+        return 1;
+    }
+    printf("wrote %s: the fastest algorithm of each of the %d GEMMs (GPTMEM_GEMM_CHOICES=%s ./train takes them)\n",
+           choices_path, nchosen, choices_path);
+    return 0;
 }
 
 // --op-times: where a GPT-2 124M step's time goes (B 16, T 1024, bf16): each op

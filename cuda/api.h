@@ -158,6 +158,8 @@ unsigned long cu_blas_version(void);
 // from now on (those made before are dropped), or none (path NULL); GPTMEM_GEMM_CHOICES=FILE loads one at
 // cu_matmul_setup. 0, or -1 with the reason in why (another GPU's or cuBLASLt's file, not such a file).
 int cu_gemm_choices_load(const char *path, char *why, size_t why_len);
+// the choices the loaded file holds, and how many of the GEMM plans made since took one (the run's last lines)
+void cu_gemm_choices_counts(int *choices, int *taken);
 // C[M,N] (T, rows ldc apart) = alpha A[M,K] B[K,N] + beta C, A and B each read with a row and a column
 // stride, one of them 1 (a transposed operand: the row stride 1): --lora's low-rank products on
 // bands of an op's output (gpu/lora.h)

@@ -102,14 +102,16 @@ static size_t g_colsum_floats;
 
 // #95's item 8 (cuda/gemm_choices.h): the algorithms a GEMM choices file gives its shapes
 static GemmChoice g_choices[GEMM_CHOICES_MAX];
-static int g_nchoices;
+static int g_nchoices, g_choices_taken;  // the file's choices; the plans that took one
 static void plans_forget(void);
 
 extern "C" unsigned long cu_blas_version(void) { return lt_opened ? (unsigned long)lt.GetVersion() : 0; }
 
+extern "C" void cu_gemm_choices_counts(int *choices, int *taken) { *choices = g_nchoices, *taken = g_choices_taken; }
+
 extern "C" int cu_gemm_choices_load(const char *path, char *why, size_t why_len) {
     plans_forget();  // (a plan made before keeps the algorithm it was made with)
-    g_nchoices = 0;
+    g_nchoices = g_choices_taken = 0;
     if (!path) return 0;
     struct stat st;
     int missing = stat(path, &st) != 0;
@@ -252,7 +254,7 @@ static void plan_make(GemmPlan *p, const GemmKey *key, const void *epi_ptr, cons
         cublasLtMatmulHeuristicResult_t check;
         if (lt.MatmulAlgoCheck(g_lt, p->op, p->la, p->lb, p->lc, p->lc, &algo, &check) == CUBLAS_STATUS_SUCCESS &&
             check.workspaceSize <= g_workspace_bytes)
-            p->algo = algo, chosen = 1;
+            p->algo = algo, chosen = 1, g_choices_taken++;
         else
             fprintf(stderr, "note: GPTMEM_GEMM_CHOICES: cuBLASLt refuses the file's algorithm for the %d x %d x %d "
                     "GEMM (epilogue %d) here; it takes its first choice\n", m, n, k, key->epi);

@@ -386,6 +386,7 @@ void cu_layernorm_pieces(int p) { (void)p; }
 void cu_encoder_pack16(int on) { (void)on; }
 void cu_flash_m2(int on) { (void)on; }
 unsigned long cu_blas_version(void) { return 0; }
+void cu_gemm_choices_counts(int *choices, int *taken) { *choices = *taken = 0; }
 int cu_gemm_choices_load(const char *path, char *why, size_t why_len) {
     (void)path; (void)why; (void)why_len;
     unreachable("cu_gemm_choices_load");

@@ -231,6 +231,11 @@ int observe_end(Observer *ob, const MemReport *predicted, int steps_run, float v
     if (fused + apart)
         say("GELU's backward: cuBLASLt's DGELU epilogue in %lld of %lld calls (its fallback, the plain GEMM then GELU's "
             "kernel, rounds twice: other bits)\n", fused, fused + apart);
+    int choices = 0, taken = 0;
+    if (s->cuda) cu_gemm_choices_counts(&choices, &taken);  // (GPTMEM_GEMM_CHOICES: did its shapes meet the run's?)
+    if (choices)
+        say("GEMM choices file (GPTMEM_GEMM_CHOICES): its algorithm in %d of the run's GEMM plans (%d choices in it)\n",
+            taken, choices);
     timing_print(&ob->timing);
     timing_free(&ob->timing);
     if (steps_run == 0) return 0;

@@ -26,7 +26,10 @@ static void narrow(int dt, void *dst, float *f, size_t n) {
 // A GEMM choices file (cuda/gemm_choices.h) read and checked as cuda/matmul.cu does, for this GPU's name and
 // cuBLASLt version 0 (none here); its algorithms change nothing: the emulation has one GEMM.
 unsigned long cu_blas_version(void) { return 0; }
+static int emu_choices;  // the loaded file's choices (no plan takes one here)
+void cu_gemm_choices_counts(int *choices, int *taken) { *choices = emu_choices, *taken = 0; }
 int cu_gemm_choices_load(const char *path, char *why, size_t why_len) {
+    emu_choices = 0;
     if (!path) return 0;
     const char *no = unreadable_why(path);
     FILE *f = no ? NULL : fopen(path, "r");
@@ -37,6 +40,7 @@ int cu_gemm_choices_load(const char *path, char *why, size_t why_len) {
     GemmChoice c[GEMM_CHOICES_MAX];
     int n, rc = gemm_choices_read(f, path, gpu_name(), cu_blas_version(), c, &n, why, why_len);
     fclose(f);
+    emu_choices = n;
     return rc;
 }
 

@@ -202,9 +202,7 @@ __global__ void adamw_segments_kernel(float *master, T *weights, const G *grads,
 
 // The same update 8 parameters a thread (gpu-round-7's item 7; off unless GPTMEM_ADAMW16=1 or
 // cu_adamw_pack16(1)). Where a thread's 8 sit on 16-byte boundaries of every array, each array's 8 values
-// move in 16-byte pieces (fp32: two), else one at a time. GPT-2 124M's parameters in 0.879 ms against
-// 1.014 on an H200, when nvcc still fused adamw_math's multiply-adds its own way (other bits than the
-// kernel above): off until a GPU shows it in the same bits with adamw_math's roundings spelled out.
+// move in 16-byte pieces (fp32: two), else one at a time; adamw_math either way, so the kernel above's bits.
 template <typename T> __device__ __forceinline__ void ld8(const T *p, float *x) {
     constexpr int P = Pack16<T>::n;
     for (int h = 0; h < 8 / P; h++) {

@@ -316,7 +316,7 @@ void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void
                        const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps,
                        float b1_correction, float b2_correction, const double *grad_scale);
 // cu_adamw_segments 8 parameters a thread, 16-byte loads and stores where aligned (the same bits): 1 on,
-// 0 off, -1 the default (off, unless GPTMEM_ADAMW16=1; gpu-round-7's item 7: equal to rounding, not in bits).
+// 0 off, -1 the default (off, unless GPTMEM_ADAMW16=1; gpu-round-7's item 7).
 void cu_adamw_pack16(int on);
 // dst (T) = round(src (fp32)), n elements
 void cu_store_dtype(int dt, void *dst, const float *src, size_t n);

@@ -200,7 +200,7 @@ __device__ __forceinline__ void dscores_kv_unmasked(float s[BQ / 8][4], float dp
 // fragment read from shared memory (ldmatrix) serves two row tiles' products instead of one. Each row
 // tile skips the key tiles it does not see, as a warp of MT 1 does, so every row gets the same operations
 // in the same order: MT 2 gives MT 1's bits. MT 2 runs at head size 64 where GPTMEM_FLASH_M2=1 or
-// cu_flash_m2(1) says so (off by default: not yet timed on a GPU).
+// cu_flash_m2(1) says so.
 template <typename T, int HS, bool DIAG, int MT>
 __global__ void __launch_bounds__(MMA_THREADS, HS == 64 ? (MT == 1 ? FLASH_MMA_MIN_BLOCKS : 2) : 1)
 flash_mma_forward_kernel(T *out, float *lse, const T *qkv, int Tn, int C, int H, int KVH) {

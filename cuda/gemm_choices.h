@@ -13,10 +13,12 @@
 #ifndef GPTMEM_GEMM_CHOICES_H
 #define GPTMEM_GEMM_CHOICES_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum { GEMM_CHOICES_MAX = 64 };
 typedef struct {
@@ -74,6 +76,24 @@ static inline int gemm_choices_read(FILE *f, const char *name, const char *gpu, 
         return -1;
     }
     return 0;
+}
+
+// The same from the file at path: a regular file only (a fifo would be waited on for ever, a device read
+// without end), then gemm_choices_read.
+static inline int gemm_choices_load_file(const char *path, const char *gpu, unsigned long version, GemmChoice *out,
+                                         int *n, char *why, size_t why_len) {
+    struct stat st;
+    int missing = stat(path, &st) != 0;
+    FILE *f = missing || !S_ISREG(st.st_mode) ? NULL : fopen(path, "r");
+    *n = 0;
+    if (!f) {
+        snprintf(why, why_len, "cannot read %s: %s", path, missing || S_ISREG(st.st_mode) ? strerror(errno)
+                                                                                     : "not a regular file");
+        return -1;
+    }
+    int rc = gemm_choices_read(f, path, gpu, version, out, n, why, why_len);
+    fclose(f);
+    return rc;
 }
 
 // The file's text for n choices timed on `gpu` with cuBLASLt `version`.

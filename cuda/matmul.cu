@@ -19,8 +19,6 @@
 #include "common.cuh"
 #include <cublasLt.h>
 #include <dlfcn.h>
-#include <errno.h>
-#include <sys/stat.h>
 #include "gemm_choices.h"
 #include <stdint.h>
 #include <string.h>
@@ -113,20 +111,7 @@ extern "C" int cu_gemm_choices_load(const char *path, char *why, size_t why_len)
     plans_forget();  // (a plan made before keeps the algorithm it was made with)
     g_nchoices = g_choices_taken = 0;
     if (!path) return 0;
-    struct stat st;
-    int missing = stat(path, &st) != 0;
-    if (missing || !S_ISREG(st.st_mode)) {  // (a fifo would be waited on for ever)
-        snprintf(why, why_len, "cannot read %s: %s", path, missing ? strerror(errno) : "not a regular file");
-        return -1;
-    }
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
-        return -1;
-    }
-    int rc = gemm_choices_read(f, path, gpu_name(), cu_blas_version(), g_choices, &g_nchoices, why, why_len);
-    fclose(f);
-    return rc;
+    return gemm_choices_load_file(path, gpu_name(), cu_blas_version(), g_choices, &g_nchoices, why, why_len);
 }
 
 extern "C" void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats) {

@@ -655,16 +655,18 @@ sec_errors() {
   elif grep -q 'GPU memory' "$tmp/big.out" && ! grep -q '^step' "$tmp/big.out"; then
     ok "a model that cannot fit on the GPU is refused before training, with a message"
   else bad "a model that cannot fit on the GPU is refused with a message"; cat "$tmp/big.out"; fi
-  # GPTMEM_GEMM_CHOICES (cuda/gemm_choices.h): a missing file, and another GPU's, refused at the start
+  # GPTMEM_GEMM_CHOICES (cuda/gemm_choices.h): a missing file, another GPU's, and a fifo (never waited on)
+  # refused at the start
   printf 'gptmem gemm choices 1\ngpu another GPU\ncublaslt 0\n' >"$tmp/choices.txt"
+  rm -f "$tmp/choices_fifo"; mkfifo "$tmp/choices_fifo"
   local f good=0
-  for f in "$tmp/no_such_choices.txt" "$tmp/choices.txt"; do
-    GPTMEM_GEMM_CHOICES=$f $TRAIN "${SMALL[@]}" --device cuda --steps 1 >"$tmp/choices.out" 2>&1
+  for f in "$tmp/no_such_choices.txt" "$tmp/choices.txt" "$tmp/choices_fifo"; do
+    GPTMEM_GEMM_CHOICES=$f timeout 60 $TRAIN "${SMALL[@]}" --device cuda --steps 1 >"$tmp/choices.out" 2>&1
     [ $? = 1 ] && grep -q "error: GPTMEM_GEMM_CHOICES: .*$(basename "$f")" "$tmp/choices.out" &&
       ! grep -q '^step' "$tmp/choices.out" && good=$((good + 1))
   done
-  if [ $good = 2 ]; then ok "GPTMEM_GEMM_CHOICES: a missing file and another GPU's refused at the start (exit 1, the file named)"
-  else bad "GPTMEM_GEMM_CHOICES: a missing file or another GPU's not refused"; cat "$tmp/choices.out"; fi
+  if [ $good = 3 ]; then ok "GPTMEM_GEMM_CHOICES: a missing file, another GPU's and a fifo refused at the start (exit 1, the file named)"
+  else bad "GPTMEM_GEMM_CHOICES: a missing file, another GPU's or a fifo not refused"; cat "$tmp/choices.out"; fi
 }
 
 # --- fit: --fit on the GPU agrees with the run's own fits-check -------------------------

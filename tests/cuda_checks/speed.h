@@ -30,9 +30,9 @@ static int choices_from_text(const char *text, const char *gpu, unsigned long ve
     return rc;
 }
 
-// GEMM choices files (host C: runs without a GPU): two choices printed and read back the same; refused, with
-// the reason: another GPU's, another cuBLASLt version's, a line that is not a choice, more than
-// GEMM_CHOICES_MAX of them, an empty file.
+// GEMM choices files (host C: runs without a GPU): two choices printed and read back the same; 300 damaged
+// copies each refused or valid; refused, with the reason: another GPU's, another cuBLASLt version's, a line
+// that is not a choice, more than GEMM_CHOICES_MAX of them, an empty file.
 void test_gemm_choices_file(void) {
     GemmChoice c[GEMM_CHOICES_MAX + 1], back[GEMM_CHOICES_MAX];
     for (int i = 0; i <= GEMM_CHOICES_MAX; i++) {
@@ -51,6 +51,23 @@ void test_gemm_choices_file(void) {
     int n = -1, rc = choices_from_text(text, "NVIDIA H200", 130200, back, &n, why, sizeof why);
     check(rc == 0 && n == 2 && !memcmp(back, c, 2 * sizeof c[0]), "gemm choices: printed and read back", "%s",
           rc ? why : n == 2 ? "2 choices, the same shapes and algorithms" : "another number of choices");
+    // damaged copies (1-3 bytes changed to any value; a 0 ends the file there): each refused with a reason or
+    // read as a valid file
+    static char bad[65536];
+    uint64_t fuzz = rng_seed(23);  // (its own stream: the GPU tests after draw what they drew before)
+    int refused = 0, valid = 0, neither = 0;
+    for (int k = 0; k < 300; k++) {
+        memcpy(bad, text, got + 1);
+        for (int j = 0, flips = 1 + (int)(rng_next(&fuzz) % 3); j < flips; j++)
+            bad[rng_next(&fuzz) % got] = (char)(rng_next(&fuzz) % 256);
+        why[0] = 0;
+        rc = choices_from_text(bad, "NVIDIA H200", 130200, back, &n, why, sizeof why);
+        if (rc == -1 && n == 0 && why[0]) refused++;
+        else if (rc == 0 && n >= 0 && n <= 2) valid++;
+        else neither++;
+    }
+    check(neither == 0, "gemm choices: 300 damaged files", "%d refused with a reason, %d read as valid, %d neither",
+          refused, valid, neither);
     rc = choices_from_text(text, "NVIDIA H100 80GB HBM3", 130200, back, &n, why, sizeof why);
     check(rc == -1 && n == 0 && strstr(why, "timed on NVIDIA H200"), "gemm choices: another GPU's refused", "%s", why);
     rc = choices_from_text(text, "NVIDIA H200", 120900, back, &n, why, sizeof why);

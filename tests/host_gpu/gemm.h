@@ -31,17 +31,8 @@ void cu_gemm_choices_counts(int *choices, int *taken) { *choices = emu_choices, 
 int cu_gemm_choices_load(const char *path, char *why, size_t why_len) {
     emu_choices = 0;
     if (!path) return 0;
-    const char *no = unreadable_why(path);
-    FILE *f = no ? NULL : fopen(path, "r");
-    if (!f) {
-        snprintf(why, why_len, "cannot read %s: %s", path, no ? no : strerror(errno));
-        return -1;
-    }
     GemmChoice c[GEMM_CHOICES_MAX];
-    int n, rc = gemm_choices_read(f, path, gpu_name(), cu_blas_version(), c, &n, why, why_len);
-    fclose(f);
-    emu_choices = n;
-    return rc;
+    return gemm_choices_load_file(path, gpu_name(), cu_blas_version(), c, &emu_choices, why, why_len);
 }
 
 void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum_floats) {

@@ -8,18 +8,24 @@ out=tinyshakespeare.txt
 shared=../../shared/data/tinyshakespeare.txt
 url=https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
 if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$want" ]; then exit 0; fi
+trap 'rm -f "$out.part"' EXIT
 if [ -f "$shared" ]; then
   cp "$shared" "$out.part"
 else
   echo "downloading $url"
-  if command -v curl >/dev/null; then curl -fsSL "$url" -o "$out.part"
-  elif command -v wget >/dev/null; then wget -q "$url" -O "$out.part"
+  if command -v curl >/dev/null; then fetch=(curl -fsSL "$url" -o "$out.part")
+  elif command -v wget >/dev/null; then fetch=(wget -q "$url" -O "$out.part")
   else echo "error: need curl or wget to download the corpus" >&2; exit 1; fi
+  if ! "${fetch[@]}"; then
+    echo "error: could not download the corpus (no network?): copy tinyshakespeare.txt (sha256 $want)" >&2
+    echo "       to data/$out, or place the project beside ../shared/data/, and run make data again" >&2
+    exit 1
+  fi
 fi
 got=$(sha256sum "$out.part" | cut -d' ' -f1)
 if [ "$got" != "$want" ]; then
   echo "error: data/$out has sha256 $got, expected $want; delete it and run make data again" >&2
-  rm -f "$out.part"; exit 1
+  exit 1
 fi
 mv "$out.part" "$out"
 echo "data/$out ready ($(wc -c < "$out") bytes)"

@@ -340,4 +340,25 @@ if have_mpi; then
   fuzz hostfile "$tmp/hosts" 12 15 --seconds "$secs" -- "${F[@]}" --ranks 2 --steps 1
 fi
 
+# data/get_data.sh offline: a failed or wrong download says what to do, leaves no file behind (not even a part)
+mkdir -p "$tmp/gd/proj/data" "$tmp/gd/bin" && cp data/get_data.sh "$tmp/gd/proj/data/"
+for how in fail wrong; do
+  # a curl that writes part of a file, then fails (no network) or ends well with other bytes
+  printf '#!/bin/sh\nwhile [ "$1" != -o ]; do shift; done; echo partial > "$2"; [ %s = wrong ]\n' "$how" >"$tmp/gd/bin/curl"
+  chmod +x "$tmp/gd/bin/curl"
+  PATH="$tmp/gd/bin:$PATH" bash "$tmp/gd/proj/data/get_data.sh" >"$tmp/out" 2>&1; rc=$?
+  want="could not download the corpus (no network?)"; [ $how = wrong ] && want="delete it and run make data again"
+  left=$(ls "$tmp/gd/proj/data" | grep -v '^get_data.sh$')
+  if [ $rc -eq 1 ] && grep -qF "$want" "$tmp/out" && [ -z "$left" ]; then
+    ok "get_data.sh: a download that ends $how exits 1 saying what to do, no file left"
+  else bad "get_data.sh: download $how: rc $rc, left '$left': $(tail -2 "$tmp/out")"; fi
+done
+if [ -f ../shared/data/tinyshakespeare.txt ]; then
+  mkdir -p "$tmp/gd/shared/data" && cp ../shared/data/tinyshakespeare.txt "$tmp/gd/shared/data/"
+  if PATH="$tmp/gd/bin:$PATH" bash "$tmp/gd/proj/data/get_data.sh" >"$tmp/out" 2>&1 &&
+     cmp -s "$tmp/gd/proj/data/tinyshakespeare.txt" ../shared/data/tinyshakespeare.txt &&
+     [ "$(ls "$tmp/gd/proj/data" | wc -l)" = 2 ]; then ok "get_data.sh: copies the corpus from ../shared/data, no download"
+  else bad "get_data.sh: from ../shared/data: $(tail -2 "$tmp/out")"; fi
+else skip "get_data.sh from ../shared/data: no ../shared/data/tinyshakespeare.txt here"; fi
+
 echo "END tests/e2e/reliability.sh"

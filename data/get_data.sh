@@ -10,9 +10,9 @@ url=https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespe
 if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$want" ]; then exit 0; fi
 trap 'rm -f "$out.part"' EXIT
 if [ -f "$shared" ]; then
-  cp "$shared" "$out.part"
+  src=../shared/data/$out; cp "$shared" "$out.part"
 else
-  echo "downloading $url"
+  src=$url; echo "downloading $url"
   if command -v curl >/dev/null; then fetch=(curl -fsSL "$url" -o "$out.part")
   elif command -v wget >/dev/null; then fetch=(wget -q "$url" -O "$out.part")
   else echo "error: need curl or wget to download the corpus" >&2; exit 1; fi
@@ -24,7 +24,8 @@ else
 fi
 got=$(sha256sum "$out.part" | cut -d' ' -f1)
 if [ "$got" != "$want" ]; then
-  echo "error: data/$out has sha256 $got, expected $want; delete it and run make data again" >&2
+  echo "error: the corpus from $src has sha256 $got, expected $want (not tinyshakespeare.txt," >&2
+  echo "       or cut short): copy the right file to data/$out, and run make data again" >&2
   exit 1
 fi
 mv "$out.part" "$out"

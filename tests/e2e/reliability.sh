@@ -347,7 +347,7 @@ for how in fail wrong; do
   printf '#!/bin/sh\nwhile [ "$1" != -o ]; do shift; done; echo partial > "$2"; [ %s = wrong ]\n' "$how" >"$tmp/gd/bin/curl"
   chmod +x "$tmp/gd/bin/curl"
   PATH="$tmp/gd/bin:$PATH" bash "$tmp/gd/proj/data/get_data.sh" >"$tmp/out" 2>&1; rc=$?
-  want="could not download the corpus (no network?)"; [ $how = wrong ] && want="delete it and run make data again"
+  want="could not download the corpus (no network?)"; [ $how = wrong ] && want="copy the right file to data/tinyshakespeare.txt"
   left=$(ls "$tmp/gd/proj/data" | grep -v '^get_data.sh$')
   if [ $rc -eq 1 ] && grep -qF "$want" "$tmp/out" && [ -z "$left" ]; then
     ok "get_data.sh: a download that ends $how exits 1 saying what to do, no file left"

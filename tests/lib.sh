@@ -24,6 +24,9 @@ expect() {
   else bad "error: $* -> exit $got (want $code), stderr: $(head -2 "$tmp/err")"; fi
 }
 
+# no_temps PATH: no temp of a write to PATH is left beside it (io/files.h: PATH.tmp-XXXXXX)
+no_temps() { ! compgen -G "$1.tmp*" >/dev/null; }
+
 # mem_equal FILE: every number in a --mem-json file's "predicted" equals the one in "measured"
 mem_equal() { python3 tests/mem_equal.py "$1"; }
 # same_weights A B: two saved states hold the same bits

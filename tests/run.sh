@@ -14,12 +14,14 @@
 #     eval_only   --eval-only and --quantize
 #     adam8       --adam-bits 8
 #     llama       the Llama model: it learns; the ledger, --ckpt, --accum, resume, ZeRO; what it refuses
+#     lora_doc    doc/lora.md's commands on a base model; an --init fine-tune saved and resumed
 #     zero        ZeRO over MPI ranks
 #     groups      --shard-group: ZeRO in groups of K ranks, replicas across them
 #     machines    ranks on several machines (simulated): placement, threads, --shard-group node, --hosts
 #     offload     --offload: the bits of no offload, the ledger by location, the traffic, bad input
 #     errors      bad input: clear messages, non-zero exits
 #     reliability nothing a careless user does loses a run or a file: the audit's defects; every reader fuzzed
+#     outputs     one run an output: temps of their own, locks, planted links; the scripts' writers the same
 #     tools       scripts/compare.py, scripts/chart
 #     explorer    the explorer page in a real browser: its numbers are the dry run's (tests/explorer.py)
 #     gpu         the GPU path without a GPU: the emulated GPU (tests/run_cuda.sh --host), gpu_check's rehearsal
@@ -34,7 +36,7 @@ trap 'rm -f "$log"' EXIT
   echo "$out" | grep -E '^(PASS|FAIL) '
   echo "$out" | grep -q 'test_cpu: ' || echo "FAIL tests/test_cpu ran to the end"
   bash tests/gemm_isas.sh | grep -E '^(PASS|FAIL|SKIP) '
-  for t in ${E2E:-ledger snapshot train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama lora hf_config safetensors pretrained zero groups tp machines offload errors reliability tools explorer gpu docs}; do
+  for t in ${E2E:-ledger snapshot train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama lora lora_doc hf_config safetensors pretrained zero groups tp machines offload errors reliability outputs tools explorer gpu docs}; do
     out=$(bash "tests/e2e/$t.sh" 2>&1)
     echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
     echo "$out" | grep -q "^END tests/e2e/$t.sh" || { echo "FAIL tests/e2e/$t.sh ran to the end:"; echo "$out" | tail -3; }

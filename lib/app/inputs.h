@@ -182,11 +182,14 @@ void resolve_config(Settings *s, GPTConfig *c) {
 }
 
 // --init FILE (llm.c's file, or a Hugging Face model: io/init_file.h): the model's shape is the file's. A flag that gives a
-// shape (--model, --layers, ..., --config) must agree with it.
+// shape (--model, --layers, ..., --config) must agree with it. Beside --resume only with --lora (the frozen model).
 void resolve_init(Settings *s, GPTConfig *c) {
     char err[1400];
     InitFile m;
-    if (s->resume) usage_error("--init starts from a model's weights and --resume from a saved state: give one of them");
+    // (--lora: a state holds the adapters, not the frozen model, which --init gives again; its hash checks it is the same)
+    if (s->resume && !s->lora.rank && !s->lora_init)
+        usage_error("--init starts from a model's weights and --resume from a saved state: give one of them (with --lora, "
+                    "--init names the frozen model beside --resume)");
     if (init_file_open(&m, s->init, err, sizeof err)) {
         fprintf(stderr, "error: --init: %s\n", err);
         exit(1);

@@ -201,7 +201,8 @@ int launch_ranks(int argc, char **argv, const Settings *s) {
 
 // How this process goes on: --ranks N (not a dry run or --fit) starts N ranks
 // under mpirun and waits for it; `mpirun -np N ./train --dry-run` predicts for N ranks, printed by
-// rank 0 alone. -1 to go on; else the exit code.
+// rank 0 alone. A run of one process (a dry run, --fit, --eval-only) locks its outputs here, a training
+// run's ranks once MPI is up. -1 to go on; else the exit code.
 int launch(Settings *s, int argc, char **argv) {
     if (s->ranks > 1 && !s->dry_run && !s->fit) {
         return launch_ranks(argc, argv, s);
@@ -211,6 +212,7 @@ int launch(Settings *s, int argc, char **argv) {
         if (launched_rank != 0) return 0;
         s->ranks = size;
     }
+    if ((s->dry_run || s->fit || s->eval_only) && outputs_lock(s, 0)) return 1;  // (one process: its outputs now)
     return -1;
 }
 
@@ -366,6 +368,7 @@ int open_ranks_and_device(int *argc, char ***argv, Settings *s) {
     if (s->cuda && comm_nranks > 1 && open_comm_backend(s)) return 1;
     if (s->cuda) ledger_device_is_gpu();  // the ledger's host rows are now beside the GPU
     if (check_rank_outputs(s)) return 1;  // (rank 0's were checked with the settings)
+    if (comm_any(outputs_lock(s, comm_rank_id))) return 1;  // (one run an output: app/outputs.h)
     print_placement(s);
     settings_notes(s, comm_nranks);
     return 0;

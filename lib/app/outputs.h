@@ -5,15 +5,18 @@
 // (rank 0's names) and once the ranks are known (each rank its own), before
 // anything is allocated, so that a run is never lost at its end to a path it
 // cannot write and never replaces what it should not:
-//   - never a device, directory, fifo or socket (nor FILE.tmp beside it);
+//   - never a device, directory, fifo or socket;
 //   - never one of the run's inputs, by device and inode (the corpus, --config,
 //     --init and every file of its model folder, ...), nor another output;
 //   - an existing file only when it holds what this writer writes (a gptmem
 //     checkpoint, an llm.c model file, a gptmem log, a snapshot, ...) or is
 //     empty; any other file only with --overwrite;
-//   - in a folder that exists and can be written; --save and --export also
-//     need room for the whole file, checked before training.
-// How each is written (whole, through FILE.tmp; or a stream) is io/files.h's.
+//   - in a folder that exists and can be written (--export makes its folder,
+//     as save_pretrained does); --save and --export also need room for the
+//     whole file, checked before training;
+//   - one run at a time: each output locked for the run's life (PATH.lock), so a
+//     second run given it refuses at its start, naming the first.
+// How each is written (whole, through a temp of its own; or a stream) is io/files.h's.
 // --export itself is here too: its weights' temp file and config.json's are
 // both complete before either is renamed, so an export cut short is no model.
 #ifndef GPTMEM_OUTPUTS_H
@@ -117,7 +120,6 @@ typedef struct {
     const char *flag;
     char path[4200];
     int kind;
-    int whole;  // written through PATH.tmp (else a stream, or --tensorboard's folder)
 } Output;
 
 int export_kind(const char *path);
@@ -132,12 +134,12 @@ int run_outputs(const Settings *s, int rank, Output *out) {
     for (int i = 0; i < 8; i++) {
         if (!paths[i] || (rank && !per_rank[i])) continue;
         Output *o = &out[n++];
-        o->flag = flags[i], o->kind = kinds[i], o->whole = i != 2 && i != 7;
+        o->flag = flags[i], o->kind = kinds[i];
         if (rank) snprintf(o->path, sizeof o->path, "%.4000s.rank%d", paths[i], rank);
         else snprintf(o->path, sizeof o->path, "%s", paths[i]);
         if (i == 1 && export_kind(paths[i]) == OUT_SAFETENSORS) {
             o->kind = OUT_SAFETENSORS;
-            out[n] = (Output){"--export", "", OUT_CONFIG, 1};  // config.json (--lora: adapter_config.json) beside it
+            out[n] = (Output){"--export", "", OUT_CONFIG};  // config.json (--lora: adapter_config.json) beside it
             export_config_path(paths[i], s->lora.rank > 0 && !s->merge, out[n++].path, sizeof o->path);
         }
     }
@@ -148,8 +150,7 @@ int run_outputs(const Settings *s, int rank, Output *out) {
 // an input or another output (a usage error), 1 for the path itself.
 int output_refused(const Settings *s, const Output *o, const Output *all, int n, char *why, size_t len) {
     const char *p = o->path;
-    char tmp[4300], dir[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    char dir[4300];
     const char *input = input_at(s, o->flag, p);
     if (input)
         return snprintf(why, len, "%s '%s' is the file %s reads: writing it would replace the run's own input; write "
@@ -160,14 +161,11 @@ int output_refused(const Settings *s, const Output *o, const Output *all, int n,
                             q->flag, o->flag, p), 2;
     (void)n;
     struct stat st;
-    for (int t = 0; t < 1 + o->whole; t++) {  // the path, and the temp beside it
-        const char *at = t ? tmp : p;
-        if (stat(at, &st) != 0 || S_ISREG(st.st_mode) || (o->kind == OUT_EVENTS && S_ISDIR(st.st_mode))) continue;
-        return snprintf(why, len, "%s '%s': it exists and is %s, not a %s; pass %s a %s path", o->flag, at,
+    if (stat(p, &st) == 0 && !S_ISREG(st.st_mode) && !(o->kind == OUT_EVENTS && S_ISDIR(st.st_mode)))
+        return snprintf(why, len, "%s '%s': it exists and is %s, not a %s; pass %s a %s path", o->flag, p,
                         S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a fifo" :
                         S_ISSOCK(st.st_mode) ? "a socket" : "a device",
                         o->kind == OUT_EVENTS ? "folder" : "regular file", o->flag, o->kind == OUT_EVENTS ? "folder" : "file"), 1;
-    }
     if (o->kind == OUT_LLMC && is_llama(&s->cfg) && s->cfg.rope_scaled == 32)
         return snprintf(why, len, "%s '%s': llm.c's Llama 3 file says only whether RoPE is scaled (Llama 3.1's factor "
                         "8), and this model's is Llama 3.2's 32: export FILE.safetensors", o->flag, p), 2;
@@ -179,7 +177,11 @@ int output_refused(const Settings *s, const Output *o, const Output *all, int n,
     if (!slash) snprintf(dir, sizeof dir, ".");
     else if (slash == dir) dir[1] = 0;
     else *slash = 0;
-    if (access(dir, W_OK | X_OK) != 0 && errno == ENOENT)  // (a run makes no folders: a mistyped one stops it here)
+    int exporting = !strcmp(o->flag, "--export") && !s->dry_run && !s->fit;  // (its folder made, as save_pretrained does)
+    if (exporting && access(dir, F_OK) != 0 && errno == ENOENT && make_folders(dir) != 0)
+        return snprintf(why, len, "--export: cannot make the folder '%s' for '%s': %s; give a path in a folder you can "
+                        "write", dir, p, strerror(errno)), 1;
+    if (access(dir, W_OK | X_OK) != 0 && errno == ENOENT)  // (the other outputs make no folder: a mistyped one stops here)
         return snprintf(why, len, "%s: cannot write '%s': its folder '%s' does not exist; make it first (mkdir -p %s) or "
                         "give a path in a folder you can write", o->flag, p, dir, dir), 1;
     if (access(dir, W_OK | X_OK) != 0)
@@ -212,6 +214,32 @@ void check_outputs(const Settings *s) {
 // Once the ranks are known: every other rank's own files (0, or 1 on every rank after the message).
 int check_rank_outputs(const Settings *s) { return comm_any(comm_rank_id > 0 && outputs_refused(s, comm_rank_id)); }
 
+// This rank's outputs locked for the run's life (io/files.h lock_output): a second run given one of them
+// refuses here, at its start, before either has trained. --tensorboard's folder is not locked: each run
+// writes an events file of its own there. 0, or 1 after a message.
+int outputs_lock(const Settings *s, int rank) {
+    Output out[12];
+    int n = run_outputs(s, rank, out);
+    for (int i = 0; i < n; i++) {
+        long pid;
+        int got = out[i].kind == OUT_EVENTS ? 0 : lock_output(out[i].path, &pid);
+        if (got == 1 && pid > 0)
+            fprintf(stderr, "error: %s '%s' is being written by another run (pid %ld holds '%s.lock'): let it end, or "
+                    "give this run another path\n", out[i].flag, out[i].path, pid, out[i].path);
+        else if (got == 1)
+            fprintf(stderr, "error: %s '%s' is being written by another run (one holds '%s.lock'): let it end, or "
+                    "give this run another path\n", out[i].flag, out[i].path, out[i].path);
+        else if (got == 2)
+            fprintf(stderr, "error: %s '%s': '%s.lock' is there and is not gptmem's lock (an empty file): it was left as "
+                    "it is; remove it, or give another path\n", out[i].flag, out[i].path, out[i].path);
+        else if (got < 0)
+            fprintf(stderr, "error: %s: cannot lock '%s' (its lock '%s.lock'): %s; give a path in a folder you can "
+                    "write\n", out[i].flag, out[i].path, out[i].path, strerror(errno));
+        if (got) return 1;
+    }
+    return 0;
+}
+
 // Before training: room for --save's file (this rank's part of the state) and --export's. 0, or 1 after a message.
 int outputs_lack_room(const Settings *s, const char *save_path, size_t state_params) {
     int bad = s->save && save_path && writable_target("--save", save_path, state_file_bytes(state_params));
@@ -228,7 +256,7 @@ void rank_path(const char *name, int rank, char *path, size_t n) {
     else snprintf(path, n, "%s.rank%d", name, rank);
 }
 
-// A whole file for `flag` begun (through PATH.tmp: io/files.h out_open): the stream, or NULL after a message.
+// A whole file for `flag` begun (through a temp: io/files.h out_open): the stream, or NULL after a message.
 FILE *output_begin(OutFile *o, const char *flag, const char *path) {
     char what[64];
     snprintf(what, sizeof what, "the %s file", flag);
@@ -287,10 +315,10 @@ static void export_run_get(const void *ctx, size_t at, float *dst, size_t n) {
 
 // --export FILE: the fp32 weights as llm.c's model file or a Hugging Face
 // model (export_kind), from every rank's parts (runs, each [lo, hi) of the
-// flat layout) got through get(ctx, at, dst, n): rank 0 sizes FILE.tmp, each
-// rank writes its parts, rank 0 writes the header last (and, for safetensors,
-// config.json.tmp), then both are renamed together. A failure or a signal on
-// the way removes the temps. 0, or 1 after a message (every rank returns the same).
+// flat layout) got through get(ctx, at, dst, n): rank 0 makes a temp beside
+// FILE and sizes it, each rank writes its parts into it, rank 0 writes the
+// header last (and, for safetensors, config.json's temp), then both are renamed
+// together. A failure or a signal on the way removes the temps. 0, or 1 after a message (every rank returns the same).
 int export_weights_runs(const char *path, const GPTConfig *c, const ExportRun *runs, int nruns,
                         void (*get)(const void *ctx, size_t at, float *dst, size_t n), const void *ctx) {
     const ExportFormat llmc = {is_llama(c) ? "llm.c's Llama 3 model file" : "llm.c's GPT-2 model file", llmc_export_bytes,
@@ -301,13 +329,15 @@ int export_weights_runs(const char *path, const GPTConfig *c, const ExportRun *r
     const ExportFormat *fmt = export_kind(path) == OUT_SAFETENSORS ? &hf : &llmc;
     char tmp[4200], cfg[4200], file[4200];
     snprintf(file, sizeof file, "%s", path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     export_config_path(path, 0, cfg, sizeof cfg);
     int root = comm_rank_id == 0;
     if (comm_any(root && writable_target("--export", path, fmt->bytes(c)))) return 1;
-    if (root) temp_guard(tmp, "the --export file");
-    const char *step = "size it";
-    int mine = root && fmt->begin(tmp, c), err = mine ? errno : 0;
+    const char *step = "make its temp";
+    int fd = root ? temp_create(path, tmp, sizeof tmp, "the --export file") : -1, err = errno;
+    int mine = root && fd < 0;
+    if (fd >= 0) close(fd);
+    comm_broadcast(tmp, sizeof tmp, 0);  // (the temp's name, which every rank writes its part into)
+    if (!comm_any(mine)) step = "size it", mine = root && fmt->begin(tmp, c), err = mine ? errno : 0;
     if (!comm_any(mine)) {
         step = "write the weights";
         for (int i = 0; i < nruns && !mine; i++) {
@@ -331,7 +361,7 @@ int export_weights_runs(const char *path, const GPTConfig *c, const ExportRun *r
         step = "rename it", renamed = temps_commit(n, from, to), mine = renamed < n, err = mine ? errno : 0;
     }
     int bad = comm_any(mine);
-    if (root) unlink(tmp), temp_forget(tmp);
+    if (root && fd >= 0) unlink(tmp), temp_forget(tmp);
     if (root && fmt == &hf) unlink(config.tmp), temp_forget(config.tmp);
     if (bad && mine)
         fprintf(stderr, "error: --export '%s': could not %s (%s); %s\n", path, step, err ? strerror(err) : "a write failed",

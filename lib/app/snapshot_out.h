@@ -18,7 +18,7 @@
 
 // Write it and say what it holds: the device's peak as the viewer will read it
 // ("allocated"), beside the ledger's (`ledger_peak`, measured or predicted). 0, or 1 after a message.
-// (Through FILE.tmp, renamed when whole: a signal or a failure leaves no half-written snapshot.)
+// (Through a temp beside FILE, renamed when whole: a signal or a failure leaves no half-written snapshot.)
 int write_snapshot_file(const char *path, const SnapSource *src, const char *what, size_t ledger_peak, int say_it) {
     SnapTrace t = {0};
     OutFile out;

@@ -279,7 +279,7 @@ int llmc_export_finish(const char *tmp, const GPTConfig *c) {
         h[0] = LLMC_MODEL_MAGIC, h[1] = 3, h[2] = c->max_seq, h[3] = c->vocab, h[4] = c->layers, h[5] = c->heads;
         h[6] = c->channels, h[7] = padded_vocab(c);
     }
-    FILE *f = fopen(tmp, "r+b");
+    FILE *f = temp_reopen(tmp);
     if (!f) return -1;
     int bad = fwrite(h, sizeof h, 1, f) != 1;
     return fclose(f) != 0 || bad ? -1 : 0;
@@ -293,7 +293,7 @@ int llmc_export_range(const char *tmp, const GPTConfig *c, size_t lo, size_t hi,
     LlmcRun *run = malloc(sizeof(LlmcRun) * llmc_max_runs(c));
     int n = llmc_runs(c, run, 1), bad = 0;
     float *chunk = malloc(sizeof(float) * CHUNK);  // 1 MiB of host staging, as the state files use
-    FILE *f = fopen(tmp, "r+b");
+    FILE *f = temp_reopen(tmp);
     bad = !f;
     for (int i = 0; i < n && !bad; i++) {
         size_t a = run[i].at > lo ? run[i].at : lo, b = run[i].at + run[i].count < hi ? run[i].at + run[i].count : hi;

@@ -73,7 +73,7 @@ int st_export_finish(const char *tmp, const GPTConfig *c) {
     int n;
     StPart *p = st_export_layout(c, &at, &h, &hn, &n);
     uint64_t N = hn;
-    FILE *f = fopen(tmp, "r+b");
+    FILE *f = temp_reopen(tmp);
     int bad = !f || fwrite(&N, 8, 1, f) != 1 || fwrite(h, 1, hn, f) != hn;
     if (f && fclose(f) != 0) bad = 1;
     free(p), free(at), free(h);
@@ -94,7 +94,7 @@ int st_export_range(const char *tmp, const GPTConfig *c, size_t lo, size_t hi,
     m->cfg = *c, m->prefix = "";
     ParamTensor *pt = malloc(sizeof(ParamTensor) * n);
     param_tensors(c, pt);
-    FILE *f = fopen(tmp, "r+b");
+    FILE *f = temp_reopen(tmp);
     bad = !f;
     long long data = 8 + (long long)hn;
     for (int i = 0; i < n && !bad; i++) {

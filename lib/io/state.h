@@ -19,7 +19,7 @@
 //   u64 save id (the same in every rank's file of one save: a hash of every
 //   rank's bytes, so files of two saves never pass for one),
 //   u64 FNV-1a checksum of every byte before it.
-// Written to FILE.tmp and renamed, so a crash never leaves half a checkpoint
+// Written to a temp beside FILE and renamed, so a crash never leaves half a checkpoint
 // (io/files.h). With several ranks each rank writes the parameters it owns:
 // rank 0 to FILE, rank r to FILE.rank<r>; one rank writes everything to FILE.
 // Versions 3 (no adam_bits, steps) and 4 (no layout, no save id) still load,
@@ -144,7 +144,7 @@ int state_weights_read(const void *file, float *dst, size_t lo, size_t hi) {
            fread(dst, sizeof(float), hi - lo, w->f) != hi - lo ? -1 : 0;
 }
 
-// Can a save go to `path` (and its path.tmp), with room for a file of n
+// Can a save go to `path` (through a temp beside it), with room for a file of n
 // parameters? 0, or -1 after a message. The run checks this before training,
 // so nothing is lost, and again when saving.
 int state_check_target(const char *path, size_t n) { return writable_target("--save", path, state_file_bytes(n)); }
@@ -159,7 +159,7 @@ uint64_t save_id_of(uint64_t mine) {
     return id;
 }
 
-// Write the state to path (through path.tmp, renamed when complete: io/files.h):
+// Write the state to path (through a temp, renamed when complete: io/files.h):
 // magic, version, header, the three arrays, the save id, the checksum. Every
 // rank reaches the save id's exchange, failed or not. 0, or -1 after a message.
 // (GPTMEM_INTERRUPT_SAVE in the environment interrupts the write half-way, as

@@ -135,7 +135,7 @@ function runTrain(module, args, sizes) {
       files[f.path].size = Math.min(files[f.path].size, Number(size));
       return 0;
     },
-    path_rename(fd, p, n, fd2, q, m) {  // (a whole file is written to FILE.tmp and renamed over FILE)
+    path_rename(fd, p, n, fd2, q, m) {  // (a whole file is written to a temp beside FILE and renamed over FILE)
       const from = clean(str(p, n)), to = clean(str(q, m));
       if (!(from in files)) return WASI_ERRNO.NOENT;
       files[to] = files[from];

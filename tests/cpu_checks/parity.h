@@ -117,6 +117,8 @@ int export_weights(const char *path, const GPTConfig *c, const float *w) {
     size_t n = param_count(c), mid = n / 3;
     export_src = w;
     size_t lo0 = 0, lo1 = mid;
+    FILE *made = fopen(path, "wb");  // (a run's temp exists before it is sized: io/files.h temp_create)
+    if (!made || fclose(made)) return -1;
     return llmc_export_begin(path, c) || llmc_export_range(path, c, mid, n, export_get, &lo1) ||
            llmc_export_range(path, c, 0, mid, export_get, &lo0) || llmc_export_finish(path, c);
 }

@@ -47,7 +47,7 @@ expect 1 "not a regular file" "${SMALL[@]}" --steps 1 --save "$tmp/adir"
 cp "$tmp/a.ckpt" "$tmp/int.ckpt"
 GPTMEM_INTERRUPT_SAVE=1 ./train "${SMALL[@]}" --steps 17 --resume "$tmp/int.ckpt" --save "$tmp/int.ckpt" >/dev/null 2>"$tmp/err"
 rc=$?
-if [ $rc -eq 130 ] && grep -q 'interrupted while saving' "$tmp/err" && [ ! -e "$tmp/int.ckpt.tmp" ] &&
+if [ $rc -eq 130 ] && grep -q 'interrupted while saving' "$tmp/err" && no_temps "$tmp/int.ckpt" &&
    cmp -s "$tmp/a.ckpt" "$tmp/int.ckpt"; then ok "interrupted while saving: exit 130, no .tmp left, the previous state intact"
 else bad "interrupted while saving (exit $rc)"; fi
 

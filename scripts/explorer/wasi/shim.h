@@ -132,6 +132,40 @@ __attribute__((weak)) int gethostname(char *name, unsigned long n) {  // (unistd
     errno = ENOSYS;
     return -1;
 }
+// A page runs one ./train at a time, in a file system of its own: a temp's name is new by a count
+// (wasi-libc has no mkstemp), a file has no mode to set, and an output's lock (io/files.h lock_output)
+// is always got.
+static inline int mkstemp(char *t) {
+    static unsigned made;
+    size_t len = strlen(t);
+    if (len < 6) return errno = EINVAL, -1;
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned v = ++made;
+        for (size_t i = len - 6; i < len; i++) t[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[v % 36], v /= 36;
+        int fd = open(t, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return errno = EEXIST, -1;
+}
+static inline mode_t umask(mode_t m) { (void)m; return 0; }
+#define fchmod(fd, mode) ((void)(fd), (void)(mode), 0)
+#ifndef F_SETLK  // (wasi-libc has struct flock, and no lock's commands)
+#define F_WRLCK 1
+#define F_UNLCK 2
+#define F_GETLK 1005
+#define F_SETLK 1006
+#endif
+static inline int wasm_fcntl(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    int r = 0;
+    if (cmd == F_GETLK) va_arg(ap, struct flock *)->l_type = F_UNLCK;
+    else if (cmd == F_SETFL || cmd == F_SETFD) r = fcntl(fd, cmd, va_arg(ap, int));
+    else if (cmd != F_SETLK) r = fcntl(fd, cmd);
+    va_end(ap);
+    return r;
+}
+#define fcntl wasm_fcntl
 typedef unsigned long long wasm_size64;
 #define size_t wasm_size64
 #endif

@@ -33,7 +33,11 @@ CUDA_SRC = $(wildcard cuda/*.cu cuda/*.cuh) cuda/api.h cuda/nccl_parts.h cuda/ge
 ifeq ($(NVCC),)
 GPU_OBJ  = cuda/none.o
 GPU_LIBS =
+ifeq ($(origin NVCC),command line)
+$(info gptmem: NVCC= given: building ./train without CUDA (--device cpu only), as asked)
+else
 $(info gptmem: nvcc not found: building ./train without CUDA (--device cpu only; install the CUDA toolkit for --device cuda))
+endif
 else
 GPU_OBJ  = cuda/kernels.o
 GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
@@ -168,11 +172,11 @@ bench-flags: train data
 
 # PNG charts need stb (Debian: libstb-dev); without it the chart tool is left out.
 chart: scripts/chart
-scripts/chart: scripts/chart.c
+scripts/chart: scripts/chart.c scripts/chart_files.h lib/io/files.h
 ifeq ($(STB),)
 	@echo "gptmem: stb not found (install libstb-dev): scripts/chart left out, no PNG charts"
 else
-	$(CC) -O2 -std=c11 -Wall -Wextra -o $@ scripts/chart.c -lm
+	$(CC) -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Ilib -o $@ scripts/chart.c -lm
 endif
 
 # The class demo: memory of GPT-2 across settings (dry runs), the small model for real, loss curves,

@@ -50,7 +50,7 @@ static inline int gemm_choices_read(FILE *f, const char *name, const char *gpu, 
                              int *n, char *why, size_t why_len) {
     char line[512], timed_on[256] = "";
     unsigned long timed_with = 0;
-    int format = 0, lineno = 0, bad = 0;
+    int format = 0, lineno = 0, bad = 0, many = 0;
     *n = 0;
     while (!bad && fgets(line, sizeof line, f)) {
         lineno++;
@@ -59,8 +59,14 @@ static inline int gemm_choices_read(FILE *f, const char *name, const char *gpu, 
         if (lineno == 1) bad = sscanf(line, "gptmem gemm choices %d", &format) != 1 || format != 1;
         else if (lineno == 2) bad = strncmp(line, "gpu ", 4) != 0 || len - 4 >= sizeof timed_on;
         else if (lineno == 3) bad = sscanf(line, "cublaslt %lu", &timed_with) != 1;
-        else bad = *n == GEMM_CHOICES_MAX || gemm_choice_parse(line, &out[(*n)++]) != 0;
+        else bad = (many = *n == GEMM_CHOICES_MAX) || gemm_choice_parse(line, &out[(*n)++]) != 0;
         if (lineno == 2 && !bad) memcpy(timed_on, line + 4, len - 3);
+    }
+    if (many) {
+        *n = 0;
+        snprintf(why, why_len, "%s, line %d: more than %d choices (a run has fewer GEMM shapes than that: a file "
+                 "tests/test_cuda --gemm-shapes FILE wrote has one a shape)", name, lineno, GEMM_CHOICES_MAX);
+        return -1;
     }
     if (bad || lineno < 3) {
         *n = 0;

@@ -123,7 +123,7 @@ extern "C" void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, si
     g_colsum = colsum;
     g_colsum_floats = colsum_floats;
     const char *choices = getenv("GPTMEM_GEMM_CHOICES");
-    if (choices && cu_gemm_choices_load(choices, why, sizeof why)) {
+    if (choices && choices[0] && cu_gemm_choices_load(choices, why, sizeof why)) {  // (set empty: as unset)
         fprintf(stderr, "error: GPTMEM_GEMM_CHOICES: %s\n", why);
         exit(1);
     }

@@ -10,6 +10,7 @@
 //   BENCH_ROWS=2048 bench_gemm   the shapes at another B x T (default 256; the best of 2 runs past 512)
 #include <math.h>
 #include <omp.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,31 @@ static double seconds(int cpu_time) {
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-static float *random_floats(size_t n) {
+// n floats, or a message and exit 1 when they cannot be had.
+static float *floats(size_t n) {
     float *p = malloc(n * sizeof(float));
+    if (!p) {
+        fprintf(stderr, "bench_gemm: cannot allocate %zu bytes (%.1f GiB): give a smaller BENCH_ROWS\n", n * sizeof(float),
+                n * sizeof(float) / 1073741824.0);
+        exit(1);
+    }
+    return p;
+}
+
+// A whole number from lo to hi, or a message naming `what` and exit 2.
+static int whole_number(const char *text, const char *what, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi) {
+        fprintf(stderr, "bench_gemm: %s must be a whole number from %ld to %ld (got '%s')\n", what, lo, hi, text);
+        exit(2);
+    }
+    return (int)v;
+}
+
+static float *random_floats(size_t n) {
+    float *p = floats(n);
     for (size_t i = 0; i < n; i++) p[i] = (float)rand() / RAND_MAX - 0.5f;
     return p;
 }
@@ -105,8 +129,8 @@ static double fma_peak(void) {
 }
 
 int main(int argc, char **argv) {
-    int r = getenv("BENCH_ROWS") ? atoi(getenv("BENCH_ROWS")) : 256;  // B x T
-    if (r < 1) r = 256;
+    const char *rows = getenv("BENCH_ROWS");
+    int r = rows && rows[0] ? whole_number(rows, "BENCH_ROWS (B x T)", 1, 1 << 20) : 256;  // B x T
     Shape sh[] = {{"qkv fwd", r, 2304, 768, 0, 12},      {"attproj fwd", r, 768, 768, 0, 12},
                   {"fc fwd", r, 3072, 768, 0, 12},       {"fcproj fwd", r, 768, 3072, 0, 12},
                   {"head fwd", r, 50304, 768, 0, 1},     {"qkv dinp", r, 768, 2304, 1, 12},
@@ -117,7 +141,11 @@ int main(int argc, char **argv) {
                   {"head dW", 50304, 768, r, 2, 1}};
     int ns = sizeof sh / sizeof sh[0], nthreads = argc > 1 ? argc - 1 : 2, reps = r > 512 ? 2 : 5;
     int threads[8] = {1, 2};
-    for (int i = 1; i < argc && i < 9; i++) threads[i - 1] = atoi(argv[i]);
+    if (argc > 9) {
+        fprintf(stderr, "bench_gemm: at most 8 thread counts (got %d)\nusage: bench_gemm [THREADS ...]\n", argc - 1);
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) threads[i - 1] = whole_number(argv[i], "a thread count", 1, 4096);
     double peak = fma_peak();
     printf("cpu/gemm.h: %s; this core's measured fp32 FMA peak: %.1f GFLOP/s\n", GEMM_ISA, peak);
 #ifndef WITH_BLAS
@@ -138,7 +166,7 @@ int main(int argc, char **argv) {
             float *C = random_floats((size_t)s->M * s->N);
             double tg = best(ours, s, A, B, C, th, reps), flops = 2.0 * s->M * s->N * s->K, tb = 0;
 #ifdef WITH_BLAS
-            float *D = malloc((size_t)s->M * s->N * sizeof(float));
+            float *D = floats((size_t)s->M * s->N);
             memcpy(D, C, (size_t)s->M * s->N * sizeof(float));
             ours(s, A, B, C), blas(s, A, B, D);  // (one more of each: both products agree, to fp32's rounding of sums)
             double worst = 0;

@@ -17,6 +17,8 @@
 //       exit 0 when the two pictures have the same pixels, 1 (saying where) when
 //       not: the doc checks (scripts/pictures.py --check) redraw each committed
 //       picture and compare pixels, not bytes (another stb may compress differently).
+//
+// OUT.png and the inputs follow the rule ./train's files follow: scripts/chart_files.h.
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 #define STB_IMAGE_IMPLEMENTATION
@@ -81,6 +83,8 @@ static void die(const char *msg, const char *what) {
     exit(1);
 }
 
+#include "chart_files.h"  // (the rule OUT.png and the inputs follow: ./train's)
+
 // A setting's name centred under its bar; a name too wide for the slot is
 // broken in two at the '+' (or space) nearest its middle, still at scale 2.
 static void label_under(const char *name, int x, int slot, int y) {
@@ -135,12 +139,15 @@ typedef struct {
 } MemoryTable;
 
 static void read_memory_csv(const char *in, MemoryTable *t) {
-    FILE *f = fopen(in, "r");
-    if (!f) die("cannot read ", in);
-    char line_buf[4096], *field[MAXS + 1];
+    FILE *f = open_input(in, "");
+    char line_buf[4096], *field[MAXS + 2];
     memset(t, 0, sizeof *t);
     if (!fgets(line_buf, sizeof line_buf, f)) die("empty file: ", in);
-    int n = split(line_buf, field, MAXS + 1);  // "category", then a setting a column
+    int n = split(line_buf, field, MAXS + 2);  // "category", then a setting a column
+    if (n > MAXS + 1) {
+        fprintf(stderr, "chart: '%s' has more than %d settings; a chart draws at most %d bars: give fewer\n", in, MAXS, MAXS);
+        exit(1);
+    }
     for (int k = 1; k < n; k++) snprintf(t->names[t->ns++], sizeof t->names[0], "%s", field[k]);
     while (fgets(line_buf, sizeof line_buf, f) && t->nc < MAXC) {
         n = split(line_buf, field, MAXS + 1);
@@ -207,7 +214,7 @@ static void memory_chart(const char *in, const char *out, const char *title) {
         text(R + 76, ly + 2, t.cats[c], 2, BLACK);
         ly += 32;
     }
-    if (!stbi_write_png(out, W, H, 3, img, W * 3)) die("cannot write ", out);
+    write_png(out);
     printf("chart: %d bars (", ns);
     for (int s = 0; s < ns; s++) printf("%s%s", s ? " | " : "", t.names[s]);
     printf("), %d categories -> %s\n", nc, out);
@@ -245,8 +252,7 @@ typedef struct { char name[128]; int n; int *step; double *loss, *val; } Run;
 static void read_run(Run *r, const char *spec) {
     const char *eq = strchr(spec, '='), *path = eq ? eq + 1 : spec;
     snprintf(r->name, sizeof r->name, "%.*s", eq ? (int)(eq - spec) : (int)strlen(spec), spec);
-    FILE *f = fopen(path, "r");
-    if (!f) die("cannot read the run log ", path);
+    FILE *f = open_input(path, "the run log ");
     char buf[1024];
     if (!fgets(buf, sizeof buf, f) || strncmp(buf, "step,loss,val_loss", 18)) die("not a ./train --log file: ", path);
     r->step = malloc(sizeof(int) * MAXP);
@@ -268,7 +274,7 @@ static void read_run(Run *r, const char *spec) {
 
 static void loss_chart(const char *out, const char *title, int nruns, char **specs) {
     Run runs[MAXR];
-    if (nruns > MAXR) nruns = MAXR;
+    if (nruns > MAXR) die("more runs than a chart draws (8): give at most 8 NAME=run.csv", "");
     int max_step = 1;
     double lo = 1e30, hi = -1e30;
     for (int i = 0; i < nruns; i++) {
@@ -316,7 +322,7 @@ static void loss_chart(const char *out, const char *title, int nruns, char **spe
     text(R + 40, T + 40 * nruns + 10, "thin: train", 2, BLACK);
     text(R + 40, T + 40 * nruns + 36, "thick, dots: val", 2, BLACK);
     text(R + 40, T + 40 * nruns + 62, "(first run widest)", 2, BLACK);
-    if (!stbi_write_png(out, W, H, 3, img, W * 3)) die("cannot write ", out);
+    write_png(out);
 }
 
 // --- the activation stack over one step ---------------------------------------------
@@ -344,8 +350,7 @@ static int part_of(const char *where) {
 static void read_timeline(Timeline *t, const char *spec) {
     const char *eq = strchr(spec, '='), *path = eq ? eq + 1 : spec;
     snprintf(t->name, sizeof t->name, "%.*s", eq ? (int)(eq - spec) : (int)strlen(spec), spec);
-    FILE *f = fopen(path, "r");
-    if (!f) die("cannot read the timeline ", path);
+    FILE *f = open_input(path, "the timeline ");
     char buf[4096];
     if (!fgets(buf, sizeof buf, f) || strncmp(buf, "event,op,tensor,bytes,where,", 28))
         die("not a ./train --mem-timeline file: ", path);
@@ -364,7 +369,7 @@ static void read_timeline(Timeline *t, const char *spec) {
 
 static void timeline_chart(const char *out, const char *title, int n, char **specs) {
     Timeline ts[MAXR];
-    if (n > MAXR) n = MAXR;
+    if (n > MAXR) die("more settings than a chart draws (8): give at most 8 NAME=timeline.csv", "");
     double hi = 1;
     for (int i = 0; i < n; i++) {
         read_timeline(&ts[i], specs[i]);
@@ -412,12 +417,13 @@ static void timeline_chart(const char *out, const char *title, int n, char **spe
         legend(i, ts[i].name, c);
     }
 #undef PART_X
-    if (!stbi_write_png(out, W, H, 3, img, W * 3)) die("cannot write ", out);
+    write_png(out);
 }
 
 // --- two pictures, pixel by pixel ---------------------------------------------------
 static int same_pictures(const char *a, const char *b) {
     int wa, ha, wb, hb, ca, cb;
+    fclose(open_input(a, "the picture ")), fclose(open_input(b, "the picture "));
     unsigned char *pa = stbi_load(a, &wa, &ha, &ca, 3), *pb = stbi_load(b, &wb, &hb, &cb, 3);
     if (!pa) die("cannot read the picture ", a);
     if (!pb) die("cannot read the picture ", b);
@@ -433,9 +439,10 @@ static int same_pictures(const char *a, const char *b) {
 
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "same")) return same_pictures(argv[2], argv[3]);
-    if (argc == 5 && !strcmp(argv[1], "memory")) memory_chart(argv[2], argv[3], argv[4]);
-    else if (argc >= 5 && !strcmp(argv[1], "loss")) loss_chart(argv[2], argv[3], argc - 4, argv + 4);
-    else if (argc >= 5 && !strcmp(argv[1], "timeline")) timeline_chart(argv[2], argv[3], argc - 4, argv + 4);
+    if (argc == 5 && !strcmp(argv[1], "memory")) check_out(argv[3], 1, argv + 2), memory_chart(argv[2], argv[3], argv[4]);
+    else if (argc >= 5 && !strcmp(argv[1], "loss")) check_out(argv[2], argc - 4, argv + 4), loss_chart(argv[2], argv[3], argc - 4, argv + 4);
+    else if (argc >= 5 && !strcmp(argv[1], "timeline"))
+        check_out(argv[2], argc - 4, argv + 4), timeline_chart(argv[2], argv[3], argc - 4, argv + 4);
     else {
         fprintf(stderr, "usage: chart memory IN.csv OUT.png TITLE\n"
                         "       chart loss OUT.png TITLE NAME=run.csv [NAME=run.csv ...]\n"

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 
+import outfile
+
 CATEGORIES = ["params", "master", "grads", "adam_m", "adam_v", "activations", "scratch", "comm", "data", "qweights", "qscales",
               "kv_cache", "adapters"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -104,6 +106,14 @@ def delta(v, base):
     return f"({(v - base) / base * 100:+.0f}%)"
 
 
+def chart_tool():
+    """scripts/chart, or a message that it is not built."""
+    chart = os.path.join(ROOT, "scripts", "chart")
+    if not os.path.exists(chart):
+        fail("scripts/chart is not built: `make chart` (needs libstb-dev)")
+    return chart
+
+
 def main():
     argv = sys.argv[1:]
     dry, losses, base, out_csv, out_png, title, settings = False, False, "", None, None, None, []
@@ -136,6 +146,16 @@ def main():
         fail("no settings given: pass LABEL=FLAGS ..., e.g. 'fp32=' 'bf16=--dtype bf16' (see --help)")
     if not os.path.exists(os.path.join(ROOT, "train")):
         fail("./train is not built: run make")
+    try:  # (the outputs checked before any setting runs: scripts/outfile.py's rule, ./train's)
+        if out_csv:
+            outfile.check(out_csv, "a compare.py CSV", head=b"category,")
+        if out_png:
+            outfile.check(out_png, "a PNG picture", head=b"\x89PNG", inputs=[out_csv] if out_csv else [])
+            chart_tool()
+    except outfile.OutError as e:
+        fail(str(e))
+    if out_csv and out_png and os.path.abspath(out_csv) == os.path.abspath(out_png):
+        fail("--csv and --png both write '%s': give them two paths" % out_csv)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, flags in settings:
@@ -179,22 +199,23 @@ def main():
         print(f"{line[0]:<{widths[0]}}" + "".join(f"{cell:>{w}}" for cell, w in zip(line[1:], widths[1:])))
 
     if out_csv or out_png:
-        path = out_csv or os.path.join(tempfile.gettempdir(), "gptmem_compare.csv")
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f, lineterminator="\n")
-            w.writerow(["category"] + labels)
-            for row in rows:
-                w.writerow([row] + [r[1][row] for r in results])
-            # no tok/s row: a timing differs on every run, and the CSVs are committed
-        if out_png:
-            chart = os.path.join(ROOT, "scripts", "chart")
-            if not os.path.exists(chart):
-                fail("scripts/chart is not built: `make chart` (needs libstb-dev)")
-            r = subprocess.run([chart, "memory", path, out_png, title or "peak memory by setting"],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                fail(r.stderr.strip())
-            print(r.stdout.strip())  # the chart's bars: one a setting
+        with tempfile.TemporaryDirectory() as tmp:  # (--png alone: the chart's CSV in a folder of this run's own)
+            path = out_csv or os.path.join(tmp, "compare.csv")
+            try:
+                with outfile.writing(path, "a compare.py CSV", head=b"category,", text=True) as f:
+                    w = csv.writer(f, lineterminator="\n")
+                    w.writerow(["category"] + labels)
+                    for row in rows:
+                        w.writerow([row] + [r[1][row] for r in results])
+                    # no tok/s row: a timing differs on every run, and the CSVs are committed
+            except outfile.OutError as e:
+                fail(f"--csv: {e}")
+            if out_png:
+                r = subprocess.run([chart_tool(), "memory", path, out_png, title or "peak memory by setting"],
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    fail(r.stderr.strip())
+                print(r.stdout.strip())  # the chart's bars: one a setting
         if out_csv:
             print(f"wrote {out_csv}")
 

@@ -29,6 +29,7 @@ temporary folder beside OUTDIR and moved into it only once all four are whole.
 import json
 import os
 import struct
+import tempfile
 import sys
 
 try:
@@ -205,9 +206,9 @@ def check_out(out):
 def write_folder(out, files):
     """files (name -> bytes) into out: written into a temporary folder beside it, then each moved into out."""
     parent = os.path.dirname(os.path.abspath(out))
-    tmp = os.path.join(parent, f".{os.path.basename(os.path.abspath(out))}.gguf2llmc-{os.getpid()}")
-    try:
-        os.makedirs(tmp)
+    tmp = None
+    try:  # (a folder of its own, made exclusively: never one planted beside OUTDIR, never another run's)
+        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(out))}.gguf2llmc-", dir=parent)
         for name, data in files.items():
             with open(os.path.join(tmp, name), "wb") as f:
                 f.write(data)
@@ -217,9 +218,9 @@ def write_folder(out, files):
         os.rmdir(tmp)
     except OSError as e:
         for name in files:
-            if os.path.exists(os.path.join(tmp, name)):
+            if tmp and os.path.exists(os.path.join(tmp, name)):
                 os.remove(os.path.join(tmp, name))
-        if os.path.isdir(tmp):
+        if tmp and os.path.isdir(tmp):
             os.rmdir(tmp)
         fail(f"cannot write '{out}': {e.strerror or e}")
 
@@ -230,6 +231,8 @@ def main(argv):
     for a in it:
         if a == "--gguf":
             gguf_path = next(it, None)
+            if gguf_path is None:
+                fail("--gguf needs a FILE (usage: scripts/gguf2llmc.py OUTDIR [--gguf FILE])")
         elif a.startswith("-"):
             fail(f"unknown option {a} (usage: scripts/gguf2llmc.py OUTDIR [--gguf FILE])")
         else:

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 
+import outfile
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FORMATS = ["fp32", "bf16", "int8", "int4"]
 ROWS = ["params", "qweights", "qscales"]
@@ -39,6 +41,13 @@ def main():
         sys.exit(__doc__)
     state = args.pop(0)
     out_csv, out_png, title = option(args, "--csv"), option(args, "--png"), option(args, "--title")
+    try:  # (scripts/outfile.py's rule, ./train's: checked before the runs)
+        if out_csv:
+            outfile.check(out_csv, "a compare.py CSV", head=b"category,", inputs=[state])
+        if out_png:
+            outfile.check(out_png, "a PNG picture", head=b"\x89PNG", inputs=[state])
+    except outfile.OutError as e:
+        sys.exit(f"quantize: {e}")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         mem = os.path.join(tmp, "mem.json")
@@ -58,10 +67,13 @@ def main():
         print(f"| {f} | {sum(rows.values()):,} | {err:.2f}% | {loss:.6f} | {delta} |")
     if out_csv:
         labels = [f"{f} (val {loss:.4f})" for f, _, _, loss in results]
-        with open(out_csv, "w") as out:
-            out.write(",".join(["category"] + labels) + "\n")
-            for k in ROWS:
-                out.write(",".join([k] + [str(rows[k]) for _, rows, _, _ in results]) + "\n")
+        try:
+            with outfile.writing(out_csv, "a compare.py CSV", head=b"category,", inputs=[state], text=True) as out:
+                out.write(",".join(["category"] + labels) + "\n")
+                for k in ROWS:
+                    out.write(",".join([k] + [str(rows[k]) for _, rows, _, _ in results]) + "\n")
+        except outfile.OutError as e:
+            sys.exit(f"quantize: {e}")
     if out_png and out_csv:
         chart = os.path.join(ROOT, "scripts", "chart")
         subprocess.run([chart, "memory", out_csv, out_png, title or "the weights in each format"], check=True)

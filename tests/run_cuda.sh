@@ -667,6 +667,9 @@ sec_errors() {
   done
   if [ $good = 3 ]; then ok "GPTMEM_GEMM_CHOICES: a missing file, another GPU's and a fifo refused at the start (exit 1, the file named)"
   else bad "GPTMEM_GEMM_CHOICES: a missing file, another GPU's or a fifo not refused"; cat "$tmp/choices.out"; fi
+  GPTMEM_GEMM_CHOICES= timeout 60 $TRAIN "${SMALL[@]}" --device cuda --steps 1 >"$tmp/choices.out" 2>&1 &&
+    grep -q '^step' "$tmp/choices.out" && ok "GPTMEM_GEMM_CHOICES set empty: as unset, the run trains" ||
+    bad "GPTMEM_GEMM_CHOICES set empty: $(grep error "$tmp/choices.out")"
 }
 
 # --- fit: --fit on the GPU agrees with the run's own fits-check -------------------------

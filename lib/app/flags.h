@@ -251,9 +251,9 @@ Settings parse_args(int argc, char **argv) {
             if (!strcmp(flag_specs[k].name, name)) f = &flag_specs[k];
         if (!f) usage_error("unknown flag '--%s'", name);
         s.seed_given |= !strcmp(name, "seed"), s.model_given |= !strcmp(name, "model");  // (what was given)
+        s.lora_alpha_given |= !strcmp(name, "lora-alpha"), s.shape_given |= !strcmp(name, "batch") || !strcmp(name, "seq-len");
         s.eval_given |= !strcmp(name, "eval-every") || !strcmp(name, "eval-batches");
         s.sample_given |= !strcmp(name, "sample-every") || !strcmp(name, "sample-len");
-        s.shape_given |= !strcmp(name, "batch") || !strcmp(name, "seq-len");
         if (f->kind == ARG_FLAG) {
             if (eq) usage_error("--%s takes no value (got '%s')", name, eq + 1);
             *(int *)((char *)&s + f->offset) = 1;

@@ -72,7 +72,7 @@ void resolve_data(Settings *s) {
 // gpt2_tokenizer.bin (llm.c's) beside --data. None found: the samples print
 // token numbers (load_data says so).
 void resolve_tokenizer(Settings *s) {
-    char err[1400], dir[1024], path[1200];
+    char err[1400], dir[4096], path[4200];
     int n, eot;
     s->tokenizer_path[0] = 0, s->tokenizer_bytes = 0;
     if (s->tokenizer && s->data_format == DATA_TEXT)
@@ -98,11 +98,11 @@ void resolve_tokenizer(Settings *s) {
     else dir[0] = 0;
     const char *names[2] = {"tokenizer.bin", "gpt2_tokenizer.bin"};
     for (int k = 0; k < 2 && !s->tokenizer_path[0]; k++) {
-        snprintf(path, sizeof path, "%s%s", dir, names[k]);
+        if (snprintf(path, sizeof path, "%s%s", dir, names[k]) >= (int)sizeof s->tokenizer_path) continue;
         if (path_missing(path)) continue;
         long long bytes = tokenizer_bytes(path, &n, &eot, err, sizeof err);
         if (bytes >= 0 && eot >= s->cfg.vocab)
-            snprintf(err, sizeof err, "'%s' says its end-of-text token is %d, past the model's vocabulary %d", path,
+            snprintf(err, sizeof err, "'%.1200s' says its end-of-text token is %d, past the model's vocabulary %d", path,
                      eot, s->cfg.vocab), bytes = -1;
         if (bytes >= 0) snprintf(s->tokenizer_path, sizeof s->tokenizer_path, "%s", path), s->tokenizer_bytes = bytes;
         else if (!s->dry_run && !s->fit) printf("note: the tokenizer beside --data is not used: %s\n", err);

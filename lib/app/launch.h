@@ -306,6 +306,9 @@ void settings_notes(const Settings *s, int ranks) {
         say("note: %s prints what a step does as it runs; a dry run runs no step, so there is nothing to print "
             "(the table below is the prediction; `--steps 1 %s` runs one step)\n", s->trace ? "--trace" : "--timing",
             s->trace ? "--trace" : "--timing");
+    const char *choices = getenv("GPTMEM_GEMM_CHOICES");
+    if (!s->cuda && choices && choices[0])
+        say("note: GPTMEM_GEMM_CHOICES names the GPU's GEMM algorithms (cuBLASLt's); a CPU run does not read it\n");
 }
 
 // Once MPI has started (or has not): is this process one rank of the run the

@@ -19,7 +19,7 @@ void lora_from_folder(Settings *s, const GPTConfig *c) {
     LoraConfig got = {0, 0, 0};
     StModel m;
     char err[1400], maps[96];
-    if (peft_open(&m, s->lora_init, c, &got, err, sizeof err)) {
+    if (peft_open(&m, s->lora_init, c, &got, err, sizeof err) || peft_check_values(&m, err, sizeof err)) {
         peft_close(&m);
         usage_error("--lora-init: %s", err);
     }
@@ -28,7 +28,7 @@ void lora_from_folder(Settings *s, const GPTConfig *c) {
     if (a->rank && a->rank != got.rank)
         usage_error("--lora %d, and --lora-init '%s' is an adapter of r %d: drop --lora (the folder's is taken)", a->rank,
                     s->lora_init, got.rank);
-    if (a->alpha != LORA_ALPHA_DEFAULT && a->alpha != got.alpha)
+    if (s->lora_alpha_given && a->alpha != got.alpha)
         usage_error("--lora-alpha %g, and --lora-init '%s' says lora_alpha %g: drop --lora-alpha", a->alpha, s->lora_init, got.alpha);
     if (s->lora_targets_str)
         usage_error("--lora-init '%s' holds adapters of %s: its maps are the run's, drop --lora-targets", s->lora_init,
@@ -65,6 +65,7 @@ void refuse_with_lora(const Settings *s) {
     const char *no = s->fp32_grads ? "--fp32-grads (the adapters' gradients are fp32 already)"
                      : s->eval_only && s->export_to ? "--eval-only --export" : NULL;
     size_t e = s->export_to ? strlen(s->export_to) : 0;
+    if (no && s->eval_only) usage_error("%s with --lora is not built yet: drop it (doc/lora.md says what --lora takes)", no);
     if (s->merge && !e)
         usage_error("--merge writes the merged model with --export: give --export FILE.bin (llm.c's model file) or "
                     "FILE.safetensors (a Hugging Face model, config.json beside it)");
@@ -81,7 +82,7 @@ void parse_lora(Settings *s, const GPTConfig *c) {
     s->base_format = QF_FP32, s->base_bits = 32;
     if (s->lora_init) lora_from_folder(s, c);
     if (!a->rank) {
-        if (s->lora_targets_str || a->alpha != LORA_ALPHA_DEFAULT || s->base_dtype_str || s->merge || s->double_quant)
+        if (s->lora_targets_str || s->lora_alpha_given || s->base_dtype_str || s->merge || s->double_quant)
             usage_error("--%s goes with --lora R (the adapters' rank; it is what keeps the model frozen)",
                         s->lora_targets_str ? "lora-targets" : s->base_dtype_str ? "base-dtype" : s->merge ? "merge"
                         : s->double_quant ? "double-quant" : "lora-alpha");
@@ -111,6 +112,10 @@ void parse_lora(Settings *s, const GPTConfig *c) {
     for (int k = first; k < end; k++) {
         LoraMap mp = lora_map(c, k);
         int most = mp.in < mp.rows ? mp.in : mp.rows;
+        if (lora_targets(a, k) && a->rank > most && s->lora_init)
+            usage_error("--lora-init '%s' is an adapter of r %d, more than map %s of this model can hold (min(%d inputs, %d "
+                        "outputs) = %d): it is for another model", s->lora_init, a->rank, lora_map_names[k], mp.in,
+                        mp.rows, most);
         if (lora_targets(a, k) && a->rank > most)
             usage_error("--lora %d is above the rank map %s can have: min(%d inputs, %d outputs) = %d; use --lora 1..%d",
                         a->rank, lora_map_names[k], mp.in, mp.rows, most, most);

@@ -310,7 +310,7 @@ float crossentropy_forward(float *logits, const int *targets, int N, int V, int 
         float inv = 1.0f / sum;
         for (int v = 0; v < V; v++) x[v] *= inv;
         for (int v = V; v < Vp; v++) x[v] = 0.0f;
-        loss += -logf(x[targets[i]] > 1e-30f ? x[targets[i]] : 1e-30f);
+        loss += -logf(!(x[targets[i]] <= 1e-30f) ? x[targets[i]] : 1e-30f);  // (a NaN stays NaN: reported, not hidden)
     }
     return (float)(loss / N);
 }

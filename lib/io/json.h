@@ -290,6 +290,23 @@ int json_read(Json *j, const char *text, size_t n) {
     return bad;
 }
 
+// The string at place i (0, 1, ...) of the array field f, read again from the text json_read read (still
+// there: the caller keeps it), into out (len bytes, cut to fit). 1, or 0 when the array has no element i or
+// it is not a string.
+int json_array_string(Json *j, const JsonField *f, int i, char *out, size_t len) {
+    if (f->kind != JSON_ARRAY || i < 0 || i >= f->count || !len) return 0;
+    j->p = j->start + f->at + 1;  // (past '[': the array was read once, so it parses again)
+    JsonField e = {.kind = JSON_NULL, .text = ""};
+    for (int k = 0; k <= i; k++) {
+        json_space(j);
+        if (json_value(j, NULL, 1, &e)) return 0;
+        json_space(j);
+        if (j->p < j->end && *j->p == ',') j->p++;
+    }
+    snprintf(out, len, "%s", e.text);
+    return e.kind == JSON_STRING;
+}
+
 // The field named `name`, or NULL.
 const JsonField *json_field(const Json *j, const char *name) {
     int lo = 0, hi = j->n - 1;

@@ -30,7 +30,7 @@
 
 typedef struct {
     int fd;
-    char path[1100];
+    char path[4200];
     size_t n;          // the states' elements
     size_t chunk;      // elements in a whole record
     int bits;          // Adam's m and v: 32 or 8
@@ -58,7 +58,11 @@ int offload_file_open(OffloadFile *f, const char *dir, int rank, size_t n, size_
     memset(f, 0, sizeof *f);
     f->fd = -1, f->n = n, f->chunk = chunk, f->bits = bits;
     f->nrec = (n + chunk - 1) / chunk;
-    snprintf(f->path, sizeof f->path, "%s/gptmem-offload.%ld.rank%d", dir, (long)getpid(), rank);
+    if (snprintf(f->path, sizeof f->path, "%s/gptmem-offload.%ld.rank%d", dir, (long)getpid(), rank) >= 4096) {
+        fprintf(stderr, "error: --offload-to disk: the folder's path is %zu bytes long; gptmem takes paths up to 4095 "
+                "bytes\n", strlen(dir));
+        return -1;
+    }
     f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (f->fd < 0) {
         fprintf(stderr, "error: --offload-to disk: cannot make the offload file in '%s': %s; name a folder that exists "

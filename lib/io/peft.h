@@ -14,6 +14,7 @@
 #ifndef GPTMEM_PEFT_H
 #define GPTMEM_PEFT_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,32 +119,129 @@ int peft_write_config(FILE *f, const GPTConfig *c, const LoraConfig *a) {
     return ferror(f) ? -1 : 0;
 }
 
-// --lora-init DIR: adapter_config.json's r and lora_alpha (a PEFT LoRA, without DoRA or rsLoRA's other
-// scale) into *a. 0, or -1 with err.
-static int peft_read_config(const char *dir, LoraConfig *a, char *err, size_t errlen) {
-    char path[1200];
+// adapter_config.json's target_modules when it is a list of names (PEFT matches a module whose name is
+// one of them or ends in "." and one of them); n -1 for a pattern or "all-linear", which the tensors decide.
+enum { PEFT_NAMES = 16 };
+typedef struct {
+    char names[PEFT_NAMES][64];
+    int n;
+} PeftTargets;
+
+// Is the config's object field `name` ("alpha_pattern", ...) one with something in it?
+static int peft_has_entries(const Json *j, const char *name) {
+    size_t n = strlen(name);
+    for (int i = 0; i < j->n; i++)
+        if (!strncmp(j->f[i].name, name, n) && j->f[i].name[n] == '.') return 1;
+    return 0;
+}
+
+// The fields PEFT acts on that change what the adapter does, each either the plain LoRA gptmem trains or
+// refused by name (never read as another model): use_dora, use_rslora false or null; alpha_pattern,
+// rank_pattern empty; layers_to_transform null, modules_to_save null or empty; bias "none". 0, or -1 with err.
+static int peft_plain_lora(const Json *j, const char *path, char *err, size_t errlen) {
+    const char *flags[] = {"use_dora", "use_rslora"}, *what[] = {"DoRA", "rsLoRA (scale alpha / sqrt(r))"};
+    for (int i = 0; i < 2; i++) {
+        const JsonField *f = json_field(j, flags[i]);
+        if (f && !(f->kind == JSON_NULL || (f->kind == JSON_BOOL && !f->number)))
+            return snprintf(err, errlen, "'%s': %s is %s: %s, which gptmem does not train (plain LoRA, scale alpha / r); "
+                            "an adapter of it is refused, not read as another", path, flags[i],
+                            f->kind == JSON_BOOL ? "true" : "not false or null (PEFT reads such a value as true)",
+                            f->kind == JSON_BOOL ? what[i] : "so it is not plain LoRA"), -1;
+    }
+    const char *patterns[] = {"alpha_pattern", "rank_pattern"};
+    for (int i = 0; i < 2; i++) {
+        const JsonField *f = json_field(j, patterns[i]);
+        if (f && (f->kind != JSON_NULL && f->kind != JSON_OBJECT))
+            return snprintf(err, errlen, "'%s': %s is not an object (PEFT's {module: value})", path, patterns[i]), -1;
+        if (f && peft_has_entries(j, patterns[i]))
+            return snprintf(err, errlen, "'%s' has a %s: some maps at another %s than the config's; gptmem gives every map "
+                            "one r and one lora_alpha, so such an adapter is not built", path, patterns[i],
+                            i ? "rank" : "scale"), -1;
+    }
+    const char *whole[] = {"layers_to_transform", "modules_to_save"};
+    for (int i = 0; i < 2; i++) {  // (an empty layers_to_transform is no layer at all; an empty modules_to_save none)
+        const JsonField *f = json_field(j, whole[i]);
+        if (f && f->kind != JSON_NULL && !(i == 1 && f->kind == JSON_ARRAY && f->count == 0))
+            return snprintf(err, errlen, "'%s' has %s: %s; gptmem's adapters are on every layer's maps and nothing else, "
+                            "so such an adapter is not built", path, whole[i],
+                            i ? "whole modules trained beside the adapters" : "adapters on some layers only"), -1;
+    }
+    const JsonField *bias = json_field(j, "bias");
+    if (bias && !(bias->kind == JSON_STRING && !strcmp(bias->text, "none")))
+        return snprintf(err, errlen, "'%s': bias is not \"none\": PEFT trains biases with it, which gptmem's adapters "
+                        "do not hold", path), -1;
+    return 0;
+}
+
+// --lora-init DIR: adapter_config.json's r and lora_alpha (a plain PEFT LoRA: peft_plain_lora) into *a, its
+// target_modules into *t. 0, or -1 with err.
+static int peft_read_config(const char *dir, LoraConfig *a, PeftTargets *t, char *err, size_t errlen) {
+    char path[4200];
     size_t n;
-    snprintf(path, sizeof path, "%.1000s/adapter_config.json", dir);
+    if (strlen(dir) + sizeof "/adapter_model.safetensors" > ST_PATH)  // (its longest file's path, Linux's longest)
+        return snprintf(err, errlen, "the folder's path is %zu bytes long; gptmem takes an adapter folder's path up to "
+                        "%zu bytes", strlen(dir), ST_PATH - sizeof "/adapter_model.safetensors"), -1;
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     char *text = st_slurp(path, 1 << 20, &n, err, errlen);
     if (!text) return -1;
     Json j;
     int bad = json_read(&j, text, n);
-    free(text);
-    if (bad) return snprintf(err, errlen, "'%s' is not JSON gptmem can read (%s)", path, j.why), -1;
+    if (bad) {
+        free(text);
+        return snprintf(err, errlen, "'%s' is not JSON gptmem can read (%s)", path, j.why), -1;
+    }
     const JsonField *type = json_field(&j, "peft_type"), *r = json_field(&j, "r"), *alpha = json_field(&j, "lora_alpha");
-    const JsonField *dora = json_field(&j, "use_dora"), *rs = json_field(&j, "use_rslora");
+    const JsonField *targets = json_field(&j, "target_modules");
     if (!type || type->kind != JSON_STRING || strcmp(type->text, "LORA"))
         bad = snprintf(err, errlen, "'%s': peft_type is not \"LORA\": not a LoRA adapter", path);
     else if (!r || r->kind != JSON_NUMBER || !r->whole || r->number < 1 || r->number > 65536)
         bad = snprintf(err, errlen, "'%s': r is not a rank from 1 to 65536", path);
     else if (!alpha || alpha->kind != JSON_NUMBER || !(alpha->number > 0) || alpha->number > 1e9)
         bad = snprintf(err, errlen, "'%s': lora_alpha is not a number above 0", path);
-    else if ((dora && dora->number) || (rs && rs->number))
-        bad = snprintf(err, errlen, "'%s' is a %s adapter; gptmem trains plain LoRA (scale alpha / r)", path,
-                       dora && dora->number ? "DoRA" : "rsLoRA");
+    else bad = peft_plain_lora(&j, path, err, errlen);
+    t->n = -1;
+    if (!bad && targets && targets->kind == JSON_ARRAY) {
+        if (targets->count > PEFT_NAMES)
+            bad = snprintf(err, errlen, "'%s': target_modules names %d modules; a block has at most 7 linear maps", path,
+                           targets->count);
+        for (int i = 0; !bad && i < targets->count; i++)
+            if (!json_array_string(&j, targets, i, t->names[i], sizeof t->names[0]))
+                bad = snprintf(err, errlen, "'%s': target_modules' element %d is not a module's name", path, i + 1);
+        if (!bad) t->n = targets->count;
+    }
     if (!bad) a->rank = (int)r->number, a->alpha = (float)alpha->number;
     json_free(&j);
+    free(text);
     return bad ? -1 : 0;
+}
+
+// Does target_modules' name `t` name map k (PEFT: the module's name is t, or ends in "." t)?
+static int peft_names_map(const char *t, int k) {
+    size_t a = strlen(lora_module_names[k]), b = strlen(t);
+    return b <= a && !strcmp(lora_module_names[k] + a - b, t) && (a == b || lora_module_names[k][a - b - 1] == '.');
+}
+
+// target_modules (a list) against the maps the file holds: each map held named by it, each name a map held.
+// 0, or -1 with err.
+static int peft_targets_agree(const PeftTargets *t, const GPTConfig *c, unsigned held, const char *path, char *err,
+                              size_t errlen) {
+    if (t->n < 0) return 0;
+    for (int k = lora_first_map(c); k < lora_map_end(c); k++) {
+        int named = 0;
+        for (int i = 0; i < t->n; i++) named |= peft_names_map(t->names[i], k);
+        if (named != (int)((held >> k) & 1))
+            return snprintf(err, errlen, "'%s': target_modules %s %s, and the file holds %s adapter: the config and the "
+                            "tensors disagree", path, named ? "names" : "does not name", lora_module_names[k],
+                            named ? "no such" : "its"), -1;
+    }
+    for (int i = 0; i < t->n; i++) {
+        int any = 0;
+        for (int k = lora_first_map(c); k < lora_map_end(c); k++) any |= peft_names_map(t->names[i], k);
+        if (!any)
+            return snprintf(err, errlen, "'%s': target_modules names '%.60s', which is no linear map of a %s block that "
+                            "gptmem adapts", path, t->names[i], is_llama(c) ? "Llama" : "GPT-2"), -1;
+    }
+    return 0;
 }
 
 // The adapters' tensors of DIR/adapter_model.safetensors into m (its header checked), the config's rank
@@ -152,9 +250,11 @@ static int peft_read_config(const char *dir, LoraConfig *a, char *err, size_t er
 int peft_open(StModel *m, const char *dir, const GPTConfig *c, LoraConfig *a, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     m->cfg = *c;
-    snprintf(m->files[0], sizeof m->files[0], "%.1000s/adapter_model.safetensors", dir);
+    PeftTargets named;
+    if (peft_read_config(dir, a, &named, err, errlen)) return -1;  // (its path's length checked first)
+    snprintf(m->files[0], sizeof m->files[0], "%s/adapter_model.safetensors", dir);
     m->nfiles = 1;
-    if (peft_read_config(dir, a, err, errlen) || st_read_header(m, 0, err, errlen)) return -1;
+    if (st_read_header(m, 0, err, errlen)) return -1;
     qsort(m->t, (size_t)m->nt, sizeof *m->t, st_by_name);
     a->targets = 0;
     int found = 0;
@@ -192,7 +292,9 @@ int peft_open(StModel *m, const char *dir, const GPTConfig *c, LoraConfig *a, ch
         }
     }
     if (!a->targets) return snprintf(err, errlen, "'%s' holds no adapter", m->files[0]), -1;
-    return 0;
+    char config[4200];
+    snprintf(config, sizeof config, "%s/adapter_config.json", dir);
+    return peft_targets_agree(&named, c, a->targets, config, err, errlen);
 }
 
 // The adapters' values (core/lora.h's layout for *a, which peft_open filled), a map at a time through `put`.
@@ -218,6 +320,27 @@ int peft_read_to(const StModel *m, const GPTConfig *c, const LoraConfig *a, Lora
     if (f) fclose(f);
     return bad ? -1 : 0;
 }
+// Every value of the adapters finite and no larger than --init's weights may be (INIT_WEIGHT_MOST): a NaN
+// or 3e38 in a downloaded adapter is a damaged file, named here by tensor before anything runs. 0, or -1 with err.
+int peft_check_values(const StModel *m, char *err, size_t errlen) {
+    FILE *f = NULL;
+    int open = -1, bad = 0;
+    for (int i = 0; i < m->nt && !bad; i++) {
+        size_t n = m->t[i].rows * m->t[i].cols;
+        float *v = malloc(n * sizeof(float));
+        bad = !v || st_read_elems(m, &f, &open, &m->t[i], 0, v, n);
+        if (bad) snprintf(err, errlen, "'%s': %s could not be read", m->files[0], m->t[i].name);
+        for (size_t k = 0; k < n && !bad; k++)
+            if (!isfinite(v[k]) || fabsf(v[k]) > INIT_WEIGHT_MOST)
+                bad = snprintf(err, errlen, "'%s': %s holds %s (element %zu): no trained adapter does, so the file is "
+                               "damaged", m->files[0], m->t[i].name, isnan(v[k]) ? "nan" : isinf(v[k]) ? "an infinite "
+                               "value" : "a value past 1e8", k) > 0;
+        free(v);
+    }
+    if (f) fclose(f);
+    return bad ? -1 : 0;
+}
+
 int peft_read(const StModel *m, const GPTConfig *c, const LoraConfig *a, float *w) {
     return peft_read_to(m, c, a, lora_put_host, w);
 }

@@ -85,7 +85,10 @@ size_t reshard_file(const char *base, int k, const StateHeader *first, uint64_t 
 
 // Is `path` this rank's own file of a state, saved by as many ranks at the same stage with the
 // same part (the state is read as it is, io/state.h load_state)? 0 when it is not, or cannot be read.
+// A --tp run's always: its state is a share of every layer, never resharded, so each rank reads its own
+// file, whose checks say what is wrong with it (missing, another rank's, another save's, another layout).
 int state_is_mine(const char *path, const StateHeader *want) {
+    if (want->tp > 1) return 1;
     FILE *f = unreadable_why(path) ? NULL : fopen(path, "rb");
     uint64_t h = 0;
     uint32_t version;

@@ -46,7 +46,7 @@
 #include "io/json.h"
 
 enum { ST_F32, ST_BF16, ST_F16 };
-enum { ST_MAX_FILES = 64, ST_MAX_HEADER = 32 << 20, ST_NAME = 160 };
+enum { ST_MAX_FILES = 64, ST_MAX_HEADER = 32 << 20, ST_NAME = 160, ST_PATH = 4096 };
 
 typedef struct {
     char *name;            // (its own copy)
@@ -56,7 +56,7 @@ typedef struct {
 } StTensor;
 
 typedef struct {
-    char files[ST_MAX_FILES][1100];
+    char files[ST_MAX_FILES][ST_PATH];  // (a path of up to 4095 bytes, Linux's PATH_MAX, and a file's name)
     int nfiles;
     StTensor *t;
     int nt;
@@ -101,12 +101,13 @@ static const StTensor *st_find(const StModel *m, const char *name) {
 
 // A whole file's text (an index): NULL with err if it is no regular file, cannot be read, or is over `most` bytes.
 static char *st_slurp(const char *path, size_t most, size_t *n, char *err, size_t errlen) {
-    const char *why = unreadable_why(path);
+    const char *why = unreadable_why(path), *name = strrchr(path, '/');
     long long size = file_size(path);
     if (why) return snprintf(err, errlen, "cannot read '%s': %s", path, why), NULL;
     if (size > (long long)most)
-        return snprintf(err, errlen, "'%s' has %lld bytes, over the %zu MiB a model's index needs", path, size,
-                        most >> 20), NULL;
+        return snprintf(err, errlen, "'%s' has %lld bytes, over the %zu MiB %s needs", path, size, most >> 20,
+                        !strcmp(name ? name + 1 : path, "adapter_config.json") ? "an adapter_config.json"
+                                                                               : "a model's index"), NULL;
     FILE *f = fopen(path, "rb");
     char *text = f ? malloc(size ? (size_t)size : 1) : NULL;
     *n = text ? fread(text, 1, (size_t)size, f) : 0;
@@ -222,10 +223,13 @@ static int st_files(StModel *m, const char *path, char *dir, size_t dirlen, char
         return 0;
     }
     snprintf(dir, dirlen, "%s", path);
-    char index[1100];
-    snprintf(index, sizeof index, "%.1000s/model.safetensors.index.json", dir);
+    char index[ST_PATH];
+    if (strlen(path) + 1 + 255 >= ST_PATH)  // (a folder and a file's name in it: the longest path Linux takes)
+        return snprintf(err, errlen, "the folder's path is %zu bytes long; gptmem takes a model folder's path up to %d "
+                        "bytes", strlen(path), ST_PATH - 1 - 256), -1;
+    if (snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir) >= (int)sizeof index) return -1;  // (it fits)
     if (path_missing(index)) {
-        snprintf(m->files[0], sizeof m->files[0], "%.1000s/model.safetensors", dir);
+        if (snprintf(m->files[0], sizeof m->files[0], "%s/model.safetensors", dir) >= ST_PATH) return -1;
         m->nfiles = 1;
         return 0;
     }
@@ -249,8 +253,8 @@ static int st_files(StModel *m, const char *path, char *dir, size_t dirlen, char
             return -1;
         }
         int seen = 0;
-        char file[1100];
-        snprintf(file, sizeof file, "%.800s/%.255s", dir, shard);
+        char file[ST_PATH];
+        if (snprintf(file, sizeof file, "%s/%s", dir, shard) >= (int)sizeof file) return -1;  // (it fits: both lengths checked)
         for (int k = 0; k < m->nfiles; k++) seen |= !strcmp(m->files[k], file);
         if (!seen && m->nfiles == ST_MAX_FILES) {
             json_free(&j);
@@ -448,7 +452,7 @@ static int st_check(StModel *m, const char *dir, char *err, size_t errlen) {
 // 0, or -1 with err.
 int st_model_open(StModel *m, const char *path, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
-    char dir[1100], used[1100], why[600];
+    char dir[ST_PATH], used[ST_PATH + 16], why[ST_PATH + 200];
     if (st_files(m, path, dir, sizeof dir, err, errlen)) return -1;
     Json h;
     if (hf_config_read(&h, dir, used, sizeof used, why, sizeof why))

@@ -33,7 +33,8 @@ if [ $rc -eq 1 ] && grep -q 'nothing fits. The smallest peak reachable is 23.65 
   ok "--fit: nothing fits, with offload neither -> the smallest peaks reachable and what dominates (exit 1)"
 else bad "--fit nothing fits (exit $rc)"; fi
 # when nothing fits, offload is the last knob: GPT-2 XL in 10 GiB of RAM with its optimizer's states on disk (17.41 GiB
-# of them: listed when the disk has that free), on a GPU of 8 GiB with them in host memory (17.42 GiB)
+# of them: listed when the disk has that free), on a GPU of 8 GiB with them in host memory (17.42 GiB; with less
+# free here, on the host's disk or nothing): the answer follows what this machine has free, on any machine
 ./train --model gpt2-xl --batch 8 --fit 10GiB >"$tmp/fo" 2>&1; rc1=$?
 ./train --model gpt2-xl --batch 8 --device cuda --fit 8GiB >"$tmp/fog" 2>&1; rc2=$?
 if msg=$(python3 - "$tmp/fo" "$rc1" "$tmp/fog" "$rc2" <<'PY'
@@ -45,15 +46,22 @@ for path, rc, where, need, flag in ((sys.argv[1], sys.argv[2], "disk", 17.41, "-
     m = re.search(r"0 of \d+ settings fit.*\nwith --offload.* (\d+) of \d+ fit", t)
     have = float(re.search(r"([0-9.]+) GiB of (?:free )?" + ("disk" if where == "disk" else "host memory"), t).group(1))
     listed = [l for l in t.splitlines() if re.match(r"^ +[0-9.]+ GiB", l)]
-    if have >= need + 0.01:
-        ok = (m and int(m.group(1)) > 0 and rc == "0" and listed and all(flag in l for l in listed)
-              and re.search(r"recommended: .*" + re.escape(flag), t))
+    fits = (m and int(m.group(1)) > 0 and rc == "0" and listed and all(flag in l for l in listed)
+            and re.search(r"recommended: .*" + re.escape(flag), t))
+    nothing = rc == "1" and "nothing fits" in t
+    if abs(have - need) < 0.05:  # (both printed to 0.01 GiB: too close to tell from them, either answer is right)
+        ok = fits or nothing
+        out.append(f"{where}: {have} GiB free, about the {need} needed: {'listed' if fits else 'nothing'}")
+    elif have > need:
+        ok = fits
         out.append(f"{where}: {len(listed)} settings with {flag}")
-    else:
-        ok = rc == "1" and "nothing fits" in t
-        out.append(f"{where}: {have} GiB free < {need}: nothing")
+    else:  # (beside a GPU the states may still go to the host's disk, where it has room)
+        on_disk = fits and all("--offload-to disk" in l for l in listed)
+        ok = nothing or (where == "host memory" and on_disk)
+        out.append(f"{where}: {have} GiB free < {need}: {'on disk' if on_disk else 'nothing'}")
     if not ok:
-        sys.exit(f"{path}: {t[:600]}")
+        print(f"{path} ({where}: {have} GiB free, {need} needed): {t[:600]}")  # (stdout: the test's message)
+        sys.exit(1)
 print("; ".join(out))
 PY
 ); then ok "--fit: when nothing fits, --offload (the states on disk in RAM's stead; in host memory beside a GPU) against what is free ($msg)"

@@ -333,6 +333,7 @@ fi
 mkdir -p "$tmp/fzad" && ./train "${F[@]}" --lora 2 --steps 1 --export "$tmp/fzad/adapter_model.safetensors" >/dev/null 2>&1
 fuzz adapter "$tmp/fzad/adapter_model.safetensors" 80 19 --seconds "$secs" -- "${F[@]}" --steps 1
 fuzz adapter_config "$tmp/fzad/adapter_config.json" 40 20 --seconds "$secs" -- "${F[@]}" --steps 1
+fuzz adapter_fields "$tmp/fzad/adapter_config.json" 60 22 --seconds "$secs" -- "${F[@]}" --steps 1
 ./train "${F[@]}" --lora 2 --steps 2 --save "$tmp/fzl.state" >/dev/null 2>&1  # a LoRA state: the adapters, the base's hash
 fuzz state "$tmp/fzl.state" 60 21 --seconds "$secs" -- "${F[@]}" --lora 2 --steps 3
 if have_llmc; then
@@ -344,6 +345,112 @@ if have_mpi; then
   fuzz hostfile "$tmp/hosts" 12 15 --seconds "$secs" -- "${F[@]}" --ranks 2 --steps 1
 fi
 
+# round 8's F5, F7, F9, F11, F12: an adapter's config fields PEFT acts on, read as PEFT does or refused by name;
+# a folder path past what fits refused; NaN in an adapter refused at load, by tensor; the messages it named
+L8=(--model llama-small --layers 1 --channels 32 --heads 2 --kv-heads 1 --ffn 64 --max-seq 16 "${S[@]}")
+mkdir -p "$tmp/r8/base" && ./train "${L8[@]}" --steps 2 --export "$tmp/r8/base/model.safetensors" >/dev/null 2>&1
+./train "${L8[@]}" --init "$tmp/r8/base" --lora 4 --lr 1e-2 --steps 4 --export "$tmp/r8/loud/adapter_model.safetensors" >/dev/null 2>&1
+adapter() {  # adapter NAME 'python edit of c (the config dict)': a copy of the loud adapter with its config edited
+  mkdir -p "$tmp/r8/$1" && cp "$tmp/r8/loud/adapter_model.safetensors" "$tmp/r8/$1/"
+  python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); exec(sys.argv[3]); json.dump(c, open(sys.argv[2], "w"))' \
+    "$tmp/r8/loud/adapter_config.json" "$tmp/r8/$1/adapter_config.json" "$2"
+}
+A8=(--init "$tmp/r8/base" --eval-only --eval-batches 2)
+adapter ap 'c["alpha_pattern"] = {"q_proj": 64, "v_proj": 64}'
+expect 2 "has a alpha_pattern: some maps at another scale" "${A8[@]}" --lora-init "$tmp/r8/ap"
+adapter rp 'c["rank_pattern"] = {"q_proj": 2}'
+expect 2 "has a rank_pattern" "${A8[@]}" --lora-init "$tmp/r8/rp"
+adapter ds 'c["use_dora"] = "true"'
+expect 2 "use_dora is not false or null (PEFT reads such a value as true)" "${A8[@]}" --lora-init "$tmp/r8/ds"
+adapter dt 'c["use_dora"] = True'
+expect 2 "use_dora is true: DoRA" "${A8[@]}" --lora-init "$tmp/r8/dt"
+adapter lt 'c["layers_to_transform"] = [0]'
+expect 2 "has layers_to_transform: adapters on some layers only" "${A8[@]}" --lora-init "$tmp/r8/lt"
+adapter ms 'c["modules_to_save"] = ["lm_head"]'
+expect 2 "has modules_to_save" "${A8[@]}" --lora-init "$tmp/r8/ms"
+adapter bs 'c["bias"] = "all"'
+expect 2 "bias is not \"none\"" "${A8[@]}" --lora-init "$tmp/r8/bs"
+adapter tm 'c["target_modules"] = ["q_proj", "v_proj"]'
+expect 2 "target_modules does not name self_attn.k_proj, and the file holds its adapter" "${A8[@]}" --lora-init "$tmp/r8/tm"
+adapter tx 'c["target_modules"] = c["target_modules"] + ["lm_head"]'
+expect 2 "target_modules names 'lm_head', which is no linear map" "${A8[@]}" --lora-init "$tmp/r8/tx"
+adapter ok 'c["target_modules"] = ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "gate_proj", "down_proj"]; c["alpha_pattern"] = {}'
+./train "${A8[@]}" --lora-init "$tmp/r8/ok" >"$tmp/r8/ok.out" 2>&1 && ./train "${A8[@]}" --lora-init "$tmp/r8/loud" >"$tmp/r8/loud.out" 2>&1 &&
+  [ "$(grep '^  fp32' "$tmp/r8/ok.out")" = "$(grep '^  fp32' "$tmp/r8/loud.out")" ] &&
+  ok "F5: PEFT's short module names and an empty alpha_pattern: the same adapter, the same val loss" || bad "F5: short names: $(tail -1 "$tmp/r8/ok.out")"
+# F9: NaN, Inf or 3e38 in an adapter: refused at load with the tensor's name, --eval-only too
+python3 - "$tmp/r8" <<'PY'
+import json, os, shutil, struct, sys
+d = sys.argv[1]
+raw = open(os.path.join(d, "loud", "adapter_model.safetensors"), "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+name = sorted(k for k in head if k != "__metadata__")[0]
+at = 8 + n + head[name]["data_offsets"][0]
+for tag, value in (("nan", float("nan")), ("inf", float("inf")), ("big", 3e38)):
+    os.makedirs(os.path.join(d, tag), exist_ok=True)
+    shutil.copy(os.path.join(d, "loud", "adapter_config.json"), os.path.join(d, tag))
+    b = bytearray(raw); b[at:at + 4] = struct.pack("<f", value)
+    open(os.path.join(d, tag, "adapter_model.safetensors"), "wb").write(b)
+PY
+expect 2 "holds nan (element 0): no trained adapter does" "${A8[@]}" --lora-init "$tmp/r8/nan" --sample-len 8
+expect 2 "holds an infinite value (element 0)" "${L8[@]}" --init "$tmp/r8/base" --lora-init "$tmp/r8/inf" --steps 1
+expect 2 "holds a value past 1e8 (element 0)" "${L8[@]}" --init "$tmp/r8/base" --lora-init "$tmp/r8/big" --steps 1
+# F7: a folder path of over 1000 bytes is read whole (D1 exactly 1000 bytes holds one model and one adapter,
+# D1/sub another of each: the run reads D1/sub's), and one past what fits is refused
+D1="$tmp/r8/$(printf 'd%.0s' $(seq 200))"
+while [ ${#D1} -lt 800 ]; do D1="$D1/$(printf 'e%.0s' $(seq 150))"; done
+D1="$D1/$(printf 'f%.0s' $(seq $((999 - ${#D1}))))"
+mkdir -p "$D1/sub" "$D1/sub2" && cp "$tmp/r8/base"/* "$D1/" && cp "$tmp/r8/loud"/* "$D1/"
+./train "${L8[@]}" --steps 4 --lr 1e-2 --export "$D1/sub/model.safetensors" >/dev/null 2>&1
+./train "${L8[@]}" --init "$tmp/r8/base" --lora 4 --lr 3e-2 --steps 3 --export "$D1/sub2/adapter_model.safetensors" >/dev/null 2>&1
+./train "${L8[@]}" --init "$D1/sub" --eval-only --eval-batches 2 >"$tmp/r8/l1" 2>&1
+cp -r "$D1/sub" "$tmp/r8/d1sub" && ./train "${L8[@]}" --init "$tmp/r8/d1sub" --eval-only --eval-batches 2 >"$tmp/r8/l2" 2>&1
+./train "${A8[@]}" --lora-init "$D1/sub2" >"$tmp/r8/l3" 2>&1
+cp -r "$D1/sub2" "$tmp/r8/d1sub2" && ./train "${A8[@]}" --lora-init "$tmp/r8/d1sub2" >"$tmp/r8/l4" 2>&1
+[ ${#D1} = 1000 ] && [ -n "$(grep '^  fp32' "$tmp/r8/l1")" ] && [ "$(grep '^  fp32' "$tmp/r8/l1")" = "$(grep '^  fp32' "$tmp/r8/l2")" ] &&
+  [ -n "$(grep '^  fp32' "$tmp/r8/l3")" ] && [ "$(grep '^  fp32' "$tmp/r8/l3")" = "$(grep '^  fp32' "$tmp/r8/l4")" ] &&
+  ok "F7: --init and --lora-init of a folder inside one of 1000 bytes read that folder's model and adapter, not the parent's" ||
+  bad "F7: a 1000-byte folder's child: $(tail -1 "$tmp/r8/l1") / $(tail -1 "$tmp/r8/l3")"
+long="$D1"; while [ ${#long} -lt 3800 ]; do long="$long/$(printf 'g%.0s' $(seq 200))"; done
+long="$long/$(printf 'h%.0s' $(seq $((4080 - ${#long}))))"; mkdir -p "$long"  # (its files' paths past Linux's 4095 bytes)
+expect 2 "gptmem takes an adapter folder's path up to" "${A8[@]}" --lora-init "$long"
+expect 1 "bytes long; gptmem takes" "${S[@]}" --steps 1 --init "$long"
+# F11: the messages the audit named
+adapter r64 'c["r"] = 64'
+python3 - "$tmp/r8/loud/adapter_model.safetensors" "$tmp/r8/r64/adapter_model.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+head = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+out, at = {}, 0
+for name in sorted(k for k in head if k != "__metadata__"):  # the same tensors at r 64: A (64, in), B (out, 64)
+    rows, cols = head[name]["shape"]
+    shape = [64, cols] if ".lora_A." in name else [rows, 64]
+    out[name] = {"dtype": "F32", "shape": shape, "data_offsets": [at, at + 4 * shape[0] * shape[1]]}
+    at += 4 * shape[0] * shape[1]
+text = json.dumps(out).encode(); text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + bytes(at))
+PY
+expect 2 "is an adapter of r 64, more than map q of this model can hold" "${A8[@]}" --lora-init "$tmp/r8/r64"
+python3 -c 'import sys; open(sys.argv[1], "w").write("{" + " " * (2 << 20) + "}")' "$tmp/r8/ap/adapter_config.json"
+expect 2 "over the 1 MiB an adapter_config.json needs" "${A8[@]}" --lora-init "$tmp/r8/ap"
+expect 2 "--eval-only --export with --lora is not built yet" "${A8[@]}" --lora-init "$tmp/r8/loud" --export "$tmp/r8/x.bin"
+adapter a64 'c["lora_alpha"] = 64'
+expect 2 "--lora-alpha 8, and --lora-init '$tmp/r8/a64' says lora_alpha 64" "${A8[@]}" --lora-init "$tmp/r8/a64" --lora-alpha 8
+GPTMEM_GEMM_CHOICES=/nonexistent ./train "${S[@]}" --steps 1 >"$tmp/out" 2>&1 && grep -q "a CPU run does not read it" "$tmp/out" &&
+  ok "F11: GPTMEM_GEMM_CHOICES on a CPU run: a note that it is the GPU's" || bad "F11: GPTMEM_GEMM_CHOICES on the CPU: $(tail -1 "$tmp/out")"
+# F12: bench_gemm's numbers checked, its memory checked
+if make -s scripts/bench_gemm >/dev/null 2>&1; then
+  good=0
+  for run in "BENCH_ROWS=20000000 scripts/bench_gemm 1" "BENCH_ROWS=4000000000 scripts/bench_gemm 1" "BENCH_ROWS=1 scripts/bench_gemm abc" \
+             "BENCH_ROWS=1 scripts/bench_gemm -1" "BENCH_ROWS=1 scripts/bench_gemm 1 1 1 1 1 1 1 1 1"; do
+    env $run >"$tmp/out" 2>&1; rc=$?
+    [ $rc = 2 ] && grep -q "^bench_gemm: " "$tmp/out" && good=$((good + 1)) || echo "  $run: exit $rc: $(head -1 "$tmp/out")"
+  done
+  [ $good = 5 ] && ok "F12: bench_gemm refuses BENCH_ROWS past 2^20, a non-number or negative thread count, a 9th count (exit 2, said)" ||
+    bad "F12: bench_gemm's arguments: $good of 5"
+else skip "F12: scripts/bench_gemm did not build"; fi
+
 # data/get_data.sh offline: a failed or wrong download says what to do, leaves no file behind (not even a part)
 mkdir -p "$tmp/gd/proj/data" "$tmp/gd/bin" && cp data/get_data.sh "$tmp/gd/proj/data/"
 for how in fail wrong; do
@@ -351,7 +458,7 @@ for how in fail wrong; do
   printf '#!/bin/sh\nwhile [ "$1" != -o ]; do shift; done; echo partial > "$2"; [ %s = wrong ]\n' "$how" >"$tmp/gd/bin/curl"
   chmod +x "$tmp/gd/bin/curl"
   PATH="$tmp/gd/bin:$PATH" bash "$tmp/gd/proj/data/get_data.sh" >"$tmp/out" 2>&1; rc=$?
-  want="could not download the corpus (no network?)"; [ $how = wrong ] && want="copy the right file to data/tinyshakespeare.txt"
+  want="could not download the corpus (no network"; [ $how = wrong ] && want="copy the right file to data/tinyshakespeare.txt"
   left=$(ls "$tmp/gd/proj/data" | grep -v '^get_data.sh$')
   if [ $rc -eq 1 ] && grep -qF "$want" "$tmp/out" && [ -z "$left" ]; then
     ok "get_data.sh: a download that ends $how exits 1 saying what to do, no file left"
@@ -363,6 +470,23 @@ if [ -f ../shared/data/tinyshakespeare.txt ]; then
      cmp -s "$tmp/gd/proj/data/tinyshakespeare.txt" ../shared/data/tinyshakespeare.txt &&
      [ "$(ls "$tmp/gd/proj/data" | wc -l)" = 2 ]; then ok "get_data.sh: copies the corpus from ../shared/data, no download"
   else bad "get_data.sh: from ../shared/data: $(tail -2 "$tmp/out")"; fi
+  # F8 (round 8): three at once (two `make`s) all end with the corpus, each with a part of its own
+  rm -f "$tmp/gd/proj/data/tinyshakespeare.txt"
+  for i in 1 2 3; do PATH="$tmp/gd/bin:$PATH" bash "$tmp/gd/proj/data/get_data.sh" >"$tmp/gd$i.out" 2>&1 & done
+  rc=0; for j in $(jobs -p); do wait "$j" || rc=1; done
+  [ $rc = 0 ] && cmp -s "$tmp/gd/proj/data/tinyshakespeare.txt" ../shared/data/tinyshakespeare.txt &&
+    [ "$(ls "$tmp/gd/proj/data" | wc -l)" = 2 ] && ok "F8: get_data.sh three at once: each exits 0, one corpus, no part left" ||
+    bad "F8: get_data.sh at once: rc $rc, $(ls "$tmp/gd/proj/data" | tr '\n' ' ')$(cat "$tmp"/gd?.out | grep error | head -1)"
+  rm -rf "$tmp/gd/shared"
 else skip "get_data.sh from ../shared/data: no ../shared/data/tinyshakespeare.txt here"; fi
+rm -f "$tmp/gd/proj/data/tinyshakespeare.txt"; mkdir "$tmp/gd/proj/data/tinyshakespeare.txt"
+bash "$tmp/gd/proj/data/get_data.sh" >"$tmp/out" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "exists and is not a file" "$tmp/out" && ok "F8: get_data.sh with a folder at the corpus's name: exit 1, said" ||
+  bad "F8: a folder at the corpus's name: rc $rc, $(tail -1 "$tmp/out")"
+rmdir "$tmp/gd/proj/data/tinyshakespeare.txt"
+printf '#!/bin/sh\ncase "$*" in *--max-time*) exit 28;; *) sleep 600;; esac\n' >"$tmp/gd/bin/curl"
+timeout 60 env PATH="$tmp/gd/bin:$PATH" bash "$tmp/gd/proj/data/get_data.sh" >"$tmp/out" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "stalled past the time limit" "$tmp/out" && ok "F8: get_data.sh's download has a time limit (curl --max-time)" ||
+  bad "F8: a stalled download: rc $rc"
 
 echo "END tests/e2e/reliability.sh"

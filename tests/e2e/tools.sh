@@ -45,4 +45,13 @@ else
 fi
 
 
+# scripts/setup.sh finds what is installed (one ls of two paths failed when either was missing, so OpenBLAS was
+# installed again on every run); make NVCC= says CUDA was left out as asked, not that nvcc is missing
+if compgen -G '/usr/lib/*/libopenblas.so' >/dev/null; then
+  bash scripts/setup.sh --check | grep -q libopenblas-dev && bad "setup.sh --check: OpenBLAS is installed and listed as missing" ||
+    ok "setup.sh --check: an installed OpenBLAS is not installed again"
+else skip "setup.sh's OpenBLAS check: no libopenblas.so here"; fi
+make -n NVCC= train 2>&1 | grep -q "NVCC= given: building ./train without CUDA" && ! make -n NVCC= train 2>&1 | grep -q "nvcc not found" &&
+  ok "make NVCC= says CUDA was left out as asked" || bad "make NVCC=: $(make -n NVCC= train 2>&1 | grep gptmem: | head -1)"
+
 echo "END tests/e2e/tools.sh"

@@ -40,7 +40,7 @@ void cu_matmul_setup(void *workspace, size_t bytes, float *colsum, size_t colsum
     (void)workspace; (void)bytes; (void)colsum; (void)colsum_floats;
     char why[600];
     const char *choices = getenv("GPTMEM_GEMM_CHOICES");
-    if (choices && cu_gemm_choices_load(choices, why, sizeof why)) {
+    if (choices && choices[0] && cu_gemm_choices_load(choices, why, sizeof why)) {  // (set empty: as unset)
         fprintf(stderr, "error: GPTMEM_GEMM_CHOICES: %s\n", why);
         exit(1);
     }

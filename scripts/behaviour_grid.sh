@@ -6,7 +6,8 @@
 #
 # The grid, at an odd shape (nothing a multiple of anything: L2 C48 H3 V300 T17 B3): every dtype x
 # (--ckpt, --recompute gelu,ln, --flash, --fused-ce) with --accum 2, on one rank and on 3 ranks at
-# ZeRO stages 0-3; 4 steps each. Each run keeps its --log (loss, val loss, lr, norm: the timing
+# ZeRO stages 0-3; 4 steps each; --lora over the same (and QLoRA's packed base over a Llama of that
+# shape). Each run keeps its --log (loss, val loss, lr, norm: the timing
 # columns left out), its --mem-json (predicted and measured) and two saved states, after 2 steps (of
 # the 4-step schedule) and after 4. `check` reruns every run and requires the same log, the same
 # ledger and the same final state (every rank's file, bit for bit), then resumes from the recorded
@@ -54,5 +55,18 @@ for dt in fp32 bf16 fp16; do
     for z in 0 1 2 3; do one "${key}_3ranks_zero$z" timeout 120 mpirun -np 3 -- --dtype $dt $mem --zero $z; done
   done
 done
+# --lora: the adapters trained over the frozen model, on one rank and on 3 at each stage; QLoRA's packed base
+# (a Llama: nf4, with double quantization, int8) on one rank and at ZeRO 2; the adapters' AdamW offloaded
+LLAMA=(--model llama-small --kv-heads 1 --ffn 64)
+for dt in fp32 bf16 fp16; do
+  one "lora_${dt}_1rank" -- --dtype $dt --lora 2 --ckpt
+  for z in 0 1 2 3; do one "lora_${dt}_3ranks_zero$z" timeout 120 mpirun -np 3 -- --dtype $dt --lora 2 --ckpt --zero $z; done
+done
+for q in nf4 "nf4 --double-quant" int8; do
+  key=$(echo "$q" | tr -c 'a-z0-9' _)
+  one "qlora_${key}1rank" -- "${LLAMA[@]}" --lora 2 --base-dtype $q
+  one "qlora_${key}3ranks_zero2" timeout 120 mpirun -np 3 -- "${LLAMA[@]}" --lora 2 --base-dtype $q --zero 2
+done
+one "lora_offload_1rank" -- --lora 2 --offload opt
 echo "behaviour grid ($dev): $mode $runs runs, $bad differ or failed"
 [ $bad -eq 0 ]

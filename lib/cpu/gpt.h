@@ -270,6 +270,10 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     BUF(params, MEM_MASTER, "master weights", mixed && !offloaded && !frozen ? shard_state_len(sh) * f : 0);
     BUF(grads, MEM_GRADS, "grads", wide_grads && !frozen ? shard_grads_len(sh) * f : 0);
     BUF(grads_lp, MEM_GRADS, "grads (16-bit)", !wide_grads && !frozen ? shard_grads_len(sh) * 2 : 0);
+    const Shard *ls = &m->lora.shard;
+    size_t R = m->lora.cfg.rank, lk = ls->size < REDUCE_CHUNK ? ls->size : REDUCE_CHUNK;
+    BUF(lora.w, MEM_ADAPTERS, "adapters", frozen ? shard_weights_len(ls) * f : 0);
+    BUF(lora.g, MEM_GRADS, "adapter grads", frozen ? shard_grads_len(ls) * f : 0);
     BUF(dres, MEM_SCRATCH, "dres", N * C * f);
     BUF(dln, MEM_SCRATCH, "dln", N * C * f);
     BUF(dqkv, MEM_SCRATCH, "dqkv", N * qkv_width(c) * f);
@@ -288,19 +292,13 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     size_t k = sh->size < REDUCE_CHUNK ? sh->size : REDUCE_CHUNK;
     BUF(reduce_buf, MEM_COMM, "reduce chunk", reduces_full_grads(sh) && !frozen ? (size_t)sh->nranks * k * f : 0);
     BUF(across_buf, MEM_COMM, "across-groups chunk", !frozen ? across_buffer_floats(sh) * f : 0);
+    BUF(lora.reduce_buf, MEM_COMM, "adapter reduce chunk", frozen && reduces_full_grads(ls) ? (size_t)ls->nranks * lk * f : 0);
+    BUF(lora.across_buf, MEM_COMM, "adapter across-groups chunk", frozen ? across_buffer_floats(ls) * f : 0);
     BUF(gather_piece, MEM_COMM, "piece gather", weights_sharded(sh) ? m->piece * e : 0);
     BUF(gather_global, MEM_COMM, "global gather", weights_sharded(sh) && whole_table ? m->plan.table * e : 0);
     // AdamW's state (cpu/optimizer.h), this rank's S: m and v in fp32, or in 8-bit codes and a scale per ADAM_BLOCK
     n = adam_buffers(&m->opt, b, n, offloaded || frozen ? 0 : shard_state_len(sh), 0);
-    // --lora: the adapters, their gradients and AdamW's m and v (their own shard layout, as above), the
-    // chunk buffers that sum their gradients over the ranks, and (N,R) twice of scratch
-    const Shard *ls = &m->lora.shard;
-    size_t R = m->lora.cfg.rank, lk = ls->size < REDUCE_CHUNK ? ls->size : REDUCE_CHUNK;
-    BUF(lora.w, MEM_ADAPTERS, "adapters", frozen ? shard_weights_len(ls) * f : 0);
-    BUF(lora.g, MEM_GRADS, "adapter grads", frozen ? shard_grads_len(ls) * f : 0);
     n = adam_buffers(&m->lora.opt, b, n, frozen && !offloaded ? shard_state_len(ls) : 0, 1);
-    BUF(lora.reduce_buf, MEM_COMM, "adapter reduce chunk", frozen && reduces_full_grads(ls) ? (size_t)ls->nranks * lk * f : 0);
-    BUF(lora.across_buf, MEM_COMM, "adapter across-groups chunk", frozen ? across_buffer_floats(ls) * f : 0);
     size_t op_most = frozen ? lora_op_most(c, &m->lora.cfg) : 0;
     BUF(lora.bucket, MEM_COMM, "adapter grads bucket", grads_sharded(ls) ? op_most * f : 0);
     BUF(lora.gathered, MEM_COMM, "adapter gather", weights_sharded(ls) ? op_most * f : 0);

@@ -109,7 +109,10 @@ EXPLORER_SRC = $(wildcard scripts/explorer/*.js scripts/explorer/*.html scripts/
 WASI_FLAGS = --target=wasm32-wasi -Os -std=c11 -D_POSIX_C_SOURCE=200809L -D_WASI_EMULATED_SIGNAL \
              -D_WASI_EMULATED_GETPID -D_WASI_EMULATED_PROCESS_CLOCKS -Wall -Wextra -Wno-unused-variable \
              -include scripts/explorer/wasi/shim.h -Iscripts/explorer/wasi -I. -Ilib
-WASI_LIBS  = -lwasi-emulated-signal -lwasi-emulated-getpid -lwasi-emulated-process-clocks -lm -Wl,--strip-all
+# (a stack of 1 MiB, not wasm-ld's 64 KiB: the settings are copied down a dry run's calls, and a stack that
+# overflows in WebAssembly overwrites the data below it without a word)
+WASI_LIBS  = -lwasi-emulated-signal -lwasi-emulated-getpid -lwasi-emulated-process-clocks -lm -Wl,--strip-all \
+             -Wl,-z,stack-size=1048576
 
 explorer:
 ifeq ($(WASI_OK),yes)

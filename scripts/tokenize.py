@@ -47,7 +47,8 @@ import os
 import struct
 import sys
 
-import outfile
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (its neighbour outfile.py, also when imported)
+import outfile  # noqa: E402
 
 os.environ["TIKTOKEN_CACHE_DIR"] = ""  # (no cache: tiktoken's default one is shared by every user in the temp folder)
 

@@ -98,13 +98,13 @@ void resolve_tokenizer(Settings *s) {
     else dir[0] = 0;
     const char *names[2] = {"tokenizer.bin", "gpt2_tokenizer.bin"};
     for (int k = 0; k < 2 && !s->tokenizer_path[0]; k++) {
-        if (snprintf(path, sizeof path, "%s%s", dir, names[k]) >= (int)sizeof s->tokenizer_path) continue;
+        if (snprintf(path, sizeof path, "%s%s", dir, names[k]) >= (int)sizeof s->tokenizer_path) continue;  // (none so long)
         if (path_missing(path)) continue;
         long long bytes = tokenizer_bytes(path, &n, &eot, err, sizeof err);
         if (bytes >= 0 && eot >= s->cfg.vocab)
             snprintf(err, sizeof err, "'%.1200s' says its end-of-text token is %d, past the model's vocabulary %d", path,
                      eot, s->cfg.vocab), bytes = -1;
-        if (bytes >= 0) snprintf(s->tokenizer_path, sizeof s->tokenizer_path, "%s", path), s->tokenizer_bytes = bytes;
+        if (bytes >= 0) memcpy(s->tokenizer_path, path, strlen(path) + 1), s->tokenizer_bytes = bytes;  // (it fits: above)
         else if (!s->dry_run && !s->fit) printf("note: the tokenizer beside --data is not used: %s\n", err);
     }
 }

@@ -71,28 +71,21 @@ void net_build_model(Net *n, const Settings *s, const Plan *plan, int rank, size
 }
 
 // The shard layout of the run (parallel/zero.h).
-const Shard *net_shard(const Net *n) {  // (--lora: the adapters', what is trained)
-    if (n->cuda) return gpu_frozen(&n->gpu) ? &n->gpu.lora.shard : &n->gpu.shard;
-    return gpt_frozen(&n->cpu) ? &n->cpu.lora.shard : &n->cpu.shard;
+const Shard *net_shard(const Net *n) {  // (what the step trains: the model's weights, or --lora's adapters)
+    return n->cuda ? &n->gpu.train.shard : &n->cpu.train.shard;
 }
 
 // --offload: the optimizer's states off the device (its range: this rank's
 // shard from stage 1, else all of them), and the weights' init there, from
 // where the compute weights are made. 0, or -1 after a message.
-// --lora: the adapters' states (cpu/gpt.h set their optimizer up), first made on the device (the frozen
-// model's init and the adapters' own), then taken down.
+// The trained set's AdamW (the model's built it: optim/trained.h) runs there. --lora: the adapters' states,
+// first made on the device (the frozen model's init and the adapters' own), then taken down.
 int net_offload_build(Net *n, const Settings *s, const Plan *plan, int rank, const WeightSource *src) {
     const Shard *sh = net_shard(n);
-    AdamWConfig adam = adamw_config(s);
-    size_t lo, hi;
-    shard_state_range(sh, &lo, &hi);
     OffloadLink link = n->cuda ? gpu_offload_link(&n->gpu) : cpu_offload_link(&n->cpu);
-    Optimizer opt;
-    if (s->lora.rank && n->cuda)  // (the GPU's adapters have no optimizer of their own: AdamW over them is here)
-        optimizer_setup_tensors(&opt, &adam, lora_tensors_alloc(&s->cfg, &s->lora), lora_tensor_count(&s->cfg, &s->lora),
-                                lo, hi, s->adam_bits);
-    else if (s->lora.rank) opt = n->cpu.lora.opt, opt.tensors = lora_tensors_alloc(&s->cfg, &s->lora);
-    else optimizer_setup(&opt, &adam, &s->cfg, lo, hi, s->adam_bits);
+    const Optimizer *trained = n->cuda ? &n->gpu.train.opt : &n->cpu.train.opt;
+    Optimizer opt = *trained;  // (with its own copy of the tensors: host_offload_free frees it)
+    opt.tensors = memcpy(malloc(sizeof(ParamTensor) * opt.ntensors), trained->tensors, sizeof(ParamTensor) * opt.ntensors);
     int bad = host_offload_build(&n->off, &link, plan, &opt, shard_state_len(sh), s->offload_dir, rank);
     if (comm_any(bad)) return -1;  // (every rank stops before the init's collectives)
     if (s->tp > 1) host_offload_init_share(&n->off, n->cuda ? &n->gpu.tp : &n->cpu.tp, &s->cfg, src);  // (--tp: a share's)

@@ -40,7 +40,7 @@ typedef struct {
     size_t corpus_bytes;  // what reading it holds (the data row): a text file whole, a window of
                           // T+1 tokens of token files; 0 if it is not there
     const char *tokenizer;  // --tokenizer: llm.c's tokenizer file, to print samples of tokens as text
-    char tokenizer_path[4200];  // the one samples use: --tokenizer or one found beside --data ("": none)
+    char tokenizer_path[1280];  // the one samples use: --tokenizer or one found beside --data ("": none)
     long long tokenizer_bytes;  // what its table holds in memory (part of corpus_bytes)
     const char *init;       // --init: llm.c's GPT-2 model file, the first weights
     const char *export_to;  // --export: write the trained weights as llm.c's model file

@@ -30,6 +30,7 @@
 #include "io/quant.h"
 #include "memory/ledger.h"
 #include "optim/optimizer.h"
+#include "optim/trained.h"
 #include "parallel/tensor.h"
 #include "parallel/zero.h"
 
@@ -70,7 +71,8 @@ typedef struct {
     float grad_scale;  // AdamW's gradient scale: core/adamw.h step_grad_scale; NaN skips the step
 } StepNumbers;
 
-// --lora (core/lora.h; cpu/lora.h runs them): the model's weights are frozen, these are trained.
+// --lora (core/lora.h; cpu/lora.h runs them): the model's weights are frozen, these are trained (they are
+// the model's trained set, m->train: its layout, AdamW's state and the chunk buffers are there).
 typedef struct {
     LoraConfig cfg;   // rank 0: no LoRA, every weight trained
     uint64_t seed;    // A's first values are drawn from it (lora_init)
@@ -78,14 +80,11 @@ typedef struct {
     size_t n;         // their parameters: lora_param_count
     float *w, *g;     // the adapters (ledger: adapters) and their gradients (grads)
     float *u, *du;    // (N,R): a map's x A^T, and its gradient, reused by every map (scratch)
-    Optimizer opt;    // AdamW over them; its m and v are rows of the buffer table
-    // --ranks N: ZeRO over the adapters (parallel/zero.h), their own shard layout: at stages 0 and 1 every
-    // rank holds them and their gradients whole (padded to N S), its shard of m and v from stage 1, and the
-    // gradients are summed over the ranks after the backward through the chunk buffers (comm); stage 2
-    // keeps its shard of the gradients, an op's reduce-scattered from `bucket` when its backward is done;
-    // stage 3 its shard of the adapters too, an op's gathered into `gathered` before it runs (comm)
-    Shard shard;
-    float *reduce_buf, *across_buf, *bucket, *gathered;
+    // --ranks N: ZeRO over the adapters (parallel/zero.h), the trained set's own shard layout: at stages 0 and
+    // 1 every rank holds them and their gradients whole (padded to N S), its shard of m and v from stage 1;
+    // stage 2 keeps its shard of the gradients, an op's reduce-scattered from `bucket` when its backward is
+    // done; stage 3 its shard of the adapters too, an op's gathered into `gathered` before it runs (comm)
+    float *bucket, *gathered;
     // --base-dtype (not fp32): the frozen model held in io/quant.h's storage (ledger: qweights, qscales),
     // the blocks' linear maps in that format, the rest in the --dtype; each piece read back into w_piece
     QuantWeights base;
@@ -93,6 +92,7 @@ typedef struct {
 
 typedef struct GPT {
     GPTConfig cfg;
+    Trained train;  // what the step trains (optim/trained.h): the model's own weights, or --lora's adapters
     Lora lora;  // --lora: the adapters; with them every other weight is frozen (gpt_frozen)
     TensorSplit tp;  // --tp: this rank's share of every layer (cfg is the share; parallel/tensor.h)
     Plan plan;  // core/plan.h: the pieces, the drops, the head's tiles
@@ -106,8 +106,8 @@ typedef struct GPT {
     double rebuild_started;    // the clock when the running rebuild began
     size_t block_kept_bytes;   // measured: what block 0 kept on the stack after the last forward (--mem-ops)
     size_t nparams;
-    float *params;     // fp32 weights: what the optimizer updates (ledger: params, or master with 16-bit)
-    float *grads;      // fp32 gradients (fp32 runs, and --fp32-grads)
+    float *params;     // fp32 weights: fp32 runs' (ledger: params); 16-bit runs' master, what AdamW updates (master)
+    float *grads;      // fp32 gradients (fp32 runs, and --fp32-grads), when the model is what is trained
     void *params_lp;   // 16-bit runs: the weights the model computes with (ledger: params)
     void *grads_lp;    // 16-bit runs without --fp32-grads: the gradients (ledger: grads)
     size_t params_base, master_base, grads_base;  // flat index of element 0 (0, or own_lo if a shard)
@@ -124,10 +124,7 @@ typedef struct GPT {
     // positions before this forward, which starts at position pos0 (0 otherwise)
     KVCache kv;
     int pos0;
-    // the end of the step (cpu/optimizer.h): AdamW over the parameters this rank updates (its m and
-    // v are rows of the buffer table; --offload opt keeps them in optim/offload.h instead), and the
-    // step's numbers
-    Optimizer opt;
+    // the end of the step (cpu/optimizer.h): the step's numbers (AdamW's state is the trained set's)
     StepNumbers numbers;
     // backward scratch, reused by every layer: sized for the training batch
     float *dres;   // (N,C)  gradient of the residual stream
@@ -159,10 +156,7 @@ typedef struct GPT {
     // 16-bit runs only: the fp32 working buffers (ledger: scratch)
     float *x_work;      // (N,C) the current block's input
     float *act_work;    // one block's 13 tensors, or the final ones, in fp32
-    // ZeRO buffers (ledger: comm)
     int bucketed;       // gradients go through the fp32 buckets grad_piece / grad_global
-    float *reduce_buf;  // stages 0, 1: N * REDUCE_CHUNK floats for the chunked gradient reduction
-    float *across_buf;  // --shard-group: the sum across the groups' chunk (parallel/zero.h across_buffer_floats)
     // --eval-only (cpu/eval.h): a forward-only model, fp32 arithmetic, no gradients, whose weights
     // may be held elsewhere (quantized, or in the state file); NULL in training. Where they are,
     // each fetch reads its piece back through read_back (NULL: the fp32 params hold them).
@@ -222,28 +216,25 @@ int head_buffers(GPT *m, Buffer *b, int n, size_t N) {
     return n;
 }
 
-// AdamW's m and v of S parameters (fp32, or with --adam-bits 8 codes and an fp32 scale per ADAM_BLOCK):
-// the model's (names[0]) or --lora's adapters' (names[1]). Returns the buffers' count, n and 6 more.
-int adam_buffers(Optimizer *o, Buffer *b, int n, size_t S, int adapters) {
-    static const char *const names[2][6] = {
-        {"adam_m", "adam_v", "adam_m (8-bit)", "adam_m scales", "adam_v (8-bit)", "adam_v scales"},
-        {"adapter adam_m", "adapter adam_v", "adapter adam_m (8-bit)", "adapter adam_m scales", "adapter adam_v (8-bit)",
-         "adapter adam_v scales"}};
-    const char *const *w = names[adapters];
-    int codes = o->bits == 8;
-    size_t moment = adam_moment_bytes(S, o->bits), scales = adam_scale_bytes(S, o->bits);
-    b[n++] = (Buffer){(void **)&o->m, LOC_DEVICE, MEM_ADAM_M, w[0], codes ? 0 : moment};
-    b[n++] = (Buffer){(void **)&o->v, LOC_DEVICE, MEM_ADAM_V, w[1], codes ? 0 : moment};
-    b[n++] = (Buffer){(void **)&o->m8, LOC_DEVICE, MEM_ADAM_M, w[2], codes ? moment : 0};
-    b[n++] = (Buffer){(void **)&o->m_scale, LOC_DEVICE, MEM_ADAM_M, w[3], scales};
-    b[n++] = (Buffer){(void **)&o->v8, LOC_DEVICE, MEM_ADAM_V, w[4], codes ? moment : 0};
-    b[n++] = (Buffer){(void **)&o->v_scale, LOC_DEVICE, MEM_ADAM_V, w[5], scales};
+// --lora's own rows: an op's adapters and their gradients at stages 3 and 2 (the trained set's layout), and
+// (N,R) twice of scratch. Returns the buffers' count, n and 4 more.
+int lora_buffers(GPT *m, Buffer *b, int n, size_t N) {
+    size_t R = m->lora.cfg.rank, f = sizeof(float), op_most = R ? lora_op_most(&m->cfg, &m->lora.cfg) : 0;
+#define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->lora.ptr, LOC_DEVICE, cat, name, size}
+    BUF(bucket, MEM_COMM, "adapter grads bucket", grads_sharded(&m->train.shard) ? op_most * f : 0);
+    BUF(gathered, MEM_COMM, "adapter gather", weights_sharded(&m->train.shard) ? op_most * f : 0);
+    BUF(u, MEM_SCRATCH, "lora x A^T", N * R * f);
+    BUF(du, MEM_SCRATCH, "lora its gradient", N * R * f);
+#undef BUF
     return n;
 }
 
 // The model's buffers, in the order they are made (for micro-batches of
-// B x T; the eval model's are cpu/eval.h's). What each rank holds (P~ = the padded full
-// size, S = its shard; parallel/zero.h has the layout):
+// B x T; the eval model's are cpu/eval.h's): the weights the forward reads,
+// what the step trains (m->train, optim/trained.h: its own fp32 weights and
+// gradients, the chunks that sum them, AdamW's m and v), the backward's
+// scratch, ZeRO's buffers. What each rank holds (P~ = the padded full size,
+// S = its shard; parallel/zero.h has the layout):
 //   stage 0: everything full (P~)                      + comm: the reduction chunk buffer
 //   stage 1: master, adam_m, adam_v: S; the rest full  + comm: the reduction chunk buffer
 //            (AdamW's m and v in fp32, or with --adam-bits 8 in 8-bit codes and a scale per ADAM_BLOCK)
@@ -257,23 +248,16 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     const Shard *sh = &m->shard;
     const GPTConfig *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->channels, f = sizeof(float), e = dtype_size(m->dtype);
-    int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head, wide_grads = m->grad_dtype == DT_FP32;
-    int frozen = gpt_frozen(m);  // --lora: no gradients nor AdamW state for the model's weights; the adapters' below
+    int n = 0, mixed = m->dtype != DT_FP32, whole_table = !m->plan.tiled_head;
     int packed = gpt_base_packed(m), widened = mixed || packed;  // --base-dtype: read back into w_piece, w_global
-    int comm_buckets = grads_sharded(sh) ? MEM_COMM : MEM_SCRATCH, offloaded = m->plan.offload & OFFLOAD_OPT;
+    int comm_buckets = grads_sharded(sh) ? MEM_COMM : MEM_SCRATCH;
     int wloc = m->plan.offload & OFFLOAD_PARAMS ? LOC_PINNED : LOC_DEVICE;  // the compute weights
     size_t block = block_act_floats(c, B, T, m->flash), final = final_act_floats(m, B, T);
 #define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, LOC_DEVICE, cat, name, size}
 #define BUF_AT(where, ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
     BUF_AT(wloc, params, MEM_PARAMS, "params", !mixed && !packed ? shard_weights_len(sh) * f : 0);
     BUF_AT(wloc, params_lp, MEM_PARAMS, "params (16-bit)", mixed && !packed ? shard_weights_len(sh) * 2 : 0);
-    BUF(params, MEM_MASTER, "master weights", mixed && !offloaded && !frozen ? shard_state_len(sh) * f : 0);
-    BUF(grads, MEM_GRADS, "grads", wide_grads && !frozen ? shard_grads_len(sh) * f : 0);
-    BUF(grads_lp, MEM_GRADS, "grads (16-bit)", !wide_grads && !frozen ? shard_grads_len(sh) * 2 : 0);
-    const Shard *ls = &m->lora.shard;
-    size_t R = m->lora.cfg.rank, lk = ls->size < REDUCE_CHUNK ? ls->size : REDUCE_CHUNK;
-    BUF(lora.w, MEM_ADAPTERS, "adapters", frozen ? shard_weights_len(ls) * f : 0);
-    BUF(lora.g, MEM_GRADS, "adapter grads", frozen ? shard_grads_len(ls) * f : 0);
+    n = trained_arrays(&m->train, b, n);  // what the step trains: its own fp32 weights (or the ones above), gradients
     BUF(dres, MEM_SCRATCH, "dres", N * C * f);
     BUF(dln, MEM_SCRATCH, "dln", N * C * f);
     BUF(dqkv, MEM_SCRATCH, "dqkv", N * qkv_width(c) * f);
@@ -289,24 +273,49 @@ int buffers(GPT *m, int B, int T, Buffer *b) {
     // stages 2 and 3 reduce-scatter them there (then they are comm buffers)
     BUF(grad_piece, comm_buckets, "piece grads bucket", m->bucketed ? m->piece * f : 0);
     BUF(grad_global, comm_buckets, "global grads bucket", m->bucketed && whole_table ? m->plan.table * f : 0);
-    size_t k = sh->size < REDUCE_CHUNK ? sh->size : REDUCE_CHUNK;
-    BUF(reduce_buf, MEM_COMM, "reduce chunk", reduces_full_grads(sh) && !frozen ? (size_t)sh->nranks * k * f : 0);
-    BUF(across_buf, MEM_COMM, "across-groups chunk", !frozen ? across_buffer_floats(sh) * f : 0);
-    BUF(lora.reduce_buf, MEM_COMM, "adapter reduce chunk", frozen && reduces_full_grads(ls) ? (size_t)ls->nranks * lk * f : 0);
-    BUF(lora.across_buf, MEM_COMM, "adapter across-groups chunk", frozen ? across_buffer_floats(ls) * f : 0);
+    n = trained_chunks(&m->train, b, n);  // stages 0, 1: the chunks that sum its gradients over the ranks
     BUF(gather_piece, MEM_COMM, "piece gather", weights_sharded(sh) ? m->piece * e : 0);
     BUF(gather_global, MEM_COMM, "global gather", weights_sharded(sh) && whole_table ? m->plan.table * e : 0);
-    // AdamW's state (cpu/optimizer.h), this rank's S: m and v in fp32, or in 8-bit codes and a scale per ADAM_BLOCK
-    n = adam_buffers(&m->opt, b, n, offloaded || frozen ? 0 : shard_state_len(sh), 0);
-    n = adam_buffers(&m->lora.opt, b, n, frozen && !offloaded ? shard_state_len(ls) : 0, 1);
-    size_t op_most = frozen ? lora_op_most(c, &m->lora.cfg) : 0;
-    BUF(lora.bucket, MEM_COMM, "adapter grads bucket", grads_sharded(ls) ? op_most * f : 0);
-    BUF(lora.gathered, MEM_COMM, "adapter gather", weights_sharded(ls) ? op_most * f : 0);
-    BUF(lora.u, MEM_SCRATCH, "lora x A^T", N * R * f);
-    BUF(lora.du, MEM_SCRATCH, "lora its gradient", N * R * f);
 #undef BUF
 #undef BUF_AT
-    return n;
+    n = trained_moments(&m->train, b, n);  // AdamW's m and v (optim/offload.h's with --offload opt)
+    return lora_buffers(m, b, n, N);
+}
+
+// The trained set of a model that trains its own weights: the fp32 weights (16-bit runs: the master, a row
+// of its own, off the device with --offload opt), the gradients in theirs, AdamW over every tensor.
+Trained model_trained(GPT *m, const AdamWConfig *adam, int adam_bits) {
+    const Shard *sh = &m->shard;
+    int mixed = m->dtype != DT_FP32, wide = m->grad_dtype == DT_FP32, offloaded = m->plan.offload & OFFLOAD_OPT;
+    Trained t = {.shard = *sh, .w_base = m->master_base, .cdt = m->dtype, .c_base = m->params_base,
+                 .gdt = m->grad_dtype, .g_base = m->grads_base};
+    size_t lo, hi, f = sizeof(float);
+    shard_state_range(sh, &lo, &hi);
+    optimizer_setup(&t.opt, adam, &m->cfg, lo, hi, adam_bits);
+    t.rows = (TrainedRows){(void **)&m->params, wide ? (void **)&m->grads : &m->grads_lp,
+                           mixed ? &m->params_lp : (void **)&m->params, MEM_MASTER, "master weights",
+                           wide ? "grads" : "grads (16-bit)", "reduce chunk", "across-groups chunk",
+                           mixed && !offloaded ? shard_state_len(sh) * f : 0, shard_grads_len(sh) * (wide ? f : 2),
+                           trained_reduce_bytes(sh), across_buffer_floats(sh) * f, offloaded ? 0 : shard_state_len(sh), 0};
+    return t;
+}
+
+// --lora's trained set: the adapters (fp32, their own master), their gradients, AdamW over every A and B,
+// in a shard layout of their own.
+Trained lora_trained(GPT *m, const Plan *plan, int rank, const AdamWConfig *adam, int adam_bits) {
+    Shard ls = shard_layout(m->lora.n, plan, rank);
+    int offloaded = m->plan.offload & OFFLOAD_OPT;
+    Trained t = {.shard = ls, .w_base = shard_weights_base(&ls), .cdt = DT_FP32, .c_base = shard_weights_base(&ls),
+                 .gdt = DT_FP32, .g_base = shard_grads_base(&ls)};
+    size_t lo, hi, f = sizeof(float);
+    shard_state_range(&ls, &lo, &hi);
+    optimizer_setup_tensors(&t.opt, adam, lora_tensors_alloc(&m->cfg, &m->lora.cfg), lora_tensor_count(&m->cfg, &m->lora.cfg),
+                            lo, hi, adam_bits);
+    t.rows = (TrainedRows){(void **)&m->lora.w, (void **)&m->lora.g, (void **)&m->lora.w, MEM_ADAPTERS, "adapters",
+                           "adapter grads", "adapter reduce chunk", "adapter across-groups chunk",
+                           shard_weights_len(&ls) * f, shard_grads_len(&ls) * f, trained_reduce_bytes(&ls),
+                           across_buffer_floats(&ls) * f, offloaded ? 0 : shard_state_len(&ls), 1};
+    return t;
 }
 
 // --base-dtype: the frozen model in io/quant.h's storage (io/quant.h lora_base_layout: the blocks' linear
@@ -322,6 +331,7 @@ void lora_hold_base(GPT *m, int format, int double_quant) {
 void buffers_alloc(GPT *m, int B, int T) {
     Buffer b[MAX_BUFFERS];
     table_alloc(b, buffers(m, B, T, b));
+    trained_view(&m->train);
     if (!m->dact) m->dact = m->dfch;  // GELU's backward works in place
     m->acts = calloc(m->cfg.layers, sizeof(Acts));
 }
@@ -334,8 +344,7 @@ void buffers_free(GPT *m, int B, int T) {
 void gpt_free(GPT *m) {
     buffers_free(m, m->B, m->T);
     free(m->acts);
-    free(m->opt.tensors);
-    free(m->lora.opt.tensors);
+    free(m->train.opt.tensors);
     if (gpt_base_packed(m)) quant_free(&m->lora.base);
 }
 
@@ -360,20 +369,14 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     m->piece = plan->piece;
     m->bucketed = (m->grad_dtype != DT_FP32 || grads_sharded(sh)) && !s->lora.rank;  // (--lora: no model gradients)
     m->B = s->batch, m->T = s->seq_len;
-    size_t lo, hi;
-    shard_state_range(sh, &lo, &hi);
     AdamWConfig adam = adamw_config(s);
-    optimizer_setup(&m->opt, &adam, &m->cfg, lo, hi, s->adam_bits);
     m->lora.cfg = s->lora;
-    if (gpt_frozen(m)) {  // AdamW over the adapters alone
+    if (gpt_frozen(m)) {  // --lora: the adapters are what the step trains
         m->lora.seed = s->seed, m->lora.from = s->lora_init;
         m->lora.n = lora_param_count(&m->cfg, &s->lora);
-        m->lora.shard = shard_layout(m->lora.n, plan, rank);
-        shard_state_range(&m->lora.shard, &lo, &hi);
-        optimizer_setup_tensors(&m->lora.opt, &adam, lora_tensors_alloc(&m->cfg, &s->lora),
-                                lora_tensor_count(&m->cfg, &s->lora), lo, hi, s->adam_bits);
         if (s->base_format != QF_FP32) lora_hold_base(m, s->base_format, s->double_quant);
     }
+    m->train = gpt_frozen(m) ? lora_trained(m, plan, rank, &adam, s->adam_bits) : model_trained(m, &adam, s->adam_bits);
     buffers_alloc(m, s->batch, s->seq_len);
 }
 
@@ -383,8 +386,7 @@ void *gpt_grads(const GPT *m) { return m->grad_dtype == DT_FP32 ? (void *)m->gra
 
 // A new step: the gradients start from 0, and the rebuilds' time from nothing.
 void gpt_zero_grad(GPT *m) {
-    if (gpt_frozen(m)) memset(m->lora.g, 0, shard_grads_len(&m->lora.shard) * sizeof(float));
-    else memset(gpt_grads(m), 0, shard_grads_len(&m->shard) * dtype_size(m->grad_dtype));
+    trained_zero_grad(&m->train);
     m->recompute_seconds = 0.0;
 }
 

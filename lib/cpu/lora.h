@@ -4,8 +4,9 @@
 // rows) of its op's output, whose row stride is the op's outputs OC; s = alpha / R.
 // The product x A^T is not saved for the backward: it is computed again from x,
 // which the op's input keeps anyway (N in R multiply-adds, R / rows of the map's own).
-// Over ranks the adapters have a shard layout of their own (parallel/zero.h): an op's adapters are a
-// piece of it, gathered before the op at stage 3 and their gradients reduce-scattered after it from stage 2.
+// Over ranks the adapters have a shard layout of their own (parallel/zero.h): they are the model's trained
+// set (m->train), and an op's adapters are a piece of its layout, gathered before the op at stage 3 and
+// their gradients reduce-scattered after it from stage 2.
 #ifndef GPTMEM_CPU_LORA_H
 #define GPTMEM_CPU_LORA_H
 
@@ -23,7 +24,7 @@
 // PEFT's folder holds (--lora-init, checked when the flags were read: read again here). ZeRO-3 keeps its
 // shard of the drawn ones (--lora-init is refused there: the folder is read whole).
 void lora_start(GPT *m) {
-    const Shard *ls = &m->lora.shard;
+    const Shard *ls = &m->train.shard;
     size_t lo = shard_weights_base(ls);
     lora_init(m->lora.w, lo, weights_sharded(ls) ? ls->own_hi : m->lora.n, &m->cfg, &m->lora.cfg, m->lora.seed);
     if (!m->lora.from) return;
@@ -50,7 +51,7 @@ typedef struct {
 // The op's adapters as the rank holds them: all of them (stages 0 to 2), or gathered from every rank's
 // shard into `gathered` (stage 3: before the op's forward, again before its backward and a rebuild).
 LoraOp lora_fetch(GPT *m, int l, int op) {
-    const Shard *ls = &m->lora.shard;
+    const Shard *ls = &m->train.shard;
     LoraOp o = {m->lora.w, m->lora.g, 0, 0, 0, 0};
     lora_op_range(&m->cfg, &m->lora.cfg, l, op, &o.lo, &o.hi);
     if (o.hi > o.lo && weights_sharded(ls)) {
@@ -65,7 +66,7 @@ LoraOp lora_fetch(GPT *m, int l, int op) {
 // (stages 2, 3: zeroed here, and reduce-scattered into this rank's shard by lora_grads_done).
 LoraOp lora_fetch_grads(GPT *m, int l, int op) {
     LoraOp o = lora_fetch(m, l, op);
-    if (o.hi > o.lo && grads_sharded(&m->lora.shard)) {
+    if (o.hi > o.lo && grads_sharded(&m->train.shard)) {
         memset(m->lora.bucket, 0, (o.hi - o.lo) * sizeof(float));
         o.g = m->lora.bucket, o.gbase = o.lo;
     }
@@ -73,7 +74,7 @@ LoraOp lora_fetch_grads(GPT *m, int l, int op) {
 }
 
 void lora_grads_done(GPT *m, const LoraOp *o) {
-    const Shard *ls = &m->lora.shard;
+    const Shard *ls = &m->train.shard;
     if (o->hi == o->lo || !grads_sharded(ls)) return;
     if (g_ledger.trace) printf("  reduce-scatter the adapters' gradients: %zu B\n", (o->hi - o->lo) * sizeof(float));
     zero_reduce_scatter(ls, m->lora.bucket, o->lo, o->hi, m->lora.g, shard_grads_base(ls), DT_FP32);

@@ -17,9 +17,8 @@
 #include "optim/offload.h"
 #include "parallel/zero.h"
 
-// What the step updates, as the link moves it: the model's weights (in the dtype) and gradients (in
-// theirs), or with --lora the adapters' (fp32, their own shard layout), each array with the flat index
-// of its element 0.
+// What the step updates, as the link moves it: the trained set's weights as the forward reads them (in
+// their dtype) and its gradients (in theirs), each array with the flat index of its element 0.
 typedef struct {
     char *w, *g;
     size_t w_base, g_base, we, ge;
@@ -28,11 +27,8 @@ typedef struct {
 } Updated;
 
 static Updated updated(GPT *m) {
-    if (gpt_frozen(m))
-        return (Updated){(char *)m->lora.w, (char *)m->lora.g, shard_weights_base(&m->lora.shard),
-                         shard_grads_base(&m->lora.shard), 4, 4, DT_FP32, &m->lora.shard};
-    return (Updated){compute_weights(m), gpt_grads(m), m->params_base, m->grads_base, dtype_size(m->dtype),
-                     dtype_size(m->grad_dtype), m->dtype, &m->shard};
+    const Trained *t = &m->train;
+    return (Updated){t->compute, t->g, t->c_base, t->g_base, dtype_size(t->cdt), dtype_size(t->gdt), t->cdt, &t->shard};
 }
 
 static void cpu_down(void *model, int k, void *landing, size_t a, size_t b) {
@@ -60,12 +56,12 @@ static void cpu_allgather(void *model) {
 
 static void *cpu_pinned(size_t bytes, const char *name) { return mem_alloc_at(LOC_PINNED, MEM_COMM, bytes, name); }
 
-// (--lora: the pinned shard of opt,params is the frozen model's, which the step does not write: no shard here)
+// The pinned shard of opt,params is the model's weights: the link's when they are what the step trains (with
+// --lora they are frozen, and the step writes none of them).
 OffloadLink cpu_offload_link(GPT *m) {
-    int frozen = gpt_frozen(m);
-    OffloadLink l = {m, frozen ? DT_FP32 : m->dtype, frozen ? DT_FP32 : m->grad_dtype, cpu_down, cpu_wait, cpu_up,
-                     cpu_wait, cpu_allgather, cpu_pinned, mem_free, NULL, 0};
-    if ((m->plan.offload & OFFLOAD_PARAMS) && !frozen) l.shard = compute_weights(m), l.shard_base = m->params_base;
+    const Trained *t = &m->train;
+    OffloadLink l = {m, t->cdt, t->gdt, cpu_down, cpu_wait, cpu_up, cpu_wait, cpu_allgather, cpu_pinned, mem_free, NULL, 0};
+    if ((m->plan.offload & OFFLOAD_PARAMS) && t->compute == compute_weights(m)) l.shard = t->compute, l.shard_base = t->c_base;
     return l;
 }
 

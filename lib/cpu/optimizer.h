@@ -12,8 +12,8 @@
 #include "cpu/gpt.h"
 #include "cpu/weights.h"
 #include "io/state_arrays.h"
-#include "optim/optimizer.h"
 #include "optim/state_view.h"
+#include "optim/trained.h"
 #include "parallel/comm.h"
 
 // The gradients' norm and AdamW's scale (core/adamw.h step_grad_scale) into
@@ -31,14 +31,12 @@ static double host_squares(void *ctx, size_t at, size_t n) {
 }
 
 void gpt_grad_norm(GPT *m, float loss_scale, float clip) {
-    const Shard *sh = gpt_frozen(m) ? &m->lora.shard : &m->shard;  // --lora: the adapters' gradients are all there are
-    const char *g = gpt_frozen(m) ? (const char *)m->lora.g : gpt_grads(m);
-    int dt = gpt_frozen(m) ? DT_FP32 : m->grad_dtype;
-    size_t at = sh->own_lo - (gpt_frozen(m) ? shard_grads_base(sh) : m->grads_base), n = sh->own_hi - sh->own_lo;
-    g += at * dtype_size(dt);
-    HostGrads h = {g, dt};
+    const Trained *t = &m->train;
+    const Shard *sh = &t->shard;
+    const char *g = (const char *)t->g + (sh->own_lo - t->g_base) * dtype_size(t->gdt);
+    HostGrads h = {g, t->gdt};
     double mine = m->tp.size > 1 ? tp_sum_squares(&m->tp, &m->cfg, sh->own_lo, sh->own_hi, host_squares, &h)
-                                 : sum_squares_dt(g, n, dt);
+                                 : sum_squares_dt(g, sh->own_hi - sh->own_lo, t->gdt);
     m->numbers.sumsq = comm_sum_ordered(sh->comm, mine);
     m->numbers.grad_scale = step_grad_scale(m->numbers.sumsq, loss_scale, clip);
 }
@@ -60,47 +58,25 @@ void gpt_read_numbers(GPT *m, double *loss_sum, double *sumsq) {
 // (an fp16 overflow) skips the step.
 void gpt_adamw_step(GPT *m, float lr, int t) {
     if (isnan(m->numbers.grad_scale)) return;
-    if (gpt_frozen(m)) {  // --lora: the adapters move (this rank's shard of them, then gathered), the model's weights stay
-        const Shard *ls = &m->lora.shard;
-        optimizer_step(&m->lora.opt, m->lora.w, shard_weights_base(ls), m->lora.g, shard_grads_base(ls), DT_FP32, lr, t,
-                       m->numbers.grad_scale);
-        zero_allgather_weights(&m->lora.shard, m->lora.w, DT_FP32);
-        return;
-    }
-    optimizer_step(&m->opt, m->params, m->master_base, gpt_grads(m), m->grads_base, m->grad_dtype, lr, t,
-                   m->numbers.grad_scale);
-    gpt_sync_params(m);
+    trained_step(&m->train, lr, t, m->numbers.grad_scale);
 }
 
 // This rank's part of a saved state (io/state_arrays.h): the fp32 weights and
-// m and v of the parameters it owns (all of them on one rank).
+// m and v of the parameters it owns (all of them on one rank); with --lora the
+// adapters' (the frozen model is the --init's or the seed's).
 NetState gpt_state(GPT *m) {
+    Trained *t = &m->train;
     NetState st;
     memset(&st, 0, sizeof st);
-    if (gpt_frozen(m)) {  // --lora: the adapters and their m and v (the frozen model is the --init's or the seed's)
-        st.lo = m->lora.shard.own_lo, st.hi = m->lora.shard.own_hi;
-        st.w = m->lora.w + (st.lo - shard_weights_base(&m->lora.shard));
-        optimizer_state_moments(&m->lora.opt, &st);
-        return st;
-    }
-    st.lo = m->shard.own_lo, st.hi = m->shard.own_hi;
-    st.w = m->params + (st.lo - m->master_base);
-    optimizer_state_moments(&m->opt, &st);
+    st.lo = t->shard.own_lo, st.hi = t->shard.own_hi;
+    st.w = t->w + (st.lo - t->w_base);
+    optimizer_state_moments(&t->opt, &st);
     return st;
 }
 
 // After a saved state was read into those arrays: at stage 0 on several ranks
 // every rank gathers every rank's part (they are replicas); then the compute
 // weights follow the fp32 weights.
-void gpt_state_loaded(GPT *m) {
-    const Shard *sh = &m->shard;
-    if (gpt_frozen(m)) {  // --lora: the adapters are what the model computes with
-        if (replicas(&m->lora.shard)) optimizer_state_allgather(&m->lora.opt, m->lora.w, &m->lora.shard);
-        zero_allgather_weights(&m->lora.shard, m->lora.w, DT_FP32);
-        return;
-    }
-    if (replicas(sh)) optimizer_state_allgather(&m->opt, m->params, sh);
-    gpt_sync_params(m);
-}
+void gpt_state_loaded(GPT *m) { trained_state_loaded(&m->train); }
 
 #endif

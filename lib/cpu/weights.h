@@ -36,19 +36,11 @@
 
 // --- ZeRO's collectives, and the weights' life across a step ----------------------------
 
-// After the optimizer changed the fp32 weights this rank updates: round them
+// After the fp32 weights this rank keeps changed (their init, AdamW): round them
 // into the 16-bit weights (fp32: they are the same array), then, at stages 1
-// and 2, all-gather every rank's updated shard into the full weights.
-void gpt_sync_params(GPT *m) {
-    const Shard *sh = &m->shard;
-    if (m->dtype != DT_FP32) {
-        size_t lo, hi;
-        shard_state_range(sh, &lo, &hi);
-        dtype_store((uint16_t *)m->params_lp + (lo - m->params_base), m->params + (lo - m->master_base), hi - lo,
-                    m->dtype);
-    }
-    zero_allgather_weights(sh, compute_weights(m), m->dtype);
-}
+// and 2, all-gather every rank's updated shard into the full weights
+// (optim/trained.h trained_sync, over the model's own weights).
+void gpt_sync_params(GPT *m) { trained_sync(&m->train); }
 
 // Initialize the weights (GPT-2 init from the seed, or --init's file) on every
 // rank: each rank fills the fp32 weights it keeps (all, or its shard), then
@@ -111,8 +103,12 @@ void gpt_init(GPT *m, const WeightSource *src) {
     }
     int sharded = m->dtype == DT_FP32 ? weights_sharded(sh) : states_sharded(sh);  // the fp32 weights: the compute weights, or the master
     init_params_range(m->params, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : m->nparams, &m->cfg, src);
-    gpt_sync_params(m);
-    if (gpt_frozen(m)) lora_start(m);  // --lora: A drawn, B zero (or --lora-init's)
+    if (!gpt_frozen(m)) {
+        gpt_sync_params(m);
+        return;
+    }
+    zero_allgather_weights(sh, m->params, DT_FP32);  // --lora: the frozen weights as every rank holds them,
+    lora_start(m);                                   // then the adapters: A drawn, B zero (or --lora-init's)
 }
 
 // Stage 3: every rank's weights of [lo, hi) into dst (in the storage dtype).
@@ -133,27 +129,13 @@ void reduce_scatter_grads(GPT *m, float *bucket, size_t lo, size_t hi) {
     zero_reduce_scatter(&m->shard, bucket, lo, hi, gpt_grads(m), m->grads_base, m->grad_dtype);
 }
 
-// Stages 0, 1 on several ranks: the full gradients, summed over the ranks
-// (stages 2, 3 summed each piece's in the backward). With --shard-group that
-// was inside the group: the part this rank's optimizer reads is then summed
-// across the groups.
-// (--lora: the adapters' gradients, over their own layout.)
-void gpt_reduce_grads(GPT *m) {
-    if (gpt_frozen(m)) {
-        Lora *a = &m->lora;
-        if (reduces_full_grads(&a->shard)) zero_reduce_full(&a->shard, a->g, a->reduce_buf, DT_FP32);
-        zero_reduce_across(&a->shard, a->g, a->across_buf, DT_FP32);
-        return;
-    }
-    if (reduces_full_grads(&m->shard)) zero_reduce_full(&m->shard, gpt_grads(m), m->reduce_buf, m->grad_dtype);
-    zero_reduce_across(&m->shard, gpt_grads(m), m->across_buf, m->grad_dtype);
-}
+// Stages 0, 1 on several ranks: the full gradients of what the step trains, summed over the ranks
+// (stages 2, 3 summed each piece's in the backward). With --shard-group that was inside the group: the
+// part this rank's optimizer reads is then summed across the groups (optim/trained.h trained_reduce).
+void gpt_reduce_grads(GPT *m) { trained_reduce(&m->train); }
 
-// Are the weights the same on every rank (parallel/zero.h)? 1 yes, 0 no. (--lora: the adapters.)
-int gpt_replicas_identical(const GPT *m) {
-    if (gpt_frozen(m)) return zero_replicas_identical(&m->lora.shard, m->lora.w, DT_FP32);
-    return zero_replicas_identical(&m->shard, compute_weights(m), m->dtype);
-}
+// Are the trained weights the same on every rank (parallel/zero.h)? 1 yes, 0 no.
+int gpt_replicas_identical(const GPT *m) { return trained_replicas_identical(&m->train); }
 
 // --- a piece at a time ----------------------------------------------------------------
 

@@ -30,6 +30,7 @@
 #include "io/quant.h"
 #include "memory/ledger.h"
 #include "optim/optimizer.h"
+#include "optim/trained.h"
 #include "parallel/gpu_zero.h"
 #include "parallel/staging.h"
 #include "parallel/tensor.h"
@@ -53,7 +54,8 @@ typedef struct {
     void *wte, *wpe, *lnfw, *lnfb, *lm_head;
 } GpuGlobals;
 
-// --lora (core/lora.h; gpu/lora.h runs them): the model's weights are frozen, these are trained. The
+// --lora (core/lora.h; gpu/lora.h runs them): the model's weights are frozen, these are trained: they are
+// the model's trained set (m->train: its layout, AdamW's m and v, every A and B as AdamW's tensors). The
 // adapters, their gradients and AdamW's m and v are fp32 (cpu/gpt.h's Lora: the same ledger rows); with
 // --dtype bf16 or fp16 the products read an op's adapters rounded into w_lp and write its gradients
 // into g_lp, both in the dtype (scratch), as u and du are.
@@ -62,16 +64,12 @@ typedef struct {
     uint64_t seed;     // A's first values are drawn from it (lora_init)
     const char *from;  // --lora-init: PEFT's adapter folder, read instead (gpu/lora.h gpu_lora_start)
     size_t n;          // their parameters: lora_param_count
-    Shard shard;       // their layout over the ranks (one rank: all of them)
     float *w, *g;      // the adapters (ledger: adapters) and their gradients (grads)
-    float *adam_m, *adam_v;
     void *w_lp, *g_lp; // 16 bits: an op's adapters, and their gradients as its GEMMs write them (scratch)
     float *bucket, *gathered;  // stages 2, 3: an op's gradients until reduce-scattered; stage 3: an op's adapters (comm)
     void *u, *du;      // (N,R) in the dtype: a map's x A^T, and its gradient, reused by every map (scratch)
-    ParamTensor *tensors;  // every A and B, for AdamW
-    int ntensors;
     GpuComm comm;      // ZeRO over the adapters on several ranks, in fp32 (parallel/gpu_zero.h), as the CPU's
-                       // (cpu/gpt.h's Lora): their own shard layout, at the run's stage
+                       // (cpu/gpt.h's Lora): the trained set's shard layout, at the run's stage
     // --base-dtype (not fp32): the frozen model in io/quant.h's storage, its arrays on the GPU (the CPU's
     // ledger rows: qweights, qscales), stored and read back by cuda/quant.cu; a piece is read back into
     // `piece` (the dtype, scratch) before the op that reads it (gpu/weights.h gpu_fetch_params)
@@ -81,6 +79,9 @@ typedef struct {
 
 typedef struct {
     GPTConfig cfg;
+    Trained train;  // what the step trains (optim/trained.h): the model's own weights, or --lora's adapters;
+                    // AdamW's m and v are its Optimizer's, on the GPU (fp32)
+    const GpuComm *train_comm, *train_grad_comm;  // its ZeRO collectives: of its weights, of its gradients
     GpuLora lora;  // --lora: the adapters; with them every other weight is frozen (gpu_frozen)
     // --tp: this rank's share of every layer (cfg is the share; parallel/tensor.h), its group's sums made on
     // the host (`tp_host`: a row block's (N,C) in fp32, and in 16-bit runs its bytes as the GPU holds them),
@@ -96,17 +97,14 @@ typedef struct {
     AdamWConfig adam;  // the run's AdamW (gpu/optimizer.h)
     size_t nparams, elem_bytes;  // elem_bytes: bytes per stored element (4 or 2)
     size_t grad_bytes;           // bytes per gradient (elem_bytes, or 4 with --fp32-grads)
-    ParamTensor *tensors;
-    int ntensors;
     // ZeRO: which arrays are shards (parallel/zero.h); element 0 of each array is parameter *_base
     Shard shard;
     size_t params_base, master_base, state_base, grads_base;
     size_t master_n;  // the master's elements that hold parameters (P, or this rank's share)
-    // model states (ledger: params, master, grads, adam_m, adam_v)
+    // model states (ledger: params, master, grads; AdamW's are the trained set's)
     void *params;            // the weights the model computes with, in the dtype
     float *master;           // fp32 weights the optimizer updates: 16-bit runs' master copy; fp32: == params
     void *grads;             // in grad_dtype
-    float *adam_m, *adam_v;  // AdamW state, fp32
     // ZeRO's buffers (ledger: comm): a piece of the plan, and without --fused-ce
     // the globals, packed [wte | wpe | lnfw | lnfb]
     void *gather_piece, *gather_global;  // stage 3: gathered from every rank, in the dtype
@@ -166,7 +164,7 @@ typedef struct {
     double recompute_seconds;
 } GpuGPT;
 
-enum { GPU_MAX_BUFFERS = 56 };
+enum { GPU_MAX_BUFFERS = 60 };
 
 // The rows of the residual path the running forward holds: all N = B T, or under --sp this rank's slice,
 // N / t (gpu_forward_start sets tp.sp: a sample's forward holds them all), as cpu/gpt.h gpt_rows.
@@ -196,18 +194,13 @@ int gpu_base_buffers(GpuGPT *m, Buffer *b, int n) {
     return n;
 }
 
-// --lora's rows of the table below, from b[n] on (returns the count): the adapters, their gradients, AdamW's
-// m and v (fp32), an op's adapters and gradients in 16 bits, and (N,R) twice in the dtype (gpu/lora.h).
+// --lora's own rows of the table below, from b[n] on (returns the count): an op's adapters and gradients in
+// 16 bits, at stages 2 and 3 in fp32 (the trained set's layout), and (N,R) twice in the dtype (gpu/lora.h).
 int gpu_lora_buffers(GpuGPT *m, size_t N, Buffer *b, int n) {
-    const Shard *ls = &m->lora.shard;
-    int frozen = gpu_frozen(m), mixed = m->dtype != DT_FP32;
-    size_t R = m->lora.cfg.rank, e = m->elem_bytes, op_most = frozen ? lora_op_most(&m->cfg, &m->lora.cfg) : 0;
+    const Shard *ls = &m->train.shard;
+    int mixed = m->dtype != DT_FP32;
+    size_t R = m->lora.cfg.rank, e = m->elem_bytes, op_most = R ? lora_op_most(&m->cfg, &m->lora.cfg) : 0;
 #define BUF(ptr, where, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
-    BUF(lora.w, LOC_DEVICE, MEM_ADAPTERS, "adapters", frozen ? shard_weights_len(ls) * 4 : 0);
-    BUF(lora.g, LOC_DEVICE, MEM_GRADS, "adapter grads", frozen ? shard_grads_len(ls) * 4 : 0);
-    int off = (m->plan.offload & OFFLOAD_OPT) != 0;  // (--offload opt: m and v at the host, optim/offload.h)
-    BUF(lora.adam_m, LOC_DEVICE, MEM_ADAM_M, "adapter adam_m", frozen && !off ? shard_state_len(ls) * 4 : 0);
-    BUF(lora.adam_v, LOC_DEVICE, MEM_ADAM_V, "adapter adam_v", frozen && !off ? shard_state_len(ls) * 4 : 0);
     BUF(lora.w_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapters (16-bit)", mixed ? op_most * e : 0);
     BUF(lora.g_lp, LOC_DEVICE, MEM_SCRATCH, "an op's adapter grads (16-bit)", mixed ? op_most * e : 0);
     BUF(lora.bucket, LOC_DEVICE, MEM_COMM, "adapter grads bucket", grads_sharded(ls) ? op_most * 4 : 0);
@@ -216,6 +209,39 @@ int gpu_lora_buffers(GpuGPT *m, size_t N, Buffer *b, int n) {
     BUF(lora.du, LOC_DEVICE, MEM_SCRATCH, "lora its gradient", N * R * e);
 #undef BUF
     return n;
+}
+
+// The trained set of a model that trains its own weights (cpu/gpt.h model_trained's, on the GPU): the master
+// (16-bit runs, a row of its own; fp32: the params), the gradients in theirs, AdamW over every tensor in fp32.
+Trained gpu_model_trained(GpuGPT *m, int adam_bits) {
+    const Shard *sh = &m->shard;
+    int mixed = m->dtype != DT_FP32, off = (m->plan.offload & OFFLOAD_OPT) != 0, wide = m->grad_bytes == 4;
+    Trained t = {.shard = *sh, .w_base = m->master_base, .cdt = m->dtype, .c_base = m->params_base,
+                 .gdt = m->grad_dtype, .g_base = m->grads_base};
+    size_t lo, hi;
+    shard_state_range(sh, &lo, &hi);
+    optimizer_setup(&t.opt, &m->adam, &m->cfg, lo, hi, adam_bits);
+    t.rows = (TrainedRows){(void **)&m->master, &m->grads, &m->params, MEM_MASTER, "master weights",
+                           wide ? "grads" : "grads (16-bit)", "", "", mixed && !off ? shard_state_len(sh) * 4 : 0,
+                           shard_grads_len(sh) * m->grad_bytes, 0, 0, off ? 0 : shard_state_len(sh), 0};
+    return t;
+}
+
+// --lora's trained set on the GPU: the adapters (fp32, their own master), their gradients, AdamW over every
+// A and B, in a shard layout of their own.
+Trained gpu_lora_trained(GpuGPT *m, const Plan *plan, int rank, int adam_bits) {
+    Shard ls = shard_layout(m->lora.n, plan, rank);
+    int off = (m->plan.offload & OFFLOAD_OPT) != 0;
+    Trained t = {.shard = ls, .w_base = shard_weights_base(&ls), .cdt = DT_FP32, .c_base = shard_weights_base(&ls),
+                 .gdt = DT_FP32, .g_base = shard_grads_base(&ls)};
+    size_t lo, hi;
+    shard_state_range(&ls, &lo, &hi);
+    optimizer_setup_tensors(&t.opt, &m->adam, lora_tensors_alloc(&m->cfg, &m->lora.cfg), lora_tensor_count(&m->cfg, &m->lora.cfg),
+                            lo, hi, adam_bits);
+    t.rows = (TrainedRows){(void **)&m->lora.w, (void **)&m->lora.g, (void **)&m->lora.w, MEM_ADAPTERS, "adapters",
+                           "adapter grads", "", "", shard_weights_len(&ls) * 4, shard_grads_len(&ls) * 4, 0, 0,
+                           off ? 0 : shard_state_len(&ls), 1};
+    return t;
 }
 
 // The model's buffers (memory/ledger.h's Buffer rows: where, the GPU, host memory
@@ -233,14 +259,13 @@ int gpu_buffers(GpuGPT *m, int B, int T, Buffer *b) {
 #define BUF(ptr, where, cat, name, size) b[n++] = (Buffer){(void **)&m->ptr, where, cat, name, size}
     // --offload opt: the optimizer's states live on the host (optim/offload.h); opt,params: the
     // weight shard in page-locked host memory, which each gather uploads from (gpu_gather_weights)
-    int off = (m->plan.offload & OFFLOAD_OPT) != 0, off_params = (m->plan.offload & OFFLOAD_PARAMS) != 0;
-    int frozen = gpu_frozen(m);  // --lora: no master, gradients nor AdamW state for the model's weights
+    int off_params = (m->plan.offload & OFFLOAD_PARAMS) != 0, frozen = gpu_frozen(m);  // (--lora: no model gradients)
     int packed = gpu_base_packed(m);  // --base-dtype: the frozen model in its own rows (gpu_base_buffers), no params
     BUF(params, off_params ? LOC_PINNED : LOC_DEVICE, MEM_PARAMS, mixed ? "params (16-bit)" : "params", packed ? 0 : shard_weights_len(sh) * e);
-    BUF(master, LOC_DEVICE, MEM_MASTER, "master weights", mixed && !off && !frozen ? shard_state_len(sh) * 4 : 0);
-    BUF(grads, LOC_DEVICE, MEM_GRADS, g == 2 ? "grads (16-bit)" : "grads", frozen ? 0 : shard_grads_len(sh) * g);
-    BUF(adam_m, LOC_DEVICE, MEM_ADAM_M, "adam_m", off || frozen ? 0 : shard_state_len(sh) * 4);
-    BUF(adam_v, LOC_DEVICE, MEM_ADAM_V, "adam_v", off || frozen ? 0 : shard_state_len(sh) * 4);
+    // what the step trains (optim/trained.h): its own fp32 weights (the master; fp32: the params above, or the
+    // adapters), its gradients, AdamW's m and v (--offload opt: at the host, optim/offload.h)
+    n = trained_arrays(&m->train, b, n);
+    n = trained_moments(&m->train, b, n);
     n = gpu_lora_buffers(m, N, b, n);
     n = gpu_base_buffers(m, b, n);
     BUF(grad_piece, LOC_DEVICE, MEM_COMM, "piece grads bucket", grads_sharded(sh) && !frozen ? m->plan.piece * g : 0);
@@ -319,19 +344,13 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     m->elem_bytes = dtype_size(s->dtype);
     m->grad_dtype = grad_dtype(s);
     m->grad_bytes = dtype_size(m->grad_dtype);
-    m->ntensors = param_tensor_count(&m->cfg);
-    m->tensors = malloc(sizeof(ParamTensor) * m->ntensors);
-    param_tensors(&m->cfg, m->tensors);
     m->shard = shard_layout(m->nparams, plan, rank);
     m->tp = (TensorSplit){s->tp, s->tp > 1 ? comm_tensor.rank : 0, 1, &comm_tensor, *model_whole(s)};
     m->tp_cap = s->tp > 1 ? gpu_tp_host_floats((size_t)s->batch * s->seq_len, (size_t)m->cfg.channels, (size_t)s->tp) : 0;
     m->lora.cfg = s->lora;
-    if (gpu_frozen(m)) {  // AdamW over the adapters alone
+    if (gpu_frozen(m)) {  // --lora: the adapters are what the step trains
         m->lora.seed = s->seed, m->lora.from = s->lora_init;
         m->lora.n = lora_param_count(&m->cfg, &s->lora);
-        m->lora.shard = shard_layout(m->lora.n, plan, rank);
-        m->lora.ntensors = lora_tensor_count(&m->cfg, &s->lora);
-        m->lora.tensors = lora_tensors_alloc(&m->cfg, &s->lora);
     }
     if (s->base_format != QF_FP32) {  // --base-dtype: io/quant.h's layout, the CPU's (cpu/gpt.h lora_hold_base)
         lora_base_layout(&m->lora.base, &m->cfg, m->dtype, s->double_quant);
@@ -347,8 +366,10 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     size_t master_len = m->dtype == DT_FP32 ? shard_weights_len(sh) : shard_state_len(sh);
     m->master_n = m->nparams - m->master_base < master_len ? m->nparams - m->master_base : master_len;
     m->B = s->batch, m->T = s->seq_len;
+    m->train = gpu_frozen(m) ? gpu_lora_trained(m, plan, rank, s->adam_bits) : gpu_model_trained(m, s->adam_bits);
     gpu_buffers_alloc(m, s->batch, s->seq_len);
     if (m->dtype == DT_FP32 && !m->plan.offload) m->master = m->params;
+    trained_view(&m->train);
     for (int k = 0; k < 2 && m->plan.offload; k++) {
         m->offload_down_event[k] = gpu_event_new();
         if (!(m->plan.offload & OFFLOAD_PARAMS) || gpu_frozen(m)) m->offload_event[k] = gpu_event_new();  // (--lora: the adapters go up)
@@ -356,7 +377,8 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     if (sh->nranks > 1 || sh->groups > 1) m->staging.cap = GPU_STAGING, m->staging.on_gpu = 1;
     m->comm = (GpuComm){&m->shard, &m->staging, s->comm == COMM_NCCL, m->dtype};  // (--comm nccl: app/launch.h opened it)
     m->grad_comm = m->comm, m->grad_comm.dtype = m->grad_dtype;
-    m->lora.comm = (GpuComm){&m->lora.shard, &m->staging, s->comm == COMM_NCCL, DT_FP32};
+    m->lora.comm = (GpuComm){&m->train.shard, &m->staging, s->comm == COMM_NCCL, DT_FP32};
+    m->train_comm = gpu_frozen(m) ? &m->lora.comm : &m->comm, m->train_grad_comm = gpu_frozen(m) ? &m->lora.comm : &m->grad_comm;
     cu_matmul_setup(m->gemm_workspace, GPU_GEMM_WORKSPACE, m->colsum, (size_t)GPU_COLSUM_CHUNKS * 4 * m->cfg.channels);
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));
@@ -365,8 +387,7 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
 
 // A new step: the gradients start from 0, and the rebuilds' time from nothing.
 void gpu_gpt_zero_grad(GpuGPT *m) {
-    if (gpu_frozen(m)) gpu_zero(m->lora.g, shard_grads_len(&m->lora.shard) * sizeof(float));
-    else gpu_zero(m->grads, shard_grads_len(&m->shard) * m->grad_bytes);
+    gpu_zero(m->train.g, shard_grads_len(&m->train.shard) * dtype_size(m->train.gdt));
     m->recompute_used = 0, m->recompute_seconds = 0.0;
 }
 
@@ -386,8 +407,7 @@ void gpu_gpt_free(GpuGPT *m) {
     }
     free(m->recompute_events);
     free(m->acts);
-    free(m->tensors);
-    free(m->lora.tensors);
+    free(m->train.opt.tensors);
     if (gpu_base_packed(m)) quant_layout_free(&m->lora.base);
     free(m->row);
 }

@@ -25,7 +25,7 @@ void gpu_lora_put(void *ctx, size_t at, const float *src, size_t n) { gpu_upload
 void gpu_lora_start(GpuGPT *m) {
     enum { CHUNK = 1 << 18 };
     float *chunk = malloc(sizeof(float) * CHUNK);  // 1 MiB of host staging, not a model buffer
-    const Shard *ls = &m->lora.shard;  // (ZeRO-3 keeps its shard [lo, hi) of the drawn ones)
+    const Shard *ls = &m->train.shard;  // (ZeRO-3 keeps its shard [lo, hi) of the drawn ones)
     size_t lo = shard_weights_base(ls), hi = weights_sharded(ls) ? ls->own_hi : m->lora.n;
     LoraDraw d = lora_draw_start(m->lora.seed);
     for (size_t at = 0; at < hi; at += CHUNK) {
@@ -187,7 +187,7 @@ static void *gpu_at(int dt, const void *p, size_t i) { return (char *)p + i * dt
 // every rank's shard, and with 16 bits rounded into w_lp (flat index *lo at element 0).
 // *lo, *hi: the op's range of the layout (empty: no adapter).
 static const void *gpu_lora_fetch(GpuGPT *m, int l, int op, size_t *lo, size_t *hi, size_t *base) {
-    const Shard *ls = &m->lora.shard;
+    const Shard *ls = &m->train.shard;
     lora_op_range(&m->cfg, &m->lora.cfg, l, op, lo, hi);
     const float *w = m->lora.w;
     *base = shard_weights_base(ls);
@@ -240,7 +240,7 @@ void gpu_lora_backward(GpuGPT *m, int l, int op, void *dinp, const void *dout, c
     if (hi == lo) return;
     // where the GEMMs add the gradients (flat index gb at element 0): the fp32 gradients, or from stage 2 the
     // fp32 bucket, reduce-scattered into the rank's shard below; with 16 bits the op's own g_lp, widened after
-    const Shard *ls = &m->lora.shard;
+    const Shard *ls = &m->train.shard;
     int sharded = grads_sharded(ls);
     size_t gb = wide && !sharded ? shard_grads_base(ls) : lo;
     void *g = !wide ? m->lora.g_lp : sharded ? (void *)m->lora.bucket : (void *)m->lora.g;

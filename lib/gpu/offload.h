@@ -29,19 +29,16 @@
 #include "memory/ledger.h"
 #include "optim/offload.h"
 
-// What the step updates, as the link moves it: the model's weights (in the dtype) and gradients (in theirs), or
-// with --lora the adapters' (fp32, their own shard layout: cpu/offload.h's), each array with the flat index of
-// its element 0.
+// What the step updates, as the link moves it: the trained set's weights as the forward reads them (in their
+// dtype) and its gradients (in theirs), each array with the flat index of its element 0 (cpu/offload.h's).
 typedef struct {
     char *w, *g;
     size_t w_base, g_base, we, ge;
 } GpuUpdated;
 
 static GpuUpdated gpu_updated(GpuGPT *m) {
-    const Shard *ls = &m->lora.shard;
-    if (gpu_frozen(m))
-        return (GpuUpdated){(char *)m->lora.w, (char *)m->lora.g, shard_weights_base(ls), shard_grads_base(ls), 4, 4};
-    return (GpuUpdated){m->params, m->grads, m->params_base, m->grads_base, m->elem_bytes, m->grad_bytes};
+    const Trained *t = &m->train;
+    return (GpuUpdated){t->compute, t->g, t->c_base, t->g_base, dtype_size(t->cdt), dtype_size(t->gdt)};
 }
 
 static void gpu_down(void *model, int k, void *landing, size_t a, size_t b) {
@@ -87,8 +84,8 @@ static void gpu_up_wait(void *model, int k) {
 
 static void gpu_offload_allgather(void *model) {
     GpuGPT *m = model;
-    if (gpu_frozen(m) && gathers_updates(&m->lora.shard)) gpu_zero_allgather_blocks(&m->lora.comm, m->lora.w, 4);
-    else if (!gpu_frozen(m) && gathers_updates(&m->shard)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
+    const Trained *t = &m->train;
+    if (gathers_updates(&t->shard)) gpu_zero_allgather_blocks(m->train_comm, t->compute, dtype_size(t->cdt));
 }
 
 static void *gpu_pinned(size_t bytes, const char *name) {
@@ -102,19 +99,20 @@ static void gpu_unpin(void *p) {
     gpu_host_free(p);
 }
 
-// (--lora: the pinned shard of opt,params is the frozen model's, which the step does not write: no shard here)
+// The pinned shard of opt,params is the model's weights: the link's when they are what the step trains (with
+// --lora they are frozen, and the step writes none of them).
 OffloadLink gpu_offload_link(GpuGPT *m) {
-    int frozen = gpu_frozen(m);
-    OffloadLink l = {m, frozen ? DT_FP32 : m->dtype, frozen ? DT_FP32 : m->grad_dtype, gpu_down, gpu_down_wait, gpu_up,
-                     gpu_up_wait, gpu_offload_allgather, gpu_pinned, gpu_unpin, NULL, 0};
-    if ((m->plan.offload & OFFLOAD_PARAMS) && !frozen) l.shard = m->params, l.shard_base = m->params_base;
+    const Trained *t = &m->train;
+    OffloadLink l = {m, t->cdt, t->gdt, gpu_down, gpu_down_wait, gpu_up, gpu_up_wait, gpu_offload_allgather, gpu_pinned,
+                     gpu_unpin, NULL, 0};
+    if ((m->plan.offload & OFFLOAD_PARAMS) && t->compute == m->params) l.shard = t->compute, l.shard_base = t->c_base;
     return l;
 }
 
 // --lora: the adapters [at, at + n) of the layout down to the host (optim/offload.h host_offload_init_by)
 void gpu_lora_down_to(void *ctx, size_t at, float *dst, size_t n) {
     GpuGPT *m = ctx;
-    gpu_download(dst, m->lora.w + (at - shard_weights_base(&m->lora.shard)), n * sizeof(float));
+    gpu_download(dst, m->lora.w + (at - shard_weights_base(&m->train.shard)), n * sizeof(float));
 }
 
 #endif

@@ -43,19 +43,18 @@ static double gpu_squares(void *ctx, size_t at, size_t n) {
 // several (or --tp), the sums come to the host (a wait: the ranks must add
 // their sums, in rank order), and the total and the scale go back.
 void gpu_gpt_grad_norm(GpuGPT *m, float loss_scale, float clip) {
-    int frozen = gpu_frozen(m), dt = frozen ? DT_FP32 : m->grad_dtype;  // (--lora: the adapters', fp32)
-    const Shard *sh = frozen ? &m->lora.shard : &m->shard;
-    const void *g = frozen ? (const void *)(m->lora.g + (sh->own_lo - shard_grads_base(sh)))
-                           : grad_element(m, m->grads, sh->own_lo - m->grads_base);
+    const Trained *t = &m->train;
+    const Shard *sh = &t->shard;
+    const void *g = (const char *)t->g + (sh->own_lo - t->g_base) * dtype_size(t->gdt);
     size_t n = sh->own_hi - sh->own_lo;
     double mine;
-    GpuGrads q = {m, (const char *)g, dt};
+    GpuGrads q = {m, (const char *)g, t->gdt};
     if (m->tp.size > 1) mine = tp_sum_squares(&m->tp, &m->cfg, sh->own_lo, sh->own_hi, gpu_squares, &q);
     else if (sh->nranks == 1) {
-        cu_sum_squares_partials(dt, m->norm_partials, g, n);
+        cu_sum_squares_partials(t->gdt, m->norm_partials, g, n);
         cu_grad_scale(m->numbers, m->norm_partials, GPU_NORM_BLOCKS, loss_scale, clip);
         return;
-    } else mine = gpu_host_sum_squares(m, dt, g, n);
+    } else mine = gpu_host_sum_squares(m, t->gdt, g, n);
     double total = comm_sum_ordered(m->shard.comm, mine);
     m->host_scale = step_grad_scale(total, loss_scale, clip);
     double two[2] = {total, m->host_scale};  // STEP_SUMSQ, STEP_SCALE
@@ -90,66 +89,50 @@ void gpu_gpt_read_numbers(GpuGPT *m, double *loss_sum, double *sumsq) {
 // are rewritten from the master. Stages 1, 2 then all-gather every rank's
 // updated block. The gradients' scale is in the step's numbers (gpu_gpt_grad_norm):
 // a NaN there skips the step in the kernels, and, with several ranks, here
-// already (no gathers).
+// already (no gathers). The trained set's arrays (optim/trained.h): the model's
+// master and 16-bit weights, or --lora's adapters (fp32, their own master).
 static void gpu_adamw_launch(GpuGPT *m, size_t a0, const AdamwSegment *segs, int n, float lr, float b1c,
                              float b2c) {  // segs' offsets count from element a0
     const AdamWConfig *adam = &m->adam;
-    cu_adamw_segments(m->dtype, m->grad_dtype, m->master + (a0 - m->master_base),
-                      m->dtype == DT_FP32 ? NULL : element(m, m->params, a0 - m->params_base),
-                      grad_element(m, m->grads, a0 - m->grads_base), m->adam_m + (a0 - m->state_base),
-                      m->adam_v + (a0 - m->state_base), segs, n, lr, adam->beta1, adam->beta2, adam->eps, b1c, b2c,
-                      m->numbers + STEP_SCALE);
-}
-// --lora: the adapters', all fp32 (their weights are their own master)
-static void gpu_lora_adamw_launch(GpuGPT *m, size_t a0, const AdamwSegment *segs, int n, float lr, float b1c,
-                                  float b2c) {
-    const AdamWConfig *adam = &m->adam;
-    const Shard *ls = &m->lora.shard;
-    size_t st = a0 - shard_state_base(ls);
-    cu_adamw_segments(DT_FP32, DT_FP32, m->lora.w + (a0 - shard_weights_base(ls)), NULL,
-                      m->lora.g + (a0 - shard_grads_base(ls)), m->lora.adam_m + st, m->lora.adam_v + st, segs, n, lr,
+    Trained *t = &m->train;
+    size_t st = a0 - t->opt.lo;
+    cu_adamw_segments(t->cdt, t->gdt, t->w + (a0 - t->w_base),
+                      t->cdt == DT_FP32 ? NULL : (char *)t->compute + (a0 - t->c_base) * dtype_size(t->cdt),
+                      (char *)t->g + (a0 - t->g_base) * dtype_size(t->gdt), t->opt.m + st, t->opt.v + st, segs, n, lr,
                       adam->beta1, adam->beta2, adam->eps, b1c, b2c, m->numbers + STEP_SCALE);
 }
 void gpu_gpt_adamw_step(GpuGPT *m, float lr, int t) {
-    int frozen = gpu_frozen(m);
-    const Shard *sh = frozen ? &m->lora.shard : &m->shard;
+    const Trained *tr = &m->train;
+    const Shard *sh = &tr->shard;
     const AdamWConfig *adam = &m->adam;
     if (sh->nranks > 1 && isnan(m->host_scale)) return;
     float b1c = 1.0f - powf(adam->beta1, (float)t), b2c = 1.0f - powf(adam->beta2, (float)t);
     size_t lo, hi, a0 = 0;
     shard_state_range(sh, &lo, &hi);
     AdamwSegment segs[CU_ADAMW_SEGMENTS];
-    int n = 0, count = frozen ? m->lora.ntensors : m->ntensors;
-    void (*launch)(GpuGPT *, size_t, const AdamwSegment *, int, float, float, float) =
-        frozen ? gpu_lora_adamw_launch : gpu_adamw_launch;
-    for (int i = 0; i < count; i++) {
-        const ParamTensor *pt = frozen ? &m->lora.tensors[i] : &m->tensors[i];
+    int n = 0;
+    for (int i = 0; i < tr->opt.ntensors; i++) {
+        const ParamTensor *pt = &tr->opt.tensors[i];
         size_t a = pt->offset > lo ? pt->offset : lo, b = pt->offset + pt->count < hi ? pt->offset + pt->count : hi;
         if (a >= b) continue;
         if (n == 0) a0 = a;
         segs[n++] = (AdamwSegment){a - a0, b - a, pt->is_matrix ? adam->weight_decay : 0.0f};
-        if (n == CU_ADAMW_SEGMENTS) launch(m, a0, segs, n, lr, b1c, b2c), n = 0;
+        if (n == CU_ADAMW_SEGMENTS) gpu_adamw_launch(m, a0, segs, n, lr, b1c, b2c), n = 0;
     }
-    if (n) launch(m, a0, segs, n, lr, b1c, b2c);
-    if (gathers_updates(sh) && frozen) gpu_zero_allgather_blocks(&m->lora.comm, m->lora.w, sizeof(float));
-    else if (gathers_updates(sh)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
+    if (n) gpu_adamw_launch(m, a0, segs, n, lr, b1c, b2c);
+    if (gathers_updates(sh)) gpu_zero_allgather_blocks(m->train_comm, tr->compute, dtype_size(tr->cdt));
 }
 
 // This rank's part of a saved state (io/state_arrays.h), in device memory: the
-// fp32 weights and m and v of the parameters it owns (all of them on one rank).
+// fp32 weights and m and v of the parameters it owns (all of them on one rank);
+// with --lora the adapters' (the frozen model is the --init's or the seed's).
 NetState gpu_gpt_state(GpuGPT *m) {
+    const Trained *t = &m->train;
     NetState st;
     memset(&st, 0, sizeof st);
-    st.lo = m->shard.own_lo, st.hi = m->shard.own_hi, st.on_gpu = 1;
-    if (gpu_frozen(m)) {  // --lora: the adapters'
-        const Shard *ls = &m->lora.shard;
-        st.lo = ls->own_lo, st.hi = ls->own_hi;
-        st.w = m->lora.w + (st.lo - shard_weights_base(ls));
-        st.m = m->lora.adam_m + (st.lo - shard_state_base(ls)), st.v = m->lora.adam_v + (st.lo - shard_state_base(ls));
-        return st;
-    }
-    st.w = m->master + (st.lo - m->master_base);
-    st.m = m->adam_m + (st.lo - m->state_base), st.v = m->adam_v + (st.lo - m->state_base);
+    st.lo = t->shard.own_lo, st.hi = t->shard.own_hi, st.on_gpu = 1;
+    st.w = t->w + (st.lo - t->w_base);
+    st.m = t->opt.m + (st.lo - t->opt.lo), st.v = t->opt.v + (st.lo - t->opt.lo);
     return st;
 }
 
@@ -157,19 +140,13 @@ NetState gpu_gpt_state(GpuGPT *m) {
 // every rank gathers every rank's part (they are replicas); then the compute
 // weights follow the fp32 weights.
 void gpu_gpt_state_loaded(GpuGPT *m) {
-    if (gpu_frozen(m)) {  // --lora: the adapters' (fp32: their own master); the frozen model came from --init
-        if (!replicas(&m->lora.shard)) return;
-        gpu_zero_allgather_blocks(&m->lora.comm, m->lora.w, sizeof(float));
-        gpu_zero_allgather_blocks(&m->lora.comm, m->lora.adam_m, sizeof(float));
-        gpu_zero_allgather_blocks(&m->lora.comm, m->lora.adam_v, sizeof(float));
-        return;
+    Trained *t = &m->train;
+    if (replicas(&t->shard)) {
+        gpu_zero_allgather_blocks(m->train_comm, t->w, sizeof(float));
+        gpu_zero_allgather_blocks(m->train_comm, t->opt.m, sizeof(float));
+        gpu_zero_allgather_blocks(m->train_comm, t->opt.v, sizeof(float));
     }
-    if (replicas(&m->shard)) {
-        gpu_zero_allgather_blocks(&m->comm, m->master, sizeof(float));
-        gpu_zero_allgather_blocks(&m->comm, m->adam_m, sizeof(float));
-        gpu_zero_allgather_blocks(&m->comm, m->adam_v, sizeof(float));
-    }
-    gpu_gpt_sync_params(m);
+    gpu_trained_sync(m);
 }
 
 #endif

@@ -47,18 +47,12 @@ void gpu_reduce_scatter_grads(GpuGPT *m, void *bucket, size_t lo, size_t hi) {
     gpu_zero_reduce_scatter(&m->grad_comm, bucket, lo, hi, m->grads, m->grads_base);
 }
 
-// Stages 0, 1 on several ranks: the full gradients, summed over the ranks
-// (stages 2, 3 summed each piece's in the backward). With --shard-group that
-// was inside the group: the part this rank's optimizer reads is then summed
-// across the groups.
+// Stages 0, 1 on several ranks: the full gradients of what the step trains, summed over the ranks
+// (stages 2, 3 summed each piece's in the backward). With --shard-group that was inside the group: the
+// part this rank's optimizer reads is then summed across the groups.
 void gpu_gpt_reduce_grads(GpuGPT *m) {
-    if (gpu_frozen(m)) {  // --lora: the adapters' (fp32), at stages 0 and 1
-        if (reduces_full_grads(&m->lora.shard)) gpu_zero_reduce_full(&m->lora.comm, m->lora.g);
-        gpu_zero_reduce_across(&m->lora.comm, m->lora.g);
-        return;
-    }
-    if (reduces_full_grads(&m->shard)) gpu_zero_reduce_full(&m->grad_comm, m->grads);
-    gpu_zero_reduce_across(&m->grad_comm, m->grads);
+    if (reduces_full_grads(&m->train.shard)) gpu_zero_reduce_full(m->train_grad_comm, m->train.g);
+    gpu_zero_reduce_across(m->train_grad_comm, m->train.g);
 }
 
 // --- the weights' life across a step ---------------------------------------------------
@@ -71,6 +65,16 @@ void gpu_gpt_sync_params(GpuGPT *m) {
     if (m->dtype != DT_FP32 && m->master_n && m->master)  // (--lora's frozen 16-bit model has no master)  // (a rank may own no parameters: a toy model on many ranks)
         cu_store_dtype(m->dtype, element(m, m->params, m->master_base - m->params_base), m->master, m->master_n);
     if (gathers_updates(&m->shard)) gpu_zero_allgather_blocks(&m->comm, m->params, m->elem_bytes);
+}
+
+// After the fp32 weights the step trains changed (a resume): round them into the 16-bit weights the forward
+// reads (fp32: the same array); at stages 1, 2 every rank's updated block goes to every rank (optim/trained.h
+// trained_sync's, on the GPU).
+void gpu_trained_sync(GpuGPT *m) {
+    Trained *t = &m->train;
+    if (t->cdt != DT_FP32 && t->w && t->opt.hi > t->opt.lo)  // (a rank may own no parameters: a toy model on many ranks)
+        cu_store_dtype(t->cdt, (char *)t->compute + (t->w_base - t->c_base) * dtype_size(t->cdt), t->w, t->opt.hi - t->opt.lo);
+    if (gathers_updates(&t->shard)) gpu_zero_allgather_blocks(m->train_comm, t->compute, dtype_size(t->cdt));
 }
 
 // The first weights, the same numbers as the CPU's, made on the host a chunk at a time (gpu/tensor.h's
@@ -138,11 +142,11 @@ void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
 // hashed a staging buffer at a time on the host (parallel/zero.h's hash),
 // every rank taking part; 1 on one rank and at stage 3.
 int gpu_gpt_replicas_identical(GpuGPT *m) {
-    int frozen = gpu_frozen(m);  // (--lora: the adapters, which the ranks train)
-    const Shard *sh = frozen ? &m->lora.shard : &m->shard;
+    const Trained *t = &m->train;  // (the weights the ranks train)
+    const Shard *sh = &t->shard;
     if (sh->nranks == 1 || weights_sharded(sh)) return 1;  // (--tp: the replicas are the data-parallel ranks)
-    size_t bytes = frozen ? m->lora.n * sizeof(float) : m->nparams * m->elem_bytes, piece = m->staging.cap / 8 * 8;
-    const char *from = frozen ? (const char *)m->lora.w : (const char *)m->params;
+    size_t bytes = sh->nparams * dtype_size(t->cdt), piece = m->staging.cap / 8 * 8;
+    const char *from = t->compute;
     uint64_t h = REPLICA_HASH_START;
     for (size_t at = 0; at < bytes; at += piece) {
         size_t n = bytes - at < piece ? bytes - at : piece;

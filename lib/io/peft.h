@@ -154,9 +154,9 @@ static int peft_plain_lora(const Json *j, const char *path, char *err, size_t er
         if (f && (f->kind != JSON_NULL && f->kind != JSON_OBJECT))
             return snprintf(err, errlen, "'%s': %s is not an object (PEFT's {module: value})", path, patterns[i]), -1;
         if (f && peft_has_entries(j, patterns[i]))
-            return snprintf(err, errlen, "'%s' has a %s: some maps at another %s than the config's; gptmem gives every map "
-                            "one r and one lora_alpha, so such an adapter is not built", path, patterns[i],
-                            i ? "rank" : "scale"), -1;
+            return snprintf(err, errlen, "'%s' has %s: some maps at another %s than the config's; gptmem gives every map "
+                            "one r and one lora_alpha, so such an adapter is not built", path,
+                            i ? "a rank_pattern" : "an alpha_pattern", i ? "rank" : "scale"), -1;
     }
     const char *whole[] = {"layers_to_transform", "modules_to_save"};
     for (int i = 0; i < 2; i++) {  // (an empty layers_to_transform is no layer at all; an empty modules_to_save none)

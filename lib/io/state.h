@@ -353,7 +353,8 @@ void state_check_header(const char *path, const StateHeader *h, const StateHeade
                 "model for --init\n", path, tp, (unsigned long long)h->nparams, (unsigned long long)want->nparams);
         exit(1);
     }
-    if (tp != run_tp || (tp > 1 && purpose != RESUME_TRAINING)) {  // (each file a rank's share of every layer)
+    int other_ranks = tp > 1 && (h->nranks != want->nranks || h->zero != want->zero);  // (a share is never resharded)
+    if (tp != run_tp || (tp > 1 && purpose != RESUME_TRAINING) || other_ranks) {  // (each file a rank's share of every layer)
         char run[160];
         if (purpose == READ_WEIGHTS) snprintf(run, sizeof run, "--eval-only reads whole weights (--resume it there with --export FILE, then --eval-only --init FILE)");
         else if (tp != run_tp) snprintf(run, sizeof run, "this run has %s%.0d", run_tp > 1 ? "--tp " : "no --tp", run_tp > 1 ? run_tp : 0);

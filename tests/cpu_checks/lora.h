@@ -144,7 +144,7 @@ void lora_parity(const char *path, const char *model) {
             float ls = gpt_forward(&tm, tm_in, tm_tg, B, T);
             gpt_backward(&tm, tm_in, tm_tg, 1.0f / (B * T));
             double norm = sqrt(sum_squares(tm.lora.g, tm.lora.n));  // (cpu/optimizer.h's gpt_grad_norm, gpt_adamw_step)
-            optimizer_step(&tm.lora.opt, tm.lora.w, 0, tm.lora.g, 0, DT_FP32, lr, t, clip_scale(norm, clip));
+            optimizer_step(&tm.train.opt, tm.lora.w, 0, tm.lora.g, 0, DT_FP32, lr, t, clip_scale(norm, clip));
             worst = fmax(worst, fabs(ls - sl[t - 1]) / sl[t - 1]);
         }
         double ea = rel_err_ff(tm.lora.w, after, na);

@@ -356,24 +356,20 @@ adapter() {  # adapter NAME 'python edit of c (the config dict)': a copy of the 
     "$tmp/r8/loud/adapter_config.json" "$tmp/r8/$1/adapter_config.json" "$2"
 }
 A8=(--init "$tmp/r8/base" --eval-only --eval-batches 2)
-adapter ap 'c["alpha_pattern"] = {"q_proj": 64, "v_proj": 64}'
-expect 2 "has a alpha_pattern: some maps at another scale" "${A8[@]}" --lora-init "$tmp/r8/ap"
-adapter rp 'c["rank_pattern"] = {"q_proj": 2}'
-expect 2 "has a rank_pattern" "${A8[@]}" --lora-init "$tmp/r8/rp"
-adapter ds 'c["use_dora"] = "true"'
-expect 2 "use_dora is not false or null (PEFT reads such a value as true)" "${A8[@]}" --lora-init "$tmp/r8/ds"
-adapter dt 'c["use_dora"] = True'
-expect 2 "use_dora is true: DoRA" "${A8[@]}" --lora-init "$tmp/r8/dt"
-adapter lt 'c["layers_to_transform"] = [0]'
-expect 2 "has layers_to_transform: adapters on some layers only" "${A8[@]}" --lora-init "$tmp/r8/lt"
-adapter ms 'c["modules_to_save"] = ["lm_head"]'
-expect 2 "has modules_to_save" "${A8[@]}" --lora-init "$tmp/r8/ms"
-adapter bs 'c["bias"] = "all"'
-expect 2 "bias is not \"none\"" "${A8[@]}" --lora-init "$tmp/r8/bs"
-adapter tm 'c["target_modules"] = ["q_proj", "v_proj"]'
-expect 2 "target_modules does not name self_attn.k_proj, and the file holds its adapter" "${A8[@]}" --lora-init "$tmp/r8/tm"
-adapter tx 'c["target_modules"] = c["target_modules"] + ["lm_head"]'
-expect 2 "target_modules names 'lm_head', which is no linear map" "${A8[@]}" --lora-init "$tmp/r8/tx"
+while IFS='|' read -r name edit msg; do  # a config field PEFT acts on, edited: refused by name
+  adapter "$name" "$edit"
+  expect 2 "$msg" "${A8[@]}" --lora-init "$tmp/r8/$name"
+done <<'CASES'
+ap|c["alpha_pattern"] = {"q_proj": 64, "v_proj": 64}|has an alpha_pattern: some maps at another scale
+rp|c["rank_pattern"] = {"q_proj": 2}|has a rank_pattern
+ds|c["use_dora"] = "true"|use_dora is not false or null (PEFT reads such a value as true)
+dt|c["use_dora"] = True|use_dora is true: DoRA
+lt|c["layers_to_transform"] = [0]|has layers_to_transform: adapters on some layers only
+ms|c["modules_to_save"] = ["lm_head"]|has modules_to_save
+bs|c["bias"] = "all"|bias is not "none"
+tm|c["target_modules"] = ["q_proj", "v_proj"]|target_modules does not name self_attn.k_proj, and the file holds its adapter
+tx|c["target_modules"] = c["target_modules"] + ["lm_head"]|target_modules names 'lm_head', which is no linear map
+CASES
 adapter ok 'c["target_modules"] = ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "gate_proj", "down_proj"]; c["alpha_pattern"] = {}'
 ./train "${A8[@]}" --lora-init "$tmp/r8/ok" >"$tmp/r8/ok.out" 2>&1 && ./train "${A8[@]}" --lora-init "$tmp/r8/loud" >"$tmp/r8/loud.out" 2>&1 &&
   [ "$(grep '^  fp32' "$tmp/r8/ok.out")" = "$(grep '^  fp32' "$tmp/r8/loud.out")" ] &&

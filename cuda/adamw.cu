@@ -200,7 +200,7 @@ __global__ void adamw_segments_kernel(float *master, T *weights, const G *grads,
               tab.seg[s].weight_decay, b1c, b2c);
 }
 
-// The same update 8 parameters a thread (gpu-round-7's item 7; off unless GPTMEM_ADAMW16=1 or
+// The same update 8 parameters a thread (off unless GPTMEM_ADAMW16=1 or
 // cu_adamw_pack16(1)). Where a thread's 8 sit on 16-byte boundaries of every array, each array's 8 values
 // move in 16-byte pieces (fp32: two), else one at a time; adamw_math either way, so the kernel above's bits.
 template <typename T> __device__ __forceinline__ void ld8(const T *p, float *x) {

@@ -114,7 +114,7 @@ void cu_bias_forward(int dt, void *out, const void *bias, int N, int OC);
 void cu_matmul_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
                         int N, int C, int OC);
 // The bias gradients' column sums in 16-byte loads (the same bits; widths that are no multiple of 16
-// bytes take the 2-byte kernel): 1 on, 0 off, -1 the default (on, unless GPTMEM_BIAS16=0; gpu-round-7's item 2).
+// bytes take the 2-byte kernel): 1 on, 0 off, -1 the default (on, unless GPTMEM_BIAS16=0).
 void cu_bias_pack16(int on);
 // the same with GELU's backward in the GEMM: dinp[N,C] = gelu'(pre[N,C]) * (dout @ w)   (overwrites)
 void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
@@ -124,8 +124,8 @@ void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbias, const v
 void cu_matmul_dgelu_counts(long long *fused, long long *apart);
 // GPT-2's fc with GELU in the GEMM (cuBLASLt's GELU_AUX_BIAS): pre[N,OC] = inp @ w^T + bias and
 // act[N,OC] = gelu(pre), one GEMM. 0, or -1 with nothing written where it is off or cuBLASLt has none (the
-// caller runs cu_matmul_forward and cu_gelu_forward). Off by default unless GPTMEM_GELU_EPI=1 (gpu-round-7's
-// item 6: its GELU is not the kernel's bits); cu_matmul_gelu_epilogue sets it (-1: the default).
+// caller runs cu_matmul_forward and cu_gelu_forward). Off by default unless GPTMEM_GELU_EPI=1 (its
+// GELU is not the kernel's bits); cu_matmul_gelu_epilogue sets it (-1: the default).
 int cu_matmul_gelu_forward(int dt, void *act, void *pre, const void *inp, const void *w, const void *bias, int N, int C,
                            int OC);
 void cu_matmul_gelu_epilogue(int on);
@@ -176,7 +176,7 @@ void cu_encoder_backward(int dt, void *dwte, void *dwpe, const void *dout, const
                          const int *tok, int nbuckets, int B, int T, int C);
 // The embedding in 16-byte pieces (the same bits): 1 the forward and dwpe 8 channels a thread in 16 bits, the
 // token rows' sums (dwte and --fused-ce's chunks) a warp a bucket's 256 bytes of a row with the loads of 8
-// positions in flight; 0 the 2-byte kernels; -1 the default (1, unless GPTMEM_EMB16=0; gpu-round-7's item 5).
+// positions in flight; 0 the 2-byte kernels; -1 the default (1, unless GPTMEM_EMB16=0).
 void cu_encoder_pack16(int on);
 
 // --fused-ce: the table [wte | wpe] (Vp + maxT rows) a chunk of rows [r0, r1) at a time (T, C values a row):
@@ -193,7 +193,7 @@ void cu_encoder_backward_chunk(int dt, void *drows, const void *dout, const int 
 void cu_layernorm_forward(int dt, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b,
                           int N, int C);
 // Which layernorm/RMSNorm forward kernel: 0 the default, 8 a P 8 instance where it holds the row (the same bits
-// as the default's P 16), 2 the 2-byte kernel; GPTMEM_LN_PIECES sets it for a run (gpu-round-7's R5).
+// as the default's P 16), 2 the 2-byte kernel; GPTMEM_LN_PIECES sets it for a run.
 void cu_layernorm_pieces(int p);
 // dinp += ..., dw += ..., db += ... (as model.h; dw NULL: no weight gradients, a frozen norm)
 void cu_layernorm_backward(int dt, void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
@@ -243,13 +243,13 @@ enum { GPU_ATTN_ROW_BYTES = 227 << 10 };
 int cu_flash_uses_mma(int dt, int hs);
 void cu_flash_force_reference(int on);  // tests: 1 = always the reference kernels
 // The tensor-core forward's and dK dV kernel's causal mask: 1 only on the tiles that cross a warp's diagonal or
-// the end (the same bits), 0 on every tile; -1 the default (1, unless GPTMEM_FLASH_DIAG=0; gpu-round-7's item 1).
+// the end (the same bits), 0 on every tile; -1 the default (1, unless GPTMEM_FLASH_DIAG=0).
 void cu_flash_diag(int on);
 // D = rowsum(dout * out) before the tensor-core backward: 1 in 16-byte loads (the same bits), 0 two bytes a
-// load; -1 the default (1, unless GPTMEM_FLASH_D16=0; gpu-round-7's item 1).
+// load; -1 the default (1, unless GPTMEM_FLASH_D16=0).
 void cu_flash_d16(int on);
 // The tensor-core forward at head size 64: 1 two row tiles of 16 a warp (128 query rows a block; the same
-// bits), 0 one; -1 the default (0, unless GPTMEM_FLASH_M2=1; gpu-round-7's item 1).
+// bits), 0 one; -1 the default (0, unless GPTMEM_FLASH_M2=1).
 void cu_flash_m2(int on);
 // out[B,T,C] (T); lse[B,H,T] in fp32 (the backward recomputes every probability from it)
 void cu_flash_forward(int dt, void *out, float *lse, const void *qkv, int B, int T, int C, int H, int KVH);
@@ -265,7 +265,7 @@ void cu_crossentropy_forward(int dt, float *losses, const void *logits, const in
 // its target's logit, so the backward reads each row once.
 void cu_crossentropy_backward(int dt, void *logits, const float *losses, const int *targets, int N, int V, int Vp,
                               float dloss);
-// Both in one read of the logits (llm.c's fused classifier; gpu-round-7's item 4, its first part): losses
+// Both in one read of the logits (llm.c's fused classifier, its first part): losses
 // as the forward's, then logits -> dlogits as the backward's, the same bits. The model (gpu/head.h) leaves
 // a training forward's loss to the backward this way where cu_crossentropy_fused_on() says so (the switch
 // GPTMEM_CE_FUSED, off by default; cu_crossentropy_fuse sets it, -1: the default).
@@ -316,7 +316,7 @@ void cu_adamw_segments(int dt, int gdt, float *master, void *weights, const void
                        const AdamwSegment *segs, int nsegs, float lr, float beta1, float beta2, float eps,
                        float b1_correction, float b2_correction, const double *grad_scale);
 // cu_adamw_segments 8 parameters a thread, 16-byte loads and stores where aligned (the same bits): 1 on,
-// 0 off, -1 the default (off, unless GPTMEM_ADAMW16=1; gpu-round-7's item 7).
+// 0 off, -1 the default (off, unless GPTMEM_ADAMW16=1).
 void cu_adamw_pack16(int on);
 // dst (T) = round(src (fp32)), n elements
 void cu_store_dtype(int dt, void *dst, const float *src, size_t n);

@@ -301,7 +301,7 @@ template <typename T> __global__ void flash_D_kernel(float *D, const T *dout, co
 
 // The same sums in 16-byte loads (8 values a load where the kernel above takes 2 bytes), for the
 // tensor-core path (16-bit rows on 16 bytes, hs a multiple of 8): each thread's row in the same order,
-// the same bits (gpu-round-7's item 1): the tensor-core backward with D at GPT-2's B16 T1024 in 0.446 ms
+// the same bits: the tensor-core backward with D at GPT-2's B16 T1024 in 0.446 ms
 // against 0.536 on an H200. GPTMEM_FLASH_D16=0 or cu_flash_d16(0) takes the kernel above.
 template <typename T> __global__ void flash_D16_kernel(float *D, const T *dout, const T *out, int B, int Tn, int C, int H) {
     constexpr int V = Pack16<T>::n;

@@ -23,7 +23,7 @@ __global__ void encoder_backward_wpe_kernel(T *dwpe, const T *dout, int B, int T
 }
 
 // The two above in 16-byte pieces, 8 channels a thread in 16 bits (4 in fp32), each channel's sum as
-// above (the same bits); with the wte kernel below, the embedding unless GPTMEM_EMB16=0 (gpu-round-7's item 5).
+// above (the same bits); with the wte kernel below, the embedding unless GPTMEM_EMB16=0.
 template <typename T>
 __global__ void encoder_forward16_kernel(T *out, const int *inp, const T *wte, const T *wpe, int BT, int Tn, int C) {
     constexpr int V = Pack16<T>::n;
@@ -77,7 +77,7 @@ __global__ void encoder_backward_wte_kernel(T *dwte, const T *dout, const int *p
     }
 }
 
-// The same sums in 16-byte pieces (gpu-round-7's item 5; GPTMEM_EMB16=0 or cu_encoder_pack16(0) runs the
+// The same sums in 16-byte pieces (GPTMEM_EMB16=0 or cu_encoder_pack16(0) runs the
 // 2-byte kernels instead: GPT-2's embedding backward at B16 T1024 in 0.241 ms against 0.412 on an H200,
 // Zipf-drawn tokens): block b owns bucket b / S and, of its row, the
 // 32 pieces from slice s = b % S (S slices a row, a warp each; lane l the piece (32 s + l) V). Each

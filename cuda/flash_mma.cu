@@ -144,7 +144,7 @@ __device__ __forceinline__ void load_rows(T *X, const T *src, size_t stride, int
 // The causal mask, tile by tile: only a tile that crosses a warp's diagonal (or the sequence's end) has
 // scores to mask. The forward and dK dV kernels are built twice, for an A/B on a GPU: DIAG false masks
 // every tile; DIAG true takes the unmasked loops below on the other tiles, without the key's index, its
-// compare and its select an element (gpu-round-7's item 1). The values are the same either way: the same
+// compare and its select an element. The values are the same either way: the same
 // bits. The DIAG kernels run unless GPTMEM_FLASH_DIAG=0 or cu_flash_diag(0) (GPT-2's B16 T1024 on an H200:
 // forward 0.145 ms against 0.151, backward 0.517 against 0.536); the dQ kernel masks every tile (its
 // DIAG instance spilled 32 bytes a thread at head size 64; the one that masks every tile, none).
@@ -195,7 +195,7 @@ __device__ __forceinline__ void dscores_kv_unmasked(float s[BQ / 8][4], float dp
 // while tile kt is used. Scores are kept in the log2 domain (scale * log2 e
 // folded in) so exp2f does the exponentials. Blocks start from the last query
 // rows, which see the most keys, so the longest blocks are not left for the end.
-// MT: row tiles of 16 a warp (gpu-round-7's item 1, FlashAttention-2's 32 rows a warp at head size 64):
+// MT: row tiles of 16 a warp (FlashAttention-2's 32 rows a warp at head size 64):
 // with MT 2 a block is 128 query rows, warp w rows q0 .. q0 + 31 (q0 = block * 128 + 32 w), and each K or V
 // fragment read from shared memory (ldmatrix) serves two row tiles' products instead of one. Each row
 // tile skips the key tiles it does not see, as a warp of MT 1 does, so every row gets the same operations

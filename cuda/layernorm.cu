@@ -181,7 +181,7 @@ template <typename T> __global__ void layernorm_dw_finish_kernel(T *dw, T *db, c
     if (db) db[c] = st<T>(ld(db[c]) + tb);
 }
 
-// Which forward kernel (gpu-round-7's R5: P 16 was never timed at C 2048, Llama-1B's): 0 as above; 8 takes
+// Which forward kernel (P 16 was never timed at C 2048, Llama-1B's): 0 as above; 8 takes
 // a P 8 instance where it holds the row (C up to 2048 in bf16; the same bits as P 16, which sums the same
 // pieces in the same order, in fewer registers); 2 the 2-byte kernel. GPTMEM_LN_PIECES=8 sets it for a
 // run, cu_layernorm_pieces for a test or --op-times; the next lease times them.

@@ -146,7 +146,7 @@ static uint32_t alignment_of(const void *p) {
 // heuristic query costs more than a small GEMM. Shapes past GEMM_PLANS (the
 // growing forwards of sampling) get a plan made and freed per call.
 // EPI_GELU_AUX: GELU_AUX_BIAS, D = gelu(product + bias) and aux = product + bias (the pre-activation);
-// epi_ptr the bias, aux the pre-activation (gpu-round-7's item 6, off unless GPTMEM_GELU_EPI=1).
+// epi_ptr the bias, aux the pre-activation (off unless GPTMEM_GELU_EPI=1).
 enum { EPI_NONE, EPI_BIAS, EPI_DGELU, EPI_GELU_AUX };
 typedef struct {
     int dt, m, n, k, transa, transb, lda, ldb, ldd, epi;
@@ -376,7 +376,7 @@ template <typename T> __global__ void bias_partial_kernel(float *partial, const 
 }
 
 // The same, each thread reading P consecutive columns in one 16-byte load (P = 8 in 16 bits, 4 in fp32;
-// gpu-round-7's item 2; GPTMEM_BIAS16=0 or cu_bias_pack16(0) runs the kernel above: the fc's backward at
+// GPTMEM_BIAS16=0 or cu_bias_pack16(0) runs the kernel above: the fc's backward at
 // GPT-2's B16 T1024 in 0.245 ms against 0.257 on an H200): a
 // block is 32 P columns of a chunk; each column's rows are added in the order above and its 8 row
 // partials in the same fixed order, so the bits are bias_partial_kernel's. Needs OC % P == 0 (every
@@ -513,7 +513,7 @@ extern "C" void cu_matmul_dgelu_backward(int dt, void *dinp, void *dw, void *dbi
     weight_grads(dt, dw, dbias, dout, inp, N, C, OC);
 }
 
-// GPT-2's fc and GELU forward together (gpu-round-7's item 6): pre = inp w^T + bias and act = gelu(pre) from
+// GPT-2's fc and GELU forward together: pre = inp w^T + bias and act = gelu(pre) from
 // one GEMM, cuBLASLt's GELU_AUX_BIAS epilogue (its tanh GELU, cpu/ops.h's), act never read back by a kernel
 // of its own. Off unless GPTMEM_GELU_EPI=1 or cu_matmul_gelu_epilogue(1): faster (0.147 ms against 0.175 for
 // the GEMM and the GELU kernel at GPT-2's fc, an H200), but cuBLASLt's GELU rounds otherwise (4,042 of 4,320

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/hostile_folder.py — a downloaded model folder is hostile input: each defect of the round-7 audit
-(../shared/reviews/reliability-round-7.md: E2's input half, E3, E6, E7, E8, E11, E12) made a folder, read by
+(E2's input half, E3, E6, E7, E8, E11, E12) made a folder, read by
 ./train --init (or --config), which must refuse it in one line naming the problem (or, where the folder is a
 valid model, load it as transformers would).
 

@@ -74,7 +74,7 @@ print(f"{len(b)} weights, max abs difference {d:.2e} of values up to {top:.3f}")
 PY
 }
 
-# gpu_switch VAR=V HOW WHAT: a speed switch's other kernel (gpu-round-7's plan: the one the default is not) on
+# gpu_switch VAR=V HOW WHAT: a speed switch's other kernel (the one the default is not) on
 # the flags section's fp32 and bf16 runs against the plain ones: HOW bits wants the same losses bit for bit,
 # rounding within 1e-5 (fp32) and 1e-2 (bf16)
 gpu_switch() {
@@ -166,7 +166,7 @@ sec_flags() {
   if run again "${G[@]}" && cmp -s <(losses "$tmp/plain_fp32.csv") <(losses "$tmp/again.csv"); then
     ok "GPU runs are deterministic (fp32, twice: the same losses bit for bit)"
   else bad "GPU runs are deterministic"; fi
-  # GPTMEM_GELU_EPI=1 (gpu-round-7's item 6): the fc's GELU in its GEMM's epilogue, where the forward computes
+  # GPTMEM_GELU_EPI=1: the fc's GELU in its GEMM's epilogue, where the forward computes
   # both; --ckpt and --recompute gelu rebuild act with the GELU kernel. The emulation's epilogue is the kernel's
   # bits; on a GPU cuBLASLt's GELU may round otherwise (the kernel test's note counts them): within 1e-5 there
   good=1
@@ -178,7 +178,7 @@ sec_flags() {
   done
   if [ $good = 1 ]; then ok "GPTMEM_GELU_EPI=1: the fc's GELU in the GEMM (alone, --ckpt, --recompute gelu) == the GELU kernel's run$([ $HOST = 1 ] && echo ', bit for bit on the emulation')"
   else bad "GPTMEM_GELU_EPI=1 against the GELU kernel's run"; fi
-  # GPTMEM_CE_FUSED=1 (gpu-round-7's item 4, its first part): a training forward leaves the loss to the backward,
+  # GPTMEM_CE_FUSED=1 (llm.c's fused classifier, its first part): a training forward leaves the loss to the backward,
   # which computes it and dlogits in one kernel; an evaluation's forward computes it when its activations go.
   # The same bits as the two kernels' run, every column of the log but the time (the val loss, the norm, the
   # memory too), with --eval-every, --ckpt with --accum 2, and fp16's loss scale; the emulation runs the same

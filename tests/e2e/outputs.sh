@@ -2,7 +2,7 @@
 # tests/e2e/outputs.sh — one run an output, and nothing planted beside one is written: every writer's temp is
 # its own (io/files.h temp_create: never a link or a user's FILE.tmp), each output is locked for the run's life
 # (PATH.lock: a second run refuses at its start, naming the first), and the scripts' writers follow the same rule
-# (scripts/outfile.py). The commands of ../shared/reviews/reliability-round-8.md's F2, F3, F4 and F6.
+# (scripts/outfile.py). The labels F2, F3, F4, F6 name the defects an outside audit found.
 # Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
 set -u
 cd "$(dirname "$0")/../.."

@@ -88,7 +88,7 @@ PYEOF
 if python3 scripts/gguf2llmc.py "$tmp/out2" --gguf "$tmp/iq.gguf" >"$tmp/g2" 2>&1; then bad "an IQ1_S GGUF converted"
 elif grep -q "tensor blk.0.attn_q.weight is of type IQ1_S" "$tmp/g2" && [ ! -e "$tmp/out2/model.bin" ]; then ok "gguf2llmc.py: a quantization it does not take (IQ1_S) refused by the tensor's type, nothing written"
 else bad "gguf2llmc.py on an IQ1_S GGUF: $(tail -1 "$tmp/g2")"; fi
-# E10 (../shared/reviews/reliability-round-7.md): bad metadata refused in one line, no traceback, nothing written
+# E10: bad metadata refused in one line, no traceback, nothing written
 $PY - "$tmp" <<'PYEOF'
 import sys, numpy as np, gguf
 def llama(path, **over):

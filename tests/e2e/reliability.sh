@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/e2e/reliability.sh — what a careless user does never loses a run or a file: each defect of the
-# outside audits (../shared/reviews/reliability-round-6.md, D1-D16 and the launcher gaps; round 7's E1-E12)
+# outside audits (labelled D1-D16 and the launcher gaps, E1-E12, F1-F12, as the audits named them)
 # made a test with the audit's command, and a fuzz test of every file reader (tests/fuzz_files.py).
 # Run by tests/run.sh (make test); prints PASS / FAIL / SKIP lines.
 set -u
@@ -221,7 +221,7 @@ if mount -t tmpfs -o size=600k tmpfs "$tmp/full" 2>/dev/null; then
   umount "$tmp/full"
 else skip "D15: cannot mount a small tmpfs here (not root, or not allowed)"; fi
 
-# Round 7 (../shared/reviews/reliability-round-7.md): every output follows one rule (app/outputs.h), checked
+# Round 7: every output follows one rule (app/outputs.h), checked
 # before anything is allocated: never a device, fifo or directory, an input, another output, or a file of
 # another kind (without --overwrite); a rank's FILE.rank<r> the same; an export's weights and config.json together
 OUTS=(--log --mem-json --mem-timeline --mem-snapshot --trace-json)

@@ -57,16 +57,17 @@ void norm(GPT *m, Acts *a, int l, int op, int o, const float *x) {
 // so that the saved qkv is the rotated one and a rebuild of att alone rotates nothing twice.
 // --tp: a row-parallel op's product is this rank's part of the sum, summed over its group before the
 // bias and the residual (Megatron's g: parallel/tensor.h). --sp: a column-parallel op reads every row of
-// its input, gathered from the group's slices, and a row-parallel op's sum is the rank's slice (N/t,C).
+// its input, gathered from the group's slices (Megatron's f), and a row-parallel op's sum is the rank's
+// slice (N/t,C). Without --tp neither runs.
 void linear(GPT *m, Acts *a, int l, int op, int o, const float *inp, const float *residual) {
     if (!(a->pushing & SV_BIT(o))) return;
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T, n = gpt_rows(m), C = c->channels, g = m->tp.size > 1 && tp_row_parallel(op);
+    int N = m->B * m->T, n = gpt_rows(m), C = c->channels, tp = m->tp.size > 1, summed = tp && tp_row_parallel(op);
     OpParams w = op_weights(m, l, op);
-    float *out = g && m->tp.sp > 1 ? m->seq_whole : a->view[o];  // (--sp: the partial sums, every row)
-    if (tp_column_parallel(op)) inp = tp_whole_rows(&m->tp, m->seq_whole, inp, N, C);  // (--sp: gathered)
-    matmul_forward(out, inp, w.w, g ? NULL : w.b, N, op_inputs(c, op), op_outputs(c, op));
-    if (g) tp_sum_rows(&m->tp, a->view[o], out, (size_t)N * C), bias_forward(a->view[o], w.b, n, C);  // g, + b (--tp)
+    float *out = summed && m->tp.sp > 1 ? m->seq_whole : a->view[o];  // (--sp: the partial sums, every row)
+    if (tp && tp_column_parallel(op)) inp = tp_whole_rows(&m->tp, m->seq_whole, inp, N, C);  // f (--sp: gathered)
+    matmul_forward(out, inp, w.w, summed ? NULL : w.b, N, op_inputs(c, op), op_outputs(c, op));
+    if (summed) tp_sum_rows(&m->tp, a->view[o], out, (size_t)N * C), bias_forward(a->view[o], w.b, n, C);  // g, + b
     if (gpt_frozen(m)) lora_forward(m, l, op, a->view[o], inp);  // + s (inp A^T) B^T   (--lora: cpu/lora.h)
     if (op == OP_QKV && is_llama(c))
         rope_forward(a->view[o], N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));
@@ -107,15 +108,15 @@ void activate(GPT *m, Acts *a, int o, const float *inp) {
 // gradient reads, and the output gradient a row-parallel op reads, are gathered again from the slices.
 void linear_backward(GPT *m, int l, int op, float *dinp, float *dout, const float *inp) {
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T, C = c->channels;
+    int N = m->B * m->T, C = c->channels, tp = m->tp.size > 1;
     OpParams w = op_weights(m, l, op), g = op_grads(m, l, op);
     if (op == OP_QKV && is_llama(c))
         rope_backward(dout, N, m->T, m->pos0, qkv_width(c), rope_heads(c), head_size(c), cfg_rope(c));
-    if (tp_column_parallel(op)) inp = tp_whole_rows(&m->tp, m->seq_whole, inp, N, C);          // (--sp)
-    if (tp_row_parallel(op)) dout = (float *)tp_whole_rows(&m->tp, m->seq_whole, dout, N, C);  // (--sp)
+    if (tp && tp_column_parallel(op)) inp = tp_whole_rows(&m->tp, m->seq_whole, inp, N, C);          // (--sp)
+    if (tp && tp_row_parallel(op)) dout = (float *)tp_whole_rows(&m->tp, m->seq_whole, dout, N, C);  // (--sp)
     matmul_backward(dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     if (gpt_frozen(m)) lora_backward(m, l, op, dinp, dout, inp);  // dinp += s dout B A; dA, dB (--lora)
-    if (tp_column_parallel(op)) tp_sum_rows(&m->tp, dinp, dinp, (size_t)N * op_inputs(c, op));  // f's backward (--tp)
+    if (tp && tp_column_parallel(op)) tp_sum_rows(&m->tp, dinp, dinp, (size_t)N * op_inputs(c, op));  // f's backward
     op_grads_done(m, l, op);
 }
 

@@ -54,7 +54,7 @@ void embed_forward(GPT *m, const int *inp) {
     m->encoded = arena_push("encoded", n * C * e);
     float *own = m->dtype == DT_FP32 ? m->encoded : m->x_work, *enc = m->tp.sp > 1 ? m->seq_whole : own;
     int pos = split && m->tp.rank ? -(1 << 30) : Vp + m->pos0;  // position t's row, pos + t (-2^30: none here)
-    inp = band_tokens(m, inp);
+    if (split) inp = band_tokens(m, inp);
     if (m->plan.tiled_head || split) {  // a chunk of the table at a time (--tp: its band and the positions at once)
         memset(enc, 0, sizeof(float) * N * C);
         for (int k = 0; k < (m->plan.tiled_head ? table_chunks(&m->plan, rows) : 1); k++) {
@@ -76,10 +76,10 @@ void embed_forward(GPT *m, const int *inp) {
 // positions' gradient, whole, on every rank).
 void embed_backward(GPT *m, const int *inp) {
     const GPTConfig *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c);
+    int B = m->B, T = m->T, C = c->channels, Vp = padded_vocab(c), rows = embedding_rows(c), split = c->vocab_split > 1;
     ledger_where("embedding backward", 0);
-    const float *dx = tp_whole_rows(&m->tp, m->seq_whole, m->dres, (size_t)B * T, C);
-    inp = band_tokens(m, inp);
+    const float *dx = m->tp.sp > 1 ? tp_whole_rows(&m->tp, m->seq_whole, m->dres, (size_t)B * T, C) : m->dres;
+    if (split) inp = band_tokens(m, inp);
     if (m->plan.tiled_head) {  // a chunk at a time, each handed on (reduce-scattered at stages 2, 3) when done
         for (int k = 0; k < table_chunks(&m->plan, rows); k++) {
             Rows r = table_rows(&m->plan, rows, k);
@@ -88,7 +88,7 @@ void embed_backward(GPT *m, const int *inp) {
             table_chunk_grads_done(m, rows, k);
         }
     } else {
-        if (c->vocab_split > 1) encoder_backward_chunk(m->global_grads.wte, dx, inp, 0, rows, Vp, B, T, C);
+        if (split) encoder_backward_chunk(m->global_grads.wte, dx, inp, 0, rows, Vp, B, T, C);
         else encoder_backward(m->global_grads.wte, m->global_grads.wpe, dx, inp, B, T, C);
         global_grads_done(m);
     }
@@ -257,7 +257,7 @@ static float *band_lse_push(GPT *m, int N) {
 static float head_forward_loss(GPT *m, const float *lnf, const int *targets) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c), split = c->vocab_split > 1;
-    lnf = tp_whole_rows(&m->tp, m->seq_whole, lnf, N, C);
+    if (m->tp.sp > 1) lnf = tp_whole_rows(&m->tp, m->seq_whole, lnf, N, C);
     if (m->plan.tiled_head) {  // no logits: each row's log-sum-exp, in fp32 whatever the dtype
         m->head_lse = arena_push("logits_lse", (size_t)N * sizeof(float));
         return targets ? head_forward_tiled(m, lnf, targets, N, m->head_lse) : 0.0f;
@@ -305,7 +305,7 @@ void head_backward(GPT *m, const int *targets, float dloss) {
     Acts *f = &m->final;
     ledger_where("LM head backward", 0);
     load_saved(m, f, SV_LOGITS);  // lnf and its statistics (the logits: below, a chunk at a time)
-    const float *lnf = tp_whole_rows(&m->tp, m->seq_whole, f->view[SV_LNF], N, C);  // (--sp: gathered again)
+    const float *lnf = m->tp.sp > 1 ? tp_whole_rows(&m->tp, m->seq_whole, f->view[SV_LNF], N, C) : f->view[SV_LNF];  // (--sp)
     if (m->plan.tiled_head) {
         head_backward_tiled(m, m->dln, lnf, m->head_lse, targets, N, dloss);
     } else {

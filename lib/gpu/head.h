@@ -269,7 +269,7 @@ void gpu_head_loss(GpuGPT *m) {
 void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c), R = m->plan.head_rows, dt = m->dtype;
-    lnf = gpu_tp_whole_rows(m, m->seq_whole, lnf, (size_t)N, (size_t)C);
+    if (m->tp.sp > 1) lnf = gpu_tp_whole_rows(m, m->seq_whole, lnf, (size_t)N, (size_t)C);
     if (!m->plan.tiled_head) {
         m->logits = gpu_push_saved(m, &final_saved[SV_LOGITS]);
         cu_matmul_forward(dt, m->logits, lnf, m->globals.lm_head, NULL, N, C, Vp);
@@ -316,7 +316,7 @@ void gpu_head_forward(GpuGPT *m, const void *lnf, int has_targets) {
 void gpu_head_backward(GpuGPT *m, float dloss) {
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T, C = c->channels, Vp = padded_vocab(c), R = m->plan.head_rows, dt = m->dtype;
-    void *lnf = (void *)gpu_tp_whole_rows(m, m->seq_whole, m->lnf, (size_t)N, (size_t)C);
+    void *lnf = m->tp.sp > 1 ? (void *)gpu_tp_whole_rows(m, m->seq_whole, m->lnf, (size_t)N, (size_t)C) : m->lnf;
     ledger_where("LM head backward", 0);
     if (!m->plan.tiled_head) {
         m->globals = gpu_global_weights(m), m->global_grads = gpu_global_grads(m);

@@ -50,10 +50,10 @@ void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, co
     if (!(a->pushing & SV_BIT(o))) return;
     const GPTConfig *c = &m->cfg;
     int N = m->B * m->T, n = gpu_rows(m), C = c->channels, adapted = gpu_lora_adapted(m, op);
-    int g = m->tp.size > 1 && tp_row_parallel(op);
+    int tp = m->tp.size > 1, summed = tp && tp_row_parallel(op);
     GpuOpParams w = gpu_op_weights(m, l, op);
-    void *out = g && m->tp.sp > 1 ? m->seq_whole : a->saved[o];  // (--sp: the partial sums, every row)
-    if (tp_column_parallel(op)) inp = gpu_tp_whole_rows(m, m->seq_whole, inp, (size_t)N, (size_t)C);  // (--sp: gathered)
+    void *out = summed && m->tp.sp > 1 ? m->seq_whole : a->saved[o];  // (--sp: the partial sums, every row)
+    if (tp && tp_column_parallel(op)) inp = gpu_tp_whole_rows(m, m->seq_whole, inp, (size_t)N, (size_t)C);  // f (--sp)
     // GPT-2's fc with its GELU in the GEMM's epilogue (cuda/api.h cu_matmul_gelu_forward: off unless
     // GPTMEM_GELU_EPI=1), where both tensors are computed now: act is written, gpu_activate has nothing to do
     if (op == OP_FC && !is_llama(c) && !adapted && (a->pushing & SV_BIT(SV_FCH_GELU)) &&
@@ -63,11 +63,11 @@ void gpu_linear(GpuGPT *m, GpuActs *a, int l, int op, int o, const void *inp, co
     }
     // the residual is added inside the GEMM (cuBLASLt's C with beta 1): rounded once, as model.h's
     // linear rounds once; the qkv step, the one RoPE rotates, has none (--lora: added after the adapters)
-    cu_matmul_residual_forward(m->dtype, out, inp, w.w, g ? NULL : w.b, adapted || g ? NULL : residual, N,
+    cu_matmul_residual_forward(m->dtype, out, inp, w.w, summed ? NULL : w.b, adapted || summed ? NULL : residual, N,
                                op_inputs(c, op), op_outputs(c, op));
-    if (g) gpu_tp_sum_rows(m, a->saved[o], out, (size_t)N * C), cu_bias_forward(m->dtype, a->saved[o], w.b, n, C);  // g, + b
+    if (summed) gpu_tp_sum_rows(m, a->saved[o], out, (size_t)N * C), cu_bias_forward(m->dtype, a->saved[o], w.b, n, C);  // g, + b
     if (adapted) gpu_lora_forward(m, l, op, a->saved[o], inp);  // + s (inp A^T) B^T   (--lora)
-    if ((adapted || g) && residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)n * C);
+    if ((adapted || summed) && residual) cu_residual_forward(m->dtype, a->saved[o], a->saved[o], residual, (size_t)n * C);
     if (op == OP_QKV && is_llama(c)) {
         Rope r = cfg_rope(c);
         cu_rope_forward(m->dtype, a->saved[o], N, m->T, m->pos0, (int)qkv_width(c), rope_heads(c), head_size(c),
@@ -105,18 +105,18 @@ void gpu_activate(GpuGPT *m, GpuActs *a, int o, const void *inp) {
 // and the output gradient a row-parallel op reads, are gathered again from the slices.
 void gpu_linear_backward(GpuGPT *m, int l, int op, void *dinp, void *dout, const void *inp) {
     const GPTConfig *c = &m->cfg;
-    int N = m->B * m->T, C = c->channels;
+    int N = m->B * m->T, C = c->channels, tp = m->tp.size > 1;
     GpuOpParams w = gpu_op_weights(m, l, op), g = gpu_op_grads(m, l, op);
     if (op == OP_QKV && is_llama(c)) {
         Rope r = cfg_rope(c);
         cu_rope_backward(m->dtype, dout, N, m->T, m->pos0, (int)qkv_width(c), rope_heads(c), head_size(c), r.theta,
                          r.scaled);
     }
-    if (tp_column_parallel(op)) inp = gpu_tp_whole_rows(m, m->seq_whole, inp, (size_t)N, (size_t)C);      // (--sp)
-    if (tp_row_parallel(op)) dout = (void *)gpu_tp_whole_rows(m, m->seq_whole, dout, (size_t)N, (size_t)C);  // (--sp)
+    if (tp && tp_column_parallel(op)) inp = gpu_tp_whole_rows(m, m->seq_whole, inp, (size_t)N, (size_t)C);      // (--sp)
+    if (tp && tp_row_parallel(op)) dout = (void *)gpu_tp_whole_rows(m, m->seq_whole, dout, (size_t)N, (size_t)C);  // (--sp)
     cu_matmul_backward(m->dtype, dinp, g.w, g.b, dout, inp, w.w, N, op_inputs(c, op), op_outputs(c, op));
     if (gpu_lora_adapted(m, op)) gpu_lora_backward(m, l, op, dinp, dout, inp);  // dinp += s dout B A; dA, dB (--lora)
-    if (m->tp.size > 1 && tp_column_parallel(op)) gpu_tp_sum_rows(m, dinp, dinp, (size_t)N * op_inputs(c, op));  // f's (--tp)
+    if (tp && tp_column_parallel(op)) gpu_tp_sum_rows(m, dinp, dinp, (size_t)N * op_inputs(c, op));  // f's (--tp)
     gpu_op_grads_done(m, l, op);
 }
 
@@ -154,7 +154,7 @@ void gpu_mlp_out_backward(GpuGPT *m, int l, void *dfch, void *dout, const void *
         return;
     }
     GpuOpParams w = gpu_op_weights(m, l, OP_FCPROJ), g = gpu_op_grads(m, l, OP_FCPROJ);
-    dout = (void *)gpu_tp_whole_rows(m, m->seq_whole, dout, (size_t)N, (size_t)c->channels);  // (--sp: gathered)
+    if (m->tp.sp > 1) dout = (void *)gpu_tp_whole_rows(m, m->seq_whole, dout, (size_t)N, (size_t)c->channels);  // (--sp)
     cu_matmul_dgelu_backward(m->dtype, dfch, g.w, g.b, dout, act, w.w, fch, N, op_inputs(c, OP_FCPROJ),
                              op_outputs(c, OP_FCPROJ));
     gpu_op_grads_done(m, l, OP_FCPROJ);

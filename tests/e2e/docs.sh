@@ -17,6 +17,21 @@ else bad "--help lists the flags"; fi
 for f in doc/performance.md doc/cuda.md doc/memory.md doc/architecture.md doc/grad-accumulation.md doc/checkpointing.md doc/flash-attention.md doc/mixed-precision.md doc/zero.md doc/vocabulary.md doc/quantization.md doc/lora.md doc/offload.md doc/README.md doc/exercises.md doc/answers.md doc/formulas.md doc/references.md doc/reading.md; do
   if [ -f "$f" ]; then ok "$f exists"; else bad "$f exists"; fi
 done
+# the lecture's step runs no feature it does not use: `./train --ranks 2 --zero 2 --ckpt` (gcov, scripts/step_lines.py)
+# calls no function of --tp's (tp_*, band_*), --lora's (lora_*) or the GPU's, and no line of their rooms
+if have_mpi && command -v gcov >/dev/null && [ -z "${GPTMEM_QUICK:-}" ]; then
+  if python3 scripts/step_lines.py --json "$tmp/step.json" >"$tmp/step" 2>&1 && msg=$(python3 - "$tmp/step.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rooms = ("lib/parallel/tensor.h", "lib/app/sends.h", "lib/core/lora.h", "lib/cpu/lora.h", "lib/io/peft.h", "lib/io/quant.h")
+bad = [f for f in d["functions"] if f.startswith(("tp_", "band_", "lora_", "gpu_"))] + [r for r in rooms if r in d["lines"]]
+n = sum(len(v) for v in d["lines"].values())
+print(f"{n} lines in {len(d['lines'])} files, {len(d['functions'])} functions a step" + (f"; runs {bad}" if bad else ""))
+sys.exit(1 if bad else 0)
+PY
+); then ok "the lecture's step (--ranks 2 --zero 2 --ckpt) runs no --tp, --lora or GPU code: $msg"
+  else bad "the lecture's step runs other features' code: ${msg:-$(tail -2 "$tmp/step")}"; fi
+else skip "the lecture's step under gcov: no MPI, no gcov, or GPTMEM_QUICK (make asan)"; fi
 # every line of C the docs quote is a line of the source (tests/doc_snippets.py)
 if msg=$(python3 tests/doc_snippets.py); then ok "${msg##*$'\n'}"; else bad "$(echo "$msg" | head -3)"; fi
 # the dry-run table in doc/memory.md is the binary's output, verbatim

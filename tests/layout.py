@@ -16,7 +16,10 @@ Checks, printing one PASS/FAIL line each:
   5. no function outside the kernels (cuda/*.cu) and the tests is over MAX_FUNCTION lines: one that
      grows past it is split into the steps it takes;
   6. the memory room's predicted half (predict*.h, fit.h) never reaches its measured half (ledger.h),
-     not even through another header: the predictor is written apart from the allocator, the check.
+     not even through another header: the predictor is written apart from the allocator, the check;
+  7. app/net.h, the model on its device, asks which device (n->cuda) at most once a function;
+  8. the end of the step (cpu/optimizer.h, gpu/optimizer.h) names no feature: no function there asks
+     about --lora, a frozen model, adapters or a packed base (optim/trained.h's set is what it trains).
 """
 import glob
 import os
@@ -212,7 +215,36 @@ def main():
     print(("PASS" if not long else "FAIL") + " no source file outside the kernels is over %d lines, the tests' included%s" %
           (MAX_LINES, "" if not long else ": " + ", ".join(long)))
     fails += bool(long)
+    bad = ["%s:%d %s (%d)" % ("lib/app/net.h", line, name, body.count("n->cuda"))
+           for name, line, body in function_bodies("lib/app/net.h") if body.count("n->cuda") > 1]
+    print(("PASS" if not bad else "FAIL") + " app/net.h asks the device at most once a function%s" %
+          ("" if not bad else ": " + ", ".join(bad)))
+    fails += bool(bad)
+    words = re.compile(r"lora|frozen|adapter|packed|base_dtype|quant", re.I)
+    bad = ["%s:%d %s" % (f, line, name) for f in ("lib/cpu/optimizer.h", "lib/gpu/optimizer.h")
+           for name, line, body in function_bodies(f) if words.search(re.sub(r"//.*", "", body))]
+    print(("PASS" if not bad else "FAIL") + " no function at the end of the step (cpu/, gpu/optimizer.h) names a "
+          "feature%s" % ("" if not bad else ": " + ", ".join(bad)))
+    fails += bool(bad)
     return 1 if fails else 0
+
+
+def function_bodies(path):
+    """(name, first line, text) of each function a file defines: a top-level line that opens a definition, to
+    the lone '}' that closes it, or that line alone when it closes itself (a one-line function)."""
+    lines, out = open(path).read().split("\n"), []
+    for i, line in enumerate(lines):
+        m = re.match(r"[A-Za-z_][\w\s\*]*?\b([A-Za-z_]\w*)\s*\(", line)
+        if not m or re.match(r"(typedef|enum|struct|#|static const|const|return)\b", line) or line.rstrip().endswith(";"):
+            continue
+        if "{" in line and line.rstrip().endswith("}"):
+            out.append((m.group(1), i + 1, line))
+            continue
+        k = i
+        while k < len(lines) and lines[k] != "}":
+            k += 1
+        out.append((m.group(1), i + 1, "\n".join(lines[i:k + 1])))
+    return out
 
 
 if __name__ == "__main__":

@@ -75,6 +75,9 @@ const Shard *net_shard(const Net *n) {  // (what the step trains: the model's we
     return n->cuda ? &n->gpu.train.shard : &n->cpu.train.shard;
 }
 
+// The model's first weights, from --seed or --init's file, on its device.
+void net_init(Net *n, const WeightSource *src) { n->cuda ? gpu_gpt_init(&n->gpu, src) : gpt_init(&n->cpu, src); }
+
 // --offload: the optimizer's states off the device (its range: this rank's
 // shard from stage 1, else all of them), and the weights' init there, from
 // where the compute weights are made. 0, or -1 after a message.
@@ -82,17 +85,19 @@ const Shard *net_shard(const Net *n) {  // (what the step trains: the model's we
 // first made on the device (the frozen model's init and the adapters' own), then taken down.
 int net_offload_build(Net *n, const Settings *s, const Plan *plan, int rank, const WeightSource *src) {
     const Shard *sh = net_shard(n);
-    OffloadLink link = n->cuda ? gpu_offload_link(&n->gpu) : cpu_offload_link(&n->cpu);
-    const Optimizer *trained = n->cuda ? &n->gpu.train.opt : &n->cpu.train.opt;
+    int gpu = n->cuda;  // (the device, asked once)
+    OffloadLink link = gpu ? gpu_offload_link(&n->gpu) : cpu_offload_link(&n->cpu);
+    const Optimizer *trained = gpu ? &n->gpu.train.opt : &n->cpu.train.opt;
+    const TensorSplit *tp = gpu ? &n->gpu.tp : &n->cpu.tp;
     Optimizer opt = *trained;  // (with its own copy of the tensors: host_offload_free frees it)
     opt.tensors = memcpy(malloc(sizeof(ParamTensor) * opt.ntensors), trained->tensors, sizeof(ParamTensor) * opt.ntensors);
     int bad = host_offload_build(&n->off, &link, plan, &opt, shard_state_len(sh), s->offload_dir, rank);
     if (comm_any(bad)) return -1;  // (every rank stops before the init's collectives)
-    if (s->tp > 1) host_offload_init_share(&n->off, n->cuda ? &n->gpu.tp : &n->cpu.tp, &s->cfg, src);  // (--tp: a share's)
+    if (s->tp > 1) host_offload_init_share(&n->off, tp, &s->cfg, src);  // (--tp: a share's)
     else if (!s->lora.rank) host_offload_init(&n->off, &s->cfg, src);
     if (!s->lora.rank) return 0;
-    if (n->cuda) gpu_gpt_init(&n->gpu, src), host_offload_init_by(&n->off, gpu_lora_down_to, &n->gpu);
-    else gpt_init(&n->cpu, src), host_offload_init_from(&n->off, n->cpu.lora.w, shard_weights_base(sh));
+    net_init(n, src);  // (the frozen model and the adapters on the device, then the adapters taken down)
+    host_offload_init_by(&n->off, gpu ? gpu_lora_down_to : lora_down_to, gpu ? (void *)&n->gpu : (void *)&n->cpu);
     return 0;
 }
 
@@ -107,7 +112,7 @@ int net_build(Net *n, const Settings *s, const Plan *plan, int rank, size_t stac
     n->cuda = s->cuda;
     net_build_model(n, s, plan, rank, stack);
     int bad = plan->offload & OFFLOAD_OPT ? net_offload_build(n, s, plan, rank, &src) : 0;
-    if (!(plan->offload & OFFLOAD_OPT)) n->cuda ? gpu_gpt_init(&n->gpu, &src) : gpt_init(&n->cpu, &src);
+    if (!(plan->offload & OFFLOAD_OPT)) net_init(n, &src);
     init_file_close(&init_file);
     return bad;
 }
@@ -237,7 +242,7 @@ NetState net_state(Net *n) {
 // of consecutive places there (the tensors whole on every rank: the group's first rank alone).
 int tp_export(const Net *n, const Settings *s, const NetState *st) {
     const TensorSplit *tp = n->cuda ? &n->gpu.tp : &n->cpu.tp;
-    const GPTConfig *share = n->cuda ? &n->gpu.cfg : &n->cpu.cfg;
+    const GPTConfig *share = &s->cfg;  // (the settings' model is the rank's share: app/flags.h)
     ExportRun *runs = NULL;
     int nr = 0, cap = 0;
     for (size_t j = st->lo, w; j < st->hi; j++) {
@@ -258,11 +263,12 @@ int tp_export(const Net *n, const Settings *s, const NetState *st) {
 
 int net_export(Net *n, const Settings *s) {
     if (!s->export_to) return 0;
+    int gpu = n->cuda;  // (the device, asked once: --lora's adapters read from it)
+    void *model = gpu ? (void *)&n->gpu : (void *)&n->cpu;
     if (s->lora.rank && s->merge)
-        return export_weights(s->export_to, &s->cfg, 0, param_count(&s->cfg), n->cuda ? gpu_lora_merged_get : lora_merged_get,
-                              n->cuda ? (void *)&n->gpu : (void *)&n->cpu);
-    if (s->lora.rank && n->cuda) return export_adapters(s->export_to, &s->cfg, &s->lora, gpu_lora_get, &n->gpu);
-    if (s->lora.rank) return export_adapters(s->export_to, &s->cfg, &s->lora, lora_get_host, n->cpu.lora.w);  // (PEFT's files)
+        return export_weights(s->export_to, &s->cfg, 0, param_count(&s->cfg), gpu ? gpu_lora_merged_get : lora_merged_get, model);
+    if (s->lora.rank)  // (PEFT's files)
+        return export_adapters(s->export_to, &s->cfg, &s->lora, gpu ? gpu_lora_get : lora_down_to, model);
     NetState st = net_state(n);
     if (s->tp > 1) return tp_export(n, s, &st);
     return export_weights(s->export_to, &s->cfg, st.lo, st.hi, state_weights_get, &st);

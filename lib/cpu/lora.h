@@ -152,6 +152,13 @@ uint64_t lora_base_hash(GPT *m) {
     return h;
 }
 
+// The adapters [at, at + n) of the layout, from this rank's array (its element 0 is the trained set's
+// weights' base), to the host's dst: gpu/lora.h gpu_lora_get's and gpu/offload.h gpu_lora_down_to's twin.
+void lora_down_to(void *ctx, size_t at, float *dst, size_t n) {
+    const GPT *m = ctx;
+    memcpy(dst, m->lora.w + (at - shard_weights_base(&m->train.shard)), n * sizeof(float));
+}
+
 // --lora --merge: n weights of the merged model from flat index `at` (ctx: the GPT), for --export: each
 // frozen weight as the run computes with it (fp32, the 16-bit copy, or read back from --base-dtype's
 // storage), and on a targeted map's band + s B A (core/lora.h lora_merge_add: PEFT's merge_and_unload).

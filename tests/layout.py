@@ -19,7 +19,10 @@ Checks, printing one PASS/FAIL line each:
      not even through another header: the predictor is written apart from the allocator, the check;
   7. app/net.h, the model on its device, asks which device (n->cuda) at most once a function;
   8. the end of the step (cpu/optimizer.h, gpu/optimizer.h) names no feature: no function there asks
-     about --lora, a frozen model, adapters or a packed base (optim/trained.h's set is what it trains).
+     about --lora, a frozen model, adapters or a packed base (optim/trained.h's set is what it trains);
+  9. the models' core rooms (model.h, gpu/model.h, and gpt.h, weights.h, optimizer.h on both devices)
+     include no file reader (io/peft.h, io/quant.h, io/safetensors.h, io/json.h): the frozen model and
+     --lora-init's adapters come in where --init's weights do (app/net.h), their storage in cpu/, gpu/lora.h.
 """
 import glob
 import os
@@ -215,6 +218,12 @@ def main():
     print(("PASS" if not long else "FAIL") + " no source file outside the kernels is over %d lines, the tests' included%s" %
           (MAX_LINES, "" if not long else ": " + ", ".join(long)))
     fails += bool(long)
+    core = ["model.h", "lib/gpu/model.h"] + ["lib/%s/%s.h" % (d, f) for d in ("cpu", "gpu") for f in ("gpt", "weights", "optimizer")]
+    readers = ("lib/io/peft.h", "lib/io/quant.h", "lib/io/safetensors.h", "lib/io/json.h")
+    bad = ["%s includes %s" % (f, r) for f in core for r in includes(f) if r in readers]
+    print(("PASS" if not bad else "FAIL") + " the models' core rooms include no file reader (peft, quant, safetensors, "
+          "json)%s" % ("" if not bad else ": " + ", ".join(bad)))
+    fails += bool(bad)
     bad = ["%s:%d %s (%d)" % ("lib/app/net.h", line, name, body.count("n->cuda"))
            for name, line, body in function_bodies("lib/app/net.h") if body.count("n->cuda") > 1]
     print(("PASS" if not bad else "FAIL") + " app/net.h asks the device at most once a function%s" %

@@ -33,6 +33,7 @@
 #include "cuda/api.h"
 #include "cuda/gemm_choices.h"
 #include "gpu/model.h"
+#include "io/files.h"
 
 
 uint64_t test_rng = 7;

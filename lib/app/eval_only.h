@@ -200,7 +200,7 @@ int eval_only_run(Settings *s) {
     arena_reserve(predicted.stack_peak);
     EvalFiles files;
     if (eval_weights(model, s, &files)) return 1;
-    if (gpt_frozen(model)) lora_start(model);  // --lora: the adapters on top
+    if (gpt_frozen(model)) lora_start(model), adapters_from_folder(s, lora_put_host, model->lora.w);  // --lora: on top
     measured.phase[PHASE_INIT] = ledger_snapshot();
     print_config_line(cfg, s);
     printf("evaluating %s (%s): %d validation batches of %d x %d, the weights held in %s\n", s->init ? s->init : s->resume,

@@ -19,6 +19,7 @@
 #include "core/plan.h"
 #include "core/settings.h"
 #include "model.h"
+#include "cpu/lora.h"
 #include "cpu/offload.h"
 #include "cpu/optimizer.h"
 #include "gpu/offload.h"
@@ -31,6 +32,7 @@
 #include "app/outputs.h"
 #include "io/init_file.h"
 #include "io/llmc.h"
+#include "io/peft.h"
 #include "io/state.h"
 
 typedef struct {
@@ -66,8 +68,8 @@ int weight_source(WeightSource *src, InitFile *file, const Settings *s) {
 // for all the ranks), with an activation stack of `stack` bytes (the
 // predicted peak).
 void net_build_model(Net *n, const Settings *s, const Plan *plan, int rank, size_t stack) {
-    if (n->cuda) gpu_gpt_build(&n->gpu, s, plan, rank), gpu_arena_reserve(stack);
-    else gpt_build(&n->cpu, s, plan, rank), arena_reserve(stack);
+    if (n->cuda) (s->lora.rank ? gpu_lora_gpt_build : gpu_gpt_build)(&n->gpu, s, plan, rank), gpu_arena_reserve(stack);
+    else (s->lora.rank ? lora_gpt_build : gpt_build)(&n->cpu, s, plan, rank), arena_reserve(stack);  // (--lora: */lora.h)
 }
 
 // The shard layout of the run (parallel/zero.h).
@@ -75,8 +77,30 @@ const Shard *net_shard(const Net *n) {  // (what the step trains: the model's we
     return n->cuda ? &n->gpu.train.shard : &n->cpu.train.shard;
 }
 
-// The model's first weights, from --seed or --init's file, on its device.
-void net_init(Net *n, const WeightSource *src) { n->cuda ? gpu_gpt_init(&n->gpu, src) : gpt_init(&n->cpu, src); }
+// --lora-init DIR: PEFT's adapters read over the drawn ones, through `put` into the model's (the folder was
+// checked when the flags were read, app/lora_flags.h: read again here, where --init's file is). Exits with a
+// message if it changed since.
+void adapters_from_folder(const Settings *s, LoraPut put, void *ctx) {
+    if (!s->lora_init) return;
+    StModel f;
+    LoraConfig a = s->lora;
+    char err[1400] = "a read failed";
+    int bad = peft_open(&f, s->lora_init, &s->cfg, &a, err, sizeof err) || memcmp(&a, &s->lora, sizeof a) ||
+              peft_read_to(&f, &s->cfg, &a, put, ctx);
+    peft_close(&f);
+    if (bad) {
+        fprintf(stderr, "error: --lora-init '%s': %s (was it changed since the run began?)\n", s->lora_init, err);
+        exit(1);
+    }
+}
+
+// The model's first weights, from --seed or --init's file, on its device (--lora: the frozen model's, then
+// the adapters': drawn, or --lora-init's folder).
+void net_init(Net *n, const Settings *s, const WeightSource *src) {
+    if (n->cuda) (s->lora.rank ? gpu_lora_gpt_init : gpu_gpt_init)(&n->gpu, src), adapters_from_folder(s, gpu_lora_put, &n->gpu);
+    else if (s->lora.rank) lora_gpt_init(&n->cpu, src), adapters_from_folder(s, lora_put_host, n->cpu.lora.w);
+    else gpt_init(&n->cpu, src);
+}
 
 // --offload: the optimizer's states off the device (its range: this rank's
 // shard from stage 1, else all of them), and the weights' init there, from
@@ -96,7 +120,7 @@ int net_offload_build(Net *n, const Settings *s, const Plan *plan, int rank, con
     if (s->tp > 1) host_offload_init_share(&n->off, tp, &s->cfg, src);  // (--tp: a share's)
     else if (!s->lora.rank) host_offload_init(&n->off, &s->cfg, src);
     if (!s->lora.rank) return 0;
-    net_init(n, src);  // (the frozen model and the adapters on the device, then the adapters taken down)
+    net_init(n, s, src);  // (the frozen model and the adapters on the device, then the adapters taken down)
     host_offload_init_by(&n->off, gpu ? gpu_lora_down_to : lora_down_to, gpu ? (void *)&n->gpu : (void *)&n->cpu);
     return 0;
 }
@@ -112,15 +136,15 @@ int net_build(Net *n, const Settings *s, const Plan *plan, int rank, size_t stac
     n->cuda = s->cuda;
     net_build_model(n, s, plan, rank, stack);
     int bad = plan->offload & OFFLOAD_OPT ? net_offload_build(n, s, plan, rank, &src) : 0;
-    if (!(plan->offload & OFFLOAD_OPT)) net_init(n, &src);
+    if (!(plan->offload & OFFLOAD_OPT)) net_init(n, s, &src);
     init_file_close(&init_file);
     return bad;
 }
 
 void net_free(Net *n) {
     host_offload_free(&n->off);
-    if (n->cuda) gpu_gpt_free(&n->gpu), gpu_arena_release();
-    else gpt_free(&n->cpu), arena_release();
+    if (n->cuda) gpu_gpt_free(&n->gpu), gpu_lora_gpt_free(&n->gpu), gpu_arena_release();
+    else gpt_free(&n->cpu), lora_gpt_free(&n->cpu), arena_release();
 }
 
 // --lora: the frozen model's hash, which a state records (cpu/lora.h lora_base_hash, gpu/lora.h's).

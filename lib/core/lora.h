@@ -216,6 +216,10 @@ void lora_draw(LoraDraw *d, float *w, size_t n, const GPTConfig *c, const LoraCo
 typedef void (*LoraGet)(void *ctx, size_t at, float *dst, size_t n);
 typedef void (*LoraPut)(void *ctx, size_t at, const float *src, size_t n);
 
+// ... from and into an array in host memory (ctx: its element 0).
+void lora_get_host(void *ctx, size_t at, float *dst, size_t n) { memcpy(dst, (const float *)ctx + at, n * sizeof(float)); }
+void lora_put_host(void *ctx, size_t at, const float *src, size_t n) { memcpy((float *)ctx + at, src, n * sizeof(float)); }
+
 // PEFT's merge_and_unload on n weights of the flat layout from `at`, dst holding the frozen ones in fp32: on a
 // targeted map's band W[row][col] += s sum_r B[row - row0][r] A[r][col], each map's A and B through `get`.
 void lora_merge_add(const GPTConfig *c, const LoraConfig *a, float *dst, size_t at, size_t n, LoraGet get, void *ctx) {

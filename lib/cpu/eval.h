@@ -136,7 +136,7 @@ void gpt_build_eval(GPT *m, const Settings *s) {
     if (s->quantize != QF_FP32) quant_alloc(&m->eval->quant, s->quantize);
     eval_from_file(m, NULL, 0);
     m->lora.cfg = s->lora;  // --lora: its adapters (cpu/lora.h lora_start, once the weights are read) add to the maps
-    if (gpt_frozen(m)) m->lora.seed = s->seed, m->lora.from = s->lora_init, m->lora.n = lora_param_count(&m->cfg, &s->lora);
+    if (gpt_frozen(m)) m->lora.seed = s->seed, m->lora.n = lora_param_count(&m->cfg, &s->lora);
     Buffer b[EVAL_BUFFERS];
     table_alloc(b, eval_buffers(m, m->B, m->T, b));
     m->acts = calloc(m->cfg.layers, sizeof(Acts));

@@ -26,8 +26,8 @@
 #include "core/saved.h"
 #include "core/settings.h"
 #include "core/sizes.h"
+#include "core/lora.h"
 #include "cpu/attention.h"
-#include "io/quant.h"
 #include "memory/ledger.h"
 #include "optim/optimizer.h"
 #include "optim/trained.h"
@@ -71,13 +71,13 @@ typedef struct {
     float grad_scale;  // AdamW's gradient scale: core/adamw.h step_grad_scale; NaN skips the step
 } StepNumbers;
 
-// --lora (core/lora.h; cpu/lora.h runs them): the model's weights are frozen, these are trained (they are
-// the model's trained set, m->train: its layout, AdamW's state and the chunk buffers are there).
+// --lora (core/lora.h; cpu/lora.h builds and runs them): the model's weights are frozen, these are trained
+// (they are the model's trained set, m->train: its layout, AdamW's state and the chunk buffers are there).
 typedef struct {
     LoraConfig cfg;   // rank 0: no LoRA, every weight trained
-    uint64_t seed;    // A's first values are drawn from it (lora_init)
-    const char *from; // --lora-init: PEFT's adapter folder, read instead (cpu/lora.h lora_start)
+    uint64_t seed;    // A's first values are drawn from it (lora_init; --lora-init's folder is read over them: app/net.h)
     size_t n;         // their parameters: lora_param_count
+    size_t op_most;   // the most adapter parameters one op has (lora_op_most): a piece's buffers
     float *w, *g;     // the adapters (ledger: adapters) and their gradients (grads)
     float *u, *du;    // (N,R): a map's x A^T, and its gradient, reused by every map (scratch)
     // --ranks N: ZeRO over the adapters (parallel/zero.h), the trained set's own shard layout: at stages 0 and
@@ -86,8 +86,9 @@ typedef struct {
     // done; stage 3 its shard of the adapters too, an op's gathered into `gathered` before it runs (comm)
     float *bucket, *gathered;
     // --base-dtype (not fp32): the frozen model held in io/quant.h's storage (ledger: qweights, qscales),
-    // the blocks' linear maps in that format, the rest in the --dtype; each piece read back into w_piece
-    QuantWeights base;
+    // the blocks' linear maps in that format, the rest in the --dtype, each piece read back into w_piece
+    // through the model's read_back (cpu/lora.h holds it); NULL otherwise
+    struct QuantWeights *base;
 } Lora;
 
 typedef struct GPT {
@@ -171,7 +172,7 @@ int gpt_rows(const GPT *m) { return m->B * m->T / m->tp.sp; }
 // Are the model's own weights frozen (--lora)? Then they have no gradients and no optimizer state.
 int gpt_frozen(const GPT *m) { return m->lora.cfg.rank > 0; }
 // ... and held in fewer bits (--base-dtype), read back a piece at a time?
-int gpt_base_packed(const GPT *m) { return m->lora.base.format != QF_FP32; }
+int gpt_base_packed(const GPT *m) { return m->lora.base != NULL; }
 
 // The attention heads of a config: H query heads sharing KVH key-value heads (GPT-2: KVH = H).
 Heads model_heads(const GPTConfig *c) { return (Heads){c->heads, cfg_kv_heads(c), head_size(c)}; }
@@ -219,7 +220,7 @@ int head_buffers(GPT *m, Buffer *b, int n, size_t N) {
 // --lora's own rows: an op's adapters and their gradients at stages 3 and 2 (the trained set's layout), and
 // (N,R) twice of scratch. Returns the buffers' count, n and 4 more.
 int lora_buffers(GPT *m, Buffer *b, int n, size_t N) {
-    size_t R = m->lora.cfg.rank, f = sizeof(float), op_most = R ? lora_op_most(&m->cfg, &m->lora.cfg) : 0;
+    size_t R = m->lora.cfg.rank, f = sizeof(float), op_most = m->lora.op_most;
 #define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->lora.ptr, LOC_DEVICE, cat, name, size}
     BUF(bucket, MEM_COMM, "adapter grads bucket", grads_sharded(&m->train.shard) ? op_most * f : 0);
     BUF(gathered, MEM_COMM, "adapter gather", weights_sharded(&m->train.shard) ? op_most * f : 0);
@@ -300,34 +301,6 @@ Trained model_trained(GPT *m, const AdamWConfig *adam, int adam_bits) {
     return t;
 }
 
-// --lora's trained set: the adapters (fp32, their own master), their gradients, AdamW over every A and B,
-// in a shard layout of their own.
-Trained lora_trained(GPT *m, const Plan *plan, int rank, const AdamWConfig *adam, int adam_bits) {
-    Shard ls = shard_layout(m->lora.n, plan, rank);
-    int offloaded = m->plan.offload & OFFLOAD_OPT;
-    Trained t = {.shard = ls, .w_base = shard_weights_base(&ls), .cdt = DT_FP32, .c_base = shard_weights_base(&ls),
-                 .gdt = DT_FP32, .g_base = shard_grads_base(&ls)};
-    size_t lo, hi, f = sizeof(float);
-    shard_state_range(&ls, &lo, &hi);
-    optimizer_setup_tensors(&t.opt, adam, lora_tensors_alloc(&m->cfg, &m->lora.cfg), lora_tensor_count(&m->cfg, &m->lora.cfg),
-                            lo, hi, adam_bits);
-    t.rows = (TrainedRows){(void **)&m->lora.w, (void **)&m->lora.g, (void **)&m->lora.w, MEM_ADAPTERS, "adapters",
-                           "adapter grads", "adapter reduce chunk", "adapter across-groups chunk",
-                           shard_weights_len(&ls) * f, shard_grads_len(&ls) * f, trained_reduce_bytes(&ls),
-                           across_buffer_floats(&ls) * f, offloaded ? 0 : shard_state_len(&ls), 1};
-    return t;
-}
-
-// --base-dtype: the frozen model in io/quant.h's storage (io/quant.h lora_base_layout: the blocks' linear
-// maps in `format`, everything else in the --dtype), read back a piece at a time (cpu/weights.h fetch_params).
-void lora_base_read(struct GPT *m, float *dst, size_t lo, size_t n) { quant_load(&m->lora.base, dst, lo, n); }
-
-void lora_hold_base(GPT *m, int format, int double_quant) {
-    lora_base_layout(&m->lora.base, &m->cfg, m->dtype, double_quant);
-    quant_alloc(&m->lora.base, format);
-    m->read_back = lora_base_read;
-}
-
 void buffers_alloc(GPT *m, int B, int T) {
     Buffer b[MAX_BUFFERS];
     table_alloc(b, buffers(m, B, T, b));
@@ -345,14 +318,12 @@ void gpt_free(GPT *m) {
     buffers_free(m, m->B, m->T);
     free(m->acts);
     free(m->train.opt.tensors);
-    if (gpt_base_packed(m)) quant_free(&m->lora.base);
 }
 
 // The model for micro-batches of B x T (Settings' batch and seq_len), for
-// rank `rank` at the plan's ZeRO stage, with AdamW over the parameters it
-// updates (its shard from stage 1 on, else all of them); its weights are made
-// by gpt_init (cpu/weights.h).
-void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
+// rank `rank` at the plan's ZeRO stage, its buffers not made yet (gpt_build:
+// training its own weights; cpu/lora.h lora_gpt_build: --lora's adapters).
+void gpt_setup(GPT *m, const Settings *s, const Plan *plan, int rank) {
     memset(m, 0, sizeof *m);
     m->cfg = s->cfg;
     m->tp = (TensorSplit){s->tp, s->tp > 1 ? comm_tensor.rank : 0, 1, &comm_tensor, *model_whole(s)};
@@ -369,14 +340,14 @@ void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
     m->piece = plan->piece;
     m->bucketed = (m->grad_dtype != DT_FP32 || grads_sharded(sh)) && !s->lora.rank;  // (--lora: no model gradients)
     m->B = s->batch, m->T = s->seq_len;
+}
+
+// ... with AdamW over the parameters it updates (its shard from stage 1 on, else all of them), its
+// buffers made; its weights are made by gpt_init (cpu/weights.h).
+void gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
+    gpt_setup(m, s, plan, rank);
     AdamWConfig adam = adamw_config(s);
-    m->lora.cfg = s->lora;
-    if (gpt_frozen(m)) {  // --lora: the adapters are what the step trains
-        m->lora.seed = s->seed, m->lora.from = s->lora_init;
-        m->lora.n = lora_param_count(&m->cfg, &s->lora);
-        if (s->base_format != QF_FP32) lora_hold_base(m, s->base_format, s->double_quant);
-    }
-    m->train = gpt_frozen(m) ? lora_trained(m, plan, rank, &adam, s->adam_bits) : model_trained(m, &adam, s->adam_bits);
+    m->train = model_trained(m, &adam, s->adam_bits);
     buffers_alloc(m, s->batch, s->seq_len);
 }
 

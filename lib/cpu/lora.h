@@ -15,29 +15,90 @@
 #include "core/lora.h"
 #include "cpu/gemm.h"
 #include "cpu/gpt.h"
-#include "io/peft.h"
+#include "io/quant.h"
 #include "memory/ledger.h"
 #include "parallel/zero.h"
 
 
-// The adapters' first values: A drawn from the run's seed and B zero (core/lora.h lora_init), or what
-// PEFT's folder holds (--lora-init, checked when the flags were read: read again here). ZeRO-3 keeps its
-// shard of the drawn ones (--lora-init is refused there: the folder is read whole).
+// --base-dtype: the frozen model in io/quant.h's storage (io/quant.h lora_base_layout: the blocks' linear
+// maps in `format`, everything else in the --dtype), read back a piece at a time through the model's
+// read_back (cpu/weights.h fetch_params).
+static void lora_base_read(struct GPT *m, float *dst, size_t lo, size_t n) { quant_load(m->lora.base, dst, lo, n); }
+
+// --lora: the model, its weights frozen, with the adapters as what the step trains (optim/trained.h): the
+// adapters (fp32, their own master), their gradients, AdamW over every A and B, in a shard layout of their
+// own; with --base-dtype the frozen model packed. Its buffers made (cpu/gpt.h gpt_build's twin).
+void lora_gpt_build(GPT *m, const Settings *s, const Plan *plan, int rank) {
+    gpt_setup(m, s, plan, rank);
+    m->lora.cfg = s->lora, m->lora.seed = s->seed;
+    m->lora.n = lora_param_count(&m->cfg, &s->lora), m->lora.op_most = lora_op_most(&m->cfg, &s->lora);
+    if (s->base_format != QF_FP32) {
+        m->lora.base = calloc(1, sizeof(QuantWeights));
+        lora_base_layout(m->lora.base, &m->cfg, m->dtype, s->double_quant);
+        quant_alloc(m->lora.base, s->base_format);
+        m->read_back = lora_base_read;
+    }
+    Shard ls = shard_layout(m->lora.n, plan, rank);
+    AdamWConfig adam = adamw_config(s);
+    size_t lo, hi, f = sizeof(float);
+    shard_state_range(&ls, &lo, &hi);
+    Trained *t = &m->train;
+    *t = (Trained){.shard = ls, .w_base = shard_weights_base(&ls), .cdt = DT_FP32, .c_base = shard_weights_base(&ls),
+                   .gdt = DT_FP32, .g_base = shard_grads_base(&ls)};
+    optimizer_setup_tensors(&t->opt, &adam, lora_tensors_alloc(&m->cfg, &s->lora), lora_tensor_count(&m->cfg, &s->lora),
+                            lo, hi, s->adam_bits);
+    t->rows = (TrainedRows){(void **)&m->lora.w, (void **)&m->lora.g, (void **)&m->lora.w, MEM_ADAPTERS, "adapters",
+                            "adapter grads", "adapter reduce chunk", "adapter across-groups chunk",
+                            shard_weights_len(&ls) * f, shard_grads_len(&ls) * f, trained_reduce_bytes(&ls),
+                            across_buffer_floats(&ls) * f, m->plan.offload & OFFLOAD_OPT ? 0 : shard_state_len(&ls), 1};
+    buffers_alloc(m, s->batch, s->seq_len);
+}
+
+void lora_gpt_free(GPT *m) {
+    if (m->lora.base) quant_free(m->lora.base), free(m->lora.base);
+    m->lora.base = NULL;
+}
+
+// The adapters' first values: A drawn from the run's seed and B zero (core/lora.h lora_init; --lora-init's
+// folder is read over them where --init's file is: app/net.h). ZeRO-3 keeps its shard of the drawn ones.
 void lora_start(GPT *m) {
     const Shard *ls = &m->train.shard;
     size_t lo = shard_weights_base(ls);
     lora_init(m->lora.w, lo, weights_sharded(ls) ? ls->own_hi : m->lora.n, &m->cfg, &m->lora.cfg, m->lora.seed);
-    if (!m->lora.from) return;
-    StModel f;
-    LoraConfig a = m->lora.cfg;
-    char err[1400] = "a read failed";
-    int bad = peft_open(&f, m->lora.from, &m->cfg, &a, err, sizeof err) ||
-              memcmp(&a, &m->lora.cfg, sizeof a) || peft_read(&f, &m->cfg, &a, m->lora.w);
-    peft_close(&f);
-    if (bad) {
-        fprintf(stderr, "error: --lora-init '%s': %s (was it changed since the run began?)\n", m->lora.from, err);
-        exit(1);
+}
+
+// The frozen model's weights as they come (init_params_chunks' windows): into --base-dtype's storage, or
+// rounded into the 16-bit weights (no master: ZeRO-3 keeps its shard of them).
+typedef struct {
+    QuantStream stream;
+    const float *window;  // init_params_chunks' buffer: the window [a, b)
+} PackedInit;
+
+static void init_take_packed(void *ctx, size_t a, size_t b) {
+    PackedInit *p = ctx;
+    if (quant_stream(&p->stream, p->window, a, b - a)) ledger_bug("a weight that is not finite", "init_take_packed");
+}
+
+static void init_take_16bit(void *ctx, size_t a, size_t b) {
+    GPT *m = ctx;
+    dtype_store((uint16_t *)m->params_lp + (a - m->params_base), m->w_piece, b - a, m->dtype);
+}
+
+// --lora's first weights: the frozen model's (GPT-2's init from the seed, or --init's file: packed, 16-bit or
+// fp32, each rank the part it keeps), then the adapters' (lora_start). cpu/weights.h gpt_init's twin.
+void lora_gpt_init(GPT *m, const WeightSource *src) {
+    const Shard *sh = &m->shard;
+    size_t hi = weights_sharded(sh) ? sh->own_hi : m->nparams;
+    if (gpt_base_packed(m)) {
+        PackedInit p = {.stream = {.q = m->lora.base}, .window = m->w_piece};
+        init_params_chunks(m->w_piece, m->piece, 0, m->nparams, &m->cfg, src, init_take_packed, &p);
+    } else if (m->dtype != DT_FP32) {
+        init_params_chunks(m->w_piece, m->piece, m->params_base, hi, &m->cfg, src, init_take_16bit, m);
+    } else {
+        init_params_range(m->params, weights_sharded(sh) ? sh->own_lo : 0, hi, &m->cfg, src);
+        zero_allgather_weights(sh, m->params, DT_FP32);  // (the frozen weights as every rank holds them)
     }
+    lora_start(m);
 }
 
 // Layer l's adapters of op `op` (its maps' A and B), and where their gradients go: `w` holds flat index
@@ -133,7 +194,7 @@ void lora_backward(GPT *m, int l, int op, float *dinp, const float *dout, const 
 // same bytes, so the hash is the one-process run's.
 uint64_t lora_base_hash(GPT *m) {
     uint64_t h = 0xCBF29CE484222325ULL;
-    const QuantWeights *q = &m->lora.base;
+    const QuantWeights *q = m->lora.base;
     if (gpt_base_packed(m)) {
         h = fnv1a(h, q->codes, quant_code_bytes(q->format, q->matrices));
         h = fnv1a(h, q->vec, dtype_size(q->vec_dtype) * q->vectors);

@@ -28,7 +28,6 @@
 #include "core/plan.h"
 #include "core/traffic.h"
 #include "cpu/gpt.h"
-#include "cpu/lora.h"
 #include "cpu/ops.h"
 #include "memory/ledger.h"
 #include "parallel/comm.h"
@@ -45,25 +44,7 @@ void gpt_sync_params(GPT *m) { trained_sync(&m->train); }
 // Initialize the weights (GPT-2 init from the seed, or --init's file) on every
 // rank: each rank fills the fp32 weights it keeps (all, or its shard), then
 // gpt_sync_params makes the 16-bit copy and, at stages 1 and 2, gathers the
-// full weights.
-// --base-dtype: the weights go a window of w_piece at a time into the frozen model's storage.
-// --lora with --dtype bf16|fp16: the frozen weights straight into the 16-bit ones (no master; ZeRO-3:
-// this rank's shard of them).
-static void init_take_16bit(void *ctx, size_t a, size_t b) {
-    GPT *m = ctx;
-    dtype_store((uint16_t *)m->params_lp + (a - m->params_base), m->w_piece, b - a, m->dtype);
-}
-
-typedef struct {
-    QuantStream stream;
-    const float *window;  // init_params_chunks' buffer: the window [a, b)
-} PackedInit;
-
-static void init_take_packed(void *ctx, size_t a, size_t b) {
-    PackedInit *p = ctx;
-    if (quant_stream(&p->stream, p->window, a, b - a)) ledger_bug("a weight that is not finite", "init_take_packed");
-}
-
+// full weights. (--lora's frozen model: cpu/lora.h lora_gpt_init.)
 // --tp: the whole model's weights drawn (or read) a window at a time, through the dres scratch, each
 // kept where this rank's share holds it (parallel/tensor.h tp_local_index), into its fp32 weights [lo, hi).
 typedef struct {
@@ -81,34 +62,14 @@ static void init_take_share(void *ctx, size_t a, size_t b) {
 
 void gpt_init(GPT *m, const WeightSource *src) {
     const Shard *sh = &m->shard;
+    int sharded = m->dtype == DT_FP32 ? weights_sharded(sh) : states_sharded(sh);  // the fp32 weights: the compute weights, or the master
+    size_t lo = sharded ? sh->own_lo : 0, hi = sharded ? sh->own_hi : m->nparams;
     if (m->tp.size > 1) {
-        int sharded = m->dtype == DT_FP32 ? weights_sharded(sh) : states_sharded(sh);
-        TpInit t = {m, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : m->nparams};
+        TpInit t = {m, lo, hi};
         init_params_chunks(m->dres, (size_t)m->B * m->T * m->cfg.channels, 0, param_count(&m->tp.whole), &m->tp.whole,
                            src, init_take_share, &t);
-        gpt_sync_params(m);
-        return;
-    }
-    if (gpt_base_packed(m)) {
-        PackedInit p = {.stream = {.q = &m->lora.base}, .window = m->w_piece};
-        init_params_chunks(m->w_piece, m->piece, 0, m->nparams, &m->cfg, src, init_take_packed, &p);
-        lora_start(m);
-        return;
-    }
-    if (gpt_frozen(m) && m->dtype != DT_FP32) {
-        size_t hi = weights_sharded(sh) ? sh->own_hi : m->nparams;
-        init_params_chunks(m->w_piece, m->piece, m->params_base, hi, &m->cfg, src, init_take_16bit, m);
-        lora_start(m);
-        return;
-    }
-    int sharded = m->dtype == DT_FP32 ? weights_sharded(sh) : states_sharded(sh);  // the fp32 weights: the compute weights, or the master
-    init_params_range(m->params, sharded ? sh->own_lo : 0, sharded ? sh->own_hi : m->nparams, &m->cfg, src);
-    if (!gpt_frozen(m)) {
-        gpt_sync_params(m);
-        return;
-    }
-    zero_allgather_weights(sh, m->params, DT_FP32);  // --lora: the frozen weights as every rank holds them,
-    lora_start(m);                                   // then the adapters: A drawn, B zero (or --lora-init's)
+    } else init_params_range(m->params, lo, hi, &m->cfg, src);
+    gpt_sync_params(m);
 }
 
 // Stage 3: every rank's weights of [lo, hi) into dst (in the storage dtype).

@@ -27,7 +27,6 @@
 #include "core/settings.h"
 #include "core/sizes.h"
 #include "cuda/api.h"
-#include "io/quant.h"
 #include "memory/ledger.h"
 #include "optim/optimizer.h"
 #include "optim/trained.h"
@@ -62,7 +61,6 @@ typedef struct {
 typedef struct {
     LoraConfig cfg;    // rank 0: no LoRA, every weight trained
     uint64_t seed;     // A's first values are drawn from it (lora_init)
-    const char *from;  // --lora-init: PEFT's adapter folder, read instead (gpu/lora.h gpu_lora_start)
     size_t n;          // their parameters: lora_param_count
     float *w, *g;      // the adapters (ledger: adapters) and their gradients (grads)
     void *w_lp, *g_lp; // 16 bits: an op's adapters, and their gradients as its GEMMs write them (scratch)
@@ -72,9 +70,12 @@ typedef struct {
                        // (cpu/gpt.h's Lora): the trained set's shard layout, at the run's stage
     // --base-dtype (not fp32): the frozen model in io/quant.h's storage, its arrays on the GPU (the CPU's
     // ledger rows: qweights, qscales), stored and read back by cuda/quant.cu; a piece is read back into
-    // `piece` (the dtype, scratch) before the op that reads it (gpu/weights.h gpu_fetch_params)
-    QuantWeights base;
+    // `piece` (the dtype, scratch) before the op that reads it (gpu/weights.h gpu_fetch_params). gpu/lora.h
+    // holds it (NULL otherwise) and writes its rows of the buffer table into base_rows (gpu_base_buffers)
+    struct QuantWeights *base;
     void *piece;
+    Buffer base_rows[8];
+    int nbase_rows;
 } GpuLora;
 
 typedef struct {
@@ -174,23 +175,12 @@ int gpu_rows(const GpuGPT *m) { return m->B * m->T / m->tp.sp; }
 int gpu_frozen(const GpuGPT *m) { return m->lora.cfg.rank > 0; }
 
 // ... and held in fewer bits (--base-dtype), read back a piece at a time?
-int gpu_base_packed(const GpuGPT *m) { return m->lora.base.format != QF_FP32; }
+int gpu_base_packed(const GpuGPT *m) { return m->lora.base != NULL; }
 
 // --base-dtype's rows of the table below, from b[n] on (returns the count): io/quant.h quant_alloc's, on
-// the GPU, and the piece a frozen op's weights are read back into, in the dtype.
+// the GPU, and the piece a frozen op's weights are read back into, in the dtype (gpu/lora.h gpu_base_rows).
 int gpu_base_buffers(GpuGPT *m, Buffer *b, int n) {
-    QuantWeights *q = &m->lora.base;
-    int packed = gpu_base_packed(m), dq = packed && q->double_quant, scaled = packed && !dq && quant_scaled(q->format);
-#define BUF(ptr, cat, name, size) b[n++] = (Buffer){(void **)&m->lora.ptr, LOC_DEVICE, cat, name, size}
-    BUF(base.codes, MEM_QWEIGHTS, "quantized matrices", packed ? quant_code_bytes(q->format, q->matrices) : 0);
-    BUF(base.vec, MEM_QWEIGHTS, quant_vec_name(q), packed ? dtype_size(q->vec_dtype) * q->vectors : 0);
-    BUF(base.scales, MEM_QSCALES, "quantization scales", scaled ? 4 * q->blocks : 0);
-    BUF(base.qscales, MEM_QSCALES, "scales in 8 bits (double quant)", dq ? q->blocks : 0);
-    BUF(base.scales2, MEM_QSCALES, "their scales, one per 256 (double quant)", dq ? 4 * q->groups : 0);
-    BUF(base.offsets, MEM_QSCALES, "their offsets, one per tensor (double quant)", dq ? 4 * q->nmatrices : 0);
-    BUF(base.pending, MEM_SCRATCH, "a tensor's scales while stored (double quant)", dq ? 4 * q->most_blocks : 0);
-    BUF(piece, MEM_SCRATCH, "piece weights work", packed ? m->plan.piece * m->elem_bytes : 0);
-#undef BUF
+    for (int i = 0; i < m->lora.nbase_rows; i++) b[n++] = m->lora.base_rows[i];
     return n;
 }
 
@@ -224,23 +214,6 @@ Trained gpu_model_trained(GpuGPT *m, int adam_bits) {
     t.rows = (TrainedRows){(void **)&m->master, &m->grads, &m->params, MEM_MASTER, "master weights",
                            wide ? "grads" : "grads (16-bit)", "", "", mixed && !off ? shard_state_len(sh) * 4 : 0,
                            shard_grads_len(sh) * m->grad_bytes, 0, 0, off ? 0 : shard_state_len(sh), 0};
-    return t;
-}
-
-// --lora's trained set on the GPU: the adapters (fp32, their own master), their gradients, AdamW over every
-// A and B, in a shard layout of their own.
-Trained gpu_lora_trained(GpuGPT *m, const Plan *plan, int rank, int adam_bits) {
-    Shard ls = shard_layout(m->lora.n, plan, rank);
-    int off = (m->plan.offload & OFFLOAD_OPT) != 0;
-    Trained t = {.shard = ls, .w_base = shard_weights_base(&ls), .cdt = DT_FP32, .c_base = shard_weights_base(&ls),
-                 .gdt = DT_FP32, .g_base = shard_grads_base(&ls)};
-    size_t lo, hi;
-    shard_state_range(&ls, &lo, &hi);
-    optimizer_setup_tensors(&t.opt, &m->adam, lora_tensors_alloc(&m->cfg, &m->lora.cfg), lora_tensor_count(&m->cfg, &m->lora.cfg),
-                            lo, hi, adam_bits);
-    t.rows = (TrainedRows){(void **)&m->lora.w, (void **)&m->lora.g, (void **)&m->lora.w, MEM_ADAPTERS, "adapters",
-                           "adapter grads", "", "", shard_weights_len(&ls) * 4, shard_grads_len(&ls) * 4, 0, 0,
-                           off ? 0 : shard_state_len(&ls), 1};
     return t;
 }
 
@@ -332,8 +305,9 @@ void gpu_buffers_free(GpuGPT *m, int B, int T) {
 }
 
 // The model for micro-batches of B x T (the settings' batch and seq_len),
-// rank `rank`, following the plan; gpu_gpt_init makes the weights.
-void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
+// rank `rank`, following the plan, its buffers not made yet (gpu_gpt_build: training its own weights;
+// gpu/lora.h gpu_lora_gpt_build: --lora's adapters).
+void gpu_gpt_setup(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     memset(m, 0, sizeof *m);
     m->cfg = s->cfg;
     m->plan = *plan;
@@ -347,17 +321,6 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     m->shard = shard_layout(m->nparams, plan, rank);
     m->tp = (TensorSplit){s->tp, s->tp > 1 ? comm_tensor.rank : 0, 1, &comm_tensor, *model_whole(s)};
     m->tp_cap = s->tp > 1 ? gpu_tp_host_floats((size_t)s->batch * s->seq_len, (size_t)m->cfg.channels, (size_t)s->tp) : 0;
-    m->lora.cfg = s->lora;
-    if (gpu_frozen(m)) {  // --lora: the adapters are what the step trains
-        m->lora.seed = s->seed, m->lora.from = s->lora_init;
-        m->lora.n = lora_param_count(&m->cfg, &s->lora);
-    }
-    if (s->base_format != QF_FP32) {  // --base-dtype: io/quant.h's layout, the CPU's (cpu/gpt.h lora_hold_base)
-        lora_base_layout(&m->lora.base, &m->cfg, m->dtype, s->double_quant);
-        m->lora.base.format = s->base_format;
-        dq_code_make();
-        cu_quant_tables(NF4_CODE, NF4_MID, DQ_CODE);
-    }
     const Shard *sh = &m->shard;
     m->params_base = shard_weights_base(sh);
     m->state_base = shard_state_base(sh);
@@ -366,7 +329,11 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     size_t master_len = m->dtype == DT_FP32 ? shard_weights_len(sh) : shard_state_len(sh);
     m->master_n = m->nparams - m->master_base < master_len ? m->nparams - m->master_base : master_len;
     m->B = s->batch, m->T = s->seq_len;
-    m->train = gpu_frozen(m) ? gpu_lora_trained(m, plan, rank, s->adam_bits) : gpu_model_trained(m, s->adam_bits);
+}
+
+// Its buffers made for what it trains (m->train, set), and the rest of its state.
+void gpu_gpt_alloc(GpuGPT *m, const Settings *s) {
+    const Shard *sh = &m->shard;
     gpu_buffers_alloc(m, s->batch, s->seq_len);
     if (m->dtype == DT_FP32 && !m->plan.offload) m->master = m->params;
     trained_view(&m->train);
@@ -383,6 +350,13 @@ void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
     for (int k = 0; k < 2; k++) m->batch_event[k] = gpu_event_new();
     m->acts = calloc(m->cfg.layers, sizeof(GpuActs));
     m->row = malloc(sizeof(float) * padded_vocab(&m->tp.whole));  // (--tp: the bands gathered)
+}
+
+// ... with AdamW over the parameters it updates, its buffers made; gpu_gpt_init makes the weights.
+void gpu_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
+    gpu_gpt_setup(m, s, plan, rank);
+    m->train = gpu_model_trained(m, s->adam_bits);
+    gpu_gpt_alloc(m, s);
 }
 
 // A new step: the gradients start from 0, and the rebuilds' time from nothing.
@@ -408,7 +382,6 @@ void gpu_gpt_free(GpuGPT *m) {
     free(m->recompute_events);
     free(m->acts);
     free(m->train.opt.tensors);
-    if (gpu_base_packed(m)) quant_layout_free(&m->lora.base);
     free(m->row);
 }
 

@@ -14,14 +14,14 @@
 #include "core/lora.h"
 #include "cuda/api.h"
 #include "gpu/gpt.h"
-#include "io/peft.h"
+#include "io/quant.h"
 
 // The adapters [at, at + n) to and from the host (io/peft.h's LoraGet and LoraPut: a map at a time).
 void gpu_lora_get(void *ctx, size_t at, float *dst, size_t n) { gpu_download(dst, ((GpuGPT *)ctx)->lora.w + at, n * sizeof(float)); }
 void gpu_lora_put(void *ctx, size_t at, const float *src, size_t n) { gpu_upload(((GpuGPT *)ctx)->lora.w + at, src, n * sizeof(float)); }
 
 // The adapters' first values: drawn (core/lora.h lora_draw) on the host a chunk at a time and uploaded (the
-// rank's shard at stage 3), or what PEFT's folder holds (--lora-init, checked when the flags were read: read again here), a map at a time.
+// rank's shard at stage 3); --lora-init's folder is read over them where --init's file is (app/net.h).
 void gpu_lora_start(GpuGPT *m) {
     enum { CHUNK = 1 << 18 };
     float *chunk = malloc(sizeof(float) * CHUNK);  // 1 MiB of host staging, not a model buffer
@@ -34,25 +34,67 @@ void gpu_lora_start(GpuGPT *m) {
         if (at + n > a) gpu_upload(m->lora.w + (a - lo), chunk + (a - at), (at + n - a) * sizeof(float));
     }
     free(chunk);
-    if (!m->lora.from) return;
-    StModel f;
-    LoraConfig a = m->lora.cfg;
-    char err[1400] = "a read failed";
-    int bad = peft_open(&f, m->lora.from, &m->cfg, &a, err, sizeof err) || memcmp(&a, &m->lora.cfg, sizeof a) ||
-              peft_read_to(&f, &m->cfg, &a, gpu_lora_put, m);
-    peft_close(&f);
-    if (bad) {
-        fprintf(stderr, "error: --lora-init '%s': %s (was it changed since the run began?)\n", m->lora.from, err);
-        exit(1);
-    }
 }
 
 // --- --base-dtype: the frozen model in io/quant.h's storage on the GPU (cuda/quant.cu) ---------------
 
+// Its rows of the model's buffer table (gpu/gpt.h gpu_base_buffers copies them): io/quant.h quant_alloc's, on
+// the GPU, and the piece a frozen op's weights are read back into, in the dtype.
+static void gpu_base_rows(GpuGPT *m) {
+    QuantWeights *q = m->lora.base;
+    int dq = q->double_quant, scaled = !dq && quant_scaled(q->format), n = 0;
+    Buffer *b = m->lora.base_rows;
+#define ROW(ptr, cat, name, size) b[n++] = (Buffer){(void **)&(ptr), LOC_DEVICE, cat, name, size}
+    ROW(q->codes, MEM_QWEIGHTS, "quantized matrices", quant_code_bytes(q->format, q->matrices));
+    ROW(q->vec, MEM_QWEIGHTS, quant_vec_name(q), dtype_size(q->vec_dtype) * q->vectors);
+    ROW(q->scales, MEM_QSCALES, "quantization scales", scaled ? 4 * q->blocks : 0);
+    ROW(q->qscales, MEM_QSCALES, "scales in 8 bits (double quant)", dq ? q->blocks : 0);
+    ROW(q->scales2, MEM_QSCALES, "their scales, one per 256 (double quant)", dq ? 4 * q->groups : 0);
+    ROW(q->offsets, MEM_QSCALES, "their offsets, one per tensor (double quant)", dq ? 4 * q->nmatrices : 0);
+    ROW(q->pending, MEM_SCRATCH, "a tensor's scales while stored (double quant)", dq ? 4 * q->most_blocks : 0);
+    ROW(m->lora.piece, MEM_SCRATCH, "piece weights work", m->plan.piece * m->elem_bytes);
+#undef ROW
+    m->lora.nbase_rows = n;
+}
+
+// --lora: the model, its weights frozen, with the adapters as what the step trains (optim/trained.h): the
+// adapters (fp32, their own master), their gradients, AdamW over every A and B, in a shard layout of their
+// own; with --base-dtype the frozen model packed (io/quant.h's layout, the CPU's: cpu/lora.h lora_gpt_build).
+// Its buffers made (gpu/gpt.h gpu_gpt_build's twin).
+void gpu_lora_gpt_build(GpuGPT *m, const Settings *s, const Plan *plan, int rank) {
+    gpu_gpt_setup(m, s, plan, rank);
+    m->lora.cfg = s->lora, m->lora.seed = s->seed, m->lora.n = lora_param_count(&m->cfg, &s->lora);
+    if (s->base_format != QF_FP32) {
+        m->lora.base = calloc(1, sizeof(QuantWeights));
+        lora_base_layout(m->lora.base, &m->cfg, m->dtype, s->double_quant);
+        m->lora.base->format = s->base_format;
+        dq_code_make();
+        cu_quant_tables(NF4_CODE, NF4_MID, DQ_CODE);
+        gpu_base_rows(m);
+    }
+    Shard ls = shard_layout(m->lora.n, plan, rank);
+    size_t lo, hi;
+    shard_state_range(&ls, &lo, &hi);
+    Trained *t = &m->train;
+    *t = (Trained){.shard = ls, .w_base = shard_weights_base(&ls), .cdt = DT_FP32, .c_base = shard_weights_base(&ls),
+                   .gdt = DT_FP32, .g_base = shard_grads_base(&ls)};
+    optimizer_setup_tensors(&t->opt, &m->adam, lora_tensors_alloc(&m->cfg, &s->lora), lora_tensor_count(&m->cfg, &s->lora),
+                            lo, hi, s->adam_bits);
+    t->rows = (TrainedRows){(void **)&m->lora.w, (void **)&m->lora.g, (void **)&m->lora.w, MEM_ADAPTERS, "adapters",
+                            "adapter grads", "", "", shard_weights_len(&ls) * 4, shard_grads_len(&ls) * 4, 0, 0,
+                            m->plan.offload & OFFLOAD_OPT ? 0 : shard_state_len(&ls), 1};
+    gpu_gpt_alloc(m, s);
+}
+
+void gpu_lora_gpt_free(GpuGPT *m) {
+    if (m->lora.base) quant_layout_free(m->lora.base), free(m->lora.base);
+    m->lora.base = NULL;
+}
+
 // Matrix tensor i of the layout as cuda/quant.cu takes it; `storing`: its blocks' absmax go to the
 // pending row until the tensor is whole (--double-quant).
 static CuQuantTensor gpu_base_tensor(const GpuGPT *m, int i, int storing) {
-    const QuantWeights *q = &m->lora.base;
+    const QuantWeights *q = m->lora.base;
     int dq = q->double_quant;
     float *scales = dq ? (storing ? q->pending : NULL) : q->scales ? q->scales + q->first_block[i] : NULL;
     return (CuQuantTensor){q->format, q->codes, q->first[i], scales, dq ? q->qscales + q->first_block[i] : NULL,
@@ -64,7 +106,7 @@ static CuQuantTensor gpu_base_tensor(const GpuGPT *m, int i, int storing) {
 // in it, as io/quant.h quant_store takes them): a vector's part rounded into the dtype, a matrix's
 // quantized, and at a matrix's last block (--double-quant) its scales in 8 bits.
 void gpu_base_store(GpuGPT *m, const float *src, size_t lo, size_t hi) {
-    const QuantWeights *q = &m->lora.base;
+    const QuantWeights *q = m->lora.base;
     for (int i = lo < hi ? quant_tensor_of(q, lo) : q->ntensors; i < q->ntensors && q->tensors[i].offset < hi; i++) {
         const QuantTensor *t = &q->tensors[i];
         size_t a, b;
@@ -83,7 +125,7 @@ void gpu_base_store(GpuGPT *m, const float *src, size_t lo, size_t hi) {
 // Read the flat range [lo, lo + n) back into dst (the dtype, on the GPU; dst[0] = parameter lo), as io/quant.h
 // quant_load does: a vector's part copied, a matrix's read back (whole blocks).
 void gpu_base_load(GpuGPT *m, void *dst, size_t lo, size_t n) {
-    const QuantWeights *q = &m->lora.base;
+    const QuantWeights *q = m->lora.base;
     for (int i = quant_tensor_of(q, lo); i < q->ntensors && q->tensors[i].offset < lo + n; i++) {
         const QuantTensor *t = &q->tensors[i];
         size_t a, b, e = m->elem_bytes;
@@ -98,10 +140,51 @@ void gpu_base_load(GpuGPT *m, void *dst, size_t lo, size_t n) {
     }
 }
 
+// --base-dtype: the weights stored on the GPU in io/quant.h's storage as they come (gpu/lora.h
+// gpu_base_store), a window at a time through the GEMM workspace: a block the window ends inside waits
+// on the host (`carry`, the weights just before the window) and goes up with the next one.
+typedef struct {
+    GpuGPT *m;
+    float *chunk;
+    float carry[QUANT_BLOCK];
+    size_t carry_n;
+} GpuPackedInit;
+
+static void upload_packed(void *ctx, size_t a, size_t b) {
+    GpuPackedInit *it = ctx;
+    GpuGPT *m = it->m;
+    size_t lo = a - it->carry_n, start, stop;  // the workspace holds [lo, b): the carry, then the window
+    float *staging = m->gemm_workspace;
+    if (it->carry_n) gpu_upload(staging, it->carry, it->carry_n * sizeof(float));
+    gpu_upload(staging + it->carry_n, it->chunk, (b - a) * sizeof(float));
+    quant_block_of(m->lora.base, b - 1, &start, &stop);
+    size_t cut = stop == b ? b : start;  // whole blocks now, the last one's part with the next window
+    if (cut < a) ledger_bug("a quantization block longer than an init window", "upload_packed");
+    gpu_base_store(m, staging, lo, cut);
+    memcpy(it->carry, it->chunk + (cut - a), (b - cut) * sizeof(float));
+    it->carry_n = b - cut;
+}
+
+// The frozen model's first weights (GPT-2's init from the seed, or --init's file) stored as they come.
+void gpu_base_init(GpuGPT *m, const WeightSource *src) {
+    enum { CHUNK = 1 << 18 };
+    GpuPackedInit it = {.m = m, .chunk = malloc(sizeof(float) * CHUNK)};  // 1 MiB of host staging, not a model buffer
+    init_params_chunks(it.chunk, CHUNK, 0, m->nparams, &m->cfg, src, upload_packed, &it);
+    free(it.chunk);
+}
+
+// The vector element at flat index `at` (a vector's: the embeddings, a norm's gain), where the packed model
+// holds it in the dtype.
+void *gpu_base_vector(GpuGPT *m, size_t at) {
+    const QuantWeights *q = m->lora.base;
+    size_t i = quant_tensor_of(q, at);
+    return (char *)q->vec + (q->first[i] + (at - q->tensors[i].offset)) * m->elem_bytes;
+}
+
 // The frozen model's weights [at, at + n) read back and brought to the host in fp32 (for --merge's export):
 // a piece at a time through `piece`, each matrix's part widened to whole blocks.
 static void gpu_base_read(GpuGPT *m, float *dst, size_t at, size_t n) {
-    const QuantWeights *q = &m->lora.base;
+    const QuantWeights *q = m->lora.base;
     void *host = malloc(m->plan.piece * m->elem_bytes);  // (an export's staging, not a model buffer)
     float *wide = malloc(m->plan.piece * sizeof(float));
     for (size_t x = at; x < at + n;) {
@@ -137,7 +220,7 @@ uint64_t gpu_lora_base_hash(GpuGPT *m) {
     enum { CHUNK = 1 << 20 };
     unsigned char *chunk = malloc(CHUNK);  // 1 MiB of host staging, not a model buffer
     uint64_t h = 0xCBF29CE484222325ULL;
-    const QuantWeights *q = &m->lora.base;
+    const QuantWeights *q = m->lora.base;
     if (gpu_base_packed(m)) {  // --base-dtype: its storage, the arrays cpu/lora.h hashes, in its order
         h = gpu_hash_bytes(h, q->codes, quant_code_bytes(q->format, q->matrices), chunk, CHUNK);
         h = gpu_hash_bytes(h, q->vec, dtype_size(q->vec_dtype) * q->vectors, chunk, CHUNK);

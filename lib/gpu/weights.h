@@ -91,31 +91,6 @@ static void upload_chunk(void *ctx, size_t a, size_t b) {
     cu_store_dtype(m->dtype, w, m->gemm_workspace, b - a);
 }
 
-// --base-dtype: the weights stored on the GPU in io/quant.h's storage as they come (gpu/lora.h
-// gpu_base_store), a window at a time through the GEMM workspace: a block the window ends inside waits
-// on the host (`carry`, the weights just before the window) and goes up with the next one.
-typedef struct {
-    GpuGPT *m;
-    float *chunk;
-    float carry[QUANT_BLOCK];
-    size_t carry_n;
-} GpuPackedInit;
-
-static void upload_packed(void *ctx, size_t a, size_t b) {
-    GpuPackedInit *it = ctx;
-    GpuGPT *m = it->m;
-    size_t lo = a - it->carry_n, start, stop;  // the workspace holds [lo, b): the carry, then the window
-    float *staging = m->gemm_workspace;
-    if (it->carry_n) gpu_upload(staging, it->carry, it->carry_n * sizeof(float));
-    gpu_upload(staging + it->carry_n, it->chunk, (b - a) * sizeof(float));
-    quant_block_of(&m->lora.base, b - 1, &start, &stop);
-    size_t cut = stop == b ? b : start;  // whole blocks now, the last one's part with the next window
-    if (cut < a) ledger_bug("a quantization block longer than an init window", "upload_packed");
-    gpu_base_store(m, staging, lo, cut);
-    memcpy(it->carry, it->chunk + (cut - a), (b - cut) * sizeof(float));
-    it->carry_n = b - cut;
-}
-
 void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
     enum { CHUNK = 1 << 18 };
     if (m->tp.size > 1) {  // --tp: the whole model's weights, this rank's share of them kept (gpu/tensor.h)
@@ -123,19 +98,19 @@ void gpu_gpt_init(GpuGPT *m, const WeightSource *src) {
         gpu_gpt_sync_params(m);
         return;
     }
-    if (gpu_base_packed(m)) {
-        GpuPackedInit it = {.m = m, .chunk = malloc(sizeof(float) * CHUNK)};  // 1 MiB of host staging, as below
-        init_params_chunks(it.chunk, CHUNK, 0, m->nparams, &m->cfg, src, upload_packed, &it);
-        free(it.chunk);
-        gpu_lora_start(m);
-        return;
-    }
     GpuInit it = {m, malloc(sizeof(float) * CHUNK)};  // 1 MiB of host staging, not a model buffer
     if (m->master_n) init_params_chunks(it.chunk, CHUNK, m->master_base, m->master_base + m->master_n, &m->cfg, src,
                                         upload_chunk, &it);
     free(it.chunk);
     gpu_gpt_sync_params(m);
-    if (gpu_frozen(m)) gpu_lora_start(m);  // --lora: A drawn, B zero
+}
+
+// --lora's first weights: the frozen model's (packed: gpu/lora.h gpu_base_init; else as above, without a
+// master), then the adapters' (A drawn, B zero: gpu_lora_start).
+void gpu_lora_gpt_init(GpuGPT *m, const WeightSource *src) {
+    if (gpu_base_packed(m)) gpu_base_init(m, src);
+    else gpu_gpt_init(m, src);
+    gpu_lora_start(m);
 }
 
 // Do all ranks hold the same weights (stages 0 to 2)? The compute weights are
@@ -255,11 +230,8 @@ GpuGlobals gpu_globals_flat(const GpuGPT *m, void *base) {  // (an array holding
 // The globals' weights (stage 3: gathered now).
 GpuGlobals gpu_global_weights(GpuGPT *m) {
     const GPTConfig *c = &m->cfg;
-    const QuantWeights *q = &m->lora.base;
-    if (gpu_base_packed(m)) {  // --base-dtype: the globals are vectors, in the dtype where they are held
-        size_t tail = layer_offset(c, c->layers), i = quant_tensor_of(q, tail);
-        return gpu_globals_at(m, q->vec, element(m, q->vec, q->first[i] + (tail - q->tensors[i].offset)));
-    }
+    if (gpu_base_packed(m))  // --base-dtype: the globals are vectors, in the dtype where they are held (gpu/lora.h)
+        return gpu_globals_at(m, gpu_base_vector(m, 0), gpu_base_vector(m, layer_offset(c, c->layers)));
     if (!weights_sharded(&m->shard)) return gpu_globals_flat(m, m->params);
     size_t emb = embedding_param_count(c), lnf = layer_offset(c, c->layers);
     if (g_ledger.trace) printf("  gather embeddings and final layernorm: %zu B\n", m->plan.table * m->elem_bytes);

@@ -72,10 +72,6 @@ long long peft_file_bytes(const GPTConfig *c, const LoraConfig *a) {
     return 8 + (long long)hn + 4LL * (long long)lora_param_count(c, a);
 }
 
-// The adapters from and into host memory (core/lora.h's LoraGet and LoraPut).
-static void lora_get_host(void *ctx, size_t at, float *dst, size_t n) { memcpy(dst, (const float *)ctx + at, n * sizeof(float)); }
-static void lora_put_host(void *ctx, size_t at, const float *src, size_t n) { memcpy((float *)ctx + at, src, n * sizeof(float)); }
-
 // adapter_model.safetensors from the adapters (core/lora.h's layout, which is the file's order), a map at a
 // time through `get`. 0, or -1.
 int peft_write_from(FILE *f, const GPTConfig *c, const LoraConfig *a, LoraGet get, void *ctx) {

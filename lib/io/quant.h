@@ -134,7 +134,7 @@ int dq_nearest(float x) {
     return fabsf(x - DQ_CODE[lo - 1]) <= fabsf(x - DQ_CODE[lo]) ? lo - 1 : lo;
 }
 
-typedef struct {
+typedef struct QuantWeights {
     int format;                // QF_FP32 (nothing held here), QF_BF16, QF_INT8, QF_INT4, QF_NF4 or QF_FP16
     int vec_dtype;             // the vectors': DT_BF16 (quant_layout's), or DT_FP32
     QuantTensor *tensors;      // the layout

@@ -33,7 +33,7 @@ float lora_loss_of(const GPTConfig *c, LoraConfig lora, int flash, unsigned reco
     tm_B = 2, tm_T = 7;
     build_model(&s);
     WeightSource src = seeded(99);
-    gpt_init(&tm, &src);
+    model_init(&src);
     float l = gpt_forward(&tm, tm_in, tm_tg, 2, 7);
     if (!fused_ce) memcpy(logits, tm.logits, sizeof(float) * 14 * padded_vocab(c));
     gpt_discard_activations(&tm);
@@ -73,7 +73,7 @@ void lora_step_grads(const GPTConfig *c, unsigned recompute, int accum, float *g
     tm_B = B, tm_T = T;
     build_model(&s);
     WeightSource src = seeded(5);
-    gpt_init(&tm, &src);
+    model_init(&src);
     for (size_t i = 0; i < tm.lora.n; i++) tm.lora.w[i] += 0.01f * (float)((i * 37) % 11) - 0.05f;  // B nonzero
     gpt_zero_grad(&tm);
     for (int k = 0; k < accum; k++) {
@@ -306,11 +306,11 @@ void test_lora_packed_base(void) {
         tm_B = 2, tm_T = 7;
         build_model(&s);
         WeightSource src = seeded(99);
-        gpt_init(&tm, &src);
+        model_init(&src);
         float l1 = gpt_forward(&tm, tm_in, tm_tg, 2, 7);
-        quant_load(&tm.lora.base, back, 0, P);
-        for (int i = 0; i < tm.lora.base.ntensors; i++) {
-            const QuantTensor *t = &tm.lora.base.tensors[i];
+        quant_load(tm.lora.base, back, 0, P);
+        for (int i = 0; i < tm.lora.base->ntensors; i++) {
+            const QuantTensor *t = &tm.lora.base->tensors[i];
             if (!t->is_matrix) kept &= !memcmp(back + t->offset, init + t->offset, t->count * sizeof(float));
         }
         model_teardown();

@@ -25,9 +25,12 @@ Settings test_settings(const GPTConfig *c, int B, int T, int dtype, int flash, u
 // Build tm for these settings, with an activation stack of the predicted peak.
 void build_model(const Settings *s) {
     Plan p = make_plan(s, 1);
-    gpt_build(&tm, s, &p, 0);
+    (s->lora.rank ? lora_gpt_build : gpt_build)(&tm, s, &p, 0);  // (--lora: cpu/lora.h, as app/net.h builds it)
     arena_reserve(predict_activations(s, &p).peak);
 }
+
+// tm's first weights (--lora: the frozen model's, then the adapters', as app/net.h net_init makes them).
+void model_init(const WeightSource *src) { gpt_frozen(&tm) ? lora_gpt_init(&tm, src) : gpt_init(&tm, src); }
 
 void model_setup(const GPTConfig *c, int B, int T) {
     tm_B = B; tm_T = T;
@@ -35,7 +38,7 @@ void model_setup(const GPTConfig *c, int B, int T) {
     build_model(&s);
 }
 
-void model_teardown(void) { gpt_free(&tm); arena_release(); }
+void model_teardown(void) { gpt_free(&tm), lora_gpt_free(&tm), arena_release(); }
 
 // Llama's checks run the model on these: 4 query heads sharing 2 key-value heads (head size 4,
 // even for RoPE), F 20, the head tied and untied.

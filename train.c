@@ -12,7 +12,7 @@
 
 #include "app/eval_only.h"
 #include "app/fit_cmd.h"
-#include "app/flags.h"
+#include "app/resolve.h"
 #include "app/launch.h"
 #include "app/net.h"
 #include "app/observe.h"
@@ -24,7 +24,7 @@
 #include "core/settings.h"
 #include "io/data.h"
 #include "io/reshard.h"
-#include "io/state.h"
+#include "io/state_load.h"
 #include "memory/predict.h"
 
 // A training run besides its model: the data, the optimizer's schedule, what

@@ -17,7 +17,7 @@
 #include "cpu/lora.h"
 #include "io/init_file.h"
 #include "io/quant.h"
-#include "io/state.h"
+#include "io/state_load.h"
 #include "memory/predict.h"
 
 // --eval-only: evaluate and sample a saved state, its weights held in fp32 or

@@ -11,7 +11,7 @@
 #include "app/launch.h"
 #include "app/report.h"
 #include "cuda/api.h"
-#include "memory/fit.h"
+#include "memory/fit_report.h"
 #include "memory/predict_infer.h"
 #include "parallel/comm.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include "core/config.h"
 #include "io/llmc.h"
-#include "io/safetensors.h"
+#include "io/safetensors_model.h"
 
 typedef struct {
     int hf;          // 1: a Hugging Face model (st), 0: llm.c's file (llmc)

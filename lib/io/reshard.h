@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "io/state.h"
+#include "io/state_load.h"
 
 // n floats from byte `at` of f into the state's array `which` (0 the weights, 1 m, 2 v) from
 // parameter a (counted in the flat array) on: an array in host or GPU memory, or an accessor.

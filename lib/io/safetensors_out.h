@@ -13,7 +13,7 @@
 #include <string.h>
 #include "core/config.h"
 #include "io/files.h"
-#include "io/safetensors.h"
+#include "io/safetensors_model.h"
 
 // Every Hugging Face tensor of c's model, with its data offset; *header: the JSON header (padded to 8
 // bytes) and its length. The caller frees both.

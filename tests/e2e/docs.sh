@@ -32,6 +32,18 @@ PY
 ); then ok "the lecture's step (--ranks 2 --zero 2 --ckpt) runs no --tp, --lora or GPU code: $msg"
   else bad "the lecture's step runs other features' code: ${msg:-$(tail -2 "$tmp/step")}"; fi
 else skip "the lecture's step under gcov: no MPI, no gcov, or GPTMEM_QUICK (make asan)"; fi
+# doc/reading.md's debugger session as written: `make debug`, rank 0 under gdb and rank 1 plain, stops at
+# zero_reduce_scatter, and the backtrace's functions are the page's, in its order
+if have_mpi && command -v gdb >/dev/null && [ -z "${GPTMEM_QUICK:-}" ]; then
+  want=$(grep -E '^#[0-9]+ +[a-z_]+ ' doc/reading.md | awk '{print $2}' | tr '\n' ' ')
+  D=(--zero 2 --ckpt --steps 1 --layers 2 --channels 64 --heads 2 --batch 2 --seq-len 32)
+  if make -s debug >"$tmp/dbg" 2>&1 && timeout 300 "${MPI[@]}" -np 1 env GOMP_SPINCOUNT=10000 gdb -q -batch \
+       -ex 'break zero_reduce_scatter' -ex run -ex bt -ex kill --args ./train-debug "${D[@]}" : \
+       -np 1 env GOMP_SPINCOUNT=10000 ./train-debug "${D[@]}" >"$tmp/dbg" 2>&1; then :; fi
+  got=$(grep -E '^#[0-9]+ ' "$tmp/dbg" | sed -E 's/^#[0-9]+ +(0x[0-9a-f]+ in )?([a-z_]+) .*/\2/' | tr '\n' ' ')
+  if [ -n "$want" ] && [ "$got" = "$want" ]; then ok "doc/reading.md's gdb session: make debug, the backtrace at zero_reduce_scatter is the page's (${want% })"
+  else bad "doc/reading.md's gdb session: the page says '$want', gdb printed '$got' ($(grep -m1 -iE 'error|no such' "$tmp/dbg"))"; fi
+else skip "doc/reading.md's gdb session: no MPI, no gdb, or GPTMEM_QUICK (make asan)"; fi
 # every line of C the docs quote is a line of the source (tests/doc_snippets.py)
 if msg=$(python3 tests/doc_snippets.py); then ok "${msg##*$'\n'}"; else bad "$(echo "$msg" | head -3)"; fi
 # the dry-run table in doc/memory.md is the binary's output, verbatim

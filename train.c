@@ -148,12 +148,7 @@ int build(Run *run, Net *net, const Settings *s, const Plan *plan, const MemRepo
     run->header.zero = net_zero_stage(net), run->header.nranks = nranks, run->header.rank = rank;
     run->header.lo = run->state.lo, run->header.hi = run->state.hi;
     run->header.adam_bits = s->adam_bits, run->header.steps = s->steps, run->header.tp = s->tp;
-    if (s->lora.rank) {  // a LoRA state: the adapters, on this frozen model
-        run->header.lora_rank = s->lora.rank, run->header.lora_targets = (int32_t)s->lora.targets;
-        run->header.lora_alpha = s->lora.alpha, run->header.base_format = s->base_format;
-        run->header.double_quant = s->double_quant;
-        if (s->save || s->resume) run->header.base_hash = net_lora_base_hash(net);
-    }
+    net_state_header(net, s, &run->header);  // (--lora: the adapters' shape, the frozen model's hash)
     run->live = (LiveState){0, s->dtype == DT_FP16 ? s->loss_scale : 1.0f, 0};
     run->sample_rng = sample_stream(s->seed);
     run->val_loss = NAN;

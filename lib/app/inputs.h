@@ -1,5 +1,6 @@
 // app/inputs.h — the files the flags name besides the outputs: --data and
-// --val-data (text or token files), --tokenizer, --init. Each is found and
+// --val-data (text or token files), --tokenizer, --prompt-file (--init's and
+// --config's model files: app/model_files.h). Each is found and
 // its header read and checked while the settings are resolved, before
 // anything is allocated, so that a bad file stops the run in one line (and
 // a dry run knows the token width and the model's shape).
@@ -13,9 +14,6 @@
 #include "app/usage.h"
 #include "core/settings.h"
 #include "io/data.h"
-#include "io/hf_config.h"
-#include "io/init_file.h"
-#include "io/llmc.h"
 #include "io/tokenizer.h"
 #include "io/tokens.h"
 
@@ -143,67 +141,6 @@ void resolve_prompt(Settings *s) {
         usage_error("the prompt has %lld %s; a sample's context holds 1 to %d (--seq-len)", n,
                     s->data_format == DATA_TEXT ? "bytes" : "tokens", s->seq_len);
     s->prompt_len = (int)n;
-}
-
-// Do the flags that give a shape (--model, --layers, ...) ask for another
-// model than f? c is the shape they made; `whole`: all of it must be f's
-// (--model given, or --config's shape), else each flag given must agree.
-int shape_flags_differ(const Settings *s, const GPTConfig *c, const GPTConfig *f, int whole) {
-    if (whole) return memcmp(c, f, sizeof *c) != 0;
-    return (s->layers && s->layers != f->layers) || (s->channels && s->channels != f->channels) ||
-           (s->heads && s->heads != f->heads) || (s->vocab && s->vocab != f->vocab) ||
-           (s->max_seq && s->max_seq != f->max_seq) || (s->kv_heads && s->kv_heads != cfg_kv_heads(f)) ||
-           (s->ffn && s->ffn != cfg_ffn(f)) || (s->rope_theta && c->rope_theta != f->rope_theta);
-}
-
-// --config FILE (or a folder holding config.json): the model's shape is
-// Hugging Face's config (io/hf_config.h). A flag that gives a shape must agree.
-void resolve_config(Settings *s, GPTConfig *c) {
-    Json h;
-    GPTConfig f;
-    char err[600], used[1100];
-    if (hf_config_read(&h, s->config, used, sizeof used, err, sizeof err)) {
-        fprintf(stderr, "error: --config: %s\n", err);
-        exit(1);
-    }
-    int bad = hf_config_model(&h, &f, err, sizeof err);
-    json_free(&h);
-    if (bad) {
-        fprintf(stderr, "error: --config '%s' %s\n", used, err);
-        exit(2);
-    }
-    if (shape_flags_differ(s, c, &f, s->model_given)) {
-        char a[200], b[200];
-        fprintf(stderr, "error: --config '%s' describes a model of %s; the flags ask for %s: drop --model, --layers, ... "
-                "(the shape comes from the config)\n", used, shape_words(&f, a, sizeof a), shape_words(c, b, sizeof b));
-        exit(2);
-    }
-    *c = f;
-}
-
-// --init FILE (llm.c's file, or a Hugging Face model: io/init_file.h): the model's shape is the file's. A flag that gives a
-// shape (--model, --layers, ..., --config) must agree with it. Beside --resume only with --lora (the frozen model).
-void resolve_init(Settings *s, GPTConfig *c) {
-    char err[1400];
-    InitFile m;
-    // (--lora: a state holds the adapters, not the frozen model, which --init gives again; its hash checks it is the same)
-    if (s->resume && !s->lora.rank && !s->lora_init)
-        usage_error("--init starts from a model's weights and --resume from a saved state: give one of them (with --lora, "
-                    "--init names the frozen model beside --resume)");
-    if (init_file_open(&m, s->init, err, sizeof err)) {
-        fprintf(stderr, "error: --init: %s\n", err);
-        exit(1);
-    }
-    const GPTConfig *f = init_file_config(&m);
-    if (shape_flags_differ(s, c, f, s->model_given || s->config)) {
-        char a[160], b[160];
-        fprintf(stderr, "error: --init '%s' holds a model of %s; the flags ask for %s: drop --model, --layers, ... (the "
-                "shape comes from the file)\n", s->init, shape_words(f, a, sizeof a), shape_words(c, b, sizeof b));
-        exit(2);
-    }
-    if (init_file_note(&m)[0]) printf("note: --init '%s': %s\n", s->init, init_file_note(&m));
-    *c = *f;
-    init_file_close(&m);
 }
 
 #endif

@@ -147,8 +147,16 @@ void net_free(Net *n) {
     else gpt_free(&n->cpu), lora_gpt_free(&n->cpu), arena_release();
 }
 
-// --lora: the frozen model's hash, which a state records (cpu/lora.h lora_base_hash, gpu/lora.h's).
-uint64_t net_lora_base_hash(Net *n) { return n->cuda ? gpu_lora_base_hash(&n->gpu) : lora_base_hash(&n->cpu); }
+// What a saved state records of the trained set beyond the model's shape: with --lora, the adapters'
+// rank, maps and alpha, the frozen model's format and, when a state is written or read, its hash
+// (cpu/lora.h lora_base_hash, gpu/lora.h's): a resume on another frozen model is refused.
+void net_state_header(Net *n, const Settings *s, StateHeader *h) {
+    if (!s->lora.rank) return;
+    h->lora_rank = s->lora.rank, h->lora_targets = (int32_t)s->lora.targets;
+    h->lora_alpha = s->lora.alpha, h->base_format = s->base_format;
+    h->double_quant = s->double_quant;
+    if (s->save || s->resume) h->base_hash = n->cuda ? gpu_lora_base_hash(&n->gpu) : lora_base_hash(&n->cpu);
+}
 
 // The ZeRO stage the run really uses (0 on one rank).
 int net_zero_stage(const Net *n) { return net_shard(n)->stage; }

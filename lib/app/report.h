@@ -17,7 +17,6 @@
 #include "app/snapshot_out.h"
 #include "core/settings.h"
 #include "cuda/api.h"
-#include "io/quant.h"
 #include "io/state.h"
 #include "memory/estimators.h"
 #include "memory/fit.h"

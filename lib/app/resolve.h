@@ -5,6 +5,7 @@
 #define GPTMEM_RESOLVE_H
 
 #include "app/flags.h"
+#include "app/model_files.h"
 
 // --recompute LIST (comma-separated names of core/saved.h's recompute_choices)
 // into o->recompute; --ckpt is "block", and "block" sets --ckpt.

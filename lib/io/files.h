@@ -18,6 +18,7 @@
 #ifndef GPTMEM_FILES_H
 #define GPTMEM_FILES_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,6 +58,19 @@ int path_missing(const char *path) {
 int same_file(const char *a, const char *b) {
     struct stat x, y;
     return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+// Is `path` one of the files in the folder `dir` (by device and inode)?
+int in_folder(const char *dir, const char *path) {
+    DIR *d = opendir(dir);
+    int same = 0;
+    for (struct dirent *e; d && !same && (e = readdir(d));) {
+        char file[4400];
+        snprintf(file, sizeof file, "%.4000s/%.255s", dir, e->d_name);
+        same = e->d_name[0] != '.' && same_file(file, path);
+    }
+    if (d) closedir(d);
+    return same;
 }
 
 // Is `path` something a write may replace: missing, or a regular file? A

@@ -34,10 +34,7 @@
 #include "core/dtype.h"
 #include "core/sizes.h"
 #include "io/files.h"
-#include "io/tokens.h"  // LLMC_HEADER_BYTES
-
-#define LLMC_MODEL_MAGIC 20240326
-#define LLMC_LLAMA_MAGIC 20240803
+#include "io/tokens.h"  // LLMC_HEADER_BYTES, LLMC_MODEL_MAGIC
 
 typedef struct {
     char path[1024];

@@ -27,6 +27,8 @@ const char *const data_format_name[] = {"auto", "text", "llmc", "nanogpt"};
 #define LLMC_TOKENS_MAGIC 20240520  // version 1: uint16 tokens
 #define LLMC_TOKENS32_MAGIC 20240801  // version 7: uint32 tokens
 #define LLMC_HEADER_BYTES 1024      // 256 int32
+#define LLMC_MODEL_MAGIC 20240326   // llm.c's model files (io/llmc.h): GPT-2's
+#define LLMC_LLAMA_MAGIC 20240803   // ... and Llama 3's
 
 // GPT-2's vocabulary (uint16 token files) and Llama 3's (uint32).
 #define GPT2_VOCAB 50257

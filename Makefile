@@ -6,7 +6,8 @@
 #   make bench-cpu  the CPU's GEMM on a step's shapes beside OpenBLAS and the FMA peak, then make bench
 #   make bench-flags what each memory flag costs in time on the CPU (the small model)
 #   make asan       build and run the tests under AddressSanitizer + UBSan
-#   make debug      ./train-debug for a debugger: -O0 -g, the CPU path (doc/reading.md steps through it)
+#   make lecture    ./train-lecture: the seeds' techniques alone (no GPU, LoRA, TP, offload, model files)
+#   make debug      ./train-debug for a debugger: the lecture build at -O0 -g (doc/reading.md steps through it)
 #   make explorer   the memory explorer, doc/explorer.html: the dry run in a web page (clang's wasm32-wasi target)
 #   make test-cuda  the GPU tests (needs a GPU): each kernel against its CPU op, then the model
 #   make bench-gpu  the GPU benchmark (GPT-2 124M, B=16 T=1024): tok/s, MFU, peak memory
@@ -74,7 +75,7 @@ STB := $(wildcard /usr/include/stb/stb_image_write.h)
 # every header: the program is one translation unit (train.c includes them), as are the tests
 HEADERS = model.h $(wildcard lib/*/*.h) cuda/api.h cuda/gemm_choices.h
 
-.PHONY: all test data bench bench-cpu bench-flags bench-load asan clean chart compare test-cuda bench-gpu explorer debug
+.PHONY: all test data bench bench-cpu bench-flags bench-load asan clean chart compare test-cuda bench-gpu explorer debug lecture
 
 # `make` leaves a runnable ./train with its corpus; if the corpus cannot be had
 # (no ../shared, no network) the build still succeeds and says what to do.
@@ -194,12 +195,24 @@ compare: train chart data
 	  "to disk=--offload opt --offload-to disk" "ZeRO-3 x4=--zero 3 --ranks 4" "+opt,params=--zero 3 --ranks 4 --offload opt,params"
 	python3 scripts/pictures.py  # the last picture trains the default run, 1000 steps (~6 min)
 
-# A build to step through in a debugger (doc/reading.md): no optimization, every symbol, the CPU path
-# (cuda/none.c), MPI when found; `gdb --args ./train-debug ...` (GOMP_SPINCOUNT set: no re-exec, app/launch.h).
+# The lecture build (doc/reading.md): ./train-lecture, the seeds' techniques alone, on the CPU. lib/lecture/
+# stands ahead of lib/ on the include path with a null room for each room it leaves out (the GPU, LoRA,
+# QLoRA, tensor parallelism, offload, the model files, quantization, --fit), and its app/rooms.h refuses
+# their flags; the runs it keeps are ./train's, bit for bit (tests/e2e/lecture.sh). It says what it compiles.
+SOURCES_OF = $(sort $(shell $(CC) $(1) -I. -Ilib -MM train.c | sed -e 's/^[^:]*://' -e 's/[\\]$$//'))
+lecture: train-lecture
+	@echo "gptmem: ./train-lecture compiles $(words $(call SOURCES_OF,-Ilib/lecture)) files, $$(cat \
+	  $(call SOURCES_OF,-Ilib/lecture) | wc -l) lines; ./train $(words $(call SOURCES_OF,)) files, $$(cat \
+	  $(call SOURCES_OF,) | wc -l) lines"
+train-lecture: train.c $(HEADERS) $(wildcard lib/lecture/*/*.h) cuda/none.o
+	$(TRAIN_CC) -Ilib/lecture $(CFLAGS) $(TRAIN_FLAGS) -o $@ train.c cuda/none.o $(LDLIBS)
+
+# The lecture build to step through in a debugger (doc/reading.md): no optimization, every symbol, MPI when
+# found; `gdb --args ./train-debug ...` (GOMP_SPINCOUNT set: no re-exec, app/launch.h).
 debug: train-debug
-train-debug: train.c $(HEADERS) cuda/none.o
-	$(TRAIN_CC) -O0 -g3 -fno-omit-frame-pointer -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I. -Ilib \
-	  $(TRAIN_FLAGS) -o $@ train.c cuda/none.o $(LDLIBS)
+train-debug: train.c $(HEADERS) $(wildcard lib/lecture/*/*.h) cuda/none.o
+	$(TRAIN_CC) -O0 -g3 -fno-omit-frame-pointer -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -Ilib/lecture \
+	  -I. -Ilib $(TRAIN_FLAGS) -o $@ train.c cuda/none.o $(LDLIBS)
 
 # Two passes: without MPI, with leak checking (all of our code); then with MPI,
 # leak checking off (OpenMPI's plugins leak at MPI_Init, which is not ours to fix).
@@ -215,4 +228,4 @@ asan:
 	$(MAKE) clean
 
 clean:
-	rm -f train train-debug tests/test_cpu tests/test_cuda tests/test_comm tests/train_host scripts/chart cuda/*.o scripts/explorer/train.wasm doc/explorer.html
+	rm -f train train-debug train-lecture tests/test_cpu tests/test_cuda tests/test_comm tests/train_host scripts/chart cuda/*.o scripts/explorer/train.wasm doc/explorer.html

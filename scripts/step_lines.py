@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The lines of source one training step runs, by file: what a student steps through.
 
-    python3 scripts/step_lines.py [--json OUT] [TRAIN FLAGS...]
+    python3 scripts/step_lines.py [--lecture] [--json OUT] [TRAIN FLAGS...]
 
 Builds ./train once more at -O0 with gcc's coverage counters (in a temporary folder; with MPI where mpicc
 is there, else without), runs the flags for 1 step and for 3, and keeps the lines whose count grew: the
 lines every step runs (the start and the end of the run, which run once, drop out). `--ranks N` in the
-flags runs N ranks (their counts add up).
+flags runs N ranks (their counts add up). --lecture builds make lecture's ./train-lecture instead (lib/lecture/
+ahead of lib/: the seeds' techniques alone).
 Prints a line a file (its lines a step, sorted by path) and the total; --json writes {"lines": {file: [line,
 ...]}, "functions": [the functions a step calls]}.
 The default flags are the lecture's command at a tiny shape:
@@ -26,11 +27,13 @@ DEFAULT = ["--ranks", "2", "--zero", "2", "--ckpt", "--layers", "2", "--channels
 RUN = ["--sample-len", "0", "--eval-every", "0", "--eval-batches", "1", "--threads", "1"]
 
 
-def build(tmp):
+def build(tmp, lecture):
     """./train at -O0 with coverage counters, into tmp: its path."""
     mpicc = shutil.which("mpicc")
     cc = [mpicc] if mpicc else ["gcc"]
-    flags = ["-O0", "--coverage", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fopenmp", "-I" + ROOT, "-I" + os.path.join(ROOT, "lib")]
+    flags = ["-O0", "--coverage", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fopenmp"]
+    flags += ["-I" + os.path.join(ROOT, "lib", "lecture")] if lecture else []
+    flags += ["-I" + ROOT, "-I" + os.path.join(ROOT, "lib")]
     flags += ["-DGPTMEM_MPI"] if mpicc else []
     exe = os.path.join(tmp, "train")
     env = dict(os.environ, OMPI_CC="gcc")
@@ -64,10 +67,10 @@ def counts(tmp, exe, args, steps):
     return out, calls
 
 
-def step_lines(args):
+def step_lines(args, lecture=False):
     """{file: sorted lines} that every step runs, and the sorted names of the functions it calls."""
     with tempfile.TemporaryDirectory() as tmp:
-        exe = build(tmp)
+        exe = build(tmp, lecture)
         (one, calls1), (three, calls3) = counts(tmp, exe, args, 1), counts(tmp, exe, args, 3)
     by_file = {}
     for (path, line), n in three.items():
@@ -83,10 +86,12 @@ def main(argv):
         i = argv.index("--json")
         out = argv[i + 1]
         del argv[i:i + 2]
-    lines, called = step_lines(argv or DEFAULT)
+    lecture = "--lecture" in argv
+    argv = [a for a in argv if a != "--lecture"]
+    lines, called = step_lines(argv or DEFAULT, lecture)
     for f, v in lines.items():
         print(f"{len(v):6d}  {f}")
-    print(f"{sum(len(v) for v in lines.values()):6d}  lines a step, in {len(lines)} files, {len(called)} functions: ./train "
+    print(f"{sum(len(v) for v in lines.values()):6d}  lines a step, in {len(lines)} files, {len(called)} functions: ./train{'-lecture' if lecture else ''} "
           f"{' '.join(argv or DEFAULT)}")
     if out:
         with open(out, "w") as f:

@@ -22,7 +22,11 @@ Checks, printing one PASS/FAIL line each:
      about --lora, a frozen model, adapters or a packed base (optim/trained.h's set is what it trains);
   9. the models' core rooms (model.h, gpu/model.h, and gpt.h, weights.h, optimizer.h on both devices)
      include no file reader (io/peft.h, io/quant.h, io/safetensors.h, io/json.h): the frozen model and
-     --lora-init's adapters come in where --init's weights do (app/net.h), their storage in cpu/, gpu/lora.h.
+     --lora-init's adapters come in where --init's weights do (app/net.h), their storage in cpu/, gpu/lora.h;
+ 10. the lecture build (make lecture) is the seeds' techniques alone: each file of lib/lecture/ stands for
+     the file of lib/ at its path (core/absent.h aside, its own) and compiles on its own ahead of lib/, and
+     train.c built that way compiles no file of the rooms it leaves out (the GPU, LoRA, QLoRA, tensor
+     parallelism, offload, the model files, quantization, --fit).
 """
 import glob
 import os
@@ -235,7 +239,37 @@ def main():
     print(("PASS" if not bad else "FAIL") + " no function at the end of the step (cpu/, gpu/optimizer.h) names a "
           "feature%s" % ("" if not bad else ": " + ", ".join(bad)))
     fails += bool(bad)
+    fails += lecture_build()
     return 1 if fails else 0
+
+
+# The rooms the lecture build leaves out: no file of them is compiled into ./train-lecture.
+LEFT_OUT = ["lib/gpu/", "lib/io/peft.h", "lib/io/quant.h", "lib/io/quant_codes.h", "lib/io/safetensors", "lib/io/json.h",
+            "lib/io/hf_config.h", "lib/io/init_file.h", "lib/io/llmc.h", "lib/io/offload_file.h", "lib/optim/offload.h",
+            "lib/cpu/lora.h", "lib/cpu/offload.h", "lib/cpu/eval.h", "lib/parallel/tensor.h", "lib/parallel/gpu_zero.h",
+            "lib/parallel/staging.h", "lib/memory/predict_offload.h", "lib/memory/fit_report.h", "lib/app/eval_only.h",
+            "lib/app/export.h", "lib/app/model_files.h", "lib/app/lora_flags.h", "lib/app/fit_cmd.h"]
+
+
+def lecture_build():
+    """Check 10: lib/lecture/'s files stand for lib/'s, compile ahead of it, and keep the rooms out. 0 or 1."""
+    nulls = sorted(glob.glob("lib/lecture/*/*.h"))
+    bad = ["%s stands for no file of lib/" % f for f in nulls
+           if f != "lib/lecture/core/absent.h" and not os.path.exists("lib/" + f[len("lib/lecture/"):])]
+    for f in nulls:
+        r = subprocess.run(["gcc", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-fopenmp", "-Ilib/lecture",
+                            "-I.", "-Ilib", "-fsyntax-only", "-x", "c", f], capture_output=True, text=True)
+        if r.returncode or r.stderr.strip():
+            bad.append(f + ": " + (r.stderr.strip().splitlines() or ["?"])[0])
+    r = subprocess.run(["gcc", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fopenmp", "-Ilib/lecture", "-I.", "-Ilib", "-MM",
+                        "train.c"], capture_output=True, text=True)
+    compiled = [w for w in r.stdout.replace("\\\n", " ").split() if w.endswith((".h", ".c"))]
+    bad += ["train.c " + (r.stderr.strip().splitlines() or ["?"])[0]] if r.returncode else []
+    bad += ["it compiles %s" % f for f in compiled if f.startswith(tuple(LEFT_OUT))]
+    print(("PASS" if not bad else "FAIL") + " the lecture build: %d null rooms in lib/lecture/, each compiling on its own; "
+          "train.c built with them compiles %d files, none of the rooms left out%s" %
+          (len(nulls), len(compiled), "" if not bad else ": " + "; ".join(bad[:5])))
+    return 1 if bad else 0
 
 
 def function_bodies(path):

@@ -25,6 +25,7 @@
 #     tools       scripts/compare.py, scripts/chart
 #     explorer    the explorer page in a real browser: its numbers are the dry run's (tests/explorer.py)
 #     gpu         the GPU path without a GPU: the emulated GPU (tests/run_cuda.sh --host), gpu_check's rehearsal
+#     lecture     make lecture's ./train-lecture: smaller, refuses the rooms it leaves out, ./train's bits
 #     docs        the docs against the binary and the code; the tree's shape
 # E2E="ledger zero" runs only those scripts.
 set -u
@@ -36,7 +37,7 @@ trap 'rm -f "$log"' EXIT
   echo "$out" | grep -E '^(PASS|FAIL) '
   echo "$out" | grep -q 'test_cpu: ' || echo "FAIL tests/test_cpu ran to the end"
   bash tests/gemm_isas.sh | grep -E '^(PASS|FAIL|SKIP) '
-  for t in ${E2E:-ledger snapshot train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama lora lora_doc hf_config safetensors pretrained zero groups tp machines offload errors reliability outputs tools explorer gpu docs}; do
+  for t in ${E2E:-ledger snapshot train resume tokens sample dtype recompute fused_ce fit eval_only adam8 llama lora lora_doc hf_config safetensors pretrained zero groups tp machines offload errors reliability outputs tools explorer gpu lecture docs}; do
     out=$(bash "tests/e2e/$t.sh" 2>&1)
     echo "$out" | grep -E '^(PASS|FAIL|SKIP) '
     echo "$out" | grep -q "^END tests/e2e/$t.sh" || { echo "FAIL tests/e2e/$t.sh ran to the end:"; echo "$out" | tail -3; }

@@ -25,8 +25,8 @@
 #include "app/lora_flags.h"
 #include "app/outputs.h"
 #include "app/ranks.h"
+#include "app/rooms.h"
 #include "io/data.h"
-#include "io/quant.h"
 #include "parallel/comm.h"
 
 // The flag table: name, value kind, help. --help prints it with the defaults.
@@ -171,12 +171,13 @@ void print_help(void) {
            "no (one rank; install libopenmpi-dev openmpi-bin and rebuild for ZeRO over ranks)");
     char why[256];
     int gpus = gpu_built() ? gpu_count(why, sizeof why) : 0;
-    if (!gpu_built()) printf("            CUDA no (nvcc was not found at build time: --device cpu only)\n");
+    if (!gpu_built()) printf("            CUDA no (built without nvcc: --device cpu only)\n");
     else if (gpus > 0) printf("            CUDA yes, %d GPU%s found (--device cuda)\n", gpus, gpus > 1 ? "s" : "");
     else printf("            CUDA built in, but no GPU found here (%s): --device cpu only\n", why);
     if (gpu_built())
         printf("            NCCL %s\n", gpu_nccl_built() ? "yes (--comm nccl: ZeRO's collectives on the GPUs' buffers)"
                                                          : "no (ZeRO on GPUs goes over MPI; install libnccl-dev and rebuild)");
+    print_rooms_left_out();
     printf("\nmodel presets:\n");
     for (int i = 0; i < n_model_presets; i++) {
         const GPTConfig *c = &model_presets[i].cfg;
@@ -194,6 +195,14 @@ void print_help(void) {
            "  ./train --ranks 4 --zero 2 --steps 20    ZeRO stage 2 over 4 ranks (starts mpirun itself)\n"
            "  scripts/compare.py --dry-run --base '--model gpt2' fp32= bf16='--dtype bf16'\n"
            "                                           settings side by side\n");
+}
+
+// A flag of a room this build leaves out (app/rooms.h: make lecture's build) stops the run here.
+void refuse_left_out(const char *name, const char *value) {
+    const char *room = room_left_out(name, value);
+    if (room)
+        usage_error("--%s%s%s: %s is not in this build (make lecture: the seeds' techniques alone); ./train (make) has it",
+                    name, value ? " " : "", value ? value : "", room);
 }
 
 // Parse one value into the option it belongs to; exits 2 on a bad value.
@@ -256,6 +265,7 @@ Settings parse_args(int argc, char **argv) {
         s.sample_given |= !strcmp(name, "sample-every") || !strcmp(name, "sample-len");
         if (f->kind == ARG_FLAG) {
             if (eq) usage_error("--%s takes no value (got '%s')", name, eq + 1);
+            refuse_left_out(name, NULL);
             *(int *)((char *)&s + f->offset) = 1;
             continue;
         }
@@ -263,6 +273,7 @@ Settings parse_args(int argc, char **argv) {
         else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) value = argv[++i];
         else if (!strcmp(name, "fit")) value = "free";  // --fit alone: the memory free here
         else usage_error("--%s needs a value", name);  // (a value that starts with -- goes as --flag=value)
+        refuse_left_out(name, value);
         parse_value(f, value, &s);
     }
     return s;

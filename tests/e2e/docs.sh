@@ -31,6 +31,14 @@ sys.exit(1 if bad else 0)
 PY
 ); then ok "the lecture's step (--ranks 2 --zero 2 --ckpt) runs no --tp, --lora or GPU code: $msg"
   else bad "the lecture's step runs other features' code: ${msg:-$(tail -2 "$tmp/step")}"; fi
+  # doc/reading.md's counts are these: ./train's lines a step, and ./train-lecture's lines, files and functions
+  full=$(awk '/lines a step/ {print $1}' "$tmp/step")
+  if python3 scripts/step_lines.py --lecture >"$tmp/step_l" 2>&1 &&
+     read -r n f k < <(sed -nE 's/^ *([0-9]+) +lines a step, in ([0-9]+) files, ([0-9]+) functions.*/\1 \2 \3/p' "$tmp/step_l") &&
+     grep -q "of the $n lines a step of \`./train-lecture\` runs" doc/reading.md && grep -q "gcov: $f files, $k functions" doc/reading.md &&
+     grep -q "step runs $full," doc/reading.md; then
+    ok "doc/reading.md's step counts are gcov's: ./train-lecture $n lines, $f files, $k functions; ./train $full lines"
+  else bad "doc/reading.md's step counts: gcov says ./train-lecture ${n:-?} lines, ${f:-?} files, ${k:-?} functions, ./train ${full:-?} lines"; fi
 else skip "the lecture's step under gcov: no MPI, no gcov, or GPTMEM_QUICK (make asan)"; fi
 # doc/reading.md's debugger session as written: `make debug`, rank 0 under gdb and rank 1 plain, stops at
 # zero_reduce_scatter, and the backtrace's functions are the page's, in its order

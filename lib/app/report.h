@@ -337,9 +337,9 @@ void gpu_in_mind(const Settings *s, const MemReport *pred, char *json, size_t n)
     if (json && (g || rate > 0))
         snprintf(json, n, "\"gpu\": {\"name\": \"%s\", \"memory_bytes\": %.0f, \"bf16\": %s, \"link_gbps\": %.17g, "
                  "\"device_peak_bytes\": %.0f, \"fits\": %s, \"link_seconds\": %.17g, \"step_flops\": %.17g, "
-                 "\"peak_flops\": %.17g, \"mfu\": %.17g, \"step_seconds\": %.17g}", g ? g->name : "", cap,
-                 g && g->bf16 ? "true" : "false", rate, peak, g && peak <= cap ? "true" : "false",
-                 rate > 0 ? fmax(down, up) / (rate * 1e9) : 0.0, t.step_flops, t.peak, t.mfu, t.seconds);
+                 "\"peak_flops\": %.17g, \"mfu\": %.17g, \"step_seconds\": %.17g, \"run_tokens\": %.17g}", g ? g->name : "",
+                 cap, g && g->bf16 ? "true" : "false", rate, peak, g && peak <= cap ? "true" : "false",
+                 rate > 0 ? fmax(down, up) / (rate * 1e9) : 0.0, t.step_flops, t.peak, t.mfu, t.seconds, t.run_tokens);
 }
 
 // --dry-run: the prediction alone, from the config; nothing is allocated.

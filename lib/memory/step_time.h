@@ -37,6 +37,7 @@ typedef struct {
     double extra;       // the FLOPs a token the plan adds (rebuilds, --fused-ce's second pass)
     double step_flops;  // a step's FLOPs on one GPU
     double seconds;     // a step's time
+    double run_tokens;  // the tokens --steps trains: a step's on each data-parallel rank (--tp: each group), all of them
 } StepTime;
 
 // The MFU gptmem measured on card g: GPT-2 124M's FLOPs a token at T 1024 x the tokens a second, over
@@ -73,6 +74,8 @@ StepTime step_time(const Settings *s, const GpuModel *g, double extra_token_flop
     t.extra = extra_token_flops;
     t.step_flops = tokens * (run_flops_per_token(s) + extra_token_flops);
     t.seconds = t.step_flops / (t.peak * t.mfu);
+    int replicas = (s->ranks > 1 ? s->ranks : 1) / (s->tp > 1 ? s->tp : 1);  // (a --tp group of T GPUs trains one batch)
+    t.run_tokens = tokens * replicas * s->steps;
     return t;
 }
 
@@ -89,12 +92,13 @@ void print_step_time(const Settings *s, const StepTime *st) {
     double tokens = (double)s->batch * s->seq_len * s->accum;
     char run[32];
     format_duration(run, sizeof run, t.seconds * s->steps);
-    printf("time on it (memory/step_time.h): a step is %.3g FLOPs a GPU, %.0f tokens x %.3g (6 P + 6 L T C a token%s); "
+    printf("time on it (memory/step_time.h): a step is %.3g FLOPs a GPU, %.0f tokens x %.3g (%s a token%s%s); "
            "at %.0f TFLOP/s (its %s dense peak) x %.1f%% MFU: %.3g s a step\n", t.step_flops, tokens, t.step_flops / tokens,
-           t.extra > 0 ? ", and what the plan rebuilds" : "", t.peak / 1e12, dtype_name[s->dtype],
-           100 * t.mfu, t.seconds);
-    printf("  the MFU: %s; --steps %d, %.3g tokens: %s, %.3g GPU-hours on %d GPU%s\n", t.source, s->steps,
-           tokens * gpus * s->steps, run, t.seconds * s->steps * gpus / 3600, gpus, gpus > 1 ? "s" : "");
+           s->lora.rank ? "4 P + the adapters' + 6 L T C" : "6 P + 6 L T C",
+           s->lora.rank ? ", the frozen model getting no weight gradient" : "", t.extra > 0 ? ", and what the plan rebuilds" : "",
+           t.peak / 1e12, dtype_name[s->dtype], 100 * t.mfu, t.seconds);
+    printf("  the MFU: %s; --steps %d, %.3g tokens: %s, %.3g GPU-hours on %d GPU%s\n", t.source, s->steps, t.run_tokens, run,
+           t.seconds * s->steps * gpus / 3600, gpus, gpus > 1 ? "s" : "");
 }
 
 #endif

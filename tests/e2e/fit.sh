@@ -141,6 +141,26 @@ assert abs(g2["step_seconds"] - g2["step_flops"] / (312e12 * 0.5)) < 1e-9 * g2["
 PY
 then ok "--gpu's step time: the H200's measured GPT-2 run reproduced; Llama-3-8B on an A100 = 6 P + 6 L T C a token x tokens / (peak x --mfu)"
 else bad "--gpu's step time (--mem-json's gpu)"; fi
+# ... with --lora the frozen model gets no weight gradient: 4 P + the adapters' (8 R in + 6 R out a map) + 6 L T C a token,
+# and the line says so; with --tp a group of T GPUs trains one batch: --steps' tokens are ranks / T batches a step
+./train --model llama3.1-8b --lora 16 --base-dtype nf4 --batch 1 --seq-len 2048 --device cuda --gpu rtx4090 --dry-run \
+  --mem-json "$tmp/t3.json" >"$tmp/t3.out" 2>&1
+for t in 8 4; do
+  ./train --model llama3-70b --device cuda --gpu h100-80gb --ranks 8 --tp $t --sp --dtype bf16 --batch 1 --seq-len 4096 --flash \
+    --ckpt --steps 1000 --dry-run --mem-json "$tmp/tp$t.json" >/dev/null 2>&1
+done
+if grep -q "(4 P + the adapters' + 6 L T C a token, the frozen model getting no weight gradient)" "$tmp/t3.out" &&
+   python3 - "$tmp/t3.json" "$tmp/tp8.json" "$tmp/tp4.json" <<'PY'
+import json, sys
+g3, g8, g4 = (json.load(open(f))["gpu"] for f in sys.argv[1:4])
+P, L, T, C, R, F, kv = 8030261248, 32, 2048, 4096, 16, 14336, 1024
+maps = [(C, C), (C, kv), (C, kv), (C, C), (C, F), (C, F), (F, C)]  # q k v o gate up down: (in, out)
+adapters = L * sum(R * (8 * i + 6 * o) for i, o in maps)
+assert g3["step_flops"] == T * (4 * P + adapters + 6 * L * T * C), (g3["step_flops"], T * (4 * P + adapters + 6 * L * T * C))
+assert g8["run_tokens"] == 4096 * 1000 and g4["run_tokens"] == 2 * 4096 * 1000, (g8["run_tokens"], g4["run_tokens"])
+PY
+then ok "--gpu's step time: --lora's 4 P + the adapters' + 6 L T C a token, so labelled; --tp 8 (4) on 8 GPUs trains 1 (2) batches a step"
+else bad "--gpu's step time with --lora and --tp: $(grep 'time on it' "$tmp/t3.out")"; fi
 ./train --model gpt2 --device cuda --gpu h100-80gb --batch 16 --fit 24GiB >"$tmp/tf" 2>&1
 cmd=$(sed -n 's/^recommended: //p' "$tmp/tf")
 row=$(grep -A1 ' step  micro-batch' "$tmp/tf" | tail -1 | grep -o '[0-9.e+-]* s ' | head -1)

@@ -52,6 +52,45 @@ if have_mpi && command -v gdb >/dev/null && [ -z "${GPTMEM_QUICK:-}" ]; then
   if [ -n "$want" ] && [ "$got" = "$want" ]; then ok "doc/reading.md's gdb session: make debug, the backtrace at zero_reduce_scatter is the page's (${want% })"
   else bad "doc/reading.md's gdb session: the page says '$want', gdb printed '$got' ($(grep -m1 -iE 'error|no such' "$tmp/dbg"))"; fi
 else skip "doc/reading.md's gdb session: no MPI, no gdb, or GPTMEM_QUICK (make asan)"; fi
+# sentences a newcomer found false (newcomer-round-8 W5-W9), each held to what it says:
+# W5 the exercises page's count of its questions
+n=$(grep -cE '^[0-9]+\. ' doc/exercises.md)
+words=(zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+       eighteen nineteen twenty twenty-one twenty-two twenty-three twenty-four twenty-five)
+if grep -qi "^${words[$n]} questions to hand out" doc/exercises.md; then ok "doc/exercises.md counts its $n questions"
+else bad "doc/exercises.md's count of its questions: it has $n ($(grep -io '^[a-z-]* questions to hand out' doc/exercises.md))"; fi
+# W6 each "Exercise N ... asks for this table's" follows the table whose number is exercise N's answer
+python3 - >"$tmp/ex" 2>&1 <<'PY'
+import glob, re, subprocess, sys
+bad, n = [], 0
+for page in sorted(glob.glob("doc/*.md")):
+    text = open(page).read()
+    for m in re.finditer(r"Exercise (\d+) \([^)]*\) asks for this table's", text):
+        n += 1
+        block = re.findall(r"all 13 tensors \(predicted\) +(\d+) B", text[:m.start()])
+        r = subprocess.run(["python3", "scripts/exercise.py", m.group(1), block[-1] if block else "0"], capture_output=True, text=True)
+        if r.returncode:
+            bad.append(f"{page}: exercise {m.group(1)}'s answer is not the table above it")
+print(f"{n} references" if not bad and n else "; ".join(bad) or "no reference found")
+sys.exit(1 if bad or not n else 0)
+PY
+if [ $? -eq 0 ]; then ok "each exercise a page points to sits under the table that answers it ($(cat "$tmp/ex"))"
+else bad "exercise references: $(cat "$tmp/ex")"; fi
+# W7 doc/README.md's per-layer formula is what its fp32 command prints; W8 doc/tensor-parallel.md's batch is its command's
+./train --dry-run --mem-ops >"$tmp/ops" 2>&1
+./train --device cuda --gpu h100-80gb --model llama3-70b --ranks 8 --seq-len 4096 --fit 80GB >"$tmp/fit70" 2>&1
+if grep -q "66sbh + 9as2b" "$tmp/ops" && grep -q "64sbh + 4as2b" "$tmp/ops" && grep -q "line says 66sbh + 9as2b" doc/README.md &&
+   grep -q "dropout, which gptmem has none of, 64sbh + 4as2b" doc/README.md; then
+  ok "doc/README.md step 2 quotes the per-layer formula its fp32 command prints (66sbh + 9as2b; 64sbh + 4as2b)"
+else bad "doc/README.md step 2's formula is not its command's: $(grep 'per layer' "$tmp/ops" | head -1)"; fi
+if grep -q "batch 32 x 4096 tokens on 8 ranks" "$tmp/fit70" && grep -q "global batch of 32 x 4096 tokens" doc/tensor-parallel.md; then
+  ok "doc/tensor-parallel.md's Llama-3-70B --fit: the batch it states is its command's (32 x 4096)"
+else bad "doc/tensor-parallel.md's batch is not its command's: $(head -1 "$tmp/fit70")"; fi
+# W9 doc/quantization.md: --eval-only is refused without --resume or --init, and runs with either
+if ! ./train --eval-only >/dev/null 2>"$tmp/eo" && grep -q -- "--resume" "$tmp/eo" && grep -q -- "--init" "$tmp/eo" &&
+   grep -q "\`--eval-only\` without \`--resume\` or \`--init\`" doc/quantization.md; then
+  ok "doc/quantization.md: --eval-only without --resume or --init is refused, as it says"
+else bad "--eval-only's weights: $(head -1 "$tmp/eo")"; fi
 # every line of C the docs quote is a line of the source (tests/doc_snippets.py)
 if msg=$(python3 tests/doc_snippets.py); then ok "${msg##*$'\n'}"; else bad "$(echo "$msg" | head -3)"; fi
 # the dry-run table in doc/memory.md is the binary's output, verbatim

@@ -130,6 +130,7 @@ def page_state(d):
                 serving: document.getElementById('serving').hidden ? '' : document.getElementById('serve-total').textContent,
                 lengths: q('[data-len]').map((e) => [e.dataset.len, e.dataset.bytes]),
                 estimators: q('[data-est]').map((e) => [e.dataset.est, e.dataset.bytes]),
+                estcpu: q('[data-est-cpu]').map((e) => e.dataset.estCpu),
                 capacity: q('#peak-bar line.capacity').map((e) => e.querySelector('title').textContent),
                 fit: document.getElementById('fit').textContent, fitcmd: document.getElementById('fit-cmd').textContent,
                 text: document.getElementById('dryrun').textContent,
@@ -180,6 +181,8 @@ def compare(d, args, cwd, deep):
     est = [[f"{e['source']} / {e['setting']}", f"{e['gpu_bytes']:.0f}"] for e in j.get("estimators", [])]
     if s["estimators"] != est:  # the calculators' lines: --mem-json's estimators
         return f"the calculators: page {s['estimators'][:2]}, binary {est[:2]}"
+    if "machine_host_bytes" in j and s["estcpu"] != [f"{j['machine_host_bytes']:.0f}"]:  # gptmem's per CPU: the machine's
+        return f"gptmem's per CPU: page {s['estcpu']}, binary {j['machine_host_bytes']:.0f} (every rank's host memory)"
     card = j.get("gpu") or {}
     if card.get("name"):  # --gpu: its memory as a line on the headline's bar, and whether the peak fits
         want_line = [f"{card['name']}: {card['memory_bytes']} B"]
@@ -312,6 +315,15 @@ def main():
             ok("it opens on the GPU: its ladder climbs step 0's GPU table (bf16, flash, ckpt, fused-ce), each rung the binary's")
         else:
             bad(f"the opening ladder: {why or labels}")
+        # the calculators' table on 4 ranks with --offload: gptmem's per CPU is the machine's, as the binary's --estimators
+        w4 = ("--model llama3-8b --device cuda --gpu v100-32gb --dtype fp16 --batch 1 --seq-len 1024 --zero 3 --ranks 4 "
+              "--offload opt").split()
+        why = compare(d, w4, cwd, deep=False)
+        shown = page_state(d)["estcpu"]
+        if not why and shown:
+            ok(f"the calculators' table on 4 ranks with --offload opt: gptmem's per CPU is the machine's, {shown[0]} B, the binary's")
+        else:
+            bad(f"the calculators' table on 4 ranks: {why or 'no gptmem row'}")
         if o.screenshot:
             d.save_screenshot(o.screenshot)
         # a link to a setting, followed in the open tab (the address's hash changes)

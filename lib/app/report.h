@@ -368,7 +368,7 @@ int dry_run(const Settings *s) {
         size_t k = (size_t)snprintf(more, sizeof more, "%s,\n ", cost);
         if (gpu[0]) k += (size_t)snprintf(more + k, sizeof more - k, "%s,\n ", gpu);
         if (infer[0]) k += (size_t)snprintf(more + k, sizeof more - k, "%s,\n ", infer);
-        json_estimators(more + k, sizeof more - k, s);
+        json_estimators(more + k, sizeof more - k, s, &predicted);
     }
     if (!s->mem_json) return 0;
     OutFile out;

@@ -132,6 +132,12 @@ const char *in_units(double b, char *out, size_t n) {
 }
 
 // The table: every calculator's line, then gptmem's own (predicted; measured after a real run, else NULL).
+// gptmem's bytes per CPU as DeepSpeed counts them: the machine's, every rank's host memory (a rank's
+// times the N ranks).
+double machine_host_bytes(const Settings *s, const MemReport *r) {
+    return (double)(s->ranks > 1 ? s->ranks : 1) * (double)(r->peak_at[LOC_HOST] + r->peak_at[LOC_PINNED]);
+}
+
 void print_estimators(FILE *f, const Settings *s, const MemReport *pred, const MemReport *meas) {
     Estimate e[MAX_ESTIMATES];
     int n = other_estimates(s, e);
@@ -144,13 +150,11 @@ void print_estimators(FILE *f, const Settings *s, const MemReport *pred, const M
     for (int i = 0; i < n; i++)
         fprintf(f, "  %-50s %c %-44s %12s %12s\n", i && !strcmp(e[i].source, e[i - 1].source) ? "" : e[i].source,
                 e[i].this_run ? '*' : ' ', e[i].setting, in_units(e[i].gpu, a, sizeof a), in_units(e[i].cpu, b, sizeof b));
-    // per CPU, as DeepSpeed counts it: the machine's, every rank's host memory (a rank's times the N ranks)
     fprintf(f, "  %-50s %-46s %12s %12s\n", "gptmem, predicted", "this run: everything, activations too",
-            in_units(pred->peak_at[LOC_DEVICE], a, sizeof a),
-            in_units((double)N * (pred->peak_at[LOC_HOST] + pred->peak_at[LOC_PINNED]), b, sizeof b));
+            in_units(pred->peak_at[LOC_DEVICE], a, sizeof a), in_units(machine_host_bytes(s, pred), b, sizeof b));
     if (meas)
         fprintf(f, "  %-50s %-46s %12s %12s\n", "gptmem, measured", "", in_units(meas->peak_at[LOC_DEVICE], a, sizeof a),
-                in_units((double)N * (meas->peak_at[LOC_HOST] + meas->peak_at[LOC_PINNED]), b, sizeof b));
+                in_units(machine_host_bytes(s, meas), b, sizeof b));
     fprintf(f, "  (per CPU: the machine's, all %d rank%s; DeepSpeed counts the model states: no activations, no buffers, 1.5x "
             "on the CPU for its buffers; "
             "accelerate one device, no sharding, no activations; Megatron mixed precision with fp32 gradients, its "
@@ -160,11 +164,12 @@ void print_estimators(FILE *f, const Settings *s, const MemReport *pred, const M
                            "count, LoRA's states as rank 8 on two maps a layer whatever the rank, 650 MB for CUDA" : "");
 }
 
-// The same as JSON members for --mem-json: "estimators": [...]
-void json_estimators(char *out, size_t cap, const Settings *s) {
+// The same as JSON members for --mem-json: "estimators": [...], and gptmem's own per CPU (the machine's).
+void json_estimators(char *out, size_t cap, const Settings *s, const MemReport *pred) {
     Estimate e[MAX_ESTIMATES];
     int n = other_estimates(s, e);
-    size_t len = (size_t)snprintf(out, cap, "\"largest_layer_params\": %.0f,\n \"estimators\": [", largest_layer_params(model_whole(s)));
+    size_t len = (size_t)snprintf(out, cap, "\"largest_layer_params\": %.0f,\n \"machine_host_bytes\": %.0f,\n \"estimators\": [",
+                                  largest_layer_params(model_whole(s)), machine_host_bytes(s, pred));
     for (int i = 0; i < n && len < cap; i++)
         len += (size_t)snprintf(out + len, cap - len, "%s{\"source\": \"%s\", \"setting\": \"%s\", \"gpu_bytes\": %.0f, "
                                 "\"cpu_bytes\": %.0f, \"this_run\": %s}", i ? ", " : "", e[i].source, e[i].setting,

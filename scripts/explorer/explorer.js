@@ -255,7 +255,7 @@ function showEstimators(mem) {
             `<td class="num" data-est="${esc(e.source + " / " + e.setting)}" data-bytes="${e.gpu_bytes}" title="${e.gpu_bytes} B">${gib(e.gpu_bytes)}</td>` +
             `<td class="num">${e.cpu_bytes >= 0 ? gib(e.cpu_bytes) : "-"}</td></tr>`;
   rows += `<tr><td>gptmem (this page's headline)</td><td>everything, activations too</td><td class="num">${gib(mem.predicted.peak_at.device)}</td>` +
-          `<td class="num">${gib(mem.predicted.peak_at.host + mem.predicted.peak_at.pinned)}</td></tr>`;
+          `<td class="num" data-est-cpu="${mem.machine_host_bytes}">${gib(mem.machine_host_bytes)}</td></tr>`;  // (the machine's: every rank's)
   $("estimators").innerHTML = rows;
 }
 
